@@ -1,0 +1,233 @@
+/*
+ * distlock.h -- distributed locks on Redis: one algorithm for 1..N nodes.
+ *
+ * This is the only public header of libdistlock. Everything here is part of
+ * the stable ABI unless it sits inside the DISTLOCK_EXPERIMENTAL section.
+ *
+ * Conventions (they hold for every function unless its comment says otherwise):
+ *  - Functions that can fail return an int status: DISTLOCK_OK (0),
+ *    DISTLOCK_NOTACQUIRED (1, someone else holds the lock: not an error), or a
+ *    negative distlock_status error. distlock_strerror() names the code and
+ *    distlock_last_error() gives this thread's detail message for the last
+ *    failing call.
+ *  - Times are milliseconds, measured with the monotonic clock.
+ *  - Strings passed in are copied; the library never keeps caller pointers.
+ *    Strings returned are owned by the object they come from and stay valid
+ *    until that object is freed.
+ *  - "Blocks" means the call performs network I/O. A network round trip to N
+ *    nodes is done in parallel from the calling thread and is bounded by the
+ *    client's per-node timeouts (DISTLOCK_OPT_CONNECT_TIMEOUT_MS when a node
+ *    must be (re)connected, else DISTLOCK_OPT_COMMAND_TIMEOUT_MS).
+ *  - A distlock_client may be shared by any number of threads. A distlock_lock
+ *    handle must not be used from two threads at the same time.
+ *  - After fork(), the child never reads or writes sockets opened by its
+ *    parent: it opens its own on first use. Locks acquired by the parent can
+ *    be inspected but not released or extended through their handles in the
+ *    child (use distlock_release_token() deliberately if that is intended).
+ */
+#ifndef DISTLOCK_H
+#define DISTLOCK_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#if defined(_WIN32)
+#  if defined(DISTLOCK_BUILDING)
+#    define DISTLOCK_API __declspec(dllexport)
+#  else
+#    define DISTLOCK_API __declspec(dllimport)
+#  endif
+#elif defined(__GNUC__) && __GNUC__ >= 4
+#  define DISTLOCK_API __attribute__((visibility("default")))
+#else
+#  define DISTLOCK_API
+#endif
+
+/* ---------------------------------------------------------------- version */
+#define DISTLOCK_VERSION_MAJOR 0
+#define DISTLOCK_VERSION_MINOR 1
+#define DISTLOCK_VERSION_PATCH 0
+#define DISTLOCK_VERSION_NUMBER \
+    (DISTLOCK_VERSION_MAJOR * 10000 + DISTLOCK_VERSION_MINOR * 100 + DISTLOCK_VERSION_PATCH)
+#define DISTLOCK_VERSION_STRING "0.1.0"
+
+/* The version of the library actually loaded (compare with the macros). */
+DISTLOCK_API unsigned distlock_version_number(void);
+DISTLOCK_API const char *distlock_version_string(void);
+
+/* ---------------------------------------------------------------- status */
+/* Values are pinned: they never change meaning once released. */
+typedef enum {
+    DISTLOCK_OK = 0,
+    DISTLOCK_NOTACQUIRED = 1,   /* held by someone else (not an error) */
+    DISTLOCK_EINVAL = -1,       /* invalid argument (detail names it) */
+    DISTLOCK_ENOMEM = -2,       /* out of memory; the client stays usable */
+    DISTLOCK_ECONN = -3,        /* could not connect / I/O error */
+    DISTLOCK_ETIMEDOUT = -4,    /* a wait budget ran out */
+    DISTLOCK_ENOQUORUM = -5,    /* fewer than a quorum of nodes answered */
+    DISTLOCK_ENOTOWNER = -6,    /* not the owner: lock expired, lost or released */
+    DISTLOCK_EPROTO = -7,       /* server error or unexpected reply (auth, WRONGTYPE...) */
+    DISTLOCK_ECLOSED = -8       /* use after close / not usable in this process */
+} distlock_status;
+
+/* Static text for a status code; never NULL, never to be freed. */
+DISTLOCK_API const char *distlock_strerror(int status);
+
+/* Detail message of the last call that failed in the calling thread, e.g.
+ * "redis://10.0.0.5:6379: Connection refused". Never NULL (empty if none).
+ * Valid until this thread's next distlock call. Don't free. */
+DISTLOCK_API const char *distlock_last_error(void);
+
+/* ---------------------------------------------------------------- client */
+typedef struct distlock_client distlock_client;
+typedef struct distlock_lock distlock_lock;
+
+/*
+ * Create a client for `servers`: one URI or a comma-separated list of N
+ * independent masters (N >= 1; quorum N/2+1):
+ *     redis://[user[:password]@]host[:port][/db]
+ *     unix:///path/to.sock[?db=N]
+ * Duplicate nodes are rejected. Does not connect (connections are made
+ * lazily and re-made after failures). *out receives the client, which the
+ * caller frees with distlock_client_free(). Thread-safe; does not block.
+ */
+DISTLOCK_API int distlock_client_new(distlock_client **out, const char *servers);
+
+/* Release every lock still held through this client (best effort, bounded by
+ * the timeouts), stop its background thread, close its sockets and free it.
+ * NULL is a no-op. No other thread may use the client during or after this. */
+DISTLOCK_API void distlock_client_free(distlock_client *c);
+
+typedef enum {
+    DISTLOCK_OPT_CONNECT_TIMEOUT_MS = 1, /* default 1000: connect + first reply */
+    DISTLOCK_OPT_COMMAND_TIMEOUT_MS = 2, /* default 500: one node's reply */
+    DISTLOCK_OPT_DRIFT_PPM = 3,          /* default 10000: drift = ttl*ppm/1e6 + min */
+    DISTLOCK_OPT_DRIFT_MIN_MS = 4,       /* default 2 */
+    DISTLOCK_OPT_RETRY_MIN_MS = 5,       /* default 2: first backoff step while waiting */
+    DISTLOCK_OPT_RETRY_MAX_MS = 6,       /* default 100: backoff cap = re-check interval */
+    DISTLOCK_OPT_USERNAME = 100,         /* string: ACL user for every node */
+    DISTLOCK_OPT_PASSWORD = 101          /* string: password for every node */
+} distlock_option;
+
+/* Set a numeric / string option. Applies to operations started afterwards.
+ * Unknown options, values out of range and string options given to the
+ * numeric setter (and vice versa) give DISTLOCK_EINVAL. Thread-safe. */
+DISTLOCK_API int distlock_client_set(distlock_client *c, distlock_option opt, long value);
+DISTLOCK_API int distlock_client_set_str(distlock_client *c, distlock_option opt,
+                                         const char *value);
+
+/* Number of nodes and the quorum. */
+DISTLOCK_API int distlock_client_node_count(const distlock_client *c);
+DISTLOCK_API int distlock_client_quorum(const distlock_client *c);
+
+/* ---------------------------------------------------------------- locks */
+#define DISTLOCK_KEY_MAX 1024          /* bytes, excluding the NUL */
+#define DISTLOCK_TOKEN_MAX 256         /* bytes of a caller-supplied token */
+#define DISTLOCK_TTL_MAX 2147483647L   /* ms (about 24.8 days) */
+#define DISTLOCK_WAIT_FOREVER (-1L)
+
+/* acquire flags; unknown bits give DISTLOCK_EINVAL */
+#define DISTLOCK_FENCING    (1u << 0)  /* return a fencing token (distlock_lock_fence) */
+#define DISTLOCK_AUTO_RENEW (1u << 1)  /* background renewal at ttl/3 until release */
+#define DISTLOCK_REENTRANT  (1u << 2)  /* same owner re-acquiring gets a counted handle */
+#define DISTLOCK_FAIR       (1u << 3)  /* waiters are served in arrival order */
+
+/*
+ * Acquire `key` for `ttl_ms` (1..DISTLOCK_TTL_MAX) with a fresh 128-bit token.
+ * wait_ms = 0 tries once; > 0 waits up to that long; DISTLOCK_WAIT_FOREVER
+ * waits without limit. Waiting never busy-polls: a release made by distlock
+ * wakes waiters at once, and they re-check with jittered backoff (at most
+ * DISTLOCK_OPT_RETRY_MAX_MS apart) for locks that simply expire.
+ * Returns DISTLOCK_OK and *out (free with distlock_lock_free()), or
+ * DISTLOCK_NOTACQUIRED when still held by another owner once the wait budget
+ * is spent (*out = NULL), or an error. Blocks; thread-safe.
+ */
+DISTLOCK_API int distlock_acquire(distlock_client *c, const char *key, long ttl_ms,
+                                  long wait_ms, unsigned flags, distlock_lock **out);
+
+/* As distlock_acquire(), with an explicit owner id for DISTLOCK_REENTRANT
+ * (default owner: the calling thread). owner may be NULL. */
+DISTLOCK_API int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms,
+                                        long wait_ms, unsigned flags, const char *owner,
+                                        distlock_lock **out);
+
+/* Release (compare-and-delete on every node). DISTLOCK_OK when it was still
+ * held on a quorum; DISTLOCK_ENOTOWNER when it had expired, was lost or was
+ * already released (another owner's key is never deleted). The handle stays
+ * valid until distlock_lock_free(). For a reentrant handle, only the last
+ * release of an owner reaches Redis; a non-owner releasing gets ENOTOWNER.
+ * Blocks. */
+DISTLOCK_API int distlock_release(distlock_lock *lock);
+
+/* Release if still held (errors ignored), then free. NULL is a no-op. */
+DISTLOCK_API void distlock_lock_free(distlock_lock *lock);
+
+/* Reset the lock's TTL to ttl_ms on every node where it is still ours
+ * (compare-and-PEXPIRE). Needs a quorum; on success the validity is fresh.
+ * DISTLOCK_ENOTOWNER if it was lost. Blocks. */
+DISTLOCK_API int distlock_extend(distlock_lock *lock, long ttl_ms);
+
+/* Milliseconds of validity left (0 if released, lost or expired). */
+DISTLOCK_API long distlock_lock_validity_ms(const distlock_lock *lock);
+DISTLOCK_API const char *distlock_lock_key(const distlock_lock *lock);
+DISTLOCK_API const char *distlock_lock_token(const distlock_lock *lock);
+
+/* Fencing token of this ownership (acquired with DISTLOCK_FENCING), else -1.
+ * Strictly greater than that of every earlier owner of the key that got one
+ * (see README "Fencing tokens" for the exact guarantee). */
+DISTLOCK_API int64_t distlock_lock_fence(const distlock_lock *lock);
+
+/* 1 if the lock was found lost (by auto-renewal or extend), else 0. */
+DISTLOCK_API int distlock_lock_lost(const distlock_lock *lock);
+
+/* Called once, from the client's renewal thread, when an auto-renewed lock
+ * is found lost. The callback must not free the lock. */
+typedef void (*distlock_lost_fn)(distlock_lock *lock, void *arg);
+DISTLOCK_API int distlock_lock_on_lost(distlock_lock *lock, distlock_lost_fn fn, void *arg);
+
+/* A file descriptor that becomes readable when any lock of this client is
+ * found lost, for event loops (poll for POLLIN, then read 8 bytes to reset).
+ * Owned by the client. Returns -1 with DISTLOCK_ENOMEM detail on failure. */
+DISTLOCK_API int distlock_client_lost_fd(distlock_client *c);
+
+/* ------------------------------------------------- token-carrying pair */
+/* For callers that keep the token themselves (the PHP compatibility
+ * functions, the CLI). token: 1..DISTLOCK_TOKEN_MAX bytes, NUL-terminated.
+ * With DISTLOCK_STRICT the acquire fails even if the key already holds this
+ * very token (plain SET NX semantics); without it such an acquire refreshes
+ * the TTL and succeeds (idempotent retry after a lost reply). Only
+ * DISTLOCK_STRICT is accepted in flags. validity_ms may be NULL. Blocks. */
+#define DISTLOCK_STRICT (1u << 8)
+DISTLOCK_API int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms,
+                                        const char *token, unsigned flags, long *validity_ms);
+/* DISTLOCK_OK when `token` held the key on a quorum and it is now deleted,
+ * DISTLOCK_ENOTOWNER when it did not hold it. Blocks. */
+DISTLOCK_API int distlock_release_token(distlock_client *c, const char *key, const char *token);
+DISTLOCK_API int distlock_extend_token(distlock_client *c, const char *key, const char *token,
+                                       long ttl_ms, long *validity_ms);
+
+/* Fill buf (at least 33 bytes) with a fresh 32-hex-character token. */
+DISTLOCK_API int distlock_token_generate(char *buf, size_t size);
+
+/* ------------------------------------------------------------- admin */
+/* Node i (0..N-1) as a URI with any password replaced by "***". */
+DISTLOCK_API const char *distlock_client_node_uri(const distlock_client *c, int i);
+
+/* Who holds `key` on node i: returns 1 (held; token copied to token_buf,
+ * truncated to size-1, pttl in *pttl_ms, -1 if no expiry), 0 (free) or an
+ * error. token_buf / pttl_ms may be NULL. Blocks on that one node. */
+DISTLOCK_API int distlock_inspect(distlock_client *c, const char *key, int node,
+                                  char *token_buf, size_t size, long *pttl_ms);
+
+/* Delete `key` on every node whoever holds it (administrative override).
+ * *deleted (may be NULL) receives the number of nodes it was deleted on. */
+DISTLOCK_API int distlock_force_release(distlock_client *c, const char *key, int *deleted);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* DISTLOCK_H */

@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Install the Debian 12 packages distlock needs to build, test, demo and
+# benchmark. Quick when everything is present: apt runs only for what's missing.
+set -euo pipefail
+
+PKGS=(
+  build-essential cmake pkg-config git
+  redis-server redis-tools libhiredis-dev
+  libcmocka-dev valgrind
+  php-dev php-cli php-cgi php-redis php-symfony-lock
+  swig python3-dev python3-setuptools python3-pytest python3-redis python3-venv python3-pip
+)
+PKGS+=("$@")   # callers may add their own (bench: gnuplot-nox, nodejs, npm)
+
+missing=()
+for p in "${PKGS[@]}"; do
+  dpkg-query -W -f='${Status}\n' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+echo "distlock: installing ${missing[*]}" >&2
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+# Debian starts a system redis-server on 6379 after install; the project never
+# uses it (every script starts its own on a free port), so leave it be.
