@@ -1,0 +1,275 @@
+/* client.c -- the client: its nodes, options and pool of connection sets.
+ *
+ * Each operation checks a connection set (one connection per node) out of
+ * the pool and returns it afterwards, so threads sharing a client run their
+ * round trips in parallel and never interleave on one socket. The client
+ * remembers the pid that opened the sockets; a forked child drops them
+ * without any I/O and opens its own. */
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+int distlock_client_new(distlock_client **out, const char *servers)
+{
+    distlock_client *c;
+    pthread_condattr_t ca;
+    int rc;
+
+    distlock__clear_error();
+    if (out == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    *out = NULL;
+    c = calloc(1, sizeof(*c));
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    if ((rc = distlock__parse_servers(servers, &c->nodes, &c->n)) != DISTLOCK_OK) {
+        free(c);
+        return rc;
+    }
+    c->quorum = c->n / 2 + 1;
+    c->pid = getpid();
+    c->connect_timeout_ms = 1000;
+    c->command_timeout_ms = 500;
+    c->drift_ppm = 10000;
+    c->drift_min_ms = 2;
+    c->retry_min_ms = 2;
+    c->retry_max_ms = 100;
+    c->lost_fd = -1;
+    c->sub_wake[0] = c->sub_wake[1] = -1;
+    pthread_mutex_init(&c->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wd_cond, &ca);
+    pthread_cond_init(&c->sub_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    *out = c;
+    return DISTLOCK_OK;
+}
+
+static void free_connset(distlock_client *c, distlock__connset *cs)
+{
+    for (int i = 0; i < c->n; i++)
+        distlock__conn_close(&cs->conns[i]);
+    free(cs);
+}
+
+void distlock__after_fork_locked(distlock_client *c)
+{
+    /* Sockets, threads and waiters belong to the parent. Closing our copies
+     * of the fds sends nothing on the parent's connections. */
+    distlock__connset *cs = c->pool;
+    while (cs) {
+        distlock__connset *next = cs->next;
+        free_connset(c, cs);
+        cs = next;
+    }
+    c->pool = NULL;
+    c->wd_running = 0;
+    c->wd_stop = 0;
+    c->sub_running = 0;
+    c->waiters = NULL;
+    if (c->sub_wake[0] >= 0) {
+        close(c->sub_wake[0]);
+        close(c->sub_wake[1]);
+        c->sub_wake[0] = c->sub_wake[1] = -1;
+    }
+    c->pid = getpid();
+}
+
+void distlock__lock(distlock_client *c)
+{
+    if (c->pid != getpid()) {
+        /* First call in a forked child: the mutex may have been copied while
+         * another parent thread held it, so start from a fresh one. */
+        pthread_mutex_init(&c->mu, NULL);
+        pthread_mutex_lock(&c->mu);
+        if (c->pid != getpid())
+            distlock__after_fork_locked(c);
+        return;
+    }
+    pthread_mutex_lock(&c->mu);
+}
+
+distlock__connset *distlock__checkout(distlock_client *c)
+{
+    distlock__connset *cs;
+
+    distlock__lock(c);
+    cs = c->pool;
+    if (cs)
+        c->pool = cs->next;
+    pthread_mutex_unlock(&c->mu);
+    if (cs == NULL) {
+        cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * (size_t)c->n);
+        if (cs == NULL)
+            distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
+    return cs;
+}
+
+void distlock__checkin(distlock_client *c, distlock__connset *cs)
+{
+    if (cs == NULL)
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (c->pid == getpid()) {
+        cs->next = c->pool;
+        c->pool = cs;
+        cs = NULL;
+    }
+    pthread_mutex_unlock(&c->mu);
+    if (cs)  /* checked out before a fork: not ours to pool */
+        free_connset(c, cs);
+}
+
+void distlock_client_free(distlock_client *c)
+{
+    if (c == NULL)
+        return;
+    distlock__watchdog_stop(c);
+    distlock__subscriber_stop(c);
+    /* Release what is still held through this client, so a forgotten
+     * handle does not keep other processes waiting for its TTL. */
+    distlock__lock(c);
+    distlock__held *h = c->held;
+    c->held = NULL;
+    pthread_mutex_unlock(&c->mu);
+    while (h) {
+        distlock__held *next = h->next;
+        if (!h->released && h->pid == getpid() && !atomic_load(&h->lost))
+            (void)distlock__release_keytoken(c, h->key, h->token);
+        h->released = 1;
+        h->client = NULL;  /* handles left report DISTLOCK_ECLOSED */
+        h->next = NULL;
+        h = next;
+    }
+    distlock__connset *cs = c->pool;
+    while (cs) {
+        distlock__connset *next = cs->next;
+        free_connset(c, cs);
+        cs = next;
+    }
+    if (c->lost_fd >= 0)
+        close(c->lost_fd);
+    pthread_mutex_destroy(&c->mu);
+    pthread_cond_destroy(&c->wd_cond);
+    pthread_cond_destroy(&c->sub_cond);
+    distlock__free_nodes(c->nodes, c->n);
+    free(c->username);
+    free(c->password);
+    free(c);
+}
+
+int distlock_client_set(distlock_client *c, distlock_option opt, long v)
+{
+    long *slot = NULL, lo = 1, hi = 3600000;
+
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    switch (opt) {
+    case DISTLOCK_OPT_CONNECT_TIMEOUT_MS: slot = &c->connect_timeout_ms; break;
+    case DISTLOCK_OPT_COMMAND_TIMEOUT_MS: slot = &c->command_timeout_ms; break;
+    case DISTLOCK_OPT_DRIFT_PPM: slot = &c->drift_ppm; lo = 0; hi = 500000; break;
+    case DISTLOCK_OPT_DRIFT_MIN_MS: slot = &c->drift_min_ms; lo = 0; break;
+    case DISTLOCK_OPT_RETRY_MIN_MS: slot = &c->retry_min_ms; break;
+    case DISTLOCK_OPT_RETRY_MAX_MS: slot = &c->retry_max_ms; break;
+    case DISTLOCK_OPT_USERNAME:
+    case DISTLOCK_OPT_PASSWORD:
+        return distlock__fail(DISTLOCK_EINVAL, "option %d is a string: use distlock_client_set_str",
+                              (int)opt);
+    default:
+        return distlock__fail(DISTLOCK_EINVAL, "unknown option %d", (int)opt);
+    }
+    if (v < lo || v > hi)
+        return distlock__fail(DISTLOCK_EINVAL, "option %d: value %ld out of range %ld..%ld",
+                              (int)opt, v, lo, hi);
+    distlock__lock(c);
+    *slot = v;
+    if (c->retry_min_ms > c->retry_max_ms) {
+        if (slot == &c->retry_min_ms)
+            c->retry_max_ms = v;
+        else
+            c->retry_min_ms = v;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return DISTLOCK_OK;
+}
+
+int distlock_client_set_str(distlock_client *c, distlock_option opt, const char *v)
+{
+    char **slot, *copy = NULL;
+
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    switch (opt) {
+    case DISTLOCK_OPT_USERNAME: slot = &c->username; break;
+    case DISTLOCK_OPT_PASSWORD: slot = &c->password; break;
+    default:
+        return distlock__fail(DISTLOCK_EINVAL, "option %d is not a string option", (int)opt);
+    }
+    if (v && strlen(v) > 4096)
+        return distlock__fail(DISTLOCK_EINVAL, "option %d: string longer than 4096 bytes", (int)opt);
+    if (v && (copy = strdup(v)) == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    distlock__lock(c);
+    free(*slot);
+    *slot = copy;
+    /* Connections authenticated with the old credentials are dropped. */
+    distlock__connset *cs = c->pool;
+    c->pool = NULL;
+    pthread_mutex_unlock(&c->mu);
+    while (cs) {
+        distlock__connset *next = cs->next;
+        free_connset(c, cs);
+        cs = next;
+    }
+    return DISTLOCK_OK;
+}
+
+int distlock_client_node_count(const distlock_client *c)
+{
+    return c ? c->n : distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+}
+
+int distlock_client_quorum(const distlock_client *c)
+{
+    return c ? c->quorum : distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+}
+
+const char *distlock_client_node_uri(const distlock_client *c, int i)
+{
+    if (c == NULL || i < 0 || i >= c->n) {
+        distlock__fail(DISTLOCK_EINVAL, "no node %d", i);
+        return NULL;
+    }
+    return c->nodes[i].uri;
+}
+
+int distlock__check_key(const char *key)
+{
+    if (key == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "key must not be NULL");
+    size_t n = strnlen(key, DISTLOCK_KEY_MAX + 1);
+    if (n == 0)
+        return distlock__fail(DISTLOCK_EINVAL, "key must not be empty");
+    if (n > DISTLOCK_KEY_MAX)
+        return distlock__fail(DISTLOCK_EINVAL, "key longer than %d bytes", DISTLOCK_KEY_MAX);
+    return DISTLOCK_OK;
+}
+
+int distlock__check_ttl(long ttl_ms)
+{
+    if (ttl_ms <= 0 || ttl_ms > DISTLOCK_TTL_MAX)
+        return distlock__fail(DISTLOCK_EINVAL, "ttl_ms %ld out of range 1..%ld", ttl_ms,
+                              (long)DISTLOCK_TTL_MAX);
+    return DISTLOCK_OK;
+}
+
+long distlock__drift_ms(const distlock_client *c, long ttl_ms)
+{
+    return (long)((int64_t)ttl_ms * c->drift_ppm / 1000000) + c->drift_min_ms;
+}

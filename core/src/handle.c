@@ -1,0 +1,368 @@
+/* handle.c -- distlock_lock handles: acquire (with waiting), release,
+ * extend, reentrancy counted on the client side, and the accessors.
+ *
+ * A handle points at a `held` record: one ownership (key, token) of this
+ * client. Reentrant acquisitions by the same owner share one record and
+ * count; only the last release reaches Redis, so the key stays a plain
+ * token string on the wire. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define KNOWN_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT | DISTLOCK_FAIR)
+
+static void held_free(distlock__held *h)
+{
+    free(h->key);
+    free(h->token);
+    free(h->owner);
+    free(h);
+}
+
+void distlock__held_unref_locked(distlock_client *c, distlock__held *h)
+{
+    if (--h->refs > 0)
+        return;
+    for (distlock__held **pp = &c->held; *pp; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    held_free(h);
+}
+
+static void thread_owner(char *buf, size_t n)
+{
+    snprintf(buf, n, "thread:%d:%lu", (int)getpid(), (unsigned long)pthread_self());
+}
+
+static distlock_lock *new_handle(distlock__held *h)
+{
+    distlock_lock *l = calloc(1, sizeof(*l));
+    if (l)
+        l->h = h;
+    return l;
+}
+
+/* How long a fair waiter's queue entry lives without being refreshed: a
+ * few re-check intervals, so a dead waiter leaves the queue quickly. */
+static long queue_ttl(const distlock_client *c)
+{
+    return 3 * c->retry_max_ms + 2 * c->command_timeout_ms;
+}
+
+/* Full-jitter backoff between lo/2 and lo: waiters spread their re-checks
+ * instead of retrying together. */
+static uint64_t jitter_us(long ms)
+{
+    uint64_t span = (uint64_t)ms * 1000u;
+    return span / 2 + distlock__random_u64() % (span / 2 + 1);
+}
+
+static int acquire_wait(distlock_client *c, const char *key, const char *token, long ttl_ms,
+                        long wait_ms, unsigned flags, uint64_t *until, int64_t *fence)
+{
+    int fair = (flags & DISTLOCK_FAIR) != 0;
+    long holder_pttl = 0;
+    int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
+                                    until, fence, &holder_pttl);
+    if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
+        return rc;
+
+    uint64_t deadline = wait_ms == DISTLOCK_WAIT_FOREVER
+                            ? UINT64_MAX
+                            : distlock__now_us() + (uint64_t)wait_ms * 1000u;
+    char ch[DISTLOCK__SIDEKEY_MAX];
+    snprintf(ch, sizeof(ch), "distlock:%s", key);
+    distlock__waiter w;
+    memset(&w, 0, sizeof(w));
+    w.channel = ch;
+    w.token = fair ? (char *)token : NULL;
+    int subscribed = distlock__waiter_add(c, &w) == DISTLOCK_OK;
+    long backoff = c->retry_min_ms;
+
+    /* Subscribed first, then tried again: a release between our first try
+     * and the subscription is not missed. */
+    for (;;) {
+        rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, queue_ttl(c), until,
+                                    fence, &holder_pttl);
+        if (rc != DISTLOCK_NOTACQUIRED)
+            break;
+        uint64_t now = distlock__now_us();
+        if (now >= deadline) {
+            distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
+                           key, wait_ms);
+            break;
+        }
+        /* Without a subscription (or for locks that just expire, or are
+         * held by implementations that publish nothing) we rely on the
+         * re-check, at most retry_max apart and never later than the
+         * holder's remaining TTL. */
+        uint64_t next = now + jitter_us(backoff);
+        if (holder_pttl > 0 && now + (uint64_t)holder_pttl * 1000u + 500u < next)
+            next = now + (uint64_t)holder_pttl * 1000u + 500u;
+        if (next > deadline)
+            next = deadline;
+        if (subscribed)
+            distlock__waiter_wait(c, &w, next);
+        else
+            distlock__waiter_wait(c, NULL, next);
+        backoff = backoff * 2 > c->retry_max_ms ? c->retry_max_ms : backoff * 2;
+    }
+    if (subscribed)
+        distlock__waiter_remove(c, &w);
+    if (fair && rc != DISTLOCK_OK) {
+        int keep = rc;
+        char detail[512];
+        snprintf(detail, sizeof(detail), "%s", distlock_last_error());
+        (void)distlock__leave_queue(c, key, token);
+        distlock__fail(keep, "%s", detail);
+    }
+    return rc;
+}
+
+int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                           unsigned flags, const char *owner, distlock_lock **out)
+{
+    char tok[33], tid[64];
+    int rc;
+
+    distlock__clear_error();
+    if (out)
+        *out = NULL;
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if (out == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(ttl_ms)))
+        return rc;
+    if (wait_ms < 0 && wait_ms != DISTLOCK_WAIT_FOREVER)
+        return distlock__fail(DISTLOCK_EINVAL, "wait_ms %ld: use >= 0 or DISTLOCK_WAIT_FOREVER",
+                              wait_ms);
+    if (flags & ~KNOWN_FLAGS)
+        return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x", flags & ~KNOWN_FLAGS);
+    if (owner && (owner[0] == '\0' || strlen(owner) > 256))
+        return distlock__fail(DISTLOCK_EINVAL, "owner id must be 1..256 bytes");
+    if (owner && !(flags & DISTLOCK_REENTRANT))
+        return distlock__fail(DISTLOCK_EINVAL, "an owner id needs DISTLOCK_REENTRANT");
+
+    if (flags & DISTLOCK_REENTRANT) {
+        if (owner == NULL) {
+            thread_owner(tid, sizeof(tid));
+            owner = tid;
+        }
+        /* Already ours? Count it, no round trip. */
+        distlock__connset *probe = distlock__checkout(c);  /* also handles fork */
+        distlock__checkin(c, probe);
+        pthread_mutex_lock(&c->mu);
+        for (distlock__held *h = c->held; h; h = h->next) {
+            if (h->owner && !h->released && !atomic_load(&h->lost) && h->count > 0 &&
+                strcmp(h->key, key) == 0 && strcmp(h->owner, owner) == 0) {
+                distlock_lock *l = new_handle(h);
+                if (l == NULL) {
+                    pthread_mutex_unlock(&c->mu);
+                    return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+                }
+                h->count++;
+                h->refs++;
+                pthread_mutex_unlock(&c->mu);
+                *out = l;
+                return DISTLOCK_OK;
+            }
+        }
+        pthread_mutex_unlock(&c->mu);
+    }
+
+    if ((rc = distlock_token_generate(tok, sizeof(tok))) != DISTLOCK_OK)
+        return rc;
+    distlock__held *h = calloc(1, sizeof(*h));
+    distlock_lock *l = calloc(1, sizeof(*l));
+    if (h == NULL || l == NULL || (h->key = strdup(key)) == NULL ||
+        (h->token = strdup(tok)) == NULL ||
+        ((flags & DISTLOCK_REENTRANT) && (h->owner = strdup(owner)) == NULL)) {
+        if (h)
+            held_free(h);
+        free(l);
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
+    h->client = c;
+    h->ttl_ms = ttl_ms;
+    h->flags = flags;
+    h->fence = -1;
+    h->pid = getpid();
+    h->count = 1;
+    h->owner_thread = (flags & DISTLOCK_REENTRANT) && owner == tid;
+    if (h->owner_thread)
+        h->thread = pthread_self();
+
+    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &h->valid_until_us, &h->fence);
+    if (rc != DISTLOCK_OK) {
+        held_free(h);
+        free(l);
+        return rc;
+    }
+    l->h = h;
+    pthread_mutex_lock(&c->mu);
+    h->next = c->held;
+    c->held = h;
+    h->refs = 1;
+    if (flags & DISTLOCK_AUTO_RENEW) {
+        h->renew_at_us = distlock__now_us() + (uint64_t)ttl_ms * 1000u / 3u;
+        if (distlock__watchdog_start(c) != DISTLOCK_OK) {
+            pthread_mutex_unlock(&c->mu);
+            char detail[512];
+            snprintf(detail, sizeof(detail), "%s", distlock_last_error());
+            distlock_lock_free(l);
+            return distlock__fail(DISTLOCK_ENOMEM, "%s", detail);
+        }
+        pthread_cond_broadcast(&c->wd_cond);
+    }
+    pthread_mutex_unlock(&c->mu);
+    *out = l;
+    return DISTLOCK_OK;
+}
+
+int distlock_acquire(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                     unsigned flags, distlock_lock **out)
+{
+    return distlock_acquire_owner(c, key, ttl_ms, wait_ms, flags, NULL, out);
+}
+
+/* The handle can act here: its client lives and this process owns it. */
+static int usable(const distlock_lock *l, const char *what)
+{
+    if (l == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "lock must not be NULL");
+    if (l->h->client == NULL)
+        return distlock__fail(DISTLOCK_ECLOSED, "%s: its client was freed", what);
+    if (l->h->pid != getpid())
+        return distlock__fail(DISTLOCK_ECLOSED,
+                              "%s: lock of process %d cannot be used in forked child %d", what,
+                              (int)l->h->pid, (int)getpid());
+    return DISTLOCK_OK;
+}
+
+static int release_handle(distlock_lock *l, int check_thread)
+{
+    int rc;
+    if ((rc = usable(l, "release")) != DISTLOCK_OK)
+        return rc;
+    distlock__held *h = l->h;
+    distlock_client *c = h->client;
+    if (l->released)
+        return distlock__fail(DISTLOCK_ENOTOWNER, "'%s' was already released through this handle",
+                              h->key);
+    if (check_thread && h->owner_thread && !pthread_equal(h->thread, pthread_self()))
+        return distlock__fail(DISTLOCK_ENOTOWNER,
+                              "'%s' is a reentrant lock of another thread: only its owner "
+                              "releases it", h->key);
+    pthread_mutex_lock(&c->mu);
+    l->released = 1;
+    if (--h->count > 0) {  /* reentrant: an outer acquisition still holds it */
+        pthread_mutex_unlock(&c->mu);
+        return DISTLOCK_OK;
+    }
+    h->released = 1;       /* the watchdog stops renewing it */
+    pthread_mutex_unlock(&c->mu);
+    return distlock__release_keytoken(c, h->key, h->token);
+}
+
+int distlock_release(distlock_lock *l)
+{
+    distlock__clear_error();
+    return release_handle(l, 1);
+}
+
+void distlock_lock_free(distlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    distlock__held *h = l->h;
+    distlock_client *c = h->client;
+    if (!l->released && c && h->pid == getpid())
+        (void)release_handle(l, 0);
+    if (c && h->pid == getpid()) {
+        pthread_mutex_lock(&c->mu);
+        distlock__held_unref_locked(c, h);
+        pthread_mutex_unlock(&c->mu);
+    } else if (--h->refs <= 0) {
+        /* Client freed (it unlinked us) or inherited across fork: the
+         * record is only memory here. */
+        held_free(h);
+    }
+    free(l);
+}
+
+int distlock_extend(distlock_lock *l, long ttl_ms)
+{
+    int rc;
+    uint64_t until = 0;
+    distlock__clear_error();
+    if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(ttl_ms)))
+        return rc;
+    distlock__held *h = l->h;
+    if (l->released || h->released)
+        return distlock__fail(DISTLOCK_ENOTOWNER, "'%s' was released", h->key);
+    rc = distlock__extend_keytoken(h->client, h->key, h->token, ttl_ms, &until);
+    pthread_mutex_lock(&h->client->mu);
+    if (rc == DISTLOCK_OK) {
+        h->valid_until_us = until;
+        h->ttl_ms = ttl_ms;
+        h->renew_at_us = distlock__now_us() + (uint64_t)ttl_ms * 1000u / 3u;
+    } else if (rc == DISTLOCK_ENOTOWNER) {
+        distlock__mark_lost(h);
+    }
+    pthread_mutex_unlock(&h->client->mu);
+    return rc;
+}
+
+long distlock_lock_validity_ms(const distlock_lock *l)
+{
+    if (l == NULL || l->released || l->h->released || atomic_load(&l->h->lost))
+        return 0;
+    distlock_client *c = l->h->client;
+    if (c == NULL)
+        return 0;
+    pthread_mutex_lock(&c->mu);
+    uint64_t until = l->h->valid_until_us;
+    pthread_mutex_unlock(&c->mu);
+    uint64_t now = distlock__now_us();
+    return until > now ? (long)((until - now) / 1000) : 0;
+}
+
+const char *distlock_lock_key(const distlock_lock *l)
+{
+    return l ? l->h->key : NULL;
+}
+
+const char *distlock_lock_token(const distlock_lock *l)
+{
+    return l ? l->h->token : NULL;
+}
+
+int64_t distlock_lock_fence(const distlock_lock *l)
+{
+    return l ? l->h->fence : -1;
+}
+
+int distlock_lock_lost(const distlock_lock *l)
+{
+    return l ? atomic_load(&l->h->lost) : 0;
+}
+
+int distlock_lock_on_lost(distlock_lock *l, distlock_lost_fn fn, void *arg)
+{
+    int rc;
+    distlock__clear_error();
+    if ((rc = usable(l, "on_lost")) != DISTLOCK_OK)
+        return rc;
+    pthread_mutex_lock(&l->h->client->mu);
+    l->h->lost_fn = fn;
+    l->h->lost_arg = arg;
+    l->h->lost_handle = l;
+    pthread_mutex_unlock(&l->h->client->mu);
+    return DISTLOCK_OK;
+}

@@ -1,0 +1,240 @@
+/* internal.h -- shared between the core's files; never installed. */
+#ifndef DISTLOCK_INTERNAL_H
+#define DISTLOCK_INTERNAL_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+#include "distlock.h"
+
+#define DISTLOCK__HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------ error.c */
+/* Record the thread's detail message and return `status` (for `return`). */
+int distlock__fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void distlock__clear_error(void);
+
+/* ------------------------------------------------------------ clock.c */
+uint64_t distlock__now_us(void);  /* CLOCK_MONOTONIC */
+uint64_t distlock__now_ms(void);
+
+/* ------------------------------------------------------------ token.c */
+int distlock__random_bytes(void *buf, size_t n);
+uint64_t distlock__random_u64(void);
+
+/* ------------------------------------------------------------ uri.c */
+typedef struct distlock__node_cfg {
+    char *uri;        /* as shown to users, password replaced by *** */
+    char *host;       /* TCP host, or NULL for a Unix socket */
+    int port;
+    char *path;       /* Unix socket path, or NULL */
+    int db;
+    char *user;       /* from the URI, may be NULL */
+    char *pass;       /* from the URI, may be NULL */
+} distlock__node_cfg;
+
+int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *n);
+void distlock__free_nodes(distlock__node_cfg *nodes, int n);
+
+/* ------------------------------------------------------------ scripts */
+typedef struct distlock__script {
+    const char *name;
+    const char *body;
+} distlock__script;
+
+enum {
+    DISTLOCK__S_ACQUIRE, DISTLOCK__S_RELEASE, DISTLOCK__S_EXTEND,
+    DISTLOCK__S_RAISE, DISTLOCK__S_INSPECT, DISTLOCK__S_FAIR, DISTLOCK__S_LEAVE,
+    DISTLOCK__S_COUNT
+};
+extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
+
+/* ------------------------------------------------------------ node.c / round.c */
+/* One connection to one node, owned by one connection set. */
+typedef struct distlock__conn {
+    redisContext *ctx;
+    int skip;               /* replies still due for requests we stopped waiting for */
+    uint64_t skip_since_us; /* when the oldest of those was sent */
+} distlock__conn;
+
+/* A connection to every node; checked out of the client's pool by one
+ * operation at a time, so operations of different threads run in parallel. */
+typedef struct distlock__connset {
+    struct distlock__connset *next;
+    distlock__conn conns[];  /* client->n of them */
+} distlock__connset;
+
+/* One request to one node: EVALSHA of a script with nkeys keys followed by
+ * the other arguments (argv, argc in all), or a plain command when script
+ * is -1. The arrays are the caller's. */
+typedef struct distlock__call {
+    int script;              /* DISTLOCK__S_*, or -1 for a plain command */
+    int nkeys;
+    int argc;
+    const char **argv;
+    const size_t *argvlen;
+} distlock__call;
+
+enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };
+
+typedef struct distlock__result {
+    int state;
+    int status;          /* for FAILED: DISTLOCK_E* */
+    redisReply *reply;   /* for DONE: the script's reply (may be an error reply) */
+    /* private to round.c */
+    int expect;          /* replies still due on this node for this round */
+    int retried;         /* NOSCRIPT fallback done */
+    unsigned char hs_kind[DISTLOCK__S_COUNT + 2]; /* 0: AUTH/SELECT, 1+s: SCRIPT LOAD s */
+    int hs_n, hs_i;
+    char err[192];       /* for FAILED: what went wrong on this node */
+    uint64_t deadline_us;
+    const distlock__call *call;
+} distlock__result;
+
+/* Decides whether a round can stop before every node answered; `res` has
+ * client->n entries. Returns nonzero to stop. */
+typedef int (*distlock__decide_fn)(const distlock__result *res, int n, void *arg);
+
+struct distlock_client;
+/* Send calls[i] (NULL: nothing for node i) to every node in parallel and
+ * collect replies until every node answered, failed, or `decide` says the
+ * outcome is known. Replies are owned by res[] (distlock__round_clear). */
+void distlock__round(struct distlock_client *c, distlock__connset *cs,
+                     const distlock__call *const *calls, distlock__result *res,
+                     distlock__decide_fn decide, void *arg);
+void distlock__round_clear(distlock__result *res, int n);
+void distlock__conn_close(distlock__conn *conn);
+/* Connect ctx for node cfg; returns NULL with *status set on failure. */
+redisContext *distlock__node_connect(const distlock__node_cfg *cfg, long timeout_ms,
+                                     int nonblock, int *status, char *err, size_t errlen);
+
+/* ------------------------------------------------------------ client.c */
+typedef struct distlock__waiter distlock__waiter;
+typedef struct distlock__held distlock__held;
+
+struct distlock_client {
+    int n;
+    int quorum;
+    distlock__node_cfg *nodes;
+
+    pthread_mutex_t mu;         /* pool, options, held list, reentrancy table */
+    pid_t pid;                  /* process that owns the sockets */
+    distlock__connset *pool;
+
+    long connect_timeout_ms;
+    long command_timeout_ms;
+    long drift_ppm;
+    long drift_min_ms;
+    long retry_min_ms;
+    long retry_max_ms;
+    /* SHA1 of each script, learnt from the servers' SCRIPT LOAD replies (we
+     * load every script when a connection is made), so no SHA1 code here. */
+    char sha[DISTLOCK__S_COUNT][41];
+    _Atomic int sha_ok[DISTLOCK__S_COUNT];  /* sha[s] is set (then immutable) */
+    char *username;
+    char *password;
+
+    /* locks acquired through this client and not yet released; for renewal,
+     * reentrancy and release at client free */
+    distlock__held *held;
+
+    /* watchdog.c */
+    pthread_t wd_thread;
+    int wd_running;
+    int wd_stop;
+    pthread_cond_t wd_cond;
+    int lost_fd;                /* eventfd, -1 until asked for */
+
+    /* wait.c: one subscriber thread per client shared by all waits */
+    pthread_t sub_thread;
+    int sub_running;
+    int sub_stop;
+    int sub_wake[2];            /* pipe to wake the subscriber thread */
+    distlock__waiter *waiters;
+    pthread_cond_t sub_cond;
+};
+
+/* Lock c->mu; in a forked child, first reset what came from the parent. */
+void distlock__lock(distlock_client *c);
+distlock__connset *distlock__checkout(distlock_client *c);
+void distlock__checkin(distlock_client *c, distlock__connset *cs);
+/* Called with c->mu held: forget everything inherited across fork(). */
+void distlock__after_fork_locked(distlock_client *c);
+int distlock__check_key(const char *key);
+int distlock__check_ttl(long ttl_ms);
+long distlock__drift_ms(const distlock_client *c, long ttl_ms);
+
+/* ------------------------------------------------------------ lock.c */
+/* A held ownership: one per (key, token) acquired through the client. */
+struct distlock__held {
+    distlock__held *next;
+    distlock_client *client;
+    char *key;
+    char *token;
+    long ttl_ms;
+    unsigned flags;
+    uint64_t valid_until_us;  /* monotonic */
+    int64_t fence;
+    _Atomic int lost;
+    int released;
+    pid_t pid;
+    /* reentrancy */
+    char *owner;              /* owner id, NULL unless REENTRANT */
+    int owner_thread;         /* owner is `thread` (no explicit owner id) */
+    pthread_t thread;
+    int count;                /* acquisitions not yet released */
+    int refs;                 /* handles alive */
+    /* watchdog */
+    uint64_t renew_at_us;
+    distlock_lost_fn lost_fn;
+    void *lost_arg;
+    distlock_lock *lost_handle;
+};
+
+struct distlock_lock {
+    distlock__held *h;
+    int released;             /* this handle's release done */
+};
+
+/* Core operations on N nodes, shared by handles and the token pair. */
+int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
+                           unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
+                           int64_t *fence, long *holder_pttl);
+int distlock__release_keytoken(distlock_client *c, const char *key, const char *token);
+int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
+                              long ttl_ms, uint64_t *valid_until_us);
+int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
+/* Drop one reference (c->mu held); the last one unlinks and frees h. */
+void distlock__held_unref_locked(distlock_client *c, distlock__held *h);
+/* Keys kept beside a lock key (queue, fence counter) in the same Redis
+ * Cluster hash slot; buf must hold DISTLOCK__SIDEKEY_MAX bytes. */
+#define DISTLOCK__SIDEKEY_MAX (DISTLOCK_KEY_MAX + 32)
+void distlock__sidekey(char *buf, const char *key, const char *suffix);
+
+/* ------------------------------------------------------------ watchdog.c */
+int distlock__watchdog_start(distlock_client *c);   /* c->mu held */
+void distlock__watchdog_stop(distlock_client *c);
+void distlock__mark_lost(distlock__held *h);        /* c->mu held */
+
+/* ------------------------------------------------------------ wait.c */
+struct distlock__waiter {
+    distlock__waiter *next;
+    char *channel;
+    char *token;              /* fair waiters only react to their own token */
+    int notified;
+    int subscribed;
+    pthread_cond_t cond;
+};
+/* Register / unregister a waiter for key (c->mu not held). Registering waits
+ * (bounded) until the subscription is confirmed so no release is missed. */
+int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
+void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
+/* Wait until notified or until deadline_us; returns 1 if notified. */
+int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
+void distlock__subscriber_stop(distlock_client *c);
+
+#endif

@@ -1,0 +1,598 @@
+/* lock.c -- the lock protocol: Lua scripts, quorum, validity, handles.
+ *
+ * The value of a lock key is the owner's token as a plain string, so the
+ * seed PHP code, redis-py, node-redlock, redsync and symfony/lock exclude us
+ * and we exclude them on the same key. One code path serves 1..N nodes:
+ * N = 1 is simply quorum 1.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+/* Every script is atomic on its node. KEYS[1] is always the lock key. */
+const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
+    [DISTLOCK__S_ACQUIRE] = { "acquire",
+        /* KEYS: key [fence]; ARGV: token ttl_ms strict.
+         * Our own token already there (a retry after a lost reply) refreshes
+         * the TTL and succeeds, unless strict (plain SET NX semantics). */
+        "local v = redis.call('GET', KEYS[1])\n"
+        "if v == false or (v == ARGV[1] and ARGV[3] == '0') then\n"
+        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        "  if KEYS[2] then\n"
+        "    if v == false then return {1, redis.call('INCR', KEYS[2])} end\n"
+        "    return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}\n"
+        "  end\n"
+        "  return {1, -1}\n"
+        "end\n"
+        "return {0, redis.call('PTTL', KEYS[1])}\n" },
+    [DISTLOCK__S_RELEASE] = { "release",
+        /* KEYS: key queue; ARGV: token channel. Compare-and-delete, then
+         * tell waiters (the payload names the fair queue's head, if any). */
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+        "  redis.call('DEL', KEYS[1])\n"
+        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+        "  redis.call('PUBLISH', ARGV[2], head[1] or '')\n"
+        "  return 1\n"
+        "end\n"
+        "return 0\n" },
+    [DISTLOCK__S_EXTEND] = { "extend",
+        /* KEYS: k1..km; ARGV: token1 ttl1 .. tokenm ttlm. Batched so the
+         * watchdog renews every lock due on a node in one round trip. */
+        "local r = {}\n"
+        "for i = 1, #KEYS do\n"
+        "  if redis.call('GET', KEYS[i]) == ARGV[2*i-1] then\n"
+        "    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])\n"
+        "    r[i] = 1\n"
+        "  else\n"
+        "    r[i] = 0\n"
+        "  end\n"
+        "end\n"
+        "return r\n" },
+    [DISTLOCK__S_RAISE] = { "raise",
+        /* KEYS: key fence; ARGV: token F. Second fencing round for N > 1:
+         * raise the counter to F only where we still own the lock. */
+        "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+        "local cur = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+        "if cur < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end\n"
+        "return 1\n" },
+    [DISTLOCK__S_INSPECT] = { "inspect",
+        "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n" },
+    [DISTLOCK__S_FAIR] = { "fair",
+        /* KEYS: key queue qdeadlines [fence]; ARGV: token ttl_ms strict
+         * queue_ttl_ms. Waiters are served in arrival order: the free lock
+         * goes to the queue's head; others join the queue (or refresh their
+         * entry, which expires if the waiter dies). queue_ttl 0: try only. */
+        "local t = redis.call('TIME')\n"
+        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "while true do\n"
+        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+        "  if #head == 0 then break end\n"
+        "  if tonumber(redis.call('HGET', KEYS[3], head[1]) or '0') >= now then break end\n"
+        "  redis.call('ZREM', KEYS[2], head[1])\n"
+        "  redis.call('HDEL', KEYS[3], head[1])\n"
+        "end\n"
+        "local v = redis.call('GET', KEYS[1])\n"
+        "local mine = (v == ARGV[1] and ARGV[3] == '0')\n"
+        "if v == false then\n"
+        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+        "  mine = (#head == 0 or head[1] == ARGV[1])\n"
+        "end\n"
+        "if mine then\n"
+        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        "  redis.call('ZREM', KEYS[2], ARGV[1])\n"
+        "  redis.call('HDEL', KEYS[3], ARGV[1])\n"
+        "  if KEYS[4] then\n"
+        "    if v == false then return {1, redis.call('INCR', KEYS[4])} end\n"
+        "    return {1, tonumber(redis.call('GET', KEYS[4]) or '0')}\n"
+        "  end\n"
+        "  return {1, -1}\n"
+        "end\n"
+        "local qttl = tonumber(ARGV[4])\n"
+        "if qttl > 0 then\n"
+        "  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n"
+        "    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n"
+        "    local seq = 0\n"
+        "    if #last > 0 then seq = tonumber(last[2]) + 1 end\n"
+        "    redis.call('ZADD', KEYS[2], seq, ARGV[1])\n"
+        "  end\n"
+        "  redis.call('HSET', KEYS[3], ARGV[1], now + qttl)\n"
+        "  redis.call('PEXPIRE', KEYS[2], qttl)\n"
+        "  redis.call('PEXPIRE', KEYS[3], qttl)\n"
+        "end\n"
+        "if v == false then return {0, 0} end\n"
+        "return {0, redis.call('PTTL', KEYS[1])}\n" },
+    [DISTLOCK__S_LEAVE] = { "leave",
+        /* KEYS: queue qdeadlines key; ARGV: token channel. A waiter gives
+         * up: leave the queue and, if the lock is free, wake the next. */
+        "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+        "redis.call('HDEL', KEYS[2], ARGV[1])\n"
+        "if redis.call('EXISTS', KEYS[3]) == 0 then\n"
+        "  local head = redis.call('ZRANGE', KEYS[1], 0, 0)\n"
+        "  if #head > 0 then redis.call('PUBLISH', ARGV[2], head[1]) end\n"
+        "end\n"
+        "return 1\n" },
+};
+
+/* ------------------------------------------------------------ helpers */
+
+void distlock__sidekey(char *buf, const char *key, const char *suffix)
+{
+    /* Same hash slot as the key: reuse its {hashtag} if it has a valid one,
+     * else make the whole key the tag. */
+    const char *open = strchr(key, '{');
+    const char *close = open ? strchr(open + 1, '}') : NULL;
+    if (open && close && close > open + 1)
+        snprintf(buf, DISTLOCK__SIDEKEY_MAX, "%s%s", key, suffix);
+    else if (strchr(key, '}') == NULL)
+        snprintf(buf, DISTLOCK__SIDEKEY_MAX, "{%s}%s", key, suffix);
+    else
+        snprintf(buf, DISTLOCK__SIDEKEY_MAX, "%s%s", key, suffix);
+}
+
+static void channel_name(char *buf, const char *key)
+{
+    snprintf(buf, DISTLOCK__SIDEKEY_MAX, "distlock:%s", key);
+}
+
+/* 1 granted, 0 refused, -1 failed, -2 no answer (yet) */
+static int verdict(const distlock__result *r)
+{
+    if (r->state == DISTLOCK__R_DONE) {
+        const redisReply *x = r->reply;
+        if (x->type == REDIS_REPLY_INTEGER)
+            return x->integer == 1;
+        if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+            x->element[0]->type == REDIS_REPLY_INTEGER)
+            return x->element[0]->integer == 1;
+        return -1;
+    }
+    return r->state == DISTLOCK__R_FAILED ? -1 : -2;
+}
+
+typedef struct tally { int ok, no, failed, silent; } tally;
+
+static tally count(const distlock__result *res, int n)
+{
+    tally t = { 0, 0, 0, 0 };
+    for (int i = 0; i < n; i++) {
+        if (res[i].state == DISTLOCK__R_UNSENT)
+            continue;
+        switch (verdict(&res[i])) {
+        case 1: t.ok++; break;
+        case 0: t.no++; break;
+        case -1: t.failed++; break;
+        default: t.silent++; break;
+        }
+    }
+    return t;
+}
+
+/* Stop waiting once a quorum granted, or once it no longer can. */
+static int decide_quorum(const distlock__result *res, int n, void *arg)
+{
+    const distlock_client *c = arg;
+    tally t = count(res, n);
+    return t.ok >= c->quorum || t.no + t.failed > n - c->quorum;
+}
+
+/* Put the reasons nodes failed into the thread's detail message. */
+static int fail_detail(distlock_client *c, const distlock__result *res, int status,
+                       const char *what)
+{
+    char buf[480];
+    size_t off = (size_t)snprintf(buf, sizeof(buf), "%s", what);
+    int worst = DISTLOCK_OK;
+    for (int i = 0; i < c->n && off < sizeof(buf); i++) {
+        const distlock__result *r = &res[i];
+        if (r->state == DISTLOCK__R_FAILED) {
+            off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s", r->err);
+            if (worst == DISTLOCK_OK || r->status == DISTLOCK_EPROTO)
+                worst = r->status;
+        } else if (r->state == DISTLOCK__R_DONE && verdict(r) == -1) {
+            const redisReply *x = r->reply;
+            off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s: %s", c->nodes[i].uri,
+                                    x->type == REDIS_REPLY_ERROR ? x->str : "unexpected reply");
+            worst = DISTLOCK_EPROTO;
+        }
+    }
+    /* One node: its own error is more useful than "no quorum". */
+    if (status == DISTLOCK_ENOQUORUM && c->n == 1 && worst != DISTLOCK_OK)
+        status = worst;
+    distlock__fail(status, "%s", buf);
+    return status;
+}
+
+static int64_t reply_int(const distlock__result *r, size_t idx)
+{
+    const redisReply *x = r->reply;
+    if (x && x->type == REDIS_REPLY_ARRAY && x->elements > idx &&
+        x->element[idx]->type == REDIS_REPLY_INTEGER)
+        return x->element[idx]->integer;
+    return -1;
+}
+
+/* Send the release script to the nodes `which` selects (all if NULL). */
+static tally release_round(distlock_client *c, distlock__connset *cs, const char *key,
+                           const char *token, const int *which, distlock__result *res)
+{
+    char q[DISTLOCK__SIDEKEY_MAX], ch[DISTLOCK__SIDEKEY_MAX];
+    const distlock__call *calls[64];
+    distlock__sidekey(q, key, ":q");
+    channel_name(ch, key);
+    const char *argv[4] = { key, q, token, ch };
+    size_t len[4] = { strlen(key), strlen(q), strlen(token), strlen(ch) };
+    distlock__call call = { DISTLOCK__S_RELEASE, 2, 4, argv, len };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = (which == NULL || which[i]) ? &call : NULL;
+    distlock__round(c, cs, calls, res, decide_quorum, c);
+    return count(res, c->n);
+}
+
+/* ------------------------------------------------------------ protocol */
+
+int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
+                           unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
+                           int64_t *fence_out, long *holder_pttl)
+{
+    char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX];
+    char ttl[24], qttl[24];
+    const char *argv[8];
+    size_t len[8];
+    const distlock__call *calls[64];
+    distlock__result res[64];
+    int k = 0, nkeys, rc = DISTLOCK_OK;
+    int fencing = (flags & DISTLOCK_FENCING) != 0;
+    const char *strict = (flags & DISTLOCK_STRICT) ? "1" : "0";
+
+    distlock__connset *cs = distlock__checkout(c);
+    if (cs == NULL)
+        return DISTLOCK_ENOMEM;
+    snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
+    argv[k++] = key;
+    if (fair) {
+        distlock__sidekey(q, key, ":q");
+        distlock__sidekey(qt, key, ":qt");
+        argv[k++] = q;
+        argv[k++] = qt;
+    }
+    if (fencing) {
+        distlock__sidekey(fk, key, ":fence");
+        argv[k++] = fk;
+    }
+    nkeys = k;
+    argv[k++] = token;
+    argv[k++] = ttl;
+    argv[k++] = strict;
+    if (fair) {
+        snprintf(qttl, sizeof(qttl), "%ld", queue_ttl_ms);
+        argv[k++] = qttl;
+    }
+    for (int a = 0; a < k; a++)
+        len[a] = strlen(argv[a]);
+    distlock__call call = { fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE, nkeys, k, argv, len };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = &call;
+
+    uint64_t t0 = distlock__now_us();
+    distlock__round(c, cs, calls, res, decide_quorum, c);
+    tally t = count(res, c->n);
+    int64_t fence = -1;
+
+    if (holder_pttl) {
+        long mx = 0;
+        for (int i = 0; i < c->n; i++)
+            if (verdict(&res[i]) == 0 && reply_int(&res[i], 1) > mx)
+                mx = (long)reply_int(&res[i], 1);
+        *holder_pttl = mx;
+    }
+    if (t.ok >= c->quorum && fencing) {
+        /* The fence is the highest counter among the nodes that granted.
+         * If fewer than a quorum of them already hold that value, raise it
+         * on the nodes where we still own the lock, so that any later owner
+         * (whose quorum intersects ours) reads at least this value. */
+        int at_max = 0;
+        for (int i = 0; i < c->n; i++)
+            if (verdict(&res[i]) == 1 && reply_int(&res[i], 1) > fence)
+                fence = reply_int(&res[i], 1);
+        for (int i = 0; i < c->n; i++)
+            if (verdict(&res[i]) == 1 && reply_int(&res[i], 1) == fence)
+                at_max++;
+        if (at_max < c->quorum) {
+            char fv[24];
+            distlock__result res2[64];
+            const distlock__call *calls2[64];
+            snprintf(fv, sizeof(fv), "%" PRId64, fence);
+            const char *a2[4] = { key, fk, token, fv };
+            size_t l2[4] = { strlen(key), strlen(fk), strlen(token), strlen(fv) };
+            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2 };
+            for (int i = 0; i < c->n; i++)
+                calls2[i] = verdict(&res[i]) == 1 ? &raise : NULL;
+            distlock__round(c, cs, calls2, res2, decide_quorum, c);
+            tally t2 = count(res2, c->n);
+            if (t2.ok < c->quorum)
+                rc = fail_detail(c, res2, t2.failed > c->n - c->quorum ? DISTLOCK_ENOQUORUM
+                                                                       : DISTLOCK_NOTACQUIRED,
+                                 "fencing: lock lost before the fence reached a quorum");
+            distlock__round_clear(res2, c->n);
+        }
+    }
+    if (rc == DISTLOCK_OK && t.ok >= c->quorum) {
+        long drift = distlock__drift_ms(c, ttl_ms);
+        uint64_t until = t0 + (uint64_t)(ttl_ms > drift ? ttl_ms - drift : 0) * 1000u;
+        if (distlock__now_us() >= until)
+            rc = distlock__fail(DISTLOCK_ETIMEDOUT,
+                                "acquired on %d of %d nodes but the %ld ms ttl was used up",
+                                t.ok, c->n, ttl_ms);
+        else {
+            *valid_until_us = until;
+            if (fence_out)
+                *fence_out = fence;
+        }
+    } else if (rc == DISTLOCK_OK) {
+        char what[160];
+        if (t.failed > c->n - c->quorum) {
+            snprintf(what, sizeof(what), "quorum not reached: %d of %d nodes granted, %d failed (need %d)",
+                     t.ok, c->n, t.failed, c->quorum);
+            rc = fail_detail(c, res, DISTLOCK_ENOQUORUM, what);
+        } else {
+            snprintf(what, sizeof(what), "'%s' is held by another owner (%d of %d nodes refused)", key,
+                     t.no, c->n);
+            rc = fail_detail(c, res, DISTLOCK_NOTACQUIRED, what);
+        }
+    }
+    if (rc != DISTLOCK_OK && (t.ok > 0 || t.silent > 0)) {
+        /* Undo on every node that granted or may still grant: the release
+         * is pipelined behind the acquire on the same connection. */
+        int which[64];
+        distlock__result res3[64];
+        for (int i = 0; i < c->n; i++)
+            which[i] = verdict(&res[i]) == 1 || verdict(&res[i]) == -2;
+        (void)release_round(c, cs, key, token, which, res3);
+        distlock__round_clear(res3, c->n);
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+int distlock__release_keytoken(distlock_client *c, const char *key, const char *token)
+{
+    distlock__result res[64];
+    distlock__connset *cs = distlock__checkout(c);
+    int rc = DISTLOCK_OK;
+
+    if (cs == NULL)
+        return DISTLOCK_ENOMEM;
+    tally t = release_round(c, cs, key, token, NULL, res);
+    if (t.ok < c->quorum) {
+        char what[160];
+        if (t.failed > c->n - c->quorum) {
+            snprintf(what, sizeof(what), "release of '%s' reached %d of %d nodes (need %d)", key,
+                     t.ok + t.no, c->n, c->quorum);
+            rc = fail_detail(c, res, DISTLOCK_ENOQUORUM, what);
+        } else {
+            snprintf(what, sizeof(what),
+                     "'%s' was not held with this token on a quorum (deleted on %d of %d nodes): "
+                     "expired, lost or already released", key, t.ok, c->n);
+            rc = fail_detail(c, res, DISTLOCK_ENOTOWNER, what);
+        }
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
+                              long ttl_ms, uint64_t *valid_until_us)
+{
+    distlock__result res[64];
+    const distlock__call *calls[64];
+    char ttl[24];
+    int rc = DISTLOCK_OK;
+
+    distlock__connset *cs = distlock__checkout(c);
+    if (cs == NULL)
+        return DISTLOCK_ENOMEM;
+    snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
+    const char *argv[3] = { key, token, ttl };
+    size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
+    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = &call;
+    uint64_t t0 = distlock__now_us();
+    distlock__round(c, cs, calls, res, decide_quorum, c);
+    tally t = count(res, c->n);
+    if (t.ok >= c->quorum) {
+        long drift = distlock__drift_ms(c, ttl_ms);
+        uint64_t until = t0 + (uint64_t)(ttl_ms > drift ? ttl_ms - drift : 0) * 1000u;
+        if (distlock__now_us() >= until)
+            rc = distlock__fail(DISTLOCK_ETIMEDOUT, "extend of '%s' took longer than its ttl", key);
+        else if (valid_until_us)
+            *valid_until_us = until;
+    } else {
+        char what[160];
+        if (t.failed > c->n - c->quorum) {
+            snprintf(what, sizeof(what), "extend of '%s' reached %d of %d nodes (need %d)", key,
+                     t.ok + t.no, c->n, c->quorum);
+            rc = fail_detail(c, res, DISTLOCK_ENOQUORUM, what);
+        } else {
+            snprintf(what, sizeof(what), "'%s' is no longer held with this token (%d of %d nodes)",
+                     key, t.ok, c->n);
+            rc = fail_detail(c, res, DISTLOCK_ENOTOWNER, what);
+        }
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+int distlock__leave_queue(distlock_client *c, const char *key, const char *token)
+{
+    char q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX], ch[DISTLOCK__SIDEKEY_MAX];
+    distlock__result res[64];
+    const distlock__call *calls[64];
+    distlock__connset *cs = distlock__checkout(c);
+
+    if (cs == NULL)
+        return DISTLOCK_ENOMEM;
+    distlock__sidekey(q, key, ":q");
+    distlock__sidekey(qt, key, ":qt");
+    channel_name(ch, key);
+    const char *argv[5] = { q, qt, key, token, ch };
+    size_t len[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
+    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = &call;
+    distlock__round(c, cs, calls, res, NULL, NULL);
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return DISTLOCK_OK;
+}
+
+/* ------------------------------------------------------------ token pair */
+
+static int check_token(const char *token)
+{
+    if (token == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "token must not be NULL");
+    size_t n = strnlen(token, DISTLOCK_TOKEN_MAX + 1);
+    if (n == 0)
+        return distlock__fail(DISTLOCK_EINVAL, "token must not be empty");
+    if (n > DISTLOCK_TOKEN_MAX)
+        return distlock__fail(DISTLOCK_EINVAL, "token longer than %d bytes", DISTLOCK_TOKEN_MAX);
+    return DISTLOCK_OK;
+}
+
+int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
+                           unsigned flags, long *validity_ms)
+{
+    uint64_t until = 0;
+    int rc;
+
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(ttl_ms)) ||
+        (rc = check_token(token)))
+        return rc;
+    if (flags & ~DISTLOCK_STRICT)
+        return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
+    rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, NULL);
+    if (rc == DISTLOCK_OK && validity_ms) {
+        uint64_t now = distlock__now_us();
+        *validity_ms = until > now ? (long)((until - now) / 1000) : 0;
+    }
+    return rc;
+}
+
+int distlock_release_token(distlock_client *c, const char *key, const char *token)
+{
+    int rc;
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)) || (rc = check_token(token)))
+        return rc;
+    return distlock__release_keytoken(c, key, token);
+}
+
+int distlock_extend_token(distlock_client *c, const char *key, const char *token, long ttl_ms,
+                          long *validity_ms)
+{
+    uint64_t until = 0;
+    int rc;
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(ttl_ms)) ||
+        (rc = check_token(token)))
+        return rc;
+    rc = distlock__extend_keytoken(c, key, token, ttl_ms, &until);
+    if (rc == DISTLOCK_OK && validity_ms) {
+        uint64_t now = distlock__now_us();
+        *validity_ms = until > now ? (long)((until - now) / 1000) : 0;
+    }
+    return rc;
+}
+
+/* ------------------------------------------------------------ admin */
+
+int distlock_inspect(distlock_client *c, const char *key, int node, char *token_buf, size_t size,
+                     long *pttl_ms)
+{
+    distlock__result res[64];
+    const distlock__call *calls[64] = { 0 };
+    int rc;
+
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)))
+        return rc;
+    if (node < 0 || node >= c->n)
+        return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
+    distlock__connset *cs = distlock__checkout(c);
+    if (cs == NULL)
+        return DISTLOCK_ENOMEM;
+    const char *argv[1] = { key };
+    size_t len[1] = { strlen(key) };
+    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len };
+    calls[node] = &call;
+    distlock__round(c, cs, calls, res, NULL, NULL);
+    const distlock__result *r = &res[node];
+    if (r->state == DISTLOCK__R_FAILED) {
+        rc = distlock__fail(r->status, "%s", r->err);
+    } else if (r->reply->type == REDIS_REPLY_ERROR) {
+        rc = distlock__fail(DISTLOCK_EPROTO, "%s: %s", c->nodes[node].uri, r->reply->str);
+    } else {
+        const redisReply *x = r->reply;
+        rc = x->elements >= 1 && x->element[0]->type == REDIS_REPLY_STRING;
+        if (token_buf && size > 0)
+            snprintf(token_buf, size, "%s", rc ? x->element[0]->str : "");
+        if (pttl_ms)
+            *pttl_ms = rc ? (long)reply_int(r, 1) : 0;
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+int distlock_force_release(distlock_client *c, const char *key, int *deleted)
+{
+    distlock__result res[64];
+    const distlock__call *calls[64];
+    int rc, del = 0, failed = 0;
+
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)))
+        return rc;
+    distlock__connset *cs = distlock__checkout(c);
+    if (cs == NULL)
+        return DISTLOCK_ENOMEM;
+    const char *argv[2] = { "DEL", key };
+    size_t len[2] = { 3, strlen(key) };
+    distlock__call call = { -1, 0, 2, argv, len };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = &call;
+    distlock__round(c, cs, calls, res, NULL, NULL);
+    for (int i = 0; i < c->n; i++) {
+        if (res[i].state == DISTLOCK__R_DONE && res[i].reply->type == REDIS_REPLY_INTEGER)
+            del += (int)res[i].reply->integer;
+        else
+            failed++;
+    }
+    rc = DISTLOCK_OK;
+    if (failed > 0)
+        rc = fail_detail(c, res, DISTLOCK_ENOQUORUM, "force release did not reach every node");
+    if (deleted)
+        *deleted = del;
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}

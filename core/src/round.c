@@ -1,0 +1,364 @@
+/* round.c -- one round trip to N nodes in parallel, from one thread.
+ *
+ * Every node gets its request appended and flushed at once; then a single
+ * poll() loop collects the replies, so N nodes cost one round trip, not N.
+ * Each node is bounded by its own deadline: the connect timeout when it had
+ * to be (re)connected, else the command timeout. The caller's `decide`
+ * callback may end the round as soon as the outcome is known (a quorum
+ * granted, or a quorum can no longer be reached): replies still due on the
+ * connections left behind are counted in conn->skip and discarded by the
+ * next round that uses the connection, so a hung node costs nothing while a
+ * quorum answers.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* A connection that has owed replies for longer than this is considered
+ * hung: the node is failed at once instead of queueing more behind it. */
+#define SKIP_MAX 256
+
+static void node_fail(distlock_client *c, distlock__conn *conn, distlock__result *r, int i,
+                      int status, const char *what)
+{
+    snprintf(r->err, sizeof(r->err), "%s: %s", c->nodes[i].uri, what);
+    r->state = DISTLOCK__R_FAILED;
+    r->status = status;
+    distlock__conn_close(conn);
+}
+
+static int append_argv(redisContext *ctx, int argc, const char **argv, const size_t *len)
+{
+    return redisAppendCommandArgv(ctx, argc, argv, len) == REDIS_OK ? 0 : -1;
+}
+
+/* AUTH and SELECT for a fresh connection, and SCRIPT LOAD of every script,
+ * so EVALSHA finds them even on a restarted server and we learn their SHA1. */
+static int append_handshake(distlock_client *c, int i, redisContext *ctx, distlock__result *r)
+{
+    const distlock__node_cfg *cfg = &c->nodes[i];
+    const char *user = c->username ? c->username : cfg->user;
+    const char *pass = c->password ? c->password : cfg->pass;
+    const char *argv[3];
+    size_t len[3];
+    char db[16];
+
+    r->hs_n = r->hs_i = 0;
+    if (pass) {
+        int k = 0;
+        argv[k] = "AUTH", len[k] = 4, k++;
+        if (user)
+            argv[k] = user, len[k] = strlen(user), k++;
+        argv[k] = pass, len[k] = strlen(pass), k++;
+        if (append_argv(ctx, k, argv, len))
+            return -1;
+        r->hs_kind[r->hs_n++] = 0;
+    }
+    if (cfg->db) {
+        snprintf(db, sizeof(db), "%d", cfg->db);
+        argv[0] = "SELECT", len[0] = 6;
+        argv[1] = db, len[1] = strlen(db);
+        if (append_argv(ctx, 2, argv, len))
+            return -1;
+        r->hs_kind[r->hs_n++] = 0;
+    }
+    for (int s = 0; s < DISTLOCK__S_COUNT; s++) {
+        argv[0] = "SCRIPT", len[0] = 6;
+        argv[1] = "LOAD", len[1] = 4;
+        argv[2] = distlock__scripts[s].body, len[2] = strlen(distlock__scripts[s].body);
+        if (append_argv(ctx, 3, argv, len))
+            return -1;
+        r->hs_kind[r->hs_n++] = (unsigned char)(1 + s);
+    }
+    r->expect += r->hs_n;
+    return 0;
+}
+
+/* EVALSHA when we know the script's SHA1, else EVAL (which also caches it). */
+static int append_call(distlock_client *c, redisContext *ctx, const distlock__call *call,
+                       int force_eval)
+{
+    const char *sargv[16], **argv = sargv;
+    size_t slen[16], *len = slen;
+    char nk[12];
+    int k = 0, rc;
+
+    if (call->script < 0)
+        return append_argv(ctx, call->argc, call->argv, call->argvlen);
+    if (call->argc + 3 > 16) {  /* batched renewals */
+        argv = malloc(sizeof(*argv) * (size_t)(call->argc + 3));
+        len = malloc(sizeof(*len) * (size_t)(call->argc + 3));
+        if (!argv || !len) {
+            free(argv);
+            free(len);
+            return -1;
+        }
+    }
+    if (!force_eval && atomic_load_explicit(&c->sha_ok[call->script], memory_order_acquire)) {
+        argv[k] = "EVALSHA", len[k] = 7, k++;
+        argv[k] = c->sha[call->script], len[k] = 40, k++;
+    } else {
+        argv[k] = "EVAL", len[k] = 4, k++;
+        argv[k] = distlock__scripts[call->script].body;
+        len[k] = strlen(argv[k]), k++;
+    }
+    snprintf(nk, sizeof(nk), "%d", call->nkeys);
+    argv[k] = nk, len[k] = strlen(nk), k++;
+    for (int a = 0; a < call->argc; a++)
+        argv[k] = call->argv[a], len[k] = call->argvlen[a], k++;
+    rc = append_argv(ctx, k, argv, len);
+    if (argv != sargv) {
+        free(argv);
+        free(len);
+    }
+    return rc;
+}
+
+static void learn_sha(distlock_client *c, int s, const redisReply *rep)
+{
+    if (rep->type != REDIS_REPLY_STRING || rep->len != 40 ||
+        atomic_load_explicit(&c->sha_ok[s], memory_order_acquire))
+        return;
+    pthread_mutex_lock(&c->mu);
+    if (!atomic_load_explicit(&c->sha_ok[s], memory_order_relaxed)) {
+        memcpy(c->sha[s], rep->str, 40);
+        c->sha[s][40] = '\0';
+        atomic_store_explicit(&c->sha_ok[s], 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
+/* Take every reply available on node i. Returns 0, or -1 if the node failed. */
+static int take_replies(distlock_client *c, distlock__conn *conn, distlock__result *r, int i)
+{
+    while (conn->skip > 0 || r->expect > 0) {
+        void *p = NULL;
+        if (redisGetReplyFromReader(conn->ctx, &p) != REDIS_OK) {
+            node_fail(c, conn, r, i, DISTLOCK_EPROTO, "protocol error");
+            return -1;
+        }
+        if (p == NULL)
+            return 0;  /* need more bytes */
+        redisReply *rep = p;
+        if (conn->skip > 0) {
+            conn->skip--;
+            if (conn->skip == 0)
+                conn->skip_since_us = 0;
+            freeReplyObject(rep);
+            continue;
+        }
+        r->expect--;
+        if (r->hs_i < r->hs_n) {
+            int kind = r->hs_kind[r->hs_i++];
+            if (rep->type == REDIS_REPLY_ERROR) {
+                char msg[160];
+                snprintf(msg, sizeof(msg), "%s", rep->str);
+                freeReplyObject(rep);
+                node_fail(c, conn, r, i, DISTLOCK_EPROTO, msg);
+                return -1;
+            }
+            if (kind > 0)
+                learn_sha(c, kind - 1, rep);
+            freeReplyObject(rep);
+            continue;
+        }
+        if (rep->type == REDIS_REPLY_ERROR && !r->retried && r->call->script >= 0 &&
+            strncmp(rep->str, "NOSCRIPT", 8) == 0) {
+            /* The server lost its script cache (restart, SCRIPT FLUSH,
+             * failover): send the body with EVAL, which caches it again. */
+            freeReplyObject(rep);
+            r->retried = 1;
+            if (append_call(c, conn->ctx, r->call, 1) != 0) {
+                node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+                return -1;
+            }
+            r->expect++;
+            int done = 0;
+            if (redisBufferWrite(conn->ctx, &done) != REDIS_OK) {
+                node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+                return -1;
+            }
+            continue;
+        }
+        r->reply = rep;
+        r->state = DISTLOCK__R_DONE;
+    }
+    return 0;
+}
+
+/* Discard, without blocking, replies owed by an earlier round; returns -1 if
+ * the connection is gone. */
+static int drain_skipped(distlock_client *c, distlock__conn *conn, distlock__result *r, int i)
+{
+    struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
+    if (poll(&pfd, 1, 0) > 0) {
+        if (redisBufferRead(conn->ctx) != REDIS_OK) {
+            distlock__conn_close(conn);
+            return -1;
+        }
+        if (take_replies(c, conn, r, i) != 0)
+            return -1;
+    }
+    return 0;
+}
+
+static void start_node(distlock_client *c, distlock__connset *cs, const distlock__call *call,
+                       distlock__result *r, int i, uint64_t now)
+{
+    distlock__conn *conn = &cs->conns[i];
+    long timeout_ms = c->command_timeout_ms;
+
+    memset(r, 0, sizeof(*r));
+    r->call = call;
+    r->state = DISTLOCK__R_PENDING;
+
+    if (conn->ctx && conn->ctx->err)
+        distlock__conn_close(conn);
+    if (conn->ctx && conn->skip > 0) {
+        if (drain_skipped(c, conn, r, i) != 0) {
+            r->state = DISTLOCK__R_PENDING;
+            r->err[0] = '\0';
+        } else if (conn->skip > 0 &&
+                   (now - conn->skip_since_us > (uint64_t)c->command_timeout_ms * 1000u ||
+                    conn->skip > SKIP_MAX)) {
+            snprintf(r->err, sizeof(r->err), "%s: no reply for %ld ms", c->nodes[i].uri,
+                     (long)((now - conn->skip_since_us) / 1000));
+            r->state = DISTLOCK__R_FAILED;
+            r->status = DISTLOCK_ETIMEDOUT;
+            return;  /* keep the connection: its replies may still come */
+        }
+    }
+    if (conn->ctx == NULL) {
+        int st = DISTLOCK_ECONN;
+        conn->ctx = distlock__node_connect(&c->nodes[i], c->connect_timeout_ms, 1, &st, r->err,
+                                           sizeof(r->err));
+        if (conn->ctx == NULL) {
+            r->state = DISTLOCK__R_FAILED;
+            r->status = st;
+            return;
+        }
+        timeout_ms = c->connect_timeout_ms;
+        if (append_handshake(c, i, conn->ctx, r) != 0) {
+            node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+            return;
+        }
+    }
+    if (append_call(c, conn->ctx, call, 0) != 0) {
+        node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+        return;
+    }
+    r->expect++;
+    r->deadline_us = now + (uint64_t)timeout_ms * 1000u;
+    /* Write now: on an established connection the whole request usually
+     * leaves in this one write, before we start waiting on any node. */
+    int done = 0;
+    if (redisBufferWrite(conn->ctx, &done) != REDIS_OK)
+        node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+}
+
+void distlock__round(distlock_client *c, distlock__connset *cs,
+                     const distlock__call *const *calls, distlock__result *res,
+                     distlock__decide_fn decide, void *arg)
+{
+    int n = c->n;
+    struct pollfd pfd[64];
+    int idx[64];
+    uint64_t now = distlock__now_us();
+
+    for (int i = 0; i < n; i++) {
+        if (calls[i] == NULL) {
+            memset(&res[i], 0, sizeof(res[i]));
+            res[i].state = DISTLOCK__R_UNSENT;
+            continue;
+        }
+        start_node(c, cs, calls[i], &res[i], i, now);
+    }
+
+    for (;;) {
+        int np = 0;
+        uint64_t next = UINT64_MAX;
+
+        if (decide && decide(res, n, arg))
+            break;
+        now = distlock__now_us();
+        for (int i = 0; i < n; i++) {
+            distlock__result *r = &res[i];
+            distlock__conn *conn = &cs->conns[i];
+            if (r->state != DISTLOCK__R_PENDING)
+                continue;
+            if (now >= r->deadline_us) {
+                char msg[64];
+                snprintf(msg, sizeof(msg), "no reply within %ld ms",
+                         r->hs_n ? c->connect_timeout_ms : c->command_timeout_ms);
+                node_fail(c, conn, r, i, DISTLOCK_ETIMEDOUT, msg);
+                continue;
+            }
+            if (r->deadline_us < next)
+                next = r->deadline_us;
+            short ev = POLLIN;
+            if (conn->ctx->obuf && conn->ctx->obuf[0] != '\0')
+                ev |= POLLOUT;
+            pfd[np].fd = conn->ctx->fd;
+            pfd[np].events = ev;
+            pfd[np].revents = 0;
+            idx[np++] = i;
+        }
+        if (np == 0)
+            break;
+        int wait_ms = (int)((next - now + 999) / 1000);
+        int pr = poll(pfd, (nfds_t)np, wait_ms);
+        if (pr < 0 && errno != EINTR) {
+            for (int k = 0; k < np; k++)
+                node_fail(c, &cs->conns[idx[k]], &res[idx[k]], idx[k], DISTLOCK_ECONN,
+                          strerror(errno));
+            break;
+        }
+        for (int k = 0; pr > 0 && k < np; k++) {
+            int i = idx[k];
+            distlock__conn *conn = &cs->conns[i];
+            distlock__result *r = &res[i];
+            if (pfd[k].revents == 0)
+                continue;
+            if (pfd[k].revents & POLLOUT) {
+                int done = 0;
+                if (redisBufferWrite(conn->ctx, &done) != REDIS_OK) {
+                    node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+                    continue;
+                }
+            }
+            if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
+                if (redisBufferRead(conn->ctx) != REDIS_OK) {
+                    node_fail(c, conn, r, i, DISTLOCK_ECONN,
+                              conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed");
+                    continue;
+                }
+                take_replies(c, conn, r, i);
+            }
+        }
+    }
+
+    /* Nodes we stop waiting for: their replies are discarded later. */
+    now = distlock__now_us();
+    for (int i = 0; i < n; i++) {
+        distlock__conn *conn = &cs->conns[i];
+        if (res[i].state == DISTLOCK__R_PENDING && conn->ctx) {
+            if (conn->skip == 0)
+                conn->skip_since_us = now;
+            conn->skip += res[i].expect;
+            res[i].expect = 0;
+        }
+    }
+}
+
+void distlock__round_clear(distlock__result *res, int n)
+{
+    for (int i = 0; i < n; i++) {
+        if (res[i].reply)
+            freeReplyObject(res[i].reply);
+        res[i].reply = NULL;
+    }
+}

@@ -1,0 +1,239 @@
+/* uri.c -- the server list: "redis://[user[:password]@]host[:port][/db]" or
+ * "unix:///path/to.sock[?db=N]", comma-separated for N independent nodes. */
+#include <ctype.h>
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "internal.h"
+
+static char *dup_range(const char *s, size_t n)
+{
+    char *p = malloc(n + 1);
+    if (p) {
+        memcpy(p, s, n);
+        p[n] = '\0';
+    }
+    return p;
+}
+
+/* Percent-decoding lets passwords carry '@', ':' or ','. */
+static char *decode(const char *s, size_t n, int *bad)
+{
+    char *out = malloc(n + 1), *o = out;
+    if (!out)
+        return NULL;
+    for (size_t i = 0; i < n; i++) {
+        if (s[i] == '%') {
+            if (i + 2 >= n) {
+                *bad = 1;
+                break;
+            }
+            if (!isxdigit((unsigned char)s[i + 1]) || !isxdigit((unsigned char)s[i + 2])) {
+                *bad = 1;
+                break;
+            }
+            char hx[3] = { s[i + 1], s[i + 2], 0 };
+            *o++ = (char)strtol(hx, NULL, 16);
+            i += 2;
+        } else {
+            *o++ = s[i];
+        }
+    }
+    *o = '\0';
+    return out;
+}
+
+/* Parse a non-negative decimal number of the whole range [s, s+n). */
+static int parse_num(const char *s, size_t n, long max, long *out)
+{
+    long v = 0;
+    if (n == 0 || n > 10)
+        return -1;
+    for (size_t i = 0; i < n; i++) {
+        if (!isdigit((unsigned char)s[i]))
+            return -1;
+        v = v * 10 + (s[i] - '0');
+    }
+    if (v > max)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
+{
+    char shown[600];
+    long v;
+    int bad = 0;
+
+    memset(cfg, 0, sizeof(*cfg));
+    if (len >= 8 && strncmp(s, "unix:///", 8) == 0) {
+        const char *path = s + 7, *end = s + len, *q = memchr(path, '?', (size_t)(end - path));
+        const char *pend = q ? q : end;
+        if (pend - path < 2)
+            return distlock__fail(DISTLOCK_EINVAL, "'%.*s': unix:// needs a socket path", (int)len, s);
+        if (q) {
+            if ((size_t)(end - q) < 5 || strncmp(q, "?db=", 4) != 0 ||
+                parse_num(q + 4, (size_t)(end - q - 4), INT_MAX, &v) != 0)
+                return distlock__fail(DISTLOCK_EINVAL,
+                                      "'%.*s': only ?db=N (a number >= 0) may follow the path",
+                                      (int)len, s);
+            cfg->db = (int)v;
+        }
+        cfg->path = dup_range(path, (size_t)(pend - path));
+        if (!cfg->path)
+            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        snprintf(shown, sizeof(shown), "unix://%s%.*s", cfg->path, q ? (int)(end - q) : 0,
+                 q ? q : "");
+    } else if (len >= 8 && strncmp(s, "redis://", 8) == 0) {
+        const char *p = s + 8, *end = s + len;
+        const char *slash = memchr(p, '/', (size_t)(end - p));
+        const char *auth_end = NULL;
+        for (const char *x = p; x < (slash ? slash : end); x++)
+            if (*x == '@')
+                auth_end = x;  /* the last '@' before the path */
+        if (auth_end) {
+            const char *colon = memchr(p, ':', (size_t)(auth_end - p));
+            if (colon) {
+                if (colon > p)
+                    cfg->user = decode(p, (size_t)(colon - p), &bad);
+                cfg->pass = decode(colon + 1, (size_t)(auth_end - colon - 1), &bad);
+            } else {
+                cfg->user = decode(p, (size_t)(auth_end - p), &bad);
+            }
+            if (bad)
+                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': bad %%-escape in the credentials",
+                                      (int)len, s);
+            p = auth_end + 1;
+        }
+        const char *hend = slash ? slash : end, *hp_end = hend, *portp = NULL;
+        if (p < hend && *p == '[') {  /* [IPv6] */
+            const char *rb = memchr(p, ']', (size_t)(hend - p));
+            if (!rb)
+                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': unterminated [IPv6 address]", (int)len, s);
+            cfg->host = dup_range(p + 1, (size_t)(rb - p - 1));
+            if (rb + 1 < hend) {
+                if (rb[1] != ':')
+                    return distlock__fail(DISTLOCK_EINVAL, "'%.*s': junk after ]", (int)len, s);
+                portp = rb + 2;
+            }
+        } else {
+            const char *colon = memchr(p, ':', (size_t)(hend - p));
+            if (colon) {
+                portp = colon + 1;
+                hp_end = colon;
+            }
+            cfg->host = dup_range(p, (size_t)(hp_end - p));
+        }
+        if (!cfg->host)
+            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        if (cfg->host[0] == '\0')
+            return distlock__fail(DISTLOCK_EINVAL, "'%.*s': no host", (int)len, s);
+        cfg->port = 6379;
+        if (portp) {
+            if (parse_num(portp, (size_t)(hend - portp), 65535, &v) != 0 || v == 0)
+                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': port must be a number 1..65535",
+                                      (int)len, s);
+            cfg->port = (int)v;
+        }
+        if (slash && slash + 1 < end) {
+            if (parse_num(slash + 1, (size_t)(end - slash - 1), INT_MAX, &v) != 0)
+                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': /db must be a number >= 0",
+                                      (int)len, s);
+            cfg->db = (int)v;
+        }
+        int v6 = strchr(cfg->host, ':') != NULL;
+        char dbpart[16] = "";
+        if (cfg->db)
+            snprintf(dbpart, sizeof(dbpart), "/%d", cfg->db);
+        snprintf(shown, sizeof(shown), "redis://%s%s%s%s%s%s:%d%s", cfg->user ? cfg->user : "",
+                 cfg->pass ? ":***" : "", (cfg->user || cfg->pass) ? "@" : "", v6 ? "[" : "",
+                 cfg->host, v6 ? "]" : "", cfg->port, dbpart);
+    } else {
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "'%.*s': expected redis://host[:port][/db] or unix:///path[?db=N]",
+                              (int)len, s);
+    }
+    cfg->uri = strdup(shown);
+    if (!cfg->uri)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    return DISTLOCK_OK;
+}
+
+static void free_cfg(distlock__node_cfg *cfg)
+{
+    free(cfg->uri);
+    free(cfg->host);
+    free(cfg->path);
+    free(cfg->user);
+    free(cfg->pass);
+}
+
+void distlock__free_nodes(distlock__node_cfg *nodes, int n)
+{
+    for (int i = 0; nodes && i < n; i++)
+        free_cfg(&nodes[i]);
+    free(nodes);
+}
+
+static int same_server(const distlock__node_cfg *a, const distlock__node_cfg *b)
+{
+    if (a->path || b->path)
+        return a->path && b->path && strcmp(a->path, b->path) == 0;
+    return a->port == b->port && strcasecmp(a->host, b->host) == 0;
+}
+
+int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *nout)
+{
+    distlock__node_cfg *nodes = NULL;
+    int n = 0, rc = DISTLOCK_OK;
+    const char *p = servers;
+
+    if (servers == NULL || *servers == '\0')
+        return distlock__fail(DISTLOCK_EINVAL, "no servers given (expected redis://host:port,...)");
+    if (strlen(servers) > 65536)
+        return distlock__fail(DISTLOCK_EINVAL, "server list too long");
+    for (;;) {
+        const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
+        const char *a = p, *b = end;
+        while (a < b && isspace((unsigned char)*a)) a++;
+        while (b > a && isspace((unsigned char)b[-1])) b--;
+        if (a == b) {
+            rc = distlock__fail(DISTLOCK_EINVAL, "empty entry in server list '%s'", servers);
+            goto fail;
+        }
+        if (n >= 64) {
+            rc = distlock__fail(DISTLOCK_EINVAL, "more than 64 servers");
+            goto fail;
+        }
+        distlock__node_cfg *grown = realloc(nodes, sizeof(*nodes) * (size_t)(n + 1));
+        if (!grown) {
+            rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+            goto fail;
+        }
+        nodes = grown;
+        rc = parse_one(a, (size_t)(b - a), &nodes[n]);
+        n++;
+        if (rc != DISTLOCK_OK)
+            goto fail;
+        for (int i = 0; i < n - 1; i++)
+            if (same_server(&nodes[i], &nodes[n - 1])) {
+                rc = distlock__fail(DISTLOCK_EINVAL,
+                                    "duplicate node %s: Redlock needs independent servers",
+                                    nodes[n - 1].uri);
+                goto fail;
+            }
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+    *out = nodes;
+    *nout = n;
+    return DISTLOCK_OK;
+fail:
+    distlock__free_nodes(nodes, n);
+    return rc;
+}

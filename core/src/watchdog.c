@@ -1,0 +1,224 @@
+/* watchdog.c -- auto-renewal. One background thread per client (started by
+ * the first DISTLOCK_AUTO_RENEW lock) renews each such lock at ttl/3. All
+ * renewals due together go to every node in one batched script call, so
+ * keeping many locks alive costs one round trip per period, not one per
+ * lock. A lock found not ours on enough nodes, or not renewable on a quorum
+ * before its validity ends, is marked lost and its owner told: flag,
+ * callback, and the client's pollable eventfd. */
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+#define BATCH_MAX 500        /* keys per script call */
+#define RETRY_SOON_MS 50     /* after a renewal that reached no quorum */
+
+int distlock_client_lost_fd(distlock_client *c)
+{
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(-1, "client must not be NULL");
+    distlock__lock(c);
+    if (c->lost_fd < 0)
+        c->lost_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int fd = c->lost_fd;
+    pthread_mutex_unlock(&c->mu);
+    if (fd < 0)
+        distlock__fail(-1, "eventfd: %s", strerror(errno));
+    return fd;
+}
+
+void distlock__mark_lost(distlock__held *h)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&h->lost, &expected, 1))
+        return;
+    if (h->client && h->client->lost_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(h->client->lost_fd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
+typedef struct due {
+    distlock__held *h;
+    char *key, *token;
+    char ttl[24];
+    long ttl_ms;
+} due;
+
+static void abs_deadline(struct timespec *ts, uint64_t until_us)
+{
+    ts->tv_sec = (time_t)(until_us / 1000000u);
+    ts->tv_nsec = (long)(until_us % 1000000u) * 1000;
+}
+
+/* Renew d[0..m) on every node; fills ok[] with the number of nodes that
+ * confirmed each, no[] with those that said it is not ours. */
+static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
+{
+    const char **argv = calloc((size_t)m * 3, sizeof(*argv));
+    size_t *len = calloc((size_t)m * 3, sizeof(*len));
+    distlock__result res[64];
+    const distlock__call *calls[64];
+    distlock__connset *cs = distlock__checkout(c);
+
+    memset(ok, 0, sizeof(int) * (size_t)m);
+    memset(no, 0, sizeof(int) * (size_t)m);
+    if (!argv || !len || !cs) {
+        free(argv);
+        free(len);
+        distlock__checkin(c, cs);
+        return;
+    }
+    for (int k = 0; k < m; k++) {
+        argv[k] = d[k].key, len[k] = strlen(d[k].key);
+        argv[m + 2 * k] = d[k].token, len[m + 2 * k] = strlen(d[k].token);
+        argv[m + 2 * k + 1] = d[k].ttl, len[m + 2 * k + 1] = strlen(d[k].ttl);
+    }
+    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = &call;
+    distlock__round(c, cs, calls, res, NULL, NULL);
+    for (int i = 0; i < c->n; i++) {
+        const redisReply *x = res[i].state == DISTLOCK__R_DONE ? res[i].reply : NULL;
+        if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)m)
+            continue;
+        for (int k = 0; k < m; k++) {
+            if (x->element[k]->type != REDIS_REPLY_INTEGER)
+                continue;
+            if (x->element[k]->integer == 1)
+                ok[k]++;
+            else
+                no[k]++;
+        }
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    free(argv);
+    free(len);
+}
+
+typedef struct lost_call { distlock_lost_fn fn; distlock_lock *l; void *arg; } lost_call;
+
+static void *watchdog_main(void *arg)
+{
+    distlock_client *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->wd_stop) {
+        uint64_t now = distlock__now_us(), next = UINT64_MAX;
+        int m = 0;
+        for (distlock__held *h = c->held; h; h = h->next) {
+            if (!(h->flags & DISTLOCK_AUTO_RENEW) || h->released || atomic_load(&h->lost) ||
+                h->pid != c->pid)
+                continue;
+            if (h->renew_at_us <= now + 1000)
+                m++;
+            else if (h->renew_at_us < next)
+                next = h->renew_at_us;
+        }
+        if (m == 0) {
+            if (next == UINT64_MAX) {
+                pthread_cond_wait(&c->wd_cond, &c->mu);
+            } else {
+                struct timespec ts;
+                abs_deadline(&ts, next);
+                pthread_cond_timedwait(&c->wd_cond, &c->mu, &ts);
+            }
+            continue;
+        }
+        if (m > BATCH_MAX)
+            m = BATCH_MAX;
+        due *d = calloc((size_t)m, sizeof(*d));
+        int *ok = calloc((size_t)m, sizeof(int)), *no = calloc((size_t)m, sizeof(int));
+        lost_call *lc = calloc((size_t)m, sizeof(*lc));
+        if (!d || !ok || !no || !lc) {
+            free(d), free(ok), free(no), free(lc);
+            struct timespec ts;
+            abs_deadline(&ts, now + RETRY_SOON_MS * 1000u);
+            pthread_cond_timedwait(&c->wd_cond, &c->mu, &ts);
+            continue;
+        }
+        int k = 0;
+        for (distlock__held *h = c->held; h && k < m; h = h->next) {
+            if (!(h->flags & DISTLOCK_AUTO_RENEW) || h->released || atomic_load(&h->lost) ||
+                h->pid != c->pid || h->renew_at_us > now + 1000)
+                continue;
+            h->refs++;  /* keep it alive while we work unlocked */
+            d[k].h = h;
+            d[k].key = h->key;
+            d[k].token = h->token;
+            d[k].ttl_ms = h->ttl_ms;
+            snprintf(d[k].ttl, sizeof(d[k].ttl), "%ld", h->ttl_ms);
+            k++;
+        }
+        m = k;
+        pthread_mutex_unlock(&c->mu);
+
+        uint64_t t0 = distlock__now_us();
+        renew_batch(c, d, m, ok, no);
+        uint64_t t1 = distlock__now_us();
+
+        pthread_mutex_lock(&c->mu);
+        int nl = 0;
+        for (k = 0; k < m; k++) {
+            distlock__held *h = d[k].h;
+            if (!h->released && !atomic_load(&h->lost)) {
+                long drift = distlock__drift_ms(c, d[k].ttl_ms);
+                uint64_t until = t0 + (uint64_t)(d[k].ttl_ms - drift) * 1000u;
+                if (ok[k] >= c->quorum && t1 < until) {
+                    h->valid_until_us = until;
+                    h->renew_at_us = t1 + (uint64_t)d[k].ttl_ms * 1000u / 3u;
+                } else if (no[k] > c->n - c->quorum || t1 >= h->valid_until_us) {
+                    distlock__mark_lost(h);
+                    if (h->lost_fn)
+                        lc[nl++] = (lost_call){ h->lost_fn, h->lost_handle, h->lost_arg };
+                } else {
+                    h->renew_at_us = t1 + RETRY_SOON_MS * 1000u;  /* nodes down: try again */
+                }
+            }
+        }
+        /* Callbacks run unlocked (they may call into the library); the
+         * extra references keep the records alive meanwhile. */
+        if (nl > 0) {
+            pthread_mutex_unlock(&c->mu);
+            for (int i = 0; i < nl; i++)
+                lc[i].fn(lc[i].l, lc[i].arg);
+            pthread_mutex_lock(&c->mu);
+        }
+        for (k = 0; k < m; k++)
+            distlock__held_unref_locked(c, d[k].h);
+        free(d), free(ok), free(no), free(lc);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
+int distlock__watchdog_start(distlock_client *c)
+{
+    if (c->wd_running)
+        return DISTLOCK_OK;
+    c->wd_stop = 0;
+    int e = pthread_create(&c->wd_thread, NULL, watchdog_main, c);
+    if (e != 0)
+        return distlock__fail(DISTLOCK_ENOMEM, "cannot start the renewal thread: %s", strerror(e));
+    c->wd_running = 1;
+    return DISTLOCK_OK;
+}
+
+void distlock__watchdog_stop(distlock_client *c)
+{
+    distlock__lock(c);
+    int running = c->wd_running;
+    c->wd_stop = 1;
+    c->wd_running = 0;
+    pthread_cond_broadcast(&c->wd_cond);
+    pthread_mutex_unlock(&c->mu);
+    if (running)
+        pthread_join(c->wd_thread, NULL);
+}
