@@ -67,8 +67,9 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
     long holder_pttl = 0;
+    int granted = 0;
     int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
-                                    until, fence, &holder_pttl);
+                                    until, fence, &holder_pttl, &granted);
     if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
         return rc;
 
@@ -88,10 +89,19 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
      * and the subscription is not missed. */
     for (;;) {
         rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, queue_ttl(c), until,
-                                    fence, &holder_pttl);
+                                    fence, &holder_pttl, &granted);
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
         uint64_t now = distlock__now_us();
+        if (fair && granted > 0) {
+            /* Some nodes had us at the head of their queue, others had
+             * another waiter there (our requests crossed on the way): a
+             * split nobody can win. Step out of every queue and rejoin
+             * after a random pause, so the queues agree on an order. */
+            (void)distlock__leave_queue(c, key, token);
+            distlock__waiter_wait(c, NULL, now + jitter_us(4 * c->retry_min_ms + 2));
+            continue;
+        }
         if (now >= deadline) {
             distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
                            key, wait_ms);
@@ -155,9 +165,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
             owner = tid;
         }
         /* Already ours? Count it, no round trip. */
-        distlock__connset *probe = distlock__checkout(c);  /* also handles fork */
-        distlock__checkin(c, probe);
-        pthread_mutex_lock(&c->mu);
+        distlock__lock(c);
         for (distlock__held *h = c->held; h; h = h->next) {
             if (h->owner && !h->released && !atomic_load(&h->lost) && h->count > 0 &&
                 strcmp(h->key, key) == 0 && strcmp(h->owner, owner) == 0) {

@@ -203,7 +203,7 @@ struct distlock_lock {
 /* Core operations on N nodes, shared by handles and the token pair. */
 int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
-                           int64_t *fence, long *holder_pttl);
+                           int64_t *fence, long *holder_pttl, int *granted);
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);

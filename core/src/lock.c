@@ -236,7 +236,7 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
 
 int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
-                           int64_t *fence_out, long *holder_pttl)
+                           int64_t *fence_out, long *holder_pttl, int *granted)
 {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX];
     char ttl[24], qttl[24];
@@ -282,6 +282,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     tally t = count(res, c->n);
     int64_t fence = -1;
 
+    if (granted)
+        *granted = t.ok;
     if (holder_pttl) {
         long mx = 0;
         for (int i = 0; i < c->n; i++)
@@ -481,7 +483,7 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
         return rc;
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
-    rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, NULL);
+    rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, NULL, NULL);
     if (rc == DISTLOCK_OK && validity_ms) {
         uint64_t now = distlock__now_us();
         *validity_ms = until > now ? (long)((until - now) / 1000) : 0;
