@@ -1,0 +1,261 @@
+/*
+ * admin.c -- `distlock status` (who holds a key, for how long, on each node)
+ * and `distlock release` (administrative release).
+ */
+#include <ctype.h>
+#include <getopt.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+
+#define TOKEN_BUF (DISTLOCK_TOKEN_MAX + 1)
+
+/* Tokens written by other implementations may hold any bytes: print them
+ * with C-style escapes so the output stays one line per node. */
+static void print_token(FILE *f, const char *t)
+{
+    for (const unsigned char *p = (const unsigned char *)t; *p; p++) {
+        if (*p == '\\') fputs("\\\\", f);
+        else if (isprint(*p) && *p != ' ') fputc(*p, f);
+        else fprintf(f, "\\x%02x", *p);
+    }
+}
+
+static int parse_common_only(int argc, char **argv, const char *verb, struct cli_common *co,
+                             const struct option *longopts, const char *shortopts,
+                             int (*extra)(int opt, const char *arg, void *ctx), void *ctx,
+                             void (*help)(FILE *))
+{
+    int opt;
+    opterr = 0;
+    optind = 1;
+    while ((opt = getopt_long(argc, argv, shortopts, longopts, NULL)) != -1) {
+        int r = cli_common_option(co, opt, optarg);
+        if (r < 0)
+            return cli_usage_error(verb, "invalid option value");
+        if (r > 0)
+            continue;
+        if (opt == 'h') {
+            help(stdout);
+            return CLI_EXIT_OK;
+        }
+        if (opt == ':')
+            return cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+        if (opt == '?') {
+            if (optopt)
+                return cli_usage_error(verb, "unknown option '-%c'", optopt);
+            return cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+        }
+        if (extra && (r = extra(opt, optarg, ctx)) >= 0)
+            return r;
+    }
+    if (optind >= argc)
+        return cli_usage_error(verb, "missing KEY");
+    if (optind + 1 < argc)
+        return cli_usage_error(verb, "one KEY only (extra argument '%s')", argv[optind + 1]);
+    if (!argv[optind][0])
+        return cli_usage_error(verb, "KEY is empty");
+    return -1;
+}
+
+static const struct option status_longopts[] = {
+    CLI_COMMON_LONGOPTS,
+    {NULL, 0, NULL, 0}
+};
+
+int cli_status(int argc, char **argv)
+{
+    struct cli_common co;
+    cli_common_init(&co);
+    int rc = parse_common_only(argc, argv, "status", &co, status_longopts,
+                               ":" CLI_COMMON_SHORTOPTS, NULL, NULL, cli_help_status);
+    if (rc >= 0)
+        return rc;
+    const char *key = argv[optind];
+    distlock_client *c = NULL;
+    if ((rc = cli_client(&co, &c)) != 0)
+        return rc;
+
+    int n = distlock_client_node_count(c), quorum = distlock_client_quorum(c);
+    char (*tokens)[TOKEN_BUF] = calloc((size_t)n, sizeof *tokens);
+    long *pttl = calloc((size_t)n, sizeof *pttl);
+    int *state = calloc((size_t)n, sizeof *state);
+    char **errs = calloc((size_t)n, sizeof *errs);
+    if (!tokens || !pttl || !state || !errs) {
+        cli_err("out of memory");
+        free(tokens); free(pttl); free(state); free(errs);
+        distlock_client_free(c);
+        return CLI_EXIT_SOFTWARE;
+    }
+    int held = 0, failed = 0, best = 0, best_i = -1;
+    for (int i = 0; i < n; i++) {
+        state[i] = distlock_inspect(c, key, i, tokens[i], TOKEN_BUF, &pttl[i]);
+        if (state[i] < 0) {
+            char buf[512];
+            const char *d = distlock_last_error();
+            snprintf(buf, sizeof buf, "%s%s%s", distlock_strerror(state[i]),
+                     d && *d ? ": " : "", d ? d : "");
+            errs[i] = strdup(buf);
+            failed++;
+        } else if (state[i] == 1) {
+            held++;
+        }
+    }
+    if (failed == n && n > 0 && state[0] == DISTLOCK_EINVAL) {
+        cli_err("'%s': %s", key, errs[0] ? errs[0] : "invalid key");
+        rc = CLI_EXIT_USAGE;
+        goto out;
+    }
+    /* The owner is the token found on the most nodes. */
+    for (int i = 0; i < n; i++) {
+        if (state[i] != 1)
+            continue;
+        int same = 0;
+        for (int j = 0; j < n; j++)
+            if (state[j] == 1 && !strcmp(tokens[i], tokens[j]))
+                same++;
+        if (same > best) {
+            best = same;
+            best_i = i;
+        }
+    }
+    const char *verdict;
+    if (best >= quorum) {
+        verdict = "held";
+        rc = CLI_EXIT_OK;
+    } else if (best + failed >= quorum) {
+        verdict = "unknown (too many nodes did not answer)";
+        rc = CLI_EXIT_UNAVAILABLE;
+    } else if (held == 0) {
+        verdict = "free";
+        rc = CLI_EXIT_NO;
+    } else {
+        verdict = "not held by any owner on a quorum";
+        rc = CLI_EXIT_NO;
+    }
+    if (!co.quiet) {
+        char d[32];
+        printf("%s: %s", key, verdict);
+        if (best_i >= 0 && best >= quorum) {
+            printf(" by ");
+            print_token(stdout, tokens[best_i]);
+        }
+        printf(" (held on %d of %d node%s, quorum %d", held, n, n == 1 ? "" : "s", quorum);
+        if (failed)
+            printf(", %d not answering", failed);
+        printf(")\n");
+        for (int i = 0; i < n; i++) {
+            printf("  %s  ", distlock_client_node_uri(c, i));
+            if (state[i] < 0) {
+                printf("error: %s\n", errs[i]);
+            } else if (state[i] == 0) {
+                printf("free\n");
+            } else {
+                if (pttl[i] >= 0)
+                    printf("held  expires in %s  token ", cli_fmt_ms(pttl[i], d, sizeof d));
+                else
+                    printf("held  no expiry  token ");
+                print_token(stdout, tokens[i]);
+                putchar('\n');
+            }
+        }
+        fflush(stdout);
+    }
+out:
+    for (int i = 0; i < n; i++)
+        free(errs[i]);
+    free(tokens); free(pttl); free(state); free(errs);
+    distlock_client_free(c);
+    return rc;
+}
+
+struct release_ctx {
+    int force;
+    const char *token;
+};
+
+static int release_extra(int opt, const char *arg, void *ctx)
+{
+    struct release_ctx *r = ctx;
+    if (opt == 'f') {
+        r->force = 1;
+        return -1;
+    }
+    if (opt == 'T') {
+        if (!*arg)
+            return cli_usage_error("release", "--token is empty");
+        r->token = arg;
+        return -1;
+    }
+    return cli_usage_error("release", "unexpected option");
+}
+
+static const struct option release_longopts[] = {
+    CLI_COMMON_LONGOPTS,
+    {"force", no_argument, NULL, 'f'},
+    {"token", required_argument, NULL, 'T'},
+    {NULL, 0, NULL, 0}
+};
+
+int cli_release(int argc, char **argv)
+{
+    struct cli_common co;
+    struct release_ctx r = {0, NULL};
+    cli_common_init(&co);
+    int rc = parse_common_only(argc, argv, "release", &co, release_longopts,
+                               ":" CLI_COMMON_SHORTOPTS "fT:", release_extra, &r,
+                               cli_help_release);
+    if (rc >= 0)
+        return rc;
+    const char *key = argv[optind];
+    if (!r.force && !r.token)
+        return cli_usage_error("release", "refusing to delete a lock that may belong to a "
+                               "running job: give --force (delete it whoever holds it) or "
+                               "--token TOKEN (delete it only if TOKEN holds it)");
+    if (r.force && r.token)
+        return cli_usage_error("release", "--force and --token exclude each other");
+
+    distlock_client *c = NULL;
+    if ((rc = cli_client(&co, &c)) != 0)
+        return rc;
+    int n = distlock_client_node_count(c);
+    if (r.token) {
+        rc = distlock_release_token(c, key, r.token);
+        if (rc == DISTLOCK_OK) {
+            if (!co.quiet)
+                printf("%s: released\n", key);
+            rc = CLI_EXIT_OK;
+        } else if (rc == DISTLOCK_ENOTOWNER) {
+            if (!co.quiet)
+                cli_err("'%s' is not held by that token; nothing released", key);
+            rc = CLI_EXIT_NO;
+        } else {
+            char what[128];
+            snprintf(what, sizeof what, "cannot release '%.80s'", key);
+            cli_report(what, rc);
+            rc = cli_exit_for_status(rc);
+        }
+    } else {
+        int deleted = 0;
+        rc = distlock_force_release(c, key, &deleted);
+        if (rc == DISTLOCK_OK) {
+            if (!co.quiet) {
+                if (deleted > 0)
+                    printf("%s: force-released (deleted on %d of %d node%s)\n", key, deleted,
+                           n, n == 1 ? "" : "s");
+                else
+                    printf("%s: was not held; nothing deleted\n", key);
+            }
+            rc = deleted > 0 ? CLI_EXIT_OK : CLI_EXIT_NO;
+        } else {
+            char what[160];
+            snprintf(what, sizeof what, "cannot force-release '%.80s' (deleted on %d of %d "
+                     "nodes)", key, deleted, n);
+            cli_report(what, rc);
+            rc = cli_exit_for_status(rc);
+        }
+    }
+    distlock_client_free(c);
+    return rc;
+}

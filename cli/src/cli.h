@@ -1,0 +1,95 @@
+/*
+ * cli.h -- shared pieces of the distlock command: option values, parsing of
+ * durations and numbers, the client factory and the exit statuses.
+ */
+#ifndef DISTLOCK_CLI_H
+#define DISTLOCK_CLI_H
+
+#include <stdio.h>
+
+#include "distlock.h"
+
+/* Exit statuses (documented in distlock(1) and cli/README.md). The values
+ * below 64 and from 126 up belong to the command `run` executes. */
+enum {
+    CLI_EXIT_OK = 0,
+    CLI_EXIT_NO = 1,             /* status: not held; release: nothing released */
+    CLI_EXIT_USAGE = 64,         /* EX_USAGE: bad arguments */
+    CLI_EXIT_UNAVAILABLE = 69,   /* EX_UNAVAILABLE: servers unreachable, no quorum, server error */
+    CLI_EXIT_SOFTWARE = 70,      /* EX_SOFTWARE: out of memory, fork failed, internal error */
+    CLI_EXIT_CONFLICT = 75,      /* EX_TEMPFAIL: lock held elsewhere (default of --conflict-exit-code) */
+    CLI_EXIT_LOST = 79,          /* lock lost, command terminated (default of --lost-exit-code) */
+    CLI_EXIT_CANNOT_EXEC = 126,  /* command found but not executable */
+    CLI_EXIT_NOT_FOUND = 127     /* command not found */
+};
+
+#define CLI_DEFAULT_SERVERS "redis://127.0.0.1:6379"
+#define CLI_DEFAULT_TTL_MS 30000L
+
+/* Options every verb accepts. */
+struct cli_common {
+    const char *servers;         /* --servers, else $DISTLOCK_SERVERS, else the default */
+    long connect_timeout_ms;     /* --connect-timeout; -1 = library default */
+    long timeout_ms;             /* --timeout; -1 = library default */
+    int verbose;                 /* -v */
+    int quiet;                   /* -q */
+};
+
+extern const char *cli_prog;     /* "distlock" */
+
+void cli_common_init(struct cli_common *co);
+
+/* Handle one of the common options (returns 1 if `opt` was one, 0 if not,
+ * -1 after printing a usage error). The long option table entries for them
+ * are CLI_COMMON_LONGOPTS; their short letters are in CLI_COMMON_SHORTOPTS. */
+int cli_common_option(struct cli_common *co, int opt, const char *arg);
+#define CLI_OPT_CONNECT_TIMEOUT 1000
+#define CLI_OPT_TIMEOUT 1001
+#define CLI_COMMON_SHORTOPTS "s:vqh"
+#define CLI_COMMON_LONGOPTS \
+    {"servers", required_argument, NULL, 's'}, \
+    {"connect-timeout", required_argument, NULL, CLI_OPT_CONNECT_TIMEOUT}, \
+    {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT}, \
+    {"verbose", no_argument, NULL, 'v'}, \
+    {"quiet", no_argument, NULL, 'q'}, \
+    {"help", no_argument, NULL, 'h'}
+
+/* Durations: a decimal number with an optional unit ms, s, m or h; a bare
+ * number is seconds (as with flock -w and timeout(1)). Returns 0 and the value
+ * in milliseconds, or -1. With allow_forever, "forever", "infinity", "inf"
+ * and "-1" give DISTLOCK_WAIT_FOREVER. */
+int cli_parse_duration(const char *s, int allow_forever, long *out_ms);
+/* A decimal integer in [lo, hi]; returns 0 or -1. */
+int cli_parse_int(const char *s, long lo, long hi, long *out);
+/* A signal name (TERM, SIGTERM) or number; returns 0 or -1. */
+int cli_parse_signal(const char *s, int *out);
+
+/* Format a duration for humans ("1.250s", "980ms"). Returns buf. */
+const char *cli_fmt_ms(long ms, char *buf, size_t size);
+
+/* Print "distlock: <fmt>\n" on stderr. */
+void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+/* Print a usage error and the hint to see --help; returns CLI_EXIT_USAGE. */
+int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* Make the client from the common options. On failure prints why and returns
+ * the exit status (non-zero); on success returns 0 and *out. */
+int cli_client(const struct cli_common *co, distlock_client **out);
+
+/* Exit status for a negative library status. */
+int cli_exit_for_status(int status);
+/* Print "distlock: <what>: <strerror>[: <detail>]" for a library status. */
+void cli_report(const char *what, int status);
+
+/* Verbs. argv[0] is the verb name. */
+int cli_run(int argc, char **argv);
+int cli_status(int argc, char **argv);
+int cli_release(int argc, char **argv);
+
+/* Help texts. */
+void cli_help_main(FILE *f);
+void cli_help_run(FILE *f);
+void cli_help_status(FILE *f);
+void cli_help_release(FILE *f);
+
+#endif

@@ -1,0 +1,229 @@
+/*
+ * common.c -- option values shared by every verb, number and duration
+ * parsing, the client factory and the mapping of library statuses to exit
+ * statuses.
+ */
+#include <ctype.h>
+#include <errno.h>
+#include <limits.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "cli.h"
+
+const char *cli_prog = "distlock";
+
+void cli_common_init(struct cli_common *co)
+{
+    const char *env = getenv("DISTLOCK_SERVERS");
+    co->servers = (env && *env) ? env : CLI_DEFAULT_SERVERS;
+    co->connect_timeout_ms = -1;
+    co->timeout_ms = -1;
+    co->verbose = 0;
+    co->quiet = 0;
+}
+
+void cli_err(const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s: ", cli_prog);
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fputc('\n', stderr);
+}
+
+int cli_usage_error(const char *verb, const char *fmt, ...)
+{
+    va_list ap;
+    fprintf(stderr, "%s%s%s: ", cli_prog, verb ? " " : "", verb ? verb : "");
+    va_start(ap, fmt);
+    vfprintf(stderr, fmt, ap);
+    va_end(ap);
+    fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", cli_prog,
+            verb ? " " : "", verb ? verb : "");
+    return CLI_EXIT_USAGE;
+}
+
+int cli_parse_duration(const char *s, int allow_forever, long *out_ms)
+{
+    if (!s || !*s)
+        return -1;
+    if (allow_forever && (!strcasecmp(s, "forever") || !strcasecmp(s, "infinity") ||
+                          !strcasecmp(s, "inf") || !strcmp(s, "-1"))) {
+        *out_ms = DISTLOCK_WAIT_FOREVER;
+        return 0;
+    }
+    /* strtod would accept hex, "nan", "inf" and leading blanks: check by hand
+     * that the number is plain decimal first. */
+    const char *p = s;
+    int digits = 0;
+    while (isdigit((unsigned char)*p)) { p++; digits++; }
+    if (*p == '.') {
+        p++;
+        while (isdigit((unsigned char)*p)) { p++; digits++; }
+    }
+    if (!digits)
+        return -1;
+    errno = 0;
+    char *end;
+    double v = strtod(s, &end);
+    if (errno || end != p)
+        return -1;
+    double scale;
+    if (!*end || !strcmp(end, "s")) scale = 1000.0;
+    else if (!strcmp(end, "ms")) scale = 1.0;
+    else if (!strcmp(end, "m") || !strcmp(end, "min")) scale = 60000.0;
+    else if (!strcmp(end, "h")) scale = 3600000.0;
+    else return -1;
+    v *= scale;
+    if (!(v >= 0.0) || v > (double)LONG_MAX / 2)
+        return -1;
+    *out_ms = (long)llround(v);
+    return 0;
+}
+
+int cli_parse_int(const char *s, long lo, long hi, long *out)
+{
+    if (!s || !*s || isspace((unsigned char)*s))
+        return -1;
+    errno = 0;
+    char *end;
+    long v = strtol(s, &end, 10);
+    if (errno || *end || v < lo || v > hi)
+        return -1;
+    *out = v;
+    return 0;
+}
+
+static const struct { const char *name; int sig; } signals[] = {
+    {"HUP", SIGHUP}, {"INT", SIGINT}, {"QUIT", SIGQUIT}, {"KILL", SIGKILL},
+    {"USR1", SIGUSR1}, {"USR2", SIGUSR2}, {"TERM", SIGTERM}, {"ALRM", SIGALRM},
+};
+
+int cli_parse_signal(const char *s, int *out)
+{
+    long n;
+    if (cli_parse_int(s, 1, 64, &n) == 0) {
+        *out = (int)n;
+        return 0;
+    }
+    if (!strncasecmp(s, "SIG", 3))
+        s += 3;
+    for (size_t i = 0; i < sizeof signals / sizeof signals[0]; i++) {
+        if (!strcasecmp(s, signals[i].name)) {
+            *out = signals[i].sig;
+            return 0;
+        }
+    }
+    return -1;
+}
+
+const char *cli_fmt_ms(long ms, char *buf, size_t size)
+{
+    if (ms < 1000)
+        snprintf(buf, size, "%ldms", ms);
+    else
+        snprintf(buf, size, "%ld.%03lds", ms / 1000, ms % 1000);
+    return buf;
+}
+
+int cli_common_option(struct cli_common *co, int opt, const char *arg)
+{
+    long v;
+    switch (opt) {
+    case 's':
+        if (!*arg) {
+            cli_err("--servers needs at least one URI");
+            return -1;
+        }
+        co->servers = arg;
+        return 1;
+    case CLI_OPT_CONNECT_TIMEOUT:
+    case CLI_OPT_TIMEOUT:
+        if (cli_parse_duration(arg, 0, &v) || v < 1 || v > INT_MAX) {
+            cli_err("invalid %s '%s' (a duration such as 500ms or 2s)",
+                    opt == CLI_OPT_TIMEOUT ? "--timeout" : "--connect-timeout", arg);
+            return -1;
+        }
+        if (opt == CLI_OPT_TIMEOUT) co->timeout_ms = v;
+        else co->connect_timeout_ms = v;
+        return 1;
+    case 'v':
+        co->verbose = 1;
+        co->quiet = 0;
+        return 1;
+    case 'q':
+        co->quiet = 1;
+        co->verbose = 0;
+        return 1;
+    }
+    return 0;
+}
+
+int cli_exit_for_status(int status)
+{
+    switch (status) {
+    case DISTLOCK_OK: return CLI_EXIT_OK;
+    case DISTLOCK_NOTACQUIRED:
+    case DISTLOCK_ETIMEDOUT: return CLI_EXIT_CONFLICT;
+    case DISTLOCK_EINVAL: return CLI_EXIT_USAGE;
+    case DISTLOCK_ECONN:
+    case DISTLOCK_ENOQUORUM:
+    case DISTLOCK_EPROTO: return CLI_EXIT_UNAVAILABLE;
+    case DISTLOCK_ENOTOWNER: return CLI_EXIT_NO;
+    default: return CLI_EXIT_SOFTWARE;
+    }
+}
+
+void cli_report(const char *what, int status)
+{
+    const char *detail = distlock_last_error();
+    if (detail && *detail)
+        cli_err("%s: %s: %s", what, distlock_strerror(status), detail);
+    else
+        cli_err("%s: %s", what, distlock_strerror(status));
+}
+
+int cli_client(const struct cli_common *co, distlock_client **out)
+{
+    distlock_client *c = NULL;
+    int rc = distlock_client_new(&c, co->servers);
+    if (rc != DISTLOCK_OK) {
+        char what[256];
+        snprintf(what, sizeof what, "bad --servers/DISTLOCK_SERVERS '%.200s'", co->servers);
+        cli_report(what, rc);
+        return rc == DISTLOCK_EINVAL ? CLI_EXIT_USAGE : cli_exit_for_status(rc);
+    }
+    if (co->connect_timeout_ms > 0 &&
+        (rc = distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, co->connect_timeout_ms))) {
+        cli_report("--connect-timeout", rc);
+        distlock_client_free(c);
+        return rc == DISTLOCK_EINVAL ? CLI_EXIT_USAGE : cli_exit_for_status(rc);
+    }
+    if (co->timeout_ms > 0 &&
+        (rc = distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, co->timeout_ms))) {
+        cli_report("--timeout", rc);
+        distlock_client_free(c);
+        return rc == DISTLOCK_EINVAL ? CLI_EXIT_USAGE : cli_exit_for_status(rc);
+    }
+    /* Credentials from the environment keep them out of `ps` output. */
+    const char *user = getenv("DISTLOCK_USERNAME");
+    const char *pass = getenv("DISTLOCK_PASSWORD");
+    if (user && *user && (rc = distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, user))) {
+        cli_report("DISTLOCK_USERNAME", rc);
+        distlock_client_free(c);
+        return cli_exit_for_status(rc);
+    }
+    if (pass && *pass && (rc = distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, pass))) {
+        cli_report("DISTLOCK_PASSWORD", rc);
+        distlock_client_free(c);
+        return cli_exit_for_status(rc);
+    }
+    *out = c;
+    return 0;
+}

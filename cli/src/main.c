@@ -1,0 +1,151 @@
+/*
+ * main.c -- the distlock command: verb dispatch, help and version.
+ */
+#include <string.h>
+
+#include "cli.h"
+
+void cli_help_main(FILE *f)
+{
+    fprintf(f,
+"Usage: distlock run [options] KEY -- COMMAND [ARGS...]\n"
+"       distlock status [options] KEY\n"
+"       distlock release (--force | --token TOKEN) [options] KEY\n"
+"       distlock help [VERB] | --help | --version\n"
+"\n"
+"Distributed locks on Redis, like flock(1) across hosts.\n"
+"\n"
+"Verbs:\n"
+"  run      acquire KEY, run COMMAND while the lease is renewed, release it when\n"
+"           COMMAND exits, and exit with COMMAND's status\n"
+"  status   show whether KEY is held, by which token and for how long, per node\n"
+"  release  administrative release of KEY (--force: whoever holds it)\n"
+"\n"
+"Servers: --servers URI[,URI...], else $DISTLOCK_SERVERS, else %s.\n"
+"One URI is a single-instance lock; N URIs of independent masters are Redlock\n"
+"(quorum N/2+1). URI: redis://[user[:password]@]host[:port][/db] or\n"
+"unix:///path/to.sock[?db=N].\n"
+"\n"
+"Exit statuses: 64 bad arguments, 69 servers unreachable / no quorum,\n"
+"70 internal error, 75 lock held elsewhere (run; see --conflict-exit-code),\n"
+"79 lock lost and command terminated (run --kill-on-lost). See distlock(1).\n"
+"\n"
+"'distlock VERB --help' describes each verb.\n", CLI_DEFAULT_SERVERS);
+}
+
+static const char common_help[] =
+"  -s, --servers URIS          comma-separated Redis URIs (default: $DISTLOCK_SERVERS,\n"
+"                              else " CLI_DEFAULT_SERVERS ")\n"
+"      --connect-timeout DUR   per-node connect timeout (default 1s)\n"
+"      --timeout DUR           per-node reply timeout (default 500ms)\n"
+"  -v, --verbose               say what happens on stderr\n"
+"  -q, --quiet                 no messages, only the exit status\n"
+"  -h, --help                  this help\n";
+
+void cli_help_run(FILE *f)
+{
+    fprintf(f,
+"Usage: distlock run [options] KEY -- COMMAND [ARGS...]\n"
+"\n"
+"Acquire the lock KEY (at once, or waiting up to --wait), run COMMAND with the\n"
+"lease renewed every TTL/3 while it runs, release the lock when COMMAND exits,\n"
+"and exit with COMMAND's status (128+N if a signal N killed it).\n"
+"If the lock is not obtained, COMMAND is not run: a message says why and\n"
+"distlock exits with status 75 (or --conflict-exit-code).\n"
+"\n"
+"Options:\n"
+"  -t, --ttl DUR               lease time; renewed at TTL/3 (default 30s)\n"
+"  -w, --wait DUR              wait up to DUR for the lock, 'forever' for no limit\n"
+"                              (default 0: fail at once)\n"
+"  -n, --nonblock              fail at once if the lock is held (same as --wait 0)\n"
+"  -E, --conflict-exit-code N  exit status when the lock is held elsewhere (default 75)\n"
+"  -k, --kill-on-lost          if the lock is lost while COMMAND runs, send it\n"
+"                              --kill-signal, and exit with --lost-exit-code\n"
+"      --kill-signal SIG       signal for --kill-on-lost (default TERM)\n"
+"      --kill-after DUR        then SIGKILL if still running (default 10s; 0: never)\n"
+"      --lost-exit-code N      exit status after --kill-on-lost acted (default 79)\n"
+"      --fence                 also take a fencing token: $DISTLOCK_FENCE\n"
+"%s"
+"\n"
+"DUR is a number with an optional unit: ms, s (the default), m, h; e.g. 500ms,\n"
+"1.5, 30s, 2m. Options go before KEY; everything after KEY [--] is COMMAND.\n"
+"\n"
+"COMMAND gets $DISTLOCK_KEY and $DISTLOCK_TOKEN (the lock's owner token). It runs\n"
+"in distlock's process group; HUP, INT, QUIT, TERM, USR1 and USR2 sent to\n"
+"distlock are forwarded to it (terminal-generated ones reach it directly), and\n"
+"the lock stays held until it has exited. If the lock is lost while it runs\n"
+"(expired, deleted, taken over), distlock says so on stderr; without\n"
+"--kill-on-lost COMMAND goes on and distlock exits with its status.\n"
+"\n"
+"Exit status: COMMAND's status; 75 lock held elsewhere; 79 lost (--kill-on-lost);\n"
+"64 bad arguments; 69 servers unreachable or no quorum; 70 internal error;\n"
+"126 COMMAND not executable; 127 COMMAND not found; 128+N killed by signal N.\n",
+        common_help);
+}
+
+void cli_help_status(FILE *f)
+{
+    fprintf(f,
+"Usage: distlock status [options] KEY\n"
+"\n"
+"Show whether KEY is held, by which owner token, and how long it has left, on\n"
+"each node. Reads only; never changes the lock.\n"
+"\n"
+"Options:\n"
+"%s"
+"\n"
+"Exit status: 0 held (one token on a quorum of nodes); 1 not held; 69 unknown\n"
+"(too many nodes did not answer); 64 bad arguments.\n", common_help);
+}
+
+void cli_help_release(FILE *f)
+{
+    fprintf(f,
+"Usage: distlock release --force [options] KEY\n"
+"       distlock release --token TOKEN [options] KEY\n"
+"\n"
+"Release KEY by hand. With --token, only if TOKEN holds it (compare-and-delete,\n"
+"as the owner would). With --force, whoever holds it: the running owner is not\n"
+"told until its next renewal finds the lock lost, so use it for stale locks.\n"
+"\n"
+"Options:\n"
+"  -f, --force                 delete KEY on every node, whoever holds it\n"
+"      --token TOKEN           delete KEY only where TOKEN holds it\n"
+"%s"
+"\n"
+"Exit status: 0 released; 1 nothing to release (not held / other token);\n"
+"69 servers unreachable or no quorum; 64 bad arguments.\n", common_help);
+}
+
+static int help_for(const char *verb, FILE *f)
+{
+    if (!verb) { cli_help_main(f); return CLI_EXIT_OK; }
+    if (!strcmp(verb, "run")) { cli_help_run(f); return CLI_EXIT_OK; }
+    if (!strcmp(verb, "status")) { cli_help_status(f); return CLI_EXIT_OK; }
+    if (!strcmp(verb, "release")) { cli_help_release(f); return CLI_EXIT_OK; }
+    return cli_usage_error(NULL, "no help for unknown verb '%s'", verb);
+}
+
+int main(int argc, char **argv)
+{
+    if (argc < 2)
+        return cli_usage_error(NULL, "missing verb (run, status, release)");
+    const char *verb = argv[1];
+    if (!strcmp(verb, "run"))
+        return cli_run(argc - 1, argv + 1);
+    if (!strcmp(verb, "status"))
+        return cli_status(argc - 1, argv + 1);
+    if (!strcmp(verb, "release"))
+        return cli_release(argc - 1, argv + 1);
+    if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h")) {
+        if (argc > 3)
+            return cli_usage_error(NULL, "help takes at most one VERB");
+        return help_for(argc > 2 ? argv[2] : NULL, stdout);
+    }
+    if (!strcmp(verb, "version") || !strcmp(verb, "--version") || !strcmp(verb, "-V")) {
+        printf("distlock %s (libdistlock %s)\n", DISTLOCK_VERSION_STRING,
+               distlock_version_string());
+        return CLI_EXIT_OK;
+    }
+    return cli_usage_error(NULL, "unknown verb '%s' (run, status, release)", verb);
+}

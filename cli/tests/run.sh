@@ -1,0 +1,505 @@
+#!/usr/bin/env bash
+# Tests of the distlock command against real, throwaway redis-servers.
+#
+#   bash cli/tests/run.sh [TEST_NAME...]
+#
+# Builds the CLI with cmake into $DISTLOCK_CLI_BUILD_DIR (default
+# <repo>/build-cli), starts one redis-server plus a set of three (Redlock) on
+# free ports with tests/harness/redis.sh, runs every t_* function below (or
+# those named) in its own subshell, stops the servers, prints
+# "N passed, M failed" and exits non-zero if M > 0.
+#
+# No sleep stands in for synchronization: holders announce themselves with a
+# marker file and the tests wait for conditions in bounded loops. Children that
+# sleep are workloads (a command that outlives the TTL).
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+REPO=$(cd "$HERE/../.." && pwd)
+BUILD=${DISTLOCK_CLI_BUILD_DIR:-$REPO/build-cli}
+HARNESS=$REPO/tests/harness/redis.sh
+
+echo "== building the distlock command in $BUILD"
+mkdir -p "$BUILD"
+if ! cmake -S "$REPO" -B "$BUILD" -DDISTLOCK_BUILD_TESTS=OFF -DDISTLOCK_BUILD_CLI=ON \
+       >"$BUILD/cli-build.log" 2>&1 ||
+   ! cmake --build "$BUILD" -j"$(nproc 2>/dev/null || echo 2)" --target distlock_cli \
+       >>"$BUILD/cli-build.log" 2>&1; then
+  tail -40 "$BUILD/cli-build.log" >&2
+  echo "0 passed, 1 failed (build)"
+  exit 1
+fi
+DL=$BUILD/cli/distlock
+[ -x "$DL" ] || { echo "no $DL after the build" >&2; echo "0 passed, 1 failed (build)"; exit 1; }
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/distlock-cli-tests.XXXXXX")
+cleanup() {
+  bash "$HARNESS" stop "$TMP/redis1" >/dev/null 2>&1 || true
+  bash "$HARNESS" stop "$TMP/redis3" >/dev/null 2>&1 || true
+  rm -rf "$TMP"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+PORT=$(bash "$HARNESS" start "$TMP/redis1" 1) || { echo "0 passed, 1 failed (redis)"; exit 1; }
+bash "$HARNESS" start "$TMP/redis3" 3 >/dev/null || { echo "0 passed, 1 failed (redis)"; exit 1; }
+URIS3=$(bash "$HARNESS" uris "$TMP/redis3")
+export DISTLOCK_SERVERS=redis://127.0.0.1:$PORT
+export REDIS_PORT=$PORT
+echo "== redis-server on port $PORT; Redlock set $URIS3"
+
+# ------------------------------------------------------------------ helpers
+fail() { echo "    FAIL: $*" >&2; return 1; }
+rcli() { redis-cli -p "$PORT" "$@"; }
+
+# expect STATUS CMD...: run CMD, keep its stdout/stderr in $D/out $D/err.
+expect() {
+  local want=$1; shift
+  "$@" >"$D/out" 2>"$D/err"
+  local got=$?
+  if [ "$got" != "$want" ]; then
+    echo "    command: $*" >&2
+    echo "    stdout: $(head -c 600 "$D/out")" >&2
+    echo "    stderr: $(head -c 600 "$D/err")" >&2
+    fail "exit status $got, expected $want"
+    return 1
+  fi
+}
+contains() { grep -q -- "$2" "$1" || fail "$1 does not contain '$2': $(head -c 400 "$1")"; }
+absent() { [ ! -e "$1" ] || fail "$1 exists but must not"; }
+
+# Bounded wait for a condition (a shell command), polling every 20 ms.
+wait_until() {
+  local secs=$1; shift
+  local i
+  for ((i = 0; i < secs * 50; i++)); do
+    if eval "$*"; then return 0; fi
+    sleep 0.02
+  done
+  fail "timed out after ${secs}s waiting for: $*"
+}
+
+alive() { # running and not a zombie
+  local s
+  s=$(sed 's/.*) //' "/proc/$1/stat" 2>/dev/null | cut -d' ' -f1) || return 1
+  [ -n "$s" ] && [ "$s" != Z ]
+}
+
+# wait_exit PID SECS: bounded wait for a background job; its status in $ST.
+wait_exit() {
+  local pid=$1 secs=$2
+  if ! wait_until "$secs" "! alive $pid"; then
+    kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
+    return 1
+  fi
+  wait "$pid"; ST=$?
+}
+
+track() { echo "$1" >>"$D/pids"; }
+
+# hold KEY [distlock options]: a background `distlock run` whose command
+# writes its token to $D/ready, then runs until $D/release exists and exits
+# with the status in $D/release (empty: 0). Sets HOLDER.
+hold() {
+  local key=$1; shift
+  "$DL" run "$@" "$key" -- sh -c '
+    echo "$DISTLOCK_TOKEN" > "$0/ready.tmp" && mv "$0/ready.tmp" "$0/ready"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done
+    exit $(cat "$0/release" 2>/dev/null || echo 0)' "$D" 2>"$D/holder.err" &
+  HOLDER=$!
+  track "$HOLDER"
+  wait_until 10 "[ -s '$D/ready' ]" || { cat "$D/holder.err" >&2; return 1; }
+}
+
+# Let everything a test started end: release holders, kill stragglers.
+test_cleanup() {
+  touch "$D/release"
+  if [ -f "$D/pids" ]; then
+    local p
+    while read -r p; do
+      for _ in $(seq 1 100); do alive "$p" || break; sleep 0.02; done
+      kill -9 "$p" 2>/dev/null || true
+    done <"$D/pids"
+  fi
+}
+
+# ------------------------------------------------------------------ tests
+
+t_help_and_version() {
+  expect 0 "$DL" --help && contains "$D/out" "Usage: distlock run" || return 1
+  expect 0 "$DL" help run && contains "$D/out" "Usage: distlock run" || return 1
+  local v
+  for v in run status release; do
+    expect 0 "$DL" "$v" --help && contains "$D/out" "Usage: distlock $v" || return 1
+    expect 0 "$DL" help "$v" || return 1
+  done
+  expect 0 "$DL" run --help && contains "$D/out" "conflict-exit-code" || return 1
+  expect 0 "$DL" --version && contains "$D/out" "^distlock [0-9]" || return 1
+}
+
+t_bad_arguments() {
+  local ran=$D/ran
+  expect 64 "$DL" && contains "$D/err" "missing verb" || return 1
+  expect 64 "$DL" frobnicate && contains "$D/err" "unknown verb" || return 1
+  expect 64 "$DL" run || return 1
+  expect 64 "$DL" run k:bad && contains "$D/err" "missing COMMAND" || return 1
+  expect 64 "$DL" run k:bad -- && contains "$D/err" "missing COMMAND" || return 1
+  expect 64 "$DL" run "" -- touch "$ran" && contains "$D/err" "KEY is empty" || return 1
+  local bad
+  for bad in "--ttl abc" "--ttl 0" "--ttl -5" "--ttl 5parsecs" "--ttl 0x10" "--wait soon" \
+             "-E 256" "-E -1" "--lost-exit-code x" "--kill-signal FOO" "--timeout 0" \
+             "--connect-timeout nope" "--bogus"; do
+    # shellcheck disable=SC2086
+    expect 64 "$DL" run $bad k:bad -- touch "$ran" || return 1
+    contains "$D/err" "Try 'distlock run --help'" || return 1
+  done
+  expect 64 "$DL" run --ttl || return 1
+  # Options go before KEY; one after KEY is refused with a hint, not run.
+  expect 64 "$DL" run k:bad --ttl 5 -- touch "$ran" && contains "$D/err" "options go before KEY" || return 1
+  expect 64 "$DL" run k:bad -- -x && contains "$D/err" "options go before KEY" || return 1
+  expect 64 "$DL" run --servers 'nonsense://x' k:bad -- touch "$ran" || return 1
+  expect 64 "$DL" run --servers '' k:bad -- touch "$ran" || return 1
+  DISTLOCK_SERVERS='redis://127.0.0.1:notaport' expect 64 "$DL" run k:bad -- touch "$ran" || return 1
+  expect 64 "$DL" run "$(head -c 2000 /dev/zero | tr '\0' k)" -- touch "$ran" || return 1
+  expect 64 "$DL" status || return 1
+  expect 64 "$DL" status a b || return 1
+  expect 64 "$DL" release k:bad && contains "$D/err" "--force" || return 1
+  expect 64 "$DL" release --force --token t k:bad || return 1
+  expect 64 "$DL" help nosuchverb || return 1
+  absent "$ran"
+}
+
+t_exit_status_is_the_commands() {
+  local k=cli:exit:$RANDOM
+  expect 0 "$DL" run "$k" -- true || return 1
+  expect 1 "$DL" run "$k" -- false || return 1
+  expect 7 "$DL" run "$k" -- sh -c 'exit 7' || return 1
+  expect 255 "$DL" run "$k" -- sh -c 'exit 255' || return 1
+  # Without '--' too; the command's options are its own.
+  expect 3 "$DL" run "$k" sh -c 'exit 3' || return 1
+  expect 0 "$DL" run "$k" ls -d / && contains "$D/out" "^/$" || return 1
+  # Killed by a signal: 128 + N, like a shell.
+  expect 137 "$DL" run "$k" -- sh -c 'kill -KILL $$' || return 1
+  expect 143 "$DL" run "$k" -- sh -c 'kill -TERM $$' || return 1
+  expect 127 "$DL" run "$k" -- /nonexistent/command && contains "$D/err" "cannot run" || return 1
+  expect 127 "$DL" run "$k" -- no-such-command-distlock-test || return 1
+  printf 'echo hi\n' >"$D/noexec"; chmod 644 "$D/noexec"
+  expect 126 "$DL" run "$k" -- "$D/noexec" && contains "$D/err" "Permission denied" || return 1
+  # stdout and stdin pass through.
+  expect 0 "$DL" run "$k" -- echo hello && contains "$D/out" "^hello$" || return 1
+  [ "$(echo piped | "$DL" run "$k" -- cat)" = piped ] || fail "stdin not passed through"
+  [ "$(rcli exists "$k")" = 0 ] || fail "key left behind"
+}
+
+t_holds_the_key_and_releases_on_exit() {
+  local k=cli:hold:$RANDOM
+  expect 0 "$DL" run "$k" -- sh -c 'echo "$DISTLOCK_KEY" > "$0/key"; echo "$DISTLOCK_TOKEN" > "$0/token"; redis-cli -p "$REDIS_PORT" get "$DISTLOCK_KEY" > "$0/seen"; redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" || return 1
+  [ "$(cat "$D/key")" = "$k" ] || fail "DISTLOCK_KEY is '$(cat "$D/key")'"
+  grep -Eq '^[0-9a-f]{32}$' "$D/token" || fail "DISTLOCK_TOKEN is '$(cat "$D/token")'"
+  cmp -s "$D/token" "$D/seen" || fail "redis holds '$(cat "$D/seen")', not the command's token"
+  local pttl; pttl=$(cat "$D/pttl")
+  [ "$pttl" -gt 20000 ] && [ "$pttl" -le 30000 ] || fail "pttl $pttl with the default ttl 30s"
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released after the command exited"
+  # --ttl sets the lease.
+  expect 0 "$DL" run --ttl 5s "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" || return 1
+  pttl=$(cat "$D/pttl"); [ "$pttl" -gt 3000 ] && [ "$pttl" -le 5000 ] || fail "pttl $pttl with --ttl 5s"
+  expect 0 "$DL" run --ttl 1500ms "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" || return 1
+  pttl=$(cat "$D/pttl"); [ "$pttl" -gt 500 ] && [ "$pttl" -le 1500 ] || fail "pttl $pttl with --ttl 1500ms"
+  # Released after a failing command too.
+  expect 9 "$DL" run "$k" -- sh -c 'exit 9' || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released after a failing command"
+}
+
+t_conflict_is_refused() {
+  local k=cli:conflict:$RANDOM
+  hold "$k" || return 1
+  expect 75 "$DL" run "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "locked by another owner" || return 1
+  contains "$D/err" "expires in" || return 1
+  absent "$D/ran" || return 1
+  expect 3 "$DL" run -E 3 "$k" -- touch "$D/ran" || return 1
+  expect 0 "$DL" run --conflict-exit-code 0 "$k" -- touch "$D/ran" || return 1
+  absent "$D/ran" || return 1
+  expect 75 "$DL" run -q "$k" -- touch "$D/ran" || return 1
+  [ ! -s "$D/err" ] || fail "-q printed: $(cat "$D/err")"
+  # The holder still owns it, with its own token.
+  [ "$(rcli get "$k")" = "$(cat "$D/ready")" ] || fail "holder's token replaced"
+  echo 5 >"$D/release"
+  wait_exit "$HOLDER" 10 || return 1
+  [ "$ST" = 5 ] || fail "holder exited $ST, expected its command's 5"
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released after the holder's command exited"
+  expect 0 "$DL" run "$k" -- touch "$D/ran" || return 1
+  [ -e "$D/ran" ] || fail "command did not run once the key was free"
+}
+
+t_wait_gets_the_lock_after_release() {
+  local k=cli:wait:$RANDOM
+  hold "$k" || return 1
+  "$DL" run -v --wait 20s "$k" -- sh -c 'date +%s%N > "$0/got"' "$D" 2>"$D/waiter.err" &
+  local waiter=$!; track "$waiter"
+  wait_until 10 "grep -q 'waiting up to' '$D/waiter.err' 2>/dev/null" || return 1
+  absent "$D/got" || return 1
+  alive "$waiter" || fail "waiter gave up"
+  local t_rel; t_rel=$(date +%s%N)
+  touch "$D/release"
+  wait_exit "$waiter" 20 || return 1
+  [ "$ST" = 0 ] || { cat "$D/waiter.err" >&2; fail "waiter exited $ST"; } || return 1
+  local lat=$(( ($(cat "$D/got") - t_rel) / 1000000 ))
+  echo "    waiter ran ${lat} ms after the holder was told to release" >&2
+  # The holder's child polls its release file every 20 ms; the waiter must
+  # not take the full --wait (20 s) nor anywhere near it.
+  [ "$lat" -lt 3000 ] || fail "waiter took ${lat} ms after the release"
+  wait_exit "$HOLDER" 10 || return 1
+}
+
+t_wait_times_out() {
+  local k=cli:waitout:$RANDOM
+  hold "$k" || return 1
+  local t0 t1
+  t0=$(date +%s%N)
+  expect 75 "$DL" run --wait 700ms "$k" -- touch "$D/ran" || return 1
+  t1=$(date +%s%N)
+  local ms=$(( (t1 - t0) / 1000000 ))
+  [ "$ms" -ge 700 ] || fail "gave up after ${ms} ms < --wait 700ms"
+  [ "$ms" -lt 5000 ] || fail "gave up only after ${ms} ms with --wait 700ms"
+  contains "$D/err" "gave up after waiting" || return 1
+  absent "$D/ran"
+}
+
+t_renewal_outlives_the_ttl() {
+  local k=cli:renew:$RANDOM
+  # TTL 1s, renewed every ~333 ms; the command works for 3 s (3 TTLs).
+  "$DL" run --ttl 1s "$k" -- sh -c '
+    echo "$DISTLOCK_TOKEN" > "$0/token"
+    sleep 3
+    redis-cli -p "$REDIS_PORT" get "$DISTLOCK_KEY" > "$0/after"
+    redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/token' ]" || return 1
+  # After more than one TTL the key must still be ours (renewed).
+  local tok; tok=$(cat "$D/token")
+  wait_until 10 "[ -s '$D/after' ]" || return 1
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 0 ] || fail "exit $ST: $(cat "$D/run.err")" || return 1
+  [ "$(cat "$D/after")" = "$tok" ] || fail "after 3 TTLs redis holds '$(cat "$D/after")', not '$tok'"
+  local pttl; pttl=$(cat "$D/pttl")
+  [ "$pttl" -gt 0 ] && [ "$pttl" -le 1000 ] || fail "pttl $pttl after 3 TTLs"
+  ! grep -q "lost" "$D/run.err" || fail "reported a loss: $(cat "$D/run.err")"
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released"
+}
+
+t_renewal_keeps_others_out() {
+  local k=cli:renew2:$RANDOM
+  hold "$k" --ttl 600ms || return 1
+  # While the holder's command outlives several TTLs, others stay refused.
+  local i
+  for i in 1 2 3 4; do
+    expect 75 "$DL" run "$k" -- touch "$D/ran" || return 1
+    sleep 0.4   # workload pacing: 4 x 0.4 s spans 2.7 TTLs
+  done
+  absent "$D/ran" || return 1
+  [ "$(rcli get "$k")" = "$(cat "$D/ready")" ] || fail "token changed"
+  touch "$D/release"
+  wait_exit "$HOLDER" 10 && [ "$ST" = 0 ] || fail "holder exit ${ST:-?}: $(cat "$D/holder.err")"
+}
+
+t_signals_are_forwarded() {
+  local k=cli:sig:$RANDOM
+  # TERM reaches the command; distlock exits with the command's status.
+  "$DL" run "$k" -- sh -c 'trap "echo TERM > \"$0/got\"; exit 3" TERM; touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  kill -TERM "$pid"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 3 ] || fail "exit $ST, expected the command's 3" || return 1
+  [ "$(cat "$D/got" 2>/dev/null)" = TERM ] || fail "command did not see SIGTERM" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released after the command exited" || return 1
+
+  # INT (not ignored: a background job of a script has SIGINT ignored, so
+  # reset it as a terminal would have it): the command dies of it -> 130.
+  rm -f "$D/ready"
+  env --default-signal=INT "$DL" run "$k" -- sh -c 'touch "$0/ready"; exec sleep 60' "$D" 2>"$D/run.err" &
+  pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  kill -INT "$pid"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 130 ] || fail "exit $ST after SIGINT, expected 130" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released after SIGINT" || return 1
+
+  # HUP, USR1 forwarded to a command that handles them and goes on.
+  rm -f "$D/ready"
+  "$DL" run -v "$k" -- sh -c 'trap "echo HUP >> \"$0/sigs\"" HUP; trap "echo USR1 >> \"$0/sigs\"" USR1; touch "$0/ready"; while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  kill -HUP "$pid"
+  wait_until 10 "grep -q HUP '$D/sigs' 2>/dev/null" || return 1
+  kill -USR1 "$pid"
+  wait_until 10 "grep -q USR1 '$D/sigs' 2>/dev/null" || return 1
+  [ "$(rcli exists "$k")" = 1 ] || fail "lock not held while the command goes on" || return 1
+  touch "$D/release"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 0 ] || fail "exit $ST" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released"
+}
+
+t_lock_held_until_command_exits_despite_term() {
+  local k=cli:sigign:$RANDOM
+  # A command that ignores TERM: distlock forwards it and keeps the lock
+  # (renewing it) until the command really exits.
+  "$DL" run -v --ttl 1s "$k" -- sh -c 'trap "" TERM; touch "$0/ready"; while [ ! -e "$0/release" ]; do sleep 0.02; done; exit 6' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  kill -TERM "$pid"
+  wait_until 10 "grep -q 'forwarding' '$D/run.err'" || return 1
+  sleep 1.5   # workload: more than one TTL passes
+  alive "$pid" || fail "distlock exited although the command still runs" || return 1
+  expect 75 "$DL" run "$k" -- true || return 1
+  touch "$D/release"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 6 ] || fail "exit $ST, expected 6" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released"
+}
+
+t_signal_while_waiting() {
+  local k=cli:sigwait:$RANDOM
+  hold "$k" || return 1
+  "$DL" run -v --wait forever "$k" -- touch "$D/ran" 2>"$D/waiter.err" &
+  local w=$!; track "$w"
+  wait_until 10 "grep -q 'waiting for it' '$D/waiter.err' 2>/dev/null" || return 1
+  kill -TERM "$w"
+  wait_exit "$w" 5 || return 1
+  [ "$ST" = 143 ] || fail "waiter exit $ST after SIGTERM, expected 143" || return 1
+  absent "$D/ran" || return 1
+  [ "$(rcli get "$k")" = "$(cat "$D/ready")" ] || fail "holder's lock disturbed"
+}
+
+t_lost_lock_is_reported() {
+  local k=cli:lost:$RANDOM
+  # Without --kill-on-lost: reported, the command goes on, its status is kept.
+  hold "$k" --ttl 1s || return 1
+  expect 0 "$DL" release --force "$k" || return 1
+  wait_until 10 "grep -q 'lost the lock' '$D/holder.err'" || return 1
+  contains "$D/holder.err" "WITHOUT the lock" || return 1
+  alive "$HOLDER" || fail "holder stopped without --kill-on-lost" || return 1
+  echo 4 >"$D/release"
+  wait_exit "$HOLDER" 10 || return 1
+  [ "$ST" = 4 ] || fail "exit $ST, expected the command's 4"
+}
+
+t_lost_lock_kills_with_option() {
+  local k=cli:lostkill:$RANDOM
+  "$DL" run --ttl 1s --kill-on-lost "$k" -- sh -c 'touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  # Someone else takes the key over (as after an expiry).
+  rcli set "$k" intruder >/dev/null
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "lost the lock" || return 1
+  [ "$(rcli get "$k")" = intruder ] || fail "the new owner's key was touched" || return 1
+  rcli del "$k" >/dev/null
+
+  # --lost-exit-code and --kill-signal; a command ignoring TERM gets KILL
+  # after --kill-after.
+  rm -f "$D/ready"
+  "$DL" run --ttl 1s -k --lost-exit-code 9 --kill-after 300ms "$k" -- sh -c 'trap "" TERM; touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  rcli del "$k" >/dev/null
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 9 ] || fail "exit $ST, expected 9: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "SIGKILL" || return 1
+  rm -f "$D/ready"
+  env --default-signal=INT "$DL" run --ttl 1s -k --kill-signal INT "$k" -- sh -c 'trap "echo INT > \"$0/got\"; exit 0" INT; touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  rcli del "$k" >/dev/null
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79" || return 1
+  [ "$(cat "$D/got" 2>/dev/null)" = INT ] || fail "command did not get SIGINT"
+}
+
+t_status_and_release() {
+  local k=cli:admin:$RANDOM
+  expect 1 "$DL" status "$k" && contains "$D/out" "free" || return 1
+  hold "$k" --ttl 20s || return 1
+  local tok; tok=$(cat "$D/ready")
+  expect 0 "$DL" status "$k" || return 1
+  contains "$D/out" "^$k: held by $tok" || return 1
+  contains "$D/out" "redis://127.0.0.1:$PORT  held  expires in 1[0-9]\.[0-9]*s  token $tok" || return 1
+  expect 0 "$DL" status -q "$k" && [ ! -s "$D/out" ] || fail "-q printed" || return 1
+  # Not without --force or the right token.
+  expect 64 "$DL" release "$k" || return 1
+  expect 1 "$DL" release --token 0123456789abcdef0123456789abcdef "$k" || return 1
+  [ "$(rcli get "$k")" = "$tok" ] || fail "released by a wrong token" || return 1
+  expect 0 "$DL" release --token "$tok" "$k" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "--token did not release" || return 1
+  expect 1 "$DL" release --force "$k" && contains "$D/out" "not held" || return 1
+  # A lock of a foreign implementation (plain SET NX PX) is shown and can be forced.
+  rcli set "$k" "php:12345" px 60000 nx >/dev/null
+  expect 0 "$DL" status "$k" && contains "$D/out" "held by php:12345" || return 1
+  rcli set "$k" "no expiry" >/dev/null
+  expect 0 "$DL" status "$k" && contains "$D/out" 'no expiry  token no\\x20expiry' || return 1
+  expect 0 "$DL" release -f "$k" && contains "$D/out" "deleted on 1 of 1 node" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "--force did not delete"
+  touch "$D/release"; wait_exit "$HOLDER" 10
+}
+
+t_servers_option_and_environment() {
+  local k=cli:servers:$RANDOM
+  # --servers wins over DISTLOCK_SERVERS.
+  DISTLOCK_SERVERS=redis://127.0.0.1:1 expect 0 "$DL" run --servers "redis://127.0.0.1:$PORT" "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" get "$DISTLOCK_KEY" > "$0/seen"' "$D" || return 1
+  [ -s "$D/seen" ] || fail "lock not taken on --servers" || return 1
+  # DISTLOCK_SERVERS is used without --servers: an unreachable server is a
+  # distinct status (69), with the reason, and the command does not run.
+  DISTLOCK_SERVERS=redis://127.0.0.1:1 expect 69 "$DL" run --connect-timeout 300ms "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "127.0.0.1:1" || return 1
+  absent "$D/ran" || return 1
+  DISTLOCK_SERVERS=redis://127.0.0.1:1 expect 69 "$DL" status "$k" || return 1
+  contains "$D/out" "error" || return 1
+  # Unix socket URI.
+  local sock=$TMP/redis1/redis-$PORT.sock
+  expect 0 "$DL" run --servers "unix://$sock" "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" exists "$DISTLOCK_KEY" > "$0/ex"' "$D" || return 1
+  [ "$(cat "$D/ex")" = 1 ] || fail "not held through the unix socket"
+}
+
+t_redlock_three_nodes() {
+  local k=cli:redlock:$RANDOM
+  local ports; ports=$(echo "$URIS3" | tr ',' '\n' | sed 's/.*://')
+  "$DL" run --servers "$URIS3" --ttl 10s "$k" -- sh -c '
+    for p in '"$(echo $ports)"'; do redis-cli -p $p get "$DISTLOCK_KEY"; done > "$0/vals"
+    echo "$DISTLOCK_TOKEN" > "$0/ready"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/ready' ]" || return 1
+  local tok; tok=$(cat "$D/ready")
+  [ "$(grep -c "^$tok\$" "$D/vals")" = 3 ] || fail "token not on all 3 nodes: $(cat "$D/vals")" || return 1
+  expect 0 "$DL" status --servers "$URIS3" "$k" || return 1
+  contains "$D/out" "held on 3 of 3 nodes, quorum 2" || return 1
+  [ "$(grep -c "  held  " "$D/out")" = 3 ] || fail "per-node lines: $(cat "$D/out")" || return 1
+  expect 75 "$DL" run --servers "$URIS3" "$k" -- true || return 1
+  # One node loses the key: still held on a quorum; status says 2 of 3.
+  redis-cli -p "$(echo "$ports" | head -1)" del "$k" >/dev/null
+  expect 0 "$DL" status --servers "$URIS3" "$k" && contains "$D/out" "held on 2 of 3" || return 1
+  touch "$D/release"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 0 ] || fail "exit $ST: $(cat "$D/run.err")" || return 1
+  expect 1 "$DL" status --servers "$URIS3" "$k" && contains "$D/out" "free" || return 1
+}
+
+# ------------------------------------------------------------------ runner
+ALL=$(declare -F | awk '{print $3}' | grep '^t_')
+[ $# -gt 0 ] && ALL="$*"
+passed=0; failed=0; failed_names=""
+for t in $ALL; do
+  D=$TMP/$t; mkdir -p "$D"
+  ( trap test_cleanup EXIT; "$t" )
+  if [ $? -eq 0 ]; then
+    echo "ok   - $t"; passed=$((passed + 1))
+  else
+    echo "FAIL - $t"; failed=$((failed + 1)); failed_names="$failed_names $t"
+  fi
+done
+[ -n "$failed_names" ] && echo "failed:$failed_names"
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
