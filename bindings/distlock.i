@@ -1,0 +1,226 @@
+/*
+ * distlock.i -- SWIG interface for the Python module distlock._core.
+ *
+ * It wraps only the public C API (core/include/distlock.h); everything
+ * Pythonic (Client, Lock, context managers) lives in plain Python under
+ * python/distlock/.
+ *
+ * Three rules shape this file:
+ *  1. Errors become exceptions in ONE place: distlock_py_raise() below. The
+ *     exception classes are defined in Python (distlock/_errors.py) and
+ *     handed to C at import through distlock_py_set_errors(), as M2Crypto
+ *     does with m2.ssl_init(SSLError, ...). A status < 0 raises the class
+ *     registered for it, with distlock_strerror() and this thread's
+ *     distlock_last_error() detail, which is read right after the failing
+ *     call, before any other distlock call in this thread can overwrite it.
+ *  2. The GIL is released only around calls that can block on the network
+ *     (%threadallow); everything else keeps it (%nothreadallow globally).
+ *  3. OUT pointers come back as return values; a status that can only be
+ *     DISTLOCK_OK (or an error, which raises) is not returned at all.
+ */
+%module(threads="1") _core
+
+%include <stdint.i>
+
+%nothreadallow;
+%threadallow distlock_acquire;
+%threadallow distlock_acquire_owner;
+%threadallow distlock_release;
+%threadallow distlock_extend;
+%threadallow distlock_lock_free;
+%threadallow distlock_client_free;
+%threadallow distlock_acquire_token;
+%threadallow distlock_release_token;
+%threadallow distlock_extend_token;
+%threadallow distlock_inspect;
+%threadallow distlock_force_release;
+
+%{
+#include <string.h>
+#include "distlock.h"
+
+/* Exception classes registered by distlock/_errors.py: index = -status. */
+#define DL_PY_NERR 9
+static PyObject *dl_py_base_error = NULL;
+static PyObject *dl_py_errors[DL_PY_NERR];
+
+static void distlock_py_raise_msg(int status, const char *detail)
+{
+    PyObject *cls = NULL, *exc;
+    const char *text = distlock_strerror(status);
+    if (status < 0 && -status < DL_PY_NERR)
+        cls = dl_py_errors[-status];
+    if (cls == NULL)
+        cls = dl_py_base_error;
+    if (cls == NULL) {  /* module used before distlock/_errors.py ran */
+        PyErr_Format(PyExc_RuntimeError, "distlock: %s%s%s (status %d)", text,
+                     detail && *detail ? ": " : "", detail ? detail : "", status);
+        return;
+    }
+    /* Error(message, status, detail): the Python class builds the text. */
+    exc = PyObject_CallFunction(cls, "sis", text, status, detail ? detail : "");
+    if (exc != NULL) {
+        PyErr_SetObject(cls, exc);
+        Py_DECREF(exc);
+    }
+}
+
+/* The single status -> exception mapping point for every wrapped call. */
+static void distlock_py_raise(int status)
+{
+    distlock_py_raise_msg(status, distlock_last_error());
+}
+
+/* Strings in: str (encoded UTF-8) or bytes; an embedded NUL would silently
+ * cut a key short, so it is refused with the EINVAL class. The pointer stays
+ * valid while the argument tuple holds the object, including while the GIL
+ * is released (str caches its UTF-8 form, bytes are immutable). */
+static int distlock_py_cstr(PyObject *o, const char *what, int allow_none, const char **out)
+{
+    Py_ssize_t n = 0;
+    const char *p = NULL;
+    if (o == Py_None && allow_none) { *out = NULL; return 0; }
+    if (PyUnicode_Check(o)) {
+        p = PyUnicode_AsUTF8AndSize(o, &n);
+        if (p == NULL) return -1;
+    } else if (PyBytes_Check(o)) {
+        char *b;
+        if (PyBytes_AsStringAndSize(o, &b, &n) < 0) return -1;
+        p = b;
+    } else {
+        PyErr_Format(PyExc_TypeError, "%s must be str or bytes, not %.100s",
+                     what, Py_TYPE(o)->tp_name);
+        return -1;
+    }
+    if ((size_t)n != strlen(p)) {
+        char msg[128];
+        snprintf(msg, sizeof msg, "%s contains a NUL byte", what);
+        distlock_py_raise_msg(DISTLOCK_EINVAL, msg);
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+%}
+
+/* Called once by distlock/_errors.py: base class and {status: class}. */
+%inline %{
+static PyObject *distlock_py_set_errors(PyObject *base, PyObject *by_status)
+{
+    PyObject *k, *v;
+    Py_ssize_t pos = 0;
+    if (!PyType_Check(base) || !PyDict_Check(by_status)) {
+        PyErr_SetString(PyExc_TypeError, "distlock_py_set_errors(type, dict)");
+        return NULL;
+    }
+    while (PyDict_Next(by_status, &pos, &k, &v)) {
+        long st = PyLong_AsLong(k);
+        if (st == -1 && PyErr_Occurred()) return NULL;
+        if (st >= 0 || -st >= DL_PY_NERR || !PyType_Check(v)) {
+            PyErr_Format(PyExc_ValueError, "bad status/class pair for %ld", st);
+            return NULL;
+        }
+        Py_INCREF(v);
+        Py_XSETREF(dl_py_errors[-st], v);
+    }
+    Py_INCREF(base);
+    Py_XSETREF(dl_py_base_error, base);
+    Py_RETURN_NONE;
+}
+%}
+
+/* ------------------------------------------------------------ typemaps */
+%typemap(in) const char *key, const char *servers, const char *resource {
+    if (distlock_py_cstr($input, "$1_name", 0, (const char **)&$1) < 0) SWIG_fail;
+}
+%typemap(in) const char *token {
+    if (distlock_py_cstr($input, "token", 0, (const char **)&$1) < 0) SWIG_fail;
+}
+%typemap(in) const char *owner, const char *value {
+    if (distlock_py_cstr($input, "$1_name", 1, (const char **)&$1) < 0) SWIG_fail;
+}
+
+/* OUT handles: the caller (distlock/_client.py) owns and frees them. */
+%typemap(in, numinputs=0) distlock_client **out (distlock_client *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) distlock_client **out {
+    $result = SWIG_Python_AppendOutput($result,
+        tmp$argnum ? SWIG_NewPointerObj(tmp$argnum, SWIGTYPE_p_distlock_client, 0)
+                   : (Py_INCREF(Py_None), Py_None));
+}
+%typemap(in, numinputs=0) distlock_lock **out (distlock_lock *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) distlock_lock **out {
+    $result = SWIG_Python_AppendOutput($result,
+        tmp$argnum ? SWIG_NewPointerObj(tmp$argnum, SWIGTYPE_p_distlock_lock, 0)
+                   : (Py_INCREF(Py_None), Py_None));
+}
+
+%typemap(in, numinputs=0) long *validity_ms (long tmp = 0), long *pttl_ms (long tmp = 0) {
+    $1 = &tmp;
+}
+%typemap(argout) long *validity_ms, long *pttl_ms {
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
+}
+%typemap(in, numinputs=0) int *deleted (int tmp = 0) { $1 = &tmp; }
+%typemap(argout) int *deleted {
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
+}
+
+/* inspect's token buffer: big enough for any token we or others write. */
+%typemap(in, numinputs=0) (char *token_buf, size_t size) (char buf[DISTLOCK_TOKEN_MAX + 2]) {
+    buf[0] = '\0';
+    $1 = buf;
+    $2 = sizeof buf;
+}
+%typemap(argout) (char *token_buf, size_t size) {
+    $result = SWIG_Python_AppendOutput($result,
+        PyUnicode_DecodeUTF8(buf$argnum, (Py_ssize_t)strlen(buf$argnum), "surrogateescape"));
+}
+/* token_generate: returns the token string. */
+%typemap(in, numinputs=0) (char *buf, size_t size) (char buf[64]) {
+    buf[0] = '\0';
+    $1 = buf;
+    $2 = sizeof buf;
+}
+%typemap(argout) (char *buf, size_t size) {
+    $result = SWIG_Python_AppendOutput($result, PyUnicode_FromString(buf$argnum));
+}
+
+/* Calls whose only non-error status is DISTLOCK_OK return just their OUT
+ * values (or None); calls that can answer DISTLOCK_NOTACQUIRED (1) or, for
+ * inspect, 0/1, return the status first. */
+%typemap(out) int distlock_client_new, int distlock_client_set, int distlock_client_set_str,
+              int distlock_extend, int distlock_extend_token, int distlock_token_generate,
+              int distlock_force_release, int distlock_release, int distlock_release_token {
+    $result = (Py_INCREF(Py_None), Py_None);
+}
+
+/* Rule 1: every status-returning call raises through distlock_py_raise(). */
+%define DL_CHECKED(fn)
+%exception fn {
+    $action
+    if (result < 0) { distlock_py_raise(result); SWIG_fail; }
+}
+%enddef
+DL_CHECKED(distlock_client_new)
+DL_CHECKED(distlock_client_set)
+DL_CHECKED(distlock_client_set_str)
+DL_CHECKED(distlock_acquire)
+DL_CHECKED(distlock_acquire_owner)
+DL_CHECKED(distlock_release)
+DL_CHECKED(distlock_extend)
+DL_CHECKED(distlock_acquire_token)
+DL_CHECKED(distlock_release_token)
+DL_CHECKED(distlock_extend_token)
+DL_CHECKED(distlock_token_generate)
+DL_CHECKED(distlock_inspect)
+DL_CHECKED(distlock_force_release)
+DL_CHECKED(distlock_client_node_count)
+DL_CHECKED(distlock_client_quorum)
+
+/* Not wrapped: the lost callback (runs on a C thread; the Python layer polls
+ * distlock_lock_lost() instead) and the lost fd. */
+%ignore distlock_lock_on_lost;
+%ignore distlock_lost_fn;
+%ignore distlock_client_lost_fd;
+
+%include "distlock.h"

@@ -1,0 +1,460 @@
+"""Client and Lock: the Pythonic layer over the SWIG module distlock._core.
+
+Times are seconds (float or int) here and milliseconds in C. Errors from C
+arrive already as distlock exceptions (see _errors.py); this layer only adds
+the Python-side checks (types, NaN...) and the threading.Lock-like behaviour.
+"""
+import contextlib
+import math
+import threading
+import weakref
+from time import monotonic as _monotonic
+from typing import Any, List, Optional, Sequence, Tuple, Union
+
+from . import _core
+from ._errors import ClosedError, InvalidArgument, LockLost, LockNotAcquired, NotHeld
+
+__all__ = ["Client", "Lock"]
+
+Servers = Union[str, Sequence[str]]
+KeyType = Union[str, bytes]
+
+_OK = _core.DISTLOCK_OK
+_EINVAL = _core.DISTLOCK_EINVAL
+_FOREVER = _core.DISTLOCK_WAIT_FOREVER
+_TTL_MAX_S = _core.DISTLOCK_TTL_MAX / 1000.0
+_WAIT_FOREVER_ABOVE_MS = 10 ** 12  # ~31 years: treat as "forever"
+
+
+def _invalid(detail: str) -> InvalidArgument:
+    return InvalidArgument(_core.distlock_strerror(_EINVAL), _EINVAL, detail)
+
+
+def _seconds_to_ms(value: Any, what: str) -> int:
+    """Seconds (int/float, >= 0) to whole milliseconds, rounded up."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise TypeError("%s must be a number of seconds, not %s" % (what, type(value).__name__))
+    if math.isnan(value) or math.isinf(value):
+        raise _invalid("%s must be finite, got %r" % (what, value))
+    if value < 0:
+        raise _invalid("%s must be >= 0 seconds, got %r" % (what, value))
+    return int(math.ceil(value * 1000))
+
+
+def _ttl_ms(ttl: Any) -> int:
+    ms = _seconds_to_ms(ttl, "ttl")
+    if ms <= 0 or ttl > _TTL_MAX_S:
+        raise _invalid("ttl must be > 0 and <= %.3f seconds, got %r" % (_TTL_MAX_S, ttl))
+    return ms
+
+
+def _wait_ms(wait: Any, what: str) -> int:
+    if wait is None:
+        return _FOREVER
+    ms = _seconds_to_ms(wait, what)
+    return _FOREVER if ms > _WAIT_FOREVER_ABOVE_MS else ms
+
+
+def _check_key(key: Any, what: str = "key") -> None:
+    if not isinstance(key, (str, bytes)):
+        raise TypeError("%s must be str or bytes, not %s" % (what, type(key).__name__))
+
+
+class Client:
+    """A connection to N >= 1 independent Redis masters (quorum N/2+1).
+
+    ``servers`` is one URI, a comma-separated list, or a list of URIs:
+    ``redis://[user[:password]@]host[:port][/db]`` or
+    ``unix:///path/to.sock[?db=N]``. Connections are made lazily.
+
+    Options (seconds unless noted; None keeps the library default):
+    ``connect_timeout`` (1.0), ``command_timeout`` (0.5) per node;
+    ``drift_factor`` (0.01) and ``drift_min`` (0.002) for the Redlock clock
+    drift; ``retry_min`` (0.002) and ``retry_max`` (0.1) for the backoff of
+    waiting acquires; ``username`` / ``password`` for every node (ACL).
+
+    A client may be shared by any number of threads. ``close()`` (or leaving
+    ``with Client(...) as c:``) waits for calls in progress, releases every
+    lock still held through it and closes its sockets.
+    """
+
+    def __init__(self, servers: Servers, *, connect_timeout: Optional[float] = None,
+                 command_timeout: Optional[float] = None,
+                 drift_factor: Optional[float] = None, drift_min: Optional[float] = None,
+                 retry_min: Optional[float] = None, retry_max: Optional[float] = None,
+                 username: Optional[str] = None, password: Optional[str] = None) -> None:
+        self._h = None
+        self._mutex = threading.Lock()
+        self._idle = threading.Condition(self._mutex)
+        self._busy = 0
+        self._closed = False
+        self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        if isinstance(servers, (list, tuple)):
+            for s in servers:
+                if not isinstance(s, str):
+                    raise TypeError("servers must be str or a list of str, found %s"
+                                    % type(s).__name__)
+            servers = ",".join(servers)
+        elif not isinstance(servers, str):
+            raise TypeError("servers must be str or a list of str, not %s"
+                            % type(servers).__name__)
+        self._h = _core.distlock_client_new(servers)
+        try:
+            for opt, value, what in (
+                    (_core.DISTLOCK_OPT_CONNECT_TIMEOUT_MS, connect_timeout, "connect_timeout"),
+                    (_core.DISTLOCK_OPT_COMMAND_TIMEOUT_MS, command_timeout, "command_timeout"),
+                    (_core.DISTLOCK_OPT_DRIFT_MIN_MS, drift_min, "drift_min"),
+                    (_core.DISTLOCK_OPT_RETRY_MIN_MS, retry_min, "retry_min"),
+                    (_core.DISTLOCK_OPT_RETRY_MAX_MS, retry_max, "retry_max")):
+                if value is not None:
+                    _core.distlock_client_set(self._h, opt, _seconds_to_ms(value, what))
+            if drift_factor is not None:
+                if isinstance(drift_factor, bool) or not isinstance(drift_factor, (int, float)):
+                    raise TypeError("drift_factor must be a number")
+                if not 0 <= drift_factor < 1:
+                    raise _invalid("drift_factor must be in [0, 1), got %r" % (drift_factor,))
+                _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_DRIFT_PPM,
+                                          int(round(drift_factor * 1e6)))
+            for opt, value, what in ((_core.DISTLOCK_OPT_USERNAME, username, "username"),
+                                     (_core.DISTLOCK_OPT_PASSWORD, password, "password")):
+                if value is not None:
+                    if not isinstance(value, str):
+                        raise TypeError("%s must be str, not %s" % (what, type(value).__name__))
+                    _core.distlock_client_set_str(self._h, opt, value)
+        except BaseException:
+            h, self._h = self._h, None
+            _core.distlock_client_free(h)
+            raise
+
+    # -- in-flight accounting: close() must not free the C client under a
+    #    call that another thread is making with the GIL released.
+    def _enter(self) -> Any:
+        with self._mutex:
+            if self._closed:
+                raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+            self._busy += 1
+            return self._h
+
+    def _leave(self) -> None:
+        with self._mutex:
+            self._busy -= 1
+            if self._closed and self._busy == 0:
+                self._idle.notify_all()
+
+    def _call(self, fn: Any, *args: Any) -> Any:
+        h = self._enter()
+        try:
+            return fn(h, *args)
+        finally:
+            self._leave()
+
+    def _call_handle(self, fn: Any, *args: Any) -> Any:
+        """A call on a lock handle: no client argument, but the client must
+        stay alive (not freed by close()) until it returns."""
+        self._enter()
+        try:
+            return fn(*args)
+        finally:
+            self._leave()
+
+    def close(self) -> None:
+        """Release the locks still held through this client and free it.
+        Waits for calls in progress in other threads. Idempotent."""
+        with self._mutex:
+            if self._closed or self._h is None:
+                self._closed = True
+                return
+            self._closed = True
+            while self._busy:
+                self._idle.wait()
+            h, self._h = self._h, None
+        for lk in list(self._locks):
+            lk._drop()
+        _core.distlock_client_free(h)
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    def __enter__(self) -> "Client":
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.close()
+
+    def __del__(self) -> None:
+        try:
+            self.close()
+        except Exception:  # interpreter shutdown: nothing sensible to do
+            pass
+
+    def __repr__(self) -> str:
+        if self._closed:
+            return "<distlock.Client closed>"
+        return "<distlock.Client %s quorum=%d>" % (",".join(self.nodes), self.quorum)
+
+    # -- information
+    @property
+    def node_count(self) -> int:
+        return self._call(_core.distlock_client_node_count)
+
+    @property
+    def quorum(self) -> int:
+        return self._call(_core.distlock_client_quorum)
+
+    @property
+    def nodes(self) -> List[str]:
+        """Node URIs, with any password replaced by ``***``."""
+        return [self._call(_core.distlock_client_node_uri, i) for i in range(self.node_count)]
+
+    # -- locks
+    def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
+             auto_renew: bool = False, fencing: bool = False) -> "Lock":
+        """A :class:`Lock` on ``key`` (nothing is sent until it is acquired).
+
+        ``ttl``: seconds the lock lives unless released or extended.
+        ``wait``: default wait budget of a blocking acquire, in seconds
+        (None: wait without limit; 0: try once).
+        ``auto_renew``: renew in the background at ttl/3 while held.
+        ``fencing``: get a fencing token (``lock.fence``) with each acquire.
+        """
+        return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing)
+
+    # -- the token-carrying pair (caller keeps the token)
+    def acquire_token(self, key: KeyType, token: KeyType, ttl: float = 30.0, *,
+                      strict: bool = False) -> Optional[float]:
+        """Take ``key`` with a caller-chosen ``token``. Returns the validity
+        in seconds, or None if another owner holds it. Without ``strict``, a
+        key already holding this very token is refreshed (idempotent retry)."""
+        _check_key(key)
+        _check_key(token, "token")
+        flags = _core.DISTLOCK_STRICT if strict else 0
+        status, validity_ms = self._call(_core.distlock_acquire_token, key, _ttl_ms(ttl),
+                                         token, flags)
+        return validity_ms / 1000.0 if status == _OK else None
+
+    def release_token(self, key: KeyType, token: KeyType) -> bool:
+        """Compare-and-delete. True if ``token`` held ``key`` and it is now
+        deleted, False if it did not hold it (nothing is deleted then)."""
+        _check_key(key)
+        _check_key(token, "token")
+        try:
+            self._call(_core.distlock_release_token, key, token)
+        except LockLost:
+            return False
+        return True
+
+    def extend_token(self, key: KeyType, token: KeyType, ttl: float) -> float:
+        """Reset the TTL where ``token`` still holds ``key``; returns the new
+        validity in seconds. Raises LockLost if it no longer holds it."""
+        _check_key(key)
+        _check_key(token, "token")
+        return self._call(_core.distlock_extend_token, key, token, _ttl_ms(ttl)) / 1000.0
+
+    @staticmethod
+    def generate_token() -> str:
+        """A fresh 128-bit token (32 lowercase hex characters) from the OS CSPRNG."""
+        return _core.distlock_token_generate()
+
+    # -- admin
+    def inspect(self, key: KeyType, node: int = 0) -> Optional[Tuple[str, Optional[float]]]:
+        """Who holds ``key`` on node ``node``: None if free, else
+        ``(token, seconds_left)`` (seconds_left None: no expiry)."""
+        _check_key(key)
+        if isinstance(node, bool) or not isinstance(node, int):
+            raise TypeError("node must be int, not %s" % type(node).__name__)
+        held, token, pttl = self._call(_core.distlock_inspect, key, node)
+        if not held:
+            return None
+        return token, (None if pttl < 0 else pttl / 1000.0)
+
+    def force_release(self, key: KeyType) -> int:
+        """Delete ``key`` on every node whoever holds it (administrative
+        override). Returns the number of nodes it was deleted on."""
+        _check_key(key)
+        return self._call(_core.distlock_force_release, key)
+
+
+class Lock(contextlib.ContextDecorator):
+    """A distributed lock on one key, made by :meth:`Client.lock`.
+
+    Behaves like :class:`threading.Lock` across processes and hosts:
+    ``acquire()`` / ``release()``, ``with lock:``, and ``@lock`` as a
+    decorator. Threads of one process sharing one Lock object queue on a
+    local mutex first, so at most one of them holds it at a time (not
+    reentrant: a thread acquiring it twice waits for itself, as with
+    threading.Lock).
+    """
+
+    def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
+                 wait: Optional[float] = None, auto_renew: bool = False,
+                 fencing: bool = False) -> None:
+        if not isinstance(client, Client):
+            raise TypeError("client must be a distlock.Client")
+        _check_key(key)
+        self._client = client
+        self._key = key
+        self._ttl_ms = _ttl_ms(ttl)
+        self._wait_ms = _wait_ms(wait, "wait")
+        self._flags = ((_core.DISTLOCK_AUTO_RENEW if auto_renew else 0)
+                       | (_core.DISTLOCK_FENCING if fencing else 0))
+        self._local = threading.Lock()   # held while this object holds the lock
+        self._hm = threading.Lock()      # guards the C handle: one thread at a time
+        self._h: Any = None
+        self._was_lost = False
+        client._locks.add(self)
+
+    @property
+    def key(self) -> KeyType:
+        return self._key
+
+    @property
+    def ttl(self) -> float:
+        return self._ttl_ms / 1000.0
+
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Take the lock. Returns True when acquired, False when another
+        owner still holds it once the wait is over (``blocking=False``: try
+        once; ``timeout``: seconds, overrides the lock's ``wait``; -1 or None
+        keeps it). Raises on errors (ConnectionError, NoQuorum...)."""
+        if not blocking:
+            if timeout is not None and timeout != -1:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            wait_ms = 0
+        elif timeout is None or timeout == -1:
+            wait_ms = self._wait_ms
+        else:
+            wait_ms = _wait_ms(timeout, "timeout")
+        if wait_ms == 0:
+            got = self._local.acquire(False)
+        elif wait_ms < 0:
+            got = self._local.acquire()
+        else:
+            t0 = _monotonic()
+            got = self._local.acquire(True, wait_ms / 1000.0)
+            wait_ms = max(0, wait_ms - int((_monotonic() - t0) * 1000))
+        if not got:
+            return False
+        try:
+            status, h = self._client._call(_core.distlock_acquire, self._key,
+                                           self._ttl_ms, wait_ms, self._flags)
+        except BaseException:
+            self._local.release()
+            raise
+        if status != _OK:
+            self._local.release()
+            return False
+        with self._hm:
+            self._h = h
+            self._was_lost = False
+        return True
+
+    def release(self) -> None:
+        """Release (compare-and-delete). Raises LockLost if the lock had
+        expired or was taken meanwhile (another owner's key is untouched),
+        NotHeld if this object does not hold it."""
+        with self._hm:
+            h = self._h
+            if h is None:
+                if self._client.closed:
+                    raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+                raise NotHeld("release of %r, which this Lock object does not hold"
+                              % (self._key,))
+            self._h = None
+            try:
+                self._client._call_handle(_core.distlock_release, h)
+            except LockLost:
+                self._was_lost = True
+                raise
+            finally:
+                if not self._was_lost:
+                    self._was_lost = bool(_core.distlock_lock_lost(h))
+                _core.distlock_lock_free(h)  # already released: no network
+                self._local.release()
+
+    def extend(self, ttl: Optional[float] = None) -> float:
+        """Reset the TTL to ``ttl`` seconds (default: the lock's ttl) on every
+        node where it is still ours; returns the new validity in seconds.
+        Raises LockLost if it was lost, NotHeld if this object does not hold it."""
+        ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
+        with self._hm:
+            if self._h is None:
+                raise NotHeld("extend of %r, which this Lock object does not hold"
+                              % (self._key,))
+            self._client._call_handle(_core.distlock_extend, self._h, ms)
+            return _core.distlock_lock_validity_ms(self._h) / 1000.0
+
+    @property
+    def held(self) -> bool:
+        """True while this object holds the lock (acquired, not released,
+        not found lost, validity left)."""
+        with self._hm:
+            h = self._h
+            return (h is not None and not _core.distlock_lock_lost(h)
+                    and _core.distlock_lock_validity_ms(h) > 0)
+
+    @property
+    def token(self) -> Optional[str]:
+        """The random token of the current ownership (None when not held)."""
+        with self._hm:
+            return None if self._h is None else _core.distlock_lock_token(self._h)
+
+    @property
+    def fence(self) -> Optional[int]:
+        """Fencing token of the current ownership (``fencing=True``), else None."""
+        with self._hm:
+            if self._h is None:
+                return None
+            v = _core.distlock_lock_fence(self._h)
+            return None if v < 0 else v
+
+    @property
+    def validity(self) -> float:
+        """Seconds of validity left (0.0 when not held, lost or expired)."""
+        with self._hm:
+            return 0.0 if self._h is None else _core.distlock_lock_validity_ms(self._h) / 1000.0
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock was found lost (by auto-renewal, extend or
+        release); stays True after release until the next acquire."""
+        with self._hm:
+            if self._h is None:
+                return self._was_lost
+            return bool(_core.distlock_lock_lost(self._h))
+
+    def __enter__(self) -> "Lock":
+        if not self.acquire():
+            raise LockNotAcquired("lock %r is held by another owner" % (self._key,))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self.release()
+
+    def _drop(self) -> None:
+        """Client.close(): release and free the handle without the client."""
+        with self._hm:
+            h, self._h = self._h, None
+            if h is not None:
+                _core.distlock_lock_free(h)
+                self._local.release()
+
+    def __del__(self) -> None:
+        # Garbage-collected while held: release it (the C handle's free does).
+        try:
+            if self._h is None:
+                return
+            self._client._enter()
+        except Exception:  # client closed (it freed the handle) or shutdown
+            return
+        try:
+            h, self._h = self._h, None
+            if h is not None:
+                _core.distlock_lock_free(h)
+        finally:
+            self._client._leave()
+
+    def __repr__(self) -> str:
+        state = "held" if self._h is not None else "not held"
+        return "<distlock.Lock %r ttl=%gs %s>" % (self._key, self.ttl, state)
+

@@ -1,0 +1,118 @@
+"""Fixtures: real redis-server processes on free loopback ports (never 6379),
+each also listening on a Unix socket; stopped at the end of the session."""
+import os
+import shutil
+import socket
+import subprocess
+import tempfile
+import time
+import uuid
+
+import pytest
+import redis
+
+import distlock
+
+
+class RedisServer:
+    def __init__(self, workdir: str) -> None:
+        self.workdir = workdir
+        self.proc = None
+        self.port = 0
+        self.sock = ""
+
+    def start(self) -> "RedisServer":
+        for _ in range(20):
+            with socket.socket() as s:  # a free port, then hand it to redis
+                s.bind(("127.0.0.1", 0))
+                port = s.getsockname()[1]
+            if port == 6379:
+                continue
+            sock = os.path.join(self.workdir, "redis-%d.sock" % port)
+            proc = subprocess.Popen(
+                ["redis-server", "--port", str(port), "--bind", "127.0.0.1",
+                 "--save", "", "--appendonly", "no", "--dir", self.workdir,
+                 "--unixsocket", sock, "--unixsocketperm", "700",
+                 "--logfile", os.path.join(self.workdir, "redis-%d.log" % port)],
+                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            deadline = time.monotonic() + 10
+            while time.monotonic() < deadline and proc.poll() is None:
+                try:
+                    if redis.Redis(port=port, socket_timeout=0.5).ping():
+                        self.proc, self.port, self.sock = proc, port, sock
+                        return self
+                except redis.exceptions.ConnectionError:
+                    time.sleep(0.02)
+            proc.kill()
+            proc.wait()
+        raise RuntimeError("could not start redis-server")
+
+    def stop(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait()
+
+    @property
+    def uri(self) -> str:
+        return "redis://127.0.0.1:%d" % self.port
+
+    def redis(self) -> redis.Redis:
+        return redis.Redis(port=self.port, decode_responses=True)
+
+
+@pytest.fixture(scope="session")
+def workdir():
+    d = tempfile.mkdtemp(prefix="distlock-pytest-")
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="session")
+def server_factory(workdir):
+    started = []
+
+    def start() -> RedisServer:
+        srv = RedisServer(workdir).start()
+        started.append(srv)
+        return srv
+
+    yield start
+    for srv in started:
+        srv.stop()
+
+
+@pytest.fixture(scope="session")
+def server(server_factory) -> RedisServer:
+    return server_factory()
+
+
+@pytest.fixture
+def r(server) -> redis.Redis:
+    return server.redis()
+
+
+@pytest.fixture
+def client(server):
+    c = distlock.Client(server.uri)
+    yield c
+    c.close()
+
+
+@pytest.fixture
+def key() -> str:
+    return "test:" + uuid.uuid4().hex
+
+
+def wait_until(cond, timeout: float, interval: float = 0.01) -> bool:
+    """Poll cond() until it is true or timeout seconds pass."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if cond():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(interval)
