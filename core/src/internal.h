@@ -108,6 +108,8 @@ void distlock__round(struct distlock_client *c, distlock__connset *cs,
                      distlock__decide_fn decide, void *arg);
 void distlock__round_clear(distlock__result *res, int n);
 void distlock__conn_close(distlock__conn *conn);
+/* redisBufferWrite without SIGPIPE. */
+int distlock__write(redisContext *ctx, int *done);
 /* Connect ctx for node cfg; returns NULL with *status set on failure. */
 redisContext *distlock__node_connect(const distlock__node_cfg *cfg, long timeout_ms,
                                      int nonblock, int *status, char *err, size_t errlen);

@@ -2,7 +2,9 @@
  * thread can talk to N nodes at once; the connect itself completes inside
  * the round's poll() loop and is bounded by the connect timeout there. */
 #include <errno.h>
+#include <signal.h>
 #include <stdio.h>
+#include <time.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -46,4 +48,30 @@ void distlock__conn_close(distlock__conn *conn)
     conn->ctx = NULL;
     conn->skip = 0;
     conn->skip_since_us = 0;
+}
+
+/* hiredis writes with write(2): a node that closed its end (restart, kill)
+ * would raise SIGPIPE and kill a program that has not ignored it. Block
+ * SIGPIPE in this thread for the write, and consume one it raised. */
+int distlock__write(redisContext *ctx, int *done)
+{
+    sigset_t pipe_set, old, pending;
+    int was_pending, rc;
+
+    sigemptyset(&pipe_set);
+    sigaddset(&pipe_set, SIGPIPE);
+    sigpending(&pending);
+    was_pending = sigismember(&pending, SIGPIPE);
+    pthread_sigmask(SIG_BLOCK, &pipe_set, &old);
+    rc = redisBufferWrite(ctx, done);
+    if (rc != REDIS_OK && !was_pending) {
+        sigpending(&pending);
+        if (sigismember(&pending, SIGPIPE)) {
+            struct timespec zero = { 0, 0 };
+            while (sigtimedwait(&pipe_set, NULL, &zero) < 0 && errno == EINTR) {
+            }
+        }
+    }
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
 }

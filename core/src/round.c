@@ -178,7 +178,7 @@ static int take_replies(distlock_client *c, distlock__conn *conn, distlock__resu
             }
             r->expect++;
             int done = 0;
-            if (redisBufferWrite(conn->ctx, &done) != REDIS_OK) {
+            if (distlock__write(conn->ctx, &done) != REDIS_OK) {
                 node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
                 return -1;
             }
@@ -218,6 +218,14 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
 
     if (conn->ctx && conn->ctx->err)
         distlock__conn_close(conn);
+    if (conn->ctx && conn->skip == 0) {
+        /* No reply is due on an idle connection: readable means the server
+         * closed it (restart, idle timeout, CLIENT KILL). Reconnect now
+         * rather than fail this call on a dead socket. */
+        struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
+        if (poll(&pfd, 1, 0) > 0)
+            distlock__conn_close(conn);
+    }
     if (conn->ctx && conn->skip > 0) {
         if (drain_skipped(c, conn, r, i) != 0) {
             r->state = DISTLOCK__R_PENDING;
@@ -256,7 +264,7 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
     /* Write now: on an established connection the whole request usually
      * leaves in this one write, before we start waiting on any node. */
     int done = 0;
-    if (redisBufferWrite(conn->ctx, &done) != REDIS_OK)
+    if (distlock__write(conn->ctx, &done) != REDIS_OK)
         node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
 }
 
@@ -325,7 +333,7 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
                 continue;
             if (pfd[k].revents & POLLOUT) {
                 int done = 0;
-                if (redisBufferWrite(conn->ctx, &done) != REDIS_OK) {
+                if (distlock__write(conn->ctx, &done) != REDIS_OK) {
                     node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
                     continue;
                 }

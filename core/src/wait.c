@@ -160,7 +160,7 @@ static void *subscriber_main(void *arg)
                 continue;
             }
             int done = 0;
-            if (redisBufferWrite(sn->ctx, &done) != REDIS_OK) {
+            if (distlock__write(sn->ctx, &done) != REDIS_OK) {
                 node_drop(sn);
                 continue;
             }
