@@ -89,15 +89,25 @@ static void on_reply(distlock_client *c, const redisReply *r)
     if (!is_msg && !is_sub)
         return;
     const char *payload = is_msg && r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "";
+    distlock__waiter *oldest = NULL;
     for (distlock__waiter *w = c->waiters; w; w = w->next) {
         if (strcmp(w->channel, chan) != 0)
             continue;
         if (is_sub) {
             w->subscribed = 1;
-        } else if (w->token == NULL || payload[0] == '\0' || strcmp(payload, w->token) == 0) {
-            w->notified = 1;
+            pthread_cond_signal(&w->cond);
+        } else if (w->token == NULL) {
+            oldest = w;  /* the list is newest first */
+        } else if (payload[0] == '\0' || strcmp(payload, w->token) == 0) {
+            w->notified = 1;  /* fair: only the head of the queue */
+            pthread_cond_signal(&w->cond);
         }
-        pthread_cond_signal(&w->cond);
+    }
+    /* One release frees one lock: wake one of our plain waiters for it,
+     * the longest waiting; the others keep their re-check timers. */
+    if (oldest) {
+        oldest->notified = 1;
+        pthread_cond_signal(&oldest->cond);
     }
 }
 
