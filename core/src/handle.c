@@ -93,6 +93,11 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
         uint64_t now = distlock__now_us();
+        if (now >= deadline) {
+            distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
+                           key, wait_ms);
+            break;
+        }
         if (fair && granted > 0) {
             /* Some nodes had us at the head of their queue, others had
              * another waiter there (our requests crossed on the way): a
@@ -101,11 +106,6 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
             (void)distlock__leave_queue(c, key, token);
             distlock__waiter_wait(c, NULL, now + jitter_us(4 * c->retry_min_ms + 2));
             continue;
-        }
-        if (now >= deadline) {
-            distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
-                           key, wait_ms);
-            break;
         }
         /* Without a subscription (or for locks that just expire, or are
          * held by implementations that publish nothing) we rely on the
