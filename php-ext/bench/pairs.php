@@ -1,0 +1,85 @@
+<?php
+// lock+unlock pairs per second: the extension's distributedLock()/distributedUnlock()
+// against the seed's userland pair over phpredis, same server, same run.
+//
+//   php -d extension=/path/distlock.so php-ext/bench/pairs.php redis://127.0.0.1:PORT [PAIRS] [ROUNDS] [--json]
+//
+// Both sides make two round trips per pair (SET NX EX / EVAL(SHA) compare-and-delete).
+// The sides alternate in ROUNDS rounds so drift on the machine hits both alike;
+// each pair uses a fresh key and checks the results, so a broken pair cannot
+// count as a fast one. Also measured: the OO API (tryLock + release).
+require __DIR__ . '/../tests/fixtures/seed_userland.php';
+require __DIR__ . '/../tests/fixtures/erp_counter.php';
+
+$argv2 = array_values(array_filter($argv, fn($a) => $a !== '--json'));
+$json = in_array('--json', $argv, true);
+$uri = $argv2[1] ?? getenv('DISTLOCK_TEST_REDIS');
+if (!$uri) {
+    fwrite(STDERR, "usage: php -d extension=distlock.so pairs.php redis://127.0.0.1:PORT [PAIRS] [ROUNDS] [--json]\n");
+    exit(2);
+}
+$pairs = (int)($argv2[2] ?? 20000);
+$rounds = max(1, (int)($argv2[3] ?? 5));
+putenv("DISTLOCK_TEST_REDIS=$uri");
+ini_set('distlock.servers', $uri);
+
+$seed = new Seed_RequestCounter();
+$ext = new Process_RequestCounter();
+$client = new Distlock\Client($uri);
+$prefix = 'bench:pairs:' . getmypid() . ':';
+
+$sides = [
+    'extension' => function (int $n, string $p) {
+        for ($i = 0; $i < $n; $i++) {
+            $t = distributedLock($p . $i, 60);
+            if (distributedUnlock($p . $i, $t) !== true) {
+                throw new RuntimeException('extension: unlock failed');
+            }
+        }
+    },
+    'seed-userland' => function (int $n, string $p) use ($seed) {
+        for ($i = 0; $i < $n; $i++) {
+            $t = $seed->distributedLock($p . $i, 60);
+            if ($seed->distributedUnlock($p . $i, $t) !== true) {
+                throw new RuntimeException('seed: unlock failed');
+            }
+        }
+    },
+    'extension-oo' => function (int $n, string $p) use ($client) {
+        for ($i = 0; $i < $n; $i++) {
+            $l = $client->tryLock($p . $i, 60.0);
+            if ($l === null || $l->release() !== true) {
+                throw new RuntimeException('oo: release failed');
+            }
+        }
+    },
+];
+
+// Warm up: connections made, scripts cached.
+foreach ($sides as $name => $f) {
+    $f(200, $prefix . "warm:$name:");
+}
+$time = array_fill_keys(array_keys($sides), 0.0);
+$per = intdiv($pairs, $rounds);
+for ($round = 0; $round < $rounds; $round++) {
+    foreach ($sides as $name => $f) {
+        $t0 = hrtime(true);
+        $f($per, $prefix . "$round:$name:");
+        $time[$name] += (hrtime(true) - $t0) / 1e9;
+    }
+}
+$rate = [];
+foreach ($time as $name => $s) {
+    $rate[$name] = $per * $rounds / $s;
+}
+$ratio = $rate['extension'] / $rate['seed-userland'];
+if ($json) {
+    echo json_encode(['pairs' => $per * $rounds, 'rounds' => $rounds, 'pairs_per_s' => $rate,
+                      'ratio_extension_vs_seed' => $ratio, 'php' => PHP_VERSION], JSON_PRETTY_PRINT), "\n";
+} else {
+    printf("lock+unlock pairs, %d per side in %d rounds, server %s\n", $per * $rounds, $rounds, $uri);
+    foreach ($rate as $name => $r) {
+        printf("  %-14s %9.0f pairs/s  (%.1f us/pair)\n", $name, $r, 1e6 / $r);
+    }
+    printf("  ratio extension / seed-userland: %.2f\n", $ratio);
+}

@@ -1,0 +1,136 @@
+<?php
+
+/**
+ * @generate-class-entries
+ * @undocumentable
+ */
+
+namespace {
+    /**
+     * Drop-in for the ERP userland Process_RequestCounter::distributedLock():
+     * same defaults, same results. Throws \Exception (code 500002) when the
+     * key is held, Distlock\ConnectionException when Redis cannot be reached.
+     */
+    function distributedLock(string $key = '', int $ttl = 60, string|int|null $random = null, string $tipMsg = ''): string|int {}
+
+    /** true when this token held the key and it is now released, int 1 otherwise. */
+    function distributedUnlock(string $key = '', string|int $random = 0): true|int {}
+}
+
+namespace Distlock {
+    /** Base of every exception the extension throws (besides the compat \Exception 500002). */
+    class Exception extends \RuntimeException
+    {
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_INVALID
+         */
+        public const INVALID = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_NOMEM
+         */
+        public const NO_MEMORY = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_CONN
+         */
+        public const CONNECTION = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_TIMEDOUT
+         */
+        public const TIMED_OUT = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_NOQUORUM
+         */
+        public const NO_QUORUM = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_NOTOWNER
+         */
+        public const NOT_OWNER = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_PROTO
+         */
+        public const PROTOCOL = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_CLOSED
+         */
+        public const CLOSED = UNKNOWN;
+    }
+
+    /** distlock.servers or the constructor's servers/options are invalid. */
+    class ConfigurationException extends Exception {}
+
+    /** A node could not be reached, answered with an error, or no quorum answered. */
+    class ConnectionException extends Exception {}
+
+    /** The lock expired or was taken over before extend(). */
+    class LockLostException extends Exception {}
+
+    /** Client::lock() did not get the lock within its timeout. */
+    class LockTimeoutException extends Exception {}
+
+    /** @not-serializable */
+    final class Client
+    {
+        /**
+         * @var int
+         * @cvalue DISTLOCK_FENCING
+         */
+        public const FENCING = UNKNOWN;
+        /**
+         * @var int
+         * @cvalue DISTLOCK_AUTO_RENEW
+         */
+        public const AUTO_RENEW = UNKNOWN;
+
+        /**
+         * $servers: one redis:// or unix:// URI or a comma list (Redlock);
+         * null takes distlock.servers. $options: connect_timeout_ms,
+         * command_timeout_ms, username, password (default: the INI values).
+         */
+        public function __construct(?string $servers = null, array $options = []) {}
+
+        /** One attempt; null when someone else holds the key. */
+        public function tryLock(string $key, float $ttl = 60.0, int $flags = 0): ?Lock {}
+
+        /** Waits up to $timeout seconds (null: no limit); LockTimeoutException after that. */
+        public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
+
+        /** @return array<int, string> node URIs, passwords masked */
+        public function servers(): array {}
+
+        public function quorum(): int {}
+    }
+
+    /** @not-serializable */
+    final class Lock
+    {
+        private function __construct() {}
+
+        /** true if it was still held and is now released; false if it had expired or was released before. */
+        public function release(): bool {}
+
+        /** New TTL in seconds (null: the acquire TTL); returns the new validity in seconds. */
+        public function extend(?float $ttl = null): float {}
+
+        /** Seconds of validity left (0.0 once released, lost or expired). */
+        public function validity(): float {}
+
+        public function isHeld(): bool {}
+
+        public function isLost(): bool {}
+
+        public function key(): string {}
+
+        public function token(): string {}
+
+        /** Fencing token when acquired with Client::FENCING, else null. */
+        public function fence(): ?int {}
+    }
+}

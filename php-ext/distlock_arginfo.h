@@ -1,0 +1,269 @@
+/* This is a generated file, edit the .stub.php file instead.
+ * Stub hash: 848abe719249334cce15d16c56ace0328fe9d4f8 */
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_LONG, 0, "60")
+	ZEND_ARG_TYPE_MASK(0, random, MAY_BE_STRING|MAY_BE_LONG|MAY_BE_NULL, "null")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, tipMsg, IS_STRING, 0, "\'\'")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedUnlock, 0, 0, MAY_BE_TRUE|MAY_BE_LONG)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
+	ZEND_ARG_TYPE_MASK(0, random, MAY_BE_STRING|MAY_BE_LONG, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_INFO_EX(arginfo_class_Distlock_Client___construct, 0, 0, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, servers, IS_STRING, 1, "null")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, options, IS_ARRAY, 0, "[]")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_tryLock, 0, 1, Distlock\\Lock, 1)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lock, 0, 1, Distlock\\Lock, 0)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 1, "null")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_servers, 0, 0, IS_ARRAY, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_quorum, 0, 0, IS_LONG, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_INFO_EX(arginfo_class_Distlock_Lock___construct, 0, 0, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_release, 0, 0, _IS_BOOL, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_extend, 0, 0, IS_DOUBLE, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 1, "null")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_validity, 0, 0, IS_DOUBLE, 0)
+ZEND_END_ARG_INFO()
+
+#define arginfo_class_Distlock_Lock_isHeld arginfo_class_Distlock_Lock_release
+
+#define arginfo_class_Distlock_Lock_isLost arginfo_class_Distlock_Lock_release
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_key, 0, 0, IS_STRING, 0)
+ZEND_END_ARG_INFO()
+
+#define arginfo_class_Distlock_Lock_token arginfo_class_Distlock_Lock_key
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_fence, 0, 0, IS_LONG, 1)
+ZEND_END_ARG_INFO()
+
+
+ZEND_FUNCTION(distributedLock);
+ZEND_FUNCTION(distributedUnlock);
+ZEND_METHOD(Distlock_Client, __construct);
+ZEND_METHOD(Distlock_Client, tryLock);
+ZEND_METHOD(Distlock_Client, lock);
+ZEND_METHOD(Distlock_Client, servers);
+ZEND_METHOD(Distlock_Client, quorum);
+ZEND_METHOD(Distlock_Lock, __construct);
+ZEND_METHOD(Distlock_Lock, release);
+ZEND_METHOD(Distlock_Lock, extend);
+ZEND_METHOD(Distlock_Lock, validity);
+ZEND_METHOD(Distlock_Lock, isHeld);
+ZEND_METHOD(Distlock_Lock, isLost);
+ZEND_METHOD(Distlock_Lock, key);
+ZEND_METHOD(Distlock_Lock, token);
+ZEND_METHOD(Distlock_Lock, fence);
+
+
+static const zend_function_entry ext_functions[] = {
+	ZEND_FE(distributedLock, arginfo_distributedLock)
+	ZEND_FE(distributedUnlock, arginfo_distributedUnlock)
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_Exception_methods[] = {
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_ConfigurationException_methods[] = {
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_ConnectionException_methods[] = {
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_LockLostException_methods[] = {
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_LockTimeoutException_methods[] = {
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_Client_methods[] = {
+	ZEND_ME(Distlock_Client, __construct, arginfo_class_Distlock_Client___construct, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, tryLock, arginfo_class_Distlock_Client_tryLock, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, lock, arginfo_class_Distlock_Client_lock, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, servers, arginfo_class_Distlock_Client_servers, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, quorum, arginfo_class_Distlock_Client_quorum, ZEND_ACC_PUBLIC)
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_Lock_methods[] = {
+	ZEND_ME(Distlock_Lock, __construct, arginfo_class_Distlock_Lock___construct, ZEND_ACC_PRIVATE)
+	ZEND_ME(Distlock_Lock, release, arginfo_class_Distlock_Lock_release, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, extend, arginfo_class_Distlock_Lock_extend, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, validity, arginfo_class_Distlock_Lock_validity, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, isHeld, arginfo_class_Distlock_Lock_isHeld, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, isLost, arginfo_class_Distlock_Lock_isLost, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, key, arginfo_class_Distlock_Lock_key, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, token, arginfo_class_Distlock_Lock_token, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, fence, arginfo_class_Distlock_Lock_fence, ZEND_ACC_PUBLIC)
+	ZEND_FE_END
+};
+
+static zend_class_entry *register_class_Distlock_Exception(zend_class_entry *class_entry_RuntimeException)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "Exception", class_Distlock_Exception_methods);
+	class_entry = zend_register_internal_class_ex(&ce, class_entry_RuntimeException);
+
+	zval const_INVALID_value;
+	ZVAL_LONG(&const_INVALID_value, DISTLOCK_PHP_CODE_INVALID);
+	zend_string *const_INVALID_name = zend_string_init_interned("INVALID", sizeof("INVALID") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_INVALID_name, &const_INVALID_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_INVALID_name);
+
+	zval const_NO_MEMORY_value;
+	ZVAL_LONG(&const_NO_MEMORY_value, DISTLOCK_PHP_CODE_NOMEM);
+	zend_string *const_NO_MEMORY_name = zend_string_init_interned("NO_MEMORY", sizeof("NO_MEMORY") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_NO_MEMORY_name, &const_NO_MEMORY_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_NO_MEMORY_name);
+
+	zval const_CONNECTION_value;
+	ZVAL_LONG(&const_CONNECTION_value, DISTLOCK_PHP_CODE_CONN);
+	zend_string *const_CONNECTION_name = zend_string_init_interned("CONNECTION", sizeof("CONNECTION") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_CONNECTION_name, &const_CONNECTION_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_CONNECTION_name);
+
+	zval const_TIMED_OUT_value;
+	ZVAL_LONG(&const_TIMED_OUT_value, DISTLOCK_PHP_CODE_TIMEDOUT);
+	zend_string *const_TIMED_OUT_name = zend_string_init_interned("TIMED_OUT", sizeof("TIMED_OUT") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_TIMED_OUT_name, &const_TIMED_OUT_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_TIMED_OUT_name);
+
+	zval const_NO_QUORUM_value;
+	ZVAL_LONG(&const_NO_QUORUM_value, DISTLOCK_PHP_CODE_NOQUORUM);
+	zend_string *const_NO_QUORUM_name = zend_string_init_interned("NO_QUORUM", sizeof("NO_QUORUM") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_NO_QUORUM_name, &const_NO_QUORUM_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_NO_QUORUM_name);
+
+	zval const_NOT_OWNER_value;
+	ZVAL_LONG(&const_NOT_OWNER_value, DISTLOCK_PHP_CODE_NOTOWNER);
+	zend_string *const_NOT_OWNER_name = zend_string_init_interned("NOT_OWNER", sizeof("NOT_OWNER") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_NOT_OWNER_name, &const_NOT_OWNER_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_NOT_OWNER_name);
+
+	zval const_PROTOCOL_value;
+	ZVAL_LONG(&const_PROTOCOL_value, DISTLOCK_PHP_CODE_PROTO);
+	zend_string *const_PROTOCOL_name = zend_string_init_interned("PROTOCOL", sizeof("PROTOCOL") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_PROTOCOL_name, &const_PROTOCOL_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_PROTOCOL_name);
+
+	zval const_CLOSED_value;
+	ZVAL_LONG(&const_CLOSED_value, DISTLOCK_PHP_CODE_CLOSED);
+	zend_string *const_CLOSED_name = zend_string_init_interned("CLOSED", sizeof("CLOSED") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_CLOSED_name, &const_CLOSED_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_CLOSED_name);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_ConfigurationException(zend_class_entry *class_entry_Distlock_Exception)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "ConfigurationException", class_Distlock_ConfigurationException_methods);
+	class_entry = zend_register_internal_class_ex(&ce, class_entry_Distlock_Exception);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_ConnectionException(zend_class_entry *class_entry_Distlock_Exception)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "ConnectionException", class_Distlock_ConnectionException_methods);
+	class_entry = zend_register_internal_class_ex(&ce, class_entry_Distlock_Exception);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_LockLostException(zend_class_entry *class_entry_Distlock_Exception)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "LockLostException", class_Distlock_LockLostException_methods);
+	class_entry = zend_register_internal_class_ex(&ce, class_entry_Distlock_Exception);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_LockTimeoutException(zend_class_entry *class_entry_Distlock_Exception)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "LockTimeoutException", class_Distlock_LockTimeoutException_methods);
+	class_entry = zend_register_internal_class_ex(&ce, class_entry_Distlock_Exception);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_Client(void)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "Client", class_Distlock_Client_methods);
+	class_entry = zend_register_internal_class_ex(&ce, NULL);
+	class_entry->ce_flags |= ZEND_ACC_FINAL|ZEND_ACC_NOT_SERIALIZABLE;
+
+	zval const_FENCING_value;
+	ZVAL_LONG(&const_FENCING_value, DISTLOCK_FENCING);
+	zend_string *const_FENCING_name = zend_string_init_interned("FENCING", sizeof("FENCING") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_FENCING_name, &const_FENCING_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_FENCING_name);
+
+	zval const_AUTO_RENEW_value;
+	ZVAL_LONG(&const_AUTO_RENEW_value, DISTLOCK_AUTO_RENEW);
+	zend_string *const_AUTO_RENEW_name = zend_string_init_interned("AUTO_RENEW", sizeof("AUTO_RENEW") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_AUTO_RENEW_name, &const_AUTO_RENEW_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_AUTO_RENEW_name);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_Lock(void)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "Lock", class_Distlock_Lock_methods);
+	class_entry = zend_register_internal_class_ex(&ce, NULL);
+	class_entry->ce_flags |= ZEND_ACC_FINAL|ZEND_ACC_NOT_SERIALIZABLE;
+
+	return class_entry;
+}

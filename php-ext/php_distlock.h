@@ -1,0 +1,39 @@
+/* php_distlock.h -- the distlock PHP extension (PHP 8.2+, hand-written against the Zend API). */
+#ifndef PHP_DISTLOCK_H
+#define PHP_DISTLOCK_H
+
+extern zend_module_entry distlock_module_entry;
+#define phpext_distlock_ptr &distlock_module_entry
+
+#define PHP_DISTLOCK_VERSION "0.1.0"
+
+/* Exception codes. 500002 is the ERP userland code's "lock held" code, thrown
+ * with class \Exception exactly as the seed does. The errors of the C core
+ * map to 500010 - status (EINVAL -1 -> 500011 ... ECLOSED -8 -> 500018), so
+ * the last digit is the core's status and no code collides with 500002. */
+#define DISTLOCK_PHP_CODE_HELD     500002
+#define DISTLOCK_PHP_CODE_BASE     500010
+#define DISTLOCK_PHP_CODE_INVALID  (DISTLOCK_PHP_CODE_BASE + 1)
+#define DISTLOCK_PHP_CODE_NOMEM    (DISTLOCK_PHP_CODE_BASE + 2)
+#define DISTLOCK_PHP_CODE_CONN     (DISTLOCK_PHP_CODE_BASE + 3)
+#define DISTLOCK_PHP_CODE_TIMEDOUT (DISTLOCK_PHP_CODE_BASE + 4)
+#define DISTLOCK_PHP_CODE_NOQUORUM (DISTLOCK_PHP_CODE_BASE + 5)
+#define DISTLOCK_PHP_CODE_NOTOWNER (DISTLOCK_PHP_CODE_BASE + 6)
+#define DISTLOCK_PHP_CODE_PROTO    (DISTLOCK_PHP_CODE_BASE + 7)
+#define DISTLOCK_PHP_CODE_CLOSED   (DISTLOCK_PHP_CODE_BASE + 8)
+
+ZEND_BEGIN_MODULE_GLOBALS(distlock)
+    char *servers;               /* distlock.servers */
+    zend_long connect_timeout_ms; /* distlock.connect_timeout_ms */
+    zend_long command_timeout_ms; /* distlock.command_timeout_ms */
+    char *username;              /* distlock.username */
+    char *password;              /* distlock.password */
+ZEND_END_MODULE_GLOBALS(distlock)
+
+#define DISTLOCK_G(v) ZEND_MODULE_GLOBALS_ACCESSOR(distlock, v)
+
+#if defined(ZTS) && defined(COMPILE_DL_DISTLOCK)
+ZEND_TSRMLS_CACHE_EXTERN()
+#endif
+
+#endif /* PHP_DISTLOCK_H */

@@ -1,0 +1,85 @@
+#!/usr/bin/env bash
+# The PHP extension's test suite (phpt, run-tests.php) against real redis-servers.
+#
+#   bash php-ext/tests/run.sh [--valgrind] [run-tests.php args / test files...]
+#
+# Builds libdistlock and distlock.so (php-ext/build.sh), starts one redis-server
+# for the single-node tests and three for Redlock (tests/harness/redis.sh),
+# runs every php-ext/tests/*.phpt with the built module, stops the servers,
+# and exits non-zero if any test failed, was borked, skipped or leaked.
+# --valgrind reruns nothing itself: it passes -m (USE_ZEND_ALLOC=0 + valgrind).
+set -euo pipefail
+
+here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+ext_src=$(cd "$here/.." && pwd)
+repo=$(cd "$ext_src/.." && pwd)
+harness=$repo/tests/harness/redis.sh
+
+valgrind=0
+args=()
+for a in "$@"; do
+  if [ "$a" = "--valgrind" ]; then valgrind=1; else args+=("$a"); fi
+done
+
+# The committed arginfo must come from the committed stub (gen_stub.php needs
+# a download, so CI checks the hash instead of regenerating, as phpredis does).
+stub_sha=$(sha1sum "$ext_src/distlock.stub.php" | cut -d' ' -f1)
+if ! grep -q "Stub hash: $stub_sha" "$ext_src/distlock_arginfo.h"; then
+  echo "php-ext: distlock_arginfo.h is stale: regenerate it with php-ext/gen_stub.sh" >&2
+  exit 1
+fi
+
+so=$(bash "$ext_src/build.sh" | tail -n 1)
+[ -f "$so" ] || { echo "php-ext: build.sh did not produce distlock.so" >&2; exit 1; }
+
+run_tests=""
+for cand in "$(php-config --extension-dir)/build/run-tests.php" \
+            "$(php-config --prefix)/lib/php/build/run-tests.php" /usr/lib/php/*/build/run-tests.php; do
+  if [ -f "$cand" ]; then run_tests=$cand; break; fi
+done
+[ -f "$run_tests" ] || { echo "php-ext: run-tests.php not found (php-dev)" >&2; exit 1; }
+
+work=$(mktemp -d "${TMPDIR:-/tmp}/distlock-phpt.XXXXXX")
+cleanup() {
+  bash "$harness" stop "$work/single" || true
+  bash "$harness" stop "$work/redlock" || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+bash "$harness" start "$work/single" 1 >/dev/null
+bash "$harness" start "$work/redlock" 3 >/dev/null
+
+export DISTLOCK_TEST_REDIS=$(bash "$harness" uris "$work/single")
+export DISTLOCK_TEST_REDLOCK=$(bash "$harness" uris "$work/redlock")
+export DISTLOCK_EXT_SO=$so
+export TEST_PHP_EXECUTABLE=$(command -v php)
+export TEST_PHP_CGI_EXECUTABLE=$(command -v php-cgi)
+export NO_INTERACTION=1
+export REPORT_EXIT_STATUS=1
+export TMPDIR=$work
+
+rt_args=(-q --show-diff -d "extension=$so" -j1)
+[ "$valgrind" = 1 ] && rt_args+=(-m)
+if [ ${#args[@]} -eq 0 ]; then
+  args=("$here")
+fi
+
+set +e
+php "$run_tests" "${rt_args[@]}" "${args[@]}" 2>&1 | tee "$work/run-tests.log"
+status=${PIPESTATUS[0]}
+set -e
+
+summary=$(sed -n '/^Number of tests/,/^Time taken/p' "$work/run-tests.log")
+count() { echo "$summary" | sed -n "s/^Tests $1 *: *\([0-9]*\).*/\1/p" | head -n 1; }
+passed=$(count passed); failed=$(count failed); skipped=$(count skipped)
+borked=$(count borked)
+leaked=$(count leaked)
+warned=$(count warned)
+passed=${passed:-0}; failed=${failed:-0}; skipped=${skipped:-0}; borked=${borked:-0}; leaked=${leaked:-0}; warned=${warned:-0}
+bad=$((failed + borked + leaked + warned))
+
+echo "php-ext phpt: $passed passed, $((failed + borked + leaked + warned + skipped)) failed"
+if [ "$passed" -eq 0 ] || [ "$bad" -ne 0 ] || [ "$skipped" -ne 0 ] || [ "$status" -ne 0 ]; then
+  [ "$skipped" -ne 0 ] && echo "php-ext: $skipped test(s) skipped: every test must run here" >&2
+  exit 1
+fi
