@@ -1,0 +1,373 @@
+/* redis_harness.c -- see redis_harness.h. */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE
+#endif
+#include "redis_harness.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/prctl.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+
+long long rh_now_ms(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+void rh_sleep_ms(long ms)
+{
+    struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };
+    while (nanosleep(&ts, &ts) == -1 && errno == EINTR) {}
+}
+
+int rh_is_hex32(const char *s)
+{
+    if (!s || strlen(s) != 32) return 0;
+    for (const char *p = s; *p; p++)
+        if (!((*p >= '0' && *p <= '9') || (*p >= 'a' && *p <= 'f'))) return 0;
+    return 1;
+}
+
+/* A port nobody listens on right now (a hint only: the server may still lose
+ * the race, which spawn_on_port detects). */
+static int port_looks_free(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int ok = bind(fd, (struct sockaddr *)&sa, sizeof sa) == 0;
+    close(fd);
+    return ok;
+}
+
+static redisContext *connect_port(int port, long timeout_ms)
+{
+    struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!ctx) return NULL;
+    if (ctx->err) { redisFree(ctx); return NULL; }
+    redisSetTimeout(ctx, tv);
+    return ctx;
+}
+
+/* The pid the server on `port` reports, or -1. Used to make sure we talk to
+ * our own child and not to some other server that holds the port. */
+static long server_pid(int port)
+{
+    redisContext *ctx = connect_port(port, 500);
+    if (!ctx) return -1;
+    long pid = -1;
+    redisReply *r = redisCommand(ctx, "INFO server");
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *p = strstr(r->str, "process_id:");
+        if (p) pid = strtol(p + 11, NULL, 10);
+    }
+    if (r) freeReplyObject(r);
+    redisFree(ctx);
+    return pid;
+}
+
+/* Start redis-server on port; wait until it answers as our child. */
+static int spawn_on_port(rh_cluster *rc, int i, int port)
+{
+    char portstr[16], sock[108], logf[128];
+    snprintf(portstr, sizeof portstr, "%d", port);
+    snprintf(sock, sizeof sock, "%s/redis-%d.sock", rc->dir, port);
+    snprintf(logf, sizeof logf, "%s/redis-%d.log", rc->dir, port);
+    pid_t parent = getpid();
+    pid_t pid = fork();
+    if (pid < 0) return -1;
+    if (pid == 0) {
+        /* Dies with the test process, whatever happens to it. */
+        prctl(PR_SET_PDEATHSIG, SIGKILL);
+        if (getppid() != parent) _exit(127);
+        int devnull = open("/dev/null", O_RDWR);
+        if (devnull >= 0) { dup2(devnull, 0); dup2(devnull, 1); dup2(devnull, 2); }
+        execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1",
+               "--save", "", "--appendonly", "no", "--dir", rc->dir,
+               "--logfile", logf, "--unixsocket", sock, "--unixsocketperm", "700",
+               "--enable-debug-command", "local", "--daemonize", "no", (char *)NULL);
+        _exit(127);
+    }
+    long long end = rh_now_ms() + 10000;
+    while (rh_now_ms() < end) {
+        int st;
+        if (waitpid(pid, &st, WNOHANG) == pid) return -1;   /* port taken, or no binary */
+        if (server_pid(port) == (long)pid) {
+            rc->node[i].port = port;
+            rc->node[i].pid = pid;
+            rc->node[i].stopped = 0;
+            snprintf(rc->node[i].sock, sizeof rc->node[i].sock, "%s", sock);
+            return 0;
+        }
+        rh_sleep_ms(10);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+    return -1;
+}
+
+static void build_uris(rh_cluster *rc)
+{
+    rh_uris_mask(rc, (1u << rc->n) - 1, rc->uris, sizeof rc->uris);
+}
+
+rh_cluster *rh_start(int n)
+{
+    if (n < 1 || n > RH_MAX_NODES) return NULL;
+    rh_cluster *rc = calloc(1, sizeof *rc);
+    if (!rc) return NULL;
+    snprintf(rc->dir, sizeof rc->dir, "/tmp/dltest-XXXXXX");
+    if (!mkdtemp(rc->dir)) { perror("mkdtemp"); free(rc); return NULL; }
+    srandom((unsigned)(getpid() ^ (unsigned)rh_now_ms()));
+    for (int i = 0; i < n; i++) {
+        int ok = 0;
+        for (int tries = 0; tries < 50 && !ok; tries++) {
+            int port = 20000 + (int)(random() % 40000);
+            int dup = 0;
+            for (int j = 0; j < i; j++) dup |= rc->node[j].port == port;
+            if (dup || !port_looks_free(port)) continue;
+            ok = spawn_on_port(rc, i, port) == 0;
+        }
+        rc->n = i + ok;
+        if (!ok) {
+            fprintf(stderr, "redis_harness: could not start redis-server #%d\n", i);
+            rh_stop_all(rc);
+            return NULL;
+        }
+    }
+    build_uris(rc);
+    return rc;
+}
+
+static void stop_pid(pid_t pid)
+{
+    kill(pid, SIGCONT);
+    kill(pid, SIGTERM);
+    long long end = rh_now_ms() + 3000;
+    while (rh_now_ms() < end) {
+        if (waitpid(pid, NULL, WNOHANG) == pid) return;
+        rh_sleep_ms(5);
+    }
+    kill(pid, SIGKILL);
+    waitpid(pid, NULL, 0);
+}
+
+void rh_stop_all(rh_cluster *rc)
+{
+    if (!rc) return;
+    for (int i = 0; i < rc->n; i++) {
+        if (rc->node[i].pid > 0) stop_pid(rc->node[i].pid);
+        rc->node[i].pid = 0;
+    }
+    if (!getenv("DISTLOCK_TEST_KEEP")) {
+        char path[160];
+        for (int i = 0; i < rc->n; i++) {
+            snprintf(path, sizeof path, "%s/redis-%d.log", rc->dir, rc->node[i].port);
+            unlink(path);
+            unlink(rc->node[i].sock);
+            snprintf(path, sizeof path, "%s/dump.rdb", rc->dir);
+            unlink(path);
+        }
+        rmdir(rc->dir);
+    }
+    free(rc);
+}
+
+int rh_kill(rh_cluster *rc, int i)
+{
+    if (i < 0 || i >= rc->n || rc->node[i].pid <= 0) return -1;
+    kill(rc->node[i].pid, SIGKILL);
+    waitpid(rc->node[i].pid, NULL, 0);
+    rc->node[i].pid = 0;
+    rc->node[i].stopped = 0;
+    return 0;
+}
+
+int rh_pause(rh_cluster *rc, int i)
+{
+    if (i < 0 || i >= rc->n || rc->node[i].pid <= 0) return -1;
+    if (kill(rc->node[i].pid, SIGSTOP) != 0) return -1;
+    rc->node[i].stopped = 1;
+    return 0;
+}
+
+int rh_resume(rh_cluster *rc, int i)
+{
+    if (i < 0 || i >= rc->n || rc->node[i].pid <= 0) return -1;
+    if (kill(rc->node[i].pid, SIGCONT) != 0) return -1;
+    rc->node[i].stopped = 0;
+    return 0;
+}
+
+int rh_restart(rh_cluster *rc, int i)
+{
+    if (i < 0 || i >= rc->n) return -1;
+    if (rc->node[i].pid > 0) rh_kill(rc, i);
+    /* The port was ours a moment ago; retry briefly if the kernel still has it. */
+    for (int tries = 0; tries < 20; tries++) {
+        if (spawn_on_port(rc, i, rc->node[i].port) == 0) return 0;
+        rh_sleep_ms(50);
+    }
+    fprintf(stderr, "redis_harness: could not restart node %d on port %d\n", i, rc->node[i].port);
+    return -1;
+}
+
+int rh_heal(rh_cluster *rc)
+{
+    for (int i = 0; i < rc->n; i++) {
+        if (rc->node[i].pid > 0 && rc->node[i].stopped) rh_resume(rc, i);
+        if (rc->node[i].pid <= 0 && rh_restart(rc, i) != 0) return -1;
+        if (rh_flushall(rc, i) != 0 || rh_script_flush(rc, i) != 0) return -1;
+    }
+    return 0;
+}
+
+const char *rh_uris(const rh_cluster *rc)
+{
+    return rc->uris;
+}
+
+const char *rh_uris_mask(const rh_cluster *rc, unsigned mask, char *buf, size_t size)
+{
+    size_t len = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rc->n; i++) {
+        if (!(mask & (1u << i))) continue;
+        int w = snprintf(buf + len, size - len, "%sredis://127.0.0.1:%d",
+                         len ? "," : "", rc->node[i].port);
+        if (w < 0 || (size_t)w >= size - len) break;
+        len += (size_t)w;
+    }
+    return buf;
+}
+
+redisContext *rh_connect(const rh_cluster *rc, int i, int db)
+{
+    if (i < 0 || i >= rc->n || rc->node[i].pid <= 0) return NULL;
+    redisContext *ctx = connect_port(rc->node[i].port, 2000);
+    if (!ctx) return NULL;
+    if (db != 0) {
+        redisReply *r = redisCommand(ctx, "SELECT %d", db);
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) { redisFree(ctx); return NULL; }
+    }
+    return ctx;
+}
+
+redisReply *rh_command(const rh_cluster *rc, int i, int db, const char *fmt, ...)
+{
+    redisContext *ctx = rh_connect(rc, i, db);
+    if (!ctx) return NULL;
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    redisFree(ctx);
+    return r;
+}
+
+int rh_get(const rh_cluster *rc, int i, int db, const char *key, char *buf, size_t size)
+{
+    redisReply *r = rh_command(rc, i, db, "GET %s", key);
+    int ret = -1;
+    if (r && r->type == REDIS_REPLY_NIL) {
+        ret = 0;
+    } else if (r && r->type == REDIS_REPLY_STRING) {
+        ret = 1;
+        if (buf && size) snprintf(buf, size, "%.*s", (int)r->len, r->str);
+    }
+    if (r) freeReplyObject(r);
+    return ret;
+}
+
+long long rh_pttl(const rh_cluster *rc, int i, int db, const char *key)
+{
+    redisReply *r = rh_command(rc, i, db, "PTTL %s", key);
+    long long v = -3;
+    if (r && r->type == REDIS_REPLY_INTEGER) v = r->integer;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+int rh_set(const rh_cluster *rc, int i, int db, const char *key, const char *val, long px)
+{
+    redisReply *r = px > 0 ? rh_command(rc, i, db, "SET %s %s PX %ld", key, val, px)
+                           : rh_command(rc, i, db, "SET %s %s", key, val);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+int rh_del(const rh_cluster *rc, int i, int db, const char *key)
+{
+    redisReply *r = rh_command(rc, i, db, "DEL %s", key);
+    int v = -1;
+    if (r && r->type == REDIS_REPLY_INTEGER) v = (int)r->integer;
+    if (r) freeReplyObject(r);
+    return v;
+}
+
+static int status_cmd(const rh_cluster *rc, int i, const char *cmd)
+{
+    redisReply *r = rh_command(rc, i, 0, cmd);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+int rh_script_flush(const rh_cluster *rc, int i) { return status_cmd(rc, i, "SCRIPT FLUSH"); }
+int rh_flushall(const rh_cluster *rc, int i) { return status_cmd(rc, i, "FLUSHALL"); }
+
+int rh_count_holding(const rh_cluster *rc, const char *key, const char *token)
+{
+    int count = 0;
+    char buf[512];
+    for (int i = 0; i < rc->n; i++) {
+        if (rc->node[i].pid <= 0 || rc->node[i].stopped) continue;
+        if (rh_get(rc, i, 0, key, buf, sizeof buf) == 1 && (!token || strcmp(buf, token) == 0))
+            count++;
+    }
+    return count;
+}
+
+int rh_debug_sleep(const rh_cluster *rc, int i, long ms)
+{
+    redisContext *ctx = rh_connect(rc, i, 0);
+    if (!ctx) return -1;
+    if (redisAppendCommand(ctx, "DEBUG SLEEP %ld.%03ld", ms / 1000, ms % 1000) != REDIS_OK) {
+        redisFree(ctx);
+        return -1;
+    }
+    int done = 0;
+    while (!done) {
+        if (redisBufferWrite(ctx, &done) != REDIS_OK) { redisFree(ctx); return -1; }
+    }
+    /* Busy once a PING on another connection gets no answer for a while. */
+    int busy = 0;
+    long long end = rh_now_ms() + ms / 2;
+    while (!busy && rh_now_ms() < end) {
+        redisContext *probe = connect_port(rc->node[i].port, 30);
+        if (!probe) { busy = 1; break; }
+        redisReply *r = redisCommand(probe, "PING");
+        if (!r) busy = 1; else freeReplyObject(r);
+        redisFree(probe);
+    }
+    /* Closing the sender is fine: the server has the command and executes it. */
+    redisFree(ctx);
+    return busy ? 0 : -1;
+}

@@ -1,0 +1,95 @@
+/*
+ * redis_harness.h -- throwaway redis-server processes for the C tests.
+ *
+ * Same settings as tests/harness/redis.sh: loopback only, a random free port,
+ * no persistence, a Unix socket DIR/redis-PORT.sock, DEBUG allowed locally.
+ * Every server is a child of the test process (killed by the kernel if the
+ * test process dies: PR_SET_PDEATHSIG) and is stopped by rh_stop_all().
+ *
+ * The rh_* query helpers talk to a node directly with hiredis, behind the
+ * library's back, so a test can check what is really stored on each node.
+ */
+#ifndef DISTLOCK_REDIS_HARNESS_H
+#define DISTLOCK_REDIS_HARNESS_H
+
+#include <stddef.h>
+#include <sys/types.h>
+#include <hiredis/hiredis.h>
+
+#define RH_MAX_NODES 8
+
+typedef struct rh_node {
+    int port;
+    pid_t pid;     /* 0 when not running (killed) */
+    int stopped;   /* SIGSTOPped */
+    char sock[108];
+} rh_node;
+
+typedef struct rh_cluster {
+    int n;
+    char dir[64];
+    rh_node node[RH_MAX_NODES];
+    char uris[RH_MAX_NODES * 40];
+} rh_cluster;
+
+/* Start n servers (1..RH_MAX_NODES). NULL (message on stderr) on failure. */
+rh_cluster *rh_start(int n);
+/* Stop every server (SIGCONT, SIGTERM, then SIGKILL), remove the temp dir,
+ * free. NULL is a no-op. */
+void rh_stop_all(rh_cluster *rc);
+
+int rh_kill(rh_cluster *rc, int i);     /* SIGKILL and reap; 0 on success */
+int rh_pause(rh_cluster *rc, int i);    /* SIGSTOP */
+int rh_resume(rh_cluster *rc, int i);   /* SIGCONT */
+int rh_restart(rh_cluster *rc, int i);  /* kill if running, start on the same port */
+/* Bring the cluster back to a clean state for the next test: resume stopped
+ * nodes, restart dead ones, FLUSHALL and SCRIPT FLUSH everywhere. 0 on success. */
+int rh_heal(rh_cluster *rc);
+
+/* Comma list redis://127.0.0.1:P,... of all nodes, or of the nodes whose bit
+ * is set in mask (written to buf). */
+const char *rh_uris(const rh_cluster *rc);
+const char *rh_uris_mask(const rh_cluster *rc, unsigned mask, char *buf, size_t size);
+
+/* A fresh hiredis connection to node i, database db (caller frees). NULL on error. */
+redisContext *rh_connect(const rh_cluster *rc, int i, int db);
+/* Run one command on node i / db; returns the reply (caller frees) or NULL. */
+redisReply *rh_command(const rh_cluster *rc, int i, int db, const char *fmt, ...);
+
+/* GET: 1 and the value copied to buf when the key exists, 0 when absent, -1 on error. */
+int rh_get(const rh_cluster *rc, int i, int db, const char *key, char *buf, size_t size);
+/* PTTL: ms left, -1 no expiry, -2 absent, -3 on error. */
+long long rh_pttl(const rh_cluster *rc, int i, int db, const char *key);
+/* SET key val [PX px] (px <= 0: no expiry). 0 on success. */
+int rh_set(const rh_cluster *rc, int i, int db, const char *key, const char *val, long px);
+/* DEL: number of keys deleted, -1 on error. */
+int rh_del(const rh_cluster *rc, int i, int db, const char *key);
+int rh_script_flush(const rh_cluster *rc, int i);
+int rh_flushall(const rh_cluster *rc, int i);
+/* Number of nodes (among the running ones) where key holds exactly `token`
+ * (token NULL: holds anything). */
+int rh_count_holding(const rh_cluster *rc, const char *key, const char *token);
+/* Make node i unresponsive for `ms` milliseconds with DEBUG SLEEP, sent
+ * asynchronously; returns once the node is seen busy. 0 on success. */
+int rh_debug_sleep(const rh_cluster *rc, int i, long ms);
+
+/* Monotonic clock in milliseconds. */
+long long rh_now_ms(void);
+
+/* Poll `cond` every few ms until it is true or timeout_ms passes; evaluates
+ * to 1 if it became true. For waiting on a condition, never as a sleep. */
+#define RH_WAIT_UNTIL(cond, timeout_ms) ({                                   \
+        long long rh__end = rh_now_ms() + (timeout_ms);                      \
+        int rh__ok = 0;                                                      \
+        for (;;) {                                                           \
+            if (cond) { rh__ok = 1; break; }                                 \
+            if (rh_now_ms() > rh__end) break;                                \
+            rh_sleep_ms(5);                                                  \
+        }                                                                    \
+        rh__ok; })
+void rh_sleep_ms(long ms);
+
+/* True if s is exactly 32 lowercase hex characters. */
+int rh_is_hex32(const char *s);
+
+#endif

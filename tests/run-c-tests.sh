@@ -1,0 +1,112 @@
+#!/usr/bin/env bash
+# Build and run the C test suite of the core library:
+#   1. build/       normal build (RelWithDebInfo), ctest
+#   2. build-asan/  -DDISTLOCK_SANITIZE=address,undefined, ctest
+#   3. build-tsan/  -DDISTLOCK_SANITIZE=thread, the threaded test
+#   4. valgrind over a few binaries of build/
+# Every test binary starts and stops its own redis-servers (tests/harness).
+# Exits non-zero if anything fails.
+#
+# Environment:
+#   DISTLOCK_TEST_BUILD_ROOT  where the build trees go (default: the repo top)
+#   DISTLOCK_TEST_STAGES      subset of "normal asan tsan valgrind" to run
+set -uo pipefail
+
+top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+root=${DISTLOCK_TEST_BUILD_ROOT:-$top}
+stages=${DISTLOCK_TEST_STAGES:-normal asan tsan valgrind}
+jobs=2
+failed=()
+summary=()
+
+log() { printf '== %s\n' "$*"; }
+
+# configure_build DIR TARGET... -- CMAKE_ARGS...
+configure_build() {
+  local dir=$1; shift
+  local targets=()
+  while [ $# -gt 0 ] && [ "$1" != "--" ]; do targets+=("$1"); shift; done
+  shift
+  log "configure $dir $*"
+  cmake -S "$top" -B "$dir" -DDISTLOCK_BUILD_TESTS=ON "$@" >"$dir.configure.log" 2>&1 \
+    || { cat "$dir.configure.log"; return 1; }
+  log "build $dir (${targets[*]})"
+  cmake --build "$dir" -j"$jobs" --target "${targets[@]}" >"$dir.build.log" 2>&1 \
+    || { tail -n 60 "$dir.build.log"; return 1; }
+}
+
+run_stage() {
+  local name=$1; shift
+  local t0=$SECONDS
+  if "$@"; then
+    summary+=("PASS  $name ($((SECONDS - t0)) s)")
+  else
+    summary+=("FAIL  $name ($((SECONDS - t0)) s)")
+    failed+=("$name")
+  fi
+}
+
+mkdir -p "$root"
+
+stage_normal() {
+  local b=$root/build
+  mkdir -p "$b"
+  configure_build "$b" distlock_c_tests -- -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
+  log "ctest $b/tests"
+  (cd "$b/tests" && ctest --output-on-failure -j"$jobs")
+}
+
+stage_asan() {
+  local b=$root/build-asan
+  mkdir -p "$b"
+  configure_build "$b" distlock_c_tests -- -DCMAKE_BUILD_TYPE=Debug \
+    -DDISTLOCK_SANITIZE=address,undefined -DDISTLOCK_BUILD_CLI=OFF -DDISTLOCK_BUILD_PHP=OFF \
+    || return 1
+  log "ctest $b/tests (ASan+UBSan)"
+  (cd "$b/tests" && \
+    ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1 \
+    UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    DISTLOCK_TEST_SLOW=1 ctest --output-on-failure -j"$jobs")
+}
+
+stage_tsan() {
+  local b=$root/build-tsan
+  mkdir -p "$b"
+  configure_build "$b" test_threads -- -DCMAKE_BUILD_TYPE=Debug \
+    -DDISTLOCK_SANITIZE=thread -DDISTLOCK_BUILD_CLI=OFF -DDISTLOCK_BUILD_PHP=OFF || return 1
+  log "test_threads under ThreadSanitizer"
+  (cd "$b/tests" && \
+    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
+    DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 ctest --output-on-failure -R '^test_threads$')
+}
+
+stage_valgrind() {
+  local b=$root/build
+  [ -x "$b/tests/test_single" ] || configure_build "$b" distlock_c_tests -- \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
+  local rc=0 t
+  for t in test_single test_badinput; do
+    log "valgrind $t"
+    DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
+      --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1
+  done
+  return $rc
+}
+
+for s in $stages; do
+  case $s in
+    normal) run_stage "ctest (normal build)" stage_normal ;;
+    asan) run_stage "ctest (ASan+UBSan)" stage_asan ;;
+    tsan) run_stage "test_threads (TSan)" stage_tsan ;;
+    valgrind) run_stage "valgrind (test_single, test_badinput)" stage_valgrind ;;
+    *) echo "run-c-tests.sh: unknown stage $s" >&2; exit 2 ;;
+  esac
+done
+
+log "summary"
+printf '%s\n' "${summary[@]}"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "C tests FAILED: ${failed[*]}"
+  exit 1
+fi
+echo "C tests passed"

@@ -1,0 +1,71 @@
+/* test_common.h -- shared bits of the cmocka tests (include after cmocka.h). */
+#ifndef DISTLOCK_TEST_COMMON_H
+#define DISTLOCK_TEST_COMMON_H
+
+#include <stdarg.h>
+#include <stddef.h>
+#include <setjmp.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cmocka.h>
+
+#include "distlock.h"
+#include "harness/redis_harness.h"
+
+/* Assert a distlock status, printing both codes and this thread's detail. */
+#define assert_rc(expr, want) do {                                            \
+        int rc__ = (expr), want__ = (want);                                   \
+        if (rc__ != want__) {                                                 \
+            print_error("%s = %d (%s), expected %d (%s); last_error: \"%s\"\n", \
+                        #expr, rc__, distlock_strerror(rc__), want__,         \
+                        distlock_strerror(want__), distlock_last_error());    \
+            fail();                                                           \
+        }                                                                     \
+    } while (0)
+
+/* A failing call: the expected code and a non-empty detail message. */
+#define assert_fails(expr, want) do {                                         \
+        assert_rc(expr, want);                                                \
+        if (distlock_last_error()[0] == '\0') {                               \
+            print_error("%s failed with an empty distlock_last_error()\n", #expr); \
+            fail();                                                           \
+        }                                                                     \
+    } while (0)
+
+/* Start/stop a cluster of N nodes as the cmocka group state. */
+#define DEFINE_GROUP(N)                                                       \
+    static int group_setup(void **state) {                                    \
+        rh_cluster *rc = rh_start(N);                                         \
+        if (!rc) return -1;                                                   \
+        *state = rc;                                                          \
+        return 0;                                                             \
+    }                                                                         \
+    static int group_teardown(void **state) {                                 \
+        rh_stop_all(*state);                                                  \
+        return 0;                                                             \
+    }                                                                         \
+    /* Per test: every node up, empty, no cached scripts. */                  \
+    static int heal(void **state) { return rh_heal(*state) == 0 ? 0 : -1; }
+
+/* New client on the given URI list, with optional short timeouts. */
+static inline distlock_client *new_client(const char *uris)
+{
+    distlock_client *c = NULL;
+    int rc = distlock_client_new(&c, uris);
+    if (rc != DISTLOCK_OK) {
+        print_error("distlock_client_new(%s) = %d: %s\n", uris, rc, distlock_last_error());
+        fail();
+    }
+    assert_non_null(c);
+    return c;
+}
+
+/* Default drift for ttl (DISTLOCK_OPT_DRIFT_PPM 10000, DRIFT_MIN_MS 2). */
+static inline long default_drift(long ttl)
+{
+    return (long)((long long)ttl * 10000 / 1000000) + 2;
+}
+
+#endif

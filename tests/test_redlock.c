@@ -1,0 +1,410 @@
+/* test_redlock.c -- the same lock over 5 (and 4) independent nodes. */
+#include "test_common.h"
+
+#define N 5
+DEFINE_GROUP(N)
+
+/* Fail unless rc is "not acquired": NOTACQUIRED or a negative error. */
+#define assert_not_acquired(expr, lockp) do {                                 \
+        int r__ = (expr);                                                     \
+        if (r__ == DISTLOCK_OK) {                                             \
+            print_error("%s acquired, expected a failure\n", #expr);          \
+            fail();                                                           \
+        }                                                                     \
+        assert_true(r__ == DISTLOCK_NOTACQUIRED || r__ < 0);                  \
+        if (r__ < 0) assert_true(distlock_last_error()[0] != '\0');           \
+        assert_null(*(lockp));                                                \
+    } while (0)
+
+static void test_quorum_sizes(void **state)
+{
+    rh_cluster *rc = *state;
+    char buf[512];
+    const int want[N + 1] = { 0, 1, 2, 2, 3, 3 };
+    for (int n = 1; n <= N; n++) {
+        distlock_client *c = new_client(rh_uris_mask(rc, (1u << n) - 1, buf, sizeof buf));
+        assert_int_equal(distlock_client_node_count(c), n);
+        assert_int_equal(distlock_client_quorum(c), want[n]);
+        distlock_client_free(c);
+    }
+}
+
+static void test_all_up(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL, *l2 = NULL;
+    assert_rc(distlock_acquire(c, "rl", 30000, 0, 0, &l), DISTLOCK_OK);
+    const char *tok = distlock_lock_token(l);
+    assert_int_equal(rh_count_holding(rc, "rl", tok), N);
+    for (int i = 0; i < N; i++) {
+        long long p = rh_pttl(rc, i, 0, "rl");
+        assert_true(p > 0 && p <= 30000);
+    }
+    long v = distlock_lock_validity_ms(l);
+    assert_true(v > 0 && v <= 30000 - default_drift(30000));
+
+    distlock_client *c2 = new_client(rh_uris(rc));
+    assert_rc(distlock_acquire(c2, "rl", 30000, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
+    assert_null(l2);
+    assert_int_equal(rh_count_holding(rc, "rl", tok), N);
+
+    assert_rc(distlock_extend(l, 60000), DISTLOCK_OK);
+    for (int i = 0; i < N; i++) assert_true(rh_pttl(rc, i, 0, "rl") > 30000);
+
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "rl", NULL), 0);
+    assert_rc(distlock_acquire(c2, "rl", 30000, 0, 0, &l2), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "rl", distlock_lock_token(l2)), N);
+    distlock_lock_free(l2);
+    distlock_lock_free(l);
+    assert_int_equal(rh_count_holding(rc, "rl", NULL), 0);
+    distlock_client_free(c);
+    distlock_client_free(c2);
+}
+
+static void check_with_killed(rh_cluster *rc, int killed, int expect_ok)
+{
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 500), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 500), DISTLOCK_OK);
+    for (int i = 0; i < killed; i++) assert_int_equal(rh_kill(rc, i), 0);
+    distlock_lock *l = NULL;
+    if (expect_ok) {
+        assert_rc(distlock_acquire(c, "kill", 30000, 0, 0, &l), DISTLOCK_OK);
+        assert_non_null(l);
+        assert_int_equal(rh_count_holding(rc, "kill", distlock_lock_token(l)), N - killed);
+        assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        assert_int_equal(rh_count_holding(rc, "kill", NULL), 0);
+        distlock_lock_free(l);
+    } else {
+        assert_not_acquired(distlock_acquire(c, "kill", 30000, 0, 0, &l), &l);
+        /* Failed acquires undo themselves on every node that said yes. */
+        assert_int_equal(rh_count_holding(rc, "kill", NULL), 0);
+        /* The token pair fails the same way and leaves nothing either. */
+        int r = distlock_acquire_token(c, "kill", 30000, "tok-k", 0, NULL);
+        assert_true(r == DISTLOCK_NOTACQUIRED || r < 0);
+        assert_int_equal(rh_count_holding(rc, "kill", NULL), 0);
+    }
+    distlock_client_free(c);
+}
+
+static void test_one_killed(void **state) { check_with_killed(*state, 1, 1); }
+static void test_two_killed(void **state) { check_with_killed(*state, 2, 1); }
+static void test_three_killed(void **state) { check_with_killed(*state, 3, 0); }
+
+/* A lock that loses its quorum while held: extend must fail. */
+static void test_extend_loses_quorum(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 500), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "xq", 30000, 0, 0, &l), DISTLOCK_OK);
+    /* Two owners' keys vanish (e.g. restarts without persistence) and a third dies. */
+    assert_int_equal(rh_del(rc, 0, 0, "xq"), 1);
+    assert_int_equal(rh_del(rc, 1, 0, "xq"), 1);
+    assert_int_equal(rh_kill(rc, 2), 0);
+    int r = distlock_extend(l, 30000);
+    assert_true(r < 0);
+    assert_true(distlock_lock_lost(l) == 1 || r != DISTLOCK_ENOTOWNER);
+    /* The nodes where it was lost did not get the key back. */
+    assert_int_equal(rh_get(rc, 0, 0, "xq", NULL, 0), 0);
+    assert_int_equal(rh_get(rc, 1, 0, "xq", NULL, 0), 0);
+    /* Release still cleans what is left (reported as not owned on a quorum). */
+    r = distlock_release(l);
+    assert_true(r < 0);
+    assert_int_equal(rh_count_holding(rc, "xq", NULL), 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+static void test_foreign_on_three(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    for (int i = 0; i < 3; i++) assert_int_equal(rh_set(rc, i, 0, "fk", "foreign", 60000), 0);
+    assert_rc(distlock_acquire(c, "fk", 30000, 0, 0, &l), DISTLOCK_NOTACQUIRED);
+    assert_null(l);
+    assert_int_equal(rh_count_holding(rc, "fk", "foreign"), 3);
+    assert_int_equal(rh_count_holding(rc, "fk", NULL), 3);   /* ours is on none */
+    assert_rc(distlock_acquire_token(c, "fk", 30000, "tok-mine", 0, NULL), DISTLOCK_NOTACQUIRED);
+    assert_int_equal(rh_count_holding(rc, "fk", "tok-mine"), 0);
+    assert_int_equal(rh_count_holding(rc, "fk", "foreign"), 3);
+    distlock_client_free(c);
+}
+
+static void test_foreign_on_two(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    for (int i = 0; i < 2; i++) assert_int_equal(rh_set(rc, i, 0, "fk2", "foreign", 60000), 0);
+    assert_rc(distlock_acquire(c, "fk2", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "fk2", distlock_lock_token(l)), 3);
+    assert_int_equal(rh_count_holding(rc, "fk2", "foreign"), 2);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "fk2", "foreign"), 2);
+    assert_int_equal(rh_count_holding(rc, "fk2", NULL), 2);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* Release needs the key on a quorum to say OK. */
+static void test_release_minority(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "rm", 30000, 0, 0, &l), DISTLOCK_OK);
+    for (int i = 0; i < 3; i++) assert_int_equal(rh_del(rc, i, 0, "rm"), 1);
+    assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
+    assert_int_equal(rh_count_holding(rc, "rm", NULL), 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+static void test_stopped_node(void **state)
+{
+    rh_cluster *rc = *state;
+    const long timeout = 200;
+    const long margin = getenv("DISTLOCK_TEST_SLOW") ? 3000 : 1500;
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, timeout), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, timeout), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    /* Connect everywhere first. */
+    assert_rc(distlock_acquire(c, "stop", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+
+    assert_int_equal(rh_pause(rc, 4), 0);
+    long long t0 = rh_now_ms();
+    int r = distlock_acquire(c, "stop", 30000, 0, 0, &l);
+    long long took = rh_now_ms() - t0;
+    assert_rc(r, DISTLOCK_OK);
+    if (took > timeout + margin) {
+        print_error("acquire with one SIGSTOPped node took %lld ms (timeout %ld)\n", took, timeout);
+        fail();
+    }
+    assert_int_equal(rh_count_holding(rc, "stop", distlock_lock_token(l)), N - 1);
+    long v = distlock_lock_validity_ms(l);
+    assert_true(v > 0 && v <= 30000 - default_drift(30000));
+
+    t0 = rh_now_ms();
+    assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
+    took = rh_now_ms() - t0;
+    assert_true(took <= timeout + margin);
+
+    t0 = rh_now_ms();
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    took = rh_now_ms() - t0;
+    if (took > timeout + margin) {
+        print_error("release with one SIGSTOPped node took %lld ms\n", took);
+        fail();
+    }
+    assert_int_equal(rh_count_holding(rc, "stop", NULL), 0);
+    distlock_lock_free(l);
+    l = NULL;
+
+    /* Also a client that has to connect to the stopped node first. */
+    distlock_client *c2 = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c2, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, timeout), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c2, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, timeout), DISTLOCK_OK);
+    t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c2, "stop2", 30000, 0, 0, &l), DISTLOCK_OK);
+    took = rh_now_ms() - t0;
+    if (took > timeout + margin) {
+        print_error("first acquire with one SIGSTOPped node took %lld ms\n", took);
+        fail();
+    }
+    assert_int_equal(rh_count_holding(rc, "stop2", distlock_lock_token(l)), N - 1);
+
+    assert_int_equal(rh_resume(rc, 4), 0);
+    /* Back: the node serves later operations again (bounded retries). */
+    distlock_lock *l3 = NULL;
+    int seen = 0;
+    for (int tries = 0; tries < 50 && !seen; tries++) {
+        assert_rc(distlock_acquire(c, "stop3", 30000, 0, 0, &l3), DISTLOCK_OK);
+        seen = rh_get(rc, 4, 0, "stop3", NULL, 0) == 1;
+        assert_rc(distlock_release(l3), DISTLOCK_OK);
+        distlock_lock_free(l3);
+        l3 = NULL;
+    }
+    assert_true(seen);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    distlock_client_free(c2);
+}
+
+/* Three nodes hung: no quorum, and it still costs only about one timeout. */
+static void test_three_stopped(void **state)
+{
+    rh_cluster *rc = *state;
+    const long timeout = 200;
+    const long margin = getenv("DISTLOCK_TEST_SLOW") ? 3000 : 1500;
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, timeout), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, timeout), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "st3", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+    for (int i = 0; i < 3; i++) assert_int_equal(rh_pause(rc, i), 0);
+    long long t0 = rh_now_ms();
+    assert_not_acquired(distlock_acquire(c, "st3", 30000, 0, 0, &l), &l);
+    long long took = rh_now_ms() - t0;
+    if (took > 2 * timeout + margin) {   /* acquire round + undo round */
+        print_error("failed acquire with three hung nodes took %lld ms\n", took);
+        fail();
+    }
+    assert_int_equal(rh_count_holding(rc, "st3", NULL), 0);   /* counts the two live ones */
+    distlock_client_free(c);
+}
+
+static void test_restarted_node(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 500), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "rs", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "rs", distlock_lock_token(l)), N);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+
+    assert_int_equal(rh_kill(rc, 2), 0);
+    assert_rc(distlock_acquire(c, "rs", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "rs", distlock_lock_token(l)), N - 1);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+
+    /* Same port, empty and without the scripts. */
+    assert_int_equal(rh_restart(rc, 2), 0);
+    int seen = 0;
+    for (int tries = 0; tries < 50 && !seen; tries++) {
+        assert_rc(distlock_acquire(c, "rs", 30000, 0, 0, &l), DISTLOCK_OK);
+        char buf[64];
+        seen = rh_get(rc, 2, 0, "rs", buf, sizeof buf) == 1 &&
+               strcmp(buf, distlock_lock_token(l)) == 0;
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        if (seen) assert_int_equal(rh_get(rc, 2, 0, "rs", NULL, 0), 0);
+        distlock_lock_free(l);
+        l = NULL;
+    }
+    if (!seen) {
+        print_error("the restarted node never got the key again\n");
+        fail();
+    }
+    /* Restart all of them: the client comes back on every node. */
+    for (int i = 0; i < N; i++) assert_int_equal(rh_restart(rc, i), 0);
+    seen = 0;
+    for (int tries = 0; tries < 50 && !seen; tries++) {
+        int r = distlock_acquire(c, "rs", 30000, 0, 0, &l);
+        if (r != DISTLOCK_OK) { assert_null(l); continue; }
+        seen = rh_count_holding(rc, "rs", distlock_lock_token(l)) == N;
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+        l = NULL;
+    }
+    assert_true(seen);
+    distlock_client_free(c);
+}
+
+/* Even N = 4: quorum 3. */
+static void test_four_nodes(void **state)
+{
+    rh_cluster *rc = *state;
+    char buf[512];
+    distlock_client *c = new_client(rh_uris_mask(rc, 0x0f, buf, sizeof buf));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 500), DISTLOCK_OK);
+    assert_int_equal(distlock_client_quorum(c), 3);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "four", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "four", distlock_lock_token(l)), 4);
+    assert_int_equal(rh_get(rc, 4, 0, "four", NULL, 0), 0);   /* node 4 is not in the set */
+    distlock_lock_free(l);
+    l = NULL;
+
+    /* Foreign on two of four: 2 < 3, not acquired, nothing of ours left. */
+    for (int i = 0; i < 2; i++) assert_int_equal(rh_set(rc, i, 0, "four", "foreign", 60000), 0);
+    assert_rc(distlock_acquire(c, "four", 30000, 0, 0, &l), DISTLOCK_NOTACQUIRED);
+    assert_null(l);
+    assert_int_equal(rh_count_holding(rc, "four", NULL), 2);
+    for (int i = 0; i < 2; i++) assert_int_equal(rh_del(rc, i, 0, "four"), 1);
+
+    assert_int_equal(rh_kill(rc, 0), 0);
+    assert_rc(distlock_acquire(c, "four", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "four", distlock_lock_token(l)), 3);
+    distlock_lock_free(l);
+    l = NULL;
+    assert_int_equal(rh_kill(rc, 1), 0);
+    assert_not_acquired(distlock_acquire(c, "four", 30000, 0, 0, &l), &l);
+    assert_int_equal(rh_count_holding(rc, "four", NULL), 0);
+    distlock_client_free(c);
+}
+
+/* Validity accounts for slow nodes: three nodes answer only after 400 ms. */
+static void test_slow_quorum_validity(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 3000), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "sv", 1000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+
+    for (int i = 0; i < 3; i++) assert_int_equal(rh_debug_sleep(rc, i, 500), 0);
+    long long t0 = rh_now_ms();
+    int r = distlock_acquire(c, "sv", 10000, 0, 0, &l);
+    long long took = rh_now_ms() - t0;
+    assert_rc(r, DISTLOCK_OK);
+    long v = distlock_lock_validity_ms(l);
+    if (v > 10000 - 250 - default_drift(10000)) {
+        print_error("validity %ld after a %lld ms acquire whose quorum needed a node "
+                    "sleeping 500 ms\n", v, took);
+        fail();
+    }
+    distlock_lock_free(l);
+    l = NULL;
+
+    /* Same with a TTL shorter than the wait: must not succeed. */
+    for (int i = 0; i < 3; i++) assert_int_equal(rh_debug_sleep(rc, i, 600), 0);
+    r = distlock_acquire(c, "sv2", 200, 0, 0, &l);
+    if (r == DISTLOCK_OK) {
+        print_error("acquired with ttl 200 although the quorum answered after ~600 ms "
+                    "(validity %ld)\n", distlock_lock_validity_ms(l));
+        fail();
+    }
+    assert_null(l);
+    distlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_quorum_sizes, heal),
+        cmocka_unit_test_setup(test_all_up, heal),
+        cmocka_unit_test_setup(test_one_killed, heal),
+        cmocka_unit_test_setup(test_two_killed, heal),
+        cmocka_unit_test_setup(test_three_killed, heal),
+        cmocka_unit_test_setup(test_extend_loses_quorum, heal),
+        cmocka_unit_test_setup(test_foreign_on_three, heal),
+        cmocka_unit_test_setup(test_foreign_on_two, heal),
+        cmocka_unit_test_setup(test_release_minority, heal),
+        cmocka_unit_test_setup(test_stopped_node, heal),
+        cmocka_unit_test_setup(test_three_stopped, heal),
+        cmocka_unit_test_setup(test_restarted_node, heal),
+        cmocka_unit_test_setup(test_four_nodes, heal),
+        cmocka_unit_test_setup(test_slow_quorum_validity, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
