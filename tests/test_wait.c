@@ -1,0 +1,268 @@
+/* test_wait.c -- blocking acquire: wake-up on release, wait budget, expiry
+ * pick-up, DISTLOCK_FAIR arrival order. */
+#include "test_common.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+DEFINE_GROUP(1)
+
+/* Connections of node 0 whose last command is not one the harness sends
+ * (so: the library's), as ids. */
+static int lib_conn_ids(rh_cluster *rc, long long *ids, int max)
+{
+    static const char *harness_cmds[] = { "get", "pttl", "client|list", "select", "ping", "info",
+                                          "del", "set", "flushall", "script|flush", "NULL", NULL };
+    redisReply *r = rh_command(rc, 0, 0, "CLIENT LIST");
+    int n = 0;
+    if (!r) return -1;
+    if (r->type == REDIS_REPLY_STRING) {
+        char *save = NULL;
+        for (char *line = strtok_r(r->str, "\n", &save); line && n < max;
+             line = strtok_r(NULL, "\n", &save)) {
+            const char *id = strstr(line, "id="), *cmd = strstr(line, " cmd=");
+            if (!id || !cmd) continue;
+            cmd += 5;
+            int skip = 0;
+            for (int i = 0; harness_cmds[i]; i++) {
+                size_t len = strlen(harness_cmds[i]);
+                if (strncmp(cmd, harness_cmds[i], len) == 0 && (cmd[len] == ' ' || cmd[len] == '\0'))
+                    skip = 1;
+            }
+            if (!skip) ids[n++] = strtoll(id + 3, NULL, 10);
+        }
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Number of library connections not in `before`. */
+static int fresh_conns(rh_cluster *rc, const long long *before, int nbefore)
+{
+    long long now[256];
+    int n = lib_conn_ids(rc, now, 256), fresh = 0;
+    for (int i = 0; i < n; i++) {
+        int old = 0;
+        for (int j = 0; j < nbefore; j++) old |= now[i] == before[j];
+        fresh += !old;
+    }
+    return fresh;
+}
+
+struct waiter {
+    distlock_client *c;
+    const char *key;
+    long ttl, wait;
+    unsigned flags;
+    int id;
+    int rc;
+    long long t_done;
+    distlock_lock *lock;
+    /* shared between waiters of one test */
+    pthread_mutex_t *mu;
+    int *order, *norder;
+    int release_after;   /* release right after recording the order */
+};
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    w->rc = distlock_acquire(w->c, w->key, w->ttl, w->wait, w->flags, &w->lock);
+    w->t_done = rh_now_ms();
+    if (w->rc == DISTLOCK_OK && w->mu) {
+        pthread_mutex_lock(w->mu);
+        w->order[(*w->norder)++] = w->id;
+        pthread_mutex_unlock(w->mu);
+    }
+    if (w->rc == DISTLOCK_OK && w->release_after) {
+        distlock_release(w->lock);
+    }
+    return NULL;
+}
+
+/* A waiter is woken by the release, long before its backoff would re-check
+ * and long before the TTL (30 s) would free the key. */
+static void test_wakeup_on_release(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(holder, "wk", 30000, 0, 0, &l), DISTLOCK_OK);
+
+    long long before[256];
+    int nbefore = lib_conn_ids(rc, before, 256);
+    distlock_client *wc = new_client(rh_uris(rc));
+    /* Re-checks far apart: only a notification can wake the waiter quickly. */
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 3000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    struct waiter w = { .c = wc, .key = "wk", .ttl = 30000, .wait = 20000 };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
+    /* The waiter has tried once (its own connection shows up on the server). */
+    assert_true(RH_WAIT_UNTIL(fresh_conns(rc, before, nbefore) >= 1, 10000));
+    assert_int_equal(rh_get(rc, 0, 0, "wk", NULL, 0), 1);
+
+    long long t_rel = rh_now_ms();
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    assert_rc(w.rc, DISTLOCK_OK);
+    long long lag = w.t_done - t_rel;
+    printf("# waiter acquired %lld ms after the release\n", lag);
+    const long bound = getenv("DISTLOCK_TEST_SLOW") ? 1500 : 500;   /* re-check is >= 3000 */
+    if (lag > bound) {
+        print_error("waiter acquired %lld ms after the release: not woken by it\n", lag);
+        fail();
+    }
+    char buf[64];
+    assert_int_equal(rh_get(rc, 0, 0, "wk", buf, sizeof buf), 1);
+    assert_string_equal(buf, distlock_lock_token(w.lock));
+    distlock_lock_free(w.lock);
+    distlock_lock_free(l);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+static void test_wait_budget(void **state)
+{
+    rh_cluster *rc = *state;
+    const long margin = getenv("DISTLOCK_TEST_SLOW") ? 3000 : 1500;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL, *l2 = NULL;
+    assert_rc(distlock_acquire(c, "wb", 30000, 0, 0, &l), DISTLOCK_OK);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c, "wb", 30000, 300, 0, &l2), DISTLOCK_NOTACQUIRED);
+    long long took = rh_now_ms() - t0;
+    assert_null(l2);
+    printf("# wait budget 300 ms: returned after %lld ms\n", took);
+    assert_true(took >= 280);            /* it did wait */
+    assert_true(took <= 300 + margin);   /* and not much longer */
+    char buf[64];
+    assert_int_equal(rh_get(rc, 0, 0, "wb", buf, sizeof buf), 1);
+    assert_string_equal(buf, distlock_lock_token(l));
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* A foreign lock that just expires (no notification) is picked up by the
+ * bounded re-check. */
+static void test_wait_expiry_pickup(void **state)
+{
+    rh_cluster *rc = *state;
+    const long margin = getenv("DISTLOCK_TEST_SLOW") ? 3000 : 1500;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    assert_int_equal(rh_set(rc, 0, 0, "we", "foreign", 400), 0);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c, "we", 30000, 10000, 0, &l), DISTLOCK_OK);
+    long long took = rh_now_ms() - t0;
+    printf("# foreign lock with 400 ms left picked up after %lld ms\n", took);
+    assert_true(took >= 300);
+    assert_true(took <= 400 + 100 + margin);
+    char buf[64];
+    assert_int_equal(rh_get(rc, 0, 0, "we", buf, sizeof buf), 1);
+    assert_string_equal(buf, distlock_lock_token(l));
+    distlock_lock_free(l);
+
+    /* The same with DISTLOCK_WAIT_FOREVER. */
+    assert_int_equal(rh_set(rc, 0, 0, "we", "foreign", 300), 0);
+    assert_rc(distlock_acquire(c, "we", 30000, DISTLOCK_WAIT_FOREVER, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_get(rc, 0, 0, "we", buf, sizeof buf), 1);
+    assert_string_equal(buf, distlock_lock_token(l));
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* Many waiters, one release each: every waiter gets the lock exactly once. */
+static void test_wait_many(void **state)
+{
+    rh_cluster *rc = *state;
+    enum { W = 6 };
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "wm", 30000, 0, 0, &l), DISTLOCK_OK);
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int order[W], norder = 0;
+    struct waiter w[W];
+    pthread_t t[W];
+    for (int i = 0; i < W; i++) {
+        w[i] = (struct waiter){ .c = c, .key = "wm", .ttl = 30000, .wait = 30000, .id = i,
+                                .mu = &mu, .order = order, .norder = &norder,
+                                .release_after = 1 };
+        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
+    }
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
+    long long took = rh_now_ms() - t0;
+    printf("# %d waiters served one after another in %lld ms\n", W, took);
+    assert_int_equal(norder, W);
+    for (int i = 0; i < W; i++) {
+        assert_rc(w[i].rc, DISTLOCK_OK);
+        distlock_lock_free(w[i].lock);
+    }
+    /* Hand-overs are woken, not found by 30 s expiry. */
+    assert_true(took < 20000);
+    assert_int_equal(rh_get(rc, 0, 0, "wm", NULL, 0), 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* DISTLOCK_FAIR: waiters (separate clients, as separate processes would be)
+ * get the lock in the order they arrived. Five of them, so an unfair wake-up
+ * passes by chance only once in 120 runs. */
+static void test_fair_order(void **state)
+{
+    rh_cluster *rc = *state;
+    enum { W = 5 };
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(holder, "fair", 30000, 0, DISTLOCK_FAIR, &l), DISTLOCK_OK);
+    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+    int order[W], norder = 0;
+    struct waiter w[W];
+    pthread_t t[W];
+    distlock_client *wc[W];
+    for (int i = 0; i < W; i++) {
+        long long before[256];
+        int nbefore = lib_conn_ids(rc, before, 256);
+        wc[i] = new_client(rh_uris(rc));
+        w[i] = (struct waiter){ .c = wc[i], .key = "fair", .ttl = 30000, .wait = 30000,
+                                .flags = DISTLOCK_FAIR, .id = i, .mu = &mu, .order = order,
+                                .norder = &norder, .release_after = 1 };
+        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
+        /* Arrived: its connection has sent a command to the server. */
+        assert_true(RH_WAIT_UNTIL(fresh_conns(rc, before, nbefore) >= 1, 10000));
+    }
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
+    assert_int_equal(norder, W);
+    char got[64] = "";
+    for (int i = 0; i < W; i++)
+        snprintf(got + strlen(got), sizeof got - strlen(got), "%s%d", i ? "," : "", order[i]);
+    printf("# fair waiters served in order %s\n", got);
+    for (int i = 0; i < W; i++) {
+        assert_rc(w[i].rc, DISTLOCK_OK);
+        if (order[i] != i) {
+            print_error("fair waiters served in order %s, not in arrival order\n", got);
+            fail();
+        }
+    }
+    for (int i = 0; i < W; i++) {
+        distlock_lock_free(w[i].lock);
+        distlock_client_free(wc[i]);
+    }
+    distlock_lock_free(l);
+    distlock_client_free(holder);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_wakeup_on_release, heal),
+        cmocka_unit_test_setup(test_wait_budget, heal),
+        cmocka_unit_test_setup(test_wait_expiry_pickup, heal),
+        cmocka_unit_test_setup(test_wait_many, heal),
+        cmocka_unit_test_setup(test_fair_order, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
