@@ -29,7 +29,7 @@ int distlock_client_new(distlock_client **out, const char *servers)
         return rc;
     }
     c->quorum = c->n / 2 + 1;
-    c->pid = getpid();
+    c->pid = distlock__getpid();
     c->connect_timeout_ms = 1000;
     c->command_timeout_ms = 500;
     c->drift_ppm = 10000;
@@ -75,17 +75,17 @@ void distlock__after_fork_locked(distlock_client *c)
         close(c->sub_wake[1]);
         c->sub_wake[0] = c->sub_wake[1] = -1;
     }
-    c->pid = getpid();
+    c->pid = distlock__getpid();
 }
 
 void distlock__lock(distlock_client *c)
 {
-    if (c->pid != getpid()) {
+    if (c->pid != distlock__getpid()) {
         /* First call in a forked child: the mutex may have been copied while
          * another parent thread held it, so start from a fresh one. */
         pthread_mutex_init(&c->mu, NULL);
         pthread_mutex_lock(&c->mu);
-        if (c->pid != getpid())
+        if (c->pid != distlock__getpid())
             distlock__after_fork_locked(c);
         return;
     }
@@ -114,7 +114,7 @@ void distlock__checkin(distlock_client *c, distlock__connset *cs)
     if (cs == NULL)
         return;
     pthread_mutex_lock(&c->mu);
-    if (c->pid == getpid()) {
+    if (c->pid == distlock__getpid()) {
         cs->next = c->pool;
         c->pool = cs;
         cs = NULL;
@@ -138,7 +138,7 @@ void distlock_client_free(distlock_client *c)
     pthread_mutex_unlock(&c->mu);
     while (h) {
         distlock__held *next = h->next;
-        if (!h->released && h->pid == getpid() && !atomic_load(&h->lost))
+        if (!h->released && h->pid == distlock__getpid() && !atomic_load(&h->lost))
             (void)distlock__release_keytoken(c, h->key, h->token);
         h->released = 1;
         h->client = NULL;  /* handles left report DISTLOCK_ECLOSED */

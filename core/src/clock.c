@@ -1,6 +1,7 @@
 /* clock.c -- every duration is measured on CLOCK_MONOTONIC: wall-clock
  * jumps must not stretch or shrink a lock's validity. */
 #include <time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
@@ -14,4 +15,32 @@ uint64_t distlock__now_us(void)
 uint64_t distlock__now_ms(void)
 {
     return distlock__now_us() / 1000u;
+}
+
+/* getpid() is a system call in current glibc and we check the pid on every
+ * operation (fork safety). Cache it; the cache is invalidated in a forked
+ * child by an atfork handler. This is process-wide state about the process
+ * itself, not client state. */
+static _Atomic pid_t cached_pid;
+static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
+
+static void pid_forget(void)
+{
+    atomic_store(&cached_pid, 0);
+}
+
+static void pid_init(void)
+{
+    pthread_atfork(NULL, NULL, pid_forget);
+}
+
+pid_t distlock__getpid(void)
+{
+    pthread_once(&pid_once, pid_init);
+    pid_t p = atomic_load_explicit(&cached_pid, memory_order_relaxed);
+    if (p == 0) {
+        p = getpid();
+        atomic_store_explicit(&cached_pid, p, memory_order_relaxed);
+    }
+    return p;
 }

@@ -36,7 +36,7 @@ void distlock__held_unref_locked(distlock_client *c, distlock__held *h)
 
 static void thread_owner(char *buf, size_t n)
 {
-    snprintf(buf, n, "thread:%d:%lu", (int)getpid(), (unsigned long)pthread_self());
+    snprintf(buf, n, "thread:%d:%lu", (int)distlock__getpid(), (unsigned long)pthread_self());
 }
 
 static distlock_lock *new_handle(distlock__held *h)
@@ -200,7 +200,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     h->ttl_ms = ttl_ms;
     h->flags = flags;
     h->fence = -1;
-    h->pid = getpid();
+    h->pid = distlock__getpid();
     h->count = 1;
     h->owner_thread = (flags & DISTLOCK_REENTRANT) && owner == tid;
     if (h->owner_thread)
@@ -246,10 +246,10 @@ static int usable(const distlock_lock *l, const char *what)
         return distlock__fail(DISTLOCK_EINVAL, "lock must not be NULL");
     if (l->h->client == NULL)
         return distlock__fail(DISTLOCK_ECLOSED, "%s: its client was freed", what);
-    if (l->h->pid != getpid())
+    if (l->h->pid != distlock__getpid())
         return distlock__fail(DISTLOCK_ECLOSED,
                               "%s: lock of process %d cannot be used in forked child %d", what,
-                              (int)l->h->pid, (int)getpid());
+                              (int)l->h->pid, (int)distlock__getpid());
     return DISTLOCK_OK;
 }
 
@@ -290,9 +290,9 @@ void distlock_lock_free(distlock_lock *l)
         return;
     distlock__held *h = l->h;
     distlock_client *c = h->client;
-    if (!l->released && c && h->pid == getpid())
+    if (!l->released && c && h->pid == distlock__getpid())
         (void)release_handle(l, 0);
-    if (c && h->pid == getpid()) {
+    if (c && h->pid == distlock__getpid()) {
         pthread_mutex_lock(&c->mu);
         distlock__held_unref_locked(c, h);
         pthread_mutex_unlock(&c->mu);

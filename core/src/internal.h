@@ -21,6 +21,7 @@ void distlock__clear_error(void);
 /* ------------------------------------------------------------ clock.c */
 uint64_t distlock__now_us(void);  /* CLOCK_MONOTONIC */
 uint64_t distlock__now_ms(void);
+pid_t distlock__getpid(void);     /* cached; reset in a forked child */
 
 /* ------------------------------------------------------------ token.c */
 int distlock__random_bytes(void *buf, size_t n);
@@ -59,6 +60,7 @@ typedef struct distlock__conn {
     redisContext *ctx;
     int skip;               /* replies still due for requests we stopped waiting for */
     uint64_t skip_since_us; /* when the oldest of those was sent */
+    uint64_t used_us;       /* last round on this connection */
 } distlock__conn;
 
 /* A connection to every node; checked out of the client's pool by one
@@ -77,6 +79,9 @@ typedef struct distlock__call {
     int argc;
     const char **argv;
     const size_t *argvlen;
+    /* sent instead when the server rejects a plain command's syntax (an
+     * older Redis), or NULL */
+    const struct distlock__call *fallback;
 } distlock__call;
 
 enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };
@@ -108,7 +113,7 @@ void distlock__round(struct distlock_client *c, distlock__connset *cs,
                      distlock__decide_fn decide, void *arg);
 void distlock__round_clear(distlock__result *res, int n);
 void distlock__conn_close(distlock__conn *conn);
-/* redisBufferWrite without SIGPIPE. */
+/* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL). */
 int distlock__write(redisContext *ctx, int *done);
 /* Connect ctx for node cfg; returns NULL with *status set on failure. */
 redisContext *distlock__node_connect(const distlock__node_cfg *cfg, long timeout_ms,
@@ -137,6 +142,7 @@ struct distlock_client {
      * load every script when a connection is made), so no SHA1 code here. */
     char sha[DISTLOCK__S_COUNT][41];
     _Atomic int sha_ok[DISTLOCK__S_COUNT];  /* sha[s] is set (then immutable) */
+    _Atomic int no_set_get;  /* a node rejected SET ... NX GET (Redis < 7) */
     char *username;
     char *password;
 

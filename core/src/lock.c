@@ -145,6 +145,10 @@ static int verdict(const distlock__result *r)
         const redisReply *x = r->reply;
         if (x->type == REDIS_REPLY_INTEGER)
             return x->integer == 1;
+        if (x->type == REDIS_REPLY_NIL)      /* SET NX GET: was free, now ours */
+            return 1;
+        if (x->type == REDIS_REPLY_STRING)   /* SET NX GET: the holder's token */
+            return 0;
         if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
             x->element[0]->type == REDIS_REPLY_INTEGER)
             return x->element[0]->integer == 1;
@@ -225,7 +229,7 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
     channel_name(ch, key);
     const char *argv[4] = { key, q, token, ch };
     size_t len[4] = { strlen(key), strlen(q), strlen(token), strlen(ch) };
-    distlock__call call = { DISTLOCK__S_RELEASE, 2, 4, argv, len };
+    distlock__call call = { DISTLOCK__S_RELEASE, 2, 4, argv, len, NULL };
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(c, cs, calls, res, decide_quorum, c);
@@ -233,6 +237,40 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
 }
 
 /* ------------------------------------------------------------ protocol */
+
+/* After SET NX GET: nodes that answered with our own token (a retry after a
+ * lost reply, or a re-acquire) get their TTL refreshed by compare-and-PEXPIRE
+ * and then count as granted. Rare, so it may cost a second round trip. */
+static void refresh_own(distlock_client *c, distlock__connset *cs, const char *key,
+                        const char *token, const char *ttl, distlock__result *res)
+{
+    const distlock__call *calls[64];
+    distlock__result res2[64];
+    int any = 0;
+    const char *argv[3] = { key, token, ttl };
+    size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
+    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL };
+
+    for (int i = 0; i < c->n; i++) {
+        const redisReply *x = res[i].state == DISTLOCK__R_DONE ? res[i].reply : NULL;
+        calls[i] = NULL;
+        if (x && x->type == REDIS_REPLY_STRING && strcmp(x->str, token) == 0) {
+            calls[i] = &ext;
+            any = 1;
+        }
+    }
+    if (!any)
+        return;
+    distlock__round(c, cs, calls, res2, NULL, NULL);
+    for (int i = 0; i < c->n; i++) {
+        if (calls[i] == NULL)
+            continue;
+        /* The EXTEND reply ({1} or {0}) replaces the SET reply. */
+        freeReplyObject(res[i].reply);
+        res[i] = res2[i];
+        res2[i].reply = NULL;
+    }
+}
 
 int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
@@ -273,12 +311,21 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     }
     for (int a = 0; a < k; a++)
         len[a] = strlen(argv[a]);
-    distlock__call call = { fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE, nkeys, k, argv, len };
+    distlock__call call = { fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE, nkeys, k, argv, len,
+                            NULL };
+    /* The common case needs no script: SET NX with GET tells us whether we
+     * set it, or who holds it (maybe we do already: an owner's retry). */
+    const char *pargv[7] = { "SET", key, token, "NX", "PX", ttl, "GET" };
+    size_t plen[7] = { 3, len[0], strlen(token), 2, 2, strlen(ttl), 3 };
+    distlock__call plain = { -1, 0, 7, pargv, plen, &call };
+    int use_plain = !fair && !fencing && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
-        calls[i] = &call;
+        calls[i] = use_plain ? &plain : &call;
 
     uint64_t t0 = distlock__now_us();
     distlock__round(c, cs, calls, res, decide_quorum, c);
+    if (use_plain && !(flags & DISTLOCK_STRICT))
+        refresh_own(c, cs, key, token, ttl, res);
     tally t = count(res, c->n);
     int64_t fence = -1;
 
@@ -310,7 +357,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             snprintf(fv, sizeof(fv), "%" PRId64, fence);
             const char *a2[4] = { key, fk, token, fv };
             size_t l2[4] = { strlen(key), strlen(fk), strlen(token), strlen(fv) };
-            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2 };
+            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL };
             for (int i = 0; i < c->n; i++)
                 calls2[i] = verdict(&res[i]) == 1 ? &raise : NULL;
             distlock__round(c, cs, calls2, res2, decide_quorum, c);
@@ -402,7 +449,7 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len };
+    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     uint64_t t0 = distlock__now_us();
@@ -446,7 +493,7 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
     channel_name(ch, key);
     const char *argv[5] = { q, qt, key, token, ch };
     size_t len[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
-    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len };
+    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
@@ -542,7 +589,7 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
         return DISTLOCK_ENOMEM;
     const char *argv[1] = { key };
     size_t len[1] = { strlen(key) };
-    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len };
+    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL };
     calls[node] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
     const distlock__result *r = &res[node];
@@ -579,7 +626,7 @@ int distlock_force_release(distlock_client *c, const char *key, int *deleted)
         return DISTLOCK_ENOMEM;
     const char *argv[2] = { "DEL", key };
     size_t len[2] = { 3, strlen(key) };
-    distlock__call call = { -1, 0, 2, argv, len };
+    distlock__call call = { -1, 0, 2, argv, len, NULL };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);

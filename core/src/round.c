@@ -21,6 +21,9 @@
 /* A connection that has owed replies for longer than this is considered
  * hung: the node is failed at once instead of queueing more behind it. */
 #define SKIP_MAX 256
+/* Connections idle longer than this are checked for a server-side close
+ * before use. */
+#define IDLE_CHECK_US 200000u
 
 static void node_fail(distlock_client *c, distlock__conn *conn, distlock__result *r, int i,
                       int status, const char *what)
@@ -184,6 +187,26 @@ static int take_replies(distlock_client *c, distlock__conn *conn, distlock__resu
             }
             continue;
         }
+        if (rep->type == REDIS_REPLY_ERROR && !r->retried && r->call->fallback &&
+            strncmp(rep->str, "ERR syntax", 10) == 0) {
+            /* An older server without SET ... NX GET: use the script, now
+             * and for every later call of this client. */
+            freeReplyObject(rep);
+            atomic_store(&c->no_set_get, 1);
+            r->retried = 1;
+            r->call = r->call->fallback;
+            if (append_call(c, conn->ctx, r->call, 0) != 0) {
+                node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+                return -1;
+            }
+            r->expect++;
+            int done = 0;
+            if (distlock__write(conn->ctx, &done) != REDIS_OK) {
+                node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+                return -1;
+            }
+            continue;
+        }
         r->reply = rep;
         r->state = DISTLOCK__R_DONE;
     }
@@ -218,10 +241,11 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
 
     if (conn->ctx && conn->ctx->err)
         distlock__conn_close(conn);
-    if (conn->ctx && conn->skip == 0) {
+    if (conn->ctx && conn->skip == 0 && now - conn->used_us > IDLE_CHECK_US) {
         /* No reply is due on an idle connection: readable means the server
          * closed it (restart, idle timeout, CLIENT KILL). Reconnect now
-         * rather than fail this call on a dead socket. */
+         * rather than fail this call on a dead socket. A connection in
+         * steady use skips the check (one system call less per node). */
         struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
         if (poll(&pfd, 1, 0) > 0)
             distlock__conn_close(conn);
@@ -260,6 +284,7 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
         return;
     }
     r->expect++;
+    conn->used_us = now;
     r->deadline_us = now + (uint64_t)timeout_ms * 1000u;
     /* Write now: on an established connection the whole request usually
      * leaves in this one write, before we start waiting on any node. */

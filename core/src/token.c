@@ -2,6 +2,7 @@
  * no other client can guess ours and release our lock. */
 #include <errno.h>
 #include <fcntl.h>
+#include <string.h>
 #include <sys/random.h>
 #include <unistd.h>
 
@@ -30,6 +31,30 @@ uint64_t distlock__random_u64(void)
     return v;
 }
 
+/* Tokens come from a small per-thread buffer of getrandom() output, refilled
+ * 32 tokens at a time: one system call per 32 locks instead of one per lock.
+ * The buffer is dropped in a forked child, which must never hand out the
+ * tokens its parent will also use. */
+static _Thread_local unsigned char pool[512];
+static _Thread_local size_t pool_left;
+static _Thread_local pid_t pool_pid;
+
+static int token_bytes(unsigned char out[16])
+{
+    pid_t me = distlock__getpid();
+    if (pool_left < 16 || pool_pid != me) {
+        int rc = distlock__random_bytes(pool, sizeof(pool));
+        if (rc != DISTLOCK_OK)
+            return rc;
+        pool_left = sizeof(pool);
+        pool_pid = me;
+    }
+    pool_left -= 16;
+    memcpy(out, pool + pool_left, 16);
+    memset(pool + pool_left, 0, 16);  /* handed out once */
+    return DISTLOCK_OK;
+}
+
 int distlock_token_generate(char *buf, size_t size)
 {
     static const char hex[] = "0123456789abcdef";
@@ -38,7 +63,7 @@ int distlock_token_generate(char *buf, size_t size)
 
     if (buf == NULL || size < 33)
         return distlock__fail(DISTLOCK_EINVAL, "token buffer must hold at least 33 bytes");
-    if ((rc = distlock__random_bytes(raw, sizeof(raw))) != DISTLOCK_OK)
+    if ((rc = token_bytes(raw)) != DISTLOCK_OK)
         return rc;
     for (int i = 0; i < 16; i++) {
         buf[2 * i] = hex[raw[i] >> 4];
