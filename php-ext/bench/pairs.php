@@ -60,12 +60,19 @@ foreach ($sides as $name => $f) {
     $f(200, $prefix . "warm:$name:");
 }
 $time = array_fill_keys(array_keys($sides), 0.0);
+$cpu = array_fill_keys(array_keys($sides), 0.0);
+$rusage = function (): float {
+    $u = getrusage();
+    return $u['ru_utime.tv_sec'] + $u['ru_utime.tv_usec'] / 1e6 + $u['ru_stime.tv_sec'] + $u['ru_stime.tv_usec'] / 1e6;
+};
 $per = intdiv($pairs, $rounds);
 for ($round = 0; $round < $rounds; $round++) {
     foreach ($sides as $name => $f) {
         $t0 = hrtime(true);
+        $c0 = $rusage();
         $f($per, $prefix . "$round:$name:");
         $time[$name] += (hrtime(true) - $t0) / 1e9;
+        $cpu[$name] += $rusage() - $c0;
     }
 }
 $rate = [];
@@ -74,12 +81,15 @@ foreach ($time as $name => $s) {
 }
 $ratio = $rate['extension'] / $rate['seed-userland'];
 if ($json) {
+    $cpuUs = array_map(fn($c) => $c / ($per * $rounds) * 1e6, $cpu);
     echo json_encode(['pairs' => $per * $rounds, 'rounds' => $rounds, 'pairs_per_s' => $rate,
+                      'client_cpu_us_per_pair' => $cpuUs,
                       'ratio_extension_vs_seed' => $ratio, 'php' => PHP_VERSION], JSON_PRETTY_PRINT), "\n";
 } else {
     printf("lock+unlock pairs, %d per side in %d rounds, server %s\n", $per * $rounds, $rounds, $uri);
     foreach ($rate as $name => $r) {
-        printf("  %-14s %9.0f pairs/s  (%.1f us/pair)\n", $name, $r, 1e6 / $r);
+        printf("  %-14s %9.0f pairs/s  (%.1f us/pair, PHP process CPU %.1f us/pair)\n",
+               $name, $r, 1e6 / $r, $cpu[$name] / ($per * $rounds) * 1e6);
     }
     printf("  ratio extension / seed-userland: %.2f\n", $ratio);
 }

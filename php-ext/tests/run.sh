@@ -29,6 +29,22 @@ if ! grep -q "Stub hash: $stub_sha" "$ext_src/distlock_arginfo.h"; then
   exit 1
 fi
 
+# packaging/package.xml (PECL) must list exactly the extension's sources and tests.
+php -r '
+  $x = simplexml_load_file($argv[1]);
+  $x->registerXPathNamespace("p", "http://pear.php.net/dtd/package-2.0");
+  $listed = array_map("strval", $x->xpath("//p:file/@name"));
+  $dir = $argv[2];
+  $want = array_merge(glob("$dir/*.{c,h,m4}", GLOB_BRACE), ["$dir/distlock.stub.php", "$dir/README.md"],
+                      glob("$dir/tests/*.phpt"), glob("$dir/tests/fixtures/*"));
+  $want = array_map(fn($f) => substr($f, strlen($dir) + 1), $want);
+  $missing = array_diff($want, $listed);
+  $stale = array_filter($listed, fn($f) => !file_exists("$dir/$f"));
+  foreach ($missing as $f) fwrite(STDERR, "packaging/package.xml does not list php-ext/$f\n");
+  foreach ($stale as $f) fwrite(STDERR, "packaging/package.xml lists missing php-ext/$f\n");
+  exit($missing || $stale ? 1 : 0);
+' "$repo/packaging/package.xml" "$ext_src"
+
 so=$(bash "$ext_src/build.sh" | tail -n 1)
 [ -f "$so" ] || { echo "php-ext: build.sh did not produce distlock.so" >&2; exit 1; }
 
