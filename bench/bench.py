@@ -1,0 +1,441 @@
+#!/usr/bin/python3
+"""Orchestrator of bench/run.sh: runs every driver against the redis-servers
+run.sh started, repeats each measurement, and writes the table and the chart.
+
+Every figure is the median of --reps repetitions; the repetitions are
+interleaved (rep 1 of everything, then rep 2 ...) so that a noisy stretch on
+this shared machine hits every implementation alike, and every ratio is taken
+between runs of the same repetition, then the median of those ratios is shown.
+
+Standard library only (Debian's /usr/bin/python3).
+"""
+import argparse
+import datetime
+import os
+import select
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+REPO = os.path.dirname(HERE)
+now = time.monotonic_ns
+
+
+class NotRun(Exception):
+    """A configuration that could not be measured; the reason goes in the table."""
+
+
+# --------------------------------------------------------------------- redis
+def port_of(uri):
+    return uri.rsplit(":", 1)[1].split("/")[0]
+
+
+def rcli(uri, *args):
+    p = subprocess.run(["redis-cli", "-p", port_of(uri)] + [str(a) for a in args],
+                       capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise NotRun("redis-cli %s: %s" % (" ".join(map(str, args)), p.stderr.strip()))
+    return p.stdout.strip()
+
+
+def info(uri):
+    out = {}
+    for line in rcli(uri, "INFO", "everything").splitlines():
+        if ":" in line and not line.startswith("#"):
+            k, v = line.split(":", 1)
+            out[k] = v.strip()
+    return out
+
+
+# ------------------------------------------------------------ implementations
+class Impl:
+    """One front end: argv prefix, role (floor / peer / distlock), extra args
+    appended after the protocol's args, or the reason it cannot run."""
+
+    def __init__(self, name, label, role, argv=None, extra=(), why=None, env=None):
+        self.name, self.label, self.role = name, label, role
+        self.argv, self.extra, self.why, self.env = argv, list(extra), why, env
+
+    def cmd(self, mode, args):
+        if self.why:
+            raise NotRun(self.why)
+        return self.argv + [mode] + [str(a) for a in args] + self.extra
+
+
+def build_impls(a):
+    php_drv = os.path.join(HERE, "php", "driver.php")
+    py_drv = os.path.join(HERE, "python", "driver.py")
+    node_drv = os.path.join(HERE, "node", "driver.js")
+    floor = [a.floor] if a.floor else None
+    dlc = [a.distlock_c] if a.distlock_c else None
+    php_ext = ["php", "-d", "extension=" + a.php_ext, php_drv] if a.php_ext else None
+    venv_py = [os.path.join(a.venv, "bin", "python"), py_drv] if a.venv else None
+    node = ["node", node_drv] if a.node_ok else None
+
+    def mk(name, label, role, argv, tail, why, extra=()):
+        if argv is None:
+            return Impl(name, label, role, why=why or "not available")
+        return Impl(name, label, role, argv + tail, extra)
+
+    I = {}
+    for x in [
+        mk("floor", "floor: hiredis SET NX PX + EVALSHA", "floor", floor, [], a.why_floor),
+        mk("floor-notify", "notify floor: hiredis + PUBLISH/SUBSCRIBE", "floor", floor, [], a.why_floor),
+        mk("seed", "seed PHP pair on phpredis", "peer", ["php", php_drv], ["seed"], None),
+        mk("symfony", "symfony/lock RedisStore", "peer", ["php", php_drv], ["symfony"], None),
+        mk("symfony-combined", "symfony/lock CombinedStore+ConsensusStrategy", "peer",
+           ["php", php_drv], ["symfony-combined"], None),
+        mk("redis-py", "redis-py Lock (timeout 30 s)", "peer", ["/usr/bin/python3", py_drv], ["redis-py"], None),
+        mk("redlock", "node-redlock 4 + ioredis", "peer", node, ["redlock"], a.why_node),
+        mk("distlock-c", "distlock C (acquire/release)", "distlock", dlc, [], a.why_distlock_c),
+        mk("distlock-c-token", "distlock C (token pair)", "distlock", dlc, [], a.why_distlock_c, ["token"]),
+        mk("distlock-c-fair", "distlock C, DISTLOCK_FAIR", "distlock", dlc, [], a.why_distlock_c, ["fair"]),
+        mk("distlock-php-compat", "distlock PHP distributedLock/Unlock", "distlock", php_ext,
+           ["distlock-compat"], a.why_php_ext),
+        mk("distlock-php-oo", "distlock PHP Distlock\\Client", "distlock", php_ext, ["distlock-oo"], a.why_php_ext),
+        mk("distlock-py", "distlock Python package", "distlock", venv_py, ["distlock"], a.why_venv),
+    ]:
+        I[x.name] = x
+    cli = Impl("distlock-cli", "distlock CLI (`distlock run KEY -- true`)", "distlock",
+               why=None if a.cli else (a.why_cli or "not available"))
+    cli.path = a.cli
+    I[cli.name] = cli
+    return I
+
+
+# --------------------------------------------------------------- measurements
+def parse_kv(line):
+    out = {}
+    for tok in line.split():
+        if "=" in tok:
+            k, v = tok.split("=", 1)
+            out[k] = v
+    return out
+
+
+def last_line(text):
+    lines = [l for l in text.strip().splitlines() if l.strip()]
+    return lines[-1] if lines else ""
+
+
+def margin_ns(nproc):
+    return int((0.4 + 0.1 * nproc) * 1e9)
+
+
+RUN_SEQ = [0]
+
+
+def run_pairs(impl, uris, window_s):
+    RUN_SEQ[0] += 1
+    key = "bench:u:%s:%d" % (impl.name, RUN_SEQ[0])
+    if impl.name == "distlock-cli":
+        return run_cli_pairs(impl, uris, window_s, key)
+    start = now() + margin_ns(1)
+    end = start + int(window_s * 1e9)
+    argv = impl.cmd("pairs", [uris, start, end, key])
+    try:
+        p = subprocess.run(argv, capture_output=True, text=True, timeout=window_s + 60, env=impl.env)
+    except subprocess.TimeoutExpired:
+        raise NotRun("timed out")
+    kv = parse_kv(last_line(p.stdout))
+    if p.returncode != 0 or "pairs" not in kv:
+        raise NotRun("failed: " + (last_line(p.stderr) or last_line(p.stdout) or "exit %d" % p.returncode)[:160])
+    pairs, secs = int(kv["pairs"]), float(kv["secs"])
+    return {"rate": pairs / secs, "p50": float(kv["p50_us"]), "p99": float(kv["p99_us"]),
+            "errors": int(kv["errors"]), "late": int(kv["late"])}
+
+
+def run_cli_pairs(impl, uris, window_s, key):
+    """The CLI costs a process per lock: time `distlock run KEY -- true` in a loop."""
+    argv = [impl.path, "run", "--servers", uris, key, "--", "true"]
+    p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
+    if p.returncode != 0:
+        raise NotRun("failed: %s: %s" % (" ".join(argv[:2]), last_line(p.stderr)[:160]))
+    lat, errors = [], 0
+    t0 = now()
+    end = t0 + int(window_s * 1e9)
+    while now() < end:
+        t = now()
+        if subprocess.run(argv, capture_output=True).returncode != 0:
+            errors += 1
+        lat.append(now() - t)
+    secs = (now() - t0) / 1e9
+    lat.sort()
+    return {"rate": (len(lat) - errors) / secs, "p50": lat[len(lat) // 2] / 1000.0,
+            "p99": lat[int(0.99 * (len(lat) - 1))] / 1000.0, "errors": errors, "late": 0}
+
+
+def run_contend(impl, uri, nproc, hold_us, think_us, window_s):
+    RUN_SEQ[0] += 1
+    key = "bench:c:%s:%d" % (impl.name, RUN_SEQ[0])
+    tmp = tempfile.mkdtemp(prefix="bench-contend-")
+    marker = os.path.join(tmp, "marker")
+    with open(marker, "wb") as f:
+        f.write(b"\0" * 8)
+    start = now() + margin_ns(nproc)
+    end = start + int(window_s * 1e9)
+    logs = [os.path.join(tmp, "log%d" % i) for i in range(nproc)]
+    procs = []
+    for i in range(nproc):
+        argv = impl.cmd("contend", [uri, start, end, key, hold_us, think_us, logs[i], marker, i + 1])
+        procs.append(subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                      text=True, env=impl.env))
+    outs, fail = [], None
+    deadline = time.monotonic() + window_s + 60 + nproc
+    for p in procs:
+        try:
+            o, e = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+            fail = fail or "timed out"
+        if p.returncode != 0 and not fail:
+            fail = "failed: " + (last_line(e) or "exit %d" % p.returncode)[:160]
+        outs.append(parse_kv(last_line(o)))
+    if fail:
+        raise NotRun(fail)
+    ev = []
+    for i, path in enumerate(logs):
+        with open(path) as f:
+            for line in f:
+                treq, tacq, trel = map(int, line.split())
+                if start <= tacq < end:
+                    ev.append((tacq, treq, trel, i))
+        os.unlink(path)
+    os.unlink(marker)
+    os.rmdir(tmp)
+    ev.sort()
+    n = len(ev)
+    changes, waits, gaps, iv_overlaps, max_rel = 0, [], [], 0, 0
+    for j, (tacq, treq, trel, who) in enumerate(ev):
+        if j and tacq < max_rel:
+            iv_overlaps += 1
+        if j and who != ev[j - 1][3]:
+            changes += 1
+            waits.append(tacq - treq)
+            gaps.append(tacq - ev[j - 1][2])
+        max_rel = max(max_rel, trel)
+    counts = [sum(1 for e in ev if e[3] == i) for i in range(nproc)]
+    return {
+        "rate": n / window_s,
+        "changes": changes / window_s,
+        "change_frac": changes / (n - 1) if n > 1 else 0.0,
+        "wait_ms": statistics.median(waits) / 1e6 if waits else float("nan"),
+        "gap_ms": statistics.median(gaps) / 1e6 if gaps else float("nan"),
+        "minority": min(counts) / n if n and nproc > 1 else float("nan"),
+        "overlaps": iv_overlaps + sum(int(o.get("overlaps", 0)) for o in outs),
+        "late": max(int(o.get("late", 0)) for o in outs),
+        "errors": sum(int(o.get("errors", 0)) for o in outs),
+    }
+
+
+def wait_ready(p, timeout_s):
+    """First stdout line of a hold/renew driver ("ready held=N")."""
+    r, _, _ = select.select([p.stdout], [], [], timeout_s)
+    if not r:
+        raise NotRun("no 'ready' within %d s" % timeout_s)
+    line = p.stdout.readline()
+    kv = parse_kv(line)
+    if "held" not in kv:
+        raise NotRun("failed: " + (last_line(p.stderr.read()) or line.strip() or "no output")[:160])
+    return int(kv["held"])
+
+
+def stop(p):
+    """Tell a hold/renew driver to finish (a line on stdin) and collect its output."""
+    try:
+        out, err = p.communicate(input="stop\n", timeout=30)
+    except subprocess.TimeoutExpired:
+        p.kill()
+        out, err = p.communicate()
+    return out, err
+
+
+def run_hold(impl, uri, count):
+    """Redis memory per held lock: used_memory with COUNT locks held minus before."""
+    rcli(uri, "FLUSHALL")
+    before = int(info(uri)["used_memory"])
+    p = subprocess.Popen(impl.cmd("hold", [uri, count, 60000]), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=impl.env)
+    try:
+        held = wait_ready(p, 120)
+        after = int(info(uri)["used_memory"])
+        keys = int(rcli(uri, "DBSIZE"))
+    finally:
+        stop(p)
+        rcli(uri, "FLUSHALL")
+    if held != count:
+        raise NotRun("held only %d of %d" % (held, count))
+    return {"bytes": (after - before) / count, "keys": keys / count}
+
+
+def proc_cpu_s(pid):
+    """CPU time of every thread of pid, in seconds (schedstat: ns, not 10 ms ticks)."""
+    total = 0
+    for t in os.listdir("/proc/%d/task" % pid):
+        try:
+            with open("/proc/%d/task/%s/schedstat" % (pid, t)) as f:
+                total += int(f.read().split()[0])
+        except OSError:
+            pass
+    return total / 1e9
+
+
+def run_renew(impl, uri, count, ttl_ms, periods):
+    """COUNT locks kept alive for `periods` renewal periods (ttl/3 each); per
+    period: commands and read events at the server, CPU of client and server."""
+    rcli(uri, "FLUSHALL")
+    p = subprocess.Popen(impl.cmd("renew", [uri, count, ttl_ms]), stdin=subprocess.PIPE,
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=impl.env)
+    try:
+        held = wait_ready(p, 120)
+        if held != count:
+            raise NotRun("held only %d of %d" % (held, count))
+        # start half a period in, so that batch renewals never sit on the window's edges
+        time.sleep(ttl_ms / 6 / 1000.0)
+        i0, c0, t0 = info(uri), proc_cpu_s(p.pid), now()
+        time.sleep(periods * ttl_ms / 3 / 1000.0)   # the measurement window itself
+        i1, c1, t1 = info(uri), proc_cpu_s(p.pid), now()
+        alive = int(rcli(uri, "EVAL", "return #redis.call('keys', ARGV[1])", 0, "bench:renew:*"))
+    finally:
+        out, err = stop(p)
+        rcli(uri, "FLUSHALL")
+    if p.returncode not in (0, None):
+        raise NotRun("failed: " + last_line(err)[:160])
+    k = (t1 - t0) / 1e6 / (ttl_ms / 3)
+
+    def d(key):
+        return (float(i1.get(key, 0)) - float(i0.get(key, 0))) / k
+
+    def calls(inf):
+        n = 0
+        for c in ("evalsha", "eval", "fcall"):
+            v = inf.get("cmdstat_" + c, "")
+            if v.startswith("calls="):
+                n += int(v.split(",")[0][6:])
+        return n
+    return {
+        "script_calls": (calls(i1) - calls(i0)) / k,
+        "cmds": d("total_commands_processed"),
+        "reads": d("total_reads_processed"),
+        "client_cpu_ms": (c1 - c0) * 1000 / k,
+        "server_cpu_ms": (d("used_cpu_user") + d("used_cpu_sys")) * 1000,
+        "alive": alive / count,
+        "final": last_line(out),
+    }
+
+
+# ------------------------------------------------------------------ the plan
+def plan(args):
+    """(section, config id, impl name, how to run) in the order they run."""
+    U = args.uris.split(",")
+    u1, u5 = U[0], ",".join(U[:5])
+    P = []
+    for name, nodes in [("floor", 1), ("seed", 1), ("symfony", 1), ("redis-py", 1), ("redlock", 1),
+                        ("distlock-c", 1), ("distlock-c-token", 1), ("distlock-php-compat", 1),
+                        ("distlock-php-oo", 1), ("distlock-py", 1), ("distlock-cli", 1),
+                        ("floor", 5), ("symfony-combined", 5), ("redlock", 5), ("distlock-c", 5),
+                        ("distlock-c-token", 5), ("distlock-php-compat", 5), ("distlock-php-oo", 5),
+                        ("distlock-py", 5)]:
+        P.append(("pairs", (name, nodes), name, ("pairs", u1 if nodes == 1 else u5)))
+    for think in (0, 1000):
+        for name in ["floor-notify", "seed", "symfony", "redis-py", "redlock", "distlock-c",
+                     "distlock-c-fair", "distlock-php-oo", "distlock-py"]:
+            P.append(("contend", (name, think), name, ("contend", u1, 2, think)))
+    for n in (1, 8, 32):
+        for name in ["floor-notify", "redis-py", "distlock-c", "distlock-c-fair"]:
+            P.append(("contenders", (name, n), name, ("contend", u1, n, 1000)))
+    for nodes in (1, 3, 7):
+        for name in ["floor", "symfony-combined", "redlock", "distlock-c"]:
+            if nodes == 1 and name != "symfony-combined":
+                continue   # measured in the "pairs" section
+            P.append(("nodes", (name, nodes), name, ("pairs", ",".join(U[:nodes]))))
+    return P
+
+
+def median(xs):
+    xs = [x for x in xs if x == x]   # drop NaN
+    return statistics.median(xs) if xs else float("nan")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--uris", required=True, help="comma list of 7 redis:// URIs")
+    ap.add_argument("--quick", action="store_true")
+    ap.add_argument("--out", default=os.path.join(HERE, "results"))
+    ap.add_argument("--command", default="bash bench/run.sh")
+    for k in ["floor", "distlock_c", "php_ext", "venv", "cli"]:
+        ap.add_argument("--" + k.replace("_", "-"), default="")
+        ap.add_argument("--why-" + k.replace("_", "-"), default="")
+    ap.add_argument("--node-ok", action="store_true")
+    ap.add_argument("--why-node", default="")
+    ap.add_argument("--versions", default="", help="file of 'name: version' lines from run.sh")
+    ap.add_argument("--only", default="", help="comma list of sections (development): "
+                    "pairs,contend,contenders,nodes,memory,renew")
+    ap.add_argument("--pinning", default="", help="how run.sh placed servers and drivers on CPUs")
+    args = ap.parse_args()
+
+    reps = 1 if args.quick else 3
+    win = 0.5 if args.quick else 1.5          # uncontended windows
+    cwin = 0.5 if args.quick else 2.0         # contended: enough owner changes for polling peers
+    hold_n = 2000 if args.quick else 10000
+    renew_ttl, renew_periods = (1500, 4) if args.quick else (3000, 6)
+    impls = build_impls(args)
+    U = args.uris.split(",")
+    t_begin = time.monotonic()
+
+    res = {}      # (section, cfg) -> [dict per rep] ; NotRun -> reason
+    why = {}
+    only = set(args.only.split(",")) if args.only else None
+    P = [x for x in plan(args) if not only or x[0] in only]
+    for rep in range(reps):
+        for section, cfg, name, how in P:
+            if (section, cfg) in why:
+                continue
+            impl = impls[name]
+            try:
+                if how[0] == "pairs":
+                    r = run_pairs(impl, how[1], win)
+                else:
+                    r = run_contend(impl, how[1], how[2], 1000, how[3], cwin)
+                res.setdefault((section, cfg), []).append(r)
+                summary = " ".join("%s=%.4g" % (k, v) for k, v in r.items() if isinstance(v, (int, float)))
+            except NotRun as e:
+                why[(section, cfg)] = str(e)
+                summary = "not run: %s" % e
+            print("[rep %d/%d %5.0fs] %-10s %-22s %-5s %s" % (rep + 1, reps, time.monotonic() - t_begin,
+                  section, name, cfg[1], summary), flush=True)
+
+    mem, renew = {}, {}
+    for name in ["floor", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-php-oo",
+                 "distlock-py"] if not only or "memory" in only else []:
+        try:
+            mem[name] = run_hold(impls[name], U[0], hold_n)
+            print("[memory] %-20s %.1f bytes/lock" % (name, mem[name]["bytes"]), flush=True)
+        except NotRun as e:
+            mem[name] = str(e)
+            print("[memory] %-20s not run: %s" % (name, e), flush=True)
+    for rep in range(reps if not only or "renew" in only else 0):
+        for name in ["floor", "distlock-c"]:
+            try:
+                r = run_renew(impls[name], U[0], hold_n, renew_ttl, renew_periods)
+                if isinstance(renew.get(name, []), list):
+                    renew.setdefault(name, []).append(r)
+                print("[renew %d/%d] %-12s %s" % (rep + 1, reps, name, r), flush=True)
+            except NotRun as e:
+                if not isinstance(renew.get(name), list):
+                    renew[name] = str(e)
+                print("[renew] %-12s not run: %s" % (name, e), flush=True)
+    elapsed = time.monotonic() - t_begin
+
+    from report import write_report
+    write_report(args, impls, res, why, mem, renew, dict(reps=reps, win=win, cwin=cwin, hold_n=hold_n,
+                 renew_ttl=renew_ttl, renew_periods=renew_periods, elapsed=elapsed))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,171 @@
+/*
+ * distlock_bench.c -- libdistlock through its C API, same protocol as floor.c.
+ *
+ *   distlock_bench pairs   URIS START END KEY [token]
+ *       distlock_acquire(wait 0) + distlock_release + distlock_lock_free;
+ *       "token": distlock_acquire_token + distlock_release_token (the pair the
+ *       PHP compatibility functions and the CLI use).
+ *   distlock_bench contend URIS START END KEY HOLD_US THINK_US LOG MARKER ID [fair]
+ *       distlock_acquire with a 10 s wait budget (DISTLOCK_FAIR with "fair").
+ *   distlock_bench hold    URIS COUNT TTL_MS
+ *   distlock_bench renew   URIS COUNT TTL_MS   (DISTLOCK_AUTO_RENEW; on stdin
+ *       close, reports how many were found lost and checks each validity)
+ */
+#include "common.h"
+
+#include <poll.h>
+
+#include "distlock.h"
+
+static distlock_client *client(const char *uris)
+{
+    distlock_client *c = NULL;
+    int rc = distlock_client_new(&c, uris);
+    if (rc != DISTLOCK_OK) die("distlock_client_new", distlock_last_error());
+    return c;
+}
+
+static void fail(const char *what, int rc)
+{
+    fprintf(stderr, "bench: %s: %s (%s)\n", what, distlock_strerror(rc), distlock_last_error());
+    exit(1);
+}
+
+static int mode_pairs(int argc, char **argv)
+{
+    if (argc < 6) die("usage", "pairs URIS START END KEY [token]");
+    distlock_client *c = client(argv[2]);
+    int64_t start = atoll(argv[3]), end = atoll(argv[4]);
+    const char *key = argv[5];
+    int token_mode = argc > 6 && !strcmp(argv[6], "token");
+    int n = distlock_client_node_count(c);
+    char tok[33];
+    samples lat = { 0 };
+    long pairs = 0, errors = 0;
+    for (int w = 0; w < 200; w++) {
+        if (token_mode) {
+            distlock_token_generate(tok, sizeof tok);
+            int rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+            if (rc != DISTLOCK_OK) fail("warm-up acquire_token", rc);
+            distlock_release_token(c, key, tok);
+        } else {
+            distlock_lock *l = NULL;
+            int rc = distlock_acquire(c, key, 30000, 0, 0, &l);
+            if (rc != DISTLOCK_OK) fail("warm-up acquire", rc);
+            distlock_lock_free(l);
+        }
+    }
+    int late = wait_until(start);
+    int64_t t0 = now_ns(), t;
+    while ((t = now_ns()) < end) {
+        int rc;
+        if (token_mode) {
+            distlock_token_generate(tok, sizeof tok);
+            rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+            samples_add(&lat, now_ns() - t);
+            if (rc != DISTLOCK_OK) { errors++; continue; }
+            if (distlock_release_token(c, key, tok) != DISTLOCK_OK) errors++;
+        } else {
+            distlock_lock *l = NULL;
+            rc = distlock_acquire(c, key, 30000, 0, 0, &l);
+            samples_add(&lat, now_ns() - t);
+            if (rc != DISTLOCK_OK) { errors++; continue; }
+            if (distlock_release(l) != DISTLOCK_OK) errors++;
+            distlock_lock_free(l);
+        }
+        pairs++;
+    }
+    char impl[64];
+    snprintf(impl, sizeof impl, "distlock-c%s-%d", token_mode ? "-token" : "", n);
+    print_pairs(impl, pairs, t0, now_ns(), &lat, late, errors);
+    distlock_client_free(c);
+    return 0;
+}
+
+static int mode_contend(int argc, char **argv)
+{
+    if (argc < 11) die("usage", "contend URIS START END KEY HOLD_US THINK_US LOG MARKER ID [fair]");
+    distlock_client *c = client(argv[2]);
+    int64_t start = atoll(argv[3]), end = atoll(argv[4]);
+    const char *key = argv[5];
+    long hold = atol(argv[6]), think = atol(argv[7]);
+    unsigned flags = (argc > 11 && !strcmp(argv[11], "fair")) ? DISTLOCK_FAIR : 0;
+    marker m;
+    marker_open(&m, argv[9], atol(argv[10]));
+    /* connect (and load scripts) before the clock starts, as the floor does */
+    distlock_lock *l = NULL;
+    char wkey[128];
+    snprintf(wkey, sizeof wkey, "%s:warm:%s", key, argv[10]);
+    int rc = distlock_acquire(c, wkey, 10000, 0, flags, &l);
+    if (rc != DISTLOCK_OK) fail("warm-up acquire", rc);
+    distlock_lock_free(l);
+
+    cslog log = { 0 };
+    long cs = 0, errors = 0, timeouts = 0;
+    int late = wait_until(start);
+    while (now_ns() < end) {
+        int64_t treq = now_ns();
+        l = NULL;
+        rc = distlock_acquire(c, key, 10000, 10000, flags, &l);
+        if (rc == DISTLOCK_NOTACQUIRED) { timeouts++; continue; }
+        if (rc != DISTLOCK_OK) fail("acquire (wait)", rc);
+        int64_t tacq = now_ns();
+        marker_enter(&m);
+        sleep_us(hold);
+        marker_leave(&m);
+        int64_t trel = now_ns();
+        if (distlock_release(l) != DISTLOCK_OK) errors++;
+        distlock_lock_free(l);
+        cslog_add(&log, treq, tacq, trel);
+        cs++;
+        sleep_us(think);
+    }
+    cslog_write(&log, argv[8]);
+    printf("impl=distlock-c%s cs=%ld overlaps=%ld late=%d errors=%ld timeouts=%ld\n",
+           flags ? "-fair" : "", cs, m.overlaps, late, errors, timeouts);
+    distlock_client_free(c);
+    return 0;
+}
+
+static int mode_hold(int argc, char **argv, int renew)
+{
+    if (argc < 5) die("usage", "hold|renew URIS COUNT TTL_MS");
+    distlock_client *c = client(argv[2]);
+    long count = atol(argv[3]), ttl = atol(argv[4]), held = 0;
+    distlock_lock **locks = calloc((size_t)count, sizeof *locks);
+    if (!locks) die("calloc", "out of memory");
+    char key[64];
+    for (long i = 0; i < count; i++) {
+        snprintf(key, sizeof key, renew ? "bench:renew:%ld" : "bench:hold:%ld", i);
+        int rc = distlock_acquire(c, key, ttl, 0, renew ? DISTLOCK_AUTO_RENEW : 0, &locks[i]);
+        if (rc == DISTLOCK_OK) held++;
+        else if (rc < 0) fail(renew ? "acquire (auto-renew)" : "acquire", rc);
+    }
+    printf("ready held=%ld\n", held);
+    fflush(stdout);
+    struct pollfd p = { 0, POLLIN, 0 };
+    poll(&p, 1, -1);
+    if (renew) {
+        long lost = 0, expired = 0;
+        for (long i = 0; i < count; i++) {
+            if (!locks[i]) continue;
+            if (distlock_lock_lost(locks[i])) lost++;
+            if (distlock_lock_validity_ms(locks[i]) <= 0) expired++;
+        }
+        printf("impl=distlock-c lost=%ld expired=%ld\n", lost, expired);
+        fflush(stdout);
+    }
+    _exit(0);   /* keep the keys: the orchestrator inspects and flushes the servers */
+}
+
+int main(int argc, char **argv)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (argc < 2) die("usage", "distlock_bench pairs|contend|hold|renew ...");
+    if (!strcmp(argv[1], "pairs")) return mode_pairs(argc, argv);
+    if (!strcmp(argv[1], "contend")) return mode_contend(argc, argv);
+    if (!strcmp(argv[1], "hold")) return mode_hold(argc, argv, 0);
+    if (!strcmp(argv[1], "renew")) return mode_hold(argc, argv, 1);
+    die("unknown mode", argv[1]);
+    return 2;
+}

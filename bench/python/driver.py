@@ -1,0 +1,126 @@
+"""Python bench driver: the same protocol as bench/c/common.h.
+
+    python driver.py IMPL pairs   URIS START_NS END_NS KEY
+    python driver.py IMPL contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
+    python driver.py IMPL hold    URIS COUNT TTL_MS
+
+IMPL: redis-py (redis.lock.Lock, timeout 30 s, its default 0.1 s polling when
+waiting; run with Debian's /usr/bin/python3) | distlock (the distlock package,
+run with the interpreter of the venv python/build.sh made).
+"""
+import os
+import struct
+import sys
+import time
+from urllib.parse import urlparse
+
+now = time.monotonic_ns   # CLOCK_MONOTONIC, as in the C, PHP and Node drivers
+
+
+def make_impl(impl, uris):
+    """Reduce an implementation to try(key, ttl_ms) / wait(key, ttl_ms) / release(h)."""
+    nodes = [urlparse(u) for u in uris.split(",")]
+    if impl == "redis-py":
+        import redis
+        r = redis.Redis(host=nodes[0].hostname, port=nodes[0].port)
+
+        def try_(key, ttl):
+            lk = r.lock(key, timeout=ttl / 1000.0)
+            return lk if lk.acquire(blocking=False) else None
+
+        def wait(key, ttl):
+            lk = r.lock(key, timeout=ttl / 1000.0)
+            lk.acquire(blocking=True)
+            return lk
+
+        def release(lk):
+            lk.release()
+            return True
+        return try_, wait, release
+    if impl == "distlock":
+        from distlock_adapter import make_distlock
+        return make_distlock(uris)
+    raise SystemExit("unknown impl " + impl)
+
+
+def pct(v, p):
+    if not v:
+        return -1.0
+    v.sort()
+    return v[int(round(p * (len(v) - 1)))] / 1000.0
+
+
+def wait_until(t):
+    n = now()
+    if n > t:
+        return 1
+    time.sleep((t - n) / 1e9)
+    return 0
+
+
+def main():
+    impl, mode, uris = sys.argv[1], sys.argv[2], sys.argv[3]
+    try_, wait, release = make_impl(impl, uris)
+    a = sys.argv[4:]
+    if mode == "pairs":
+        start, end, key = int(a[0]), int(a[1]), a[2]
+        for _ in range(100):
+            release(try_(key, 30000))
+        late = wait_until(start)
+        lat, pairs, errors = [], 0, 0
+        t0 = now()
+        while True:
+            t = now()
+            if t >= end:
+                break
+            h = try_(key, 30000)
+            lat.append(now() - t)
+            if h is None:
+                errors += 1
+                continue
+            if not release(h):
+                errors += 1
+            pairs += 1
+        t1 = now()
+        print("impl=%s pairs=%d secs=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d"
+              % (impl, pairs, (t1 - t0) / 1e9, pct(lat, .5), pct(lat, .99), late, errors))
+    elif mode == "contend":
+        start, end, key = int(a[0]), int(a[1]), a[2]
+        hold, think, logf, markf, myid = int(a[3]) / 1e6, int(a[4]) / 1e6, a[5], a[6], int(a[7])
+        fd = os.open(markf, os.O_RDWR | os.O_CREAT, 0o600)
+        overlaps = errors = 0
+        log = []
+        late = wait_until(start)
+        while now() < end:
+            treq = now()
+            h = wait(key, 10000)
+            tacq = now()
+            v = os.pread(fd, 8, 0)
+            if len(v) == 8 and struct.unpack("q", v)[0] != 0:
+                overlaps += 1
+            os.pwrite(fd, struct.pack("q", myid), 0)
+            time.sleep(hold)
+            if struct.unpack("q", os.pread(fd, 8, 0))[0] != myid:
+                overlaps += 1
+            os.pwrite(fd, struct.pack("q", 0), 0)
+            trel = now()
+            if not release(h):
+                errors += 1
+            log.append("%d %d %d\n" % (treq, tacq, trel))
+            if think > 0:
+                time.sleep(think)
+        with open(logf, "w") as f:
+            f.writelines(log)
+        print("impl=%s cs=%d overlaps=%d late=%d errors=%d" % (impl, len(log), overlaps, late, errors))
+    elif mode == "hold":
+        count, ttl = int(a[0]), int(a[1])
+        held = [h for h in (try_("bench:hold:%d" % i, ttl) for i in range(count)) if h is not None]
+        print("ready held=%d" % len(held), flush=True)
+        sys.stdin.readline()
+        os._exit(0)   # keep the locks: the orchestrator flushes the servers
+    else:
+        raise SystemExit("unknown mode " + mode)
+
+
+if __name__ == "__main__":
+    main()

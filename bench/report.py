@@ -1,0 +1,374 @@
+"""Markdown table and gnuplot chart of one bench.py run (see bench.py)."""
+import datetime
+import math
+import os
+import shutil
+import statistics
+import subprocess
+import tempfile
+
+NAN = float("nan")
+
+
+def med(xs):
+    xs = [x for x in xs if x == x]
+    return statistics.median(xs) if xs else NAN
+
+
+def fmt(x, nd=0):
+    if x is None or x != x:
+        return "—"
+    if nd == 0:
+        return "{:,.0f}".format(x)
+    return "{:.{}f}".format(x, nd)
+
+
+def ratio(x):
+    return "—" if x is None or x != x else "%.2f×" % x
+
+
+class Results:
+    def __init__(self, res, why, impls):
+        self.res, self.why, self.impls = res, why, impls
+
+    def runs(self, section, cfg):
+        return self.res.get((section, cfg))
+
+    def value(self, section, cfg, key="rate"):
+        r = self.runs(section, cfg)
+        return med([x[key] for x in r]) if r else NAN
+
+    def paired(self, a, b, key="rate"):
+        """Median over repetitions of a/b, both from the same repetition."""
+        ra, rb = self.runs(*a), self.runs(*b)
+        if not ra or not rb:
+            return NAN
+        return med([x[key] / y[key] for x, y in zip(ra, rb) if y[key]])
+
+    def reason(self, section, cfg):
+        return self.why.get((section, cfg), "not run")
+
+    def best_peer(self, section, cfgs):
+        best, bv = None, -1
+        for c in cfgs:
+            if self.impls[c[0]].role == "peer":
+                v = self.value(section, c)
+                if v == v and v > bv:
+                    best, bv = c, v
+        return best
+
+
+def pairs_table(R, nodes, names, out):
+    sec = "pairs"
+    floor = ("floor", nodes)
+    cfgs = [(n, nodes) for n in names]
+    best = R.best_peer(sec, cfgs)
+    out.append("| implementation | lock+unlock pairs/s | × floor | × best peer | acquire p50 µs | acquire p99 µs |")
+    out.append("|---|---:|---:|---:|---:|---:|")
+    for c in cfgs:
+        label = R.impls[c[0]].label + (" *(best peer)*" if c == best else "")
+        if not R.runs(sec, c):
+            out.append("| %s | not run: %s | | | | |" % (label, R.reason(sec, c)))
+            continue
+        errs = sum(x["errors"] for x in R.runs(sec, c))
+        late = sum(x["late"] for x in R.runs(sec, c))
+        note = (" (errors: %d)" % errs if errs else "") + (" (late start)" if late else "")
+        out.append("| %s%s | %s | %s | %s | %s | %s |" % (
+            label, note, fmt(R.value(sec, c)), ratio(R.paired((sec, c), (sec, floor))),
+            ratio(R.paired((sec, c), (sec, best))) if best else "—",
+            fmt(R.value(sec, c, "p50"), 1), fmt(R.value(sec, c, "p99"), 1)))
+    return best
+
+
+def contend_table(R, think, names, out):
+    sec = "contend"
+    cfgs = [(n, think) for n in names]
+    floor = ("floor-notify", think)
+    best = R.best_peer(sec, cfgs)
+    out.append("| implementation | critical sections/s | × notify floor | × best peer | owner changes/s "
+               "| changes per release | waiter's median wait at a change, ms | release→next acquire at a change, ms "
+               "| minority share | overlaps |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|")
+    for c in cfgs:
+        label = R.impls[c[0]].label + (" *(best peer)*" if c == best else "")
+        rr = R.runs(sec, c)
+        if not rr:
+            out.append("| %s | not run: %s | | | | | | | | |" % (label, R.reason(sec, c)))
+            continue
+        late = " (late start)" if sum(x["late"] for x in rr) else ""
+        errs = sum(x["errors"] for x in rr)
+        note = late + (" (release errors: %d)" % errs if errs else "")
+        out.append("| %s%s | %s | %s | %s | %s | %s | %s | %s | %s | **%d** |" % (
+            label, note, fmt(R.value(sec, c)), ratio(R.paired((sec, c), (sec, floor))),
+            ratio(R.paired((sec, c), (sec, best))) if best else "—",
+            fmt(R.value(sec, c, "changes")), fmt(R.value(sec, c, "change_frac"), 2),
+            fmt(R.value(sec, c, "wait_ms"), 2), fmt(R.value(sec, c, "gap_ms"), 2),
+            fmt(R.value(sec, c, "minority"), 2), sum(x["overlaps"] for x in rr)))
+
+
+def cs_at(R, name, n):
+    """Critical sections/s with n contenders (n = 2 is the think-1 ms contended run)."""
+    return ("contend", (name, 1000)) if n == 2 else ("contenders", (name, n))
+
+
+def nodes_at(name, n):
+    if n in (1, 5) and name != "symfony-combined":
+        return ("pairs", (name, n))
+    if n == 5:
+        return ("pairs", (name, 5))
+    return ("nodes", (name, n))
+
+
+def write_report(args, impls, res, why, mem, renew, meta):
+    R = Results(res, why, impls)
+    day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
+    os.makedirs(args.out, exist_ok=True)
+    md_path = os.path.join(args.out, day + ("-quick" if args.quick else "") + ".md")
+    png_path = md_path[:-3] + ".png"
+    o = []
+    o.append("# distlock benchmarks, %s%s" % (day, " (--quick)" if args.quick else ""))
+    o.append("")
+    o.append("Produced by `%s` on this machine at %s UTC, in %.0f s. Every figure is the median of "
+             "%d repetitions of a %.1f s window (%.1f s for contended runs); repetitions are interleaved across implementations and "
+             "every ratio is the median of ratios taken within the same repetition (this machine is shared "
+             "and noisy: compare ratios, not absolute figures). Redis servers: the project's "
+             "`tests/harness/redis.sh` (loopback TCP, no persistence), started and stopped by the run."
+             % (args.command, datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M"),
+                meta["elapsed"], meta["reps"], meta["win"], meta["cwin"]))
+    if args.pinning:
+        o.append("")
+        o.append("CPU placement: %s." % args.pinning)
+    o.append("")
+    o.append("![chart](%s)" % os.path.basename(png_path))
+    o.append("")
+
+    # ---- targets
+    tg = []
+
+    def target(what, value, goal, ok, why_txt=""):
+        status = "—" if value != value else ("met" if ok else "**missed**")
+        tg.append("| %s | %s | %s | %s |" % (what, fmt(value, 2) if value == value else why_txt or "not measured",
+                                               goal, status))
+    P = "pairs"
+    v = R.paired((P, ("distlock-c", 1)), (P, ("floor", 1)))
+    target("C uncontended, × floor (1 node)", v, "≥ 0.95", v >= 0.95, R.reason(P, ("distlock-c", 1)))
+    v = R.paired((P, ("distlock-php-compat", 1)), (P, ("seed", 1)))
+    target("PHP extension compat pair, × seed userland (1 node)", v, "≥ 1.00", v >= 1.0,
+           R.reason(P, ("distlock-php-compat", 1)))
+    v = R.paired((P, ("distlock-php-oo", 1)), (P, ("seed", 1)))
+    target("PHP extension OO API, × seed userland (1 node)", v, "≥ 1.00", v >= 1.0,
+           R.reason(P, ("distlock-php-oo", 1)))
+    v = R.paired((P, ("distlock-py", 1)), (P, ("redis-py", 1)))
+    target("Python package, × redis-py Lock (1 node)", v, "≥ 1.60", v >= 1.6, R.reason(P, ("distlock-py", 1)))
+    v = R.paired((P, ("distlock-c", 5)), (P, ("floor", 5)))
+    target("C on 5 nodes, × parallel floor", v, "≥ 0.90", v >= 0.9, R.reason(P, ("distlock-c", 5)))
+    C = "contend"
+    for nm in ("distlock-c", "distlock-c-fair"):
+        v = R.paired((C, (nm, 1000)), (C, ("floor-notify", 1000)))
+        target("%s contended (think 1 ms), × notify floor" % nm, v, "≥ 0.90", v >= 0.9, R.reason(C, (nm, 1000)))
+        v = R.value(C, (nm, 1000), "wait_ms")
+        target("%s contended (think 1 ms), waiter's median wait at a change, ms" % nm, v, "≤ 1.00", v <= 1.0,
+               R.reason(C, (nm, 1000)))
+    v = R.value(C, ("distlock-c-fair", 0), "change_frac")
+    target("fair mode, think 0: owner changes per release", v, "> 0.50 (most releases)", v > 0.5,
+           R.reason(C, ("distlock-c-fair", 0)))
+    total_ov = sum(x["overlaps"] for k, rr in res.items() if k[0] in ("contend", "contenders") for x in rr)
+    tg.append("| mutual exclusion: overlaps over every contended run | %d | 0 | %s |"
+              % (total_ov, "met" if total_ov == 0 else "**missed**"))
+    o.append("## Targets")
+    o.append("")
+    o.append("| target | measured | goal | status |")
+    o.append("|---|---:|---|---|")
+    o += tg
+    o.append("")
+
+    # ---- uncontended
+    o.append("## (a) Uncontended lock+unlock, one process, one key")
+    o.append("")
+    o.append("Each pair: one acquire attempt that never waits, then release. Acquire latency is the acquire "
+             "call alone. The floor is a hiredis loop (`SET NX PX` + `EVALSHA` compare-and-delete); on 5 nodes "
+             "it writes each command to all 5 connections, then reads the 5 replies (one parallel round trip).")
+    o.append("")
+    o.append("### 1 node")
+    o.append("")
+    pairs_table(R, 1, ["floor", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-token",
+                       "distlock-php-compat", "distlock-php-oo", "distlock-py", "distlock-cli"], o)
+    o.append("")
+    o.append("### 5 nodes (Redlock, quorum 3)")
+    o.append("")
+    pairs_table(R, 5, ["floor", "symfony-combined", "redlock", "distlock-c", "distlock-c-token",
+                       "distlock-php-compat", "distlock-php-oo", "distlock-py"], o)
+    o.append("")
+
+    # ---- contended
+    o.append("## (b) Contended: two processes, one key, each holding 1 ms")
+    o.append("")
+    o.append("Each process loops: wait for the lock (as the library waits by default), check-and-set a shared "
+             "marker file, hold 1 ms, check the marker again, release, then think. *Waiter's wait* is, at each "
+             "owner change, the new owner's time from the start of its acquire call to getting the lock; "
+             "*release→next acquire* is the gap between the previous owner's release and that acquisition. "
+             "*Minority share* is the share of critical sections of the less lucky process (0.50 = even). "
+             "*Overlaps* counts marker violations plus overlapping [acquired, released] intervals across "
+             "processes (CLOCK_MONOTONIC in every language), summed over all repetitions: it must be 0. "
+             "How the peers wait: seed — the caller retries after `usleep(100 ms)` (the seed cannot wait); "
+             "symfony — `acquire(true)`, which polls every 100±10 ms; redis-py — `acquire(blocking=True)`, "
+             "polling every 0.1 s; node-redlock — retryDelay 200 ms ± 100 ms jitter, retryCount -1. "
+             "The notify floor publishes on release (inside the release script) and the waiter blocks on "
+             "its SUBSCRIBE connection.")
+    names = ["floor-notify", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-fair",
+             "distlock-php-oo", "distlock-py"]
+    for think, title in ((1000, "think time 1 ms after release"), (0, "think time 0 (re-acquire at once)")):
+        o.append("")
+        o.append("### " + title)
+        o.append("")
+        contend_table(R, think, names, o)
+    o.append("")
+
+    # ---- scaling
+    o.append("## (c) Scaling")
+    o.append("")
+    o.append("### Contenders on one key (hold 1 ms, think 1 ms): critical sections/s")
+    o.append("")
+    o.append("| implementation | 1 | 2 | 8 | 32 | overlaps |")
+    o.append("|---|---:|---:|---:|---:|---:|")
+    for nm in ["floor-notify", "redis-py", "distlock-c", "distlock-c-fair"]:
+        cells, ov = [], 0
+        for n in (1, 2, 8, 32):
+            sec, cfg = cs_at(R, nm, n)
+            rr = R.runs(sec, cfg)
+            cells.append(fmt(R.value(sec, cfg)) if rr else "not run: " + R.reason(sec, cfg))
+            ov += sum(x["overlaps"] for x in rr or [])
+        o.append("| %s | %s | %d |" % (impls[nm].label, " | ".join(cells), ov))
+    o.append("")
+    o.append("### Nodes (uncontended lock+unlock pairs/s; quorum N/2+1)")
+    o.append("")
+    o.append("| implementation | 1 | 3 | 5 | 7 | 7 nodes × floor |")
+    o.append("|---|---:|---:|---:|---:|---:|")
+    for nm in ["floor", "symfony-combined", "redlock", "distlock-c"]:
+        cells = []
+        for n in (1, 3, 5, 7):
+            sec, cfg = nodes_at(nm, n)
+            cells.append(fmt(R.value(sec, cfg)) if R.runs(sec, cfg) else "not run: " + R.reason(sec, cfg))
+        r7 = R.paired(("nodes", (nm, 7)), ("nodes", ("floor", 7)))
+        o.append("| %s | %s | %s |" % (impls[nm].label, " | ".join(cells), ratio(r7)))
+    o.append("")
+    o.append("### Keeping %s held locks renewed (TTL %d ms, renewed every TTL/3; %d periods measured)"
+             % ("{:,}".format(meta["hold_n"]), meta["renew_ttl"], meta["renew_periods"]))
+    o.append("")
+    o.append("Per renewal period: renewal script calls (`EVALSHA`/`EVAL`/`FCALL`), all "
+             "commands the server executed (including those run inside the scripts), read events it processed (≈ client round "
+             "trips: a pipelined batch is read in 16 KiB chunks), CPU of the client process (all threads) "
+             "and of redis-server. *Alive* is the share of the locks still present after the window "
+             "(longer than the TTL, so a lock that was not renewed is gone). The floor renews with one "
+             "pipelined batch of `EVALSHA` compare-and-`PEXPIRE` per period on one connection.")
+    o.append("")
+    o.append("| implementation | renewal calls / period | all commands / period | server read events / period "
+             "| client CPU ms / period | server CPU ms / period | alive |")
+    o.append("|---|---:|---:|---:|---:|---:|---:|")
+    for nm in ["floor", "distlock-c"]:
+        rr = renew.get(nm)
+        label = impls[nm].label + (" + DISTLOCK_AUTO_RENEW" if nm == "distlock-c" else "")
+        if not isinstance(rr, list):
+            o.append("| %s | not run: %s | | | | | |" % (label, rr or "not run"))
+            continue
+        o.append("| %s | %s | %s | %s | %s | %s | %s |" % (
+            label, fmt(med([x["script_calls"] for x in rr])), fmt(med([x["cmds"] for x in rr])), fmt(med([x["reads"] for x in rr])),
+            fmt(med([x["client_cpu_ms"] for x in rr]), 1), fmt(med([x["server_cpu_ms"] for x in rr]), 1),
+            fmt(min(x["alive"] for x in rr), 3)))
+    o.append("")
+    o.append("### Redis memory per held lock (%s locks `bench:hold:I`, 1 node, `used_memory` delta)"
+             % "{:,}".format(meta["hold_n"]))
+    o.append("")
+    o.append("| implementation | bytes per lock | keys per lock | × floor |")
+    o.append("|---|---:|---:|---:|")
+    fl = mem.get("floor")
+    for nm, m in mem.items():
+        if isinstance(m, dict):
+            o.append("| %s | %s | %s | %s |" % (impls[nm].label, fmt(m["bytes"], 1), fmt(m["keys"], 2),
+                     ratio(m["bytes"] / fl["bytes"]) if isinstance(fl, dict) else "—"))
+        else:
+            o.append("| %s | not run: %s | | |" % (impls[nm].label, m))
+    o.append("")
+
+    # ---- versions
+    o.append("## Versions")
+    o.append("")
+    if args.versions and os.path.exists(args.versions):
+        with open(args.versions) as f:
+            for line in f:
+                if line.strip():
+                    o.append("- " + line.strip())
+    o.append("")
+    with open(md_path, "w") as f:
+        f.write("\n".join(o) + "\n")
+    chart(R, png_path, day, args.quick)
+    print("\n".join(o))
+    print("\nbench: wrote %s and %s" % (md_path, png_path))
+
+
+def chart(R, png, day, quick):
+    if not shutil.which("gnuplot"):
+        print("bench: gnuplot missing, no chart")
+        return
+    d = tempfile.mkdtemp(prefix="bench-chart-")
+
+    def bars(path, rows):
+        with open(path, "w") as f:
+            for label, v in rows:
+                f.write('"%s" %s\n' % (label, "%.1f" % v if v == v else "0"))
+
+    short = {"floor": "floor", "floor-notify": "notify floor", "seed": "seed PHP", "symfony": "symfony",
+             "symfony-combined": "symfony Combined", "redis-py": "redis-py", "redlock": "node-redlock",
+             "distlock-c": "distlock C", "distlock-c-token": "distlock C token",
+             "distlock-c-fair": "distlock C fair", "distlock-php-compat": "distlock PHP compat",
+             "distlock-php-oo": "distlock PHP OO", "distlock-py": "distlock Python", "distlock-cli": "distlock CLI"}
+    bars(os.path.join(d, "p1.dat"), [(short[n], R.value("pairs", (n, 1))) for n in
+         ["floor", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-token",
+          "distlock-php-compat", "distlock-php-oo", "distlock-py"]])
+    bars(os.path.join(d, "p5.dat"), [(short[n], R.value("pairs", (n, 5))) for n in
+         ["floor", "symfony-combined", "redlock", "distlock-c", "distlock-c-token", "distlock-php-compat",
+          "distlock-php-oo", "distlock-py"]])
+    bars(os.path.join(d, "c1.dat"), [(short[n], R.value("contend", (n, 1000))) for n in
+         ["floor-notify", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-fair",
+          "distlock-php-oo", "distlock-py"]])
+    with open(os.path.join(d, "nodes.dat"), "w") as f:
+        for n in (1, 3, 5, 7):
+            f.write("%d %s\n" % (n, " ".join("%.1f" % R.value(*nodes_at(nm, n)) for nm in
+                                             ["floor", "symfony-combined", "redlock", "distlock-c"])))
+    with open(os.path.join(d, "cont.dat"), "w") as f:
+        for n in (1, 2, 8, 32):
+            f.write("%d %s\n" % (n, " ".join("%.1f" % R.value(*cs_at(R, nm, n)) for nm in
+                                             ["floor-notify", "redis-py", "distlock-c", "distlock-c-fair"])))
+    gp = """
+set terminal pngcairo size 1600,1100 font ",10"
+set output '{png}'
+set datafile missing 'nan'
+set multiplot layout 2,3 title "distlock benchmarks {day}{q} (medians; same-run comparison)"
+set style fill solid 0.8 border -1
+set boxwidth 0.7
+set grid ytics
+set xtics rotate by -40 left
+set yrange [0:*]
+set title "uncontended, 1 node: lock+unlock pairs/s"
+plot '{d}/p1.dat' using 0:2:xtic(1) with boxes lc rgb '#4477aa' notitle
+set title "uncontended, 5 nodes: pairs/s"
+plot '{d}/p5.dat' using 0:2:xtic(1) with boxes lc rgb '#228833' notitle
+set title "contended, 2 processes, hold 1 ms, think 1 ms: critical sections/s"
+plot '{d}/c1.dat' using 0:2:xtic(1) with boxes lc rgb '#cc6677' notitle
+set xtics norotate
+set title "nodes: uncontended pairs/s"
+set xlabel "nodes"
+set xtics (1,3,5,7)
+set key top right
+plot for [i=2:5] '{d}/nodes.dat' using 1:i with linespoints lw 2 title word("floor symfony-Combined node-redlock distlock-C", i-1)
+set title "contenders on one key: critical sections/s"
+set xlabel "processes"
+set logscale x 2
+set xtics (1,2,8,32)
+plot for [i=2:5] '{d}/cont.dat' using 1:i with linespoints lw 2 title word("notify-floor redis-py distlock-C distlock-C-fair", i-1)
+unset multiplot
+""".format(png=png, day=day, q=" --quick" if quick else "", d=d)
+    p = subprocess.run(["gnuplot"], input=gp, capture_output=True, text=True)
+    if p.returncode != 0:
+        print("bench: gnuplot failed: " + p.stderr.strip()[-400:])
+    shutil.rmtree(d, ignore_errors=True)
