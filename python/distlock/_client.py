@@ -115,12 +115,12 @@ class Client:
                     raise _invalid("drift_factor must be in [0, 1), got %r" % (drift_factor,))
                 _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_DRIFT_PPM,
                                           int(round(drift_factor * 1e6)))
-            for opt, value, what in ((_core.DISTLOCK_OPT_USERNAME, username, "username"),
-                                     (_core.DISTLOCK_OPT_PASSWORD, password, "password")):
-                if value is not None:
-                    if not isinstance(value, str):
-                        raise TypeError("%s must be str, not %s" % (what, type(value).__name__))
-                    _core.distlock_client_set_str(self._h, opt, value)
+            for opt, text, what in ((_core.DISTLOCK_OPT_USERNAME, username, "username"),
+                                    (_core.DISTLOCK_OPT_PASSWORD, password, "password")):
+                if text is not None:
+                    if not isinstance(text, str):
+                        raise TypeError("%s must be str, not %s" % (what, type(text).__name__))
+                    _core.distlock_client_set_str(self._h, opt, text)
         except BaseException:
             h, self._h = self._h, None
             _core.distlock_client_free(h)
@@ -196,11 +196,11 @@ class Client:
     # -- information
     @property
     def node_count(self) -> int:
-        return self._call(_core.distlock_client_node_count)
+        return int(self._call(_core.distlock_client_node_count))
 
     @property
     def quorum(self) -> int:
-        return self._call(_core.distlock_client_quorum)
+        return int(self._call(_core.distlock_client_quorum))
 
     @property
     def nodes(self) -> List[str]:
@@ -249,7 +249,7 @@ class Client:
         validity in seconds. Raises LockLost if it no longer holds it."""
         _check_key(key)
         _check_key(token, "token")
-        return self._call(_core.distlock_extend_token, key, token, _ttl_ms(ttl)) / 1000.0
+        return float(self._call(_core.distlock_extend_token, key, token, _ttl_ms(ttl))) / 1000.0
 
     @staticmethod
     def generate_token() -> str:
@@ -272,7 +272,7 @@ class Client:
         """Delete ``key`` on every node whoever holds it (administrative
         override). Returns the number of nodes it was deleted on."""
         _check_key(key)
-        return self._call(_core.distlock_force_release, key)
+        return int(self._call(_core.distlock_force_release, key))
 
 
 class Lock(contextlib.ContextDecorator):

@@ -3,7 +3,7 @@
 # raises the distlock exception registered for a negative status; the ones
 # below that return an int status can only return DISTLOCK_OK or
 # DISTLOCK_NOTACQUIRED (inspect: 1 held / 0 free).
-from typing import Optional, Tuple, Type, Dict
+from typing import Mapping, Optional, Tuple, Type
 
 class _ClientHandle: ...  # SwigPyObject wrapping distlock_client *
 class _LockHandle: ...    # SwigPyObject wrapping distlock_lock *
@@ -47,7 +47,7 @@ DISTLOCK_FAIR: int
 DISTLOCK_STRICT: int
 
 def distlock_py_set_errors(base: Type[BaseException],
-                           by_status: Dict[int, Type[BaseException]]) -> None: ...
+                           by_status: Mapping[int, Type[BaseException]]) -> None: ...
 
 def distlock_version_number() -> int: ...
 def distlock_version_string() -> str: ...

@@ -8,7 +8,9 @@
 #     into another fresh venv
 #  3. the README example run by each of the three installs against a
 #     throwaway redis-server
-#  4. pytest (its fixtures start and stop their own redis-servers); its
+#  4. type hints: mypy's stubtest (the .pyi matches the SWIG module) and
+#     mypy --strict on the package and on a typed user example
+#  5. pytest (its fixtures start and stop their own redis-servers); its
 #     summary is the last thing printed. Exits non-zero on any failure.
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)   # python/
@@ -64,6 +66,12 @@ for v in venv-debian venv-wheel venv-src; do
   echo "$v: example ok ($("$tmp/$v/bin/python" -c 'import sys; print(sys.version.split()[0], sys.executable)'))"
 done
 bash "$redis_sh" stop "$tmp/redis"
+
+step "type hints: stubtest of _core.pyi against the module, mypy --strict"
+bash "$root/scripts/deps.sh" mypy
+(cd "$tmp" && "$tmp/venv-debian/bin/python" -m mypy.stubtest distlock._core)
+(cd "$tmp" && "$tmp/venv-debian/bin/python" -m mypy --strict --no-incremental -p distlock \
+   && "$tmp/venv-debian/bin/python" -m mypy --strict --no-incremental "$here/tests/typing_example.py")
 
 step "pytest (Debian python3 venv)"
 cd "$here/tests"

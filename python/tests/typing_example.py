@@ -1,0 +1,34 @@
+"""Type-checked by run.sh with mypy --strict against the installed package
+(py.typed, _core.pyi): user code written against the public API must check
+cleanly. Not run; not a pytest module."""
+from typing import Optional
+
+import distlock
+
+
+def use(servers: str) -> Optional[int]:
+    with distlock.Client([servers], connect_timeout=0.5, retry_max=0.05) as c:
+        lk: distlock.Lock = c.lock("k", ttl=3, wait=1.0, fencing=True, auto_renew=True)
+        if not lk.acquire(blocking=False):
+            return None
+        try:
+            token: Optional[str] = lk.token
+            validity: float = lk.extend(5)
+            lost: bool = lk.lost or lk.held or validity > 0 or token is None
+            fence: Optional[int] = lk.fence
+            return fence if not lost else None
+        except distlock.LockLost as e:
+            status: Optional[int] = e.status
+            return status
+        finally:
+            lk.release()
+
+
+def decorated(c: distlock.Client) -> int:
+    @c.lock("job", ttl=10)
+    def job(x: int) -> int:
+        return x * 2
+
+    held = c.inspect("job")
+    left: Optional[float] = held[1] if held is not None else None
+    return job(21) + (0 if left is None else 1) + c.force_release("job")
