@@ -67,6 +67,7 @@ bash "$harness" start "$work/redlock" 3 >/dev/null
 
 export DISTLOCK_TEST_REDIS=$(bash "$harness" uris "$work/single")
 export DISTLOCK_TEST_REDLOCK=$(bash "$harness" uris "$work/redlock")
+export DISTLOCK_TEST_REDIS_SOCK=$(ls "$work"/single/redis-*.sock | head -n 1)
 export DISTLOCK_EXT_SO=$so
 export TEST_PHP_EXECUTABLE=$(command -v php)
 export TEST_PHP_CGI_EXECUTABLE=$(command -v php-cgi)
