@@ -107,14 +107,14 @@ class Client:
                     (_core.DISTLOCK_OPT_RETRY_MIN_MS, retry_min, "retry_min"),
                     (_core.DISTLOCK_OPT_RETRY_MAX_MS, retry_max, "retry_max")):
                 if value is not None:
-                    _core.distlock_client_set(self._h, opt, _seconds_to_ms(value, what))
+                    self._set(opt, _seconds_to_ms(value, what), what, value)
             if drift_factor is not None:
                 if isinstance(drift_factor, bool) or not isinstance(drift_factor, (int, float)):
                     raise TypeError("drift_factor must be a number")
                 if not 0 <= drift_factor < 1:
                     raise _invalid("drift_factor must be in [0, 1), got %r" % (drift_factor,))
-                _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_DRIFT_PPM,
-                                          int(round(drift_factor * 1e6)))
+                self._set(_core.DISTLOCK_OPT_DRIFT_PPM, int(round(drift_factor * 1e6)),
+                          "drift_factor", drift_factor)
             for opt, text, what in ((_core.DISTLOCK_OPT_USERNAME, username, "username"),
                                     (_core.DISTLOCK_OPT_PASSWORD, password, "password")):
                 if text is not None:
@@ -125,6 +125,13 @@ class Client:
             h, self._h = self._h, None
             _core.distlock_client_free(h)
             raise
+
+    def _set(self, opt: int, ms: int, what: str, value: Any) -> None:
+        try:
+            _core.distlock_client_set(self._h, opt, ms)
+        except InvalidArgument as e:  # name the Python option, not its C number
+            raise InvalidArgument(e.message, e.status,
+                                  "%s=%r: %s" % (what, value, e.detail)) from None
 
     # -- in-flight accounting: close() must not free the C client under a
     #    call that another thread is making with the GIL released.

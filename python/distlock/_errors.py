@@ -19,12 +19,14 @@ class Error(Exception):
 
     ``status`` is the C library's status code (a negative ``DISTLOCK_E*``
     value, or ``None`` for errors raised by the Python layer itself) and
-    ``detail`` the library's detail message (may be empty).
+    ``detail`` the library's detail message (may be empty); ``message`` is
+    the text without the detail.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, detail: str = "") -> None:
         text = "%s: %s" % (message, detail) if detail else message
         super().__init__(text)
+        self.message = message
         self.status = status
         self.detail = detail
 

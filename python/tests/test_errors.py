@@ -67,6 +67,8 @@ def test_bad_options():
         distlock.Client("redis://127.0.0.1:1", connect_timeout=-1)
     with pytest.raises(distlock.InvalidArgument):
         distlock.Client("redis://127.0.0.1:1", drift_factor=2)
+    with pytest.raises(distlock.InvalidArgument, match="command_timeout=0"):
+        distlock.Client("redis://127.0.0.1:1", command_timeout=0)  # range checked in C
     with pytest.raises(TypeError):
         distlock.Client("redis://127.0.0.1:1", password=123)
 

@@ -43,3 +43,14 @@ def test_unix_socket_uri(server, r, key):
     with distlock.Client("unix://" + server.sock) as c:
         with c.lock(key, ttl=10) as lk:
             assert r.get(key) == lk.token
+
+
+def test_fencing_increases_across_owners_on_three_nodes(three, key):
+    uris = [s.uri for s in three]
+    fences = []
+    with distlock.Client(uris) as a, distlock.Client(uris) as b:
+        for c in (a, b, a, b, a):
+            with c.lock(key, ttl=10, fencing=True) as lk:
+                fences.append(lk.fence)
+    assert all(isinstance(f, int) for f in fences)
+    assert all(x < y for x, y in zip(fences, fences[1:])), fences
