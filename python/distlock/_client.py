@@ -83,7 +83,7 @@ class Client:
                  drift_factor: Optional[float] = None, drift_min: Optional[float] = None,
                  retry_min: Optional[float] = None, retry_max: Optional[float] = None,
                  username: Optional[str] = None, password: Optional[str] = None) -> None:
-        self._h = None
+        self._h: Any = None
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
         self._busy = 0
