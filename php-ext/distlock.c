@@ -684,7 +684,7 @@ PHP_METHOD(Distlock_Client, lock)
         Z_PARAM_LONG(flags)
     ZEND_PARSE_PARAMETERS_END();
 
-    if (!timeout_null && !dl_seconds_to_ms(3, timeout, 0, LONG_MAX / 2, &wait_ms)) {
+    if (!timeout_null && !dl_seconds_to_ms(3, timeout, 0, DISTLOCK_TTL_MAX, &wait_ms)) {
         RETURN_THROWS();
     }
     dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, wait_ms, flags, true, timeout);

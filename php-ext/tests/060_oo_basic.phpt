@@ -124,7 +124,7 @@ ttl 0: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be betwee
 ttl NAN: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be between 0.001 and 2147483.647 seconds
 ttl huge: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be between 0.001 and 2147483.647 seconds
 bad flags: ValueError: Distlock\Client::tryLock(): Argument #3 ($flags) must be 0 or a combination of Client::FENCING and Client::AUTO_RENEW
-timeout -1: ValueError: Distlock\Client::lock(): Argument #3 ($timeout) must be between 0.000 and %s seconds
+timeout -1: ValueError: Distlock\Client::lock(): Argument #3 ($timeout) must be between 0.000 and 2147483.647 seconds
 bad option: ValueError: Distlock\Client::__construct(): Argument #2 ($options) has an unknown option "nope" (known: connect_timeout_ms, command_timeout_ms, username, password)
 bad type: TypeError: Distlock\Client::__construct(): Argument #2 ($options) option "connect_timeout_ms" must be of type int, string given
 bad uri: Distlock\ConfigurationException: distlock: invalid servers (distlock.servers or Client's $servers): %s
