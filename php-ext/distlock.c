@@ -138,9 +138,9 @@ static void dl_throw_held(zend_string *msg)
  * closes idle clients) while the worker sleeps, the first command written on
  * the dead socket fails with ECONN although the server never saw it, and the
  * core reconnects on the next call. So every call retries once on ECONN. That
- * is safe: generated tokens are unique, so a retried acquire that finds its
- * own token would only refresh it; with a caller's token the retry is STRICT
- * like the first try; release and extend are compare-and-set. */
+ * is safe: a retried acquire with a generated (unique) token that finds its
+ * own token only refreshes it; with a caller's token the retry is STRICT like
+ * the first try; release and extend are compare-and-set. */
 #define DL_RETRY_ONCE(st, call) do { (st) = (call); if ((st) == DISTLOCK_ECONN) (st) = (call); } while (0)
 
 /* ------------------------------------------------------- argument checks */
@@ -308,6 +308,7 @@ PHP_FUNCTION(distributedLock)
     zend_string *tip = NULL;
     char tok[DISTLOCK_TOKEN_MAX + 1];
     const char *token;
+    bool generated = false;
     distlock_client *c;
     int st;
 
@@ -347,14 +348,23 @@ PHP_FUNCTION(distributedLock)
             RETURN_THROWS();
         }
         token = tok;
+        generated = true;
     }
 
     if ((c = dl_ini_client()) == NULL) {
         RETURN_THROWS();
     }
     /* STRICT: plain SET NX like the seed, so a second call with the same
-     * explicit $random throws as it does there. */
-    DL_RETRY_ONCE(st, distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token, DISTLOCK_STRICT, NULL));
+     * explicit $random throws as it does there. The retry after a connection
+     * error drops STRICT for a generated token: if the first try did reach
+     * Redis and only its reply was lost, the key holds our unique token and
+     * the retry takes it over instead of reporting it as held by someone. */
+    st = distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token, DISTLOCK_STRICT, NULL);
+    if (st == DISTLOCK_ECONN) {
+        st = distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token,
+                                    generated ? 0 : DISTLOCK_STRICT,
+                                    NULL);
+    }
     if (st == DISTLOCK_NOTACQUIRED) {
         zend_string *msg;
 
