@@ -224,7 +224,10 @@ class bdist_wheel_fallback(Command):
                     info.compress_type = zipfile.ZIP_DEFLATED
                     z.writestr(info, data)
                 record.append("%s/RECORD,," % distinfo)
-                z.writestr("%s/RECORD" % distinfo, "\n".join(record) + "\n")
+                info = zipfile.ZipInfo("%s/RECORD" % distinfo, date_time=(1980, 1, 1, 0, 0, 0))
+                info.external_attr = 0o644 << 16
+                info.compress_type = zipfile.ZIP_DEFLATED
+                z.writestr(info, "\n".join(record) + "\n")
         print("distlock: wrote %s" % whl)
 
 
