@@ -2,7 +2,7 @@
 # Build and run the C test suite of the core library:
 #   1. build/       normal build (RelWithDebInfo), ctest
 #   2. build-asan/  -DDISTLOCK_SANITIZE=address,undefined, ctest
-#   3. build-tsan/  -DDISTLOCK_SANITIZE=thread, the threaded test
+#   3. build-tsan/  -DDISTLOCK_SANITIZE=thread, the tests that use threads
 #   4. valgrind over a few binaries of build/
 # Every test binary starts and stops its own redis-servers (tests/harness).
 # Exits non-zero if anything fails.
@@ -72,12 +72,13 @@ stage_asan() {
 stage_tsan() {
   local b=$root/build-tsan
   mkdir -p "$b"
-  configure_build "$b" test_threads -- -DCMAKE_BUILD_TYPE=Debug \
+  configure_build "$b" test_threads test_wait test_renew test_reentrant -- -DCMAKE_BUILD_TYPE=Debug \
     -DDISTLOCK_SANITIZE=thread -DDISTLOCK_BUILD_CLI=OFF -DDISTLOCK_BUILD_PHP=OFF || return 1
-  log "test_threads under ThreadSanitizer"
+  log "threaded tests under ThreadSanitizer"
   (cd "$b/tests" && \
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
-    DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 ctest --output-on-failure -R '^test_threads$')
+    DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
+    ctest --output-on-failure -R '^test_(threads|wait|renew|reentrant)$')
 }
 
 stage_valgrind() {
@@ -97,7 +98,7 @@ for s in $stages; do
   case $s in
     normal) run_stage "ctest (normal build)" stage_normal ;;
     asan) run_stage "ctest (ASan+UBSan)" stage_asan ;;
-    tsan) run_stage "test_threads (TSan)" stage_tsan ;;
+    tsan) run_stage "threaded tests (TSan)" stage_tsan ;;
     valgrind) run_stage "valgrind (test_single, test_badinput)" stage_valgrind ;;
     *) echo "run-c-tests.sh: unknown stage $s" >&2; exit 2 ;;
   esac

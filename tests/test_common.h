@@ -37,6 +37,7 @@
 /* Start/stop a cluster of N nodes as the cmocka group state. */
 #define DEFINE_GROUP(N)                                                       \
     static int group_setup(void **state) {                                    \
+        setvbuf(stdout, NULL, _IOLBF, 0);                                     \
         rh_cluster *rc = rh_start(N);                                         \
         if (!rc) return -1;                                                   \
         *state = rc;                                                          \

@@ -62,41 +62,6 @@ static void child_init(void)
 
 #define CHILD_CHECK(cond, code) do { if (!(cond)) _exit(code); } while (0)
 
-/* Client ids connected to node 0 (from CLIENT LIST), skipping connections
- * whose last command is one the harness itself sends (GET, PTTL, ...). */
-static int client_ids(rh_cluster *rc, long long *ids, int max, int lib_only)
-{
-    static const char *harness_cmds[] = { "get", "pttl", "client|id", "client|list", "select",
-                                          "ping", "info", "del", "set", "NULL", NULL };
-    redisReply *r = rh_command(rc, 0, 0, "CLIENT LIST");
-    int n = 0;
-    if (!r) return -1;
-    if (r->type == REDIS_REPLY_STRING) {
-        char *save = NULL;
-        for (char *line = strtok_r(r->str, "\n", &save); line && n < max;
-             line = strtok_r(NULL, "\n", &save)) {
-            const char *id = strstr(line, "id="), *cmd = strstr(line, " cmd=");
-            if (!id || !cmd) continue;
-            cmd += 5;
-            int skip = 0;
-            for (int i = 0; lib_only && harness_cmds[i]; i++) {
-                size_t len = strlen(harness_cmds[i]);
-                if (strncmp(cmd, harness_cmds[i], len) == 0 && (cmd[len] == ' ' || cmd[len] == '\0'))
-                    skip = 1;
-            }
-            if (!skip) ids[n++] = strtoll(id + 3, NULL, 10);
-        }
-    }
-    freeReplyObject(r);
-    return n;
-}
-
-static int id_in(long long id, const long long *ids, int n)
-{
-    for (int i = 0; i < n; i++) if (ids[i] == id) return 1;
-    return 0;
-}
-
 static void test_fork_child_uses_own_connection(void **state)
 {
     rh_cluster *rc = *state;
@@ -107,9 +72,9 @@ static void test_fork_child_uses_own_connection(void **state)
     char ptok[64];
     snprintf(ptok, sizeof ptok, "%s", distlock_lock_token(pl));
 
-    long long before[256];
-    int nbefore = client_ids(rc, before, 256, 0);
-    assert_true(nbefore >= 1);
+    long long before[512];
+    int nbefore = rh_lib_conn_ids(rc, 0, NULL, before, 512);
+    assert_true(nbefore >= 1);   /* the parent's own connection */
 
     fflush(NULL);
     pid_t pid = fork();
@@ -121,12 +86,7 @@ static void test_fork_child_uses_own_connection(void **state)
         CHILD_CHECK(rh_get(rc, 0, 0, "child", buf, sizeof buf) == 1 &&
                     strcmp(buf, distlock_lock_token(cl)) == 0, CH_KEY);
         /* A connection that was not there before the fork did the work. */
-        long long after[256];
-        int nafter = client_ids(rc, after, 256, 1);
-        int fresh = 0;
-        for (int i = 0; i < nafter; i++)
-            if (!id_in(after[i], before, nbefore)) fresh++;
-        CHILD_CHECK(fresh >= 1, CH_NEWCONN);
+        CHILD_CHECK(rh_new_lib_conns(rc, 0, NULL, before, nbefore) >= 1, CH_NEWCONN);
         CHILD_CHECK(distlock_release(cl) == DISTLOCK_OK, CH_RELEASE);
         distlock_lock_free(cl);
         /* The parent's handle: readable, but not releasable or extendable here. */

@@ -7,48 +7,6 @@
 
 DEFINE_GROUP(1)
 
-/* Connections of node 0 whose last command is not one the harness sends
- * (so: the library's), as ids. */
-static int lib_conn_ids(rh_cluster *rc, long long *ids, int max)
-{
-    static const char *harness_cmds[] = { "get", "pttl", "client|list", "select", "ping", "info",
-                                          "del", "set", "flushall", "script|flush", "NULL", NULL };
-    redisReply *r = rh_command(rc, 0, 0, "CLIENT LIST");
-    int n = 0;
-    if (!r) return -1;
-    if (r->type == REDIS_REPLY_STRING) {
-        char *save = NULL;
-        for (char *line = strtok_r(r->str, "\n", &save); line && n < max;
-             line = strtok_r(NULL, "\n", &save)) {
-            const char *id = strstr(line, "id="), *cmd = strstr(line, " cmd=");
-            if (!id || !cmd) continue;
-            cmd += 5;
-            int skip = 0;
-            for (int i = 0; harness_cmds[i]; i++) {
-                size_t len = strlen(harness_cmds[i]);
-                if (strncmp(cmd, harness_cmds[i], len) == 0 && (cmd[len] == ' ' || cmd[len] == '\0'))
-                    skip = 1;
-            }
-            if (!skip) ids[n++] = strtoll(id + 3, NULL, 10);
-        }
-    }
-    freeReplyObject(r);
-    return n;
-}
-
-/* Number of library connections not in `before`. */
-static int fresh_conns(rh_cluster *rc, const long long *before, int nbefore)
-{
-    long long now[256];
-    int n = lib_conn_ids(rc, now, 256), fresh = 0;
-    for (int i = 0; i < n; i++) {
-        int old = 0;
-        for (int j = 0; j < nbefore; j++) old |= now[i] == before[j];
-        fresh += !old;
-    }
-    return fresh;
-}
-
 struct waiter {
     distlock_client *c;
     const char *key;
@@ -89,8 +47,8 @@ static void test_wakeup_on_release(void **state)
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(holder, "wk", 30000, 0, 0, &l), DISTLOCK_OK);
 
-    long long before[256];
-    int nbefore = lib_conn_ids(rc, before, 256);
+    long long before[512];
+    int nbefore = rh_lib_conn_ids(rc, 0, NULL, before, 512);
     distlock_client *wc = new_client(rh_uris(rc));
     /* Re-checks far apart: only a notification can wake the waiter quickly. */
     assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 3000), DISTLOCK_OK);
@@ -99,7 +57,8 @@ static void test_wakeup_on_release(void **state)
     pthread_t t;
     assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
     /* The waiter has tried once (its own connection shows up on the server). */
-    assert_true(RH_WAIT_UNTIL(fresh_conns(rc, before, nbefore) >= 1, 10000));
+    assert_true(RH_WAIT_UNTIL(rh_new_lib_conns(rc, 0, "set", before, nbefore) +
+                              rh_new_lib_conns(rc, 0, "eval", before, nbefore) >= 1, 10000));
     assert_int_equal(rh_get(rc, 0, 0, "wk", NULL, 0), 1);
 
     long long t_rel = rh_now_ms();
@@ -223,16 +182,17 @@ static void test_fair_order(void **state)
     pthread_t t[W];
     distlock_client *wc[W];
     for (int i = 0; i < W; i++) {
-        long long before[256];
-        int nbefore = lib_conn_ids(rc, before, 256);
+        long long before[512];
+        int nbefore = rh_lib_conn_ids(rc, 0, NULL, before, 512);
         wc[i] = new_client(rh_uris(rc));
         w[i] = (struct waiter){ .c = wc[i], .key = "fair", .ttl = 30000, .wait = 30000,
                                 .flags = DISTLOCK_FAIR, .id = i, .mu = &mu, .order = order,
                                 .norder = &norder, .release_after = 1 };
         assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
-        /* Arrived: its connection has sent a command to the server. */
-        assert_true(RH_WAIT_UNTIL(fresh_conns(rc, before, nbefore) >= 1, 10000));
+        /* Arrived: its connection has run the fair-queue script on the server. */
+        assert_true(RH_WAIT_UNTIL(rh_new_lib_conns(rc, 0, "eval", before, nbefore) >= 1, 10000));
     }
+    long long t_rel = rh_now_ms();
     assert_rc(distlock_release(l), DISTLOCK_OK);
     for (int i = 0; i < W; i++) pthread_join(t[i], NULL);
     assert_int_equal(norder, W);
@@ -243,6 +203,8 @@ static void test_fair_order(void **state)
     for (int i = 0; i < W; i++) {
         assert_rc(w[i].rc, DISTLOCK_OK);
         if (order[i] != i) {
+            for (int j = 0; j < W; j++)
+                print_error("waiter %d: rc %d, done at +%lld ms\n", j, w[j].rc, w[j].t_done - t_rel);
             print_error("fair waiters served in order %s, not in arrival order\n", got);
             fail();
         }

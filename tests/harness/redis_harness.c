@@ -260,6 +260,9 @@ redisContext *rh_connect(const rh_cluster *rc, int i, int db)
     if (i < 0 || i >= rc->n || rc->node[i].pid <= 0) return NULL;
     redisContext *ctx = connect_port(rc->node[i].port, 2000);
     if (!ctx) return NULL;
+    /* Named, so tests can tell the library's connections from ours in CLIENT LIST. */
+    redisReply *n = redisCommand(ctx, "CLIENT SETNAME " RH_CLIENT_NAME);
+    if (n) freeReplyObject(n);
     if (db != 0) {
         redisReply *r = redisCommand(ctx, "SELECT %d", db);
         int ok = r && r->type == REDIS_REPLY_STATUS;
@@ -343,6 +346,38 @@ int rh_count_holding(const rh_cluster *rc, const char *key, const char *token)
             count++;
     }
     return count;
+}
+
+int rh_lib_conn_ids(const rh_cluster *rc, int i, const char *cmd_prefix, long long *ids, int max)
+{
+    redisReply *r = rh_command(rc, i, 0, "CLIENT LIST");
+    int n = 0;
+    if (!r) return -1;
+    if (r->type == REDIS_REPLY_STRING) {
+        char *save = NULL;
+        for (char *line = strtok_r(r->str, "\n", &save); line && n < max;
+             line = strtok_r(NULL, "\n", &save)) {
+            const char *id = strstr(line, "id="), *cmd = strstr(line, " cmd=");
+            if (!id || !cmd || strstr(line, " name=" RH_CLIENT_NAME " ")) continue;
+            if (cmd_prefix && strncmp(cmd + 5, cmd_prefix, strlen(cmd_prefix)) != 0) continue;
+            ids[n++] = strtoll(id + 3, NULL, 10);
+        }
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+int rh_new_lib_conns(const rh_cluster *rc, int i, const char *cmd_prefix,
+                     const long long *before, int nbefore)
+{
+    long long now[512];
+    int n = rh_lib_conn_ids(rc, i, cmd_prefix, now, 512), fresh = 0;
+    for (int k = 0; k < n; k++) {
+        int old = 0;
+        for (int j = 0; j < nbefore; j++) old |= now[k] == before[j];
+        fresh += !old;
+    }
+    return fresh;
 }
 
 int rh_debug_sleep(const rh_cluster *rc, int i, long ms)

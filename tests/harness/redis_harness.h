@@ -51,6 +51,9 @@ int rh_heal(rh_cluster *rc);
 const char *rh_uris(const rh_cluster *rc);
 const char *rh_uris_mask(const rh_cluster *rc, unsigned mask, char *buf, size_t size);
 
+/* Connection name the harness gives its own connections. */
+#define RH_CLIENT_NAME "rh-harness"
+
 /* A fresh hiredis connection to node i, database db (caller frees). NULL on error. */
 redisContext *rh_connect(const rh_cluster *rc, int i, int db);
 /* Run one command on node i / db; returns the reply (caller frees) or NULL. */
@@ -66,6 +69,14 @@ int rh_set(const rh_cluster *rc, int i, int db, const char *key, const char *val
 int rh_del(const rh_cluster *rc, int i, int db, const char *key);
 int rh_script_flush(const rh_cluster *rc, int i);
 int rh_flushall(const rh_cluster *rc, int i);
+/* Ids of node i's client connections that are not the harness's own and
+ * whose last command starts with cmd_prefix (NULL: any command, including
+ * none yet). Returns how many were stored in ids (at most max), -1 on error. */
+int rh_lib_conn_ids(const rh_cluster *rc, int i, const char *cmd_prefix, long long *ids, int max);
+/* How many such connections are not listed in before[0..nbefore). */
+int rh_new_lib_conns(const rh_cluster *rc, int i, const char *cmd_prefix,
+                     const long long *before, int nbefore);
+
 /* Number of nodes (among the running ones) where key holds exactly `token`
  * (token NULL: holds anything). */
 int rh_count_holding(const rh_cluster *rc, const char *key, const char *token);

@@ -1,0 +1,161 @@
+/* test_renew.c -- DISTLOCK_AUTO_RENEW: the watchdog keeps a short lease
+ * alive, and reports a lock found lost (flag, callback, event fd). */
+#include "test_common.h"
+
+#include <poll.h>
+#include <stdatomic.h>
+#include <unistd.h>
+
+DEFINE_GROUP(3)
+
+struct lost_rec {
+    atomic_int calls;
+    distlock_lock *seen;
+};
+
+static void on_lost(distlock_lock *l, void *arg)
+{
+    struct lost_rec *r = arg;
+    r->seen = l;
+    atomic_fetch_add(&r->calls, 1);
+}
+
+static int fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+/* Held for several TTLs: the key is there, with our token, all along. */
+static void test_auto_renew_keeps_lock(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "ar", 300, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    const char *tok = distlock_lock_token(l);
+    long long start = rh_now_ms(), checks = 0;
+    /* Observe the key for 1.6 s (over 5 TTLs): it must never be missing on a quorum. */
+    while (rh_now_ms() - start < 1600) {
+        int held = rh_count_holding(rc, "ar", tok);
+        if (held < 2) {
+            print_error("after %lld ms the lock is on %d node(s) only\n", rh_now_ms() - start, held);
+            fail();
+        }
+        checks++;
+        rh_sleep_ms(20);
+    }
+    assert_true(checks > 10);
+    assert_int_equal(rh_count_holding(rc, "ar", tok), 3);
+    assert_int_equal(distlock_lock_lost(l), 0);
+    assert_true(distlock_lock_validity_ms(l) > 0);
+    /* Another client can't take it meanwhile. */
+    distlock_client *c2 = new_client(rh_uris(rc));
+    distlock_lock *l2 = NULL;
+    assert_rc(distlock_acquire(c2, "ar", 300, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "ar", NULL), 0);
+    /* Released: renewal stopped, the key does not come back. */
+    assert_rc(distlock_acquire(c2, "ar", 30000, 0, 0, &l2), DISTLOCK_OK);
+    start = rh_now_ms();
+    while (rh_now_ms() - start < 500) {
+        assert_int_equal(rh_count_holding(rc, "ar", distlock_lock_token(l2)), 3);
+        rh_sleep_ms(20);
+    }
+    distlock_lock_free(l2);
+    distlock_lock_free(l);
+    distlock_client_free(c2);
+    distlock_client_free(c);
+}
+
+/* Deleted behind its back: found lost within a bounded time; the flag, the
+ * callback and the client's event fd all say so. */
+static void test_auto_renew_detects_loss(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    int fd = distlock_client_lost_fd(c);
+    assert_true(fd >= 0);
+    assert_false(fd_readable(fd, 0));
+    distlock_lock *l = NULL, *keep = NULL;
+    struct lost_rec rec = { 0 };
+    assert_rc(distlock_acquire(c, "arl", 600, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    assert_rc(distlock_lock_on_lost(l, on_lost, &rec), DISTLOCK_OK);
+    /* A second renewed lock that stays fine. */
+    assert_rc(distlock_acquire(c, "ark", 600, 0, DISTLOCK_AUTO_RENEW, &keep), DISTLOCK_OK);
+
+    /* Another owner takes the key on every node. */
+    for (int i = 0; i < 3; i++) assert_int_equal(rh_set(rc, i, 0, "arl", "thief", 60000), 0);
+    long long t0 = rh_now_ms();
+    assert_true(RH_WAIT_UNTIL(distlock_lock_lost(l) == 1, 5000));
+    printf("# loss noticed after %lld ms (ttl 600)\n", rh_now_ms() - t0);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&rec.calls) >= 1, 2000));
+    assert_ptr_equal(rec.seen, l);
+    assert_true(fd_readable(fd, 2000));
+    uint64_t v = 0;
+    assert_int_equal(read(fd, &v, sizeof v), (ssize_t)sizeof v);
+    assert_true(v >= 1);
+    assert_int_equal(distlock_lock_validity_ms(l), 0);
+    /* The thief's key is untouched, and the callback fires once only. */
+    assert_int_equal(rh_count_holding(rc, "arl", "thief"), 3);
+    long long t1 = rh_now_ms();
+    while (rh_now_ms() - t1 < 700) rh_sleep_ms(50);
+    assert_int_equal(atomic_load(&rec.calls), 1);
+    assert_int_equal(rh_count_holding(rc, "arl", "thief"), 3);
+    assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
+    assert_fails(distlock_extend(l, 1000), DISTLOCK_ENOTOWNER);
+    assert_int_equal(rh_count_holding(rc, "arl", "thief"), 3);
+
+    /* The other lock kept going. */
+    assert_int_equal(distlock_lock_lost(keep), 0);
+    assert_int_equal(rh_count_holding(rc, "ark", distlock_lock_token(keep)), 3);
+    assert_rc(distlock_release(keep), DISTLOCK_OK);
+    distlock_lock_free(keep);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* Deleted (not taken): also lost, and the watchdog must not resurrect it. */
+static void test_auto_renew_deleted(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    struct lost_rec rec = { 0 };
+    assert_rc(distlock_acquire(c, "ard", 450, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    assert_rc(distlock_lock_on_lost(l, on_lost, &rec), DISTLOCK_OK);
+    for (int i = 0; i < 3; i++) assert_int_equal(rh_del(rc, i, 0, "ard"), 1);
+    assert_true(RH_WAIT_UNTIL(distlock_lock_lost(l) == 1, 5000));
+    assert_true(RH_WAIT_UNTIL(atomic_load(&rec.calls) == 1, 2000));
+    assert_int_equal(rh_count_holding(rc, "ard", NULL), 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* Quorum lost while renewing (two of three nodes die): lost as well. */
+static void test_auto_renew_quorum_gone(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 200), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 200), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "arq", 900, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    assert_int_equal(rh_kill(rc, 0), 0);
+    assert_int_equal(rh_kill(rc, 1), 0);
+    assert_true(RH_WAIT_UNTIL(distlock_lock_lost(l) == 1 || distlock_lock_validity_ms(l) == 0, 5000));
+    assert_int_equal(distlock_lock_validity_ms(l), 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_auto_renew_keeps_lock, heal),
+        cmocka_unit_test_setup(test_auto_renew_detects_loss, heal),
+        cmocka_unit_test_setup(test_auto_renew_deleted, heal),
+        cmocka_unit_test_setup(test_auto_renew_quorum_gone, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
