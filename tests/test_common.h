@@ -34,6 +34,18 @@
         }                                                                     \
     } while (0)
 
+/* `key` holds `token` (NULL: anything) on exactly `want` live nodes, waiting
+ * up to 3 s for it: with N > 1 an operation returns as soon as a quorum has
+ * answered, while its requests to the other nodes may still be on the way. */
+#define assert_holding(rc, key, token, want) do {                             \
+        int got__ = -1, want__ = (want);                                      \
+        if (!RH_WAIT_UNTIL((got__ = rh_count_holding(rc, key, token)) == want__, 3000)) { \
+            print_error("%s holds %s on %d node(s), expected %d\n", (key),     \
+                        (token) ? (const char *)(token) : "anything", got__, want__); \
+            fail();                                                           \
+        }                                                                     \
+    } while (0)
+
 /* Start/stop a cluster of N nodes as the cmocka group state. */
 #define DEFINE_GROUP(N)                                                       \
     static int group_setup(void **state) {                                    \

@@ -36,7 +36,7 @@ static void test_all_up(void **state)
     distlock_lock *l = NULL, *l2 = NULL;
     assert_rc(distlock_acquire(c, "rl", 30000, 0, 0, &l), DISTLOCK_OK);
     const char *tok = distlock_lock_token(l);
-    assert_int_equal(rh_count_holding(rc, "rl", tok), N);
+    assert_holding(rc, "rl", tok, N);
     for (int i = 0; i < N; i++) {
         long long p = rh_pttl(rc, i, 0, "rl");
         assert_true(p > 0 && p <= 30000);
@@ -47,18 +47,18 @@ static void test_all_up(void **state)
     distlock_client *c2 = new_client(rh_uris(rc));
     assert_rc(distlock_acquire(c2, "rl", 30000, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
     assert_null(l2);
-    assert_int_equal(rh_count_holding(rc, "rl", tok), N);
+    assert_holding(rc, "rl", tok, N);
 
     assert_rc(distlock_extend(l, 60000), DISTLOCK_OK);
     for (int i = 0; i < N; i++) assert_true(rh_pttl(rc, i, 0, "rl") > 30000);
 
     assert_rc(distlock_release(l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "rl", NULL), 0);
+    assert_holding(rc, "rl", NULL, 0);
     assert_rc(distlock_acquire(c2, "rl", 30000, 0, 0, &l2), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "rl", distlock_lock_token(l2)), N);
+    assert_holding(rc, "rl", distlock_lock_token(l2), N);
     distlock_lock_free(l2);
     distlock_lock_free(l);
-    assert_int_equal(rh_count_holding(rc, "rl", NULL), 0);
+    assert_holding(rc, "rl", NULL, 0);
     distlock_client_free(c);
     distlock_client_free(c2);
 }
@@ -73,19 +73,19 @@ static void check_with_killed(rh_cluster *rc, int killed, int expect_ok)
     if (expect_ok) {
         assert_rc(distlock_acquire(c, "kill", 30000, 0, 0, &l), DISTLOCK_OK);
         assert_non_null(l);
-        assert_int_equal(rh_count_holding(rc, "kill", distlock_lock_token(l)), N - killed);
+        assert_holding(rc, "kill", distlock_lock_token(l), N - killed);
         assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
         assert_rc(distlock_release(l), DISTLOCK_OK);
-        assert_int_equal(rh_count_holding(rc, "kill", NULL), 0);
+        assert_holding(rc, "kill", NULL, 0);
         distlock_lock_free(l);
     } else {
         assert_not_acquired(distlock_acquire(c, "kill", 30000, 0, 0, &l), &l);
         /* Failed acquires undo themselves on every node that said yes. */
-        assert_int_equal(rh_count_holding(rc, "kill", NULL), 0);
+        assert_holding(rc, "kill", NULL, 0);
         /* The token pair fails the same way and leaves nothing either. */
         int r = distlock_acquire_token(c, "kill", 30000, "tok-k", 0, NULL);
         assert_true(r == DISTLOCK_NOTACQUIRED || r < 0);
-        assert_int_equal(rh_count_holding(rc, "kill", NULL), 0);
+        assert_holding(rc, "kill", NULL, 0);
     }
     distlock_client_free(c);
 }
@@ -115,7 +115,7 @@ static void test_extend_loses_quorum(void **state)
     /* Release still cleans what is left (reported as not owned on a quorum). */
     r = distlock_release(l);
     assert_true(r < 0);
-    assert_int_equal(rh_count_holding(rc, "xq", NULL), 0);
+    assert_holding(rc, "xq", NULL, 0);
     distlock_lock_free(l);
     distlock_client_free(c);
 }
@@ -128,11 +128,11 @@ static void test_foreign_on_three(void **state)
     for (int i = 0; i < 3; i++) assert_int_equal(rh_set(rc, i, 0, "fk", "foreign", 60000), 0);
     assert_rc(distlock_acquire(c, "fk", 30000, 0, 0, &l), DISTLOCK_NOTACQUIRED);
     assert_null(l);
-    assert_int_equal(rh_count_holding(rc, "fk", "foreign"), 3);
-    assert_int_equal(rh_count_holding(rc, "fk", NULL), 3);   /* ours is on none */
+    assert_holding(rc, "fk", "foreign", 3);
+    assert_holding(rc, "fk", NULL, 3);   /* ours is on none */
     assert_rc(distlock_acquire_token(c, "fk", 30000, "tok-mine", 0, NULL), DISTLOCK_NOTACQUIRED);
-    assert_int_equal(rh_count_holding(rc, "fk", "tok-mine"), 0);
-    assert_int_equal(rh_count_holding(rc, "fk", "foreign"), 3);
+    assert_holding(rc, "fk", "tok-mine", 0);
+    assert_holding(rc, "fk", "foreign", 3);
     distlock_client_free(c);
 }
 
@@ -143,11 +143,11 @@ static void test_foreign_on_two(void **state)
     distlock_lock *l = NULL;
     for (int i = 0; i < 2; i++) assert_int_equal(rh_set(rc, i, 0, "fk2", "foreign", 60000), 0);
     assert_rc(distlock_acquire(c, "fk2", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "fk2", distlock_lock_token(l)), 3);
-    assert_int_equal(rh_count_holding(rc, "fk2", "foreign"), 2);
+    assert_holding(rc, "fk2", distlock_lock_token(l), 3);
+    assert_holding(rc, "fk2", "foreign", 2);
     assert_rc(distlock_release(l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "fk2", "foreign"), 2);
-    assert_int_equal(rh_count_holding(rc, "fk2", NULL), 2);
+    assert_holding(rc, "fk2", "foreign", 2);
+    assert_holding(rc, "fk2", NULL, 2);
     distlock_lock_free(l);
     distlock_client_free(c);
 }
@@ -161,7 +161,7 @@ static void test_release_minority(void **state)
     assert_rc(distlock_acquire(c, "rm", 30000, 0, 0, &l), DISTLOCK_OK);
     for (int i = 0; i < 3; i++) assert_int_equal(rh_del(rc, i, 0, "rm"), 1);
     assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
-    assert_int_equal(rh_count_holding(rc, "rm", NULL), 0);
+    assert_holding(rc, "rm", NULL, 0);
     distlock_lock_free(l);
     distlock_client_free(c);
 }
@@ -190,7 +190,7 @@ static void test_stopped_node(void **state)
         print_error("acquire with one SIGSTOPped node took %lld ms (timeout %ld)\n", took, timeout);
         fail();
     }
-    assert_int_equal(rh_count_holding(rc, "stop", distlock_lock_token(l)), N - 1);
+    assert_holding(rc, "stop", distlock_lock_token(l), N - 1);
     long v = distlock_lock_validity_ms(l);
     assert_true(v > 0 && v <= 30000 - default_drift(30000));
 
@@ -206,7 +206,7 @@ static void test_stopped_node(void **state)
         print_error("release with one SIGSTOPped node took %lld ms\n", took);
         fail();
     }
-    assert_int_equal(rh_count_holding(rc, "stop", NULL), 0);
+    assert_holding(rc, "stop", NULL, 0);
     distlock_lock_free(l);
     l = NULL;
 
@@ -221,7 +221,7 @@ static void test_stopped_node(void **state)
         print_error("first acquire with one SIGSTOPped node took %lld ms\n", took);
         fail();
     }
-    assert_int_equal(rh_count_holding(rc, "stop2", distlock_lock_token(l)), N - 1);
+    assert_holding(rc, "stop2", distlock_lock_token(l), N - 1);
 
     assert_int_equal(rh_resume(rc, 4), 0);
     /* Back: the node serves later operations again (bounded retries). */
@@ -262,7 +262,7 @@ static void test_three_stopped(void **state)
         print_error("failed acquire with three hung nodes took %lld ms\n", took);
         fail();
     }
-    assert_int_equal(rh_count_holding(rc, "st3", NULL), 0);   /* counts the two live ones */
+    assert_holding(rc, "st3", NULL, 0);   /* counts the two live ones */
     distlock_client_free(c);
 }
 
@@ -273,14 +273,14 @@ static void test_restarted_node(void **state)
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 500), DISTLOCK_OK);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "rs", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "rs", distlock_lock_token(l)), N);
+    assert_holding(rc, "rs", distlock_lock_token(l), N);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     l = NULL;
 
     assert_int_equal(rh_kill(rc, 2), 0);
     assert_rc(distlock_acquire(c, "rs", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "rs", distlock_lock_token(l)), N - 1);
+    assert_holding(rc, "rs", distlock_lock_token(l), N - 1);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     l = NULL;
@@ -327,7 +327,7 @@ static void test_four_nodes(void **state)
     assert_int_equal(distlock_client_quorum(c), 3);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "four", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "four", distlock_lock_token(l)), 4);
+    assert_holding(rc, "four", distlock_lock_token(l), 4);
     assert_int_equal(rh_get(rc, 4, 0, "four", NULL, 0), 0);   /* node 4 is not in the set */
     distlock_lock_free(l);
     l = NULL;
@@ -336,17 +336,17 @@ static void test_four_nodes(void **state)
     for (int i = 0; i < 2; i++) assert_int_equal(rh_set(rc, i, 0, "four", "foreign", 60000), 0);
     assert_rc(distlock_acquire(c, "four", 30000, 0, 0, &l), DISTLOCK_NOTACQUIRED);
     assert_null(l);
-    assert_int_equal(rh_count_holding(rc, "four", NULL), 2);
+    assert_holding(rc, "four", NULL, 2);
     for (int i = 0; i < 2; i++) assert_int_equal(rh_del(rc, i, 0, "four"), 1);
 
     assert_int_equal(rh_kill(rc, 0), 0);
     assert_rc(distlock_acquire(c, "four", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "four", distlock_lock_token(l)), 3);
+    assert_holding(rc, "four", distlock_lock_token(l), 3);
     distlock_lock_free(l);
     l = NULL;
     assert_int_equal(rh_kill(rc, 1), 0);
     assert_not_acquired(distlock_acquire(c, "four", 30000, 0, 0, &l), &l);
-    assert_int_equal(rh_count_holding(rc, "four", NULL), 0);
+    assert_holding(rc, "four", NULL, 0);
     distlock_client_free(c);
 }
 

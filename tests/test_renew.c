@@ -46,7 +46,7 @@ static void test_auto_renew_keeps_lock(void **state)
         rh_sleep_ms(20);
     }
     assert_true(checks > 10);
-    assert_int_equal(rh_count_holding(rc, "ar", tok), 3);
+    assert_holding(rc, "ar", tok, 3);
     assert_int_equal(distlock_lock_lost(l), 0);
     assert_true(distlock_lock_validity_ms(l) > 0);
     /* Another client can't take it meanwhile. */
@@ -54,9 +54,10 @@ static void test_auto_renew_keeps_lock(void **state)
     distlock_lock *l2 = NULL;
     assert_rc(distlock_acquire(c2, "ar", 300, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
     assert_rc(distlock_release(l), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(rc, "ar", NULL), 0);
+    assert_holding(rc, "ar", NULL, 0);
     /* Released: renewal stopped, the key does not come back. */
     assert_rc(distlock_acquire(c2, "ar", 30000, 0, 0, &l2), DISTLOCK_OK);
+    assert_holding(rc, "ar", distlock_lock_token(l2), 3);
     start = rh_now_ms();
     while (rh_now_ms() - start < 500) {
         assert_int_equal(rh_count_holding(rc, "ar", distlock_lock_token(l2)), 3);
@@ -97,18 +98,18 @@ static void test_auto_renew_detects_loss(void **state)
     assert_true(v >= 1);
     assert_int_equal(distlock_lock_validity_ms(l), 0);
     /* The thief's key is untouched, and the callback fires once only. */
-    assert_int_equal(rh_count_holding(rc, "arl", "thief"), 3);
+    assert_holding(rc, "arl", "thief", 3);
     long long t1 = rh_now_ms();
     while (rh_now_ms() - t1 < 700) rh_sleep_ms(50);
     assert_int_equal(atomic_load(&rec.calls), 1);
-    assert_int_equal(rh_count_holding(rc, "arl", "thief"), 3);
+    assert_holding(rc, "arl", "thief", 3);
     assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
     assert_fails(distlock_extend(l, 1000), DISTLOCK_ENOTOWNER);
-    assert_int_equal(rh_count_holding(rc, "arl", "thief"), 3);
+    assert_holding(rc, "arl", "thief", 3);
 
     /* The other lock kept going. */
     assert_int_equal(distlock_lock_lost(keep), 0);
-    assert_int_equal(rh_count_holding(rc, "ark", distlock_lock_token(keep)), 3);
+    assert_holding(rc, "ark", distlock_lock_token(keep), 3);
     assert_rc(distlock_release(keep), DISTLOCK_OK);
     distlock_lock_free(keep);
     distlock_lock_free(l);
@@ -127,7 +128,7 @@ static void test_auto_renew_deleted(void **state)
     for (int i = 0; i < 3; i++) assert_int_equal(rh_del(rc, i, 0, "ard"), 1);
     assert_true(RH_WAIT_UNTIL(distlock_lock_lost(l) == 1, 5000));
     assert_true(RH_WAIT_UNTIL(atomic_load(&rec.calls) == 1, 2000));
-    assert_int_equal(rh_count_holding(rc, "ard", NULL), 0);
+    assert_holding(rc, "ard", NULL, 0);
     distlock_lock_free(l);
     distlock_client_free(c);
 }

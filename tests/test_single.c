@@ -224,8 +224,8 @@ static void test_validity_bounds(void **state)
         assert_rc(distlock_acquire(c, "val", ttls[i], 0, 0, &l), DISTLOCK_OK);
         long v = distlock_lock_validity_ms(l);
         if (!(v > 0 && v <= ttls[i] - default_drift(ttls[i]))) {
-            print_error("ttl %ld: validity %ld not in (0, ttl - drift %ld]\n",
-                        ttls[i], v, default_drift(ttls[i]));
+            print_error("ttl %ld: validity %ld not in (0, %ld] (ttl minus drift %ld)\n",
+                        ttls[i], v, ttls[i] - default_drift(ttls[i]), default_drift(ttls[i]));
             fail();
         }
         long long pttl = rh_pttl(rc, 0, 0, "val");
