@@ -58,6 +58,19 @@ $stop($server);
 $server = $start();
 $t = distributedLock($k, 30);
 var_dump(is_string($t), distributedUnlock($k, $t));
+
+// A silent node (SIGSTOP: the kernel still accepts connections, nobody answers)
+// costs one timeout: the retry above is only for connections closed at once.
+ini_set('distlock.connect_timeout_ms', '300');
+ini_set('distlock.command_timeout_ms', '300');
+$pid = proc_get_status($server)['pid'];
+posix_kill($pid, SIGSTOP);
+$t0 = microtime(true);
+try { distributedLock($k, 30); echo "no exception\n"; }
+catch (Distlock\ConnectionException $e) { echo get_class($e), "\n"; }
+$el = microtime(true) - $t0;
+var_dump($el >= 0.25 && $el < 0.55 ? 'one timeout' : $el);
+posix_kill($pid, SIGCONT);
 ?>
 --EXPECT--
 bool(true)
@@ -67,3 +80,5 @@ int(500002)
 bool(true)
 bool(true)
 bool(true)
+Distlock\ConnectionException
+string(11) "one timeout"
