@@ -55,8 +55,8 @@ rcli() { redis-cli -p "$PORT" "$@"; }
 # expect STATUS CMD...: run CMD, keep its stdout/stderr in $D/out $D/err.
 expect() {
   local want=$1; shift
-  "$@" >"$D/out" 2>"$D/err"
-  local got=$?
+  local got=0
+  "$@" >"$D/out" 2>"$D/err" || got=$?
   if [ "$got" != "$want" ]; then
     echo "    command: $*" >&2
     echo "    stdout: $(head -c 600 "$D/out")" >&2
@@ -92,7 +92,7 @@ wait_exit() {
     kill -9 "$pid" 2>/dev/null; wait "$pid" 2>/dev/null
     return 1
   fi
-  wait "$pid"; ST=$?
+  ST=0; wait "$pid" || ST=$?
 }
 
 track() { echo "$1" >>"$D/pids"; }
@@ -111,13 +111,16 @@ hold() {
   wait_until 10 "[ -s '$D/ready' ]" || { cat "$D/holder.err" >&2; return 1; }
 }
 
-# Let everything a test started end: release holders, kill stragglers.
+# Let everything a test started end: release holders (every command loop
+# of these tests ends when $D/release exists), then kill stragglers and
+# their children by pid.
 test_cleanup() {
   touch "$D/release"
   if [ -f "$D/pids" ]; then
-    local p
+    local p c
     while read -r p; do
       for _ in $(seq 1 100); do alive "$p" || break; sleep 0.02; done
+      for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
       kill -9 "$p" 2>/dev/null || true
     done <"$D/pids"
   fi
@@ -306,7 +309,7 @@ t_renewal_keeps_others_out() {
 t_signals_are_forwarded() {
   local k=cli:sig:$RANDOM
   # TERM reaches the command; distlock exits with the command's status.
-  "$DL" run "$k" -- sh -c 'trap "echo TERM > \"$0/got\"; exit 3" TERM; touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  "$DL" run "$k" -- sh -c 'trap "echo TERM > \"$0/got\"; exit 3" TERM; touch "$0/ready"; while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
   local pid=$!; track "$pid"
   wait_until 10 "[ -e '$D/ready' ]" || return 1
   kill -TERM "$pid"
@@ -318,7 +321,7 @@ t_signals_are_forwarded() {
   # INT (not ignored: a background job of a script has SIGINT ignored, so
   # reset it as a terminal would have it): the command dies of it -> 130.
   rm -f "$D/ready"
-  env --default-signal=INT "$DL" run "$k" -- sh -c 'touch "$0/ready"; exec sleep 60' "$D" 2>"$D/run.err" &
+  env --default-signal=INT "$DL" run "$k" -- sh -c 'touch "$0/ready"; exec sleep 30' "$D" 2>"$D/run.err" &
   pid=$!; track "$pid"
   wait_until 10 "[ -e '$D/ready' ]" || return 1
   kill -INT "$pid"
@@ -388,7 +391,7 @@ t_lost_lock_is_reported() {
 
 t_lost_lock_kills_with_option() {
   local k=cli:lostkill:$RANDOM
-  "$DL" run --ttl 1s --kill-on-lost "$k" -- sh -c 'touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  "$DL" run --ttl 1s --kill-on-lost "$k" -- sh -c 'touch "$0/ready"; while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
   local pid=$!; track "$pid"
   wait_until 10 "[ -e '$D/ready' ]" || return 1
   # Someone else takes the key over (as after an expiry).
@@ -402,7 +405,7 @@ t_lost_lock_kills_with_option() {
   # --lost-exit-code and --kill-signal; a command ignoring TERM gets KILL
   # after --kill-after.
   rm -f "$D/ready"
-  "$DL" run --ttl 1s -k --lost-exit-code 9 --kill-after 300ms "$k" -- sh -c 'trap "" TERM; touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  "$DL" run --ttl 1s -k --lost-exit-code 9 --kill-after 300ms "$k" -- sh -c 'trap "" TERM; touch "$0/ready"; while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
   pid=$!; track "$pid"
   wait_until 10 "[ -e '$D/ready' ]" || return 1
   rcli del "$k" >/dev/null
@@ -410,7 +413,7 @@ t_lost_lock_kills_with_option() {
   [ "$ST" = 9 ] || fail "exit $ST, expected 9: $(cat "$D/run.err")" || return 1
   contains "$D/run.err" "SIGKILL" || return 1
   rm -f "$D/ready"
-  env --default-signal=INT "$DL" run --ttl 1s -k --kill-signal INT "$k" -- sh -c 'trap "echo INT > \"$0/got\"; exit 0" INT; touch "$0/ready"; while :; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  env --default-signal=INT "$DL" run --ttl 1s -k --kill-signal INT "$k" -- sh -c 'trap "echo INT > \"$0/got\"; exit 0" INT; touch "$0/ready"; while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
   pid=$!; track "$pid"
   wait_until 10 "[ -e '$D/ready' ]" || return 1
   rcli del "$k" >/dev/null
@@ -493,7 +496,8 @@ ALL=$(declare -F | awk '{print $3}' | grep '^t_')
 passed=0; failed=0; failed_names=""
 for t in $ALL; do
   D=$TMP/$t; mkdir -p "$D"
-  ( trap test_cleanup EXIT; "$t" )
+  # set -e: any assertion that fails ends the test (they all return 1).
+  ( set -e; trap test_cleanup EXIT; "$t" )
   if [ $? -eq 0 ]; then
     echo "ok   - $t"; passed=$((passed + 1))
   else
