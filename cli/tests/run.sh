@@ -120,7 +120,8 @@ test_cleanup() {
     local p c
     while read -r p; do
       for _ in $(seq 1 100); do alive "$p" || break; sleep 0.02; done
-      for c in $(ps -o pid= --ppid "$p" 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
+      # (children from /proc: procps may not be installed)
+      for c in $(cat /proc/"$p"/task/*/children 2>/dev/null); do kill -9 "$c" 2>/dev/null || true; done
       kill -9 "$p" 2>/dev/null || true
     done <"$D/pids"
   fi
@@ -211,6 +212,18 @@ t_holds_the_key_and_releases_on_exit() {
   # Released after a failing command too.
   expect 9 "$DL" run "$k" -- sh -c 'exit 9' || return 1
   [ "$(rcli exists "$k")" = 0 ] || fail "not released after a failing command"
+}
+
+t_descriptors() {
+  local k=cli:fds:$RANDOM
+  # The caller's descriptors reach the command (like flock); the library's
+  # Redis sockets do not.
+  expect 0 "$DL" run "$k" -- sh -c 'echo seven >&7' 7>"$D/fd7" || return 1
+  [ "$(cat "$D/fd7")" = seven ] || fail "fd 7 not passed to the command" || return 1
+  local plain under
+  plain=$(sh -c 'for f in /proc/$$/fd/*; do readlink "$f"; done' | grep -c '^socket:' || true)
+  under=$("$DL" run "$k" -- sh -c 'for f in /proc/$$/fd/*; do readlink "$f"; done' | grep -c '^socket:' || true)
+  [ "$under" = "$plain" ] || fail "the command has $under sockets open, $plain without distlock"
 }
 
 t_conflict_is_refused() {
