@@ -11,6 +11,7 @@ Standard library only (Debian's /usr/bin/python3).
 """
 import argparse
 import datetime
+import json
 import os
 import select
 import shlex
@@ -122,51 +123,106 @@ def last_line(text):
     return lines[-1] if lines else ""
 
 
-def margin_ns(nproc):
-    return int((0.4 + 0.1 * nproc) * 1e9)
+def margin_ns(nproc, contended=True):
+    """Time every process gets for its setup before the common start instant.
+    A late single process only shortens its own window (rates use the real
+    window); late contenders would start alone, so they get more."""
+    return int(((0.6 if contended else 0.3) + 0.1 * nproc) * 1e9)
 
 
 RUN_SEQ = [0]
 
 
-def run_pairs(impl, uris, window_s):
+def run_group(members, slice_s, cycles, gap_s=0.02):
+    """Uncontended pairs, round robin: every member of the group runs as its
+    own process, all started together, and they take turns: member i is
+    active in windows [T0 + i*(slice+gap) + k*period, +slice), k < cycles, and
+    sleeps otherwise. So each ratio compares windows a fraction of a second
+    apart, and a noisy second on this shared machine hits one cycle of every
+    member instead of one member's whole run.
+    members: [(section, cfg, impl, uris)]. Returns ({(section, cfg): [per-cycle
+    dicts]}, {(section, cfg): reason})."""
     RUN_SEQ[0] += 1
-    key = "bench:u:%s:%d" % (impl.name, RUN_SEQ[0])
-    if impl.name == "distlock-cli":
-        return run_cli_pairs(impl, uris, window_s, key)
-    start = now() + margin_ns(1)
-    end = start + int(window_s * 1e9)
-    argv = impl.cmd("pairs", [uris, start, end, key])
-    try:
-        p = subprocess.run(argv, capture_output=True, text=True, timeout=window_s + 60, env=impl.env)
-    except subprocess.TimeoutExpired:
-        raise NotRun("timed out")
-    kv = parse_kv(last_line(p.stdout))
-    if p.returncode != 0 or "pairs" not in kv:
-        raise NotRun("failed: " + (last_line(p.stderr) or last_line(p.stdout) or "exit %d" % p.returncode)[:160])
-    pairs, secs = int(kv["pairs"]), float(kv["secs"])
-    return {"rate": pairs / secs, "p50": float(kv["p50_us"]), "p99": float(kv["p99_us"]),
-            "errors": int(kv["errors"]), "late": int(kv["late"])}
+    n = len(members)
+    step = int((slice_s + gap_s) * 1e9)
+    period = n * step
+    slice_ns = int(slice_s * 1e9)
+    t0 = now() + int((1.0 + 0.25 * n) * 1e9)
+    procs, out, why, cli = [], {}, {}, None
+    for i, (sec, cfg, impl, uris) in enumerate(members):
+        key = "bench:u:%s:%d:%d" % (impl.name, cfg[1], RUN_SEQ[0])
+        if impl.name == "distlock-cli":
+            cli = (i, sec, cfg, impl, uris, key)
+            continue
+        try:
+            argv = impl.cmd("pairs", [uris, t0 + i * step, slice_ns, period, cycles, key])
+        except NotRun as e:
+            why[(sec, cfg)] = str(e)
+            continue
+        procs.append(((sec, cfg), subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                                    text=True, env=impl.env)))
+    if cli:
+        i, sec, cfg, impl, uris, key = cli
+        try:
+            out[(sec, cfg)] = cli_slices(impl, uris, key, t0 + i * step, slice_ns, period, cycles)
+        except NotRun as e:
+            why[(sec, cfg)] = str(e)
+    deadline = time.monotonic() + (t0 - now()) / 1e9 + cycles * period / 1e9 + 60
+    for k, p in procs:
+        try:
+            o, e = p.communicate(timeout=max(1, deadline - time.monotonic()))
+        except subprocess.TimeoutExpired:
+            p.kill()
+            o, e = p.communicate()
+            why[k] = "timed out"
+            continue
+        kv = parse_kv(last_line(o))
+        if p.returncode != 0 or "pairs" not in kv:
+            why[k] = "failed: " + (last_line(e) or last_line(o) or "exit %d" % p.returncode)[:160]
+            continue
+        out[k] = slices_to_cycles(kv, slice_s)
+    return out, why
 
 
-def run_cli_pairs(impl, uris, window_s, key):
-    """The CLI costs a process per lock: time `distlock run KEY -- true` in a loop."""
+def slices_to_cycles(kv, slice_s):
+    counts = [int(x) for x in kv["pairs"].split(",")]
+    cyc = []
+    for j, c in enumerate(counts):
+        cyc.append({"rate": c / slice_s if c >= 0 else float("nan"), "p50": float(kv["p50_us"]),
+                    "p99": float(kv["p99_us"]), "errors": int(kv["errors"]) if j == 0 else 0,
+                    "late": int(kv["late"]) if j == 0 else 0})
+    return cyc
+
+
+def cli_slices(impl, uris, key, start, slice_ns, period, cycles):
+    """The CLI costs a process per lock: `distlock run KEY -- true` in a loop,
+    run by this orchestrator itself in the CLI's windows."""
     argv = [impl.path, "run", "--servers", uris, key, "--", "true"]
     p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     if p.returncode != 0:
         raise NotRun("failed: %s: %s" % (" ".join(argv[:2]), last_line(p.stderr)[:160]))
-    lat, errors = [], 0
-    t0 = now()
-    end = t0 + int(window_s * 1e9)
-    while now() < end:
-        t = now()
-        if subprocess.run(argv, capture_output=True).returncode != 0:
-            errors += 1
-        lat.append(now() - t)
-    secs = (now() - t0) / 1e9
+    lat, counts, errors = [], [], 0
+    for k in range(cycles):
+        ws = start + k * period
+        we = ws + slice_ns
+        if now() >= we:
+            counts.append(-1)
+            continue
+        if now() < ws:
+            time.sleep((ws - now()) / 1e9)
+        c = 0
+        while now() < we:
+            t = now()
+            if subprocess.run(argv, capture_output=True).returncode != 0:
+                errors += 1
+            else:
+                c += 1
+            lat.append(now() - t)
+        counts.append(c)
     lat.sort()
-    return {"rate": (len(lat) - errors) / secs, "p50": lat[len(lat) // 2] / 1000.0,
-            "p99": lat[int(0.99 * (len(lat) - 1))] / 1000.0, "errors": errors, "late": 0}
+    kv = {"pairs": ",".join(map(str, counts)), "p50_us": lat[len(lat) // 2] / 1000.0 if lat else -1,
+          "p99_us": lat[int(0.99 * (len(lat) - 1))] / 1000.0 if lat else -1, "errors": errors, "late": 0}
+    return slices_to_cycles(kv, slice_ns / 1e9)
 
 
 def run_contend(impl, uri, nproc, hold_us, think_us, window_s):
@@ -330,30 +386,35 @@ def run_renew(impl, uri, count, ttl_ms, periods):
 
 
 # ------------------------------------------------------------------ the plan
-def plan(args):
-    """(section, config id, impl name, how to run) in the order they run."""
+def groups(args):
+    """Round-robin groups of the uncontended runs: [(title, [(section, cfg, impl name, uris)])]."""
     U = args.uris.split(",")
     u1, u5 = U[0], ",".join(U[:5])
+    g1 = [("pairs", (n, 1), n, u1) for n in
+          ["floor", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-token",
+           "distlock-php-compat", "distlock-php-oo", "distlock-py", "distlock-cli"]]
+    g1.append(("nodes", ("symfony-combined", 1), "symfony-combined", u1))
+    g5 = [("pairs", (n, 5), n, u5) for n in
+          ["floor", "symfony-combined", "redlock", "distlock-c", "distlock-c-token",
+           "distlock-php-compat", "distlock-php-oo", "distlock-py"]]
+    G = [("1 node", g1), ("5 nodes", g5)]
+    for k in (3, 7):
+        G.append(("%d nodes" % k, [("nodes", (n, k), n, ",".join(U[:k])) for n in
+                                   ["floor", "symfony-combined", "redlock", "distlock-c"]]))
+    return G
+
+
+def plan(args):
+    """Contended runs: (section, config id, impl name, (uri, processes, think_us)), in order."""
+    u1 = args.uris.split(",")[0]
     P = []
-    for name, nodes in [("floor", 1), ("seed", 1), ("symfony", 1), ("redis-py", 1), ("redlock", 1),
-                        ("distlock-c", 1), ("distlock-c-token", 1), ("distlock-php-compat", 1),
-                        ("distlock-php-oo", 1), ("distlock-py", 1), ("distlock-cli", 1),
-                        ("floor", 5), ("symfony-combined", 5), ("redlock", 5), ("distlock-c", 5),
-                        ("distlock-c-token", 5), ("distlock-php-compat", 5), ("distlock-php-oo", 5),
-                        ("distlock-py", 5)]:
-        P.append(("pairs", (name, nodes), name, ("pairs", u1 if nodes == 1 else u5)))
     for think in (0, 1000):
         for name in ["floor-notify", "seed", "symfony", "redis-py", "redlock", "distlock-c",
                      "distlock-c-fair", "distlock-php-oo", "distlock-py"]:
-            P.append(("contend", (name, think), name, ("contend", u1, 2, think)))
+            P.append(("contend", (name, think), name, (u1, 2, think)))
     for n in (1, 8, 32):
         for name in ["floor-notify", "redis-py", "distlock-c", "distlock-c-fair"]:
-            P.append(("contenders", (name, n), name, ("contend", u1, n, 1000)))
-    for nodes in (1, 3, 7):
-        for name in ["floor", "symfony-combined", "redlock", "distlock-c"]:
-            if nodes == 1 and name != "symfony-combined":
-                continue   # measured in the "pairs" section
-            P.append(("nodes", (name, nodes), name, ("pairs", ",".join(U[:nodes]))))
+            P.append(("contenders", (name, n), name, (u1, n, 1000)))
     return P
 
 
@@ -379,35 +440,48 @@ def main():
     ap.add_argument("--pinning", default="", help="how run.sh placed servers and drivers on CPUs")
     args = ap.parse_args()
 
-    reps = 1 if args.quick else 3
-    win = 0.5 if args.quick else 1.5          # uncontended windows
-    cwin = 0.5 if args.quick else 2.0         # contended: enough owner changes for polling peers
+    reps = 1 if args.quick else 3             # contended runs
+    cwin = 0.5 if args.quick else 2.0         # contended window: enough owner changes for polling peers
+    slice_s = 0.1                             # uncontended: round-robin windows of 100 ms ...
+    cycles = 5 if args.quick else 30          # ... this many per implementation
     hold_n = 2000 if args.quick else 10000
     renew_ttl, renew_periods = (1500, 4) if args.quick else (3000, 6)
     impls = build_impls(args)
     U = args.uris.split(",")
     t_begin = time.monotonic()
+    load_begin = open("/proc/loadavg").read().split()[0]
 
-    res = {}      # (section, cfg) -> [dict per rep] ; NotRun -> reason
-    why = {}
+    res = {}      # (section, cfg) -> [dict per repetition / per cycle]
+    why = {}      # (section, cfg) -> reason it was not run
     only = set(args.only.split(",")) if args.only else None
+    if not only or "pairs" in only or "nodes" in only:
+        for title, members in groups(args):
+            impls_ = [(sec, cfg, impls[name], uris) for sec, cfg, name, uris in members]
+            out, bad = run_group(impls_, slice_s, cycles)
+            res.update(out)
+            why.update(bad)
+            for sec, cfg, name, uris in members:
+                if (sec, cfg) in out:
+                    v = [x["rate"] for x in out[(sec, cfg)] if x["rate"] == x["rate"]]
+                    summary = "median %.0f pairs/s over %d windows, p50 %.1f us" % (
+                        median(v), len(v), out[(sec, cfg)][0]["p50"])
+                else:
+                    summary = "not run: %s" % bad.get((sec, cfg))
+                print("[%5.0fs] uncontended %-8s %-20s %s" % (time.monotonic() - t_begin, title, name, summary),
+                      flush=True)
     P = [x for x in plan(args) if not only or x[0] in only]
     for rep in range(reps):
-        for section, cfg, name, how in P:
+        for section, cfg, name, (uri, nproc, think) in P:
             if (section, cfg) in why:
                 continue
-            impl = impls[name]
             try:
-                if how[0] == "pairs":
-                    r = run_pairs(impl, how[1], win)
-                else:
-                    r = run_contend(impl, how[1], how[2], 1000, how[3], cwin)
+                r = run_contend(impls[name], uri, nproc, 1000, think, cwin)
                 res.setdefault((section, cfg), []).append(r)
                 summary = " ".join("%s=%.4g" % (k, v) for k, v in r.items() if isinstance(v, (int, float)))
             except NotRun as e:
                 why[(section, cfg)] = str(e)
                 summary = "not run: %s" % e
-            print("[rep %d/%d %5.0fs] %-10s %-22s %-5s %s" % (rep + 1, reps, time.monotonic() - t_begin,
+            print("[rep %d/%d %5.0fs] %-10s %-16s %-5s %s" % (rep + 1, reps, time.monotonic() - t_begin,
                   section, name, cfg[1], summary), flush=True)
 
     mem, renew = {}, {}
@@ -432,10 +506,33 @@ def main():
                 print("[renew] %-12s not run: %s" % (name, e), flush=True)
     elapsed = time.monotonic() - t_begin
 
+    meta = dict(reps=reps, slice=slice_s, cycles=cycles, cwin=cwin, hold_n=hold_n, renew_ttl=renew_ttl,
+                renew_periods=renew_periods, elapsed=elapsed,
+                load=(load_begin, open("/proc/loadavg").read().split()[0]))
+    # The raw measurements, so the report can be re-rendered without re-running.
+    raw = os.path.join(HERE, "build", "last-run.json")
+    os.makedirs(os.path.dirname(raw), exist_ok=True)
+    with open(raw, "w") as f:
+        json.dump({"args": vars(args), "meta": meta, "mem": mem, "renew": renew,
+                   "res": [[list(k[:1]) + list(k[1]), v] for k, v in res.items()],
+                   "why": [[list(k[:1]) + list(k[1]), v] for k, v in why.items()]}, f)
     from report import write_report
-    write_report(args, impls, res, why, mem, renew, dict(reps=reps, win=win, cwin=cwin, hold_n=hold_n,
-                 renew_ttl=renew_ttl, renew_periods=renew_periods, elapsed=elapsed))
+    write_report(args, impls, res, why, mem, renew, meta)
+
+
+def report_only(path):
+    """Re-render the table and chart of a saved run (development)."""
+    with open(path) as f:
+        d = json.load(f)
+    args = argparse.Namespace(**d["args"])
+    key = lambda k: (k[0], (k[1], k[2]))
+    from report import write_report
+    write_report(args, build_impls(args), {key(k): v for k, v in d["res"]},
+                 {key(k): v for k, v in d["why"]}, d["mem"], d["renew"], d["meta"])
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) == 3 and sys.argv[1] == "--report-only":
+        report_only(sys.argv[2])
+    else:
+        main()

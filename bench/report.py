@@ -128,16 +128,27 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o = []
     o.append("# distlock benchmarks, %s%s" % (day, " (--quick)" if args.quick else ""))
     o.append("")
-    o.append("Produced by `%s` on this machine at %s UTC, in %.0f s. Every figure is the median of "
-             "%d repetitions of a %.1f s window (%.1f s for contended runs); repetitions are interleaved across implementations and "
-             "every ratio is the median of ratios taken within the same repetition (this machine is shared "
-             "and noisy: compare ratios, not absolute figures). Redis servers: the project's "
-             "`tests/harness/redis.sh` (loopback TCP, no persistence), started and stopped by the run."
-             % (args.command, datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M"),
-                meta["elapsed"], meta["reps"], meta["win"], meta["cwin"]))
+    o.append("Produced by `%s` on this machine at %s UTC, in %.0f s of measurement. This machine is shared and "
+             "noisy, so compare ratios, not absolute figures, and every ratio is taken between runs close in "
+             "time:" % (args.command, datetime.datetime.now(datetime.timezone.utc).strftime("%H:%M"),
+                        meta["elapsed"]))
+    o.append("")
+    o.append("- *Uncontended* runs go in round-robin groups (all implementations of a group run at once as "
+             "separate processes and take turns in %d ms windows, one active at a time, %d windows each): a "
+             "figure is the median of its windows, a ratio the median of the ratios between windows of the same "
+             "cycle (at most %.1f s apart)." % (meta["slice"] * 1000, meta["cycles"], 12 * (meta["slice"] + 0.02)))
+    o.append("- *Contended* runs: %d repetitions of %.1f s, interleaved across implementations; a figure is "
+             "the median of the repetitions, a ratio the median of the ratios within a repetition."
+             % (meta["reps"], meta["cwin"]))
+    o.append("- Redis servers: the project's `tests/harness/redis.sh` (loopback TCP, no persistence), "
+             "started and stopped by the run.")
     if args.pinning:
         o.append("")
         o.append("CPU placement: %s." % args.pinning)
+    if meta.get("load"):
+        o.append("")
+        o.append("Load average (1 min) of the machine when the measurements started: %s, when they ended: %s "
+                 "(the machine is shared; other work ran alongside)." % tuple(meta["load"]))
     o.append("")
     o.append("![chart](%s)" % os.path.basename(png_path))
     o.append("")
@@ -229,6 +240,9 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("")
     o.append("### Contenders on one key (hold 1 ms, think 1 ms): critical sections/s")
     o.append("")
+    o.append("Each cell: critical sections/s, then its ratio to the notify floor with as many contenders "
+             "(same repetition).")
+    o.append("")
     o.append("| implementation | 1 | 2 | 8 | 32 | overlaps |")
     o.append("|---|---:|---:|---:|---:|---:|")
     for nm in ["floor-notify", "redis-py", "distlock-c", "distlock-c-fair"]:
@@ -236,21 +250,36 @@ def write_report(args, impls, res, why, mem, renew, meta):
         for n in (1, 2, 8, 32):
             sec, cfg = cs_at(R, nm, n)
             rr = R.runs(sec, cfg)
-            cells.append(fmt(R.value(sec, cfg)) if rr else "not run: " + R.reason(sec, cfg))
+            if rr:
+                fsec, fcfg = cs_at(R, "floor-notify", n)
+                cells.append("%s (%s)" % (fmt(R.value(sec, cfg)), ratio(R.paired((sec, cfg), (fsec, fcfg)))))
+            else:
+                cells.append("not run: " + R.reason(sec, cfg))
             ov += sum(x["overlaps"] for x in rr or [])
         o.append("| %s | %s | %d |" % (impls[nm].label, " | ".join(cells), ov))
     o.append("")
     o.append("### Nodes (uncontended lock+unlock pairs/s; quorum N/2+1)")
     o.append("")
-    o.append("| implementation | 1 | 3 | 5 | 7 | 7 nodes × floor |")
-    o.append("|---|---:|---:|---:|---:|---:|")
+    o.append("Each cell: pairs/s, then its ratio to the parallel floor on as many nodes, and to the best "
+             "peer there (same repetition).")
+    o.append("")
+    o.append("| implementation | 1 | 3 | 5 | 7 |")
+    o.append("|---|---:|---:|---:|---:|")
     for nm in ["floor", "symfony-combined", "redlock", "distlock-c"]:
         cells = []
         for n in (1, 3, 5, 7):
             sec, cfg = nodes_at(nm, n)
-            cells.append(fmt(R.value(sec, cfg)) if R.runs(sec, cfg) else "not run: " + R.reason(sec, cfg))
-        r7 = R.paired(("nodes", (nm, 7)), ("nodes", ("floor", 7)))
-        o.append("| %s | %s | %s |" % (impls[nm].label, " | ".join(cells), ratio(r7)))
+            if not R.runs(sec, cfg):
+                cells.append("not run: " + R.reason(sec, cfg))
+                continue
+            c = "%s (%s floor" % (fmt(R.value(sec, cfg)), ratio(R.paired((sec, cfg), nodes_at("floor", n))))
+            peers = [nodes_at(p, n) for p in ("symfony-combined", "redlock")]
+            peers = [p for p in peers if R.runs(*p)]
+            if peers and impls[nm].role != "peer":
+                best = max(peers, key=lambda p: R.value(*p))
+                c += ", %s best peer" % ratio(R.paired((sec, cfg), best))
+            cells.append(c + ")")
+        o.append("| %s | %s |" % (impls[nm].label, " | ".join(cells)))
     o.append("")
     o.append("### Keeping %s held locks renewed (TTL %d ms, renewed every TTL/3; %d periods measured)"
              % ("{:,}".format(meta["hold_n"]), meta["renew_ttl"], meta["renew_periods"]))
@@ -275,19 +304,32 @@ def write_report(args, impls, res, why, mem, renew, meta):
             label, fmt(med([x["script_calls"] for x in rr])), fmt(med([x["cmds"] for x in rr])), fmt(med([x["reads"] for x in rr])),
             fmt(med([x["client_cpu_ms"] for x in rr]), 1), fmt(med([x["server_cpu_ms"] for x in rr]), 1),
             fmt(min(x["alive"] for x in rr), 3)))
+    fr, dr = renew.get("floor"), renew.get("distlock-c")
+    if isinstance(fr, list) and isinstance(dr, list):
+        def rr_(k):
+            return ratio(med([x[k] / y[k] for x, y in zip(dr, fr) if y[k]]))
+        o.append("| distlock ÷ floor (same repetition) | %s | %s | %s | %s | %s | |" % (
+            rr_("script_calls"), rr_("cmds"), rr_("reads"), rr_("client_cpu_ms"), rr_("server_cpu_ms")))
     o.append("")
     o.append("### Redis memory per held lock (%s locks `bench:hold:I`, 1 node, `used_memory` delta)"
              % "{:,}".format(meta["hold_n"]))
     o.append("")
-    o.append("| implementation | bytes per lock | keys per lock | × floor |")
-    o.append("|---|---:|---:|---:|")
+    o.append("Token length drives most of the difference: the seed's `mt_rand` integer is stored as an "
+             "integer, symfony's token is 44 base64 characters, the others 32 hex characters. *Best peer* "
+             "is the peer with the fewest bytes.")
+    o.append("")
+    o.append("| implementation | bytes per lock | keys per lock | × floor | × best peer |")
+    o.append("|---|---:|---:|---:|---:|")
     fl = mem.get("floor")
+    peers = [m["bytes"] for nm, m in mem.items() if isinstance(m, dict) and impls[nm].role == "peer"]
+    bp = min(peers) if peers else None
     for nm, m in mem.items():
         if isinstance(m, dict):
-            o.append("| %s | %s | %s | %s |" % (impls[nm].label, fmt(m["bytes"], 1), fmt(m["keys"], 2),
-                     ratio(m["bytes"] / fl["bytes"]) if isinstance(fl, dict) else "—"))
+            o.append("| %s | %s | %s | %s | %s |" % (impls[nm].label, fmt(m["bytes"], 1), fmt(m["keys"], 2),
+                     ratio(m["bytes"] / fl["bytes"]) if isinstance(fl, dict) else "—",
+                     ratio(m["bytes"] / bp) if bp else "—"))
         else:
-            o.append("| %s | not run: %s | | |" % (impls[nm].label, m))
+            o.append("| %s | not run: %s | | | |" % (impls[nm].label, m))
     o.append("")
 
     # ---- versions

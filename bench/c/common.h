@@ -5,7 +5,7 @@
  * latency sample buffer, the shared overlap marker and the contention log.
  *
  * Driver protocol (identical in every language, see bench/README.md):
- *   DRIVER pairs   URIS START_NS END_NS KEY
+ *   DRIVER pairs   URIS START_NS SLICE_NS PERIOD_NS COUNT KEY
  *   DRIVER contend URIS START_NS END_NS KEY HOLD_US THINK_US LOGFILE MARKER ID
  *   DRIVER hold    URIS COUNT TTL_MS
  *   DRIVER renew   URIS COUNT TTL_MS          (floor and distlock only)
@@ -92,12 +92,42 @@ static inline double samples_pct_us(samples *s, double p)
     return (double)s->v[i] / 1000.0;
 }
 
-static inline void print_pairs(const char *impl, long pairs, int64_t t0, int64_t t1,
-                               samples *lat, int late, long errors)
+/* ---- time slices of the uncontended runs: window k is
+ * [START + k*PERIOD, START + k*PERIOD + SLICE). bench.py gives every
+ * implementation of a group the same PERIOD and its own START, so they take
+ * turns (round robin, one active at a time) and each ratio compares windows
+ * a fraction of a second apart. A window that is already over when the
+ * driver gets to it (slow start) is reported as -1. */
+typedef struct { int64_t start, slice, period; int count, k, late; long *pairs; } slices;
+
+static inline void slices_init(slices *s, char **a /* START SLICE PERIOD COUNT */)
+{
+    s->start = atoll(a[0]); s->slice = atoll(a[1]); s->period = atoll(a[2]);
+    s->count = atoi(a[3]); s->k = 0; s->late = 0;
+    s->pairs = calloc((size_t)(s->count > 0 ? s->count : 1), sizeof *s->pairs);
+    if (!s->pairs) die("calloc", "out of memory");
+}
+
+/* Sleep until the next window; 0 when all are done. *end gets its end. */
+static inline int slices_next(slices *s, int64_t *end)
+{
+    while (s->k < s->count) {
+        int64_t ws = s->start + s->k * s->period, we = ws + s->slice;
+        if (now_ns() >= we) { s->pairs[s->k++] = -1; s->late = 1; continue; }
+        wait_until(ws);
+        *end = we;
+        return 1;
+    }
+    return 0;
+}
+
+static inline void print_slices(const char *impl, slices *s, samples *lat, long errors)
 {
     double p50 = samples_pct_us(lat, 0.50), p99 = samples_pct_us(lat, 0.99);
-    printf("impl=%s pairs=%ld secs=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%ld\n",
-           impl, pairs, (double)(t1 - t0) / 1e9, p50, p99, late, errors);
+    printf("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%ld pairs=",
+           impl, (double)s->slice / 1e9, p50, p99, s->late, errors);
+    for (int k = 0; k < s->count; k++) printf("%s%ld", k ? "," : "", s->pairs[k]);
+    printf("\n");
 }
 
 /* ---- overlap marker: a shared 8-byte file every holder checks and sets

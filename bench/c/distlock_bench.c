@@ -1,7 +1,7 @@
 /*
  * distlock_bench.c -- libdistlock through its C API, same protocol as floor.c.
  *
- *   distlock_bench pairs   URIS START END KEY [token]
+ *   distlock_bench pairs   URIS START SLICE PERIOD COUNT KEY [token]
  *       distlock_acquire(wait 0) + distlock_release + distlock_lock_free;
  *       "token": distlock_acquire_token + distlock_release_token (the pair the
  *       PHP compatibility functions and the CLI use).
@@ -31,53 +31,55 @@ static void fail(const char *what, int rc)
     exit(1);
 }
 
+/* One acquire (never waits) + release; acquire latency into lat. 0 if both
+ * succeeded. */
+static int one_pair(distlock_client *c, const char *key, int token_mode, samples *lat)
+{
+    int64_t t = now_ns();
+    if (token_mode) {
+        char tok[33];
+        distlock_token_generate(tok, sizeof tok);
+        int rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+        if (lat) samples_add(lat, now_ns() - t);
+        if (rc != DISTLOCK_OK) return rc;
+        return distlock_release_token(c, key, tok);
+    }
+    distlock_lock *l = NULL;
+    int rc = distlock_acquire(c, key, 30000, 0, 0, &l);
+    if (lat) samples_add(lat, now_ns() - t);
+    if (rc != DISTLOCK_OK) return rc;
+    rc = distlock_release(l);
+    distlock_lock_free(l);
+    return rc;
+}
+
 static int mode_pairs(int argc, char **argv)
 {
-    if (argc < 6) die("usage", "pairs URIS START END KEY [token]");
+    if (argc < 8) die("usage", "pairs URIS START SLICE PERIOD COUNT KEY [token]");
     distlock_client *c = client(argv[2]);
-    int64_t start = atoll(argv[3]), end = atoll(argv[4]);
-    const char *key = argv[5];
-    int token_mode = argc > 6 && !strcmp(argv[6], "token");
+    slices sl;
+    slices_init(&sl, argv + 3);
+    const char *key = argv[7];
+    int token_mode = argc > 8 && !strcmp(argv[8], "token");
     int n = distlock_client_node_count(c);
-    char tok[33];
     samples lat = { 0 };
-    long pairs = 0, errors = 0;
+    long errors = 0;
     for (int w = 0; w < 200; w++) {
-        if (token_mode) {
-            distlock_token_generate(tok, sizeof tok);
-            int rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
-            if (rc != DISTLOCK_OK) fail("warm-up acquire_token", rc);
-            distlock_release_token(c, key, tok);
-        } else {
-            distlock_lock *l = NULL;
-            int rc = distlock_acquire(c, key, 30000, 0, 0, &l);
-            if (rc != DISTLOCK_OK) fail("warm-up acquire", rc);
-            distlock_lock_free(l);
-        }
+        int rc = one_pair(c, key, token_mode, NULL);
+        if (rc != DISTLOCK_OK) fail("warm-up pair", rc);
     }
-    int late = wait_until(start);
-    int64_t t0 = now_ns(), t;
-    while ((t = now_ns()) < end) {
-        int rc;
-        if (token_mode) {
-            distlock_token_generate(tok, sizeof tok);
-            rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
-            samples_add(&lat, now_ns() - t);
-            if (rc != DISTLOCK_OK) { errors++; continue; }
-            if (distlock_release_token(c, key, tok) != DISTLOCK_OK) errors++;
-        } else {
-            distlock_lock *l = NULL;
-            rc = distlock_acquire(c, key, 30000, 0, 0, &l);
-            samples_add(&lat, now_ns() - t);
-            if (rc != DISTLOCK_OK) { errors++; continue; }
-            if (distlock_release(l) != DISTLOCK_OK) errors++;
-            distlock_lock_free(l);
+    int64_t end;
+    while (slices_next(&sl, &end)) {
+        long pairs = 0;
+        while (now_ns() < end) {
+            if (one_pair(c, key, token_mode, &lat) != DISTLOCK_OK) errors++;
+            else pairs++;
         }
-        pairs++;
+        sl.pairs[sl.k++] = pairs;
     }
     char impl[64];
     snprintf(impl, sizeof impl, "distlock-c%s-%d", token_mode ? "-token" : "", n);
-    print_pairs(impl, pairs, t0, now_ns(), &lat, late, errors);
+    print_slices(impl, &sl, &lat, errors);
     distlock_client_free(c);
     return 0;
 }

@@ -5,7 +5,8 @@
  *
  *   pairs:   SET key token NX PX 30000, then EVALSHA compare-and-delete, on one
  *            connection per node; with N nodes each command goes to all of
- *            them at once (write all, then read all: one parallel round trip).
+ *            them at once (write all, then poll the replies: one parallel
+ *            round trip) and a round ends as soon as a quorum said yes.
  *   contend: the "notify floor": a release publishes on KEY:rel (inside the
  *            same Lua script), a waiter that failed SET NX blocks on its
  *            SUBSCRIBE connection (re-checking at least every 100 ms).
@@ -43,39 +44,66 @@ static void load(redisContext *c, const char *lua, char sha[41])
     freeReplyObject(r);
 }
 
-/* Send argv to every node, then collect every reply: one parallel round trip. */
+/* Replies still owed per connection: a round ends at quorum, like distlock's
+ * and the Redlock paper's, and the stragglers' replies are discarded by the
+ * next round that reads that connection. */
+static int owed[MAXN];
+
+/* Send argv to every node at once, then read replies until `need` nodes said
+ * yes or every node answered: one parallel round trip. Returns the yes count. */
 static int all_nodes(redisContext **c, int n, int argc, const char **argv, const size_t *len,
-                     int want_status)
+                     int want_status, int need)
 {
-    int ok = 0;
-    for (int i = 0; i < n; i++) redisAppendCommandArgv(c[i], argc, argv, len);
+    int ok = 0, answered = 0;
+    int mine[MAXN];
     for (int i = 0; i < n; i++) {
+        redisAppendCommandArgv(c[i], argc, argv, len);
         int done = 0;
         do { if (redisBufferWrite(c[i], &done) != REDIS_OK) die("write", c[i]->errstr); } while (!done);
+        mine[i] = ++owed[i];   /* this round's reply is the owed[i]-th one still due */
     }
-    for (int i = 0; i < n; i++) {
-        redisReply *r;
-        if (redisGetReply(c[i], (void **)&r) != REDIS_OK) die("read", c[i]->errstr);
-        if (want_status ? (r->type == REDIS_REPLY_STATUS)
-                        : (r->type == REDIS_REPLY_INTEGER && r->integer == 1)) ok++;
-        freeReplyObject(r);
+    while (ok < need && answered < n) {
+        struct pollfd p[MAXN];
+        int idx[MAXN], np = 0;
+        for (int i = 0; i < n; i++) {
+            redisReply *r = NULL;
+            /* replies already buffered first */
+            while (owed[i] > 0 && redisGetReplyFromReader(c[i], (void **)&r) == REDIS_OK && r) {
+                int current = (owed[i] == 1 && mine[i] > 0);
+                owed[i]--;
+                if (current) {
+                    answered++;
+                    mine[i] = 0;
+                    if (want_status ? (r->type == REDIS_REPLY_STATUS)
+                                    : (r->type == REDIS_REPLY_INTEGER && r->integer == 1)) ok++;
+                }
+                freeReplyObject(r);
+                r = NULL;
+            }
+            if (mine[i] > 0) { p[np].fd = c[i]->fd; p[np].events = POLLIN; idx[np++] = i; }
+        }
+        if (ok >= need || answered >= n) break;
+        if (poll(p, (nfds_t)np, 5000) <= 0) die("poll", "no reply within 5 s");
+        for (int k = 0; k < np; k++)
+            if (p[k].revents && redisBufferRead(c[idx[k]]) != REDIS_OK) die("read", c[idx[k]]->errstr);
     }
     return ok;
 }
 
 static int mode_pairs(int argc, char **argv)
 {
-    if (argc < 6) die("usage", "pairs URIS START_NS END_NS KEY");
+    if (argc < 8) die("usage", "pairs URIS START_NS SLICE_NS PERIOD_NS COUNT KEY");
     node_addr a[MAXN];
     int n = parse_uris(argv[2], a, MAXN), quorum = n / 2 + 1;
-    int64_t start = atoll(argv[3]), end = atoll(argv[4]);
-    const char *key = argv[5];
+    slices sl;
+    slices_init(&sl, argv + 3);
+    const char *key = argv[7];
     redisContext *c[MAXN];
     char sha[41];
     for (int i = 0; i < n; i++) { c[i] = conn(&a[i]); load(c[i], REL_LUA, sha); }
 
     samples lat = { 0 };
-    long pairs = 0, errors = 0;
+    long errors = 0;
     char tok[33];
     const char *set_argv[] = { "SET", key, tok, "NX", "PX", "30000" };
     size_t set_len[] = { 3, strlen(key), 32, 2, 2, 5 };
@@ -83,21 +111,23 @@ static int mode_pairs(int argc, char **argv)
     size_t rel_len[] = { 7, 40, 1, strlen(key), 32 };
     for (int w = 0; w < 200; w++) {   /* warm-up: connections, script cache, allocator */
         hex_token(tok);
-        all_nodes(c, n, 6, set_argv, set_len, 1);
-        all_nodes(c, n, 5, rel_argv, rel_len, 0);
+        all_nodes(c, n, 6, set_argv, set_len, 1, quorum);
+        all_nodes(c, n, 5, rel_argv, rel_len, 0, quorum);
     }
-    int late = wait_until(start);
-    int64_t t0 = now_ns(), t;
-    while ((t = now_ns()) < end) {
-        hex_token(tok);
-        int got = all_nodes(c, n, 6, set_argv, set_len, 1);
-        int64_t t1 = now_ns();
-        samples_add(&lat, t1 - t);
-        if (got < quorum) errors++;
-        if (all_nodes(c, n, 5, rel_argv, rel_len, 0) < quorum) errors++;
-        pairs++;
+    int64_t end, t;
+    while (slices_next(&sl, &end)) {
+        long pairs = 0;
+        while ((t = now_ns()) < end) {
+            hex_token(tok);
+            int got = all_nodes(c, n, 6, set_argv, set_len, 1, quorum);
+            samples_add(&lat, now_ns() - t);
+            if (got < quorum) errors++;
+            if (all_nodes(c, n, 5, rel_argv, rel_len, 0, quorum) < quorum) errors++;
+            pairs++;
+        }
+        sl.pairs[sl.k++] = pairs;
     }
-    print_pairs(n == 1 ? "floor" : "floor-parallel", pairs, t0, now_ns(), &lat, late, errors);
+    print_slices(n == 1 ? "floor" : "floor-parallel", &sl, &lat, errors);
     return 0;
 }
 

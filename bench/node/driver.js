@@ -1,7 +1,7 @@
 'use strict';
 /*
  * Node bench driver (node-redlock 4 on ioredis): the protocol of bench/c/common.h.
- *   node driver.js redlock pairs   URIS START_NS END_NS KEY
+ *   node driver.js redlock pairs   URIS START_NS SLICE_NS PERIOD_NS COUNT KEY
  *   node driver.js redlock contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
  *   node driver.js redlock hold    URIS COUNT TTL_MS
  * One ioredis client per node. Single attempts use retryCount 0; waiting uses
@@ -39,23 +39,27 @@ async function main() {
   const waitUntil = (t) => { const n = now(); if (n > t) return 1; sleepUs(Number((t - n) / 1000n)); return 0; };
 
   if (mode === 'pairs') {
-    const start = BigInt(a[0]), end = BigInt(a[1]), key = a[2];
+    // windows k: [START + k*PERIOD, +SLICE), taking turns with the other
+    // implementations of the group (see bench/c/common.h)
+    const start = BigInt(a[0]), slice = BigInt(a[1]), period = BigInt(a[2]), count = Number(a[3]), key = a[4];
     for (let w = 0; w < 100; w++) await release(await tryLock(key, 30000));
-    const late = waitUntil(start);
-    const lat = [];
-    let pairs = 0, errors = 0;
-    const t0 = now();
-    let t;
-    while ((t = now()) < end) {
-      const l = await tryLock(key, 30000);
-      lat.push(Number(now() - t));
-      if (!l) { errors++; continue; }
-      if (!(await release(l))) errors++;
-      pairs++;
+    const lat = [], counts = [];
+    let errors = 0, late = 0;
+    for (let k = 0; k < count; k++) {
+      const ws = start + BigInt(k) * period, we = ws + slice;
+      if (now() >= we) { counts.push(-1); late = 1; continue; }
+      waitUntil(ws);
+      let pairs = 0, t;
+      while ((t = now()) < we) {
+        const l = await tryLock(key, 30000);
+        lat.push(Number(now() - t));
+        if (!l || !(await release(l))) { errors++; continue; }
+        pairs++;
+      }
+      counts.push(pairs);
     }
-    const t1 = now();
-    console.log(`impl=${clients.length > 1 ? 'redlock-5' : 'redlock'} pairs=${pairs} secs=${(Number(t1 - t0) / 1e9).toFixed(6)} ` +
-      `p50_us=${pct(lat, 0.5).toFixed(1)} p99_us=${pct(lat, 0.99).toFixed(1)} late=${late} errors=${errors}`);
+    console.log(`impl=${clients.length > 1 ? 'redlock-n' : 'redlock'} slice_s=${(Number(slice) / 1e9).toFixed(6)} ` +
+      `p50_us=${pct(lat, 0.5).toFixed(1)} p99_us=${pct(lat, 0.99).toFixed(1)} late=${late} errors=${errors} pairs=${counts.join(',')}`);
   } else if (mode === 'contend') {
     const start = BigInt(a[0]), end = BigInt(a[1]), key = a[2];
     const hold = Number(a[3]), think = Number(a[4]), logf = a[5], markf = a[6], id = BigInt(a[7]);

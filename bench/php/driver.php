@@ -1,7 +1,7 @@
 <?php
 /*
  * PHP bench driver: the same protocol as bench/c/common.h.
- *   php driver.php IMPL pairs   URIS START_NS END_NS KEY
+ *   php driver.php IMPL pairs   URIS START_NS SLICE_NS PERIOD_NS COUNT KEY
  *   php driver.php IMPL contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
  *   php driver.php IMPL hold    URIS COUNT TTL_MS
  * IMPL: seed | symfony | symfony-combined | distlock-compat | distlock-oo
@@ -160,22 +160,29 @@ $mode = $argv[2];
 $I = make_impl($impl, $argv[3]);
 
 if ($mode === 'pairs') {
-    [$start, $end, $key] = [(int) $argv[4], (int) $argv[5], $argv[6]];
+    // windows k: [START + k*PERIOD, +SLICE), taking turns with the other
+    // implementations of the group (see bench/c/common.h)
+    [$start, $slice, $period, $count, $key] =
+        [(int) $argv[4], (int) $argv[5], (int) $argv[6], (int) $argv[7], $argv[8]];
     $try = $I['try']; $rel = $I['release'];
     for ($w = 0; $w < 100; $w++) { $h = $try($key, 30000); $rel($h); }
-    $late = wait_until($start);
-    $lat = []; $pairs = 0; $errors = 0;
-    $t0 = hrtime(true);
-    while (($t = hrtime(true)) < $end) {
-        $h = $try($key, 30000);
-        $lat[] = hrtime(true) - $t;
-        if (!$h) { $errors++; continue; }
-        if (!$rel($h)) $errors++;
-        $pairs++;
+    $lat = []; $counts = []; $errors = 0; $late = 0;
+    for ($k = 0; $k < $count; $k++) {
+        $ws = $start + $k * $period; $we = $ws + $slice;
+        if (hrtime(true) >= $we) { $counts[] = -1; $late = 1; continue; }
+        wait_until($ws);
+        $pairs = 0;
+        while (($t = hrtime(true)) < $we) {
+            $h = $try($key, 30000);
+            $lat[] = hrtime(true) - $t;
+            if (!$h) { $errors++; continue; }
+            if (!$rel($h)) { $errors++; continue; }
+            $pairs++;
+        }
+        $counts[] = $pairs;
     }
-    $t1 = hrtime(true);
-    printf("impl=%s pairs=%d secs=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d\n",
-        $impl, $pairs, ($t1 - $t0) / 1e9, pct($lat, 0.5), pct($lat, 0.99), $late, $errors);
+    printf("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d pairs=%s\n",
+        $impl, $slice / 1e9, pct($lat, 0.5), pct($lat, 0.99), $late, $errors, implode(',', $counts));
 } elseif ($mode === 'contend') {
     [$start, $end, $key, $hold, $think, $logf, $markf, $id] =
         [(int) $argv[4], (int) $argv[5], $argv[6], (int) $argv[7], (int) $argv[8], $argv[9], $argv[10], (int) $argv[11]];

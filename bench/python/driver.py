@@ -1,6 +1,6 @@
 """Python bench driver: the same protocol as bench/c/common.h.
 
-    python driver.py IMPL pairs   URIS START_NS END_NS KEY
+    python driver.py IMPL pairs   URIS START_NS SLICE_NS PERIOD_NS COUNT KEY
     python driver.py IMPL contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
     python driver.py IMPL hold    URIS COUNT TTL_MS
 
@@ -63,27 +63,34 @@ def main():
     try_, wait, release = make_impl(impl, uris)
     a = sys.argv[4:]
     if mode == "pairs":
-        start, end, key = int(a[0]), int(a[1]), a[2]
+        # windows k: [START + k*PERIOD, +SLICE), taking turns with the other
+        # implementations of the group (see bench/c/common.h)
+        start, slc, period, count, key = int(a[0]), int(a[1]), int(a[2]), int(a[3]), a[4]
         for _ in range(100):
             release(try_(key, 30000))
-        late = wait_until(start)
-        lat, pairs, errors = [], 0, 0
-        t0 = now()
-        while True:
-            t = now()
-            if t >= end:
-                break
-            h = try_(key, 30000)
-            lat.append(now() - t)
-            if h is None:
-                errors += 1
+        lat, counts, errors, late = [], [], 0, 0
+        for k in range(count):
+            ws = start + k * period
+            we = ws + slc
+            if now() >= we:
+                counts.append(-1)
+                late = 1
                 continue
-            if not release(h):
-                errors += 1
-            pairs += 1
-        t1 = now()
-        print("impl=%s pairs=%d secs=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d"
-              % (impl, pairs, (t1 - t0) / 1e9, pct(lat, .5), pct(lat, .99), late, errors))
+            wait_until(ws)
+            pairs = 0
+            while True:
+                t = now()
+                if t >= we:
+                    break
+                h = try_(key, 30000)
+                lat.append(now() - t)
+                if h is None or not release(h):
+                    errors += 1
+                    continue
+                pairs += 1
+            counts.append(pairs)
+        print("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d pairs=%s"
+              % (impl, slc / 1e9, pct(lat, .5), pct(lat, .99), late, errors, ",".join(map(str, counts))))
     elif mode == "contend":
         start, end, key = int(a[0]), int(a[1]), a[2]
         hold, think, logf, markf, myid = int(a[3]) / 1e6, int(a[4]) / 1e6, a[5], a[6], int(a[7])
