@@ -25,6 +25,16 @@ while (microtime(true) < $end) {
 var_dump($alive, $l->isHeld(), $l->isLost(), $l->validity() > 0);
 var_dump($r->exists(dl_test_key('no-renew')), $plain->isHeld());
 var_dump($l->release(), $r->exists($k));
+
+// Someone deletes the key under an auto-renewed lock: the renewal notices and the
+// owner is told (isLost), extend() throws, release() reports it was not ours any more.
+$k = dl_test_key('renew-lost');
+$l = $c->tryLock($k, 0.3, Client::AUTO_RENEW);
+$r->del($k);
+var_dump(dl_test_wait_for(fn() => $l->isLost(), 3.0));
+var_dump($l->isHeld(), $l->validity());
+try { $l->extend(); echo "extended\n"; } catch (Distlock\LockLostException $e) { echo get_class($e), "\n"; }
+var_dump($l->release());
 ?>
 --EXPECT--
 bool(true)
@@ -35,3 +45,8 @@ int(0)
 bool(false)
 bool(true)
 int(0)
+bool(true)
+bool(false)
+float(0)
+Distlock\LockLostException
+bool(false)
