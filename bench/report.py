@@ -154,35 +154,42 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("")
 
     # ---- targets
-    tg = []
+    tg, tdata = [], []
 
-    def target(what, value, goal, ok, why_txt=""):
+    def target(what, value, goal, ok, why_txt="", short=None, score=None):
         status = "—" if value != value else ("met" if ok else "**missed**")
         tg.append("| %s | %s | %s | %s |" % (what, fmt(value, 2) if value == value else why_txt or "not measured",
                                                goal, status))
+        if short:
+            tdata.append((short, score if score is not None else NAN))
     P = "pairs"
     v = R.paired((P, ("distlock-c", 1)), (P, ("floor", 1)))
-    target("C uncontended, × floor (1 node)", v, "≥ 0.95", v >= 0.95, R.reason(P, ("distlock-c", 1)))
+    target("C uncontended, × floor (1 node)", v, "≥ 0.95", v >= 0.95, R.reason(P, ("distlock-c", 1)),
+           "C", v / 0.95)
     v = R.paired((P, ("distlock-php-compat", 1)), (P, ("seed", 1)))
     target("PHP extension compat pair, × seed userland (1 node)", v, "≥ 1.00", v >= 1.0,
-           R.reason(P, ("distlock-php-compat", 1)))
+           R.reason(P, ("distlock-php-compat", 1)), "PHP compat", v)
     v = R.paired((P, ("distlock-php-oo", 1)), (P, ("seed", 1)))
     target("PHP extension OO API, × seed userland (1 node)", v, "≥ 1.00", v >= 1.0,
-           R.reason(P, ("distlock-php-oo", 1)))
+           R.reason(P, ("distlock-php-oo", 1)), "PHP OO", v)
     v = R.paired((P, ("distlock-py", 1)), (P, ("redis-py", 1)))
-    target("Python package, × redis-py Lock (1 node)", v, "≥ 1.60", v >= 1.6, R.reason(P, ("distlock-py", 1)))
+    target("Python package, × redis-py Lock (1 node)", v, "≥ 1.60", v >= 1.6, R.reason(P, ("distlock-py", 1)),
+           "Python", v / 1.6)
     v = R.paired((P, ("distlock-c", 5)), (P, ("floor", 5)))
-    target("C on 5 nodes, × parallel floor", v, "≥ 0.90", v >= 0.9, R.reason(P, ("distlock-c", 5)))
+    target("C on 5 nodes, × parallel floor", v, "≥ 0.90", v >= 0.9, R.reason(P, ("distlock-c", 5)),
+           "C 5 nodes", v / 0.9)
     C = "contend"
-    for nm in ("distlock-c", "distlock-c-fair"):
+    for nm, sh in (("distlock-c", "C"), ("distlock-c-fair", "C fair"), ("distlock-php-oo", "PHP OO"),
+                   ("distlock-py", "Python")):
         v = R.paired((C, (nm, 1000)), (C, ("floor-notify", 1000)))
-        target("%s contended (think 1 ms), × notify floor" % nm, v, "≥ 0.90", v >= 0.9, R.reason(C, (nm, 1000)))
+        target("%s contended (think 1 ms), × notify floor" % impls[nm].label, v, "≥ 0.90", v >= 0.9,
+               R.reason(C, (nm, 1000)), sh + " contended", v / 0.9)
         v = R.value(C, (nm, 1000), "wait_ms")
-        target("%s contended (think 1 ms), waiter's median wait at a change, ms" % nm, v, "≤ 1.00", v <= 1.0,
-               R.reason(C, (nm, 1000)))
+        target("%s contended (think 1 ms), waiter's median wait at a change, ms" % impls[nm].label, v, "≤ 1.00",
+               v <= 1.0, R.reason(C, (nm, 1000)), sh + " wait", 1.0 / v if v else NAN)
     v = R.value(C, ("distlock-c-fair", 0), "change_frac")
-    target("fair mode, think 0: owner changes per release", v, "> 0.50 (most releases)", v > 0.5,
-           R.reason(C, ("distlock-c-fair", 0)))
+    target("fair mode (C, DISTLOCK_FAIR), think 0: owner changes per release", v, "> 0.50 (most releases)",
+           v > 0.5, R.reason(C, ("distlock-c-fair", 0)), "fair handoff", v / 0.5)
     total_ov = sum(x["overlaps"] for k, rr in res.items() if k[0] in ("contend", "contenders") for x in rr)
     tg.append("| mutual exclusion: overlaps over every contended run | %d | 0 | %s |"
               % (total_ov, "met" if total_ov == 0 else "**missed**"))
@@ -343,12 +350,12 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("")
     with open(md_path, "w") as f:
         f.write("\n".join(o) + "\n")
-    chart(R, png_path, day, args.quick)
+    chart(R, png_path, day, args.quick, tdata)
     print("\n".join(o))
     print("\nbench: wrote %s and %s" % (md_path, png_path))
 
 
-def chart(R, png, day, quick):
+def chart(R, png, day, quick, tdata):
     if not shutil.which("gnuplot"):
         print("bench: gnuplot missing, no chart")
         return
@@ -357,7 +364,7 @@ def chart(R, png, day, quick):
     def bars(path, rows):
         with open(path, "w") as f:
             for label, v in rows:
-                f.write('"%s" %s\n' % (label, "%.1f" % v if v == v else "0"))
+                f.write('"%s" %s\n' % (label, "%.3f" % v if v == v else "0"))
 
     short = {"floor": "floor", "floor-notify": "notify floor", "seed": "seed PHP", "symfony": "symfony",
              "symfony-combined": "symfony Combined", "redis-py": "redis-py", "redlock": "node-redlock",
@@ -373,6 +380,7 @@ def chart(R, png, day, quick):
     bars(os.path.join(d, "c1.dat"), [(short[n], R.value("contend", (n, 1000))) for n in
          ["floor-notify", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-fair",
           "distlock-php-oo", "distlock-py"]])
+    bars(os.path.join(d, "t.dat"), [(lab, min(s, 3.0) if s == s else NAN) for lab, s in tdata])
     with open(os.path.join(d, "nodes.dat"), "w") as f:
         for n in (1, 3, 5, 7):
             f.write("%d %s\n" % (n, " ".join("%.1f" % R.value(*nodes_at(nm, n)) for nm in
@@ -408,6 +416,12 @@ set xlabel "processes"
 set logscale x 2
 set xtics (1,2,8,32)
 plot for [i=2:5] '{d}/cont.dat' using 1:i with linespoints lw 2 title word("notify-floor redis-py distlock-C distlock-C-fair", i-1)
+unset logscale x
+unset xlabel
+set xtics rotate by -40 left
+set title "targets: measured ÷ goal (≥ 1 met; wait: goal ÷ measured; capped at 3)"
+set yrange [0:3]
+plot '{d}/t.dat' using 0:2:xtic(1) with boxes lc rgb '#ddaa33' notitle, 1 with lines lc rgb 'black' dt 2 notitle
 unset multiplot
 """.format(png=png, day=day, q=" --quick" if quick else "", d=d)
     p = subprocess.run(["gnuplot"], input=gp, capture_output=True, text=True)
