@@ -37,6 +37,9 @@ extern char **environ;
  * on `--wait forever`) is acted on promptly; a release still wakes the slice
  * in progress at once. */
 #define WAIT_SLICE_MS 250L
+/* A lease shorter than this cannot be acquired with any validity left (the
+ * clock drift allowance alone is 2 ms) nor renewed in time. */
+#define MIN_TTL_MS 10L
 /* Without the lost-fd, how often the lost flag is polled. */
 #define LOST_POLL_MS 250
 
@@ -70,7 +73,6 @@ static const struct option run_longopts[] = {
     CLI_COMMON_LONGOPTS,
     {"ttl", required_argument, NULL, 't'},
     {"wait", required_argument, NULL, 'w'},
-    {"timeout-wait", required_argument, NULL, 'w'},
     {"nonblock", no_argument, NULL, 'n'},
     {"conflict-exit-code", required_argument, NULL, 'E'},
     {"lost-exit-code", required_argument, NULL, OPT_LOST_EXIT},
@@ -110,10 +112,10 @@ static int parse_run(int argc, char **argv, struct run_opts *o, int *first)
             cli_help_run(stdout);
             return CLI_EXIT_OK;
         case 't':
-            if (cli_parse_duration(optarg, 0, &o->ttl_ms) || o->ttl_ms < 1 ||
+            if (cli_parse_duration(optarg, 0, &o->ttl_ms) || o->ttl_ms < MIN_TTL_MS ||
                 o->ttl_ms > DISTLOCK_TTL_MAX)
-                return cli_usage_error("run", "invalid --ttl '%s' (a duration from 1ms, "
-                                       "such as 30s or 500ms)", optarg);
+                return cli_usage_error("run", "invalid --ttl '%s' (a duration from 10ms to "
+                                       "24 days, such as 30s or 500ms)", optarg);
             break;
         case 'w':
             if (cli_parse_duration(optarg, 1, &o->wait_ms))
@@ -292,8 +294,9 @@ static void take_signals(int sfd, pid_t child, int *stop, int *chld, int verbose
     }
 }
 
-/* Best effort: why is the key not ours? "held by another owner for 12.3s". */
-static void explain_conflict(distlock_client *c, const char *key, char *buf, size_t size)
+/* Best effort: why is the key not ours? "held by another owner for 12.3s".
+ * Returns 0 when no node shows a holder (any more). */
+static int explain_conflict(distlock_client *c, const char *key, char *buf, size_t size)
 {
     int n = distlock_client_node_count(c);
     buf[0] = '\0';
@@ -307,9 +310,10 @@ static void explain_conflict(distlock_client *c, const char *key, char *buf, siz
                          cli_fmt_ms(pttl, d, sizeof d));
             else
                 snprintf(buf, size, " (it has no expiry)");
-            return;
+            return 1;
         }
     }
+    return 0;
 }
 
 int cli_run(int argc, char **argv)
@@ -410,8 +414,12 @@ int cli_run(int argc, char **argv)
     if (rc == DISTLOCK_NOTACQUIRED || rc == DISTLOCK_ETIMEDOUT) {
         if (!o.co.quiet) {
             char why[96];
-            explain_conflict(c, key, why, sizeof why);
-            if (o.wait_ms != 0)
+            if (!explain_conflict(c, key, why, sizeof why))
+                cli_err("could not lock '%s' although no owner holds it now: it was just "
+                        "released, or too few nodes granted it with validity left (a "
+                        "--ttl of %s is too short for these servers?); not running the "
+                        "command", key, cli_fmt_ms(o.ttl_ms, d1, sizeof d1));
+            else if (o.wait_ms != 0)
                 cli_err("'%s' is locked by another owner%s; gave up after waiting %s; "
                         "not running the command", key, why, cli_fmt_ms(waited, d1, sizeof d1));
             else

@@ -150,7 +150,7 @@ t_bad_arguments() {
   expect 64 "$DL" run k:bad -- && contains "$D/err" "missing COMMAND" || return 1
   expect 64 "$DL" run "" -- touch "$ran" && contains "$D/err" "KEY is empty" || return 1
   local bad
-  for bad in "--ttl abc" "--ttl 0" "--ttl -5" "--ttl 5parsecs" "--ttl 0x10" "--wait soon" \
+  for bad in "--ttl abc" "--ttl 0" "--ttl 9ms" "--ttl 600h" "--ttl -5" "--ttl 5parsecs" "--ttl 0x10" "--wait soon" \
              "-E 256" "-E -1" "--lost-exit-code x" "--kill-signal FOO" "--timeout 0" \
              "--connect-timeout nope" "--bogus"; do
     # shellcheck disable=SC2086
