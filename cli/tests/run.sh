@@ -116,6 +116,8 @@ hold() {
 # their children by pid.
 test_cleanup() {
   touch "$D/release"
+  [ -d "$D/redis" ] && bash "$HARNESS" stop "$D/redis" >/dev/null 2>&1
+  [ -n "${STOPPED_PID:-}" ] && kill -CONT "$STOPPED_PID" 2>/dev/null
   if [ -f "$D/pids" ]; then
     local p c
     while read -r p; do
@@ -501,6 +503,52 @@ t_redlock_three_nodes() {
   wait_exit "$pid" 10 || return 1
   [ "$ST" = 0 ] || fail "exit $ST: $(cat "$D/run.err")" || return 1
   expect 1 "$DL" status --servers "$URIS3" "$k" && contains "$D/out" "free" || return 1
+}
+
+t_redlock_node_down() {
+  local k=cli:redlock-down:$RANDOM
+  local port1; port1=$(echo "$URIS3" | cut -d, -f1 | sed 's/.*://')
+  STOPPED_PID=$(cat "$TMP/redis3/redis-$port1.pid")
+  # A hung node (SIGSTOP) costs at most --timeout; 2 of 3 is still a quorum.
+  kill -STOP "$STOPPED_PID"
+  local t0 ms; t0=$(date +%s%N)
+  expect 0 "$DL" run --servers "$URIS3" --timeout 200ms --connect-timeout 200ms "$k" -- sh -c '
+    echo "$DISTLOCK_TOKEN" > "$0/ready"' "$D" || return 1
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "    run with one of 3 nodes hung (--timeout 200ms): ${ms} ms" >&2
+  [ "$ms" -lt 2000 ] || fail "took ${ms} ms with --timeout 200ms" || return 1
+  hold "$k" --servers "$URIS3" --timeout 200ms --connect-timeout 200ms || return 1
+  expect 0 "$DL" status --servers "$URIS3" --timeout 200ms --connect-timeout 200ms "$k" || return 1
+  contains "$D/out" "held on 2 of 3 nodes, quorum 2, 1 not answering" || return 1
+  contains "$D/out" "127.0.0.1:$port1  error: " || return 1
+  touch "$D/release"; wait_exit "$HOLDER" 10 || return 1
+  [ "$ST" = 0 ] || fail "holder exit $ST: $(cat "$D/holder.err")" || return 1
+  kill -CONT "$STOPPED_PID"; STOPPED_PID=""
+}
+
+t_verbose_and_fence() {
+  local k=cli:fence:$RANDOM
+  expect 0 "$DL" run -v --fence "$k" -- sh -c 'echo "$DISTLOCK_FENCE" > "$0/f1"' "$D" || return 1
+  contains "$D/err" "acquired '$k' after [0-9.]*m\?s (token [0-9a-f]\{32\}, fence [0-9]*" || return 1
+  contains "$D/err" "released '$k'; the command ran [0-9.]*m\?s and exited with status 0" || return 1
+  expect 0 "$DL" run --fence "$k" -- sh -c 'echo "$DISTLOCK_FENCE" > "$0/f2"' "$D" || return 1
+  local f1 f2; f1=$(cat "$D/f1"); f2=$(cat "$D/f2")
+  [ "$f1" -ge 0 ] && [ "$f2" -gt "$f1" ] || fail "fencing tokens $f1 then $f2 do not increase" || return 1
+  # Without --fence there is no DISTLOCK_FENCE, even if the caller had one.
+  DISTLOCK_FENCE=stale expect 0 "$DL" run "$k" -- sh -c 'echo "${DISTLOCK_FENCE-unset}" > "$0/f3"' "$D" || return 1
+  [ "$(cat "$D/f3")" = unset ] || fail "DISTLOCK_FENCE leaked: $(cat "$D/f3")"
+  expect 0 "$DL" run -q "$k" -- true && [ ! -s "$D/err" ] || fail "-q printed $(cat "$D/err")"
+}
+
+t_password_from_environment() {
+  local k=cli:auth:$RANDOM p
+  p=$(bash "$HARNESS" start "$D/redis" 1) || return 1
+  redis-cli -p "$p" config set requirepass 's3cret pass' >/dev/null
+  DISTLOCK_PASSWORD='s3cret pass' expect 0 "$DL" run --servers "redis://127.0.0.1:$p" "$k" -- true || return 1
+  expect 69 "$DL" run --servers "redis://127.0.0.1:$p" "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "$p" || return 1
+  DISTLOCK_PASSWORD=wrong expect 69 "$DL" run --servers "redis://127.0.0.1:$p" "$k" -- touch "$D/ran" || return 1
+  absent "$D/ran"
 }
 
 # ------------------------------------------------------------------ runner
