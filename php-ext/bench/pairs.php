@@ -7,7 +7,8 @@
 // Both sides make two round trips per pair (SET NX EX / EVAL(SHA) compare-and-delete).
 // The sides alternate in ROUNDS rounds so drift on the machine hits both alike;
 // each pair uses a fresh key and checks the results, so a broken pair cannot
-// count as a fast one. Also measured: the OO API (tryLock + release).
+// count as a fast one. Also measured: the OO API (tryLock + release), and the
+// CPU each pair costs the PHP process (getrusage) and redis-server (INFO cpu).
 require __DIR__ . '/../tests/fixtures/seed_userland.php';
 require __DIR__ . '/../tests/fixtures/erp_counter.php';
 
@@ -61,6 +62,12 @@ foreach ($sides as $name => $f) {
 }
 $time = array_fill_keys(array_keys($sides), 0.0);
 $cpu = array_fill_keys(array_keys($sides), 0.0);
+$srv = array_fill_keys(array_keys($sides), 0.0);
+$probe = dl_test_phpredis($uri);
+$serverCpu = function () use ($probe): float {
+    $i = $probe->info('cpu');
+    return (float)$i['used_cpu_user'] + (float)$i['used_cpu_sys'];
+};
 $rusage = function (): float {
     $u = getrusage();
     return $u['ru_utime.tv_sec'] + $u['ru_utime.tv_usec'] / 1e6 + $u['ru_stime.tv_sec'] + $u['ru_stime.tv_usec'] / 1e6;
@@ -68,11 +75,13 @@ $rusage = function (): float {
 $per = intdiv($pairs, $rounds);
 for ($round = 0; $round < $rounds; $round++) {
     foreach ($sides as $name => $f) {
+        $s0 = $serverCpu();
         $t0 = hrtime(true);
         $c0 = $rusage();
         $f($per, $prefix . "$round:$name:");
         $time[$name] += (hrtime(true) - $t0) / 1e9;
         $cpu[$name] += $rusage() - $c0;
+        $srv[$name] += $serverCpu() - $s0;
     }
 }
 $rate = [];
@@ -84,12 +93,13 @@ if ($json) {
     $cpuUs = array_map(fn($c) => $c / ($per * $rounds) * 1e6, $cpu);
     echo json_encode(['pairs' => $per * $rounds, 'rounds' => $rounds, 'pairs_per_s' => $rate,
                       'client_cpu_us_per_pair' => $cpuUs,
+                      'server_cpu_us_per_pair' => array_map(fn($c) => $c / ($per * $rounds) * 1e6, $srv),
                       'ratio_extension_vs_seed' => $ratio, 'php' => PHP_VERSION], JSON_PRETTY_PRINT), "\n";
 } else {
     printf("lock+unlock pairs, %d per side in %d rounds, server %s\n", $per * $rounds, $rounds, $uri);
     foreach ($rate as $name => $r) {
-        printf("  %-14s %9.0f pairs/s  (%.1f us/pair, PHP process CPU %.1f us/pair)\n",
-               $name, $r, 1e6 / $r, $cpu[$name] / ($per * $rounds) * 1e6);
+        printf("  %-14s %9.0f pairs/s  (%.1f us/pair; CPU per pair: PHP %.1f us, redis-server %.1f us)\n",
+               $name, $r, 1e6 / $r, $cpu[$name] / ($per * $rounds) * 1e6, $srv[$name] / ($per * $rounds) * 1e6);
     }
     printf("  ratio extension / seed-userland: %.2f\n", $ratio);
 }
