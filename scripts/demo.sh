@@ -35,9 +35,9 @@ cleanup() {
   local st=$?
   set +e
   if [ -n "$RUN" ]; then
-    touch "$RUN/release"
+    touch "$RUN/cli.release" "$RUN/php.release"   # holders still running end by themselves
     for p in "${PIDS[@]}"; do
-      for _ in $(seq 1 100); do kill -0 "$p" 2>/dev/null || break; sleep 0.02; done
+      for _ in $(seq 1 50); do kill -0 "$p" 2>/dev/null || break; sleep 0.02; done
       kill -9 "$p" 2>/dev/null
       wait "$p" 2>/dev/null
     done
