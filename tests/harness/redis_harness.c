@@ -4,6 +4,7 @@
 #endif
 #include "redis_harness.h"
 
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -174,14 +175,18 @@ void rh_stop_all(rh_cluster *rc)
         rc->node[i].pid = 0;
     }
     if (!getenv("DISTLOCK_TEST_KEEP")) {
-        char path[160];
-        for (int i = 0; i < rc->n; i++) {
-            snprintf(path, sizeof path, "%s/redis-%d.log", rc->dir, rc->node[i].port);
-            unlink(path);
-            unlink(rc->node[i].sock);
-            snprintf(path, sizeof path, "%s/dump.rdb", rc->dir);
+        /* Logs and sockets of every server started here, including the
+         * attempts that lost their port to someone else. */
+        DIR *d = opendir(rc->dir);
+        struct dirent *e;
+        char path[sizeof rc->dir + 300];
+        while (d && (e = readdir(d)) != NULL) {
+            if (strncmp(e->d_name, "redis-", 6) != 0 && strcmp(e->d_name, "dump.rdb") != 0)
+                continue;
+            snprintf(path, sizeof path, "%s/%s", rc->dir, e->d_name);
             unlink(path);
         }
+        if (d) closedir(d);
         rmdir(rc->dir);
     }
     free(rc);
