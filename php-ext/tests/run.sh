@@ -95,7 +95,7 @@ warned=$(count warned)
 passed=${passed:-0}; failed=${failed:-0}; skipped=${skipped:-0}; borked=${borked:-0}; leaked=${leaked:-0}; warned=${warned:-0}
 bad=$((failed + borked + leaked + warned))
 
-echo "php-ext phpt: $passed passed, $((failed + borked + leaked + warned + skipped)) failed"
+echo "php-ext: $passed passed, $((failed + borked + leaked + warned + skipped)) failed"
 if [ "$passed" -eq 0 ] || [ "$bad" -ne 0 ] || [ "$skipped" -ne 0 ] || [ "$status" -ne 0 ]; then
   [ "$skipped" -ne 0 ] && echo "php-ext: $skipped test(s) skipped: every test must run here" >&2
   exit 1
