@@ -29,11 +29,11 @@ done
 mkdir -p "$out"
 out=$(cd "$out" && pwd)
 log=$out/build.log
-: > "$log"
 
 # Several callers (tests, demo, bench) may build at once: one at a time.
 exec 9> "$out/.lock"
 flock 9
+: > "$log"
 
 fail() {
   echo "build.sh: $1 failed; last lines of $log:" >&2
@@ -72,8 +72,11 @@ if [ ! -f Makefile ] || [ "$(cat .configured 2>/dev/null)" != "$stamp" ]; then
   ./configure --with-distlock="$core_build" >> "$log" 2>&1 || fail "configure"
   echo "$stamp" > .configured
 fi
-# libdistlock.a is not a make prerequisite of the module: relink every time.
-rm -f distlock.la modules/distlock.so
+# libdistlock.a is not a make prerequisite of the module: relink when it is
+# newer (only then, so a distlock.so another process is about to load stays).
+if [ ! -f modules/distlock.so ] || [ "$core_build/core/libdistlock.a" -nt modules/distlock.so ]; then
+  rm -f distlock.la .libs/distlock.so modules/distlock.so
+fi
 make -j "$(nproc)" >> "$log" 2>&1 || fail "make"
 [ -f modules/distlock.so ] || fail "make (no modules/distlock.so)"
 
