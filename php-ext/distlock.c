@@ -885,6 +885,52 @@ PHP_METHOD(Distlock_Lock, fence)
     RETURN_LONG((zend_long)f);
 }
 
+/* var_dump() / print_r(): what a developer wants to see; never the token
+ * (debug output ends up in logs, and the token is what releases the lock). */
+static HashTable *dl_lock_debug_info(zend_object *obj, int *is_temp)
+{
+    dl_lock_obj *o = dl_lock_from(obj);
+    zval arr;
+
+    *is_temp = 1;
+    array_init(&arr);
+    if (o->l != NULL) {
+        int64_t f = distlock_lock_fence(o->l);
+
+        add_assoc_string(&arr, "key", distlock_lock_key(o->l));
+        add_assoc_double(&arr, "validity", (double)distlock_lock_validity_ms(o->l) / 1000.0);
+        add_assoc_bool(&arr, "held", distlock_lock_validity_ms(o->l) > 0 && !distlock_lock_lost(o->l));
+        add_assoc_bool(&arr, "lost", distlock_lock_lost(o->l));
+        if (f >= 0) {
+            add_assoc_long(&arr, "fence", (zend_long)f);
+        } else {
+            add_assoc_null(&arr, "fence");
+        }
+    }
+    return Z_ARRVAL(arr);
+}
+
+static HashTable *dl_client_debug_info(zend_object *obj, int *is_temp)
+{
+    dl_client_obj *o = dl_client_from(obj);
+    zval arr, servers;
+    int i, n;
+
+    *is_temp = 1;
+    array_init(&arr);
+    if (o->c != NULL) {
+        n = distlock_client_node_count(o->c);
+        array_init(&servers);
+        for (i = 0; i < n; i++) {
+            const char *uri = distlock_client_node_uri(o->c, i);
+            add_next_index_string(&servers, uri ? uri : "");
+        }
+        add_assoc_zval(&arr, "servers", &servers);
+        add_assoc_long(&arr, "quorum", distlock_client_quorum(o->c));
+    }
+    return Z_ARRVAL(arr);
+}
+
 /* ---------------------------------------------------------------- module */
 
 PHP_MINIT_FUNCTION(distlock)
@@ -905,6 +951,7 @@ PHP_MINIT_FUNCTION(distlock)
     memcpy(&dl_client_handlers, zend_get_std_object_handlers(), sizeof(zend_object_handlers));
     dl_client_handlers.offset = XtOffsetOf(dl_client_obj, std);
     dl_client_handlers.clone_obj = NULL;
+    dl_client_handlers.get_debug_info = dl_client_debug_info;
 
     dl_ce_lock = register_class_Distlock_Lock();
     dl_ce_lock->create_object = dl_lock_create;
@@ -912,6 +959,7 @@ PHP_MINIT_FUNCTION(distlock)
     dl_lock_handlers.offset = XtOffsetOf(dl_lock_obj, std);
     dl_lock_handlers.free_obj = dl_lock_free;
     dl_lock_handlers.clone_obj = NULL;
+    dl_lock_handlers.get_debug_info = dl_lock_debug_info;
 
     return SUCCESS;
 }

@@ -25,6 +25,10 @@ $before = $connections();
 // shared the socket, replies would cross and results would be wrong.
 $pid = pcntl_fork();
 if ($pid === 0) {
+    // The inherited Lock is the parent's: the child cannot release it.
+    $closed = false;
+    try { $held->release(); } catch (Distlock\Exception $e) { $closed = $e->getCode() === Distlock\Exception::CLOSED; }
+    if (!$closed) { exit(2); }
     $ok = 0;
     for ($i = 0; $i < 300; $i++) {
         $k = dl_test_key("fork-child-$i");

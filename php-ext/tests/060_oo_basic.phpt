@@ -27,6 +27,11 @@ var_dump($r->get($k) === $l->token());
 $v = $l->validity();
 var_dump($v > 9.0 && $v <= 10.0, $l->isHeld(), $l->isLost(), $l->fence());
 
+// var_dump shows what matters, and never the token.
+ob_start(); var_dump($l); $dump = ob_get_clean();
+var_dump(str_contains($dump, $k), str_contains($dump, '["held"]=>' . "\n  bool(true)"), str_contains($dump, $l->token()));
+print_r($c);
+
 // Contention: null from tryLock, 500002 from the compat function, the seed's SET NX fails.
 var_dump($fromIni->tryLock($k, 10));
 try { distributedLock($k, 10); } catch (Exception $e) { var_dump($e->getCode()); }
@@ -96,6 +101,18 @@ bool(true)
 bool(true)
 bool(false)
 NULL
+bool(true)
+bool(true)
+bool(false)
+Distlock\Client Object
+(
+    [servers] => Array
+        (
+            [0] => redis://127.0.0.1:%d
+        )
+
+    [quorum] => 1
+)
 NULL
 int(500002)
 bool(false)
