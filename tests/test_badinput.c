@@ -190,8 +190,14 @@ static void test_bad_acquire(void **state)
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     l = NULL;
-    /* ttl 1 ms is valid input (whether it can be granted is another matter). */
-    int r = distlock_acquire(c, "k", 1, 0, 0, &l);
+    /* A lease no longer than the drift allowance (2 ms + 1%) can never be
+     * valid: a clear EINVAL, not a NOTACQUIRED that looks like contention. */
+    assert_fails(distlock_acquire(c, "k", 1, 0, 0, &l), DISTLOCK_EINVAL);
+    assert_fails(distlock_acquire(c, "k", 2, 0, 0, &l), DISTLOCK_EINVAL);
+    assert_non_null(strstr(distlock_last_error(), "drift"));
+    assert_fails(distlock_acquire_token(c, "k", 2, "tok", 0, NULL), DISTLOCK_EINVAL);
+    assert_int_equal(rh_get(rc, 0, 0, "k", NULL, 0), 0);   /* nothing was set */
+    int r = distlock_acquire(c, "k", 3, 0, 0, &l);          /* 3 ms: valid input */
     assert_true(r != DISTLOCK_EINVAL);
     distlock_lock_free(l);
     distlock_client_free(c);

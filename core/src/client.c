@@ -66,6 +66,9 @@ void distlock__after_fork_locked(distlock_client *c)
         cs = next;
     }
     c->pool = NULL;
+    /* The parent's held records stay owned by their handles; the child
+     * neither renews nor releases them. */
+    c->held = NULL;
     c->wd_running = 0;
     c->wd_stop = 0;
     c->sub_running = 0;
@@ -261,11 +264,16 @@ int distlock__check_key(const char *key)
     return DISTLOCK_OK;
 }
 
-int distlock__check_ttl(long ttl_ms)
+int distlock__check_ttl(const distlock_client *c, long ttl_ms)
 {
     if (ttl_ms <= 0 || ttl_ms > DISTLOCK_TTL_MAX)
         return distlock__fail(DISTLOCK_EINVAL, "ttl_ms %ld out of range 1..%ld", ttl_ms,
                               (long)DISTLOCK_TTL_MAX);
+    /* A lease no longer than the clock-drift allowance can never be valid. */
+    if (c && ttl_ms <= distlock__drift_ms(c, ttl_ms))
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "ttl_ms %ld is not above the clock-drift allowance of %ld ms",
+                              ttl_ms, distlock__drift_ms(c, ttl_ms));
     return DISTLOCK_OK;
 }
 

@@ -66,10 +66,9 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
                         long wait_ms, unsigned flags, uint64_t *until, int64_t *fence)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
-    long holder_pttl = 0;
-    int granted = 0;
+    distlock__attempt att = { 0, 0, 0 };
     int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
-                                    until, fence, &holder_pttl, &granted);
+                                    until, fence, &att);
     if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
         return rc;
 
@@ -89,7 +88,7 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
      * and the subscription is not missed. */
     for (;;) {
         rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, queue_ttl(c), until,
-                                    fence, &holder_pttl, &granted);
+                                    fence, &att);
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
         uint64_t now = distlock__now_us();
@@ -98,11 +97,13 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
                            key, wait_ms);
             break;
         }
-        if (fair && granted > 0) {
+        if (fair && att.granted > 0 && att.behind > 0) {
             /* Some nodes had us at the head of their queue, others had
              * another waiter there (our requests crossed on the way): a
              * split nobody can win. Step out of every queue and rejoin
-             * after a random pause, so the queues agree on an order. */
+             * after a random pause, so the queues agree on an order. (Nodes
+             * where the lock was merely still held, e.g. a release still on
+             * its way, are no split: we just wait for their release.) */
             (void)distlock__leave_queue(c, key, token);
             distlock__waiter_wait(c, NULL, now + jitter_us(4 * c->retry_min_ms + 2));
             continue;
@@ -112,8 +113,8 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
          * re-check, at most retry_max apart and never later than the
          * holder's remaining TTL. */
         uint64_t next = now + jitter_us(backoff);
-        if (holder_pttl > 0 && now + (uint64_t)holder_pttl * 1000u + 500u < next)
-            next = now + (uint64_t)holder_pttl * 1000u + 500u;
+        if (att.holder_pttl > 0 && now + (uint64_t)att.holder_pttl * 1000u + 500u < next)
+            next = now + (uint64_t)att.holder_pttl * 1000u + 500u;
         if (next > deadline)
             next = deadline;
         if (subscribed)
@@ -147,7 +148,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if (out == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
-    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(ttl_ms)))
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(c, ttl_ms)))
         return rc;
     if (wait_ms < 0 && wait_ms != DISTLOCK_WAIT_FOREVER)
         return distlock__fail(DISTLOCK_EINVAL, "wait_ms %ld: use >= 0 or DISTLOCK_WAIT_FOREVER",
@@ -290,6 +291,12 @@ void distlock_lock_free(distlock_lock *l)
         return;
     distlock__held *h = l->h;
     distlock_client *c = h->client;
+    if (c && h->pid != distlock__getpid()) {
+        /* In a forked child: let the client forget its parent's state
+         * (including its list of held records) before we free ours. */
+        distlock__lock(c);
+        pthread_mutex_unlock(&c->mu);
+    }
     if (!l->released && c && h->pid == distlock__getpid())
         (void)release_handle(l, 0);
     if (c && h->pid == distlock__getpid()) {
@@ -309,7 +316,7 @@ int distlock_extend(distlock_lock *l, long ttl_ms)
     int rc;
     uint64_t until = 0;
     distlock__clear_error();
-    if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(ttl_ms)))
+    if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(l->h->client, ttl_ms)))
         return rc;
     distlock__held *h = l->h;
     if (l->released || h->released)

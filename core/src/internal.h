@@ -82,6 +82,9 @@ typedef struct distlock__call {
     /* sent instead when the server rejects a plain command's syntax (an
      * older Redis), or NULL */
     const struct distlock__call *fallback;
+    /* an undo: send it even behind requests a node has not answered yet
+     * (it must follow them on the same connection), without waiting */
+    int undo;
 } distlock__call;
 
 enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };
@@ -93,6 +96,8 @@ typedef struct distlock__result {
     /* private to round.c */
     int expect;          /* replies still due on this node for this round */
     int retried;         /* NOSCRIPT fallback done */
+    int deferred;        /* fresh connection: call sent once the handshake succeeded */
+    uint64_t sent_us;
     unsigned char hs_kind[DISTLOCK__S_COUNT + 2]; /* 0: AUTH/SELECT, 1+s: SCRIPT LOAD s */
     int hs_n, hs_i;
     char err[192];       /* for FAILED: what went wrong on this node */
@@ -173,7 +178,7 @@ void distlock__checkin(distlock_client *c, distlock__connset *cs);
 /* Called with c->mu held: forget everything inherited across fork(). */
 void distlock__after_fork_locked(distlock_client *c);
 int distlock__check_key(const char *key);
-int distlock__check_ttl(long ttl_ms);
+int distlock__check_ttl(const distlock_client *c, long ttl_ms);
 long distlock__drift_ms(const distlock_client *c, long ttl_ms);
 
 /* ------------------------------------------------------------ lock.c */
@@ -208,10 +213,17 @@ struct distlock_lock {
     int released;             /* this handle's release done */
 };
 
+/* What one acquire attempt saw, for the wait loop. */
+typedef struct distlock__attempt {
+    int granted;        /* nodes that granted */
+    int behind;         /* fair: nodes where the lock is free but another waiter is first */
+    long holder_pttl;   /* longest remaining TTL of the holder seen, ms (0: unknown) */
+} distlock__attempt;
+
 /* Core operations on N nodes, shared by handles and the token pair. */
 int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
-                           int64_t *fence, long *holder_pttl, int *granted);
+                           int64_t *fence, distlock__attempt *att);
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);

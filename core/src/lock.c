@@ -103,7 +103,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  redis.call('PEXPIRE', KEYS[2], qttl)\n"
         "  redis.call('PEXPIRE', KEYS[3], qttl)\n"
         "end\n"
-        "if v == false then return {0, 0} end\n"
+        "if v == false then return {2, 0} end\n"  /* free, but another waiter is ahead */
         "return {0, redis.call('PTTL', KEYS[1])}\n" },
     [DISTLOCK__S_LEAVE] = { "leave",
         /* KEYS: queue qdeadlines key; ARGV: token channel. A waiter gives
@@ -229,7 +229,7 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
     channel_name(ch, key);
     const char *argv[4] = { key, q, token, ch };
     size_t len[4] = { strlen(key), strlen(q), strlen(token), strlen(ch) };
-    distlock__call call = { DISTLOCK__S_RELEASE, 2, 4, argv, len, NULL };
+    distlock__call call = { DISTLOCK__S_RELEASE, 2, 4, argv, len, NULL, which != NULL };
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(c, cs, calls, res, decide_quorum, c);
@@ -249,7 +249,7 @@ static void refresh_own(distlock_client *c, distlock__connset *cs, const char *k
     int any = 0;
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL };
+    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0 };
 
     for (int i = 0; i < c->n; i++) {
         const redisReply *x = res[i].state == DISTLOCK__R_DONE ? res[i].reply : NULL;
@@ -274,7 +274,7 @@ static void refresh_own(distlock_client *c, distlock__connset *cs, const char *k
 
 int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
-                           int64_t *fence_out, long *holder_pttl, int *granted)
+                           int64_t *fence_out, distlock__attempt *att)
 {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX];
     char ttl[24], qttl[24];
@@ -312,12 +312,12 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     for (int a = 0; a < k; a++)
         len[a] = strlen(argv[a]);
     distlock__call call = { fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE, nkeys, k, argv, len,
-                            NULL };
+                            NULL, 0 };
     /* The common case needs no script: SET NX with GET tells us whether we
      * set it, or who holds it (maybe we do already: an owner's retry). */
     const char *pargv[7] = { "SET", key, token, "NX", "PX", ttl, "GET" };
     size_t plen[7] = { 3, len[0], strlen(token), 2, 2, strlen(ttl), 3 };
-    distlock__call plain = { -1, 0, 7, pargv, plen, &call };
+    distlock__call plain = { -1, 0, 7, pargv, plen, &call, 0 };
     int use_plain = !fair && !fencing && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
         calls[i] = use_plain ? &plain : &call;
@@ -329,14 +329,18 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     tally t = count(res, c->n);
     int64_t fence = -1;
 
-    if (granted)
-        *granted = t.ok;
-    if (holder_pttl) {
-        long mx = 0;
-        for (int i = 0; i < c->n; i++)
-            if (verdict(&res[i]) == 0 && reply_int(&res[i], 1) > mx)
-                mx = (long)reply_int(&res[i], 1);
-        *holder_pttl = mx;
+    if (att) {
+        att->granted = t.ok;
+        att->behind = 0;
+        att->holder_pttl = 0;
+        for (int i = 0; i < c->n; i++) {
+            if (verdict(&res[i]) != 0)
+                continue;
+            if (reply_int(&res[i], 0) == 2)
+                att->behind++;
+            else if (reply_int(&res[i], 1) > att->holder_pttl)
+                att->holder_pttl = (long)reply_int(&res[i], 1);
+        }
     }
     if (t.ok >= c->quorum && fencing) {
         /* The fence is the highest counter among the nodes that granted.
@@ -357,7 +361,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             snprintf(fv, sizeof(fv), "%" PRId64, fence);
             const char *a2[4] = { key, fk, token, fv };
             size_t l2[4] = { strlen(key), strlen(fk), strlen(token), strlen(fv) };
-            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL };
+            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL, 0 };
             for (int i = 0; i < c->n; i++)
                 calls2[i] = verdict(&res[i]) == 1 ? &raise : NULL;
             distlock__round(c, cs, calls2, res2, decide_quorum, c);
@@ -393,13 +397,17 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             rc = fail_detail(c, res, DISTLOCK_NOTACQUIRED, what);
         }
     }
-    if (rc != DISTLOCK_OK && (t.ok > 0 || t.silent > 0)) {
+    int timed_out = 0;
+    for (int i = 0; i < c->n; i++)
+        timed_out |= res[i].state == DISTLOCK__R_FAILED && res[i].status == DISTLOCK_ETIMEDOUT;
+    if (rc != DISTLOCK_OK && (t.ok > 0 || t.silent > 0 || timed_out)) {
         /* Undo on every node that granted or may still grant: the release
          * is pipelined behind the acquire on the same connection. */
         int which[64];
         distlock__result res3[64];
         for (int i = 0; i < c->n; i++)
-            which[i] = verdict(&res[i]) == 1 || verdict(&res[i]) == -2;
+            which[i] = verdict(&res[i]) == 1 || verdict(&res[i]) == -2 ||
+                       (res[i].state == DISTLOCK__R_FAILED && res[i].status == DISTLOCK_ETIMEDOUT);
         (void)release_round(c, cs, key, token, which, res3);
         distlock__round_clear(res3, c->n);
     }
@@ -449,7 +457,7 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL };
+    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     uint64_t t0 = distlock__now_us();
@@ -493,7 +501,7 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
     channel_name(ch, key);
     const char *argv[5] = { q, qt, key, token, ch };
     size_t len[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
-    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL };
+    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
@@ -525,12 +533,12 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
     distlock__clear_error();
     if (c == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
-    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(ttl_ms)) ||
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(c, ttl_ms)) ||
         (rc = check_token(token)))
         return rc;
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
-    rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, NULL, NULL);
+    rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, NULL);
     if (rc == DISTLOCK_OK && validity_ms) {
         uint64_t now = distlock__now_us();
         *validity_ms = until > now ? (long)((until - now) / 1000) : 0;
@@ -557,7 +565,7 @@ int distlock_extend_token(distlock_client *c, const char *key, const char *token
     distlock__clear_error();
     if (c == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
-    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(ttl_ms)) ||
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(c, ttl_ms)) ||
         (rc = check_token(token)))
         return rc;
     rc = distlock__extend_keytoken(c, key, token, ttl_ms, &until);
@@ -589,7 +597,7 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
         return DISTLOCK_ENOMEM;
     const char *argv[1] = { key };
     size_t len[1] = { strlen(key) };
-    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL };
+    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL, 0 };
     calls[node] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
     const distlock__result *r = &res[node];
@@ -626,7 +634,7 @@ int distlock_force_release(distlock_client *c, const char *key, int *deleted)
         return DISTLOCK_ENOMEM;
     const char *argv[2] = { "DEL", key };
     size_t len[2] = { 3, strlen(key) };
-    distlock__call call = { -1, 0, 2, argv, len, NULL };
+    distlock__call call = { -1, 0, 2, argv, len, NULL, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);

@@ -2,6 +2,7 @@
  * thread can talk to N nodes at once; the connect itself completes inside
  * the round's poll() loop and is bounded by the connect timeout there. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <hiredis/sds.h>
@@ -36,6 +37,11 @@ redisContext *distlock__node_connect(const distlock__node_cfg *cfg, long timeout
         redisFree(ctx);
         return NULL;
     }
+    /* hiredis 0.14 does not set close-on-exec: our sockets must not leak
+     * into programs the caller executes. */
+    int fl = fcntl(ctx->fd, F_GETFD);
+    if (fl >= 0)
+        fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC);
     return ctx;
 }
 

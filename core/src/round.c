@@ -4,11 +4,11 @@
  * poll() loop collects the replies, so N nodes cost one round trip, not N.
  * Each node is bounded by its own deadline: the connect timeout when it had
  * to be (re)connected, else the command timeout. The caller's `decide`
- * callback may end the round as soon as the outcome is known (a quorum
- * granted, or a quorum can no longer be reached): replies still due on the
- * connections left behind are counted in conn->skip and discarded by the
- * next round that uses the connection, so a hung node costs nothing while a
- * quorum answers.
+ * callback may end the round once the outcome is known (a quorum granted,
+ * or a quorum can no longer be reached), after a short grace for the other
+ * nodes: replies still due on the connections left behind are counted in
+ * conn->skip and discarded by the next round that uses the connection, so
+ * a hung node costs only the grace while a quorum answers.
  */
 #include <errno.h>
 #include <poll.h>
@@ -24,6 +24,9 @@
 /* Connections idle longer than this are checked for a server-side close
  * before use. */
 #define IDLE_CHECK_US 200000u
+/* A connection that has owed replies this long is given up (closed): its
+ * undo requests, if any, are past every TTL worth waiting for. */
+#define STALE_CLOSE_US 30000000u
 
 static void node_fail(distlock_client *c, distlock__conn *conn, distlock__result *r, int i,
                       int status, const char *what)
@@ -167,6 +170,21 @@ static int take_replies(distlock_client *c, distlock__conn *conn, distlock__resu
             if (kind > 0)
                 learn_sha(c, kind - 1, rep);
             freeReplyObject(rep);
+            if (r->hs_i == r->hs_n && r->deferred) {
+                /* Authenticated and ready: only now send the call, so a
+                 * failed AUTH can never let it run as another user. */
+                r->deferred = 0;
+                if (append_call(c, conn->ctx, r->call, 0) != 0) {
+                    node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+                    return -1;
+                }
+                r->expect++;
+                int done = 0;
+                if (distlock__write(conn->ctx, &done) != REDIS_OK) {
+                    node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+                    return -1;
+                }
+            }
             continue;
         }
         if (rep->type == REDIS_REPLY_ERROR && !r->retried && r->call->script >= 0 &&
@@ -254,14 +272,25 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
         if (drain_skipped(c, conn, r, i) != 0) {
             r->state = DISTLOCK__R_PENDING;
             r->err[0] = '\0';
+        } else if (conn->skip > 0 && (now - conn->skip_since_us > STALE_CLOSE_US ||
+                                      conn->skip > SKIP_MAX)) {
+            distlock__conn_close(conn);  /* give up on it; reconnect below */
         } else if (conn->skip > 0 &&
-                   (now - conn->skip_since_us > (uint64_t)c->command_timeout_ms * 1000u ||
-                    conn->skip > SKIP_MAX)) {
+                   now - conn->skip_since_us > (uint64_t)c->command_timeout_ms * 1000u) {
+            /* The node owes replies past its timeout (hung, paused): fail
+             * it at once instead of waiting again. An undo is still queued
+             * behind what it owes, so it takes effect in order if the node
+             * comes back. The connection is kept: its replies may come. */
             snprintf(r->err, sizeof(r->err), "%s: no reply for %ld ms", c->nodes[i].uri,
                      (long)((now - conn->skip_since_us) / 1000));
             r->state = DISTLOCK__R_FAILED;
             r->status = DISTLOCK_ETIMEDOUT;
-            return;  /* keep the connection: its replies may still come */
+            if (call->undo && append_call(c, conn->ctx, call, 0) == 0) {
+                int done = 0;
+                conn->skip++;
+                (void)distlock__write(conn->ctx, &done);
+            }
+            return;
         }
     }
     if (conn->ctx == NULL) {
@@ -278,13 +307,16 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
             node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
             return;
         }
+        r->deferred = 1;  /* the call follows a successful handshake */
+    } else {
+        if (append_call(c, conn->ctx, call, 0) != 0) {
+            node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+            return;
+        }
+        r->expect++;
     }
-    if (append_call(c, conn->ctx, call, 0) != 0) {
-        node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
-        return;
-    }
-    r->expect++;
     conn->used_us = now;
+    r->sent_us = now;
     r->deadline_us = now + (uint64_t)timeout_ms * 1000u;
     /* Write now: on an established connection the whole request usually
      * leaves in this one write, before we start waiting on any node. */
@@ -311,27 +343,50 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
         start_node(c, cs, calls[i], &res[i], i, now);
     }
 
+    uint64_t start = now, grace_until = 0;
     for (;;) {
         int np = 0;
         uint64_t next = UINT64_MAX;
 
-        if (decide && decide(res, n, arg))
-            break;
         now = distlock__now_us();
+        if (grace_until == 0 && decide && decide(res, n, arg)) {
+            /* The outcome is known. Still give the other nodes a short
+             * grace (2 ms + twice what the round took so far, at most half
+             * the command timeout) to answer: a reply we leave behind is a
+             * request whose effect may land after our next request to that
+             * node on another connection (e.g. a release overtaking the
+             * acquire on a slow node, leaving a stale key). A hung node
+             * costs only the grace. */
+            uint64_t g = 2000u + 2 * (now - start);
+            uint64_t cap = (uint64_t)c->command_timeout_ms * 500u;
+            grace_until = now + (g < cap ? g : cap);
+        }
+        if (grace_until && now >= grace_until)
+            break;
         for (int i = 0; i < n; i++) {
             distlock__result *r = &res[i];
             distlock__conn *conn = &cs->conns[i];
             if (r->state != DISTLOCK__R_PENDING)
                 continue;
             if (now >= r->deadline_us) {
-                char msg[64];
-                snprintf(msg, sizeof(msg), "no reply within %ld ms",
+                /* No reply in time. Keep the connection with what it owes
+                 * counted: if the node is only paused, a later undo (say,
+                 * the release of a failed acquire) queues behind the
+                 * request it undoes instead of racing it. */
+                snprintf(r->err, sizeof(r->err), "%s: no reply within %ld ms", c->nodes[i].uri,
                          r->hs_n ? c->connect_timeout_ms : c->command_timeout_ms);
-                node_fail(c, conn, r, i, DISTLOCK_ETIMEDOUT, msg);
+                r->state = DISTLOCK__R_FAILED;
+                r->status = DISTLOCK_ETIMEDOUT;
+                if (conn->skip == 0)
+                    conn->skip_since_us = r->sent_us;
+                conn->skip += r->expect;
+                r->expect = 0;
                 continue;
             }
             if (r->deadline_us < next)
                 next = r->deadline_us;
+            if (grace_until && grace_until < next)
+                next = grace_until;
             short ev = POLLIN;
             if (conn->ctx->obuf && conn->ctx->obuf[0] != '\0')
                 ev |= POLLOUT;

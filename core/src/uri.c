@@ -132,6 +132,10 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
             return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
         if (cfg->host[0] == '\0')
             return distlock__fail(DISTLOCK_EINVAL, "'%.*s': no host", (int)len, s);
+        for (const char *h = cfg->host; *h; h++)
+            if (!isalnum((unsigned char)*h) && !strchr(".-_:%", *h))
+                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': invalid character in host name",
+                                      (int)len, s);
         cfg->port = 6379;
         if (portp) {
             if (parse_num(portp, (size_t)(hend - portp), 65535, &v) != 0 || v == 0)

@@ -81,7 +81,7 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
         argv[m + 2 * k] = d[k].token, len[m + 2 * k] = strlen(d[k].token);
         argv[m + 2 * k + 1] = d[k].ttl, len[m + 2 * k + 1] = strlen(d[k].ttl);
     }
-    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len, NULL };
+    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len, NULL, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
