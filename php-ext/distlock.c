@@ -78,6 +78,14 @@ static PHP_GINIT_FUNCTION(distlock)
     memset(distlock_globals, 0, sizeof(*distlock_globals));
 }
 
+static PHP_GSHUTDOWN_FUNCTION(distlock)
+{
+    if (distlock_globals->last.servers) pefree(distlock_globals->last.servers, 1);
+    if (distlock_globals->last.username) pefree(distlock_globals->last.username, 1);
+    if (distlock_globals->last.password) pefree(distlock_globals->last.password, 1);
+    memset(&distlock_globals->last, 0, sizeof(distlock_globals->last));
+}
+
 /* ----------------------------------------------------------- exceptions */
 
 /* Map a core error status to the class PHP code should catch. */
@@ -241,8 +249,30 @@ static void dl_config_from_ini(dl_config *cfg)
     cfg->password = DISTLOCK_G(password) ? DISTLOCK_G(password) : "";
 }
 
+static void dl_last_clear(void)
+{
+    if (DISTLOCK_G(last).servers) pefree(DISTLOCK_G(last).servers, 1);
+    if (DISTLOCK_G(last).username) pefree(DISTLOCK_G(last).username, 1);
+    if (DISTLOCK_G(last).password) pefree(DISTLOCK_G(last).password, 1);
+    memset(&DISTLOCK_G(last), 0, sizeof(DISTLOCK_G(last)));
+}
+
+static void dl_last_set(const dl_config *cfg, distlock_client *c)
+{
+    dl_last_clear();
+    DISTLOCK_G(last).servers = pestrdup(cfg->servers, 1);
+    DISTLOCK_G(last).username = pestrdup(cfg->username, 1);
+    DISTLOCK_G(last).password = pestrdup(cfg->password, 1);
+    DISTLOCK_G(last).connect_ms = cfg->connect_ms;
+    DISTLOCK_G(last).command_ms = cfg->command_ms;
+    DISTLOCK_G(last).client = c;
+}
+
 static void dl_pclient_dtor(zend_resource *res)
 {
+    if (DISTLOCK_G(last).client == res->ptr) {
+        dl_last_clear();
+    }
     distlock_client_free((distlock_client *)res->ptr);
     res->ptr = NULL;
 }
@@ -257,6 +287,15 @@ static distlock_client *dl_client_for(const dl_config *cfg)
     zend_resource *le;
     distlock_client *c = NULL;
     int st;
+
+    if (DISTLOCK_G(last).client != NULL
+        && DISTLOCK_G(last).connect_ms == cfg->connect_ms
+        && DISTLOCK_G(last).command_ms == cfg->command_ms
+        && strcmp(DISTLOCK_G(last).servers, cfg->servers) == 0
+        && strcmp(DISTLOCK_G(last).username, cfg->username) == 0
+        && strcmp(DISTLOCK_G(last).password, cfg->password) == 0) {
+        return (distlock_client *)DISTLOCK_G(last).client;
+    }
 
     /* \x01 cannot occur in a URI or an INI string in practice; it keeps
      * "a" + "bc" and "ab" + "c" apart. */
@@ -275,6 +314,7 @@ static distlock_client *dl_client_for(const dl_config *cfg)
     le = zend_hash_find_ptr(&EG(persistent_list), key.s);
     if (le != NULL && le->type == le_distlock_pclient && le->ptr != NULL) {
         smart_str_free(&key);
+        dl_last_set(cfg, (distlock_client *)le->ptr);
         return (distlock_client *)le->ptr;
     }
 
@@ -306,6 +346,7 @@ static distlock_client *dl_client_for(const dl_config *cfg)
         zend_string_release(pkey);
     }
     smart_str_free(&key);
+    dl_last_set(cfg, c);
     return c;
 }
 
@@ -1000,7 +1041,7 @@ zend_module_entry distlock_module_entry = {
     PHP_DISTLOCK_VERSION,
     PHP_MODULE_GLOBALS(distlock),
     PHP_GINIT(distlock),
-    NULL,
+    PHP_GSHUTDOWN(distlock),
     NULL,
     STANDARD_MODULE_PROPERTIES_EX
 };

@@ -28,6 +28,13 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
     zend_long command_timeout_ms; /* distlock.command_timeout_ms */
     char *username;              /* distlock.username */
     char *password;              /* distlock.password */
+    /* The client of the last configuration used, so that calls with an
+     * unchanged configuration skip building the persistent-list key. */
+    struct {
+        char *servers, *username, *password; /* pemalloc'd copies */
+        zend_long connect_ms, command_ms;
+        void *client;                        /* distlock_client *, owned by the list */
+    } last;
 ZEND_END_MODULE_GLOBALS(distlock)
 
 #define DISTLOCK_G(v) ZEND_MODULE_GLOBALS_ACCESSOR(distlock, v)
