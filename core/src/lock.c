@@ -524,6 +524,12 @@ static int check_token(const char *token)
     return DISTLOCK_OK;
 }
 
+static long ms_left(uint64_t until_us)
+{
+    uint64_t now = distlock__now_us();
+    return until_us > now ? (long)((until_us - now) / 1000) : 0;
+}
+
 int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
                            unsigned flags, long *validity_ms)
 {
@@ -539,10 +545,8 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
     rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, NULL);
-    if (rc == DISTLOCK_OK && validity_ms) {
-        uint64_t now = distlock__now_us();
-        *validity_ms = until > now ? (long)((until - now) / 1000) : 0;
-    }
+    if (rc == DISTLOCK_OK && validity_ms)
+        *validity_ms = ms_left(until);
     return rc;
 }
 
@@ -569,10 +573,8 @@ int distlock_extend_token(distlock_client *c, const char *key, const char *token
         (rc = check_token(token)))
         return rc;
     rc = distlock__extend_keytoken(c, key, token, ttl_ms, &until);
-    if (rc == DISTLOCK_OK && validity_ms) {
-        uint64_t now = distlock__now_us();
-        *validity_ms = until > now ? (long)((until - now) / 1000) : 0;
-    }
+    if (rc == DISTLOCK_OK && validity_ms)
+        *validity_ms = ms_left(until);
     return rc;
 }
 

@@ -138,6 +138,24 @@ static void learn_sha(distlock_client *c, int s, const redisReply *rep)
     pthread_mutex_unlock(&c->mu);
 }
 
+/* Queue `call` on node i behind what is already there and flush it: one
+ * more reply is then due. Returns -1 (node failed) on error. */
+static int send_more(distlock_client *c, distlock__conn *conn, distlock__result *r, int i,
+                     const distlock__call *call, int force_eval)
+{
+    int done = 0;
+    if (append_call(c, conn->ctx, call, force_eval) != 0) {
+        node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+        return -1;
+    }
+    r->expect++;
+    if (distlock__write(conn->ctx, &done) != REDIS_OK) {
+        node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+        return -1;
+    }
+    return 0;
+}
+
 /* Take every reply available on node i. Returns 0, or -1 if the node failed. */
 static int take_replies(distlock_client *c, distlock__conn *conn, distlock__result *r, int i)
 {
@@ -174,16 +192,8 @@ static int take_replies(distlock_client *c, distlock__conn *conn, distlock__resu
                 /* Authenticated and ready: only now send the call, so a
                  * failed AUTH can never let it run as another user. */
                 r->deferred = 0;
-                if (append_call(c, conn->ctx, r->call, 0) != 0) {
-                    node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+                if (send_more(c, conn, r, i, r->call, 0) != 0)
                     return -1;
-                }
-                r->expect++;
-                int done = 0;
-                if (distlock__write(conn->ctx, &done) != REDIS_OK) {
-                    node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
-                    return -1;
-                }
             }
             continue;
         }
@@ -193,16 +203,8 @@ static int take_replies(distlock_client *c, distlock__conn *conn, distlock__resu
              * failover): send the body with EVAL, which caches it again. */
             freeReplyObject(rep);
             r->retried = 1;
-            if (append_call(c, conn->ctx, r->call, 1) != 0) {
-                node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+            if (send_more(c, conn, r, i, r->call, 1) != 0)
                 return -1;
-            }
-            r->expect++;
-            int done = 0;
-            if (distlock__write(conn->ctx, &done) != REDIS_OK) {
-                node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
-                return -1;
-            }
             continue;
         }
         if (rep->type == REDIS_REPLY_ERROR && !r->retried && r->call->fallback &&
@@ -213,16 +215,8 @@ static int take_replies(distlock_client *c, distlock__conn *conn, distlock__resu
             atomic_store(&c->no_set_get, 1);
             r->retried = 1;
             r->call = r->call->fallback;
-            if (append_call(c, conn->ctx, r->call, 0) != 0) {
-                node_fail(c, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+            if (send_more(c, conn, r, i, r->call, 0) != 0)
                 return -1;
-            }
-            r->expect++;
-            int done = 0;
-            if (distlock__write(conn->ctx, &done) != REDIS_OK) {
-                node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
-                return -1;
-            }
             continue;
         }
         r->reply = rep;
