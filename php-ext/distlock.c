@@ -146,13 +146,16 @@ static void dl_throw_held(zend_string *msg)
 /* A worker keeps its connections between requests; when Redis restarts (or
  * closes idle clients) while the worker sleeps, the first command written on
  * the dead socket fails with ECONN although the server never saw it, and the
- * core reconnects on the next call. So a call that fails with ECONN *quickly*
+ * core reconnects on the next call. So a call that fails with ECONN (or, over
+ * several nodes, ENOQUORUM because they all did) *quickly*
  * (in less than half the command timeout: a closed socket, not a silent
  * node) is retried once; a node that times out is not tried twice, so it
  * still costs at most its timeout. The retry is safe: a retried acquire with
  * a generated (unique) token that finds its own token only refreshes it;
  * with a caller's token the retry is STRICT like the first try; release and
  * extend are compare-and-set. */
+#define DL_CONN_FAILED(st) ((st) == DISTLOCK_ECONN || (st) == DISTLOCK_ENOQUORUM)
+
 static uint64_t dl_now_ms(void)
 {
     struct timespec ts;
@@ -165,7 +168,7 @@ static uint64_t dl_now_ms(void)
     do {                                                                          \
         uint64_t dl_t0_ = dl_now_ms();                                            \
         (st) = (call);                                                            \
-        if ((st) == DISTLOCK_ECONN && dl_now_ms() - dl_t0_ < (uint64_t)(quick_ms)) \
+        if (DL_CONN_FAILED(st) && dl_now_ms() - dl_t0_ < (uint64_t)(quick_ms))   \
             (st) = (call);                                                        \
     } while (0)
 
@@ -426,7 +429,7 @@ PHP_FUNCTION(distributedLock)
      * the retry takes it over instead of reporting it as held by someone. */
     t0 = dl_now_ms();
     st = distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token, DISTLOCK_STRICT, NULL);
-    if (st == DISTLOCK_ECONN && dl_now_ms() - t0 < (uint64_t)dl_quick_ms(DISTLOCK_G(command_timeout_ms))) {
+    if (DL_CONN_FAILED(st) && dl_now_ms() - t0 < (uint64_t)dl_quick_ms(DISTLOCK_G(command_timeout_ms))) {
         st = distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token,
                                     generated ? 0 : DISTLOCK_STRICT,
                                     NULL);
