@@ -13,6 +13,7 @@ import argparse
 import datetime
 import json
 import os
+import resource
 import select
 import shlex
 import statistics
@@ -186,10 +187,13 @@ def run_group(members, slice_s, cycles, gap_s=0.02):
 
 def slices_to_cycles(kv, slice_s):
     counts = [int(x) for x in kv["pairs"].split(",")]
+    done = sum(c for c in counts if c > 0)
+    cpu_us = float(kv.get("cpu_ns", "nan")) / 1000.0 / done if done else float("nan")
     cyc = []
     for j, c in enumerate(counts):
         cyc.append({"rate": c / slice_s if c >= 0 else float("nan"), "p50": float(kv["p50_us"]),
-                    "p99": float(kv["p99_us"]), "errors": int(kv["errors"]) if j == 0 else 0,
+                    "p99": float(kv["p99_us"]), "cpu_us": cpu_us,
+                    "errors": int(kv["errors"]) if j == 0 else 0,
                     "late": int(kv["late"]) if j == 0 else 0})
     return cyc
 
@@ -201,7 +205,7 @@ def cli_slices(impl, uris, key, start, slice_ns, period, cycles):
     p = subprocess.run(argv, capture_output=True, text=True, timeout=30)
     if p.returncode != 0:
         raise NotRun("failed: %s: %s" % (" ".join(argv[:2]), last_line(p.stderr)[:160]))
-    lat, counts, errors = [], [], 0
+    lat, counts, errors, cpu = [], [], 0, 0.0
     for k in range(cycles):
         ws = start + k * period
         we = ws + slice_ns
@@ -211,6 +215,7 @@ def cli_slices(impl, uris, key, start, slice_ns, period, cycles):
         if now() < ws:
             time.sleep((ws - now()) / 1e9)
         c = 0
+        r0 = resource.getrusage(resource.RUSAGE_CHILDREN)
         while now() < we:
             t = now()
             if subprocess.run(argv, capture_output=True).returncode != 0:
@@ -218,10 +223,13 @@ def cli_slices(impl, uris, key, start, slice_ns, period, cycles):
             else:
                 c += 1
             lat.append(now() - t)
+        r1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+        cpu += (r1.ru_utime + r1.ru_stime) - (r0.ru_utime + r0.ru_stime)
         counts.append(c)
     lat.sort()
     kv = {"pairs": ",".join(map(str, counts)), "p50_us": lat[len(lat) // 2] / 1000.0 if lat else -1,
-          "p99_us": lat[int(0.99 * (len(lat) - 1))] / 1000.0 if lat else -1, "errors": errors, "late": 0}
+          "p99_us": lat[int(0.99 * (len(lat) - 1))] / 1000.0 if lat else -1, "errors": errors, "late": 0,
+          "cpu_ns": cpu * 1e9}
     return slices_to_cycles(kv, slice_ns / 1e9)
 
 

@@ -63,20 +63,24 @@ def pairs_table(R, nodes, names, out):
     floor = ("floor", nodes)
     cfgs = [(n, nodes) for n in names]
     best = R.best_peer(sec, cfgs)
-    out.append("| implementation | lock+unlock pairs/s | × floor | × best peer | acquire p50 µs | acquire p99 µs |")
-    out.append("|---|---:|---:|---:|---:|---:|")
+    out.append("| implementation | lock+unlock pairs/s | × floor | × best peer | acquire p50 µs | acquire p99 µs "
+               "| client CPU µs / pair | CPU × floor |")
+    out.append("|---|---:|---:|---:|---:|---:|---:|---:|")
     for c in cfgs:
         label = R.impls[c[0]].label + (" *(best peer)*" if c == best else "")
         if not R.runs(sec, c):
-            out.append("| %s | not run: %s | | | | |" % (label, R.reason(sec, c)))
+            out.append("| %s | not run: %s | | | | | | |" % (label, R.reason(sec, c)))
             continue
         errs = sum(x["errors"] for x in R.runs(sec, c))
         late = sum(x["late"] for x in R.runs(sec, c))
         note = (" (errors: %d)" % errs if errs else "") + (" (late start)" if late else "")
-        out.append("| %s%s | %s | %s | %s | %s | %s |" % (
+        cpu = R.value(sec, c, "cpu_us") if "cpu_us" in R.runs(sec, c)[0] else NAN
+        fcpu = R.value(sec, floor, "cpu_us") if R.runs(sec, floor) and "cpu_us" in R.runs(sec, floor)[0] else NAN
+        out.append("| %s%s | %s | %s | %s | %s | %s | %s | %s |" % (
             label, note, fmt(R.value(sec, c)), ratio(R.paired((sec, c), (sec, floor))),
             ratio(R.paired((sec, c), (sec, best))) if best else "—",
-            fmt(R.value(sec, c, "p50"), 1), fmt(R.value(sec, c, "p99"), 1)))
+            fmt(R.value(sec, c, "p50"), 1), fmt(R.value(sec, c, "p99"), 1), fmt(cpu, 1),
+            ratio(cpu / fcpu) if fcpu == fcpu and fcpu else "—"))
     return best
 
 
@@ -204,7 +208,10 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("## (a) Uncontended lock+unlock, one process, one key")
     o.append("")
     o.append("Each pair: one acquire attempt that never waits, then release. Acquire latency is the acquire "
-             "call alone. The floor is a hiredis loop (`SET NX PX` + `EVALSHA` compare-and-delete); on 5 nodes "
+             "call alone. *Client CPU* is the driver process's user+system CPU time (all threads, `getrusage`) "
+             "inside its windows divided by its pairs: the figure the noise of a shared machine moves least "
+             "(the interpreters' own per-call cost is included: PHP, Python and Node drivers run a small "
+             "loop around the library). The floor is a hiredis loop (`SET NX PX` + `EVALSHA` compare-and-delete); on 5 nodes "
              "it writes each command to all 5 connections, then reads the 5 replies (one parallel round trip).")
     o.append("")
     o.append("### 1 node")

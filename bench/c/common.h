@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/random.h>
+#include <sys/resource.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -98,17 +99,28 @@ static inline double samples_pct_us(samples *s, double p)
  * turns (round robin, one active at a time) and each ratio compares windows
  * a fraction of a second apart. A window that is already over when the
  * driver gets to it (slow start) is reported as -1. */
-typedef struct { int64_t start, slice, period; int count, k, late; long *pairs; } slices;
+typedef struct { int64_t start, slice, period, cpu_ns; int count, k, late; long *pairs; } slices;
+
+/* CPU time of this process, all threads (user + system). */
+static inline int64_t cpu_ns(void)
+{
+    struct rusage ru;
+    getrusage(RUSAGE_SELF, &ru);
+    return ((int64_t)ru.ru_utime.tv_sec + ru.ru_stime.tv_sec) * 1000000000LL +
+           ((int64_t)ru.ru_utime.tv_usec + ru.ru_stime.tv_usec) * 1000LL;
+}
 
 static inline void slices_init(slices *s, char **a /* START SLICE PERIOD COUNT */)
 {
     s->start = atoll(a[0]); s->slice = atoll(a[1]); s->period = atoll(a[2]);
-    s->count = atoi(a[3]); s->k = 0; s->late = 0;
+    s->count = atoi(a[3]); s->k = 0; s->late = 0; s->cpu_ns = 0;
     s->pairs = calloc((size_t)(s->count > 0 ? s->count : 1), sizeof *s->pairs);
     if (!s->pairs) die("calloc", "out of memory");
 }
 
-/* Sleep until the next window; 0 when all are done. *end gets its end. */
+/* Sleep until the next window; 0 when all are done. *end gets its end.
+ * The caller brackets each window's work with c0 = cpu_ns() ... and adds
+ * the difference to s->cpu_ns. */
 static inline int slices_next(slices *s, int64_t *end)
 {
     while (s->k < s->count) {
@@ -124,8 +136,8 @@ static inline int slices_next(slices *s, int64_t *end)
 static inline void print_slices(const char *impl, slices *s, samples *lat, long errors)
 {
     double p50 = samples_pct_us(lat, 0.50), p99 = samples_pct_us(lat, 0.99);
-    printf("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%ld pairs=",
-           impl, (double)s->slice / 1e9, p50, p99, s->late, errors);
+    printf("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%ld cpu_ns=%lld pairs=",
+           impl, (double)s->slice / 1e9, p50, p99, s->late, errors, (long long)s->cpu_ns);
     for (int k = 0; k < s->count; k++) printf("%s%ld", k ? "," : "", s->pairs[k]);
     printf("\n");
 }

@@ -71,10 +71,12 @@ static int mode_pairs(int argc, char **argv)
     int64_t end;
     while (slices_next(&sl, &end)) {
         long pairs = 0;
+        int64_t c0 = cpu_ns();
         while (now_ns() < end) {
             if (one_pair(c, key, token_mode, &lat) != DISTLOCK_OK) errors++;
             else pairs++;
         }
+        sl.cpu_ns += cpu_ns() - c0;
         sl.pairs[sl.k++] = pairs;
     }
     char impl[64];

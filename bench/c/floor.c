@@ -117,6 +117,7 @@ static int mode_pairs(int argc, char **argv)
     int64_t end, t;
     while (slices_next(&sl, &end)) {
         long pairs = 0;
+        int64_t c0 = cpu_ns();
         while ((t = now_ns()) < end) {
             hex_token(tok);
             int got = all_nodes(c, n, 6, set_argv, set_len, 1, quorum);
@@ -125,6 +126,7 @@ static int mode_pairs(int argc, char **argv)
             if (all_nodes(c, n, 5, rel_argv, rel_len, 0, quorum) < quorum) errors++;
             pairs++;
         }
+        sl.cpu_ns += cpu_ns() - c0;
         sl.pairs[sl.k++] = pairs;
     }
     print_slices(n == 1 ? "floor" : "floor-parallel", &sl, &lat, errors);

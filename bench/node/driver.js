@@ -44,22 +44,25 @@ async function main() {
     const start = BigInt(a[0]), slice = BigInt(a[1]), period = BigInt(a[2]), count = Number(a[3]), key = a[4];
     for (let w = 0; w < 100; w++) await release(await tryLock(key, 30000));
     const lat = [], counts = [];
-    let errors = 0, late = 0;
+    let errors = 0, late = 0, cpu = 0;
     for (let k = 0; k < count; k++) {
       const ws = start + BigInt(k) * period, we = ws + slice;
       if (now() >= we) { counts.push(-1); late = 1; continue; }
       waitUntil(ws);
       let pairs = 0, t;
+      const c0 = process.cpuUsage();
       while ((t = now()) < we) {
         const l = await tryLock(key, 30000);
         lat.push(Number(now() - t));
         if (!l || !(await release(l))) { errors++; continue; }
         pairs++;
       }
+      const c1 = process.cpuUsage(c0);
+      cpu += (c1.user + c1.system) * 1000;
       counts.push(pairs);
     }
     console.log(`impl=${clients.length > 1 ? 'redlock-n' : 'redlock'} slice_s=${(Number(slice) / 1e9).toFixed(6)} ` +
-      `p50_us=${pct(lat, 0.5).toFixed(1)} p99_us=${pct(lat, 0.99).toFixed(1)} late=${late} errors=${errors} pairs=${counts.join(',')}`);
+      `p50_us=${pct(lat, 0.5).toFixed(1)} p99_us=${pct(lat, 0.99).toFixed(1)} late=${late} errors=${errors} cpu_ns=${cpu} pairs=${counts.join(',')}`);
   } else if (mode === 'contend') {
     const start = BigInt(a[0]), end = BigInt(a[1]), key = a[2];
     const hold = Number(a[3]), think = Number(a[4]), logf = a[5], markf = a[6], id = BigInt(a[7]);

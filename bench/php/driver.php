@@ -147,6 +147,13 @@ function pct(array $v, float $p): float
     return $v[(int) round($p * (count($v) - 1))] / 1000.0;
 }
 
+function cpu_ns(): int
+{
+    $r = getrusage();
+    return ($r['ru_utime.tv_sec'] + $r['ru_stime.tv_sec']) * 1000000000
+        + ($r['ru_utime.tv_usec'] + $r['ru_stime.tv_usec']) * 1000;
+}
+
 function wait_until(int $t): int
 {
     $n = hrtime(true);
@@ -166,12 +173,13 @@ if ($mode === 'pairs') {
         [(int) $argv[4], (int) $argv[5], (int) $argv[6], (int) $argv[7], $argv[8]];
     $try = $I['try']; $rel = $I['release'];
     for ($w = 0; $w < 100; $w++) { $h = $try($key, 30000); $rel($h); }
-    $lat = []; $counts = []; $errors = 0; $late = 0;
+    $lat = []; $counts = []; $errors = 0; $late = 0; $cpu = 0;
     for ($k = 0; $k < $count; $k++) {
         $ws = $start + $k * $period; $we = $ws + $slice;
         if (hrtime(true) >= $we) { $counts[] = -1; $late = 1; continue; }
         wait_until($ws);
         $pairs = 0;
+        $c0 = cpu_ns();
         while (($t = hrtime(true)) < $we) {
             $h = $try($key, 30000);
             $lat[] = hrtime(true) - $t;
@@ -179,10 +187,11 @@ if ($mode === 'pairs') {
             if (!$rel($h)) { $errors++; continue; }
             $pairs++;
         }
+        $cpu += cpu_ns() - $c0;
         $counts[] = $pairs;
     }
-    printf("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d pairs=%s\n",
-        $impl, $slice / 1e9, pct($lat, 0.5), pct($lat, 0.99), $late, $errors, implode(',', $counts));
+    printf("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d cpu_ns=%d pairs=%s\n",
+        $impl, $slice / 1e9, pct($lat, 0.5), pct($lat, 0.99), $late, $errors, $cpu, implode(',', $counts));
 } elseif ($mode === 'contend') {
     [$start, $end, $key, $hold, $think, $logf, $markf, $id] =
         [(int) $argv[4], (int) $argv[5], $argv[6], (int) $argv[7], (int) $argv[8], $argv[9], $argv[10], (int) $argv[11]];

@@ -9,6 +9,7 @@ waiting; run with Debian's /usr/bin/python3) | distlock (the distlock package,
 run with the interpreter of the venv python/build.sh made).
 """
 import os
+import resource
 import struct
 import sys
 import time
@@ -43,6 +44,11 @@ def make_impl(impl, uris):
     raise SystemExit("unknown impl " + impl)
 
 
+def cpu_ns():
+    r = resource.getrusage(resource.RUSAGE_SELF)
+    return int((r.ru_utime + r.ru_stime) * 1e9)
+
+
 def pct(v, p):
     if not v:
         return -1.0
@@ -68,7 +74,7 @@ def main():
         start, slc, period, count, key = int(a[0]), int(a[1]), int(a[2]), int(a[3]), a[4]
         for _ in range(100):
             release(try_(key, 30000))
-        lat, counts, errors, late = [], [], 0, 0
+        lat, counts, errors, late, cpu = [], [], 0, 0, 0
         for k in range(count):
             ws = start + k * period
             we = ws + slc
@@ -78,6 +84,7 @@ def main():
                 continue
             wait_until(ws)
             pairs = 0
+            c0 = cpu_ns()
             while True:
                 t = now()
                 if t >= we:
@@ -88,9 +95,10 @@ def main():
                     errors += 1
                     continue
                 pairs += 1
+            cpu += cpu_ns() - c0
             counts.append(pairs)
-        print("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d pairs=%s"
-              % (impl, slc / 1e9, pct(lat, .5), pct(lat, .99), late, errors, ",".join(map(str, counts))))
+        print("impl=%s slice_s=%.6f p50_us=%.1f p99_us=%.1f late=%d errors=%d cpu_ns=%d pairs=%s"
+              % (impl, slc / 1e9, pct(lat, .5), pct(lat, .99), late, errors, cpu, ",".join(map(str, counts))))
     elif mode == "contend":
         start, end, key = int(a[0]), int(a[1]), a[2]
         hold, think, logf, markf, myid = int(a[3]) / 1e6, int(a[4]) / 1e6, a[5], a[6], int(a[7])
