@@ -633,7 +633,6 @@ typedef struct {
     distlock_lock *l;
     long ttl_ms;
     zend_long command_ms; /* its client's command timeout */
-    pid_t pid;            /* process that acquired it */
     zend_object std;
 } dl_lock_obj;
 
@@ -661,14 +660,9 @@ static void dl_lock_free(zend_object *obj)
     dl_lock_obj *o = dl_lock_from(obj);
 
     if (o->l != NULL) {
-        /* A Lock inherited across fork() belongs to the parent: the child
-         * must neither release it nor touch the record the client still
-         * links (freeing it here and the client at MSHUTDOWN is a
-         * use-after-free in libdistlock 0.1.0). Leave it to the parent;
-         * the handle's few bytes die with the child. */
-        if (o->pid == getpid()) {
-            distlock_lock_free(o->l);
-        }
+        /* In a child after fork() the core frees an inherited handle
+         * without releasing the parent's lock. */
+        distlock_lock_free(o->l);
         o->l = NULL;
     }
     zend_object_std_dtor(obj);
@@ -717,7 +711,6 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
         o->l = l;
         o->ttl_ms = ttl_ms;
         o->command_ms = co->command_ms;
-        o->pid = getpid();
         return;
     }
     if (st == DISTLOCK_NOTACQUIRED || (blocking && st == DISTLOCK_ETIMEDOUT)) {

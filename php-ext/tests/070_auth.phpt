@@ -43,6 +43,8 @@ catch (Exception $e) {
     echo get_class($e), ' ', $e->getCode() === Distlock\Exception::PROTOCOL || $e->getCode() === Distlock\Exception::CONNECTION ? 'code ok' : $e->getCode(), "\n";
     var_dump(str_contains($e->getMessage(), "$host:$port"), str_contains($e->getMessage(), 'wrong'));
 }
+// ... and nothing ran as the default user behind the refused login.
+var_dump($r->exists($k));
 ?>
 --EXPECT--
 bool(true)
@@ -55,3 +57,4 @@ bool(true)
 Distlock\ConnectionException code ok
 bool(true)
 bool(false)
+int(0)
