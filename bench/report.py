@@ -325,12 +325,15 @@ def write_report(args, impls, res, why, mem, renew, meta):
         o.append("| distlock ÷ floor (same repetition) | %s | %s | %s | %s | %s | |" % (
             rr_("script_calls"), rr_("cmds"), rr_("reads"), rr_("client_cpu_ms"), rr_("server_cpu_ms")))
     o.append("")
-    o.append("### Redis memory per held lock (%s locks `bench:hold:I`, 1 node, `used_memory` delta)"
+    o.append("### Redis memory per held lock (%s locks `bench:hold:I`, 1 node, delta of `used_memory` "
+             "minus `mem_clients_normal`)"
              % "{:,}".format(meta["hold_n"]))
     o.append("")
-    o.append("Token length drives most of the difference: the seed's `mt_rand` integer is stored as an "
-             "integer, symfony's token is 44 base64 characters, the others 32 hex characters. *Best peer* "
-             "is the peer with the fewest bytes.")
+    o.append("Every implementation stores one plain string key with a TTL. Token length drives the big "
+             "differences: the seed's `mt_rand` integer is stored as an integer, symfony's token is 44 base64 "
+             "characters, the others 32 hex characters; the spread among those storing the same lengths "
+             "comes from Redis's allocations, not from the lock protocol. Measured once the key tables are "
+             "not rehashing. *Best peer* is the peer with the fewest bytes.")
     o.append("")
     o.append("| implementation | bytes per lock | keys per lock | × floor | × best peer |")
     o.append("|---|---:|---:|---:|---:|")
