@@ -519,7 +519,7 @@ def main():
             mem[name] = str(e)
             print("[memory] %-20s not run: %s" % (name, e), flush=True)
     for rep in range(reps if not only or "renew" in only else 0):
-        for name in ["floor", "distlock-c"]:
+        for name in ["floor", "redis-py", "redlock", "distlock-c"]:
             try:
                 r = run_renew(impls[name], U[0], hold_n, renew_ttl, renew_periods)
                 if isinstance(renew.get(name, []), list):

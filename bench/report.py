@@ -303,19 +303,23 @@ def write_report(args, impls, res, why, mem, renew, meta):
              "trips: a pipelined batch is read in 16 KiB chunks), CPU of the client process (all threads) "
              "and of redis-server. *Alive* is the share of the locks still present after the window "
              "(longer than the TTL, so a lock that was not renewed is gone). The floor renews with one "
-             "pipelined batch of `EVALSHA` compare-and-`PEXPIRE` per period on one connection.")
+             "pipelined batch of `EVALSHA` compare-and-`PEXPIRE` per period on one connection. redis-py and "
+             "node-redlock have no watchdog, so their rows are the loop a user would write.")
     o.append("")
     o.append("| implementation | renewal calls / period | all commands / period | server read events / period "
              "| client CPU ms / period | server CPU ms / period | alive |")
     o.append("|---|---:|---:|---:|---:|---:|---:|")
-    for nm in ["floor", "distlock-c"]:
+    for nm in ["floor", "redis-py", "redlock", "distlock-c"]:
         rr = renew.get(nm)
-        label = impls[nm].label + (" + DISTLOCK_AUTO_RENEW" if nm == "distlock-c" else "")
+        label = impls[nm].label + {"distlock-c": " + DISTLOCK_AUTO_RENEW",
+                                   "redis-py": ": `reacquire()` per lock per period",
+                                   "redlock": ": `lock.extend()` of every lock at once per period"}.get(nm, "")
         if not isinstance(rr, list):
             o.append("| %s | not run: %s | | | | | |" % (label, rr or "not run"))
             continue
         o.append("| %s | %s | %s | %s | %s | %s | %s |" % (
-            label, fmt(med([x["script_calls"] for x in rr])), fmt(med([x["cmds"] for x in rr])), fmt(med([x["reads"] for x in rr])),
+            label, fmt(med([x["script_calls"] for x in rr])), fmt(med([x["cmds"] for x in rr])),
+            fmt(med([x["reads"] for x in rr])),
             fmt(med([x["client_cpu_ms"] for x in rr]), 1), fmt(med([x["server_cpu_ms"] for x in rr]), 1),
             fmt(min(x["alive"] for x in rr), 3)))
     fr, dr = renew.get("floor"), renew.get("distlock-c")
@@ -324,6 +328,13 @@ def write_report(args, impls, res, why, mem, renew, meta):
             return ratio(med([x[k] / y[k] for x, y in zip(dr, fr) if y[k]]))
         o.append("| distlock ÷ floor (same repetition) | %s | %s | %s | %s | %s | |" % (
             rr_("script_calls"), rr_("cmds"), rr_("reads"), rr_("client_cpu_ms"), rr_("server_cpu_ms")))
+    peers_ok = [renew[p] for p in ("redis-py", "redlock") if isinstance(renew.get(p), list)]
+    if peers_ok and isinstance(dr, list):
+        bp = min(peers_ok, key=lambda rr: med([x["client_cpu_ms"] for x in rr]))
+        def rp_(k):
+            return ratio(med([x[k] / y[k] for x, y in zip(dr, bp) if y[k]]))
+        o.append("| distlock ÷ best peer (least client CPU; same repetition) | %s | %s | %s | %s | %s | |" % (
+            rp_("script_calls"), rp_("cmds"), rp_("reads"), rp_("client_cpu_ms"), rp_("server_cpu_ms")))
     o.append("")
     o.append("### Redis memory per held lock (%s locks `bench:hold:I`, 1 node, delta of `used_memory` "
              "minus `mem_clients_normal`)"

@@ -4,6 +4,7 @@
  *   node driver.js redlock pairs   URIS START_NS SLICE_NS PERIOD_NS COUNT KEY
  *   node driver.js redlock contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
  *   node driver.js redlock hold    URIS COUNT TTL_MS
+ *   node driver.js redlock renew   URIS COUNT TTL_MS
  * One ioredis client per node. Single attempts use retryCount 0; waiting uses
  * redlock's default retryDelay 200 ms / retryJitter 100 ms with retryCount -1
  * (wait without limit: the default 10 attempts would give up under contention).
@@ -95,6 +96,28 @@ async function main() {
     console.log(`ready held=${held}`);
     process.stdin.once('data', () => process.exit(0));
     process.stdin.once('end', () => process.exit(0));
+    return;
+  } else if (mode === 'renew') {
+    // node-redlock 4 has no watchdog: the caller extends every lock itself each
+    // period; all extensions are issued at once, so ioredis pipelines them
+    const count = Number(a[0]), ttl = Number(a[1]);
+    const locks = [];
+    for (let i = 0; i < count; i++) { const l = await tryLock(`bench:renew:${i}`, ttl); if (l) locks.push(l); }
+    console.log(`ready held=${locks.length}`);
+    let lost = 0, rounds = 0, stop = false;
+    const finish = () => { stop = true; console.log(`impl=redlock rounds=${rounds} lost=${lost}`); process.exit(0); };
+    process.stdin.once('data', finish);
+    process.stdin.once('end', finish);
+    const period = ttl / 3;
+    let next = Date.now() + period;
+    while (!stop) {
+      await new Promise((r) => setTimeout(r, Math.max(0, next - Date.now())));
+      if (stop) break;
+      const res = await Promise.allSettled(locks.map((l) => l.extend(ttl)));
+      lost += res.filter((r) => r.status !== 'fulfilled').length;
+      rounds++;
+      next += period;
+    }
     return;
   } else {
     throw new Error('unknown mode ' + mode);

@@ -3,6 +3,7 @@
     python driver.py IMPL pairs   URIS START_NS SLICE_NS PERIOD_NS COUNT KEY
     python driver.py IMPL contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
     python driver.py IMPL hold    URIS COUNT TTL_MS
+    python driver.py redis-py renew URIS COUNT TTL_MS
 
 IMPL: redis-py (redis.lock.Lock, timeout 30 s, its default 0.1 s polling when
 waiting; run with Debian's /usr/bin/python3) | distlock (the distlock package,
@@ -133,6 +134,30 @@ def main():
         print("ready held=%d" % len(held), flush=True)
         sys.stdin.readline()
         os._exit(0)   # keep the locks: the orchestrator flushes the servers
+    elif mode == "renew" and impl == "redis-py":
+        # redis-py has no watchdog: the caller renews every lock itself, one
+        # reacquire() (compare-and-PEXPIRE, one round trip) per lock per period
+        import select
+        count, ttl = int(a[0]), int(a[1])
+        locks = [try_("bench:renew:%d" % i, ttl) for i in range(count)]
+        locks = [lk for lk in locks if lk is not None]
+        print("ready held=%d" % len(locks), flush=True)
+        period = ttl / 3 / 1000.0
+        nxt = time.monotonic() + period
+        lost = rounds = 0
+        while True:
+            r, _, _ = select.select([sys.stdin], [], [], max(0.0, nxt - time.monotonic()))
+            if r:
+                break
+            for lk in locks:
+                try:
+                    lk.reacquire()
+                except Exception:
+                    lost += 1
+            rounds += 1
+            nxt += period
+        print("impl=redis-py rounds=%d lost=%d" % (rounds, lost), flush=True)
+        os._exit(0)
     else:
         raise SystemExit("unknown mode " + mode)
 
