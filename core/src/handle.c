@@ -80,7 +80,6 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
     distlock__waiter w;
     memset(&w, 0, sizeof(w));
     w.channel = ch;
-    w.token = fair ? (char *)token : NULL;
     int subscribed = distlock__waiter_add(c, &w) == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
 

@@ -97,6 +97,7 @@ typedef struct distlock__result {
     int expect;          /* replies still due on this node for this round */
     int retried;         /* NOSCRIPT fallback done */
     int deferred;        /* fresh connection: call sent once the handshake succeeded */
+    int reconnected;     /* the call was resent once on a fresh connection */
     uint64_t sent_us;
     unsigned char hs_kind[DISTLOCK__S_COUNT + 2]; /* 0: AUTH/SELECT, 1+s: SCRIPT LOAD s */
     int hs_n, hs_i;
@@ -244,7 +245,6 @@ void distlock__mark_lost(distlock__held *h);        /* c->mu held */
 struct distlock__waiter {
     distlock__waiter *next;
     char *channel;
-    char *token;              /* fair waiters only react to their own token */
     int notified;
     int subscribed;
     pthread_cond_t cond;

@@ -30,12 +30,11 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "end\n"
         "return {0, redis.call('PTTL', KEYS[1])}\n" },
     [DISTLOCK__S_RELEASE] = { "release",
-        /* KEYS: key queue; ARGV: token channel. Compare-and-delete, then
-         * tell waiters (the payload names the fair queue's head, if any). */
+        /* KEYS: key; ARGV: token channel. Compare-and-delete, then wake
+         * waiters. pcall: a user without channel rights still releases. */
         "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
         "  redis.call('DEL', KEYS[1])\n"
-        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
-        "  redis.call('PUBLISH', ARGV[2], head[1] or '')\n"
+        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
         "  return 1\n"
         "end\n"
         "return 0\n" },
@@ -110,9 +109,8 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * up: leave the queue and, if the lock is free, wake the next. */
         "redis.call('ZREM', KEYS[1], ARGV[1])\n"
         "redis.call('HDEL', KEYS[2], ARGV[1])\n"
-        "if redis.call('EXISTS', KEYS[3]) == 0 then\n"
-        "  local head = redis.call('ZRANGE', KEYS[1], 0, 0)\n"
-        "  if #head > 0 then redis.call('PUBLISH', ARGV[2], head[1]) end\n"
+        "if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 1 then\n"
+        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
         "end\n"
         "return 1\n" },
 };
@@ -148,6 +146,10 @@ static int verdict(const distlock__result *r)
         if (x->type == REDIS_REPLY_NIL)      /* SET NX GET: was free, now ours */
             return 1;
         if (x->type == REDIS_REPLY_STRING)   /* SET NX GET: the holder's token */
+            return 0;
+        /* A key of another type under our name (another lock library's
+         * structure, say) is someone else's: held, not a failure. */
+        if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "WRONGTYPE", 9) == 0)
             return 0;
         if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
             x->element[0]->type == REDIS_REPLY_INTEGER)
@@ -223,13 +225,12 @@ static int64_t reply_int(const distlock__result *r, size_t idx)
 static tally release_round(distlock_client *c, distlock__connset *cs, const char *key,
                            const char *token, const int *which, distlock__result *res)
 {
-    char q[DISTLOCK__SIDEKEY_MAX], ch[DISTLOCK__SIDEKEY_MAX];
+    char ch[DISTLOCK__SIDEKEY_MAX];
     const distlock__call *calls[64];
-    distlock__sidekey(q, key, ":q");
     channel_name(ch, key);
-    const char *argv[4] = { key, q, token, ch };
-    size_t len[4] = { strlen(key), strlen(q), strlen(token), strlen(ch) };
-    distlock__call call = { DISTLOCK__S_RELEASE, 2, 4, argv, len, NULL, which != NULL };
+    const char *argv[3] = { key, token, ch };
+    size_t len[3] = { strlen(key), strlen(token), strlen(ch) };
+    distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, which != NULL };
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(c, cs, calls, res, decide_quorum, c);

@@ -241,6 +241,8 @@ static int drain_skipped(distlock_client *c, distlock__conn *conn, distlock__res
     return 0;
 }
 
+static void conn_broken(distlock_client *c, distlock__connset *cs, distlock__result *r, int i);
+
 static void start_node(distlock_client *c, distlock__connset *cs, const distlock__call *call,
                        distlock__result *r, int i, uint64_t now)
 {
@@ -316,7 +318,27 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
      * leaves in this one write, before we start waiting on any node. */
     int done = 0;
     if (distlock__write(conn->ctx, &done) != REDIS_OK)
-        node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+        conn_broken(c, cs, r, i);
+}
+
+/* The connection broke (reset, or closed by the server: a restart). If it
+ * was an established one and this is the first time in this round, open a
+ * fresh connection and send the call again: every call we make is safe to
+ * repeat (acquire and extend are idempotent for the owner; a repeated
+ * release can only report "not owner"). Else the node fails. */
+static void conn_broken(distlock_client *c, distlock__connset *cs, distlock__result *r, int i)
+{
+    distlock__conn *conn = &cs->conns[i];
+    const char *why = conn->ctx && conn->ctx->errstr[0] ? conn->ctx->errstr
+                                                        : "connection closed";
+    if (r->hs_n == 0 && !r->reconnected && conn->skip == 0 && r->call) {
+        const distlock__call *call = r->call;
+        distlock__conn_close(conn);
+        start_node(c, cs, call, r, i, distlock__now_us());
+        r->reconnected = 1;
+        return;
+    }
+    node_fail(c, conn, r, i, DISTLOCK_ECONN, why);
 }
 
 void distlock__round(distlock_client *c, distlock__connset *cs,
@@ -408,14 +430,13 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
             if (pfd[k].revents & POLLOUT) {
                 int done = 0;
                 if (distlock__write(conn->ctx, &done) != REDIS_OK) {
-                    node_fail(c, conn, r, i, DISTLOCK_ECONN, conn->ctx->errstr);
+                    conn_broken(c, cs, r, i);
                     continue;
                 }
             }
             if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
                 if (redisBufferRead(conn->ctx) != REDIS_OK) {
-                    node_fail(c, conn, r, i, DISTLOCK_ECONN,
-                              conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed");
+                    conn_broken(c, cs, r, i);
                     continue;
                 }
                 take_replies(c, conn, r, i);

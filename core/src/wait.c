@@ -1,12 +1,10 @@
 /* wait.c -- waking waiters without polling.
  *
- * The release script PUBLISHes on "distlock:<key>" (payload: the token at the
- * head of the key's fair queue, or ""). Each client runs one subscriber
+ * The release script PUBLISHes on "distlock:<key>". Each client runs one subscriber
  * thread, started by its first wait, holding one SUBSCRIBE connection per
  * node shared by all the client's waits; it subscribes to the channels its
- * waiters need and wakes them when a message arrives. Fair waiters react
- * only to their own token (or to an empty queue), so a release wakes just
- * the next in line. Waiters still re-check on their own timer, for locks
+ * waiters need and wakes the longest-waiting one for that key when a message
+ * arrives. Waiters still re-check on their own timer, for locks
  * that simply expire or whose holders publish nothing. */
 #include <errno.h>
 #include <fcntl.h>
@@ -88,7 +86,6 @@ static void on_reply(distlock_client *c, const redisReply *r)
     int is_msg = strcmp(kind, "message") == 0, is_sub = strcmp(kind, "subscribe") == 0;
     if (!is_msg && !is_sub)
         return;
-    const char *payload = is_msg && r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "";
     distlock__waiter *oldest = NULL;
     for (distlock__waiter *w = c->waiters; w; w = w->next) {
         if (strcmp(w->channel, chan) != 0)
@@ -96,15 +93,14 @@ static void on_reply(distlock_client *c, const redisReply *r)
         if (is_sub) {
             w->subscribed = 1;
             pthread_cond_signal(&w->cond);
-        } else if (w->token == NULL) {
+        } else {
             oldest = w;  /* the list is newest first */
-        } else if (payload[0] == '\0' || strcmp(payload, w->token) == 0) {
-            w->notified = 1;  /* fair: only the head of the queue */
-            pthread_cond_signal(&w->cond);
         }
     }
-    /* One release frees one lock: wake one of our plain waiters for it,
-     * the longest waiting; the others keep their re-check timers. */
+    /* One release frees one lock: wake one of our waiters for it, the
+     * longest waiting (for fair waiters, the one queued first here; the
+     * fair script decides who is first overall); the others keep their
+     * re-check timers. */
     if (oldest) {
         oldest->notified = 1;
         pthread_cond_signal(&oldest->cond);
