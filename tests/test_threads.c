@@ -86,10 +86,12 @@ static void run_threads(rh_cluster *rc, const char *uris)
     }
     assert_int_equal(atomic_load(&s.overlaps), 0);
     assert_int_equal(atomic_load(&s.bad_release), 0);
-    /* Every key is free again for a newcomer. It may wait: a release sent
-     * on another pooled connection can overtake an acquire's late request
-     * to a node beyond the quorum (known core issue, reported), leaving a
-     * stale key on a minority until its TTL. */
+    /* Every key is free again for a newcomer. It may wait: an acquire that
+     * returns with a node beyond the quorum still silent after the grace
+     * leaves its SET in flight on one pooled connection, and the release
+     * sent on another can overtake it, leaving a stale key on that node
+     * until its TTL (core issue, still seen in 1 run in 10 with the core of
+     * d697db1; reported with a reproduction). */
     distlock_client *c2 = new_client(uris);
     for (int k = 0; k < KEYS; k++) {
         char key[16];

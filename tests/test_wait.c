@@ -32,6 +32,7 @@ struct waiter {
     pthread_mutex_t *mu;
     int *order, *norder;
     int release_after;   /* release right after recording the order */
+    int release_rc;
 };
 
 static void *waiter_main(void *arg)
@@ -45,7 +46,7 @@ static void *waiter_main(void *arg)
         pthread_mutex_unlock(w->mu);
     }
     if (w->rc == DISTLOCK_OK && w->release_after) {
-        distlock_release(w->lock);
+        w->release_rc = distlock_release(w->lock);
     }
     return NULL;
 }
@@ -170,14 +171,14 @@ static void test_wait_many(void **state)
     }
     /* Hand-overs are woken, not found by 30 s expiry. */
     assert_true(took < 20000);
-    /* Free again for a newcomer (within the TTL). Not "no key on any node":
-     * with threads sharing a client, a release sent on another pooled
-     * connection can still overtake an acquire's late request to a node
-     * beyond the quorum (known core issue, reported), leaving a stale key
-     * on a minority until its TTL. */
+    /* Every release returned OK: no node keeps the key (TTL 30 s;
+     * assert_holding gives requests still in flight 3 s), and a newcomer
+     * gets it at once. */
+    for (int i = 0; i < W; i++) assert_rc(w[i].release_rc, DISTLOCK_OK);
+    assert_holding(rc, "wm", NULL, 0);
     distlock_client *c2 = new_client(rh_uris(rc));
     distlock_lock *l2 = NULL;
-    assert_rc(distlock_acquire(c2, "wm", 30000, 35000, 0, &l2), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c2, "wm", 30000, 0, 0, &l2), DISTLOCK_OK);
     distlock_lock_free(l2);
     distlock_client_free(c2);
     distlock_lock_free(l);
@@ -223,6 +224,7 @@ static void test_fair_order(void **state)
     printf("# fair waiters served in order %s\n", got);
     for (int i = 0; i < W; i++) {
         assert_rc(w[i].rc, DISTLOCK_OK);
+        assert_rc(w[i].release_rc, DISTLOCK_OK);
         if (order[i] != i) {
             for (int j = 0; j < W; j++)
                 print_error("waiter %d: rc %d, done at +%lld ms\n", j, w[j].rc, w[j].t_done - t_rel);
@@ -230,6 +232,7 @@ static void test_fair_order(void **state)
             fail();
         }
     }
+    assert_holding(rc, "fair", NULL, 0);
     for (int i = 0; i < W; i++) {
         distlock_lock_free(w[i].lock);
         distlock_client_free(wc[i]);
@@ -250,9 +253,12 @@ int main(void)
     printf("# one node\n");
     int failed = cmocka_run_group_tests(tests, group_setup1, group_teardown);
     /* On five nodes without test_fair_order: there the core still serves a
-     * waiter out of order now and then (known core issue, reported: a
-     * waiter whose request overtakes the previous holder's release on some
-     * nodes takes it for a queue split and rejoins at the back). */
+     * waiter out of order now and then (1 run in 10 under ASan, more under
+     * CPU load; reported with a reproduction): a waiter that won with a
+     * quorum but found the lock still held on some node stays at the head
+     * of that node's queue after its release, so the next waiter sees
+     * "behind" there, takes its partial grant for a queue split and rejoins
+     * at the back. */
     const struct CMUnitTest tests5[] = {
         cmocka_unit_test_setup(test_wakeup_on_release, heal),
         cmocka_unit_test_setup(test_wait_budget, heal),
