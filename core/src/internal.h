@@ -18,6 +18,25 @@
 int distlock__fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void distlock__clear_error(void);
 
+/* Decimal text of v into buf (at least 21 bytes), NUL-terminated; returns
+ * the length. snprintf costs more than the rest of a request's encoding. */
+static inline size_t distlock__ltoa(char *buf, long long v)
+{
+    char tmp[21];
+    size_t n = 0, len = 0;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n)
+        buf[len++] = tmp[--n];
+    buf[len] = '\0';
+    return len;
+}
+
 /* ------------------------------------------------------------ clock.c */
 uint64_t distlock__now_us(void);  /* CLOCK_MONOTONIC */
 uint64_t distlock__now_ms(void);

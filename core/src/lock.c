@@ -131,9 +131,12 @@ void distlock__sidekey(char *buf, const char *key, const char *suffix)
         snprintf(buf, DISTLOCK__SIDEKEY_MAX, "%s%s", key, suffix);
 }
 
-static void channel_name(char *buf, const char *key)
+static size_t channel_name(char *buf, const char *key)
 {
-    snprintf(buf, DISTLOCK__SIDEKEY_MAX, "distlock:%s", key);
+    size_t n = strlen(key);  /* <= DISTLOCK_KEY_MAX, checked by every entry point */
+    memcpy(buf, "distlock:", 9);
+    memcpy(buf + 9, key, n + 1);
+    return 9 + n;
 }
 
 /* 1 granted, 0 refused, -1 failed, -2 no answer (yet) */
@@ -227,9 +230,9 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
 {
     char ch[DISTLOCK__SIDEKEY_MAX];
     const distlock__call *calls[64];
-    channel_name(ch, key);
+    size_t chlen = channel_name(ch, key);
     const char *argv[3] = { key, token, ch };
-    size_t len[3] = { strlen(key), strlen(token), strlen(ch) };
+    size_t len[3] = { chlen - 9, strlen(token), chlen };
     distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, which != NULL };
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
@@ -290,7 +293,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
-    snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
+    size_t ttllen = distlock__ltoa(ttl, ttl_ms);
     argv[k++] = key;
     if (fair) {
         distlock__sidekey(q, key, ":q");
@@ -317,7 +320,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     /* The common case needs no script: SET NX with GET tells us whether we
      * set it, or who holds it (maybe we do already: an owner's retry). */
     const char *pargv[7] = { "SET", key, token, "NX", "PX", ttl, "GET" };
-    size_t plen[7] = { 3, len[0], strlen(token), 2, 2, strlen(ttl), 3 };
+    size_t plen[7] = { 3, len[0], strlen(token), 2, 2, ttllen, 3 };
     distlock__call plain = { -1, 0, 7, pargv, plen, &call, 0 };
     int use_plain = !fair && !fencing && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)

@@ -37,9 +37,40 @@ static void node_fail(distlock_client *c, distlock__conn *conn, distlock__result
     distlock__conn_close(conn);
 }
 
+/* Encode a command in RESP ourselves, into a stack buffer when it fits:
+ * hiredis' redisFormatSdsCommandArgv (sdscatfmt per argument) was ~40% of
+ * the client's instructions per lock+unlock. */
+static char *resp_header(char *p, char type, size_t n)
+{
+    *p++ = type;
+    p += distlock__ltoa(p, (long long)n);
+    *p++ = '\r';
+    *p++ = '\n';
+    return p;
+}
+
 static int append_argv(redisContext *ctx, int argc, const char **argv, const size_t *len)
 {
-    return redisAppendCommandArgv(ctx, argc, argv, len) == REDIS_OK ? 0 : -1;
+    char stack[2048], *buf = stack, *p;
+    size_t total = 16;
+    int rc;
+
+    for (int a = 0; a < argc; a++)
+        total += len[a] + 28;
+    if (total > sizeof(stack) && (buf = malloc(total)) == NULL)
+        return -1;
+    p = resp_header(buf, '*', (size_t)argc);
+    for (int a = 0; a < argc; a++) {
+        p = resp_header(p, '$', len[a]);
+        memcpy(p, argv[a], len[a]);
+        p += len[a];
+        *p++ = '\r';
+        *p++ = '\n';
+    }
+    rc = redisAppendFormattedCommand(ctx, buf, (size_t)(p - buf)) == REDIS_OK ? 0 : -1;
+    if (buf != stack)
+        free(buf);
+    return rc;
 }
 
 /* AUTH and SELECT for a fresh connection, and SCRIPT LOAD of every script,
@@ -90,7 +121,7 @@ static int append_call(distlock_client *c, redisContext *ctx, const distlock__ca
 {
     const char *sargv[16], **argv = sargv;
     size_t slen[16], *len = slen;
-    char nk[12];
+    char nk[24];
     int k = 0, rc;
 
     if (call->script < 0)
@@ -112,8 +143,7 @@ static int append_call(distlock_client *c, redisContext *ctx, const distlock__ca
         argv[k] = distlock__scripts[call->script].body;
         len[k] = strlen(argv[k]), k++;
     }
-    snprintf(nk, sizeof(nk), "%d", call->nkeys);
-    argv[k] = nk, len[k] = strlen(nk), k++;
+    argv[k] = nk, len[k] = distlock__ltoa(nk, call->nkeys), k++;
     for (int a = 0; a < call->argc; a++)
         argv[k] = call->argv[a], len[k] = call->argvlen[a], k++;
     rc = append_argv(ctx, k, argv, len);
