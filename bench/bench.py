@@ -86,6 +86,8 @@ def build_impls(a):
     I = {}
     for x in [
         mk("floor", "floor: hiredis SET NX PX + EVALSHA", "floor", floor, [], a.why_floor),
+        mk("floor-all", "floor waiting for every node's reply (not just a quorum)", "floor-variant", floor, [],
+           a.why_floor, ["all"]),
         mk("floor-notify", "notify floor: hiredis + PUBLISH/SUBSCRIBE", "floor", floor, [], a.why_floor),
         mk("seed", "seed PHP pair on phpredis", "peer", ["php", php_drv], ["seed"], None),
         mk("symfony", "symfony/lock RedisStore", "peer", ["php", php_drv], ["symfony"], None),
@@ -420,7 +422,7 @@ def groups(args):
            "distlock-php-compat", "distlock-php-oo", "distlock-py", "distlock-cli"]]
     g1.append(("nodes", ("symfony-combined", 1), "symfony-combined", u1))
     g5 = [("pairs", (n, 5), n, u5) for n in
-          ["floor", "symfony-combined", "redlock", "distlock-c", "distlock-c-token",
+          ["floor", "floor-all", "symfony-combined", "redlock", "distlock-c", "distlock-c-token",
            "distlock-php-compat", "distlock-php-oo", "distlock-py"]]
     G = [("1 node", g1), ("5 nodes", g5)]
     for k in (3, 7):

@@ -182,6 +182,7 @@ def write_report(args, impls, res, why, mem, renew, meta):
     v = R.paired((P, ("distlock-c", 5)), (P, ("floor", 5)))
     target("C on 5 nodes, × parallel floor", v, "≥ 0.90", v >= 0.9, R.reason(P, ("distlock-c", 5)),
            "C 5 nodes", v / 0.9)
+
     C = "contend"
     for nm, sh in (("distlock-c", "C"), ("distlock-c-fair", "C fair"), ("distlock-php-oo", "PHP OO"),
                    ("distlock-py", "Python")):
@@ -221,9 +222,15 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("")
     o.append("### 5 nodes (Redlock, quorum 3)")
     o.append("")
-    pairs_table(R, 5, ["floor", "symfony-combined", "redlock", "distlock-c", "distlock-c-token",
+    pairs_table(R, 5, ["floor", "floor-all", "symfony-combined", "redlock", "distlock-c", "distlock-c-token",
                        "distlock-php-compat", "distlock-php-oo", "distlock-py"], o)
     o.append("")
+    a, q, al = R.value("pairs", ("distlock-c", 5), "p50"), R.value("pairs", ("floor", 5), "p50"), \
+        R.value("pairs", ("floor-all", 5), "p50")
+    if a == a and q == q and al == al:
+        o.append("Acquire p50 on 5 nodes: distlock C %.1f µs = %.2f× the quorum floor's, %.2f× the floor that "
+                 "waits for every reply." % (a, a / q, a / al))
+        o.append("")
 
     # ---- contended
     o.append("## (b) Contended: two processes, one key, each holding 1 ms")
