@@ -261,8 +261,8 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("")
     o.append("### Contenders on one key (hold 1 ms, think 1 ms): critical sections/s")
     o.append("")
-    o.append("Each cell: critical sections/s, then its ratio to the notify floor with as many contenders "
-             "(same repetition).")
+    o.append("Each cell: critical sections/s, then its ratio to the notify floor and to the peer (redis-py) "
+             "with as many contenders (same repetition).")
     o.append("")
     o.append("| implementation | 1 | 2 | 8 | 32 | overlaps |")
     o.append("|---|---:|---:|---:|---:|---:|")
@@ -273,7 +273,11 @@ def write_report(args, impls, res, why, mem, renew, meta):
             rr = R.runs(sec, cfg)
             if rr:
                 fsec, fcfg = cs_at(R, "floor-notify", n)
-                cells.append("%s (%s)" % (fmt(R.value(sec, cfg)), ratio(R.paired((sec, cfg), (fsec, fcfg)))))
+                c = "%s (%s floor" % (fmt(R.value(sec, cfg)), ratio(R.paired((sec, cfg), (fsec, fcfg))))
+                psec, pcfg = cs_at(R, "redis-py", n)
+                if impls[nm].role == "distlock" and R.runs(psec, pcfg):
+                    c += ", %s peer" % ratio(R.paired((sec, cfg), (psec, pcfg)))
+                cells.append(c + ")")
             else:
                 cells.append("not run: " + R.reason(sec, cfg))
             ov += sum(x["overlaps"] for x in rr or [])
