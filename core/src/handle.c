@@ -66,7 +66,7 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
                         long wait_ms, unsigned flags, uint64_t *until, int64_t *fence)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
-    distlock__attempt att = { 0, 0, 0 };
+    distlock__attempt att = { 0, 0, 0, 0 };
     int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
                                     until, fence, &att);
     if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
@@ -80,6 +80,8 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
     distlock__waiter w;
     memset(&w, 0, sizeof(w));
     w.channel = ch;
+    w.token = fair ? token : NULL;
+    w.head = att.head;
     int subscribed = distlock__waiter_add(c, &w) == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
 
@@ -90,6 +92,8 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
                                     fence, &att);
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
+        if (fair)
+            distlock__waiter_set_head(c, &w, att.head);
         uint64_t now = distlock__now_us();
         if (now >= deadline) {
             distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",

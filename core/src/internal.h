@@ -238,6 +238,7 @@ typedef struct distlock__attempt {
     int granted;        /* nodes that granted */
     int behind;         /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;   /* longest remaining TTL of the holder seen, ms (0: unknown) */
+    int head;           /* fair: first in the queue on some node */
 } distlock__attempt;
 
 /* Core operations on N nodes, shared by handles and the token pair. */
@@ -264,6 +265,8 @@ void distlock__mark_lost(distlock__held *h);        /* c->mu held */
 struct distlock__waiter {
     distlock__waiter *next;
     char *channel;
+    const char *token;        /* fair waiters: our token, else NULL */
+    int head;                 /* fair waiters: first in the queue, so releases concern us */
     int notified;
     int subscribed;
     pthread_cond_t cond;
@@ -272,6 +275,8 @@ struct distlock__waiter {
  * (bounded) until the subscription is confirmed so no release is missed. */
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
+/* Fair waiters: record whether we are at the head of the queue. */
+void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head);
 /* Wait until notified or until deadline_us; returns 1 if notified. */
 int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
 void distlock__subscriber_stop(distlock_client *c);

@@ -62,9 +62,12 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n" },
     [DISTLOCK__S_FAIR] = { "fair",
         /* KEYS: key queue qdeadlines [fence]; ARGV: token ttl_ms strict
-         * queue_ttl_ms. Waiters are served in arrival order: the free lock
-         * goes to the queue's head; others join the queue (or refresh their
-         * entry, which expires if the waiter dies). queue_ttl 0: try only. */
+         * queue_ttl_ms channel. Waiters are served in arrival order: the
+         * free lock goes to the queue's head; others join the queue (or
+         * refresh their entry, which expires if the waiter dies) and learn
+         * their rank (0: next). When the head takes the lock, the new head
+         * is told by name, so a release needs to wake only it. queue_ttl 0:
+         * try only. */
         "local t = redis.call('TIME')\n"
         "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
         "while true do\n"
@@ -84,6 +87,8 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
         "  redis.call('ZREM', KEYS[2], ARGV[1])\n"
         "  redis.call('HDEL', KEYS[3], ARGV[1])\n"
+        "  local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+        "  if #nxt > 0 then redis.pcall('PUBLISH', ARGV[5], nxt[1]) end\n"
         "  if KEYS[4] then\n"
         "    if v == false then return {1, redis.call('INCR', KEYS[4])} end\n"
         "    return {1, tonumber(redis.call('GET', KEYS[4]) or '0')}\n"
@@ -102,8 +107,9 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  redis.call('PEXPIRE', KEYS[2], qttl)\n"
         "  redis.call('PEXPIRE', KEYS[3], qttl)\n"
         "end\n"
-        "if v == false then return {2, 0} end\n"  /* free, but another waiter is ahead */
-        "return {0, redis.call('PTTL', KEYS[1])}\n" },
+        "local rank = redis.call('ZRANK', KEYS[2], ARGV[1]) or -1\n"
+        "if v == false then return {2, 0, rank} end\n"  /* free, but another waiter is ahead */
+        "return {0, redis.call('PTTL', KEYS[1]), rank}\n" },
     [DISTLOCK__S_LEAVE] = { "leave",
         /* KEYS: queue qdeadlines key; ARGV: token channel. A waiter gives
          * up: leave the queue and, if the lock is free, wake the next. */
@@ -281,9 +287,9 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
                            int64_t *fence_out, distlock__attempt *att)
 {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX];
-    char ttl[24], qttl[24];
-    const char *argv[8];
-    size_t len[8];
+    char ttl[24], qttl[24], ch[DISTLOCK__SIDEKEY_MAX];
+    const char *argv[10];
+    size_t len[10];
     const distlock__call *calls[64];
     distlock__result res[64];
     int k = 0, nkeys, rc = DISTLOCK_OK;
@@ -310,8 +316,10 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     argv[k++] = ttl;
     argv[k++] = strict;
     if (fair) {
-        snprintf(qttl, sizeof(qttl), "%ld", queue_ttl_ms);
+        distlock__ltoa(qttl, queue_ttl_ms);
         argv[k++] = qttl;
+        channel_name(ch, key);
+        argv[k++] = ch;
     }
     for (int a = 0; a < k; a++)
         len[a] = strlen(argv[a]);
@@ -337,9 +345,12 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         att->granted = t.ok;
         att->behind = 0;
         att->holder_pttl = 0;
+        att->head = 0;
         for (int i = 0; i < c->n; i++) {
             if (verdict(&res[i]) != 0)
                 continue;
+            if (reply_int(&res[i], 2) == 0)
+                att->head = 1;
             if (reply_int(&res[i], 0) == 2)
                 att->behind++;
             else if (reply_int(&res[i], 1) > att->holder_pttl)

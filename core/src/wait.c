@@ -86,6 +86,7 @@ static void on_reply(distlock_client *c, const redisReply *r)
     int is_msg = strcmp(kind, "message") == 0, is_sub = strcmp(kind, "subscribe") == 0;
     if (!is_msg && !is_sub)
         return;
+    const char *payload = is_msg && r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "";
     distlock__waiter *oldest = NULL;
     for (distlock__waiter *w = c->waiters; w; w = w->next) {
         if (strcmp(w->channel, chan) != 0)
@@ -93,14 +94,18 @@ static void on_reply(distlock_client *c, const redisReply *r)
         if (is_sub) {
             w->subscribed = 1;
             pthread_cond_signal(&w->cond);
-        } else {
+        } else if (payload[0] != '\0') {
+            /* A fair acquire names the new head of the queue. */
+            if (w->token && strcmp(w->token, payload) == 0)
+                w->head = 1;
+        } else if (w->token == NULL || w->head) {
             oldest = w;  /* the list is newest first */
         }
     }
-    /* One release frees one lock: wake one of our waiters for it, the
-     * longest waiting (for fair waiters, the one queued first here; the
-     * fair script decides who is first overall); the others keep their
-     * re-check timers. */
+    /* A release frees one lock: wake one of our waiters it concerns, the
+     * longest waiting plain one or our fair waiter at the queue's head;
+     * fair waiters further back are not woken (no herd), and the others
+     * keep their re-check timers. */
     if (oldest) {
         oldest->notified = 1;
         pthread_cond_signal(&oldest->cond);
@@ -318,4 +323,11 @@ void distlock__subscriber_stop(distlock_client *c)
         close(c->sub_wake[1]);
         c->sub_wake[0] = c->sub_wake[1] = -1;
     }
+}
+
+void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head)
+{
+    pthread_mutex_lock(&c->mu);
+    w->head = head;
+    pthread_mutex_unlock(&c->mu);
 }
