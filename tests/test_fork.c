@@ -213,12 +213,11 @@ static void test_fork_child_frees(void **state)
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     distlock_lock *pl = NULL, *pl2 = NULL;
-    /* Not DISTLOCK_AUTO_RENEW here: with the parent's watchdog thread
-     * waiting on its condition variable at fork time, the child's
-     * distlock_client_free() can block forever in pthread_cond_destroy()
-     * (core issue, reported). */
+    /* pf2 is auto-renewed, so the parent's watchdog thread is waiting on
+     * its condition variable at fork time: the child's client_free() must
+     * not block on the copy (it once hung in pthread_cond_destroy()). */
     assert_rc(distlock_acquire(c, "pf", 60000, 0, 0, &pl), DISTLOCK_OK);
-    assert_rc(distlock_acquire(c, "pf2", 60000, 0, 0, &pl2), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "pf2", 60000, 0, DISTLOCK_AUTO_RENEW, &pl2), DISTLOCK_OK);
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);

@@ -252,18 +252,12 @@ int main(void)
     };
     printf("# one node\n");
     int failed = cmocka_run_group_tests(tests, group_setup1, group_teardown);
-    /* On five nodes without test_fair_order: there the core still serves a
-     * waiter out of order now and then (1 run in 10 under ASan, more under
-     * CPU load; reported with a reproduction): a waiter that won with a
-     * quorum but found the lock still held on some node stays at the head
-     * of that node's queue after its release, so the next waiter sees
-     * "behind" there, takes its partial grant for a queue split and rejoins
-     * at the back. */
     const struct CMUnitTest tests5[] = {
         cmocka_unit_test_setup(test_wakeup_on_release, heal),
         cmocka_unit_test_setup(test_wait_budget, heal),
         cmocka_unit_test_setup(test_wait_expiry_pickup, heal),
         cmocka_unit_test_setup(test_wait_many, heal),
+        cmocka_unit_test_setup(test_fair_order, heal),
     };
     printf("# five nodes\n");
     failed += cmocka_run_group_tests(tests5, group_setup5, group_teardown);

@@ -71,6 +71,13 @@ void distlock__after_fork_locked(distlock_client *c)
     c->held = NULL;
     c->wd_running = 0;
     c->wd_stop = 0;
+    /* The parent's threads may have been waiting on these: start afresh. */
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wd_cond, &ca);
+    pthread_cond_init(&c->sub_cond, &ca);
+    pthread_condattr_destroy(&ca);
     c->sub_running = 0;
     c->waiters = NULL;
     if (c->sub_wake[0] >= 0) {

@@ -69,7 +69,7 @@ typedef struct distlock__script {
 enum {
     DISTLOCK__S_ACQUIRE, DISTLOCK__S_RELEASE, DISTLOCK__S_EXTEND,
     DISTLOCK__S_RAISE, DISTLOCK__S_INSPECT, DISTLOCK__S_FAIR, DISTLOCK__S_LEAVE,
-    DISTLOCK__S_COUNT
+    DISTLOCK__S_FAIR_UNDO, DISTLOCK__S_COUNT
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
 
@@ -101,8 +101,9 @@ typedef struct distlock__call {
     /* sent instead when the server rejects a plain command's syntax (an
      * older Redis), or NULL */
     const struct distlock__call *fallback;
-    /* an undo: send it even behind requests a node has not answered yet
-     * (it must follow them on the same connection), without waiting */
+    /* a release: send it even to a node known hung, behind the requests it
+     * has not answered yet (it must follow them on the same connection),
+     * without waiting for it */
     int undo;
 } distlock__call;
 

@@ -119,6 +119,28 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  redis.pcall('PUBLISH', ARGV[2], '')\n"
         "end\n"
         "return 1\n" },
+    [DISTLOCK__S_FAIR_UNDO] = { "fair_undo",
+        /* KEYS: key queue qdeadlines; ARGV: token channel queue_ttl_ms. A
+         * fair acquire that won this node but not a quorum gives the node
+         * back and keeps its place: it is put back at the front of the
+         * queue (winning had taken it out), so the nodes' queues do not
+         * drift apart and arrival order holds. */
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+        "  redis.call('DEL', KEYS[1])\n"
+        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
+        "end\n"
+        "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n"
+        "  local t = redis.call('TIME')\n"
+        "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n"
+        "  local seq = 0\n"
+        "  if #first > 0 then seq = tonumber(first[2]) - 1 end\n"
+        "  redis.call('ZADD', KEYS[2], seq, ARGV[1])\n"
+        "  redis.call('HSET', KEYS[3], ARGV[1], now + tonumber(ARGV[3]))\n"
+        "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+        "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+        "end\n"
+        "return 1\n" },
 };
 
 /* ------------------------------------------------------------ helpers */
@@ -194,6 +216,18 @@ static int decide_quorum(const distlock__result *res, int n, void *arg)
     return t.ok >= c->quorum || t.no + t.failed > n - c->quorum;
 }
 
+/* An acquire stops early only when it can no longer succeed (its undo is
+ * then queued behind it on the same connections). A successful one waits
+ * for every node, each bounded by its timeout: returning while a SET is
+ * still on its way would let our release, sent later on another pooled
+ * connection, overtake it and leave a stale key on that node. */
+static int decide_acquire(const distlock__result *res, int n, void *arg)
+{
+    const distlock_client *c = arg;
+    tally t = count(res, n);
+    return t.no + t.failed > n - c->quorum;
+}
+
 /* Put the reasons nodes failed into the thread's detail message. */
 static int fail_detail(distlock_client *c, const distlock__result *res, int status,
                        const char *what)
@@ -239,7 +273,9 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
     size_t chlen = channel_name(ch, key);
     const char *argv[3] = { key, token, ch };
     size_t len[3] = { chlen - 9, strlen(token), chlen };
-    distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, which != NULL };
+    /* Queued even to a node known hung: if it comes back it must run our
+     * release after whatever acquire of ours it still owes. */
+    distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, 1 };
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(c, cs, calls, res, decide_quorum, c);
@@ -335,7 +371,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         calls[i] = use_plain ? &plain : &call;
 
     uint64_t t0 = distlock__now_us();
-    distlock__round(c, cs, calls, res, decide_quorum, c);
+    distlock__round(c, cs, calls, res, decide_acquire, c);
     if (use_plain && !(flags & DISTLOCK_STRICT))
         refresh_own(c, cs, key, token, ttl, res);
     tally t = count(res, c->n);
@@ -388,6 +424,20 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             distlock__round_clear(res2, c->n);
         }
     }
+    if (rc == DISTLOCK_OK && t.ok >= c->quorum && fair && t.ok < c->n) {
+        /* Won: on nodes that did not grant (the previous holder's release
+         * still on its way there, say) we are still queued; leave, or our
+         * stale entry would stand first in those queues. */
+        distlock__result res4[64];
+        const distlock__call *calls4[64];
+        const char *a4[5] = { q, qt, key, token, ch };
+        size_t l4[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
+        distlock__call leave = { DISTLOCK__S_LEAVE, 3, 5, a4, l4, NULL, 1 };
+        for (int i = 0; i < c->n; i++)
+            calls4[i] = verdict(&res[i]) == 1 ? NULL : &leave;
+        distlock__round(c, cs, calls4, res4, NULL, NULL);
+        distlock__round_clear(res4, c->n);
+    }
     if (rc == DISTLOCK_OK && t.ok >= c->quorum) {
         long drift = distlock__drift_ms(c, ttl_ms);
         uint64_t until = t0 + (uint64_t)(ttl_ms > drift ? ttl_ms - drift : 0) * 1000u;
@@ -423,7 +473,18 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         for (int i = 0; i < c->n; i++)
             which[i] = verdict(&res[i]) == 1 || verdict(&res[i]) == -2 ||
                        (res[i].state == DISTLOCK__R_FAILED && res[i].status == DISTLOCK_ETIMEDOUT);
-        (void)release_round(c, cs, key, token, which, res3);
+        if (fair && queue_ttl_ms > 0) {
+            const distlock__call *calls3[64];
+            const char *a3[6] = { key, q, qt, token, ch, qttl };
+            size_t l3[6] = { strlen(key), strlen(q), strlen(qt), strlen(token), strlen(ch),
+                             strlen(qttl) };
+            distlock__call undo = { DISTLOCK__S_FAIR_UNDO, 3, 6, a3, l3, NULL, 1 };
+            for (int i = 0; i < c->n; i++)
+                calls3[i] = which[i] ? &undo : NULL;
+            distlock__round(c, cs, calls3, res3, decide_quorum, c);
+        } else {
+            (void)release_round(c, cs, key, token, which, res3);
+        }
         distlock__round_clear(res3, c->n);
     }
     distlock__round_clear(res, c->n);

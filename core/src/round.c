@@ -4,11 +4,10 @@
  * poll() loop collects the replies, so N nodes cost one round trip, not N.
  * Each node is bounded by its own deadline: the connect timeout when it had
  * to be (re)connected, else the command timeout. The caller's `decide`
- * callback may end the round once the outcome is known (a quorum granted,
- * or a quorum can no longer be reached), after a short grace for the other
- * nodes: replies still due on the connections left behind are counted in
- * conn->skip and discarded by the next round that uses the connection, so
- * a hung node costs only the grace while a quorum answers.
+ * callback may end the round once the outcome is known: replies still due on
+ * the connections left behind are counted in conn->skip and discarded by
+ * the next round that uses the connection. A node already known to be hung
+ * (it owes replies past its timeout) fails at once without being waited for.
  */
 #include <errno.h>
 #include <poll.h>
@@ -389,30 +388,23 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
         start_node(c, cs, calls[i], &res[i], i, now);
     }
 
-    uint64_t start = now, grace_until = 0;
+    int decided = 0;
     for (;;) {
         int np = 0;
         uint64_t next = UINT64_MAX;
 
         now = distlock__now_us();
-        if (grace_until == 0 && decide && decide(res, n, arg)) {
-            /* The outcome is known. Still give the other nodes a short
-             * grace (2 ms + twice what the round took so far, at most half
-             * the command timeout) to answer: a reply we leave behind is a
-             * request whose effect may land after our next request to that
-             * node on another connection (e.g. a release overtaking the
-             * acquire on a slow node, leaving a stale key). A hung node
-             * costs only the grace. */
-            uint64_t g = 2000u + 2 * (now - start);
-            uint64_t cap = (uint64_t)c->command_timeout_ms * 500u;
-            grace_until = now + (g < cap ? g : cap);
-        }
-        if (grace_until && now >= grace_until)
-            break;
+        if (!decided && decide && decide(res, n, arg))
+            decided = 1;  /* from now on, wait only for calls not yet sent */
         for (int i = 0; i < n; i++) {
             distlock__result *r = &res[i];
             distlock__conn *conn = &cs->conns[i];
             if (r->state != DISTLOCK__R_PENDING)
+                continue;
+            /* Once the outcome is known we leave sent requests behind (their
+             * replies are discarded later), but never a call still waiting
+             * for its connection's handshake: it would not be sent at all. */
+            if (decided && !r->deferred)
                 continue;
             if (now >= r->deadline_us) {
                 /* No reply in time. Keep the connection with what it owes
@@ -431,8 +423,6 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
             }
             if (r->deadline_us < next)
                 next = r->deadline_us;
-            if (grace_until && grace_until < next)
-                next = grace_until;
             short ev = POLLIN;
             if (conn->ctx->obuf && conn->ctx->obuf[0] != '\0')
                 ev |= POLLOUT;
