@@ -212,8 +212,10 @@ def write_report(args, impls, res, why, mem, renew, meta):
              "call alone. *Client CPU* is the driver process's user+system CPU time (all threads, `getrusage`) "
              "inside its windows divided by its pairs: the figure the noise of a shared machine moves least "
              "(the interpreters' own per-call cost is included: PHP, Python and Node drivers run a small "
-             "loop around the library). The floor is a hiredis loop (`SET NX PX` + `EVALSHA` compare-and-delete); on 5 nodes "
-             "it writes each command to all 5 connections, then reads the 5 replies (one parallel round trip).")
+             "loop around the library). The floor is a hiredis loop (`SET NX PX` + `EVALSHA` compare-and-delete); on N "
+             "nodes it writes each command to all N connections, then polls them and ends the round once a "
+             "quorum said yes (one parallel round trip; late replies are read and dropped by the next round "
+             "on that connection). The second 5-node floor waits for every node's reply instead.")
     o.append("")
     o.append("### 1 node")
     o.append("")
@@ -398,7 +400,7 @@ def chart(R, png, day, quick, tdata):
             for label, v in rows:
                 f.write('"%s" %s\n' % (label, "%.3f" % v if v == v else "0"))
 
-    short = {"floor": "floor", "floor-notify": "notify floor", "seed": "seed PHP", "symfony": "symfony",
+    short = {"floor": "floor", "floor-all": "floor, all replies", "floor-notify": "notify floor", "seed": "seed PHP", "symfony": "symfony",
              "symfony-combined": "symfony Combined", "redis-py": "redis-py", "redlock": "node-redlock",
              "distlock-c": "distlock C", "distlock-c-token": "distlock C token",
              "distlock-c-fair": "distlock C fair", "distlock-php-compat": "distlock PHP compat",
@@ -407,7 +409,7 @@ def chart(R, png, day, quick, tdata):
          ["floor", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-token",
           "distlock-php-compat", "distlock-php-oo", "distlock-py"]])
     bars(os.path.join(d, "p5.dat"), [(short[n], R.value("pairs", (n, 5))) for n in
-         ["floor", "symfony-combined", "redlock", "distlock-c", "distlock-c-token", "distlock-php-compat",
+         ["floor", "floor-all", "symfony-combined", "redlock", "distlock-c", "distlock-c-token", "distlock-php-compat",
           "distlock-php-oo", "distlock-py"]])
     bars(os.path.join(d, "c1.dat"), [(short[n], R.value("contend", (n, 1000))) for n in
          ["floor-notify", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-c-fair",
