@@ -7,6 +7,7 @@
  * without any I/O and opens its own. */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -43,6 +44,7 @@ int distlock_client_new(distlock_client **out, const char *servers)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->wd_cond, &ca);
     pthread_cond_init(&c->sub_cond, &ca);
+    pthread_cond_init(&c->pool_cond, &ca);
     pthread_condattr_destroy(&ca);
     *out = c;
     return DISTLOCK_OK;
@@ -59,13 +61,14 @@ void distlock__after_fork_locked(distlock_client *c)
 {
     /* Sockets, threads and waiters belong to the parent. Closing our copies
      * of the fds sends nothing on the parent's connections. */
-    distlock__connset *cs = c->pool;
+    distlock__connset *cs = c->all_sets;
     while (cs) {
-        distlock__connset *next = cs->next;
+        distlock__connset *next = cs->all_next;
         free_connset(c, cs);
         cs = next;
     }
     c->pool = NULL;
+    c->all_sets = NULL;
     /* The parent's held records stay owned by their handles; the child
      * neither renews nor releases them. */
     c->held = NULL;
@@ -77,6 +80,7 @@ void distlock__after_fork_locked(distlock_client *c)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->wd_cond, &ca);
     pthread_cond_init(&c->sub_cond, &ca);
+    pthread_cond_init(&c->pool_cond, &ca);
     pthread_condattr_destroy(&ca);
     c->sub_running = 0;
     c->waiters = NULL;
@@ -102,20 +106,61 @@ void distlock__lock(distlock_client *c)
     pthread_mutex_lock(&c->mu);
 }
 
+/* c->mu held */
+static distlock__connset *take_locked(distlock_client *c)
+{
+    distlock__connset *cs = c->pool;
+    if (cs) {
+        c->pool = cs->next;
+    } else {
+        cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * (size_t)c->n);
+        if (cs == NULL) {
+            distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+            return NULL;
+        }
+        cs->all_next = c->all_sets;
+        c->all_sets = cs;
+    }
+    cs->in_use = 1;
+    return cs;
+}
+
 distlock__connset *distlock__checkout(distlock_client *c)
 {
-    distlock__connset *cs;
-
     distlock__lock(c);
-    cs = c->pool;
-    if (cs)
-        c->pool = cs->next;
+    distlock__connset *cs = take_locked(c);
     pthread_mutex_unlock(&c->mu);
-    if (cs == NULL) {
-        cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * (size_t)c->n);
-        if (cs == NULL)
-            distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    return cs;
+}
+
+distlock__connset *distlock__checkout_pref(distlock_client *c, distlock__connset *pref)
+{
+    distlock__lock(c);
+    distlock__connset *cs = c->all_sets;
+    while (cs && cs != pref)
+        cs = cs->all_next;
+    if (cs) {
+        /* Another thread has it: wait for its (short) operation to end,
+         * within the command timeout. */
+        uint64_t deadline = distlock__now_us() + (uint64_t)c->command_timeout_ms * 1000u;
+        while (cs->in_use && distlock__now_us() < deadline) {
+            struct timespec ts = { (time_t)(deadline / 1000000u),
+                                   (long)(deadline % 1000000u) * 1000 };
+            pthread_cond_timedwait(&c->pool_cond, &c->mu, &ts);
+        }
+        if (!cs->in_use) {
+            for (distlock__connset **pp = &c->pool; *pp; pp = &(*pp)->next)
+                if (*pp == cs) {
+                    *pp = cs->next;
+                    break;
+                }
+            cs->in_use = 1;
+            pthread_mutex_unlock(&c->mu);
+            return cs;
+        }
     }
+    cs = take_locked(c);
+    pthread_mutex_unlock(&c->mu);
     return cs;
 }
 
@@ -124,14 +169,11 @@ void distlock__checkin(distlock_client *c, distlock__connset *cs)
     if (cs == NULL)
         return;
     pthread_mutex_lock(&c->mu);
-    if (c->pid == distlock__getpid()) {
-        cs->next = c->pool;
-        c->pool = cs;
-        cs = NULL;
-    }
+    cs->in_use = 0;
+    cs->next = c->pool;
+    c->pool = cs;
+    pthread_cond_broadcast(&c->pool_cond);
     pthread_mutex_unlock(&c->mu);
-    if (cs)  /* checked out before a fork: not ours to pool */
-        free_connset(c, cs);
 }
 
 void distlock_client_free(distlock_client *c)
@@ -149,15 +191,15 @@ void distlock_client_free(distlock_client *c)
     while (h) {
         distlock__held *next = h->next;
         if (!h->released && h->pid == distlock__getpid() && !atomic_load(&h->lost))
-            (void)distlock__release_keytoken(c, h->key, h->token);
+            (void)distlock__release_keytoken(c, h->key, h->token, h->cs_pref);
         h->released = 1;
         h->client = NULL;  /* handles left report DISTLOCK_ECLOSED */
         h->next = NULL;
         h = next;
     }
-    distlock__connset *cs = c->pool;
+    distlock__connset *cs = c->all_sets;
     while (cs) {
-        distlock__connset *next = cs->next;
+        distlock__connset *next = cs->all_next;
         free_connset(c, cs);
         cs = next;
     }
@@ -166,6 +208,7 @@ void distlock_client_free(distlock_client *c)
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wd_cond);
     pthread_cond_destroy(&c->sub_cond);
+    pthread_cond_destroy(&c->pool_cond);
     distlock__free_nodes(c->nodes, c->n);
     free(c->username);
     free(c->password);
@@ -228,15 +271,12 @@ int distlock_client_set_str(distlock_client *c, distlock_option opt, const char 
     distlock__lock(c);
     free(*slot);
     *slot = copy;
-    /* Connections authenticated with the old credentials are dropped. */
-    distlock__connset *cs = c->pool;
-    c->pool = NULL;
+    /* Idle connections authenticated with the old credentials are closed
+     * (they reconnect with the new ones on next use). */
+    for (distlock__connset *cs = c->pool; cs; cs = cs->next)
+        for (int i = 0; i < c->n; i++)
+            distlock__conn_close(&cs->conns[i]);
     pthread_mutex_unlock(&c->mu);
-    while (cs) {
-        distlock__connset *next = cs->next;
-        free_connset(c, cs);
-        cs = next;
-    }
     return DISTLOCK_OK;
 }
 

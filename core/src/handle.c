@@ -63,12 +63,14 @@ static uint64_t jitter_us(long ms)
 }
 
 static int acquire_wait(distlock_client *c, const char *key, const char *token, long ttl_ms,
-                        long wait_ms, unsigned flags, uint64_t *until, int64_t *fence)
+                        long wait_ms, unsigned flags, uint64_t *until, int64_t *fence,
+                        distlock__connset **cs_pref)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
-    distlock__attempt att = { 0, 0, 0, 0 };
+    distlock__attempt att = { 0, 0, 0, 0, NULL };
     int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
                                     until, fence, &att);
+    *cs_pref = att.cs_silent;
     if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
         return rc;
 
@@ -90,6 +92,7 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
     for (;;) {
         rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, queue_ttl(c), until,
                                     fence, &att);
+        *cs_pref = att.cs_silent;
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
         if (fair)
@@ -210,7 +213,8 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     if (h->owner_thread)
         h->thread = pthread_self();
 
-    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &h->valid_until_us, &h->fence);
+    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &h->valid_until_us, &h->fence,
+                      &h->cs_pref);
     if (rc != DISTLOCK_OK) {
         held_free(h);
         free(l);
@@ -279,7 +283,7 @@ static int release_handle(distlock_lock *l, int check_thread)
     }
     h->released = 1;       /* the watchdog stops renewing it */
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, h->key, h->token);
+    return distlock__release_keytoken(c, h->key, h->token, h->cs_pref);
 }
 
 int distlock_release(distlock_lock *l)

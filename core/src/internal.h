@@ -85,7 +85,9 @@ typedef struct distlock__conn {
 /* A connection to every node; checked out of the client's pool by one
  * operation at a time, so operations of different threads run in parallel. */
 typedef struct distlock__connset {
-    struct distlock__connset *next;
+    struct distlock__connset *next;      /* in the pool */
+    struct distlock__connset *all_next;  /* every set of the client */
+    int in_use;
     distlock__conn conns[];  /* client->n of them */
 } distlock__connset;
 
@@ -157,6 +159,8 @@ struct distlock_client {
     pthread_mutex_t mu;         /* pool, options, held list, reentrancy table */
     pid_t pid;                  /* process that owns the sockets */
     distlock__connset *pool;
+    distlock__connset *all_sets;
+    pthread_cond_t pool_cond;   /* a set was checked in */
 
     long connect_timeout_ms;
     long command_timeout_ms;
@@ -195,6 +199,9 @@ struct distlock_client {
 /* Lock c->mu; in a forked child, first reset what came from the parent. */
 void distlock__lock(distlock_client *c);
 distlock__connset *distlock__checkout(distlock_client *c);
+/* Check out `pref` if it is one of ours, waiting (bounded) while another
+ * thread uses it; else any set. */
+distlock__connset *distlock__checkout_pref(distlock_client *c, distlock__connset *pref);
 void distlock__checkin(distlock_client *c, distlock__connset *cs);
 /* Called with c->mu held: forget everything inherited across fork(). */
 void distlock__after_fork_locked(distlock_client *c);
@@ -212,6 +219,7 @@ struct distlock__held {
     long ttl_ms;
     unsigned flags;
     uint64_t valid_until_us;  /* monotonic */
+    distlock__connset *cs_pref; /* see distlock__attempt.cs_silent */
     int64_t fence;
     _Atomic int lost;
     int released;
@@ -240,13 +248,17 @@ typedef struct distlock__attempt {
     int behind;         /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;   /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;           /* fair: first in the queue on some node */
+    /* on success with nodes still silent: the connection set their
+     * requests are queued on, which the release must use too */
+    distlock__connset *cs_silent;
 } distlock__attempt;
 
 /* Core operations on N nodes, shared by handles and the token pair. */
 int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
                            int64_t *fence, distlock__attempt *att);
-int distlock__release_keytoken(distlock_client *c, const char *key, const char *token);
+int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
+                               distlock__connset *pref);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);

@@ -216,18 +216,6 @@ static int decide_quorum(const distlock__result *res, int n, void *arg)
     return t.ok >= c->quorum || t.no + t.failed > n - c->quorum;
 }
 
-/* An acquire stops early only when it can no longer succeed (its undo is
- * then queued behind it on the same connections). A successful one waits
- * for every node, each bounded by its timeout: returning while a SET is
- * still on its way would let our release, sent later on another pooled
- * connection, overtake it and leave a stale key on that node. */
-static int decide_acquire(const distlock__result *res, int n, void *arg)
-{
-    const distlock_client *c = arg;
-    tally t = count(res, n);
-    return t.no + t.failed > n - c->quorum;
-}
-
 /* Put the reasons nodes failed into the thread's detail message. */
 static int fail_detail(distlock_client *c, const distlock__result *res, int status,
                        const char *what)
@@ -371,13 +359,14 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         calls[i] = use_plain ? &plain : &call;
 
     uint64_t t0 = distlock__now_us();
-    distlock__round(c, cs, calls, res, decide_acquire, c);
+    distlock__round(c, cs, calls, res, decide_quorum, c);
     if (use_plain && !(flags & DISTLOCK_STRICT))
         refresh_own(c, cs, key, token, ttl, res);
     tally t = count(res, c->n);
     int64_t fence = -1;
 
     if (att) {
+        att->cs_silent = NULL;
         att->granted = t.ok;
         att->behind = 0;
         att->holder_pttl = 0;
@@ -449,6 +438,11 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             *valid_until_us = until;
             if (fence_out)
                 *fence_out = fence;
+            /* We returned at quorum with requests still on their way to some
+             * nodes: our release must follow them on these connections, or
+             * it could overtake them and leave a stale key there. */
+            if (att && t.silent > 0)
+                att->cs_silent = cs;
         }
     } else if (rc == DISTLOCK_OK) {
         char what[160];
@@ -492,10 +486,11 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     return rc;
 }
 
-int distlock__release_keytoken(distlock_client *c, const char *key, const char *token)
+int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
+                               distlock__connset *pref)
 {
     distlock__result res[64];
-    distlock__connset *cs = distlock__checkout(c);
+    distlock__connset *cs = pref ? distlock__checkout_pref(c, pref) : distlock__checkout(c);
     int rc = DISTLOCK_OK;
 
     if (cs == NULL)
@@ -634,7 +629,7 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if ((rc = distlock__check_key(key)) || (rc = check_token(token)))
         return rc;
-    return distlock__release_keytoken(c, key, token);
+    return distlock__release_keytoken(c, key, token, NULL);
 }
 
 int distlock_extend_token(distlock_client *c, const char *key, const char *token, long ttl_ms,
