@@ -216,6 +216,17 @@ static int decide_quorum(const distlock__result *res, int n, void *arg)
     return t.ok >= c->quorum || t.no + t.failed > n - c->quorum;
 }
 
+/* Fencing acquires stop early only when they can no longer win: hearing
+ * from every node gives the highest counter any live node has, and the
+ * fence is then written to every node that granted, so a later owner
+ * finds it even if a minority of nodes lose their data in between. */
+static int decide_cannot_win(const distlock__result *res, int n, void *arg)
+{
+    const distlock_client *c = arg;
+    tally t = count(res, n);
+    return t.no + t.failed > n - c->quorum;
+}
+
 /* Put the reasons nodes failed into the thread's detail message. */
 static int fail_detail(distlock_client *c, const distlock__result *res, int status,
                        const char *what)
@@ -359,7 +370,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         calls[i] = use_plain ? &plain : &call;
 
     uint64_t t0 = distlock__now_us();
-    distlock__round(c, cs, calls, res, decide_quorum, c);
+    distlock__round(c, cs, calls, res, fencing ? decide_cannot_win : decide_quorum, c);
     if (use_plain && !(flags & DISTLOCK_STRICT))
         refresh_own(c, cs, key, token, ttl, res);
     tally t = count(res, c->n);
@@ -383,10 +394,11 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         }
     }
     if (t.ok >= c->quorum && fencing) {
-        /* The fence is the highest counter among the nodes that granted.
-         * If fewer than a quorum of them already hold that value, raise it
-         * on the nodes where we still own the lock, so that any later owner
-         * (whose quorum intersects ours) reads at least this value. */
+        /* The fence is the highest counter among the nodes that granted
+         * (we heard from every live node). Unless all of them already hold
+         * that value, raise it on the nodes where we still own the lock: a
+         * later owner (whose quorum intersects ours) then reads at least
+         * this value, even if a minority of nodes lose their data first. */
         int at_max = 0;
         for (int i = 0; i < c->n; i++)
             if (verdict(&res[i]) == 1 && reply_int(&res[i], 1) > fence)
@@ -394,7 +406,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         for (int i = 0; i < c->n; i++)
             if (verdict(&res[i]) == 1 && reply_int(&res[i], 1) == fence)
                 at_max++;
-        if (at_max < c->quorum) {
+        if (at_max < t.ok) {
             char fv[24];
             distlock__result res2[64];
             const distlock__call *calls2[64];
@@ -404,7 +416,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL, 0 };
             for (int i = 0; i < c->n; i++)
                 calls2[i] = verdict(&res[i]) == 1 ? &raise : NULL;
-            distlock__round(c, cs, calls2, res2, decide_quorum, c);
+            distlock__round(c, cs, calls2, res2, decide_cannot_win, c);
             tally t2 = count(res2, c->n);
             if (t2.ok < c->quorum)
                 rc = fail_detail(c, res2, t2.failed > c->n - c->quorum ? DISTLOCK_ENOQUORUM
