@@ -12,10 +12,21 @@
 
 #include "internal.h"
 
+/* Condition variables on the monotonic clock (their waits are deadlines). */
+static void init_conds(distlock_client *c)
+{
+    pthread_condattr_t ca;
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wd_cond, &ca);
+    pthread_cond_init(&c->sub_cond, &ca);
+    pthread_cond_init(&c->pool_cond, &ca);
+    pthread_condattr_destroy(&ca);
+}
+
 int distlock_client_new(distlock_client **out, const char *servers)
 {
     distlock_client *c;
-    pthread_condattr_t ca;
     int rc;
 
     distlock__clear_error();
@@ -40,12 +51,7 @@ int distlock_client_new(distlock_client **out, const char *servers)
     c->lost_fd = -1;
     c->sub_wake[0] = c->sub_wake[1] = -1;
     pthread_mutex_init(&c->mu, NULL);
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->wd_cond, &ca);
-    pthread_cond_init(&c->sub_cond, &ca);
-    pthread_cond_init(&c->pool_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    init_conds(c);
     *out = c;
     return DISTLOCK_OK;
 }
@@ -75,13 +81,7 @@ void distlock__after_fork_locked(distlock_client *c)
     c->wd_running = 0;
     c->wd_stop = 0;
     /* The parent's threads may have been waiting on these: start afresh. */
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&c->wd_cond, &ca);
-    pthread_cond_init(&c->sub_cond, &ca);
-    pthread_cond_init(&c->pool_cond, &ca);
-    pthread_condattr_destroy(&ca);
+    init_conds(c);
     c->sub_running = 0;
     c->waiters = NULL;
     if (c->sub_wake[0] >= 0) {
