@@ -19,7 +19,6 @@ static void init_conds(distlock_client *c)
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&c->wd_cond, &ca);
-    pthread_cond_init(&c->sub_cond, &ca);
     pthread_cond_init(&c->pool_cond, &ca);
     pthread_condattr_destroy(&ca);
 }
@@ -207,7 +206,6 @@ void distlock_client_free(distlock_client *c)
         close(c->lost_fd);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wd_cond);
-    pthread_cond_destroy(&c->sub_cond);
     pthread_cond_destroy(&c->pool_cond);
     distlock__free_nodes(c->nodes, c->n);
     free(c->username);

@@ -12,10 +12,6 @@ uint64_t distlock__now_us(void)
     return (uint64_t)ts.tv_sec * 1000000u + (uint64_t)ts.tv_nsec / 1000u;
 }
 
-uint64_t distlock__now_ms(void)
-{
-    return distlock__now_us() / 1000u;
-}
 
 /* getpid() is a system call in current glibc and we check the pid on every
  * operation (fork safety). Cache it; the cache is invalidated in a forked

@@ -39,7 +39,6 @@ static inline size_t distlock__ltoa(char *buf, long long v)
 
 /* ------------------------------------------------------------ clock.c */
 uint64_t distlock__now_us(void);  /* CLOCK_MONOTONIC */
-uint64_t distlock__now_ms(void);
 pid_t distlock__getpid(void);     /* cached; reset in a forked child */
 
 /* ------------------------------------------------------------ token.c */
@@ -193,7 +192,6 @@ struct distlock_client {
     int sub_stop;
     int sub_wake[2];            /* pipe to wake the subscriber thread */
     distlock__waiter *waiters;
-    pthread_cond_t sub_cond;
 };
 
 /* Lock c->mu; in a forked child, first reset what came from the parent. */
