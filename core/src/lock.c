@@ -613,17 +613,27 @@ static long ms_left(uint64_t until_us)
     return until_us > now ? (long)((until_us - now) / 1000) : 0;
 }
 
+/* The checks every token-pair entry point makes (the ttl when has_ttl). */
+static int check_pair(const distlock_client *c, const char *key, const char *token, int has_ttl,
+                      long ttl_ms)
+{
+    int rc;
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)) || (has_ttl && (rc = distlock__check_ttl(c, ttl_ms))) ||
+        (rc = check_token(token)))
+        return rc;
+    return DISTLOCK_OK;
+}
+
 int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
                            unsigned flags, long *validity_ms)
 {
     uint64_t until = 0;
     int rc;
 
-    distlock__clear_error();
-    if (c == NULL)
-        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
-    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(c, ttl_ms)) ||
-        (rc = check_token(token)))
+    if ((rc = check_pair(c, key, token, 1, ttl_ms)) != DISTLOCK_OK)
         return rc;
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
@@ -635,11 +645,8 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
 
 int distlock_release_token(distlock_client *c, const char *key, const char *token)
 {
-    int rc;
-    distlock__clear_error();
-    if (c == NULL)
-        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
-    if ((rc = distlock__check_key(key)) || (rc = check_token(token)))
+    int rc = check_pair(c, key, token, 0, 0);
+    if (rc != DISTLOCK_OK)
         return rc;
     return distlock__release_keytoken(c, key, token, NULL);
 }
@@ -649,11 +656,7 @@ int distlock_extend_token(distlock_client *c, const char *key, const char *token
 {
     uint64_t until = 0;
     int rc;
-    distlock__clear_error();
-    if (c == NULL)
-        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
-    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(c, ttl_ms)) ||
-        (rc = check_token(token)))
+    if ((rc = check_pair(c, key, token, 1, ttl_ms)) != DISTLOCK_OK)
         return rc;
     rc = distlock__extend_keytoken(c, key, token, ttl_ms, &until);
     if (rc == DISTLOCK_OK && validity_ms)
