@@ -7,7 +7,7 @@ PKGS=(
   build-essential cmake pkg-config git
   redis-server redis-tools libhiredis-dev
   libcmocka-dev valgrind
-  php-dev php-cli php-cgi php-redis php-symfony-lock
+  php-dev php-cli php-cgi php-xml php-redis php-symfony-lock
   swig python3-dev python3-setuptools python3-pytest python3-redis python3-venv python3-pip
 )
 PKGS+=("$@")   # callers may add their own (bench: gnuplot-nox, nodejs, npm)
