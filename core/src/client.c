@@ -7,6 +7,7 @@
  * without any I/O and opens its own. */
 #include <stdlib.h>
 #include <string.h>
+#include <sched.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -40,6 +41,12 @@ int distlock_client_new(distlock_client **out, const char *servers)
         return rc;
     }
     c->quorum = c->n / 2 + 1;
+    c->peer = calloc((size_t)c->n, sizeof(*c->peer));
+    if (c->peer == NULL) {
+        distlock__free_nodes(c->nodes, c->n);
+        free(c);
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
     c->pid = distlock__getpid();
     c->connect_timeout_ms = 1000;
     c->command_timeout_ms = 500;
@@ -58,7 +65,7 @@ int distlock_client_new(distlock_client **out, const char *servers)
 static void free_connset(distlock_client *c, distlock__connset *cs)
 {
     for (int i = 0; i < c->n; i++)
-        distlock__conn_close(&cs->conns[i]);
+        distlock__conn_forget(&cs->conns[i]);
     free(cs);
 }
 
@@ -74,33 +81,35 @@ void distlock__after_fork_locked(distlock_client *c)
     }
     c->pool = NULL;
     c->all_sets = NULL;
+    /* What the parent left behind on its connections is the parent's. */
+    c->nstale = 0;
+    atomic_store(&c->stale_any, 0);
     /* The parent's held records stay owned by their handles; the child
      * neither renews nor releases them. */
     c->held = NULL;
-    c->wd_running = 0;
-    c->wd_stop = 0;
     /* The parent's threads may have been waiting on these: start afresh. */
     init_conds(c);
-    c->sub_running = 0;
-    c->waiters = NULL;
-    if (c->sub_wake[0] >= 0) {
-        close(c->sub_wake[0]);
-        close(c->sub_wake[1]);
-        c->sub_wake[0] = c->sub_wake[1] = -1;
-    }
+    distlock__watchdog_after_fork(c);
+    distlock__subscriber_after_fork(c);
     c->pid = distlock__getpid();
 }
 
 void distlock__lock(distlock_client *c)
 {
-    if (c->pid != distlock__getpid()) {
+    pid_t me = distlock__getpid();
+    if (c->pid != me) {
         /* First call in a forked child: the mutex may have been copied while
-         * another parent thread held it, so start from a fresh one. */
-        pthread_mutex_init(&c->mu, NULL);
-        pthread_mutex_lock(&c->mu);
-        if (c->pid != distlock__getpid())
-            distlock__after_fork_locked(c);
-        return;
+         * another parent thread held it, so start from a fresh one. One
+         * thread of the child does it; others wait for it to finish. */
+        pid_t seen = atomic_load(&c->reinit_pid);
+        if (seen != me && atomic_compare_exchange_strong(&c->reinit_pid, &seen, me)) {
+            pthread_mutex_init(&c->mu, NULL);
+            pthread_mutex_lock(&c->mu);
+            distlock__after_fork_locked(c);  /* sets c->pid */
+            return;
+        }
+        while (atomic_load(&c->pid) != me)
+            sched_yield();
     }
     pthread_mutex_lock(&c->mu);
 }
@@ -139,9 +148,11 @@ distlock__connset *distlock__checkout_pref(distlock_client *c, distlock__connset
     while (cs && cs != pref)
         cs = cs->all_next;
     if (cs) {
-        /* Another thread has it: wait for its (short) operation to end,
-         * within the command timeout. */
-        uint64_t deadline = distlock__now_us() + (uint64_t)c->command_timeout_ms * 1000u;
+        /* Another thread has it: wait for its operation to end. That is
+         * bounded by a few rounds (no set is held during a wait), so the
+         * bound here is only a safety net. */
+        uint64_t deadline = distlock__now_us() +
+            (uint64_t)(c->connect_timeout_ms + c->command_timeout_ms) * 4000u;
         while (cs->in_use && distlock__now_us() < deadline) {
             struct timespec ts = { (time_t)(deadline / 1000000u),
                                    (long)(deadline % 1000000u) * 1000 };
@@ -190,7 +201,8 @@ void distlock_client_free(distlock_client *c)
     while (h) {
         distlock__held *next = h->next;
         if (!h->released && h->pid == distlock__getpid() && !atomic_load(&h->lost))
-            (void)distlock__release_keytoken(c, h->key, h->token, h->cs_pref);
+            (void)distlock__release_keytoken(c, h->key, h->token, atomic_load(&h->valid_until_us),
+                                             h->cs_pref);
         h->released = 1;
         h->client = NULL;  /* handles left report DISTLOCK_ECLOSED */
         h->next = NULL;
@@ -204,6 +216,8 @@ void distlock_client_free(distlock_client *c)
     }
     if (c->lost_fd >= 0)
         close(c->lost_fd);
+    free(c->stale);
+    free(c->peer);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wd_cond);
     pthread_cond_destroy(&c->pool_cond);
@@ -269,11 +283,11 @@ int distlock_client_set_str(distlock_client *c, distlock_option opt, const char 
     distlock__lock(c);
     free(*slot);
     *slot = copy;
-    /* Idle connections authenticated with the old credentials are closed
-     * (they reconnect with the new ones on next use). */
-    for (distlock__connset *cs = c->pool; cs; cs = cs->next)
-        for (int i = 0; i < c->n; i++)
-            distlock__conn_close(&cs->conns[i]);
+    /* Connections authenticated with the old credentials reconnect with the
+     * new ones when next used with nothing owed (round.c): closing them here
+     * could drop requests still on their way, and they belong to whichever
+     * thread has them checked out. */
+    atomic_fetch_add(&c->cred_gen, 1);
     pthread_mutex_unlock(&c->mu);
     return DISTLOCK_OK;
 }
@@ -325,4 +339,23 @@ int distlock__check_ttl(const distlock_client *c, long ttl_ms)
 long distlock__drift_ms(const distlock_client *c, long ttl_ms)
 {
     return (long)((int64_t)ttl_ms * c->drift_ppm / 1000000) + c->drift_min_ms;
+}
+
+uint64_t distlock__valid_until(const distlock_client *c, uint64_t t0_us, long ttl_ms)
+{
+    long drift = distlock__drift_ms(c, ttl_ms);
+    return ttl_ms > drift ? t0_us + (uint64_t)(ttl_ms - drift) * 1000u : 0;
+}
+
+uint64_t distlock__renew_at(uint64_t from_us, long ttl_ms)
+{
+    return from_us + (uint64_t)ttl_ms * 1000u / 3u;
+}
+
+int distlock__check_usable(distlock_client *c)
+{
+    /* config_detail is written once, before the flag is set */
+    if (atomic_load(&c->config_error))
+        return distlock__fail(DISTLOCK_EINVAL, "%s", c->config_detail);
+    return DISTLOCK_OK;
 }

@@ -62,21 +62,26 @@ static uint64_t jitter_us(long ms)
     return span / 2 + distlock__random_u64() % (span / 2 + 1);
 }
 
-static int acquire_wait(distlock_client *c, const char *key, const char *token, long ttl_ms,
+/* token: a 33-byte buffer. Each new attempt of a plain waiter takes a new
+ * token, so nothing sent for an earlier attempt (an undo still on its way
+ * to a slow node) can ever match the attempt that wins. A fair waiter keeps
+ * its token: it is its place in the queue; the transport orders its
+ * requests (round.c). */
+static int acquire_wait(distlock_client *c, const char *key, char *token, long ttl_ms,
                         long wait_ms, unsigned flags, uint64_t *until, int64_t *fence,
-                        distlock__connset **cs_pref)
+                        distlock__connset **cs)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
     distlock__attempt att = { 0, 0, 0, 0, NULL };
     int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
                                     until, fence, &att);
-    *cs_pref = att.cs_silent;
+    *cs = att.cs;
     if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
         return rc;
 
-    uint64_t deadline = wait_ms == DISTLOCK_WAIT_FOREVER
-                            ? UINT64_MAX
-                            : distlock__now_us() + (uint64_t)wait_ms * 1000u;
+    uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
+    if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
+        deadline = now0 + (uint64_t)wait_ms * 1000u;
     char ch[DISTLOCK__SIDEKEY_MAX];
     snprintf(ch, sizeof(ch), "distlock:%s", key);
     distlock__waiter w;
@@ -90,9 +95,11 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
     /* Subscribed first, then tried again: a release between our first try
      * and the subscription is not missed. */
     for (;;) {
+        if (!fair && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
+            break;
         rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, queue_ttl(c), until,
                                     fence, &att);
-        *cs_pref = att.cs_silent;
+        *cs = att.cs;
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
         if (fair)
@@ -141,6 +148,105 @@ static int acquire_wait(distlock_client *c, const char *key, const char *token, 
     return rc;
 }
 
+/* Extend the lease of h to ttl_ms on a quorum (compare-and-PEXPIRE), in
+ * step with the watchdog: never both on the wire for one record (an older
+ * renewal landing after a newer extend could restore the older TTL on the
+ * servers, or in valid_until). On success the lease runs from this extend,
+ * and renewal is scheduled from the new TTL. */
+static int held_extend(distlock__held *h, long ttl_ms)
+{
+    distlock_client *c = h->client;
+    uint64_t until = 0;
+    pthread_mutex_lock(&c->mu);
+    while (h->renewing)
+        pthread_cond_wait(&c->wd_cond, &c->mu);
+    h->renewing = 1;
+    h->gen++;
+    pthread_mutex_unlock(&c->mu);
+
+    int rc = distlock__extend_keytoken(c, h->key, h->token, ttl_ms, &until);
+
+    pthread_mutex_lock(&c->mu);
+    h->renewing = 0;
+    if (rc == DISTLOCK_OK) {
+        atomic_store(&h->valid_until_us, until);
+        h->ttl_ms = ttl_ms;
+        h->retry_ms = 0;
+        h->renew_at_us = distlock__renew_at(distlock__now_us(), ttl_ms);
+    } else if (rc == DISTLOCK_ENOTOWNER) {
+        distlock__mark_lost(h);
+    } else {
+        /* Not known either way: what the servers hold may now be the
+         * shorter of the two TTLs, so claim no more than that. */
+        uint64_t cap = distlock__valid_until(c, distlock__now_us(), ttl_ms);
+        if (cap < atomic_load(&h->valid_until_us))
+            atomic_store(&h->valid_until_us, cap);
+    }
+    pthread_cond_broadcast(&c->wd_cond);  /* the watchdog reschedules; waiters go on */
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+/* DISTLOCK_REENTRANT: the same owner acquiring a key it holds gets another
+ * counted handle of the same ownership, once Redis confirms the lease is
+ * still ours (the extend to the new ttl is that check). Returns 1 when it
+ * found no such ownership. */
+static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned flags,
+                     const char *owner, distlock_lock **out)
+{
+    distlock__held *h = NULL;
+    distlock__lock(c);
+    for (distlock__held *x = c->held; x; x = x->next)
+        if (x->owner && !x->released && x->count > 0 && strcmp(x->key, key) == 0 &&
+            strcmp(x->owner, owner) == 0) {
+            h = x;
+            break;
+        }
+    if (h == NULL) {
+        pthread_mutex_unlock(&c->mu);
+        return 1;
+    }
+    if ((flags & DISTLOCK_FENCING) && !(h->flags & DISTLOCK_FENCING)) {
+        pthread_mutex_unlock(&c->mu);
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "'%s' is already held by this owner without DISTLOCK_FENCING: a "
+                              "reentrant acquire cannot add a fence to it", key);
+    }
+    if (atomic_load(&h->lost)) {
+        pthread_mutex_unlock(&c->mu);
+        return distlock__fail(DISTLOCK_ENOTOWNER,
+                              "'%s': this owner's earlier acquisition was lost", key);
+    }
+    h->refs++;  /* alive while we extend unlocked */
+    pthread_mutex_unlock(&c->mu);
+
+    int rc = held_extend(h, ttl_ms);
+    distlock_lock *l = NULL;
+    pthread_mutex_lock(&c->mu);
+    if (rc == DISTLOCK_OK && (l = new_handle(h)) == NULL)
+        rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    if (rc == DISTLOCK_OK) {
+        h->count++;
+        if ((flags & DISTLOCK_AUTO_RENEW) && !(h->flags & DISTLOCK_AUTO_RENEW)) {
+            h->flags |= DISTLOCK_AUTO_RENEW;
+            if (distlock__watchdog_start(c) == DISTLOCK_OK)
+                pthread_cond_broadcast(&c->wd_cond);
+        }
+        pthread_mutex_unlock(&c->mu);
+        *out = l;
+        return DISTLOCK_OK;
+    }
+    distlock__held_unref_locked(c, h);
+    pthread_mutex_unlock(&c->mu);
+    if (rc == DISTLOCK_ENOTOWNER) {
+        char detail[512];
+        snprintf(detail, sizeof(detail), "%s", distlock_last_error());
+        return distlock__fail(rc, "'%s': this owner's earlier acquisition is no longer valid (%s)",
+                              key, detail);
+    }
+    return rc;
+}
+
 int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
                            unsigned flags, const char *owner, distlock_lock **out)
 {
@@ -171,24 +277,8 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
             thread_owner(tid, sizeof(tid));
             owner = tid;
         }
-        /* Already ours? Count it, no round trip. */
-        distlock__lock(c);
-        for (distlock__held *h = c->held; h; h = h->next) {
-            if (h->owner && !h->released && !atomic_load(&h->lost) && h->count > 0 &&
-                strcmp(h->key, key) == 0 && strcmp(h->owner, owner) == 0) {
-                distlock_lock *l = new_handle(h);
-                if (l == NULL) {
-                    pthread_mutex_unlock(&c->mu);
-                    return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-                }
-                h->count++;
-                h->refs++;
-                pthread_mutex_unlock(&c->mu);
-                *out = l;
-                return DISTLOCK_OK;
-            }
-        }
-        pthread_mutex_unlock(&c->mu);
+        if ((rc = reacquire(c, key, ttl_ms, flags, owner, out)) != 1)
+            return rc;
     }
 
     if ((rc = distlock_token_generate(tok, sizeof(tok))) != DISTLOCK_OK)
@@ -196,7 +286,6 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     distlock__held *h = calloc(1, sizeof(*h));
     distlock_lock *l = calloc(1, sizeof(*l));
     if (h == NULL || l == NULL || (h->key = strdup(key)) == NULL ||
-        (h->token = strdup(tok)) == NULL ||
         ((flags & DISTLOCK_REENTRANT) && (h->owner = strdup(owner)) == NULL)) {
         if (h)
             held_free(h);
@@ -213,20 +302,25 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     if (h->owner_thread)
         h->thread = pthread_self();
 
-    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &h->valid_until_us, &h->fence,
-                      &h->cs_pref);
+    uint64_t until = 0;
+    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &until, &h->fence, &h->cs_pref);
+    if (rc == DISTLOCK_OK && (h->token = strdup(tok)) == NULL) {
+        (void)distlock__release_keytoken(c, key, tok, until, h->cs_pref);
+        rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
     if (rc != DISTLOCK_OK) {
         held_free(h);
         free(l);
         return rc;
     }
+    atomic_store(&h->valid_until_us, until);
     l->h = h;
     pthread_mutex_lock(&c->mu);
     h->next = c->held;
     c->held = h;
     h->refs = 1;
     if (flags & DISTLOCK_AUTO_RENEW) {
-        h->renew_at_us = distlock__now_us() + (uint64_t)ttl_ms * 1000u / 3u;
+        h->renew_at_us = distlock__renew_at(distlock__now_us(), ttl_ms);
         if (distlock__watchdog_start(c) != DISTLOCK_OK) {
             pthread_mutex_unlock(&c->mu);
             char detail[512];
@@ -282,8 +376,9 @@ static int release_handle(distlock_lock *l, int check_thread)
         return DISTLOCK_OK;
     }
     h->released = 1;       /* the watchdog stops renewing it */
+    uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, h->key, h->token, h->cs_pref);
+    return distlock__release_keytoken(c, h->key, h->token, until, h->cs_pref);
 }
 
 int distlock_release(distlock_lock *l)
@@ -308,6 +403,14 @@ void distlock_lock_free(distlock_lock *l)
         (void)release_handle(l, 0);
     if (c && h->pid == distlock__getpid()) {
         pthread_mutex_lock(&c->mu);
+        /* The lost callback must never get a freed handle: unregister it,
+         * and wait for a call already under way (unless this is it). */
+        if (h->lost_handle == l) {
+            h->lost_fn = NULL;
+            h->lost_handle = NULL;
+        }
+        while (h->cb_running && !(c->wd_running && pthread_equal(c->wd_thread, pthread_self())))
+            pthread_cond_wait(&c->wd_cond, &c->mu);
         distlock__held_unref_locked(c, h);
         pthread_mutex_unlock(&c->mu);
     } else if (--h->refs <= 0) {
@@ -321,36 +424,22 @@ void distlock_lock_free(distlock_lock *l)
 int distlock_extend(distlock_lock *l, long ttl_ms)
 {
     int rc;
-    uint64_t until = 0;
     distlock__clear_error();
     if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(l->h->client, ttl_ms)))
         return rc;
     distlock__held *h = l->h;
     if (l->released || h->released)
         return distlock__fail(DISTLOCK_ENOTOWNER, "'%s' was released", h->key);
-    rc = distlock__extend_keytoken(h->client, h->key, h->token, ttl_ms, &until);
-    pthread_mutex_lock(&h->client->mu);
-    if (rc == DISTLOCK_OK) {
-        h->valid_until_us = until;
-        h->ttl_ms = ttl_ms;
-        h->renew_at_us = distlock__now_us() + (uint64_t)ttl_ms * 1000u / 3u;
-    } else if (rc == DISTLOCK_ENOTOWNER) {
-        distlock__mark_lost(h);
-    }
-    pthread_mutex_unlock(&h->client->mu);
-    return rc;
+    return held_extend(h, ttl_ms);
 }
 
 long distlock_lock_validity_ms(const distlock_lock *l)
 {
+    /* No lock taken: this is safe in a forked child whatever state the
+     * parent's threads left the client's mutex in. */
     if (l == NULL || l->released || l->h->released || atomic_load(&l->h->lost))
         return 0;
-    distlock_client *c = l->h->client;
-    if (c == NULL)
-        return 0;
-    pthread_mutex_lock(&c->mu);
-    uint64_t until = l->h->valid_until_us;
-    pthread_mutex_unlock(&c->mu);
+    uint64_t until = atomic_load(&l->h->valid_until_us);
     uint64_t now = distlock__now_us();
     return until > now ? (long)((until - now) / 1000) : 0;
 }
@@ -384,7 +473,7 @@ int distlock_lock_on_lost(distlock_lock *l, distlock_lost_fn fn, void *arg)
     pthread_mutex_lock(&l->h->client->mu);
     l->h->lost_fn = fn;
     l->h->lost_arg = arg;
-    l->h->lost_handle = l;
+    l->h->lost_handle = fn ? l : NULL;
     pthread_mutex_unlock(&l->h->client->mu);
     return DISTLOCK_OK;
 }

@@ -72,13 +72,52 @@ enum {
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
 
+/* ------------------------------------------------------------ resolve.c */
+#define DISTLOCK__RESOLVE_MAX 4
+typedef struct distlock__resolve distlock__resolve;
+int distlock__host_is_numeric(const char *host);
+/* Start resolving host on a helper thread; NULL on ENOMEM. */
+distlock__resolve *distlock__resolve_start(const char *host);
+/* Readable once the result is in. */
+int distlock__resolve_fd(const distlock__resolve *r);
+/* 0: addresses in addr[0..*naddr); -1: failed (err says why); 1: not yet. */
+int distlock__resolve_take(distlock__resolve *r, char (*addr)[48], int *naddr, char *err,
+                           size_t errlen);
+void distlock__resolve_drop(distlock__resolve *r);
+
 /* ------------------------------------------------------------ node.c / round.c */
+/* Kinds of replies a connection can owe. */
+enum {
+    DISTLOCK__K_CALL = 0,   /* an operation's request */
+    DISTLOCK__K_AUTH,       /* handshake: AUTH, SELECT, CLIENT ID, SCRIPT LOAD */
+    DISTLOCK__K_SELECT,
+    DISTLOCK__K_ID,
+    DISTLOCK__K_LOAD,
+    DISTLOCK__K_KILL        /* CLIENT KILL ID of a connection left behind */
+};
+
+struct distlock__result;
+
+/* One reply a connection owes, in the order the requests were written. */
+typedef struct distlock__owed {
+    uint64_t tag;                   /* ordering domain of the request (0: none) */
+    uint64_t sent_us;
+    int kind;                       /* DISTLOCK__K_* */
+    int arg;                        /* K_LOAD: script index */
+    struct distlock__result *owner; /* the round waiting for it, or NULL: left behind */
+} distlock__owed;
+
 /* One connection to one node, owned by one connection set. */
 typedef struct distlock__conn {
     redisContext *ctx;
-    int skip;               /* replies still due for requests we stopped waiting for */
-    uint64_t skip_since_us; /* when the oldest of those was sent */
+    uint64_t serial;        /* client-unique number of this connection */
+    long long srv_id;       /* the server's CLIENT ID for it, -1 unknown */
+    int hs_pending;         /* handshake replies still due: not ready before 0 */
+    unsigned cred_gen;      /* credentials it authenticated with */
     uint64_t used_us;       /* last round on this connection */
+    distlock__owed *q;      /* replies due, FIFO ring */
+    int qhead, qlen, qcap;
+    distlock__resolve *resolving;  /* name lookup in progress, or NULL */
 } distlock__conn;
 
 /* A connection to every node; checked out of the client's pool by one
@@ -102,10 +141,15 @@ typedef struct distlock__call {
     /* sent instead when the server rejects a plain command's syntax (an
      * older Redis), or NULL */
     const struct distlock__call *fallback;
-    /* a release: send it even to a node known hung, behind the requests it
-     * has not answered yet (it must follow them on the same connection),
-     * without waiting for it */
+    /* An undo (release of an attempt): on a node known hung it is queued
+     * behind the requests of the same tag it must follow, without being
+     * waited for; if none was sent there it is not sent at all. */
     int undo;
+    /* Ordering domain (the protocol's hash of key and token), 0 for none.
+     * The transport guarantees that a request with tag T executes on its
+     * node after every earlier request with tag T of this client that can
+     * still execute there (see round.c). */
+    uint64_t tag;
 } distlock__call;
 
 enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };
@@ -113,18 +157,18 @@ enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__
 typedef struct distlock__result {
     int state;
     int status;          /* for FAILED: DISTLOCK_E* */
-    redisReply *reply;   /* for DONE: the script's reply (may be an error reply) */
+    redisReply *reply;   /* for DONE: the reply (may be an error reply) */
+    int sent;            /* the request was written: it may have run */
+    int resent;          /* sent again on a fresh connection after the first broke */
     /* private to round.c */
-    int expect;          /* replies still due on this node for this round */
-    int retried;         /* NOSCRIPT fallback done */
-    int deferred;        /* fresh connection: call sent once the handshake succeeded */
-    int reconnected;     /* the call was resent once on a fresh connection */
-    uint64_t sent_us;
-    unsigned char hs_kind[DISTLOCK__S_COUNT + 2]; /* 0: AUTH/SELECT, 1+s: SCRIPT LOAD s */
-    int hs_n, hs_i;
-    char err[192];       /* for FAILED: what went wrong on this node */
+    int waiting;         /* replies this round waits for on this node */
+    int pre;             /* CLIENT KILLs still to confirm before sending */
+    int deferred;        /* the call waits for the handshake / kills */
+    int retried;         /* NOSCRIPT / syntax fallback used */
+    int fresh;           /* this round opened the connection */
     uint64_t deadline_us;
     const distlock__call *call;
+    char err[192];       /* for FAILED: what went wrong on this node */
 } distlock__result;
 
 /* Decides whether a round can stop before every node answered; `res` has
@@ -139,12 +183,28 @@ void distlock__round(struct distlock_client *c, distlock__connset *cs,
                      const distlock__call *const *calls, distlock__result *res,
                      distlock__decide_fn decide, void *arg);
 void distlock__round_clear(distlock__result *res, int n);
-void distlock__conn_close(distlock__conn *conn);
+/* Close a connection of node i; what it still owes is remembered (round.c). */
+void distlock__conn_close(struct distlock_client *c, int i, distlock__conn *conn);
+/* Drop a connection inherited across fork: no I/O, nothing remembered. */
+void distlock__conn_forget(distlock__conn *conn);
 /* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL). */
 int distlock__write(redisContext *ctx, int *done);
-/* Connect ctx for node cfg; returns NULL with *status set on failure. */
-redisContext *distlock__node_connect(const distlock__node_cfg *cfg, long timeout_ms,
-                                     int nonblock, int *status, char *err, size_t errlen);
+/* Start a non-blocking connection to node cfg at a numeric address (or its
+ * Unix socket when addr is NULL); NULL with err set on failure. */
+redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *addr,
+                                     int *status, char *err, size_t errlen);
+
+/* Requests left behind (their replies not read) that carry a tag: a later
+ * request with the same tag on another connection must not overtake them.
+ * Kept per client, under c->mu. */
+typedef struct distlock__stale {
+    int node;
+    uint64_t tag;
+    uint64_t serial;        /* connection that carries them */
+    long long srv_id;       /* its server-side id, -1 unknown */
+    int open;               /* still open on our side (else closed: orphaned) */
+    int count;              /* requests */
+} distlock__stale;
 
 /* ------------------------------------------------------------ client.c */
 typedef struct distlock__waiter distlock__waiter;
@@ -156,7 +216,8 @@ struct distlock_client {
     distlock__node_cfg *nodes;
 
     pthread_mutex_t mu;         /* pool, options, held list, reentrancy table */
-    pid_t pid;                  /* process that owns the sockets */
+    _Atomic pid_t pid;          /* process that owns the sockets */
+    _Atomic pid_t reinit_pid;   /* forked child that is re-initialising mu */
     distlock__connset *pool;
     distlock__connset *all_sets;
     pthread_cond_t pool_cond;   /* a set was checked in */
@@ -174,6 +235,18 @@ struct distlock_client {
     _Atomic int no_set_get;  /* a node rejected SET ... NX GET (Redis < 7) */
     char *username;
     char *password;
+    _Atomic unsigned cred_gen;  /* bumped when the credentials change */
+
+    /* round.c: requests left behind with a tag (c->mu), and how many */
+    distlock__stale *stale;
+    int nstale, stale_cap;
+    _Atomic int stale_any;
+    _Atomic uint64_t conn_serial;
+    /* node i's server as seen when connected ("ip:port" or "unix:dev:ino"),
+     * to refuse two nodes that are one server (c->mu) */
+    char (*peer)[64];
+    _Atomic int config_error;   /* two nodes are one server: unusable */
+    char config_detail[256];
 
     /* locks acquired through this client and not yet released; for renewal,
      * reentrancy and release at client free */
@@ -184,6 +257,7 @@ struct distlock_client {
     int wd_running;
     int wd_stop;
     pthread_cond_t wd_cond;
+    int wd_busy;                /* a renewal batch is on the wire */
     int lost_fd;                /* eventfd, -1 until asked for */
 
     /* wait.c: one subscriber thread per client shared by all waits */
@@ -192,18 +266,24 @@ struct distlock_client {
     int sub_stop;
     int sub_wake[2];            /* pipe to wake the subscriber thread */
     distlock__waiter *waiters;
+    struct distlock__sub *sub;  /* the subscriber's connections and channels */
 };
 
 /* Lock c->mu; in a forked child, first reset what came from the parent. */
 void distlock__lock(distlock_client *c);
 distlock__connset *distlock__checkout(distlock_client *c);
 /* Check out `pref` if it is one of ours, waiting (bounded) while another
- * thread uses it; else any set. */
+ * thread uses it; else any set. A preference only: requests on other
+ * connections are ordered by the transport; this keeps a release on the
+ * connections its acquire may still be queued on, where it cannot overtake
+ * it (which would leave a key behind until its TTL). */
 distlock__connset *distlock__checkout_pref(distlock_client *c, distlock__connset *pref);
 void distlock__checkin(distlock_client *c, distlock__connset *cs);
 /* Called with c->mu held: forget everything inherited across fork(). */
 void distlock__after_fork_locked(distlock_client *c);
 int distlock__check_key(const char *key);
+/* EINVAL (with the detail) once two nodes were found to be one server. */
+int distlock__check_usable(distlock_client *c);
 int distlock__check_ttl(const distlock_client *c, long ttl_ms);
 long distlock__drift_ms(const distlock_client *c, long ttl_ms);
 
@@ -216,8 +296,8 @@ struct distlock__held {
     char *token;
     long ttl_ms;
     unsigned flags;
-    uint64_t valid_until_us;  /* monotonic */
-    distlock__connset *cs_pref; /* see distlock__attempt.cs_silent */
+    _Atomic uint64_t valid_until_us;  /* monotonic */
+    distlock__connset *cs_pref;  /* see distlock__checkout_pref */
     int64_t fence;
     _Atomic int lost;
     int released;
@@ -228,11 +308,15 @@ struct distlock__held {
     pthread_t thread;
     int count;                /* acquisitions not yet released */
     int refs;                 /* handles alive */
-    /* watchdog */
+    /* watchdog (c->mu) */
     uint64_t renew_at_us;
+    long retry_ms;            /* backoff after a renewal that reached no quorum, 0 if none */
+    int renewing;             /* in a renewal batch on the wire */
+    unsigned gen;             /* bumped by every extend: a batch sent before is stale */
     distlock_lost_fn lost_fn;
     void *lost_arg;
     distlock_lock *lost_handle;
+    int cb_running;           /* the lost callback runs now (on the watchdog thread) */
 };
 
 struct distlock_lock {
@@ -246,17 +330,17 @@ typedef struct distlock__attempt {
     int behind;         /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;   /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;           /* fair: first in the queue on some node */
-    /* on success with nodes still silent: the connection set their
-     * requests are queued on, which the release must use too */
-    distlock__connset *cs_silent;
+    distlock__connset *cs;  /* on success: the set whose connections it used */
 } distlock__attempt;
 
 /* Core operations on N nodes, shared by handles and the token pair. */
 int distlock__acquire_once(distlock_client *c, const char *key, const char *token, long ttl_ms,
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
                            int64_t *fence, distlock__attempt *att);
+/* valid_until_us: the lease's end if known (0 if not): a release resent
+ * after its first send ran is then recognised as done. */
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
-                               distlock__connset *pref);
+                               uint64_t valid_until_us, distlock__connset *pref);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
@@ -269,7 +353,13 @@ void distlock__sidekey(char *buf, const char *key, const char *suffix);
 
 /* ------------------------------------------------------------ watchdog.c */
 int distlock__watchdog_start(distlock_client *c);   /* c->mu held */
+/* The one renewal schedule: ttl/3 after a renewal that took effect. */
+uint64_t distlock__renew_at(uint64_t from_us, long ttl_ms);
+/* The one validity rule: a lease taken (or renewed) by requests sent at
+ * t0_us for ttl_ms lasts until t0 + ttl - drift; 0 if that is not positive. */
+uint64_t distlock__valid_until(const distlock_client *c, uint64_t t0_us, long ttl_ms);
 void distlock__watchdog_stop(distlock_client *c);
+void distlock__watchdog_after_fork(distlock_client *c);   /* c->mu held, in the child */
 void distlock__mark_lost(distlock__held *h);        /* c->mu held */
 
 /* ------------------------------------------------------------ wait.c */
@@ -291,5 +381,6 @@ void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head
 /* Wait until notified or until deadline_us; returns 1 if notified. */
 int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
 void distlock__subscriber_stop(distlock_client *c);
+void distlock__subscriber_after_fork(distlock_client *c); /* c->mu held, in the child */
 
 #endif

@@ -18,17 +18,26 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_ACQUIRE] = { "acquire",
         /* KEYS: key [fence]; ARGV: token ttl_ms strict.
          * Our own token already there (a retry after a lost reply) refreshes
-         * the TTL and succeeds, unless strict (plain SET NX semantics). */
+         * the TTL and succeeds, unless strict (plain SET NX semantics): then
+         * the reply says the holder is us ({0, pttl, 1}). A fence counter
+         * that is not an integer is refused before anything is written. */
+        "local f = false\n"
+        "if KEYS[2] then\n"
+        "  f = redis.call('GET', KEYS[2])\n"
+        "  if f and not tonumber(f) then\n"
+        "    return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not an integer')\n"
+        "  end\n"
+        "end\n"
         "local v = redis.call('GET', KEYS[1])\n"
         "if v == false or (v == ARGV[1] and ARGV[3] == '0') then\n"
         "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
         "  if KEYS[2] then\n"
         "    if v == false then return {1, redis.call('INCR', KEYS[2])} end\n"
-        "    return {1, tonumber(redis.call('GET', KEYS[2]) or '0')}\n"
+        "    return {1, tonumber(f or '0')}\n"
         "  end\n"
         "  return {1, -1}\n"
         "end\n"
-        "return {0, redis.call('PTTL', KEYS[1])}\n" },
+        "return {0, redis.call('PTTL', KEYS[1]), v == ARGV[1] and 1 or 0}\n" },
     [DISTLOCK__S_RELEASE] = { "release",
         /* KEYS: key; ARGV: token channel. Compare-and-delete, then wake
          * waiters. pcall: a user without channel rights still releases. */
@@ -40,10 +49,12 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "return 0\n" },
     [DISTLOCK__S_EXTEND] = { "extend",
         /* KEYS: k1..km; ARGV: token1 ttl1 .. tokenm ttlm. Batched so the
-         * watchdog renews every lock due on a node in one round trip. */
+         * watchdog renews every lock due on a node in one round trip. pcall:
+         * a key of another type is simply not ours, and must not abort the
+         * renewal of the other keys of the batch. */
         "local r = {}\n"
         "for i = 1, #KEYS do\n"
-        "  if redis.call('GET', KEYS[i]) == ARGV[2*i-1] then\n"
+        "  if redis.pcall('GET', KEYS[i]) == ARGV[2*i-1] then\n"
         "    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])\n"
         "    r[i] = 1\n"
         "  else\n"
@@ -68,6 +79,12 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * their rank (0: next). When the head takes the lock, the new head
          * is told by name, so a release needs to wake only it. queue_ttl 0:
          * try only. */
+        "if KEYS[4] then\n"
+        "  local f = redis.call('GET', KEYS[4])\n"
+        "  if f and not tonumber(f) then\n"
+        "    return redis.error_reply('fence counter ' .. KEYS[4] .. ' is not an integer')\n"
+        "  end\n"
+        "end\n"
         "local t = redis.call('TIME')\n"
         "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
         "while true do\n"
@@ -165,6 +182,20 @@ static size_t channel_name(char *buf, const char *key)
     memcpy(buf, "distlock:", 9);
     memcpy(buf + 9, key, n + 1);
     return 9 + n;
+}
+
+/* The transport's ordering domain for requests about this ownership: a
+ * request with the same key and token never overtakes an earlier one on a
+ * node (round.c). FNV-1a; a collision only orders two requests needlessly. */
+static uint64_t lock_tag(const char *key, const char *token)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+    for (const unsigned char *p = (const unsigned char *)token; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h ? h : 1;
 }
 
 /* 1 granted, 0 refused, -1 failed, -2 no answer (yet) */
@@ -274,7 +305,7 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
     size_t len[3] = { chlen - 9, strlen(token), chlen };
     /* Queued even to a node known hung: if it comes back it must run our
      * release after whatever acquire of ours it still owes. */
-    distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, 1 };
+    distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, 1, lock_tag(key, token) };
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(c, cs, calls, res, decide_quorum, c);
@@ -283,23 +314,39 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
 
 /* ------------------------------------------------------------ protocol */
 
-/* After SET NX GET: nodes that answered with our own token (a retry after a
- * lost reply, or a re-acquire) get their TTL refreshed by compare-and-PEXPIRE
- * and then count as granted. Rare, so it may cost a second round trip. */
+/* The node refused because the key already holds our own token: SET NX GET
+ * returns it; the acquire script says so in a strict refusal. */
+static int holds_own(const distlock__result *r, const char *token)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (x == NULL)
+        return 0;
+    if (x->type == REDIS_REPLY_STRING)
+        return strcmp(x->str, token) == 0;
+    return r->call->script == DISTLOCK__S_ACQUIRE && x->type == REDIS_REPLY_ARRAY &&
+           x->elements >= 3 && x->element[0]->type == REDIS_REPLY_INTEGER &&
+           x->element[0]->integer == 0 && x->element[2]->type == REDIS_REPLY_INTEGER &&
+           x->element[2]->integer == 1;
+}
+
+/* Nodes that answered with our own token get their TTL refreshed by
+ * compare-and-PEXPIRE and then count as granted: a retry after a lost reply,
+ * or a re-acquire (not for strict acquires: plain SET NX semantics, unless
+ * the call itself was resent on a fresh connection, whose first send is
+ * what set it). Rare, so it may cost a second round trip. */
 static void refresh_own(distlock_client *c, distlock__connset *cs, const char *key,
-                        const char *token, const char *ttl, distlock__result *res)
+                        const char *token, const char *ttl, int strict, distlock__result *res)
 {
     const distlock__call *calls[64];
     distlock__result res2[64];
     int any = 0;
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0 };
+    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, lock_tag(key, token) };
 
     for (int i = 0; i < c->n; i++) {
-        const redisReply *x = res[i].state == DISTLOCK__R_DONE ? res[i].reply : NULL;
         calls[i] = NULL;
-        if (x && x->type == REDIS_REPLY_STRING && strcmp(x->str, token) == 0) {
+        if (holds_own(&res[i], token) && (!strict || res[i].resent)) {
             calls[i] = &ext;
             any = 1;
         }
@@ -331,6 +378,9 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     int fencing = (flags & DISTLOCK_FENCING) != 0;
     const char *strict = (flags & DISTLOCK_STRICT) ? "1" : "0";
 
+    uint64_t tag = lock_tag(key, token);
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return rc;
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
@@ -359,25 +409,27 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     for (int a = 0; a < k; a++)
         len[a] = strlen(argv[a]);
     distlock__call call = { fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE, nkeys, k, argv, len,
-                            NULL, 0 };
+                            NULL, 0, tag };
     /* The common case needs no script: SET NX with GET tells us whether we
      * set it, or who holds it (maybe we do already: an owner's retry). */
     const char *pargv[7] = { "SET", key, token, "NX", "PX", ttl, "GET" };
     size_t plen[7] = { 3, len[0], strlen(token), 2, 2, ttllen, 3 };
-    distlock__call plain = { -1, 0, 7, pargv, plen, &call, 0 };
+    distlock__call plain = { -1, 0, 7, pargv, plen, &call, 0, tag };
     int use_plain = !fair && !fencing && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
         calls[i] = use_plain ? &plain : &call;
 
     uint64_t t0 = distlock__now_us();
     distlock__round(c, cs, calls, res, fencing ? decide_cannot_win : decide_quorum, c);
-    if (use_plain && !(flags & DISTLOCK_STRICT))
-        refresh_own(c, cs, key, token, ttl, res);
+    if (!fair)
+        refresh_own(c, cs, key, token, ttl, (flags & DISTLOCK_STRICT) != 0, res);
     tally t = count(res, c->n);
     int64_t fence = -1;
+    /* Two nodes turned out to be one server: no lock on that list. */
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        t.ok = 0;
 
     if (att) {
-        att->cs_silent = NULL;
         att->granted = t.ok;
         att->behind = 0;
         att->holder_pttl = 0;
@@ -385,7 +437,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         for (int i = 0; i < c->n; i++) {
             if (verdict(&res[i]) != 0)
                 continue;
-            if (reply_int(&res[i], 2) == 0)
+            if (fair && reply_int(&res[i], 2) == 0)
                 att->head = 1;
             if (reply_int(&res[i], 0) == 2)
                 att->behind++;
@@ -413,7 +465,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             snprintf(fv, sizeof(fv), "%" PRId64, fence);
             const char *a2[4] = { key, fk, token, fv };
             size_t l2[4] = { strlen(key), strlen(fk), strlen(token), strlen(fv) };
-            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL, 0 };
+            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL, 0, tag };
             for (int i = 0; i < c->n; i++)
                 calls2[i] = verdict(&res[i]) == 1 ? &raise : NULL;
             distlock__round(c, cs, calls2, res2, decide_cannot_win, c);
@@ -433,15 +485,14 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         const distlock__call *calls4[64];
         const char *a4[5] = { q, qt, key, token, ch };
         size_t l4[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
-        distlock__call leave = { DISTLOCK__S_LEAVE, 3, 5, a4, l4, NULL, 1 };
+        distlock__call leave = { DISTLOCK__S_LEAVE, 3, 5, a4, l4, NULL, 1, tag };
         for (int i = 0; i < c->n; i++)
             calls4[i] = verdict(&res[i]) == 1 ? NULL : &leave;
         distlock__round(c, cs, calls4, res4, NULL, NULL);
         distlock__round_clear(res4, c->n);
     }
     if (rc == DISTLOCK_OK && t.ok >= c->quorum) {
-        long drift = distlock__drift_ms(c, ttl_ms);
-        uint64_t until = t0 + (uint64_t)(ttl_ms > drift ? ttl_ms - drift : 0) * 1000u;
+        uint64_t until = distlock__valid_until(c, t0, ttl_ms);
         if (distlock__now_us() >= until)
             rc = distlock__fail(DISTLOCK_ETIMEDOUT,
                                 "acquired on %d of %d nodes but the %ld ms ttl was used up",
@@ -450,11 +501,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             *valid_until_us = until;
             if (fence_out)
                 *fence_out = fence;
-            /* We returned at quorum with requests still on their way to some
-             * nodes: our release must follow them on these connections, or
-             * it could overtake them and leave a stale key there. */
-            if (att && t.silent > 0)
-                att->cs_silent = cs;
+            if (att)
+                att->cs = cs;
         }
     } else if (rc == DISTLOCK_OK) {
         char what[160];
@@ -468,23 +516,21 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             rc = fail_detail(c, res, DISTLOCK_NOTACQUIRED, what);
         }
     }
-    int timed_out = 0;
+    /* Undo on every node where the acquire was sent and not refused: it
+     * granted, may still grant (no answer, timed out, connection lost after
+     * sending), or answered with an error after its SET. The transport
+     * orders the undo after the acquire it undoes (round.c). */
+    int which[64], any = 0;
     for (int i = 0; i < c->n; i++)
-        timed_out |= res[i].state == DISTLOCK__R_FAILED && res[i].status == DISTLOCK_ETIMEDOUT;
-    if (rc != DISTLOCK_OK && (t.ok > 0 || t.silent > 0 || timed_out)) {
-        /* Undo on every node that granted or may still grant: the release
-         * is pipelined behind the acquire on the same connection. */
-        int which[64];
+        any |= which[i] = rc != DISTLOCK_OK && res[i].sent && verdict(&res[i]) != 0;
+    if (any) {
         distlock__result res3[64];
-        for (int i = 0; i < c->n; i++)
-            which[i] = verdict(&res[i]) == 1 || verdict(&res[i]) == -2 ||
-                       (res[i].state == DISTLOCK__R_FAILED && res[i].status == DISTLOCK_ETIMEDOUT);
         if (fair && queue_ttl_ms > 0) {
             const distlock__call *calls3[64];
             const char *a3[6] = { key, q, qt, token, ch, qttl };
             size_t l3[6] = { strlen(key), strlen(q), strlen(qt), strlen(token), strlen(ch),
                              strlen(qttl) };
-            distlock__call undo = { DISTLOCK__S_FAIR_UNDO, 3, 6, a3, l3, NULL, 1 };
+            distlock__call undo = { DISTLOCK__S_FAIR_UNDO, 3, 6, a3, l3, NULL, 1, tag };
             for (int i = 0; i < c->n; i++)
                 calls3[i] = which[i] ? &undo : NULL;
             distlock__round(c, cs, calls3, res3, decide_quorum, c);
@@ -499,15 +545,29 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
 }
 
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
-                               distlock__connset *pref)
+                               uint64_t valid_until_us, distlock__connset *pref)
 {
     distlock__result res[64];
-    distlock__connset *cs = pref ? distlock__checkout_pref(c, pref) : distlock__checkout(c);
-    int rc = DISTLOCK_OK;
+    int rc;
 
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return rc;
+    distlock__connset *cs = pref ? distlock__checkout_pref(c, pref) : distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
+    uint64_t t0 = distlock__now_us();
     tally t = release_round(c, cs, key, token, NULL, res);
+    if (t0 < valid_until_us) {
+        /* A release resent on a fresh connection (the first one broke after
+         * sending) finds the key gone if the first one ran. While the lease
+         * was valid when we sent it, nobody else could have removed our
+         * key there: so it is our release that did, and it counts. */
+        for (int i = 0; i < c->n; i++)
+            if (res[i].resent && verdict(&res[i]) == 0) {
+                t.ok++;
+                t.no--;
+            }
+    }
     if (t.ok < c->quorum) {
         char what[160];
         if (t.failed > c->n - c->quorum) {
@@ -532,23 +592,24 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     distlock__result res[64];
     const distlock__call *calls[64];
     char ttl[24];
-    int rc = DISTLOCK_OK;
+    int rc;
 
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return rc;
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
     snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0 };
+    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, lock_tag(key, token) };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     uint64_t t0 = distlock__now_us();
     distlock__round(c, cs, calls, res, decide_quorum, c);
     tally t = count(res, c->n);
     if (t.ok >= c->quorum) {
-        long drift = distlock__drift_ms(c, ttl_ms);
-        uint64_t until = t0 + (uint64_t)(ttl_ms > drift ? ttl_ms - drift : 0) * 1000u;
+        uint64_t until = distlock__valid_until(c, t0, ttl_ms);
         if (distlock__now_us() >= until)
             rc = distlock__fail(DISTLOCK_ETIMEDOUT, "extend of '%s' took longer than its ttl", key);
         else if (valid_until_us)
@@ -584,7 +645,7 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
     channel_name(ch, key);
     const char *argv[5] = { q, qt, key, token, ch };
     size_t len[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
-    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL, 0 };
+    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL, 0, lock_tag(key, token) };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
@@ -648,7 +709,7 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
     int rc = check_pair(c, key, token, 0, 0);
     if (rc != DISTLOCK_OK)
         return rc;
-    return distlock__release_keytoken(c, key, token, NULL);
+    return distlock__release_keytoken(c, key, token, 0, NULL);
 }
 
 int distlock_extend_token(distlock_client *c, const char *key, const char *token, long ttl_ms,
@@ -680,12 +741,14 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
         return rc;
     if (node < 0 || node >= c->n)
         return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return rc;
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
     const char *argv[1] = { key };
     size_t len[1] = { strlen(key) };
-    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL, 0 };
+    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL, 0, 0 };
     calls[node] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
     const distlock__result *r = &res[node];
@@ -715,14 +778,14 @@ int distlock_force_release(distlock_client *c, const char *key, int *deleted)
     distlock__clear_error();
     if (c == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
-    if ((rc = distlock__check_key(key)))
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_usable(c)))
         return rc;
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
     const char *argv[2] = { "DEL", key };
     size_t len[2] = { 3, strlen(key) };
-    distlock__call call = { -1, 0, 2, argv, len, NULL, 0 };
+    distlock__call call = { -1, 0, 2, argv, len, NULL, 0, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);

@@ -1,6 +1,7 @@
 /* node.c -- connecting to one node. Connections are non-blocking so that one
  * thread can talk to N nodes at once; the connect itself completes inside
- * the round's poll() loop and is bounded by the connect timeout there. */
+ * the round's poll() loop and is bounded by the connect timeout there. Host
+ * names are resolved beforehand (resolve.c): here addresses are numeric. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -11,21 +12,11 @@
 
 #include "internal.h"
 
-redisContext *distlock__node_connect(const distlock__node_cfg *cfg, long timeout_ms,
-                                     int nonblock, int *status, char *err, size_t errlen)
+redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *addr,
+                                     int *status, char *err, size_t errlen)
 {
-    redisContext *ctx;
-
-    if (nonblock) {
-        ctx = cfg->path ? redisConnectUnixNonBlock(cfg->path)
-                        : redisConnectNonBlock(cfg->host, cfg->port);
-    } else {
-        struct timeval tv = { timeout_ms / 1000, (timeout_ms % 1000) * 1000 };
-        ctx = cfg->path ? redisConnectUnixWithTimeout(cfg->path, tv)
-                        : redisConnectWithTimeout(cfg->host, cfg->port, tv);
-        if (ctx && !ctx->err)
-            redisSetTimeout(ctx, tv);
-    }
+    redisContext *ctx = addr ? redisConnectNonBlock(addr, cfg->port)
+                             : redisConnectUnixNonBlock(cfg->path);
     if (ctx == NULL) {
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", cfg->uri);
@@ -43,17 +34,6 @@ redisContext *distlock__node_connect(const distlock__node_cfg *cfg, long timeout
     if (fl >= 0)
         fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC);
     return ctx;
-}
-
-void distlock__conn_close(distlock__conn *conn)
-{
-    /* redisFree only closes our fd: no bytes are written, so this is also
-     * how a forked child drops the sockets it inherited. */
-    if (conn->ctx)
-        redisFree(conn->ctx);
-    conn->ctx = NULL;
-    conn->skip = 0;
-    conn->skip_since_us = 0;
 }
 
 /* hiredis 0.14 writes with write(2): a node that closed its end (restart,

@@ -1,6 +1,8 @@
 /* uri.c -- the server list: "redis://[user[:password]@]host[:port][/db]" or
  * "unix:///path/to.sock[?db=N]", comma-separated for N independent nodes. */
+#include <arpa/inet.h>
 #include <ctype.h>
+#include <sys/un.h>
 #include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -63,26 +65,77 @@ static int parse_num(const char *s, size_t n, long max, long *out)
     return 0;
 }
 
+/* The entry as it may be shown in a message: any password replaced by ***
+ * (in the userinfo, and in password= / sentinel_password= parameters). */
+static void redact(const char *s, size_t len, char *out, size_t size)
+{
+    static const char *const params[] = { "password=", "sentinel_password=" };
+    const char *end = s + len, *p = s, *at = NULL, *colon = NULL;
+    const char *auth = memmem(s, len, "://", 3);
+    size_t o = 0;
+
+    if (auth) {
+        const char *a = auth + 3, *stop = a;
+        while (stop < end && *stop != '/' && *stop != '?')
+            stop++;
+        for (const char *x = a; x < stop; x++)
+            if (*x == '@')
+                at = x;
+        if (at)
+            colon = memchr(a, ':', (size_t)(at - a));
+    }
+    while (p < end && o + 24 < size) {
+        const char *skip_to = NULL;
+        if (colon && p == colon + 1)
+            skip_to = at;
+        for (int k = 0; k < 2 && !skip_to && p > s && (p[-1] == '?' || p[-1] == '&'); k++) {
+            size_t n = strlen(params[k]);
+            if ((size_t)(end - p) >= n && strncmp(p, params[k], n) == 0) {
+                memcpy(out + o, p, n);
+                o += n;
+                p += n;
+                skip_to = p;
+                while (skip_to < end && *skip_to != '&')
+                    skip_to++;
+            }
+        }
+        if (skip_to) {
+            memcpy(out + o, "***", 3);
+            o += 3;
+            p = skip_to;
+            continue;
+        }
+        out[o++] = *p++;
+    }
+    out[o] = '\0';
+}
+
 static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
 {
-    char shown[600];
+    char shown[600], safe[600];
     long v;
     int bad = 0;
 
     memset(cfg, 0, sizeof(*cfg));
+    redact(s, len, safe, sizeof(safe));
     if (len >= 8 && strncmp(s, "unix:///", 8) == 0) {
         const char *path = s + 7, *end = s + len, *q = memchr(path, '?', (size_t)(end - path));
         const char *pend = q ? q : end;
         if (pend - path < 2)
-            return distlock__fail(DISTLOCK_EINVAL, "'%.*s': unix:// needs a socket path", (int)len, s);
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': unix:// needs a socket path", safe);
         if (q) {
             if ((size_t)(end - q) < 5 || strncmp(q, "?db=", 4) != 0 ||
                 parse_num(q + 4, (size_t)(end - q - 4), INT_MAX, &v) != 0)
                 return distlock__fail(DISTLOCK_EINVAL,
-                                      "'%.*s': only ?db=N (a number >= 0) may follow the path",
-                                      (int)len, s);
+                                      "'%s': only ?db=N (a number >= 0) may follow the path",
+                                      safe);
             cfg->db = (int)v;
         }
+        if ((size_t)(pend - path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+            return distlock__fail(DISTLOCK_EINVAL,
+                                  "'%s': socket path of %d bytes is longer than the %d the "
+                                  "system allows", safe, (int)(pend - path),
+                                  (int)sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
         cfg->path = dup_range(path, (size_t)(pend - path));
         if (!cfg->path)
             return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
@@ -105,19 +158,19 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
                 cfg->user = decode(p, (size_t)(auth_end - p), &bad);
             }
             if (bad)
-                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': bad %%-escape in the credentials",
-                                      (int)len, s);
+                return distlock__fail(DISTLOCK_EINVAL, "'%s': bad %%-escape in the credentials",
+                                      safe);
             p = auth_end + 1;
         }
         const char *hend = slash ? slash : end, *hp_end = hend, *portp = NULL;
         if (p < hend && *p == '[') {  /* [IPv6] */
             const char *rb = memchr(p, ']', (size_t)(hend - p));
             if (!rb)
-                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': unterminated [IPv6 address]", (int)len, s);
+                return distlock__fail(DISTLOCK_EINVAL, "'%s': unterminated [IPv6 address]", safe);
             cfg->host = dup_range(p + 1, (size_t)(rb - p - 1));
             if (rb + 1 < hend) {
                 if (rb[1] != ':')
-                    return distlock__fail(DISTLOCK_EINVAL, "'%.*s': junk after ]", (int)len, s);
+                    return distlock__fail(DISTLOCK_EINVAL, "'%s': junk after ]", safe);
                 portp = rb + 2;
             }
         } else {
@@ -131,22 +184,22 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
         if (!cfg->host)
             return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
         if (cfg->host[0] == '\0')
-            return distlock__fail(DISTLOCK_EINVAL, "'%.*s': no host", (int)len, s);
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': no host", safe);
         for (const char *h = cfg->host; *h; h++)
             if (!isalnum((unsigned char)*h) && !strchr(".-_:%", *h))
-                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': invalid character in host name",
-                                      (int)len, s);
+                return distlock__fail(DISTLOCK_EINVAL, "'%s': invalid character in host name",
+                                      safe);
         cfg->port = 6379;
         if (portp) {
             if (parse_num(portp, (size_t)(hend - portp), 65535, &v) != 0 || v == 0)
-                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': port must be a number 1..65535",
-                                      (int)len, s);
+                return distlock__fail(DISTLOCK_EINVAL, "'%s': port must be a number 1..65535",
+                                      safe);
             cfg->port = (int)v;
         }
         if (slash && slash + 1 < end) {
             if (parse_num(slash + 1, (size_t)(end - slash - 1), INT_MAX, &v) != 0)
-                return distlock__fail(DISTLOCK_EINVAL, "'%.*s': /db must be a number >= 0",
-                                      (int)len, s);
+                return distlock__fail(DISTLOCK_EINVAL, "'%s': /db must be a number >= 0",
+                                      safe);
             cfg->db = (int)v;
         }
         int v6 = strchr(cfg->host, ':') != NULL;
@@ -158,8 +211,8 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
                  cfg->host, v6 ? "]" : "", cfg->port, dbpart);
     } else {
         return distlock__fail(DISTLOCK_EINVAL,
-                              "'%.*s': expected redis://host[:port][/db] or unix:///path[?db=N]",
-                              (int)len, s);
+                              "'%s': expected redis://host[:port][/db] or unix:///path[?db=N]",
+                              safe);
     }
     cfg->uri = strdup(shown);
     if (!cfg->uri)
@@ -183,11 +236,35 @@ void distlock__free_nodes(distlock__node_cfg *nodes, int n)
     free(nodes);
 }
 
+/* One spelling per address: 127.1, 127.0.0.1 and 0x7f.0.0.1 are one IPv4
+ * address; IPv6 in its canonical text; names lowercased (names that only
+ * resolve to the same server are caught when connecting, round.c). */
+static void canonical_host(const char *host, char *out, size_t size)
+{
+    struct in_addr a4;
+    struct in6_addr a6;
+    if (inet_pton(AF_INET6, host, &a6) == 1) {
+        inet_ntop(AF_INET6, &a6, out, (socklen_t)size);
+    } else if (inet_aton(host, &a4) != 0) {
+        inet_ntop(AF_INET, &a4, out, (socklen_t)size);
+    } else {
+        size_t i = 0;
+        for (; host[i] && i + 1 < size; i++)
+            out[i] = (char)tolower((unsigned char)host[i]);
+        out[i] = '\0';
+    }
+}
+
 static int same_server(const distlock__node_cfg *a, const distlock__node_cfg *b)
 {
+    char ha[256], hb[256];
     if (a->path || b->path)
         return a->path && b->path && strcmp(a->path, b->path) == 0;
-    return a->port == b->port && strcasecmp(a->host, b->host) == 0;
+    if (a->port != b->port)
+        return 0;
+    canonical_host(a->host, ha, sizeof(ha));
+    canonical_host(b->host, hb, sizeof(hb));
+    return strcmp(ha, hb) == 0;
 }
 
 int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *nout)
@@ -206,7 +283,7 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
         while (a < b && isspace((unsigned char)*a)) a++;
         while (b > a && isspace((unsigned char)b[-1])) b--;
         if (a == b) {
-            rc = distlock__fail(DISTLOCK_EINVAL, "empty entry in server list '%s'", servers);
+            rc = distlock__fail(DISTLOCK_EINVAL, "empty entry #%d in the server list", n + 1);
             goto fail;
         }
         if (n >= 64) {

@@ -1,14 +1,26 @@
 /* wait.c -- waking waiters without polling.
  *
- * The release script PUBLISHes on "distlock:<key>". Each client runs one subscriber
- * thread, started by its first wait, holding one SUBSCRIBE connection per
- * node shared by all the client's waits; it subscribes to the channels its
- * waiters need and wakes the longest-waiting one for that key when a message
- * arrives. Waiters still re-check on their own timer, for locks
- * that simply expire or whose holders publish nothing. */
+ * The release script PUBLISHes on "distlock:<key>". Each client runs one
+ * subscriber thread, started by its first wait, holding one SUBSCRIBE
+ * connection per node shared by all the client's waits; it subscribes to
+ * the channels its waiters need and wakes the longest-waiting one for that
+ * key when a message arrives. Waiters still re-check on their own timer,
+ * for locks that simply expire or whose holders publish nothing.
+ *
+ * A waiter subscribes, then tries again, so a release in between is not
+ * missed; it waits for the subscription to be confirmed by at least one
+ * node, unless no node can confirm it (down, or an ACL user without
+ * channel rights): then it relies on its re-checks at once.
+ *
+ * No network or name-resolution work happens under the client mutex: the
+ * thread connects (and resolves names, off-thread, see resolve.c) unlocked,
+ * and only formats requests into buffers while it holds the mutex. Its
+ * connections live in the client (c->sub), so a forked child can drop them.
+ */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -17,17 +29,30 @@
 #include "internal.h"
 
 #define RECONNECT_MS 200
+/* A node that refused SUBSCRIBE (no channel rights) is asked again only
+ * this rarely: it will most likely refuse again. */
+#define REFUSED_RETRY_MS 30000
+
+enum { NODE_IDLE = 0, NODE_UP, NODE_FAILED };
 
 typedef struct sub_node {
     redisContext *ctx;
+    distlock__resolve *resolving;
     uint64_t retry_at_us;
+    int state;               /* NODE_*: FAILED = cannot confirm subscriptions now */
 } sub_node;
 
 /* Channels this thread has asked the nodes for. */
 typedef struct sub_chan {
     struct sub_chan *next;
     char *name;
+    uint64_t confirmed;      /* nodes that confirmed the subscription (bit i) */
 } sub_chan;
+
+struct distlock__sub {
+    sub_node *nodes;         /* c->n */
+    sub_chan *chans;
+};
 
 static void abs_deadline(struct timespec *ts, uint64_t until_us)
 {
@@ -42,16 +67,55 @@ static void send_cmd(redisContext *ctx, const char *verb, const char *arg)
     redisAppendCommandArgv(ctx, 2, argv, len);
 }
 
-static void node_open(distlock_client *c, int i, sub_node *sn, sub_chan *chans)
+static sub_chan *find_chan(struct distlock__sub *sub, const char *name)
 {
-    int st;
-    char err[192];
+    sub_chan *ch = sub->chans;
+    while (ch && strcmp(ch->name, name) != 0)
+        ch = ch->next;
+    return ch;
+}
+
+/* c->mu held. Can a waiter on `name` stop waiting for the confirmation? */
+static int settled(distlock_client *c, const char *name)
+{
+    struct distlock__sub *sub = c->sub;
+    sub_chan *ch = find_chan(sub, name);
+    if (ch && ch->confirmed)
+        return 1;
+    for (int i = 0; i < c->n; i++)
+        if (sub->nodes[i].state != NODE_FAILED)
+            return 0;
+    return 1;  /* no node can confirm: rely on re-checks */
+}
+
+static void wake_settled(distlock_client *c)
+{
+    for (distlock__waiter *w = c->waiters; w; w = w->next)
+        if (!w->subscribed && settled(c, w->channel)) {
+            w->subscribed = 1;
+            pthread_cond_signal(&w->cond);
+        }
+}
+
+/* c->mu held */
+static void node_drop(distlock_client *c, int i, int failed, long retry_ms)
+{
+    sub_node *sn = &c->sub->nodes[i];
+    if (sn->ctx)
+        redisFree(sn->ctx);
+    sn->ctx = NULL;
+    sn->retry_at_us = distlock__now_us() + (uint64_t)retry_ms * 1000u;
+    sn->state = failed ? NODE_FAILED : NODE_IDLE;
+    for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
+        ch->confirmed &= ~(1ull << i);
+    wake_settled(c);
+}
+
+/* c->mu held: authenticate and subscribe on a connection just made. */
+static void node_greet(distlock_client *c, int i)
+{
+    sub_node *sn = &c->sub->nodes[i];
     const distlock__node_cfg *cfg = &c->nodes[i];
-    sn->ctx = distlock__node_connect(cfg, c->connect_timeout_ms, 1, &st, err, sizeof(err));
-    if (sn->ctx == NULL) {
-        sn->retry_at_us = distlock__now_us() + RECONNECT_MS * 1000u;
-        return;
-    }
     const char *user = c->username ? c->username : cfg->user;
     const char *pass = c->password ? c->password : cfg->pass;
     if (pass) {
@@ -64,37 +128,45 @@ static void node_open(distlock_client *c, int i, sub_node *sn, sub_chan *chans)
         argv[k] = pass, len[k] = strlen(pass), k++;
         redisAppendCommandArgv(sn->ctx, k, argv, len);
     }
-    for (sub_chan *ch = chans; ch; ch = ch->next)
+    for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
         send_cmd(sn->ctx, "SUBSCRIBE", ch->name);
+    sn->state = NODE_UP;
 }
 
-static void node_drop(sub_node *sn)
+/* Unlocked: connect node i at addr (NULL: its Unix socket). */
+static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int naddr)
 {
-    if (sn->ctx)
-        redisFree(sn->ctx);
-    sn->ctx = NULL;
-    sn->retry_at_us = distlock__now_us() + RECONNECT_MS * 1000u;
+    int st;
+    char err[192];
+    redisContext *ctx = NULL;
+    for (int k = 0; ctx == NULL && k < (addr ? naddr : 1); k++)
+        ctx = distlock__node_connect(&c->nodes[i], addr ? addr[k] : NULL, &st, err, sizeof(err));
+    return ctx;
 }
 
 /* c->mu held */
-static void on_reply(distlock_client *c, const redisReply *r)
+static void on_reply(distlock_client *c, int i, const redisReply *r)
 {
     if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
         r->element[1]->type != REDIS_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str, *chan = r->element[1]->str;
     int is_msg = strcmp(kind, "message") == 0, is_sub = strcmp(kind, "subscribe") == 0;
-    if (!is_msg && !is_sub)
+    if (is_sub) {
+        sub_chan *ch = find_chan(c->sub, chan);
+        if (ch)
+            ch->confirmed |= 1ull << i;
+        wake_settled(c);
         return;
-    const char *payload = is_msg && r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "";
+    }
+    if (!is_msg)
+        return;
+    const char *payload = r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "";
     distlock__waiter *oldest = NULL;
     for (distlock__waiter *w = c->waiters; w; w = w->next) {
         if (strcmp(w->channel, chan) != 0)
             continue;
-        if (is_sub) {
-            w->subscribed = 1;
-            pthread_cond_signal(&w->cond);
-        } else if (payload[0] != '\0') {
+        if (payload[0] != '\0') {
             /* A fair acquire names the new head of the queue. */
             if (w->token && strcmp(w->token, payload) == 0)
                 w->head = 1;
@@ -112,67 +184,109 @@ static void on_reply(distlock_client *c, const redisReply *r)
     }
 }
 
+/* c->mu held: subscribe to channels newly wanted, drop unused ones. */
+static void sync_channels(distlock_client *c)
+{
+    struct distlock__sub *sub = c->sub;
+    for (distlock__waiter *w = c->waiters; w; w = w->next) {
+        if (find_chan(sub, w->channel))
+            continue;
+        sub_chan *ch = calloc(1, sizeof(*ch));
+        if (!ch || !(ch->name = strdup(w->channel))) {
+            free(ch);
+            continue;
+        }
+        ch->next = sub->chans;
+        sub->chans = ch;
+        for (int i = 0; i < c->n; i++)
+            if (sub->nodes[i].ctx && sub->nodes[i].state == NODE_UP)
+                send_cmd(sub->nodes[i].ctx, "SUBSCRIBE", ch->name);
+    }
+    for (sub_chan **pp = &sub->chans; *pp;) {
+        sub_chan *ch = *pp;
+        distlock__waiter *w = c->waiters;
+        while (w && strcmp(w->channel, ch->name) != 0)
+            w = w->next;
+        if (w) {
+            pp = &ch->next;
+            continue;
+        }
+        for (int i = 0; i < c->n; i++)
+            if (sub->nodes[i].ctx && sub->nodes[i].state == NODE_UP)
+                send_cmd(sub->nodes[i].ctx, "UNSUBSCRIBE", ch->name);
+        *pp = ch->next;
+        free(ch->name);
+        free(ch);
+    }
+}
+
 static void *subscriber_main(void *arg)
 {
     distlock_client *c = arg;
-    sub_node nodes[64];
-    sub_chan *chans = NULL;
+    struct distlock__sub *sub = c->sub;
     struct pollfd pfd[65];
     int idx[65];
+    int *opening = calloc((size_t)c->n, sizeof(int));
 
-    memset(nodes, 0, sizeof(nodes));
     pthread_mutex_lock(&c->mu);
-    while (!c->sub_stop) {
+    while (!c->sub_stop && opening) {
         uint64_t now = distlock__now_us();
-        /* Subscribe to channels newly wanted; unsubscribe from unused ones. */
-        for (distlock__waiter *w = c->waiters; w; w = w->next) {
-            sub_chan *ch = chans;
-            while (ch && strcmp(ch->name, w->channel) != 0)
-                ch = ch->next;
-            if (ch)
-                continue;
-            ch = calloc(1, sizeof(*ch));
-            if (!ch || !(ch->name = strdup(w->channel))) {
-                free(ch);
-                continue;
-            }
-            ch->next = chans;
-            chans = ch;
-            for (int i = 0; i < c->n; i++)
-                if (nodes[i].ctx)
-                    send_cmd(nodes[i].ctx, "SUBSCRIBE", ch->name);
+        sync_channels(c);
+
+        /* Connections to (re)open: done below, without the mutex. */
+        int nopen = 0;
+        for (int i = 0; i < c->n; i++) {
+            sub_node *sn = &sub->nodes[i];
+            if (sub->chans && sn->ctx == NULL && sn->resolving == NULL && now >= sn->retry_at_us)
+                opening[nopen++] = i;
         }
-        for (sub_chan **pp = &chans; *pp;) {
-            sub_chan *ch = *pp;
-            distlock__waiter *w = c->waiters;
-            while (w && strcmp(w->channel, ch->name) != 0)
-                w = w->next;
-            if (w) {
-                pp = &ch->next;
-                continue;
+        if (nopen > 0) {
+            pthread_mutex_unlock(&c->mu);
+            for (int k = 0; k < nopen; k++) {
+                int i = opening[k];
+                const distlock__node_cfg *cfg = &c->nodes[i];
+                redisContext *ctx = NULL;
+                distlock__resolve *res = NULL;
+                if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
+                    res = distlock__resolve_start(cfg->host);
+                } else {
+                    char addr[1][48];
+                    if (cfg->host)
+                        snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
+                    ctx = connect_at(c, i, cfg->host ? addr : NULL, 1);
+                }
+                pthread_mutex_lock(&c->mu);
+                sub->nodes[i].resolving = res;
+                sub->nodes[i].ctx = ctx;
+                if (ctx)
+                    node_greet(c, i);
+                else if (res == NULL)
+                    node_drop(c, i, 1, RECONNECT_MS);
+                pthread_mutex_unlock(&c->mu);
             }
-            for (int i = 0; i < c->n; i++)
-                if (nodes[i].ctx)
-                    send_cmd(nodes[i].ctx, "UNSUBSCRIBE", ch->name);
-            *pp = ch->next;
-            free(ch->name);
-            free(ch);
+            pthread_mutex_lock(&c->mu);
+            continue;
         }
+
         int np = 0;
         uint64_t next = now + 1000000u;
         pfd[np].fd = c->sub_wake[0], pfd[np].events = POLLIN, idx[np++] = -1;
         for (int i = 0; i < c->n; i++) {
-            sub_node *sn = &nodes[i];
-            if (sn->ctx == NULL && chans && now >= sn->retry_at_us)
-                node_open(c, i, sn, chans);
+            sub_node *sn = &sub->nodes[i];
+            if (sn->resolving) {
+                pfd[np].fd = distlock__resolve_fd(sn->resolving);
+                pfd[np].events = POLLIN;
+                idx[np++] = i;
+                continue;
+            }
             if (sn->ctx == NULL) {
-                if (chans && sn->retry_at_us < next)
+                if (sub->chans && sn->retry_at_us < next)
                     next = sn->retry_at_us;
                 continue;
             }
             int done = 0;
             if (distlock__write(sn->ctx, &done) != REDIS_OK) {
-                node_drop(sn);
+                node_drop(c, i, 1, RECONNECT_MS);
                 continue;
             }
             pfd[np].fd = sn->ctx->fd;
@@ -180,7 +294,7 @@ static void *subscriber_main(void *arg)
             idx[np++] = i;
         }
         pthread_mutex_unlock(&c->mu);
-        int pr = poll(pfd, (nfds_t)np, (int)((next - now) / 1000 + 1));
+        int pr = poll(pfd, (nfds_t)np, next > now ? (int)((next - now) / 1000 + 1) : 0);
         pthread_mutex_lock(&c->mu);
         if (pr <= 0)
             continue;
@@ -193,36 +307,53 @@ static void *subscriber_main(void *arg)
                 }
                 continue;
             }
-            sub_node *sn = &nodes[idx[k]];
-            if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-                if (redisBufferRead(sn->ctx) != REDIS_OK) {
-                    node_drop(sn);
+            int i = idx[k];
+            sub_node *sn = &sub->nodes[i];
+            if (sn->resolving) {
+                char addr[DISTLOCK__RESOLVE_MAX][48], err[128];
+                int naddr = 0;
+                int rc = distlock__resolve_take(sn->resolving, addr, &naddr, err, sizeof(err));
+                if (rc > 0)
                     continue;
+                distlock__resolve_drop(sn->resolving);
+                sn->resolving = NULL;
+                redisContext *ctx = NULL;
+                if (rc == 0) {
+                    pthread_mutex_unlock(&c->mu);
+                    ctx = connect_at(c, i, addr, naddr);
+                    pthread_mutex_lock(&c->mu);
                 }
-                void *rep;
-                while (sn->ctx && redisGetReplyFromReader(sn->ctx, &rep) == REDIS_OK && rep) {
-                    redisReply *r = rep;
-                    if (r->type == REDIS_REPLY_ERROR) {
-                        freeReplyObject(r);
-                        node_drop(sn);
-                        break;
-                    }
-                    on_reply(c, r);
+                sn->ctx = ctx;
+                if (ctx)
+                    node_greet(c, i);
+                else
+                    node_drop(c, i, 1, RECONNECT_MS);
+                continue;
+            }
+            if (sn->ctx == NULL || !(pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
+                continue;
+            if (redisBufferRead(sn->ctx) != REDIS_OK) {
+                node_drop(c, i, 1, RECONNECT_MS);
+                continue;
+            }
+            void *rep;
+            while (sn->ctx && redisGetReplyFromReader(sn->ctx, &rep) == REDIS_OK && rep) {
+                redisReply *r = rep;
+                if (r->type == REDIS_REPLY_ERROR) {
+                    /* NOPERM (no channel rights) or a failed AUTH: this
+                     * node cannot notify us; waiters use re-checks. */
+                    int refused = strncmp(r->str, "NOPERM", 6) == 0;
                     freeReplyObject(r);
+                    node_drop(c, i, 1, refused ? REFUSED_RETRY_MS : RECONNECT_MS);
+                    break;
                 }
+                on_reply(c, i, r);
+                freeReplyObject(r);
             }
         }
     }
     pthread_mutex_unlock(&c->mu);
-    for (int i = 0; i < c->n; i++)
-        if (nodes[i].ctx)
-            redisFree(nodes[i].ctx);
-    while (chans) {
-        sub_chan *next = chans->next;
-        free(chans->name);
-        free(chans);
-        chans = next;
-    }
+    free(opening);
     return NULL;
 }
 
@@ -231,6 +362,30 @@ static void wake_subscriber(distlock_client *c)
     char one = 1;
     ssize_t w = write(c->sub_wake[1], &one, 1);
     (void)w;
+}
+
+static void sub_free(distlock_client *c, int forget)
+{
+    struct distlock__sub *sub = c->sub;
+    if (sub == NULL)
+        return;
+    for (int i = 0; i < c->n; i++) {
+        if (sub->nodes[i].ctx)
+            redisFree(sub->nodes[i].ctx);  /* closes our fd; writes nothing */
+        /* In a forked child the lookup thread is the parent's: let go of
+         * the memory rather than wait for a thread that does not exist. */
+        if (!forget)
+            distlock__resolve_drop(sub->nodes[i].resolving);
+    }
+    while (sub->chans) {
+        sub_chan *next = sub->chans->next;
+        free(sub->chans->name);
+        free(sub->chans);
+        sub->chans = next;
+    }
+    free(sub->nodes);
+    free(sub);
+    c->sub = NULL;
 }
 
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
@@ -243,16 +398,23 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
 
     distlock__lock(c);
     if (!c->sub_running) {
-        if (pipe2(c->sub_wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+        c->sub = calloc(1, sizeof(*c->sub));
+        if (c->sub && (c->sub->nodes = calloc((size_t)c->n, sizeof(sub_node))) == NULL) {
+            free(c->sub);
+            c->sub = NULL;
+        }
+        if (c->sub == NULL || pipe2(c->sub_wake, O_NONBLOCK | O_CLOEXEC) != 0) {
+            sub_free(c, 0);
             pthread_mutex_unlock(&c->mu);
             pthread_cond_destroy(&w->cond);
-            return distlock__fail(DISTLOCK_ENOMEM, "pipe: %s", strerror(errno));
+            return distlock__fail(DISTLOCK_ENOMEM, "cannot start waiting: %s", strerror(errno));
         }
         c->sub_stop = 0;
         if (pthread_create(&c->sub_thread, NULL, subscriber_main, c) != 0) {
             close(c->sub_wake[0]);
             close(c->sub_wake[1]);
             c->sub_wake[0] = c->sub_wake[1] = -1;
+            sub_free(c, 0);
             pthread_mutex_unlock(&c->mu);
             pthread_cond_destroy(&w->cond);
             return distlock__fail(DISTLOCK_ENOMEM, "cannot start the subscriber thread");
@@ -261,17 +423,15 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
     }
     w->next = c->waiters;
     c->waiters = w;
-    /* Is the channel already subscribed by another waiter of ours? */
-    for (distlock__waiter *o = w->next; o; o = o->next)
-        if (o->subscribed && strcmp(o->channel, w->channel) == 0)
-            w->subscribed = 1;
+    w->subscribed = 0;
     wake_subscriber(c);
     uint64_t deadline = distlock__now_us() + (uint64_t)c->connect_timeout_ms * 1000u;
-    while (!w->subscribed && distlock__now_us() < deadline) {
+    while (!w->subscribed && !settled(c, w->channel) && distlock__now_us() < deadline) {
         struct timespec ts;
         abs_deadline(&ts, deadline);
         pthread_cond_timedwait(&w->cond, &c->mu, &ts);
     }
+    w->subscribed = 1;
     pthread_mutex_unlock(&c->mu);
     return DISTLOCK_OK;  /* unconfirmed: the waiter's re-checks cover it */
 }
@@ -319,6 +479,20 @@ void distlock__subscriber_stop(distlock_client *c)
     pthread_mutex_unlock(&c->mu);
     if (running) {
         pthread_join(c->sub_thread, NULL);
+        close(c->sub_wake[0]);
+        close(c->sub_wake[1]);
+        c->sub_wake[0] = c->sub_wake[1] = -1;
+        sub_free(c, 0);
+    }
+}
+
+void distlock__subscriber_after_fork(distlock_client *c)
+{
+    /* The thread is the parent's; its sockets are closed here (no I/O). */
+    sub_free(c, 1);
+    c->sub_running = 0;
+    c->waiters = NULL;
+    if (c->sub_wake[0] >= 0) {
         close(c->sub_wake[0]);
         close(c->sub_wake[1]);
         c->sub_wake[0] = c->sub_wake[1] = -1;

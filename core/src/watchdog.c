@@ -6,6 +6,7 @@
  * before its validity ends, is marked lost and its owner told: flag,
  * callback, and the client's pollable eventfd. */
 #include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -16,15 +17,35 @@
 #include "internal.h"
 
 #define BATCH_MAX 2000       /* keys per script call */
-#define RETRY_SOON_MS 50     /* after a renewal that reached no quorum */
+#define RETRY_MIN_MS 50      /* first retry after a renewal that reached no quorum */
 
 /* A lock is renewed at ttl/3 after its last renewal, or earlier when the
  * thread is awake anyway: anything due within ttl/6 goes in the same batch.
  * So locks acquired at different moments coalesce into a few round trips
- * per period instead of one per wake-up (renewing early costs nothing). */
+ * per period instead of one per wake-up (renewing early costs nothing). A
+ * lock whose renewal is failing is retried at its own backoff time only
+ * (else the slack would fire the retry at once, again and again). */
 static int renewal_due(const distlock__held *h, uint64_t now)
 {
+    if (h->retry_ms > 0)
+        return h->renew_at_us <= now;
     return h->renew_at_us <= now + (uint64_t)h->ttl_ms * 1000u / 6u + 1000u;
+}
+
+/* Backoff while renewals fail (nodes down): doubling from 50 ms up to a
+ * tenth of the ttl, so a lock keeps a few more chances before its validity
+ * ends, and a dead quorum costs a bounded number of calls. */
+static long next_retry_ms(const distlock__held *h)
+{
+    long cap = h->ttl_ms / 10 > RETRY_MIN_MS ? h->ttl_ms / 10 : RETRY_MIN_MS;
+    long r = h->retry_ms ? h->retry_ms * 2 : RETRY_MIN_MS;
+    return r > cap ? cap : r;
+}
+
+static int renewable(const distlock_client *c, const distlock__held *h)
+{
+    return (h->flags & DISTLOCK_AUTO_RENEW) && !h->released && !atomic_load(&h->lost) &&
+           !h->renewing && h->pid == c->pid;
 }
 
 int distlock_client_lost_fd(distlock_client *c)
@@ -90,7 +111,9 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
         argv[m + 2 * k] = d[k].token, len[m + 2 * k] = strlen(d[k].token);
         argv[m + 2 * k + 1] = d[k].ttl, len[m + 2 * k + 1] = strlen(d[k].ttl);
     }
-    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len, NULL, 0 };
+    /* no tag: a batch covers many locks; the records' `renewing` flag keeps
+     * it apart from extends of the same lock */
+    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len, NULL, 0, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
@@ -113,7 +136,7 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
     free(len);
 }
 
-typedef struct lost_call { distlock_lost_fn fn; distlock_lock *l; void *arg; } lost_call;
+typedef struct lost_call { distlock__held *h; distlock_lost_fn fn; distlock_lock *l; void *arg; } lost_call;
 
 static void *watchdog_main(void *arg)
 {
@@ -123,8 +146,7 @@ static void *watchdog_main(void *arg)
         uint64_t now = distlock__now_us(), next = UINT64_MAX;
         int m = 0;
         for (distlock__held *h = c->held; h; h = h->next) {
-            if (!(h->flags & DISTLOCK_AUTO_RENEW) || h->released || atomic_load(&h->lost) ||
-                h->pid != c->pid)
+            if (!renewable(c, h))
                 continue;
             if (renewal_due(h, now))
                 m++;
@@ -149,16 +171,16 @@ static void *watchdog_main(void *arg)
         if (!d || !ok || !no || !lc) {
             free(d), free(ok), free(no), free(lc);
             struct timespec ts;
-            abs_deadline(&ts, now + RETRY_SOON_MS * 1000u);
+            abs_deadline(&ts, now + RETRY_MIN_MS * 1000u);
             pthread_cond_timedwait(&c->wd_cond, &c->mu, &ts);
             continue;
         }
         int k = 0;
         for (distlock__held *h = c->held; h && k < m; h = h->next) {
-            if (!(h->flags & DISTLOCK_AUTO_RENEW) || h->released || atomic_load(&h->lost) ||
-                h->pid != c->pid || !renewal_due(h, now))
+            if (!renewable(c, h) || !renewal_due(h, now))
                 continue;
             h->refs++;  /* keep it alive while we work unlocked */
+            h->renewing = 1;
             d[k].h = h;
             d[k].key = h->key;
             d[k].token = h->token;
@@ -177,28 +199,42 @@ static void *watchdog_main(void *arg)
         int nl = 0;
         for (k = 0; k < m; k++) {
             distlock__held *h = d[k].h;
-            if (!h->released && !atomic_load(&h->lost)) {
-                long drift = distlock__drift_ms(c, d[k].ttl_ms);
-                uint64_t until = t0 + (uint64_t)(d[k].ttl_ms - drift) * 1000u;
-                if (ok[k] >= c->quorum && t1 < until) {
-                    h->valid_until_us = until;
-                    h->renew_at_us = t1 + (uint64_t)d[k].ttl_ms * 1000u / 3u;
-                } else if (no[k] > c->n - c->quorum || t1 >= h->valid_until_us) {
-                    distlock__mark_lost(h);
-                    if (h->lost_fn)
-                        lc[nl++] = (lost_call){ h->lost_fn, h->lost_handle, h->lost_arg };
-                } else {
-                    h->renew_at_us = t1 + RETRY_SOON_MS * 1000u;  /* nodes down: try again */
+            h->renewing = 0;
+            if (h->released || atomic_load(&h->lost))
+                continue;
+            uint64_t until = distlock__valid_until(c, t0, d[k].ttl_ms);
+            uint64_t valid = atomic_load(&h->valid_until_us);
+            if (ok[k] >= c->quorum && t1 < until) {
+                atomic_store(&h->valid_until_us, until);
+                h->renew_at_us = distlock__renew_at(t1, d[k].ttl_ms);
+                h->retry_ms = 0;
+            } else if (no[k] > c->n - c->quorum || t1 >= valid) {
+                distlock__mark_lost(h);
+                if (h->lost_fn) {
+                    h->cb_running = 1;  /* distlock_lock_free waits for it */
+                    lc[nl++] = (lost_call){ h, h->lost_fn, h->lost_handle, h->lost_arg };
                 }
+            } else {
+                /* No quorum either way (nodes down): try again after a
+                 * backoff, and at the latest when the validity ends. */
+                h->retry_ms = next_retry_ms(h);
+                h->renew_at_us = t1 + (uint64_t)h->retry_ms * 1000u;
+                if (h->renew_at_us > valid)
+                    h->renew_at_us = valid;
             }
         }
+        pthread_cond_broadcast(&c->wd_cond);  /* extends waiting for this batch */
         /* Callbacks run unlocked (they may call into the library); the
-         * extra references keep the records alive meanwhile. */
+         * extra references keep the records alive meanwhile, and a handle
+         * being freed waits for its callback to return. */
         if (nl > 0) {
             pthread_mutex_unlock(&c->mu);
             for (int i = 0; i < nl; i++)
                 lc[i].fn(lc[i].l, lc[i].arg);
             pthread_mutex_lock(&c->mu);
+            for (int i = 0; i < nl; i++)
+                lc[i].h->cb_running = 0;
+            pthread_cond_broadcast(&c->wd_cond);
         }
         for (k = 0; k < m; k++)
             distlock__held_unref_locked(c, d[k].h);
@@ -218,6 +254,22 @@ int distlock__watchdog_start(distlock_client *c)
         return distlock__fail(DISTLOCK_ENOMEM, "cannot start the renewal thread: %s", strerror(e));
     c->wd_running = 1;
     return DISTLOCK_OK;
+}
+
+void distlock__watchdog_after_fork(distlock_client *c)
+{
+    c->wd_running = 0;
+    c->wd_stop = 0;
+    /* The eventfd is shared with the parent: give the child its own under
+     * the same number, so the fd a user holds reports only the child's
+     * losses (and the parent never sees them). */
+    if (c->lost_fd >= 0) {
+        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+        if (fd >= 0) {
+            dup3(fd, c->lost_fd, O_CLOEXEC);
+            close(fd);
+        }
+    }
 }
 
 void distlock__watchdog_stop(distlock_client *c)
