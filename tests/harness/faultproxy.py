@@ -35,6 +35,7 @@ CONTROL PROTOCOL
     DIR is up (client -> redis), down (redis -> client) or both (default).
 
     ping                                  -> ok pong
+    accepted [L]                          -> ok N   connections accepted so far (on L)
     conns [L]                             -> ok L:C:state:up_bytes:down_bytes:held_up:held_down ...
         One word per connection that is not fully closed. state is
         connecting (upstream not connected yet, e.g. slow-accept), open,
@@ -67,7 +68,7 @@ CONTROL PROTOCOL
         Returns once listener L has accepted at least N connections in total.
     wait-closed TARGET TIMEOUT_MS          -> ok | err timeout
         Returns once every connection matching TARGET (L:C, L, *) is fully
-        closed on both sides.
+        closed on both sides (at once for an L:C already closed).
     detach TARGET                         -> ok
         Close the CLIENT side (plain close: FIN) but keep the upstream side
         open with whatever is held: it is delivered on a later unhold/heal,
@@ -824,6 +825,11 @@ class Proxy:
     def cmd_ping(self, *args):
         return "pong"
 
+    def cmd_accepted(self, *args):
+        self.argc(args, 0, 1)
+        lsts = [self.listener(args[0])] if args else self.listeners
+        return str(sum(lst.accepted for lst in lsts))
+
     def cmd_conns(self, *args):
         self.argc(args, 0, 1)
         lsts = [self.listener(args[0])] if args else self.listeners
@@ -937,10 +943,20 @@ class Proxy:
 
     async def cmd_wait_closed(self, *args):
         self.argc(args, 2, 2)
-        kind, lsts, conn = self.parse_target(args[0])
+        timeout = self.num(args[1], "timeout")
+        target = args[0]
+        if ":" in target and not target.endswith(":next"):
+            ls, cs = target.split(":", 1)
+            lst = self.listener(ls)
+            cid = self.num(cs, "connection")
+            if cid >= self.next_cid:
+                raise CmdError("no connection %s" % target)
+            if not await self.wait_for(lambda: cid not in lst.conns, timeout):
+                raise CmdError("timeout")
+            return
+        kind, lsts, conn = self.parse_target(target)
         if kind == "next":
             raise CmdError("L:next is not allowed here")
-        timeout = self.num(args[1], "timeout")
         if kind == "conn":
             def pred():
                 return conn.cid not in conn.listener.conns
