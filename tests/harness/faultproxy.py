@@ -549,6 +549,15 @@ class ClientProto(asyncio.Protocol):
     def connection_lost(self, exc):
         self.conn.client_lost()
 
+    # Flow control: a client that does not read slows the reading from redis.
+    def pause_writing(self):
+        if self.conn.up_state == "open":
+            self.conn.upstream.pause_reading()
+
+    def resume_writing(self):
+        if self.conn.up_state == "open":
+            self.conn.upstream.resume_reading()
+
 
 class UpstreamProto(asyncio.Protocol):
     def __init__(self, conn):
@@ -568,6 +577,14 @@ class UpstreamProto(asyncio.Protocol):
     def connection_lost(self, exc):
         if self.conn.upstream is not None:
             self.conn.upstream_lost()
+
+    def pause_writing(self):
+        if self.conn.client_state == "open":
+            self.conn.client.pause_reading()
+
+    def resume_writing(self):
+        if self.conn.client_state == "open":
+            self.conn.client.resume_reading()
 
 
 class Listener:
