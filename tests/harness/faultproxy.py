@@ -90,6 +90,11 @@ CONTROL PROTOCOL
         accepted (connect succeeds, nothing ever answers). An EOF is not
         dropped but waits for the partition to end. off: new bytes flow again.
         With L:C / L:next only that connection.
+        NOTE: bytes dropped mid-stream leave a connection that was in use
+        desynchronised (a request without its reply); real TCP would instead
+        retransmit them when the network heals. Clients must abandon such
+        connections. For a partition that TCP survives (everything arrives
+        late, in order) use "hold L" then "unhold L" / "heal".
     slow-accept L MS                      -> ok
         Connections accepted on L afterwards are accepted at once, but the
         upstream connect and all forwarding start MS ms later (the client's
