@@ -311,6 +311,15 @@ int fp_last_conn(fp_proxy *p, int l)
     return n > 0 ? c[n - 1].id : -1;
 }
 
+long long fp_stat(fp_proxy *p, const char *name)
+{
+    char resp[1024], key[64];
+    if (fp_cmd(p, resp, sizeof resp, "stats") != 0) return -1;
+    snprintf(key, sizeof key, " %s=", name);
+    const char *at = strstr(resp, key);
+    return at ? strtoll(at + strlen(key), NULL, 10) : -1;
+}
+
 const char *fp_hex(const char *s, char *buf, size_t size)
 {
     static const char digits[] = "0123456789abcdef";
