@@ -1,0 +1,90 @@
+/* test_review_a.h -- helpers shared by the test_review_a_*.c regression tests
+ * (include after test_common.h). Each of those tests pins one finding of the
+ * safety review: it fails on the core the review was made against and
+ * passes once the finding is fixed. */
+#ifndef DISTLOCK_TEST_REVIEW_A_H
+#define DISTLOCK_TEST_REVIEW_A_H
+
+#include <errno.h>
+#include <stdarg.h>
+#include <time.h>
+
+/* 1 under ASan or TSan (GCC and clang spellings). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#  define REVIEW_SANITIZED 1
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define REVIEW_SANITIZED 1
+#  endif
+#endif
+#ifndef REVIEW_SANITIZED
+#  define REVIEW_SANITIZED 0
+#endif
+
+/* Sanitizer builds (DISTLOCK_TEST_SLOW) get wider time bounds. */
+static inline long review_slow(long normal, long slow)
+{
+    return getenv("DISTLOCK_TEST_SLOW") ? slow : normal;
+}
+
+/* Run a command on node i and require a +OK / status reply. */
+static inline void review_status(const rh_cluster *rc, int i, const char *fmt, ...)
+{
+    redisContext *ctx = rh_connect(rc, i, 0);
+    assert_non_null(ctx);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    redisFree(ctx);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        print_error("node %d: %s -> %s\n", i, fmt, r ? r->str : "no reply");
+        if (r) freeReplyObject(r);
+        fail();
+    }
+    freeReplyObject(r);
+}
+
+/* Number of EVALSHA + EVAL calls node i has served (INFO commandstats). */
+static inline long long review_eval_calls(const rh_cluster *rc, int i)
+{
+    redisReply *r = rh_command(rc, i, 0, "INFO commandstats");
+    long long n = 0;
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(r->str, names[k]);
+        if (p) n += strtoll(p + strlen(names[k]), NULL, 10);
+    }
+    freeReplyObject(r);
+    return n;
+}
+
+/* Block until the monotonic time t_ms (rh_now_ms() scale). Only for a
+ * scenario's own timing (how long a holder keeps a lock), never to wait for
+ * something to happen. */
+static inline void review_until(long long t_ms)
+{
+    struct timespec ts = { (time_t)(t_ms / 1000), (long)(t_ms % 1000) * 1000000L };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+/* Nodes where key holds token and has more than min_pttl ms left. */
+static inline int review_count_pttl_above(const rh_cluster *rc, const char *key,
+                                          const char *token, long long min_pttl)
+{
+    int n = 0;
+    char buf[512];
+    for (int i = 0; i < rc->n; i++) {
+        if (rc->node[i].pid <= 0 || rc->node[i].stopped) continue;
+        if (rh_get(rc, i, 0, key, buf, sizeof buf) == 1 && strcmp(buf, token) == 0 &&
+            rh_pttl(rc, i, 0, key) > min_pttl)
+            n++;
+    }
+    return n;
+}
+
+#endif

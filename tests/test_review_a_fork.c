@@ -1,0 +1,297 @@
+/* test_review_a_fork.c -- review item 10: a client used across fork().
+ *
+ *  a  the child's distlock_client_lost_fd() is its own: a lock lost in the
+ *     child does not make the parent's fd readable, and vice versa (the
+ *     child kept the parent's eventfd).
+ *  b  the parent's subscriber connection (a waiting acquire started it) is
+ *     closed in the child by its first library call (it was never closed).
+ *  c  distlock_lock_validity_ms() in a child returns even when a parent
+ *     thread held the client mutex at fork time (it locked the copied,
+ *     forever-held mutex).
+ *
+ * Not in the TSan stage: ThreadSanitizer does not support a child of a
+ * multi-threaded process that starts threads. */
+#include "test_common.h"
+#include "test_review_a.h"
+
+#include <arpa/inet.h>
+#include <dirent.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+DEFINE_GROUP(1)
+
+/* Child exit codes (0: all good). */
+enum { CH_OK = 0, CH_FD = 20, CH_ACQUIRE, CH_NOT_LOST, CH_OWN_FD, CH_PIPE, CH_PARENT_FD_LEAK,
+       CH_SOCKET_LEAK, CH_VALIDITY };
+
+static const char *child_step(int code)
+{
+    switch (code) {
+    case CH_FD: return "distlock_client_lost_fd() failed in the child";
+    case CH_ACQUIRE: return "the child's acquire failed";
+    case CH_NOT_LOST: return "the child's deleted lock was not found lost";
+    case CH_OWN_FD: return "the child's own lost lock did not make its lost fd readable";
+    case CH_PIPE: return "talking to the parent failed";
+    case CH_PARENT_FD_LEAK: return "a lock lost in the PARENT made the CHILD's lost fd readable";
+    case CH_SOCKET_LEAK: return "a socket of the parent's subscriber connection is still open in "
+                                "the child after its first library call";
+    case CH_VALIDITY: return "distlock_lock_validity_ms() misbehaved in the child";
+    default: return "unknown";
+    }
+}
+
+static void child_init(void)
+{
+    const int sigs[] = { SIGSEGV, SIGBUS, SIGILL, SIGFPE, SIGABRT };
+    for (size_t i = 0; i < sizeof sigs / sizeof sigs[0]; i++) signal(sigs[i], SIG_DFL);
+    alarm(30);   /* whatever happens, the child does not outlive the test */
+}
+
+#define CHILD_CHECK(cond, code) do { if (!(cond)) _exit(code); } while (0)
+
+/* Exit code of pid, waiting at most timeout_ms (then killed); -1 - signal
+ * number if it died of a signal, -1000 on timeout. */
+static int wait_child(pid_t pid, long timeout_ms)
+{
+    long long end = rh_now_ms() + timeout_ms;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid) break;
+        if (rh_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1000;
+        }
+        rh_sleep_ms(2);
+    }
+    if (WIFSIGNALED(st)) return -1 - WTERMSIG(st);
+    return WEXITSTATUS(st);
+}
+
+static int fd_readable(int fd, int timeout_ms)
+{
+    struct pollfd p = { fd, POLLIN, 0 };
+    return poll(&p, 1, timeout_ms) == 1 && (p.revents & POLLIN);
+}
+
+static void drain(int fd)
+{
+    uint64_t v;
+    while (read(fd, &v, sizeof v) == (ssize_t)sizeof v) {}
+}
+
+static int send_byte(int fd, char ch) { return write(fd, &ch, 1) == 1 ? 0 : -1; }
+
+static int recv_byte(int fd, char want, int timeout_ms)
+{
+    char ch;
+    if (!fd_readable(fd, timeout_ms)) return -1;
+    return read(fd, &ch, 1) == 1 && ch == want ? 0 : -1;
+}
+
+/* ------------------------------------------------------------ 10a */
+
+static void test_review10a_lost_fd_is_per_process(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    int pfd = distlock_client_lost_fd(c);
+    assert_true(pfd >= 0);
+    distlock_lock *pl = NULL;
+    assert_rc(distlock_acquire(c, "f10p", 500, 0, DISTLOCK_AUTO_RENEW, &pl), DISTLOCK_OK);
+    int p2c[2], c2p[2];
+    assert_int_equal(pipe(p2c), 0);
+    assert_int_equal(pipe(c2p), 0);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        child_init();
+        int cfd = distlock_client_lost_fd(c);
+        CHILD_CHECK(cfd >= 0, CH_FD);
+        distlock_lock *cl = NULL;
+        CHILD_CHECK(distlock_acquire(c, "f10c", 500, 0, DISTLOCK_AUTO_RENEW, &cl) == DISTLOCK_OK,
+                    CH_ACQUIRE);
+        /* The child's lock is lost. */
+        CHILD_CHECK(rh_del(rc, 0, 0, "f10c") == 1, CH_ACQUIRE);
+        CHILD_CHECK(RH_WAIT_UNTIL(distlock_lock_lost(cl) == 1, 5000), CH_NOT_LOST);
+        CHILD_CHECK(fd_readable(cfd, 2000), CH_OWN_FD);
+        CHILD_CHECK(send_byte(c2p[1], 'A') == 0 && recv_byte(p2c[0], 'B', 10000) == 0, CH_PIPE);
+        drain(cfd);
+        /* Now the parent loses one. */
+        CHILD_CHECK(send_byte(c2p[1], 'C') == 0 && recv_byte(p2c[0], 'D', 10000) == 0, CH_PIPE);
+        CHILD_CHECK(!fd_readable(cfd, 0), CH_PARENT_FD_LEAK);
+        _exit(CH_OK);
+    }
+    /* The child's loss must not show on the parent's fd. */
+    int r_a = recv_byte(c2p[0], 'A', 15000);
+    int leak_to_parent = r_a == 0 && fd_readable(pfd, 0);
+    if (leak_to_parent) drain(pfd);
+    int r_c = r_a == 0 ? (send_byte(p2c[1], 'B') == 0 ? recv_byte(c2p[0], 'C', 10000) : -1) : -1;
+    int parent_lost = 0, parent_fd = 0;
+    if (r_c == 0) {
+        assert_int_equal(rh_del(rc, 0, 0, "f10p"), 1);
+        parent_lost = RH_WAIT_UNTIL(distlock_lock_lost(pl) == 1, 5000);
+        parent_fd = fd_readable(pfd, 2000);
+        (void)send_byte(p2c[1], 'D');
+    }
+    int code = wait_child(pid, 20000);
+    for (int i = 0; i < 2; i++) close(p2c[i]), close(c2p[i]);
+    distlock_lock_free(pl);
+    distlock_client_free(c);
+    if (leak_to_parent)
+        print_error("a lock lost in the CHILD made the PARENT's lost fd readable "
+                    "(one eventfd shared across fork)\n");
+    if (code != CH_OK)
+        print_error("child: %d (%s)\n", code, code > 0 ? child_step(code) : "crash/timeout");
+    assert_false(leak_to_parent);
+    assert_int_equal(code, CH_OK);
+    assert_true(parent_lost);
+    assert_true(parent_fd);
+}
+
+/* ------------------------------------------------------------ 10b */
+
+/* Local ports of this process's IPv4 TCP sockets connected to `port`. */
+static int sockets_to(int port, int *fds, int *lports, int max)
+{
+    DIR *d = opendir("/proc/self/fd");
+    struct dirent *e;
+    int n = 0;
+    while (d && (e = readdir(d)) != NULL && n < max) {
+        if (e->d_name[0] == '.') continue;
+        int fd = atoi(e->d_name);
+        struct sockaddr_in peer, local;
+        socklen_t pl = sizeof peer, ll = sizeof local;
+        if (getpeername(fd, (struct sockaddr *)&peer, &pl) != 0 || peer.sin_family != AF_INET ||
+            ntohs(peer.sin_port) != port)
+            continue;
+        if (getsockname(fd, (struct sockaddr *)&local, &ll) != 0) continue;
+        fds[n] = fd;
+        lports[n++] = ntohs(local.sin_port);
+    }
+    if (d) closedir(d);
+    return n;
+}
+
+static void test_review10b_child_closes_subscriber_sockets(void **state)
+{
+    rh_cluster *rc = *state;
+    int port = rc->node[0].port;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    /* A waiting acquire: starts the subscriber thread and its connection. */
+    assert_int_equal(rh_set(rc, 0, 0, "f10s", "other", 100), 0);
+    assert_rc(distlock_acquire(c, "f10s", 30000, 5000, 0, &l), DISTLOCK_OK);
+    int fds[64], lports[64];
+    int n = sockets_to(port, fds, lports, 64);
+    printf("# parent: %d connection(s) to the server before fork()\n", n);
+    assert_true(n >= 2);   /* a connection set and the subscriber's */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        child_init();
+        distlock_lock *cl = NULL;
+        CHILD_CHECK(distlock_acquire(c, "f10s2", 30000, 0, 0, &cl) == DISTLOCK_OK, CH_ACQUIRE);
+        int cfds[64], clports[64], leaks = 0;
+        int cn = sockets_to(port, cfds, clports, 64);
+        for (int i = 0; i < cn; i++)
+            for (int j = 0; j < n; j++)
+                if (clports[i] == lports[j]) {
+                    fprintf(stderr, "child: fd %d (127.0.0.1:%d -> :%d), inherited from the "
+                            "parent, is still open\n", cfds[i], clports[i], port);
+                    leaks++;
+                }
+        _exit(leaks ? CH_SOCKET_LEAK : CH_OK);
+    }
+    int code = wait_child(pid, 20000);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    if (code != CH_OK) {
+        print_error("child: %d (%s)\n", code, code > 0 ? child_step(code) : "crash/timeout");
+        fail();
+    }
+}
+
+/* ------------------------------------------------------------ 10c */
+
+struct spin {
+    distlock_lock *l;
+    atomic_int stop;
+    atomic_long calls;
+};
+
+static void *spinner(void *arg)
+{
+    struct spin *s = arg;
+    while (!atomic_load(&s->stop)) {
+        (void)distlock_lock_validity_ms(s->l);
+        atomic_fetch_add(&s->calls, 1);
+    }
+    return NULL;
+}
+
+static void test_review10c_validity_in_child_no_deadlock(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "f10v", 60000, 0, 0, &l), DISTLOCK_OK);
+    /* Two threads take and drop the client mutex all the time... */
+    struct spin s = { .l = l };
+    pthread_t t[2];
+    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, spinner, &s), 0);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&s.calls) > 1000, 5000));
+    /* ...while we fork: a child's first call, distlock_lock_validity_ms(),
+     * must return (alarm() kills a child stuck for 3 s). */
+    int forks = 0, hung = 0, code = 0;
+    for (; forks < 20 && !hung; forks++) {
+        fflush(NULL);
+        pid_t pid = fork();
+        assert_true(pid >= 0);
+        if (pid == 0) {
+            child_init();
+            alarm(3);
+            long v = distlock_lock_validity_ms(l);
+            _exit(v >= 0 ? CH_OK : CH_VALIDITY);
+        }
+        code = wait_child(pid, 10000);
+        hung = code == -1 - SIGALRM || code == -1000;
+        if (!hung && code != CH_OK) break;
+    }
+    atomic_store(&s.stop, 1);
+    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    printf("# %d fork(s) while two threads called distlock_lock_validity_ms()\n", forks);
+    if (hung) {
+        print_error("fork #%d: the child's distlock_lock_validity_ms() did not return within 3 s "
+                    "(deadlocked on the client mutex a parent thread held at fork time)\n", forks);
+        fail();
+    }
+    if (code != CH_OK) {
+        print_error("child: %d (%s)\n", code, code > 0 ? child_step(code) : "crash");
+        fail();
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_review10a_lost_fd_is_per_process, heal),
+        cmocka_unit_test_setup(test_review10b_child_closes_subscriber_sockets, heal),
+        cmocka_unit_test_setup(test_review10c_validity_in_child_no_deadlock, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
