@@ -67,13 +67,29 @@ static inline distlock_client *proxied_client(rb_env *e)
     return new_client(fp_uris(e->fp));
 }
 
+/* Calls return at quorum, leaving the slowest node's reply on its way:
+ * one inspect per node reads every reply still owed on the client's
+ * connection set (single-threaded use: the same set serves every call), so
+ * no late reply of an earlier call meets a fault armed afterwards. */
+static inline void sync_conns(distlock_client *c)
+{
+    int n = distlock_client_node_count(c);
+    for (int i = 0; i < n; i++) {
+        int r = distlock_inspect(c, "rb:sync", i, NULL, 0, NULL);
+        if (r != 0) {
+            print_error("sync inspect of node %d: %d (%s)\n", i, r, distlock_last_error());
+            fail();
+        }
+    }
+}
+
 /* One acquire/release on a scratch key: the client's connection set is
- * open and authenticated on every node afterwards (single-threaded use:
- * the same set serves the next call). */
+ * open and authenticated on every node afterwards, with no reply owed. */
 static inline void warm_up(distlock_client *c)
 {
     assert_rc(distlock_acquire_token(c, "rb:warm", 10000, "warm", 0, NULL), DISTLOCK_OK);
     assert_rc(distlock_release_token(c, "rb:warm", "warm"), DISTLOCK_OK);
+    sync_conns(c);
 }
 
 /* The newest connection of listener l: after warm_up() from one thread,
