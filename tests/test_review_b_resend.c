@@ -1,0 +1,191 @@
+/* test_review_b_resend.c -- review B, item 9: resend and undo gaps.
+ *
+ * A call whose connection breaks after the request went out is re-sent once
+ * on a fresh connection (README, "How it works"). Whatever that resend
+ * finds, the outcome must be true to what happened on the servers:
+ *  - an acquire that returns anything but DISTLOCK_OK leaves no key of ours
+ *    behind on any node; one that returns OK holds the key on a quorum;
+ *  - a release that did delete the key on a quorum returns DISTLOCK_OK.
+ * Three real redis-servers behind the fault-injecting proxy, which resets
+ * the library's connection right when the reply comes back (the request has
+ * run on the server, the reply is lost). */
+#include "test_common.h"
+#include "test_review_b.h"
+
+DEFINE_PROXY_GROUP(3)
+
+static long proxy_resets(rb_env *e)
+{
+    char rep[512];
+    if (fp_cmd(e->fp, rep, sizeof rep, "stats") != 0) return -1;
+    const char *p = strstr(rep, "resets=");
+    return p ? atol(p + 7) : -1;
+}
+
+/* After an acquire that returned r: OK -> held on a quorum; anything else
+ * -> no key of ours anywhere (waiting up to 3 s for requests still on
+ * their way). Returns 0, or 1 with the reason in why. */
+static int check_acquire_outcome(rb_env *e, const char *key, const char *token, int r,
+                                 char *why, size_t size)
+{
+    int n = -1;
+    why[0] = '\0';
+    if (r == DISTLOCK_OK) {
+        n = rh_count_holding(e->rc, key, token);
+        if (n < 2)
+            snprintf(why, size, "acquire returned OK but %s = %s is held on %d node(s)\n", key,
+                     token, n);
+    } else if (!RH_WAIT_UNTIL((n = rh_count_holding(e->rc, key, token)) == 0, 3000)) {
+        long long pttl = -3;
+        for (int i = 0; i < e->rc->n && pttl == -3; i++) {
+            char v[256];
+            if (rh_get(e->rc, i, 0, key, v, sizeof v) == 1 && strcmp(v, token) == 0)
+                pttl = rh_pttl(e->rc, i, 0, key);
+        }
+        snprintf(why, size, "acquire returned %d (%s) but %s = %s is still held on %d node(s) "
+                 "(pttl %lld ms): nobody can take the key for the TTL\n", r,
+                 distlock_strerror(r), key, token, n, pttl);
+    }
+    return why[0] != '\0';
+}
+
+#define assert_check_ok(bad, why) do {                                        \
+        if (bad) {                                                            \
+            print_error("%s", why);                                           \
+            fail();                                                           \
+        }                                                                     \
+    } while (0)
+
+/* (a) DISTLOCK_STRICT acquire_token whose replies from nodes 0 and 1 are
+ * lost: the SETs ran, the connections are reset as the replies come back,
+ * and the resend on fresh connections finds our own token. */
+static void test_strict_acquire_lost_reply(void **state)
+{
+    rb_env *e = *state;
+    const char *K = "rb:9a";
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);
+    long resets0 = proxy_resets(e);
+    fp_ok(e->fp, "reset-after 0:%d down 1", id0);
+    fp_ok(e->fp, "reset-after 1:%d down 1", id1);
+
+    long validity = 0;
+    int r = distlock_acquire_token(c, K, 10000, "tok", DISTLOCK_STRICT, &validity);
+    printf("# STRICT acquire with two replies lost: %d (%s), proxy resets %ld\n", r,
+           r == DISTLOCK_OK ? "" : distlock_last_error(), proxy_resets(e) - resets0);
+    assert_int_equal(proxy_resets(e) - resets0, 2);
+    char why[512];
+    int bad = check_acquire_outcome(e, K, "tok", r, why, sizeof why);
+    distlock_client_free(c);
+    assert_check_ok(bad, why);
+}
+
+/* (b) The request ran on node 1, then its connection was reset and the
+ * resend failed too (its fresh connection is reset as well): node 1 failed
+ * with ECONN after our SET reached it. Node 0 refuses (foreign value), so
+ * the acquire cannot win; its undo must cover node 1 too. */
+static void test_undo_after_reset(void **state)
+{
+    rb_env *e = *state;
+    const char *K = "rb:9b";
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    int id1 = lib_conn(e, 1);
+    assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
+    long resets0 = proxy_resets(e);
+    fp_ok(e->fp, "reset-after 1:%d down 1", id1);    /* reply lost, request ran */
+    fp_ok(e->fp, "reset-after 1:next down 1");       /* the resend's connection too */
+
+    int r = distlock_acquire_token(c, K, 10000, "tok", 0, NULL);
+    printf("# acquire, node 1 reset after the request: %d (%s), proxy resets %ld\n", r,
+           r == DISTLOCK_OK ? "" : distlock_last_error(), proxy_resets(e) - resets0);
+    assert_int_equal(proxy_resets(e) - resets0, 2);
+    char why[512];
+    int bad = check_acquire_outcome(e, K, "tok", r, why, sizeof why);
+    distlock_client_free(c);
+    assert_check_ok(bad, why);
+}
+
+/* (b') A script error after the SET: with DISTLOCK_FENCING the acquire
+ * script sets the key, then INCRs {key}:fence, which fails on node 2 where
+ * that counter is not an integer (the SET stays: Redis does not roll back a
+ * script). Node 0 refuses; the failed acquire must not leave its key on
+ * node 2 (nor on node 1). */
+static void test_undo_after_script_error(void **state)
+{
+    rb_env *e = *state;
+    const char *K = "rb:9b2";
+    distlock_client *c = proxied_client(e);
+    assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
+    assert_int_equal(rh_set(e->rc, 2, 0, "{rb:9b2}:fence", "not-a-number", 0), 0);
+
+    distlock_lock *l = NULL;
+    int r = distlock_acquire(c, K, 10000, 0, DISTLOCK_FENCING, &l);
+    printf("# fencing acquire, script error on node 2: %d (%s)\n", r,
+           r == DISTLOCK_OK ? "" : distlock_last_error());
+    char why[512] = "";
+    if (r == DISTLOCK_OK) {
+        /* Only nodes 1 and 2 could grant; node 2 cannot have. */
+        snprintf(why, sizeof why, "fencing acquire succeeded without a quorum (fence %lld)\n",
+                 (long long)distlock_lock_fence(l));
+    } else {
+        char v[256] = "";
+        int left = -1, node = -1;
+        if (!RH_WAIT_UNTIL(rh_get(e->rc, 1, 0, K, NULL, 0) == 0 &&
+                           rh_get(e->rc, 2, 0, K, NULL, 0) == 0, 3000)) {
+            for (int i = 1; i < 3 && node < 0; i++)
+                if ((left = rh_get(e->rc, i, 0, K, v, sizeof v)) != 0) node = i;
+            snprintf(why, sizeof why, "failed acquire (%d) left %s = \"%s\" on node %d "
+                     "(pttl %lld ms)\n", r, K, v, node, rh_pttl(e->rc, node, 0, K));
+        }
+    }
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    assert_check_ok(why[0] != '\0', why);
+}
+
+/* (c) A release whose replies from nodes 0 and 1 are lost after it ran
+ * there: the resend finds nothing left to delete. The key was deleted on
+ * every node: the release did release, so it returns OK. */
+static void test_release_lost_reply(void **state)
+{
+    rb_env *e = *state;
+    const char *K = "rb:9c";
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, K, 10000, 0, 0, &l), DISTLOCK_OK);
+    assert_holding(e->rc, K, distlock_lock_token(l), 3);
+    sync_conns(c);
+    long resets0 = proxy_resets(e);
+    fp_ok(e->fp, "reset-after 0:%d down 1", id0);
+    fp_ok(e->fp, "reset-after 1:%d down 1", id1);
+
+    int r = distlock_release(l);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
+    printf("# release with two replies lost: %d (%s), proxy resets %ld\n", r, detail,
+           proxy_resets(e) - resets0);
+    int left = rh_count_holding(e->rc, K, NULL);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    assert_int_equal(left, 0);
+    if (r != DISTLOCK_OK) {
+        print_error("distlock_release = %d (%s) although it deleted the key on all 3 nodes: "
+                    "\"%s\"\n", r, distlock_strerror(r), detail);
+        fail();
+    }
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_strict_acquire_lost_reply, heal),
+        cmocka_unit_test_setup(test_undo_after_reset, heal),
+        cmocka_unit_test_setup(test_undo_after_script_error, heal),
+        cmocka_unit_test_setup(test_release_lost_reply, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
