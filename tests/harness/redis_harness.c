@@ -97,10 +97,19 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
         if (getppid() != parent) _exit(127);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) { dup2(devnull, 0); dup2(devnull, 1); dup2(devnull, 2); }
-        execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1",
-               "--save", "", "--appendonly", "no", "--dir", rc->dir,
-               "--logfile", logf, "--unixsocket", sock, "--unixsocketperm", "700",
-               "--enable-debug-command", "local", "--daemonize", "no", (char *)NULL);
+        char aofdir[64];
+        snprintf(aofdir, sizeof aofdir, "redis-%d-aof", port);
+        if (rc->aof)
+            execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "yes", "--appendfsync", "always",
+                   "--appenddirname", aofdir, "--dir", rc->dir,
+                   "--logfile", logf, "--unixsocket", sock, "--unixsocketperm", "700",
+                   "--enable-debug-command", "local", "--daemonize", "no", (char *)NULL);
+        else
+            execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1",
+                   "--save", "", "--appendonly", "no", "--dir", rc->dir,
+                   "--logfile", logf, "--unixsocket", sock, "--unixsocketperm", "700",
+                   "--enable-debug-command", "local", "--daemonize", "no", (char *)NULL);
         _exit(127);
     }
     long long end = rh_now_ms() + 10000;
@@ -126,11 +135,12 @@ static void build_uris(rh_cluster *rc)
     rh_uris_mask(rc, (1u << rc->n) - 1, rc->uris, sizeof rc->uris);
 }
 
-rh_cluster *rh_start(int n)
+static rh_cluster *start_cluster(int n, int aof)
 {
     if (n < 1 || n > RH_MAX_NODES) return NULL;
     rh_cluster *rc = calloc(1, sizeof *rc);
     if (!rc) return NULL;
+    rc->aof = aof;
     snprintf(rc->dir, sizeof rc->dir, "/tmp/dltest-XXXXXX");
     if (!mkdtemp(rc->dir)) { perror("mkdtemp"); free(rc); return NULL; }
     srandom((unsigned)(getpid() ^ (unsigned)rh_now_ms()));
@@ -152,6 +162,27 @@ rh_cluster *rh_start(int n)
     }
     build_uris(rc);
     return rc;
+}
+
+rh_cluster *rh_start(int n) { return start_cluster(n, 0); }
+rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1); }
+
+/* Remove dir/name, and its files if it is a directory (one level: an AOF dir). */
+static void remove_entry(const char *dir, const char *name)
+{
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", dir, name);
+    if (unlink(path) == 0 || errno != EISDIR) return;
+    DIR *d = opendir(path);
+    struct dirent *e;
+    char sub[1024];
+    while (d && (e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        snprintf(sub, sizeof sub, "%s/%s", path, e->d_name);
+        unlink(sub);
+    }
+    if (d) closedir(d);
+    rmdir(path);
 }
 
 static void stop_pid(pid_t pid)
@@ -179,12 +210,10 @@ void rh_stop_all(rh_cluster *rc)
          * attempts that lost their port to someone else. */
         DIR *d = opendir(rc->dir);
         struct dirent *e;
-        char path[sizeof rc->dir + 300];
         while (d && (e = readdir(d)) != NULL) {
             if (strncmp(e->d_name, "redis-", 6) != 0 && strcmp(e->d_name, "dump.rdb") != 0)
                 continue;
-            snprintf(path, sizeof path, "%s/%s", rc->dir, e->d_name);
-            unlink(path);
+            remove_entry(rc->dir, e->d_name);
         }
         if (d) closedir(d);
         rmdir(rc->dir);

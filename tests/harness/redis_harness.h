@@ -36,10 +36,16 @@ typedef struct rh_cluster {
     char dir[64];
     rh_node node[RH_MAX_NODES];
     char uris[RH_MAX_NODES * 40];
+    int aof;       /* started by rh_start_aof: appendonly + appendfsync always */
 } rh_cluster;
 
 /* Start n servers (1..RH_MAX_NODES). NULL (message on stderr) on failure. */
 rh_cluster *rh_start(int n);
+/* The same with persistence: appendonly yes + appendfsync always (each write
+ * is on disk before its reply is sent), so a node that is SIGKILLed and then
+ * rh_restart()ed comes back with every key it acknowledged (Redlock's
+ * assumption). The AOF directories live in the temp dir and go with it. */
+rh_cluster *rh_start_aof(int n);
 /* Stop every server (SIGCONT, SIGTERM, then SIGKILL), remove the temp dir,
  * free. NULL is a no-op. */
 void rh_stop_all(rh_cluster *rc);
