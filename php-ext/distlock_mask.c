@@ -69,6 +69,8 @@ static int dl_secret_param(const char *s, size_t n)
     return 0;
 }
 
+static void dl_secrets_add_uri_password(dl_secrets *s, const char *p, size_t n);
+
 /* Walk one URI body s[b..e): copy it to out (if not NULL) with the secrets
  * masked, and add each secret to found (if not NULL). */
 static void dl_walk_body(const char *s, size_t b, size_t e, smart_str *out, dl_secrets *found)
@@ -87,7 +89,7 @@ static void dl_walk_body(const char *s, size_t b, size_t e, smart_str *out, dl_s
                 smart_str_appendl(out, DL_MASK, sizeof(DL_MASK) - 1);
             }
             if (found)
-                dl_secrets_add(found, colon + 1, (size_t)(at - colon - 1));
+                dl_secrets_add_uri_password(found, colon + 1, (size_t)(at - colon - 1));
             pos = (size_t)(at - s);
         }
     }
@@ -114,7 +116,7 @@ static void dl_walk_body(const char *s, size_t b, size_t e, smart_str *out, dl_s
                 smart_str_appendl(out, DL_MASK, sizeof(DL_MASK) - 1);
             }
             if (found && ve > v)
-                dl_secrets_add(found, s + v, ve - v);
+                dl_secrets_add_uri_password(found, s + v, ve - v);
             pos = ve;
         } else {
             pos = k + 1;
@@ -142,7 +144,7 @@ static void dl_walk(const char *s, int list, smart_str *out, dl_secrets *found)
 
 /* ------------------------------------------------------------ secrets */
 
-static void dl_secrets_add1(dl_secrets *s, const char *p, size_t n)
+void dl_secrets_add(dl_secrets *s, const char *p, size_t n)
 {
     uint32_t at;
 
@@ -167,14 +169,16 @@ static int dl_hexval(int c)
     return isdigit(c) ? c - '0' : tolower(c) - 'a' + 10;
 }
 
-void dl_secrets_add(dl_secrets *s, const char *p, size_t n)
+/* A password found in a server list: as written, %-decoded (as the library
+ * uses it), and the comma-separated pieces the list parser cuts it into. */
+static void dl_secrets_add_uri_password(dl_secrets *s, const char *p, size_t n)
 {
     char *dec;
     size_t k = 0;
 
     if (n == 0)
         return;
-    dl_secrets_add1(s, p, n);
+    dl_secrets_add(s, p, n);
     dec = emalloc(n + 1);
     for (size_t i = 0; i < n; i++) {
         if (p[i] == '%' && i + 2 < n && isxdigit((unsigned char)p[i + 1])
@@ -185,12 +189,12 @@ void dl_secrets_add(dl_secrets *s, const char *p, size_t n)
             dec[k++] = p[i];
         }
     }
-    dl_secrets_add1(s, dec, k);
+    dl_secrets_add(s, dec, k);
     efree(dec);
     if (memchr(p, ',', n) != NULL) { /* the pieces a malformed list is cut into */
         for (size_t a = 0, i = 0; i <= n; i++) {
             if (i == n || p[i] == ',') {
-                dl_secrets_add1(s, p + a, i - a);
+                dl_secrets_add(s, p + a, i - a);
                 a = i + 1;
             }
         }

@@ -11,7 +11,7 @@ typedef struct {
     uint32_t n;
 } dl_secrets;
 
-/* A password of n bytes. */
+/* A password of n bytes, as given (an option or INI value). */
 void dl_secrets_add(dl_secrets *s, const char *p, size_t n);
 /* Every password of a server list: userinfo passwords and *pass* query
  * parameters, as written, %-decoded, and the comma-separated pieces a

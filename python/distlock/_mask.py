@@ -96,13 +96,13 @@ def _walk(s: str, free_text: bool, found: Optional[List[str]] = None) -> str:
 
 
 def secrets_of(servers: Optional[str], *passwords: Optional[str]) -> Tuple[str, ...]:
-    """Every password of a server list and the given ones: as written,
-    %-decoded, and the comma pieces a malformed list is cut into; longest
-    first."""
-    found: List[str] = [p for p in passwords if p]
+    """The given passwords (as given), and every password of a server list
+    (as written, %-decoded, and the comma pieces a malformed list is cut
+    into); longest first."""
+    found: List[str] = []
     if servers:
         _walk(servers, free_text=False, found=found)
-    out = set()
+    out = set(p for p in passwords if p)
     for p in found:
         out.add(p)
         out.add(unquote(p, errors="surrogateescape"))
