@@ -54,6 +54,6 @@ if test "$PHP_DISTLOCK" != "no"; then
   PHP_SUBST(DISTLOCK_SHARED_LIBADD)
 
   AC_DEFINE(HAVE_DISTLOCK, 1, [ Have distlock support ])
-  PHP_NEW_EXTENSION(distlock, distlock.c, $ext_shared,, -DZEND_ENABLE_STATIC_TSRMLS_CACHE=1 -Wall)
+  PHP_NEW_EXTENSION(distlock, distlock.c distlock_mask.c, $ext_shared,, -DZEND_ENABLE_STATIC_TSRMLS_CACHE=1 -Wall)
   PHP_ADD_EXTENSION_DEP(distlock, spl)
 fi

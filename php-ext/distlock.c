@@ -24,8 +24,11 @@
 
 #include "php.h"
 #include "php_ini.h"
+#include "php_main.h"
+#include "SAPI.h"
 #include "ext/standard/info.h"
 #include "ext/spl/spl_exceptions.h"
+#include "zend_attributes.h"
 #include "zend_exceptions.h"
 #include "zend_smart_str.h"
 
@@ -33,6 +36,7 @@
 
 #include "php_distlock.h"
 #include "distlock_arginfo.h"
+#include "distlock_mask.h"
 
 ZEND_DECLARE_MODULE_GLOBALS(distlock)
 
@@ -57,17 +61,49 @@ static zend_object_handlers dl_lock_handlers;
 
 /* ------------------------------------------------------------------ INI */
 
+/* phpinfo() / php --ri: distlock.servers with its passwords masked,
+ * distlock.password as *** (ini_get() still gives the values). */
+static void dl_ini_display(zend_ini_entry *ini_entry, int type, bool servers)
+{
+    zend_string *value = ini_entry->value, *shown;
+
+    if (type == ZEND_INI_DISPLAY_ORIG && ini_entry->modified) {
+        value = ini_entry->orig_value;
+    }
+    if (value == NULL || ZSTR_LEN(value) == 0) {
+        PUTS(sapi_module.phpinfo_as_text ? "no value" : "<i>no value</i>");
+        return;
+    }
+    shown = servers ? dl_mask_servers(ZSTR_VAL(value), NULL) : zend_string_init("***", 3, 0);
+    if (sapi_module.phpinfo_as_text) {
+        PHPWRITE(ZSTR_VAL(shown), ZSTR_LEN(shown));
+    } else {
+        php_html_puts(ZSTR_VAL(shown), ZSTR_LEN(shown));
+    }
+    zend_string_release(shown);
+}
+
+static ZEND_INI_DISP(dl_display_servers)
+{
+    dl_ini_display(ini_entry, type, true);
+}
+
+static ZEND_INI_DISP(dl_display_password)
+{
+    dl_ini_display(ini_entry, type, false);
+}
+
 PHP_INI_BEGIN()
-    STD_PHP_INI_ENTRY("distlock.servers", "redis://127.0.0.1:6379", PHP_INI_ALL, OnUpdateString,
-                      servers, zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY_EX("distlock.servers", "redis://127.0.0.1:6379", PHP_INI_ALL, OnUpdateString,
+                         servers, zend_distlock_globals, distlock_globals, dl_display_servers)
     STD_PHP_INI_ENTRY("distlock.connect_timeout_ms", "1000", PHP_INI_ALL, OnUpdateLong,
                       connect_timeout_ms, zend_distlock_globals, distlock_globals)
     STD_PHP_INI_ENTRY("distlock.command_timeout_ms", "500", PHP_INI_ALL, OnUpdateLong,
                       command_timeout_ms, zend_distlock_globals, distlock_globals)
     STD_PHP_INI_ENTRY("distlock.username", "", PHP_INI_ALL, OnUpdateString,
                       username, zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.password", "", PHP_INI_ALL, OnUpdateString,
-                      password, zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY_EX("distlock.password", "", PHP_INI_ALL, OnUpdateString,
+                         password, zend_distlock_globals, distlock_globals, dl_display_password)
 PHP_INI_END()
 
 static PHP_GINIT_FUNCTION(distlock)
@@ -105,30 +141,44 @@ static zend_class_entry *dl_class_for(int st)
 }
 
 /* Throw for a core error. The core's per-thread detail names the server
- * ("redis://127.0.0.1:6379: Connection refused"); the status text says what
- * kind of failure it was. EINVAL left after our own checks is a bad argument:
- * ValueError, like any PHP function's. */
+ * ("redis://127.0.0.1:6379: Connection refused"), passwords masked
+ * (distlock_mask.c); the status text says what kind of failure it was.
+ * EINVAL left after our own checks is a bad argument: ValueError, like any
+ * PHP function's. */
 static void dl_throw_status(int st, const char *what, const char *key, size_t key_len)
 {
-    const char *detail = distlock_last_error();
     const char *kind = distlock_strerror(st);
+    zend_string *detail = dl_mask_text(*distlock_last_error() ? distlock_last_error() : kind, NULL);
     int shown = key_len > 64 ? 64 : (int)key_len;
 
-    if (detail == NULL || *detail == '\0') {
-        detail = kind;
-    }
     if (st == DISTLOCK_EINVAL) {
-        zend_value_error("distlock: %s: %s", what, detail);
-        return;
-    }
-    if (key != NULL) {
+        zend_value_error("distlock: %s: %s", what, ZSTR_VAL(detail));
+    } else if (key != NULL) {
         zend_throw_exception_ex(dl_class_for(st), DISTLOCK_PHP_CODE_BASE - st,
                                 "distlock: %s \"%.*s%s\" failed: %s (%s)", what, shown, key,
-                                key_len > (size_t)shown ? "..." : "", detail, kind);
+                                key_len > (size_t)shown ? "..." : "", ZSTR_VAL(detail), kind);
     } else {
         zend_throw_exception_ex(dl_class_for(st), DISTLOCK_PHP_CODE_BASE - st,
-                                "distlock: %s failed: %s (%s)", what, detail, kind);
+                                "distlock: %s failed: %s (%s)", what, ZSTR_VAL(detail), kind);
     }
+    zend_string_release(detail);
+}
+
+/* A Distlock\ConfigurationException for a configuration the core refused:
+ * its detail may quote the server list or an option as given, so besides
+ * the URI patterns every password of the configuration is masked. */
+static void dl_throw_config(int st, const char *what, const char *servers, const char *password)
+{
+    dl_secrets secrets = {0};
+    zend_string *detail;
+
+    dl_secrets_add_servers(&secrets, servers);
+    dl_secrets_add(&secrets, password, strlen(password));
+    detail = dl_mask_text(*distlock_last_error() ? distlock_last_error() : distlock_strerror(st), &secrets);
+    zend_throw_exception_ex(dl_ce_config, DISTLOCK_PHP_CODE_BASE - st, "distlock: %s: %s", what,
+                            ZSTR_VAL(detail));
+    zend_string_release(detail);
+    dl_secrets_free(&secrets);
 }
 
 /* \Exception($msg, 500002), binary-safe message, as the seed throws it. */
@@ -323,9 +373,8 @@ static distlock_client *dl_client_for(const dl_config *cfg)
 
     st = distlock_client_new(&c, cfg->servers);
     if (st != DISTLOCK_OK) {
-        zend_throw_exception_ex(dl_ce_config, DISTLOCK_PHP_CODE_BASE - st,
-                                "distlock: invalid servers (distlock.servers or Client's $servers): %s",
-                                *distlock_last_error() ? distlock_last_error() : distlock_strerror(st));
+        dl_throw_config(st, "invalid servers (distlock.servers or Client's $servers)", cfg->servers,
+                        cfg->password);
         smart_str_free(&key);
         return NULL;
     }
@@ -333,9 +382,7 @@ static distlock_client *dl_client_for(const dl_config *cfg)
         || (st = distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, (long)cfg->command_ms)) != DISTLOCK_OK
         || (*cfg->username && (st = distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, cfg->username)) != DISTLOCK_OK)
         || (*cfg->password && (st = distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, cfg->password)) != DISTLOCK_OK)) {
-        zend_throw_exception_ex(dl_ce_config, DISTLOCK_PHP_CODE_BASE - st,
-                                "distlock: invalid client option: %s",
-                                *distlock_last_error() ? distlock_last_error() : distlock_strerror(st));
+        dl_throw_config(st, "invalid client option", cfg->servers, cfg->password);
         distlock_client_free(c);
         smart_str_free(&key);
         return NULL;
@@ -780,7 +827,7 @@ PHP_METHOD(Distlock_Client, servers)
     array_init_size(return_value, n > 0 ? (uint32_t)n : 0);
     for (i = 0; i < n; i++) {
         const char *uri = distlock_client_node_uri(c, i);
-        add_next_index_string(return_value, uri ? uri : "");
+        add_next_index_str(return_value, dl_mask_servers(uri ? uri : "", NULL));
     }
 }
 
@@ -960,7 +1007,7 @@ static HashTable *dl_client_debug_info(zend_object *obj, int *is_temp)
         array_init(&servers);
         for (i = 0; i < n; i++) {
             const char *uri = distlock_client_node_uri(o->c, i);
-            add_next_index_string(&servers, uri ? uri : "");
+            add_next_index_str(&servers, dl_mask_servers(uri ? uri : "", NULL));
         }
         add_assoc_zval(&arr, "servers", &servers);
         add_assoc_long(&arr, "quorum", distlock_client_quorum(o->c));

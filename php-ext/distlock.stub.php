@@ -93,8 +93,9 @@ namespace Distlock {
          * $servers: one redis:// or unix:// URI or a comma list (Redlock);
          * null takes distlock.servers. $options: connect_timeout_ms,
          * command_timeout_ms, username, password (default: the INI values).
+         * Both are #[\SensitiveParameter]: stack traces don't show them.
          */
-        public function __construct(?string $servers = null, array $options = []) {}
+        public function __construct(#[\SensitiveParameter] ?string $servers = null, #[\SensitiveParameter] array $options = []) {}
 
         /** One attempt; null when someone else holds the key. */
         public function tryLock(string $key, float $ttl = 60.0, int $flags = 0): ?Lock {}

@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: 848abe719249334cce15d16c56ace0328fe9d4f8 */
+ * Stub hash: 9c6e1c6ea4cc7c7d62d29c95f1339691a024942b */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
@@ -253,6 +253,11 @@ static zend_class_entry *register_class_Distlock_Client(void)
 	zend_string *const_AUTO_RENEW_name = zend_string_init_interned("AUTO_RENEW", sizeof("AUTO_RENEW") - 1, 1);
 	zend_declare_class_constant_ex(class_entry, const_AUTO_RENEW_name, &const_AUTO_RENEW_value, ZEND_ACC_PUBLIC, NULL);
 	zend_string_release(const_AUTO_RENEW_name);
+
+
+	zend_add_parameter_attribute(zend_hash_str_find_ptr(&class_entry->function_table, "__construct", sizeof("__construct") - 1), 0, ZSTR_KNOWN(ZEND_STR_SENSITIVEPARAMETER), 0);
+
+	zend_add_parameter_attribute(zend_hash_str_find_ptr(&class_entry->function_table, "__construct", sizeof("__construct") - 1), 1, ZSTR_KNOWN(ZEND_STR_SENSITIVEPARAMETER), 0);
 
 	return class_entry;
 }

@@ -92,11 +92,13 @@ int cli_status(int argc, char **argv)
     for (int i = 0; i < n; i++) {
         state[i] = distlock_inspect(c, key, i, tokens[i], TOKEN_BUF, &pttl[i]);
         if (state[i] < 0) {
-            char buf[512];
+            char *buf = NULL;
             const char *d = distlock_last_error();
-            snprintf(buf, sizeof buf, "%s%s%s", distlock_strerror(state[i]),
-                     d && *d ? ": " : "", d ? d : "");
-            errs[i] = strdup(buf);
+            if (asprintf(&buf, "%s%s%s", distlock_strerror(state[i]), d && *d ? ": " : "",
+                         d ? d : "") < 0)
+                buf = NULL;
+            errs[i] = buf ? cli_mask_text(buf) : NULL;  /* printed on stdout below */
+            free(buf);
             failed++;
         } else if (state[i] == 1) {
             held++;
@@ -146,9 +148,11 @@ int cli_status(int argc, char **argv)
             printf(", %d not answering", failed);
         printf(")\n");
         for (int i = 0; i < n; i++) {
-            printf("  %s  ", distlock_client_node_uri(c, i));
+            char *uri = cli_mask_servers(distlock_client_node_uri(c, i));
+            printf("  %s  ", uri ? uri : "?");
+            free(uri);
             if (state[i] < 0) {
-                printf("error: %s\n", errs[i]);
+                printf("error: %s\n", errs[i] ? errs[i] : "?");
             } else if (state[i] == 0) {
                 printf("free\n");
             } else {

@@ -27,14 +27,27 @@ void cli_common_init(struct cli_common *co)
     co->quiet = 0;
 }
 
+/* Format, mask the passwords (mask.c) and write to stderr: every message of
+ * the command goes through here. */
+static void vmasked(const char *prefix, const char *fmt, va_list ap, const char *suffix)
+{
+    char *raw = NULL, *shown = NULL;
+    if (vasprintf(&raw, fmt, ap) < 0)
+        raw = NULL;
+    shown = raw ? cli_mask_text(raw) : NULL;
+    fprintf(stderr, "%s%s%s", prefix, shown ? shown : "(message not shown: out of memory)",
+            suffix);
+    free(shown);
+    free(raw);
+}
+
 void cli_err(const char *fmt, ...)
 {
     va_list ap;
     fprintf(stderr, "%s: ", cli_prog);
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmasked("", fmt, ap, "\n");
     va_end(ap);
-    fputc('\n', stderr);
 }
 
 int cli_usage_error(const char *verb, const char *fmt, ...)
@@ -42,11 +55,19 @@ int cli_usage_error(const char *verb, const char *fmt, ...)
     va_list ap;
     fprintf(stderr, "%s%s%s: ", cli_prog, verb ? " " : "", verb ? verb : "");
     va_start(ap, fmt);
-    vfprintf(stderr, fmt, ap);
+    vmasked("", fmt, ap, "");
     va_end(ap);
     fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", cli_prog,
             verb ? " " : "", verb ? verb : "");
     return CLI_EXIT_USAGE;
+}
+
+void cli_secrets_from_environment(void)
+{
+    const char *pass = getenv("DISTLOCK_PASSWORD");
+    if (pass)
+        cli_secrets_add(pass, strlen(pass));
+    cli_secrets_add_servers(getenv("DISTLOCK_SERVERS"));
 }
 
 int cli_parse_duration(const char *s, int allow_forever, long *out_ms)
@@ -142,6 +163,7 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
             return -1;
         }
         co->servers = arg;
+        cli_secrets_add_servers(arg);
         return 1;
     case CLI_OPT_CONNECT_TIMEOUT:
     case CLI_OPT_TIMEOUT:
@@ -194,8 +216,12 @@ int cli_client(const struct cli_common *co, distlock_client **out)
     distlock_client *c = NULL;
     int rc = distlock_client_new(&c, co->servers);
     if (rc != DISTLOCK_OK) {
-        char what[256];
-        snprintf(what, sizeof what, "bad --servers/DISTLOCK_SERVERS '%.200s'", co->servers);
+        /* Masked before it is cut short: a cut inside a password would
+         * leave a piece of it that no longer looks like a URI. */
+        char what[256], *shown = cli_mask_servers(co->servers);
+        snprintf(what, sizeof what, "bad --servers/DISTLOCK_SERVERS '%.200s%s'",
+                 shown ? shown : "...", shown && strlen(shown) > 200 ? "..." : "");
+        free(shown);
         cli_report(what, rc);
         return rc == DISTLOCK_EINVAL ? CLI_EXIT_USAGE : cli_exit_for_status(rc);
     }
@@ -223,6 +249,11 @@ int cli_client(const struct cli_common *co, distlock_client **out)
         cli_report("DISTLOCK_PASSWORD", rc);
         distlock_client_free(c);
         return cli_exit_for_status(rc);
+    }
+    if (co->verbose) {
+        int n = distlock_client_node_count(c), q = distlock_client_quorum(c);
+        for (int i = 0; i < n; i++)
+            cli_err("server %s (%d of %d, quorum %d)", distlock_client_node_uri(c, i), i + 1, n, q);
     }
     *out = c;
     return 0;

@@ -128,6 +128,8 @@ static int help_for(const char *verb, FILE *f)
 
 int main(int argc, char **argv)
 {
+    /* Before any message: their passwords are masked in everything printed. */
+    cli_secrets_from_environment();
     if (argc < 2)
         return cli_usage_error(NULL, "missing verb (run, status, release)");
     const char *verb = argv[1];

@@ -551,6 +551,64 @@ t_password_from_environment() {
   absent "$D/ran"
 }
 
+# No password is ever printed: not in -v, error messages, status, nor echoes
+# of --servers / $DISTLOCK_SERVERS / $DISTLOCK_PASSWORD. The URI is shown with
+# "***" in its place. A real ACL user makes the good-URI cases connect. Every
+# case runs and counts, so that a failure lists every leak.
+t_passwords_never_shown() {
+  local k=cli:secret:$RANDOM p free sec=S3cretPassw0rd n=0 leaks=0 pw
+  p=$(bash "$HARNESS" start "$D/redis" 1) || return 1
+  redis-cli -p "$p" ACL SETUSER bob on ">$sec" '~*' '&*' '+@all' >/dev/null
+  free=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  local good="redis://bob:$sec@127.0.0.1:$p"
+  # shown WANT STATUS CMD...: CMD exits STATUS, WANT (a grep pattern) is in
+  # its stdout or stderr, and no piece of the password is in either.
+  shown() {
+    local want=$1; shift
+    n=$((n + 1))
+    if ! expect "$@"; then leaks=$((leaks + 1)); return 0; fi
+    cat "$D/out" "$D/err" > "$D/all.$n"
+    if grep -q -e S3cret -e Passw0rd "$D/all.$n"; then
+      echo "    FAIL: case $n: password shown by ${*:2}:" >&2; sed 's/^/      /' "$D/all.$n" >&2
+      leaks=$((leaks + 1))
+    elif ! contains "$D/all.$n" "$want"; then
+      leaks=$((leaks + 1))
+    fi
+  }
+  # Good URI: connects as bob (the command sees its connection), -v names the server.
+  shown "redis://bob:\*\*\*@127.0.0.1:$p " 0 "$DL" run -v --servers "$good" "$k" -- \
+    sh -c 'redis-cli -p "$1" CLIENT LIST | grep -q "user=bob"' sh "$p"
+  hold "$k" --servers "$good" || return 1
+  shown "redis://bob:\*\*\*@127.0.0.1:$p  held" 0 "$DL" status -v --servers "$good" "$k"
+  shown "redis://bob:\*\*\*@127.0.0.1:$p" 75 "$DL" run -v --servers "$good" "$k" -- true
+  touch "$D/release"; wait_exit "$HOLDER" 10 || return 1
+  DISTLOCK_SERVERS=$good shown "bob:\*\*\*@" 0 "$DL" run -v "$k" -- true
+  DISTLOCK_USERNAME=bob DISTLOCK_PASSWORD=$sec shown "127.0.0.1:$p" 0 \
+    "$DL" run -v --servers "redis://127.0.0.1:$p" "$k" -- true
+  # Bad port: the library's message quotes the URI.
+  shown "'redis://bob:\*\*\*@127.0.0.1:99999'" 64 "$DL" run --servers "redis://bob:$sec@127.0.0.1:99999" "$k" -- true
+  DISTLOCK_SERVERS="redis://bob:$sec@127.0.0.1:99999" shown "bob:\*\*\*@" 64 "$DL" status "$k"
+  # Unreachable: nothing on the port, and an unroutable address.
+  shown "redis://bob:\*\*\*@127.0.0.1:$free" 69 "$DL" run -v --servers "redis://bob:$sec@127.0.0.1:$free" "$k" -- true
+  shown "redis://bob:\*\*\*@127.0.0.1:$free  error" 69 "$DL" status --servers "redis://bob:$sec@127.0.0.1:$free" "$k"
+  shown "redis://bob:\*\*\*@192.0.2.1:" 69 "$DL" status --connect-timeout 200ms --servers "redis://bob:$sec@192.0.2.1:6379" "$k"
+  DISTLOCK_USERNAME=bob DISTLOCK_PASSWORD=$sec shown "127.0.0.1:$free" 69 \
+    "$DL" run -v --servers "redis://127.0.0.1:$free" "$k" -- true
+  # A wrong password for bob on the good server: refused, and not shown.
+  shown "redis://bob:\*\*\*@127.0.0.1:$p" 69 "$DL" run --servers "redis://bob:${sec}x@127.0.0.1:$p" "$k" -- true
+  # Passwords the list parser cuts up or quotes in pieces: %-escapes, a raw
+  # ',' ' ' '@' or '/', and the query parameters of sentinel-style URIs.
+  for pw in "S3cret%40Passw0rd" "S3cret,Passw0rd" "S3cret Passw0rd" "S3cret@Passw0rd" "S3cret/Passw0rd"; do
+    shown "bob:\*\*\*@" 64 "$DL" run --servers "redis://bob:$pw@127.0.0.1:99999" "$k" -- true
+  done
+  shown "sentinel_password=\*\*\*&password=\*\*\*" 64 "$DL" status \
+    --servers "redis-sentinel://bob:$sec@h1,h2/mymaster?sentinel_password=$sec&password=$sec" "$k"
+  shown "u:\*\*\*@" 64 "$DL" status --servers "redis://127.0.0.1:$p,redis://u:$sec@127.0.0.1:$free,,redis://h:3" "$k"
+  # A mistyped option echoes its argument.
+  shown "bob:\*\*\*@" 64 "$DL" run --servres="$good" "$k" -- true
+  [ "$leaks" -eq 0 ] || fail "$leaks of $n cases failed"
+}
+
 # ------------------------------------------------------------------ runner
 ALL=$(declare -F | awk '{print $3}' | grep '^t_')
 [ $# -gt 0 ] && ALL="$*"

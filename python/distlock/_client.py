@@ -9,10 +9,11 @@ import math
 import threading
 import weakref
 from time import monotonic as _monotonic
-from typing import Any, List, Optional, Sequence, Tuple, Union
+from typing import Any, List, NoReturn, Optional, Sequence, SupportsIndex, Tuple, Union
 
 from . import _core
-from ._errors import ClosedError, InvalidArgument, LockLost, LockNotAcquired, NotHeld
+from ._errors import ClosedError, Error, InvalidArgument, LockLost, LockNotAcquired, NotHeld
+from ._mask import mask_servers, secrets_of
 
 __all__ = ["Client", "Lock"]
 
@@ -55,6 +56,11 @@ def _wait_ms(wait: Any, what: str) -> int:
     return _FOREVER if ms > _WAIT_FOREVER_ABOVE_MS else ms
 
 
+def _not_picklable(what: str) -> NoReturn:
+    raise TypeError("cannot pickle or copy a %s: it stands for live connections "
+                    "(and their credentials), which can't be transferred" % what)
+
+
 def _check_key(key: Any, what: str = "key") -> None:
     if not isinstance(key, (str, bytes)):
         raise TypeError("%s must be str or bytes, not %s" % (what, type(key).__name__))
@@ -76,6 +82,9 @@ class Client:
     A client may be shared by any number of threads. ``close()`` (or leaving
     ``with Client(...) as c:``) waits for calls in progress, releases every
     lock still held through it and closes its sockets.
+
+    Passwords are never shown: ``repr()``, ``nodes`` and exception texts
+    show ``***`` in their place, and a client can't be pickled.
     """
 
     def __init__(self, servers: Servers, *, connect_timeout: Optional[float] = None,
@@ -98,6 +107,19 @@ class Client:
         elif not isinstance(servers, str):
             raise TypeError("servers must be str or a list of str, not %s"
                             % type(servers).__name__)
+        try:
+            self._configure(servers, connect_timeout, command_timeout, drift_factor, drift_min,
+                            retry_min, retry_max, username, password)
+        except Error as e:
+            # The library's detail may quote the configuration as given.
+            e._hide(secrets_of(servers, password if isinstance(password, str) else None))
+            raise
+
+    def _configure(self, servers: str, connect_timeout: Optional[float],
+                   command_timeout: Optional[float], drift_factor: Optional[float],
+                   drift_min: Optional[float], retry_min: Optional[float],
+                   retry_max: Optional[float], username: Optional[str],
+                   password: Optional[str]) -> None:
         self._h = _core.distlock_client_new(servers)
         try:
             for opt, value, what in (
@@ -200,6 +222,9 @@ class Client:
             return "<distlock.Client closed>"
         return "<distlock.Client %s quorum=%d>" % (",".join(self.nodes), self.quorum)
 
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        _not_picklable("distlock.Client")
+
     # -- information
     @property
     def node_count(self) -> int:
@@ -212,7 +237,8 @@ class Client:
     @property
     def nodes(self) -> List[str]:
         """Node URIs, with any password replaced by ``***``."""
-        return [self._call(_core.distlock_client_node_uri, i) for i in range(self.node_count)]
+        return [mask_servers(self._call(_core.distlock_client_node_uri, i))
+                for i in range(self.node_count)]
 
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
@@ -460,6 +486,9 @@ class Lock(contextlib.ContextDecorator):
                 _core.distlock_lock_free(h)
         finally:
             self._client._leave()
+
+    def __reduce_ex__(self, protocol: SupportsIndex) -> NoReturn:
+        _not_picklable("distlock.Lock")
 
     def __repr__(self) -> str:
         state = "held" if self._h is not None else "not held"

@@ -4,9 +4,10 @@ The C statuses map to these classes in one place: ``STATUS_ERRORS`` below is
 handed to the SWIG module at import, and its ``distlock_py_raise()`` raises
 the class registered for a status, with the library's per-thread detail.
 """
-from typing import Optional
+from typing import Iterable, Optional
 
 from . import _core
+from ._mask import mask_text
 
 __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "ConnectionError", "TimeoutError",
@@ -20,15 +21,26 @@ class Error(Exception):
     ``status`` is the C library's status code (a negative ``DISTLOCK_E*``
     value, or ``None`` for errors raised by the Python layer itself) and
     ``detail`` the library's detail message (may be empty); ``message`` is
-    the text without the detail.
+    the text without the detail. Passwords of server URIs in either are
+    replaced by ``***`` (see _mask.py), also in ``args`` and ``str()``.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, detail: str = "") -> None:
-        text = "%s: %s" % (message, detail) if detail else message
-        super().__init__(text)
-        self.message = message
+        self.message = mask_text(message)
         self.status = status
-        self.detail = detail
+        self.detail = mask_text(detail)
+        super().__init__(self._text())
+
+    def _text(self) -> str:
+        return "%s: %s" % (self.message, self.detail) if self.detail else self.message
+
+    def _hide(self, secrets: Iterable[str]) -> None:
+        """Mask these known secrets too (a Client's passwords, where they are
+        at hand)."""
+        secrets = tuple(secrets)
+        self.message = mask_text(self.message, secrets)
+        self.detail = mask_text(self.detail, secrets)
+        self.args = (self._text(),)
 
 
 class InvalidArgument(Error, ValueError):
