@@ -26,7 +26,7 @@ DEFINE_PROXY_GROUP(3)
 static void deliver_held(rb_env *e, int l, int id)
 {
     proxy_settle(e);
-    fp_ok(e->fp, "unhold %d:%d up", l, id);
+    fp_unhold_or_killed(e->fp, "unhold %d:%d up", l, id);
 }
 
 /* Another thread's call on the client's (only) connection set, kept busy
@@ -145,7 +145,7 @@ static void test_release_after_fencing_timeout_other_thread(void **state)
            atomic_load(&b.done) ? "had finished" : "still used the set", r,
            r == DISTLOCK_OK ? "" : distlock_last_error());
     deliver_held(e, 2, c2);
-    fp_ok(e->fp, "unhold 0:%d up", c0);
+    fp_unhold_or_killed(e->fp, "unhold 0:%d up", c0);
     pthread_join(th, NULL);
     distlock_lock_free(l);
     distlock_client_free(c);
@@ -180,7 +180,7 @@ static void test_release_after_held_acquire_set_busy(void **state)
            atomic_load(&b.done) ? "had finished" : "still used the set", r,
            r == DISTLOCK_OK ? "" : distlock_last_error());
     deliver_held(e, 2, c2);
-    fp_ok(e->fp, "unhold 0 up");
+    fp_unhold_or_killed(e->fp, "unhold 0 up");
     pthread_join(th, NULL);
     distlock_lock_free(l);
     distlock_client_free(c);

@@ -102,7 +102,7 @@ static void test_stale_undo_token_pair(void **state)
     long long t2 = rh_now_ms();
     printf("# second attempt, same token: %d (%s)\n", r2,
            r2 == DISTLOCK_OK ? "" : distlock_last_error());
-    fp_ok(e->fp, "unhold 2:%d up", c2);       /* the first attempt's bytes reach node 2 */
+    fp_unhold_or_killed(e->fp, "unhold 2:%d up", c2);       /* the first attempt's bytes reach node 2 */
     char why[1024];
     int bad = check_later_grant(e, K, "tok", r2, validity, t2, 1, why, sizeof why);
     distlock_client_free(c);
@@ -163,7 +163,7 @@ static void test_stale_undo_waiting_handle(void **state)
     printf("# waiting acquire: %d (%s)\n", a.rc, a.rc == DISTLOCK_OK ? "" : a.err);
     long validity = a.l ? distlock_lock_validity_ms(a.l) : 0;
     long long t2 = rh_now_ms();
-    fp_ok(e->fp, "unhold 2:%d up", c2);
+    fp_unhold_or_killed(e->fp, "unhold 2:%d up", c2);
     char why[1024];
     int bad = check_later_grant(e, K, a.l ? distlock_lock_token(a.l) : "none", a.rc, validity,
                                 t2, 1, why, sizeof why);
@@ -224,10 +224,10 @@ static void test_stale_undo_other_connection_set(void **state)
     int busy = !b.done;
     printf("# second attempt, same token, while S1 is %s: %d (%s)\n", busy ? "busy" : "FREE", r2,
            r2 == DISTLOCK_OK ? "" : distlock_last_error());
-    fp_ok(e->fp, "unhold 2:%d up", c2);
+    fp_unhold_or_killed(e->fp, "unhold 2:%d up", c2);
     char why[1024];
     int bad = check_later_grant(e, K, "tok", r2, validity, t2, 1, why, sizeof why);
-    fp_ok(e->fp, "unhold 0:%d up", c0);
+    fp_unhold_or_killed(e->fp, "unhold 0:%d up", c0);
     pthread_join(th, NULL);
     distlock_client_free(c);
     assert_check_ok(bad, why);
@@ -261,7 +261,7 @@ static void test_stale_release_earlier_ownership(void **state)
     long long t2 = rh_now_ms();
     printf("# ownership 2, same token: %d (%s)\n", r2,
            r2 == DISTLOCK_OK ? "" : distlock_last_error());
-    fp_ok(e->fp, "unhold 2:%d up", c2);       /* ownership 1's release reaches node 2 */
+    fp_unhold_or_killed(e->fp, "unhold 2:%d up", c2);       /* ownership 1's release reaches node 2 */
     char why[1024];
     int bad = check_later_grant(e, K, "tok", r2, validity, t2, 1, why, sizeof why);
     distlock_client_free(c);
@@ -292,7 +292,7 @@ static void test_stale_extend_earlier_ownership(void **state)
     assert_rc(distlock_acquire_token(c, K, 30000, "tok", 0, &validity), DISTLOCK_OK);
     long long t2 = rh_now_ms();
     int before = rh_count_holding(e->rc, K, "tok");
-    fp_ok(e->fp, "unhold 2:%d up", c2);       /* ownership 1's extend reaches node 2 */
+    fp_unhold_or_killed(e->fp, "unhold 2:%d up", c2);       /* ownership 1's extend reaches node 2 */
     long long pttl[3];
     char v[64];
     int bad = -1;

@@ -202,7 +202,7 @@ void distlock_client_free(distlock_client *c)
         distlock__held *next = h->next;
         if (!h->released && h->pid == distlock__getpid() && !atomic_load(&h->lost))
             (void)distlock__release_keytoken(c, h->key, h->token, atomic_load(&h->valid_until_us),
-                                             h->cs_pref);
+                                             h->cs_pref, h->maybe);
         h->released = 1;
         h->client = NULL;  /* handles left report DISTLOCK_ECLOSED */
         h->next = NULL;

@@ -69,13 +69,14 @@ static uint64_t jitter_us(long ms)
  * requests (round.c). */
 static int acquire_wait(distlock_client *c, const char *key, char *token, long ttl_ms,
                         long wait_ms, unsigned flags, uint64_t *until, int64_t *fence,
-                        distlock__connset **cs)
+                        distlock__connset **cs, uint64_t *maybe)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
-    distlock__attempt att = { 0, 0, 0, 0, NULL };
+    distlock__attempt att = { 0, 0, 0, 0, NULL, 0 };
     int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
                                     until, fence, &att);
     *cs = att.cs;
+    *maybe = att.maybe;
     if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
         return rc;
 
@@ -100,6 +101,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
         rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, queue_ttl(c), until,
                                     fence, &att);
         *cs = att.cs;
+        *maybe = att.maybe;
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
         if (fair)
@@ -303,9 +305,10 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
         h->thread = pthread_self();
 
     uint64_t until = 0;
-    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &until, &h->fence, &h->cs_pref);
+    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &until, &h->fence, &h->cs_pref,
+                      &h->maybe);
     if (rc == DISTLOCK_OK && (h->token = strdup(tok)) == NULL) {
-        (void)distlock__release_keytoken(c, key, tok, until, h->cs_pref);
+        (void)distlock__release_keytoken(c, key, tok, until, h->cs_pref, h->maybe);
         rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
     if (rc != DISTLOCK_OK) {
@@ -378,7 +381,7 @@ static int release_handle(distlock_lock *l, int check_thread)
     h->released = 1;       /* the watchdog stops renewing it */
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, h->key, h->token, until, h->cs_pref);
+    return distlock__release_keytoken(c, h->key, h->token, until, h->cs_pref, h->maybe);
 }
 
 int distlock_release(distlock_lock *l)

@@ -150,6 +150,9 @@ typedef struct distlock__call {
      * node after every earlier request with tag T of this client that can
      * still execute there (see round.c). */
     uint64_t tag;
+    /* For an undo: nodes that may hold what it undoes (they granted, or may
+     * have): there it is queued even on a hung connection, unwaited. */
+    uint64_t must_mask;
 } distlock__call;
 
 enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };
@@ -240,6 +243,10 @@ struct distlock_client {
     /* round.c: requests left behind with a tag (c->mu), and how many */
     distlock__stale *stale;
     int nstale, stale_cap;
+    /* token pair (lock.c, c->mu): the nodes the latest acquires may hold,
+     * so their releases skip a hung node they never reached */
+    struct { uint64_t tag, maybe; } tp_recent[32];
+    int tp_next;
     _Atomic int stale_any;
     _Atomic uint64_t conn_serial;
     /* node i's server as seen when connected ("ip:port" or "unix:dev:ino"),
@@ -298,6 +305,7 @@ struct distlock__held {
     unsigned flags;
     _Atomic uint64_t valid_until_us;  /* monotonic */
     distlock__connset *cs_pref;  /* see distlock__checkout_pref */
+    uint64_t maybe;              /* nodes that may hold it (distlock__attempt) */
     int64_t fence;
     _Atomic int lost;
     int released;
@@ -331,6 +339,7 @@ typedef struct distlock__attempt {
     long holder_pttl;   /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;           /* fair: first in the queue on some node */
     distlock__connset *cs;  /* on success: the set whose connections it used */
+    uint64_t maybe;         /* on success: nodes that granted or may have */
 } distlock__attempt;
 
 /* Core operations on N nodes, shared by handles and the token pair. */
@@ -340,7 +349,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
 /* valid_until_us: the lease's end if known (0 if not): a release resent
  * after its first send ran is then recognised as done. */
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
-                               uint64_t valid_until_us, distlock__connset *pref);
+                               uint64_t valid_until_us, distlock__connset *pref, uint64_t maybe);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);

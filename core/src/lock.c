@@ -296,7 +296,8 @@ static int64_t reply_int(const distlock__result *r, size_t idx)
 
 /* Send the release script to the nodes `which` selects (all if NULL). */
 static tally release_round(distlock_client *c, distlock__connset *cs, const char *key,
-                           const char *token, const int *which, distlock__result *res)
+                           const char *token, const int *which, distlock__result *res,
+                           uint64_t maybe)
 {
     char ch[DISTLOCK__SIDEKEY_MAX];
     const distlock__call *calls[64];
@@ -305,7 +306,8 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
     size_t len[3] = { chlen - 9, strlen(token), chlen };
     /* Queued even to a node known hung: if it comes back it must run our
      * release after whatever acquire of ours it still owes. */
-    distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, 1, lock_tag(key, token) };
+    distlock__call call = { DISTLOCK__S_RELEASE, 1, 3, argv, len, NULL, 1, lock_tag(key, token),
+                            maybe };
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(c, cs, calls, res, decide_quorum, c);
@@ -342,7 +344,7 @@ static void refresh_own(distlock_client *c, distlock__connset *cs, const char *k
     int any = 0;
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, lock_tag(key, token) };
+    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, lock_tag(key, token), 0 };
 
     for (int i = 0; i < c->n; i++) {
         calls[i] = NULL;
@@ -409,12 +411,12 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     for (int a = 0; a < k; a++)
         len[a] = strlen(argv[a]);
     distlock__call call = { fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE, nkeys, k, argv, len,
-                            NULL, 0, tag };
+                            NULL, 0, tag, 0 };
     /* The common case needs no script: SET NX with GET tells us whether we
      * set it, or who holds it (maybe we do already: an owner's retry). */
     const char *pargv[7] = { "SET", key, token, "NX", "PX", ttl, "GET" };
     size_t plen[7] = { 3, len[0], strlen(token), 2, 2, ttllen, 3 };
-    distlock__call plain = { -1, 0, 7, pargv, plen, &call, 0, tag };
+    distlock__call plain = { -1, 0, 7, pargv, plen, &call, 0, tag, 0 };
     int use_plain = !fair && !fencing && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
         calls[i] = use_plain ? &plain : &call;
@@ -465,7 +467,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             snprintf(fv, sizeof(fv), "%" PRId64, fence);
             const char *a2[4] = { key, fk, token, fv };
             size_t l2[4] = { strlen(key), strlen(fk), strlen(token), strlen(fv) };
-            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL, 0, tag };
+            distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL, 0, tag, 0 };
             for (int i = 0; i < c->n; i++)
                 calls2[i] = verdict(&res[i]) == 1 ? &raise : NULL;
             distlock__round(c, cs, calls2, res2, decide_cannot_win, c);
@@ -485,7 +487,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         const distlock__call *calls4[64];
         const char *a4[5] = { q, qt, key, token, ch };
         size_t l4[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
-        distlock__call leave = { DISTLOCK__S_LEAVE, 3, 5, a4, l4, NULL, 1, tag };
+        distlock__call leave = { DISTLOCK__S_LEAVE, 3, 5, a4, l4, NULL, 1, tag, 0 };
         for (int i = 0; i < c->n; i++)
             calls4[i] = verdict(&res[i]) == 1 ? NULL : &leave;
         distlock__round(c, cs, calls4, res4, NULL, NULL);
@@ -501,8 +503,13 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             *valid_until_us = until;
             if (fence_out)
                 *fence_out = fence;
-            if (att)
+            if (att) {
                 att->cs = cs;
+                att->maybe = 0;
+                for (int i = 0; i < c->n; i++)
+                    if (res[i].sent && verdict(&res[i]) != 0)
+                        att->maybe |= 1ull << i;
+            }
         }
     } else if (rc == DISTLOCK_OK) {
         char what[160];
@@ -530,12 +537,12 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             const char *a3[6] = { key, q, qt, token, ch, qttl };
             size_t l3[6] = { strlen(key), strlen(q), strlen(qt), strlen(token), strlen(ch),
                              strlen(qttl) };
-            distlock__call undo = { DISTLOCK__S_FAIR_UNDO, 3, 6, a3, l3, NULL, 1, tag };
+            distlock__call undo = { DISTLOCK__S_FAIR_UNDO, 3, 6, a3, l3, NULL, 1, tag, ~0ull };
             for (int i = 0; i < c->n; i++)
                 calls3[i] = which[i] ? &undo : NULL;
             distlock__round(c, cs, calls3, res3, decide_quorum, c);
         } else {
-            (void)release_round(c, cs, key, token, which, res3);
+            (void)release_round(c, cs, key, token, which, res3, ~0ull);
         }
         distlock__round_clear(res3, c->n);
     }
@@ -545,7 +552,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
 }
 
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
-                               uint64_t valid_until_us, distlock__connset *pref)
+                               uint64_t valid_until_us, distlock__connset *pref, uint64_t maybe)
 {
     distlock__result res[64];
     int rc;
@@ -556,7 +563,7 @@ int distlock__release_keytoken(distlock_client *c, const char *key, const char *
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
     uint64_t t0 = distlock__now_us();
-    tally t = release_round(c, cs, key, token, NULL, res);
+    tally t = release_round(c, cs, key, token, NULL, res, maybe);
     if (t0 < valid_until_us) {
         /* A release resent on a fresh connection (the first one broke after
          * sending) finds the key gone if the first one ran. While the lease
@@ -602,7 +609,7 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, lock_tag(key, token) };
+    distlock__call call = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, lock_tag(key, token), 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     uint64_t t0 = distlock__now_us();
@@ -645,7 +652,7 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
     channel_name(ch, key);
     const char *argv[5] = { q, qt, key, token, ch };
     size_t len[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
-    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL, 0, lock_tag(key, token) };
+    distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL, 0, lock_tag(key, token), 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
@@ -698,9 +705,18 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
         return rc;
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
-    rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, NULL);
-    if (rc == DISTLOCK_OK && validity_ms)
-        *validity_ms = ms_left(until);
+    distlock__attempt att = { 0, 0, 0, 0, NULL, 0 };
+    rc = distlock__acquire_once(c, key, token, ttl_ms, flags, 0, 0, &until, NULL, &att);
+    if (rc == DISTLOCK_OK) {
+        if (validity_ms)
+            *validity_ms = ms_left(until);
+        uint64_t tag = lock_tag(key, token);
+        pthread_mutex_lock(&c->mu);
+        c->tp_recent[c->tp_next] .tag = tag;
+        c->tp_recent[c->tp_next].maybe = att.maybe;
+        c->tp_next = (c->tp_next + 1) % 32;
+        pthread_mutex_unlock(&c->mu);
+    }
     return rc;
 }
 
@@ -709,7 +725,15 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
     int rc = check_pair(c, key, token, 0, 0);
     if (rc != DISTLOCK_OK)
         return rc;
-    return distlock__release_keytoken(c, key, token, 0, NULL);
+    /* Nodes the latest acquire of this key and token may hold (all if it
+     * is not among the recent ones). */
+    uint64_t tag = lock_tag(key, token), maybe = ~0ull;
+    distlock__lock(c);
+    for (int k = 0; k < 32; k++)
+        if (c->tp_recent[k].tag == tag)
+            maybe = c->tp_recent[k].maybe;
+    pthread_mutex_unlock(&c->mu);
+    return distlock__release_keytoken(c, key, token, 0, NULL, maybe);
 }
 
 int distlock_extend_token(distlock_client *c, const char *key, const char *token, long ttl_ms,
@@ -748,7 +772,7 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
         return DISTLOCK_ENOMEM;
     const char *argv[1] = { key };
     size_t len[1] = { strlen(key) };
-    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL, 0, 0 };
+    distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL, 0, 0, 0 };
     calls[node] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
     const distlock__result *r = &res[node];
@@ -785,7 +809,7 @@ int distlock_force_release(distlock_client *c, const char *key, int *deleted)
         return DISTLOCK_ENOMEM;
     const char *argv[2] = { "DEL", key };
     size_t len[2] = { 3, strlen(key) };
-    distlock__call call = { -1, 0, 2, argv, len, NULL, 0, 0 };
+    distlock__call call = { -1, 0, 2, argv, len, NULL, 0, 0, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);

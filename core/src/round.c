@@ -89,6 +89,14 @@ static distlock__owed q_pop(distlock__conn *conn)
     return o;
 }
 
+static int owes_kind(distlock__conn *conn, int kind)
+{
+    for (int k = 0; k < conn->qlen; k++)
+        if (q_at(conn, k)->kind == kind)
+            return 1;
+    return 0;
+}
+
 static int owes_tag(distlock__conn *conn, uint64_t tag)
 {
     for (int k = 0; k < conn->qlen; k++)
@@ -717,7 +725,8 @@ static void undo_unwaited(distlock_client *c, distlock__conn *conn, distlock__re
     int open_elsewhere = 0;
     int n = atomic_load(&c->stale_any) ? stale_find(c, i, call->tag, conn, ids, 16, &open_elsewhere)
                                        : 0;
-    if (!owes_tag(conn, call->tag) && n == 0 && !open_elsewhere)
+    if (!(call->must_mask & (1ull << i)) && !owes_tag(conn, call->tag) && n == 0 &&
+        !open_elsewhere)
         return;
     if (n < 0)
         n = 0;
@@ -775,7 +784,8 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
             char msg[96];
             snprintf(msg, sizeof(msg), "no reply for %ld ms", (long)((now - owed_since) / 1000));
             result_fail(c, r, i, DISTLOCK_ETIMEDOUT, msg);
-            if (call->undo && call->tag)
+            /* never behind an unconfirmed AUTH: it could run as another user */
+            if (call->undo && call->tag && !owes_kind(conn, DISTLOCK__K_AUTH))
                 undo_unwaited(c, conn, r, i, call);
             return;
         }

@@ -74,8 +74,8 @@ static void redact(const char *s, size_t len, char *out, size_t size)
     const char *auth = memmem(s, len, "://", 3);
     size_t o = 0;
 
-    if (auth) {
-        const char *a = auth + 3, *stop = a;
+    {   /* userinfo: after "scheme://", or from the start without a scheme */
+        const char *a = auth ? auth + 3 : s, *stop = a;
         while (stop < end && *stop != '/' && *stop != '?')
             stop++;
         for (const char *x = a; x < stop; x++)

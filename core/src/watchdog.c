@@ -113,7 +113,7 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
     }
     /* no tag: a batch covers many locks; the records' `renewing` flag keeps
      * it apart from extends of the same lock */
-    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len, NULL, 0, 0 };
+    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len, NULL, 0, 0, 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
