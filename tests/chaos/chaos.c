@@ -37,6 +37,9 @@
  *
  * Usage: test_chaos [--seed S] [--seconds T] [--nodes 3,5] [--procs P] [--threads K]
  *                   [--fault-rate X]  (fault frequency multiplier; 0: no faults, a baseline)
+ *                   [--token-reuse all|retries|none]  (the token pair's token: one per
+ *                   thread for every call (default), fresh after each section, or fresh
+ *                   for every call)
  *   Environment: DISTLOCK_CHAOS_SECONDS (per configuration, default 24),
  *   DISTLOCK_CHAOS_SEED. The seed is printed; --seed S replays the same
  *   fault schedule and workload choices (timing makes the interleaving
@@ -77,8 +80,8 @@
 #define NKEYS 4
 #define MAX_INSIDE 48
 #define MAX_RECORDS 65536
-#define MAX_LOG 24
-#define LOG_LEN 1400
+#define MAX_LOG 16
+#define LOG_LEN 3000
 #define FLOG_N 16
 #define FLOG_LEN 160
 #define MAX_PROCS 8
@@ -137,6 +140,7 @@ typedef struct section {
     long long t_enter, t_exit, valid_until;  /* us, monotonic; t_exit 0 while inside */
     long long flagged[4];                    /* ids already reported overlapping with it */
     long acq_ms, wait_ms;                    /* the acquire call's duration, its wait budget */
+    int gone;                                /* a held check already failed */
     char token[12];                          /* prefix, for the report */
 } section;
 
@@ -411,9 +415,10 @@ static void check_held(wctx *w, int key, const char *token, long long valid_unti
         }
     }
     state[n] = '\0';
-    if (holding + down < S->quorum) {
+    if (holding + down < S->quorum && !(slot >= 0 && S->sec[slot].gone)) {
         char a[300] = "(not entered yet)", h[HIST_N * 64], f[FLOG_N * (FLOG_LEN + 8)];
-        S->held_but_gone++;
+        S->held_but_gone++;   /* sections found so, not checks */
+        if (slot >= 0) S->sec[slot].gone = 1;
         if (slot >= 0) describe(&S->sec[slot], a, sizeof a);
         hist_str(w, h, sizeof h);
         recent_faults_locked(f, sizeof f);
@@ -527,11 +532,20 @@ static long long hold_time_us(wctx *w, long validity_ms, int long_sections)
 
 static void backoff(wctx *w) { sleep_us(rrange(&w->rng, 1, 15) * 1000LL); }
 
+/* --token-reuse: all (default: one token per thread for every call, as a PHP
+ * caller passing its own $random may do), retries (a fresh token after each
+ * section, the same one for the attempts before it), none (a fresh token for
+ * every call: then only the library's own reuse remains). */
+enum { REUSE_ALL, REUSE_RETRIES, REUSE_NONE };
+static int token_reuse = REUSE_ALL;
+
 /* The token pair with this thread's one token, reused for every call. */
 static void do_token(wctx *w, int key)
 {
     long ttl = rrange(&w->rng, 300, 800);
     unsigned flags = rnd(&w->rng, 4) ? DISTLOCK_STRICT : 0;  /* PHP uses STRICT */
+    if (token_reuse == REUSE_NONE)
+        distlock_token_generate(w->token, sizeof w->token);
     long validity = 0;
     long long t0 = now_us();
     int rc = distlock_acquire_token(w->c, w->keyname[key], ttl, w->token, flags, &validity);
@@ -556,6 +570,8 @@ static void do_token(wctx *w, int key)
     rc = distlock_release_token(w->c, w->keyname[key], w->token);
     hist_push(w, 'R', rc, t2);
     count_release(rc);
+    if (token_reuse == REUSE_RETRIES)
+        distlock_token_generate(w->token, sizeof w->token);
 }
 
 static void do_handle(wctx *w, int key)
@@ -1182,13 +1198,13 @@ static int run_config(int n, uint64_t main_seed, uint64_t seed, double seconds, 
     printf("chaos: nodes=%d seed=%" PRIu64 " seconds=%.1f sections=%lld (%s) faults=%lld (%s) "
            "overlaps=%lld stale_fences=%lld held_but_gone=%lld overran=%lld "
            "fenced_off=%lld checks=%lld exempt=%lld acquires=%lld/%lld/%lld(ok/held/err) "
-           "releases=%lld/%lld/%lld(ok/notowner/err) lost=%lld proxy_errs=%lld elapsed_ms=%lld\n"
-           "chaos: nodes=%d acquire errors: econn=%lld etimedout=%lld enoquorum=%lld other=%lld\n",
+           "acquire_errs=%lld/%lld/%lld/%lld(econn/etimedout/enoquorum/other) "
+           "releases=%lld/%lld/%lld(ok/notowner/err) lost=%lld proxy_errs=%lld elapsed_ms=%lld\n",
            n, main_seed, seconds, S->sections, kbuf, ftotal, fbuf, S->overlaps, S->stale_fences,
            S->held_but_gone, S->overran, S->fenced_off, S->checks, S->checks_exempt, S->acq_ok,
-           S->acq_notacq, S->acq_err, S->rel_ok, S->rel_notowner, S->rel_err, S->lost,
-           in.proxy_errors, elapsed_ms, n, S->acq_errs[3], S->acq_errs[4], S->acq_errs[5],
-           S->acq_err - S->acq_errs[3] - S->acq_errs[4] - S->acq_errs[5]);
+           S->acq_notacq, S->acq_err, S->acq_errs[3], S->acq_errs[4], S->acq_errs[5],
+           S->acq_err - S->acq_errs[3] - S->acq_errs[4] - S->acq_errs[5], S->rel_ok,
+           S->rel_notowner, S->rel_err, S->lost, in.proxy_errors, elapsed_ms);
     fflush(stdout);
     out->violations = S->overlaps + S->stale_fences + S->held_but_gone;
     int ok = out->violations == 0 && !worker_died && S->sections > 0 &&
@@ -1229,9 +1245,13 @@ int main(int argc, char **argv)
             nthreads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--fault-rate") && i + 1 < argc) {
             fault_rate = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--token-reuse") && i + 1 < argc) {
+            i++;
+            token_reuse = !strcmp(argv[i], "none") ? REUSE_NONE
+                        : !strcmp(argv[i], "retries") ? REUSE_RETRIES : REUSE_ALL;
         } else {
             fprintf(stderr, "usage: %s [--seed S] [--seconds T] [--nodes 3,5] [--procs P] "
-                            "[--threads K] [--fault-rate X]\n", argv[0]);
+                            "[--threads K] [--fault-rate X] [--token-reuse all|retries|none]\n", argv[0]);
             return 2;
         }
     }
