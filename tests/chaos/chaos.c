@@ -37,8 +37,14 @@
  *
  * Usage: test_chaos [--seed S] [--seconds T] [--nodes 3,5] [--procs P] [--threads K]
  *                   [--fault-rate X]  (fault frequency multiplier; 0: no faults, a baseline)
+ *                   [--token-reuse all|retries|none]  (the token pair's token: one per
+ *                   thread for every call (default), fresh after each section, or fresh
+ *                   for every call)
+ *                   [--faults delay,hold,...]  (only these fault kinds; names as printed)
+ *                   [--no-wait]  (handles only try: no retries inside distlock_acquire)
  *   Environment: DISTLOCK_CHAOS_SECONDS (per configuration, default 24),
- *   DISTLOCK_CHAOS_SEED. The seed is printed; --seed S replays the same
+ *   DISTLOCK_CHAOS_SEED, DISTLOCK_CHAOS_FAULTS, DISTLOCK_CHAOS_TOKEN_REUSE (as
+ *   the options; the options win). The seed is printed; --seed S replays the same
  *   fault schedule and workload choices (timing makes the interleaving
  *   differ, so a replay reproduces the conditions, not the exact run).
  *
@@ -77,8 +83,8 @@
 #define NKEYS 4
 #define MAX_INSIDE 48
 #define MAX_RECORDS 65536
-#define MAX_LOG 24
-#define LOG_LEN 1400
+#define MAX_LOG 16
+#define LOG_LEN 3000
 #define FLOG_N 16
 #define FLOG_LEN 160
 #define MAX_PROCS 8
@@ -127,8 +133,8 @@ enum fault {
 };
 static const char *fault_name[F_COUNT] = { "delay", "hold", "stale_undo", "detach", "partition",
                                            "reset", "reset_mid", "slow_accept", "kill", "pause" };
-/* Relative weights of the injector's choices. */
-static const int fault_weight[F_COUNT] = { 14, 9, 16, 5, 5, 6, 7, 4, 4, 5 };
+/* Relative weights of the injector's choices (--faults keeps a subset). */
+static int fault_weight[F_COUNT] = { 14, 9, 16, 5, 5, 6, 7, 4, 4, 5 };
 
 typedef struct section {
     long long id;
@@ -137,6 +143,8 @@ typedef struct section {
     long long t_enter, t_exit, valid_until;  /* us, monotonic; t_exit 0 while inside */
     long long flagged[4];                    /* ids already reported overlapping with it */
     long acq_ms, wait_ms;                    /* the acquire call's duration, its wait budget */
+    int gone;                                /* a held check already failed */
+    int victim;                              /* counted in victims[] */
     char token[12];                          /* prefix, for the report */
 } section;
 
@@ -158,6 +166,7 @@ typedef struct shared {
     long long nsec;
     /* counters */
     long long sections, by_kind[K_COUNT];
+    long long victims[K_COUNT];   /* sections whose lease was broken, by kind */
     long long acq_ok, acq_notacq, acq_err, rel_ok, rel_notowner, rel_err;
     long long acq_errs[9];    /* by -status: ECONN, ETIMEDOUT, ENOQUORUM, ... */
     long long overlaps, stale_fences, held_but_gone, overran, fenced_off, fence_writes;
@@ -230,6 +239,16 @@ static void describe(const section *s, char *buf, size_t size)
              rel_s(s->t_enter), rel_s(s->valid_until), ex, s->fence);
 }
 
+/* The section whose lease was broken: the holder found its key gone, or of
+ * two overlapping holders the one inside first. Mutex held. */
+static void victim_locked(section *s)
+{
+    if (!s->victim) {
+        s->victim = 1;
+        S->victims[s->kind]++;
+    }
+}
+
 static int already_flagged(const section *a, const section *b)
 {
     for (int k = 0; k < 4; k++)
@@ -255,6 +274,7 @@ static void scan_overlaps_locked(section *s, long long now)
             char a[300], b[300], f[FLOG_N * (FLOG_LEN + 8)];
             flag_pair(s, x);
             S->overlaps++;
+            victim_locked(x->t_enter <= s->t_enter ? x : s);
             describe(x, a, sizeof a);
             describe(s, b, sizeof b);
             recent_faults_locked(f, sizeof f);
@@ -411,9 +431,13 @@ static void check_held(wctx *w, int key, const char *token, long long valid_unti
         }
     }
     state[n] = '\0';
-    if (holding + down < S->quorum) {
+    if (holding + down < S->quorum && !(slot >= 0 && S->sec[slot].gone)) {
         char a[300] = "(not entered yet)", h[HIST_N * 64], f[FLOG_N * (FLOG_LEN + 8)];
-        S->held_but_gone++;
+        S->held_but_gone++;   /* sections found so, not checks */
+        if (slot >= 0) {
+            S->sec[slot].gone = 1;
+            victim_locked(&S->sec[slot]);
+        }
         if (slot >= 0) describe(&S->sec[slot], a, sizeof a);
         hist_str(w, h, sizeof h);
         recent_faults_locked(f, sizeof f);
@@ -527,11 +551,23 @@ static long long hold_time_us(wctx *w, long validity_ms, int long_sections)
 
 static void backoff(wctx *w) { sleep_us(rrange(&w->rng, 1, 15) * 1000LL); }
 
+/* --token-reuse: all (default: one token per thread for every call, as a PHP
+ * caller passing its own $random may do), retries (a fresh token after each
+ * section, the same one for the attempts before it), none (a fresh token for
+ * every call: then only the library's own reuse remains). */
+enum { REUSE_ALL, REUSE_RETRIES, REUSE_NONE };
+static int token_reuse = REUSE_ALL;
+/* --no-wait: handles only try once (distlock_acquire's wait loop retries with
+ * the same token; with --token-reuse none this leaves no token reuse at all). */
+static int no_wait;
+
 /* The token pair with this thread's one token, reused for every call. */
 static void do_token(wctx *w, int key)
 {
     long ttl = rrange(&w->rng, 300, 800);
     unsigned flags = rnd(&w->rng, 4) ? DISTLOCK_STRICT : 0;  /* PHP uses STRICT */
+    if (token_reuse == REUSE_NONE)
+        distlock_token_generate(w->token, sizeof w->token);
     long validity = 0;
     long long t0 = now_us();
     int rc = distlock_acquire_token(w->c, w->keyname[key], ttl, w->token, flags, &validity);
@@ -556,6 +592,8 @@ static void do_token(wctx *w, int key)
     rc = distlock_release_token(w->c, w->keyname[key], w->token);
     hist_push(w, 'R', rc, t2);
     count_release(rc);
+    if (token_reuse == REUSE_RETRIES)
+        distlock_token_generate(w->token, sizeof w->token);
 }
 
 static void do_handle(wctx *w, int key)
@@ -578,6 +616,7 @@ static void do_handle(wctx *w, int key)
         kind = K_FAIR, flags = DISTLOCK_FAIR | (rnd(&w->rng, 2) ? DISTLOCK_FENCING : 0);
         wait = rrange(&w->rng, 100, 700);
     }
+    if (no_wait) wait = 0;
     distlock_lock *l = NULL;
     long long t0 = now_us();
     int rc = distlock_acquire(w->c, w->keyname[key], ttl, wait, flags, &l);
@@ -876,6 +915,7 @@ static void start_fault(injector *in, long long now)
 {
     int total = 0;
     for (int f = 0; f < F_COUNT; f++) total += fault_weight[f];
+    if (total == 0) return;
     long r = rnd(&in->rng, total);
     int f = 0;
     while (r >= fault_weight[f]) r -= fault_weight[f++];
@@ -1174,21 +1214,26 @@ static int run_config(int n, uint64_t main_seed, uint64_t seed, double seconds, 
         off += snprintf(fbuf + off, sizeof fbuf - (size_t)off, "%s%s=%lld", f ? " " : "",
                         fault_name[f], in.faults[f]);
     }
-    char kbuf[256];
+    char kbuf[256], vbuf[256];
     off = 0;
     for (int k = 0; k < K_COUNT; k++)
         off += snprintf(kbuf + off, sizeof kbuf - (size_t)off, "%s%s=%lld", k ? " " : "",
                         kind_name[k], S->by_kind[k]);
+    off = 0;
+    for (int k = 0; k < K_COUNT; k++)
+        off += snprintf(vbuf + off, sizeof vbuf - (size_t)off, "%s%s=%lld", k ? " " : "",
+                        kind_name[k], S->victims[k]);
     printf("chaos: nodes=%d seed=%" PRIu64 " seconds=%.1f sections=%lld (%s) faults=%lld (%s) "
            "overlaps=%lld stale_fences=%lld held_but_gone=%lld overran=%lld "
+           "broken_leases=(%s) "
            "fenced_off=%lld checks=%lld exempt=%lld acquires=%lld/%lld/%lld(ok/held/err) "
-           "releases=%lld/%lld/%lld(ok/notowner/err) lost=%lld proxy_errs=%lld elapsed_ms=%lld\n"
-           "chaos: nodes=%d acquire errors: econn=%lld etimedout=%lld enoquorum=%lld other=%lld\n",
+           "acquire_errs=%lld/%lld/%lld/%lld(econn/etimedout/enoquorum/other) "
+           "releases=%lld/%lld/%lld(ok/notowner/err) lost=%lld proxy_errs=%lld elapsed_ms=%lld\n",
            n, main_seed, seconds, S->sections, kbuf, ftotal, fbuf, S->overlaps, S->stale_fences,
-           S->held_but_gone, S->overran, S->fenced_off, S->checks, S->checks_exempt, S->acq_ok,
-           S->acq_notacq, S->acq_err, S->rel_ok, S->rel_notowner, S->rel_err, S->lost,
-           in.proxy_errors, elapsed_ms, n, S->acq_errs[3], S->acq_errs[4], S->acq_errs[5],
-           S->acq_err - S->acq_errs[3] - S->acq_errs[4] - S->acq_errs[5]);
+           S->held_but_gone, S->overran, vbuf, S->fenced_off, S->checks, S->checks_exempt, S->acq_ok,
+           S->acq_notacq, S->acq_err, S->acq_errs[3], S->acq_errs[4], S->acq_errs[5],
+           S->acq_err - S->acq_errs[3] - S->acq_errs[4] - S->acq_errs[5], S->rel_ok,
+           S->rel_notowner, S->rel_err, S->lost, in.proxy_errors, elapsed_ms);
     fflush(stdout);
     out->violations = S->overlaps + S->stale_fences + S->held_but_gone;
     int ok = out->violations == 0 && !worker_died && S->sections > 0 &&
@@ -1204,6 +1249,38 @@ static int run_config(int n, uint64_t main_seed, uint64_t seed, double seconds, 
     return ok ? 0 : 1;
 }
 
+/* --faults: keep only the named kinds. */
+static int set_faults(const char *names)
+{
+    char list[256], *sv = NULL;
+    int keep[F_COUNT] = { 0 };
+    snprintf(list, sizeof list, "%s", names);
+    for (char *f = strtok_r(list, ",", &sv); f; f = strtok_r(NULL, ",", &sv)) {
+        int k = 0;
+        while (k < F_COUNT && strcmp(f, fault_name[k]) != 0) k++;
+        if (k == F_COUNT) {
+            fprintf(stderr, "chaos: unknown fault %s\n", f);
+            return -1;
+        }
+        keep[k] = 1;
+    }
+    for (int k = 0; k < F_COUNT; k++)
+        if (!keep[k]) fault_weight[k] = 0;
+    return 0;
+}
+
+static int set_reuse(const char *v)
+{
+    if (!strcmp(v, "all")) token_reuse = REUSE_ALL;
+    else if (!strcmp(v, "retries")) token_reuse = REUSE_RETRIES;
+    else if (!strcmp(v, "none")) token_reuse = REUSE_NONE;
+    else {
+        fprintf(stderr, "chaos: --token-reuse all|retries|none\n");
+        return -1;
+    }
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -1215,6 +1292,8 @@ int main(int argc, char **argv)
     const char *e;
     if ((e = getenv("DISTLOCK_CHAOS_SECONDS")) && *e) seconds = atof(e);
     if ((e = getenv("DISTLOCK_CHAOS_SEED")) && *e) seed = strtoull(e, NULL, 0), have_seed = 1;
+    if ((e = getenv("DISTLOCK_CHAOS_FAULTS")) && *e && set_faults(e) != 0) return 2;
+    if ((e = getenv("DISTLOCK_CHAOS_TOKEN_REUSE")) && *e && set_reuse(e) != 0) return 2;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--seed") && i + 1 < argc) {
             seed = strtoull(argv[++i], NULL, 0);
@@ -1229,9 +1308,17 @@ int main(int argc, char **argv)
             nthreads = atoi(argv[++i]);
         } else if (!strcmp(argv[i], "--fault-rate") && i + 1 < argc) {
             fault_rate = atof(argv[++i]);
+        } else if (!strcmp(argv[i], "--faults") && i + 1 < argc) {
+            if (set_faults(argv[++i]) != 0) return 2;
+        } else if (!strcmp(argv[i], "--no-wait")) {
+            no_wait = 1;
+        } else if (!strcmp(argv[i], "--token-reuse") && i + 1 < argc) {
+            if (set_reuse(argv[++i]) != 0) return 2;
         } else {
             fprintf(stderr, "usage: %s [--seed S] [--seconds T] [--nodes 3,5] [--procs P] "
-                            "[--threads K] [--fault-rate X]\n", argv[0]);
+                            "[--threads K] [--fault-rate X] [--token-reuse all|retries|none]\n"
+                            "       [--faults delay,hold,stale_undo,detach,partition,reset,"
+                            "reset_mid,slow_accept,kill,pause] [--no-wait]\n", argv[0]);
             return 2;
         }
     }
@@ -1246,9 +1333,19 @@ int main(int argc, char **argv)
         uint64_t s = (uint64_t)ts.tv_nsec ^ ((uint64_t)ts.tv_sec << 20) ^ (uint64_t)getpid();
         seed = rng_next(&s) % 1000000000ULL;
     }
-    printf("chaos: seed=%" PRIu64 " seconds=%.1f per configuration, nodes=%s, %d processes x %d threads"
-           " (replay: %s --seed %" PRIu64 " --seconds %g --nodes %s)\n",
-           seed, seconds, nodes, nprocs, nthreads, argv[0], seed, seconds, nodes);
+    char fl[256] = "";
+    int foff = 0;
+    for (int k = 0; k < F_COUNT; k++)
+        if (fault_weight[k])
+            foff += snprintf(fl + foff, sizeof fl - (size_t)foff, "%s%s", foff ? "," : "",
+                             fault_name[k]);
+    static const char *reuse_name[] = { "all", "retries", "none" };
+    printf("chaos: seed=%" PRIu64 " seconds=%.1f per configuration, nodes=%s, %d processes x %d threads,"
+           " token-reuse=%s%s, faults=%s (replay: %s --seed %" PRIu64 " --seconds %g --nodes %s"
+           " --token-reuse %s%s --faults %s)\n",
+           seed, seconds, nodes, nprocs, nthreads, reuse_name[token_reuse],
+           no_wait ? " no-wait" : "", fl, argv[0], seed, seconds, nodes,
+           reuse_name[token_reuse], no_wait ? " --no-wait" : "", fl);
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
