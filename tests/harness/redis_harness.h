@@ -8,6 +8,12 @@
  *
  * The rh_* query helpers talk to a node directly with hiredis, behind the
  * library's back, so a test can check what is really stored on each node.
+ *
+ * Faults on single connections (delay, hold, a request that arrives after the
+ * client dropped the connection, reset mid-reply, partition, slow accept):
+ * put tests/harness/faultproxy.py in front of the nodes with fp_front(rc)
+ * from faultproxy.h. Slow/failing name resolution: slowdns.h. See
+ * tests/harness/README.md.
  */
 #ifndef DISTLOCK_REDIS_HARNESS_H
 #define DISTLOCK_REDIS_HARNESS_H
