@@ -16,10 +16,7 @@ DEFINE_PROXY_GROUP(3)
 
 static long proxy_resets(rb_env *e)
 {
-    char rep[512];
-    if (fp_cmd(e->fp, rep, sizeof rep, "stats") != 0) return -1;
-    const char *p = strstr(rep, "resets=");
-    return p ? atol(p + 7) : -1;
+    return (long)fp_stat(e->fp, "resets");
 }
 
 /* After an acquire that returned r: OK -> held on a quorum; anything else
