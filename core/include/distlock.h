@@ -91,7 +91,9 @@ typedef struct distlock_lock distlock_lock;
  * independent masters (N >= 1; quorum N/2+1):
  *     redis://[user[:password]@]host[:port][/db]
  *     unix:///path/to.sock[?db=N]
- * Duplicate nodes are rejected. Does not connect (connections are made
+ * Duplicate nodes are rejected (also 127.1 vs 127.0.0.1); names that prove
+ * to be one server when connected make operations fail with DISTLOCK_EINVAL.
+ * Messages never contain a password. Does not connect (connections are made
  * lazily and re-made after failures). *out receives the client, which the
  * caller frees with distlock_client_free(). Thread-safe; does not block.
  */
@@ -150,7 +152,12 @@ DISTLOCK_API int distlock_acquire(distlock_client *c, const char *key, long ttl_
                                   long wait_ms, unsigned flags, distlock_lock **out);
 
 /* As distlock_acquire(), with an explicit owner id for DISTLOCK_REENTRANT
- * (default owner: the calling thread). owner may be NULL. */
+ * (default owner: the calling thread). owner may be NULL.
+ * DISTLOCK_REENTRANT: when the owner already holds key, the lease is
+ * extended to ttl_ms on a quorum (one round trip) and a counted handle of
+ * the same ownership returned; DISTLOCK_ENOTOWNER (and the lock marked
+ * lost) if the lease is no longer ours. The re-acquire may add
+ * DISTLOCK_AUTO_RENEW, not DISTLOCK_FENCING (DISTLOCK_EINVAL). */
 DISTLOCK_API int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms,
                                         long wait_ms, unsigned flags, const char *owner,
                                         distlock_lock **out);
@@ -185,7 +192,11 @@ DISTLOCK_API int64_t distlock_lock_fence(const distlock_lock *lock);
 DISTLOCK_API int distlock_lock_lost(const distlock_lock *lock);
 
 /* Called once, from the client's renewal thread, when an auto-renewed lock
- * is found lost. The callback must not free the lock. */
+ * is found lost. It may call any function of the library on this lock and
+ * client except distlock_client_free(); it should return quickly (renewals
+ * of the client's other locks wait for it). Freeing the handle (elsewhere)
+ * unregisters the callback and waits for a call under way, so the callback
+ * never receives a freed handle. fn NULL unregisters. */
 typedef void (*distlock_lost_fn)(distlock_lock *lock, void *arg);
 DISTLOCK_API int distlock_lock_on_lost(distlock_lock *lock, distlock_lost_fn fn, void *arg);
 
