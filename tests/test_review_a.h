@@ -160,4 +160,66 @@ static inline int new_tids(const pid_t *before, int nb, pid_t except, pid_t *out
     return k;
 }
 
+/* Hold thread tid in a signal handler (SIGUSR2) until review_resume(), as
+ * if the scheduler had stopped running it at that point: for interleavings
+ * that otherwise happen only now and then. review_pause_init() first. */
+#include <poll.h>
+#include <signal.h>
+#include <unistd.h>
+
+__attribute__((unused)) static int review_pause_fd[2] = { -1, -1 };
+__attribute__((unused)) static int review_ack_fd[2] = { -1, -1 };
+__attribute__((unused)) static struct sigaction review_old_sa;
+
+static inline void review_pause_handler(int sig)
+{
+    int e = errno;
+    char ch = 'p';
+    (void)sig;
+    if (write(review_ack_fd[1], &ch, 1) != 1) {}
+    if (read(review_pause_fd[0], &ch, 1) != 1) {}
+    errno = e;
+}
+
+static inline void review_pause_init(void)
+{
+    struct sigaction sa;
+    assert_int_equal(pipe(review_pause_fd), 0);
+    assert_int_equal(pipe(review_ack_fd), 0);
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = review_pause_handler;   /* no SA_RESTART: poll() etc. return EINTR */
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR2, &sa, &review_old_sa), 0);
+}
+
+static inline void review_pause_fini(void)
+{
+    sigaction(SIGUSR2, &review_old_sa, NULL);
+    for (int i = 0; i < 2; i++) {
+        close(review_pause_fd[i]);
+        close(review_ack_fd[i]);
+        review_pause_fd[i] = review_ack_fd[i] = -1;
+    }
+}
+
+/* 0 once tid sits in the handler. */
+static inline int review_pause(pid_t tid)
+{
+    char ch;
+    struct pollfd p = { review_ack_fd[0], POLLIN, 0 };
+    if (syscall(SYS_tgkill, getpid(), tid, SIGUSR2) != 0 || poll(&p, 1, 3000) != 1 ||
+        read(review_ack_fd[0], &ch, 1) != 1)
+        return -1;
+    return 0;
+}
+
+/* Let n held threads go on. */
+static inline void review_resume(int n)
+{
+    for (int i = 0; i < n; i++) {
+        char ch = 'r';
+        if (write(review_pause_fd[1], &ch, 1) != 1) {}
+    }
+}
+
 #endif

@@ -228,18 +228,6 @@ static void test_review8b_rewait_loops(void **state)
  * not scheduled -- while waiter W1 leaves channel K and waiter W2 joins it;
  * then it runs again. W2 must not wait out the connect timeout (2000 ms). */
 
-static int pause_fd[2] = { -1, -1 }, ack_fd[2] = { -1, -1 };
-
-static void pause_handler(int sig)
-{
-    int e = errno;
-    char ch = 'p';
-    (void)sig;
-    if (write(ack_fd[1], &ch, 1) != 1) {}
-    if (read(pause_fd[0], &ch, 1) != 1) {}
-    errno = e;
-}
-
 static int all_blocked_in_poll(const pid_t *tids, int n)
 {
     for (int i = 0; i < n; i++)
@@ -292,13 +280,7 @@ static void test_review8b_rewait_subscriber_descheduled(void **state)
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 2000), DISTLOCK_OK);
-    assert_int_equal(pipe(pause_fd), 0);
-    assert_int_equal(pipe(ack_fd), 0);
-    struct sigaction sa, old;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = pause_handler;   /* no SA_RESTART: poll() returns EINTR */
-    sigemptyset(&sa.sa_mask);
-    assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
+    review_pause_init();
 
     struct w8d w = { .c = c, .ctx = rh_connect(rc, 0, 0) };
     assert_non_null(w.ctx);
@@ -322,14 +304,7 @@ static void test_review8b_rewait_subscriber_descheduled(void **state)
         why = "the subscriber thread is never idle in poll()";
     int paused = 0;
     if (!why) {
-        for (int i = 0; i < nsub; i++) {
-            char ch;
-            struct pollfd p = { ack_fd[0], POLLIN, 0 };
-            if (syscall(SYS_tgkill, getpid(), sub[i], SIGUSR2) != 0 || poll(&p, 1, 3000) != 1 ||
-                read(ack_fd[0], &ch, 1) != 1)
-                break;
-            paused++;
-        }
+        while (paused < nsub && review_pause(sub[paused]) == 0) paused++;
         if (paused < nsub) why = "could not hold the subscriber thread";
     }
     int w2_waiting = 0;
@@ -343,20 +318,13 @@ static void test_review8b_rewait_subscriber_descheduled(void **state)
     }
     /* Let the subscriber run again; a few ms later the holder releases K
      * the way distlock does (DEL + PUBLISH). */
-    for (int i = 0; i < paused; i++) {
-        char ch = 'r';
-        if (write(pause_fd[1], &ch, 1) != 1) {}
-    }
+    review_resume(paused);
     if (!why) review_until(rh_now_ms() + 3);
     review_status(rc, 0, "EVAL %s 1 w8d",
                   "redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', 'distlock:' .. KEYS[1], '') "
                   "return 'OK'");
     pthread_join(t, NULL);
-    sigaction(SIGUSR2, &old, NULL);
-    for (int i = 0; i < 2; i++) {
-        close(pause_fd[i]);
-        close(ack_fd[i]);
-    }
+    review_pause_fini();
     redisFree(w.ctx);
     distlock_lock_free(w.l1);
     distlock_lock_free(w.l2);
