@@ -73,15 +73,16 @@ stage_tsan() {
   local b=$root/build-tsan
   mkdir -p "$b"
   configure_build "$b" test_threads test_wait test_renew test_reentrant \
-    test_review_a_renew test_review_a_reentrant test_review_a_wait \
-    test_review_b_stale test_review_b_order test_review_b_dns -- -DCMAKE_BUILD_TYPE=Debug \
+    test_review_a_renew test_review_a_lostcb test_review_a_reentrant test_review_a_wait \
+    test_review_a_password test_review_b_stale test_review_b_order test_review_b_dns \
+    -- -DCMAKE_BUILD_TYPE=Debug \
     -DDISTLOCK_SANITIZE=thread -DDISTLOCK_BUILD_CLI=OFF -DDISTLOCK_BUILD_PHP=OFF || return 1
   log "threaded tests under ThreadSanitizer"
   (cd "$b/tests" && \
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
-    ctest --output-on-failure \
-      -R '^test_(threads|wait|renew|reentrant|review_a_(renew|reentrant|wait)|review_b_(stale|order|dns))$')
+    ctest --output-on-failure -R \
+      '^test_(threads|wait|renew|reentrant|review_a_(renew|lostcb|reentrant|wait|password)|review_b_(stale|order|dns))$')
 }
 
 stage_valgrind() {

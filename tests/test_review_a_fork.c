@@ -19,9 +19,11 @@
 #include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdatomic.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -227,13 +229,14 @@ static void test_review10b_child_closes_subscriber_sockets(void **state)
 
 struct spin {
     distlock_lock *l;
-    atomic_int stop;
+    atomic_int stop, tid;
     atomic_long calls;
 };
 
 static void *spinner(void *arg)
 {
     struct spin *s = arg;
+    atomic_store(&s->tid, (int)syscall(SYS_gettid));
     while (!atomic_load(&s->stop)) {
         (void)distlock_lock_validity_ms(s->l);
         atomic_fetch_add(&s->calls, 1);
@@ -241,43 +244,90 @@ static void *spinner(void *arg)
     return NULL;
 }
 
+struct probe {
+    distlock_lock *l;
+    atomic_int done;
+};
+
+static void *probe_main(void *arg)
+{
+    struct probe *p = arg;
+    (void)distlock_lock_validity_ms(p->l);
+    atomic_store(&p->done, 1);
+    return NULL;
+}
+
+/* A parent thread calls distlock_lock_validity_ms() in a loop; we stop it
+ * at a random point (a signal handler holds it) until a probe thread shows
+ * it is inside the client's lock (the probe's own call blocks), and fork
+ * right then. The child's first call, distlock_lock_validity_ms(), must
+ * return: alarm() kills a child stuck for 3 s. */
 static void test_review10c_validity_in_child_no_deadlock(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "f10v", 60000, 0, 0, &l), DISTLOCK_OK);
-    /* Two threads take and drop the client mutex all the time... */
+    review_pause_init();
     struct spin s = { .l = l };
-    pthread_t t[2];
-    for (int i = 0; i < 2; i++) assert_int_equal(pthread_create(&t[i], NULL, spinner, &s), 0);
+    pthread_t ts;
+    assert_int_equal(pthread_create(&ts, NULL, spinner, &s), 0);
     assert_true(RH_WAIT_UNTIL(atomic_load(&s.calls) > 1000, 5000));
-    /* ...while we fork: a child's first call, distlock_lock_validity_ms(),
-     * must return (alarm() kills a child stuck for 3 s). */
-    int forks = 0, hung = 0, code = 0;
-    for (; forks < 20 && !hung; forks++) {
-        fflush(NULL);
-        pid_t pid = fork();
-        assert_true(pid >= 0);
-        if (pid == 0) {
-            child_init();
-            alarm(3);
-            long v = distlock_lock_validity_ms(l);
-            _exit(v >= 0 ? CH_OK : CH_VALIDITY);
+    int attempts = 0, caught = 0, code = CH_OK, paused_err = 0;
+    long long give_up = rh_now_ms() + 15000;
+    while (attempts < 5000 && !caught && rh_now_ms() < give_up) {
+        attempts++;
+        if (review_pause((pid_t)atomic_load(&s.tid)) != 0) {
+            paused_err = 1;
+            break;
         }
-        code = wait_child(pid, 10000);
-        hung = code == -1 - SIGALRM || code == -1000;
-        if (!hung && code != CH_OK) break;
+        struct probe p = { .l = l };
+        pthread_t tp;
+        assert_int_equal(pthread_create(&tp, NULL, probe_main, &p), 0);
+        /* A free lock lets the probe through within microseconds. */
+        long long until = rh_now_ms() + 5;
+        while (!atomic_load(&p.done) && rh_now_ms() < until) sched_yield();
+        if (!atomic_load(&p.done)) {
+            /* The probe is blocked: the stopped thread holds the lock. */
+            fflush(NULL);
+            pid_t pid = fork();
+            assert_true(pid >= 0);
+            if (pid == 0) {
+                child_init();
+                alarm(3);
+                long v = distlock_lock_validity_ms(l);
+                _exit(v >= 0 ? CH_OK : CH_VALIDITY);
+            }
+            code = wait_child(pid, 10000);
+            /* Still blocked now: the lock was held across the fork. */
+            caught = !atomic_load(&p.done);
+        }
+        review_resume(1);
+        pthread_join(tp, NULL);
+        /* Let it run a random number of calls: the next stop lands
+         * anywhere in its loop. */
+        long target = atomic_load(&s.calls) + 1 + random() % 64;
+        while (atomic_load(&s.calls) < target) sched_yield();
     }
     atomic_store(&s.stop, 1);
-    for (int i = 0; i < 2; i++) pthread_join(t[i], NULL);
+    pthread_join(ts, NULL);
+    review_pause_fini();
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     distlock_client_free(c);
-    printf("# %d fork(s) while two threads called distlock_lock_validity_ms()\n", forks);
-    if (hung) {
-        print_error("fork #%d: the child's distlock_lock_validity_ms() did not return within 3 s "
-                    "(deadlocked on the client mutex a parent thread held at fork time)\n", forks);
+    assert_false(paused_err);
+    if (!caught) {
+        /* distlock_lock_validity_ms() never blocked on a stopped thread: a
+         * core that reads the validity without that lock cannot deadlock
+         * on it. */
+        printf("# after %d attempts, never caught a thread inside the lock: nothing to check\n",
+               attempts);
+        return;
+    }
+    printf("# fork #%d happened while a parent thread held the client lock\n", attempts);
+    if (code == -1 - SIGALRM || code == -1000) {
+        print_error("the child's distlock_lock_validity_ms() did not return within 3 s "
+                    "(deadlocked on the client mutex a parent thread held at fork time)\n");
         fail();
     }
     if (code != CH_OK) {
