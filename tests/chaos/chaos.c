@@ -744,7 +744,8 @@ typedef struct action {
 typedef struct injector {
     rh_cluster *rc;
     fp_proxy *fp;
-    uint64_t rng;
+    uint64_t rng;        /* the schedule: kinds, targets, durations, pauses */
+    uint64_t rng_conn;   /* which live connection (their ids depend on timing) */
     int n, quorum;
     long long faults[F_COUNT];
     long long proxy_errors;
@@ -789,7 +790,7 @@ static int pick_conn(injector *in, int l)
     int k = fp_conns(in->fp, l, cs, 128), live = 0, ids[128];
     for (int j = 0; j < k; j++)
         if (strcmp(cs[j].state, "open") == 0) ids[live++] = cs[j].id;
-    return live ? ids[rnd(&in->rng, live)] : -1;
+    return live ? ids[rnd(&in->rng_conn, live)] : -1;
 }
 
 static int conn_alive(injector *in, int l, int id)
@@ -1142,6 +1143,7 @@ static int run_config(int n, uint64_t main_seed, uint64_t seed, double seconds, 
     in.n = n;
     in.quorum = n / 2 + 1;
     in.rng = seed;
+    in.rng_conn = seed ^ 0x5bd1e995ULL;
 
     char uris[512];
     snprintf(uris, sizeof uris, "%s", fp_uris(fp));
