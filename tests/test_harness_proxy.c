@@ -167,7 +167,7 @@ static void test_delay(void **state)
     fixture *f = *state;
     int cid;
     redisContext *ctx = via(f, 0, 5000, &cid);
-    long long base = timed_ping(ctx);
+    timed_ping(ctx);
     FP(f, "delay 0:%d 250 up", cid);
     long long t = timed_ping(ctx);
     assert_true(t >= 250);
@@ -178,8 +178,10 @@ static void test_delay(void **state)
     for (int i = 0; i < 20; i++) send_cmd(ctx, "INCR ctr");
     for (int i = 1; i <= 20; i++) expect_int(ctx, i);
     FP(f, "delay 0:%d 0", cid);
-    t = timed_ping(ctx);
-    assert_true(t < 250 + base);
+    long long delayed = fp_stat(f->fp, "delayed_chunks");
+    assert_true(delayed >= 4);
+    timed_ping(ctx);
+    assert_int_equal(fp_stat(f->fp, "delayed_chunks"), delayed);   /* none delayed now */
     /* A listener-wide delay also applies to new connections. */
     FP(f, "delay 0 200 down");
     redisContext *ctx2 = via(f, 0, 5000, NULL);
@@ -187,9 +189,6 @@ static void test_delay(void **state)
     assert_true(timed_ping(ctx) >= 200);
     redisFree(ctx2);
     redisFree(ctx);
-    char st[256];
-    assert_int_equal(fp_cmd(f->fp, st, sizeof st, "stats"), 0);
-    assert_non_null(strstr(st, "delayed_chunks="));
 }
 
 static void test_hold_unhold_in_order(void **state)
@@ -377,9 +376,7 @@ static void test_reset_and_reset_after(void **state)
     assert_int_equal(ctx->err, REDIS_ERR_IO);
     redisFree(ctx);
     FP(f, "wait-closed 0:%d 5000", cid);
-    char st[256];
-    assert_int_equal(fp_cmd(f->fp, st, sizeof st, "stats"), 0);
-    assert_null(strstr(st, "resets=0 "));
+    assert_true(fp_stat(f->fp, "resets") >= 3);
 }
 
 static void test_partition(void **state)
@@ -410,9 +407,7 @@ static void test_partition(void **state)
     timed_ping(c2);
     redisFree(c2);
     assert_int_equal(rh_get(f->rc, 1, 0, "p", NULL, 0), 0);
-    char st[256];
-    assert_int_equal(fp_cmd(f->fp, st, sizeof st, "stats"), 0);
-    assert_null(strstr(st, "dropped_bytes=0"));
+    assert_true(fp_stat(f->fp, "dropped_bytes") > 0);
 }
 
 static void test_blackhole_accept(void **state)
@@ -439,7 +434,7 @@ static void test_slow_accept(void **state)
     long long t0 = rh_now_ms();
     int cid;
     redisContext *ctx = via(f, 0, 5000, &cid);
-    long long connect_ms = rh_now_ms() - t0;
+    /* TCP accepted at once, the upstream not connected yet. */
     fp_conn c[4];
     assert_int_equal(fp_conns(f->fp, 0, c, 4), 1);
     assert_string_equal(c[0].state, "connecting");
@@ -448,7 +443,6 @@ static void test_slow_accept(void **state)
     assert_string_equal(r->str, "PONG");
     freeReplyObject(r);
     assert_true(rh_now_ms() - t0 >= 400);
-    assert_true(connect_ms < 400);                   /* TCP accept was immediate */
     /* With a 150 ms read timeout, the first reply is too late (handshake hang). */
     redisContext *c2 = via(f, 0, 150, NULL);
     r = redisCommand(c2, "PING");
@@ -476,13 +470,14 @@ static void test_heal(void **state)
     FP(f, "wait-held 1:%d up 1 5000", b_id);
     redisContext *c = via(f, 0, 5000, NULL);   /* waits for slow-accept */
     send_cmd(c, "PING");
+    long long delayed = fp_stat(f->fp, "delayed_chunks");
     FP(f, "heal");
-    long long t0 = rh_now_ms();
     expect_status(a, "OK");
     expect_status(b, "OK");
     expect_status(c, "PONG");
-    assert_true(rh_now_ms() - t0 < 1000);      /* the delay is gone too */
-    assert_true(timed_ping(b) < 1000);
+    timed_ping(b);
+    assert_int_equal(fp_stat(f->fp, "delayed_chunks"), delayed);   /* the delay is gone too */
+    assert_int_equal(fp_stat(f->fp, "held_bytes"), 0);
     char buf[8];
     assert_int_equal(rh_get(f->rc, 0, 0, "healed", buf, sizeof buf), 1);
     assert_string_equal(buf, "a");
@@ -495,6 +490,35 @@ static void test_heal(void **state)
     redisFree(c);
     redisFree(b);
     redisFree(a);
+}
+
+/* libdistlock through the proxy: fp_uris() is all a library test needs. */
+static void test_library_through_proxy(void **state)
+{
+    fixture *f = *state;
+    distlock_client *c = new_client(fp_uris(f->fp));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
+    distlock_lock *lock = NULL;
+    assert_rc(distlock_acquire(c, "plock", 10000, 0, 0, &lock), DISTLOCK_OK);
+    assert_holding(f->rc, "plock", distlock_lock_token(lock), 2);
+    assert_rc(distlock_release(lock), DISTLOCK_OK);
+    distlock_lock_free(lock);
+    assert_holding(f->rc, "plock", NULL, 0);
+    /* Node 1 unreachable: 1 of 2 is no quorum. */
+    FP(f, "partition 1 on");
+    lock = NULL;
+    assert_int_not_equal(distlock_acquire(c, "plock2", 10000, 0, 0, &lock), DISTLOCK_OK);
+    assert_null(lock);
+    FP(f, "partition 1 off");
+    /* The partition dropped bytes mid-stream: the old connection to node 1
+     * owes a reply that will never come (the library gives such a connection
+     * up after 30 s). A new client connects afresh. */
+    distlock_client_free(c);
+    c = new_client(fp_uris(f->fp));
+    assert_rc(distlock_acquire(c, "plock3", 10000, 0, 0, &lock), DISTLOCK_OK);
+    assert_rc(distlock_release(lock), DISTLOCK_OK);
+    distlock_lock_free(lock);
+    distlock_client_free(c);
 }
 
 static void test_slowdns(void **state)
@@ -557,6 +581,7 @@ int main(void)
         cmocka_unit_test_setup(test_blackhole_accept, setup),
         cmocka_unit_test_setup(test_slow_accept, setup),
         cmocka_unit_test_setup(test_heal, setup),
+        cmocka_unit_test_setup(test_library_through_proxy, setup),
         cmocka_unit_test_setup(test_slowdns, setup),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

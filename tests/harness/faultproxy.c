@@ -19,6 +19,7 @@
 #include <netinet/tcp.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 
 #ifndef FP_SCRIPT
@@ -133,6 +134,12 @@ fp_proxy *fp_start(const int *target_ports, int n)
         if (getppid() != parent) _exit(127);
         /* dup2 clears FD_CLOEXEC on the new descriptors. */
         if (dup2(in[0], 0) < 0 || dup2(out[1], 1) < 0) _exit(127);
+        /* Nothing else of ours (hiredis sockets have no CLOEXEC): a socket the
+         * test closes must really close, not live on in the proxy. */
+        if (syscall(SYS_close_range, 3u, ~0u, 0u) != 0) {
+            long max = sysconf(_SC_OPEN_MAX);
+            for (int fd = 3; fd < (max > 0 && max < 65536 ? max : 65536); fd++) close(fd);
+        }
         execvp(python, argv);
         _exit(127);
     }
@@ -302,6 +309,15 @@ int fp_last_conn(fp_proxy *p, int l)
     fp_conn c[256];
     int n = fp_conns(p, l, c, 256);
     return n > 0 ? c[n - 1].id : -1;
+}
+
+long long fp_stat(fp_proxy *p, const char *name)
+{
+    char resp[1024], key[64];
+    if (fp_cmd(p, resp, sizeof resp, "stats") != 0) return -1;
+    snprintf(key, sizeof key, " %s=", name);
+    const char *at = strstr(resp, key);
+    return at ? strtoll(at + strlen(key), NULL, 10) : -1;
 }
 
 const char *fp_hex(const char *s, char *buf, size_t size)

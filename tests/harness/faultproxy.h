@@ -64,6 +64,10 @@ int fp_conns(fp_proxy *p, int l, fp_conn *out, int max);
 /* Id of the newest live connection of listener l, -1 if none. */
 int fp_last_conn(fp_proxy *p, int l);
 
+/* One counter of the "stats" answer (conns, resets, held_bytes,
+ * delayed_chunks, dropped_bytes, live), -1 on error. */
+long long fp_stat(fp_proxy *p, const char *name);
+
 /* Hex encoding of s (for hold-match), written to buf; returns buf. */
 const char *fp_hex(const char *s, char *buf, size_t size);
 

@@ -60,7 +60,9 @@ CONTROL PROTOCOL
         chunk that completes the match. COUNT (default 1) = how many matches
         (connections) the trigger arms; with L:C or L:next it is always 1.
         DIR both: whichever direction matches first is held.
-    disarm TARGET                         -> ok      remove armed hold-match triggers
+    disarm TARGET                         -> ok
+        Remove armed hold-match triggers (with L or *: also the pending
+        L:next actions of those listeners).
     wait-held TARGET DIR NBYTES TIMEOUT_MS -> ok | err timeout
         Returns once at least NBYTES are held in DIR (both: up+down) on one
         connection matching TARGET (not L:next).
@@ -73,8 +75,8 @@ CONTROL PROTOCOL
         Close the CLIENT side (plain close: FIN) but keep the upstream side
         open with whatever is held: it is delivered on a later unhold/heal,
         and the upstream is then closed (half-close after the bytes; redis
-        executes them, then closes). Nothing held: the upstream is closed
-        right away. Reproduces "the client dropped a slow connection but its
+        executes them, then closes). Nothing held: the upstream gets its EOF
+        right away (after bytes still waiting out a delay). Reproduces "the client dropped a slow connection but its
         request still reaches the server later".
     reset TARGET                          -> ok
         Abort the client side with RST (SO_LINGER 0) and close the upstream,
@@ -90,6 +92,11 @@ CONTROL PROTOCOL
         accepted (connect succeeds, nothing ever answers). An EOF is not
         dropped but waits for the partition to end. off: new bytes flow again.
         With L:C / L:next only that connection.
+        NOTE: bytes dropped mid-stream leave a connection that was in use
+        desynchronised (a request without its reply); real TCP would instead
+        retransmit them when the network heals. Clients must abandon such
+        connections. For a partition that TCP survives (everything arrives
+        late, in order) use "hold L" then "unhold L" / "heal".
     slow-accept L MS                      -> ok
         Connections accepted on L afterwards are accepted at once, but the
         upstream connect and all forwarding start MS ms later (the client's
@@ -106,7 +113,7 @@ CONTROL PROTOCOL
         now), reset-after and hold-match triggers removed, L:next actions
         dropped. Detached connections get their held bytes delivered, then
         their upstream is closed.
-    stats                                 -> ok conns=N live=N resets=N held_bytes=N delayed_chunks=N dropped_bytes=N
+    stats                                 -> ok conns=N resets=N held_bytes=N delayed_chunks=N dropped_bytes=N live=N
         conns = accepted in total, live = not fully closed, resets = client
         sides reset, held_bytes = held now, delayed_chunks = chunks that
         waited out a delay, dropped_bytes = bytes dropped by partitions and
@@ -1068,8 +1075,8 @@ class Proxy:
         live = sum(len(lst.conns) for lst in self.listeners)
         held = sum(p.held_bytes for lst in self.listeners for c in lst.conns.values()
                    for p in c.pipes.values())
-        return "conns=%d live=%d resets=%d held_bytes=%d delayed_chunks=%d dropped_bytes=%d" % (
-            s.conns, live, s.resets, held, s.delayed_chunks, s.dropped_bytes)
+        return "conns=%d resets=%d held_bytes=%d delayed_chunks=%d dropped_bytes=%d live=%d" % (
+            s.conns, s.resets, held, s.delayed_chunks, s.dropped_bytes, live)
 
 
 def parse_hostport(s):
