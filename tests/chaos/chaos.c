@@ -692,6 +692,7 @@ static void worker_process(int p, int nthreads, const char *uris, uint64_t seed,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(3);
     signal(SIGINT, SIG_IGN);   /* the main process decides when to stop */
+    signal(SIGTERM, SIG_DFL);  /* not the parent's flag-setting handler */
     uint64_t rng = seed ^ (0x1000193ULL * (uint64_t)(p + 1));
     distlock_client *c = NULL;
     if (distlock_client_new(&c, uris) != DISTLOCK_OK) {
