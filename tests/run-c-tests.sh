@@ -5,6 +5,8 @@
 #   3. build-tsan/  -DDISTLOCK_SANITIZE=thread, the tests that use threads
 #   4. valgrind over a few binaries of build/
 # Every test binary starts and stops its own redis-servers (tests/harness).
+# test_chaos (tests/chaos, ~50 s) runs in stages 1 and 2; DISTLOCK_CHAOS_SECONDS
+# (per configuration, default 24) lengthens or shortens it.
 # Exits non-zero if anything fails.
 #
 # Environment:

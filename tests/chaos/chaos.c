@@ -63,6 +63,7 @@
 #include <signal.h>
 #include <stdarg.h>
 #include <stdatomic.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -691,6 +692,7 @@ static void worker_process(int p, int nthreads, const char *uris, uint64_t seed,
     prctl(PR_SET_PDEATHSIG, SIGKILL);
     if (getppid() != parent) _exit(3);
     signal(SIGINT, SIG_IGN);   /* the main process decides when to stop */
+    signal(SIGTERM, SIG_DFL);  /* not the parent's flag-setting handler */
     uint64_t rng = seed ^ (0x1000193ULL * (uint64_t)(p + 1));
     distlock_client *c = NULL;
     if (distlock_client_new(&c, uris) != DISTLOCK_OK) {
@@ -744,7 +746,8 @@ typedef struct action {
 typedef struct injector {
     rh_cluster *rc;
     fp_proxy *fp;
-    uint64_t rng;
+    uint64_t rng;        /* the schedule: kinds, targets, durations, pauses */
+    uint64_t rng_conn;   /* which live connection (their ids depend on timing) */
     int n, quorum;
     long long faults[F_COUNT];
     long long proxy_errors;
@@ -789,7 +792,7 @@ static int pick_conn(injector *in, int l)
     int k = fp_conns(in->fp, l, cs, 128), live = 0, ids[128];
     for (int j = 0; j < k; j++)
         if (strcmp(cs[j].state, "open") == 0) ids[live++] = cs[j].id;
-    return live ? ids[rnd(&in->rng, live)] : -1;
+    return live ? ids[rnd(&in->rng_conn, live)] : -1;
 }
 
 static int conn_alive(injector *in, int l, int id)
@@ -1104,6 +1107,69 @@ typedef struct config_result {
     int failed_setup;
 } config_result;
 
+/* Fresh shared state (the mapping is zeroed or reused after the self-test). */
+static void init_shared(int n, const int *ports)
+{
+    static int initialised;
+    if (initialised) pthread_mutex_destroy(&S->mu);
+    initialised = 1;
+    memset(S, 0, offsetof(shared, sec));
+    memset(S->sec, 0, sizeof(section) * 64);   /* the self-test's; the rest is untouched */
+    pthread_mutexattr_t ma;
+    pthread_mutexattr_init(&ma);
+    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
+    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
+    pthread_mutex_init(&S->mu, &ma);
+    pthread_mutexattr_destroy(&ma);
+    S->n = n;
+    S->quorum = n / 2 + 1;
+    for (int i = 0; i < n; i++) S->ports[i] = ports[i];
+    for (int k = 0; k < NKEYS; k++) {
+        for (int j = 0; j < MAX_INSIDE; j++) S->key[k].inside[j] = -1;
+        S->key[k].max_fence = -1;
+    }
+    S->t_start = now_us();
+}
+
+/* The detectors must fire on what they are meant to catch (else a broken
+ * checker would pass vacuously) and stay quiet on expired leases: staged
+ * sections, and a held check against the real, empty nodes. */
+static int selftest(void)
+{
+    wctx w;
+    memset(&w, 0, sizeof w);
+    w.proc = -1;
+    for (int k = 0; k < NKEYS; k++)
+        snprintf(w.keyname[k], sizeof w.keyname[k], "chaos:k%d", k);
+    long long now = now_us(), later = now + 60 * 1000000LL;
+    /* expired lease then a valid one: no overlap; the late fence is fenced off */
+    int c = enter(&w, 1, K_FENCE, 3, now - 1, "selftst0", now, 0);
+    int d = enter(&w, 1, K_FENCE, 4, later, "selftst1", now, 0);
+    refresh(c, 0, 1);
+    int quiet = S->overlaps == 0 && S->stale_fences == 0 && S->fenced_off == 1;
+    /* two valid leases: an overlap; the older, lower fence within its lease: stale */
+    int a = enter(&w, 0, K_FENCE, 5, later, "selftst2", now, 0);
+    int b = enter(&w, 0, K_FENCE, 6, later, "selftst3", now, 0);
+    refresh(a, 0, 1);
+    /* a token no node holds, all nodes up, lease valid: held but gone */
+    check_held(&w, 0, "selftest-token-held-nowhere", later, a, "self-test");
+    /* the same with an expired lease: exempt */
+    check_held(&w, 0, "selftest-token-held-nowhere", now - 1, b, "self-test");
+    leave(a), leave(b), leave(c), leave(d);
+    for (int i = 0; i < MAXN; i++)
+        if (w.dc[i]) redisFree(w.dc[i]);
+    int ok = quiet && S->overlaps == 1 && S->stale_fences == 1 && S->held_but_gone == 1 &&
+             S->checks_exempt == 1;
+    if (!ok)
+        fprintf(stderr, "chaos: checker self-test FAILED: quiet=%d overlaps=%lld stale_fences=%lld "
+                        "held_but_gone=%lld exempt=%lld\n", quiet, S->overlaps, S->stale_fences,
+                S->held_but_gone, S->checks_exempt);
+    else
+        printf("chaos: nodes=%d checker self-test passed (overlap, stale fence, held-but-gone "
+               "detected; expired leases exempt)\n", S->n);
+    return ok ? 0 : -1;
+}
+
 static double fault_rate = 1.0;   /* --fault-rate: 0 = no faults (a baseline) */
 
 static int run_config(int n, uint64_t main_seed, uint64_t seed, double seconds, int nprocs,
@@ -1120,20 +1186,14 @@ static int run_config(int n, uint64_t main_seed, uint64_t seed, double seconds, 
 
     S = mmap(NULL, sizeof *S, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
     if (S == MAP_FAILED) { perror("mmap"); fp_stop(fp); rh_stop_all(rc); return -1; }
-    pthread_mutexattr_t ma;
-    pthread_mutexattr_init(&ma);
-    pthread_mutexattr_setpshared(&ma, PTHREAD_PROCESS_SHARED);
-    pthread_mutexattr_setrobust(&ma, PTHREAD_MUTEX_ROBUST);
-    pthread_mutex_init(&S->mu, &ma);
-    pthread_mutexattr_destroy(&ma);
-    S->n = n;
-    S->quorum = n / 2 + 1;
-    for (int i = 0; i < n; i++) S->ports[i] = ports[i];
-    for (int k = 0; k < NKEYS; k++) {
-        for (int j = 0; j < MAX_INSIDE; j++) S->key[k].inside[j] = -1;
-        S->key[k].max_fence = -1;
+    init_shared(n, ports);
+    if (selftest() != 0) {
+        fp_stop(fp);
+        rh_stop_all(rc);
+        munmap(S, sizeof *S);
+        return -1;
     }
-    S->t_start = now_us();
+    init_shared(n, ports);
 
     injector in;
     memset(&in, 0, sizeof in);
@@ -1142,6 +1202,7 @@ static int run_config(int n, uint64_t main_seed, uint64_t seed, double seconds, 
     in.n = n;
     in.quorum = n / 2 + 1;
     in.rng = seed;
+    in.rng_conn = seed ^ 0x5bd1e995ULL;
 
     char uris[512];
     snprintf(uris, sizeof uris, "%s", fp_uris(fp));
