@@ -110,6 +110,25 @@ static void redact(const char *s, size_t len, char *out, size_t size)
     out[o] = '\0';
 }
 
+/* The whole list, each entry redacted (cut to fit). */
+static void redact_list(const char *list, char *out, size_t size)
+{
+    size_t o = 0;
+    for (const char *p = list;; ) {
+        const char *comma = strchr(p, ',');
+        size_t len = comma ? (size_t)(comma - p) : strlen(p);
+        char one[600];
+        redact(p, len < 500 ? len : 500, one, sizeof(one));
+        int w = snprintf(out + o, size - o, "%s%s", p == list ? "" : ",", one);
+        if (w < 0 || (size_t)w >= size - o)
+            break;
+        o += (size_t)w;
+        if (!comma)
+            break;
+        p = comma + 1;
+    }
+}
+
 static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
 {
     char shown[600], safe[600];
@@ -283,7 +302,10 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
         while (a < b && isspace((unsigned char)*a)) a++;
         while (b > a && isspace((unsigned char)b[-1])) b--;
         if (a == b) {
-            rc = distlock__fail(DISTLOCK_EINVAL, "empty entry #%d in the server list", n + 1);
+            char shown[512];
+            redact_list(servers, shown, sizeof(shown));
+            rc = distlock__fail(DISTLOCK_EINVAL, "empty entry #%d in server list '%s'", n + 1,
+                                shown);
             goto fail;
         }
         if (n >= 64) {
