@@ -92,7 +92,8 @@ stage_valgrind() {
   [ -x "$b/tests/test_single" ] || configure_build "$b" distlock_c_tests -- \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
   local rc=0 t
-  for t in test_single test_badinput; do
+  for t in test_single test_badinput test_review_a_uri test_review_a_reentrant test_review_b_stale \
+           test_review_b_resend; do
     log "valgrind $t"
     DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1
@@ -105,7 +106,7 @@ for s in $stages; do
     normal) run_stage "ctest (normal build)" stage_normal ;;
     asan) run_stage "ctest (ASan+UBSan)" stage_asan ;;
     tsan) run_stage "threaded tests (TSan)" stage_tsan ;;
-    valgrind) run_stage "valgrind (test_single, test_badinput)" stage_valgrind ;;
+    valgrind) run_stage "valgrind (single, badinput, review uri/reentrant/stale/resend)" stage_valgrind ;;
     *) echo "run-c-tests.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done
