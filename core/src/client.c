@@ -66,6 +66,8 @@ static void free_connset(distlock_client *c, distlock__connset *cs)
 {
     for (int i = 0; i < c->n; i++)
         distlock__conn_forget(&cs->conns[i]);
+    free(cs->res_a);
+    free(cs->calls_a);
     free(cs);
 }
 
@@ -121,11 +123,21 @@ static distlock__connset *take_locked(distlock_client *c)
     if (cs) {
         c->pool = cs->next;
     } else {
-        cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * (size_t)c->n);
-        if (cs == NULL) {
+        size_t n = (size_t)c->n;
+        cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * n);
+        distlock__result *res = calloc(2 * n, sizeof(*res));
+        const distlock__call **calls = calloc(2 * n, sizeof(*calls));
+        if (cs == NULL || res == NULL || calls == NULL) {
+            free(cs);
+            free(res);
+            free(calls);
             distlock__fail(DISTLOCK_ENOMEM, "out of memory");
             return NULL;
         }
+        cs->res_a = res;
+        cs->res_b = res + n;
+        cs->calls_a = calls;
+        cs->calls_b = calls + n;
         cs->all_next = c->all_sets;
         c->all_sets = cs;
     }

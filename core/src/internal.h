@@ -126,6 +126,11 @@ typedef struct distlock__connset {
     struct distlock__connset *next;      /* in the pool */
     struct distlock__connset *all_next;  /* every set of the client */
     int in_use;
+    /* Scratch for the operation that has the set checked out, sized by the
+     * node count (not by the 64-node limit, on the stack): the results and
+     * calls of its main round (a) and of a follow-up round (b). */
+    struct distlock__result *res_a, *res_b;
+    const struct distlock__call **calls_a, **calls_b;
     distlock__conn conns[];  /* client->n of them */
 } distlock__connset;
 

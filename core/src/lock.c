@@ -300,7 +300,7 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
                            uint64_t maybe)
 {
     char ch[DISTLOCK__SIDEKEY_MAX];
-    const distlock__call *calls[64];
+    const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
     size_t chlen = channel_name(ch, key);
     const char *argv[3] = { key, token, ch };
     size_t len[3] = { chlen - 9, strlen(token), chlen };
@@ -339,8 +339,8 @@ static int holds_own(const distlock__result *r, const char *token)
 static void refresh_own(distlock_client *c, distlock__connset *cs, const char *key,
                         const char *token, const char *ttl, int strict, distlock__result *res)
 {
-    const distlock__call *calls[64];
-    distlock__result res2[64];
+    const distlock__call **calls = cs->calls_b;
+    distlock__result *res2 = cs->res_b;
     int any = 0;
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
@@ -374,8 +374,6 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     char ttl[24], qttl[24], ch[DISTLOCK__SIDEKEY_MAX];
     const char *argv[10];
     size_t len[10];
-    const distlock__call *calls[64];
-    distlock__result res[64];
     int k = 0, nkeys, rc = DISTLOCK_OK;
     int fencing = (flags & DISTLOCK_FENCING) != 0;
     const char *strict = (flags & DISTLOCK_STRICT) ? "1" : "0";
@@ -386,6 +384,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
+    const distlock__call **calls = cs->calls_a;
+    distlock__result *res = cs->res_a;
     size_t ttllen = distlock__ltoa(ttl, ttl_ms);
     argv[k++] = key;
     if (fair) {
@@ -462,8 +462,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
                 at_max++;
         if (at_max < t.ok) {
             char fv[24];
-            distlock__result res2[64];
-            const distlock__call *calls2[64];
+            distlock__result *res2 = cs->res_b;
+            const distlock__call **calls2 = cs->calls_b;
             snprintf(fv, sizeof(fv), "%" PRId64, fence);
             const char *a2[4] = { key, fk, token, fv };
             size_t l2[4] = { strlen(key), strlen(fk), strlen(token), strlen(fv) };
@@ -483,8 +483,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         /* Won: on nodes that did not grant (the previous holder's release
          * still on its way there, say) we are still queued; leave, or our
          * stale entry would stand first in those queues. */
-        distlock__result res4[64];
-        const distlock__call *calls4[64];
+        distlock__result *res4 = cs->res_b;
+        const distlock__call **calls4 = cs->calls_b;
         const char *a4[5] = { q, qt, key, token, ch };
         size_t l4[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
         distlock__call leave = { DISTLOCK__S_LEAVE, 3, 5, a4, l4, NULL, 1, tag, 0 };
@@ -531,9 +531,9 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     for (int i = 0; i < c->n; i++)
         any |= which[i] = rc != DISTLOCK_OK && res[i].sent && verdict(&res[i]) != 0;
     if (any) {
-        distlock__result res3[64];
+        distlock__result *res3 = cs->res_b;
         if (fair && queue_ttl_ms > 0) {
-            const distlock__call *calls3[64];
+            const distlock__call **calls3 = cs->calls_b;
             const char *a3[6] = { key, q, qt, token, ch, qttl };
             size_t l3[6] = { strlen(key), strlen(q), strlen(qt), strlen(token), strlen(ch),
                              strlen(qttl) };
@@ -554,7 +554,6 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
                                uint64_t valid_until_us, distlock__connset *pref, uint64_t maybe)
 {
-    distlock__result res[64];
     int rc;
 
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
@@ -562,6 +561,7 @@ int distlock__release_keytoken(distlock_client *c, const char *key, const char *
     distlock__connset *cs = pref ? distlock__checkout_pref(c, pref) : distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
+    distlock__result *res = cs->res_a;
     uint64_t t0 = distlock__now_us();
     tally t = release_round(c, cs, key, token, NULL, res, maybe);
     if (t0 < valid_until_us) {
@@ -596,8 +596,6 @@ int distlock__release_keytoken(distlock_client *c, const char *key, const char *
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us)
 {
-    distlock__result res[64];
-    const distlock__call *calls[64];
     char ttl[24];
     int rc;
 
@@ -606,6 +604,8 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
+    distlock__result *res = cs->res_a;
+    const distlock__call **calls = cs->calls_a;
     snprintf(ttl, sizeof(ttl), "%ld", ttl_ms);
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
@@ -641,12 +641,12 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token)
 {
     char q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX], ch[DISTLOCK__SIDEKEY_MAX];
-    distlock__result res[64];
-    const distlock__call *calls[64];
     distlock__connset *cs = distlock__checkout(c);
 
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
+    distlock__result *res = cs->res_a;
+    const distlock__call **calls = cs->calls_a;
     distlock__sidekey(q, key, ":q");
     distlock__sidekey(qt, key, ":qt");
     channel_name(ch, key);
@@ -754,8 +754,6 @@ int distlock_extend_token(distlock_client *c, const char *key, const char *token
 int distlock_inspect(distlock_client *c, const char *key, int node, char *token_buf, size_t size,
                      long *pttl_ms)
 {
-    distlock__result res[64];
-    const distlock__call *calls[64] = { 0 };
     int rc;
 
     distlock__clear_error();
@@ -770,6 +768,10 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
+    distlock__result *res = cs->res_a;
+    const distlock__call **calls = cs->calls_a;
+    for (int i = 0; i < c->n; i++)
+        calls[i] = NULL;
     const char *argv[1] = { key };
     size_t len[1] = { strlen(key) };
     distlock__call call = { DISTLOCK__S_INSPECT, 1, 1, argv, len, NULL, 0, 0, 0 };
@@ -795,8 +797,6 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
 
 int distlock_force_release(distlock_client *c, const char *key, int *deleted)
 {
-    distlock__result res[64];
-    const distlock__call *calls[64];
     int rc, del = 0, failed = 0;
 
     distlock__clear_error();
@@ -807,6 +807,8 @@ int distlock_force_release(distlock_client *c, const char *key, int *deleted)
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL)
         return DISTLOCK_ENOMEM;
+    distlock__result *res = cs->res_a;
+    const distlock__call **calls = cs->calls_a;
     const char *argv[2] = { "DEL", key };
     size_t len[2] = { 3, strlen(key) };
     distlock__call call = { -1, 0, 2, argv, len, NULL, 0, 0, 0 };

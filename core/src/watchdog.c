@@ -94,8 +94,6 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
 {
     const char **argv = calloc((size_t)m * 3, sizeof(*argv));
     size_t *len = calloc((size_t)m * 3, sizeof(*len));
-    distlock__result res[64];
-    const distlock__call *calls[64];
     distlock__connset *cs = distlock__checkout(c);
 
     memset(ok, 0, sizeof(int) * (size_t)m);
@@ -106,6 +104,8 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
         distlock__checkin(c, cs);
         return;
     }
+    distlock__result *res = cs->res_a;
+    const distlock__call **calls = cs->calls_a;
     for (int k = 0; k < m; k++) {
         argv[k] = d[k].key, len[k] = strlen(d[k].key);
         argv[m + 2 * k] = d[k].token, len[m + 2 * k] = strlen(d[k].token);
