@@ -176,6 +176,37 @@ static void test_release_lost_reply(void **state)
     }
 }
 
+/* The same through the token pair (as the PHP compat functions use it):
+ * distlock_release_token whose first send ran and whose reply was lost on
+ * two nodes says it released. */
+static void test_release_token_lost_reply(void **state)
+{
+    rb_env *e = *state;
+    const char *K = "rb:9d";
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);
+    long v = 0;
+    assert_rc(distlock_acquire_token(c, K, 10000, "tok-9d", 0, &v), DISTLOCK_OK);
+    assert_holding(e->rc, K, "tok-9d", 3);
+    sync_conns(c);
+    fp_ok(e->fp, "reset-after 0:%d down 1", id0);
+    fp_ok(e->fp, "reset-after 1:%d down 1", id1);
+
+    int r = distlock_release_token(c, K, "tok-9d");
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
+    printf("# release_token with two replies lost: %d (%s)\n", r, detail);
+    int left = rh_count_holding(e->rc, K, NULL);
+    distlock_client_free(c);
+    assert_int_equal(left, 0);
+    if (r != DISTLOCK_OK) {
+        print_error("distlock_release_token = %d (%s) although it deleted the key on all 3 "
+                    "nodes: \"%s\"\n", r, distlock_strerror(r), detail);
+        fail();
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -183,6 +214,7 @@ int main(void)
         cmocka_unit_test_setup(test_undo_after_reset, heal),
         cmocka_unit_test_setup(test_undo_after_script_error, heal),
         cmocka_unit_test_setup(test_release_lost_reply, heal),
+        cmocka_unit_test_setup(test_release_token_lost_reply, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

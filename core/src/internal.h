@@ -250,7 +250,7 @@ struct distlock_client {
     int nstale, stale_cap;
     /* token pair (lock.c, c->mu): the nodes the latest acquires may hold,
      * so their releases skip a hung node they never reached */
-    struct { uint64_t tag, maybe; } tp_recent[32];
+    struct { uint64_t tag, maybe, until; } tp_recent[32];
     int tp_next;
     _Atomic int stale_any;
     _Atomic uint64_t conn_serial;

@@ -712,8 +712,9 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
             *validity_ms = ms_left(until);
         uint64_t tag = lock_tag(key, token);
         pthread_mutex_lock(&c->mu);
-        c->tp_recent[c->tp_next] .tag = tag;
+        c->tp_recent[c->tp_next].tag = tag;
         c->tp_recent[c->tp_next].maybe = att.maybe;
+        c->tp_recent[c->tp_next].until = until;
         c->tp_next = (c->tp_next + 1) % 32;
         pthread_mutex_unlock(&c->mu);
     }
@@ -726,14 +727,17 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
     if (rc != DISTLOCK_OK)
         return rc;
     /* Nodes the latest acquire of this key and token may hold (all if it
-     * is not among the recent ones). */
-    uint64_t tag = lock_tag(key, token), maybe = ~0ull;
+     * is not among the recent ones), and its lease (a release resent after
+     * its first send ran is then recognised). */
+    uint64_t tag = lock_tag(key, token), maybe = ~0ull, until = 0;
     distlock__lock(c);
     for (int k = 0; k < 32; k++)
-        if (c->tp_recent[k].tag == tag)
+        if (c->tp_recent[k].tag == tag) {
             maybe = c->tp_recent[k].maybe;
+            until = c->tp_recent[k].until;
+        }
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, key, token, 0, NULL, maybe);
+    return distlock__release_keytoken(c, key, token, until, NULL, maybe);
 }
 
 int distlock_extend_token(distlock_client *c, const char *key, const char *token, long ttl_ms,
