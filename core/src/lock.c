@@ -370,8 +370,11 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
                            unsigned flags, int fair, long queue_ttl_ms, uint64_t *valid_until_us,
                            int64_t *fence_out, distlock__attempt *att)
 {
-    char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX];
-    char ttl[24], qttl[24], ch[DISTLOCK__SIDEKEY_MAX];
+    /* Side keys and channel: only fair and fencing acquires need them (on
+     * the heap: 4 KB the common path's stack does not carry). */
+    struct { char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX],
+             qt[DISTLOCK__SIDEKEY_MAX], ch[DISTLOCK__SIDEKEY_MAX]; } *sk = NULL;
+    char ttl[24], qttl[24];
     const char *argv[10];
     size_t len[10];
     int k = 0, nkeys, rc = DISTLOCK_OK;
@@ -386,17 +389,21 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         return DISTLOCK_ENOMEM;
     const distlock__call **calls = cs->calls_a;
     distlock__result *res = cs->res_a;
+    if ((fair || fencing) && (sk = malloc(sizeof(*sk))) == NULL) {
+        distlock__checkin(c, cs);
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
     size_t ttllen = distlock__ltoa(ttl, ttl_ms);
     argv[k++] = key;
     if (fair) {
-        distlock__sidekey(q, key, ":q");
-        distlock__sidekey(qt, key, ":qt");
-        argv[k++] = q;
-        argv[k++] = qt;
+        distlock__sidekey(sk->q, key, ":q");
+        distlock__sidekey(sk->qt, key, ":qt");
+        argv[k++] = sk->q;
+        argv[k++] = sk->qt;
     }
     if (fencing) {
-        distlock__sidekey(fk, key, ":fence");
-        argv[k++] = fk;
+        distlock__sidekey(sk->fk, key, ":fence");
+        argv[k++] = sk->fk;
     }
     nkeys = k;
     argv[k++] = token;
@@ -405,8 +412,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     if (fair) {
         distlock__ltoa(qttl, queue_ttl_ms);
         argv[k++] = qttl;
-        channel_name(ch, key);
-        argv[k++] = ch;
+        channel_name(sk->ch, key);
+        argv[k++] = sk->ch;
     }
     for (int a = 0; a < k; a++)
         len[a] = strlen(argv[a]);
@@ -465,8 +472,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
             distlock__result *res2 = cs->res_b;
             const distlock__call **calls2 = cs->calls_b;
             snprintf(fv, sizeof(fv), "%" PRId64, fence);
-            const char *a2[4] = { key, fk, token, fv };
-            size_t l2[4] = { strlen(key), strlen(fk), strlen(token), strlen(fv) };
+            const char *a2[4] = { key, sk->fk, token, fv };
+            size_t l2[4] = { strlen(key), strlen(sk->fk), strlen(token), strlen(fv) };
             distlock__call raise = { DISTLOCK__S_RAISE, 2, 4, a2, l2, NULL, 0, tag, 0 };
             for (int i = 0; i < c->n; i++)
                 calls2[i] = verdict(&res[i]) == 1 ? &raise : NULL;
@@ -485,8 +492,9 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
          * stale entry would stand first in those queues. */
         distlock__result *res4 = cs->res_b;
         const distlock__call **calls4 = cs->calls_b;
-        const char *a4[5] = { q, qt, key, token, ch };
-        size_t l4[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
+        const char *a4[5] = { sk->q, sk->qt, key, token, sk->ch };
+        size_t l4[5] = { strlen(sk->q), strlen(sk->qt), strlen(key), strlen(token),
+                         strlen(sk->ch) };
         distlock__call leave = { DISTLOCK__S_LEAVE, 3, 5, a4, l4, NULL, 1, tag, 0 };
         for (int i = 0; i < c->n; i++)
             calls4[i] = verdict(&res[i]) == 1 ? NULL : &leave;
@@ -534,8 +542,8 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
         distlock__result *res3 = cs->res_b;
         if (fair && queue_ttl_ms > 0) {
             const distlock__call **calls3 = cs->calls_b;
-            const char *a3[6] = { key, q, qt, token, ch, qttl };
-            size_t l3[6] = { strlen(key), strlen(q), strlen(qt), strlen(token), strlen(ch),
+            const char *a3[6] = { key, sk->q, sk->qt, token, sk->ch, qttl };
+            size_t l3[6] = { strlen(key), strlen(sk->q), strlen(sk->qt), strlen(token), strlen(sk->ch),
                              strlen(qttl) };
             distlock__call undo = { DISTLOCK__S_FAIR_UNDO, 3, 6, a3, l3, NULL, 1, tag, ~0ull };
             for (int i = 0; i < c->n; i++)
@@ -548,6 +556,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     }
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
+    free(sk);
     return rc;
 }
 
