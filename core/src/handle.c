@@ -83,8 +83,11 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
     uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
     if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
         deadline = now0 + (uint64_t)wait_ms * 1000u;
-    char ch[DISTLOCK__SIDEKEY_MAX];
-    snprintf(ch, sizeof(ch), "distlock:%s", key);
+    size_t chlen = strlen(key) + 10;
+    char *ch = malloc(chlen);  /* waiting is not the hot path; keys are up to 1 KB */
+    if (ch == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    snprintf(ch, chlen, "distlock:%s", key);
     distlock__waiter w;
     memset(&w, 0, sizeof(w));
     w.channel = ch;
@@ -140,6 +143,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
     }
     if (subscribed)
         distlock__waiter_remove(c, &w);
+    free(ch);
     if (fair && rc != DISTLOCK_OK) {
         int keep = rc;
         char detail[512];

@@ -299,7 +299,7 @@ static tally release_round(distlock_client *c, distlock__connset *cs, const char
                            const char *token, const int *which, distlock__result *res,
                            uint64_t maybe)
 {
-    char ch[DISTLOCK__SIDEKEY_MAX];
+    char ch[strlen(key) + 10];  /* "distlock:" + key + NUL; keys are <= 1 KB */
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
     size_t chlen = channel_name(ch, key);
     const char *argv[3] = { key, token, ch };
@@ -649,24 +649,32 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
 
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token)
 {
-    char q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX], ch[DISTLOCK__SIDEKEY_MAX];
+    /* fair waiters only: the side keys on the heap, not the stack */
+    struct { char q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
+             ch[DISTLOCK__SIDEKEY_MAX]; } *sk = malloc(sizeof(*sk));
+    if (sk == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     distlock__connset *cs = distlock__checkout(c);
 
-    if (cs == NULL)
+    if (cs == NULL) {
+        free(sk);
         return DISTLOCK_ENOMEM;
+    }
     distlock__result *res = cs->res_a;
     const distlock__call **calls = cs->calls_a;
-    distlock__sidekey(q, key, ":q");
-    distlock__sidekey(qt, key, ":qt");
-    channel_name(ch, key);
-    const char *argv[5] = { q, qt, key, token, ch };
-    size_t len[5] = { strlen(q), strlen(qt), strlen(key), strlen(token), strlen(ch) };
+    distlock__sidekey(sk->q, key, ":q");
+    distlock__sidekey(sk->qt, key, ":qt");
+    channel_name(sk->ch, key);
+    const char *argv[5] = { sk->q, sk->qt, key, token, sk->ch };
+    size_t len[5] = { strlen(sk->q), strlen(sk->qt), strlen(key), strlen(token),
+                      strlen(sk->ch) };
     distlock__call call = { DISTLOCK__S_LEAVE, 3, 5, argv, len, NULL, 0, lock_tag(key, token), 0 };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(c, cs, calls, res, NULL, NULL);
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
+    free(sk);
     return DISTLOCK_OK;
 }
 

@@ -299,7 +299,7 @@ static char *resp_header(char *p, char type, size_t n)
 
 static int append_argv(redisContext *ctx, int argc, const char **argv, const size_t *len)
 {
-    char stack[2048], *buf = stack, *p;
+    char stack[512], *buf = stack, *p;  /* a lock request with a short key fits */
     size_t total = 16;
     int rc;
 
@@ -856,8 +856,8 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
                      distlock__decide_fn decide, void *arg)
 {
     int n = c->n;
-    struct pollfd pfd[64];
-    int idx[64];
+    struct pollfd pfd[n];  /* n <= 64 (uri.c) */
+    int idx[n];
     uint64_t now = distlock__now_us();
 
     for (int i = 0; i < n; i++) {
