@@ -19,7 +19,6 @@
 
 #include <math.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "php.h"
@@ -191,40 +190,6 @@ static void dl_throw_held(zend_string *msg)
     zend_update_property_long(zend_ce_exception, Z_OBJ(ex), "code", sizeof("code") - 1,
                               DISTLOCK_PHP_CODE_HELD);
     zend_throw_exception_object(&ex);
-}
-
-/* A worker keeps its connections between requests; when Redis restarts (or
- * closes idle clients) while the worker sleeps, the first command written on
- * the dead socket fails with ECONN although the server never saw it, and the
- * core reconnects on the next call. So a call that fails with ECONN (or, over
- * several nodes, ENOQUORUM because they all did) *quickly*
- * (in less than half the command timeout: a closed socket, not a silent
- * node) is retried once; a node that times out is not tried twice, so it
- * still costs at most its timeout. The retry is safe: a retried acquire with
- * a generated (unique) token that finds its own token only refreshes it;
- * with a caller's token the retry is STRICT like the first try; release and
- * extend are compare-and-set. */
-#define DL_CONN_FAILED(st) ((st) == DISTLOCK_ECONN || (st) == DISTLOCK_ENOQUORUM)
-
-static uint64_t dl_now_ms(void)
-{
-    struct timespec ts;
-
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
-
-#define DL_RETRY_ONCE(st, quick_ms, call)                                         \
-    do {                                                                          \
-        uint64_t dl_t0_ = dl_now_ms();                                            \
-        (st) = (call);                                                            \
-        if (DL_CONN_FAILED(st) && dl_now_ms() - dl_t0_ < (uint64_t)(quick_ms))   \
-            (st) = (call);                                                        \
-    } while (0)
-
-static zend_long dl_quick_ms(zend_long command_ms)
-{
-    return command_ms > 0 ? command_ms / 2 : 0;
 }
 
 /* ------------------------------------------------------- argument checks */
@@ -422,8 +387,6 @@ PHP_FUNCTION(distributedLock)
     zend_string *tip = NULL;
     char tok[DISTLOCK_TOKEN_MAX + 1];
     const char *token;
-    bool generated = false;
-    uint64_t t0;
     distlock_client *c;
     int st;
 
@@ -463,24 +426,16 @@ PHP_FUNCTION(distributedLock)
             RETURN_THROWS();
         }
         token = tok;
-        generated = true;
     }
 
     if ((c = dl_ini_client()) == NULL) {
         RETURN_THROWS();
     }
     /* STRICT: plain SET NX like the seed, so a second call with the same
-     * explicit $random throws as it does there. The retry after a connection
-     * error drops STRICT for a generated token: if the first try did reach
-     * Redis and only its reply was lost, the key holds our unique token and
-     * the retry takes it over instead of reporting it as held by someone. */
-    t0 = dl_now_ms();
+     * explicit $random throws as it does there. (A connection that broke
+     * under the call is the core's to handle: it resends once on a fresh
+     * one, and a strict acquire resent that way takes its own token over.) */
     st = distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token, DISTLOCK_STRICT, NULL);
-    if (DL_CONN_FAILED(st) && dl_now_ms() - t0 < (uint64_t)dl_quick_ms(DISTLOCK_G(command_timeout_ms))) {
-        st = distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token,
-                                    generated ? 0 : DISTLOCK_STRICT,
-                                    NULL);
-    }
     if (st == DISTLOCK_NOTACQUIRED) {
         zend_string *msg;
 
@@ -547,7 +502,7 @@ PHP_FUNCTION(distributedUnlock)
     if ((c = dl_ini_client()) == NULL) {
         RETURN_THROWS();
     }
-    DL_RETRY_ONCE(st, dl_quick_ms(DISTLOCK_G(command_timeout_ms)), distlock_release_token(c, ZSTR_VAL(key), token));
+    st = distlock_release_token(c, ZSTR_VAL(key), token);
     if (st == DISTLOCK_OK) {
         RETURN_TRUE;
     }
@@ -564,7 +519,6 @@ PHP_FUNCTION(distributedUnlock)
 
 typedef struct {
     distlock_client *c;   /* borrowed from the persistent cache */
-    zend_long command_ms; /* its command timeout (for the retry rule) */
     zend_object std;
 } dl_client_obj;
 
@@ -671,7 +625,6 @@ PHP_METHOD(Distlock_Client, __construct)
         RETURN_THROWS();
     }
     dl_client_from(Z_OBJ_P(ZEND_THIS))->c = c;
-    dl_client_from(Z_OBJ_P(ZEND_THIS))->command_ms = cfg.command_ms;
 }
 
 /* ------------------------------------------------------------- OO: Lock */
@@ -679,7 +632,6 @@ PHP_METHOD(Distlock_Client, __construct)
 typedef struct {
     distlock_lock *l;
     long ttl_ms;
-    zend_long command_ms; /* its client's command timeout */
     zend_object std;
 } dl_lock_obj;
 
@@ -729,7 +681,6 @@ static distlock_lock *dl_this_lock(zval *this_zv)
 static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double ttl, long wait_ms,
                        zend_long flags, bool blocking, double timeout_s)
 {
-    dl_client_obj *co = dl_client_from(Z_OBJ_P(ZEND_THIS));
     distlock_client *c;
     distlock_lock *l = NULL;
     long ttl_ms;
@@ -749,7 +700,7 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
                                   "must be 0 or a combination of Client::FENCING and Client::AUTO_RENEW");
         RETURN_THROWS();
     }
-    DL_RETRY_ONCE(st, dl_quick_ms(co->command_ms), distlock_acquire(c, ZSTR_VAL(key), ttl_ms, wait_ms, (unsigned)flags, &l));
+    st = distlock_acquire(c, ZSTR_VAL(key), ttl_ms, wait_ms, (unsigned)flags, &l);
     if (st == DISTLOCK_OK) {
         dl_lock_obj *o;
 
@@ -757,7 +708,6 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
         o = dl_lock_from(Z_OBJ_P(return_value));
         o->l = l;
         o->ttl_ms = ttl_ms;
-        o->command_ms = co->command_ms;
         return;
     }
     if (st == DISTLOCK_NOTACQUIRED || (blocking && st == DISTLOCK_ETIMEDOUT)) {
@@ -850,7 +800,6 @@ PHP_METHOD(Distlock_Lock, __construct)
 
 PHP_METHOD(Distlock_Lock, release)
 {
-    dl_lock_obj *o = dl_lock_from(Z_OBJ_P(ZEND_THIS));
     distlock_lock *l;
     int st;
 
@@ -858,7 +807,7 @@ PHP_METHOD(Distlock_Lock, release)
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    DL_RETRY_ONCE(st, dl_quick_ms(o->command_ms), distlock_release(l));
+    st = distlock_release(l);
     if (st == DISTLOCK_OK) {
         RETURN_TRUE;
     }
@@ -889,7 +838,7 @@ PHP_METHOD(Distlock_Lock, extend)
     if (!ttl_null && !dl_seconds_to_ms(1, ttl, 1, DISTLOCK_TTL_MAX, &ttl_ms)) {
         RETURN_THROWS();
     }
-    DL_RETRY_ONCE(st, dl_quick_ms(o->command_ms), distlock_extend(o->l, ttl_ms));
+    st = distlock_extend(o->l, ttl_ms);
     if (st == DISTLOCK_OK) {
         o->ttl_ms = ttl_ms;
         RETURN_DOUBLE((double)distlock_lock_validity_ms(o->l) / 1000.0);
