@@ -22,6 +22,12 @@
 
 ZEND_EXTERN_MODULE_GLOBALS(distlock)
 
+/* What the files share stays inside distlock.so (these were file statics
+ * before the split): not exported, so no other module can bind to them. */
+#if defined(__GNUC__) && !defined(_WIN32)
+#pragma GCC visibility push(hidden)
+#endif
+
 /* The classes, registered from the stub by MINIT (distlock.c). */
 extern zend_class_entry *dl_ce_exception;  /* Distlock\Exception */
 extern zend_class_entry *dl_ce_config;     /* Distlock\ConfigurationException */
@@ -77,5 +83,9 @@ void dl_client_minit(void);
 void dl_lock_minit(void);
 /* Make `zv` a new Distlock\Lock owning `l` (acquired with ttl_ms). */
 void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms);
+
+#if defined(__GNUC__) && !defined(_WIN32)
+#pragma GCC visibility pop
+#endif
 
 #endif /* PHP_DISTLOCK_INT_H */
