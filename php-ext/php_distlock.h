@@ -10,7 +10,8 @@ extern zend_module_entry distlock_module_entry;
 /* Exception codes. 500002 is the ERP userland code's "lock held" code, thrown
  * with class \Exception exactly as the seed does. The errors of the C core
  * map to 500010 - status (EINVAL -1 -> 500011 ... ECLOSED -8 -> 500018), so
- * the last digit is the core's status and no code collides with 500002. */
+ * the last digit is the core's status and no code collides with 500002.
+ * Which status throws which class with which code: the table in distlock_errors.c. */
 #define DISTLOCK_PHP_CODE_HELD     500002
 #define DISTLOCK_PHP_CODE_BASE     500010
 #define DISTLOCK_PHP_CODE_INVALID  (DISTLOCK_PHP_CODE_BASE + 1)

@@ -60,7 +60,7 @@ $t = distributedLock($k, 30);
 var_dump(is_string($t), distributedUnlock($k, $t));
 
 // A silent node (SIGSTOP: the kernel still accepts connections, nobody answers)
-// costs one timeout: the retry above is only for connections closed at once.
+// costs one timeout: the core resends only on an established connection that broke.
 ini_set('distlock.connect_timeout_ms', '300');
 ini_set('distlock.command_timeout_ms', '300');
 $pid = proc_get_status($server)['pid'];

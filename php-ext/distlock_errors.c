@@ -1,0 +1,132 @@
+/*
+ * distlock_errors.c -- what PHP code catches when a call of the core fails.
+ *
+ * One table maps each status of core/include/distlock.h to an exception
+ * class, a code and the start of the message. The exception classes
+ * themselves are declared in the stub (distlock.stub.php) and registered by
+ * MINIT (distlock.c).
+ *
+ * Codes: 500002 is the ERP userland code's "lock held" code, thrown with
+ * class \Exception exactly as the seed does; the core's errors are
+ * 500010 - status (EINVAL -1 -> 500011 ... ECLOSED -8 -> 500018), so the last
+ * digit is the core's status and no code collides with 500002.
+ */
+#ifdef HAVE_CONFIG_H
+#include "config.h"
+#endif
+
+#include <string.h>
+
+#include "php.h"
+#include "zend_exceptions.h"
+
+#include "php_distlock_int.h"
+#include "distlock_mask.h"
+
+typedef struct {
+    int status;              /* DISTLOCK_* of core/include/distlock.h */
+    zend_class_entry **ce;   /* NULL: ValueError (a bad argument: a bug to fix, not a busy lock) */
+    zend_long code;          /* getCode() (a ValueError's stays 0) */
+    const char *prefix;      /* the message starts with it */
+} dl_status_row;
+
+/* DISTLOCK_OK throws nothing. Where a status is an answer rather than an
+ * error, the caller says so before getting here: NOTACQUIRED is tryLock()'s
+ * null, distributedUnlock()'s 1 (as is NOTOWNER, and Lock::release()'s false);
+ * a lock() that waited in vain (NOTACQUIRED, ETIMEDOUT) is
+ * LockTimeoutException with the ETIMEDOUT code (dl_throw_lock_timeout); a
+ * configuration the core refused is ConfigurationException with the
+ * status's code (dl_throw_config). */
+static const dl_status_row dl_status_map[] = {
+    /* distributedLock(): the seed's \Exception, the message its $tipMsg or text, no prefix */
+    { DISTLOCK_NOTACQUIRED, &zend_ce_exception, DISTLOCK_PHP_CODE_HELD,     ""           },
+    { DISTLOCK_EINVAL,      NULL,               DISTLOCK_PHP_CODE_INVALID,  "distlock: " },
+    { DISTLOCK_ENOMEM,      &dl_ce_exception,   DISTLOCK_PHP_CODE_NOMEM,    "distlock: " },
+    { DISTLOCK_ECONN,       &dl_ce_conn,        DISTLOCK_PHP_CODE_CONN,     "distlock: " },
+    { DISTLOCK_ETIMEDOUT,   &dl_ce_conn,        DISTLOCK_PHP_CODE_TIMEDOUT, "distlock: " },
+    { DISTLOCK_ENOQUORUM,   &dl_ce_conn,        DISTLOCK_PHP_CODE_NOQUORUM, "distlock: " },
+    { DISTLOCK_ENOTOWNER,   &dl_ce_lost,        DISTLOCK_PHP_CODE_NOTOWNER, "distlock: " },
+    { DISTLOCK_EPROTO,      &dl_ce_conn,        DISTLOCK_PHP_CODE_PROTO,    "distlock: " },
+    { DISTLOCK_ECLOSED,     &dl_ce_exception,   DISTLOCK_PHP_CODE_CLOSED,   "distlock: " },
+};
+
+/* The row of a status; a status this extension does not know yet (a newer
+ * core) is a Distlock\Exception with code 500010 - status. */
+static dl_status_row dl_row(int st)
+{
+    size_t i;
+    dl_status_row other = { st, &dl_ce_exception, DISTLOCK_PHP_CODE_BASE - st, "distlock: " };
+
+    for (i = 0; i < sizeof(dl_status_map) / sizeof(dl_status_map[0]); i++) {
+        if (dl_status_map[i].status == st) {
+            return dl_status_map[i];
+        }
+    }
+    return other;
+}
+
+/* Throw for a core error. The core's per-thread detail names the server
+ * ("redis://127.0.0.1:6379: Connection refused"), passwords masked
+ * (distlock_mask.c); the status text says what kind of failure it was.
+ * EINVAL left after our own checks is a bad argument: ValueError, like any
+ * PHP function's. */
+void dl_throw_status(int st, const char *what, const char *key, size_t key_len)
+{
+    dl_status_row row = dl_row(st);
+    const char *kind = distlock_strerror(st);
+    zend_string *detail = dl_mask_text(*distlock_last_error() ? distlock_last_error() : kind, NULL);
+    int shown = key_len > 64 ? 64 : (int)key_len;
+
+    if (row.ce == NULL) {
+        zend_value_error("%s%s: %s", row.prefix, what, ZSTR_VAL(detail));
+    } else if (key != NULL) {
+        zend_throw_exception_ex(*row.ce, row.code, "%s%s \"%.*s%s\" failed: %s (%s)", row.prefix,
+                                what, shown, key, key_len > (size_t)shown ? "..." : "",
+                                ZSTR_VAL(detail), kind);
+    } else {
+        zend_throw_exception_ex(*row.ce, row.code, "%s%s failed: %s (%s)", row.prefix, what,
+                                ZSTR_VAL(detail), kind);
+    }
+    zend_string_release(detail);
+}
+
+/* A Distlock\ConfigurationException for a configuration the core refused:
+ * its detail may quote the server list or an option as given, so besides
+ * the URI patterns every password of the configuration is masked. */
+void dl_throw_config(int st, const char *what, const char *servers, const char *password)
+{
+    dl_status_row row = dl_row(st);
+    dl_secrets secrets = {0};
+    zend_string *detail;
+
+    dl_secrets_add_servers(&secrets, servers);
+    dl_secrets_add(&secrets, password, strlen(password));
+    detail = dl_mask_text(*distlock_last_error() ? distlock_last_error() : distlock_strerror(st), &secrets);
+    zend_throw_exception_ex(dl_ce_config, row.code, "%s%s: %s", row.prefix, what, ZSTR_VAL(detail));
+    zend_string_release(detail);
+    dl_secrets_free(&secrets);
+}
+
+/* \Exception($msg, 500002), binary-safe message, as the seed throws it. */
+void dl_throw_held(zend_string *msg)
+{
+    dl_status_row row = dl_row(DISTLOCK_NOTACQUIRED);
+    zval ex;
+
+    object_init_ex(&ex, *row.ce);
+    zend_update_property_str(*row.ce, Z_OBJ(ex), "message", sizeof("message") - 1, msg);
+    zend_update_property_long(*row.ce, Z_OBJ(ex), "code", sizeof("code") - 1, row.code);
+    zend_throw_exception_object(&ex);
+}
+
+/* Client::lock() did not get the lock within its timeout. */
+void dl_throw_lock_timeout(const zend_string *key, double timeout_s)
+{
+    dl_status_row row = dl_row(DISTLOCK_ETIMEDOUT);
+
+    zend_throw_exception_ex(dl_ce_timeout, row.code,
+                            "%scould not lock \"%.*s%s\" within %.3F seconds: "
+                            "held by another owner", row.prefix,
+                            (int)MIN(ZSTR_LEN(key), 64), ZSTR_VAL(key),
+                            ZSTR_LEN(key) > 64 ? "..." : "", timeout_s);
+}

@@ -1,0 +1,91 @@
+/*
+ * php_distlock_int.h -- what the files of the distlock extension share
+ * (private: not installed, not for other extensions).
+ *
+ * The extension is split by job, as php-src ext/random is:
+ *   distlock.c               the module: INI, globals, MINIT/MINFO, argument checks
+ *   distlock_client_cache.c  the persistent client per configuration
+ *   distlock_errors.c        the exception classes' one status -> exception mapping
+ *   distlock_compat.c        distributedLock() / distributedUnlock()
+ *   distlock_client.c        Distlock\Client
+ *   distlock_lock.c          Distlock\Lock
+ *   distlock_mask.c          hiding passwords (distlock_mask.h)
+ */
+#ifndef PHP_DISTLOCK_INT_H
+#define PHP_DISTLOCK_INT_H
+
+#include "php.h"
+
+#include <distlock.h>
+
+#include "php_distlock.h"
+
+ZEND_EXTERN_MODULE_GLOBALS(distlock)
+
+/* What the files share stays inside distlock.so (these were file statics
+ * before the split): not exported, so no other module can bind to them. */
+#if defined(__GNUC__) && !defined(_WIN32)
+#pragma GCC visibility push(hidden)
+#endif
+
+/* The classes, registered from the stub by MINIT (distlock.c). */
+extern zend_class_entry *dl_ce_exception;  /* Distlock\Exception */
+extern zend_class_entry *dl_ce_config;     /* Distlock\ConfigurationException */
+extern zend_class_entry *dl_ce_conn;       /* Distlock\ConnectionException */
+extern zend_class_entry *dl_ce_lost;       /* Distlock\LockLostException */
+extern zend_class_entry *dl_ce_timeout;    /* Distlock\LockTimeoutException */
+extern zend_class_entry *dl_ce_client;     /* Distlock\Client */
+extern zend_class_entry *dl_ce_lock;       /* Distlock\Lock */
+
+/* ------------------------------------------- distlock.c: argument checks */
+
+/* A lock key: 1..DISTLOCK_KEY_MAX bytes, no NUL. false + ValueError otherwise. */
+bool dl_check_key(uint32_t argn, const zend_string *key);
+/* Seconds (float) to milliseconds in [min_ms, max_ms]; false + ValueError otherwise. */
+bool dl_seconds_to_ms(uint32_t argn, double s, long min_ms, long max_ms, long *out);
+
+/* ------------------------------------- distlock_client_cache.c: clients */
+
+/* One configuration: the INI values, or a Client's constructor arguments. */
+typedef struct {
+    const char *servers;
+    zend_long connect_ms;
+    zend_long command_ms;
+    const char *username;
+    const char *password;
+} dl_config;
+
+void dl_config_from_ini(dl_config *cfg);
+/* The worker's persistent client for this configuration (created on first
+ * use); NULL with a Distlock\ConfigurationException thrown if it is invalid. */
+distlock_client *dl_client_for(const dl_config *cfg);
+/* The same for the INI configuration (the compat functions). */
+distlock_client *dl_ini_client(void);
+void dl_client_cache_minit(int module_number);
+void dl_client_cache_gshutdown(zend_distlock_globals *g);
+
+/* -------------------------------------------- distlock_errors.c: throwing */
+
+/* Throw for a core error status, as the status table maps it. `what` names
+ * the call ("distributedLock", "release"...), `key` (may be NULL) the lock. */
+void dl_throw_status(int st, const char *what, const char *key, size_t key_len);
+/* Distlock\ConfigurationException for a configuration the core refused
+ * (every password of that configuration masked in the message). */
+void dl_throw_config(int st, const char *what, const char *servers, const char *password);
+/* The compat \Exception($msg, 500002): the key is held by another owner. */
+void dl_throw_held(zend_string *msg);
+/* Distlock\LockTimeoutException: Client::lock() gave up after timeout_s. */
+void dl_throw_lock_timeout(const zend_string *key, double timeout_s);
+
+/* --------------------------------- distlock_client.c / distlock_lock.c */
+
+void dl_client_minit(void);
+void dl_lock_minit(void);
+/* Make `zv` a new Distlock\Lock owning `l` (acquired with ttl_ms). */
+void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms);
+
+#if defined(__GNUC__) && !defined(_WIN32)
+#pragma GCC visibility pop
+#endif
+
+#endif /* PHP_DISTLOCK_INT_H */
