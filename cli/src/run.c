@@ -15,7 +15,6 @@
  * command. Either way distlock keeps renewing the lock until the command has
  * exited, then releases it.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -212,58 +211,6 @@ static char **child_env(const char *key, const char *token, long long fence)
     return env;
 }
 
-/* The open file descriptors (from /proc/self/fd), sorted; NULL if unknown. */
-static int *fd_list(size_t *n)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return NULL;
-    size_t cap = 64, k = 0;
-    int *v = malloc(cap * sizeof *v);
-    struct dirent *e;
-    while (v && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        int fd = atoi(e->d_name);
-        if (fd == dirfd(d))
-            continue;
-        if (k == cap) {
-            int *nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv) { free(v); v = NULL; break; }
-            v = nv;
-        }
-        v[k++] = fd;
-    }
-    closedir(d);
-    *n = k;
-    return v;
-}
-
-/* The library's sockets are not opened close-on-exec: keep every descriptor
- * opened since `before` (the caller's own) out of the command, so it cannot
- * write on our Redis connections or keep them open after we exit. The
- * caller's descriptors are passed on untouched, as with flock(1). */
-static void cloexec_since(const int *before, size_t nbefore)
-{
-    size_t n = 0;
-    int *now = fd_list(&n);
-    if (!now || !before) {
-        free(now);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int known = 0;
-        for (size_t j = 0; j < nbefore && !known; j++)
-            known = before[j] == now[i];
-        if (!known) {
-            int fl = fcntl(now[i], F_GETFD);
-            if (fl >= 0 && !(fl & FD_CLOEXEC))
-                fcntl(now[i], F_SETFD, fl | FD_CLOEXEC);
-        }
-    }
-    free(now);
-}
-
 /* Read every pending signal. Before the command starts (child <= 0) the
  * first terminating one is returned in *stop; afterwards signals are
  * forwarded to the command. *chld is set on SIGCHLD. */
@@ -354,13 +301,9 @@ int cli_run(int argc, char **argv)
         return CLI_EXIT_SOFTWARE;
     }
 
-    size_t ncaller_fds = 0;
-    int *caller_fds = fd_list(&ncaller_fds);
-
     distlock_client *c = NULL;
     if ((rc = cli_client(&o.co, &c)) != 0) {
         close(sfd);
-        free(caller_fds);
         return rc;
     }
 
@@ -408,7 +351,6 @@ int cli_run(int argc, char **argv)
         distlock_lock_free(lock); /* releases it if we got it */
         distlock_client_free(c);
         close(sfd);
-        free(caller_fds);
         return 128 + stop;
     }
     if (rc == DISTLOCK_NOTACQUIRED || rc == DISTLOCK_ETIMEDOUT) {
@@ -428,7 +370,6 @@ int cli_run(int argc, char **argv)
         }
         distlock_client_free(c);
         close(sfd);
-        free(caller_fds);
         return (int)o.conflict_exit;
     }
     if (rc != DISTLOCK_OK) {
@@ -437,7 +378,6 @@ int cli_run(int argc, char **argv)
         cli_report(what, rc);
         distlock_client_free(c);
         close(sfd);
-        free(caller_fds);
         return cli_exit_for_status(rc);
     }
 
@@ -459,13 +399,14 @@ int cli_run(int argc, char **argv)
         distlock_lock_free(lock);
         distlock_client_free(c);
         close(sfd);
-        free(caller_fds);
         return CLI_EXIT_SOFTWARE;
     }
 
-    cloexec_since(caller_fds, ncaller_fds);
-    free(caller_fds);
-    caller_fds = NULL;
+    /* Nothing to close here: every descriptor the library opens is
+     * close-on-exec (its sockets, the subscriber's pipe, the lost eventfd,
+     * the resolver's pipe), and so are ours (sfd, errpipe). The command gets
+     * exactly the caller's descriptors, as with flock(1); cli/tests/run.sh
+     * t_descriptors checks it. */
     long t_start = now_ms();
     pid_t pid = fork();
     if (pid < 0) {
