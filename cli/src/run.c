@@ -156,13 +156,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
         case OPT_FENCE:
             o->fence = 1;
             break;
-        case ':':
-            return cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
-        case '?':
-        default:
-            if (optopt)
-                return cli_usage_error("run", "unknown option '-%c'", optopt);
-            return cli_usage_error("run", "unknown option '%s'", argv[optind - 1]);
+        default: /* ':' or '?' */
+            return cli_getopt_error("run", opt, argv);
         }
     }
     if (optind >= argc)
@@ -325,9 +320,11 @@ static int connect_client(struct run_state *st)
     return rc ? rc : RUN_GO_ON;
 }
 
+/* Held by another owner (also: the wait ran out), as the exit status
+ * mapping says. */
 static int is_conflict(int rc)
 {
-    return rc == DISTLOCK_NOTACQUIRED || rc == DISTLOCK_ETIMEDOUT;
+    return cli_exit_for_status(rc) == CLI_EXIT_CONFLICT;
 }
 
 /* Try to acquire: once at once (so that -v can say that we wait), then, with
@@ -411,8 +408,7 @@ static int acquire_lock(struct run_state *st)
     if (rc != DISTLOCK_OK) {
         char what[128];
         snprintf(what, sizeof what, "cannot lock '%.80s'", key);
-        cli_report(what, rc);
-        return cli_exit_for_status(rc);
+        return cli_report(what, rc);
     }
     if (o->co.verbose) {
         char fb[40] = "";
