@@ -14,6 +14,11 @@
  * time; any other HUP, INT, QUIT, TERM, USR1 or USR2 is forwarded to the
  * command. Either way distlock keeps renewing the lock until the command has
  * exited, then releases it.
+ *
+ * Steps. cli_run() is parse_run, block_signals, make_client, acquire_lock,
+ * spawn_command, supervise, release_lock, then the exit status; each step
+ * keeps what it acquires in one struct run_state, which run_state_free()
+ * cleans up whichever step ended the run.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -230,7 +235,6 @@ static int explain_conflict(distlock_client *c, const char *key, char *buf, size
     return 0;
 }
 
-
 /* ---------------------------------------------------------------- state */
 
 /* The variables distlock sets for the command (any the caller had are
@@ -312,9 +316,9 @@ static int block_signals(struct run_state *st)
     return RUN_GO_ON;
 }
 
-/* Make st->c from the common options. Returns RUN_GO_ON or the exit status
- * (the reason printed). */
-static int connect_client(struct run_state *st)
+/* Make st->c from the common options (it connects on the first acquire).
+ * Returns RUN_GO_ON or the exit status (the reason printed). */
+static int make_client(struct run_state *st)
 {
     int rc = cli_client(&st->o.co, &st->c);
     return rc ? rc : RUN_GO_ON;
@@ -646,8 +650,9 @@ static void release_lock(struct run_state *st)
     }
 }
 
-/* parse -> block signals -> connect -> acquire -> spawn -> supervise ->
- * release -> exit status; any step may end the run early with its status. */
+/* parse -> block signals -> make the client -> acquire -> spawn -> supervise
+ * -> release -> exit status; any step up to spawn may end the run with its
+ * status, and run_state_free() cleans up after every one. */
 int cli_run(int argc, char **argv)
 {
     struct run_state st;
@@ -656,7 +661,7 @@ int cli_run(int argc, char **argv)
     if (rc != RUN_GO_ON)
         goto out;
     if ((rc = block_signals(&st)) != RUN_GO_ON ||
-        (rc = connect_client(&st)) != RUN_GO_ON ||
+        (rc = make_client(&st)) != RUN_GO_ON ||
         (rc = acquire_lock(&st)) != RUN_GO_ON ||
         (rc = spawn_command(&st)) != RUN_GO_ON)
         goto out;
