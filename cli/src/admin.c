@@ -40,13 +40,8 @@ static int parse_common_only(int argc, char **argv, const char *verb, struct cli
             help(stdout);
             return CLI_EXIT_OK;
         }
-        if (opt == ':')
-            return cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
-        if (opt == '?') {
-            if (optopt)
-                return cli_usage_error(verb, "unknown option '-%c'", optopt);
-            return cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
-        }
+        if (opt == ':' || opt == '?')
+            return cli_getopt_error(verb, opt, argv);
         if (extra && (r = extra(opt, optarg, ctx)) >= 0)
             return r;
     }
@@ -229,17 +224,15 @@ int cli_release(int argc, char **argv)
         if (rc == DISTLOCK_OK) {
             if (!co.quiet)
                 printf("%s: released\n", key);
-            rc = CLI_EXIT_OK;
         } else if (rc == DISTLOCK_ENOTOWNER) {
             if (!co.quiet)
                 cli_err("'%s' is not held by that token; nothing released", key);
-            rc = CLI_EXIT_NO;
         } else {
             char what[128];
             snprintf(what, sizeof what, "cannot release '%.80s'", key);
             cli_report(what, rc);
-            rc = cli_exit_for_status(rc);
         }
+        rc = cli_exit_for_status(rc); /* 0, 1 (not that token's) or the error's */
     } else {
         int deleted = 0;
         rc = distlock_force_release(c, key, &deleted);
@@ -256,8 +249,7 @@ int cli_release(int argc, char **argv)
             char what[160];
             snprintf(what, sizeof what, "cannot force-release '%.80s' (deleted on %d of %d "
                      "nodes)", key, deleted, n);
-            cli_report(what, rc);
-            rc = cli_exit_for_status(rc);
+            rc = cli_report(what, rc);
         }
     }
     distlock_client_free(c);

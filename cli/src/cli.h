@@ -91,10 +91,16 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
  * the exit status (non-zero); on success returns 0 and *out. */
 int cli_client(const struct cli_common *co, distlock_client **out);
 
-/* Exit status for a negative library status. */
+/* The exit status for a library status: the one mapping of the command
+ * (OK 0, held elsewhere or wait ran out 75, invalid 64, unreachable / no
+ * quorum / server error 69, not the owner 1, anything else 70). */
 int cli_exit_for_status(int status);
-/* Print "distlock: <what>: <strerror>[: <detail>]" for a library status. */
-void cli_report(const char *what, int status);
+/* Print "distlock: <what>: <strerror>[: <detail>]" for a library status;
+ * returns cli_exit_for_status(status). */
+int cli_report(const char *what, int status);
+/* The usage error for what getopt_long returned as ':' (missing value) or
+ * '?' (unknown option); returns CLI_EXIT_USAGE. */
+int cli_getopt_error(const char *verb, int opt, char **argv);
 
 /* Verbs. argv[0] is the verb name. */
 int cli_run(int argc, char **argv);

@@ -5,6 +5,7 @@
  */
 #include <ctype.h>
 #include <errno.h>
+#include <getopt.h>
 #include <limits.h>
 #include <math.h>
 #include <signal.h>
@@ -202,13 +203,23 @@ int cli_exit_for_status(int status)
     }
 }
 
-void cli_report(const char *what, int status)
+int cli_report(const char *what, int status)
 {
     const char *detail = distlock_last_error();
     if (detail && *detail)
         cli_err("%s: %s: %s", what, distlock_strerror(status), detail);
     else
         cli_err("%s: %s", what, distlock_strerror(status));
+    return cli_exit_for_status(status);
+}
+
+int cli_getopt_error(const char *verb, int opt, char **argv)
+{
+    if (opt == ':')
+        return cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+    if (optopt)
+        return cli_usage_error(verb, "unknown option '-%c'", optopt);
+    return cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
 }
 
 int cli_client(const struct cli_common *co, distlock_client **out)
@@ -222,33 +233,32 @@ int cli_client(const struct cli_common *co, distlock_client **out)
         snprintf(what, sizeof what, "bad --servers/DISTLOCK_SERVERS '%.200s%s'",
                  shown ? shown : "...", shown && strlen(shown) > 200 ? "..." : "");
         free(shown);
-        cli_report(what, rc);
-        return rc == DISTLOCK_EINVAL ? CLI_EXIT_USAGE : cli_exit_for_status(rc);
+        return cli_report(what, rc);
     }
     if (co->connect_timeout_ms > 0 &&
         (rc = distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, co->connect_timeout_ms))) {
-        cli_report("--connect-timeout", rc);
+        rc = cli_report("--connect-timeout", rc); /* before the free: it reads the detail */
         distlock_client_free(c);
-        return rc == DISTLOCK_EINVAL ? CLI_EXIT_USAGE : cli_exit_for_status(rc);
+        return rc;
     }
     if (co->timeout_ms > 0 &&
         (rc = distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, co->timeout_ms))) {
-        cli_report("--timeout", rc);
+        rc = cli_report("--timeout", rc);
         distlock_client_free(c);
-        return rc == DISTLOCK_EINVAL ? CLI_EXIT_USAGE : cli_exit_for_status(rc);
+        return rc;
     }
     /* Credentials from the environment keep them out of `ps` output. */
     const char *user = getenv("DISTLOCK_USERNAME");
     const char *pass = getenv("DISTLOCK_PASSWORD");
     if (user && *user && (rc = distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, user))) {
-        cli_report("DISTLOCK_USERNAME", rc);
+        rc = cli_report("DISTLOCK_USERNAME", rc);
         distlock_client_free(c);
-        return cli_exit_for_status(rc);
+        return rc;
     }
     if (pass && *pass && (rc = distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, pass))) {
-        cli_report("DISTLOCK_PASSWORD", rc);
+        rc = cli_report("DISTLOCK_PASSWORD", rc);
         distlock_client_free(c);
-        return cli_exit_for_status(rc);
+        return rc;
     }
     if (co->verbose) {
         int n = distlock_client_node_count(c), q = distlock_client_quorum(c);

@@ -117,13 +117,35 @@ void cli_help_release(FILE *f)
 "69 servers unreachable or no quorum; 64 bad arguments.\n", common_help);
 }
 
-static int help_for(const char *verb, FILE *f)
+/* The verbs: one table for dispatch and help. */
+static const struct verb {
+    const char *name;
+    int (*run)(int argc, char **argv);
+    void (*help)(FILE *f);
+} verbs[] = {
+    {"run", cli_run, cli_help_run},
+    {"status", cli_status, cli_help_status},
+    {"release", cli_release, cli_help_release},
+};
+
+static const struct verb *find_verb(const char *name)
 {
-    if (!verb) { cli_help_main(f); return CLI_EXIT_OK; }
-    if (!strcmp(verb, "run")) { cli_help_run(f); return CLI_EXIT_OK; }
-    if (!strcmp(verb, "status")) { cli_help_status(f); return CLI_EXIT_OK; }
-    if (!strcmp(verb, "release")) { cli_help_release(f); return CLI_EXIT_OK; }
-    return cli_usage_error(NULL, "no help for unknown verb '%s'", verb);
+    for (size_t i = 0; i < sizeof verbs / sizeof verbs[0]; i++)
+        if (!strcmp(name, verbs[i].name))
+            return &verbs[i];
+    return NULL;
+}
+
+static int help_for(const char *name, FILE *f)
+{
+    const struct verb *v = name ? find_verb(name) : NULL;
+    if (!name)
+        cli_help_main(f);
+    else if (v)
+        v->help(f);
+    else
+        return cli_usage_error(NULL, "no help for unknown verb '%s'", name);
+    return CLI_EXIT_OK;
 }
 
 int main(int argc, char **argv)
@@ -133,12 +155,9 @@ int main(int argc, char **argv)
     if (argc < 2)
         return cli_usage_error(NULL, "missing verb (run, status, release)");
     const char *verb = argv[1];
-    if (!strcmp(verb, "run"))
-        return cli_run(argc - 1, argv + 1);
-    if (!strcmp(verb, "status"))
-        return cli_status(argc - 1, argv + 1);
-    if (!strcmp(verb, "release"))
-        return cli_release(argc - 1, argv + 1);
+    const struct verb *v = find_verb(verb);
+    if (v)
+        return v->run(argc - 1, argv + 1);
     if (!strcmp(verb, "help") || !strcmp(verb, "--help") || !strcmp(verb, "-h")) {
         if (argc > 3)
             return cli_usage_error(NULL, "help takes at most one VERB");

@@ -14,8 +14,12 @@
  * time; any other HUP, INT, QUIT, TERM, USR1 or USR2 is forwarded to the
  * command. Either way distlock keeps renewing the lock until the command has
  * exited, then releases it.
+ *
+ * Steps. cli_run() is parse_run, block_signals, make_client, acquire_lock,
+ * spawn_command, supervise, release_lock, then the exit status; each step
+ * keeps what it acquires in one struct run_state, which run_state_free()
+ * cleans up whichever step ended the run.
  */
-#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <getopt.h>
@@ -42,6 +46,11 @@ extern char **environ;
 #define MIN_TTL_MS 10L
 /* Without the lost-fd, how often the lost flag is polled. */
 #define LOST_POLL_MS 250
+
+/* Each step of `run` below returns RUN_GO_ON to go on to the next one, or the
+ * exit status to end with. A step leaves what it acquired in the run_state,
+ * and run_state_free() is the one cleanup, whichever step ended the run. */
+#define RUN_GO_ON (-1)
 
 struct run_opts {
     struct cli_common co;
@@ -83,8 +92,10 @@ static const struct option run_longopts[] = {
     {NULL, 0, NULL, 0}
 };
 
-/* Returns -1 to go on, else an exit status. */
-static int parse_run(int argc, char **argv, struct run_opts *o, int *first)
+/* Parse the options into *o and find KEY and the command's argv. Returns
+ * RUN_GO_ON, else an exit status (--help, or a usage error said). */
+static int parse_run(int argc, char **argv, struct run_opts *o, const char **key,
+                     char ***cmd_argv)
 {
     int opt;
     long v;
@@ -150,20 +161,15 @@ static int parse_run(int argc, char **argv, struct run_opts *o, int *first)
         case OPT_FENCE:
             o->fence = 1;
             break;
-        case ':':
-            return cli_usage_error("run", "option '%s' needs a value", argv[optind - 1]);
-        case '?':
-        default:
-            if (optopt)
-                return cli_usage_error("run", "unknown option '-%c'", optopt);
-            return cli_usage_error("run", "unknown option '%s'", argv[optind - 1]);
+        default: /* ':' or '?' */
+            return cli_getopt_error("run", opt, argv);
         }
     }
     if (optind >= argc)
         return cli_usage_error("run", "missing KEY and COMMAND");
     if (!argv[optind][0])
         return cli_usage_error("run", "KEY is empty");
-    *first = optind;
+    *key = argv[optind];
     int cmd = optind + 1;
     if (cmd < argc && !strcmp(argv[cmd], "--"))
         cmd++;
@@ -173,95 +179,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o, int *first)
     if (argv[cmd][0] == '-')
         return cli_usage_error("run", "'%s' after KEY: options go before KEY "
                                "(distlock run [options] KEY -- COMMAND)", argv[cmd]);
-    return -1;
-}
-
-/* The environment of the command: ours, with DISTLOCK_KEY, DISTLOCK_TOKEN
- * and (with --fence) DISTLOCK_FENCE set. */
-static char **child_env(const char *key, const char *token, long long fence)
-{
-    size_t n = 0;
-    while (environ[n])
-        n++;
-    char **env = calloc(n + 4, sizeof *env);
-    if (!env)
-        return NULL;
-    size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        if (!strncmp(environ[i], "DISTLOCK_KEY=", 13) ||
-            !strncmp(environ[i], "DISTLOCK_TOKEN=", 15) ||
-            !strncmp(environ[i], "DISTLOCK_FENCE=", 15))
-            continue;
-        env[j++] = environ[i];
-    }
-    size_t kl = strlen(key), tl = strlen(token);
-    char *k = malloc(kl + 14), *t = malloc(tl + 16), *f = fence >= 0 ? malloc(48) : NULL;
-    if (!k || !t || (fence >= 0 && !f)) {
-        free(k); free(t); free(f); free(env);
-        return NULL;
-    }
-    snprintf(k, kl + 14, "DISTLOCK_KEY=%s", key);
-    snprintf(t, tl + 16, "DISTLOCK_TOKEN=%s", token);
-    env[j++] = k;
-    env[j++] = t;
-    if (f) {
-        snprintf(f, 48, "DISTLOCK_FENCE=%lld", fence);
-        env[j++] = f;
-    }
-    env[j] = NULL;
-    return env;
-}
-
-/* The open file descriptors (from /proc/self/fd), sorted; NULL if unknown. */
-static int *fd_list(size_t *n)
-{
-    DIR *d = opendir("/proc/self/fd");
-    if (!d)
-        return NULL;
-    size_t cap = 64, k = 0;
-    int *v = malloc(cap * sizeof *v);
-    struct dirent *e;
-    while (v && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] < '0' || e->d_name[0] > '9')
-            continue;
-        int fd = atoi(e->d_name);
-        if (fd == dirfd(d))
-            continue;
-        if (k == cap) {
-            int *nv = realloc(v, (cap *= 2) * sizeof *v);
-            if (!nv) { free(v); v = NULL; break; }
-            v = nv;
-        }
-        v[k++] = fd;
-    }
-    closedir(d);
-    *n = k;
-    return v;
-}
-
-/* The library's sockets are not opened close-on-exec: keep every descriptor
- * opened since `before` (the caller's own) out of the command, so it cannot
- * write on our Redis connections or keep them open after we exit. The
- * caller's descriptors are passed on untouched, as with flock(1). */
-static void cloexec_since(const int *before, size_t nbefore)
-{
-    size_t n = 0;
-    int *now = fd_list(&n);
-    if (!now || !before) {
-        free(now);
-        return;
-    }
-    for (size_t i = 0; i < n; i++) {
-        int known = 0;
-        for (size_t j = 0; j < nbefore && !known; j++)
-            known = before[j] == now[i];
-        if (!known) {
-            int fl = fcntl(now[i], F_GETFD);
-            if (fl >= 0 && !(fl & FD_CLOEXEC))
-                fcntl(now[i], F_SETFD, fl | FD_CLOEXEC);
-        }
-    }
-    free(now);
+    *cmd_argv = argv + cmd;
+    return RUN_GO_ON;
 }
 
 /* Read every pending signal. Before the command starts (child <= 0) the
@@ -316,176 +235,289 @@ static int explain_conflict(distlock_client *c, const char *key, char *buf, size
     return 0;
 }
 
-int cli_run(int argc, char **argv)
-{
-    struct run_opts o;
-    int first = 0;
-    int rc = parse_run(argc, argv, &o, &first);
-    if (rc >= 0)
-        return rc;
-    const char *key = argv[first];
-    char **cmd = argv + first + 1;
-    if (!strcmp(cmd[0], "--"))
-        cmd++;
-    char d1[32], d2[32], d3[32];
+/* ---------------------------------------------------------------- state */
 
-    /* Block before any library thread exists: threads inherit the mask, so
-     * only the main thread ever sees these signals (through sfd). */
-    sigset_t set, orig_mask;
+/* The variables distlock sets for the command (any the caller had are
+ * dropped: without --fence there is no DISTLOCK_FENCE at all). */
+enum { ENV_KEY, ENV_TOKEN, ENV_FENCE, NENV };
+static const char *const env_names[NENV] = {"DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_FENCE"};
+
+struct run_state {
+    struct run_opts o;
+    const char *key;
+    char **cmd;                /* the command's argv */
+    sigset_t orig_mask;        /* the caller's signal mask, for the command */
+    struct sigaction old_chld, old_pipe; /* the caller's dispositions, likewise */
+    int sfd;                   /* signalfd of the blocked signals, or -1 */
+    distlock_client *c;
+    distlock_lock *lock;       /* freed (released if still held) at the end */
+    long waited_ms;            /* how long acquiring took */
+    int lost_fd;               /* the client's lost eventfd, or -1: poll the flag */
+    char **env;                /* the command's environment: environ's entries... */
+    char *env_own[NENV];       /* ...and these, which are ours to free */
+    pid_t pid;                 /* the command, once started */
+    long t_start;              /* when it was started */
+    int status;                /* its wait status, once reaped */
+    int lost;                  /* the lock was found lost */
+    int killed_for_lost;       /* --kill-on-lost signalled the command */
+};
+
+static void run_state_init(struct run_state *st)
+{
+    memset(st, 0, sizeof *st);
+    st->sfd = -1;
+    st->lost_fd = -1;
+    st->pid = -1;
+}
+
+/* The one cleanup. The signal mask and dispositions are left as they are:
+ * the process exits next, and a signal unblocked now would kill it with the
+ * wrong status. */
+static void run_state_free(struct run_state *st)
+{
+    distlock_lock_free(st->lock);  /* releases it unless released already */
+    distlock_client_free(st->c);
+    if (st->sfd >= 0)
+        close(st->sfd);
+    for (int i = 0; i < NENV; i++)
+        free(st->env_own[i]);
+    free(st->env);
+}
+
+/* ---------------------------------------------------------------- steps */
+
+/* Block the forwarded signals and SIGCHLD, and take them from st->sfd
+ * instead. Must run before the client exists: the library's threads inherit
+ * the mask, so only the main thread ever sees these signals. SIGCHLD must not
+ * be ignored (children would be reaped for us) and a broken server socket
+ * must not kill us; the caller's mask and dispositions are kept in st for the
+ * command. Returns RUN_GO_ON or CLI_EXIT_SOFTWARE. */
+static int block_signals(struct run_state *st)
+{
+    sigset_t set;
     sigemptyset(&set);
     for (int i = 0; i < NFORWARDED; i++)
         sigaddset(&set, forwarded[i]);
     sigaddset(&set, SIGCHLD);
-    sigprocmask(SIG_BLOCK, &set, &orig_mask);
-    /* SIGCHLD must not be ignored (children would be reaped for us) and a
-     * broken server socket must not kill us; the command gets the caller's
-     * dispositions back. */
-    struct sigaction dfl, ign, old_chld, old_pipe;
+    sigprocmask(SIG_BLOCK, &set, &st->orig_mask);
+    struct sigaction dfl, ign;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
     sigemptyset(&dfl.sa_mask);
     ign = dfl;
     ign.sa_handler = SIG_IGN;
-    sigaction(SIGCHLD, &dfl, &old_chld);
-    sigaction(SIGPIPE, &ign, &old_pipe);
-    int sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
-    if (sfd < 0) {
+    sigaction(SIGCHLD, &dfl, &st->old_chld);
+    sigaction(SIGPIPE, &ign, &st->old_pipe);
+    st->sfd = signalfd(-1, &set, SFD_CLOEXEC | SFD_NONBLOCK);
+    if (st->sfd < 0) {
         cli_err("signalfd: %s", strerror(errno));
         return CLI_EXIT_SOFTWARE;
     }
+    return RUN_GO_ON;
+}
 
-    size_t ncaller_fds = 0;
-    int *caller_fds = fd_list(&ncaller_fds);
+/* Make st->c from the common options (it connects on the first acquire).
+ * Returns RUN_GO_ON or the exit status (the reason printed). */
+static int make_client(struct run_state *st)
+{
+    int rc = cli_client(&st->o.co, &st->c);
+    return rc ? rc : RUN_GO_ON;
+}
 
-    distlock_client *c = NULL;
-    if ((rc = cli_client(&o.co, &c)) != 0) {
-        close(sfd);
-        free(caller_fds);
-        return rc;
-    }
+/* Held by another owner (also: the wait ran out), as the exit status
+ * mapping says. */
+static int is_conflict(int rc)
+{
+    return cli_exit_for_status(rc) == CLI_EXIT_CONFLICT;
+}
 
-    /* Acquire, waiting in slices (see WAIT_SLICE_MS). */
-    unsigned flags = DISTLOCK_AUTO_RENEW | (o.fence ? DISTLOCK_FENCING : 0);
-    distlock_lock *lock = NULL;
+/* Try to acquire: once at once (so that -v can say that we wait), then, with
+ * --wait, in slices of WAIT_SLICE_MS until the wait runs out or a signal to
+ * stop arrives (*stop). Returns the library status of the last try, the lock
+ * in st->lock, and the time spent in st->waited_ms. */
+static int try_acquire(struct run_state *st, int *stop)
+{
+    const struct run_opts *o = &st->o;
+    unsigned flags = DISTLOCK_AUTO_RENEW | (o->fence ? DISTLOCK_FENCING : 0);
     long t0 = now_ms();
-    int stop = 0, chld = 0;
-    /* A first try without waiting, so that -v can say that we wait. */
-    rc = distlock_acquire(c, key, o.ttl_ms, 0, flags, &lock);
-    if ((rc == DISTLOCK_NOTACQUIRED || rc == DISTLOCK_ETIMEDOUT) && o.wait_ms != 0) {
-        if (o.co.verbose) {
-            if (o.wait_ms == DISTLOCK_WAIT_FOREVER)
-                cli_err("'%s' is locked by another owner; waiting for it", key);
-            else
-                cli_err("'%s' is locked by another owner; waiting up to %s", key,
-                        cli_fmt_ms(o.wait_ms, d1, sizeof d1));
-        }
+    int chld = 0;
+    char d[32];
+    int rc = distlock_acquire(st->c, st->key, o->ttl_ms, 0, flags, &st->lock);
+    if (is_conflict(rc) && o->wait_ms != 0 && o->co.verbose) {
+        if (o->wait_ms == DISTLOCK_WAIT_FOREVER)
+            cli_err("'%s' is locked by another owner; waiting for it", st->key);
+        else
+            cli_err("'%s' is locked by another owner; waiting up to %s", st->key,
+                    cli_fmt_ms(o->wait_ms, d, sizeof d));
     }
-    while ((rc == DISTLOCK_NOTACQUIRED || rc == DISTLOCK_ETIMEDOUT) && o.wait_ms != 0) {
-        take_signals(sfd, 0, &stop, &chld, 0);
-        if (stop)
+    while (is_conflict(rc) && o->wait_ms != 0) {
+        take_signals(st->sfd, 0, stop, &chld, 0);
+        if (*stop)
             break;
-        if (o.wait_ms != DISTLOCK_WAIT_FOREVER && now_ms() - t0 >= o.wait_ms)
+        if (o->wait_ms != DISTLOCK_WAIT_FOREVER && now_ms() - t0 >= o->wait_ms)
             break;
-        long slice = o.wait_ms;
-        if (o.wait_ms == DISTLOCK_WAIT_FOREVER) {
+        long slice = o->wait_ms;
+        if (o->wait_ms == DISTLOCK_WAIT_FOREVER) {
             slice = WAIT_SLICE_MS;
-        } else if (o.wait_ms > 0) {
-            slice = o.wait_ms - (now_ms() - t0);
+        } else if (o->wait_ms > 0) {
+            slice = o->wait_ms - (now_ms() - t0);
             if (slice > WAIT_SLICE_MS) slice = WAIT_SLICE_MS;
             if (slice < 0) slice = 0;
         }
         if (slice == 0)
             break;
-        rc = distlock_acquire(c, key, o.ttl_ms, slice, flags, &lock);
+        rc = distlock_acquire(st->c, st->key, o->ttl_ms, slice, flags, &st->lock);
     }
-    long waited = now_ms() - t0;
+    st->waited_ms = now_ms() - t0;
     if (rc == DISTLOCK_OK)
-        take_signals(sfd, 0, &stop, &chld, 0);
+        take_signals(st->sfd, 0, stop, &chld, 0);
+    return rc;
+}
+
+/* Acquire the lock (try_acquire) and say why not. Returns RUN_GO_ON with
+ * st->lock held; 128+N when signal N arrived while waiting or just after the
+ * lock was taken (then st->lock is released by the cleanup); --conflict-exit-
+ * code when another owner holds it; the status for a library error. */
+static int acquire_lock(struct run_state *st)
+{
+    const struct run_opts *o = &st->o;
+    const char *key = st->key;
+    char d1[32], d2[32], d3[32];
+    int stop = 0;
+    int rc = try_acquire(st, &stop);
     if (stop) {
-        if (!o.co.quiet)
+        if (!o->co.quiet)
             cli_err("%s while %s '%s'; not running the command", strsignal(stop),
                     rc == DISTLOCK_OK ? "holding" : "waiting for", key);
-        distlock_lock_free(lock); /* releases it if we got it */
-        distlock_client_free(c);
-        close(sfd);
-        free(caller_fds);
         return 128 + stop;
     }
-    if (rc == DISTLOCK_NOTACQUIRED || rc == DISTLOCK_ETIMEDOUT) {
-        if (!o.co.quiet) {
+    if (is_conflict(rc)) {
+        if (!o->co.quiet) {
             char why[96];
-            if (!explain_conflict(c, key, why, sizeof why))
+            if (!explain_conflict(st->c, key, why, sizeof why))
                 cli_err("could not lock '%s' although no owner holds it now: it was just "
                         "released, or too few nodes granted it with validity left (a "
                         "--ttl of %s is too short for these servers?); not running the "
-                        "command", key, cli_fmt_ms(o.ttl_ms, d1, sizeof d1));
-            else if (o.wait_ms != 0)
+                        "command", key, cli_fmt_ms(o->ttl_ms, d1, sizeof d1));
+            else if (o->wait_ms != 0)
                 cli_err("'%s' is locked by another owner%s; gave up after waiting %s; "
-                        "not running the command", key, why, cli_fmt_ms(waited, d1, sizeof d1));
+                        "not running the command", key, why,
+                        cli_fmt_ms(st->waited_ms, d1, sizeof d1));
             else
                 cli_err("'%s' is locked by another owner%s; not running the command",
                         key, why);
         }
-        distlock_client_free(c);
-        close(sfd);
-        free(caller_fds);
-        return (int)o.conflict_exit;
+        return (int)o->conflict_exit;
     }
     if (rc != DISTLOCK_OK) {
         char what[128];
         snprintf(what, sizeof what, "cannot lock '%.80s'", key);
-        cli_report(what, rc);
-        distlock_client_free(c);
-        close(sfd);
-        free(caller_fds);
-        return cli_exit_for_status(rc);
+        return cli_report(what, rc);
     }
-
-    long long fence = o.fence ? (long long)distlock_lock_fence(lock) : -1;
-    if (o.co.verbose) {
+    if (o->co.verbose) {
         char fb[40] = "";
-        if (o.fence)
-            snprintf(fb, sizeof fb, ", fence %lld", fence);
+        if (o->fence)
+            snprintf(fb, sizeof fb, ", fence %lld", (long long)distlock_lock_fence(st->lock));
         cli_err("acquired '%s' after %s (token %s%s, ttl %s, renewed every %s)", key,
-                cli_fmt_ms(waited, d1, sizeof d1), distlock_lock_token(lock), fb,
-                cli_fmt_ms(o.ttl_ms, d2, sizeof d2), cli_fmt_ms(o.ttl_ms / 3 ? o.ttl_ms / 3 : 1, d3, sizeof d3));
+                cli_fmt_ms(st->waited_ms, d1, sizeof d1), distlock_lock_token(st->lock), fb,
+                cli_fmt_ms(o->ttl_ms, d2, sizeof d2),
+                cli_fmt_ms(o->ttl_ms / 3 ? o->ttl_ms / 3 : 1, d3, sizeof d3));
     }
+    return RUN_GO_ON;
+}
 
-    int lost_fd = distlock_client_lost_fd(c);
-    char **env = child_env(key, distlock_lock_token(lock), fence);
+static char *env_entry(int i, const char *value)
+{
+    char *s;
+    return asprintf(&s, "%s=%s", env_names[i], value) < 0 ? NULL : s;
+}
+
+/* The command's environment in st->env: ours without any env_names entry,
+ * then DISTLOCK_KEY, DISTLOCK_TOKEN and (with --fence) DISTLOCK_FENCE.
+ * Returns 0, or -1 when out of memory. */
+static int make_env(struct run_state *st)
+{
+    size_t n = 0;
+    while (environ[n])
+        n++;
+    st->env = calloc(n + NENV + 1, sizeof *st->env);
+    if (!st->env)
+        return -1;
+    size_t j = 0;
+    for (size_t i = 0; i < n; i++) {
+        int ours = 0;
+        for (int k = 0; k < NENV && !ours; k++) {
+            size_t l = strlen(env_names[k]);
+            ours = !strncmp(environ[i], env_names[k], l) && environ[i][l] == '=';
+        }
+        if (!ours)
+            st->env[j++] = environ[i];
+    }
+    long long fence = st->o.fence ? (long long)distlock_lock_fence(st->lock) : -1;
+    st->env_own[ENV_KEY] = env_entry(ENV_KEY, st->key);
+    st->env_own[ENV_TOKEN] = env_entry(ENV_TOKEN, distlock_lock_token(st->lock));
+    if (fence >= 0) {
+        char f[24];
+        snprintf(f, sizeof f, "%lld", fence);
+        st->env_own[ENV_FENCE] = env_entry(ENV_FENCE, f);
+    }
+    if (!st->env_own[ENV_KEY] || !st->env_own[ENV_TOKEN] || (fence >= 0 && !st->env_own[ENV_FENCE]))
+        return -1;
+    for (int k = 0; k < NENV; k++)
+        if (st->env_own[k])
+            st->env[j++] = st->env_own[k];
+    st->env[j] = NULL;
+    return 0;
+}
+
+/* In the child, between fork and exec: only async-signal-safe calls (the
+ * parent has threads). Gives the command the caller's signal mask and
+ * dispositions; on failure reports errno on errfd and exits 126 or 127. */
+static void exec_command(const struct run_state *st, int errfd) __attribute__((noreturn));
+static void exec_command(const struct run_state *st, int errfd)
+{
+    sigaction(SIGCHLD, &st->old_chld, NULL);
+    sigaction(SIGPIPE, &st->old_pipe, NULL);
+    sigprocmask(SIG_SETMASK, &st->orig_mask, NULL);
+    execvpe(st->cmd[0], st->cmd, st->env);
+    int e = errno;
+    ssize_t w = write(errfd, &e, sizeof e);
+    (void)w;
+    _exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC);
+}
+
+/* Start the command (st->pid, st->t_start), holding the lock, and wait until
+ * it has exec'd or failed to (then say why: the child exits 126 or 127, and
+ * is reaped and its status passed on like any command's). Returns RUN_GO_ON
+ * once a child exists, else CLI_EXIT_SOFTWARE. */
+static int spawn_command(struct run_state *st)
+{
+    st->lost_fd = distlock_client_lost_fd(st->c);
     int errpipe[2];
-    if (!env || pipe2(errpipe, O_CLOEXEC) < 0) {
-        cli_err("cannot start the command: %s", env ? strerror(errno) : "out of memory");
-        distlock_lock_free(lock);
-        distlock_client_free(c);
-        close(sfd);
-        free(caller_fds);
+    if (make_env(st) < 0) {
+        cli_err("cannot start the command: out of memory");
         return CLI_EXIT_SOFTWARE;
     }
-
-    cloexec_since(caller_fds, ncaller_fds);
-    free(caller_fds);
-    caller_fds = NULL;
-    long t_start = now_ms();
-    pid_t pid = fork();
-    if (pid < 0) {
+    if (pipe2(errpipe, O_CLOEXEC) < 0) {
+        cli_err("cannot start the command: %s", strerror(errno));
+        return CLI_EXIT_SOFTWARE;
+    }
+    /* Nothing to close here: every descriptor the library opens is
+     * close-on-exec (its sockets, the subscriber's pipe, the lost eventfd,
+     * the resolver's pipe), and so are ours (sfd, errpipe). The command gets
+     * exactly the caller's descriptors, as with flock(1); cli/tests/run.sh
+     * t_descriptors checks it. */
+    st->t_start = now_ms();
+    st->pid = fork();
+    if (st->pid < 0) {
         cli_err("fork: %s", strerror(errno));
-        distlock_lock_free(lock);
-        distlock_client_free(c);
-        close(sfd);
+        close(errpipe[0]);
+        close(errpipe[1]);
         return CLI_EXIT_SOFTWARE;
     }
-    if (pid == 0) {
-        /* Only async-signal-safe calls from here: the parent has threads. */
+    if (st->pid == 0) {
         close(errpipe[0]);
-        sigaction(SIGCHLD, &old_chld, NULL);
-        sigaction(SIGPIPE, &old_pipe, NULL);
-        sigprocmask(SIG_SETMASK, &orig_mask, NULL);
-        execvpe(cmd[0], cmd, env);
-        int e = errno;
-        ssize_t w = write(errpipe[1], &e, sizeof e);
-        (void)w;
-        _exit(e == ENOENT ? CLI_EXIT_NOT_FOUND : CLI_EXIT_CANNOT_EXEC);
+        exec_command(st, errpipe[1]);
     }
     close(errpipe[1]);
     int exec_errno = 0;
@@ -499,20 +531,49 @@ int cli_run(int argc, char **argv)
     }
     close(errpipe[0]);
     if (exec_errno)
-        cli_err("cannot run '%s': %s", cmd[0], strerror(exec_errno));
+        cli_err("cannot run '%s': %s", st->cmd[0], strerror(exec_errno));
+    return RUN_GO_ON;
+}
 
-    /* Supervise: forward signals, watch for loss, reap the command. */
-    int status = 0, reaped = 0, lost = 0, killed_for_lost = 0;
+/* The lock was found lost while the command runs: say so, and with
+ * --kill-on-lost signal the command. Returns the time to send SIGKILL at
+ * (--kill-after), or -1. */
+static long on_lost(struct run_state *st)
+{
+    const struct run_opts *o = &st->o;
+    st->lost = 1;
+    if (!o->kill_on_lost) {
+        cli_err("lost the lock on '%s' while the command was running (expired, "
+                "deleted or taken over); the command goes on WITHOUT the lock", st->key);
+        return -1;
+    }
+    cli_err("lost the lock on '%s' while the command was running (expired, "
+            "deleted or taken over); sending %s to the command (pid %ld)",
+            st->key, strsignal(o->kill_sig), (long)st->pid);
+    kill(st->pid, o->kill_sig);
+    st->killed_for_lost = 1;
+    if (o->kill_after_ms > 0 && o->kill_sig != SIGKILL)
+        return now_ms() + o->kill_after_ms;
+    return -1;
+}
+
+/* Until the command has exited: forward signals to it, watch for the loss
+ * of the lock (on_lost; SIGKILL once --kill-after has passed), reap it into
+ * st->status. The lock is renewed meanwhile by the library's thread. */
+static void supervise(struct run_state *st)
+{
+    int reaped = 0, stop = 0;
     long kill_deadline = -1;
+    char d[32];
     for (;;) {
         struct pollfd pf[2];
         int n = 0;
-        pf[n].fd = sfd; pf[n].events = POLLIN; pf[n].revents = 0; n++;
-        if (lost_fd >= 0 && !lost) {
-            pf[n].fd = lost_fd; pf[n].events = POLLIN; pf[n].revents = 0; n++;
+        pf[n].fd = st->sfd; pf[n].events = POLLIN; pf[n].revents = 0; n++;
+        if (st->lost_fd >= 0 && !st->lost) {
+            pf[n].fd = st->lost_fd; pf[n].events = POLLIN; pf[n].revents = 0; n++;
         }
         int timeout = -1;
-        if (lost_fd < 0 && !lost)
+        if (st->lost_fd < 0 && !st->lost)
             timeout = LOST_POLL_MS;
         if (kill_deadline >= 0) {
             long left = kill_deadline - now_ms();
@@ -523,84 +584,91 @@ int cli_run(int argc, char **argv)
             cli_err("poll: %s", strerror(errno));
             break; /* still reap the child below */
         }
-        chld = 0;
-        take_signals(sfd, pid, &stop, &chld, o.co.verbose);
-        if (chld) {
-            pid_t w = waitpid(pid, &status, WNOHANG);
-            if (w == pid) {
-                reaped = 1;
-                break;
-            }
+        int chld = 0;
+        take_signals(st->sfd, st->pid, &stop, &chld, st->o.co.verbose);
+        if (chld && waitpid(st->pid, &st->status, WNOHANG) == st->pid) {
+            reaped = 1;
+            break;
         }
         int fd_says = 0;
         if (n > 1 && (pf[1].revents & POLLIN)) {
             uint64_t cnt;
-            ssize_t r = read(lost_fd, &cnt, sizeof cnt);
+            ssize_t r = read(st->lost_fd, &cnt, sizeof cnt);
             (void)r;
             fd_says = 1;
         }
-        if (!lost && (fd_says || distlock_lock_lost(lock))) {
-            lost = 1;
-            if (o.kill_on_lost) {
-                cli_err("lost the lock on '%s' while the command was running (expired, "
-                        "deleted or taken over); sending %s to the command (pid %ld)",
-                        key, strsignal(o.kill_sig), (long)pid);
-                kill(pid, o.kill_sig);
-                killed_for_lost = 1;
-                if (o.kill_after_ms > 0 && o.kill_sig != SIGKILL)
-                    kill_deadline = now_ms() + o.kill_after_ms;
-            } else {
-                cli_err("lost the lock on '%s' while the command was running (expired, "
-                        "deleted or taken over); the command goes on WITHOUT the lock",
-                        key);
-            }
-        }
+        if (!st->lost && (fd_says || distlock_lock_lost(st->lock)))
+            kill_deadline = on_lost(st);
         if (kill_deadline >= 0 && now_ms() >= kill_deadline) {
             cli_err("the command (pid %ld) is still running %s after losing the lock; "
-                    "sending SIGKILL", (long)pid, cli_fmt_ms(o.kill_after_ms, d1, sizeof d1));
-            kill(pid, SIGKILL);
+                    "sending SIGKILL", (long)st->pid,
+                    cli_fmt_ms(st->o.kill_after_ms, d, sizeof d));
+            kill(st->pid, SIGKILL);
             kill_deadline = -1;
         }
     }
     if (!reaped) {
         /* poll failed: wait for the command the plain way. */
-        while (waitpid(pid, &status, 0) < 0 && errno == EINTR)
+        while (waitpid(st->pid, &st->status, 0) < 0 && errno == EINTR)
             ;
     }
-    long ran = now_ms() - t_start;
-    int code = WIFEXITED(status) ? WEXITSTATUS(status)
-             : WIFSIGNALED(status) ? 128 + WTERMSIG(status) : CLI_EXIT_SOFTWARE;
+}
 
-    rc = distlock_release(lock);
+/* The exit status a shell would give for the command's wait status. */
+static int command_exit_status(int wstatus)
+{
+    return WIFEXITED(wstatus) ? WEXITSTATUS(wstatus)
+         : WIFSIGNALED(wstatus) ? 128 + WTERMSIG(wstatus) : CLI_EXIT_SOFTWARE;
+}
+
+/* Release the lock once the command has exited, and say how it went: a lock
+ * found lost only now is reported (st->lost), a failed release too (the lease
+ * then runs out by itself). */
+static void release_lock(struct run_state *st)
+{
+    const char *key = st->key;
+    long ran = now_ms() - st->t_start;
+    char d[32];
+    int rc = distlock_release(st->lock);
     if (rc == DISTLOCK_ENOTOWNER) {
-        if (!lost)
+        if (!st->lost)
             cli_err("lost the lock on '%s' before the command ended (expired, deleted or "
                     "taken over); the command finished WITHOUT the lock", key);
-        lost = 1;
+        st->lost = 1;
     } else if (rc != DISTLOCK_OK) {
         char what[160];
         snprintf(what, sizeof what, "could not release '%.80s' (it expires by itself within %s)",
-                 key, cli_fmt_ms(o.ttl_ms, d1, sizeof d1));
+                 key, cli_fmt_ms(st->o.ttl_ms, d, sizeof d));
         cli_report(what, rc);
-    } else if (o.co.verbose) {
-        if (WIFSIGNALED(status))
+    } else if (st->o.co.verbose) {
+        if (WIFSIGNALED(st->status))
             cli_err("released '%s'; the command ran %s and was killed by %s", key,
-                    cli_fmt_ms(ran, d1, sizeof d1), strsignal(WTERMSIG(status)));
+                    cli_fmt_ms(ran, d, sizeof d), strsignal(WTERMSIG(st->status)));
         else
             cli_err("released '%s'; the command ran %s and exited with status %d", key,
-                    cli_fmt_ms(ran, d1, sizeof d1), code);
+                    cli_fmt_ms(ran, d, sizeof d), command_exit_status(st->status));
     }
-    if (killed_for_lost)
-        code = (int)o.lost_exit;
+}
 
-    distlock_lock_free(lock);
-    distlock_client_free(c);
-    close(sfd);
-    for (char **e = env; *e; e++) {
-        if (!strncmp(*e, "DISTLOCK_KEY=", 13) || !strncmp(*e, "DISTLOCK_TOKEN=", 15) ||
-            !strncmp(*e, "DISTLOCK_FENCE=", 15))
-            free(*e);
-    }
-    free(env);
-    return code;
+/* parse -> block signals -> make the client -> acquire -> spawn -> supervise
+ * -> release -> exit status; any step up to spawn may end the run with its
+ * status, and run_state_free() cleans up after every one. */
+int cli_run(int argc, char **argv)
+{
+    struct run_state st;
+    run_state_init(&st);
+    int rc = parse_run(argc, argv, &st.o, &st.key, &st.cmd);
+    if (rc != RUN_GO_ON)
+        goto out;
+    if ((rc = block_signals(&st)) != RUN_GO_ON ||
+        (rc = make_client(&st)) != RUN_GO_ON ||
+        (rc = acquire_lock(&st)) != RUN_GO_ON ||
+        (rc = spawn_command(&st)) != RUN_GO_ON)
+        goto out;
+    supervise(&st);
+    release_lock(&st);
+    rc = st.killed_for_lost ? (int)st.o.lost_exit : command_exit_status(st.status);
+out:
+    run_state_free(&st);
+    return rc;
 }

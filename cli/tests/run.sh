@@ -216,16 +216,48 @@ t_holds_the_key_and_releases_on_exit() {
   [ "$(rcli exists "$k")" = 0 ] || fail "not released after a failing command"
 }
 
+# The command's open descriptors, one number a line, into $1/fds.$2 (the
+# numbers only: the directory handle the listing itself uses is at the
+# lowest free number, the same with and without distlock unless one leaks),
+# and `ls -l` of them into $1/fdl.$2 for the failure message.
+# (No pipeline: the shell's pipe ends would be listed, or not, by timing.)
+LIST_FDS='for f in /proc/$$/fd/*; do echo "${f##*/}"; done > "$0/fds.$1"; ls -l /proc/$$/fd > "$0/fdl.$1"'
+
+# same_fds NAME: the command run by distlock (fds.NAME) has exactly the
+# descriptors of the same command run without it (fds.plain).
+same_fds() {
+  cmp -s "$D/fds.plain" "$D/fds.$1" && return 0
+  echo "    without distlock: $(tr '\n' ' ' <"$D/fds.plain")" >&2
+  echo "    under distlock ($1): $(tr '\n' ' ' <"$D/fds.$1")" >&2
+  sed 's/^/      /' "$D/fdl.$1" >&2
+  fail "descriptors of distlock leaked into the command ($1)"
+}
+
 t_descriptors() {
   local k=cli:fds:$RANDOM
-  # The caller's descriptors reach the command (like flock); the library's
-  # Redis sockets do not.
+  # The caller's descriptors reach the command (like flock); none of the
+  # library's (sockets, the subscriber's pipe, the lost eventfd) nor of
+  # distlock's own (signalfd, exec pipe) do: the command has exactly the
+  # descriptors it would have without distlock.
   expect 0 "$DL" run "$k" -- sh -c 'echo seven >&7' 7>"$D/fd7" || return 1
   [ "$(cat "$D/fd7")" = seven ] || fail "fd 7 not passed to the command" || return 1
-  local plain under
-  plain=$(sh -c 'for f in /proc/$$/fd/*; do readlink "$f"; done' | grep -c '^socket:' || true)
-  under=$("$DL" run "$k" -- sh -c 'for f in /proc/$$/fd/*; do readlink "$f"; done' | grep -c '^socket:' || true)
-  [ "$under" = "$plain" ] || fail "the command has $under sockets open, $plain without distlock"
+  sh -c "$LIST_FDS" "$D" plain 7>"$D/fd7" || return 1
+  grep -qx 7 "$D/fds.plain" || fail "no fd 7 in the plain listing: $(cat "$D/fds.plain")" || return 1
+  expect 0 "$DL" run "$k" -- sh -c "$LIST_FDS" "$D" simple 7>"$D/fd7" || return 1
+  same_fds simple || return 1
+  # A lock that waited (the subscriber thread and its connection and pipe)
+  # on 3 nodes, auto-renewed (the renewal thread and the lost eventfd).
+  hold "$k" --servers "$URIS3" || return 1
+  "$DL" run -v --servers "$URIS3" --ttl 1s --wait 20s "$k" -- sh -c "$LIST_FDS" "$D" waited \
+    7>"$D/fd7" 2>"$D/waiter.err" &
+  local waiter=$!; track "$waiter"
+  wait_until 10 "grep -q 'waiting up to' '$D/waiter.err' 2>/dev/null" || return 1
+  touch "$D/release"
+  wait_exit "$waiter" 20 || return 1
+  [ "$ST" = 0 ] || fail "waiter exit $ST: $(cat "$D/waiter.err")" || return 1
+  contains "$D/waiter.err" "renewed every" || return 1
+  same_fds waited || return 1
+  wait_exit "$HOLDER" 10
 }
 
 t_conflict_is_refused() {
