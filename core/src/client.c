@@ -85,7 +85,8 @@ void distlock__after_fork_locked(distlock_client *c)
     c->all_sets = NULL;
     /* What the parent left behind on its connections is the parent's. */
     c->nstale = 0;
-    atomic_store(&c->stale_any, 0);
+    for (int k = 0; k < 256; k++)
+        atomic_store(&c->stale_filter[k], 0);
     /* The parent's held records stay owned by their handles; the child
      * neither renews nor releases them. */
     c->held = NULL;

@@ -252,7 +252,9 @@ struct distlock_client {
      * so their releases skip a hung node they never reached */
     struct { uint64_t tag, maybe, until; } tp_recent[32];
     int tp_next;
-    _Atomic int stale_any;
+    /* counting filter over (node, tag) of the entries: most requests find
+     * their bucket empty and skip the list (and its lock) */
+    _Atomic unsigned short stale_filter[256];
     _Atomic uint64_t conn_serial;
     /* node i's server as seen when connected ("ip:port" or "unix:dev:ino"),
      * to refuse two nodes that are one server (c->mu) */

@@ -337,14 +337,15 @@ static int holds_own(const distlock__result *r, const char *token)
  * the call itself was resent on a fresh connection, whose first send is
  * what set it). Rare, so it may cost a second round trip. */
 static void refresh_own(distlock_client *c, distlock__connset *cs, const char *key,
-                        const char *token, const char *ttl, int strict, distlock__result *res)
+                        const char *token, uint64_t tag, const char *ttl, int strict,
+                        distlock__result *res)
 {
     const distlock__call **calls = cs->calls_b;
     distlock__result *res2 = cs->res_b;
     int any = 0;
     const char *argv[3] = { key, token, ttl };
     size_t len[3] = { strlen(key), strlen(token), strlen(ttl) };
-    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, lock_tag(key, token), 0 };
+    distlock__call ext = { DISTLOCK__S_EXTEND, 1, 3, argv, len, NULL, 0, tag, 0 };
 
     for (int i = 0; i < c->n; i++) {
         calls[i] = NULL;
@@ -431,7 +432,7 @@ int distlock__acquire_once(distlock_client *c, const char *key, const char *toke
     uint64_t t0 = distlock__now_us();
     distlock__round(c, cs, calls, res, fencing ? decide_cannot_win : decide_quorum, c);
     if (!fair)
-        refresh_own(c, cs, key, token, ttl, (flags & DISTLOCK_STRICT) != 0, res);
+        refresh_own(c, cs, key, token, tag, ttl, (flags & DISTLOCK_STRICT) != 0, res);
     tally t = count(res, c->n);
     int64_t fence = -1;
     /* Two nodes turned out to be one server: no lock on that list. */

@@ -107,6 +107,17 @@ static int owes_tag(distlock__conn *conn, uint64_t tag)
 
 /* ------------------------------------------------------------ stale list (c->mu) */
 
+static unsigned stale_bucket(int node, uint64_t tag)
+{
+    return (unsigned)((tag ^ (tag >> 29) ^ ((uint64_t)node * 0x9e3779b97f4a7c15ull)) & 255u);
+}
+
+/* Might the list hold an entry for this node and tag? (no lock) */
+static int stale_maybe(distlock_client *c, int node, uint64_t tag)
+{
+    return atomic_load_explicit(&c->stale_filter[stale_bucket(node, tag)], memory_order_acquire) != 0;
+}
+
 static void stale_add_locked(distlock_client *c, int node, uint64_t tag, const distlock__conn *conn,
                              int open)
 {
@@ -127,14 +138,13 @@ static void stale_add_locked(distlock_client *c, int node, uint64_t tag, const d
         c->stale_cap = cap;
     }
     c->stale[c->nstale++] = (distlock__stale){ node, tag, conn->serial, conn->srv_id, open, 1 };
-    atomic_store(&c->stale_any, 1);
+    atomic_fetch_add(&c->stale_filter[stale_bucket(node, tag)], 1);
 }
 
 static void stale_remove_at_locked(distlock_client *c, int k)
 {
+    atomic_fetch_sub(&c->stale_filter[stale_bucket(c->stale[k].node, c->stale[k].tag)], 1);
     c->stale[k] = c->stale[--c->nstale];
-    if (c->nstale == 0)
-        atomic_store(&c->stale_any, 0);
 }
 
 /* A request left behind on this connection has answered. */
@@ -511,7 +521,7 @@ static int add_kills(distlock_client *c, distlock__conn *conn, distlock__result 
     long long ids[16];
     int open_elsewhere;
     const distlock__call *call = r->call;
-    if (call->tag == 0 || !atomic_load(&c->stale_any))
+    if (call->tag == 0 || !stale_maybe(c, i, call->tag))
         return 0;
     int n = stale_find(c, i, call->tag, conn, ids, 16, &open_elsewhere);
     if (n < 0) {
@@ -723,8 +733,8 @@ static void undo_unwaited(distlock_client *c, distlock__conn *conn, distlock__re
 {
     long long ids[16];
     int open_elsewhere = 0;
-    int n = atomic_load(&c->stale_any) ? stale_find(c, i, call->tag, conn, ids, 16, &open_elsewhere)
-                                       : 0;
+    int n = stale_maybe(c, i, call->tag)
+                ? stale_find(c, i, call->tag, conn, ids, 16, &open_elsewhere) : 0;
     if (!(call->must_mask & (1ull << i)) && !owes_tag(conn, call->tag) && n == 0 &&
         !open_elsewhere)
         return;
@@ -967,7 +977,8 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
             continue;
         if (r->state == DISTLOCK__R_PENDING && r->deferred && !r->sent)
             result_fail(c, r, i, DISTLOCK_ETIMEDOUT, "not sent: its connection was not ready");
-        abandon(c, i, &cs->conns[i], r);  /* also a failed node's unconfirmed KILLs */
+        if (cs->conns[i].qlen > 0)
+            abandon(c, i, &cs->conns[i], r);  /* also a failed node's unconfirmed KILLs */
     }
 }
 
