@@ -11,10 +11,19 @@
 # logs in DIR/redis-P.log, pid in DIR/redis-P.pid.
 set -euo pipefail
 
+# Ports outside the kernel's ephemeral range: one in it can be taken as the
+# local port of an outgoing connection while its server is down, and a
+# restart on the same port would then fail.
+port_lo=10000 port_span=22768
+if read -r elo ehi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null; then
+  if [ $((elo - 10000)) -ge 2000 ]; then port_span=$((elo - 10000))
+  else port_lo=$((ehi + 1)) port_span=$((65535 - ehi)); fi
+fi
+
 start_one() {
   local dir=$1 port pid tries
   for tries in $(seq 1 50); do
-    port=$(( 20000 + RANDOM % 40000 ))
+    port=$(( port_lo + (RANDOM * 32768 + RANDOM) % port_span ))
     [ -e "$dir/redis-$port.pid" ] && continue
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
       --dir "$dir" --logfile "$dir/redis-$port.log" \

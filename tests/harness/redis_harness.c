@@ -135,6 +135,25 @@ static void build_uris(rh_cluster *rc)
     rh_uris_mask(rc, (1u << rc->n) - 1, rc->uris, sizeof rc->uris);
 }
 
+/* Ports for the servers, outside the kernel's ephemeral range: a port in
+ * that range can be taken as the local port of some outgoing connection
+ * (ours or a parallel test's) while its server is down, and rh_restart then
+ * could not bind it again. */
+static void port_range(int *lo, int *span)
+{
+    int elo = 32768, ehi = 60999;
+    FILE *f = fopen("/proc/sys/net/ipv4/ip_local_port_range", "r");
+    if (f) {
+        if (fscanf(f, "%d %d", &elo, &ehi) != 2) elo = 32768, ehi = 60999;
+        fclose(f);
+    }
+    if (elo - 10000 >= 2000) {
+        *lo = 10000, *span = elo - 10000;
+    } else {
+        *lo = ehi + 1, *span = 65535 - ehi;
+    }
+}
+
 static rh_cluster *start_cluster(int n, int aof)
 {
     if (n < 1 || n > RH_MAX_NODES) return NULL;
@@ -144,10 +163,12 @@ static rh_cluster *start_cluster(int n, int aof)
     snprintf(rc->dir, sizeof rc->dir, "/tmp/dltest-XXXXXX");
     if (!mkdtemp(rc->dir)) { perror("mkdtemp"); free(rc); return NULL; }
     srandom((unsigned)(getpid() ^ (unsigned)rh_now_ms()));
+    int lo, span;
+    port_range(&lo, &span);
     for (int i = 0; i < n; i++) {
         int ok = 0;
         for (int tries = 0; tries < 50 && !ok; tries++) {
-            int port = 20000 + (int)(random() % 40000);
+            int port = lo + (int)(random() % span);
             int dup = 0;
             for (int j = 0; j < i; j++) dup |= rc->node[j].port == port;
             if (dup || !port_looks_free(port)) continue;
