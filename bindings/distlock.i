@@ -40,7 +40,7 @@
 #include "distlock.h"
 
 /* Exception classes registered by distlock/_errors.py: index = -status. */
-#define DL_PY_NERR 9
+#define DL_PY_NERR (1 - DISTLOCK_STATUS_MIN)
 static PyObject *dl_py_base_error = NULL;
 static PyObject *dl_py_errors[DL_PY_NERR];
 

@@ -2,7 +2,7 @@
  * distlock.h -- distributed locks on Redis: one algorithm for 1..N nodes.
  *
  * This is the only public header of libdistlock. Everything here is part of
- * the stable ABI unless it sits inside the DISTLOCK_EXPERIMENTAL section.
+ * the stable ABI.
  *
  * Conventions (they hold for every function unless its comment says otherwise):
  *  - Functions that can fail return an int status: DISTLOCK_OK (0),
@@ -11,6 +11,9 @@
  *    distlock_last_error() gives this thread's detail message for the last
  *    failing call.
  *  - Times are milliseconds, measured with the monotonic clock.
+ *  - Output parameters come last (distlock_acquire(..., &lock)); the one
+ *    exception, distlock_client_new(&out, servers), keeps its released
+ *    order for ABI and source compatibility.
  *  - Strings passed in are copied; the library never keeps caller pointers.
  *    Strings returned are owned by the object they come from and stay valid
  *    until that object is freed.
@@ -20,6 +23,8 @@
  *    must be (re)connected, else DISTLOCK_OPT_COMMAND_TIMEOUT_MS).
  *  - A distlock_client may be shared by any number of threads. A distlock_lock
  *    handle must not be used from two threads at the same time.
+ *  - Every file descriptor the library opens (sockets, pipes, eventfds) is
+ *    close-on-exec: none leaks into a program the caller executes.
  *  - After fork(), the child never reads or writes sockets opened by its
  *    parent: it opens its own on first use. Locks acquired by the parent can
  *    be inspected but not released or extended through their handles in the
@@ -35,13 +40,9 @@
 extern "C" {
 #endif
 
-#if defined(_WIN32)
-#  if defined(DISTLOCK_BUILDING)
-#    define DISTLOCK_API __declspec(dllexport)
-#  else
-#    define DISTLOCK_API __declspec(dllimport)
-#  endif
-#elif defined(__GNUC__) && __GNUC__ >= 4
+/* The library is built for POSIX systems (epoll-free poll(), fork
+ * handling, getrandom): symbols are exported by visibility. */
+#if defined(__GNUC__) && __GNUC__ >= 4
 #  define DISTLOCK_API __attribute__((visibility("default")))
 #else
 #  define DISTLOCK_API
@@ -71,7 +72,10 @@ typedef enum {
     DISTLOCK_ENOQUORUM = -5,    /* fewer than a quorum of nodes answered */
     DISTLOCK_ENOTOWNER = -6,    /* not the owner: lock expired, lost or released */
     DISTLOCK_EPROTO = -7,       /* server error or unexpected reply (auth, WRONGTYPE...) */
-    DISTLOCK_ECLOSED = -8       /* use after close / not usable in this process */
+    DISTLOCK_ECLOSED = -8,      /* use after close / not usable in this process */
+    /* The lowest status this version of the header knows: bindings size
+     * their tables with it. A later version may add lower ones. */
+    DISTLOCK_STATUS_MIN = DISTLOCK_ECLOSED
 } distlock_status;
 
 /* Static text for a status code; never NULL, never to be freed. */

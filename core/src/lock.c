@@ -1,4 +1,6 @@
-/* lock.c -- the lock protocol: Lua scripts, quorum, validity, handles.
+/* lock.c -- the lock protocol: Lua scripts, reply classification, quorum
+ * verdicts, and the operations over a round (acquire, release, extend, leave,
+ * the token pair, inspect, force release). Handles live in handle.c.
  *
  * The value of a lock key is the owner's token as a plain string, so the
  * seed PHP code, redis-py, node-redlock, redsync and symfony/lock exclude us
