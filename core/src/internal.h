@@ -169,7 +169,6 @@ typedef struct distlock__result {
     int sent;            /* the request was written: it may have run */
     int resent;          /* sent again on a fresh connection after the first broke */
     /* private to round.c */
-    int waiting;         /* replies this round waits for on this node */
     int pre;             /* CLIENT KILLs still to confirm before sending */
     int deferred;        /* the call waits for the handshake / kills */
     int retried;         /* NOSCRIPT / syntax fallback used */
