@@ -61,21 +61,34 @@ DISTLOCK_API unsigned distlock_version_number(void);
 DISTLOCK_API const char *distlock_version_string(void);
 
 /* ---------------------------------------------------------------- status */
-/* Values are pinned: they never change meaning once released. */
+/* Values are pinned: they never change meaning once released. Each status
+ * has one meaning, whatever the call:
+ *  - a node that cannot be reached (refused, reset, name not resolved, or no
+ *    reply within its timeout) makes a one-node client return ECONN; with
+ *    N > 1 nodes it is one of the nodes that did not answer, and the call
+ *    fails with ENOQUORUM only when fewer than a quorum answered;
+ *  - a lock held by another owner is NOTACQUIRED (after the wait budget,
+ *    if one was given, ran out) -- never an error status;
+ *  - ETIMEDOUT is only "the call outlived its lease". */
 typedef enum {
     DISTLOCK_OK = 0,
-    DISTLOCK_NOTACQUIRED = 1,   /* held by someone else (not an error) */
-    DISTLOCK_EINVAL = -1,       /* invalid argument (detail names it) */
+    DISTLOCK_NOTACQUIRED = 1,   /* held by another owner (not an error) */
+    DISTLOCK_EINVAL = -1,       /* invalid argument or configuration (detail names it) */
     DISTLOCK_ENOMEM = -2,       /* out of memory; the client stays usable */
-    DISTLOCK_ECONN = -3,        /* could not connect / I/O error */
-    DISTLOCK_ETIMEDOUT = -4,    /* a wait budget ran out */
-    DISTLOCK_ENOQUORUM = -5,    /* fewer than a quorum of nodes answered */
+    DISTLOCK_ECONN = -3,        /* the node could not be reached or did not reply in time (N = 1) */
+    DISTLOCK_ETIMEDOUT = -4,    /* a quorum granted or renewed, but after the ttl was used
+                                   up: nothing is held (an acquire is undone) */
+    DISTLOCK_ENOQUORUM = -5,    /* N > 1: fewer than a quorum of nodes answered */
     DISTLOCK_ENOTOWNER = -6,    /* not the owner: lock expired, lost or released */
-    DISTLOCK_EPROTO = -7,       /* server error or unexpected reply (auth, WRONGTYPE...) */
+    DISTLOCK_EPROTO = -7,       /* a node refused or answered unexpectedly (authentication,
+                                   ACL, wrong type of a side key, malformed reply) */
     DISTLOCK_ECLOSED = -8,      /* use after close / not usable in this process */
+    DISTLOCK_ECANCELED = -9,    /* cancelled (distlock_client_cancel()); nothing is held */
+    DISTLOCK_ESYS = -10,        /* the system refused a resource: random source, thread,
+                                   file descriptor (detail names it) */
     /* The lowest status this version of the header knows: bindings size
      * their tables with it. A later version may add lower ones. */
-    DISTLOCK_STATUS_MIN = DISTLOCK_ECLOSED
+    DISTLOCK_STATUS_MIN = DISTLOCK_ESYS
 } distlock_status;
 
 /* Static text for a status code; never NULL, never to be freed. */

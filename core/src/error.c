@@ -34,12 +34,14 @@ const char *distlock_strerror(int status)
     case DISTLOCK_NOTACQUIRED: return "lock is held by another owner";
     case DISTLOCK_EINVAL: return "invalid argument";
     case DISTLOCK_ENOMEM: return "out of memory";
-    case DISTLOCK_ECONN: return "connection error";
-    case DISTLOCK_ETIMEDOUT: return "timed out";
+    case DISTLOCK_ECONN: return "node unreachable or not replying";
+    case DISTLOCK_ETIMEDOUT: return "the ttl was used up before the call completed";
     case DISTLOCK_ENOQUORUM: return "quorum of nodes unreachable";
     case DISTLOCK_ENOTOWNER: return "not the lock owner (expired, lost or released)";
     case DISTLOCK_EPROTO: return "server error or unexpected reply";
     case DISTLOCK_ECLOSED: return "not usable (closed, or inherited across fork)";
+    case DISTLOCK_ECANCELED: return "cancelled";
+    case DISTLOCK_ESYS: return "system resource unavailable";
     default: return "unknown status";
     }
 }

@@ -793,7 +793,7 @@ static void start_node(distlock_client *c, distlock__connset *cs, const distlock
              * node comes back, they run in order), unwaited. */
             char msg[96];
             snprintf(msg, sizeof(msg), "no reply for %ld ms", (long)((now - owed_since) / 1000));
-            result_fail(c, r, i, DISTLOCK_ETIMEDOUT, msg);
+            result_fail(c, r, i, DISTLOCK_ECONN, msg);
             /* never behind an unconfirmed AUTH: it could run as another user */
             if (call->undo && call->tag && !owes_kind(conn, DISTLOCK__K_AUTH))
                 undo_unwaited(c, conn, r, i, call);
@@ -912,7 +912,7 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
                 char msg[64];
                 snprintf(msg, sizeof(msg), "no reply within %ld ms",
                          r->fresh ? c->connect_timeout_ms : c->command_timeout_ms);
-                result_fail(c, r, i, DISTLOCK_ETIMEDOUT, msg);
+                result_fail(c, r, i, DISTLOCK_ECONN, msg);
                 abandon(c, i, conn, r);
                 continue;
             }
@@ -976,7 +976,7 @@ void distlock__round(distlock_client *c, distlock__connset *cs,
         if (calls[i] == NULL)
             continue;
         if (r->state == DISTLOCK__R_PENDING && r->deferred && !r->sent)
-            result_fail(c, r, i, DISTLOCK_ETIMEDOUT, "not sent: its connection was not ready");
+            result_fail(c, r, i, DISTLOCK_ECONN, "not sent: its connection was not ready");
         if (cs->conns[i].qlen > 0)
             abandon(c, i, &cs->conns[i], r);  /* also a failed node's unconfirmed KILLs */
     }

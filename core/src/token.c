@@ -16,7 +16,7 @@ int distlock__random_bytes(void *buf, size_t n)
         if (r < 0) {
             if (errno == EINTR)
                 continue;
-            return distlock__fail(DISTLOCK_EPROTO, "getrandom: errno %d", errno);
+            return distlock__fail(DISTLOCK_ESYS, "getrandom: errno %d", errno);
         }
         p += r;
         n -= (size_t)r;

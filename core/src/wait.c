@@ -407,7 +407,7 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
             sub_free(c, 0);
             pthread_mutex_unlock(&c->mu);
             pthread_cond_destroy(&w->cond);
-            return distlock__fail(DISTLOCK_ENOMEM, "cannot start waiting: %s", strerror(errno));
+            return distlock__fail(DISTLOCK_ESYS, "cannot start waiting: %s", strerror(errno));
         }
         c->sub_stop = 0;
         if (pthread_create(&c->sub_thread, NULL, subscriber_main, c) != 0) {
@@ -417,7 +417,7 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
             sub_free(c, 0);
             pthread_mutex_unlock(&c->mu);
             pthread_cond_destroy(&w->cond);
-            return distlock__fail(DISTLOCK_ENOMEM, "cannot start the subscriber thread");
+            return distlock__fail(DISTLOCK_ESYS, "cannot start the subscriber thread");
         }
         c->sub_running = 1;
     }

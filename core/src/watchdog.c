@@ -251,7 +251,7 @@ int distlock__watchdog_start(distlock_client *c)
     c->wd_stop = 0;
     int e = pthread_create(&c->wd_thread, NULL, watchdog_main, c);
     if (e != 0)
-        return distlock__fail(DISTLOCK_ENOMEM, "cannot start the renewal thread: %s", strerror(e));
+        return distlock__fail(DISTLOCK_ESYS, "cannot start the renewal thread: %s", strerror(e));
     c->wd_running = 1;
     return DISTLOCK_OK;
 }
