@@ -14,26 +14,6 @@
 
 #define KNOWN_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT | DISTLOCK_FAIR)
 
-static void held_free(distlock__held *h)
-{
-    free(h->key);
-    free(h->token);
-    free(h->owner);
-    free(h);
-}
-
-void distlock__held_unref_locked(distlock_client *c, distlock__held *h)
-{
-    if (--h->refs > 0)
-        return;
-    for (distlock__held **pp = &c->held; *pp; pp = &(*pp)->next)
-        if (*pp == h) {
-            *pp = h->next;
-            break;
-        }
-    held_free(h);
-}
-
 static void thread_owner(char *buf, size_t n)
 {
     snprintf(buf, n, "thread:%d:%lu", (int)distlock__getpid(), (unsigned long)pthread_self());
@@ -51,7 +31,7 @@ static distlock_lock *new_handle(distlock__held *h)
  * few re-check intervals, so a dead waiter leaves the queue quickly. */
 static long queue_ttl(const distlock_client *c)
 {
-    return 3 * c->retry_max_ms + 2 * c->command_timeout_ms;
+    return 3 * c->retry_max_ms + 2 * c->tp.command_timeout_ms;
 }
 
 /* Full-jitter backoff between lo/2 and lo: waiters spread their re-checks
@@ -68,31 +48,27 @@ static uint64_t jitter_us(long ms)
  * its token: it is its place in the queue; the transport orders its
  * requests (round.c). */
 static int acquire_wait(distlock_client *c, const char *key, char *token, long ttl_ms,
-                        long wait_ms, unsigned flags, uint64_t *until, int64_t *fence,
-                        distlock__connset **cs, uint64_t *maybe)
+                        long wait_ms, unsigned flags, distlock__attempt *att)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
-    distlock__attempt att = { 0, 0, 0, 0, NULL, 0 };
-    int rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, wait_ms ? queue_ttl(c) : 0,
-                                    until, fence, &att);
-    *cs = att.cs;
-    *maybe = att.maybe;
+    distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
+                             .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0 };
+    int rc = distlock__acquire_once(c, &rq, att);
     if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
         return rc;
 
     uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
     if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
         deadline = now0 + (uint64_t)wait_ms * 1000u;
-    size_t chlen = strlen(key) + 10;
-    char *ch = malloc(chlen);  /* waiting is not the hot path; keys are up to 1 KB */
+    char *ch = malloc(DISTLOCK__SIDEKEY_MAX);  /* waiting is not the hot path */
     if (ch == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-    snprintf(ch, chlen, "distlock:%s", key);
+    distlock__channel_name(ch, key);
     distlock__waiter w;
     memset(&w, 0, sizeof(w));
     w.channel = ch;
     w.token = fair ? token : NULL;
-    w.head = att.head;
+    w.head = att->head;
     int subscribed = distlock__waiter_add(c, &w) == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
 
@@ -101,21 +77,19 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
     for (;;) {
         if (!fair && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
             break;
-        rc = distlock__acquire_once(c, key, token, ttl_ms, flags, fair, queue_ttl(c), until,
-                                    fence, &att);
-        *cs = att.cs;
-        *maybe = att.maybe;
+        rq.queue_ttl_ms = queue_ttl(c);
+        rc = distlock__acquire_once(c, &rq, att);
         if (rc != DISTLOCK_NOTACQUIRED)
             break;
         if (fair)
-            distlock__waiter_set_head(c, &w, att.head);
+            distlock__waiter_set_head(c, &w, att->head);
         uint64_t now = distlock__now_us();
         if (now >= deadline) {
             distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
                            key, wait_ms);
             break;
         }
-        if (fair && att.granted > 0 && att.behind > 0) {
+        if (fair && att->granted > 0 && att->behind > 0) {
             /* Some nodes had us at the head of their queue, others had
              * another waiter there (our requests crossed on the way): a
              * split nobody can win. Step out of every queue and rejoin
@@ -131,8 +105,8 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
          * re-check, at most retry_max apart and never later than the
          * holder's remaining TTL. */
         uint64_t next = now + jitter_us(backoff);
-        if (att.holder_pttl > 0 && now + (uint64_t)att.holder_pttl * 1000u + 500u < next)
-            next = now + (uint64_t)att.holder_pttl * 1000u + 500u;
+        if (att->holder_pttl > 0 && now + (uint64_t)att->holder_pttl * 1000u + 500u < next)
+            next = now + (uint64_t)att->holder_pttl * 1000u + 500u;
         if (next > deadline)
             next = deadline;
         if (subscribed)
@@ -184,7 +158,7 @@ static int held_extend(distlock__held *h, long ttl_ms)
     } else {
         /* Not known either way: what the servers hold may now be the
          * shorter of the two TTLs, so claim no more than that. */
-        uint64_t cap = distlock__valid_until(c, distlock__now_us(), ttl_ms);
+        uint64_t cap = distlock__valid_until(&c->q, distlock__now_us(), ttl_ms);
         if (cap < atomic_load(&h->valid_until_us))
             atomic_store(&h->valid_until_us, cap);
     }
@@ -266,7 +240,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if (out == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
-    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(c, ttl_ms)))
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(&c->q, ttl_ms)))
         return rc;
     if (wait_ms < 0 && wait_ms != DISTLOCK_WAIT_FOREVER)
         return distlock__fail(DISTLOCK_EINVAL, "wait_ms %ld: use >= 0 or DISTLOCK_WAIT_FOREVER",
@@ -294,7 +268,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     if (h == NULL || l == NULL || (h->key = strdup(key)) == NULL ||
         ((flags & DISTLOCK_REENTRANT) && (h->owner = strdup(owner)) == NULL)) {
         if (h)
-            held_free(h);
+            distlock__held_free(h);
         free(l);
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
@@ -308,15 +282,20 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     if (h->owner_thread)
         h->thread = pthread_self();
 
-    uint64_t until = 0;
-    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &until, &h->fence, &h->cs_pref,
-                      &h->maybe);
+    distlock__attempt att;
+    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &att);
+    uint64_t until = att.valid_until_us;
+    if (rc == DISTLOCK_OK) {
+        h->fence = att.fence;
+        h->set_pref = att.set_id;
+        h->maybe = att.maybe;
+    }
     if (rc == DISTLOCK_OK && (h->token = strdup(tok)) == NULL) {
-        (void)distlock__release_keytoken(c, key, tok, until, h->cs_pref, h->maybe);
+        (void)distlock__release_keytoken(c, key, tok, until, h->set_pref, h->maybe);
         rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
     if (rc != DISTLOCK_OK) {
-        held_free(h);
+        distlock__held_free(h);
         free(l);
         return rc;
     }
@@ -385,7 +364,7 @@ static int release_handle(distlock_lock *l, int check_thread)
     h->released = 1;       /* the watchdog stops renewing it */
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, h->key, h->token, until, h->cs_pref, h->maybe);
+    return distlock__release_keytoken(c, h->key, h->token, until, h->set_pref, h->maybe);
 }
 
 int distlock_release(distlock_lock *l)
@@ -423,7 +402,7 @@ void distlock_lock_free(distlock_lock *l)
     } else if (--h->refs <= 0) {
         /* Client freed (it unlinked us) or inherited across fork: the
          * record is only memory here. */
-        held_free(h);
+        distlock__held_free(h);
     }
     free(l);
 }
@@ -432,7 +411,7 @@ int distlock_extend(distlock_lock *l, long ttl_ms)
 {
     int rc;
     distlock__clear_error();
-    if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(l->h->client, ttl_ms)))
+    if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(&l->h->client->q, ttl_ms)))
         return rc;
     distlock__held *h = l->h;
     if (l->released || h->released)

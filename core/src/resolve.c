@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
 
 struct distlock__resolve {
     pthread_mutex_t mu;

@@ -64,7 +64,7 @@ static void send_cmd(redisContext *ctx, const char *verb, const char *arg)
 {
     const char *argv[2] = { verb, arg };
     size_t len[2] = { strlen(verb), strlen(arg) };
-    redisAppendCommandArgv(ctx, 2, argv, len);
+    (void)distlock__resp_append(ctx, 2, argv, len);
 }
 
 static sub_chan *find_chan(struct distlock__sub *sub, const char *name)
@@ -115,19 +115,7 @@ static void node_drop(distlock_client *c, int i, int failed, long retry_ms)
 static void node_greet(distlock_client *c, int i)
 {
     sub_node *sn = &c->sub->nodes[i];
-    const distlock__node_cfg *cfg = &c->nodes[i];
-    const char *user = c->username ? c->username : cfg->user;
-    const char *pass = c->password ? c->password : cfg->pass;
-    if (pass) {
-        const char *argv[3];
-        size_t len[3];
-        int k = 0;
-        argv[k] = "AUTH", len[k] = 4, k++;
-        if (user)
-            argv[k] = user, len[k] = strlen(user), k++;
-        argv[k] = pass, len[k] = strlen(pass), k++;
-        redisAppendCommandArgv(sn->ctx, k, argv, len);
-    }
+    (void)distlock__tp_append_auth(&c->tp, i, sn->ctx);
     for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
         send_cmd(sn->ctx, "SUBSCRIBE", ch->name);
     sn->state = NODE_UP;
@@ -425,7 +413,7 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
     c->waiters = w;
     w->subscribed = 0;
     wake_subscriber(c);
-    uint64_t deadline = distlock__now_us() + (uint64_t)c->connect_timeout_ms * 1000u;
+    uint64_t deadline = distlock__now_us() + (uint64_t)c->tp.connect_timeout_ms * 1000u;
     while (!w->subscribed && !settled(c, w->channel) && distlock__now_us() < deadline) {
         struct timespec ts;
         abs_deadline(&ts, deadline);

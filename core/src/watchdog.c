@@ -48,33 +48,6 @@ static int renewable(const distlock_client *c, const distlock__held *h)
            !h->renewing && h->pid == c->pid;
 }
 
-int distlock_client_lost_fd(distlock_client *c)
-{
-    distlock__clear_error();
-    if (c == NULL)
-        return distlock__fail(-1, "client must not be NULL");
-    distlock__lock(c);
-    if (c->lost_fd < 0)
-        c->lost_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    int fd = c->lost_fd;
-    pthread_mutex_unlock(&c->mu);
-    if (fd < 0)
-        distlock__fail(-1, "eventfd: %s", strerror(errno));
-    return fd;
-}
-
-void distlock__mark_lost(distlock__held *h)
-{
-    int expected = 0;
-    if (!atomic_compare_exchange_strong(&h->lost, &expected, 1))
-        return;
-    if (h->client && h->client->lost_fd >= 0) {
-        uint64_t one = 1;
-        ssize_t w = write(h->client->lost_fd, &one, sizeof(one));
-        (void)w;
-    }
-}
-
 typedef struct due {
     distlock__held *h;
     char *key, *token;
@@ -113,10 +86,11 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
     }
     /* no tag: a batch covers many locks; the records' `renewing` flag keeps
      * it apart from extends of the same lock */
-    distlock__call call = { DISTLOCK__S_EXTEND, m, 3 * m, argv, len, NULL, 0, 0, 0 };
+    distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = m, .argc = 3 * m, .argv = argv,
+                            .argvlen = len };
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
-    distlock__round(c, cs, calls, res, NULL, NULL);
+    distlock__round(&c->tp, cs, calls, res, NULL, NULL);
     for (int i = 0; i < c->n; i++) {
         const redisReply *x = res[i].state == DISTLOCK__R_DONE ? res[i].reply : NULL;
         if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)m)
@@ -202,7 +176,7 @@ static void *watchdog_main(void *arg)
             h->renewing = 0;
             if (h->released || atomic_load(&h->lost))
                 continue;
-            uint64_t until = distlock__valid_until(c, t0, d[k].ttl_ms);
+            uint64_t until = distlock__valid_until(&c->q, t0, d[k].ttl_ms);
             uint64_t valid = atomic_load(&h->valid_until_us);
             if (ok[k] >= c->quorum && t1 < until) {
                 atomic_store(&h->valid_until_us, until);
@@ -258,8 +232,15 @@ int distlock__watchdog_start(distlock_client *c)
 
 void distlock__watchdog_after_fork(distlock_client *c)
 {
+    pthread_condattr_t ca;
+
     c->wd_running = 0;
     c->wd_stop = 0;
+    /* The parent's thread may have been waiting on it: start afresh. */
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&c->wd_cond, &ca);
+    pthread_condattr_destroy(&ca);
     /* The eventfd is shared with the parent: give the child its own under
      * the same number, so the fd a user holds reports only the child's
      * losses (and the parent never sees them). */

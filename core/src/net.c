@@ -1,4 +1,4 @@
-/* node.c -- connecting to one node. Connections are non-blocking so that one
+/* net.c -- connecting to one node (transport). Connections are non-blocking so that one
  * thread can talk to N nodes at once; the connect itself completes inside
  * the round's poll() loop and is bounded by the connect timeout there. Host
  * names are resolved beforehand (resolve.c): here addresses are numeric. */
@@ -10,7 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "transport.h"
 
 redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *addr,
                                      int *status, char *err, size_t errlen)

@@ -1,0 +1,306 @@
+/* acquire.c -- layer 5: one acquire attempt on N nodes, and its undo.
+ *
+ * An attempt is one round (SET NX GET, or the acquire / fair script), then,
+ * only when needed: a refresh of nodes that already held our own token, a
+ * second fencing round, leaving the queues of a fair lock won elsewhere,
+ * and the undo of a lost attempt on every node it may have reached. */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+/* Side keys and channel: only fair and fencing acquires need them (on the
+ * heap: 4 KB the common path's stack does not carry). */
+typedef struct sidekeys {
+    char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
+        ch[DISTLOCK__SIDEKEY_MAX];
+} sidekeys;
+
+/* What an attempt sends, for the steps after the first round. */
+typedef struct attempt_ctx {
+    distlock_client *c;
+    distlock__connset *cs;
+    const distlock__acq_req *rq;
+    uint64_t tag;
+    int fencing;
+    sidekeys *sk;       /* fair or fencing, else NULL */
+    char ttl[24], qttl[24];
+} attempt_ctx;
+
+distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
+                                        const char *key, const char *token, const int *which,
+                                        distlock__result *res, uint64_t maybe)
+{
+    const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
+    char ch[strlen(key) + 10];  /* "distlock:" + key + NUL; keys are <= 1 KB */
+    size_t chlen = distlock__channel_name(ch, key);
+    const char *argv[3] = { key, token, ch };
+    size_t len[3] = { chlen - 9, strlen(token), chlen };
+    /* Queued even to a node known hung: if it comes back it must run our
+     * release after whatever acquire of ours it still owes. */
+    distlock__call call = { .script = DISTLOCK__S_RELEASE, .nkeys = 1, .argc = 3, .argv = argv,
+                            .argvlen = len, .undo = 1, .tag = distlock__lock_tag(key, token),
+                            .must_mask = maybe };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = (which == NULL || which[i]) ? &call : NULL;
+    distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
+    return distlock__count(res, c->n);
+}
+
+/* Nodes that answered with our own token get their TTL refreshed by
+ * compare-and-PEXPIRE and then count as granted: a retry after a lost reply,
+ * or a re-acquire (not for strict acquires: plain SET NX semantics, unless
+ * the call itself was resent on a fresh connection, whose first send is
+ * what set it). Rare, so it may cost a second round trip. */
+static void refresh_own(attempt_ctx *a, distlock__result *res)
+{
+    distlock_client *c = a->c;
+    const distlock__call **calls = a->cs->calls_b;
+    distlock__result *res2 = a->cs->res_b;
+    int strict = (a->rq->flags & DISTLOCK_STRICT) != 0, any = 0;
+    const char *argv[3] = { a->rq->key, a->rq->token, a->ttl };
+    size_t len[3] = { strlen(a->rq->key), strlen(a->rq->token), strlen(a->ttl) };
+    distlock__call ext = { .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3, .argv = argv,
+                           .argvlen = len, .tag = a->tag };
+
+    for (int i = 0; i < c->n; i++) {
+        calls[i] = NULL;
+        if (distlock__reply_holds_own(&res[i], a->rq->token) && (!strict || res[i].resent)) {
+            calls[i] = &ext;
+            any = 1;
+        }
+    }
+    if (!any)
+        return;
+    distlock__round(&c->tp, a->cs, calls, res2, NULL, NULL);
+    for (int i = 0; i < c->n; i++) {
+        if (calls[i] == NULL)
+            continue;
+        /* The EXTEND reply ({1} or {0}) replaces the SET reply. */
+        freeReplyObject(res[i].reply);
+        res[i] = res2[i];
+        res2[i].reply = NULL;
+    }
+}
+
+/* The first round: SET NX GET when no script is needed (the common case:
+ * it tells whether we set it, or who holds it), else the acquire or fair
+ * script; the script also serves servers without SET ... GET. */
+static void first_round(attempt_ctx *a, distlock__result *res)
+{
+    distlock_client *c = a->c;
+    const distlock__acq_req *rq = a->rq;
+    const char *argv[10];
+    size_t len[10];
+    int k = 0, nkeys;
+    size_t ttllen = distlock__ltoa(a->ttl, rq->ttl_ms);
+
+    argv[k++] = rq->key;
+    if (rq->fair) {
+        argv[k++] = a->sk->q;
+        argv[k++] = a->sk->qt;
+    }
+    if (a->fencing)
+        argv[k++] = a->sk->fk;
+    nkeys = k;
+    argv[k++] = rq->token;
+    argv[k++] = a->ttl;
+    argv[k++] = (rq->flags & DISTLOCK_STRICT) ? "1" : "0";
+    if (rq->fair) {
+        argv[k++] = a->qttl;
+        argv[k++] = a->sk->ch;
+    }
+    for (int i = 0; i < k; i++)
+        len[i] = strlen(argv[i]);
+    distlock__call script = { .script = rq->fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE,
+                              .nkeys = nkeys, .argc = k, .argv = argv, .argvlen = len,
+                              .tag = a->tag };
+    const char *pargv[7] = { "SET", rq->key, rq->token, "NX", "PX", a->ttl, "GET" };
+    size_t plen[7] = { 3, len[0], strlen(rq->token), 2, 2, ttllen, 3 };
+    distlock__call plain = { .script = -1, .argc = 7, .argv = pargv, .argvlen = plen,
+                             .fallback = &script, .fallback_on = DISTLOCK__SYNTAX_ERROR,
+                             .tag = a->tag };
+    int use_plain = !rq->fair && !a->fencing && !atomic_load(&c->no_set_get);
+    for (int i = 0; i < c->n; i++)
+        a->cs->calls_a[i] = use_plain ? &plain : &script;
+    distlock__round(&c->tp, a->cs, a->cs->calls_a, res,
+                    a->fencing ? distlock__decide_cannot_win : distlock__decide_quorum, &c->q);
+    for (int i = 0; i < c->n; i++)
+        if (res[i].fell_back)
+            atomic_store(&c->no_set_get, 1);  /* Redis < 7: the script from now on */
+}
+
+/* What the attempt saw, for the wait loop. */
+static void observe(const attempt_ctx *a, const distlock__result *res, distlock__tally t,
+                    distlock__attempt *att)
+{
+    att->granted = t.ok;
+    att->behind = 0;
+    att->holder_pttl = 0;
+    att->head = 0;
+    for (int i = 0; i < a->c->n; i++) {
+        if (distlock__reply_verdict(&res[i]) != 0)
+            continue;
+        if (a->rq->fair && distlock__reply_int(&res[i], 2) == 0)
+            att->head = 1;
+        if (distlock__reply_int(&res[i], 0) == 2)
+            att->behind++;
+        else if (distlock__reply_int(&res[i], 1) > att->holder_pttl)
+            att->holder_pttl = (long)distlock__reply_int(&res[i], 1);
+    }
+}
+
+/* The fence is the highest counter among the nodes that granted (we heard
+ * from every live node). Unless all of them already hold that value, raise
+ * it on the nodes where we still own the lock: a later owner (whose quorum
+ * intersects ours) then reads at least this value, even if a minority of
+ * nodes lose their data first. */
+static int raise_fence(attempt_ctx *a, const distlock__result *res, distlock__tally t,
+                       int64_t *fence)
+{
+    distlock_client *c = a->c;
+    int at_max = 0, rc = DISTLOCK_OK;
+    for (int i = 0; i < c->n; i++)
+        if (distlock__reply_verdict(&res[i]) == 1 && distlock__reply_int(&res[i], 1) > *fence)
+            *fence = distlock__reply_int(&res[i], 1);
+    for (int i = 0; i < c->n; i++)
+        if (distlock__reply_verdict(&res[i]) == 1 && distlock__reply_int(&res[i], 1) == *fence)
+            at_max++;
+    if (at_max == t.ok)
+        return DISTLOCK_OK;
+    char fv[24];
+    distlock__result *res2 = a->cs->res_b;
+    const distlock__call **calls2 = a->cs->calls_b;
+    snprintf(fv, sizeof(fv), "%" PRId64, *fence);
+    const char *argv[4] = { a->rq->key, a->sk->fk, a->rq->token, fv };
+    size_t len[4] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(fv) };
+    distlock__call raise = { .script = DISTLOCK__S_RAISE, .nkeys = 2, .argc = 4, .argv = argv,
+                             .argvlen = len, .tag = a->tag };
+    for (int i = 0; i < c->n; i++)
+        calls2[i] = distlock__reply_verdict(&res[i]) == 1 ? &raise : NULL;
+    distlock__round(&c->tp, a->cs, calls2, res2, distlock__decide_cannot_win, &c->q);
+    rc = distlock__verdict(&c->q, res2, distlock__count(res2, c->n), DISTLOCK_NOTACQUIRED,
+                           "fencing (the lock was lost before the fence reached a quorum)",
+                           a->rq->key);
+    distlock__round_clear(res2, c->n);
+    return rc;
+}
+
+/* Won: on nodes that did not grant (the previous holder's release still on
+ * its way there, say) we are still queued; leave, or our stale entry would
+ * stand first in those queues. */
+static void leave_where_lost(attempt_ctx *a, const distlock__result *res)
+{
+    distlock_client *c = a->c;
+    distlock__result *res4 = a->cs->res_b;
+    const distlock__call **calls4 = a->cs->calls_b;
+    const char *argv[5] = { a->sk->q, a->sk->qt, a->rq->key, a->rq->token, a->sk->ch };
+    size_t len[5];
+    for (int i = 0; i < 5; i++)
+        len[i] = strlen(argv[i]);
+    distlock__call leave = { .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5, .argv = argv,
+                             .argvlen = len, .undo = 1, .tag = a->tag };
+    for (int i = 0; i < c->n; i++)
+        calls4[i] = distlock__reply_verdict(&res[i]) == 1 ? NULL : &leave;
+    distlock__round(&c->tp, a->cs, calls4, res4, NULL, NULL);
+    distlock__round_clear(res4, c->n);
+}
+
+/* Undo a lost attempt on every node where it was sent and not refused: it
+ * granted, may still grant (no answer, timed out, connection lost after
+ * sending), or answered with an error after its SET. The transport orders
+ * the undo after the acquire it undoes (round.c). A fair waiter keeps its
+ * place in the queues. */
+static void undo(attempt_ctx *a, const distlock__result *res)
+{
+    distlock_client *c = a->c;
+    distlock__result *res3 = a->cs->res_b;
+    int which[c->n], any = 0;  /* n <= 64 */
+
+    for (int i = 0; i < c->n; i++)
+        any |= which[i] = res[i].sent && distlock__reply_verdict(&res[i]) != 0;
+    if (!any)
+        return;
+    if (a->rq->fair && a->rq->queue_ttl_ms > 0) {
+        const distlock__call **calls3 = a->cs->calls_b;
+        const char *argv[6] = { a->rq->key, a->sk->q, a->sk->qt, a->rq->token, a->sk->ch,
+                                a->qttl };
+        size_t len[6];
+        for (int i = 0; i < 6; i++)
+            len[i] = strlen(argv[i]);
+        distlock__call fu = { .script = DISTLOCK__S_FAIR_UNDO, .nkeys = 3, .argc = 6,
+                              .argv = argv, .argvlen = len, .undo = 1, .tag = a->tag,
+                              .must_mask = ~0ull };
+        for (int i = 0; i < c->n; i++)
+            calls3[i] = which[i] ? &fu : NULL;
+        distlock__round(&c->tp, a->cs, calls3, res3, distlock__decide_quorum, &c->q);
+    } else {
+        (void)distlock__release_round(c, a->cs, a->rq->key, a->rq->token, which, res3, ~0ull);
+    }
+    distlock__round_clear(res3, c->n);
+}
+
+int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att)
+{
+    attempt_ctx a = { .c = c, .rq = rq, .fencing = (rq->flags & DISTLOCK_FENCING) != 0 };
+    int rc;
+
+    memset(att, 0, sizeof(*att));
+    att->fence = -1;
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return rc;
+    a.tag = distlock__lock_tag(rq->key, rq->token);
+    if ((rq->fair || a.fencing) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    if ((a.cs = distlock__checkout(c)) == NULL) {
+        free(a.sk);
+        return DISTLOCK_ENOMEM;
+    }
+    if (rq->fair) {
+        distlock__sidekey(a.sk->q, rq->key, ":q");
+        distlock__sidekey(a.sk->qt, rq->key, ":qt");
+        distlock__channel_name(a.sk->ch, rq->key);
+        distlock__ltoa(a.qttl, rq->queue_ttl_ms);
+    }
+    if (a.fencing)
+        distlock__sidekey(a.sk->fk, rq->key, ":fence");
+    distlock__result *res = a.cs->res_a;
+
+    uint64_t t0 = distlock__now_us();
+    first_round(&a, res);
+    if (!rq->fair)
+        refresh_own(&a, res);
+    distlock__tally t = distlock__count(res, c->n);
+    observe(&a, res, t, att);
+    /* Two nodes turned out to be one server: no lock on that list. */
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        t.ok = 0;
+    else
+        rc = distlock__verdict(&c->q, res, t, DISTLOCK_NOTACQUIRED, "acquire", rq->key);
+    if (rc == DISTLOCK_OK && a.fencing)
+        rc = raise_fence(&a, res, t, &att->fence);
+    if (rc == DISTLOCK_OK && rq->fair && t.ok < c->n)
+        leave_where_lost(&a, res);
+    if (rc == DISTLOCK_OK) {
+        att->valid_until_us = distlock__valid_until(&c->q, t0, rq->ttl_ms);
+        if (distlock__now_us() >= att->valid_until_us)
+            rc = distlock__fail(DISTLOCK_ETIMEDOUT,
+                                "'%s' acquired on %d of %d nodes but its %ld ms ttl was used up",
+                                rq->key, t.ok, c->n, rq->ttl_ms);
+    }
+    if (rc == DISTLOCK_OK) {
+        att->set_id = a.cs->id;
+        att->maybe = 0;
+        for (int i = 0; i < c->n; i++)
+            if (res[i].sent && distlock__reply_verdict(&res[i]) != 0)
+                att->maybe |= 1ull << i;
+    } else {
+        undo(&a, res);
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, a.cs);
+    free(a.sk);
+    return rc;
+}

@@ -1,0 +1,64 @@
+/* base.h -- layer 0: what every layer may use. Error details, the clock,
+ * random tokens, the server-list grammar. Calls nothing of the library. */
+#ifndef DISTLOCK_BASE_H
+#define DISTLOCK_BASE_H
+
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <sys/types.h>
+
+#include <hiredis/hiredis.h>
+
+#include "distlock.h"
+
+#define DISTLOCK__HIDDEN __attribute__((visibility("hidden")))
+
+/* ------------------------------------------------------------ error.c */
+/* Record the thread's detail message and return `status` (for `return`). */
+int distlock__fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+void distlock__clear_error(void);
+
+/* Decimal text of v into buf (at least 21 bytes), NUL-terminated; returns
+ * the length. snprintf costs more than the rest of a request's encoding. */
+static inline size_t distlock__ltoa(char *buf, long long v)
+{
+    char tmp[21];
+    size_t n = 0, len = 0;
+    unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
+    do {
+        tmp[n++] = (char)('0' + u % 10);
+        u /= 10;
+    } while (u);
+    if (v < 0)
+        buf[len++] = '-';
+    while (n)
+        buf[len++] = tmp[--n];
+    buf[len] = '\0';
+    return len;
+}
+
+/* ------------------------------------------------------------ clock.c */
+uint64_t distlock__now_us(void);  /* CLOCK_MONOTONIC */
+pid_t distlock__getpid(void);     /* cached; reset in a forked child */
+
+/* ------------------------------------------------------------ token.c */
+int distlock__random_bytes(void *buf, size_t n);
+uint64_t distlock__random_u64(void);
+
+/* ------------------------------------------------------------ uri.c */
+typedef struct distlock__node_cfg {
+    char *uri;        /* as shown to users, password replaced by *** */
+    char *host;       /* TCP host, or NULL for a Unix socket */
+    int port;
+    char *path;       /* Unix socket path, or NULL */
+    int db;
+    char *user;       /* from the URI, may be NULL */
+    char *pass;       /* from the URI, may be NULL */
+} distlock__node_cfg;
+
+int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *n);
+void distlock__free_nodes(distlock__node_cfg *nodes, int n);
+
+#endif

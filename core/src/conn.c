@@ -1,0 +1,253 @@
+/* conn.c -- one connection's bookkeeping (transport): the FIFO of replies
+ * it owes, the transport-wide list of tagged requests left behind (see the
+ * ordering rules at the top of round.c), and closing a connection without
+ * losing track of what it still carries. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+
+/* ------------------------------------------------------------ owed FIFO */
+
+distlock__owed *distlock__q_at(distlock__conn *conn, int k)
+{
+    return &conn->q[(conn->qhead + k) % conn->qcap];
+}
+
+int distlock__q_push(distlock__conn *conn, uint64_t tag, int kind, int arg, distlock__result *owner)
+{
+    if (conn->qlen == conn->qcap) {
+        int cap = conn->qcap ? conn->qcap * 2 : 16;
+        distlock__owed *q = malloc(sizeof(*q) * (size_t)cap);
+        if (q == NULL)
+            return -1;
+        for (int k = 0; k < conn->qlen; k++)
+            q[k] = *distlock__q_at(conn, k);
+        free(conn->q);
+        conn->q = q;
+        conn->qcap = cap;
+        conn->qhead = 0;
+    }
+    distlock__owed *o = &conn->q[(conn->qhead + conn->qlen) % conn->qcap];
+    o->tag = tag;
+    o->sent_us = distlock__now_us();
+    o->kind = kind;
+    o->arg = arg;
+    o->owner = owner;
+    conn->qlen++;
+    return 0;
+}
+
+distlock__owed distlock__q_pop(distlock__conn *conn)
+{
+    distlock__owed o = conn->q[conn->qhead];
+    conn->qhead = (conn->qhead + 1) % conn->qcap;
+    conn->qlen--;
+    return o;
+}
+
+int distlock__owes_kind(distlock__conn *conn, int kind)
+{
+    for (int k = 0; k < conn->qlen; k++)
+        if (distlock__q_at(conn, k)->kind == kind)
+            return 1;
+    return 0;
+}
+
+int distlock__owes_tag(distlock__conn *conn, uint64_t tag)
+{
+    for (int k = 0; k < conn->qlen; k++)
+        if (distlock__q_at(conn, k)->kind == DISTLOCK__K_CALL && distlock__q_at(conn, k)->tag == tag)
+            return 1;
+    return 0;
+}
+
+/* ------------------------------------------------------------ stale list (t->mu) */
+
+static unsigned stale_bucket(int node, uint64_t tag)
+{
+    return (unsigned)((tag ^ (tag >> 29) ^ ((uint64_t)node * 0x9e3779b97f4a7c15ull)) & 255u);
+}
+
+/* Might the list hold an entry for this node and tag? (no lock) */
+int distlock__stale_maybe(distlock__transport *t, int node, uint64_t tag)
+{
+    return atomic_load_explicit(&t->stale_filter[stale_bucket(node, tag)], memory_order_acquire) != 0;
+}
+
+void distlock__stale_add_locked(distlock__transport *t, int node, uint64_t tag, const distlock__conn *conn,
+                             int open)
+{
+    for (int k = 0; k < t->nstale; k++) {
+        distlock__stale *s = &t->stale[k];
+        if (s->node == node && s->tag == tag && s->serial == conn->serial) {
+            s->count++;
+            s->open = s->open && open;
+            return;
+        }
+    }
+    if (t->nstale == t->stale_cap) {
+        int cap = t->stale_cap ? t->stale_cap * 2 : 8;
+        distlock__stale *grown = realloc(t->stale, sizeof(*grown) * (size_t)cap);
+        if (grown == NULL)
+            return;  /* nothing better to do: the KILL is then skipped */
+        t->stale = grown;
+        t->stale_cap = cap;
+    }
+    t->stale[t->nstale++] = (distlock__stale){ node, tag, conn->serial, conn->srv_id, open, 1 };
+    atomic_fetch_add(&t->stale_filter[stale_bucket(node, tag)], 1);
+}
+
+static void stale_remove_at_locked(distlock__transport *t, int k)
+{
+    atomic_fetch_sub(&t->stale_filter[stale_bucket(t->stale[k].node, t->stale[k].tag)], 1);
+    t->stale[k] = t->stale[--t->nstale];
+}
+
+/* A request left behind on this connection has answered. */
+void distlock__stale_done(distlock__transport *t, int node, uint64_t tag, uint64_t serial)
+{
+    pthread_mutex_lock(&t->mu);
+    for (int k = 0; k < t->nstale; k++) {
+        distlock__stale *s = &t->stale[k];
+        if (s->node == node && s->tag == tag && s->serial == serial) {
+            if (--s->count == 0)
+                stale_remove_at_locked(t, k);
+            break;
+        }
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* The server confirmed that its connection srv_id is closed: nothing sent on
+ * it can execute any more. */
+void distlock__stale_killed(distlock__transport *t, int node, long long srv_id)
+{
+    pthread_mutex_lock(&t->mu);
+    for (int k = 0; k < t->nstale;) {
+        if (t->stale[k].node == node && t->stale[k].srv_id == srv_id)
+            stale_remove_at_locked(t, k);
+        else
+            k++;
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Server ids of closed connections to `node` that carried requests with
+ * `tag` left behind. Returns how many (at most max), or -1 if one of them
+ * has no known id (it cannot be closed from here). *open_elsewhere: such
+ * requests are also queued on another open connection of ours (another
+ * thread's: we do not kill it under that thread's feet). */
+int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const distlock__conn *conn,
+                      long long *ids, int max, int *open_elsewhere)
+{
+    int n = 0;
+    *open_elsewhere = 0;
+    pthread_mutex_lock(&t->mu);
+    for (int k = 0; k < t->nstale; k++) {
+        const distlock__stale *s = &t->stale[k];
+        if (s->node != node || s->tag != tag || s->serial == conn->serial)
+            continue;
+        if (s->open) {
+            *open_elsewhere = 1;
+            continue;
+        }
+        if (s->srv_id < 0) {
+            n = -1;
+            break;
+        }
+        int dup = 0;
+        for (int j = 0; j < n; j++)
+            dup |= ids[j] == s->srv_id;
+        if (!dup && n < max)
+            ids[n++] = s->srv_id;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return n;
+}
+
+/* ------------------------------------------------------------ connections */
+
+static void conn_reset(distlock__conn *conn)
+{
+    if (conn->ctx)
+        redisFree(conn->ctx);  /* closes our fd; writes nothing */
+    conn->ctx = NULL;
+    conn->srv_id = -1;
+    conn->hs_pending = 0;
+    conn->qlen = conn->qhead = 0;
+    distlock__resolve_drop(conn->resolving);
+    conn->resolving = NULL;
+}
+
+void distlock__conn_forget(distlock__conn *conn)
+{
+    conn_reset(conn);
+    free(conn->q);
+    conn->q = NULL;
+    conn->qcap = 0;
+}
+
+void distlock__conn_close(distlock__transport *t, int i, distlock__conn *conn)
+{
+    /* Requests whose replies we will never read may still execute: keep
+     * them listed (as orphans) so that a later request with the same tag
+     * first closes their server-side connection. */
+    int tagged = 0;
+    for (int k = 0; k < conn->qlen; k++)
+        tagged |= distlock__q_at(conn, k)->kind == DISTLOCK__K_CALL && distlock__q_at(conn, k)->tag != 0;
+    if (tagged) {
+        pthread_mutex_lock(&t->mu);
+        for (int k = 0; k < conn->qlen; k++) {
+            distlock__owed *o = distlock__q_at(conn, k);
+            if (o->kind == DISTLOCK__K_CALL && o->tag != 0 && o->owner != NULL)
+                distlock__stale_add_locked(t, i, o->tag, conn, 0);
+        }
+        for (int k = 0; k < t->nstale; k++)
+            if (t->stale[k].serial == conn->serial)
+                t->stale[k].open = 0;
+        pthread_mutex_unlock(&t->mu);
+    }
+    conn_reset(conn);
+}
+
+void distlock__result_fail(distlock__transport *t, distlock__result *r, int i, int status,
+                        const char *what)
+{
+    snprintf(r->err, sizeof(r->err), "%s: %s", t->nodes[i].uri, what);
+    r->state = DISTLOCK__R_FAILED;
+    r->status = status;
+}
+
+void distlock__node_fail(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i,
+                      int status, const char *what)
+{
+    distlock__result_fail(t, r, i, status, what);
+    distlock__conn_close(t, i, conn);
+}
+
+/* This round stops waiting for node i: what it still owes there is left
+ * behind (its replies are discarded when they come). */
+void distlock__abandon(distlock__transport *t, int i, distlock__conn *conn, distlock__result *r)
+{
+    int tagged = 0;
+    for (int k = 0; k < conn->qlen; k++) {
+        distlock__owed *o = distlock__q_at(conn, k);
+        if (o->owner == r)
+            tagged |= o->kind == DISTLOCK__K_CALL && o->tag != 0;
+    }
+    if (tagged)
+        pthread_mutex_lock(&t->mu);
+    for (int k = 0; k < conn->qlen; k++) {
+        distlock__owed *o = distlock__q_at(conn, k);
+        if (o->owner != r)
+            continue;
+        o->owner = NULL;
+        if (o->kind == DISTLOCK__K_CALL && o->tag != 0)
+            distlock__stale_add_locked(t, i, o->tag, conn, 1);
+    }
+    if (tagged)
+        pthread_mutex_unlock(&t->mu);
+}
+

@@ -1,0 +1,58 @@
+/* conn.h -- shared by the transport's own files (conn.c, request.c,
+ * round.c, pool.c) and by nothing else. */
+#ifndef DISTLOCK_CONN_H
+#define DISTLOCK_CONN_H
+
+#include "transport.h"
+
+/* Kinds of replies a connection can owe. */
+enum {
+    DISTLOCK__K_CALL = 0,   /* an operation's request */
+    DISTLOCK__K_AUTH,       /* handshake: AUTH, SELECT, CLIENT ID, SCRIPT LOAD */
+    DISTLOCK__K_SELECT,
+    DISTLOCK__K_ID,
+    DISTLOCK__K_LOAD,
+    DISTLOCK__K_KILL        /* CLIENT KILL ID of a connection left behind */
+};
+
+/* conn.c: the FIFO of owed replies */
+distlock__owed *distlock__q_at(distlock__conn *conn, int k);
+int distlock__q_push(distlock__conn *conn, uint64_t tag, int kind, int arg,
+                     distlock__result *owner);
+distlock__owed distlock__q_pop(distlock__conn *conn);
+int distlock__owes_kind(distlock__conn *conn, int kind);
+int distlock__owes_tag(distlock__conn *conn, uint64_t tag);
+
+/* conn.c: requests left behind (t->mu is taken inside unless _locked) */
+int distlock__stale_maybe(distlock__transport *t, int node, uint64_t tag);
+void distlock__stale_add_locked(distlock__transport *t, int node, uint64_t tag,
+                                const distlock__conn *conn, int open);
+void distlock__stale_done(distlock__transport *t, int node, uint64_t tag, uint64_t serial);
+void distlock__stale_killed(distlock__transport *t, int node, long long srv_id);
+int distlock__stale_find(distlock__transport *t, int node, uint64_t tag,
+                         const distlock__conn *conn, long long *ids, int max,
+                         int *open_elsewhere);
+
+/* conn.c: closing, failing, leaving behind */
+/* Close a connection of node i; what it still owes is remembered. */
+void distlock__conn_close(distlock__transport *t, int i, distlock__conn *conn);
+/* Drop a connection inherited across fork: no I/O, nothing remembered. */
+void distlock__conn_forget(distlock__conn *conn);
+void distlock__result_fail(distlock__transport *t, distlock__result *r, int i, int status,
+                           const char *what);
+void distlock__node_fail(distlock__transport *t, distlock__conn *conn, distlock__result *r,
+                         int i, int status, const char *what);
+void distlock__abandon(distlock__transport *t, int i, distlock__conn *conn, distlock__result *r);
+
+/* request.c */
+int distlock__append_cmd(distlock__conn *conn, distlock__result *owner, int kind, int arg,
+                         uint64_t tag, int argc, const char **argv, const size_t *len);
+int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *conn,
+                               distlock__result *r);
+int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock__result *owner,
+                          const distlock__call *call, int force_eval);
+int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id);
+void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep);
+int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn);
+
+#endif

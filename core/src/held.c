@@ -1,0 +1,57 @@
+/* held.c -- layer 5: the records of ownerships held through a client
+ * (one per key and token), shared by handles and the watchdog, and the
+ * signals that one was lost. */
+#include <errno.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+void distlock__held_free(distlock__held *h)
+{
+    free(h->key);
+    free(h->token);
+    free(h->owner);
+    free(h);
+}
+
+void distlock__held_unref_locked(distlock_client *c, distlock__held *h)
+{
+    if (--h->refs > 0)
+        return;
+    for (distlock__held **pp = &c->held; *pp; pp = &(*pp)->next)
+        if (*pp == h) {
+            *pp = h->next;
+            break;
+        }
+    distlock__held_free(h);
+}
+
+void distlock__mark_lost(distlock__held *h)
+{
+    int expected = 0;
+    if (!atomic_compare_exchange_strong(&h->lost, &expected, 1))
+        return;
+    if (h->client && h->client->lost_fd >= 0) {
+        uint64_t one = 1;
+        ssize_t w = write(h->client->lost_fd, &one, sizeof(one));
+        (void)w;
+    }
+}
+
+int distlock_client_lost_fd(distlock_client *c)
+{
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(-1, "client must not be NULL");
+    distlock__lock(c);
+    if (c->lost_fd < 0)
+        c->lost_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    int fd = c->lost_fd;
+    pthread_mutex_unlock(&c->mu);
+    if (fd < 0)
+        distlock__fail(-1, "eventfd: %s", strerror(errno));
+    return fd;
+}

@@ -1,0 +1,101 @@
+/* ops.c -- layer 5: release, extend and leave-the-queue of one ownership
+ * (key and token) on N nodes, each one round and the quorum's verdict.
+ * Shared by handles (handle.c), the token pair (pair.c) and the watchdog. */
+#include <stdlib.h>
+#include <string.h>
+
+#include "internal.h"
+
+int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
+                               uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe)
+{
+    int rc;
+
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return rc;
+    distlock__connset *cs = set_pref ? distlock__checkout_pref(c, set_pref) : distlock__checkout(c);
+    if (cs == NULL)
+        return DISTLOCK_ENOMEM;
+    distlock__result *res = cs->res_a;
+    uint64_t t0 = distlock__now_us();
+    distlock__tally t = distlock__release_round(c, cs, key, token, NULL, res, maybe);
+    if (t0 < valid_until_us) {
+        /* A release resent on a fresh connection (the first one broke after
+         * sending) finds the key gone if the first one ran. While the lease
+         * was valid when we sent it, nobody else could have removed our
+         * key there: so it is our release that did, and it counts. */
+        for (int i = 0; i < c->n; i++)
+            if (res[i].resent && distlock__reply_verdict(&res[i]) == 0) {
+                t.ok++;
+                t.no--;
+            }
+    }
+    rc = distlock__verdict(&c->q, res, t, DISTLOCK_ENOTOWNER, "release", key);
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
+                              long ttl_ms, uint64_t *valid_until_us)
+{
+    char ttl[24];
+    distlock__connset *cs;
+    int rc;
+
+    if ((rc = distlock__begin(c, &cs)) != DISTLOCK_OK)
+        return rc;
+    distlock__result *res = cs->res_a;
+    const char *argv[3] = { key, token, ttl };
+    size_t len[3] = { strlen(key), strlen(token), distlock__ltoa(ttl, ttl_ms) };
+    distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3, .argv = argv,
+                            .argvlen = len, .tag = distlock__lock_tag(key, token) };
+    for (int i = 0; i < c->n; i++)
+        cs->calls_a[i] = &call;
+    uint64_t t0 = distlock__now_us();
+    distlock__round(&c->tp, cs, cs->calls_a, res, distlock__decide_quorum, &c->q);
+    rc = distlock__verdict(&c->q, res, distlock__count(res, c->n), DISTLOCK_ENOTOWNER, "extend",
+                           key);
+    if (rc == DISTLOCK_OK) {
+        uint64_t until = distlock__valid_until(&c->q, t0, ttl_ms);
+        if (distlock__now_us() >= until)
+            rc = distlock__fail(DISTLOCK_ETIMEDOUT, "extend of '%.200s' took longer than its ttl",
+                                key);
+        else if (valid_until_us)
+            *valid_until_us = until;
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+int distlock__leave_queue(distlock_client *c, const char *key, const char *token)
+{
+    /* fair waiters only: the side keys on the heap, not the stack */
+    struct { char q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
+             ch[DISTLOCK__SIDEKEY_MAX]; } *sk = malloc(sizeof(*sk));
+    if (sk == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    distlock__connset *cs = distlock__checkout(c);
+    if (cs == NULL) {
+        free(sk);
+        return DISTLOCK_ENOMEM;
+    }
+    distlock__result *res = cs->res_a;
+    distlock__sidekey(sk->q, key, ":q");
+    distlock__sidekey(sk->qt, key, ":qt");
+    distlock__channel_name(sk->ch, key);
+    const char *argv[5] = { sk->q, sk->qt, key, token, sk->ch };
+    size_t len[5];
+    for (int i = 0; i < 5; i++)
+        len[i] = strlen(argv[i]);
+    distlock__call call = { .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5, .argv = argv,
+                            .argvlen = len, .tag = distlock__lock_tag(key, token) };
+    for (int i = 0; i < c->n; i++)
+        cs->calls_a[i] = &call;
+    distlock__round(&c->tp, cs, cs->calls_a, res, NULL, NULL);
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    free(sk);
+    return DISTLOCK_OK;
+}

@@ -1,0 +1,88 @@
+/* pair.c -- layer 7 (API): the token-carrying pair, for callers that keep
+ * the token themselves (the PHP compatibility functions, the CLI). */
+#include <stdio.h>
+#include <string.h>
+
+#include "internal.h"
+
+
+static long ms_left(uint64_t until_us)
+{
+    uint64_t now = distlock__now_us();
+    return until_us > now ? (long)((until_us - now) / 1000) : 0;
+}
+
+/* The checks every token-pair entry point makes (the ttl when has_ttl). */
+static int check_pair(const distlock_client *c, const char *key, const char *token, int has_ttl,
+                      long ttl_ms)
+{
+    int rc;
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)) || (has_ttl && (rc = distlock__check_ttl(&c->q, ttl_ms))) ||
+        (rc = distlock__check_text("token", token, DISTLOCK_TOKEN_MAX)))
+        return rc;
+    return DISTLOCK_OK;
+}
+
+int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
+                           unsigned flags, long *validity_ms)
+{
+    uint64_t until = 0;
+    int rc;
+
+    if ((rc = check_pair(c, key, token, 1, ttl_ms)) != DISTLOCK_OK)
+        return rc;
+    if (flags & ~DISTLOCK_STRICT)
+        return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
+    distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags };
+    distlock__attempt att;
+    rc = distlock__acquire_once(c, &rq, &att);
+    if (rc == DISTLOCK_OK) {
+        until = att.valid_until_us;
+        if (validity_ms)
+            *validity_ms = ms_left(until);
+        uint64_t tag = distlock__lock_tag(key, token);
+        pthread_mutex_lock(&c->mu);
+        c->tp_recent[c->tp_next].tag = tag;
+        c->tp_recent[c->tp_next].maybe = att.maybe;
+        c->tp_recent[c->tp_next].until = until;
+        c->tp_next = (c->tp_next + 1) % 32;
+        pthread_mutex_unlock(&c->mu);
+    }
+    return rc;
+}
+
+int distlock_release_token(distlock_client *c, const char *key, const char *token)
+{
+    int rc = check_pair(c, key, token, 0, 0);
+    if (rc != DISTLOCK_OK)
+        return rc;
+    /* Nodes the latest acquire of this key and token may hold (all if it
+     * is not among the recent ones), and its lease (a release resent after
+     * its first send ran is then recognised). */
+    uint64_t tag = distlock__lock_tag(key, token), maybe = ~0ull, until = 0;
+    distlock__lock(c);
+    for (int k = 0; k < 32; k++)
+        if (c->tp_recent[k].tag == tag) {
+            maybe = c->tp_recent[k].maybe;
+            until = c->tp_recent[k].until;
+        }
+    pthread_mutex_unlock(&c->mu);
+    return distlock__release_keytoken(c, key, token, until, 0, maybe);
+}
+
+int distlock_extend_token(distlock_client *c, const char *key, const char *token, long ttl_ms,
+                          long *validity_ms)
+{
+    uint64_t until = 0;
+    int rc;
+    if ((rc = check_pair(c, key, token, 1, ttl_ms)) != DISTLOCK_OK)
+        return rc;
+    rc = distlock__extend_keytoken(c, key, token, ttl_ms, &until);
+    if (rc == DISTLOCK_OK && validity_ms)
+        *validity_ms = ms_left(until);
+    return rc;
+}
+

@@ -1,0 +1,206 @@
+/* pool.c -- the transport's state and its pool of connection sets.
+ *
+ * Each operation checks a connection set (one connection per node) out of
+ * the pool and returns it afterwards, so threads sharing a transport run
+ * their round trips in parallel and never interleave on one socket. */
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "conn.h"
+
+int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, int n,
+                      const distlock__script *scripts, int nscripts)
+{
+    pthread_condattr_t ca;
+
+    memset(t, 0, sizeof(*t));
+    t->n = n;
+    t->nodes = nodes;
+    t->scripts = scripts;
+    t->nscripts = nscripts;
+    t->connect_timeout_ms = 1000;
+    t->command_timeout_ms = 500;
+    t->peer = calloc((size_t)n, sizeof(*t->peer));
+    t->sha = calloc((size_t)nscripts + 1, sizeof(*t->sha));
+    t->sha_ok = calloc((size_t)nscripts + 1, sizeof(*t->sha_ok));
+    if (t->peer == NULL || t->sha == NULL || t->sha_ok == NULL) {
+        free(t->peer);
+        free(t->sha);
+        free((void *)t->sha_ok);
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  /* its waits are deadlines */
+    pthread_cond_init(&t->pool_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    return DISTLOCK_OK;
+}
+
+static void free_sets(distlock__transport *t)
+{
+    distlock__connset *cs = t->all_sets;
+    while (cs) {
+        distlock__connset *next = cs->all_next;
+        for (int i = 0; i < t->n; i++)
+            distlock__conn_forget(&cs->conns[i]);
+        free(cs->res_a);
+        free(cs->calls_a);
+        free(cs);
+        cs = next;
+    }
+    t->pool = NULL;
+    t->all_sets = NULL;
+}
+
+void distlock__tp_free(distlock__transport *t)
+{
+    free_sets(t);
+    free(t->stale);
+    free(t->peer);
+    free(t->sha);
+    free((void *)t->sha_ok);
+    free(t->username);
+    free(t->password);
+    pthread_mutex_destroy(&t->mu);
+    pthread_cond_destroy(&t->pool_cond);
+}
+
+void distlock__tp_after_fork(distlock__transport *t)
+{
+    pthread_condattr_t ca;
+
+    /* The lock may have been copied while a parent thread held it, and the
+     * parent's threads may have been waiting on the condition. */
+    pthread_mutex_init(&t->mu, NULL);
+    pthread_condattr_init(&ca);
+    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
+    pthread_cond_init(&t->pool_cond, &ca);
+    pthread_condattr_destroy(&ca);
+    /* Sockets belong to the parent: closing our copies sends nothing on
+     * its connections. What it left behind on them is its own. */
+    free_sets(t);
+    t->nstale = 0;
+    for (int k = 0; k < 256; k++)
+        atomic_store(&t->stale_filter[k], 0);
+}
+
+void distlock__tp_set_timeout(distlock__transport *t, int which, long ms)
+{
+    pthread_mutex_lock(&t->mu);
+    if (which == 0)
+        t->connect_timeout_ms = ms;
+    else
+        t->command_timeout_ms = ms;
+    pthread_mutex_unlock(&t->mu);
+}
+
+int distlock__tp_set_credential(distlock__transport *t, int which, const char *value)
+{
+    char *copy = NULL;
+    if (value && (copy = strdup(value)) == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    pthread_mutex_lock(&t->mu);
+    char **slot = which == 0 ? &t->username : &t->password;
+    free(*slot);
+    *slot = copy;
+    /* Connections authenticated with the old credentials reconnect with the
+     * new ones when next used with nothing owed (round.c): closing them here
+     * could drop requests still on their way, and they belong to whichever
+     * thread has them checked out. */
+    atomic_fetch_add(&t->cred_gen, 1);
+    pthread_mutex_unlock(&t->mu);
+    return DISTLOCK_OK;
+}
+
+/* t->mu held */
+static distlock__connset *take_locked(distlock__transport *t)
+{
+    distlock__connset *cs = t->pool;
+    if (cs) {
+        t->pool = cs->next;
+    } else {
+        size_t n = (size_t)t->n;
+        cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * n);
+        distlock__result *res = calloc(2 * n, sizeof(*res));
+        const distlock__call **calls = calloc(2 * n, sizeof(*calls));
+        if (cs == NULL || res == NULL || calls == NULL) {
+            free(cs);
+            free(res);
+            free(calls);
+            distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+            return NULL;
+        }
+        cs->res_a = res;
+        cs->res_b = res + n;
+        cs->calls_a = calls;
+        cs->calls_b = calls + n;
+        cs->id = ++t->next_set_id;
+        cs->all_next = t->all_sets;
+        t->all_sets = cs;
+    }
+    cs->in_use = 1;
+    return cs;
+}
+
+distlock__connset *distlock__tp_checkout(distlock__transport *t)
+{
+    pthread_mutex_lock(&t->mu);
+    distlock__connset *cs = take_locked(t);
+    pthread_mutex_unlock(&t->mu);
+    return cs;
+}
+
+distlock__connset *distlock__tp_checkout_pref(distlock__transport *t, uint64_t id)
+{
+    pthread_mutex_lock(&t->mu);
+    distlock__connset *cs = t->all_sets;
+    while (cs && cs->id != id)
+        cs = cs->all_next;
+    if (cs) {
+        /* Another thread has it: wait for its operation to end. That is
+         * bounded by a few rounds (no set is held during a wait), so the
+         * bound here is only a safety net. */
+        uint64_t deadline = distlock__now_us() +
+            (uint64_t)(t->connect_timeout_ms + t->command_timeout_ms) * 4000u;
+        while (cs->in_use && distlock__now_us() < deadline) {
+            struct timespec ts = { (time_t)(deadline / 1000000u),
+                                   (long)(deadline % 1000000u) * 1000 };
+            pthread_cond_timedwait(&t->pool_cond, &t->mu, &ts);
+        }
+        if (!cs->in_use) {
+            for (distlock__connset **pp = &t->pool; *pp; pp = &(*pp)->next)
+                if (*pp == cs) {
+                    *pp = cs->next;
+                    break;
+                }
+            cs->in_use = 1;
+            pthread_mutex_unlock(&t->mu);
+            return cs;
+        }
+    }
+    cs = take_locked(t);
+    pthread_mutex_unlock(&t->mu);
+    return cs;
+}
+
+void distlock__tp_checkin(distlock__transport *t, distlock__connset *cs)
+{
+    if (cs == NULL)
+        return;
+    pthread_mutex_lock(&t->mu);
+    cs->in_use = 0;
+    cs->next = t->pool;
+    t->pool = cs;
+    pthread_cond_broadcast(&t->pool_cond);
+    pthread_mutex_unlock(&t->mu);
+}
+
+int distlock__tp_check_usable(distlock__transport *t)
+{
+    /* config_detail is written once, before the flag is set */
+    if (atomic_load(&t->config_error))
+        return distlock__fail(DISTLOCK_EINVAL, "%s", t->config_detail);
+    return DISTLOCK_OK;
+}

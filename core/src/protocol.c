@@ -1,0 +1,247 @@
+/* protocol.c -- layer 2: the lock protocol on one node. The Lua scripts
+ * (one table, handed to the transport, which keeps them loaded), the names
+ * kept beside a lock key, the ordering tag of an ownership, and what a
+ * node's reply means.
+ *
+ * The value of a lock key is the owner's token as a plain string, so the
+ * seed PHP code, redis-py, node-redlock, redsync and symfony/lock exclude us
+ * and we exclude them on the same key. */
+#include <stdio.h>
+#include <string.h>
+
+#include "protocol.h"
+
+/* Every script is atomic on its node. KEYS[1] is always the lock key. */
+const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
+    [DISTLOCK__S_ACQUIRE] = { "acquire",
+        /* KEYS: key [fence]; ARGV: token ttl_ms strict.
+         * Our own token already there (a retry after a lost reply) refreshes
+         * the TTL and succeeds, unless strict (plain SET NX semantics): then
+         * the reply says the holder is us ({0, pttl, 1}). A fence counter
+         * that is not an integer is refused before anything is written. */
+        "local f = false\n"
+        "if KEYS[2] then\n"
+        "  f = redis.call('GET', KEYS[2])\n"
+        "  if f and not tonumber(f) then\n"
+        "    return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not an integer')\n"
+        "  end\n"
+        "end\n"
+        "local v = redis.call('GET', KEYS[1])\n"
+        "if v == false or (v == ARGV[1] and ARGV[3] == '0') then\n"
+        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        "  if KEYS[2] then\n"
+        "    if v == false then return {1, redis.call('INCR', KEYS[2])} end\n"
+        "    return {1, tonumber(f or '0')}\n"
+        "  end\n"
+        "  return {1, -1}\n"
+        "end\n"
+        "return {0, redis.call('PTTL', KEYS[1]), v == ARGV[1] and 1 or 0}\n" },
+    [DISTLOCK__S_RELEASE] = { "release",
+        /* KEYS: key; ARGV: token channel. Compare-and-delete, then wake
+         * waiters. pcall: a user without channel rights still releases. */
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+        "  redis.call('DEL', KEYS[1])\n"
+        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
+        "  return 1\n"
+        "end\n"
+        "return 0\n" },
+    [DISTLOCK__S_EXTEND] = { "extend",
+        /* KEYS: k1..km; ARGV: token1 ttl1 .. tokenm ttlm. Batched so the
+         * watchdog renews every lock due on a node in one round trip. pcall:
+         * a key of another type is simply not ours, and must not abort the
+         * renewal of the other keys of the batch. */
+        "local r = {}\n"
+        "for i = 1, #KEYS do\n"
+        "  if redis.pcall('GET', KEYS[i]) == ARGV[2*i-1] then\n"
+        "    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])\n"
+        "    r[i] = 1\n"
+        "  else\n"
+        "    r[i] = 0\n"
+        "  end\n"
+        "end\n"
+        "return r\n" },
+    [DISTLOCK__S_RAISE] = { "raise",
+        /* KEYS: key fence; ARGV: token F. Second fencing round for N > 1:
+         * raise the counter to F only where we still own the lock. */
+        "if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end\n"
+        "local cur = tonumber(redis.call('GET', KEYS[2]) or '0')\n"
+        "if cur < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end\n"
+        "return 1\n" },
+    [DISTLOCK__S_INSPECT] = { "inspect",
+        "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n" },
+    [DISTLOCK__S_FAIR] = { "fair",
+        /* KEYS: key queue qdeadlines [fence]; ARGV: token ttl_ms strict
+         * queue_ttl_ms channel. Waiters are served in arrival order: the
+         * free lock goes to the queue's head; others join the queue (or
+         * refresh their entry, which expires if the waiter dies) and learn
+         * their rank (0: next). When the head takes the lock, the new head
+         * is told by name, so a release needs to wake only it. queue_ttl 0:
+         * try only. */
+        "if KEYS[4] then\n"
+        "  local f = redis.call('GET', KEYS[4])\n"
+        "  if f and not tonumber(f) then\n"
+        "    return redis.error_reply('fence counter ' .. KEYS[4] .. ' is not an integer')\n"
+        "  end\n"
+        "end\n"
+        "local t = redis.call('TIME')\n"
+        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "while true do\n"
+        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+        "  if #head == 0 then break end\n"
+        "  if tonumber(redis.call('HGET', KEYS[3], head[1]) or '0') >= now then break end\n"
+        "  redis.call('ZREM', KEYS[2], head[1])\n"
+        "  redis.call('HDEL', KEYS[3], head[1])\n"
+        "end\n"
+        "local v = redis.call('GET', KEYS[1])\n"
+        "local mine = (v == ARGV[1] and ARGV[3] == '0')\n"
+        "if v == false then\n"
+        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+        "  mine = (#head == 0 or head[1] == ARGV[1])\n"
+        "end\n"
+        "if mine then\n"
+        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        "  redis.call('ZREM', KEYS[2], ARGV[1])\n"
+        "  redis.call('HDEL', KEYS[3], ARGV[1])\n"
+        "  local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
+        "  if #nxt > 0 then redis.pcall('PUBLISH', ARGV[5], nxt[1]) end\n"
+        "  if KEYS[4] then\n"
+        "    if v == false then return {1, redis.call('INCR', KEYS[4])} end\n"
+        "    return {1, tonumber(redis.call('GET', KEYS[4]) or '0')}\n"
+        "  end\n"
+        "  return {1, -1}\n"
+        "end\n"
+        "local qttl = tonumber(ARGV[4])\n"
+        "if qttl > 0 then\n"
+        "  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n"
+        "    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n"
+        "    local seq = 0\n"
+        "    if #last > 0 then seq = tonumber(last[2]) + 1 end\n"
+        "    redis.call('ZADD', KEYS[2], seq, ARGV[1])\n"
+        "  end\n"
+        "  redis.call('HSET', KEYS[3], ARGV[1], now + qttl)\n"
+        "  redis.call('PEXPIRE', KEYS[2], qttl)\n"
+        "  redis.call('PEXPIRE', KEYS[3], qttl)\n"
+        "end\n"
+        "local rank = redis.call('ZRANK', KEYS[2], ARGV[1]) or -1\n"
+        "if v == false then return {2, 0, rank} end\n"  /* free, but another waiter is ahead */
+        "return {0, redis.call('PTTL', KEYS[1]), rank}\n" },
+    [DISTLOCK__S_LEAVE] = { "leave",
+        /* KEYS: queue qdeadlines key; ARGV: token channel. A waiter gives
+         * up: leave the queue and, if the lock is free, wake the next. */
+        "redis.call('ZREM', KEYS[1], ARGV[1])\n"
+        "redis.call('HDEL', KEYS[2], ARGV[1])\n"
+        "if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 1 then\n"
+        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
+        "end\n"
+        "return 1\n" },
+    [DISTLOCK__S_FAIR_UNDO] = { "fair_undo",
+        /* KEYS: key queue qdeadlines; ARGV: token channel queue_ttl_ms. A
+         * fair acquire that won this node but not a quorum gives the node
+         * back and keeps its place: it is put back at the front of the
+         * queue (winning had taken it out), so the nodes' queues do not
+         * drift apart and arrival order holds. */
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
+        "  redis.call('DEL', KEYS[1])\n"
+        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
+        "end\n"
+        "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n"
+        "  local t = redis.call('TIME')\n"
+        "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n"
+        "  local seq = 0\n"
+        "  if #first > 0 then seq = tonumber(first[2]) - 1 end\n"
+        "  redis.call('ZADD', KEYS[2], seq, ARGV[1])\n"
+        "  redis.call('HSET', KEYS[3], ARGV[1], now + tonumber(ARGV[3]))\n"
+        "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
+        "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
+        "end\n"
+        "return 1\n" },
+};
+
+/* ------------------------------------------------------------ names */
+
+void distlock__sidekey(char *buf, const char *key, const char *suffix)
+{
+    /* Same hash slot as the key: reuse its {hashtag} if it has a valid one,
+     * else make the whole key the tag. */
+    const char *open = strchr(key, '{');
+    const char *close = open ? strchr(open + 1, '}') : NULL;
+    if (open && close && close > open + 1)
+        snprintf(buf, DISTLOCK__SIDEKEY_MAX, "%s%s", key, suffix);
+    else if (strchr(key, '}') == NULL)
+        snprintf(buf, DISTLOCK__SIDEKEY_MAX, "{%s}%s", key, suffix);
+    else
+        snprintf(buf, DISTLOCK__SIDEKEY_MAX, "%s%s", key, suffix);
+}
+
+size_t distlock__channel_name(char *buf, const char *key)
+{
+    size_t n = strlen(key);  /* <= DISTLOCK_KEY_MAX, checked by every entry point */
+    memcpy(buf, "distlock:", 9);
+    memcpy(buf + 9, key, n + 1);
+    return 9 + n;
+}
+
+/* The transport's ordering domain for requests about this ownership: a
+ * request with the same key and token never overtakes an earlier one on a
+ * node (round.c). FNV-1a; a collision only orders two requests needlessly. */
+uint64_t distlock__lock_tag(const char *key, const char *token)
+{
+    uint64_t h = 1469598103934665603ull;
+    for (const unsigned char *p = (const unsigned char *)key; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    h = (h ^ 0xff) * 1099511628211ull;
+    for (const unsigned char *p = (const unsigned char *)token; *p; p++)
+        h = (h ^ *p) * 1099511628211ull;
+    return h ? h : 1;
+}
+
+/* ------------------------------------------------------------ replies */
+
+/* 1 granted, 0 refused, -1 failed, -2 no answer (yet) */
+int distlock__reply_verdict(const distlock__result *r)
+{
+    if (r->state == DISTLOCK__R_DONE) {
+        const redisReply *x = r->reply;
+        if (x->type == REDIS_REPLY_INTEGER)
+            return x->integer == 1;
+        if (x->type == REDIS_REPLY_NIL)      /* SET NX GET: was free, now ours */
+            return 1;
+        if (x->type == REDIS_REPLY_STRING)   /* SET NX GET: the holder's token */
+            return 0;
+        /* A key of another type under our name (another lock library's
+         * structure, say) is someone else's: held, not a failure. */
+        if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "WRONGTYPE", 9) == 0)
+            return 0;
+        if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+            x->element[0]->type == REDIS_REPLY_INTEGER)
+            return x->element[0]->integer == 1;
+        return -1;
+    }
+    return r->state == DISTLOCK__R_FAILED ? -1 : -2;
+}
+
+int64_t distlock__reply_int(const distlock__result *r, size_t idx)
+{
+    const redisReply *x = r->reply;
+    if (x && x->type == REDIS_REPLY_ARRAY && x->elements > idx &&
+        x->element[idx]->type == REDIS_REPLY_INTEGER)
+        return x->element[idx]->integer;
+    return -1;
+}
+
+/* The node refused because the key already holds our own token: SET NX GET
+ * returns it; the acquire script says so in a strict refusal. */
+int distlock__reply_holds_own(const distlock__result *r, const char *token)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (x == NULL)
+        return 0;
+    if (x->type == REDIS_REPLY_STRING)
+        return strcmp(x->str, token) == 0;
+    return r->call->script == DISTLOCK__S_ACQUIRE && x->type == REDIS_REPLY_ARRAY &&
+           x->elements >= 3 && x->element[0]->type == REDIS_REPLY_INTEGER &&
+           x->element[0]->integer == 0 && x->element[2]->type == REDIS_REPLY_INTEGER &&
+           x->element[2]->integer == 1;
+}
+

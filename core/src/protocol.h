@@ -1,0 +1,40 @@
+/* protocol.h -- layer 2: the lock protocol on one node (protocol.c).
+ *
+ * May call: transport (for its request and reply types), base.
+ * Called by: quorum, operations, background threads. */
+#ifndef DISTLOCK_PROTOCOL_H
+#define DISTLOCK_PROTOCOL_H
+
+#include "transport.h"
+
+/* The scripts, by index in distlock__scripts (given to the transport). */
+enum {
+    DISTLOCK__S_ACQUIRE, DISTLOCK__S_RELEASE, DISTLOCK__S_EXTEND,
+    DISTLOCK__S_RAISE, DISTLOCK__S_INSPECT, DISTLOCK__S_FAIR, DISTLOCK__S_LEAVE,
+    DISTLOCK__S_FAIR_UNDO, DISTLOCK__S_COUNT
+};
+extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
+
+/* The error an older server (Redis < 7) gives SET ... NX GET. */
+#define DISTLOCK__SYNTAX_ERROR "ERR syntax"
+
+/* Keys kept beside a lock key (queue, fence counter) in the same Redis
+ * Cluster hash slot; buf must hold DISTLOCK__SIDEKEY_MAX bytes. */
+#define DISTLOCK__SIDEKEY_MAX (DISTLOCK_KEY_MAX + 32)
+void distlock__sidekey(char *buf, const char *key, const char *suffix);
+/* The channel a release of key is published on ("distlock:" key); buf must
+ * hold DISTLOCK__SIDEKEY_MAX bytes. Returns its length. */
+size_t distlock__channel_name(char *buf, const char *key);
+/* The transport's ordering tag for requests about one ownership (key and
+ * token): a request never overtakes an earlier one with the same tag. */
+uint64_t distlock__lock_tag(const char *key, const char *token);
+
+/* What a node's reply to an acquire, release or extend says: 1 granted, 0
+ * refused (held by another, or not ours), -1 failed, -2 no answer (yet). */
+int distlock__reply_verdict(const distlock__result *r);
+/* Integer element idx of an array reply, else -1. */
+int64_t distlock__reply_int(const distlock__result *r, size_t idx);
+/* The node refused because the key already holds this very token. */
+int distlock__reply_holds_own(const distlock__result *r, const char *token);
+
+#endif

@@ -1,0 +1,117 @@
+/* quorum.c -- layer 3: what N nodes' replies add up to. One code path
+ * serves 1..N nodes: N = 1 is simply quorum 1. */
+#include <stdio.h>
+
+#include "quorum.h"
+
+distlock__tally distlock__count(const distlock__result *res, int n)
+{
+    distlock__tally t = { 0, 0, 0, 0 };
+    for (int i = 0; i < n; i++) {
+        if (res[i].state == DISTLOCK__R_UNSENT)
+            continue;
+        switch (distlock__reply_verdict(&res[i])) {
+        case 1: t.ok++; break;
+        case 0: t.no++; break;
+        case -1: t.failed++; break;
+        default: t.silent++; break;
+        }
+    }
+    return t;
+}
+
+int distlock__decide_quorum(const distlock__result *res, int n, void *arg)
+{
+    const distlock__quorum *q = arg;
+    distlock__tally t = distlock__count(res, n);
+    return t.ok >= q->quorum || t.no + t.failed > n - q->quorum;
+}
+
+/* Fencing acquires stop early only when they can no longer win: hearing
+ * from every node gives the highest counter any live node has, and the
+ * fence is then written to every node that granted, so a later owner
+ * finds it even if a minority of nodes lose their data in between. */
+int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg)
+{
+    const distlock__quorum *q = arg;
+    distlock__tally t = distlock__count(res, n);
+    return t.no + t.failed > n - q->quorum;
+}
+
+int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res, int status,
+                         const char *what)
+{
+    char buf[480];
+    size_t off = (size_t)snprintf(buf, sizeof(buf), "%s", what);
+    int worst = DISTLOCK_OK;
+    for (int i = 0; i < q->n && off < sizeof(buf); i++) {
+        const distlock__result *r = &res[i];
+        if (r->state == DISTLOCK__R_FAILED) {
+            off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s", r->err);
+            if (worst == DISTLOCK_OK || r->status == DISTLOCK_EPROTO)
+                worst = r->status;
+        } else if (r->state == DISTLOCK__R_DONE && distlock__reply_verdict(r) == -1) {
+            const redisReply *x = r->reply;
+            off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s: %s", q->nodes[i].uri,
+                                    x->type == REDIS_REPLY_ERROR ? x->str : "unexpected reply");
+            worst = DISTLOCK_EPROTO;
+        }
+    }
+    /* One node: its own error is more useful than "no quorum". */
+    if (status == DISTLOCK_ENOQUORUM && q->n == 1 && worst != DISTLOCK_OK)
+        status = worst;
+    distlock__fail(status, "%s", buf);
+    return status;
+}
+
+int distlock__verdict(const distlock__quorum *q, const distlock__result *res, distlock__tally t,
+                      int refused, const char *op, const char *key)
+{
+    char msg[400];
+    if (t.ok >= q->quorum)
+        return DISTLOCK_OK;
+    /* Held (or not ours) unless the failures alone rule a quorum out: a
+     * round that stopped early leaves some nodes unheard, not failed. */
+    if (t.failed > q->n - q->quorum) {
+        snprintf(msg, sizeof(msg), "%s of '%.200s': %d of %d nodes answered, %d granted (need %d)",
+                 op, key, t.ok + t.no, q->n, t.ok, q->quorum);
+        return distlock__fail_nodes(q, res, DISTLOCK_ENOQUORUM, msg);
+    }
+    if (refused == DISTLOCK_NOTACQUIRED)
+        snprintf(msg, sizeof(msg), "%s of '%.200s': held by another owner (%d of %d nodes refused)",
+                 op, key, t.no, q->n);
+    else
+        snprintf(msg, sizeof(msg),
+                 "%s of '%.200s': not held with this token on a quorum (%d of %d nodes): "
+                 "expired, lost or already released", op, key, t.ok, q->n);
+    return distlock__fail_nodes(q, res, refused, msg);
+}
+
+long distlock__drift_ms(const distlock__quorum *q, long ttl_ms)
+{
+    return (long)((int64_t)ttl_ms * q->drift_ppm / 1000000) + q->drift_min_ms;
+}
+
+uint64_t distlock__valid_until(const distlock__quorum *q, uint64_t t0_us, long ttl_ms)
+{
+    long drift = distlock__drift_ms(q, ttl_ms);
+    return ttl_ms > drift ? t0_us + (uint64_t)(ttl_ms - drift) * 1000u : 0;
+}
+
+uint64_t distlock__renew_at(uint64_t from_us, long ttl_ms)
+{
+    return from_us + (uint64_t)ttl_ms * 1000u / 3u;
+}
+
+int distlock__check_ttl(const distlock__quorum *q, long ttl_ms)
+{
+    if (ttl_ms <= 0 || ttl_ms > DISTLOCK_TTL_MAX)
+        return distlock__fail(DISTLOCK_EINVAL, "ttl_ms %ld out of range 1..%ld", ttl_ms,
+                              (long)DISTLOCK_TTL_MAX);
+    /* A lease no longer than the clock-drift allowance can never be valid. */
+    if (q && ttl_ms <= distlock__drift_ms(q, ttl_ms))
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "ttl_ms %ld is not above the clock-drift allowance of %ld ms",
+                              ttl_ms, distlock__drift_ms(q, ttl_ms));
+    return DISTLOCK_OK;
+}

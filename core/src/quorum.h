@@ -1,0 +1,50 @@
+/* quorum.h -- layer 3: what N nodes' replies add up to (quorum.c). One
+ * tally, one verdict (granted / held / no quorum / not the owner), one
+ * validity rule, one renewal schedule.
+ *
+ * May call: protocol (reply classification), transport types, base.
+ * Called by: operations, background threads. */
+#ifndef DISTLOCK_QUORUM_H
+#define DISTLOCK_QUORUM_H
+
+#include "protocol.h"
+
+typedef struct distlock__quorum {
+    int n;
+    int quorum;                       /* n/2 + 1 */
+    const distlock__node_cfg *nodes;  /* for the detail messages */
+    long drift_ppm;                   /* clock drift allowance: ttl*ppm/1e6 + min */
+    long drift_min_ms;
+} distlock__quorum;
+
+typedef struct distlock__tally { int ok, no, failed, silent; } distlock__tally;
+
+distlock__tally distlock__count(const distlock__result *res, int n);
+/* Round stoppers (arg: the distlock__quorum): once a quorum granted or no
+ * longer can; only once it no longer can (fencing acquires hear every
+ * live node). */
+int distlock__decide_quorum(const distlock__result *res, int n, void *arg);
+int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg);
+
+/* The one verdict of a round of lock requests: DISTLOCK_OK when a quorum
+ * granted; else ENOQUORUM (one node: that node's own status) when the
+ * failures alone rule a quorum out; else `refused`: NOTACQUIRED (held by
+ * another owner) for an acquire, ENOTOWNER for a release or extend. The
+ * detail names the operation `op` and the key. */
+int distlock__verdict(const distlock__quorum *q, const distlock__result *res, distlock__tally t,
+                      int refused, const char *op, const char *key);
+/* Record `status` with `what` and every node's failure as the detail;
+ * with one node, its own status replaces ENOQUORUM. Returns the status. */
+int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res, int status,
+                         const char *what);
+
+/* The one validity rule: a lease taken (or renewed) by requests sent at
+ * t0_us for ttl_ms lasts until t0 + ttl - drift; 0 if that is not positive. */
+long distlock__drift_ms(const distlock__quorum *q, long ttl_ms);
+uint64_t distlock__valid_until(const distlock__quorum *q, uint64_t t0_us, long ttl_ms);
+/* The one renewal schedule: ttl/3 after a renewal that took effect. */
+uint64_t distlock__renew_at(uint64_t from_us, long ttl_ms);
+/* The one TTL check: 1..DISTLOCK_TTL_MAX and above the drift allowance. */
+int distlock__check_ttl(const distlock__quorum *q, long ttl_ms);
+
+#endif

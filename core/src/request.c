@@ -1,0 +1,200 @@
+/* request.c -- what the transport writes on a connection: the handshake
+ * (AUTH, SELECT, CLIENT ID, SCRIPT LOAD of the owner's scripts), a call
+ * (EVALSHA, or EVAL while the SHA1 is unknown), CLIENT KILL; and what it
+ * learns from the handshake's replies (SHA1s, the server's identity). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <netinet/in.h>
+#include <arpa/inet.h>
+
+#include "conn.h"
+
+
+/* Encode a command in RESP ourselves, into a stack buffer when it fits:
+ * hiredis' redisFormatSdsCommandArgv (sdscatfmt per argument) was ~40% of
+ * the client's instructions per lock+unlock. */
+int distlock__append_cmd(distlock__conn *conn, distlock__result *owner, int kind, int arg,
+                      uint64_t tag, int argc, const char **argv, const size_t *len)
+{
+    if (distlock__resp_append(conn->ctx, argc, argv, len) != 0 || distlock__q_push(conn, tag, kind, arg, owner) != 0)
+        return -1;
+    return 0;
+}
+
+/* The one AUTH command: node i's credentials (the transport's, set by the
+ * owner, else the URI's). t->mu held. Returns argc, 0 when there are none. */
+static int auth_argv(const distlock__transport *t, int i, const char **argv, size_t *len)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    const char *user = t->username ? t->username : cfg->user;
+    const char *pass = t->password ? t->password : cfg->pass;
+    int k = 0;
+    if (pass == NULL)
+        return 0;
+    argv[k] = "AUTH", len[k] = 4, k++;
+    if (user)
+        argv[k] = user, len[k] = strlen(user), k++;
+    argv[k] = pass, len[k] = strlen(pass), k++;
+    return k;
+}
+
+int distlock__tp_append_auth(distlock__transport *t, int i, redisContext *ctx)
+{
+    const char *argv[3];
+    size_t len[3];
+    pthread_mutex_lock(&t->mu);
+    int k = auth_argv(t, i, argv, len), rc = 0;
+    if (k > 0)
+        rc = distlock__resp_append(ctx, k, argv, len);
+    pthread_mutex_unlock(&t->mu);
+    return rc;
+}
+
+/* AUTH and SELECT for a fresh connection, CLIENT ID (to be able to close it
+ * from another connection, see the top of this file) and SCRIPT LOAD of
+ * every script, so EVALSHA finds them even on a restarted server and we
+ * learn their SHA1. Credentials are read under t->mu: another thread may
+ * be replacing them. */
+int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *conn, distlock__result *r)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    const char *argv[3];
+    size_t len[3];
+    char db[16];
+    int rc = 0, n0 = conn->qlen;
+
+    pthread_mutex_lock(&t->mu);
+    conn->cred_gen = atomic_load(&t->cred_gen);
+    int k = auth_argv(t, i, argv, len);
+    if (k > 0)
+        rc = distlock__append_cmd(conn, r, DISTLOCK__K_AUTH, 0, 0, k, argv, len);
+    pthread_mutex_unlock(&t->mu);
+    if (rc == 0 && cfg->db) {
+        argv[0] = "SELECT", len[0] = 6;
+        argv[1] = db, len[1] = distlock__ltoa(db, cfg->db);
+        rc = distlock__append_cmd(conn, r, DISTLOCK__K_SELECT, 0, 0, 2, argv, len);
+    }
+    if (rc == 0) {
+        argv[0] = "CLIENT", len[0] = 6;
+        argv[1] = "ID", len[1] = 2;
+        rc = distlock__append_cmd(conn, r, DISTLOCK__K_ID, 0, 0, 2, argv, len);
+    }
+    for (int s = 0; rc == 0 && s < t->nscripts; s++) {
+        argv[0] = "SCRIPT", len[0] = 6;
+        argv[1] = "LOAD", len[1] = 4;
+        argv[2] = t->scripts[s].body, len[2] = strlen(t->scripts[s].body);
+        rc = distlock__append_cmd(conn, r, DISTLOCK__K_LOAD, s, 0, 3, argv, len);
+    }
+    conn->hs_pending += conn->qlen - n0;
+    return rc;
+}
+
+/* EVALSHA when we know the script's SHA1, else EVAL (which also caches it). */
+int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock__result *owner,
+                       const distlock__call *call, int force_eval)
+{
+    const char *sargv[16], **argv = sargv;
+    size_t slen[16], *len = slen;
+    char nk[24];
+    int k = 0, rc;
+
+    if (call->script < 0)
+        return distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, call->argc, call->argv,
+                          call->argvlen);
+    if (call->argc + 3 > 16) {  /* batched renewals */
+        argv = malloc(sizeof(*argv) * (size_t)(call->argc + 3));
+        len = malloc(sizeof(*len) * (size_t)(call->argc + 3));
+        if (!argv || !len) {
+            free(argv);
+            free(len);
+            return -1;
+        }
+    }
+    if (!force_eval && atomic_load_explicit(&t->sha_ok[call->script], memory_order_acquire)) {
+        argv[k] = "EVALSHA", len[k] = 7, k++;
+        argv[k] = t->sha[call->script], len[k] = 40, k++;
+    } else {
+        argv[k] = "EVAL", len[k] = 4, k++;
+        argv[k] = t->scripts[call->script].body;
+        len[k] = strlen(argv[k]), k++;
+    }
+    argv[k] = nk, len[k] = distlock__ltoa(nk, call->nkeys), k++;
+    for (int a = 0; a < call->argc; a++)
+        argv[k] = call->argv[a], len[k] = call->argvlen[a], k++;
+    rc = distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, k, argv, len);
+    if (argv != sargv) {
+        free(argv);
+        free(len);
+    }
+    return rc;
+}
+
+int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id)
+{
+    char id[24];
+    const char *argv[4] = { "CLIENT", "KILL", "ID", id };
+    size_t len[4] = { 6, 4, 2, distlock__ltoa(id, srv_id) };
+    return distlock__append_cmd(conn, owner, DISTLOCK__K_KILL, 0, (uint64_t)srv_id, 4, argv, len);
+}
+
+void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep)
+{
+    if (rep->type != REDIS_REPLY_STRING || rep->len != 40 ||
+        atomic_load_explicit(&t->sha_ok[s], memory_order_acquire))
+        return;
+    pthread_mutex_lock(&t->mu);
+    if (!atomic_load_explicit(&t->sha_ok[s], memory_order_relaxed)) {
+        memcpy(t->sha[s], rep->str, 40);
+        t->sha[s][40] = '\0';
+        atomic_store_explicit(&t->sha_ok[s], 1, memory_order_release);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Two nodes of the list must be two servers: a Redlock whose quorum is one
+ * server would silently lose its safety. Names are only known to be the
+ * same server once resolved and connected, so this is checked here. */
+int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
+{
+    char me[64] = "";
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    if (cfg->path) {
+        struct stat st;
+        if (stat(cfg->path, &st) == 0)
+            snprintf(me, sizeof(me), "unix:%lu:%lu", (unsigned long)st.st_dev,
+                     (unsigned long)st.st_ino);
+    } else {
+        struct sockaddr_storage ss;
+        socklen_t sl = sizeof(ss);
+        char ip[48] = "";
+        if (getpeername(conn->ctx->fd, (struct sockaddr *)&ss, &sl) == 0) {
+            if (ss.ss_family == AF_INET)
+                inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));
+            else if (ss.ss_family == AF_INET6)
+                inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof(ip));
+            if (ip[0])
+                snprintf(me, sizeof(me), "%s:%d", ip, cfg->port);
+        }
+    }
+    if (me[0] == '\0')
+        return 0;
+    int dup = -1;
+    pthread_mutex_lock(&t->mu);
+    for (int j = 0; j < t->n && dup < 0; j++)
+        if (j != i && strcmp(t->peer[j], me) == 0)
+            dup = j;
+    if (dup < 0) {
+        memcpy(t->peer[i], me, sizeof(me));
+    } else if (!atomic_load(&t->config_error)) {
+        snprintf(t->config_detail, sizeof(t->config_detail),
+                 "%s and %s are the same server (%s): Redlock needs independent servers",
+                 t->nodes[dup].uri, cfg->uri, me);
+        atomic_store(&t->config_error, 1);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return dup < 0 ? 0 : -1;
+}
+

@@ -1,0 +1,222 @@
+/* transport.h -- layer 1: talking to N Redis nodes in parallel.
+ *
+ * Endpoints, connections, the handshake (AUTH, SELECT, CLIENT ID, SCRIPT
+ * LOAD of the scripts its owner gives it), RESP encoding, and the round:
+ * one request per node, sent at once and collected by one poll() loop, each
+ * node bounded by its own deadline, with the replies every connection owes
+ * kept in order. It knows no lock, no key and no script text of its own:
+ * requests carry an opaque ordering tag, scripts are an index into the
+ * owner's table, and a "fallback" is any request the owner wants sent when
+ * the server answers the first one with a given error.
+ *
+ * May call: base (error.c, clock.c, uri.c's node configuration).
+ * Called by: protocol users above (operations, background threads).
+ */
+#ifndef DISTLOCK_TRANSPORT_H
+#define DISTLOCK_TRANSPORT_H
+
+#include "base.h"
+
+/* ------------------------------------------------------------ resolve.c */
+#define DISTLOCK__RESOLVE_MAX 4
+typedef struct distlock__resolve distlock__resolve;
+int distlock__host_is_numeric(const char *host);
+/* Start resolving host on a helper thread; NULL on ENOMEM. */
+distlock__resolve *distlock__resolve_start(const char *host);
+/* Readable once the result is in. */
+int distlock__resolve_fd(const distlock__resolve *r);
+/* 0: addresses in addr[0..*naddr); -1: failed (err says why); 1: not yet. */
+int distlock__resolve_take(distlock__resolve *r, char (*addr)[48], int *naddr, char *err,
+                           size_t errlen);
+void distlock__resolve_drop(distlock__resolve *r);
+
+/* ------------------------------------------------------------ net.c, resp.c */
+/* Start a non-blocking connection to node cfg at a numeric address (or its
+ * Unix socket when addr is NULL); NULL with err set on failure. */
+redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *addr,
+                                     int *status, char *err, size_t errlen);
+/* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL). */
+int distlock__write(redisContext *ctx, int *done);
+/* The one RESP encoder: append a command to the context's output buffer. */
+int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);
+
+/* ------------------------------------------------------------ requests */
+/* A Lua script the transport keeps loaded on every connection: the owner's
+ * table is given at init; requests name a script by its index. */
+typedef struct distlock__script {
+    const char *name;
+    const char *body;
+} distlock__script;
+
+/* One request to one node: EVALSHA of script `script` with nkeys keys
+ * followed by the other arguments (argv, argc in all), or a plain command
+ * when script is -1. The arrays are the caller's. */
+typedef struct distlock__call {
+    int script;              /* index in the transport's script table, or -1 */
+    int nkeys;
+    int argc;
+    const char **argv;
+    const size_t *argvlen;
+    /* Sent instead when the server answers with an error starting with
+     * fallback_on (e.g. a syntax an older server lacks), or NULL. The
+     * result then says fell_back. */
+    const struct distlock__call *fallback;
+    const char *fallback_on;
+    /* An undo (release of an attempt): on a node known hung it is queued
+     * behind the requests of the same tag it must follow, without being
+     * waited for; if none was sent there it is not sent at all. */
+    int undo;
+    /* Ordering domain chosen by the caller, 0 for none. The transport
+     * guarantees that a request with tag T executes on its node after every
+     * earlier request with tag T of this transport that can still execute
+     * there (see round.c). */
+    uint64_t tag;
+    /* For an undo: nodes that may hold what it undoes (they granted, or may
+     * have): there it is queued even on a hung connection, unwaited. */
+    uint64_t must_mask;
+} distlock__call;
+
+enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };
+
+typedef struct distlock__result {
+    int state;
+    int status;          /* for FAILED: DISTLOCK_ECONN, EPROTO, EINVAL or ENOMEM */
+    redisReply *reply;   /* for DONE: the reply (may be an error reply) */
+    int sent;            /* the request was written: it may have run */
+    int resent;          /* sent again on a fresh connection after the first broke */
+    int fell_back;       /* the call's fallback was sent instead */
+    /* private to the transport */
+    int pre;             /* CLIENT KILLs still to confirm before sending */
+    int deferred;        /* the call waits for the handshake / kills */
+    int retried;         /* NOSCRIPT / fallback already used */
+    int fresh;           /* this round opened the connection */
+    uint64_t deadline_us;
+    const distlock__call *call;
+    char err[192];       /* for FAILED: what went wrong on this node */
+} distlock__result;
+
+/* Decides whether a round can stop before every node answered; `res` has
+ * n entries. Returns nonzero to stop. */
+typedef int (*distlock__decide_fn)(const distlock__result *res, int n, void *arg);
+
+/* ------------------------------------------------------------ connections */
+/* One reply a connection owes, in the order the requests were written. */
+typedef struct distlock__owed {
+    uint64_t tag;                   /* ordering domain of the request (0: none) */
+    uint64_t sent_us;
+    int kind;                       /* DISTLOCK__K_* (conn.c) */
+    int arg;                        /* K_LOAD: script index */
+    struct distlock__result *owner; /* the round waiting for it, or NULL: left behind */
+} distlock__owed;
+
+/* One connection to one node, owned by one connection set. */
+typedef struct distlock__conn {
+    redisContext *ctx;
+    uint64_t serial;        /* transport-unique number of this connection */
+    long long srv_id;       /* the server's CLIENT ID for it, -1 unknown */
+    int hs_pending;         /* handshake replies still due: not ready before 0 */
+    unsigned cred_gen;      /* credentials it authenticated with */
+    uint64_t used_us;       /* last round on this connection */
+    distlock__owed *q;      /* replies due, FIFO ring */
+    int qhead, qlen, qcap;
+    distlock__resolve *resolving;  /* name lookup in progress, or NULL */
+} distlock__conn;
+
+/* A connection to every node; checked out of the pool by one operation at a
+ * time, so operations of different threads run in parallel. */
+typedef struct distlock__connset {
+    struct distlock__connset *next;      /* in the pool */
+    struct distlock__connset *all_next;  /* every set of the transport */
+    uint64_t id;                         /* names it for distlock__tp_checkout_pref */
+    int in_use;
+    /* Scratch for the operation that has the set checked out, sized by the
+     * node count: the results and calls of its main round (a) and of a
+     * follow-up round (b). */
+    distlock__result *res_a, *res_b;
+    const distlock__call **calls_a, **calls_b;
+    distlock__conn conns[];  /* n of them */
+} distlock__connset;
+
+/* Requests left behind (their replies not read) that carry a tag: a later
+ * request with the same tag on another connection must not overtake them. */
+typedef struct distlock__stale {
+    int node;
+    uint64_t tag;
+    uint64_t serial;        /* connection that carries them */
+    long long srv_id;       /* its server-side id, -1 unknown */
+    int open;               /* still open on our side (else closed: orphaned) */
+    int count;              /* requests */
+} distlock__stale;
+
+/* ------------------------------------------------------------ the transport */
+typedef struct distlock__transport {
+    int n;
+    const distlock__node_cfg *nodes;
+    const distlock__script *scripts;  /* the owner's table, loaded on every connection */
+    int nscripts;
+
+    pthread_mutex_t mu;       /* everything below that is not atomic */
+    pthread_cond_t pool_cond; /* a set was checked in */
+    distlock__connset *pool;
+    distlock__connset *all_sets;
+    uint64_t next_set_id;
+
+    long connect_timeout_ms;  /* connect + first reply */
+    long command_timeout_ms;  /* one node's reply */
+    char *username;
+    char *password;
+    _Atomic unsigned cred_gen;  /* bumped when the credentials change */
+
+    /* SHA1 of each script, learnt from the servers' SCRIPT LOAD replies */
+    char (*sha)[41];
+    _Atomic int *sha_ok;        /* sha[s] is set (then immutable) */
+
+    /* requests left behind with a tag, and a counting filter over (node,
+     * tag) so most requests skip the list (and its lock) */
+    distlock__stale *stale;
+    int nstale, stale_cap;
+    _Atomic unsigned short stale_filter[256];
+    _Atomic uint64_t conn_serial;
+
+    /* node i's server as seen when connected ("ip:port" or "unix:dev:ino"),
+     * to refuse two nodes that are one server */
+    char (*peer)[64];
+    _Atomic int config_error;   /* two nodes are one server: unusable */
+    char config_detail[256];
+} distlock__transport;
+
+/* pool.c */
+int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, int n,
+                      const distlock__script *scripts, int nscripts);
+void distlock__tp_free(distlock__transport *t);
+/* In a forked child, before anything else: forget the parent's connections
+ * (no I/O) and what it left behind; fresh lock. */
+void distlock__tp_after_fork(distlock__transport *t);
+/* Set a timeout (connect: which 0, command: which 1) or a credential
+ * (username: 0, password: 1; value copied, NULL clears). */
+void distlock__tp_set_timeout(distlock__transport *t, int which, long ms);
+int distlock__tp_set_credential(distlock__transport *t, int which, const char *value);
+distlock__connset *distlock__tp_checkout(distlock__transport *t);
+/* Check out set `id` if it still exists, waiting (bounded) while another
+ * operation uses it; else any set. A preference only: requests on other
+ * connections are ordered by the tags; this keeps a release on the
+ * connections its acquire may still be queued on, where it cannot overtake
+ * it (which would leave a key behind until its TTL). */
+distlock__connset *distlock__tp_checkout_pref(distlock__transport *t, uint64_t id);
+void distlock__tp_checkin(distlock__transport *t, distlock__connset *cs);
+/* EINVAL (with the detail) once two nodes were found to be one server. */
+int distlock__tp_check_usable(distlock__transport *t);
+/* Append AUTH for node i (the transport's credentials, else the URI's) to a
+ * connection made elsewhere (the subscriber's); 0 if none was needed. */
+int distlock__tp_append_auth(distlock__transport *t, int i, redisContext *ctx);
+
+/* round.c */
+/* Send calls[i] (NULL: nothing for node i) to every node in parallel and
+ * collect replies until every node answered, failed, or `decide` says the
+ * outcome is known. Replies are owned by res[] (distlock__round_clear). */
+void distlock__round(distlock__transport *t, distlock__connset *cs,
+                     const distlock__call *const *calls, distlock__result *res,
+                     distlock__decide_fn decide, void *arg);
+void distlock__round_clear(distlock__result *res, int n);
+
+#endif
