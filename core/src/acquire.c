@@ -34,10 +34,17 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
                                         distlock__result *res, uint64_t maybe)
 {
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
-    char ch[strlen(key) + 10];  /* "distlock:" + key + NUL; keys are <= 1 KB */
-    size_t chlen = distlock__channel_name(ch, key);
+    /* The channel: on the stack for the usual short keys, else the heap
+     * (keys go up to 1 KB; every entry point keeps under 4 KB of stack). */
+    char sch[96], *ch = sch;
+    if (strlen(key) + 10 > sizeof(sch) && (ch = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL) {
+        distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        ch = sch;
+        snprintf(sch, sizeof(sch), "distlock:");  /* the release still runs; waiters re-check */
+    }
+    size_t chlen = ch == sch && strlen(key) + 10 > sizeof(sch) ? 9 : distlock__channel_name(ch, key);
     const char *argv[3] = { key, token, ch };
-    size_t len[3] = { chlen - 9, strlen(token), chlen };
+    size_t len[3] = { strlen(key), strlen(token), chlen };
     /* Queued even to a node known hung: if it comes back it must run our
      * release after whatever acquire of ours it still owes. */
     distlock__call call = { .script = DISTLOCK__S_RELEASE, .nkeys = 1, .argc = 3, .argv = argv,
@@ -46,6 +53,8 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
+    if (ch != sch)
+        free(ch);
     return distlock__count(res, c->n);
 }
 

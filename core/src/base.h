@@ -19,6 +19,9 @@
 /* Record the thread's detail message and return `status` (for `return`). */
 int distlock__fail(int status, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 void distlock__clear_error(void);
+/* The thread's detail message, copied (NULL if out of memory), to keep it
+ * across a cleanup call that records its own; free() it. */
+char *distlock__error_copy(void);
 
 /* Decimal text of v into buf (at least 21 bytes), NUL-terminated; returns
  * the length. snprintf costs more than the rest of a request's encoding. */

@@ -2,6 +2,7 @@
  * it owes, the transport-wide list of tagged requests left behind (see the
  * ordering rules at the top of round.c), and closing a connection without
  * losing track of what it still carries. */
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,18 +213,32 @@ void distlock__conn_close(distlock__transport *t, int i, distlock__conn *conn)
     conn_reset(conn);
 }
 
-void distlock__result_fail(distlock__transport *t, distlock__result *r, int i, int status,
-                        const char *what)
+static void vfail(distlock__transport *t, distlock__result *r, int i, int status,
+                  const char *fmt, va_list ap)
 {
-    snprintf(r->err, sizeof(r->err), "%s: %s", t->nodes[i].uri, what);
+    int off = snprintf(r->err, sizeof(r->err), "%s: ", t->nodes[i].uri);
+    if (off > 0 && (size_t)off < sizeof(r->err))
+        vsnprintf(r->err + off, sizeof(r->err) - (size_t)off, fmt, ap);
     r->state = DISTLOCK__R_FAILED;
     r->status = status;
 }
 
-void distlock__node_fail(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i,
-                      int status, const char *what)
+void distlock__result_fail(distlock__transport *t, distlock__result *r, int i, int status,
+                           const char *fmt, ...)
 {
-    distlock__result_fail(t, r, i, status, what);
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(t, r, i, status, fmt, ap);
+    va_end(ap);
+}
+
+void distlock__node_fail(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i,
+                         int status, const char *fmt, ...)
+{
+    va_list ap;
+    va_start(ap, fmt);
+    vfail(t, r, i, status, fmt, ap);
+    va_end(ap);
     distlock__conn_close(t, i, conn);
 }
 

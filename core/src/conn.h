@@ -38,10 +38,12 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag,
 void distlock__conn_close(distlock__transport *t, int i, distlock__conn *conn);
 /* Drop a connection inherited across fork: no I/O, nothing remembered. */
 void distlock__conn_forget(distlock__conn *conn);
+/* The detail is "<node uri>: " and the formatted text. */
 void distlock__result_fail(distlock__transport *t, distlock__result *r, int i, int status,
-                           const char *what);
+                           const char *fmt, ...) __attribute__((format(printf, 5, 6)));
 void distlock__node_fail(distlock__transport *t, distlock__conn *conn, distlock__result *r,
-                         int i, int status, const char *what);
+                         int i, int status, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
 void distlock__abandon(distlock__transport *t, int i, distlock__conn *conn, distlock__result *r);
 
 /* request.c */

@@ -3,6 +3,7 @@
  * not on the client, because one client is shared by many threads. */
 #include <stdarg.h>
 #include <stdio.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -20,6 +21,11 @@ int distlock__fail(int status, const char *fmt, ...)
 void distlock__clear_error(void)
 {
     last_error[0] = '\0';
+}
+
+char *distlock__error_copy(void)
+{
+    return strdup(last_error);
 }
 
 const char *distlock_last_error(void)

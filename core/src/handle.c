@@ -119,11 +119,10 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
         distlock__waiter_remove(c, &w);
     free(ch);
     if (fair && rc != DISTLOCK_OK) {
-        int keep = rc;
-        char detail[512];
-        snprintf(detail, sizeof(detail), "%s", distlock_last_error());
+        char *detail = distlock__error_copy();
         (void)distlock__leave_queue(c, key, token);
-        distlock__fail(keep, "%s", detail);
+        distlock__fail(rc, "%s", detail ? detail : "");
+        free(detail);
     }
     return rc;
 }
@@ -219,10 +218,10 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
     distlock__held_unref_locked(c, h);
     pthread_mutex_unlock(&c->mu);
     if (rc == DISTLOCK_ENOTOWNER) {
-        char detail[512];
-        snprintf(detail, sizeof(detail), "%s", distlock_last_error());
-        return distlock__fail(rc, "'%s': this owner's earlier acquisition is no longer valid (%s)",
-                              key, detail);
+        char *detail = distlock__error_copy();
+        distlock__fail(rc, "'%s': this owner's earlier acquisition is no longer valid (%s)", key,
+                       detail ? detail : "");
+        free(detail);
     }
     return rc;
 }
@@ -307,12 +306,13 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     h->refs = 1;
     if (flags & DISTLOCK_AUTO_RENEW) {
         h->renew_at_us = distlock__renew_at(distlock__now_us(), ttl_ms);
-        if (distlock__watchdog_start(c) != DISTLOCK_OK) {
+        if ((rc = distlock__watchdog_start(c)) != DISTLOCK_OK) {
             pthread_mutex_unlock(&c->mu);
-            char detail[512];
-            snprintf(detail, sizeof(detail), "%s", distlock_last_error());
+            char *detail = distlock__error_copy();
             distlock_lock_free(l);
-            return distlock__fail(DISTLOCK_ENOMEM, "%s", detail);
+            distlock__fail(rc, "%s", detail ? detail : "");
+            free(detail);
+            return rc;
         }
         pthread_cond_broadcast(&c->wd_cond);
     }

@@ -66,3 +66,36 @@ int distlock__write(redisContext *ctx, int *done)
         *done = len == 0;
     return REDIS_OK;
 }
+
+/* redisBufferRead without its 16 KB stack buffer (the library promises
+ * callers a small stack): the bytes go through a per-thread buffer. Same
+ * contract: REDIS_OK (nothing to read now is fine), REDIS_ERR with
+ * ctx->err set on a closed or broken connection. */
+int distlock__read(redisContext *ctx)
+{
+    static _Thread_local char buf[16 * 1024];
+    if (ctx->err)
+        return REDIS_ERR;
+    ssize_t n;
+    do
+        n = recv(ctx->fd, buf, sizeof(buf), 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0) {
+        if (errno == EAGAIN || errno == EWOULDBLOCK)
+            return REDIS_OK;
+        ctx->err = REDIS_ERR_IO;
+        snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", strerror(errno));
+        return REDIS_ERR;
+    }
+    if (n == 0) {
+        ctx->err = REDIS_ERR_EOF;
+        snprintf(ctx->errstr, sizeof(ctx->errstr), "Server closed the connection");
+        return REDIS_ERR;
+    }
+    if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK) {
+        ctx->err = ctx->reader->err;
+        snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", ctx->reader->errstr);
+        return REDIS_ERR;
+    }
+    return REDIS_OK;
+}

@@ -1,9 +1,11 @@
 /* resp.c -- the one RESP encoder (transport). Requests are encoded here,
- * into a stack buffer when they fit: hiredis' redisFormatSdsCommandArgv
+ * straight into the output buffer: hiredis' redisFormatSdsCommandArgv
  * (sdscatfmt per argument) was ~40% of the client's instructions per
  * lock+unlock. */
 #include <stdlib.h>
 #include <string.h>
+
+#include <hiredis/sds.h>
 
 #include "transport.h"
 
@@ -16,17 +18,21 @@ static char *resp_header(char *p, char type, size_t n)
     return p;
 }
 
+/* Written straight into the context's output buffer: no copy, no stack
+ * buffer (the exact size is reserved first). */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len)
 {
-    char stack[512], *buf = stack, *p;  /* a lock request with a short key fits */
-    size_t total = 16;
-    int rc;
+    char digits[24];
+    size_t total = 1 + distlock__ltoa(digits, argc) + 2;
 
     for (int a = 0; a < argc; a++)
-        total += len[a] + 28;
-    if (total > sizeof(stack) && (buf = malloc(total)) == NULL)
+        total += 1 + distlock__ltoa(digits, (long long)len[a]) + 2 + len[a] + 2;
+    sds grown = sdsMakeRoomFor(ctx->obuf, total);
+    if (grown == NULL)
         return -1;
-    p = resp_header(buf, '*', (size_t)argc);
+    ctx->obuf = grown;
+    char *p0 = ctx->obuf + sdslen(ctx->obuf), *p = p0;
+    p = resp_header(p, '*', (size_t)argc);
     for (int a = 0; a < argc; a++) {
         p = resp_header(p, '$', len[a]);
         memcpy(p, argv[a], len[a]);
@@ -34,9 +40,6 @@ int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const 
         *p++ = '\r';
         *p++ = '\n';
     }
-    rc = redisAppendFormattedCommand(ctx, buf, (size_t)(p - buf)) == REDIS_OK ? 0 : -1;
-    if (buf != stack)
-        free(buf);
-    return rc;
+    sdsIncrLen(ctx->obuf, (int)(p - p0));
+    return 0;
 }
-

@@ -140,11 +140,10 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                 break;
             /* Nothing of ours was sent behind it (calls wait for the
              * handshake), so closing here runs nothing as another user. */
-            char msg[160];
-            snprintf(msg, sizeof(msg), "%s failed: %s",
-                     o.kind == DISTLOCK__K_AUTH ? "authentication" : "SELECT", rep->str);
+            distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO, "%s failed: %.120s",
+                                o.kind == DISTLOCK__K_AUTH ? "authentication" : "SELECT",
+                                rep->str);
             freeReplyObject(rep);
-            distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO, msg);
             return -1;
         }
         case DISTLOCK__K_ID:
@@ -164,11 +163,10 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
         case DISTLOCK__K_KILL:
             if (is_err && strncmp(rep->str, "ERR No such client", 18) != 0) {
                 if (o.owner == r && r->state == DISTLOCK__R_PENDING) {
-                    char msg[160];
-                    snprintf(msg, sizeof(msg),
-                             "an earlier request for this lock is still queued on another "
-                             "connection and CLIENT KILL failed (%s): not sent", rep->str);
-                    distlock__result_fail(t, r, i, DISTLOCK_EPROTO, msg);
+                    distlock__result_fail(t, r, i, DISTLOCK_EPROTO,
+                                          "an earlier request for this lock is still queued on "
+                                          "another connection and CLIENT KILL failed (%.60s): "
+                                          "not sent", rep->str);
                 }
             } else {
                 distlock__stale_killed(t, i, (long long)o.tag);
@@ -223,7 +221,7 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
     distlock__conn *conn = &cs->conns[i];
     struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
     if (poll(&pfd, 1, 0) > 0) {
-        if (redisBufferRead(conn->ctx) != REDIS_OK) {
+        if (distlock__read(conn->ctx) != REDIS_OK) {
             distlock__conn_close(t, i, conn);
             return -1;
         }
@@ -234,7 +232,7 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
 
 /* Open the connection to node i at its numeric address(es) and queue the
  * handshake; the call follows once the handshake succeeded. */
-static void open_at(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
+static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
                     char (*addr)[48], int naddr)
 {
     distlock__conn *conn = &cs->conns[i];
@@ -256,7 +254,7 @@ static void open_at(distlock__transport *t, distlock__connset *cs, distlock__res
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
 }
 
-static void resolved(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
+static __attribute__((noinline)) void resolved(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
     char addr[DISTLOCK__RESOLVE_MAX][48], err[128];
@@ -267,7 +265,7 @@ static void resolved(distlock__transport *t, distlock__connset *cs, distlock__re
     distlock__resolve_drop(conn->resolving);
     conn->resolving = NULL;
     if (rc < 0) {
-        distlock__result_fail(t, r, i, DISTLOCK_ECONN, err);
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN, "%s", err);
         return;
     }
     open_at(t, cs, r, i, addr, naddr);
@@ -347,9 +345,8 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
              * it at once instead of waiting again. An undo still goes out
              * behind the requests of its tag that it must follow (if the
              * node comes back, they run in order), unwaited. */
-            char msg[96];
-            snprintf(msg, sizeof(msg), "no reply for %ld ms", (long)((now - owed_since) / 1000));
-            distlock__result_fail(t, r, i, DISTLOCK_ECONN, msg);
+            distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply for %ld ms",
+                                  (long)((now - owed_since) / 1000));
             /* never behind an unconfirmed AUTH: it could run as another user */
             if (call->undo && call->tag && !distlock__owes_kind(conn, DISTLOCK__K_AUTH))
                 undo_unwaited(t, conn, r, i, call);
@@ -414,7 +411,7 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
         start_node(t, cs, call, r, i, distlock__now_us());
         return;
     }
-    distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, why);
+    distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "%s", why);
 }
 
 void distlock__round(distlock__transport *t, distlock__connset *cs,
@@ -465,10 +462,8 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 /* No reply in time. Keep the connection with what it owes:
                  * if the node is only paused, a later undo queues behind
                  * the request it undoes instead of racing it. */
-                char msg[64];
-                snprintf(msg, sizeof(msg), "no reply within %ld ms",
-                         r->fresh ? t->connect_timeout_ms : t->command_timeout_ms);
-                distlock__result_fail(t, r, i, DISTLOCK_ECONN, msg);
+                distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
+                                      r->fresh ? t->connect_timeout_ms : t->command_timeout_ms);
                 distlock__abandon(t, i, conn, r);
                 continue;
             }
@@ -495,7 +490,7 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
         if (pr < 0 && errno != EINTR) {
             for (int k = 0; k < np; k++)
                 distlock__node_fail(t, &cs->conns[idx[k]], &res[idx[k]], idx[k], DISTLOCK_ECONN,
-                          strerror(errno));
+                                    "%s", strerror(errno));
             break;
         }
         for (int k = 0; pr > 0 && k < np; k++) {
@@ -516,7 +511,7 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 }
             }
             if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-                if (redisBufferRead(conn->ctx) != REDIS_OK) {
+                if (distlock__read(conn->ctx) != REDIS_OK) {
                     conn_broken(t, cs, r, i);
                     continue;
                 }

@@ -37,6 +37,8 @@ redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *
                                      int *status, char *err, size_t errlen);
 /* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL). */
 int distlock__write(redisContext *ctx, int *done);
+/* redisBufferRead without a 16 KB buffer on the caller's stack. */
+int distlock__read(redisContext *ctx);
 /* The one RESP encoder: append a command to the context's output buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);
 

@@ -320,7 +320,7 @@ static void *subscriber_main(void *arg)
             }
             if (sn->ctx == NULL || !(pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
                 continue;
-            if (redisBufferRead(sn->ctx) != REDIS_OK) {
+            if (distlock__read(sn->ctx) != REDIS_OK) {
                 node_drop(c, i, 1, RECONNECT_MS);
                 continue;
             }

@@ -1,0 +1,77 @@
+#!/usr/bin/env python3
+"""Worst-case stack depth of each public entry point of libdistlock, from
+GCC's -fcallgraph-info=su output (.ci files), own code only.
+
+Usage: cmake -DCMAKE_C_FLAGS="-fstack-usage -fcallgraph-info=su" ...; build
+the distlock target; then  scripts/stack-usage.py BUILD_DIR [--nodes N]
+Frames with variable-length arrays ("dynamic") are counted with their
+static part plus the VLA bound given below for N nodes; calls into other
+libraries (hiredis, libc) are listed, not counted. Exits 1 if an entry
+point exceeds --limit bytes (default 4096)."""
+import glob, re, sys, argparse
+
+ap = argparse.ArgumentParser()
+ap.add_argument("build")
+ap.add_argument("--nodes", type=int, default=8)
+ap.add_argument("--limit", type=int, default=4096)
+a = ap.parse_args()
+N = a.nodes
+# VLAs in our code, by function: bytes as a function of N (keys up to 1 KB)
+VLA = {
+    "distlock__round": 8 * N + 4 * N,          # pollfd[n], idx[n]
+    "undo": 4 * N,                              # which[n]
+}
+size, dyn, edges, names = {}, {}, {}, {}
+for f in glob.glob(f"{a.build}/core/CMakeFiles/distlock_objects.dir/src/*.ci"):
+    txt = open(f).read()
+    for m in re.finditer(r'node: \{ title: "([^"]+)" label: "([^"]*)"', txt):
+        title, label = m.group(1), m.group(2)
+        name = label.split("\\n")[0]
+        names[title] = name
+        s = re.search(r"(\d+) bytes \((\w+)", label)
+        if s:
+            size[title] = int(s.group(1))
+            dyn[title] = s.group(2) != "static"
+        else:
+            size.setdefault(title, 0)
+    for m in re.finditer(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"', txt):
+        edges.setdefault(m.group(1), set()).add(m.group(2))
+# resolve targets by function name (titles differ across units)
+by_name = {}
+for t, n in names.items():
+    if t in size and (n not in by_name or size[t] > size.get(by_name[n], 0)):
+        by_name[n] = t
+def key(t):
+    n = names.get(t, t.split(":")[-1])
+    return by_name.get(n, t)
+memo = {}
+def depth(t, stack=()):
+    t = key(t)
+    if t in memo:
+        return memo[t]
+    if t in stack:
+        return (0, ["(recursion)"])
+    n = names.get(t, t.split(":")[-1])
+    own = size.get(t, 0) + VLA.get(n, 0)
+    best = (0, [])
+    for c in edges.get(t, ()):
+        ck = key(c)
+        if ck not in size:
+            continue  # another library
+        d = depth(ck, stack + (t,))
+        if d[0] > best[0]:
+            best = d
+    r = (own + best[0], [f"{n}:{own}"] + best[1])
+    memo[t] = r
+    return r
+worst = 0
+rows = []
+for t, n in names.items():
+    if n.startswith("distlock_") and not n.startswith("distlock__") and t in size:
+        d, path = depth(t)
+        rows.append((d, n, path))
+for d, n, path in sorted(rows, reverse=True):
+    print(f"{d:6d}  {n}  <- " + " > ".join(path))
+    worst = max(worst, d)
+print(f"worst {worst} bytes for N={N} (limit {a.limit})")
+sys.exit(1 if worst > a.limit else 0)
