@@ -18,9 +18,19 @@ namespace {
 }
 
 namespace Distlock {
-    /** Base of every exception the extension throws (besides the compat \Exception 500002). */
+    /**
+     * Base of every exception the extension throws (besides the compat \Exception 500002).
+     * Its constants are the codes; which status throws which class with which code is
+     * the table in README.md ("Statuses in each front end").
+     */
     class Exception extends \RuntimeException
     {
+        /**
+         * Held by another owner: distributedLock()'s \Exception, LockTimeoutException.
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_HELD
+         */
+        public const HELD = UNKNOWN;
         /**
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_INVALID
@@ -37,6 +47,8 @@ namespace Distlock {
          */
         public const CONNECTION = UNKNOWN;
         /**
+         * A quorum granted or renewed only after the ttl was used up: nothing is held.
+         * Never "held by another owner".
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_TIMEDOUT
          */
@@ -61,18 +73,35 @@ namespace Distlock {
          * @cvalue DISTLOCK_PHP_CODE_CLOSED
          */
         public const CLOSED = UNKNOWN;
+        /**
+         * A blocking call was cancelled; nothing is held.
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_CANCELED
+         */
+        public const CANCELED = UNKNOWN;
+        /**
+         * The system refused a resource (random source, thread, file descriptor).
+         * @var int
+         * @cvalue DISTLOCK_PHP_CODE_SYSTEM
+         */
+        public const SYSTEM = UNKNOWN;
     }
 
     /** distlock.servers or the constructor's servers/options are invalid. */
     class ConfigurationException extends Exception {}
 
-    /** A node could not be reached, answered with an error, or no quorum answered. */
+    /**
+     * The servers gave no usable answer: a node could not be reached or did not reply in
+     * time (CONNECTION), no quorum answered (NO_QUORUM), a node refused or answered
+     * unexpectedly (PROTOCOL), or a quorum granted only after the ttl was used up
+     * (TIMED_OUT). Never "held by another owner".
+     */
     class ConnectionException extends Exception {}
 
     /** The lock expired or was taken over before extend(). */
     class LockLostException extends Exception {}
 
-    /** Client::lock() did not get the lock within its timeout. */
+    /** Client::lock() did not get the lock within its timeout: held by another owner (code HELD). */
     class LockTimeoutException extends Exception {}
 
     /** @not-serializable */

@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: 9c6e1c6ea4cc7c7d62d29c95f1339691a024942b */
+ * Stub hash: bd1afaa032d28a0250c3d42ed0cbb9f1db8d6c67 */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
@@ -143,6 +143,12 @@ static zend_class_entry *register_class_Distlock_Exception(zend_class_entry *cla
 	INIT_NS_CLASS_ENTRY(ce, "Distlock", "Exception", class_Distlock_Exception_methods);
 	class_entry = zend_register_internal_class_ex(&ce, class_entry_RuntimeException);
 
+	zval const_HELD_value;
+	ZVAL_LONG(&const_HELD_value, DISTLOCK_PHP_CODE_HELD);
+	zend_string *const_HELD_name = zend_string_init_interned("HELD", sizeof("HELD") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_HELD_name, &const_HELD_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_HELD_name);
+
 	zval const_INVALID_value;
 	ZVAL_LONG(&const_INVALID_value, DISTLOCK_PHP_CODE_INVALID);
 	zend_string *const_INVALID_name = zend_string_init_interned("INVALID", sizeof("INVALID") - 1, 1);
@@ -190,6 +196,18 @@ static zend_class_entry *register_class_Distlock_Exception(zend_class_entry *cla
 	zend_string *const_CLOSED_name = zend_string_init_interned("CLOSED", sizeof("CLOSED") - 1, 1);
 	zend_declare_class_constant_ex(class_entry, const_CLOSED_name, &const_CLOSED_value, ZEND_ACC_PUBLIC, NULL);
 	zend_string_release(const_CLOSED_name);
+
+	zval const_CANCELED_value;
+	ZVAL_LONG(&const_CANCELED_value, DISTLOCK_PHP_CODE_CANCELED);
+	zend_string *const_CANCELED_name = zend_string_init_interned("CANCELED", sizeof("CANCELED") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_CANCELED_name, &const_CANCELED_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_CANCELED_name);
+
+	zval const_SYSTEM_value;
+	ZVAL_LONG(&const_SYSTEM_value, DISTLOCK_PHP_CODE_SYSTEM);
+	zend_string *const_SYSTEM_name = zend_string_init_interned("SYSTEM", sizeof("SYSTEM") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_SYSTEM_name, &const_SYSTEM_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_SYSTEM_name);
 
 	return class_entry;
 }

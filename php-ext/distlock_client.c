@@ -157,7 +157,10 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
         dl_lock_wrap(return_value, l, ttl_ms);
         return;
     }
-    if (st == DISTLOCK_NOTACQUIRED || (blocking && st == DISTLOCK_ETIMEDOUT)) {
+    /* Held by another owner (after the wait, for lock()); every other status,
+     * ETIMEDOUT included ("granted too late, nothing held"), is the error the
+     * status table (distlock_errors.c) maps it to. */
+    if (st == DISTLOCK_NOTACQUIRED) {
         if (!blocking) {
             RETURN_NULL();
         }

@@ -7,9 +7,14 @@
  * MINIT (distlock.c).
  *
  * Codes: 500002 is the ERP userland code's "lock held" code, thrown with
- * class \Exception exactly as the seed does; the core's errors are
- * 500010 - status (EINVAL -1 -> 500011 ... ECLOSED -8 -> 500018), so the last
- * digit is the core's status and no code collides with 500002.
+ * class \Exception exactly as the seed does, and the code of every "held by
+ * another owner" (NOTACQUIRED); the core's errors are 500010 - status
+ * (EINVAL -1 -> 500011 ... ESYS -10 -> 500020), so no code collides with
+ * 500002.
+ *
+ * The same table is written out for every front end in README.md ("Statuses
+ * in each front end"); Python's (python/distlock/_errors.py) and the CLI's
+ * (cli/src/common.c) agree with it.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -25,29 +30,36 @@
 
 typedef struct {
     int status;              /* DISTLOCK_* of core/include/distlock.h */
-    zend_class_entry **ce;   /* NULL: ValueError (a bad argument: a bug to fix, not a busy lock) */
+    zend_class_entry **ce;   /* Distlock\Client / Lock; NULL: ValueError (a bad argument:
+                                a bug to fix, not a busy lock) */
+    zend_class_entry **compat_ce; /* distributedLock() / distributedUnlock() */
     zend_long code;          /* getCode() (a ValueError's stays 0) */
     const char *prefix;      /* the message starts with it */
 } dl_status_row;
 
 /* DISTLOCK_OK throws nothing. Where a status is an answer rather than an
  * error, the caller says so before getting here: NOTACQUIRED is tryLock()'s
- * null, distributedUnlock()'s 1 (as is NOTOWNER, and Lock::release()'s false);
- * a lock() that waited in vain (NOTACQUIRED, ETIMEDOUT) is
- * LockTimeoutException with the ETIMEDOUT code (dl_throw_lock_timeout); a
- * configuration the core refused is ConfigurationException with the
- * status's code (dl_throw_config). */
+ * null, distributedUnlock()'s 1 (as is ENOTOWNER, and Lock::release()'s
+ * false). NOTACQUIRED, and only it, means "held by another owner": the
+ * seed's \Exception 500002 from distributedLock() (dl_throw_held), a
+ * LockTimeoutException 500002 from a lock() that waited in vain
+ * (dl_throw_lock_timeout). ETIMEDOUT is never "held": a quorum granted only
+ * after the ttl was used up, and nothing is held. A configuration the core
+ * refused is ConfigurationException with the status's code
+ * (dl_throw_config). */
 static const dl_status_row dl_status_map[] = {
-    /* distributedLock(): the seed's \Exception, the message its $tipMsg or text, no prefix */
-    { DISTLOCK_NOTACQUIRED, &zend_ce_exception, DISTLOCK_PHP_CODE_HELD,     ""           },
-    { DISTLOCK_EINVAL,      NULL,               DISTLOCK_PHP_CODE_INVALID,  "distlock: " },
-    { DISTLOCK_ENOMEM,      &dl_ce_exception,   DISTLOCK_PHP_CODE_NOMEM,    "distlock: " },
-    { DISTLOCK_ECONN,       &dl_ce_conn,        DISTLOCK_PHP_CODE_CONN,     "distlock: " },
-    { DISTLOCK_ETIMEDOUT,   &dl_ce_conn,        DISTLOCK_PHP_CODE_TIMEDOUT, "distlock: " },
-    { DISTLOCK_ENOQUORUM,   &dl_ce_conn,        DISTLOCK_PHP_CODE_NOQUORUM, "distlock: " },
-    { DISTLOCK_ENOTOWNER,   &dl_ce_lost,        DISTLOCK_PHP_CODE_NOTOWNER, "distlock: " },
-    { DISTLOCK_EPROTO,      &dl_ce_conn,        DISTLOCK_PHP_CODE_PROTO,    "distlock: " },
-    { DISTLOCK_ECLOSED,     &dl_ce_exception,   DISTLOCK_PHP_CODE_CLOSED,   "distlock: " },
+    /* NOTACQUIRED: no prefix, the message is the caller's ($tipMsg, the seed's text) */
+    { DISTLOCK_NOTACQUIRED, &dl_ce_timeout,   &zend_ce_exception, DISTLOCK_PHP_CODE_HELD,     "" },
+    { DISTLOCK_EINVAL,      NULL,             NULL,               DISTLOCK_PHP_CODE_INVALID,  "distlock: " },
+    { DISTLOCK_ENOMEM,      &dl_ce_exception, &dl_ce_exception,   DISTLOCK_PHP_CODE_NOMEM,    "distlock: " },
+    { DISTLOCK_ECONN,       &dl_ce_conn,      &dl_ce_conn,        DISTLOCK_PHP_CODE_CONN,     "distlock: " },
+    { DISTLOCK_ETIMEDOUT,   &dl_ce_conn,      &dl_ce_conn,        DISTLOCK_PHP_CODE_TIMEDOUT, "distlock: " },
+    { DISTLOCK_ENOQUORUM,   &dl_ce_conn,      &dl_ce_conn,        DISTLOCK_PHP_CODE_NOQUORUM, "distlock: " },
+    { DISTLOCK_ENOTOWNER,   &dl_ce_lost,      &dl_ce_lost,        DISTLOCK_PHP_CODE_NOTOWNER, "distlock: " },
+    { DISTLOCK_EPROTO,      &dl_ce_conn,      &dl_ce_conn,        DISTLOCK_PHP_CODE_PROTO,    "distlock: " },
+    { DISTLOCK_ECLOSED,     &dl_ce_exception, &dl_ce_exception,   DISTLOCK_PHP_CODE_CLOSED,   "distlock: " },
+    { DISTLOCK_ECANCELED,   &dl_ce_exception, &dl_ce_exception,   DISTLOCK_PHP_CODE_CANCELED, "distlock: " },
+    { DISTLOCK_ESYS,        &dl_ce_exception, &dl_ce_exception,   DISTLOCK_PHP_CODE_SYSTEM,   "distlock: " },
 };
 
 /* The row of a status; a status this extension does not know yet (a newer
@@ -55,7 +67,8 @@ static const dl_status_row dl_status_map[] = {
 static dl_status_row dl_row(int st)
 {
     size_t i;
-    dl_status_row other = { st, &dl_ce_exception, DISTLOCK_PHP_CODE_BASE - st, "distlock: " };
+    dl_status_row other = { st, &dl_ce_exception, &dl_ce_exception, DISTLOCK_PHP_CODE_BASE - st,
+                            "distlock: " };
 
     for (i = 0; i < sizeof(dl_status_map) / sizeof(dl_status_map[0]); i++) {
         if (dl_status_map[i].status == st) {
@@ -107,26 +120,28 @@ void dl_throw_config(int st, const char *what, const char *servers, const char *
     dl_secrets_free(&secrets);
 }
 
-/* \Exception($msg, 500002), binary-safe message, as the seed throws it. */
+/* distributedLock(): \Exception($msg, 500002), binary-safe message, as the
+ * seed throws it. */
 void dl_throw_held(zend_string *msg)
 {
     dl_status_row row = dl_row(DISTLOCK_NOTACQUIRED);
     zval ex;
 
-    object_init_ex(&ex, *row.ce);
-    zend_update_property_str(*row.ce, Z_OBJ(ex), "message", sizeof("message") - 1, msg);
-    zend_update_property_long(*row.ce, Z_OBJ(ex), "code", sizeof("code") - 1, row.code);
+    object_init_ex(&ex, *row.compat_ce);
+    zend_update_property_str(*row.compat_ce, Z_OBJ(ex), "message", sizeof("message") - 1, msg);
+    zend_update_property_long(*row.compat_ce, Z_OBJ(ex), "code", sizeof("code") - 1, row.code);
     zend_throw_exception_object(&ex);
 }
 
-/* Client::lock() did not get the lock within its timeout. */
+/* Client::lock() did not get the lock within its timeout: another owner
+ * held it (NOTACQUIRED) all along. */
 void dl_throw_lock_timeout(const zend_string *key, double timeout_s)
 {
-    dl_status_row row = dl_row(DISTLOCK_ETIMEDOUT);
+    dl_status_row row = dl_row(DISTLOCK_NOTACQUIRED);
 
-    zend_throw_exception_ex(dl_ce_timeout, row.code,
+    zend_throw_exception_ex(*row.ce, row.code,
                             "%scould not lock \"%.*s%s\" within %.3F seconds: "
-                            "held by another owner", row.prefix,
+                            "held by another owner", "distlock: ",
                             (int)MIN(ZSTR_LEN(key), 64), ZSTR_VAL(key),
                             ZSTR_LEN(key) > 64 ? "..." : "", timeout_s);
 }

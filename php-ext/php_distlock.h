@@ -8,10 +8,12 @@ extern zend_module_entry distlock_module_entry;
 #define PHP_DISTLOCK_VERSION "0.1.0"
 
 /* Exception codes. 500002 is the ERP userland code's "lock held" code, thrown
- * with class \Exception exactly as the seed does. The errors of the C core
- * map to 500010 - status (EINVAL -1 -> 500011 ... ECLOSED -8 -> 500018), so
- * the last digit is the core's status and no code collides with 500002.
- * Which status throws which class with which code: the table in distlock_errors.c. */
+ * with class \Exception exactly as the seed does, and the code of every
+ * "held by another owner" (NOTACQUIRED) the extension throws. The errors of
+ * the C core map to 500010 - status (EINVAL -1 -> 500011 ... ECLOSED -8 ->
+ * 500018, ECANCELED -9 -> 500019, ESYS -10 -> 500020), so no code collides
+ * with 500002. Which status throws which class with which code: the one
+ * table in distlock_errors.c. */
 #define DISTLOCK_PHP_CODE_HELD     500002
 #define DISTLOCK_PHP_CODE_BASE     500010
 #define DISTLOCK_PHP_CODE_INVALID  (DISTLOCK_PHP_CODE_BASE + 1)
@@ -22,6 +24,8 @@ extern zend_module_entry distlock_module_entry;
 #define DISTLOCK_PHP_CODE_NOTOWNER (DISTLOCK_PHP_CODE_BASE + 6)
 #define DISTLOCK_PHP_CODE_PROTO    (DISTLOCK_PHP_CODE_BASE + 7)
 #define DISTLOCK_PHP_CODE_CLOSED   (DISTLOCK_PHP_CODE_BASE + 8)
+#define DISTLOCK_PHP_CODE_CANCELED (DISTLOCK_PHP_CODE_BASE + 9)
+#define DISTLOCK_PHP_CODE_SYSTEM   (DISTLOCK_PHP_CODE_BASE + 10)
 
 ZEND_BEGIN_MODULE_GLOBALS(distlock)
     char *servers;               /* distlock.servers */

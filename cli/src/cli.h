@@ -15,12 +15,16 @@ enum {
     CLI_EXIT_OK = 0,
     CLI_EXIT_NO = 1,             /* status: not held; release: nothing released */
     CLI_EXIT_USAGE = 64,         /* EX_USAGE: bad arguments */
-    CLI_EXIT_UNAVAILABLE = 69,   /* EX_UNAVAILABLE: servers unreachable, no quorum, server error */
-    CLI_EXIT_SOFTWARE = 70,      /* EX_SOFTWARE: out of memory, fork failed, internal error */
+    CLI_EXIT_UNAVAILABLE = 69,   /* EX_UNAVAILABLE: no usable answer from the servers:
+                                    unreachable / silent, no quorum, server error, a grant
+                                    that came after the ttl was used up */
+    CLI_EXIT_SOFTWARE = 70,      /* EX_SOFTWARE: out of memory, fork failed, the system
+                                    refused a resource, internal error */
     CLI_EXIT_CONFLICT = 75,      /* EX_TEMPFAIL: lock held elsewhere (default of --conflict-exit-code) */
     CLI_EXIT_LOST = 79,          /* lock lost, command terminated (default of --lost-exit-code) */
     CLI_EXIT_CANNOT_EXEC = 126,  /* command found but not executable */
-    CLI_EXIT_NOT_FOUND = 127     /* command not found */
+    CLI_EXIT_NOT_FOUND = 127,    /* command not found */
+    CLI_EXIT_CANCELED = 130      /* 128+SIGINT: a wait cancelled (run: 128+N of the signal) */
 };
 
 #define CLI_DEFAULT_SERVERS "redis://127.0.0.1:6379"
@@ -91,9 +95,11 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
  * the exit status (non-zero); on success returns 0 and *out. */
 int cli_client(const struct cli_common *co, distlock_client **out);
 
-/* The exit status for a library status: the one mapping of the command
- * (OK 0, held elsewhere or wait ran out 75, invalid 64, unreachable / no
- * quorum / server error 69, not the owner 1, anything else 70). */
+/* The exit status for a library status: the one mapping of the command, the
+ * CLI column of README.md's "Statuses in each front end" (OK 0; held by
+ * another owner, also once --wait ran out, 75 and only that; invalid 64;
+ * unreachable / no quorum / server error / granted after the ttl was used up
+ * 69; not the owner 1; cancelled 130; anything else 70). */
 int cli_exit_for_status(int status);
 /* Print "distlock: <what>: <strerror>[: <detail>]" for a library status;
  * returns cli_exit_for_status(status). */

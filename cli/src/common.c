@@ -192,14 +192,15 @@ int cli_exit_for_status(int status)
 {
     switch (status) {
     case DISTLOCK_OK: return CLI_EXIT_OK;
-    case DISTLOCK_NOTACQUIRED:
-    case DISTLOCK_ETIMEDOUT: return CLI_EXIT_CONFLICT;
+    case DISTLOCK_NOTACQUIRED: return CLI_EXIT_CONFLICT;   /* held by another owner: only this */
     case DISTLOCK_EINVAL: return CLI_EXIT_USAGE;
-    case DISTLOCK_ECONN:
+    case DISTLOCK_ECONN:        /* unreachable, or silent past --timeout (one node) */
+    case DISTLOCK_ETIMEDOUT:    /* granted after the ttl was used up: nothing held */
     case DISTLOCK_ENOQUORUM:
     case DISTLOCK_EPROTO: return CLI_EXIT_UNAVAILABLE;
     case DISTLOCK_ENOTOWNER: return CLI_EXIT_NO;
-    default: return CLI_EXIT_SOFTWARE;
+    case DISTLOCK_ECANCELED: return CLI_EXIT_CANCELED;
+    default: return CLI_EXIT_SOFTWARE;  /* ENOMEM, ECLOSED, ESYS, a newer status */
     }
 }
 

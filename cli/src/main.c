@@ -26,9 +26,10 @@ void cli_help_main(FILE *f)
 "(quorum N/2+1). URI: redis://[user[:password]@]host[:port][/db] or\n"
 "unix:///path/to.sock[?db=N].\n"
 "\n"
-"Exit statuses: 64 bad arguments, 69 servers unreachable / no quorum,\n"
-"70 internal error, 75 lock held elsewhere (run; see --conflict-exit-code),\n"
-"79 lock lost and command terminated (run --kill-on-lost). See distlock(1).\n"
+"Exit statuses: 64 bad arguments, 69 servers unreachable or silent / no quorum\n"
+"(never \"held\"), 70 internal error, 75 lock held elsewhere (run; see\n"
+"--conflict-exit-code), 79 lock lost and command terminated (run --kill-on-lost),\n"
+"130 wait cancelled. See distlock(1).\n"
 "\n"
 "'distlock VERB --help' describes each verb.\n", CLI_DEFAULT_SERVERS);
 }
@@ -78,7 +79,8 @@ void cli_help_run(FILE *f)
 "--kill-on-lost COMMAND goes on and distlock exits with its status.\n"
 "\n"
 "Exit status: COMMAND's status; 75 lock held elsewhere; 79 lost (--kill-on-lost);\n"
-"64 bad arguments; 69 servers unreachable or no quorum; 70 internal error;\n"
+"64 bad arguments; 69 servers unreachable or silent, no quorum, or the lock\n"
+"granted only after the ttl was used up (nothing held); 70 internal error;\n"
 "126 COMMAND not executable; 127 COMMAND not found; 128+N killed by signal N.\n",
         common_help);
 }

@@ -324,8 +324,8 @@ static int make_client(struct run_state *st)
     return rc ? rc : RUN_GO_ON;
 }
 
-/* Held by another owner (also: the wait ran out), as the exit status
- * mapping says. */
+/* Held by another owner (NOTACQUIRED: also when the wait ran out), as the
+ * exit status mapping says; nothing else is. */
 static int is_conflict(int rc)
 {
     return cli_exit_for_status(rc) == CLI_EXIT_CONFLICT;
@@ -395,10 +395,9 @@ static int acquire_lock(struct run_state *st)
         if (!o->co.quiet) {
             char why[96];
             if (!explain_conflict(st->c, key, why, sizeof why))
-                cli_err("could not lock '%s' although no owner holds it now: it was just "
-                        "released, or too few nodes granted it with validity left (a "
-                        "--ttl of %s is too short for these servers?); not running the "
-                        "command", key, cli_fmt_ms(o->ttl_ms, d1, sizeof d1));
+                cli_err("'%s' was locked by another owner, who released it since (or "
+                        "holds it only on nodes that no longer answer); not running the "
+                        "command", key);
             else if (o->wait_ms != 0)
                 cli_err("'%s' is locked by another owner%s; gave up after waiting %s; "
                         "not running the command", key, why,
@@ -410,8 +409,12 @@ static int acquire_lock(struct run_state *st)
         return (int)o->conflict_exit;
     }
     if (rc != DISTLOCK_OK) {
-        char what[128];
-        snprintf(what, sizeof what, "cannot lock '%.80s'", key);
+        char what[160];
+        if (rc == DISTLOCK_ETIMEDOUT)  /* not "held": granted too late, and undone */
+            snprintf(what, sizeof what, "cannot lock '%.80s' (nothing is held; is a --ttl of "
+                     "%s too short for these servers?)", key, cli_fmt_ms(o->ttl_ms, d1, sizeof d1));
+        else
+            snprintf(what, sizeof what, "cannot lock '%.80s'", key);
         return cli_report(what, rc);
     }
     if (o->co.verbose) {

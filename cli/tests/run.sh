@@ -116,6 +116,7 @@ hold() {
 # their children by pid.
 test_cleanup() {
   touch "$D/release"
+  [ -n "${FP_W:-}" ] && exec {FP_W}>&-   # the fault proxy exits at EOF on its stdin
   [ -d "$D/redis" ] && bash "$HARNESS" stop "$D/redis" >/dev/null 2>&1
   [ -n "${STOPPED_PID:-}" ] && kill -CONT "$STOPPED_PID" 2>/dev/null
   if [ -f "$D/pids" ]; then
@@ -128,6 +129,40 @@ test_cleanup() {
     done <"$D/pids"
   fi
 }
+
+# start_proxy: tests/harness/faultproxy.py in front of the three Redlock
+# servers (listener L -> server L), its stdin a FIFO we hold open (it exits at
+# EOF: test_cleanup closes it). Sets FP_CTL (control port) and FP_PORTS.
+start_proxy() {
+  local targets=() p ready
+  for p in $(echo "$URIS3" | tr ',' '\n' | sed 's/.*://'); do
+    redis-cli -p "$p" flushall >/dev/null
+    targets+=(--target "127.0.0.1:$p")
+  done
+  mkfifo "$D/fp.in"
+  python3 "$REPO/tests/harness/faultproxy.py" "${targets[@]}" <"$D/fp.in" >"$D/fp.out" &
+  track $!
+  exec {FP_W}>"$D/fp.in"
+  wait_until 15 "grep -q '^ready ' '$D/fp.out'" || return 1
+  ready=$(head -1 "$D/fp.out")
+  FP_CTL=${ready#*control=}; FP_CTL=${FP_CTL%% *}
+  FP_PORTS=(${ready#*listen=}); FP_PORTS=(${FP_PORTS//,/ })
+}
+# proxy_uris L...: the server list over those listeners.
+proxy_uris() {
+  local l out=""
+  for l in "$@"; do out="${out:+$out,}redis://127.0.0.1:${FP_PORTS[$l]}"; done
+  echo "$out"
+}
+fpctl() {
+  python3 "$REPO/tests/harness/faultproxy.py" ctl "$FP_CTL" "$*" >/dev/null || fail "faultproxy: $*"
+}
+# The message of a failure that is not "held" must not say it is.
+not_held() {
+  ! grep -qiE "another owner|is locked|held by" "$1" || fail "$1 speaks of a holder: $(head -c 400 "$1")"
+}
+# ms since $1 (date +%s%N)
+since_ms() { echo $(( ($(date +%s%N) - $1) / 1000000 )); }
 
 # ------------------------------------------------------------------ tests
 
@@ -556,6 +591,79 @@ t_redlock_node_down() {
   touch "$D/release"; wait_exit "$HOLDER" 10 || return 1
   [ "$ST" = 0 ] || fail "holder exit $ST: $(cat "$D/holder.err")" || return 1
   kill -CONT "$STOPPED_PID"; STOPPED_PID=""
+}
+
+# One meaning per status (issue 11): frozen nodes (the proxy holds every byte
+# of a listener both ways) tell the same story as in C, PHP and Python
+# (README.md "Statuses in each front end"). Only a real holder exits 75.
+FZ=(--timeout 300ms --connect-timeout 300ms)
+
+t_frozen_one_of_three() {
+  local k=cli:frozen1:$RANDOM t0 ms uris
+  start_proxy || return 1
+  uris=$(proxy_uris 0 1 2)
+  fpctl hold 2 || return 1
+  t0=$(date +%s%N)
+  expect 0 "$DL" run --servers "$uris" "${FZ[@]}" "$k" -- true || return 1
+  ms=$(since_ms "$t0"); echo "    run with node 2 of 3 frozen: exit 0 in ${ms} ms" >&2
+  [ "$ms" -lt 2000 ] || fail "took ${ms} ms" || return 1
+  # A holder on the two live nodes: another run is refused as "held", 75,
+  # at once and after --wait.
+  hold "$k" --servers "$uris" "${FZ[@]}" || return 1
+  expect 75 "$DL" run --servers "$uris" "${FZ[@]}" "$k" -- true || return 1
+  contains "$D/err" "is locked by another owner" || return 1
+  expect 75 "$DL" run --servers "$uris" "${FZ[@]}" --wait 400ms "$k" -- true || return 1
+  contains "$D/err" "gave up after waiting" || return 1
+  touch "$D/release"; wait_exit "$HOLDER" 10 || return 1
+  [ "$ST" = 0 ] || fail "holder exit $ST: $(cat "$D/holder.err")" || return 1
+  expect 0 "$DL" run --servers "$uris" "${FZ[@]}" "$k" -- true || return 1
+}
+
+t_frozen_only_node() {
+  local k=cli:frozen-only:$RANDOM t0 ms w uris
+  start_proxy || return 1
+  uris=$(proxy_uris 0)
+  fpctl hold 0 || return 1
+  for w in 0 3s; do
+    t0=$(date +%s%N)
+    expect 69 "$DL" run --servers "$uris" "${FZ[@]}" --wait "$w" "$k" -- true || return 1
+    ms=$(since_ms "$t0"); echo "    the only node frozen, --wait $w: exit 69 in ${ms} ms" >&2
+    [ "$ms" -lt 2000 ] || fail "took ${ms} ms with --timeout 300ms" || return 1
+    contains "$D/err" "cannot lock '$k': node unreachable or not replying" || return 1
+    contains "$D/err" "127.0.0.1:${FP_PORTS[0]}" || return 1
+    not_held "$D/err" || return 1
+  done
+  expect 69 "$DL" release --servers "$uris" "${FZ[@]}" --token t "$k" || return 1
+  not_held "$D/err" || return 1
+}
+
+t_frozen_two_of_three() {
+  local k=cli:frozen2:$RANDOM t0 ms uris
+  start_proxy || return 1
+  uris=$(proxy_uris 0 1 2)
+  fpctl hold 1 || return 1
+  fpctl hold 2 || return 1
+  t0=$(date +%s%N)
+  expect 69 "$DL" run --servers "$uris" "${FZ[@]}" --wait 3s "$k" -- true || return 1
+  ms=$(since_ms "$t0"); echo "    two of three frozen: exit 69 in ${ms} ms" >&2
+  [ "$ms" -lt 2000 ] || fail "took ${ms} ms with --timeout 300ms" || return 1
+  contains "$D/err" "quorum" || return 1
+  not_held "$D/err" || return 1
+}
+
+t_granted_after_ttl() {
+  local k=cli:too-late:$RANDOM uris
+  start_proxy || return 1
+  uris=$(proxy_uris 0 1 2)
+  expect 0 "$DL" run --servers "$uris" "$k" -- true || return 1   # scripts loaded
+  # Every request reaches its node 300 ms late: a 100 ms lease granted by a
+  # quorum is over before the replies are back. Not held: 69, not 75.
+  fpctl delay '*' 300 up || return 1
+  expect 69 "$DL" run --servers "$uris" --timeout 2s --ttl 100ms --wait 5s "$k" -- true || return 1
+  contains "$D/err" "nothing is held" || return 1
+  contains "$D/err" "ttl was used up" || return 1
+  not_held "$D/err" || return 1
+  fpctl delay '*' 0 up || return 1
 }
 
 t_verbose_and_fence() {

@@ -63,7 +63,7 @@ echo 'child exit: ', pcntl_wexitstatus($status), "\n";
 var_dump($l->release());
 ?>
 --EXPECT--
-Distlock\LockTimeoutException 500014
+Distlock\LockTimeoutException 500002
 bool(true)
 string(10) "seed-owner"
 bool(true)

@@ -14,9 +14,9 @@ except ImportError as e:  # e.g. the source tree shadowing the installed package
     raise ImportError("distlock: the compiled module distlock._core is missing (%s). Install "
                       "with: pip install --no-build-isolation ./python, and don't run "
                       "from the python/ source directory." % e) from e
-from ._errors import (ClosedError, ConnectionError, Error, InvalidArgument, LockLost,
-                      LockNotAcquired, NoQuorum, NotHeld, OutOfMemory, ProtocolError,
-                      TimeoutError)
+from ._errors import (CancelledError, ClosedError, ConnectionError, Error, InvalidArgument,
+                      LockLost, LockNotAcquired, NoQuorum, NotHeld, OutOfMemory, ProtocolError,
+                      ResourceError, TimeoutError)
 from ._client import Client, Lock
 
 __version__: str = _core.distlock_version_string()
@@ -28,5 +28,6 @@ TOKEN_MAX: int = _core.DISTLOCK_TOKEN_MAX
 __all__ = [
     "Client", "Lock", "Error", "InvalidArgument", "OutOfMemory", "ConnectionError",
     "TimeoutError", "NoQuorum", "LockLost", "ProtocolError", "ClosedError",
-    "LockNotAcquired", "NotHeld", "KEY_MAX", "TOKEN_MAX", "__version__",
+    "CancelledError", "ResourceError", "LockNotAcquired", "NotHeld", "KEY_MAX", "TOKEN_MAX",
+    "__version__",
 ]

@@ -3,6 +3,14 @@
 The C statuses map to these classes in one place: ``STATUS_ERRORS`` below is
 handed to the SWIG module at import, and its ``distlock_py_raise()`` raises
 the class registered for a status, with the library's per-thread detail.
+The same table, with the PHP extension's classes and the CLI's exit
+statuses, is in README.md ("Statuses in each front end"): the three agree.
+
+Only DISTLOCK_NOTACQUIRED means "held by another owner", and it is not an
+exception: ``Lock.acquire()`` returns False, ``with lock:`` raises
+:class:`LockNotAcquired`. Every :class:`ConnectionError` (a node unreachable
+or silent, no quorum, a refusing node, a grant that came too late) means the
+servers gave no usable answer, never that the lock is held.
 """
 from typing import Iterable, Optional
 
@@ -11,7 +19,8 @@ from ._mask import mask_text
 
 __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "ConnectionError", "TimeoutError",
-    "NoQuorum", "LockLost", "ProtocolError", "ClosedError", "LockNotAcquired", "NotHeld",
+    "NoQuorum", "LockLost", "ProtocolError", "ClosedError", "CancelledError", "ResourceError",
+    "LockNotAcquired", "NotHeld",
 ]
 
 
@@ -52,15 +61,20 @@ class OutOfMemory(Error, MemoryError):
 
 
 class ConnectionError(Error):  # noqa: A001 - deliberately distlock.ConnectionError
-    """A node could not be reached or the connection broke (DISTLOCK_ECONN)."""
+    """The servers gave no usable answer. Itself: the node of a one-node
+    client could not be reached, or did not reply within the command timeout
+    (DISTLOCK_ECONN); the subclasses say more. Never "held by another owner"."""
 
 
 class TimeoutError(ConnectionError):  # noqa: A001
-    """A time budget ran out (DISTLOCK_ETIMEDOUT)."""
+    """A quorum granted (or renewed) only after the ttl was used up: nothing is
+    held, an acquire was undone (DISTLOCK_ETIMEDOUT). Servers too slow for the
+    ttl; never "held by another owner" (that is ``acquire()`` returning False)."""
 
 
 class NoQuorum(ConnectionError):
-    """Fewer than a quorum of nodes answered (DISTLOCK_ENOQUORUM)."""
+    """Fewer than a quorum of nodes answered (DISTLOCK_ENOQUORUM); the nodes
+    that did not answer were unreachable or silent past the command timeout."""
 
 
 class LockLost(Error):
@@ -68,12 +82,24 @@ class LockLost(Error):
     (DISTLOCK_ENOTOWNER). Another owner's key is never touched."""
 
 
-class ProtocolError(Error):
-    """Server error or unexpected reply: auth, WRONGTYPE... (DISTLOCK_EPROTO)."""
+class ProtocolError(ConnectionError):
+    """A node refused or answered unexpectedly: auth, ACL, WRONGTYPE, a
+    malformed reply (DISTLOCK_EPROTO). A ConnectionError, as the PHP
+    extension's ConnectionException and the CLI's exit 69 treat it."""
 
 
 class ClosedError(Error):
     """Use after close, or a handle inherited across fork (DISTLOCK_ECLOSED)."""
+
+
+class CancelledError(Error):
+    """A blocking call was cancelled (DISTLOCK_ECANCELED); nothing is held.
+    A cancel that came from Ctrl-C surfaces as KeyboardInterrupt instead."""
+
+
+class ResourceError(Error, OSError):
+    """The system refused a resource: the random source, a thread, a file
+    descriptor (DISTLOCK_ESYS); the detail names it."""
 
 
 class LockNotAcquired(Error):
@@ -96,6 +122,8 @@ STATUS_ERRORS = {
     _core.DISTLOCK_ENOTOWNER: LockLost,
     _core.DISTLOCK_EPROTO: ProtocolError,
     _core.DISTLOCK_ECLOSED: ClosedError,
+    _core.DISTLOCK_ECANCELED: CancelledError,
+    _core.DISTLOCK_ESYS: ResourceError,
 }
 
 _core.distlock_py_set_errors(Error, STATUS_ERRORS)
