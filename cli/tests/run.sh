@@ -152,7 +152,7 @@ t_bad_arguments() {
   expect 64 "$DL" run k:bad -- && contains "$D/err" "missing COMMAND" || return 1
   expect 64 "$DL" run "" -- touch "$ran" && contains "$D/err" "KEY is empty" || return 1
   local bad
-  for bad in "--ttl abc" "--ttl 0" "--ttl 9ms" "--ttl 600h" "--ttl -5" "--ttl 5parsecs" "--ttl 0x10" "--wait soon" \
+  for bad in "--ttl abc" "--ttl 0" "--ttl 597h" "--ttl 600h" "--ttl -5" "--ttl 5parsecs" "--ttl 0x10" "--wait soon" \
              "-E 256" "-E -1" "--lost-exit-code x" "--kill-signal FOO" "--timeout 0" \
              "--connect-timeout nope" "--bogus"; do
     # shellcheck disable=SC2086
@@ -173,6 +173,31 @@ t_bad_arguments() {
   expect 64 "$DL" release --force --token t k:bad || return 1
   expect 64 "$DL" help nosuchverb || return 1
   absent "$ran"
+}
+
+# --ttl follows the library's one TTL rule (distlock_ttl_from_seconds):
+# rounded up to whole ms, 1 ms .. DISTLOCK_TTL_MAX, else 64 naming the value.
+t_ttl_rule() {
+  local k=cli:ttl:$RANDOM
+  # 0.0001 s is 1 ms (up, not down to 0): it reaches the library, which then
+  # refuses a lease not above its clock-drift allowance.
+  expect 64 "$DL" run --ttl 0.0001 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "ttl_ms 1 is not above the clock-drift allowance" || return 1
+  expect 64 "$DL" run --ttl 0.5ms "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "ttl_ms 1 is not above" || return 1
+  # 1.0005 s is 1001 ms; the lease on the server is no longer than that.
+  expect 0 "$DL" run -v --ttl 1.0005 "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" || return 1
+  contains "$D/err" "ttl 1.001s" || return 1
+  local pttl; pttl=$(cat "$D/pttl")
+  [ "$pttl" -gt 500 ] && [ "$pttl" -le 1001 ] || fail "pttl $pttl with --ttl 1.0005" || return 1
+  # The largest lease is accepted; above it, and 0, are refused by value.
+  expect 0 "$DL" run --ttl 2147483.647 "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" || return 1
+  [ "$(cat "$D/pttl")" -gt 2147000000 ] || fail "pttl $(cat "$D/pttl") with the largest ttl" || return 1
+  expect 64 "$DL" run --ttl 2147483.648 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "invalid --ttl '2147483.648' (ttl must be at most 2147483.647 seconds" || return 1
+  expect 64 "$DL" run --ttl 0ms "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "invalid --ttl '0ms' (ttl must be a finite number of seconds > 0, got 0)" || return 1
+  absent "$D/ran"
 }
 
 t_exit_status_is_the_commands() {
