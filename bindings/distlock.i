@@ -34,6 +34,7 @@
 %threadallow distlock_extend_token;
 %threadallow distlock_inspect;
 %threadallow distlock_force_release;
+%threadallow distlock_holder;
 
 %{
 #include <string.h>
@@ -216,6 +217,25 @@ DL_CHECKED(distlock_inspect)
 DL_CHECKED(distlock_force_release)
 DL_CHECKED(distlock_client_node_count)
 DL_CHECKED(distlock_client_quorum)
+
+/* ---- distlock_holder / distlock_ttl_from_seconds (issue 11 item 4) ----
+ * holder(c, key) -> (status 0/1, token, nodes, pttl_ms, answered, taken);
+ * its token buffer is the (char *token_buf, size_t size) typemap above.
+ * ttl_from_seconds(seconds) -> ttl_ms. */
+%typemap(in, numinputs=0) int *nodes (int tmp = 0), int *answered (int tmp = 0),
+                          int *taken (int tmp = 0) {
+    $1 = &tmp;
+}
+%typemap(argout) int *nodes, int *answered, int *taken {
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
+}
+%typemap(in, numinputs=0) long *ttl_ms (long tmp = 0) { $1 = &tmp; }
+%typemap(argout) long *ttl_ms {
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
+}
+%typemap(out) int distlock_ttl_from_seconds { $result = (Py_INCREF(Py_None), Py_None); }
+DL_CHECKED(distlock_holder)
+DL_CHECKED(distlock_ttl_from_seconds)
 
 /* Not wrapped: the lost callback (runs on a C thread; the Python layer polls
  * distlock_lock_lost() instead) and the lost fd. */

@@ -121,6 +121,23 @@ bool dl_check_key(uint32_t argn, const zend_string *key)
     return true;
 }
 
+/* A TTL in seconds to milliseconds by the library's one TTL rule
+ * (distlock_ttl_from_seconds: rounded up, 1 ms..DISTLOCK_TTL_MAX); false and
+ * a ValueError with the library's detail, which names the value, otherwise. */
+bool dl_ttl_from_seconds(uint32_t argn, double s, long *out)
+{
+    if (distlock_ttl_from_seconds(s, out) != DISTLOCK_OK) {
+        const char *d = distlock_last_error();
+        /* "ttl must be ..." reads "Argument #2 ($ttl) must be ..." */
+        if (strncmp(d, "ttl ", 4) == 0) {
+            d += 4;
+        }
+        zend_argument_value_error(argn, "%s", d);
+        return false;
+    }
+    return true;
+}
+
 /* Seconds (float) to milliseconds in [min_ms, max_ms]; false + ValueError otherwise. */
 bool dl_seconds_to_ms(uint32_t argn, double s, long min_ms, long max_ms, long *out)
 {

@@ -144,7 +144,7 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
     if (!dl_check_key(1, key)) {
         RETURN_THROWS();
     }
-    if (!dl_seconds_to_ms(2, ttl, 1, DISTLOCK_TTL_MAX, &ttl_ms)) {
+    if (!dl_ttl_from_seconds(2, ttl, &ttl_ms)) {
         RETURN_THROWS();
     }
     if ((flags & ~(zend_long)DL_OO_FLAGS) != 0) {

@@ -15,9 +15,6 @@
 
 #include "php_distlock_int.h"
 
-/* Longest TTL in whole seconds the core accepts (DISTLOCK_TTL_MAX is in ms). */
-#define DL_TTL_MAX_S (DISTLOCK_TTL_MAX / 1000)
-
 /* A caller's token ($random): at most DISTLOCK_TOKEN_MAX bytes, no NUL. */
 static bool dl_check_token(uint32_t argn, const zend_string *tok)
 {
@@ -44,6 +41,7 @@ PHP_FUNCTION(distributedLock)
 {
     zend_string *key = ZSTR_EMPTY_ALLOC();
     zend_long ttl = 60;
+    long ttl_ms;
     zend_string *rnd_str = NULL;
     zend_long rnd_long = 0;
     bool rnd_null = true;
@@ -64,8 +62,8 @@ PHP_FUNCTION(distributedLock)
     if (!dl_check_key(1, key)) {
         RETURN_THROWS();
     }
-    if (ttl <= 0 || ttl > DL_TTL_MAX_S) {
-        zend_argument_value_error(2, "must be between 1 and %ld (seconds)", (long)DL_TTL_MAX_S);
+    /* Whole seconds, as the seed takes them, through the one TTL rule. */
+    if (!dl_ttl_from_seconds(2, (double)ttl, &ttl_ms)) {
         RETURN_THROWS();
     }
 
@@ -98,7 +96,7 @@ PHP_FUNCTION(distributedLock)
      * explicit $random throws as it does there. (A connection that broke
      * under the call is the core's to handle: it resends once on a fresh
      * one, and a strict acquire resent that way takes its own token over.) */
-    st = distlock_acquire_token(c, ZSTR_VAL(key), (long)ttl * 1000L, token, DISTLOCK_STRICT, NULL);
+    st = distlock_acquire_token(c, ZSTR_VAL(key), ttl_ms, token, DISTLOCK_STRICT, NULL);
     if (st == DISTLOCK_NOTACQUIRED) {
         zend_string *msg;
 

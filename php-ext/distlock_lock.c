@@ -118,7 +118,7 @@ PHP_METHOD(Distlock_Lock, extend)
         RETURN_THROWS();
     }
     ttl_ms = o->ttl_ms;
-    if (!ttl_null && !dl_seconds_to_ms(1, ttl, 1, DISTLOCK_TTL_MAX, &ttl_ms)) {
+    if (!ttl_null && !dl_ttl_from_seconds(1, ttl, &ttl_ms)) {
         RETURN_THROWS();
     }
     st = distlock_extend(o->l, ttl_ms);

@@ -43,6 +43,8 @@ extern zend_class_entry *dl_ce_lock;       /* Distlock\Lock */
 bool dl_check_key(uint32_t argn, const zend_string *key);
 /* Seconds (float) to milliseconds in [min_ms, max_ms]; false + ValueError otherwise. */
 bool dl_seconds_to_ms(uint32_t argn, double s, long min_ms, long max_ms, long *out);
+/* Every TTL in seconds goes through this: the library's one TTL rule. */
+bool dl_ttl_from_seconds(uint32_t argn, double s, long *out);
 
 /* ------------------------------------- distlock_client_cache.c: clients */
 

@@ -1,6 +1,7 @@
 /*
- * admin.c -- `distlock status` (who holds a key, for how long, on each node)
- * and `distlock release` (administrative release).
+ * admin.c -- `distlock status` (who holds a key, for how long: the core's
+ * verdict from one round, distlock_holder(); then each node's view for
+ * display) and `distlock release` (administrative release).
  */
 #include <ctype.h>
 #include <getopt.h>
@@ -59,6 +60,40 @@ static const struct option status_longopts[] = {
     {NULL, 0, NULL, 0}
 };
 
+/* One node's line of the table under the verdict: read with its own
+ * distlock_inspect() after the verdict, for display only (the lock may have
+ * changed in between; the verdict and the exit status never use it). */
+static void print_node_line(distlock_client *c, const char *key, int i)
+{
+    char token[TOKEN_BUF], d[32];
+    long pttl = 0;
+    int st = distlock_inspect(c, key, i, token, sizeof token, &pttl);
+    char *uri = cli_mask_servers(distlock_client_node_uri(c, i));
+    printf("  %s  ", uri ? uri : "?");
+    free(uri);
+    if (st == DISTLOCK_EPROTO && strstr(distlock_last_error(), "WRONGTYPE")) {
+        printf("taken  by a value of another type (not a lock token)\n");
+    } else if (st < 0) {
+        char *buf = NULL, *shown = NULL;
+        const char *detail = distlock_last_error();
+        if (asprintf(&buf, "%s%s%s", distlock_strerror(st), *detail ? ": " : "", detail) < 0)
+            buf = NULL;
+        shown = buf ? cli_mask_text(buf) : NULL;
+        printf("error: %s\n", shown ? shown : "?");
+        free(shown);
+        free(buf);
+    } else if (st == 0) {
+        printf("free\n");
+    } else {
+        if (pttl >= 0)
+            printf("held  expires in %s  token ", cli_fmt_ms(pttl, d, sizeof d));
+        else
+            printf("held  no expiry  token ");
+        print_token(stdout, token);
+        putchar('\n');
+    }
+}
+
 int cli_status(int argc, char **argv)
 {
     struct cli_common co;
@@ -72,99 +107,62 @@ int cli_status(int argc, char **argv)
     if ((rc = cli_client(&co, &c)) != 0)
         return rc;
 
+    /* The verdict is the core's, from one round to every node. */
     int n = distlock_client_node_count(c), quorum = distlock_client_quorum(c);
-    char (*tokens)[TOKEN_BUF] = calloc((size_t)n, sizeof *tokens);
-    long *pttl = calloc((size_t)n, sizeof *pttl);
-    int *state = calloc((size_t)n, sizeof *state);
-    char **errs = calloc((size_t)n, sizeof *errs);
-    if (!tokens || !pttl || !state || !errs) {
-        cli_err("out of memory");
-        free(tokens); free(pttl); free(state); free(errs);
+    char token[TOKEN_BUF];
+    int nodes = 0, answered = 0, taken = 0;
+    long pttl = 0;
+    int st = distlock_holder(c, key, token, sizeof token, &nodes, &pttl, &answered, &taken);
+    if (st == DISTLOCK_EINVAL) {
+        char what[128];
+        snprintf(what, sizeof what, "'%.80s'", key);
+        rc = cli_report(what, st);
         distlock_client_free(c);
-        return CLI_EXIT_SOFTWARE;
-    }
-    int held = 0, failed = 0, best = 0, best_i = -1;
-    for (int i = 0; i < n; i++) {
-        state[i] = distlock_inspect(c, key, i, tokens[i], TOKEN_BUF, &pttl[i]);
-        if (state[i] < 0) {
-            char *buf = NULL;
-            const char *d = distlock_last_error();
-            if (asprintf(&buf, "%s%s%s", distlock_strerror(state[i]), d && *d ? ": " : "",
-                         d ? d : "") < 0)
-                buf = NULL;
-            errs[i] = buf ? cli_mask_text(buf) : NULL;  /* printed on stdout below */
-            free(buf);
-            failed++;
-        } else if (state[i] == 1) {
-            held++;
-        }
-    }
-    if (failed == n && n > 0 && state[0] == DISTLOCK_EINVAL) {
-        cli_err("'%s': %s", key, errs[0] ? errs[0] : "invalid key");
-        rc = CLI_EXIT_USAGE;
-        goto out;
-    }
-    /* The owner is the token found on the most nodes. */
-    for (int i = 0; i < n; i++) {
-        if (state[i] != 1)
-            continue;
-        int same = 0;
-        for (int j = 0; j < n; j++)
-            if (state[j] == 1 && !strcmp(tokens[i], tokens[j]))
-                same++;
-        if (same > best) {
-            best = same;
-            best_i = i;
-        }
+        return rc;
     }
     const char *verdict;
-    if (best >= quorum) {
+    if (st == 1) {
         verdict = "held";
         rc = CLI_EXIT_OK;
-    } else if (best + failed >= quorum) {
-        verdict = "unknown (too many nodes did not answer)";
-        rc = CLI_EXIT_UNAVAILABLE;
-    } else if (held == 0) {
+    } else if (st == 0 && taken == 0) {
         verdict = "free";
         rc = CLI_EXIT_NO;
-    } else {
+    } else if (st == 0) {
         verdict = "not held by any owner on a quorum";
         rc = CLI_EXIT_NO;
+    } else {
+        verdict = st == DISTLOCK_ENOQUORUM || st == DISTLOCK_ECONN
+                      ? "unknown (too many nodes did not answer)"
+                      : st == DISTLOCK_EPROTO ? "unknown (a node answered with an error)"
+                                              : distlock_strerror(st);
+        rc = cli_exit_for_status(st);
     }
     if (!co.quiet) {
         char d[32];
         printf("%s: %s", key, verdict);
-        if (best_i >= 0 && best >= quorum) {
+        if (st == 1) {
             printf(" by ");
-            print_token(stdout, tokens[best_i]);
+            print_token(stdout, token);
         }
-        printf(" (held on %d of %d node%s, quorum %d", held, n, n == 1 ? "" : "s", quorum);
-        if (failed)
-            printf(", %d not answering", failed);
+        printf(" (held on %d of %d node%s, quorum %d", nodes, n, n == 1 ? "" : "s", quorum);
+        if (answered < n)
+            printf(", %d not answering", n - answered);
+        if (st == 1 && pttl >= 0)
+            printf("; expires in %s", cli_fmt_ms(pttl, d, sizeof d));
+        else if (st == 1)
+            printf("; no expiry");
+        else if (nodes > 0) {
+            printf("; most common token ");
+            print_token(stdout, token);
+        }
+        if (taken > nodes)
+            printf("; other tokens or values on %d", taken - nodes);
         printf(")\n");
-        for (int i = 0; i < n; i++) {
-            char *uri = cli_mask_servers(distlock_client_node_uri(c, i));
-            printf("  %s  ", uri ? uri : "?");
-            free(uri);
-            if (state[i] < 0) {
-                printf("error: %s\n", errs[i] ? errs[i] : "?");
-            } else if (state[i] == 0) {
-                printf("free\n");
-            } else {
-                if (pttl[i] >= 0)
-                    printf("held  expires in %s  token ", cli_fmt_ms(pttl[i], d, sizeof d));
-                else
-                    printf("held  no expiry  token ");
-                print_token(stdout, tokens[i]);
-                putchar('\n');
-            }
-        }
+        printf("per node (each read on its own after the verdict, for display):\n");
+        for (int i = 0; i < n; i++)
+            print_node_line(c, key, i);
         fflush(stdout);
     }
-out:
-    for (int i = 0; i < n; i++)
-        free(errs[i]);
-    free(tokens); free(pttl); free(state); free(errs);
     distlock_client_free(c);
     return rc;
 }

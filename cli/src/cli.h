@@ -63,6 +63,11 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg);
  * in milliseconds, or -1. With allow_forever, "forever", "infinity", "inf"
  * and "-1" give DISTLOCK_WAIT_FOREVER. */
 int cli_parse_duration(const char *s, int allow_forever, long *out_ms);
+/* A lease (--ttl): a duration as above, converted by the library's one TTL
+ * rule (distlock_ttl_from_seconds: rounded up to whole milliseconds, 1 ms to
+ * DISTLOCK_TTL_MAX). Returns 0 and the milliseconds, or -1 and in *why what
+ * is wrong (valid until the next library call). */
+int cli_parse_ttl(const char *s, long *out_ms, const char **why);
 /* A decimal integer in [lo, hi]; returns 0 or -1. */
 int cli_parse_int(const char *s, long lo, long hi, long *out);
 /* A signal name (TERM, SIGTERM) or number; returns 0 or -1. */

@@ -71,15 +71,12 @@ void cli_secrets_from_environment(void)
     cli_secrets_add_servers(getenv("DISTLOCK_SERVERS"));
 }
 
-int cli_parse_duration(const char *s, int allow_forever, long *out_ms)
+/* A plain decimal number with an optional unit (ms, s, m/min, h; bare:
+ * seconds) as seconds. 0, or -1 when it is not one. */
+static int parse_seconds(const char *s, double *seconds)
 {
     if (!s || !*s)
         return -1;
-    if (allow_forever && (!strcasecmp(s, "forever") || !strcasecmp(s, "infinity") ||
-                          !strcasecmp(s, "inf") || !strcmp(s, "-1"))) {
-        *out_ms = DISTLOCK_WAIT_FOREVER;
-        return 0;
-    }
     /* strtod would accept hex, "nan", "inf" and leading blanks: check by hand
      * that the number is plain decimal first. */
     const char *p = s;
@@ -96,16 +93,44 @@ int cli_parse_duration(const char *s, int allow_forever, long *out_ms)
     double v = strtod(s, &end);
     if (errno || end != p)
         return -1;
-    double scale;
-    if (!*end || !strcmp(end, "s")) scale = 1000.0;
-    else if (!strcmp(end, "ms")) scale = 1.0;
-    else if (!strcmp(end, "m") || !strcmp(end, "min")) scale = 60000.0;
-    else if (!strcmp(end, "h")) scale = 3600000.0;
+    if (!*end || !strcmp(end, "s")) *seconds = v;
+    else if (!strcmp(end, "ms")) *seconds = v / 1000.0;
+    else if (!strcmp(end, "m") || !strcmp(end, "min")) *seconds = v * 60.0;
+    else if (!strcmp(end, "h")) *seconds = v * 3600.0;
     else return -1;
-    v *= scale;
+    return 0;
+}
+
+int cli_parse_duration(const char *s, int allow_forever, long *out_ms)
+{
+    if (!s || !*s)
+        return -1;
+    if (allow_forever && (!strcasecmp(s, "forever") || !strcasecmp(s, "infinity") ||
+                          !strcasecmp(s, "inf") || !strcmp(s, "-1"))) {
+        *out_ms = DISTLOCK_WAIT_FOREVER;
+        return 0;
+    }
+    double v;
+    if (parse_seconds(s, &v))
+        return -1;
+    v *= 1000.0;
     if (!(v >= 0.0) || v > (double)LONG_MAX / 2)
         return -1;
     *out_ms = (long)llround(v);
+    return 0;
+}
+
+int cli_parse_ttl(const char *s, long *out_ms, const char **why)
+{
+    double v;
+    *why = "a duration such as 30s or 500ms";
+    if (parse_seconds(s, &v))
+        return -1;
+    /* The library's one TTL rule: rounded up to whole ms, 1..DISTLOCK_TTL_MAX. */
+    if (distlock_ttl_from_seconds(v, out_ms) != DISTLOCK_OK) {
+        *why = distlock_last_error();
+        return -1;
+    }
     return 0;
 }
 

@@ -90,14 +90,16 @@ void cli_help_status(FILE *f)
     fprintf(f,
 "Usage: distlock status [options] KEY\n"
 "\n"
-"Show whether KEY is held, by which owner token, and how long it has left, on\n"
-"each node. Reads only; never changes the lock.\n"
+"Show whether KEY is held, by which owner token, on how many nodes and how long\n"
+"its lease has left: the library's verdict from one round to every node. Then\n"
+"each node's view, read on its own (for display). Reads only; never changes the\n"
+"lock.\n"
 "\n"
 "Options:\n"
 "%s"
 "\n"
 "Exit status: 0 held (one token on a quorum of nodes); 1 not held; 69 unknown\n"
-"(too many nodes did not answer); 64 bad arguments.\n", common_help);
+"(the nodes that did not answer could change the verdict); 64 bad arguments.\n", common_help);
 }
 
 void cli_help_release(FILE *f)

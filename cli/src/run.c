@@ -41,9 +41,6 @@ extern char **environ;
  * on `--wait forever`) is acted on promptly; a release still wakes the slice
  * in progress at once. */
 #define WAIT_SLICE_MS 250L
-/* A lease shorter than this cannot be acquired with any validity left (the
- * clock drift allowance alone is 2 ms) nor renewed in time. */
-#define MIN_TTL_MS 10L
 /* Without the lost-fd, how often the lost flag is polled. */
 #define LOST_POLL_MS 250
 
@@ -123,11 +120,12 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
             cli_help_run(stdout);
             return CLI_EXIT_OK;
         case 't':
-            if (cli_parse_duration(optarg, 0, &o->ttl_ms) || o->ttl_ms < MIN_TTL_MS ||
-                o->ttl_ms > DISTLOCK_TTL_MAX)
-                return cli_usage_error("run", "invalid --ttl '%s' (a duration from 10ms to "
-                                       "24 days, such as 30s or 500ms)", optarg);
+        {
+            const char *why;
+            if (cli_parse_ttl(optarg, &o->ttl_ms, &why))
+                return cli_usage_error("run", "invalid --ttl '%s' (%s)", optarg, why);
             break;
+        }
         case 'w':
             if (cli_parse_duration(optarg, 1, &o->wait_ms))
                 return cli_usage_error("run", "invalid --wait '%s' (a duration such as 10s, "

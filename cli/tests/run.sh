@@ -187,7 +187,7 @@ t_bad_arguments() {
   expect 64 "$DL" run k:bad -- && contains "$D/err" "missing COMMAND" || return 1
   expect 64 "$DL" run "" -- touch "$ran" && contains "$D/err" "KEY is empty" || return 1
   local bad
-  for bad in "--ttl abc" "--ttl 0" "--ttl 9ms" "--ttl 600h" "--ttl -5" "--ttl 5parsecs" "--ttl 0x10" "--wait soon" \
+  for bad in "--ttl abc" "--ttl 0" "--ttl 597h" "--ttl 600h" "--ttl -5" "--ttl 5parsecs" "--ttl 0x10" "--wait soon" \
              "-E 256" "-E -1" "--lost-exit-code x" "--kill-signal FOO" "--timeout 0" \
              "--connect-timeout nope" "--bogus"; do
     # shellcheck disable=SC2086
@@ -208,6 +208,31 @@ t_bad_arguments() {
   expect 64 "$DL" release --force --token t k:bad || return 1
   expect 64 "$DL" help nosuchverb || return 1
   absent "$ran"
+}
+
+# --ttl follows the library's one TTL rule (distlock_ttl_from_seconds):
+# rounded up to whole ms, 1 ms .. DISTLOCK_TTL_MAX, else 64 naming the value.
+t_ttl_rule() {
+  local k=cli:ttl:$RANDOM
+  # 0.0001 s is 1 ms (up, not down to 0): it reaches the library, which then
+  # refuses a lease not above its clock-drift allowance.
+  expect 64 "$DL" run --ttl 0.0001 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "ttl_ms 1 is not above the clock-drift allowance" || return 1
+  expect 64 "$DL" run --ttl 0.5ms "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "ttl_ms 1 is not above" || return 1
+  # 1.0005 s is 1001 ms; the lease on the server is no longer than that.
+  expect 0 "$DL" run -v --ttl 1.0005 "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" || return 1
+  contains "$D/err" "ttl 1.001s" || return 1
+  local pttl; pttl=$(cat "$D/pttl")
+  [ "$pttl" -gt 500 ] && [ "$pttl" -le 1001 ] || fail "pttl $pttl with --ttl 1.0005" || return 1
+  # The largest lease is accepted; above it, and 0, are refused by value.
+  expect 0 "$DL" run --ttl 2147483.647 "$k" -- sh -c 'redis-cli -p "$REDIS_PORT" pttl "$DISTLOCK_KEY" > "$0/pttl"' "$D" || return 1
+  [ "$(cat "$D/pttl")" -gt 2147000000 ] || fail "pttl $(cat "$D/pttl") with the largest ttl" || return 1
+  expect 64 "$DL" run --ttl 2147483.648 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "invalid --ttl '2147483.648' (ttl must be at most 2147483.647 seconds" || return 1
+  expect 64 "$DL" run --ttl 0ms "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "invalid --ttl '0ms' (ttl must be a finite number of seconds > 0, got 0)" || return 1
+  absent "$D/ran"
 }
 
 t_exit_status_is_the_commands() {
@@ -584,6 +609,7 @@ t_redlock_node_down() {
   ms=$(( ($(date +%s%N) - t0) / 1000000 ))
   echo "    run with one of 3 nodes hung (--timeout 200ms): ${ms} ms" >&2
   [ "$ms" -lt 2000 ] || fail "took ${ms} ms with --timeout 200ms" || return 1
+  rm -f "$D/ready"  # (the run above wrote it: hold must wait for its own)
   hold "$k" --servers "$URIS3" --timeout 200ms --connect-timeout 200ms || return 1
   expect 0 "$DL" status --servers "$URIS3" --timeout 200ms --connect-timeout 200ms "$k" || return 1
   contains "$D/out" "held on 2 of 3 nodes, quorum 2, 1 not answering" || return 1
@@ -664,6 +690,53 @@ t_granted_after_ttl() {
   contains "$D/err" "ttl was used up" || return 1
   not_held "$D/err" || return 1
   fpctl delay '*' 0 up || return 1
+# The verdict of `status` is the library's, from one round to every node
+# (distlock_holder); the per-node lines under it are for display.
+t_status_verdict_one_round() {
+  local k=cli:verdict:$RANDOM p
+  local ports; ports=$(echo "$URIS3" | tr ',' '\n' | sed 's/.*://')
+  local p1 p2 p3; read -r p1 p2 p3 <<<"$(echo $ports)"
+  # Split: a different token on each node: not held, the first one named.
+  for p in $p1 $p2 $p3; do redis-cli -p "$p" set "$k" "tok$p" px 30000 >/dev/null; done
+  expect 1 "$DL" status --servers "$URIS3" "$k" || return 1
+  contains "$D/out" "^$k: not held by any owner on a quorum (held on 1 of 3 nodes, quorum 2; most common token tok$p1; other tokens or values on 2)" || return 1
+  contains "$D/out" "^per node" || return 1
+  # Written behind the library's back on 2 of 3: held by it, shortest lease.
+  redis-cli -p "$p2" set "$k" "tok$p1" px 9000 >/dev/null
+  expect 0 "$DL" status --servers "$URIS3" "$k" || return 1
+  contains "$D/out" "^$k: held by tok$p1 (held on 2 of 3 nodes, quorum 2; expires in [0-9]\.[0-9]*s; other tokens or values on 1)" || return 1
+  # A key of another type is someone else's, not an error.
+  local w=cli:wrongtype:$RANDOM
+  rcli hset "$w" f v >/dev/null
+  expect 1 "$DL" status "$w" || return 1
+  contains "$D/out" "^$w: not held by any owner on a quorum (held on 0 of 1 node, quorum 1; other tokens or values on 1)" || return 1
+  contains "$D/out" "127.0.0.1:$PORT  taken  by a value of another type" || return 1
+  # One node hung: a verdict from the two others, where the silent one
+  # cannot change it ...
+  STOPPED_PID=$(cat "$TMP/redis3/redis-$p3.pid")
+  kill -STOP "$STOPPED_PID"
+  local t="--timeout 500ms --connect-timeout 500ms"
+  # shellcheck disable=SC2086
+  expect 0 "$DL" status --servers "$URIS3" $t "$k" || return 1
+  contains "$D/out" "held by tok$p1 (held on 2 of 3 nodes, quorum 2, 1 not answering" || return 1
+  # ... and none where it could (one token on one of the two that answer).
+  redis-cli -p "$p2" del "$k" >/dev/null
+  # shellcheck disable=SC2086
+  expect 69 "$DL" status --servers "$URIS3" $t "$k" || return 1
+  contains "$D/out" "^$k: unknown (too many nodes did not answer) (held on 1 of 3 nodes, quorum 2, 1 not answering" || return 1
+  # Two hung: no quorum answered. One round: the two silent nodes cost one
+  # timeout together (-q: no per-node lines, which read each node alone).
+  local p2pid; p2pid=$(cat "$TMP/redis3/redis-$p2.pid")
+  kill -STOP "$p2pid"
+  local t0 ms; t0=$(date +%s%N)
+  # shellcheck disable=SC2086
+  expect 69 "$DL" status -q --servers "$URIS3" $t "$k" || { kill -CONT "$p2pid"; return 1; }
+  ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  kill -CONT "$p2pid"
+  echo "    status -q with 2 of 3 nodes hung (timeouts 500ms): ${ms} ms" >&2
+  [ "$ms" -lt 950 ] || fail "took ${ms} ms: the nodes were not asked in one round" || return 1
+  kill -CONT "$STOPPED_PID"; STOPPED_PID=""
+  for p in $p1 $p2 $p3; do redis-cli -p "$p" del "$k" >/dev/null; done
 }
 
 t_verbose_and_fence() {

@@ -149,6 +149,16 @@ DISTLOCK_API int distlock_client_quorum(const distlock_client *c);
 #define DISTLOCK_TTL_MAX 2147483647L   /* ms (about 24.8 days) */
 #define DISTLOCK_WAIT_FOREVER (-1L)
 
+/* The one TTL rule: a ttl is milliseconds, 1..DISTLOCK_TTL_MAX (acquire and
+ * extend also refuse one not above the clock-drift allowance). Front ends
+ * that take seconds (PHP, Python, the CLI) convert with this function:
+ * rounded UP to the next whole millisecond, so a lease is never shorter than
+ * asked (0.0001 s is 1 ms, 1.0005 s is 1001 ms; a product within a few ulps
+ * of a whole millisecond is that millisecond: 0.07 s is 70 ms). Not a
+ * finite number > 0, or more than DISTLOCK_TTL_MAX ms once rounded:
+ * DISTLOCK_EINVAL with a detail naming the value. Does not block. */
+DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
+
 /* acquire flags; unknown bits give DISTLOCK_EINVAL */
 #define DISTLOCK_FENCING    (1u << 0)  /* return a fencing token (distlock_lock_fence) */
 #define DISTLOCK_AUTO_RENEW (1u << 1)  /* background renewal at ttl/3 until release */
@@ -250,6 +260,31 @@ DISTLOCK_API const char *distlock_client_node_uri(const distlock_client *c, int 
  * error. token_buf / pttl_ms may be NULL. Blocks on that one node. */
 DISTLOCK_API int distlock_inspect(distlock_client *c, const char *key, int node,
                                   char *token_buf, size_t size, long *pttl_ms);
+
+/* Who holds `key`, asked of every node in ONE parallel round (the verdict
+ * of `distlock status`). Returns 1 when one token holds it on a quorum, 0
+ * when no token does, or an error:
+ *  - DISTLOCK_ENOQUORUM (N > 1) when the nodes that did not answer could
+ *    change the verdict (always when fewer than a quorum answered; with 3
+ *    nodes and one silent, a token on both others is held, a free key is
+ *    free, but one token on one of them is no verdict);
+ *  - with N = 1, that node's error (DISTLOCK_ECONN, DISTLOCK_EPROTO).
+ * A key of another type (a hash, a list...) is taken by someone else: the
+ * node answered, and holds no token.
+ * Outputs, filled on every return after the round (also on ENOQUORUM, from
+ * the nodes that answered), each may be NULL:
+ *  token_buf  the token held on the most nodes (ties: the first in node
+ *             order), "" if no node holds one; truncated to size-1 bytes;
+ *  nodes      how many nodes hold that token;
+ *  pttl_ms    the shortest remaining TTL among them, -1 if none expires
+ *             (0 when no node holds a token);
+ *  answered   how many nodes answered;
+ *  taken      on how many nodes the key exists at all (any token, or a
+ *             value of another type): 0 means free everywhere that answered.
+ * Blocks: one round, bounded by the per-node timeouts. Thread-safe. */
+DISTLOCK_API int distlock_holder(distlock_client *c, const char *key, char *token_buf,
+                                 size_t size, int *nodes, long *pttl_ms, int *answered,
+                                 int *taken);
 
 /* Delete `key` on every node whoever holds it (administrative override).
  * *deleted (may be NULL) receives the number of nodes it was deleted on. */

@@ -73,8 +73,12 @@ int distlock__verdict(const distlock__quorum *q, const distlock__result *res, di
     /* Held (or not ours) unless the failures alone rule a quorum out: a
      * round that stopped early leaves some nodes unheard, not failed. */
     if (t.failed > q->n - q->quorum) {
-        snprintf(msg, sizeof(msg), "%s of '%.200s': %d of %d nodes answered, %d granted (need %d)",
-                 op, key, t.ok + t.no, q->n, t.ok, q->quorum);
+        if (q->n == 1)  /* the node's own failure follows */
+            snprintf(msg, sizeof(msg), "%s of '%.200s' failed", op, key);
+        else
+            snprintf(msg, sizeof(msg),
+                     "%s of '%.200s': %d of %d nodes answered, %d granted (need %d)", op, key,
+                     t.ok + t.no, q->n, t.ok, q->quorum);
         return distlock__fail_nodes(q, res, DISTLOCK_ENOQUORUM, msg);
     }
     if (refused == DISTLOCK_NOTACQUIRED)

@@ -60,10 +60,10 @@ empty key: ValueError: distributedLock(): Argument #1 ($key) must not be empty
 empty key 2: ValueError: distributedLock(): Argument #1 ($key) must not be empty
 NUL in key: ValueError: distributedLock(): Argument #1 ($key) must not contain any null bytes
 key too long: ValueError: distributedLock(): Argument #1 ($key) must be at most 1024 bytes long
-ttl 0: ValueError: distributedLock(): Argument #2 ($ttl) must be between 1 and 2147483 (seconds)
-ttl -1: ValueError: distributedLock(): Argument #2 ($ttl) must be between 1 and 2147483 (seconds)
-ttl huge: ValueError: distributedLock(): Argument #2 ($ttl) must be between 1 and 2147483 (seconds)
-ttl PHP_INT_MAX: ValueError: distributedLock(): Argument #2 ($ttl) must be between 1 and 2147483 (seconds)
+ttl 0: ValueError: distributedLock(): Argument #2 ($ttl) must be a finite number of seconds > 0, got 0
+ttl -1: ValueError: distributedLock(): Argument #2 ($ttl) must be a finite number of seconds > 0, got -1
+ttl huge: ValueError: distributedLock(): Argument #2 ($ttl) must be at most 2147483.647 seconds (DISTLOCK_TTL_MAX ms), got 2147484
+ttl PHP_INT_MAX: ValueError: distributedLock(): Argument #2 ($ttl) must be at most 2147483.647 seconds (DISTLOCK_TTL_MAX ms), got 9.223372036854776e+18
 token too long: ValueError: distributedLock(): Argument #3 ($random) must be at most 256 bytes long
 NUL in token: ValueError: distributedLock(): Argument #3 ($random) must not contain any null bytes
 ttl array: TypeError: distributedLock(): Argument #2 ($ttl) must be of type int, array given

@@ -137,9 +137,9 @@ new Lock: Error: Call to private Distlock\Lock::__construct() from global scope
 clone: Error: Trying to clone an uncloneable object of class Distlock\Client
 serialize: Exception: Serialization of 'Distlock\Client' is not allowed
 empty key: ValueError: Distlock\Client::tryLock(): Argument #1 ($key) must not be empty
-ttl 0: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be between 0.001 and 2147483.647 seconds
-ttl NAN: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be between 0.001 and 2147483.647 seconds
-ttl huge: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be between 0.001 and 2147483.647 seconds
+ttl 0: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be a finite number of seconds > 0, got 0
+ttl NAN: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be a finite number of seconds > 0, got nan
+ttl huge: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be at most 2147483.647 seconds (DISTLOCK_TTL_MAX ms), got 1e+12
 bad flags: ValueError: Distlock\Client::tryLock(): Argument #3 ($flags) must be 0 or a combination of Client::FENCING and Client::AUTO_RENEW
 timeout -1: ValueError: Distlock\Client::lock(): Argument #3 ($timeout) must be between 0.000 and 2147483.647 seconds
 bad option: ValueError: Distlock\Client::__construct(): Argument #2 ($options) has an unknown option "nope" (known: connect_timeout_ms, command_timeout_ms, username, password)

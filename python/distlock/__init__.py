@@ -17,7 +17,7 @@ except ImportError as e:  # e.g. the source tree shadowing the installed package
 from ._errors import (CancelledError, ClosedError, ConnectionError, Error, InvalidArgument,
                       LockLost, LockNotAcquired, NoQuorum, NotHeld, OutOfMemory, ProtocolError,
                       ResourceError, TimeoutError)
-from ._client import Client, Lock
+from ._client import Client, Holder, Lock
 
 __version__: str = _core.distlock_version_string()
 """Version of the C library compiled into the package."""
@@ -26,7 +26,7 @@ KEY_MAX: int = _core.DISTLOCK_KEY_MAX
 TOKEN_MAX: int = _core.DISTLOCK_TOKEN_MAX
 
 __all__ = [
-    "Client", "Lock", "Error", "InvalidArgument", "OutOfMemory", "ConnectionError",
+    "Client", "Holder", "Lock", "Error", "InvalidArgument", "OutOfMemory", "ConnectionError",
     "TimeoutError", "NoQuorum", "LockLost", "ProtocolError", "ClosedError",
     "CancelledError", "ResourceError", "LockNotAcquired", "NotHeld", "KEY_MAX", "TOKEN_MAX",
     "__version__",

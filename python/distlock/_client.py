@@ -9,13 +9,14 @@ import math
 import threading
 import weakref
 from time import monotonic as _monotonic
-from typing import Any, List, NoReturn, Optional, Sequence, SupportsIndex, Tuple, Union
+from typing import (Any, List, NamedTuple, NoReturn, Optional, Sequence, SupportsIndex,
+                    Tuple, Union)
 
 from . import _core
 from ._errors import ClosedError, Error, InvalidArgument, LockLost, LockNotAcquired, NotHeld
 from ._mask import mask_servers, secrets_of
 
-__all__ = ["Client", "Lock"]
+__all__ = ["Client", "Holder", "Lock"]
 
 Servers = Union[str, Sequence[str]]
 KeyType = Union[str, bytes]
@@ -43,10 +44,16 @@ def _seconds_to_ms(value: Any, what: str) -> int:
 
 
 def _ttl_ms(ttl: Any) -> int:
-    ms = _seconds_to_ms(ttl, "ttl")
-    if ms <= 0 or ttl > _TTL_MAX_S:
-        raise _invalid("ttl must be > 0 and <= %.3f seconds, got %r" % (_TTL_MAX_S, ttl))
-    return ms
+    """The library's one TTL rule (distlock_ttl_from_seconds): rounded up to
+    whole ms, 1 ms .. DISTLOCK_TTL_MAX; else InvalidArgument naming the value."""
+    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+        raise TypeError("ttl must be a number of seconds, not %s" % type(ttl).__name__)
+    try:
+        seconds = float(ttl)
+    except OverflowError:  # an int beyond any double (so beyond the maximum, or < 0)
+        raise _invalid("ttl must be a finite number of seconds > 0 and at most %.3f, got %r"
+                       % (_TTL_MAX_S, ttl)) from None
+    return int(_core.distlock_ttl_from_seconds(seconds))
 
 
 def _wait_ms(wait: Any, what: str) -> int:
@@ -301,11 +308,36 @@ class Client:
             return None
         return token, (None if pttl < 0 else pttl / 1000.0)
 
+    def holder(self, key: KeyType) -> "Holder":
+        """Who holds ``key``: every node asked in one parallel round, the
+        verdict is the library's (distlock_holder). ``Holder.held`` is True
+        when one token holds it on a quorum; ``token`` is the token on the
+        most nodes (None if no node holds one), ``nodes`` how many hold it,
+        ``ttl`` the shortest lease left among them in seconds (None: no
+        expiry), ``answered`` / ``taken`` how many nodes answered / have the
+        key at all. Raises NoQuorum when the nodes that did not answer could
+        change the verdict (one node: its own error)."""
+        _check_key(key)
+        st, token, nodes, pttl, answered, taken = self._call(_core.distlock_holder, key)
+        return Holder(held=st == 1, token=token if nodes else None, nodes=nodes,
+                      ttl=(None if pttl < 0 else pttl / 1000.0) if nodes else None,
+                      answered=answered, taken=taken)
+
     def force_release(self, key: KeyType) -> int:
         """Delete ``key`` on every node whoever holds it (administrative
         override). Returns the number of nodes it was deleted on."""
         _check_key(key)
         return int(self._call(_core.distlock_force_release, key))
+
+
+class Holder(NamedTuple):
+    """What :meth:`Client.holder` found (see there)."""
+    held: bool
+    token: Optional[str]
+    nodes: int
+    ttl: Optional[float]
+    answered: int
+    taken: int
 
 
 class Lock(contextlib.ContextDecorator):

@@ -1,0 +1,350 @@
+/* test_holder.c -- distlock_holder(): who holds a key, on how many nodes, for
+ * how long, from one round to every node; and distlock_ttl_from_seconds(),
+ * the one seconds-to-milliseconds TTL rule of every front end.
+ *
+ * Three real nodes; the one-node cases use node 0 alone. Keys are written
+ * behind the library's back (rh_set, HSET) to make each picture. */
+#include <math.h>
+
+#include "test_common.h"
+
+#define N 3
+DEFINE_GROUP(N)
+
+#define TOK_BUF (DISTLOCK_TOKEN_MAX + 1)
+
+typedef struct seen {
+    int rc, nodes, answered, taken;
+    long pttl;
+    char token[TOK_BUF];
+} seen;
+
+static seen holder(distlock_client *c, const char *key)
+{
+    seen s;
+    memset(&s, 0x55, sizeof s);  /* every output must be written */
+    s.rc = distlock_holder(c, key, s.token, sizeof s.token, &s.nodes, &s.pttl, &s.answered,
+                           &s.taken);
+    return s;
+}
+
+static distlock_client *client_of(rh_cluster *rc, unsigned mask, long timeout_ms)
+{
+    char buf[512];
+    distlock_client *c = new_client(rh_uris_mask(rc, mask, buf, sizeof buf));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, timeout_ms), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, timeout_ms), DISTLOCK_OK);
+    return c;
+}
+
+static void make_wrongtype(rh_cluster *rc, int i, const char *key)
+{
+    redisReply *r = rh_command(rc, i, 0, "HSET %s field value", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+}
+
+/* ------------------------------------------------------------ one node */
+
+static void test_one_node(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x1, 1000);
+    seen s = holder(c, "h1");
+    assert_rc(s.rc, 0);
+    assert_string_equal(s.token, "");
+    assert_int_equal(s.nodes, 0);
+    assert_int_equal(s.pttl, 0);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.taken, 0);
+
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "h1", 30000, 0, 0, &l), DISTLOCK_OK);
+    s = holder(c, "h1");
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, distlock_lock_token(l));
+    assert_int_equal(s.nodes, 1);
+    assert_true(s.pttl > 20000 && s.pttl <= 30000);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.taken, 1);
+    /* truncated token, NULL outputs */
+    char small[5];
+    assert_rc(distlock_holder(c, "h1", small, sizeof small, NULL, NULL, NULL, NULL), 1);
+    assert_int_equal(strlen(small), 4);
+    assert_memory_equal(small, distlock_lock_token(l), 4);
+    assert_rc(distlock_holder(c, "h1", NULL, 0, NULL, NULL, NULL, NULL), 1);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    assert_rc(holder(c, "h1").rc, 0);
+
+    /* a foreign lock without expiry */
+    assert_int_equal(rh_set(rc, 0, 0, "h1", "php:42", 0), 0);
+    s = holder(c, "h1");
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, "php:42");
+    assert_int_equal(s.pttl, -1);
+
+    /* a key of another type: someone else's, answered, no token, no error */
+    make_wrongtype(rc, 0, "h1w");
+    s = holder(c, "h1w");
+    assert_rc(s.rc, 0);
+    assert_string_equal(s.token, "");
+    assert_int_equal(s.nodes, 0);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.taken, 1);
+
+    /* the one node hung: its own error, ECONN */
+    assert_int_equal(rh_pause(rc, 0), 0);
+    s = holder(c, "h1");
+    assert_int_equal(s.answered, 0);
+    assert_fails(s.rc, DISTLOCK_ECONN);
+    assert_int_equal(rh_resume(rc, 0), 0);
+    distlock_client_free(c);
+}
+
+static void test_bad_input(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x1, 1000);
+    int nodes = 7;
+    assert_fails(distlock_holder(NULL, "k", NULL, 0, &nodes, NULL, NULL, NULL), DISTLOCK_EINVAL);
+    assert_int_equal(nodes, 0);
+    assert_fails(distlock_holder(c, "", NULL, 0, NULL, NULL, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_holder(c, NULL, NULL, 0, NULL, NULL, NULL, NULL), DISTLOCK_EINVAL);
+    distlock_client_free(c);
+}
+
+/* ------------------------------------------------------------ three nodes */
+
+static void test_three_free_and_held(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    seen s = holder(c, "h3");
+    assert_rc(s.rc, 0);
+    assert_string_equal(s.token, "");
+    assert_int_equal(s.answered, 3);
+    assert_int_equal(s.taken, 0);
+
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "h3", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_holding(rc, "h3", distlock_lock_token(l), 3);
+    s = holder(c, "h3");
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, distlock_lock_token(l));
+    assert_int_equal(s.nodes, 3);
+    assert_int_equal(s.answered, 3);
+    assert_int_equal(s.taken, 3);
+    assert_true(s.pttl > 20000 && s.pttl <= 30000);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+static void test_three_quorum_and_minority(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    /* on 2 of 3: held; pttl is the shorter of the two */
+    assert_int_equal(rh_set(rc, 0, 0, "h2", "tokA", 50000), 0);
+    assert_int_equal(rh_set(rc, 2, 0, "h2", "tokA", 20000), 0);
+    seen s = holder(c, "h2");
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, "tokA");
+    assert_int_equal(s.nodes, 2);
+    assert_int_equal(s.taken, 2);
+    assert_true(s.pttl > 10000 && s.pttl <= 20000);
+    /* no expiry on one of them: the other's TTL is the shortest */
+    assert_int_equal(rh_set(rc, 2, 0, "h2", "tokA", 0), 0);
+    s = holder(c, "h2");
+    assert_rc(s.rc, 1);
+    assert_true(s.pttl > 40000 && s.pttl <= 50000);
+    assert_int_equal(rh_set(rc, 0, 0, "h2", "tokA", 0), 0);
+    assert_int_equal(holder(c, "h2").pttl, -1);
+
+    /* on 1 of 3: not held, the token is still named */
+    assert_int_equal(rh_del(rc, 2, 0, "h2"), 1);
+    s = holder(c, "h2");
+    assert_rc(s.rc, 0);
+    assert_string_equal(s.token, "tokA");
+    assert_int_equal(s.nodes, 1);
+    assert_int_equal(s.answered, 3);
+    assert_int_equal(s.taken, 1);
+    distlock_client_free(c);
+}
+
+static void test_three_split(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    assert_int_equal(rh_set(rc, 0, 0, "hs", "tokA", 30000), 0);
+    assert_int_equal(rh_set(rc, 1, 0, "hs", "tokB", 30000), 0);
+    assert_int_equal(rh_set(rc, 2, 0, "hs", "tokC", 30000), 0);
+    seen s = holder(c, "hs");
+    assert_rc(s.rc, 0);
+    assert_string_equal(s.token, "tokA");  /* a tie: the first in node order */
+    assert_int_equal(s.nodes, 1);
+    assert_int_equal(s.answered, 3);
+    assert_int_equal(s.taken, 3);
+    /* a majority token that is no quorum is still the one named */
+    assert_int_equal(rh_set(rc, 0, 0, "hs", "tokC", 30000), 0);
+    assert_int_equal(rh_del(rc, 1, 0, "hs"), 1);
+    s = holder(c, "hs");
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, "tokC");
+    assert_int_equal(s.nodes, 2);
+    distlock_client_free(c);
+}
+
+static void test_three_wrongtype(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    for (int i = 0; i < N; i++)
+        make_wrongtype(rc, i, "hw");
+    seen s = holder(c, "hw");
+    assert_rc(s.rc, 0);
+    assert_string_equal(s.token, "");
+    assert_int_equal(s.answered, 3);
+    assert_int_equal(s.taken, 3);
+    /* one node of another type, a token on the two others: held */
+    assert_int_equal(rh_del(rc, 1, 0, "hw"), 1);
+    assert_int_equal(rh_del(rc, 2, 0, "hw"), 1);
+    assert_int_equal(rh_set(rc, 1, 0, "hw", "tokA", 30000), 0);
+    assert_int_equal(rh_set(rc, 2, 0, "hw", "tokA", 30000), 0);
+    s = holder(c, "hw");
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, "tokA");
+    assert_int_equal(s.nodes, 2);
+    assert_int_equal(s.taken, 3);
+    distlock_client_free(c);
+}
+
+static void test_three_one_stopped(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 500);
+    assert_rc(holder(c, "hx").rc, 0);  /* connections made */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rh_set(rc, i, 0, "hx", "tokA", 30000), 0);
+    assert_int_equal(rh_pause(rc, 2), 0);
+    /* held on the two that answer: a verdict */
+    seen s = holder(c, "hx");
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, "tokA");
+    assert_int_equal(s.nodes, 2);
+    assert_int_equal(s.answered, 2);
+    /* free on both that answer: the silent one cannot make a quorum */
+    s = holder(c, "hx-free");
+    assert_rc(s.rc, 0);
+    assert_int_equal(s.answered, 2);
+    /* one token on one of the two: the silent node decides -> no verdict */
+    assert_int_equal(rh_del(rc, 1, 0, "hx"), 1);
+    s = holder(c, "hx");
+    assert_fails(s.rc, DISTLOCK_ENOQUORUM);
+    assert_non_null(strstr(distlock_last_error(), "2 of 3 nodes answered"));
+    assert_string_equal(s.token, "tokA");
+    assert_int_equal(s.nodes, 1);
+    assert_int_equal(s.answered, 2);
+    assert_int_equal(rh_resume(rc, 2), 0);
+    distlock_client_free(c);
+}
+
+static void test_three_two_stopped(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    assert_rc(holder(c, "hy").rc, 0);  /* connections made: the command timeout applies */
+    for (int i = 0; i < N; i++)
+        assert_int_equal(rh_set(rc, i, 0, "hy", "tokA", 30000), 0);
+    assert_int_equal(rh_pause(rc, 1), 0);
+    assert_int_equal(rh_pause(rc, 2), 0);
+    long long t0 = rh_now_ms();
+    seen s = holder(c, "hy");
+    long long took = rh_now_ms() - t0;
+    assert_fails(s.rc, DISTLOCK_ENOQUORUM);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.nodes, 1);
+    /* one round: the two silent nodes cost one timeout together, not two */
+    print_message("holder with 2 of 3 nodes hung (1 s timeout): %lld ms\n", took);
+    assert_true(took < 1800);
+    assert_int_equal(rh_resume(rc, 1), 0);
+    assert_int_equal(rh_resume(rc, 2), 0);
+    distlock_client_free(c);
+}
+
+/* ------------------------------------------------------------ the TTL rule */
+
+static void ttl_ok(double s, long want)
+{
+    long ms = -5;
+    int rc = distlock_ttl_from_seconds(s, &ms);
+    if (rc != DISTLOCK_OK || ms != want) {
+        print_error("ttl_from_seconds(%.17g) = %d, %ld ms; expected %ld ms (%s)\n", s, rc, ms,
+                    want, distlock_last_error());
+        fail();
+    }
+}
+
+static void ttl_bad(double s, const char *named)
+{
+    long ms = -5;
+    assert_fails(distlock_ttl_from_seconds(s, &ms), DISTLOCK_EINVAL);
+    assert_int_equal(ms, -5);
+    if (!strstr(distlock_last_error(), named)) {
+        print_error("detail \"%s\" does not name %s\n", distlock_last_error(), named);
+        fail();
+    }
+}
+
+static void test_ttl_rule(void **state)
+{
+    (void)state;
+    ttl_ok(0.0001, 1);        /* rounded up: never shorter than asked */
+    ttl_ok(1.0005, 1001);
+    ttl_ok(0.001, 1);
+    ttl_ok(0.07, 70);         /* 70.00000000000001 in doubles: still 70 */
+    ttl_ok(1.0, 1000);
+    ttl_ok(30, 30000);
+    ttl_ok(5e-324, 1);
+    ttl_ok(2147483.647, DISTLOCK_TTL_MAX);
+    ttl_bad(2147483.6471, "2147483.6471");
+    ttl_bad(1e300, "1e+300");
+    ttl_bad(0.0, "got 0");
+    ttl_bad(-1.5, "got -1.5");
+    ttl_bad(NAN, "nan");
+    ttl_bad(INFINITY, "inf");
+    ttl_bad(-INFINITY, "-inf");
+    assert_fails(distlock_ttl_from_seconds(1.0, NULL), DISTLOCK_EINVAL);
+}
+
+/* The rule's result is the lease on the server. */
+static void test_ttl_rule_on_server(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x1, 1000);
+    long ms = 0;
+    assert_rc(distlock_ttl_from_seconds(1.0005, &ms), DISTLOCK_OK);
+    assert_rc(distlock_acquire_token(c, "httl", ms, "tok", 0, NULL), DISTLOCK_OK);
+    long long p = rh_pttl(rc, 0, 0, "httl");
+    print_message("1.0005 s -> %ld ms; PTTL right after: %lld\n", ms, p);
+    assert_true(p > 900 && p <= 1001);
+    distlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_one_node, heal),
+        cmocka_unit_test_setup(test_bad_input, heal),
+        cmocka_unit_test_setup(test_three_free_and_held, heal),
+        cmocka_unit_test_setup(test_three_quorum_and_minority, heal),
+        cmocka_unit_test_setup(test_three_split, heal),
+        cmocka_unit_test_setup(test_three_wrongtype, heal),
+        cmocka_unit_test_setup(test_three_one_stopped, heal),
+        cmocka_unit_test_setup(test_three_two_stopped, heal),
+        cmocka_unit_test(test_ttl_rule),
+        cmocka_unit_test_setup(test_ttl_rule_on_server, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
