@@ -4,6 +4,8 @@
 #   2. build-asan/  -DDISTLOCK_SANITIZE=address,undefined, ctest
 #   3. build-tsan/  -DDISTLOCK_SANITIZE=thread, the tests that use threads
 #   4. valgrind over a few binaries of build/
+#   5. build-stack/ the library with GCC's call-graph info: every public
+#      entry point under 4 KB of stack for 8 nodes (scripts/stack-usage.py)
 # Every test binary starts and stops its own redis-servers (tests/harness).
 # test_chaos (tests/chaos, ~50 s) runs in stages 1 and 2; DISTLOCK_CHAOS_SECONDS
 # (per configuration, default 24) lengthens or shortens it.
@@ -11,12 +13,12 @@
 #
 # Environment:
 #   DISTLOCK_TEST_BUILD_ROOT  where the build trees go (default: the repo top)
-#   DISTLOCK_TEST_STAGES      subset of "normal asan tsan valgrind" to run
+#   DISTLOCK_TEST_STAGES      subset of "normal asan tsan valgrind stack" to run
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
 root=${DISTLOCK_TEST_BUILD_ROOT:-$top}
-stages=${DISTLOCK_TEST_STAGES:-normal asan tsan valgrind}
+stages=${DISTLOCK_TEST_STAGES:-normal asan tsan valgrind stack}
 jobs=2
 failed=()
 summary=()
@@ -102,12 +104,21 @@ stage_valgrind() {
   return $rc
 }
 
+stage_stack() {
+  local b=$root/build-stack
+  mkdir -p "$b"
+  configure_build "$b" distlock -- -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    "-DCMAKE_C_FLAGS=-fstack-usage -fcallgraph-info=su" || return 1
+  python3 "$top/scripts/stack-usage.py" "$b" --nodes 8 --limit 4096
+}
+
 for s in $stages; do
   case $s in
     normal) run_stage "ctest (normal build)" stage_normal ;;
     asan) run_stage "ctest (ASan+UBSan)" stage_asan ;;
     tsan) run_stage "threaded tests (TSan)" stage_tsan ;;
     valgrind) run_stage "valgrind (single, badinput, review uri/reentrant/stale/resend, frozen_node, holder)" stage_valgrind ;;
+    stack) run_stage "stack of every entry point < 4 KB (N = 8)" stage_stack ;;
     *) echo "run-c-tests.sh: unknown stage $s" >&2; exit 2 ;;
   esac
 done
