@@ -55,6 +55,6 @@ if test "$PHP_DISTLOCK" != "no"; then
 
   AC_DEFINE(HAVE_DISTLOCK, 1, [ Have distlock support ])
   dnl One file per job (php_distlock_int.h lists them), as php-src ext/random.
-  PHP_NEW_EXTENSION(distlock, distlock.c distlock_client_cache.c distlock_errors.c distlock_compat.c distlock_client.c distlock_lock.c distlock_mask.c, $ext_shared,, -DZEND_ENABLE_STATIC_TSRMLS_CACHE=1 -Wall)
+  PHP_NEW_EXTENSION(distlock, distlock.c distlock_client_cache.c distlock_errors.c distlock_compat.c distlock_client.c distlock_lock.c distlock_mask.c distlock_args.c, $ext_shared,, -DZEND_ENABLE_STATIC_TSRMLS_CACHE=1 -Wall)
   PHP_ADD_EXTENSION_DEP(distlock, spl)
 fi

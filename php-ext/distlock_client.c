@@ -259,8 +259,11 @@ static HashTable *dl_client_debug_info(zend_object *obj, int *is_temp)
     return Z_ARRVAL(arr);
 }
 
-void dl_client_minit(void)
+zend_class_entry *dl_ce_client;
+
+void dl_client_minit(zend_class_entry *ce)
 {
+    dl_ce_client = ce;
     dl_ce_client->create_object = dl_client_create;
     memcpy(&dl_client_handlers, zend_get_std_object_handlers(), sizeof(zend_object_handlers));
     dl_client_handlers.offset = XtOffsetOf(dl_client_obj, std);

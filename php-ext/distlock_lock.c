@@ -226,8 +226,11 @@ static HashTable *dl_lock_debug_info(zend_object *obj, int *is_temp)
     return Z_ARRVAL(arr);
 }
 
-void dl_lock_minit(void)
+zend_class_entry *dl_ce_lock;
+
+void dl_lock_minit(zend_class_entry *ce)
 {
+    dl_ce_lock = ce;
     dl_ce_lock->create_object = dl_lock_create;
     memcpy(&dl_lock_handlers, zend_get_std_object_handlers(), sizeof(zend_object_handlers));
     dl_lock_handlers.offset = XtOffsetOf(dl_lock_obj, std);

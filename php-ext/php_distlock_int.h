@@ -81,8 +81,9 @@ void dl_throw_lock_timeout(const zend_string *key, double timeout_s);
 
 /* --------------------------------- distlock_client.c / distlock_lock.c */
 
-void dl_client_minit(void);
-void dl_lock_minit(void);
+/* Set up a class registered by the module (distlock.c). */
+void dl_client_minit(zend_class_entry *ce);
+void dl_lock_minit(zend_class_entry *ce);
 /* Make `zv` a new Distlock\Lock owning `l` (acquired with ttl_ms). */
 void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms);
 
