@@ -56,6 +56,12 @@ int distlock_client_new(distlock_client **out, const char *servers)
     c->retry_max_ms = 100;
     c->lost_fd = -1;
     c->sub_wake[0] = c->sub_wake[1] = -1;
+    if ((rc = distlock__cancel_init(c)) != DISTLOCK_OK) {
+        free(c->peer);
+        distlock__free_nodes(c->nodes, c->n);
+        free(c);
+        return rc;
+    }
     pthread_mutex_init(&c->mu, NULL);
     init_conds(c);
     *out = c;
@@ -94,6 +100,7 @@ void distlock__after_fork_locked(distlock_client *c)
     init_conds(c);
     distlock__watchdog_after_fork(c);
     distlock__subscriber_after_fork(c);
+    distlock__cancel_after_fork(c);
     c->pid = distlock__getpid();
 }
 
@@ -229,6 +236,7 @@ void distlock_client_free(distlock_client *c)
     }
     if (c->lost_fd >= 0)
         close(c->lost_fd);
+    distlock__cancel_free(c);
     free(c->stale);
     free(c->peer);
     pthread_mutex_destroy(&c->mu);

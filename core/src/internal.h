@@ -3,6 +3,7 @@
 #define DISTLOCK_INTERNAL_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <sys/types.h>
@@ -213,6 +214,58 @@ typedef struct distlock__stale {
     int count;              /* requests */
 } distlock__stale;
 
+/* ------------------------------------------------------------ cancel.c
+ * Cancelling blocking calls, and the one way a waiting call sleeps. A call
+ * notes distlock__cancel_gen() when it starts; a sleeper carries it. */
+typedef struct distlock__sleeper {
+    struct distlock__sleeper *next;   /* c->sleepers (c->mu) */
+    int fd;                           /* eventfd: a release or a cancel wakes it; -1 if none */
+    unsigned gen;                     /* c->cancel_gen when the call started */
+} distlock__sleeper;
+
+int distlock__cancel_init(distlock_client *c);        /* distlock_client_new */
+void distlock__cancel_free(distlock_client *c);       /* distlock_client_free */
+void distlock__cancel_after_fork(distlock_client *c); /* c->mu held, in the child */
+unsigned distlock__cancel_gen(distlock_client *c);
+/* Register / unregister a waiting call (c->mu not held). Never fails: without
+ * an eventfd the sleeper still sees a cancel at its next re-check. */
+void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen);
+void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s);
+/* Wake the sleeper (any thread; c->mu held or not, s registered). */
+void distlock__sleeper_wake(distlock__sleeper *s);
+/* Sleep until woken, deadline_us (UINT64_MAX: none) or a cancel: 0, or
+ * DISTLOCK_ECANCELED (no detail set). Calls the interrupt hook (c->mu not held). */
+int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_us);
+/* Nonzero if the call of s is cancelled; ask_hook: ask the interrupt hook too. */
+int distlock__cancelled(distlock_client *c, const distlock__sleeper *s, int ask_hook);
+
+/* The signals a thread may block: all but those raised by a fault (blocked,
+ * they would kill the process without running its handlers). */
+static inline void distlock__blockable_signals(sigset_t *set)
+{
+    sigfillset(set);
+    sigdelset(set, SIGSEGV);
+    sigdelset(set, SIGBUS);
+    sigdelset(set, SIGFPE);
+    sigdelset(set, SIGILL);
+    sigdelset(set, SIGTRAP);
+    sigdelset(set, SIGABRT);
+}
+
+/* pthread_create for the library's own threads (subscriber, watchdog,
+ * resolver): they take no signal, so a signal sent to the process (Ctrl-C)
+ * reaches a caller's thread, where it can interrupt a waiting call. */
+static inline int distlock__thread_create(pthread_t *t, const pthread_attr_t *attr,
+                                          void *(*fn)(void *), void *arg)
+{
+    sigset_t set, old;
+    distlock__blockable_signals(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    int e = pthread_create(t, attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return e;
+}
+
 /* ------------------------------------------------------------ client.c */
 typedef struct distlock__waiter distlock__waiter;
 typedef struct distlock__held distlock__held;
@@ -280,6 +333,14 @@ struct distlock_client {
     int sub_wake[2];            /* pipe to wake the subscriber thread */
     distlock__waiter *waiters;
     struct distlock__sub *sub;  /* the subscriber's connections and channels */
+
+    /* ---- cancel.c: cancelling blocking calls (distlock_client_cancel) ---- */
+    _Atomic unsigned cancel_gen;      /* bumped by every cancel */
+    int cancel_fd;                    /* eventfd written by every cancel */
+    struct distlock__sleeper *sleepers;  /* calls now waiting (c->mu) */
+    distlock_interrupt_fn intr_fn;    /* distlock_client_on_interrupt (c->mu) */
+    void *intr_arg;
+    /* ---- end cancel.c ---- */
 };
 
 /* Lock c->mu; in a forked child, first reset what came from the parent. */
@@ -385,16 +446,21 @@ struct distlock__waiter {
     int head;                 /* fair waiters: first in the queue, so releases concern us */
     int notified;
     int subscribed;
-    pthread_cond_t cond;
+    distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
-/* Register / unregister a waiter for key (c->mu not held). Registering waits
- * (bounded) until the subscription is confirmed so no release is missed. */
+/* Register / unregister a waiter for key (c->mu not held); w->sl must be
+ * started. Registering waits (bounded) until the subscription is confirmed
+ * so no release is missed; DISTLOCK_ECANCELED (w not registered) if the call
+ * is cancelled meanwhile, DISTLOCK_ESYS if the subscriber cannot start. */
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
 /* Fair waiters: record whether we are at the head of the queue. */
 void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head);
-/* Wait until notified or until deadline_us; returns 1 if notified. */
-int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
+/* Wait until deadline_us, or until notified if `notice` (w registered):
+ * returns 1 if notified, 0 at the deadline, DISTLOCK_ECANCELED if the call
+ * is cancelled (no detail set). */
+int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us,
+                          int notice);
 void distlock__subscriber_stop(distlock_client *c);
 void distlock__subscriber_after_fork(distlock_client *c); /* c->mu held, in the child */
 
