@@ -57,11 +57,16 @@ void distlock__cancel_free(distlock_client *c)
 
 void distlock__cancel_after_fork(distlock_client *c)
 {
-    /* The parent's sleepers are not ours. The eventfd is shared with the
-     * parent: replace it under the same number (a signal handler may be
-     * about to write it), so that the parent's cancels wake only the parent
-     * and ours only us. If that fails, a cancel is still seen at the next
-     * re-check (the generation), only later. */
+    /* The parent's sleepers are not ours: their eventfds are closed here, as
+     * the subscriber's pipe is (the threads that would close them are not in
+     * the child). The cancel eventfd is shared with the parent: replace it
+     * under the same number (a signal handler may be about to write it), so
+     * that the parent's cancels wake only the parent and ours only us. If
+     * that fails, a cancel is still seen at the next re-check (the
+     * generation), only later. */
+    for (distlock__sleeper *s = c->sleepers; s; s = s->next)
+        if (s->fd >= 0)
+            close(s->fd);  /* the parent's threads' (open while listed) */
     c->sleepers = NULL;
     if (c->cancel_fd >= 0) {
         int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
