@@ -481,6 +481,7 @@ static void test_fork_separate(void **state)
         pthread_join(t, NULL);
         out[1] = w.rc;
         out[2] = (long)(w.t_done - t0);
+        distlock_client_free(wc);  /* stops the child's subscriber thread */
         if (write(res[1], out, sizeof out) != (ssize_t)sizeof out)
             _exit(4);
         _exit(0);
