@@ -124,7 +124,7 @@ class Client:
         try:
             # Ctrl-C (any signal whose handler raises) ends a waiting
             # acquire() in the main thread promptly; nothing is left held.
-            _core.distlock_py_catch_signals(self._h, threading.main_thread().ident)
+            _core.distlock_py_catch_signals(self._h, threading.main_thread().ident or 0)
             for opt, value, what in (
                     (_core.DISTLOCK_OPT_CONNECT_TIMEOUT_MS, connect_timeout, "connect_timeout"),
                     (_core.DISTLOCK_OPT_COMMAND_TIMEOUT_MS, command_timeout, "command_timeout"),
