@@ -102,6 +102,38 @@ static int distlock_py_cstr(PyObject *o, const char *what, int allow_none, const
     *out = p;
     return 0;
 }
+
+/* Ctrl-C during a waiting acquire. Python's C-level signal handler only
+ * sets a flag; the main thread, waiting in C with the GIL released, is woken
+ * by the signal (EINTR) and the library calls this hook there, and before
+ * each of its sleeps. It runs the Python signal handlers; one that raises
+ * (KeyboardInterrupt) cancels the wait: the acquire returns
+ * DISTLOCK_ECANCELED with that exception set, and it propagates. Only the
+ * main thread runs Python signal handlers: elsewhere the hook says no at
+ * once, without taking the GIL. */
+static int distlock_py_interrupt(void *main_ident)
+{
+    if (PyThread_get_thread_ident() != (unsigned long)(uintptr_t)main_ident)
+        return 0;
+    PyGILState_STATE g = PyGILState_Ensure();
+    int stop = PyErr_CheckSignals() < 0;
+    PyGILState_Release(g);
+    return stop;
+}
+%}
+
+/* Called by distlock/_client.py for each client it makes, with
+ * threading.main_thread().ident. */
+%inline %{
+static PyObject *distlock_py_catch_signals(distlock_client *c, unsigned long main_ident)
+{
+    if (distlock_client_on_interrupt(c, distlock_py_interrupt,
+                                     (void *)(uintptr_t)main_ident) < 0) {
+        distlock_py_raise(DISTLOCK_EINVAL);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
 %}
 
 /* Called once by distlock/_errors.py: base class and {status: class}. */
@@ -205,8 +237,20 @@ static PyObject *distlock_py_set_errors(PyObject *base, PyObject *by_status)
 DL_CHECKED(distlock_client_new)
 DL_CHECKED(distlock_client_set)
 DL_CHECKED(distlock_client_set_str)
-DL_CHECKED(distlock_acquire)
-DL_CHECKED(distlock_acquire_owner)
+/* Waiting acquires: a Python exception raised by a signal handler while
+ * waiting (distlock_py_interrupt) is the one to propagate. */
+%define DL_CHECKED_INTERRUPTIBLE(fn)
+%exception fn {
+    $action
+    if (result < 0) {
+        if (!(result == DISTLOCK_ECANCELED && PyErr_Occurred()))
+            distlock_py_raise(result);
+        SWIG_fail;
+    }
+}
+%enddef
+DL_CHECKED_INTERRUPTIBLE(distlock_acquire)
+DL_CHECKED_INTERRUPTIBLE(distlock_acquire_owner)
 DL_CHECKED(distlock_release)
 DL_CHECKED(distlock_extend)
 DL_CHECKED(distlock_acquire_token)
@@ -242,5 +286,10 @@ DL_CHECKED(distlock_ttl_from_seconds)
 %ignore distlock_lock_on_lost;
 %ignore distlock_lost_fn;
 %ignore distlock_client_lost_fd;
+/* Cancellation: the Python layer installs its own interrupt hook
+ * (distlock_py_catch_signals above). */
+%ignore distlock_client_cancel;
+%ignore distlock_client_on_interrupt;
+%ignore distlock_interrupt_fn;
 
 %include "distlock.h"

@@ -1,11 +1,14 @@
 /*
  * run.c -- `distlock run`: hold a lock for as long as a command runs.
  *
- * Signals. Before the client exists (so that the library's renewal thread
- * inherits the mask) the forwarded signals and SIGCHLD are blocked, and the
- * main thread takes them from a signalfd. No signal handler ever runs, so no
- * library call is ever interrupted by EINTR, and a signal can only be acted on
- * by the main thread, at a point where it is safe to do so.
+ * Signals. Before the client exists the forwarded signals and SIGCHLD are
+ * blocked, and the main thread takes them from a signalfd, at points where it
+ * is safe to act on them. The one exception is the wait for the lock: there
+ * the forwarded signals are unblocked, with a handler that records the signal
+ * and cancels the wait (distlock_client_cancel(), async-signal-safe), so the
+ * wait is one library call that a signal ends at once; they are blocked again
+ * before anything else happens. (The library's own threads block every
+ * signal, so the main thread is the one that receives them.)
  *
  * The command runs in distlock's own process group (like flock(1)), so it
  * stays in the terminal's foreground and can read from it. A signal the
@@ -37,10 +40,6 @@
 
 extern char **environ;
 
-/* A wait is done in slices so that a signal received while waiting (Ctrl-C
- * on `--wait forever`) is acted on promptly; a release still wakes the slice
- * in progress at once. */
-#define WAIT_SLICE_MS 250L
 /* Without the lost-fd, how often the lost flag is polled. */
 #define LOST_POLL_MS 250
 
@@ -329,10 +328,69 @@ static int is_conflict(int rc)
     return cli_exit_for_status(rc) == CLI_EXIT_CONFLICT;
 }
 
+/* ------------------------------------------------- the cancellable wait */
+
+/* The client whose wait a signal cancels, and the first such signal. */
+static distlock_client *volatile wait_client;
+static volatile sig_atomic_t wait_signal;
+
+static void on_wait_signal(int sig)
+{
+    if (!wait_signal)
+        wait_signal = sig;
+    distlock_client_cancel(wait_client);  /* async-signal-safe */
+}
+
+/* The library asks before each sleep of the wait: a signal handled just
+ * before the wait started (its cancel then concerned no call) is seen too. */
+static int wait_interrupted(void *arg)
+{
+    (void)arg;
+    return wait_signal != 0;
+}
+
+/* Wait up to wait_ms for the lock in one library call that any forwarded
+ * signal cancels: the signals (blocked everywhere else) are unblocked for the
+ * call, with on_wait_signal as their handler, then blocked again and the
+ * caller's dispositions restored. A signal the caller ignores stays ignored.
+ * The signal, if any, is returned in *stop; the call's status is returned. */
+static int wait_cancellable(struct run_state *st, long wait_ms, unsigned flags, int *stop)
+{
+    sigset_t set;
+    struct sigaction sa, old[NFORWARDED];
+    int handled[NFORWARDED];
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_wait_signal;  /* no SA_RESTART: the wait's poll() is interrupted */
+    sigemptyset(&sa.sa_mask);
+    sigemptyset(&set);
+    for (int i = 0; i < NFORWARDED; i++)
+        sigaddset(&sa.sa_mask, forwarded[i]);
+    wait_client = st->c;
+    wait_signal = 0;
+    for (int i = 0; i < NFORWARDED; i++) {
+        handled[i] = sigaction(forwarded[i], NULL, &old[i]) == 0 &&
+                     old[i].sa_handler != SIG_IGN && sigaction(forwarded[i], &sa, NULL) == 0;
+        if (handled[i])
+            sigaddset(&set, forwarded[i]);
+    }
+    distlock_client_on_interrupt(st->c, wait_interrupted, NULL);
+    sigprocmask(SIG_UNBLOCK, &set, NULL);
+    int rc = distlock_acquire(st->c, st->key, st->o.ttl_ms, wait_ms, flags, &st->lock);
+    sigprocmask(SIG_BLOCK, &set, NULL);
+    distlock_client_on_interrupt(st->c, NULL, NULL);
+    for (int i = 0; i < NFORWARDED; i++)
+        if (handled[i])
+            sigaction(forwarded[i], &old[i], NULL);
+    if (wait_signal && !*stop)
+        *stop = wait_signal;
+    return rc;
+}
+
 /* Try to acquire: once at once (so that -v can say that we wait), then, with
- * --wait, in slices of WAIT_SLICE_MS until the wait runs out or a signal to
- * stop arrives (*stop). Returns the library status of the last try, the lock
- * in st->lock, and the time spent in st->waited_ms. */
+ * --wait, in one wait that a signal to stop (*stop) cancels. Returns the
+ * library status of the last try (DISTLOCK_ECANCELED when a signal ended the
+ * wait: *stop says which, and the caller exits 128+N), the lock in st->lock,
+ * and the time spent in st->waited_ms. */
 static int try_acquire(struct run_state *st, int *stop)
 {
     const struct run_opts *o = &st->o;
@@ -348,23 +406,13 @@ static int try_acquire(struct run_state *st, int *stop)
             cli_err("'%s' is locked by another owner; waiting up to %s", st->key,
                     cli_fmt_ms(o->wait_ms, d, sizeof d));
     }
-    while (is_conflict(rc) && o->wait_ms != 0) {
-        take_signals(st->sfd, 0, stop, &chld, 0);
-        if (*stop)
-            break;
-        if (o->wait_ms != DISTLOCK_WAIT_FOREVER && now_ms() - t0 >= o->wait_ms)
-            break;
-        long slice = o->wait_ms;
-        if (o->wait_ms == DISTLOCK_WAIT_FOREVER) {
-            slice = WAIT_SLICE_MS;
-        } else if (o->wait_ms > 0) {
-            slice = o->wait_ms - (now_ms() - t0);
-            if (slice > WAIT_SLICE_MS) slice = WAIT_SLICE_MS;
-            if (slice < 0) slice = 0;
-        }
-        if (slice == 0)
-            break;
-        rc = distlock_acquire(st->c, st->key, o->ttl_ms, slice, flags, &st->lock);
+    if (is_conflict(rc) && o->wait_ms != 0) {
+        take_signals(st->sfd, 0, stop, &chld, 0);  /* any that came during the first try */
+        long left = o->wait_ms;
+        if (left != DISTLOCK_WAIT_FOREVER && (left -= now_ms() - t0) < 1)
+            left = 1;
+        if (!*stop)
+            rc = wait_cancellable(st, left, flags, stop);
     }
     st->waited_ms = now_ms() - t0;
     if (rc == DISTLOCK_OK)

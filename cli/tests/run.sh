@@ -483,6 +483,31 @@ t_signal_while_waiting() {
   [ "$(rcli get "$k")" = "$(cat "$D/ready")" ] || fail "holder's lock disturbed"
 }
 
+t_sigint_while_waiting() {
+  local k=cli:intwait:$RANDOM
+  hold "$k" || return 1
+  # SIGINT as a terminal would have it (a background job of a script has it
+  # ignored): the wait ends at once, 130, the command never runs.
+  env --default-signal=INT "$DL" run -v --wait forever "$k" -- touch "$D/ran" 2>"$D/waiter.err" &
+  local w=$!; track "$w"
+  wait_until 10 "grep -q 'waiting for it' '$D/waiter.err' 2>/dev/null" || return 1
+  # In its wait: its subscription shows up on the server.
+  wait_until 10 "[ \"\$(rcli pubsub numsub 'distlock:$k' | tail -n 1)\" -ge 1 ]" || return 1
+  local t0; t0=$(date +%s%N)
+  kill -INT "$w"
+  wait_exit "$w" 5 || return 1
+  local ms=$(( ($(date +%s%N) - t0) / 1000000 ))
+  echo "    waiter exited ${ms} ms after SIGINT (measured in 20 ms polls)" >&2
+  [ "$ST" = 130 ] || fail "waiter exit $ST after SIGINT, expected 130: $(cat "$D/waiter.err")" || return 1
+  [ "$ms" -lt 1000 ] || fail "waiter took ${ms} ms to exit after SIGINT" || return 1
+  contains "$D/waiter.err" "while waiting for" || return 1
+  absent "$D/ran" || return 1
+  [ "$(rcli get "$k")" = "$(cat "$D/ready")" ] || fail "holder's lock disturbed" || return 1
+  wait_until 5 "[ \"\$(rcli pubsub numsub 'distlock:$k' | tail -n 1)\" = 0 ]" || return 1
+  touch "$D/release"
+  wait_exit "$HOLDER" 10 && [ "$ST" = 0 ] || fail "holder exit ${ST:-?}"
+}
+
 t_lost_lock_is_reported() {
   local k=cli:lost:$RANDOM
   # Without --kill-on-lost: reported, the command goes on, its status is kept.

@@ -173,7 +173,10 @@ DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
  * DISTLOCK_OPT_RETRY_MAX_MS apart) for locks that simply expire.
  * Returns DISTLOCK_OK and *out (free with distlock_lock_free()), or
  * DISTLOCK_NOTACQUIRED when still held by another owner once the wait budget
- * is spent (*out = NULL), or an error. Blocks; thread-safe.
+ * is spent (*out = NULL), or an error. Within a wait budget, an attempt
+ * granted only after its ttl was used up (undone) is tried once more before
+ * DISTLOCK_ETIMEDOUT is returned. Blocks; thread-safe.
+ * A wait can be interrupted: see distlock_client_cancel() (DISTLOCK_ECANCELED).
  */
 DISTLOCK_API int distlock_acquire(distlock_client *c, const char *key, long ttl_ms,
                                   long wait_ms, unsigned flags, distlock_lock **out);
@@ -231,6 +234,43 @@ DISTLOCK_API int distlock_lock_on_lost(distlock_lock *lock, distlock_lost_fn fn,
  * found lost, for event loops (poll for POLLIN, then read 8 bytes to reset).
  * Owned by the client. Returns -1 with DISTLOCK_ENOMEM detail on failure. */
 DISTLOCK_API int distlock_client_lost_fd(distlock_client *c);
+
+/* ---------------------------------------------------------- cancellation */
+/*
+ * Interrupt the waiting calls of c that are under way: every
+ * distlock_acquire() / distlock_acquire_owner() of c that is waiting for a
+ * lock (wait_ms != 0, first try refused) when this is called, in any thread,
+ * returns DISTLOCK_ECANCELED promptly, with nothing held: an attempt that won
+ * the lock meanwhile is released, a DISTLOCK_FAIR waiter leaves the queue.
+ * Calls started afterwards are not affected. A round trip already on the wire
+ * ends first (bounded by the node timeouts); calls that do not wait (wait_ms
+ * 0, release, extend...) are not interrupted.
+ * Async-signal-safe: may be called from a signal handler (an atomic add and a
+ * write(); errno is preserved and this thread's detail message is left
+ * alone). Thread-safe. Returns DISTLOCK_OK, or DISTLOCK_EINVAL for a NULL
+ * client (with no detail message). Not during or after distlock_client_free().
+ */
+DISTLOCK_API int distlock_client_cancel(distlock_client *c);
+
+/*
+ * For runtimes whose signal handlers only set a flag (Python): fn is called in
+ * the thread of a waiting acquire of c before each of its sleeps and when a
+ * signal interrupts one; a nonzero return cancels that call (as above:
+ * DISTLOCK_ECANCELED, nothing held), 0 lets it wait on. fn runs with the
+ * client's internal lock not held and with the thread's signals blocked (all
+ * but SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGABRT): the sleep unblocks
+ * them atomically (ppoll), so a signal that arrives just before it still
+ * interrupts it. fn must not block for long; it may call
+ * distlock_client_cancel(). fn NULL removes the hook. Applies to sleeps that
+ * start afterwards. Thread-safe.
+ * The library's own threads block signals, so a signal sent to the process
+ * is delivered to one of the caller's threads; it interrupts a waiting call
+ * at once if it lands on that call's thread, else the call sees it at its
+ * next re-check (at most DISTLOCK_OPT_RETRY_MAX_MS later).
+ */
+typedef int (*distlock_interrupt_fn)(void *arg);
+DISTLOCK_API int distlock_client_on_interrupt(distlock_client *c, distlock_interrupt_fn fn,
+                                              void *arg);
 
 /* ------------------------------------------------- token-carrying pair */
 /* For callers that keep the token themselves (the PHP compatibility

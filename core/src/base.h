@@ -4,6 +4,7 @@
 #define DISTLOCK_BASE_H
 
 #include <pthread.h>
+#include <signal.h>
 #include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -63,5 +64,33 @@ typedef struct distlock__node_cfg {
 
 int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *n);
 void distlock__free_nodes(distlock__node_cfg *nodes, int n);
+
+/* ------------------------------------------------------------ threads */
+/* The signals a thread may block: all but those raised by a fault (blocked,
+ * they would kill the process without running its handlers). */
+static inline void distlock__blockable_signals(sigset_t *set)
+{
+    sigfillset(set);
+    sigdelset(set, SIGSEGV);
+    sigdelset(set, SIGBUS);
+    sigdelset(set, SIGFPE);
+    sigdelset(set, SIGILL);
+    sigdelset(set, SIGTRAP);
+    sigdelset(set, SIGABRT);
+}
+
+/* pthread_create for the library's own threads (subscriber, watchdog,
+ * resolver): they take no signal, so a signal sent to the process (Ctrl-C)
+ * reaches a caller's thread, where it can interrupt a waiting call. */
+static inline int distlock__thread_create(pthread_t *t, const pthread_attr_t *attr,
+                                          void *(*fn)(void *), void *arg)
+{
+    sigset_t set, old;
+    distlock__blockable_signals(&set);
+    pthread_sigmask(SIG_BLOCK, &set, &old);
+    int e = pthread_create(t, attr, fn, arg);
+    pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return e;
+}
 
 #endif

@@ -30,6 +30,12 @@ int distlock_client_new(distlock_client **out, const char *servers)
         free(c);
         return rc;
     }
+    if ((rc = distlock__cancel_init(c)) != DISTLOCK_OK) {
+        distlock__tp_free(&c->tp);
+        distlock__free_nodes(c->nodes, c->n);
+        free(c);
+        return rc;
+    }
     c->quorum = c->n / 2 + 1;
     c->q = (distlock__quorum){ .n = c->n, .quorum = c->quorum, .nodes = c->nodes,
                                .drift_ppm = 10000, .drift_min_ms = 2 };
@@ -40,6 +46,7 @@ int distlock_client_new(distlock_client **out, const char *servers)
     c->sub_wake[0] = c->sub_wake[1] = -1;
     c->after_fork[0] = distlock__watchdog_after_fork;
     c->after_fork[1] = distlock__subscriber_after_fork;
+    c->after_fork[2] = distlock__cancel_after_fork;
     pthread_mutex_init(&c->mu, NULL);
     pthread_condattr_t ca;
     pthread_condattr_init(&ca);
@@ -74,6 +81,7 @@ void distlock_client_free(distlock_client *c)
     }
     if (c->lost_fd >= 0)
         close(c->lost_fd);
+    distlock__cancel_free(c);
     distlock__tp_free(&c->tp);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wd_cond);

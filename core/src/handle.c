@@ -42,52 +42,93 @@ static uint64_t jitter_us(long ms)
     return span / 2 + distlock__random_u64() % (span / 2 + 1);
 }
 
+/* The detail of a cancelled wait (the status is returned as well). */
+static int cancelled(const char *key, uint64_t t0_us, const char *what)
+{
+    long ms = (long)((distlock__now_us() - t0_us) / 1000u);
+    return distlock__fail(DISTLOCK_ECANCELED, "waiting for '%s' cancelled after %ld ms%s", key,
+                          ms, what);
+}
+
 /* token: a 33-byte buffer. Each new attempt of a plain waiter takes a new
  * token, so nothing sent for an earlier attempt (an undo still on its way
  * to a slow node) can ever match the attempt that wins. A fair waiter keeps
  * its token: it is its place in the queue; the transport orders its
- * requests (round.c). */
+ * requests (round.c).
+ *
+ * Cancellation (cancel.c): the call notes the cancel generation when it
+ * starts, and its every sleep is interrupted by a cancel; a cancel that
+ * comes while an attempt is on the wire is seen before the next sleep, or
+ * right after the attempt if it won: then the lock is given back, since the
+ * caller asked to stop. Either way nothing is held and a fair waiter leaves
+ * the queue. */
 static int acquire_wait(distlock_client *c, const char *key, char *token, long ttl_ms,
                         long wait_ms, unsigned flags, distlock__attempt *att)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
+    unsigned gen = distlock__cancel_gen(c);  /* cancels from now on concern this call */
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
                              .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0 };
     int rc = distlock__acquire_once(c, &rq, att);
-    if (rc != DISTLOCK_NOTACQUIRED || wait_ms == 0)
+    /* A grant that came after the ttl was used up was undone: within a wait
+     * budget it is tried again, once (a passing slowness); twice in a row
+     * says the ttl is too short for this network, and is returned. */
+    int late = rc == DISTLOCK_ETIMEDOUT;
+    if ((rc != DISTLOCK_NOTACQUIRED && !late) || wait_ms == 0)
         return rc;
 
     uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
     if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
         deadline = now0 + (uint64_t)wait_ms * 1000u;
     char *ch = malloc(DISTLOCK__SIDEKEY_MAX);  /* waiting is not the hot path */
-    if (ch == NULL)
-        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    if (ch == NULL) {
+        rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        goto leave_queue;
+    }
     distlock__channel_name(ch, key);
     distlock__waiter w;
     memset(&w, 0, sizeof(w));
     w.channel = ch;
     w.token = fair ? token : NULL;
     w.head = att->head;
-    int subscribed = distlock__waiter_add(c, &w) == DISTLOCK_OK;
+    distlock__sleeper_start(c, &w.sl, gen);
+    int sub = distlock__waiter_add(c, &w);
+    int subscribed = sub == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
+    if (sub == DISTLOCK_ECANCELED) {
+        rc = cancelled(key, now0, "");
+        goto out;
+    }
 
     /* Subscribed first, then tried again: a release between our first try
      * and the subscription is not missed. */
     for (;;) {
+        if (distlock__cancelled(c, &w.sl, 0)) {
+            rc = cancelled(key, now0, "");
+            break;
+        }
         if (!fair && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
             break;
         rq.queue_ttl_ms = queue_ttl(c);
         rc = distlock__acquire_once(c, &rq, att);
-        if (rc != DISTLOCK_NOTACQUIRED)
+        if (rc == DISTLOCK_OK && distlock__cancelled(c, &w.sl, 1)) {
+            (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
+                                             att->maybe);
+            rc = cancelled(key, now0, "; the lock won meanwhile was released");
             break;
+        }
+        if (rc == DISTLOCK_ETIMEDOUT ? late++ > 0 : rc != DISTLOCK_NOTACQUIRED)
+            break;
+        if (rc == DISTLOCK_NOTACQUIRED)
+            late = 0;
         if (fair)
             distlock__waiter_set_head(c, &w, att->head);
         uint64_t now = distlock__now_us();
         if (now >= deadline) {
-            distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
-                           key, wait_ms);
-            break;
+            if (rc == DISTLOCK_NOTACQUIRED)
+                distlock__fail(DISTLOCK_NOTACQUIRED,
+                               "'%s' still held by another owner after %ld ms", key, wait_ms);
+            break;  /* ETIMEDOUT keeps its detail */
         }
         if (fair && att->granted > 0 && att->behind > 0) {
             /* Some nodes had us at the head of their queue, others had
@@ -97,7 +138,11 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
              * where the lock was merely still held, e.g. a release still on
              * its way, are no split: we just wait for their release.) */
             (void)distlock__leave_queue(c, key, token);
-            distlock__waiter_wait(c, NULL, now + jitter_us(4 * c->retry_min_ms + 2));
+            if (distlock__waiter_wait(c, &w, now + jitter_us(4 * c->retry_min_ms + 2), 0) ==
+                DISTLOCK_ECANCELED) {
+                rc = cancelled(key, now0, "");
+                break;
+            }
             continue;
         }
         /* Without a subscription (or for locks that just expire, or are
@@ -109,15 +154,18 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
             next = now + (uint64_t)att->holder_pttl * 1000u + 500u;
         if (next > deadline)
             next = deadline;
-        if (subscribed)
-            distlock__waiter_wait(c, &w, next);
-        else
-            distlock__waiter_wait(c, NULL, next);
+        if (distlock__waiter_wait(c, &w, next, subscribed) == DISTLOCK_ECANCELED) {
+            rc = cancelled(key, now0, "");
+            break;
+        }
         backoff = backoff * 2 > c->retry_max_ms ? c->retry_max_ms : backoff * 2;
     }
+out:
     if (subscribed)
         distlock__waiter_remove(c, &w);
+    distlock__sleeper_end(c, &w.sl);
     free(ch);
+leave_queue:
     if (fair && rc != DISTLOCK_OK) {
         char *detail = distlock__error_copy();
         (void)distlock__leave_queue(c, key, token);

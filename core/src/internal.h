@@ -34,7 +34,7 @@ struct distlock_client {
     _Atomic pid_t reinit_pid;   /* forked child that is re-initialising mu */
     /* after-fork hooks of the layers above the client's state (background
      * threads), set by distlock_client_new; called with mu held */
-    void (*after_fork[2])(distlock_client *c);
+    void (*after_fork[3])(distlock_client *c);
 
     long retry_min_ms;
     long retry_max_ms;
@@ -64,6 +64,13 @@ struct distlock_client {
     int sub_wake[2];            /* pipe to wake the subscriber thread */
     distlock__waiter *waiters;
     struct distlock__sub *sub;  /* the subscriber's connections and channels */
+
+    /* cancel.c: cancelling blocking calls (distlock_client_cancel) */
+    _Atomic unsigned cancel_gen;      /* bumped by every cancel */
+    int cancel_fd;                    /* eventfd written by every cancel */
+    struct distlock__sleeper *sleepers;  /* calls now waiting (c->mu) */
+    distlock_interrupt_fn intr_fn;    /* distlock_client_on_interrupt (c->mu) */
+    void *intr_arg;
 };
 
 /* ------------------------------------------------------------ state.c */
@@ -173,6 +180,31 @@ int distlock__watchdog_start(distlock_client *c);   /* c->mu held */
 void distlock__watchdog_stop(distlock_client *c);
 void distlock__watchdog_after_fork(distlock_client *c);   /* c->mu held, in the child */
 
+/* ------------------------------------------------------------ cancel.c
+ * Cancelling blocking calls, and the one way a waiting call sleeps. A call
+ * notes distlock__cancel_gen() when it starts; a sleeper carries it. */
+typedef struct distlock__sleeper {
+    struct distlock__sleeper *next;   /* c->sleepers (c->mu) */
+    int fd;                           /* eventfd: a release or a cancel wakes it; -1 if none */
+    unsigned gen;                     /* c->cancel_gen when the call started */
+} distlock__sleeper;
+
+int distlock__cancel_init(distlock_client *c);        /* distlock_client_new */
+void distlock__cancel_free(distlock_client *c);       /* distlock_client_free */
+void distlock__cancel_after_fork(distlock_client *c); /* c->mu held, in the child */
+unsigned distlock__cancel_gen(distlock_client *c);
+/* Register / unregister a waiting call (c->mu not held). Never fails: without
+ * an eventfd the sleeper still sees a cancel at its next re-check. */
+void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen);
+void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s);
+/* Wake the sleeper (any thread; c->mu held or not, s registered). */
+void distlock__sleeper_wake(distlock__sleeper *s);
+/* Sleep until woken, deadline_us (UINT64_MAX: none) or a cancel: 0, or
+ * DISTLOCK_ECANCELED (no detail set). Calls the interrupt hook (c->mu not held). */
+int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_us);
+/* Nonzero if the call of s is cancelled; ask_hook: ask the interrupt hook too. */
+int distlock__cancelled(distlock_client *c, const distlock__sleeper *s, int ask_hook);
+
 /* ------------------------------------------------------------ wait.c */
 struct distlock__waiter {
     distlock__waiter *next;
@@ -181,16 +213,21 @@ struct distlock__waiter {
     int head;                 /* fair waiters: first in the queue, so releases concern us */
     int notified;
     int subscribed;
-    pthread_cond_t cond;
+    distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
-/* Register / unregister a waiter for key (c->mu not held). Registering waits
- * (bounded) until the subscription is confirmed so no release is missed. */
+/* Register / unregister a waiter for key (c->mu not held); w->sl must be
+ * started. Registering waits (bounded) until the subscription is confirmed
+ * so no release is missed; DISTLOCK_ECANCELED (w not registered) if the call
+ * is cancelled meanwhile, DISTLOCK_ESYS if the subscriber cannot start. */
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
 /* Fair waiters: record whether we are at the head of the queue. */
 void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head);
-/* Wait until notified or until deadline_us; returns 1 if notified. */
-int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
+/* Wait until deadline_us, or until notified if `notice` (w registered):
+ * returns 1 if notified, 0 at the deadline, DISTLOCK_ECANCELED if the call
+ * is cancelled (no detail set). */
+int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us,
+                          int notice);
 void distlock__subscriber_stop(distlock_client *c);
 void distlock__subscriber_after_fork(distlock_client *c); /* c->mu held, in the child */
 

@@ -106,7 +106,7 @@ distlock__resolve *distlock__resolve_start(const char *host)
     pthread_attr_t at;
     pthread_attr_init(&at);
     pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    int e = pthread_create(&t, &at, resolve_main, r);
+    int e = distlock__thread_create(&t, &at, resolve_main, r);
     pthread_attr_destroy(&at);
     if (e != 0) {
         r->refs = 1;

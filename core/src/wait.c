@@ -7,6 +7,9 @@
  * key when a message arrives. Waiters still re-check on their own timer,
  * for locks that simply expire or whose holders publish nothing.
  *
+ * Waiters sleep in distlock__sleep (cancel.c), so a cancel interrupts them;
+ * this thread wakes one by writing its eventfd.
+ *
  * A waiter subscribes, then tries again, so a release in between is not
  * missed; it waits for the subscription to be confirmed by at least one
  * node, unless no node can confirm it (down, or an ACL user without
@@ -23,7 +26,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "internal.h"
@@ -53,12 +55,6 @@ struct distlock__sub {
     sub_node *nodes;         /* c->n */
     sub_chan *chans;
 };
-
-static void abs_deadline(struct timespec *ts, uint64_t until_us)
-{
-    ts->tv_sec = (time_t)(until_us / 1000000u);
-    ts->tv_nsec = (long)(until_us % 1000000u) * 1000;
-}
 
 static void send_cmd(redisContext *ctx, const char *verb, const char *arg)
 {
@@ -93,7 +89,7 @@ static void wake_settled(distlock_client *c)
     for (distlock__waiter *w = c->waiters; w; w = w->next)
         if (!w->subscribed && settled(c, w->channel)) {
             w->subscribed = 1;
-            pthread_cond_signal(&w->cond);
+            distlock__sleeper_wake(&w->sl);
         }
 }
 
@@ -168,7 +164,7 @@ static void on_reply(distlock_client *c, int i, const redisReply *r)
      * keep their re-check timers. */
     if (oldest) {
         oldest->notified = 1;
-        pthread_cond_signal(&oldest->cond);
+        distlock__sleeper_wake(&oldest->sl);
     }
 }
 
@@ -378,12 +374,6 @@ static void sub_free(distlock_client *c, int forget)
 
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
 {
-    pthread_condattr_t ca;
-    pthread_condattr_init(&ca);
-    pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
-    pthread_cond_init(&w->cond, &ca);
-    pthread_condattr_destroy(&ca);
-
     distlock__lock(c);
     if (!c->sub_running) {
         c->sub = calloc(1, sizeof(*c->sub));
@@ -394,17 +384,15 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
         if (c->sub == NULL || pipe2(c->sub_wake, O_NONBLOCK | O_CLOEXEC) != 0) {
             sub_free(c, 0);
             pthread_mutex_unlock(&c->mu);
-            pthread_cond_destroy(&w->cond);
             return distlock__fail(DISTLOCK_ESYS, "cannot start waiting: %s", strerror(errno));
         }
         c->sub_stop = 0;
-        if (pthread_create(&c->sub_thread, NULL, subscriber_main, c) != 0) {
+        if (distlock__thread_create(&c->sub_thread, NULL, subscriber_main, c) != 0) {
             close(c->sub_wake[0]);
             close(c->sub_wake[1]);
             c->sub_wake[0] = c->sub_wake[1] = -1;
             sub_free(c, 0);
             pthread_mutex_unlock(&c->mu);
-            pthread_cond_destroy(&w->cond);
             return distlock__fail(DISTLOCK_ESYS, "cannot start the subscriber thread");
         }
         c->sub_running = 1;
@@ -415,9 +403,13 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
     wake_subscriber(c);
     uint64_t deadline = distlock__now_us() + (uint64_t)c->tp.connect_timeout_ms * 1000u;
     while (!w->subscribed && !settled(c, w->channel) && distlock__now_us() < deadline) {
-        struct timespec ts;
-        abs_deadline(&ts, deadline);
-        pthread_cond_timedwait(&w->cond, &c->mu, &ts);
+        pthread_mutex_unlock(&c->mu);
+        int rc = distlock__sleep(c, &w->sl, deadline);
+        if (rc == DISTLOCK_ECANCELED) {
+            distlock__waiter_remove(c, w);
+            return rc;
+        }
+        pthread_mutex_lock(&c->mu);
     }
     w->subscribed = 1;
     pthread_mutex_unlock(&c->mu);
@@ -435,25 +427,24 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
     if (c->sub_running)
         wake_subscriber(c);
     pthread_mutex_unlock(&c->mu);
-    pthread_cond_destroy(&w->cond);
 }
 
-int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us)
+int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t deadline_us,
+                          int notice)
 {
-    struct timespec ts;
-    abs_deadline(&ts, deadline_us);
-    if (w == NULL) {
-        clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL);
-        return 0;
+    for (;;) {
+        pthread_mutex_lock(&c->mu);
+        int notified = notice && w->notified;
+        if (notified)
+            w->notified = 0;
+        pthread_mutex_unlock(&c->mu);
+        if (notified)
+            return 1;
+        if (distlock__now_us() >= deadline_us)
+            return 0;
+        if (distlock__sleep(c, &w->sl, deadline_us) == DISTLOCK_ECANCELED)
+            return DISTLOCK_ECANCELED;
     }
-    pthread_mutex_lock(&c->mu);
-    while (!w->notified && distlock__now_us() < deadline_us)
-        if (pthread_cond_timedwait(&w->cond, &c->mu, &ts) == ETIMEDOUT)
-            break;
-    int notified = w->notified;
-    w->notified = 0;
-    pthread_mutex_unlock(&c->mu);
-    return notified;
 }
 
 void distlock__subscriber_stop(distlock_client *c)

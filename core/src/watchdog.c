@@ -223,7 +223,7 @@ int distlock__watchdog_start(distlock_client *c)
     if (c->wd_running)
         return DISTLOCK_OK;
     c->wd_stop = 0;
-    int e = pthread_create(&c->wd_thread, NULL, watchdog_main, c);
+    int e = distlock__thread_create(&c->wd_thread, NULL, watchdog_main, c);
     if (e != 0)
         return distlock__fail(DISTLOCK_ESYS, "cannot start the renewal thread: %s", strerror(e));
     c->wd_running = 1;

@@ -129,6 +129,9 @@ class Client:
                    password: Optional[str]) -> None:
         self._h = _core.distlock_client_new(servers)
         try:
+            # Ctrl-C (any signal whose handler raises) ends a waiting
+            # acquire() in the main thread promptly; nothing is left held.
+            _core.distlock_py_catch_signals(self._h, threading.main_thread().ident or 0)
             for opt, value, what in (
                     (_core.DISTLOCK_OPT_CONNECT_TIMEOUT_MS, connect_timeout, "connect_timeout"),
                     (_core.DISTLOCK_OPT_COMMAND_TIMEOUT_MS, command_timeout, "command_timeout"),
@@ -381,7 +384,9 @@ class Lock(contextlib.ContextDecorator):
         """Take the lock. Returns True when acquired, False when another
         owner still holds it once the wait is over (``blocking=False``: try
         once; ``timeout``: seconds, overrides the lock's ``wait``; -1 or None
-        keeps it). Raises on errors (ConnectionError, NoQuorum...)."""
+        keeps it). Raises on errors (ConnectionError, NoQuorum...).
+        Ctrl-C while waiting (in the main thread) raises KeyboardInterrupt
+        at once, with nothing held (as does any signal handler that raises)."""
         if not blocking:
             if timeout is not None and timeout != -1:
                 raise ValueError("can't specify a timeout for a non-blocking call")

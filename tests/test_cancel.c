@@ -1,0 +1,535 @@
+/* test_cancel.c -- cancelling a waiting acquire: distlock_client_cancel()
+ * from another thread and from a signal handler, the interrupt hook (a
+ * flag-only signal handler, as in Python), calls started after a cancel,
+ * fair waiters leaving the queue, a cancel racing a release, and fork.
+ *
+ * "The waiter is waiting" is observed on the server: its subscriber
+ * connection shows up in PUBSUB NUMSUB distlock:<key> (it subscribes before
+ * it sleeps). Re-checks are set seconds apart, so a prompt return can only
+ * come from the cancel. */
+#include "test_common.h"
+
+#include <errno.h>
+#include <pthread.h>
+#include <signal.h>
+#include <stdatomic.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+static int group_setup1(void **state)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return (*state = rh_start(1)) ? 0 : -1;
+}
+static int group_setup3(void **state) { return (*state = rh_start(3)) ? 0 : -1; }
+static int group_teardown(void **state)
+{
+    rh_stop_all(*state);
+    return 0;
+}
+static int heal(void **state) { return rh_heal(*state) == 0 ? 0 : -1; }
+
+/* A correctness bound, not a benchmark: the wait is interrupted, not left
+ * to run into its re-check (5 s) or its budget (forever). */
+static long prompt_ms(void)
+{
+    return getenv("DISTLOCK_TEST_SLOW") ? 1000 : 500;
+}
+
+/* Subscribers of distlock:<key> on node i. */
+static long long numsub(rh_cluster *rc, int i, const char *key)
+{
+    redisReply *r = rh_command(rc, i, 0, "PUBSUB NUMSUB distlock:%s", key);
+    long long n = -1;
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
+        r->element[1]->type == REDIS_REPLY_INTEGER)
+        n = r->element[1]->integer;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+static long long queue_len(rh_cluster *rc, int i, const char *key)
+{
+    redisReply *r = rh_command(rc, i, 0, "ZCARD {%s}:q", key);
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* A client whose waits re-check only every few seconds. */
+static distlock_client *slow_client(rh_cluster *rc)
+{
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    return c;
+}
+
+struct waiter {
+    distlock_client *c;
+    const char *key;
+    long wait;
+    unsigned flags;
+    int pre_flag;          /* set *flag before acquiring (a signal just before the sleep) */
+    int rc;
+    char detail[256];
+    long long t_done;
+    distlock_lock *lock;
+    atomic_int done;
+};
+
+static atomic_int intr_flag;
+
+static void *waiter_main(void *arg)
+{
+    struct waiter *w = arg;
+    if (w->pre_flag)
+        atomic_store(&intr_flag, 1);
+    w->rc = distlock_acquire(w->c, w->key, 30000, w->wait, w->flags, &w->lock);
+    w->t_done = rh_now_ms();
+    snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void start_waiter(pthread_t *t, struct waiter *w)
+{
+    assert_int_equal(pthread_create(t, NULL, waiter_main, w), 0);
+}
+
+/* The waiter's subscription is on every node: it is in its wait. */
+static void until_waiting(rh_cluster *rc, const char *key, long long subscribers)
+{
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(numsub(rc, i, key) >= subscribers, 10000));
+}
+
+static void check_cancelled(struct waiter *w, long long t_cancel, const char *what)
+{
+    long long lat = w->t_done - t_cancel;
+    printf("# %s: ECANCELED %lld ms after the cancel (\"%s\")\n", what, lat, w->detail);
+    if (w->rc != DISTLOCK_ECANCELED) {
+        print_error("%s: rc %d (%s), expected DISTLOCK_ECANCELED: %s\n", what, w->rc,
+                    distlock_strerror(w->rc), w->detail);
+        fail();
+    }
+    assert_null(w->lock);
+    assert_non_null(strstr(w->detail, "cancelled"));
+    if (lat > prompt_ms()) {
+        print_error("%s: returned %lld ms after the cancel\n", what, lat);
+        fail();
+    }
+}
+
+/* (1) Another thread cancels a wait without limit. */
+static void test_cancel_from_thread(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:thr", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = slow_client(rc);
+    struct waiter w = { .c = wc, .key = "c:thr", .wait = DISTLOCK_WAIT_FOREVER };
+    pthread_t t;
+    start_waiter(&t, &w);
+    until_waiting(rc, "c:thr", 1);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_client_cancel(wc), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "cancel from another thread");
+    /* The holder's key is untouched, and nothing of the waiter is left. */
+    assert_holding(rc, "c:thr", distlock_lock_token(hl), rc->n);
+    assert_rc(distlock_release(hl), DISTLOCK_OK);
+    assert_holding(rc, "c:thr", NULL, 0);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* (2) A signal handler calls distlock_client_cancel(). */
+static distlock_client *volatile sig_client;
+
+static void on_usr1(int sig)
+{
+    (void)sig;
+    distlock_client_cancel(sig_client);
+}
+
+static void test_cancel_from_signal_handler(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:sig", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = slow_client(rc);
+    sig_client = wc;
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+
+    /* The handler runs on the waiting thread itself... */
+    struct waiter w = { .c = wc, .key = "c:sig", .wait = DISTLOCK_WAIT_FOREVER };
+    pthread_t t;
+    start_waiter(&t, &w);
+    until_waiting(rc, "c:sig", 1);
+    long long t0 = rh_now_ms();
+    assert_int_equal(pthread_kill(t, SIGUSR1), 0);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "handler on the waiting thread");
+
+    /* ...or on another thread (here: this one). */
+    struct waiter w2 = { .c = wc, .key = "c:sig", .wait = DISTLOCK_WAIT_FOREVER };
+    start_waiter(&t, &w2);
+    until_waiting(rc, "c:sig", 1);
+    t0 = rh_now_ms();
+    assert_int_equal(raise(SIGUSR1), 0);
+    pthread_join(t, NULL);
+    check_cancelled(&w2, t0, "handler on another thread");
+
+    sigaction(SIGUSR1, &old, NULL);
+    assert_holding(rc, "c:sig", distlock_lock_token(hl), rc->n);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* The interrupt hook, with a handler that only sets a flag (Python's way):
+ * a signal on the waiting thread interrupts its sleep (EINTR) and the hook
+ * cancels; a flag already set when the call starts (the signal came just
+ * before the sleep) is seen before the first sleep. */
+static void on_usr2(int sig)
+{
+    (void)sig;
+    atomic_store(&intr_flag, 1);
+}
+
+static int hook_calls;
+
+static int intr_hook(void *arg)
+{
+    (void)arg;
+    __atomic_add_fetch(&hook_calls, 1, __ATOMIC_RELAXED);
+    return atomic_exchange(&intr_flag, 0);
+}
+
+static void test_interrupt_hook(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:hook", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = slow_client(rc);
+    assert_rc(distlock_client_on_interrupt(wc, intr_hook, NULL), DISTLOCK_OK);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr2;
+    sa.sa_flags = SA_RESTART;  /* poll() is interrupted all the same */
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR2, &sa, &old), 0);
+    atomic_store(&intr_flag, 0);
+
+    struct waiter w = { .c = wc, .key = "c:hook", .wait = DISTLOCK_WAIT_FOREVER };
+    pthread_t t;
+    start_waiter(&t, &w);
+    until_waiting(rc, "c:hook", 1);
+    long long t0 = rh_now_ms();
+    assert_int_equal(pthread_kill(t, SIGUSR2), 0);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "flag-only handler + interrupt hook");
+    assert_true(__atomic_load_n(&hook_calls, __ATOMIC_RELAXED) >= 1);
+
+    struct waiter w2 = { .c = wc, .key = "c:hook", .wait = DISTLOCK_WAIT_FOREVER, .pre_flag = 1 };
+    t0 = rh_now_ms();
+    start_waiter(&t, &w2);
+    pthread_join(t, NULL);
+    check_cancelled(&w2, t0, "flag set just before the wait");
+
+    /* Hook removed: a pending flag is nobody's business any more. */
+    assert_rc(distlock_client_on_interrupt(wc, NULL, NULL), DISTLOCK_OK);
+    atomic_store(&intr_flag, 1);
+    assert_rc(distlock_acquire(wc, "c:hook", 30000, 200, 0, &w2.lock), DISTLOCK_NOTACQUIRED);
+    atomic_store(&intr_flag, 0);
+
+    sigaction(SIGUSR2, &old, NULL);
+    assert_holding(rc, "c:hook", distlock_lock_token(hl), rc->n);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* (3) A cancel concerns the calls under way, not later ones. */
+static void test_later_calls_unaffected(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL, *l = NULL;
+    assert_rc(distlock_acquire(holder, "c:later", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = new_client(rh_uris(rc));
+    assert_rc(distlock_client_cancel(wc), DISTLOCK_OK);  /* nothing under way */
+    assert_rc(distlock_client_cancel(wc), DISTLOCK_OK);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(wc, "c:later", 30000, 300, 0, &l), DISTLOCK_NOTACQUIRED);
+    long long took = rh_now_ms() - t0;
+    printf("# acquire started after two cancels waited its 300 ms budget: %lld ms\n", took);
+    assert_true(took >= 280);
+
+    /* A waiter started after a cancel gets the lock when it is released. */
+    struct waiter w = { .c = wc, .key = "c:later", .wait = 20000 };
+    pthread_t t;
+    start_waiter(&t, &w);
+    until_waiting(rc, "c:later", 1);
+    assert_rc(distlock_release(hl), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    assert_rc(w.rc, DISTLOCK_OK);
+    assert_holding(rc, "c:later", distlock_lock_token(w.lock), rc->n);
+    distlock_lock_free(w.lock);
+    assert_rc(distlock_client_cancel(NULL), DISTLOCK_EINVAL);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* A wait cancelled just as its attempt wins gives the lock back. The hook
+ * asks the server: it cancels once the key holds anything but the holder's
+ * token (and nothing else is), which is only true right after the winning
+ * attempt, in the check that follows it. */
+struct won_hook {
+    rh_cluster *rc;
+    const char *key;
+    char holder[64];
+    int fired;
+};
+
+static int won_hook(void *arg)
+{
+    struct won_hook *h = arg;
+    char v[64];
+    if (rh_get(h->rc, 0, 0, h->key, v, sizeof v) == 1 && strcmp(v, h->holder) != 0) {
+        h->fired++;
+        return 1;
+    }
+    return 0;
+}
+
+static void test_won_then_cancelled(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:won", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = slow_client(rc);
+    struct won_hook h = { .rc = rc, .key = "c:won" };
+    snprintf(h.holder, sizeof h.holder, "%s", distlock_lock_token(hl));
+    assert_rc(distlock_client_on_interrupt(wc, won_hook, &h), DISTLOCK_OK);
+    struct waiter w = { .c = wc, .key = "c:won", .wait = DISTLOCK_WAIT_FOREVER };
+    pthread_t t;
+    start_waiter(&t, &w);
+    until_waiting(rc, "c:won", 1);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_release(hl), DISTLOCK_OK);  /* wakes the waiter, which wins */
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "won, then cancelled");
+    assert_int_equal(h.fired, 1);
+    assert_non_null(strstr(w.detail, "was released"));
+    assert_holding(rc, "c:won", NULL, 0);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* (4) A cancelled fair waiter leaves the queue. */
+static void test_fair_waiter_leaves_queue(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:fair", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = slow_client(rc);
+    struct waiter w = { .c = wc, .key = "c:fair", .wait = DISTLOCK_WAIT_FOREVER,
+                        .flags = DISTLOCK_FAIR };
+    pthread_t t;
+    start_waiter(&t, &w);
+    until_waiting(rc, "c:fair", 1);
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(queue_len(rc, i, "c:fair") == 1, 5000));
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_client_cancel(wc), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "fair waiter");
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(queue_len(rc, i, "c:fair") == 0, 3000));
+    assert_holding(rc, "c:fair", distlock_lock_token(hl), rc->n);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* (5) A cancel racing the release the waiter waits for: whichever wins,
+ * either the waiter holds the lock (OK) or nothing is left (ECANCELED). */
+struct releaser {
+    distlock_lock *l;
+    atomic_int *go;
+    int rc;
+};
+
+static void *releaser_main(void *arg)
+{
+    struct releaser *r = arg;
+    while (!atomic_load(r->go))
+        ;
+    r->rc = distlock_release(r->l);
+    return NULL;
+}
+
+static long long now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+static void test_cancel_races_release(void **state)
+{
+    rh_cluster *rc = *state;
+    int iters = 20;
+    const char *it = getenv("DISTLOCK_TEST_ITERATIONS");
+    if (it && atoi(it) > 0)
+        iters = atoi(it) < 40 ? atoi(it) : 40;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *wc = slow_client(rc);
+    int got = 0, cancelled = 0, undone = 0;
+    for (int i = 0; i < iters; i++) {
+        distlock_lock *hl = NULL;
+        assert_rc(distlock_acquire(holder, "c:race", 30000, 0, 0, &hl), DISTLOCK_OK);
+        struct waiter w = { .c = wc, .key = "c:race", .wait = DISTLOCK_WAIT_FOREVER };
+        atomic_int go = 0;
+        struct releaser r = { .l = hl, .go = &go };
+        pthread_t tw, tr;
+        start_waiter(&tw, &w);
+        until_waiting(rc, "c:race", 1);
+        assert_int_equal(pthread_create(&tr, NULL, releaser_main, &r), 0);
+        atomic_store(&go, 1);
+        /* Cancel at a different point of the release and of the waiter's
+         * wake-up and attempt each time: 0 to ~2 ms after the release starts. */
+        long long until = now_us() + (long long)i * 2000 / iters * 1;
+        while (now_us() < until)
+            ;
+        assert_rc(distlock_client_cancel(wc), DISTLOCK_OK);
+        pthread_join(tr, NULL);
+        pthread_join(tw, NULL);
+        assert_rc(r.rc, DISTLOCK_OK);
+        if (w.rc == DISTLOCK_OK) {
+            got++;
+            assert_holding(rc, "c:race", distlock_lock_token(w.lock), rc->n);
+            assert_rc(distlock_release(w.lock), DISTLOCK_OK);
+            distlock_lock_free(w.lock);
+        } else {
+            if (w.rc != DISTLOCK_ECANCELED) {
+                print_error("iteration %d: rc %d (%s): %s\n", i, w.rc, distlock_strerror(w.rc),
+                            w.detail);
+                fail();
+            }
+            cancelled++;
+            undone += strstr(w.detail, "was released") != NULL;
+        }
+        assert_holding(rc, "c:race", NULL, 0);  /* nothing left behind */
+        distlock_lock_free(hl);
+        /* The next waiter's subscription must be its own. */
+        for (int n = 0; n < rc->n; n++)
+            assert_true(RH_WAIT_UNTIL(numsub(rc, n, "c:race") == 0, 5000));
+    }
+    printf("# cancel racing a release, %d rounds: %d acquired, %d cancelled (%d of them after "
+           "winning: the lock given back)\n", iters, got, cancelled, undone);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* After fork the child has its own cancel channel: the parent's cancel ends
+ * the parent's wait only, the child's the child's, each promptly. */
+static void test_fork_separate(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL, *l = NULL;
+    assert_rc(distlock_acquire(holder, "c:fork", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = slow_client(rc);
+    assert_rc(distlock_acquire(wc, "c:fork:warm", 1000, 0, 0, &l), DISTLOCK_OK);  /* connected */
+    distlock_lock_free(l);
+
+    int go[2], res[2];
+    assert_int_equal(pipe(go), 0);
+    assert_int_equal(pipe(res), 0);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        struct waiter w = { .c = wc, .key = "c:fork", .wait = DISTLOCK_WAIT_FOREVER };
+        pthread_t t;
+        long out[3] = { 0, 0, 0 };
+        if (pthread_create(&t, NULL, waiter_main, &w) != 0)
+            _exit(2);
+        char b;
+        if (read(go[0], &b, 1) != 1)
+            _exit(3);
+        out[0] = atomic_load(&w.done);  /* must still be waiting */
+        long long t0 = rh_now_ms();
+        distlock_client_cancel(wc);
+        pthread_join(t, NULL);
+        out[1] = w.rc;
+        out[2] = (long)(w.t_done - t0);
+        distlock_client_free(wc);  /* stops the child's subscriber thread */
+        if (write(res[1], out, sizeof out) != (ssize_t)sizeof out)
+            _exit(4);
+        _exit(0);
+    }
+    struct waiter w = { .c = wc, .key = "c:fork", .wait = DISTLOCK_WAIT_FOREVER };
+    pthread_t t;
+    start_waiter(&t, &w);
+    until_waiting(rc, "c:fork", 2);  /* the parent's and the child's subscriber */
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_client_cancel(wc), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "parent after fork");
+    assert_int_equal(write(go[1], "g", 1), 1);
+    long out[3];
+    assert_int_equal(read(res[0], out, sizeof out), (ssize_t)sizeof out);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    printf("# child: waiting still after the parent's cancel: %s; its own cancel: rc %ld in %ld ms\n",
+           out[0] ? "no" : "yes", out[1], out[2]);
+    assert_int_equal(out[0], 0);
+    assert_int_equal(out[1], DISTLOCK_ECANCELED);
+    assert_true(out[2] <= prompt_ms());
+    close(go[0]), close(go[1]), close(res[0]), close(res[1]);
+    assert_holding(rc, "c:fork", distlock_lock_token(hl), rc->n);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+int main(void)
+{
+    const struct CMUnitTest one[] = {
+        cmocka_unit_test_setup(test_cancel_from_thread, heal),
+        cmocka_unit_test_setup(test_cancel_from_signal_handler, heal),
+        cmocka_unit_test_setup(test_interrupt_hook, heal),
+        cmocka_unit_test_setup(test_later_calls_unaffected, heal),
+        cmocka_unit_test_setup(test_won_then_cancelled, heal),
+        cmocka_unit_test_setup(test_fair_waiter_leaves_queue, heal),
+        cmocka_unit_test_setup(test_cancel_races_release, heal),
+        cmocka_unit_test_setup(test_fork_separate, heal),
+    };
+    const struct CMUnitTest three[] = {
+        cmocka_unit_test_setup(test_cancel_from_thread, heal),
+        cmocka_unit_test_setup(test_fair_waiter_leaves_queue, heal),
+        cmocka_unit_test_setup(test_cancel_races_release, heal),
+    };
+    int failed = cmocka_run_group_tests_name("cancel, 1 node", one, group_setup1, group_teardown);
+    failed += cmocka_run_group_tests_name("cancel, 3 nodes", three, group_setup3, group_teardown);
+    return failed;
+}
