@@ -122,8 +122,10 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
         /* WAIT for replicas: operations read these atomically */
         int replicas = opt == DISTLOCK_OPT_WAIT_REPLICAS;
         if (v < (replicas ? 0 : 1) || v > (replicas ? 64 : 60000))
-            return distlock__fail(DISTLOCK_EINVAL, "option %d: value %ld out of range %d..%d",
-                                  (int)opt, v, replicas ? 0 : 1, replicas ? 64 : 60000);
+            return distlock__fail(DISTLOCK_EINVAL, "%s: value %ld out of range %d..%d",
+                                  replicas ? "wait replicas (DISTLOCK_OPT_WAIT_REPLICAS)"
+                                           : "wait timeout (DISTLOCK_OPT_WAIT_TIMEOUT_MS)",
+                                  v, replicas ? 0 : 1, replicas ? 64 : 60000);
         atomic_store(replicas ? &c->wait_replicas : &c->wait_timeout_ms, v);
         return DISTLOCK_OK;
     }
