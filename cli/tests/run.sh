@@ -715,6 +715,8 @@ t_granted_after_ttl() {
   contains "$D/err" "ttl was used up" || return 1
   not_held "$D/err" || return 1
   fpctl delay '*' 0 up || return 1
+}
+
 # The verdict of `status` is the library's, from one round to every node
 # (distlock_holder); the per-node lines under it are for display.
 t_status_verdict_one_round() {
