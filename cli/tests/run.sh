@@ -858,7 +858,7 @@ t_wait_replicas() {
   read -r m r rpid < <(bash "$HARNESS" replicate "$D/redis")
   local master=redis://127.0.0.1:$m
   # acknowledged: the key is on the replica while the command runs
-  expect 0 "$DL" run --servers "$master" --wait-replicas 1 --wait-replicas-timeout 100ms "$k" -- \
+  expect 0 "$DL" run --servers "$master" --wait-replicas 1 --wait-replicas-timeout 5s "$k" -- \
     sh -c '[ "$(redis-cli -p '"$r"' get "$DISTLOCK_KEY")" = "$DISTLOCK_TOKEN" ]'
   expect 64 "$DL" run --servers "$master" --wait-replicas 65 "$k" -- true
   contains "$D/err" "invalid --wait-replicas '65'"

@@ -387,8 +387,12 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         }
     }
     conn->used_us = now;
-    /* A WAIT behind the call may take its whole wait time on top. */
+    /* A WAIT behind the call may take its whole wait time on top, and so
+     * may one that an earlier round left on this connection (the server
+     * answers nothing behind it until it is done). */
     uint64_t wait_us = call->wait_replicas > 0 ? (uint64_t)call->wait_ms * 1000u : 0;
+    if (conn->ctx && conn->qlen > 0)
+        wait_us += owed_wait_ms(conn) * 1000u;
     r->deadline_us = now + (uint64_t)timeout_ms * 1000u + wait_us;
     if (conn->ctx == NULL && conn->resolving == NULL) {
         const distlock__node_cfg *cfg = &t->nodes[i];
