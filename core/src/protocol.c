@@ -259,7 +259,9 @@ int distlock__reply_holds_own(const distlock__result *r, const char *token)
         return 0;
     if (x->type == REDIS_REPLY_STRING)
         return strcmp(x->str, token) == 0;
-    return r->call->script == DISTLOCK__S_ACQUIRE && x->type == REDIS_REPLY_ARRAY &&
+    /* r->script, not r->call->script: the call was the caller's, on a stack
+     * frame that may be gone by now (first_round's) */
+    return r->script == DISTLOCK__S_ACQUIRE && x->type == REDIS_REPLY_ARRAY &&
            x->elements >= 3 && x->element[0]->type == REDIS_REPLY_INTEGER &&
            x->element[0]->integer == 0 && x->element[2]->type == REDIS_REPLY_INTEGER &&
            x->element[2]->integer == 1;

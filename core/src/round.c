@@ -62,6 +62,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     }
     r->sent = 1;
     r->deferred = 0;
+    r->script = call->script;
     r->wait_n = call->wait_replicas > 0 ? call->wait_replicas : 0;
     r->wait_ms = r->wait_n ? call->wait_ms : 0;
     r->acked = -1;

@@ -94,6 +94,9 @@ typedef struct distlock__result {
     int sent;            /* the request was written: it may have run */
     int resent;          /* sent again on a fresh connection after the first broke */
     int fell_back;       /* the call's fallback was sent instead */
+    int script;          /* the script index of the call that was sent (-1: a plain
+                          * command); read this, not call->script: `call` points at
+                          * the caller's request, often gone once the round returned */
     /* WAIT (call->wait_replicas > 0): the replicas asked for and the time
      * given, copied when sent; acked: the count WAIT answered, -1 none yet
      * or WAIT answered an error (wait_err then has its text) */
@@ -107,7 +110,7 @@ typedef struct distlock__result {
     int retried;         /* NOSCRIPT / fallback already used */
     int fresh;           /* this round opened the connection */
     uint64_t deadline_us;
-    const distlock__call *call;
+    const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
 } distlock__result;
 
