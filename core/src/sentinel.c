@@ -209,7 +209,8 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
             snprintf(first, sizeof(first), "%s", e);
     }
     *naddr = 0;
-    snprintf(err, errlen, "no sentinel gave the master '%.40s' (%d of %d asked in %ld ms; first: %s)",
+    /* the first sentinel's reason first: the message is cut to fit */
+    snprintf(err, errlen, "no master '%.40s' from %d of %d sentinel(s) in %ld ms: %s",
              cfg->master, asked, cfg->nsentinels, j->budget_ms, first[0] ? first : "no time left");
     return -1;
 }

@@ -171,3 +171,8 @@ int rh_sentinels_wait_master_not(rh_sentinels *s, int old_port, long timeout_ms)
 {
     return rh_sentinels_cmd(s, timeout_ms + 5000, "wait-master-not %d %ld", old_port, timeout_ms);
 }
+
+int rh_sentinels_signal(rh_sentinels *s, int port, int stop)
+{
+    return rh_sentinels_cmd(s, 10000, "%s %d", stop ? "stop" : "cont", port);
+}

@@ -35,6 +35,8 @@ int rh_sentinels_cmd(rh_sentinels *s, long timeout_ms, const char *fmt, ...)
 int rh_sentinels_master(rh_sentinels *s);
 /* SENTINEL FAILOVER; returns the new master's port once it is one. */
 int rh_sentinels_failover(rh_sentinels *s);
+/* SIGSTOP / SIGCONT of a data node. */
+int rh_sentinels_signal(rh_sentinels *s, int port, int stop);
 /* SIGKILL of a data node. */
 int rh_sentinels_kill(rh_sentinels *s, int port);
 /* Waits until the sentinels name a master other than old_port; its port. */

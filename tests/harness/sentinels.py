@@ -21,6 +21,7 @@ answering one line each (`ok ...` or `err ...`) after the fact is true:
     failover              -> ok PORT          SENTINEL FAILOVER; waits for a new master
     wait-master-not PORT MS -> ok PORT        waits until the sentinels name another master
     kill PORT             -> ok               SIGKILL of that data node
+    stop PORT / cont PORT -> ok               SIGSTOP / SIGCONT of that data node
 
 It stops everything when stdin closes (or on SIGTERM); the servers die with it
 (PR_SET_PDEATHSIG) even if it is killed.
@@ -298,6 +299,10 @@ def main():
                     print("ok %d" % g.failover(), flush=True)
                 elif w[0] == "wait-master-not":
                     print("ok %d" % g.wait_master_not(int(w[1]), int(w[2]) / 1000.0), flush=True)
+                elif w[0] in ("stop", "cont"):
+                    g.procs[int(w[1])].send_signal(
+                        signal.SIGSTOP if w[0] == "stop" else signal.SIGCONT)
+                    print("ok", flush=True)
                 elif w[0] == "kill":
                     g.kill(int(w[1]))
                     print("ok", flush=True)
