@@ -227,6 +227,48 @@ static void test_mixed_list(void **state)
     rh_stop_all(rc);
 }
 
+/* ------------------------------------------------------------ ROLE */
+
+/* The sentinels' answer can be out of date: the master they name was made a
+ * replica behind their back. An established connection gets READONLY, a new
+ * one's ROLE says "slave": the call asks the sentinels again, and when they
+ * still name it, fails cleanly (ECONN, "not the master"), writing nothing.
+ * Once it is a master again, the next call goes through. */
+static void test_role_checked(void **state)
+{
+    rh_sentinels *g = *state;
+    int master = rh_sentinels_master(g), replica = 0;
+    for (int k = 0; k < 3; k++)
+        if (g->data_port[k] != master) replica = g->data_port[k];
+    distlock_client *c = sentinel_client(g->uri);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "s-role", 30000, 0, 0, &l), DISTLOCK_OK);  /* connected */
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+
+    redisReply *r = data_cmd(master, "REPLICAOF 127.0.0.1 %d", replica);
+    assert_non_null(r);
+    freeReplyObject(r);
+    /* the established connection: READONLY, then ROLE on a new one */
+    assert_fails(distlock_acquire(c, "s-role", 30000, 0, 0, &l), DISTLOCK_ECONN);
+    printf("sentinel: stale master, established connection: %s\n", distlock_last_error());
+    assert_non_null(strstr(distlock_last_error(), "not the master"));
+    /* a new client: ROLE in the handshake */
+    distlock_client *c2 = sentinel_client(g->uri);
+    assert_fails(distlock_acquire(c2, "s-role", 30000, 0, 0, &l), DISTLOCK_ECONN);
+    printf("sentinel: stale master, new connection: %s\n", distlock_last_error());
+    assert_non_null(strstr(distlock_last_error(), "not the master (ROLE: slave)"));
+    r = data_cmd(master, "REPLICAOF NO ONE");
+    assert_non_null(r);
+    freeReplyObject(r);
+    assert_int_equal(data_get(master, "s-role", NULL, 0), 0);   /* nothing was written */
+    assert_rc(distlock_acquire(c, "s-role", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c2);
+    distlock_client_free(c);
+}
+
 /* ------------------------------------------------------------ failover */
 
 struct workload {
@@ -439,6 +481,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_lock_unlock_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sentinel_credentials, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_list, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_role_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_failover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_master_kill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lost_without_wait, setup, teardown),
