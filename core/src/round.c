@@ -27,6 +27,18 @@
  * Requests left behind are listed per client (distlock__stale, under c->mu);
  * the list is empty in steady state, so the common path only reads an
  * atomic flag.
+ *
+ * Sentinel nodes (sentinel.c). The node's server can change: its cached
+ * master carries a generation that changes with the address, and so do the
+ * connections and the requests left behind made under it. "Before" is then
+ * per server: a request left behind on the old master can only ever run
+ * there (its connection id means nothing on the new one, so no CLIENT KILL
+ * is sent for it), and what the old master writes after the promotion is
+ * discarded when it rejoins as a replica. Back on the same address after a
+ * passing error, the generation is the same and the rule above applies.
+ * A broken connection, a READONLY reply or a ROLE that is not "master"
+ * (asked in the handshake) forgets the master; the call asks the sentinels
+ * again, once, within its own budget (follow()).
  */
 #include <errno.h>
 #include <poll.h>
@@ -218,8 +230,7 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                     return -1;
                 continue;
             }
-            if (is_err && is_sentinel(t, i) && strncmp(rep->str, "READONLY", 8) == 0 &&
-                !r->reresolved) {
+            if (is_err && is_sentinel(t, i) && strncmp(rep->str, "READONLY", 8) == 0) {
                 /* A master turned replica under us (failover): nothing was
                  * written. Ask the sentinels and send it to the new one. */
                 freeReplyObject(rep);
