@@ -319,26 +319,29 @@ static void run_failover(rh_sentinels *g, int kill_master)
     atomic_store(&w.last_ok_ms, 0);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, work_main, &w), 0);
-    assert_true(RH_WAIT_UNTIL(atomic_load(&w.ok) >= 20, 10000));
+    /* (no assertion ends the test before the thread is joined and the
+     * client freed: the verdict comes after) */
+    int warm = RH_WAIT_UNTIL(atomic_load(&w.ok) >= 20, 10000);
     int old = rh_sentinels_master(g);
-    assert_true(old > 0);
     long long t0 = rh_now_ms();
-    int now_master;
-    if (kill_master) {
-        assert_int_equal(rh_sentinels_kill(g, old), 0);
-        now_master = rh_sentinels_wait_master_not(g, old, 30000);
-    } else {
-        now_master = rh_sentinels_failover(g);
+    int now_master = -1;
+    if (warm && old > 0) {
+        if (kill_master) {
+            if (rh_sentinels_kill(g, old) == 0)
+                now_master = rh_sentinels_wait_master_not(g, old, 30000);
+        } else {
+            now_master = rh_sentinels_failover(g);
+        }
     }
     long long promoted = rh_now_ms();
-    assert_true(now_master > 0 && now_master != old);
-    /* the first success after the promotion was confirmed */
-    assert_true(RH_WAIT_UNTIL(atomic_load(&w.last_ok_ms) > promoted, 10000));
+    int followed = now_master > 0 && now_master != old &&
+                   RH_WAIT_UNTIL(atomic_load(&w.last_ok_ms) > promoted, 10000);
     long long first_ok = atomic_load(&w.last_ok_ms);
     int ok_before = atomic_load(&w.ok);
-    assert_true(RH_WAIT_UNTIL(atomic_load(&w.ok) >= ok_before + 20, 10000));
+    int steady = followed && RH_WAIT_UNTIL(atomic_load(&w.ok) >= ok_before + 20, 10000);
     atomic_store(&w.stop, 1);
     pthread_join(th, NULL);
+    distlock_client_free(c);
     printf("sentinel: %s: master %d -> %d; promotion confirmed %lld ms after the %s; "
            "first successful acquire %lld ms after the %s (%lld ms after the promotion was "
            "seen); %d ok, %d errors, %d held; longest call %lld ms\n",
@@ -346,19 +349,22 @@ static void run_failover(rh_sentinels *g, int kill_master)
            kill_master ? "kill" : "command", first_ok - t0, kill_master ? "kill" : "command",
            first_ok - promoted, atomic_load(&w.ok), atomic_load(&w.errors),
            atomic_load(&w.held), (long long)atomic_load(&w.max_call_ms));
+    assert_true(warm);
+    assert_true(now_master > 0 && now_master != old);
+    assert_true(followed);
+    assert_true(steady);
     if (w.bad[0]) {
         print_error("unclean error: %s\n", w.bad);
         fail();
     }
     /* No call hangs: a call is bounded by the per-node budgets (command,
-     * sentinels' lookup, connect, once more after a re-resolve). */
+     * the sentinels' lookup, connect, once more after a re-resolve). */
     long bound = COMMAND_MS + 2 * (2 * CONNECT_MS + 50) + 500;
     assert_true(atomic_load(&w.max_call_ms) <= bound);
-    /* Followed within: (when the sentinels had promoted) + one call's budget. */
+    /* Followed within one call's budget of the promotion (down-after and
+     * the election are the sentinels' time: measured above, not bounded
+     * here, as an election can fail and be retried). */
     assert_true(first_ok - promoted <= bound);
-    if (kill_master)
-        assert_true(first_ok - t0 <= DOWN_AFTER_MS + FAILOVER_TIMEOUT_MS + bound + 2000);
-    distlock_client_free(c);
 }
 
 static void test_follow_failover(void **state)
