@@ -277,6 +277,8 @@ struct workload {
     atomic_llong last_ok_ms;     /* end of the last successful acquire */
     atomic_int ok, errors, held;
     atomic_llong max_call_ms;
+    atomic_llong kill_ms;        /* when the master was killed (0: not yet) */
+    atomic_llong first_ok_after_kill;
     char bad[256];               /* an error without a detail, if any */
 };
 
@@ -293,6 +295,9 @@ static void *work_main(void *arg)
         if (t1 - t0 > atomic_load(&w->max_call_ms)) atomic_store(&w->max_call_ms, t1 - t0);
         if (rc == DISTLOCK_OK) {
             atomic_store(&w->last_ok_ms, t1);
+            long long k = atomic_load(&w->kill_ms), zero = 0;
+            if (k && t0 > k)
+                atomic_compare_exchange_strong(&w->first_ok_after_kill, &zero, t1);
             atomic_fetch_add(&w->ok, 1);
             distlock_release(l);
             distlock_lock_free(l);
@@ -327,6 +332,7 @@ static void run_failover(rh_sentinels *g, int kill_master)
     int now_master = -1;
     if (warm && old > 0) {
         if (kill_master) {
+            atomic_store(&w.kill_ms, rh_now_ms());
             if (rh_sentinels_kill(g, old) == 0)
                 now_master = rh_sentinels_wait_master_not(g, old, 30000);
         } else {
@@ -349,6 +355,10 @@ static void run_failover(rh_sentinels *g, int kill_master)
            kill_master ? "kill" : "command", first_ok - t0, kill_master ? "kill" : "command",
            first_ok - promoted, atomic_load(&w.ok), atomic_load(&w.errors),
            atomic_load(&w.held), (long long)atomic_load(&w.max_call_ms));
+    if (kill_master)
+        printf("sentinel: SIGKILL: first acquire started after the kill that succeeded: "
+               "%lld ms after the kill\n",
+               atomic_load(&w.first_ok_after_kill) - atomic_load(&w.kill_ms));
     assert_true(warm);
     assert_true(now_master > 0 && now_master != old);
     assert_true(followed);
