@@ -206,6 +206,45 @@ static void test_sentinel_credentials(void **state)
     distlock_client_free(c);
 }
 
+/* A hung sentinel (SIGSTOP) costs its share of the lookup budget (the
+ * connect timeout split among the sentinels left), then the next one is
+ * asked: the call succeeds within one connect timeout plus the connect. */
+static void test_hung_sentinel(void **state)
+{
+    rh_sentinels *g = *state;
+    assert_int_equal(rh_sentinels_signal(g, g->sentinel_port[0], 1), 0);
+    distlock_client *c = sentinel_client(g->uri);
+    distlock_lock *l = NULL;
+    long long t0 = rh_now_ms();
+    int rc = distlock_acquire(c, "s-hung", 30000, 0, 0, &l);
+    long long took = rh_now_ms() - t0;
+    printf("sentinel: first of 3 sentinels hung: acquire took %lld ms (connect timeout %d ms)\n",
+           took, CONNECT_MS);
+    int cont = rh_sentinels_signal(g, g->sentinel_port[0], 0);
+    assert_rc(rc, DISTLOCK_OK);
+    assert_int_equal(cont, 0);
+    /* its share: CONNECT_MS / 3; then the next sentinel and the master */
+    assert_true(took >= CONNECT_MS / 3 - 5);
+    assert_true(took < 2 * CONNECT_MS + 50);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    /* all of them hung: a clean error within the budget */
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(rh_sentinels_signal(g, g->sentinel_port[k], 1), 0);
+    distlock_client *c2 = sentinel_client(g->uri);
+    t0 = rh_now_ms();
+    rc = distlock_acquire(c2, "s-hung", 30000, 0, 0, &l);
+    took = rh_now_ms() - t0;
+    printf("sentinel: all sentinels hung: %lld ms, %s\n", took, distlock_last_error());
+    for (int k = 0; k < 3; k++)
+        assert_int_equal(rh_sentinels_signal(g, g->sentinel_port[k], 0), 0);
+    assert_rc(rc, DISTLOCK_ECONN);
+    assert_non_null(strstr(distlock_last_error(), "no reply in time"));
+    assert_true(took < CONNECT_MS + 200);
+    distlock_client_free(c2);
+    distlock_client_free(c);
+}
+
 static void test_mixed_list(void **state)
 {
     rh_sentinels *g = *state;
@@ -217,8 +256,19 @@ static void test_mixed_list(void **state)
     distlock_client *c = sentinel_client(uri);
     assert_int_equal(distlock_client_node_count(c), 3);
     distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, "s-mixed", 30000, 0, 0, &l), DISTLOCK_OK);
+    /* The first round may end on the two plain nodes' quorum before the
+     * Sentinel node's lookup is done (its call is then not sent): connect
+     * every node first, until the Sentinel node has been written to. */
     int master = rh_sentinels_master(g);
+    int warm = 0;
+    for (int k = 0; k < 50 && !warm; k++) {
+        assert_rc(distlock_acquire(c, "s-warm", 30000, 0, 0, &l), DISTLOCK_OK);
+        warm = RH_WAIT_UNTIL(data_get(master, "s-warm", NULL, 0) == 1, 100);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+    assert_true(warm);
+    assert_rc(distlock_acquire(c, "s-mixed", 30000, 0, 0, &l), DISTLOCK_OK);
     assert_true(RH_WAIT_UNTIL(data_get(master, "s-mixed", NULL, 0) == 1, 3000));
     assert_true(RH_WAIT_UNTIL(rh_get(rc, 0, 0, "s-mixed", NULL, 0) == 1, 3000));
     assert_rc(distlock_release(l), DISTLOCK_OK);
@@ -496,6 +546,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup_teardown(test_lock_unlock_wait, setup, teardown),
         cmocka_unit_test_setup_teardown(test_sentinel_credentials, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_hung_sentinel, setup, teardown),
         cmocka_unit_test_setup_teardown(test_mixed_list, setup, teardown),
         cmocka_unit_test_setup_teardown(test_role_checked, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_failover, setup, teardown),
