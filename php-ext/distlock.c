@@ -84,6 +84,11 @@ PHP_INI_BEGIN()
                       username, zend_distlock_globals, distlock_globals)
     STD_PHP_INI_ENTRY_EX("distlock.password", "", PHP_INI_ALL, OnUpdateString,
                          password, zend_distlock_globals, distlock_globals, dl_display_password)
+    /* WAIT for replicas */
+    STD_PHP_INI_ENTRY("distlock.wait_replicas", "0", PHP_INI_ALL, OnUpdateLong,
+                      wait_replicas, zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.wait_timeout_ms", "100", PHP_INI_ALL, OnUpdateLong,
+                      wait_timeout_ms, zend_distlock_globals, distlock_globals)
 PHP_INI_END()
 
 static PHP_GINIT_FUNCTION(distlock)

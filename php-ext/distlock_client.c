@@ -117,9 +117,15 @@ PHP_METHOD(Distlock_Client, __construct)
                 if (!dl_option_string(v, ZSTR_VAL(name), &cfg.username)) RETURN_THROWS();
             } else if (zend_string_equals_literal(name, "password")) {
                 if (!dl_option_string(v, ZSTR_VAL(name), &cfg.password)) RETURN_THROWS();
+            /* WAIT for replicas */
+            } else if (zend_string_equals_literal(name, "wait_replicas")) {
+                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_replicas)) RETURN_THROWS();
+            } else if (zend_string_equals_literal(name, "wait_timeout_ms")) {
+                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_ms)) RETURN_THROWS();
             } else {
                 zend_argument_value_error(2, "has an unknown option \"%s\" (known: connect_timeout_ms, "
-                                             "command_timeout_ms, username, password)", ZSTR_VAL(name));
+                                             "command_timeout_ms, username, password, wait_replicas, "
+                                             "wait_timeout_ms)", ZSTR_VAL(name));
                 RETURN_THROWS();
             }
         } ZEND_HASH_FOREACH_END();

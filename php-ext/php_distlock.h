@@ -33,11 +33,15 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
     zend_long command_timeout_ms; /* distlock.command_timeout_ms */
     char *username;              /* distlock.username */
     char *password;              /* distlock.password */
+    /* WAIT for replicas */
+    zend_long wait_replicas;     /* distlock.wait_replicas */
+    zend_long wait_timeout_ms;   /* distlock.wait_timeout_ms */
     /* The client of the last configuration used, so that calls with an
      * unchanged configuration skip building the persistent-list key. */
     struct {
         char *servers, *username, *password; /* pemalloc'd copies */
         zend_long connect_ms, command_ms;
+        zend_long wait_replicas, wait_ms;    /* WAIT for replicas */
         void *client;                        /* distlock_client *, owned by the list */
     } last;
 ZEND_END_MODULE_GLOBALS(distlock)

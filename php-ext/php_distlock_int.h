@@ -55,6 +55,9 @@ typedef struct {
     zend_long command_ms;
     const char *username;
     const char *password;
+    /* WAIT for replicas (DISTLOCK_OPT_WAIT_*) */
+    zend_long wait_replicas;
+    zend_long wait_ms;
 } dl_config;
 
 void dl_config_from_ini(dl_config *cfg);

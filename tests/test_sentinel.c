@@ -447,10 +447,13 @@ static void test_follow_master_kill(void **state)
  * every grant of that window is lost.
  * A fenced resource (accepts only a fence above the last it accepted)
  * still lets only one of the two owners write. */
-static void test_lost_without_wait(void **state)
+static void run_lost(rh_sentinels *g, int wait_replicas)
 {
-    rh_sentinels *g = *state;
     distlock_client *a = sentinel_client(g->uri), *b = sentinel_client(g->uri);
+    if (wait_replicas) {
+        assert_rc(distlock_client_set(a, DISTLOCK_OPT_WAIT_REPLICAS, wait_replicas), DISTLOCK_OK);
+        assert_rc(distlock_client_set(a, DISTLOCK_OPT_WAIT_TIMEOUT_MS, 100), DISTLOCK_OK);
+    }
     int master = rh_sentinels_master(g);
     int replicas[2], nr = 0;
     for (int k = 0; k < 3; k++)
@@ -480,14 +483,20 @@ static void test_lost_without_wait(void **state)
     enum { K = 20 };
     distlock_lock *held[K];
     char key[32];
+    int granted = 0;
     for (int i = 0; i < K; i++) {
         snprintf(key, sizeof key, "s-lost-%d", i);
-        assert_rc(distlock_acquire(a, key, 60000, 0, 0, &held[i]), DISTLOCK_OK);
+        held[i] = NULL;
+        int rc = distlock_acquire(a, key, 60000, 0, 0, &held[i]);
+        if (!wait_replicas)
+            assert_rc(rc, DISTLOCK_OK);
+        granted += rc == DISTLOCK_OK;
     }
     distlock_lock *fenced = NULL;
-    assert_rc(distlock_acquire(a, "s-fenced", 60000, 0, DISTLOCK_FENCING, &fenced), DISTLOCK_OK);
-    int64_t stale_fence = distlock_lock_fence(fenced);
-    assert_true(stale_fence > resource_last);
+    int frc = distlock_acquire(a, "s-fenced", 60000, 0, DISTLOCK_FENCING, &fenced);
+    int64_t stale_fence = frc == DISTLOCK_OK ? distlock_lock_fence(fenced) : -1;
+    if (!wait_replicas)
+        assert_true(stale_fence > resource_last);
     long long t0 = rh_now_ms();
     assert_int_equal(rh_sentinels_kill(g, master), 0);
     for (int k = 0; k < nr; k++) assert_int_equal(rh_sentinels_signal(g, replicas[k], 0), 0);
@@ -497,6 +506,8 @@ static void test_lost_without_wait(void **state)
     /* another owner asks for every key a held */
     int lost = 0;
     for (int i = 0; i < K; i++) {
+        if (held[i] == NULL)
+            continue;   /* not granted (WAIT): nothing to lose */
         snprintf(key, sizeof key, "s-lost-%d", i);
         distlock_lock *l = NULL;
         int rc = distlock_acquire(b, key, 60000, 1000, 0, &l);
@@ -510,10 +521,21 @@ static void test_lost_without_wait(void **state)
     distlock_lock *fenced_b = NULL;
     assert_rc(distlock_acquire(b, "s-fenced", 60000, 3000, DISTLOCK_FENCING, &fenced_b), DISTLOCK_OK);
     int64_t new_fence = distlock_lock_fence(fenced_b);
-    printf("sentinel: without WAIT: %d of %d acquisitions granted in the window were lost "
+    printf("sentinel: %s: %d of %d acquisitions in the window granted, %d of them lost "
            "by the failover (%lld ms from kill to all re-acquired); fenced key: the stale owner "
-           "has fence %lld, the new owner %lld\n", lost, K, rh_now_ms() - t0,
-           (long long)stale_fence, (long long)new_fence);
+           "has fence %lld, the new owner %lld\n",
+           wait_replicas ? "with WAIT 1 (100 ms)" : "without WAIT", granted, K, lost,
+           rh_now_ms() - t0, (long long)stale_fence, (long long)new_fence);
+    if (wait_replicas) {
+        /* Fail-closed: nothing is granted that the replicas did not get. */
+        assert_int_equal(granted, 0);
+        assert_int_equal(frc, DISTLOCK_ENOQUORUM);
+        for (int i = 0; i < K; i++) distlock_lock_free(held[i]);
+        distlock_lock_free(fenced_b);
+        distlock_client_free(a);
+        distlock_client_free(b);
+        return;
+    }
     /* Every grant made while the replicas could not receive it is gone. */
     assert_int_equal(lost, K);
     /* Two owners of s-fenced now. The resource takes only a fence above
@@ -541,6 +563,17 @@ static void test_lost_without_wait(void **state)
     distlock_client_free(b);
 }
 
+static void test_lost_without_wait(void **state)
+{
+    run_lost(*state, 0);
+}
+
+/* The same window with WAIT 1: the acquisitions are refused, none is lost. */
+static void test_lost_with_wait(void **state)
+{
+    run_lost(*state, 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -552,6 +585,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_follow_failover, setup, teardown),
         cmocka_unit_test_setup_teardown(test_follow_master_kill, setup, teardown),
         cmocka_unit_test_setup_teardown(test_lost_without_wait, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_lost_with_wait, setup, teardown),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

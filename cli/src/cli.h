@@ -37,6 +37,11 @@ struct cli_common {
     long timeout_ms;             /* --timeout; -1 = library default */
     int verbose;                 /* -v */
     int quiet;                   /* -q */
+    /* WAIT for replicas: --wait-replicas / --wait-replicas-timeout, else
+     * $DISTLOCK_WAIT_REPLICAS / $DISTLOCK_WAIT_REPLICAS_TIMEOUT (checked in
+     * cli_client); -1 = library default */
+    long wait_replicas;
+    long wait_timeout_ms;
 };
 
 extern const char *cli_prog;     /* "distlock" */
@@ -49,11 +54,15 @@ void cli_common_init(struct cli_common *co);
 int cli_common_option(struct cli_common *co, int opt, const char *arg);
 #define CLI_OPT_CONNECT_TIMEOUT 1000
 #define CLI_OPT_TIMEOUT 1001
+#define CLI_OPT_WAIT_REPLICAS 1020          /* WAIT for replicas */
+#define CLI_OPT_WAIT_REPLICAS_TIMEOUT 1021
 #define CLI_COMMON_SHORTOPTS "s:vqh"
 #define CLI_COMMON_LONGOPTS \
     {"servers", required_argument, NULL, 's'}, \
     {"connect-timeout", required_argument, NULL, CLI_OPT_CONNECT_TIMEOUT}, \
     {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT}, \
+    {"wait-replicas", required_argument, NULL, CLI_OPT_WAIT_REPLICAS}, \
+    {"wait-replicas-timeout", required_argument, NULL, CLI_OPT_WAIT_REPLICAS_TIMEOUT}, \
     {"verbose", no_argument, NULL, 'v'}, \
     {"quiet", no_argument, NULL, 'q'}, \
     {"help", no_argument, NULL, 'h'}

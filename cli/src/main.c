@@ -39,6 +39,12 @@ static const char common_help[] =
 "                              else " CLI_DEFAULT_SERVERS ")\n"
 "      --connect-timeout DUR   per-node connect timeout (default 1s)\n"
 "      --timeout DUR           per-node reply timeout (default 500ms)\n"
+"      --wait-replicas N       a node's grant counts only once N of its replicas\n"
+"                              acknowledged it (WAIT; default 0: off;\n"
+"                              $DISTLOCK_WAIT_REPLICAS)\n"
+"      --wait-replicas-timeout DUR\n"
+"                              how long WAIT waits for them (default 100ms;\n"
+"                              $DISTLOCK_WAIT_REPLICAS_TIMEOUT)\n"
 "  -v, --verbose               say what happens on stderr\n"
 "  -q, --quiet                 no messages, only the exit status\n"
 "  -h, --help                  this help\n";

@@ -82,6 +82,10 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     }
     r->sent = 1;
     r->deferred = 0;
+    r->script = call->script;
+    r->wait_n = call->wait_replicas > 0 ? call->wait_replicas : 0;
+    r->wait_ms = r->wait_n ? call->wait_ms : 0;
+    r->acked = -1;
     if (distlock__write(conn->ctx, &done) != REDIS_OK) {
         conn_broken(t, cs, r, i);
         return -1;
@@ -214,6 +218,21 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             if (o.owner)
                 o.owner->pre--;
             break;
+        case DISTLOCK__K_WAIT:
+            /* The WAIT behind this round's call, once the call's own reply
+             * is in; else one behind a request left behind, or behind a
+             * send that NOSCRIPT or a fallback replaced: dropped. */
+            if (o.owner == r && r->state == DISTLOCK__R_PENDING && r->reply != NULL) {
+                if (rep->type == REDIS_REPLY_INTEGER) {
+                    r->acked = rep->integer;
+                } else {
+                    r->acked = -1;
+                    snprintf(r->wait_err, sizeof(r->wait_err), "%.90s",
+                             is_err ? rep->str : "unexpected reply");
+                }
+                r->state = DISTLOCK__R_DONE;
+            }
+            break;
         default:  /* DISTLOCK__K_CALL */
             if (o.owner == NULL) {
                 if (o.tag)
@@ -253,8 +272,10 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                 continue;
             }
             r->reply = rep;
-            r->state = DISTLOCK__R_DONE;
             rep = NULL;
+            /* with a WAIT behind it, done once the WAIT answered too */
+            if (r->call->wait_replicas <= 0)
+                r->state = DISTLOCK__R_DONE;
             break;
         }
         if (rep)
@@ -328,7 +349,8 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
         /* The lookup had its own budget: connecting gets a fresh one. */
         ep_state = distlock__ep_learn(t, i, addr[0], port);
         naddr = 1;
-        r->deadline_us = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u;
+        r->deadline_us = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u +
+                         (r->call->wait_replicas > 0 ? (uint64_t)r->call->wait_ms * 1000u : 0);
     }
     open_at(t, cs, r, i, addr, naddr, port, ep_state);
     if (r->state == DISTLOCK__R_FAILED && is_sentinel(t, i))
@@ -368,6 +390,19 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
     distlock__stale_add_locked(t, i, call->tag, conn, 1);
     pthread_mutex_unlock(&t->mu);
     (void)distlock__write(conn->ctx, &done);
+}
+
+/* The longest WAIT a connection still owes a reply to (it may take that
+ * long on top of the command timeout). */
+static uint64_t owed_wait_ms(distlock__conn *conn)
+{
+    uint64_t m = 0;
+    for (int k = 0; k < conn->qlen; k++) {
+        const distlock__owed *o = distlock__q_at(conn, k);
+        if (o->kind == DISTLOCK__K_WAIT && (uint64_t)o->arg > m)
+            m = (uint64_t)o->arg;
+    }
+    return m;
 }
 
 static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
@@ -410,7 +445,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         uint64_t owed_since = distlock__q_at(conn, 0)->sent_us;
         if (conn->qlen > OWED_MAX || now - owed_since > STALE_CLOSE_US) {
             distlock__conn_close(t, i, conn);  /* give up on it; reconnect below */
-        } else if (now - owed_since > (uint64_t)t->command_timeout_ms * 1000u) {
+        } else if (now - owed_since > ((uint64_t)t->command_timeout_ms + owed_wait_ms(conn)) * 1000u) {
             /* The node owes replies past its timeout (hung, paused): fail
              * it at once instead of waiting again. An undo still goes out
              * behind the requests of its tag that it must follow (if the
@@ -424,11 +459,17 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         }
     }
     conn->used_us = now;
-    r->deadline_us = now + (uint64_t)timeout_ms * 1000u;
+    /* A WAIT behind the call may take its whole wait time on top, and so
+     * may one that an earlier round left on this connection (the server
+     * answers nothing behind it until it is done). */
+    uint64_t wait_us = call->wait_replicas > 0 ? (uint64_t)call->wait_ms * 1000u : 0;
+    if (conn->ctx && conn->qlen > 0)
+        wait_us += owed_wait_ms(conn) * 1000u;
+    r->deadline_us = now + (uint64_t)timeout_ms * 1000u + wait_us;
     if (conn->ctx == NULL && conn->resolving == NULL) {
         const distlock__node_cfg *cfg = &t->nodes[i];
         r->fresh = 1;
-        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u;
+        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u + wait_us;
         if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
             char addr[1][48];
             int port = 0;
@@ -471,7 +512,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             return;
     } else if (conn->ctx == NULL) {
         r->fresh = 1;  /* a lookup started by an earlier round is still running */
-        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u;
+        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u + wait_us;
         r->deferred = 1;
         return;
     }
@@ -585,7 +626,8 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                  * if the node is only paused, a later undo queues behind
                  * the request it undoes instead of racing it. */
                 distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
-                                      r->fresh ? t->connect_timeout_ms : t->command_timeout_ms);
+                                      (r->fresh ? t->connect_timeout_ms : t->command_timeout_ms) +
+                                      (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
                 distlock__abandon(t, i, conn, r);
                 /* A Sentinel node's master may be gone without a reset
                  * (partition, paused): the next call asks the sentinels;

@@ -85,6 +85,11 @@ class Client:
     ``drift_factor`` (0.01) and ``drift_min`` (0.002) for the Redlock clock
     drift; ``retry_min`` (0.002) and ``retry_max`` (0.1) for the backoff of
     waiting acquires; ``username`` / ``password`` for every node (ACL).
+    WAIT for replicas: ``wait_replicas`` (int, 0 = off) and ``wait_timeout``
+    (0.1): each node's grant, extend or fence counts only once that many of
+    its replicas acknowledged it within ``wait_timeout``; otherwise it is
+    undone and the error says "<node>: 0 of 1 replicas acknowledged within
+    100 ms".
 
     A client may be shared by any number of threads. ``close()`` (or leaving
     ``with Client(...) as c:``) waits for calls in progress, releases every
@@ -98,7 +103,9 @@ class Client:
                  command_timeout: Optional[float] = None,
                  drift_factor: Optional[float] = None, drift_min: Optional[float] = None,
                  retry_min: Optional[float] = None, retry_max: Optional[float] = None,
-                 username: Optional[str] = None, password: Optional[str] = None) -> None:
+                 username: Optional[str] = None, password: Optional[str] = None,
+                 wait_replicas: Optional[int] = None,
+                 wait_timeout: Optional[float] = None) -> None:
         self._h: Any = None
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
@@ -117,6 +124,7 @@ class Client:
         try:
             self._configure(servers, connect_timeout, command_timeout, drift_factor, drift_min,
                             retry_min, retry_max, username, password)
+            self._configure_wait(wait_replicas, wait_timeout)
         except Error as e:
             # The library's detail may quote the configuration as given.
             e._hide(secrets_of(servers, password if isinstance(password, str) else None))
@@ -153,6 +161,21 @@ class Client:
                     if not isinstance(text, str):
                         raise TypeError("%s must be str, not %s" % (what, type(text).__name__))
                     _core.distlock_client_set_str(self._h, opt, text)
+        except BaseException:
+            h, self._h = self._h, None
+            _core.distlock_client_free(h)
+            raise
+
+    # WAIT for replicas
+    def _configure_wait(self, replicas: Optional[int], timeout: Optional[float]) -> None:
+        try:
+            if replicas is not None:
+                if isinstance(replicas, bool) or not isinstance(replicas, int):
+                    raise TypeError("wait_replicas must be int, not %s" % type(replicas).__name__)
+                self._set(_core.DISTLOCK_OPT_WAIT_REPLICAS, replicas, "wait_replicas", replicas)
+            if timeout is not None:
+                self._set(_core.DISTLOCK_OPT_WAIT_TIMEOUT_MS,
+                          _seconds_to_ms(timeout, "wait_timeout"), "wait_timeout", timeout)
         except BaseException:
             h, self._h = self._h, None
             _core.distlock_client_free(h)
