@@ -59,12 +59,16 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/distlock-phpt.XXXXXX")
 cleanup() {
   bash "$harness" stop "$work/single" || true
   bash "$harness" stop "$work/redlock" || true
+  bash "$harness" stop "$work/sentinel" || true
   bash "$harness" stop "$work/repl" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 bash "$harness" start "$work/single" 1 >/dev/null
 bash "$harness" start "$work/redlock" 3 >/dev/null
+# A Sentinel group (1 master, 2 replicas, 3 sentinels) for 073_sentinel.phpt.
+export DISTLOCK_TEST_SENTINEL=$(bash "$harness" sentinels "$work/sentinel" \
+  --data-pass data-pw --sentinel-user sent --sentinel-pass sentinel-pw)
 
 export DISTLOCK_TEST_REDIS=$(bash "$harness" uris "$work/single")
 export DISTLOCK_TEST_REDLOCK=$(bash "$harness" uris "$work/redlock")
