@@ -20,7 +20,8 @@ run_suite() {
     c)       bash tests/run-c-tests.sh ;;
     install) cmake -S . -B build -DDISTLOCK_BUILD_TESTS=OFF >/dev/null &&
              cmake --build build -j2 >/dev/null && bash packaging/test-install.sh build ;;
-    release) bash scripts/check-version.sh ;;
+    release) bash scripts/check-version.sh; local v=$?
+             bash packaging/abi/check-abi.sh && [ $v -eq 0 ] ;;
     php)     bash php-ext/tests/run.sh ;;
     python)  bash python/tests/run.sh ;;
     cli)     bash cli/tests/run.sh ;;
