@@ -3,8 +3,10 @@
 # needs (apt), then runs each part's suite against throwaway redis-servers:
 #   C core (cmocka via CTest; again under ASan+UBSan; threads under TSan;
 #   valgrind), install/packaging, release (one version everywhere, the ABI
-#   against its baseline), PHP extension (phpt), Python package (pytest), the
-#   distlock command, and the quick-start demo itself.
+#   against its baseline), fuzz (libFuzzer targets under ASan+UBSan, under a
+#   minute; DISTLOCK_FUZZ_SECONDS per target for longer), PHP extension
+#   (phpt), Python package (pytest), the distlock command, and the
+#   quick-start demo itself.
 # Exits non-zero if any suite fails. Usage: bash scripts/test.sh [suite...]
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -12,7 +14,7 @@ cd "$top"
 
 bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
-suites=(c install release php python cli demo)
+suites=(c install release fuzz php python cli demo)
 [ $# -gt 0 ] && suites=("$@")
 
 run_suite() {
@@ -22,6 +24,7 @@ run_suite() {
              cmake --build build -j2 >/dev/null && bash packaging/test-install.sh build ;;
     release) bash scripts/check-version.sh; local v=$?
              bash packaging/abi/check-abi.sh && [ $v -eq 0 ] ;;
+    fuzz)    bash tests/fuzz/run.sh ;;
     php)     bash php-ext/tests/run.sh ;;
     python)  bash python/tests/run.sh ;;
     cli)     bash cli/tests/run.sh ;;
