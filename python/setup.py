@@ -189,6 +189,8 @@ class bdist_wheel_fallback(Command):
             src = os.path.join(egginfo_path, name)
             if os.path.exists(src):
                 shutil.copyfile(src, os.path.join(distinfo_path, name))
+        if (HERE / "LICENSE").is_file():  # the METADATA's License-File
+            shutil.copyfile(HERE / "LICENSE", os.path.join(distinfo_path, "LICENSE"))
         shutil.rmtree(egginfo_path, ignore_errors=True)
 
     def run(self):
@@ -244,6 +246,8 @@ setup(
     long_description=(HERE / "README.md").read_text(encoding="utf-8")
     if (HERE / "README.md").exists() else "",
     long_description_content_type="text/markdown",
+    license="MIT",
+    license_files=["LICENSE"],  # python/LICENSE links to the top-level LICENSE
     python_requires=">=3.8",
     packages=[PKG],
     package_data={PKG: ["py.typed", "*.pyi"]},
@@ -251,6 +255,7 @@ setup(
     cmdclass=cmdclass,
     zip_safe=False,
     classifiers=[
+        "License :: OSI Approved :: MIT License",
         "Programming Language :: Python :: 3",
         "Programming Language :: C",
         "Operating System :: POSIX :: Linux",

@@ -2,8 +2,11 @@
 # Every test of distlock, from a fresh clone on Debian 12: installs what it
 # needs (apt), then runs each part's suite against throwaway redis-servers:
 #   C core (cmocka via CTest; again under ASan+UBSan; threads under TSan;
-#   valgrind), install/packaging, PHP extension (phpt), Python package
-#   (pytest), the distlock command, and the quick-start demo itself.
+#   valgrind), install/packaging, release (one version everywhere, the ABI
+#   against its baseline), fuzz (libFuzzer targets under ASan+UBSan, under a
+#   minute; DISTLOCK_FUZZ_SECONDS per target for longer), PHP extension
+#   (phpt), Python package (pytest), the distlock command, and the
+#   quick-start demo itself.
 # Exits non-zero if any suite fails. Usage: bash scripts/test.sh [suite...]
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -11,7 +14,7 @@ cd "$top"
 
 bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
-suites=(c install php python cli demo)
+suites=(c install release fuzz php python cli demo)
 [ $# -gt 0 ] && suites=("$@")
 
 run_suite() {
@@ -19,6 +22,9 @@ run_suite() {
     c)       bash tests/run-c-tests.sh ;;
     install) cmake -S . -B build -DDISTLOCK_BUILD_TESTS=OFF >/dev/null &&
              cmake --build build -j2 >/dev/null && bash packaging/test-install.sh build ;;
+    release) bash scripts/check-version.sh; local v=$?
+             bash packaging/abi/check-abi.sh && [ $v -eq 0 ] ;;
+    fuzz)    bash tests/fuzz/run.sh ;;
     php)     bash php-ext/tests/run.sh ;;
     python)  bash python/tests/run.sh ;;
     cli)     bash cli/tests/run.sh ;;
