@@ -52,6 +52,13 @@ int distlock__random_bytes(void *buf, size_t n);
 uint64_t distlock__random_u64(void);
 
 /* ------------------------------------------------------------ uri.c */
+enum { DISTLOCK__NODE_MASTER = 0, DISTLOCK__NODE_SENTINEL = 1 };
+typedef struct distlock__hostport { char *host; int port; } distlock__hostport;
+typedef struct distlock__tls_cfg {
+    int enabled;            /* rediss:// or rediss-sentinel:// */
+    char *ca_file, *ca_dir, *cert, *key, *server_name;  /* from the URI query; NULL: not given */
+    int insecure;           /* -1 not given; 1: tls_insecure=1; 0: tls_insecure=0 */
+} distlock__tls_cfg;
 typedef struct distlock__node_cfg {
     char *uri;        /* as shown to users, password replaced by *** */
     char *host;       /* TCP host, or NULL for a Unix socket */
@@ -60,6 +67,11 @@ typedef struct distlock__node_cfg {
     int db;
     char *user;       /* from the URI, may be NULL */
     char *pass;       /* from the URI, may be NULL */
+    int kind;               /* DISTLOCK__NODE_MASTER or _SENTINEL */
+    distlock__tls_cfg tls;
+    distlock__hostport *sentinels; int nsentinels;
+    char *master;
+    char *sentinel_user, *sentinel_pass;
 } distlock__node_cfg;
 
 int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *n);

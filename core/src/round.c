@@ -62,7 +62,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     }
     r->sent = 1;
     r->deferred = 0;
-    if (distlock__write(conn->ctx, &done) != REDIS_OK) {
+    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
         conn_broken(t, cs, r, i);
         return -1;
     }
@@ -221,7 +221,7 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
     distlock__conn *conn = &cs->conns[i];
     struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
     if (poll(&pfd, 1, 0) > 0) {
-        if (distlock__read(conn->ctx) != REDIS_OK) {
+        if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
             distlock__conn_close(t, i, conn);
             return -1;
         }
@@ -240,7 +240,7 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
     char err[192] = "";
     /* Loopback refusals are reported at once: try the next address then. */
     for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
-        conn->ctx = distlock__node_connect(&t->nodes[i], addr ? addr[k] : NULL, &st, err,
+        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, &conn->tls, &st, err,
                                            sizeof(err));
     if (conn->ctx == NULL) {
         snprintf(r->err, sizeof(r->err), "%s", err);
@@ -271,7 +271,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     open_at(t, cs, r, i, addr, naddr);
     if (r->state == DISTLOCK__R_PENDING && add_kills(t, conn, r, i) == 0) {
         int done = 0;
-        if (distlock__write(conn->ctx, &done) != REDIS_OK)
+        if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
             conn_broken(t, cs, r, i);
     }
 }
@@ -303,7 +303,7 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
     pthread_mutex_lock(&t->mu);
     distlock__stale_add_locked(t, i, call->tag, conn, 1);
     pthread_mutex_unlock(&t->mu);
-    (void)distlock__write(conn->ctx, &done);
+    (void)distlock__write(conn->ctx, conn->tls, &done);
 }
 
 static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
@@ -387,7 +387,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     /* Write now: on an established connection the whole request usually
      * leaves in this one write, before we start waiting on any node. */
     int done = 0;
-    if (distlock__write(conn->ctx, &done) != REDIS_OK)
+    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
         conn_broken(t, cs, r, i);
 }
 
@@ -476,9 +476,7 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 pfd[np].events = POLLIN;
             } else {
                 pfd[np].fd = conn->ctx->fd;
-                pfd[np].events = POLLIN;
-                if (conn->ctx->obuf && conn->ctx->obuf[0] != '\0')
-                    pfd[np].events |= POLLOUT;
+                pfd[np].events = (short)distlock__events(conn->ctx, conn->tls);
             }
             pfd[np].revents = 0;
             idx[np++] = i;
@@ -505,13 +503,13 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
             }
             if (pfd[k].revents & POLLOUT) {
                 int done = 0;
-                if (distlock__write(conn->ctx, &done) != REDIS_OK) {
+                if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
                     conn_broken(t, cs, r, i);
                     continue;
                 }
             }
             if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-                if (distlock__read(conn->ctx) != REDIS_OK) {
+                if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
                     conn_broken(t, cs, r, i);
                     continue;
                 }
