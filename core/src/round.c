@@ -462,8 +462,15 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 /* No reply in time. Keep the connection with what it owes:
                  * if the node is only paused, a later undo queues behind
                  * the request it undoes instead of racing it. */
-                distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
-                                      r->fresh ? t->connect_timeout_ms : t->command_timeout_ms);
+                if (conn->tls && !distlock__tls_is_up(conn->tls))
+                    distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                                          "TLS handshake not done within %ld ms (does the "
+                                          "server speak TLS on this port?)",
+                                          t->connect_timeout_ms);
+                else
+                    distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
+                                          r->fresh ? t->connect_timeout_ms
+                                                   : t->command_timeout_ms);
                 distlock__abandon(t, i, conn, r);
                 continue;
             }

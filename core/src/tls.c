@@ -40,6 +40,7 @@
 struct distlock__tls {
     SSL *ssl;
     int up;      /* handshake done */
+    int got;     /* application data received */
     short want;  /* during the handshake: POLLIN or POLLOUT */
 };
 
@@ -299,6 +300,11 @@ void distlock__tls_free(distlock__tls *tls)
     free(tls);
 }
 
+int distlock__tls_is_up(const distlock__tls *tls)
+{
+    return tls->up;
+}
+
 int distlock__tls_events(const distlock__tls *tls, int have_output)
 {
     if (!tls->up)
@@ -350,8 +356,10 @@ ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err,
     ERR_clear_error();
     errno = 0;
     int rc = SSL_read(tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
-    if (rc > 0)
+    if (rc > 0) {
+        tls->got = 1;
         return rc;
+    }
     int code = SSL_get_error(tls->ssl, rc);
     if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE)
         return 0;
@@ -363,5 +371,13 @@ ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err,
         return -2;
     }
     ssl_reason(tls->ssl, rc, code, err, errlen);
+    if (!tls->got && strstr(err, "certificate") == NULL) {
+        /* With TLS 1.3 a server that wants a client certificate says so
+         * after our handshake is done, and its alert is often lost to the
+         * reset our first request causes. */
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, " right after the handshake (a client certificate "
+                                      "required? tls_cert, tls_key)");
+    }
     return -1;
 }
