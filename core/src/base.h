@@ -53,25 +53,38 @@ uint64_t distlock__random_u64(void);
 
 /* ------------------------------------------------------------ uri.c */
 enum { DISTLOCK__NODE_MASTER = 0, DISTLOCK__NODE_SENTINEL = 1 };
-typedef struct distlock__hostport { char *host; int port; } distlock__hostport;
+
+typedef struct distlock__hostport {
+    char *host;
+    int port;
+} distlock__hostport;
+
+/* TLS settings of one node from its URI (rediss://, rediss-sentinel://);
+ * what is not given there comes from the client's options. */
 typedef struct distlock__tls_cfg {
-    int enabled;            /* rediss:// or rediss-sentinel:// */
-    char *ca_file, *ca_dir, *cert, *key, *server_name;  /* from the URI query; NULL: not given */
-    int insecure;           /* -1 not given; 1: tls_insecure=1; 0: tls_insecure=0 */
+    int enabled;
+    char *ca_file, *ca_dir, *cert, *key, *server_name;  /* NULL: not given */
+    int insecure;     /* -1 not given; 1 tls_insecure=1; 0 tls_insecure=0 */
 } distlock__tls_cfg;
+
+/* One node of the server list (uri.c parses the grammar of SPEC.md). */
 typedef struct distlock__node_cfg {
     char *uri;        /* as shown to users, password replaced by *** */
-    char *host;       /* TCP host, or NULL for a Unix socket */
+    char *host;       /* TCP host, or NULL for a Unix socket or a Sentinel node */
     int port;
     char *path;       /* Unix socket path, or NULL */
     int db;
-    char *user;       /* from the URI, may be NULL */
-    char *pass;       /* from the URI, may be NULL */
-    int kind;               /* DISTLOCK__NODE_MASTER or _SENTINEL */
+    char *user;       /* the data node's, from the URI, may be NULL */
+    char *pass;       /* the data node's, from the URI, may be NULL */
+    int kind;         /* DISTLOCK__NODE_MASTER or DISTLOCK__NODE_SENTINEL */
     distlock__tls_cfg tls;
-    distlock__hostport *sentinels; int nsentinels;
+    /* kind SENTINEL: the sentinels to ask for `master`, and their
+     * credentials (NULL: none); host is NULL and port 0 */
+    distlock__hostport *sentinels;
+    int nsentinels;
     char *master;
-    char *sentinel_user, *sentinel_pass;
+    char *sentinel_user;
+    char *sentinel_pass;
 } distlock__node_cfg;
 
 int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *n);

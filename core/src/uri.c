@@ -1,5 +1,14 @@
-/* uri.c -- the server list: "redis://[user[:password]@]host[:port][/db]" or
- * "unix:///path/to.sock[?db=N]", comma-separated for N independent nodes. */
+/* uri.c -- the server list (base layer). The grammar is SPEC.md's:
+ *   redis://[user[:password]@]host[:port][/db]
+ *   rediss://[user[:password]@]host[:port][/db][?tls options]
+ *   unix:///path/to.sock[?db=N]
+ *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER[/db][?options]
+ *   rediss-sentinel://...   (TLS to the sentinels and to the master)
+ * Nodes are separated by whitespace, or by a comma followed by "scheme://";
+ * any other comma separates the hosts of one (Sentinel) URI. Options:
+ * tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
+ * tls_insecure=0|1 (TLS schemes), sentinel_user, sentinel_password
+ * (Sentinel schemes), db (unix://). Values are %-decoded. */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <sys/un.h>
@@ -9,7 +18,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "internal.h"
+#include "base.h"
 
 static char *dup_range(const char *s, size_t n)
 {
@@ -129,110 +138,272 @@ static void redact_list(const char *list, char *out, size_t size)
     }
 }
 
+/* host[:port] or [v6]:port in [p, end): *host allocated. */
+static int parse_hostport(const char *p, const char *end, int defport, char **host, int *port,
+                          const char *safe)
+{
+    const char *hp_end = end, *portp = NULL;
+    long v;
+    *host = NULL;
+    if (p < end && *p == '[') {  /* [IPv6] */
+        const char *rb = memchr(p, ']', (size_t)(end - p));
+        if (!rb)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': unterminated [IPv6 address]", safe);
+        *host = dup_range(p + 1, (size_t)(rb - p - 1));
+        if (rb + 1 < end) {
+            if (rb[1] != ':')
+                return distlock__fail(DISTLOCK_EINVAL, "'%s': junk after ]", safe);
+            portp = rb + 2;
+        }
+    } else {
+        const char *colon = memchr(p, ':', (size_t)(end - p));
+        if (colon) {
+            portp = colon + 1;
+            hp_end = colon;
+        }
+        *host = dup_range(p, (size_t)(hp_end - p));
+    }
+    if (!*host)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    if ((*host)[0] == '\0')
+        return distlock__fail(DISTLOCK_EINVAL, "'%s': no host", safe);
+    for (const char *h = *host; *h; h++)
+        if (!isalnum((unsigned char)*h) && !strchr(".-_:%", *h))
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': invalid character in host name", safe);
+    *port = defport;
+    if (portp) {
+        if (parse_num(portp, (size_t)(end - portp), 65535, &v) != 0 || v == 0)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': port must be a number 1..65535", safe);
+        *port = (int)v;
+    }
+    return DISTLOCK_OK;
+}
+
+/* The query "k=v&k=v" in [q, end) (q after the '?'). */
+static int parse_query(const char *q, const char *end, distlock__node_cfg *cfg, const char *safe)
+{
+    static const struct { const char *name; int tls, sentinel, unix_; } known[] = {
+        { "tls_ca_file", 1, 0, 0 }, { "tls_ca_dir", 1, 0, 0 }, { "tls_cert", 1, 0, 0 },
+        { "tls_key", 1, 0, 0 }, { "tls_server_name", 1, 0, 0 }, { "tls_insecure", 1, 0, 0 },
+        { "sentinel_user", 0, 1, 0 }, { "sentinel_password", 0, 1, 0 }, { "db", 0, 0, 1 },
+    };
+    while (q < end) {
+        const char *amp = memchr(q, '&', (size_t)(end - q)), *stop = amp ? amp : end;
+        const char *eq = memchr(q, '=', (size_t)(stop - q));
+        int bad = 0, k = -1;
+        if (!eq)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': option '%.*s' needs a value", safe,
+                                  (int)(stop - q > 40 ? 40 : stop - q), q);
+        for (size_t x = 0; x < sizeof(known) / sizeof(known[0]) && k < 0; x++)
+            if ((size_t)(eq - q) == strlen(known[x].name) &&
+                strncmp(q, known[x].name, (size_t)(eq - q)) == 0)
+                k = (int)x;
+        if (k < 0)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': unknown option '%.*s'", safe,
+                                  (int)(eq - q > 40 ? 40 : eq - q), q);
+        if ((known[k].tls && !cfg->tls.enabled) ||
+            (known[k].sentinel && cfg->kind != DISTLOCK__NODE_SENTINEL) ||
+            (known[k].unix_ && !cfg->path))
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': option '%s' does not apply to this "
+                                  "kind of node (%s)", safe, known[k].name,
+                                  known[k].tls ? "TLS options need rediss:// or rediss-sentinel://"
+                                  : known[k].sentinel ? "only for redis-sentinel:// nodes"
+                                  : "only for unix:// nodes");
+        char *v = decode(eq + 1, (size_t)(stop - eq - 1), &bad);
+        if (!v)
+            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        if (bad || v[0] == '\0') {
+            free(v);
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': option '%s' has %s", safe,
+                                  known[k].name, bad ? "a bad %-escape" : "an empty value");
+        }
+        char **slot = NULL;
+        switch (k) {
+        case 0: slot = &cfg->tls.ca_file; break;
+        case 1: slot = &cfg->tls.ca_dir; break;
+        case 2: slot = &cfg->tls.cert; break;
+        case 3: slot = &cfg->tls.key; break;
+        case 4: slot = &cfg->tls.server_name; break;
+        case 6: slot = &cfg->sentinel_user; break;
+        case 7: slot = &cfg->sentinel_pass; break;
+        default: break;
+        }
+        if (slot) {
+            free(*slot);
+            *slot = v;
+        } else {
+            long n;
+            int isdb = k == 8;
+            int ok = parse_num(v, strlen(v), isdb ? INT_MAX : 1, &n) == 0;
+            free(v);
+            if (!ok)
+                return distlock__fail(DISTLOCK_EINVAL, "'%s': %s", safe,
+                                      isdb ? "?db= must be a number >= 0"
+                                           : "tls_insecure must be 0 or 1");
+            if (isdb)
+                cfg->db = (int)n;
+            else
+                cfg->tls.insecure = (int)n;
+        }
+        q = amp ? amp + 1 : end;
+    }
+    return DISTLOCK_OK;
+}
+
+static const struct { const char *prefix; int kind, tls; } schemes[] = {
+    { "redis://", DISTLOCK__NODE_MASTER, 0 },
+    { "rediss://", DISTLOCK__NODE_MASTER, 1 },
+    { "redis-sentinel://", DISTLOCK__NODE_SENTINEL, 0 },
+    { "rediss-sentinel://", DISTLOCK__NODE_SENTINEL, 1 },
+};
+
+static int parse_unix(const char *s, size_t len, distlock__node_cfg *cfg, const char *safe,
+                      char *shown, size_t shown_size)
+{
+    const char *path = s + 7, *end = s + len, *q = memchr(path, '?', (size_t)(end - path));
+    const char *pend = q ? q : end;
+    if (pend - path < 2)
+        return distlock__fail(DISTLOCK_EINVAL, "'%s': unix:// needs a socket path", safe);
+    if ((size_t)(pend - path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "'%s': socket path of %d bytes is longer than the %d the "
+                              "system allows", safe, (int)(pend - path),
+                              (int)sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
+    cfg->path = dup_range(path, (size_t)(pend - path));
+    if (!cfg->path)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    int rc = q ? parse_query(q + 1, end, cfg, safe) : DISTLOCK_OK;
+    if (rc != DISTLOCK_OK)
+        return rc;
+    char dbpart[24] = "";
+    if (cfg->db)
+        snprintf(dbpart, sizeof(dbpart), "?db=%d", cfg->db);
+    snprintf(shown, shown_size, "unix://%s%s", cfg->path, dbpart);
+    return DISTLOCK_OK;
+}
+
 static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
 {
-    char shown[600], safe[600];
+    char shown[700], safe[600];
     long v;
-    int bad = 0;
+    int bad = 0, rc, si = -1;
 
     memset(cfg, 0, sizeof(*cfg));
+    cfg->tls.insecure = -1;
     redact(s, len, safe, sizeof(safe));
     if (len >= 8 && strncmp(s, "unix:///", 8) == 0) {
-        const char *path = s + 7, *end = s + len, *q = memchr(path, '?', (size_t)(end - path));
-        const char *pend = q ? q : end;
-        if (pend - path < 2)
-            return distlock__fail(DISTLOCK_EINVAL, "'%s': unix:// needs a socket path", safe);
-        if (q) {
-            if ((size_t)(end - q) < 5 || strncmp(q, "?db=", 4) != 0 ||
-                parse_num(q + 4, (size_t)(end - q - 4), INT_MAX, &v) != 0)
-                return distlock__fail(DISTLOCK_EINVAL,
-                                      "'%s': only ?db=N (a number >= 0) may follow the path",
-                                      safe);
-            cfg->db = (int)v;
-        }
-        if ((size_t)(pend - path) >= sizeof(((struct sockaddr_un *)0)->sun_path))
-            return distlock__fail(DISTLOCK_EINVAL,
-                                  "'%s': socket path of %d bytes is longer than the %d the "
-                                  "system allows", safe, (int)(pend - path),
-                                  (int)sizeof(((struct sockaddr_un *)0)->sun_path) - 1);
-        cfg->path = dup_range(path, (size_t)(pend - path));
-        if (!cfg->path)
-            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-        snprintf(shown, sizeof(shown), "unix://%s%.*s", cfg->path, q ? (int)(end - q) : 0,
-                 q ? q : "");
-    } else if (len >= 8 && strncmp(s, "redis://", 8) == 0) {
-        const char *p = s + 8, *end = s + len;
-        const char *slash = memchr(p, '/', (size_t)(end - p));
-        const char *auth_end = NULL;
-        for (const char *x = p; x < (slash ? slash : end); x++)
-            if (*x == '@')
-                auth_end = x;  /* the last '@' before the path */
-        if (auth_end) {
-            const char *colon = memchr(p, ':', (size_t)(auth_end - p));
-            if (colon) {
-                if (colon > p)
-                    cfg->user = decode(p, (size_t)(colon - p), &bad);
-                cfg->pass = decode(colon + 1, (size_t)(auth_end - colon - 1), &bad);
-            } else {
-                cfg->user = decode(p, (size_t)(auth_end - p), &bad);
-            }
-            if (bad)
-                return distlock__fail(DISTLOCK_EINVAL, "'%s': bad %%-escape in the credentials",
-                                      safe);
-            p = auth_end + 1;
-        }
-        const char *hend = slash ? slash : end, *hp_end = hend, *portp = NULL;
-        if (p < hend && *p == '[') {  /* [IPv6] */
-            const char *rb = memchr(p, ']', (size_t)(hend - p));
-            if (!rb)
-                return distlock__fail(DISTLOCK_EINVAL, "'%s': unterminated [IPv6 address]", safe);
-            cfg->host = dup_range(p + 1, (size_t)(rb - p - 1));
-            if (rb + 1 < hend) {
-                if (rb[1] != ':')
-                    return distlock__fail(DISTLOCK_EINVAL, "'%s': junk after ]", safe);
-                portp = rb + 2;
-            }
-        } else {
-            const char *colon = memchr(p, ':', (size_t)(hend - p));
-            if (colon) {
-                portp = colon + 1;
-                hp_end = colon;
-            }
-            cfg->host = dup_range(p, (size_t)(hp_end - p));
-        }
-        if (!cfg->host)
-            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-        if (cfg->host[0] == '\0')
-            return distlock__fail(DISTLOCK_EINVAL, "'%s': no host", safe);
-        for (const char *h = cfg->host; *h; h++)
-            if (!isalnum((unsigned char)*h) && !strchr(".-_:%", *h))
-                return distlock__fail(DISTLOCK_EINVAL, "'%s': invalid character in host name",
-                                      safe);
-        cfg->port = 6379;
-        if (portp) {
-            if (parse_num(portp, (size_t)(hend - portp), 65535, &v) != 0 || v == 0)
-                return distlock__fail(DISTLOCK_EINVAL, "'%s': port must be a number 1..65535",
-                                      safe);
-            cfg->port = (int)v;
-        }
-        if (slash && slash + 1 < end) {
-            if (parse_num(slash + 1, (size_t)(end - slash - 1), INT_MAX, &v) != 0)
-                return distlock__fail(DISTLOCK_EINVAL, "'%s': /db must be a number >= 0",
-                                      safe);
-            cfg->db = (int)v;
-        }
-        int v6 = strchr(cfg->host, ':') != NULL;
-        char dbpart[16] = "";
-        if (cfg->db)
-            snprintf(dbpart, sizeof(dbpart), "/%d", cfg->db);
-        snprintf(shown, sizeof(shown), "redis://%s%s%s%s%s%s:%d%s", cfg->user ? cfg->user : "",
-                 cfg->pass ? ":***" : "", (cfg->user || cfg->pass) ? "@" : "", v6 ? "[" : "",
-                 cfg->host, v6 ? "]" : "", cfg->port, dbpart);
-    } else {
-        return distlock__fail(DISTLOCK_EINVAL,
-                              "'%s': expected redis://host[:port][/db] or unix:///path[?db=N]",
-                              safe);
+        if ((rc = parse_unix(s, len, cfg, safe, shown, sizeof(shown))) != DISTLOCK_OK)
+            return rc;
+        goto done;
     }
+    for (size_t x = 0; x < sizeof(schemes) / sizeof(schemes[0]); x++)
+        if (len > strlen(schemes[x].prefix) &&
+            strncmp(s, schemes[x].prefix, strlen(schemes[x].prefix)) == 0)
+            si = (int)x;
+    if (si < 0)
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "'%s': expected redis://host[:port][/db], rediss://..., "
+                              "unix:///path[?db=N] or redis-sentinel://host[:port],.../MASTER",
+                              safe);
+    cfg->kind = schemes[si].kind;
+    cfg->tls.enabled = schemes[si].tls;
+    int sentinel = cfg->kind == DISTLOCK__NODE_SENTINEL;
+    const char *p = s + strlen(schemes[si].prefix), *end = s + len;
+    const char *q = memchr(p, '?', (size_t)(end - p)), *mend = q ? q : end;
+    const char *slash = memchr(p, '/', (size_t)(mend - p));
+    const char *auth_end = NULL;
+    for (const char *x = p; x < (slash ? slash : mend); x++)
+        if (*x == '@')
+            auth_end = x;  /* the last '@' before the path */
+    if (auth_end) {
+        const char *colon = memchr(p, ':', (size_t)(auth_end - p));
+        if (colon) {
+            if (colon > p)
+                cfg->user = decode(p, (size_t)(colon - p), &bad);
+            cfg->pass = decode(colon + 1, (size_t)(auth_end - colon - 1), &bad);
+        } else {
+            cfg->user = decode(p, (size_t)(auth_end - p), &bad);
+        }
+        if (bad)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': bad %%-escape in the credentials",
+                                  safe);
+        p = auth_end + 1;
+    }
+    const char *hend = slash ? slash : mend;
+    /* hosts */
+    char hosts_shown[400] = "";
+    size_t hs = 0;
+    for (const char *h = p;;) {
+        const char *comma = memchr(h, ',', (size_t)(hend - h)), *he = comma ? comma : hend;
+        char *host = NULL;
+        int port = 0;
+        if (comma && !sentinel)
+            return distlock__fail(DISTLOCK_EINVAL,
+                                  "'%s': %s takes one host (separate nodes with \",%s\")", safe,
+                                  schemes[si].prefix, schemes[si].prefix);
+        if ((rc = parse_hostport(h, he, sentinel ? 26379 : 6379, &host, &port, safe)) !=
+            DISTLOCK_OK) {
+            free(host);
+            return rc;
+        }
+        if (sentinel) {
+            distlock__hostport *g = realloc(cfg->sentinels,
+                                            sizeof(*g) * (size_t)(cfg->nsentinels + 1));
+            if (!g) {
+                free(host);
+                return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+            }
+            cfg->sentinels = g;
+            g[cfg->nsentinels++] = (distlock__hostport){ host, port };
+        } else {
+            cfg->host = host;
+            cfg->port = port;
+        }
+        int v6 = strchr(host, ':') != NULL;
+        int w = snprintf(hosts_shown + hs, sizeof(hosts_shown) - hs, "%s%s%s%s:%d",
+                         hs ? "," : "", v6 ? "[" : "", host, v6 ? "]" : "", port);
+        if (w > 0 && (size_t)w < sizeof(hosts_shown) - hs)
+            hs += (size_t)w;
+        if (!comma)
+            break;
+        if (cfg->nsentinels >= 16)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': more than 16 sentinels", safe);
+        h = comma + 1;
+    }
+    /* path: [/db] for a master, /MASTER[/db] for a Sentinel node */
+    const char *path = slash ? slash + 1 : NULL;
+    if (sentinel) {
+        const char *ms = path, *me = path ? memchr(path, '/', (size_t)(mend - path)) : NULL;
+        if (!me)
+            me = mend;
+        if (!ms || ms == me)
+            return distlock__fail(DISTLOCK_EINVAL,
+                                  "'%s': a Sentinel node names its master: "
+                                  "redis-sentinel://host[:port],.../MASTER", safe);
+        cfg->master = decode(ms, (size_t)(me - ms), &bad);
+        if (!cfg->master)
+            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        if (bad)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': bad %%-escape in the master name", safe);
+        path = me < mend ? me + 1 : NULL;
+    }
+    if (path && path < mend) {
+        if (parse_num(path, (size_t)(mend - path), INT_MAX, &v) != 0)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': /db must be a number >= 0", safe);
+        cfg->db = (int)v;
+    }
+    if (q && (rc = parse_query(q + 1, end, cfg, safe)) != DISTLOCK_OK)
+        return rc;
+    char dbpart[16] = "", master[200] = "";
+    if (cfg->db)
+        snprintf(dbpart, sizeof(dbpart), "/%d", cfg->db);
+    if (sentinel)
+        snprintf(master, sizeof(master), "/%s", cfg->master);
+    snprintf(shown, sizeof(shown), "%s%s%s%s%s%s%s%s", schemes[si].prefix,
+             cfg->user ? cfg->user : "", cfg->pass ? ":***" : "",
+             (cfg->user || cfg->pass) ? "@" : "", hosts_shown, master, dbpart,
+             cfg->tls.insecure == 1 ? "?tls_insecure=1" : "");
+done:
     cfg->uri = strdup(shown);
     if (!cfg->uri)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
@@ -246,6 +417,17 @@ static void free_cfg(distlock__node_cfg *cfg)
     free(cfg->path);
     free(cfg->user);
     free(cfg->pass);
+    free(cfg->tls.ca_file);
+    free(cfg->tls.ca_dir);
+    free(cfg->tls.cert);
+    free(cfg->tls.key);
+    free(cfg->tls.server_name);
+    for (int i = 0; i < cfg->nsentinels; i++)
+        free(cfg->sentinels[i].host);
+    free(cfg->sentinels);
+    free(cfg->master);
+    free(cfg->sentinel_user);
+    free(cfg->sentinel_pass);
 }
 
 void distlock__free_nodes(distlock__node_cfg *nodes, int n)
@@ -274,16 +456,70 @@ static void canonical_host(const char *host, char *out, size_t size)
     }
 }
 
-static int same_server(const distlock__node_cfg *a, const distlock__node_cfg *b)
+static int same_hostport(const char *host_a, int port_a, const char *host_b, int port_b)
 {
     char ha[256], hb[256];
+    if (port_a != port_b)
+        return 0;
+    canonical_host(host_a, ha, sizeof(ha));
+    canonical_host(host_b, hb, sizeof(hb));
+    return strcmp(ha, hb) == 0;
+}
+
+/* Two entries that are certainly one lock node: one socket path, one
+ * address, or one Sentinel-managed master named through a common sentinel.
+ * (A master and a Sentinel node that resolves to it are caught when
+ * connected: round.c.) */
+static int same_server(const distlock__node_cfg *a, const distlock__node_cfg *b)
+{
     if (a->path || b->path)
         return a->path && b->path && strcmp(a->path, b->path) == 0;
-    if (a->port != b->port)
+    if (a->kind != b->kind)
         return 0;
-    canonical_host(a->host, ha, sizeof(ha));
-    canonical_host(b->host, hb, sizeof(hb));
-    return strcmp(ha, hb) == 0;
+    if (a->kind == DISTLOCK__NODE_MASTER)
+        return same_hostport(a->host, a->port, b->host, b->port);
+    if (strcmp(a->master, b->master) != 0)
+        return 0;
+    for (int i = 0; i < a->nsentinels; i++)
+        for (int j = 0; j < b->nsentinels; j++)
+            if (same_hostport(a->sentinels[i].host, a->sentinels[i].port, b->sentinels[j].host,
+                              b->sentinels[j].port))
+                return 1;
+    return 0;
+}
+
+/* Does a new node start at p: "scheme://" (letters, digits, + - .)? */
+static int starts_node(const char *p)
+{
+    const char *x = p;
+    if (!isalpha((unsigned char)*x))
+        return 0;
+    while (isalnum((unsigned char)*x) || *x == '+' || *x == '-' || *x == '.')
+        x++;
+    return strncmp(x, "://", 3) == 0;
+}
+
+/* The end of the entry that starts at p: whitespace or a comma followed
+ * (after optional whitespace) by "scheme://" or the end. Other commas
+ * belong to the entry (the hosts of a Sentinel URI). *next: where the next
+ * starts. */
+static const char *entry_end(const char *p, const char **next)
+{
+    const char *x = p;
+    for (; *x; x++) {
+        if (isspace((unsigned char)*x) || *x == ',') {
+            /* A separator only before another node (or the end): a raw
+             * space or comma in a password stays inside its URI, where
+             * the parser's message can mask it. */
+            const char *y = x + 1;
+            while (isspace((unsigned char)*y))
+                y++;
+            if (*y == '\0' || *y == ',' || starts_node(y))
+                break;
+        }
+    }
+    *next = *x ? x + 1 : NULL;
+    return x;
 }
 
 int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *nout)
@@ -297,11 +533,21 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
     if (strlen(servers) > 65536)
         return distlock__fail(DISTLOCK_EINVAL, "server list too long");
     for (;;) {
-        const char *comma = strchr(p, ','), *end = comma ? comma : p + strlen(p);
-        const char *a = p, *b = end;
-        while (a < b && isspace((unsigned char)*a)) a++;
-        while (b > a && isspace((unsigned char)b[-1])) b--;
+        const char *next, *a = p, *b;
+        int comma = 0;
+        while (isspace((unsigned char)*a))
+            a++;
+        if (*a == ',' && a > servers && isspace((unsigned char)a[-1]) && n > 0) {
+            comma = 1;
+            /* "uri1 , uri2": the comma after whitespace separates too */
+            a++;
+            while (isspace((unsigned char)*a))
+                a++;
+        }
+        b = entry_end(a, &next);
         if (a == b) {
+            if (next == NULL && n > 0 && b > p && !comma)  /* trailing whitespace */
+                break;
             char shown[512];
             redact_list(servers, shown, sizeof(shown));
             rc = distlock__fail(DISTLOCK_EINVAL, "empty entry #%d in server list '%s'", n + 1,
@@ -329,9 +575,9 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
                                     nodes[n - 1].uri);
                 goto fail;
             }
-        if (!comma)
+        if (!next)
             break;
-        p = comma + 1;
+        p = next;
     }
     *out = nodes;
     *nout = n;

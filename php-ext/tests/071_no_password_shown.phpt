@@ -130,7 +130,7 @@ foreach (['%40' => 'S3cret%40Passw0rd', ',' => 'S3cret,Passw0rd', ' ' => 'S3cret
     shown("a password with '$what'", caught(fn() => new Client("redis://$user:$pw@127.0.0.1:99999")), "$user:***");
 }
 $sentinel = "redis-sentinel://$user:$sec@h1,h2/mymaster?sentinel_password=$sec&password=$sec";
-shown('a sentinel-style URI', caught(fn() => new Client($sentinel)), "'redis-sentinel://$user:***@h1'");
+shown('a sentinel-style URI', caught(fn() => new Client($sentinel)), "'redis-sentinel://$user:***@h1,h2/mymaster?sentinel_password=***&password=***'");
 ini_set('distlock.servers', $sentinel);
 shown('phpinfo() of a sentinel-style URI', info(),
       "redis-sentinel://$user:***@h1,h2/mymaster?sentinel_password=***&password=***");

@@ -114,7 +114,8 @@ def test_passwords_the_parser_cuts_up(acl_user, sep):
 def test_sentinel_style_and_whole_list(server, acl_user, free_port):
     sentinel = ("redis-sentinel://%s:%s@h1,h2/mymaster?sentinel_password=%s&password=%s"
                 % (acl_user, SECRET, SECRET, SECRET))
-    hidden(raised(distlock.Client, sentinel), "'redis-sentinel://%s:***@h1'" % acl_user)
+    hidden(raised(distlock.Client, sentinel),
+           "'redis-sentinel://%s:***@h1,h2/mymaster?sentinel_password=***&password=***'" % acl_user)
     hidden(mask_servers(sentinel), "sentinel_password=***&password=***")
     listed = "%s,redis://%s:%s@127.0.0.1:%d,,redis://h:3" % (server.uri, acl_user, SECRET, free_port)
     hidden(raised(distlock.Client, listed), "%s:***@" % acl_user)
