@@ -25,9 +25,9 @@ int distlock_client_new(distlock_client **out, const char *servers)
         return rc;
     }
     for (int i = 0; i < c->n; i++) {
-        /* Parsed (the grammar is fixed), not served yet by the transport. */
-        const char *what = c->nodes[i].tls.enabled ? "TLS (rediss://)"
-                           : c->nodes[i].kind == DISTLOCK__NODE_SENTINEL ? "Sentinel" : NULL;
+        /* Parsed (the grammar is fixed), not served yet by the transport.
+         * TLS is (tls.c). */
+        const char *what = c->nodes[i].kind == DISTLOCK__NODE_SENTINEL ? "Sentinel" : NULL;
         if (what) {
             rc = distlock__fail(DISTLOCK_EINVAL, "%s: %s nodes are not supported by this "
                                 "version of libdistlock", c->nodes[i].uri, what);
