@@ -336,6 +336,20 @@ int distlock__tls_handshake(distlock__tls *tls, char *err, size_t errlen)
     return -1;
 }
 
+/* After the handshake: the reason, with a hint while nothing was received
+ * yet. With TLS 1.3 a server that wants a client certificate says so after
+ * our handshake is done, and its alert is often lost to the reset that our
+ * first request causes. */
+static void io_reason(distlock__tls *tls, int rc, int code, char *err, size_t errlen)
+{
+    ssl_reason(tls->ssl, rc, code, err, errlen);
+    if (!tls->got && strstr(err, "certificate") == NULL) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, " right after the handshake (client certificate "
+                                      "required? tls_cert, tls_key)");
+    }
+}
+
 ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
                            size_t errlen)
 {
@@ -347,7 +361,7 @@ ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char
     int code = SSL_get_error(tls->ssl, rc);
     if (code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ)
         return 0;
-    ssl_reason(tls->ssl, rc, code, err, errlen);
+    io_reason(tls, rc, code, err, errlen);
     return -1;
 }
 
@@ -370,14 +384,6 @@ ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err,
         snprintf(err, errlen, "Server closed the connection");
         return -2;
     }
-    ssl_reason(tls->ssl, rc, code, err, errlen);
-    if (!tls->got && strstr(err, "certificate") == NULL) {
-        /* With TLS 1.3 a server that wants a client certificate says so
-         * after our handshake is done, and its alert is often lost to the
-         * reset our first request causes. */
-        size_t l = strlen(err);
-        snprintf(err + l, errlen - l, " right after the handshake (a client certificate "
-                                      "required? tls_cert, tls_key)");
-    }
+    io_reason(tls, rc, code, err, errlen);
     return -1;
 }

@@ -59,11 +59,17 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/distlock-phpt.XXXXXX")
 cleanup() {
   bash "$harness" stop "$work/single" || true
   bash "$harness" stop "$work/redlock" || true
+  bash "$harness" stop "$work/tls" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
 bash "$harness" start "$work/single" 1 >/dev/null
 bash "$harness" start "$work/redlock" 3 >/dev/null
+# TLS: a CA and certificates made for this run, one server with a TLS port
+bash "$repo/tests/harness/certs.sh" "$work/certs"
+DISTLOCK_TLS_CERTS=$work/certs bash "$harness" start "$work/tls" 1 >/dev/null
+export DISTLOCK_TEST_TLS=$(bash "$harness" tls-uris "$work/tls")
+export DISTLOCK_TEST_CERTS=$work/certs
 
 export DISTLOCK_TEST_REDIS=$(bash "$harness" uris "$work/single")
 export DISTLOCK_TEST_REDLOCK=$(bash "$harness" uris "$work/redlock")
