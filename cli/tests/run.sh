@@ -715,6 +715,8 @@ t_granted_after_ttl() {
   contains "$D/err" "ttl was used up" || return 1
   not_held "$D/err" || return 1
   fpctl delay '*' 0 up || return 1
+}
+
 # The verdict of `status` is the library's, from one round to every node
 # (distlock_holder); the per-node lines under it are for display.
 t_status_verdict_one_round() {
@@ -845,6 +847,30 @@ t_passwords_never_shown() {
   # A mistyped option echoes its argument.
   shown "bob:\*\*\*@" 64 "$DL" run --servres="$good" "$k" -- true
   [ "$leaks" -eq 0 ] || fail "$leaks of $n cases failed"
+}
+
+# TLS: a CA and certificates made for this test (tests/harness/certs.sh), a
+# server with a TLS port; the CA by flag or by environment; verification on
+# by default (exit 69 with the node and the reason); --tls-insecure works and
+# warns.
+t_tls() {
+  local k=cli:tls:$RANDOM uri
+  bash "$REPO/tests/harness/certs.sh" "$D/certs" || return 1
+  DISTLOCK_TLS_CERTS=$D/certs bash "$HARNESS" start "$D/redis" 1 >/dev/null || return 1
+  uri=$(bash "$HARNESS" tls-uris "$D/redis")
+  expect 0 "$DL" run --servers "$uri" --tls-ca-file "$D/certs/ca.crt" "$k" -- touch "$D/ran1" || return 1
+  [ -e "$D/ran1" ] || fail "command did not run"
+  DISTLOCK_TLS_CA_FILE=$D/certs/ca.crt DISTLOCK_TLS_CERT=$D/certs/client.crt \
+    DISTLOCK_TLS_KEY=$D/certs/client.key expect 0 "$DL" run --servers "$uri" "$k" -- true || return 1
+  expect 69 "$DL" run --servers "$uri" "$k" -- touch "$D/ran2" || return 1
+  absent "$D/ran2"
+  contains "$D/err" "$uri" || return 1
+  contains "$D/err" "certificate verify failed" || return 1
+  expect 69 "$DL" run --servers "$uri" --tls-ca-file "$D/certs/ca.crt" --tls-server-name wrong.example "$k" -- true || return 1
+  contains "$D/err" "hostname mismatch" || return 1
+  expect 0 "$DL" run --servers "$uri" --tls-insecure "$k" -- true || return 1
+  contains "$D/err" "verification is OFF" || return 1
+  bash "$HARNESS" stop "$D/redis"
 }
 
 # ------------------------------------------------------------------ runner
