@@ -123,9 +123,10 @@ int distlock__read(redisContext *ctx, distlock__tls *tls)
         /* Up: what waited for the handshake goes out now. */
         if (distlock__write(ctx, tls, NULL) != REDIS_OK)
             return REDIS_ERR;
-        /* Everything OpenSSL has decrypted is taken now: poll() sees only
-         * the socket, not OpenSSL's buffer. */
-        for (;;) {
+        /* Everything OpenSSL has read from the socket is taken now: poll()
+         * sees only the socket, not OpenSSL's buffer. What is still in the
+         * socket wakes poll() again. */
+        do {
             ssize_t n = distlock__tls_recv(tls, buf, sizeof(buf), why, sizeof(why));
             if (n == 0)
                 return REDIS_OK;
@@ -133,7 +134,8 @@ int distlock__read(redisContext *ctx, distlock__tls *tls)
                 return io_fail(ctx, n == -2 ? REDIS_ERR_EOF : REDIS_ERR_IO, why);
             if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK)
                 return io_fail(ctx, ctx->reader->err, ctx->reader->errstr);
-        }
+        } while (distlock__tls_pending(tls));
+        return REDIS_OK;
     }
     ssize_t n;
     do

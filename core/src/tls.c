@@ -172,6 +172,10 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int *status, char *err,
         goto fail;
     SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* One recv() per read, not one for a record's header and one for its
+     * body; what it reads beyond a record waits in OpenSSL's buffer, which
+     * distlock__read empties (distlock__tls_pending) before it returns. */
+    SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_verify(ctx, insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     if (ca_file || ca_dir) {
         what = ca_file ? "load the CA file" : "load the CA directory";
@@ -298,6 +302,11 @@ void distlock__tls_free(distlock__tls *tls)
      * the parent's session, and a closing node needs no goodbye). */
     SSL_free(tls->ssl);
     free(tls);
+}
+
+int distlock__tls_pending(const distlock__tls *tls)
+{
+    return SSL_has_pending(tls->ssl);
 }
 
 int distlock__tls_is_up(const distlock__tls *tls)

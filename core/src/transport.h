@@ -46,6 +46,9 @@ distlock__tls *distlock__tls_start(struct distlock__transport *t, int i, int fd,
 void distlock__tls_free(distlock__tls *tls);
 /* poll() events to wait for: the handshake's direction until it is done. */
 int distlock__tls_events(const distlock__tls *tls, int have_output);
+/* OpenSSL holds bytes read from the socket that were not returned yet
+ * (poll() would not see them). */
+int distlock__tls_pending(const distlock__tls *tls);
 /* The handshake is done. */
 int distlock__tls_is_up(const distlock__tls *tls);
 /* One handshake step: 1 done, 0 in progress, -1 failed (err: the reason). */
