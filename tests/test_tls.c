@@ -377,6 +377,9 @@ static void test_tls_fork(void **state)
     char uris[512];
     distlock_client *c = tls_client(rh_tls_uris_mask(good, 7, NULL, uris, sizeof uris));
     lock_unlock(c, good, 3);   /* the parent has TLS connections now */
+    long long before[64];
+    int nbefore = rh_lib_conn_ids(good, 0, NULL, before, 64);
+    assert_true(nbefore >= 1);
     fflush(NULL);
     pid_t pid = fork();
     assert_true(pid >= 0);
@@ -397,6 +400,20 @@ static void test_tls_fork(void **state)
     assert_int_equal(waitpid(pid, &st, 0), pid);
     assert_true(WIFEXITED(st));
     assert_int_equal(WEXITSTATUS(st), 0);
+    /* The child wrote nothing on the parent's sessions (a close_notify
+     * would have made the server close them): every connection the parent
+     * had is still open on the server, after the child's own round trips. */
+    long long after[64];
+    int nafter = rh_lib_conn_ids(good, 0, NULL, after, 64);
+    for (int i = 0; i < nbefore; i++) {
+        int found = 0;
+        for (int j = 0; j < nafter; j++)
+            found |= after[j] == before[i];
+        if (!found) {
+            print_error("the parent's connection id %lld is gone after the child ran\n", before[i]);
+            fail();
+        }
+    }
     lock_unlock(c, good, 3);   /* the parent's sessions are intact */
     distlock_client_free(c);
 }
