@@ -425,7 +425,13 @@ static void test_cancel_races_release(void **state)
         assert_rc(r.rc, DISTLOCK_OK);
         if (w.rc == DISTLOCK_OK) {
             got++;
-            assert_holding(rc, "c:race", distlock_lock_token(w.lock), rc->n);
+            /* A quorum is what a grant promises: the last node may have
+             * refused while the holder's release was still on its way. */
+            int on = rh_count_holding(rc, "c:race", distlock_lock_token(w.lock));
+            if (on < rc->n / 2 + 1) {
+                print_error("iteration %d: the lock won is held on %d node(s)\n", i, on);
+                fail();
+            }
             assert_rc(distlock_release(w.lock), DISTLOCK_OK);
             distlock_lock_free(w.lock);
         } else {

@@ -1,6 +1,7 @@
 /* admin.c -- questions an operator asks about a key, answered by the core in
- * one round (who holds it, on how many nodes, for how long), and the one TTL
- * rule the front ends use to turn seconds into milliseconds.
+ * one round (who holds it, on how many nodes, for how long; what one node
+ * holds), the administrative delete, and the one TTL rule the front ends
+ * use to turn seconds into milliseconds.
  *
  * Layer 7 (API): it uses the transport's round (distlock__round) and the
  * inspect script of the protocol's table; nothing below calls it.
@@ -14,6 +15,36 @@
 #include "internal.h"
 
 /* ------------------------------------------------------------ holder */
+
+/* The checks and the connection set every admin call starts with. */
+static int admin_begin(distlock_client *c, const char *key, distlock__connset **cs)
+{
+    int rc;
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)) != DISTLOCK_OK)
+        return rc;
+    return distlock__begin(c, cs);
+}
+
+/* One round of the inspect script ({GET key, PTTL key}) to every node
+ * (node < 0) or to node `node`, hearing every node it asks; the replies are
+ * in (*cs)->res_a, to clear and check in. */
+static int inspect_round(distlock_client *c, const char *key, int node, distlock__connset **cs)
+{
+    int rc = admin_begin(c, key, cs);
+    if (rc != DISTLOCK_OK)
+        return rc;
+    const char *argv[1] = { key };
+    size_t len[1] = { strlen(key) };
+    distlock__call call = { .script = DISTLOCK__S_INSPECT, .nkeys = 1, .argc = 1, .argv = argv,
+                            .argvlen = len };
+    for (int i = 0; i < c->n; i++)
+        (*cs)->calls_a[i] = node < 0 || node == i ? &call : NULL;
+    distlock__round(&c->tp, *cs, (*cs)->calls_a, (*cs)->res_a, NULL, NULL);
+    return DISTLOCK_OK;
+}
+
 
 /* What one node said about the key, from its inspect reply. */
 enum { NODE_NONE = 0,   /* no answer: failed, or an error reply */
@@ -111,22 +142,12 @@ int distlock_holder(distlock_client *c, const char *key, char *token_buf, size_t
         *answered = 0;
     if (taken)
         *taken = 0;
-    if (c == NULL)
-        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
-    distlock__connset *cs;
-    if ((rc = distlock__check_key(key)) || (rc = distlock__begin(c, &cs)))
-        return rc;
-    distlock__result *res = cs->res_a;
-    const distlock__call **calls = cs->calls_a;
-    const char *argv[1] = { key };
-    size_t len[1] = { strlen(key) };
-    distlock__call call = { .script = DISTLOCK__S_INSPECT, .nkeys = 1, .argc = 1, .argv = argv,
-                            .argvlen = len };
-    for (int i = 0; i < c->n; i++)
-        calls[i] = &call;
     /* No early stop: the answer is who holds it where, so hear every node
      * (each bounded by its own timeout). */
-    distlock__round(&c->tp, cs, calls, res, NULL, NULL);
+    distlock__connset *cs;
+    if ((rc = inspect_round(c, key, -1, &cs)) != DISTLOCK_OK)
+        return rc;
+    distlock__result *res = cs->res_a;
 
     /* The token seen on the most nodes (ties: the first in node order). */
     int heard = 0, held = 0, best = 0, best_i = -1;
@@ -177,6 +198,70 @@ int distlock_holder(distlock_client *c, const char *key, char *token_buf, size_t
         rc = 0;
     else
         rc = fail_unanswered(c, res, key, heard);
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+/* ------------------------------------------------------------ one node, or all */
+
+int distlock_inspect(distlock_client *c, const char *key, int node, char *token_buf, size_t size,
+                     long *pttl_ms)
+{
+    int rc;
+    distlock__connset *cs;
+
+    distlock__clear_error();
+    if (c && (node < 0 || node >= c->n))
+        return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
+    if ((rc = inspect_round(c, key, node, &cs)) != DISTLOCK_OK)
+        return rc;
+    distlock__result *res = cs->res_a;
+    const distlock__result *r = &res[node];
+    if (r->state == DISTLOCK__R_FAILED) {
+        rc = distlock__fail(r->status, "%s", r->err);
+    } else if (r->reply->type == REDIS_REPLY_ERROR) {
+        rc = distlock__fail(DISTLOCK_EPROTO, "%s: %s", c->nodes[node].uri, r->reply->str);
+    } else {
+        const redisReply *x = r->reply;
+        rc = x->elements >= 1 && x->element[0]->type == REDIS_REPLY_STRING;
+        if (token_buf && size > 0)
+            snprintf(token_buf, size, "%s", rc ? x->element[0]->str : "");
+        if (pttl_ms)
+            *pttl_ms = rc ? (long)distlock__reply_int(r, 1) : 0;
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+int distlock_force_release(distlock_client *c, const char *key, int *deleted)
+{
+    int rc, del = 0, failed = 0;
+    distlock__connset *cs;
+
+    distlock__clear_error();
+    if ((rc = admin_begin(c, key, &cs)) != DISTLOCK_OK)
+        return rc;
+    distlock__result *res = cs->res_a;
+    const distlock__call **calls = cs->calls_a;
+    const char *argv[2] = { "DEL", key };
+    size_t len[2] = { 3, strlen(key) };
+    distlock__call call = { .script = -1, .argc = 2, .argv = argv, .argvlen = len };
+    for (int i = 0; i < c->n; i++)
+        calls[i] = &call;
+    distlock__round(&c->tp, cs, calls, res, NULL, NULL);
+    for (int i = 0; i < c->n; i++) {
+        if (res[i].state == DISTLOCK__R_DONE && res[i].reply->type == REDIS_REPLY_INTEGER)
+            del += (int)res[i].reply->integer;
+        else
+            failed++;
+    }
+    rc = DISTLOCK_OK;
+    if (failed > 0)
+        rc = distlock__fail_nodes(&c->q, res, DISTLOCK_ENOQUORUM, "force release did not reach every node");
+    if (deleted)
+        *deleted = del;
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
     return rc;

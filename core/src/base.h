@@ -46,6 +46,9 @@ static inline size_t distlock__ltoa(char *buf, long long v)
 /* ------------------------------------------------------------ clock.c */
 uint64_t distlock__now_us(void);  /* CLOCK_MONOTONIC */
 pid_t distlock__getpid(void);     /* cached; reset in a forked child */
+/* In a forked child: replace the eventfd `fd` shared with the parent by a
+ * fresh one under the same number (a user may hold the number). 0 or -1. */
+int distlock__eventfd_renew(int fd);
 
 /* ------------------------------------------------------------ token.c */
 int distlock__random_bytes(void *buf, size_t n);

@@ -68,13 +68,8 @@ void distlock__cancel_after_fork(distlock_client *c)
         if (s->fd >= 0)
             close(s->fd);  /* the parent's threads' (open while listed) */
     c->sleepers = NULL;
-    if (c->cancel_fd >= 0) {
-        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (fd >= 0) {
-            dup3(fd, c->cancel_fd, O_CLOEXEC);
-            close(fd);
-        }
-    }
+    if (c->cancel_fd >= 0)
+        (void)distlock__eventfd_renew(c->cancel_fd);
 }
 
 int distlock_client_cancel(distlock_client *c)

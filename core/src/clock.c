@@ -1,9 +1,12 @@
-/* clock.c -- every duration is measured on CLOCK_MONOTONIC: wall-clock
- * jumps must not stretch or shrink a lock's validity. */
+/* clock.c -- time and the process (base layer). Every duration is measured
+ * on CLOCK_MONOTONIC: wall-clock jumps must not stretch or shrink a lock's
+ * validity. The pid is cached and fork noticed; eventfds renewed in a child. */
+#include <fcntl.h>
+#include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 
 uint64_t distlock__now_us(void)
 {
@@ -39,4 +42,14 @@ pid_t distlock__getpid(void)
         atomic_store_explicit(&cached_pid, p, memory_order_relaxed);
     }
     return p;
+}
+
+int distlock__eventfd_renew(int fd)
+{
+    int fresh = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (fresh < 0)
+        return -1;
+    int rc = dup3(fresh, fd, O_CLOEXEC) < 0 ? -1 : 0;
+    close(fresh);
+    return rc;
 }

@@ -1,7 +1,7 @@
 /* internal.h -- the core's layers, and who may call what.
  *
  *   layer 7  API           client.c handle.c pair.c admin.c   (distlock.h)
- *   layer 6  background    wait.c watchdog.c thread.c
+ *   layer 6  background    wait.c watchdog.c cancel.c
  *   layer 5  operations    acquire.c ops.c held.c
  *   layer 4  client state  state.c                            (this file)
  *   layer 3  quorum        quorum.c                           (quorum.h)

@@ -6,7 +6,7 @@
 #include <sys/random.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "base.h"
 
 int distlock__random_bytes(void *buf, size_t n)
 {

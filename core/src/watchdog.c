@@ -244,13 +244,8 @@ void distlock__watchdog_after_fork(distlock_client *c)
     /* The eventfd is shared with the parent: give the child its own under
      * the same number, so the fd a user holds reports only the child's
      * losses (and the parent never sees them). */
-    if (c->lost_fd >= 0) {
-        int fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-        if (fd >= 0) {
-            dup3(fd, c->lost_fd, O_CLOEXEC);
-            close(fd);
-        }
-    }
+    if (c->lost_fd >= 0)
+        (void)distlock__eventfd_renew(c->lost_fd);
 }
 
 void distlock__watchdog_stop(distlock_client *c)
