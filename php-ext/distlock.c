@@ -97,6 +97,11 @@ PHP_INI_BEGIN()
                       tls[4], zend_distlock_globals, distlock_globals)
     STD_PHP_INI_ENTRY("distlock.tls_verify", "1", PHP_INI_ALL, OnUpdateLong,
                       tls_verify, zend_distlock_globals, distlock_globals)
+    /* WAIT for replicas */
+    STD_PHP_INI_ENTRY("distlock.wait_replicas", "0", PHP_INI_ALL, OnUpdateLong,
+                      wait_replicas, zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.wait_timeout_ms", "100", PHP_INI_ALL, OnUpdateLong,
+                      wait_timeout_ms, zend_distlock_globals, distlock_globals)
 PHP_INI_END()
 
 static PHP_GINIT_FUNCTION(distlock)

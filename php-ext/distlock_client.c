@@ -136,10 +136,15 @@ PHP_METHOD(Distlock_Client, __construct)
                 cfg.tls_verify = Z_TYPE_P(v) == IS_TRUE;
             } else if (dl_tls_option(name) >= 0) {
                 if (!dl_option_string(v, ZSTR_VAL(name), &cfg.tls[dl_tls_option(name)])) RETURN_THROWS();
+            /* WAIT for replicas */
+            } else if (zend_string_equals_literal(name, "wait_replicas")) {
+                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_replicas)) RETURN_THROWS();
+            } else if (zend_string_equals_literal(name, "wait_timeout_ms")) {
+                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_ms)) RETURN_THROWS();
             } else {
                 zend_argument_value_error(2, "has an unknown option \"%s\" (known: connect_timeout_ms, "
                                              "command_timeout_ms, username, password, tls_ca_file, tls_ca_dir, tls_cert, tls_key, "
-                                             "tls_server_name, tls_verify)", ZSTR_VAL(name));
+                                             "tls_server_name, tls_verify, wait_replicas, wait_timeout_ms)", ZSTR_VAL(name));
                 RETURN_THROWS();
             }
         } ZEND_HASH_FOREACH_END();

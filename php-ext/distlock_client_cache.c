@@ -2,7 +2,7 @@
  * distlock_client_cache.c -- one persistent distlock_client per configuration.
  *
  * One distlock_client per distinct configuration (servers, timeouts,
- * username, password) lives in EG(persistent_list) for the life of the worker
+ * username, password, WAIT replicas and timeout) lives in EG(persistent_list) for the life of the worker
  * process (pemalloc'd by the core, freed with the persistent list at
  * MSHUTDOWN). The core reconnects lazily after failures and, after fork(),
  * opens its own sockets in the child (pid check), so PHP-FPM / php-cgi
@@ -40,6 +40,8 @@ void dl_config_from_ini(dl_config *cfg)
     for (int k = 0; k < 5; k++)
         cfg->tls[k] = DISTLOCK_G(tls)[k] ? DISTLOCK_G(tls)[k] : "";
     cfg->tls_verify = DISTLOCK_G(tls_verify);
+    cfg->wait_replicas = DISTLOCK_G(wait_replicas);
+    cfg->wait_ms = DISTLOCK_G(wait_timeout_ms);
 }
 
 static void dl_last_clear(void)
@@ -63,6 +65,8 @@ static void dl_last_set(const dl_config *cfg, distlock_client *c)
     DISTLOCK_G(last).tls_verify = cfg->tls_verify;
     DISTLOCK_G(last).connect_ms = cfg->connect_ms;
     DISTLOCK_G(last).command_ms = cfg->command_ms;
+    DISTLOCK_G(last).wait_replicas = cfg->wait_replicas;
+    DISTLOCK_G(last).wait_ms = cfg->wait_ms;
     DISTLOCK_G(last).client = c;
 }
 
@@ -100,6 +104,8 @@ distlock_client *dl_client_for(const dl_config *cfg)
     if (DISTLOCK_G(last).client != NULL
         && DISTLOCK_G(last).connect_ms == cfg->connect_ms
         && DISTLOCK_G(last).command_ms == cfg->command_ms
+        && DISTLOCK_G(last).wait_replicas == cfg->wait_replicas
+        && DISTLOCK_G(last).wait_ms == cfg->wait_ms
         && strcmp(DISTLOCK_G(last).servers, cfg->servers) == 0
         && strcmp(DISTLOCK_G(last).username, cfg->username) == 0
         && strcmp(DISTLOCK_G(last).password, cfg->password) == 0
@@ -125,6 +131,11 @@ distlock_client *dl_client_for(const dl_config *cfg)
     }
     smart_str_appendc(&key, '\x01');
     smart_str_append_long(&key, cfg->tls_verify);
+    /* WAIT for replicas */
+    smart_str_appendc(&key, '\x01');
+    smart_str_append_long(&key, cfg->wait_replicas);
+    smart_str_appendc(&key, '\x01');
+    smart_str_append_long(&key, cfg->wait_ms);
     smart_str_0(&key);
 
     le = zend_hash_find_ptr(&EG(persistent_list), key.s);
@@ -145,7 +156,10 @@ distlock_client *dl_client_for(const dl_config *cfg)
         || (st = distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, (long)cfg->command_ms)) != DISTLOCK_OK
         || (*cfg->username && (st = distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, cfg->username)) != DISTLOCK_OK)
         || (*cfg->password && (st = distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, cfg->password)) != DISTLOCK_OK)
-        || (cfg->tls_verify != 1 && (st = distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, (long)cfg->tls_verify)) != DISTLOCK_OK)) {
+        || (cfg->tls_verify != 1 && (st = distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, (long)cfg->tls_verify)) != DISTLOCK_OK)
+        /* WAIT for replicas */
+        || (st = distlock_client_set(c, DISTLOCK_OPT_WAIT_REPLICAS, (long)cfg->wait_replicas)) != DISTLOCK_OK
+        || (st = distlock_client_set(c, DISTLOCK_OPT_WAIT_TIMEOUT_MS, (long)cfg->wait_ms)) != DISTLOCK_OK) {
         dl_throw_config(st, "invalid client option", cfg->servers, cfg->password);
         distlock_client_free(c);
         smart_str_free(&key);

@@ -37,6 +37,9 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
      * tls_key, tls_server_name ("" = not set), distlock.tls_verify */
     char *tls[5];
     zend_long tls_verify;
+    /* WAIT for replicas */
+    zend_long wait_replicas;     /* distlock.wait_replicas */
+    zend_long wait_timeout_ms;   /* distlock.wait_timeout_ms */
     /* The client of the last configuration used, so that calls with an
      * unchanged configuration skip building the persistent-list key. */
     struct {
@@ -44,6 +47,7 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
         char *tls[5];                        /* TLS: pemalloc'd copies */
         zend_long tls_verify;
         zend_long connect_ms, command_ms;
+        zend_long wait_replicas, wait_ms;    /* WAIT for replicas */
         void *client;                        /* distlock_client *, owned by the list */
     } last;
 ZEND_END_MODULE_GLOBALS(distlock)

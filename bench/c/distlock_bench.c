@@ -10,6 +10,10 @@
  *   distlock_bench hold    URIS COUNT TTL_MS
  *   distlock_bench renew   URIS COUNT TTL_MS   (DISTLOCK_AUTO_RENEW; on stdin
  *       close, reports how many were found lost and checks each validity)
+ *   distlock_bench waitcost URIS REPLICAS SLICE_MS ROUNDS KEY
+ *       WAIT for replicas: pairs/s of a client with DISTLOCK_OPT_WAIT_REPLICAS =
+ *       REPLICAS against one without, in alternating slices of one run (the
+ *       nodes of URIS must have that many replicas); bench/c/wait_cost.sh.
  */
 #include "common.h"
 
@@ -186,6 +190,59 @@ static int mode_connect(int argc, char **argv)
     return 0;
 }
 
+/* WAIT for replicas: one slice of pairs on c; pairs per second. */
+static double wait_slice(distlock_client *c, const char *key, long slice_ms)
+{
+    long pairs = 0;
+    int64_t t0 = now_ns(), end = t0 + (int64_t)slice_ms * 1000000;
+    while (now_ns() < end) {
+        int rc = one_pair(c, key, 0, NULL);
+        if (rc != DISTLOCK_OK) fail("pair", rc);
+        pairs++;
+    }
+    return pairs * 1e9 / (double)(now_ns() - t0);
+}
+
+static int cmp_double(const void *a, const void *b)
+{
+    double x = *(const double *)a, y = *(const double *)b;
+    return x < y ? -1 : x > y;
+}
+
+static int mode_waitcost(int argc, char **argv)
+{
+    if (argc < 7) die("usage", "waitcost URIS REPLICAS SLICE_MS ROUNDS KEY");
+    distlock_client *off = client(argv[2]), *on = client(argv[2]);
+    long replicas = atol(argv[3]), slice_ms = atol(argv[4]);
+    int rounds = atoi(argv[5]);
+    const char *key = argv[6];
+    int rc = distlock_client_set(on, DISTLOCK_OPT_WAIT_REPLICAS, replicas);
+    if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_WAIT_REPLICAS", rc);
+    /* 1 s: a busy machine may not run the replica within the default 100 ms
+     * (that would be a failed pair, not a cost); the time it waits counts. */
+    if ((rc = distlock_client_set(on, DISTLOCK_OPT_WAIT_TIMEOUT_MS, 1000)) != DISTLOCK_OK)
+        fail("DISTLOCK_OPT_WAIT_TIMEOUT_MS", rc);
+    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
+    double a[100], b[100];
+    for (int w = 0; w < 200; w++)
+        if ((rc = one_pair(off, key, 0, NULL)) != DISTLOCK_OK || (rc = one_pair(on, key, 0, NULL)))
+            fail("warm-up pair", rc);
+    for (int k = 0; k < rounds; k++) {  /* alternate, so drift hits both alike */
+        a[k] = wait_slice(off, key, slice_ms);
+        b[k] = wait_slice(on, key, slice_ms);
+    }
+    qsort(a, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(b, (size_t)rounds, sizeof(double), cmp_double);
+    double ma = a[rounds / 2], mb = b[rounds / 2];
+    printf("wait_replicas=0 pairs/s median %.0f (min %.0f max %.0f)\n", ma, a[0], a[rounds - 1]);
+    printf("wait_replicas=%ld pairs/s median %.0f (min %.0f max %.0f)\n", replicas, mb, b[0],
+           b[rounds - 1]);
+    printf("ratio wait/no-wait %.3f over %d slices of %ld ms each\n", mb / ma, rounds, slice_ms);
+    distlock_client_free(off);
+    distlock_client_free(on);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -195,6 +252,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "hold")) return mode_hold(argc, argv, 0);
     if (!strcmp(argv[1], "renew")) return mode_hold(argc, argv, 1);
     if (!strcmp(argv[1], "connect")) return mode_connect(argc, argv);   /* TLS row */
+    if (!strcmp(argv[1], "waitcost")) return mode_waitcost(argc, argv);
     die("unknown mode", argv[1]);
     return 2;
 }

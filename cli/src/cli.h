@@ -42,6 +42,11 @@ struct cli_common {
      * not set. tls_insecure: --tls-insecure or $DISTLOCK_TLS_INSECURE=1. */
     const char *tls[5];
     int tls_insecure;
+    /* WAIT for replicas: --wait-replicas / --wait-replicas-timeout, else
+     * $DISTLOCK_WAIT_REPLICAS / $DISTLOCK_WAIT_REPLICAS_TIMEOUT (checked in
+     * cli_client); -1 = library default */
+    long wait_replicas;
+    long wait_timeout_ms;
 };
 
 extern const char *cli_prog;     /* "distlock" */
@@ -56,11 +61,15 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg);
 #define CLI_OPT_TIMEOUT 1001
 #define CLI_OPT_TLS_FIRST 1010   /* TLS: 1010..1014 the strings, 1015 --tls-insecure */
 #define CLI_OPT_TLS_INSECURE 1015
+#define CLI_OPT_WAIT_REPLICAS 1020          /* WAIT for replicas */
+#define CLI_OPT_WAIT_REPLICAS_TIMEOUT 1021
 #define CLI_COMMON_SHORTOPTS "s:vqh"
 #define CLI_COMMON_LONGOPTS \
     {"servers", required_argument, NULL, 's'}, \
     {"connect-timeout", required_argument, NULL, CLI_OPT_CONNECT_TIMEOUT}, \
     {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT}, \
+    {"wait-replicas", required_argument, NULL, CLI_OPT_WAIT_REPLICAS}, \
+    {"wait-replicas-timeout", required_argument, NULL, CLI_OPT_WAIT_REPLICAS_TIMEOUT}, \
     {"verbose", no_argument, NULL, 'v'}, \
     {"quiet", no_argument, NULL, 'q'}, \
     {"help", no_argument, NULL, 'h'}, \

@@ -36,6 +36,16 @@ void cli_common_init(struct cli_common *co)
     }
     env = getenv("DISTLOCK_TLS_INSECURE");
     co->tls_insecure = env && strcmp(env, "1") == 0;
+    co->wait_replicas = -1;
+    co->wait_timeout_ms = -1;
+}
+
+/* WAIT for replicas: a count (0..64) or a duration (1ms..60s). */
+static int parse_wait(int replicas, const char *s, long *out)
+{
+    if (replicas)
+        return cli_parse_int(s, 0, 64, out);
+    return cli_parse_duration(s, 0, out) || *out < 1 || *out > 60000 ? -1 : 0;
 }
 
 /* Format, mask the passwords (mask.c) and write to stderr: every message of
@@ -225,6 +235,17 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
     case CLI_OPT_TLS_INSECURE:
         co->tls_insecure = 1;
         return 1;
+    case CLI_OPT_WAIT_REPLICAS:
+    case CLI_OPT_WAIT_REPLICAS_TIMEOUT: {
+        int replicas = opt == CLI_OPT_WAIT_REPLICAS;
+        if (parse_wait(replicas, arg, replicas ? &co->wait_replicas : &co->wait_timeout_ms)) {
+            cli_err(replicas ? "invalid --wait-replicas '%s' (a number of replicas, 0 to 64)"
+                             : "invalid --wait-replicas-timeout '%s' (a duration from 1ms to 60s)",
+                    arg);
+            return -1;
+        }
+        return 1;
+    }
     case 'v':
         co->verbose = 1;
         co->quiet = 0;
@@ -296,6 +317,25 @@ int cli_client(const struct cli_common *co, distlock_client **out)
         rc = cli_report("--timeout", rc);
         distlock_client_free(c);
         return rc;
+    }
+    /* WAIT for replicas: the options, else the environment */
+    static const char *const wait_env[2] = { "DISTLOCK_WAIT_REPLICAS",
+                                             "DISTLOCK_WAIT_REPLICAS_TIMEOUT" };
+    for (int k = 0; k < 2; k++) {
+        long v = k == 0 ? co->wait_replicas : co->wait_timeout_ms;
+        const char *env = getenv(wait_env[k]);
+        if (v < 0 && env && *env && parse_wait(k == 0, env, &v)) {
+            cli_err(k == 0 ? "invalid %s '%s' (a number of replicas, 0 to 64)"
+                           : "invalid %s '%s' (a duration from 1ms to 60s)", wait_env[k], env);
+            distlock_client_free(c);
+            return CLI_EXIT_USAGE;
+        }
+        if (v >= 0 && (rc = distlock_client_set(c, k == 0 ? DISTLOCK_OPT_WAIT_REPLICAS
+                                                          : DISTLOCK_OPT_WAIT_TIMEOUT_MS, v))) {
+            rc = cli_report(k == 0 ? "--wait-replicas" : "--wait-replicas-timeout", rc);
+            distlock_client_free(c);
+            return rc;
+        }
     }
     /* Credentials from the environment keep them out of `ps` output. */
     const char *user = getenv("DISTLOCK_USERNAME");

@@ -873,6 +873,33 @@ t_tls() {
   bash "$HARNESS" stop "$D/redis"
 }
 
+# WAIT for replicas: --wait-replicas / --wait-replicas-timeout (and their
+# environment variables) against a master and its replica; a SIGSTOPped
+# replica never acknowledges: nothing runs, nothing is left held.
+t_wait_replicas() {
+  bash "$HARNESS" start "$D/redis" 2 >/dev/null
+  local m r rpid k=wr:$RANDOM
+  read -r m r rpid < <(bash "$HARNESS" replicate "$D/redis")
+  local master=redis://127.0.0.1:$m
+  # acknowledged: the key is on the replica while the command runs
+  expect 0 "$DL" run --servers "$master" --wait-replicas 1 --wait-replicas-timeout 5s "$k" -- \
+    sh -c '[ "$(redis-cli -p '"$r"' get "$DISTLOCK_KEY")" = "$DISTLOCK_TOKEN" ]'
+  expect 64 "$DL" run --servers "$master" --wait-replicas 65 "$k" -- true
+  contains "$D/err" "invalid --wait-replicas '65'"
+  DISTLOCK_WAIT_REPLICAS=x expect 64 "$DL" run --servers "$master" "$k" -- true
+  contains "$D/err" "invalid DISTLOCK_WAIT_REPLICAS 'x'"
+  # replica stopped: exit 69, the node and the count in the message, no key left
+  kill -STOP "$rpid"; STOPPED_PID=$rpid
+  DISTLOCK_WAIT_REPLICAS=1 DISTLOCK_WAIT_REPLICAS_TIMEOUT=100ms \
+    expect 69 "$DL" run --servers "$master" "$k" -- touch "$D/ran"
+  contains "$D/err" "$master: 0 of 1 replicas acknowledged within 100 ms"
+  absent "$D/ran"
+  [ "$(redis-cli -p "$m" exists "$k")" = 0 ] || fail "$k left on the master"
+  # --wait-replicas 0 overrides the environment: granted on the master alone
+  DISTLOCK_WAIT_REPLICAS=1 expect 0 "$DL" run --servers "$master" --wait-replicas 0 "$k" -- true
+  kill -CONT "$rpid"; STOPPED_PID=""
+}
+
 # ------------------------------------------------------------------ runner
 ALL=$(declare -F | awk '{print $3}' | grep '^t_')
 [ $# -gt 0 ] && ALL="$*"

@@ -121,6 +121,20 @@ DISTLOCK_API int distlock_client_new(distlock_client **out, const char *servers)
  * NULL is a no-op. No other thread may use the client during or after this. */
 DISTLOCK_API void distlock_client_free(distlock_client *c);
 
+/* WAIT for replicas (DISTLOCK_OPT_WAIT_*, numeric ids 20..29):
+ * DISTLOCK_OPT_WAIT_REPLICAS = n > 0: after every acquire, extend and fence
+ * raise on a node, `WAIT n t` is sent pipelined right behind it on the same
+ * connection (no extra round trip), t = DISTLOCK_OPT_WAIT_TIMEOUT_MS. A node
+ * counts toward the quorum only if at least n of its replicas acknowledged
+ * within t; otherwise it counts as a failed node (fail-closed): an attempt
+ * left without a quorum is undone on every node it reached, and the detail
+ * says "<node>: 0 of 1 replicas acknowledged within 100 ms" (an attempt that
+ * still won keeps that node's key until its release, which covers it). On
+ * one node the acquire then fails with DISTLOCK_ENOQUORUM.
+ * Releases send no WAIT. The watchdog's renewals are extends: a node whose
+ * replicas did not acknowledge a renewal does not count for it. Each node's
+ * budget becomes its timeout + t. WAIT does not make Redis strongly
+ * consistent: see README.md, "WAIT for replicas". */
 typedef enum {
     DISTLOCK_OPT_CONNECT_TIMEOUT_MS = 1, /* default 1000: connect + first reply */
     DISTLOCK_OPT_COMMAND_TIMEOUT_MS = 2, /* default 500: one node's reply */
@@ -128,6 +142,10 @@ typedef enum {
     DISTLOCK_OPT_DRIFT_MIN_MS = 4,       /* default 2 */
     DISTLOCK_OPT_RETRY_MIN_MS = 5,       /* default 2: first backoff step while waiting */
     DISTLOCK_OPT_RETRY_MAX_MS = 6,       /* default 100: backoff cap = re-check interval */
+    /* -- WAIT for replicas (ids 20..29; see the comment above) -- */
+    DISTLOCK_OPT_WAIT_REPLICAS = 20,     /* default 0 (off); 0..64 replicas */
+    DISTLOCK_OPT_WAIT_TIMEOUT_MS = 21,   /* default 100; 1..60000 ms */
+    /* -- end WAIT for replicas -- */
     DISTLOCK_OPT_USERNAME = 100,         /* string: ACL user for every node */
     DISTLOCK_OPT_PASSWORD = 101,         /* string: password for every node */
 

@@ -73,6 +73,7 @@ static void refresh_own(attempt_ctx *a, distlock__result *res)
     size_t len[3] = { strlen(a->rq->key), strlen(a->rq->token), strlen(a->ttl) };
     distlock__call ext = { .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3, .argv = argv,
                            .argvlen = len, .tag = a->tag };
+    distlock__set_wait(c, &ext);
 
     for (int i = 0; i < c->n; i++) {
         calls[i] = NULL;
@@ -131,6 +132,8 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     distlock__call plain = { .script = -1, .argc = 7, .argv = pargv, .argvlen = plen,
                              .fallback = &script, .fallback_on = DISTLOCK__SYNTAX_ERROR,
                              .tag = a->tag };
+    distlock__set_wait(c, &script);
+    distlock__set_wait(c, &plain);
     int use_plain = !rq->fair && !a->fencing && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
         a->cs->calls_a[i] = use_plain ? &plain : &script;
@@ -187,6 +190,7 @@ static int raise_fence(attempt_ctx *a, const distlock__result *res, distlock__ta
     size_t len[4] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(fv) };
     distlock__call raise = { .script = DISTLOCK__S_RAISE, .nkeys = 2, .argc = 4, .argv = argv,
                              .argvlen = len, .tag = a->tag };
+    distlock__set_wait(c, &raise);
     for (int i = 0; i < c->n; i++)
         calls2[i] = distlock__reply_verdict(&res[i]) == 1 ? &raise : NULL;
     distlock__round(&c->tp, a->cs, calls2, res2, distlock__decide_cannot_win, &c->q);

@@ -54,6 +54,7 @@ int distlock_client_new(distlock_client **out, const char *servers)
     c->pid = distlock__getpid();
     c->retry_min_ms = 2;
     c->retry_max_ms = 100;
+    atomic_store(&c->wait_timeout_ms, 100);  /* WAIT: off until replicas are asked for */
     c->lost_fd = -1;
     c->sub_wake[0] = c->sub_wake[1] = -1;
     c->after_fork[0] = distlock__watchdog_after_fork;
@@ -116,6 +117,18 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
     case DISTLOCK_OPT_DRIFT_MIN_MS: slot = &c->q.drift_min_ms; lo = 0; break;
     case DISTLOCK_OPT_RETRY_MIN_MS: slot = &c->retry_min_ms; break;
     case DISTLOCK_OPT_RETRY_MAX_MS: slot = &c->retry_max_ms; break;
+    case DISTLOCK_OPT_WAIT_REPLICAS:
+    case DISTLOCK_OPT_WAIT_TIMEOUT_MS: {
+        /* WAIT for replicas: operations read these atomically */
+        int replicas = opt == DISTLOCK_OPT_WAIT_REPLICAS;
+        if (v < (replicas ? 0 : 1) || v > (replicas ? 64 : 60000))
+            return distlock__fail(DISTLOCK_EINVAL, "%s: value %ld out of range %d..%d",
+                                  replicas ? "wait replicas (DISTLOCK_OPT_WAIT_REPLICAS)"
+                                           : "wait timeout (DISTLOCK_OPT_WAIT_TIMEOUT_MS)",
+                                  v, replicas ? 0 : 1, replicas ? 64 : 60000);
+        atomic_store(replicas ? &c->wait_replicas : &c->wait_timeout_ms, v);
+        return DISTLOCK_OK;
+    }
     /* TLS */
     case DISTLOCK_OPT_TLS_VERIFY:
         if (v != 0 && v != 1)

@@ -12,7 +12,8 @@ enum {
     DISTLOCK__K_SELECT,
     DISTLOCK__K_ID,
     DISTLOCK__K_LOAD,
-    DISTLOCK__K_KILL        /* CLIENT KILL ID of a connection left behind */
+    DISTLOCK__K_KILL,       /* CLIENT KILL ID of a connection left behind */
+    DISTLOCK__K_WAIT        /* WAIT n t behind a call (arg: t in ms) */
 };
 
 /* conn.c: the FIFO of owed replies */

@@ -39,6 +39,9 @@ struct distlock_client {
     long retry_min_ms;
     long retry_max_ms;
     _Atomic int no_set_get;  /* a node rejected SET ... NX GET (Redis < 7) */
+    /* WAIT for replicas (DISTLOCK_OPT_WAIT_*): read by operations without mu */
+    _Atomic long wait_replicas;
+    _Atomic long wait_timeout_ms;
 
     /* token pair (pair.c, mu): the nodes the latest acquires may hold,
      * so their releases skip a hung node they never reached */
@@ -230,5 +233,13 @@ int distlock__waiter_wait(distlock_client *c, distlock__waiter *w, uint64_t dead
                           int notice);
 void distlock__subscriber_stop(distlock_client *c);
 void distlock__subscriber_after_fork(distlock_client *c); /* c->mu held, in the child */
+
+/* WAIT for replicas: what an acquire, extend or fence raise carries (the
+ * client's DISTLOCK_OPT_WAIT_*; replicas 0: none). */
+static inline void distlock__set_wait(const distlock_client *c, distlock__call *call)
+{
+    call->wait_replicas = (int)atomic_load(&c->wait_replicas);
+    call->wait_ms = atomic_load(&c->wait_timeout_ms);
+}
 
 #endif

@@ -50,6 +50,7 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     size_t len[3] = { strlen(key), strlen(token), distlock__ltoa(ttl, ttl_ms) };
     distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3, .argv = argv,
                             .argvlen = len, .tag = distlock__lock_tag(key, token) };
+    distlock__set_wait(c, &call);
     for (int i = 0; i < c->n; i++)
         cs->calls_a[i] = &call;
     uint64_t t0 = distlock__now_us();

@@ -198,10 +198,10 @@ uint64_t distlock__lock_tag(const char *key, const char *token)
 
 /* ------------------------------------------------------------ replies */
 
-/* 1 granted, 0 refused, -1 failed, -2 no answer (yet) */
-int distlock__reply_verdict(const distlock__result *r)
+/* A DONE result's reply alone (before the WAIT behind it is considered). */
+static int verdict_of_reply(const distlock__result *r)
 {
-    if (r->state == DISTLOCK__R_DONE) {
+    {
         const redisReply *x = r->reply;
         if (x->type == REDIS_REPLY_INTEGER)
             return x->integer == 1;
@@ -217,6 +217,26 @@ int distlock__reply_verdict(const distlock__result *r)
             x->element[0]->type == REDIS_REPLY_INTEGER)
             return x->element[0]->integer == 1;
         return -1;
+    }
+}
+
+int distlock__wait_short(const distlock__result *r)
+{
+    return r->state == DISTLOCK__R_DONE && r->wait_n > 0 && r->acked < r->wait_n &&
+           verdict_of_reply(r) == 1;
+}
+
+/* 1 granted, 0 refused, -1 failed, -2 no answer (yet).
+ * A grant followed by a WAIT that fewer replicas than asked acknowledged
+ * (or that failed) is a failure of that node: it does not count toward the
+ * quorum, and the attempt's undo covers it (fail-closed). */
+int distlock__reply_verdict(const distlock__result *r)
+{
+    if (r->state == DISTLOCK__R_DONE) {
+        int v = verdict_of_reply(r);
+        if (v == 1 && r->wait_n > 0 && r->acked < r->wait_n)
+            return -1;
+        return v;
     }
     return r->state == DISTLOCK__R_FAILED ? -1 : -2;
 }
@@ -239,7 +259,9 @@ int distlock__reply_holds_own(const distlock__result *r, const char *token)
         return 0;
     if (x->type == REDIS_REPLY_STRING)
         return strcmp(x->str, token) == 0;
-    return r->call->script == DISTLOCK__S_ACQUIRE && x->type == REDIS_REPLY_ARRAY &&
+    /* r->script, not r->call->script: the call was the caller's, on a stack
+     * frame that may be gone by now (first_round's) */
+    return r->script == DISTLOCK__S_ACQUIRE && x->type == REDIS_REPLY_ARRAY &&
            x->elements >= 3 && x->element[0]->type == REDIS_REPLY_INTEGER &&
            x->element[0]->integer == 0 && x->element[2]->type == REDIS_REPLY_INTEGER &&
            x->element[2]->integer == 1;

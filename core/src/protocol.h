@@ -32,6 +32,9 @@ uint64_t distlock__lock_tag(const char *key, const char *token);
 /* What a node's reply to an acquire, release or extend says: 1 granted, 0
  * refused (held by another, or not ours), -1 failed, -2 no answer (yet). */
 int distlock__reply_verdict(const distlock__result *r);
+/* A grant whose WAIT saw fewer replicas acknowledge than asked (or failed):
+ * reply_verdict says -1 for it. */
+int distlock__wait_short(const distlock__result *r);
 /* Integer element idx of an array reply, else -1. */
 int64_t distlock__reply_int(const distlock__result *r, size_t idx);
 /* The node refused because the key already holds this very token. */

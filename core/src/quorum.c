@@ -50,6 +50,16 @@ int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res,
             off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s", r->err);
             if (worst == DISTLOCK_OK || r->status == DISTLOCK_EPROTO)
                 worst = r->status;
+        } else if (distlock__wait_short(r)) {
+            /* granted, but not acknowledged by enough replicas: undone */
+            if (r->acked < 0)
+                off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+                                        "; %s: WAIT for %d replicas failed: %s", q->nodes[i].uri,
+                                        r->wait_n, r->wait_err);
+            else
+                off += (size_t)snprintf(buf + off, sizeof(buf) - off,
+                                        "; %s: %lld of %d replicas acknowledged within %ld ms",
+                                        q->nodes[i].uri, r->acked, r->wait_n, r->wait_ms);
         } else if (r->state == DISTLOCK__R_DONE && distlock__reply_verdict(r) == -1) {
             const redisReply *x = r->reply;
             off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s: %s", q->nodes[i].uri,

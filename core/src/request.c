@@ -92,6 +92,19 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
     return rc;
 }
 
+/* WAIT n t right behind the call, on the same connection: the server
+ * answers it once n replicas acknowledged every write of this connection so
+ * far (the call's included) or t ms passed. No tag: it writes nothing. */
+static int append_wait(distlock__conn *conn, distlock__result *owner, const distlock__call *call)
+{
+    char n[24], ms[24];
+    if (call->wait_replicas <= 0)
+        return 0;
+    const char *argv[3] = { "WAIT", n, ms };
+    size_t len[3] = { 4, distlock__ltoa(n, call->wait_replicas), distlock__ltoa(ms, call->wait_ms) };
+    return distlock__append_cmd(conn, owner, DISTLOCK__K_WAIT, (int)call->wait_ms, 0, 3, argv, len);
+}
+
 /* EVALSHA when we know the script's SHA1, else EVAL (which also caches it). */
 int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock__result *owner,
                        const distlock__call *call, int force_eval)
@@ -102,8 +115,9 @@ int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock
     int k = 0, rc;
 
     if (call->script < 0)
-        return distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, call->argc, call->argv,
-                          call->argvlen);
+        return distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, call->argc,
+                                    call->argv, call->argvlen) == 0
+                   ? append_wait(conn, owner, call) : -1;
     if (call->argc + 3 > 16) {  /* batched renewals */
         argv = malloc(sizeof(*argv) * (size_t)(call->argc + 3));
         len = malloc(sizeof(*len) * (size_t)(call->argc + 3));
@@ -129,7 +143,7 @@ int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock
         free(argv);
         free(len);
     }
-    return rc;
+    return rc == 0 ? append_wait(conn, owner, call) : rc;
 }
 
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id)

@@ -62,6 +62,10 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     }
     r->sent = 1;
     r->deferred = 0;
+    r->script = call->script;
+    r->wait_n = call->wait_replicas > 0 ? call->wait_replicas : 0;
+    r->wait_ms = r->wait_n ? call->wait_ms : 0;
+    r->acked = -1;
     if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
         conn_broken(t, cs, r, i);
         return -1;
@@ -174,6 +178,21 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             if (o.owner)
                 o.owner->pre--;
             break;
+        case DISTLOCK__K_WAIT:
+            /* The WAIT behind this round's call, once the call's own reply
+             * is in; else one behind a request left behind, or behind a
+             * send that NOSCRIPT or a fallback replaced: dropped. */
+            if (o.owner == r && r->state == DISTLOCK__R_PENDING && r->reply != NULL) {
+                if (rep->type == REDIS_REPLY_INTEGER) {
+                    r->acked = rep->integer;
+                } else {
+                    r->acked = -1;
+                    snprintf(r->wait_err, sizeof(r->wait_err), "%.90s",
+                             is_err ? rep->str : "unexpected reply");
+                }
+                r->state = DISTLOCK__R_DONE;
+            }
+            break;
         default:  /* DISTLOCK__K_CALL */
             if (o.owner == NULL) {
                 if (o.tag)
@@ -203,8 +222,10 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                 continue;
             }
             r->reply = rep;
-            r->state = DISTLOCK__R_DONE;
             rep = NULL;
+            /* with a WAIT behind it, done once the WAIT answered too */
+            if (r->call->wait_replicas <= 0)
+                r->state = DISTLOCK__R_DONE;
             break;
         }
         if (rep)
@@ -306,6 +327,19 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
     (void)distlock__write(conn->ctx, conn->tls, &done);
 }
 
+/* The longest WAIT a connection still owes a reply to (it may take that
+ * long on top of the command timeout). */
+static uint64_t owed_wait_ms(distlock__conn *conn)
+{
+    uint64_t m = 0;
+    for (int k = 0; k < conn->qlen; k++) {
+        const distlock__owed *o = distlock__q_at(conn, k);
+        if (o->kind == DISTLOCK__K_WAIT && (uint64_t)o->arg > m)
+            m = (uint64_t)o->arg;
+    }
+    return m;
+}
+
 static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
                        distlock__result *r, int i, uint64_t now)
 {
@@ -340,7 +374,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         uint64_t owed_since = distlock__q_at(conn, 0)->sent_us;
         if (conn->qlen > OWED_MAX || now - owed_since > STALE_CLOSE_US) {
             distlock__conn_close(t, i, conn);  /* give up on it; reconnect below */
-        } else if (now - owed_since > (uint64_t)t->command_timeout_ms * 1000u) {
+        } else if (now - owed_since > ((uint64_t)t->command_timeout_ms + owed_wait_ms(conn)) * 1000u) {
             /* The node owes replies past its timeout (hung, paused): fail
              * it at once instead of waiting again. An undo still goes out
              * behind the requests of its tag that it must follow (if the
@@ -354,11 +388,17 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         }
     }
     conn->used_us = now;
-    r->deadline_us = now + (uint64_t)timeout_ms * 1000u;
+    /* A WAIT behind the call may take its whole wait time on top, and so
+     * may one that an earlier round left on this connection (the server
+     * answers nothing behind it until it is done). */
+    uint64_t wait_us = call->wait_replicas > 0 ? (uint64_t)call->wait_ms * 1000u : 0;
+    if (conn->ctx && conn->qlen > 0)
+        wait_us += owed_wait_ms(conn) * 1000u;
+    r->deadline_us = now + (uint64_t)timeout_ms * 1000u + wait_us;
     if (conn->ctx == NULL && conn->resolving == NULL) {
         const distlock__node_cfg *cfg = &t->nodes[i];
         r->fresh = 1;
-        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u;
+        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u + wait_us;
         if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
             /* Resolved off this thread: a slow name costs only this node. */
             conn->resolving = distlock__resolve_start(cfg->host);
@@ -375,7 +415,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             return;
     } else if (conn->ctx == NULL) {
         r->fresh = 1;  /* a lookup started by an earlier round is still running */
-        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u;
+        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u + wait_us;
         r->deferred = 1;
         return;
     }
@@ -469,8 +509,8 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                                           t->connect_timeout_ms);
                 else
                     distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
-                                          r->fresh ? t->connect_timeout_ms
-                                                   : t->command_timeout_ms);
+                                          (r->fresh ? t->connect_timeout_ms : t->command_timeout_ms) +
+                                          (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
                 distlock__abandon(t, i, conn, r);
                 continue;
             }

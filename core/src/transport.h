@@ -112,6 +112,13 @@ typedef struct distlock__call {
     /* For an undo: nodes that may hold what it undoes (they granted, or may
      * have): there it is queued even on a hung connection, unwaited. */
     uint64_t must_mask;
+    /* WAIT for replicas: when wait_replicas > 0, `WAIT wait_replicas
+     * wait_ms` is written right behind the request on the same connection
+     * (pipelined: no extra round trip) and the result is DONE only once its
+     * reply is in too, with the count in `acked`. The transport only
+     * reports the count; what it means is its owner's business. */
+    int wait_replicas;
+    long wait_ms;
 } distlock__call;
 
 enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };
@@ -123,13 +130,23 @@ typedef struct distlock__result {
     int sent;            /* the request was written: it may have run */
     int resent;          /* sent again on a fresh connection after the first broke */
     int fell_back;       /* the call's fallback was sent instead */
+    int script;          /* the script index of the call that was sent (-1: a plain
+                          * command); read this, not call->script: `call` points at
+                          * the caller's request, often gone once the round returned */
+    /* WAIT (call->wait_replicas > 0): the replicas asked for and the time
+     * given, copied when sent; acked: the count WAIT answered, -1 none yet
+     * or WAIT answered an error (wait_err then has its text) */
+    int wait_n;
+    long wait_ms;
+    long long acked;
+    char wait_err[96];
     /* private to the transport */
     int pre;             /* CLIENT KILLs still to confirm before sending */
     int deferred;        /* the call waits for the handshake / kills */
     int retried;         /* NOSCRIPT / fallback already used */
     int fresh;           /* this round opened the connection */
     uint64_t deadline_us;
-    const distlock__call *call;
+    const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
 } distlock__result;
 

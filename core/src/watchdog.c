@@ -88,6 +88,9 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
      * it apart from extends of the same lock */
     distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = m, .argc = 3 * m, .argv = argv,
                             .argvlen = len };
+    /* Renewals are extends: with WAIT, a node whose replicas did not
+     * acknowledge the batch counts for none of its locks (below). */
+    distlock__set_wait(c, &call);
     for (int i = 0; i < c->n; i++)
         calls[i] = &call;
     distlock__round(&c->tp, cs, calls, res, NULL, NULL);
@@ -95,6 +98,8 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
         const redisReply *x = res[i].state == DISTLOCK__R_DONE ? res[i].reply : NULL;
         if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)m)
             continue;
+        if (res[i].wait_n > 0 && res[i].acked < res[i].wait_n)
+            continue;  /* not acknowledged by enough replicas: neither ok nor no */
         for (int k = 0; k < m; k++) {
             if (x->element[k]->type != REDIS_REPLY_INTEGER)
                 continue;

@@ -60,6 +60,7 @@ cleanup() {
   bash "$harness" stop "$work/single" || true
   bash "$harness" stop "$work/redlock" || true
   bash "$harness" stop "$work/tls" || true
+  bash "$harness" stop "$work/repl" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -73,6 +74,9 @@ export DISTLOCK_TEST_CERTS=$work/certs
 
 export DISTLOCK_TEST_REDIS=$(bash "$harness" uris "$work/single")
 export DISTLOCK_TEST_REDLOCK=$(bash "$harness" uris "$work/redlock")
+# WAIT for replicas: a master and its replica ("MASTER_PORT REPLICA_PORT REPLICA_PID")
+bash "$harness" start "$work/repl" 2 >/dev/null
+export DISTLOCK_TEST_REPL=$(bash "$harness" replicate "$work/repl")
 export DISTLOCK_TEST_REDIS_SOCK=$(ls "$work"/single/redis-*.sock | head -n 1)
 export DISTLOCK_EXT_SO=$so
 export TEST_PHP_EXECUTABLE=$(command -v php)

@@ -85,6 +85,11 @@ class Client:
     ``drift_factor`` (0.01) and ``drift_min`` (0.002) for the Redlock clock
     drift; ``retry_min`` (0.002) and ``retry_max`` (0.1) for the backoff of
     waiting acquires; ``username`` / ``password`` for every node (ACL).
+    WAIT for replicas: ``wait_replicas`` (int, 0 = off) and ``wait_timeout``
+    (0.1): each node's grant, extend or fence counts only once that many of
+    its replicas acknowledged it within ``wait_timeout``; otherwise it is
+    undone and the error says "<node>: 0 of 1 replicas acknowledged within
+    100 ms".
 
     TLS (``rediss://`` nodes; a node's URI options win): ``tls_ca_file`` /
     ``tls_ca_dir`` (trusted CAs; default: the system store), ``tls_cert`` /
@@ -108,7 +113,9 @@ class Client:
                  tls_ca_file: Optional[str] = None, tls_ca_dir: Optional[str] = None,
                  tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
                  tls_server_name: Optional[str] = None,
-                 tls_verify: Optional[bool] = None) -> None:
+                 tls_verify: Optional[bool] = None,
+                 wait_replicas: Optional[int] = None,
+                 wait_timeout: Optional[float] = None) -> None:
         self._h: Any = None
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
@@ -129,6 +136,7 @@ class Client:
                             retry_min, retry_max, username, password)
             self._configure_tls(tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
                                 tls_verify)
+            self._configure_wait(wait_replicas, wait_timeout)
         except Error as e:
             # The library's detail may quote the configuration as given.
             e._hide(secrets_of(servers, password if isinstance(password, str) else None))
@@ -188,6 +196,21 @@ class Client:
                 if not isinstance(verify, bool):
                     raise TypeError("tls_verify must be bool, not %s" % type(verify).__name__)
                 _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_TLS_VERIFY, int(verify))
+        except BaseException:
+            h, self._h = self._h, None
+            _core.distlock_client_free(h)
+            raise
+
+    # WAIT for replicas
+    def _configure_wait(self, replicas: Optional[int], timeout: Optional[float]) -> None:
+        try:
+            if replicas is not None:
+                if isinstance(replicas, bool) or not isinstance(replicas, int):
+                    raise TypeError("wait_replicas must be int, not %s" % type(replicas).__name__)
+                self._set(_core.DISTLOCK_OPT_WAIT_REPLICAS, replicas, "wait_replicas", replicas)
+            if timeout is not None:
+                self._set(_core.DISTLOCK_OPT_WAIT_TIMEOUT_MS,
+                          _seconds_to_ms(timeout, "wait_timeout"), "wait_timeout", timeout)
         except BaseException:
             h, self._h = self._h, None
             _core.distlock_client_free(h)

@@ -12,6 +12,10 @@
 # server a TLS port T too (CERTDIR/server.crt, trusting CERTDIR/ca.crt for
 # client certificates, not requiring them; DISTLOCK_TLS_AUTH_CLIENTS=yes
 # requires them); the plain port stays, for the drivers' own checks.
+#   redis.sh replicate DIR     (WAIT for replicas) DIR's second server becomes a
+#                              replica of its first (REPLICAOF); returns once the
+#                              link is up (polled); prints "MASTER_PORT REPLICA_PORT
+#                              REPLICA_PID"
 #
 # Each server: no persistence, bound to 127.0.0.1, a Unix socket DIR/redis-P.sock,
 # logs in DIR/redis-P.log, pid in DIR/redis-P.pid.
@@ -61,7 +65,7 @@ start_one() {
 }
 
 cmd=${1:-}; dir=${2:-}
-[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: redis.sh start|stop|uris DIR [COUNT]" >&2; exit 2; }
+[ -n "$cmd" ] && [ -n "$dir" ] || { echo "usage: redis.sh start|stop|uris|replicate DIR [COUNT]" >&2; exit 2; }
 case "$cmd" in
   start)
     mkdir -p "$dir"
@@ -96,6 +100,26 @@ case "$cmd" in
       out="${out:+$out,}rediss://127.0.0.1:$(cat "$f")"
     done
     echo "$out"
+    ;;
+  replicate)
+    ports=()
+    for f in "$dir"/redis-*.pid; do
+      [ -e "$f" ] || continue
+      p=${f##*/redis-}; ports+=("${p%.pid}")
+    done
+    [ ${#ports[@]} -ge 2 ] || { echo "redis.sh: replicate needs two servers in $dir" >&2; exit 1; }
+    m=${ports[0]} r=${ports[1]}
+    redis-cli -p "$r" replicaof 127.0.0.1 "$m" >/dev/null
+    for _ in $(seq 1 1000); do
+      if redis-cli -p "$r" info replication | grep -q 'master_link_status:up' &&
+         redis-cli -p "$m" info replication | grep -q "port=$r,state=online"; then
+        echo "$m $r $(cat "$dir/redis-$r.pid")"
+        exit 0
+      fi
+      sleep 0.02
+    done
+    echo "redis.sh: 127.0.0.1:$r did not become a replica of 127.0.0.1:$m" >&2
+    exit 1
     ;;
   *) echo "redis.sh: unknown command $cmd" >&2; exit 2 ;;
 esac

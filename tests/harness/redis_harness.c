@@ -531,3 +531,43 @@ int rh_debug_sleep(const rh_cluster *rc, int i, long ms)
     redisFree(ctx);
     return busy ? 0 : -1;
 }
+
+/* ---- replicas (WAIT for replicas) ---------------------------------------- */
+
+/* INFO replication of node i contains `needle`. */
+static int info_repl_has(const rh_cluster *rc, int i, const char *needle)
+{
+    redisReply *r = rh_command(rc, i, 0, "INFO replication");
+    int yes = r && r->type == REDIS_REPLY_STRING && strstr(r->str, needle) != NULL;
+    if (r) freeReplyObject(r);
+    return yes;
+}
+
+int rh_replicate(rh_cluster *rc, int replica, int master)
+{
+    char want[64];
+    redisReply *r = rh_command(rc, replica, 0, "REPLICAOF 127.0.0.1 %d", rc->node[master].port);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r) freeReplyObject(r);
+    if (!ok) {
+        fprintf(stderr, "redis_harness: REPLICAOF on node %d failed\n", replica);
+        return -1;
+    }
+    /* polled, never slept on: the replica's link is up and the master lists it */
+    snprintf(want, sizeof want, "port=%d,state=online", rc->node[replica].port);
+    if (!RH_WAIT_UNTIL(info_repl_has(rc, replica, "master_link_status:up") &&
+                       info_repl_has(rc, master, want), 20000)) {
+        fprintf(stderr, "redis_harness: node %d did not become a replica of node %d\n",
+                replica, master);
+        return -1;
+    }
+    return 0;
+}
+
+int rh_dbsize(const rh_cluster *rc, int i)
+{
+    redisReply *r = rh_command(rc, i, 0, "DBSIZE");
+    int n = r && r->type == REDIS_REPLY_INTEGER ? (int)r->integer : -1;
+    if (r) freeReplyObject(r);
+    return n;
+}

@@ -131,4 +131,13 @@ void rh_sleep_ms(long ms);
 /* True if s is exactly 32 lowercase hex characters. */
 int rh_is_hex32(const char *s);
 
+/* ---- replicas (WAIT for replicas) ----
+ * Make node `replica` a replica of node `master` (REPLICAOF), then poll
+ * INFO replication until its link is up and the master lists it online.
+ * 0 on success. rh_heal() does not undo it (FLUSHALL fails on a replica:
+ * flush the master and wait for rh_dbsize() of the replica to be 0). */
+int rh_replicate(rh_cluster *rc, int replica, int master);
+/* DBSIZE of node i, -1 on error. */
+int rh_dbsize(const rh_cluster *rc, int i);
+
 #endif
