@@ -36,6 +36,7 @@ TMP=$(mktemp -d "${TMPDIR:-/tmp}/distlock-cli-tests.XXXXXX")
 cleanup() {
   bash "$HARNESS" stop "$TMP/redis1" >/dev/null 2>&1 || true
   bash "$HARNESS" stop "$TMP/redis3" >/dev/null 2>&1 || true
+  bash "$HARNESS" stop "$TMP/sentinel" >/dev/null 2>&1 || true
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -871,6 +872,30 @@ t_tls() {
   expect 0 "$DL" run --servers "$uri" --tls-insecure "$k" -- true || return 1
   contains "$D/err" "verification is OFF" || return 1
   bash "$HARNESS" stop "$D/redis"
+}
+
+# A redis-sentinel:// list works the same as a plain one (a Sentinel group:
+# 1 master, 2 replicas, 3 sentinels with their own ACL user).
+t_sentinel_same_as_plain() {
+  local uri k=cli:sentinel:$RANDOM
+  uri=$(bash "$HARNESS" sentinels "$TMP/sentinel" --data-pass data-pw \
+          --sentinel-user sent --sentinel-pass sentinel-pw) || return 1
+  local sport; sport=$(echo "$uri" | sed 's/.*@127.0.0.1:\([0-9]*\),.*/\1/')
+  local mport; mport=$(redis-cli -p "$sport" --user sent --pass sentinel-pw --no-auth-warning \
+                         SENTINEL GET-MASTER-ADDR-BY-NAME mymaster | tail -1)
+  expect 0 "$DL" run --servers "$uri" --ttl 10s "$k" -- sh -c '
+    redis-cli -p '"$mport"' -a data-pw --no-auth-warning get "$DISTLOCK_KEY" > "$0/val"
+    echo "$DISTLOCK_TOKEN" > "$0/tok"' "$D" || return 1
+  [ -s "$D/tok" ] && [ "$(cat "$D/val")" = "$(cat "$D/tok")" ] \
+    || fail "the master holds '$(cat "$D/val")', token '$(cat "$D/tok")'" || return 1
+  expect 1 "$DL" status --servers "$uri" "$k" && contains "$D/out" "free" || return 1
+  ! grep -q "sentinel-pw\|data-pw" "$D/out" "$D/err" || fail "a password shown" || return 1
+  # a wrong sentinel password: a clear error, without it
+  local bad=${uri/sentinel_password=sentinel-pw/sentinel_password=wrong-one}
+  "$DL" run --servers "$bad" "$k" -- true >"$D/out" 2>"$D/err" && fail "ran" && return 1
+  contains "$D/err" "authentication failed" || return 1
+  ! grep -q "wrong-one" "$D/err" || fail "the password shown: $(cat "$D/err")" || return 1
+  bash "$HARNESS" stop "$TMP/sentinel"
 }
 
 # WAIT for replicas: --wait-replicas / --wait-replicas-timeout (and their

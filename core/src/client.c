@@ -26,8 +26,10 @@ int distlock_client_new(distlock_client **out, const char *servers)
     }
     for (int i = 0; i < c->n; i++) {
         /* Parsed (the grammar is fixed), not served yet by the transport.
-         * TLS is (tls.c). */
-        const char *what = c->nodes[i].kind == DISTLOCK__NODE_SENTINEL ? "Sentinel" : NULL;
+         * TLS is (tls.c), Sentinel is (sentinel.c); TLS to a Sentinel
+         * group's nodes (rediss-sentinel://) is not yet. */
+        const char *what = c->nodes[i].kind == DISTLOCK__NODE_SENTINEL && c->nodes[i].tls.enabled
+                           ? "TLS Sentinel (rediss-sentinel://)" : NULL;
         if (what) {
             rc = distlock__fail(DISTLOCK_EINVAL, "%s: %s nodes are not supported by this "
                                 "version of libdistlock", c->nodes[i].uri, what);

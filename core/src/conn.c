@@ -96,7 +96,8 @@ void distlock__stale_add_locked(distlock__transport *t, int node, uint64_t tag, 
         t->stale = grown;
         t->stale_cap = cap;
     }
-    t->stale[t->nstale++] = (distlock__stale){ node, tag, conn->serial, conn->srv_id, open, 1 };
+    t->stale[t->nstale++] = (distlock__stale){ node, tag, conn->serial, conn->srv_id, open, 1,
+                                               conn->ep_state >> 1 };
     atomic_fetch_add(&t->stale_filter[stale_bucket(node, tag)], 1);
 }
 
@@ -150,6 +151,14 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const d
         const distlock__stale *s = &t->stale[k];
         if (s->node != node || s->tag != tag || s->serial == conn->serial)
             continue;
+        /* Left behind on another server (a Sentinel node's old master):
+         * it can only run there, never on this one (round.c). Closed, it
+         * is forgotten. */
+        if (s->ep_gen != conn->ep_state >> 1) {
+            if (!s->open)
+                stale_remove_at_locked(t, k--);
+            continue;
+        }
         if (s->open) {
             *open_elsewhere = 1;
             continue;

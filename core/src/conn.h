@@ -13,6 +13,7 @@ enum {
     DISTLOCK__K_ID,
     DISTLOCK__K_LOAD,
     DISTLOCK__K_KILL,       /* CLIENT KILL ID of a connection left behind */
+    DISTLOCK__K_ROLE,       /* handshake of a Sentinel node: is it the master? */
     DISTLOCK__K_WAIT        /* WAIT n t behind a call (arg: t in ms) */
 };
 

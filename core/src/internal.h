@@ -7,7 +7,7 @@
  *   layer 3  quorum        quorum.c                           (quorum.h)
  *   layer 2  protocol      protocol.c                         (protocol.h)
  *   layer 1  transport     pool.c round.c request.c conn.c resp.c net.c
- *                          resolve.c                          (transport.h)
+ *                          resolve.c sentinel.c               (transport.h)
  *   layer 0  base          error.c clock.c token.c uri.c      (base.h)
  *
  * A file calls only into its own layer and the layers below; nothing below

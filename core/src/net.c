@@ -13,13 +13,11 @@
 
 #include "transport.h"
 
-redisContext *distlock__node_connect(distlock__transport *t, int i, const char *addr,
-                                     distlock__tls **tls, int *status, char *err, size_t errlen)
+redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
+                                    int *status, char *err, size_t errlen)
 {
-    const distlock__node_cfg *cfg = &t->nodes[i];
-    redisContext *ctx = addr ? redisConnectNonBlock(addr, cfg->port)
+    redisContext *ctx = addr ? redisConnectNonBlock(addr, port > 0 ? port : cfg->port)
                              : redisConnectUnixNonBlock(cfg->path);
-    *tls = NULL;
     if (ctx == NULL) {
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", cfg->uri);
@@ -36,7 +34,16 @@ redisContext *distlock__node_connect(distlock__transport *t, int i, const char *
     int fl = fcntl(ctx->fd, F_GETFD);
     if (fl >= 0)
         fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC);
-    if (cfg->tls.enabled && (*tls = distlock__tls_start(t, i, ctx->fd, status, err, errlen)) == NULL) {
+    return ctx;
+}
+
+redisContext *distlock__node_connect(distlock__transport *t, int i, const char *addr, int port,
+                                     distlock__tls **tls, int *status, char *err, size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    *tls = NULL;
+    redisContext *ctx = distlock__tcp_connect(cfg, addr, port, status, err, errlen);
+    if (ctx && cfg->tls.enabled && (*tls = distlock__tls_start(t, i, ctx->fd, status, err, errlen)) == NULL) {
         redisFree(ctx);
         return NULL;
     }

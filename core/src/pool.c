@@ -22,13 +22,16 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
     t->connect_timeout_ms = 1000;
     t->command_timeout_ms = 500;
     t->peer = calloc((size_t)n, sizeof(*t->peer));
+    t->ep = calloc((size_t)n, sizeof(*t->ep));
     t->sha = calloc((size_t)nscripts + 1, sizeof(*t->sha));
     t->sha_ok = calloc((size_t)nscripts + 1, sizeof(*t->sha_ok));
     t->tls_ctx = calloc((size_t)n, sizeof(*t->tls_ctx));
     t->tls_verify = 1;
-    if (t->peer == NULL || t->sha == NULL || t->sha_ok == NULL || t->tls_ctx == NULL) {
+    if (t->peer == NULL || t->ep == NULL || t->sha == NULL || t->sha_ok == NULL ||
+        t->tls_ctx == NULL) {
         free(t->tls_ctx);
         free(t->peer);
+        free(t->ep);
         free(t->sha);
         free((void *)t->sha_ok);
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
@@ -62,6 +65,7 @@ void distlock__tp_free(distlock__transport *t)
     free_sets(t);
     free(t->stale);
     free(t->peer);
+    free(t->ep);
     free(t->sha);
     free((void *)t->sha_ok);
     free(t->username);

@@ -82,6 +82,12 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
         argv[1] = "ID", len[1] = 2;
         rc = distlock__append_cmd(conn, r, DISTLOCK__K_ID, 0, 0, 2, argv, len);
     }
+    if (rc == 0 && cfg->kind == DISTLOCK__NODE_SENTINEL) {
+        /* The sentinels' answer may be out of date (a failover under way):
+         * only the master itself says it is one. */
+        argv[0] = "ROLE", len[0] = 4;
+        rc = distlock__append_cmd(conn, r, DISTLOCK__K_ROLE, 0, 0, 1, argv, len);
+    }
     for (int s = 0; rc == 0 && s < t->nscripts; s++) {
         argv[0] = "SCRIPT", len[0] = 6;
         argv[1] = "LOAD", len[1] = 4;
@@ -189,8 +195,13 @@ int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
                 inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));
             else if (ss.ss_family == AF_INET6)
                 inet_ntop(AF_INET6, &((struct sockaddr_in6 *)&ss)->sin6_addr, ip, sizeof(ip));
+            /* the port connected to: a Sentinel node's master has no
+             * port in the configuration */
+            int port = ss.ss_family == AF_INET
+                           ? ntohs(((struct sockaddr_in *)&ss)->sin_port)
+                           : ntohs(((struct sockaddr_in6 *)&ss)->sin6_port);
             if (ip[0])
-                snprintf(me, sizeof(me), "%s:%d", ip, cfg->port);
+                snprintf(me, sizeof(me), "%s:%d", ip, port);
         }
     }
     if (me[0] == '\0')

@@ -6,7 +6,11 @@
  * subscriber thread, every node's notifications. So a name is resolved by a
  * short-lived detached thread; the caller polls a pipe like any socket and
  * connects to the numeric address once it is known, within that node's own
- * deadline. Numeric hosts never start a thread. */
+ * deadline. Numeric hosts never start a thread.
+ *
+ * The same helper runs other lookups that end in an address: a Sentinel
+ * node's master (sentinel.c gives the function, which may also give a
+ * port). */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -27,7 +31,11 @@ struct distlock__resolve {
     char *host;
     int naddr;
     char addr[DISTLOCK__RESOLVE_MAX][48];
-    char err[128];
+    int port;                 /* 0: the node's own (a job may find another) */
+    char err[192];
+    distlock__resolve_fn fn;  /* a lookup of another kind (sentinel.c), or NULL */
+    void *arg;
+    void (*free_arg)(void *);
 };
 
 int distlock__host_is_numeric(const char *host)
@@ -45,42 +53,63 @@ static void job_unref(distlock__resolve *r)
         return;
     close(r->fds[0]);
     close(r->fds[1]);
+    if (r->free_arg)
+        r->free_arg(r->arg);
     pthread_mutex_destroy(&r->mu);
     free(r->host);
     free(r);
 }
 
-static void *resolve_main(void *arg)
+int distlock__resolve_now(const char *host, char (*addr)[48], int *naddr, char *err,
+                          size_t errlen)
 {
-    distlock__resolve *r = arg;
     struct addrinfo hints, *res = NULL;
     memset(&hints, 0, sizeof(hints));
     hints.ai_family = AF_UNSPEC;
     hints.ai_socktype = SOCK_STREAM;
-    int e = getaddrinfo(r->host, NULL, &hints, &res);
+    *naddr = 0;
+    int e = getaddrinfo(host, NULL, &hints, &res);
+    if (e != 0) {
+        snprintf(err, errlen, "cannot resolve '%s': %s", host, gai_strerror(e));
+        return -1;
+    }
+    /* IPv4 first: servers commonly bind 127.0.0.1 / an IPv4 address
+     * only, while "localhost" may list ::1 first. */
+    for (int pass = 0; pass < 2; pass++)
+        for (struct addrinfo *a = res; a && *naddr < DISTLOCK__RESOLVE_MAX; a = a->ai_next) {
+            const void *src;
+            if (a->ai_family == AF_INET && pass == 0)
+                src = &((struct sockaddr_in *)a->ai_addr)->sin_addr;
+            else if (a->ai_family == AF_INET6 && pass == 1)
+                src = &((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
+            else
+                continue;
+            if (inet_ntop(a->ai_family, src, addr[*naddr], 48))
+                (*naddr)++;
+        }
+    freeaddrinfo(res);
+    if (*naddr == 0) {
+        snprintf(err, errlen, "cannot resolve '%s': no address", host);
+        return -1;
+    }
+    return 0;
+}
+
+static void *resolve_main(void *arg)
+{
+    distlock__resolve *r = arg;
+    char addr[DISTLOCK__RESOLVE_MAX][48], err[192] = "";
+    int naddr = 0, port = 0;
+    if (r->fn)
+        (void)r->fn(r->arg, addr, &naddr, &port, err, sizeof(err));
+    else
+        (void)distlock__resolve_now(r->host, addr, &naddr, err, sizeof(err));
 
     pthread_mutex_lock(&r->mu);
-    if (e != 0) {
-        snprintf(r->err, sizeof(r->err), "cannot resolve '%s': %s", r->host, gai_strerror(e));
-    } else {
-        /* IPv4 first: servers commonly bind 127.0.0.1 / an IPv4 address
-         * only, while "localhost" may list ::1 first. */
-        for (int pass = 0; pass < 2; pass++)
-            for (struct addrinfo *a = res; a && r->naddr < DISTLOCK__RESOLVE_MAX; a = a->ai_next) {
-                const void *src;
-                if (a->ai_family == AF_INET && pass == 0)
-                    src = &((struct sockaddr_in *)a->ai_addr)->sin_addr;
-                else if (a->ai_family == AF_INET6 && pass == 1)
-                    src = &((struct sockaddr_in6 *)a->ai_addr)->sin6_addr;
-                else
-                    continue;
-                if (inet_ntop(a->ai_family, src, r->addr[r->naddr], sizeof(r->addr[0])))
-                    r->naddr++;
-            }
-        if (r->naddr == 0)
-            snprintf(r->err, sizeof(r->err), "cannot resolve '%s': no address", r->host);
-        freeaddrinfo(res);
-    }
+    r->naddr = naddr;
+    r->port = port;
+    memcpy(r->addr, addr, sizeof(addr));
+    snprintf(r->err, sizeof(r->err), "%s", naddr > 0 ? "" : err[0] ? err : "no address");
     r->done = 1;
     pthread_mutex_unlock(&r->mu);
     char one = 1;
@@ -90,12 +119,21 @@ static void *resolve_main(void *arg)
     return NULL;
 }
 
-distlock__resolve *distlock__resolve_start(const char *host)
+static distlock__resolve *job_start(const char *host, distlock__resolve_fn fn, void *arg,
+                                    void (*free_arg)(void *))
 {
     distlock__resolve *r = calloc(1, sizeof(*r));
-    if (r == NULL)
+    if (r == NULL) {
+        if (free_arg)
+            free_arg(arg);
         return NULL;
-    if ((r->host = strdup(host)) == NULL || pipe2(r->fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+    }
+    r->fn = fn;
+    r->arg = arg;
+    r->free_arg = free_arg;
+    if ((host && (r->host = strdup(host)) == NULL) || pipe2(r->fds, O_NONBLOCK | O_CLOEXEC) != 0) {
+        if (free_arg)
+            free_arg(arg);
         free(r->host);
         free(r);
         return NULL;
@@ -114,6 +152,25 @@ distlock__resolve *distlock__resolve_start(const char *host)
         return NULL;
     }
     return r;
+}
+
+distlock__resolve *distlock__resolve_start(const char *host)
+{
+    return job_start(host, NULL, NULL, NULL);
+}
+
+distlock__resolve *distlock__resolve_start_fn(distlock__resolve_fn fn, void *arg,
+                                              void (*free_arg)(void *))
+{
+    return job_start(NULL, fn, arg, free_arg);
+}
+
+int distlock__resolve_port(distlock__resolve *r)
+{
+    pthread_mutex_lock(&r->mu);
+    int port = r->port;
+    pthread_mutex_unlock(&r->mu);
+    return port;
 }
 
 int distlock__resolve_fd(const distlock__resolve *r)

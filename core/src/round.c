@@ -27,6 +27,18 @@
  * Requests left behind are listed per client (distlock__stale, under c->mu);
  * the list is empty in steady state, so the common path only reads an
  * atomic flag.
+ *
+ * Sentinel nodes (sentinel.c). The node's server can change: its cached
+ * master carries a generation that changes with the address, and so do the
+ * connections and the requests left behind made under it. "Before" is then
+ * per server: a request left behind on the old master can only ever run
+ * there (its connection id means nothing on the new one, so no CLIENT KILL
+ * is sent for it), and what the old master writes after the promotion is
+ * discarded when it rejoins as a replica. Back on the same address after a
+ * passing error, the generation is the same and the rule above applies.
+ * A broken connection, a READONLY reply or a ROLE that is not "master"
+ * (asked in the handshake) forgets the master; the call asks the sentinels
+ * again, once, within its own budget (follow()).
  */
 #include <errno.h>
 #include <poll.h>
@@ -49,6 +61,14 @@
 /* ------------------------------------------------------------ sending */
 
 static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
+static int follow(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
+static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
+                       distlock__result *r, int i, uint64_t now);
+
+static int is_sentinel(const distlock__transport *t, int i)
+{
+    return t->nodes[i].kind == DISTLOCK__NODE_SENTINEL;
+}
 
 /* Write the call now (the connection is ready): one more reply is due. */
 static int send_call(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
@@ -164,6 +184,26 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             conn->hs_pending--;
             distlock__learn_sha(t, o.arg, rep);
             break;
+        case DISTLOCK__K_ROLE: {
+            conn->hs_pending--;
+            const char *role = rep->type == REDIS_REPLY_ARRAY && rep->elements > 0 &&
+                                       rep->element[0]->type == REDIS_REPLY_STRING
+                                   ? rep->element[0]->str : NULL;
+            if (role && strcmp(role, "master") == 0)
+                break;
+            /* The sentinels named a server that is not (or no longer) the
+             * master. No call was sent behind the handshake: ask again. */
+            char what[80];
+            snprintf(what, sizeof(what), "%.60s", is_err ? rep->str : role ? role : "?");
+            freeReplyObject(rep);
+            distlock__ep_forget(t, i, conn->ep_state);
+            if (follow(t, cs, r, i))
+                return -1;
+            distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN,
+                                "the server the sentinels named is not the master (ROLE: %s)",
+                                what);
+            return -1;
+        }
         case DISTLOCK__K_KILL:
             if (is_err && strncmp(rep->str, "ERR No such client", 18) != 0) {
                 if (o.owner == r && r->state == DISTLOCK__R_PENDING) {
@@ -208,6 +248,16 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                 if (send_call(t, cs, r, i, r->call, 1) != 0)
                     return -1;
                 continue;
+            }
+            if (is_err && is_sentinel(t, i) && strncmp(rep->str, "READONLY", 8) == 0) {
+                /* A master turned replica under us (failover): nothing was
+                 * written. Ask the sentinels and send it to the new one. */
+                freeReplyObject(rep);
+                distlock__ep_forget(t, i, conn->ep_state);
+                if (follow(t, cs, r, i))
+                    return -1;
+                distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "READONLY: not the master");
+                return -1;
             }
             if (is_err && !r->retried && r->call->fallback &&
                 strncmp(rep->str, r->call->fallback_on, strlen(r->call->fallback_on)) == 0) {
@@ -254,15 +304,20 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
 /* Open the connection to node i at its numeric address(es) and queue the
  * handshake; the call follows once the handshake succeeded. */
 static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
-                    char (*addr)[48], int naddr)
+                    char (*addr)[48], int naddr, int port, unsigned ep_state)
 {
     distlock__conn *conn = &cs->conns[i];
     int st = DISTLOCK_ECONN;
     char err[192] = "";
+    /* A Sentinel node's master: its port is the sentinels' answer. */
+    distlock__node_cfg at = t->nodes[i];
+    if (port > 0)
+        at.port = port;
     /* Loopback refusals are reported at once: try the next address then. */
     for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
-        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, &conn->tls, &st, err,
-                                           sizeof(err));
+        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at.port, &conn->tls,
+                                           &st, err, sizeof(err));
+    conn->ep_state = ep_state;
     if (conn->ctx == NULL) {
         snprintf(r->err, sizeof(r->err), "%s", err);
         r->state = DISTLOCK__R_FAILED;
@@ -278,18 +333,29 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
 static __attribute__((noinline)) void resolved(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    char addr[DISTLOCK__RESOLVE_MAX][48], err[128];
+    char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
     int naddr = 0;
     int rc = distlock__resolve_take(conn->resolving, addr, &naddr, err, sizeof(err));
     if (rc > 0)
         return;
+    int port = distlock__resolve_port(conn->resolving);
     distlock__resolve_drop(conn->resolving);
     conn->resolving = NULL;
     if (rc < 0) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN, "%s", err);
         return;
     }
-    open_at(t, cs, r, i, addr, naddr);
+    unsigned ep_state = 0;
+    if (is_sentinel(t, i)) {
+        /* The lookup had its own budget: connecting gets a fresh one. */
+        ep_state = distlock__ep_learn(t, i, addr[0], port);
+        naddr = 1;
+        r->deadline_us = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u +
+                         (r->call->wait_replicas > 0 ? (uint64_t)r->call->wait_ms * 1000u : 0);
+    }
+    open_at(t, cs, r, i, addr, naddr, port, ep_state);
+    if (r->state == DISTLOCK__R_FAILED && is_sentinel(t, i))
+        distlock__ep_forget(t, i, ep_state);  /* the next call asks again */
     if (r->state == DISTLOCK__R_PENDING && add_kills(t, conn, r, i) == 0) {
         int done = 0;
         if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
@@ -346,6 +412,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     distlock__conn *conn = &cs->conns[i];
     long timeout_ms = t->command_timeout_ms;
     int resent = r->resent, sent = r->sent, fell_back = r->fell_back;
+    int reresolved = r->reresolved;
 
     memset(r, 0, sizeof(*r));
     r->call = call;
@@ -353,8 +420,13 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     r->resent = resent;
     r->fell_back = fell_back;
     r->sent = sent;
+    r->reresolved = reresolved;
 
     if (conn->ctx && conn->ctx->err)
+        distlock__conn_close(t, i, conn);
+    /* A Sentinel node whose master changed, or was found not to be one,
+     * since this connection was made: it goes to the old server. */
+    if (conn->ctx && is_sentinel(t, i) && !distlock__ep_current(t, i, conn->ep_state))
         distlock__conn_close(t, i, conn);
     if (conn->ctx && conn->qlen == 0 &&
         (conn->cred_gen != atomic_load(&t->cred_gen) || now - conn->used_us > IDLE_CHECK_US)) {
@@ -399,6 +471,32 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         const distlock__node_cfg *cfg = &t->nodes[i];
         r->fresh = 1;
         r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u + wait_us;
+        if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
+            char addr[1][48];
+            int port = 0;
+            unsigned st = 0;
+            if (distlock__ep_get(t, i, addr[0], &port, &st)) {
+                open_at(t, cs, r, i, addr, 1, port, st);
+                if (r->state == DISTLOCK__R_PENDING)
+                    goto opened;
+                /* The master we knew is gone: ask the sentinels (once). */
+                distlock__ep_forget(t, i, st);
+                if (r->reresolved)
+                    return;
+                r->state = DISTLOCK__R_PENDING;
+                r->err[0] = '\0';
+                r->reresolved = 1;
+            }
+            /* The sentinels' own budget; connecting gets another. A little
+             * over it here, so that their answer (or why none came) is
+             * what the caller sees. */
+            conn->resolving = distlock__sentinel_start(cfg, t->connect_timeout_ms);
+            if (conn->resolving == NULL)
+                distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
+            r->deadline_us += 50000u;
+            r->deferred = 1;
+            return;
+        }
         if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
             /* Resolved off this thread: a slow name costs only this node. */
             conn->resolving = distlock__resolve_start(cfg->host);
@@ -410,7 +508,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         char addr[1][48];
         if (cfg->host)
             snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
-        open_at(t, cs, r, i, cfg->host ? addr : NULL, 1);
+        open_at(t, cs, r, i, cfg->host ? addr : NULL, 1, 0, 0);
         if (r->state != DISTLOCK__R_PENDING)
             return;
     } else if (conn->ctx == NULL) {
@@ -419,6 +517,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         r->deferred = 1;
         return;
     }
+opened:
     r->deferred = 1;
     if (add_kills(t, conn, r, i) != 0)
         return;
@@ -444,6 +543,14 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
     char why[128];
     snprintf(why, sizeof(why), "%s",
              conn->ctx && conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed");
+    if (is_sentinel(t, i) && r->call && r->state == DISTLOCK__R_PENDING) {
+        /* Gone: perhaps a failover. The request that may have run on the
+         * old master cannot be killed from the new one, and need not be:
+         * it can only run on the old server (see the top of this file). */
+        distlock__ep_forget(t, i, conn->ep_state);
+        if (follow(t, cs, r, i))
+            return;
+    }
     if (!r->fresh && !r->resent && r->call && r->state == DISTLOCK__R_PENDING) {
         const distlock__call *call = r->call;
         distlock__conn_close(t, i, conn);
@@ -452,6 +559,23 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
         return;
     }
     distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "%s", why);
+}
+
+/* A Sentinel node's server is gone, not the master, or read-only: once per
+ * call, close the connection and start again from the sentinels (its cached
+ * master is already forgotten). Returns 1 if restarted (r changed). */
+static int follow(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
+{
+    distlock__conn *conn = &cs->conns[i];
+    if (!is_sentinel(t, i) || r->reresolved || r->call == NULL ||
+        r->state != DISTLOCK__R_PENDING)
+        return 0;
+    const distlock__call *call = r->call;
+    distlock__conn_close(t, i, conn);
+    r->reresolved = 1;
+    r->resent |= r->sent;
+    start_node(t, cs, call, r, i, distlock__now_us());
+    return 1;
 }
 
 void distlock__round(distlock__transport *t, distlock__connset *cs,
@@ -469,7 +593,7 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
             res[i].state = DISTLOCK__R_UNSENT;
             continue;
         }
-        res[i].resent = res[i].sent = res[i].fell_back = 0;
+        res[i].resent = res[i].sent = res[i].fell_back = res[i].reresolved = 0;
         start_node(t, cs, calls[i], &res[i], i, now);
     }
 
@@ -512,6 +636,11 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                                           (r->fresh ? t->connect_timeout_ms : t->command_timeout_ms) +
                                           (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
                 distlock__abandon(t, i, conn, r);
+                /* A Sentinel node's master may be gone without a reset
+                 * (partition, paused): the next call asks the sentinels;
+                 * the same answer keeps this connection's ordering. */
+                if (is_sentinel(t, i) && conn->ctx)
+                    distlock__ep_forget(t, i, conn->ep_state);
                 continue;
             }
             if (r->deadline_us < next)

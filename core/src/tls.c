@@ -281,6 +281,9 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, int *s
         else
             ok &= SSL_set1_host(ssl, namebuf) == 1;
     }
+    if (!insecure && !namebuf[0]) {
+        ok = 0;  /* nothing to check the certificate against: refuse */
+    }
     if (!ok) {
         SSL_free(ssl);
         free(tls);

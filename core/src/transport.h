@@ -29,6 +29,18 @@ int distlock__resolve_fd(const distlock__resolve *r);
 int distlock__resolve_take(distlock__resolve *r, char (*addr)[48], int *naddr, char *err,
                            size_t errlen);
 void distlock__resolve_drop(distlock__resolve *r);
+/* getaddrinfo now, on this thread (helper threads only); 0 or -1. */
+int distlock__resolve_now(const char *host, char (*addr)[48], int *naddr, char *err,
+                          size_t errlen);
+/* Run another lookup that ends in addresses on the helper thread: fn fills
+ * addr/naddr (and *port, else 0: the node's own) or err; free_arg(arg) runs
+ * when neither side needs it any more. NULL on ENOMEM (arg freed). */
+typedef int (*distlock__resolve_fn)(void *arg, char (*addr)[48], int *naddr, int *port,
+                                    char *err, size_t errlen);
+distlock__resolve *distlock__resolve_start_fn(distlock__resolve_fn fn, void *arg,
+                                              void (*free_arg)(void *));
+/* Once taken: the port the lookup found, 0 if none (use the node's). */
+int distlock__resolve_port(distlock__resolve *r);
 
 /* ------------------------------------------------------------ tls.c */
 /* One connection's TLS session (rediss:// nodes); NULL for plain ones. */
@@ -61,11 +73,17 @@ ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err,
 void distlock__tls_ctx_drop_all(struct distlock__transport *t);
 
 /* ------------------------------------------------------------ net.c, resp.c */
-/* Start a non-blocking connection to node i of t at a numeric address (or
- * its Unix socket when addr is NULL), with its TLS session in *tls for a
+/* Start a non-blocking connection to node i of t at a numeric address and
+ * port (0: the node's own; a Sentinel node's master: the sentinels' answer),
+ * or its Unix socket when addr is NULL, with its TLS session in *tls for a
  * rediss:// node (else NULL); NULL with err set on failure. */
+/* The plain TCP part of it, for a configuration that is no node of t (a
+ * sentinel: sentinel.c). */
+redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
+                                    int *status, char *err, size_t errlen);
 redisContext *distlock__node_connect(struct distlock__transport *t, int i, const char *addr,
-                                     distlock__tls **tls, int *status, char *err, size_t errlen);
+                                     int port, distlock__tls **tls, int *status, char *err,
+                                     size_t errlen);
 /* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL), through the
  * TLS session when tls is not NULL (driving its handshake first). */
 int distlock__write(redisContext *ctx, distlock__tls *tls, int *done);
@@ -77,6 +95,25 @@ int distlock__read(redisContext *ctx, distlock__tls *tls);
 int distlock__events(const redisContext *ctx, const distlock__tls *tls);
 /* The one RESP encoder: append a command to the context's output buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);
+
+/* ------------------------------------------------------------ sentinel.c */
+/* A node of kind DISTLOCK__NODE_SENTINEL has no fixed address: its master
+ * is asked of its sentinels (SENTINEL GET-MASTER-ADDR-BY-NAME, in turn, each
+ * within its share of budget_ms) on the resolver's helper thread, and the
+ * answer is kept per node in the transport (distlock__endpoint). */
+distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long budget_ms);
+struct distlock__transport;
+/* The cached master of node i: 1 with addr/port and *state, else 0 (none
+ * known: ask the sentinels). */
+int distlock__ep_get(struct distlock__transport *t, int i, char *addr, int *port,
+                     unsigned *state);
+/* What a connection to node i made now, at addr:port, records as its state. */
+unsigned distlock__ep_learn(struct distlock__transport *t, int i, const char *addr, int port);
+/* A connection made under `state` found its server is not the master (or
+ * is gone): forget the address, unless another one was learnt meanwhile. */
+void distlock__ep_forget(struct distlock__transport *t, int i, unsigned state);
+/* A connection made under `state` may still be used (same master known). */
+int distlock__ep_current(struct distlock__transport *t, int i, unsigned state);
 
 /* ------------------------------------------------------------ requests */
 /* A Lua script the transport keeps loaded on every connection: the owner's
@@ -145,6 +182,7 @@ typedef struct distlock__result {
     int deferred;        /* the call waits for the handshake / kills */
     int retried;         /* NOSCRIPT / fallback already used */
     int fresh;           /* this round opened the connection */
+    int reresolved;      /* a Sentinel node's master was asked again for it */
     uint64_t deadline_us;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
@@ -176,6 +214,7 @@ typedef struct distlock__conn {
     int qhead, qlen, qcap;
     distlock__resolve *resolving;  /* name lookup in progress, or NULL */
     distlock__tls *tls;     /* TLS session of a rediss:// node, or NULL */
+    unsigned ep_state;      /* Sentinel node: the endpoint state it was made under */
 } distlock__conn;
 
 /* A connection to every node; checked out of the pool by one operation at a
@@ -202,7 +241,18 @@ typedef struct distlock__stale {
     long long srv_id;       /* its server-side id, -1 unknown */
     int open;               /* still open on our side (else closed: orphaned) */
     int count;              /* requests */
+    unsigned ep_gen;        /* Sentinel node: which master (endpoint generation) */
 } distlock__stale;
+
+/* A Sentinel node's master as last learnt. state = generation << 1 | known;
+ * the generation changes only when the address does, so a connection to the
+ * same server after a passing error still orders its requests with CLIENT
+ * KILL (round.c); one to another server does not need to (see there). */
+typedef struct distlock__endpoint {
+    _Atomic unsigned state;
+    char addr[48];          /* under tp.mu */
+    int port;
+} distlock__endpoint;
 
 /* ------------------------------------------------------------ the transport */
 typedef struct distlock__transport {
@@ -238,6 +288,7 @@ typedef struct distlock__transport {
      * to refuse two nodes that are one server */
     char (*peer)[64];
     _Atomic int config_error;   /* two nodes are one server: unusable */
+    distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
     char config_detail[256];
 
     /* TLS (tls.c): the client's settings, and each rediss:// node's

@@ -120,15 +120,20 @@ static void node_greet(distlock_client *c, int i)
     sn->state = NODE_UP;
 }
 
-/* Unlocked: connect node i at addr (NULL: its Unix socket). */
-static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int naddr,
+/* Unlocked: connect node i at addr (NULL: its Unix socket), at port (0:
+ * the node's own; a Sentinel node's master has the sentinels' port). */
+static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int naddr, int port,
                                 distlock__tls **tls)
 {
     int st;
     char err[192];
     redisContext *ctx = NULL;
+    distlock__node_cfg at = c->nodes[i];
+    if (port > 0)
+        at.port = port;
     for (int k = 0; ctx == NULL && k < (addr ? naddr : 1); k++)
-        ctx = distlock__node_connect(&c->tp, i, addr ? addr[k] : NULL, tls, &st, err, sizeof(err));
+        ctx = distlock__node_connect(&c->tp, i, addr ? addr[k] : NULL, at.port, tls, &st, err,
+                                     sizeof(err));
     return ctx;
 }
 
@@ -236,13 +241,19 @@ static void *subscriber_main(void *arg)
                 redisContext *ctx = NULL;
                 distlock__tls *tls = NULL;
                 distlock__resolve *res = NULL;
-                if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
+                if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
+                    /* Its master, asked of the sentinels on every
+                     * (re)connection, which follows failovers. A demoted
+                     * master still gets the new one's PUBLISHes (they
+                     * replicate), so no ROLE check is needed here. */
+                    res = distlock__sentinel_start(cfg, c->tp.connect_timeout_ms);
+                } else if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
                     res = distlock__resolve_start(cfg->host);
                 } else {
                     char addr[1][48];
                     if (cfg->host)
                         snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
-                    ctx = connect_at(c, i, cfg->host ? addr : NULL, 1, &tls);
+                    ctx = connect_at(c, i, cfg->host ? addr : NULL, 1, 0, &tls);
                 }
                 pthread_mutex_lock(&c->mu);
                 sub->nodes[i].resolving = res;
@@ -300,18 +311,19 @@ static void *subscriber_main(void *arg)
             int i = idx[k];
             sub_node *sn = &sub->nodes[i];
             if (sn->resolving) {
-                char addr[DISTLOCK__RESOLVE_MAX][48], err[128];
+                char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
                 int naddr = 0;
                 int rc = distlock__resolve_take(sn->resolving, addr, &naddr, err, sizeof(err));
                 if (rc > 0)
                     continue;
+                int port = distlock__resolve_port(sn->resolving);
                 distlock__resolve_drop(sn->resolving);
                 sn->resolving = NULL;
                 redisContext *ctx = NULL;
                 distlock__tls *tls = NULL;
                 if (rc == 0) {
                     pthread_mutex_unlock(&c->mu);
-                    ctx = connect_at(c, i, addr, naddr, &tls);
+                    ctx = connect_at(c, i, addr, naddr, port, &tls);
                     pthread_mutex_lock(&c->mu);
                 }
                 sn->ctx = ctx;

@@ -60,6 +60,7 @@ cleanup() {
   bash "$harness" stop "$work/single" || true
   bash "$harness" stop "$work/redlock" || true
   bash "$harness" stop "$work/tls" || true
+  bash "$harness" stop "$work/sentinel" || true
   bash "$harness" stop "$work/repl" || true
   rm -rf "$work"
 }
@@ -71,6 +72,9 @@ bash "$repo/tests/harness/certs.sh" "$work/certs"
 DISTLOCK_TLS_CERTS=$work/certs bash "$harness" start "$work/tls" 1 >/dev/null
 export DISTLOCK_TEST_TLS=$(bash "$harness" tls-uris "$work/tls")
 export DISTLOCK_TEST_CERTS=$work/certs
+# A Sentinel group (1 master, 2 replicas, 3 sentinels) for 073_sentinel.phpt.
+export DISTLOCK_TEST_SENTINEL=$(bash "$harness" sentinels "$work/sentinel" \
+  --data-pass data-pw --sentinel-user sent --sentinel-pass sentinel-pw)
 
 export DISTLOCK_TEST_REDIS=$(bash "$harness" uris "$work/single")
 export DISTLOCK_TEST_REDLOCK=$(bash "$harness" uris "$work/redlock")

@@ -12,6 +12,10 @@
 # server a TLS port T too (CERTDIR/server.crt, trusting CERTDIR/ca.crt for
 # client certificates, not requiring them; DISTLOCK_TLS_AUTH_CLIENTS=yes
 # requires them); the plain port stays, for the drivers' own checks.
+#   redis.sh sentinels DIR [ARGS]  a Sentinel group (sentinels.py: 1 master,
+#                              2 replicas, 3 sentinels; ARGS are its options);
+#                              prints its redis-sentinel:// URI once ready;
+#                              `stop DIR` stops it too
 #   redis.sh replicate DIR     (WAIT for replicas) DIR's second server becomes a
 #                              replica of its first (REPLICAOF); returns once the
 #                              link is up (polled); prints "MASTER_PORT REPLICA_PORT
@@ -73,7 +77,40 @@ case "$cmd" in
     for _ in $(seq 1 "${3:-1}"); do ports+=("$(start_one "$dir")"); done
     echo "${ports[*]}"
     ;;
+  sentinels)
+    mkdir -p "$dir"
+    here=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
+    rm -f "$dir/sentinels.in" "$dir/sentinels.out"
+    mkfifo "$dir/sentinels.in"
+    shift 2
+    python3 "$here/sentinels.py" "$@" <"$dir/sentinels.in" >"$dir/sentinels.out" 2>&1 &
+    echo $! > "$dir/sentinels-py.pid"
+    # Its stdin stays open while this holder lives: EOF stops the group.
+    sleep infinity >"$dir/sentinels.in" &
+    echo $! > "$dir/sentinels-hold.pid"
+    for _ in $(seq 1 3000); do
+      if grep -q '^ready ' "$dir/sentinels.out" 2>/dev/null; then
+        sed -n 's/^ready .* uri=//p' "$dir/sentinels.out"
+        exit 0
+      fi
+      if grep -q '^err ' "$dir/sentinels.out" 2>/dev/null ||
+         ! kill -0 "$(cat "$dir/sentinels-py.pid")" 2>/dev/null; then
+        break
+      fi
+      sleep 0.02
+    done
+    echo "redis.sh: the Sentinel group did not start:" >&2
+    cat "$dir/sentinels.out" >&2
+    exit 1
+    ;;
   stop)
+    if [ -e "$dir/sentinels-hold.pid" ]; then
+      kill "$(cat "$dir/sentinels-hold.pid")" 2>/dev/null || true
+      pid=$(cat "$dir/sentinels-py.pid")
+      for _ in $(seq 1 500); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
+      kill -9 "$pid" 2>/dev/null || true
+      rm -f "$dir/sentinels-hold.pid" "$dir/sentinels-py.pid" "$dir/sentinels.in"
+    fi
     for f in "$dir"/redis-*.pid; do
       [ -e "$f" ] || continue
       pid=$(cat "$f")

@@ -1,0 +1,295 @@
+/* sentinel.c -- (transport) where a Sentinel-managed node's master is.
+ *
+ * A node given as redis-sentinel://h1:p1,h2:p2/NAME has no fixed address.
+ * Its master is asked of the sentinels in turn with
+ * SENTINEL GET-MASTER-ADDR-BY-NAME NAME (after AUTH with the sentinels' own
+ * credentials, if given), on the resolver's helper thread (resolve.c), so a
+ * slow or hung sentinel costs only that node's budget, never the caller's
+ * thread: each sentinel gets an equal share of what is left of the budget,
+ * then the next is tried. The connections go through net.c like every
+ * other (a TLS stream there serves rediss-sentinel:// too).
+ *
+ * The answer is cached per node in the transport (distlock__endpoint, under
+ * tp.mu, its state readable without the lock), so steady-state calls cost
+ * nothing extra. round.c confirms it with ROLE on every new connection and
+ * forgets it when the server is not the master, is gone, or answers
+ * READONLY; the next connection asks the sentinels again.
+ *
+ * May call: resolve.c, net.c, resp.c (this layer), base.
+ */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "transport.h"
+
+typedef struct job {
+    distlock__node_cfg *cfg;    /* a private copy: the thread may outlive the client */
+    long budget_ms;
+} job;
+
+static void job_free(void *arg)
+{
+    job *j = arg;
+    if (j == NULL)
+        return;
+    distlock__node_cfg *c = j->cfg;
+    if (c) {
+        for (int k = 0; k < c->nsentinels; k++)
+            free(c->sentinels[k].host);
+        free(c->sentinels);
+        free(c->master);
+        free(c->sentinel_user);
+        free(c->sentinel_pass);
+        free(c->uri);
+        free(c->tls.ca_file);
+        free(c->tls.ca_dir);
+        free(c->tls.cert);
+        free(c->tls.key);
+        free(c->tls.server_name);
+        free(c);
+    }
+    free(j);
+}
+
+static int dup_str(char **dst, const char *src)
+{
+    *dst = NULL;
+    return src && (*dst = strdup(src)) == NULL ? -1 : 0;
+}
+
+/* Send the commands queued on ctx and read `want` replies before the
+ * deadline; they go to rep[]. 0, or -1 with err set. */
+static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t deadline_us,
+                    char *err, size_t errlen)
+{
+    int got = 0;
+    for (;;) {
+        while (got < want) {
+            void *p = NULL;
+            if (redisGetReplyFromReader(ctx, &p) != REDIS_OK) {
+                snprintf(err, errlen, "protocol error");
+                return -1;
+            }
+            if (p == NULL)
+                break;
+            rep[got++] = p;
+        }
+        if (got == want)
+            return 0;
+        int done = 0;
+        if (distlock__write(ctx, NULL, &done) != REDIS_OK) {
+            snprintf(err, errlen, "%s", ctx->errstr);
+            return -1;
+        }
+        uint64_t now = distlock__now_us();
+        if (now >= deadline_us) {
+            snprintf(err, errlen, "no reply in time");
+            return -1;
+        }
+        struct pollfd pfd = { ctx->fd, (short)(POLLIN | (done ? 0 : POLLOUT)), 0 };
+        int pr = poll(&pfd, 1, (int)((deadline_us - now + 999) / 1000));
+        if (pr < 0 && errno != EINTR) {
+            snprintf(err, errlen, "%s", strerror(errno));
+            return -1;
+        }
+        if (pr > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) &&
+            distlock__read(ctx, NULL) != REDIS_OK) {
+            snprintf(err, errlen, "%s", ctx->errstr);
+            return -1;
+        }
+    }
+}
+
+/* Ask one sentinel. 0 with the master's host and port, else -1 and err. */
+static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
+                   uint64_t deadline_us, char *host, size_t hostlen, int *port, char *err,
+                   size_t errlen)
+{
+    char addr[DISTLOCK__RESOLVE_MAX][48], what[160];
+    int naddr = 0;
+    if (distlock__resolve_now(s->host, addr, &naddr, err, errlen) != 0)
+        return -1;
+    /* The sentinel as a node of its own: its address, and the TLS settings
+     * of the Sentinel node (rediss-sentinel://). */
+    distlock__node_cfg sc = *node;
+    snprintf(what, sizeof(what), "sentinel %s:%d", s->host, s->port);
+    sc.uri = what;
+    sc.host = s->host;
+    sc.port = s->port;
+    sc.path = NULL;
+    sc.kind = DISTLOCK__NODE_MASTER;
+    redisContext *ctx = NULL;
+    int st;
+    char cerr[192] = "";
+    for (int k = 0; ctx == NULL && k < naddr; k++)
+        ctx = distlock__tcp_connect(&sc, addr[k], 0, &st, cerr, sizeof(cerr));  /* plain: TLS sentinels are refused (client.c) */
+    if (ctx == NULL) {
+        snprintf(err, errlen, "%s", cerr);
+        return -1;
+    }
+    const char *argv[3];
+    size_t len[3];
+    int want = 0, rc = -1;
+    if (node->sentinel_pass) {
+        int k = 0;
+        argv[k] = "AUTH", len[k] = 4, k++;
+        if (node->sentinel_user)
+            argv[k] = node->sentinel_user, len[k] = strlen(node->sentinel_user), k++;
+        argv[k] = node->sentinel_pass, len[k] = strlen(node->sentinel_pass), k++;
+        if (distlock__resp_append(ctx, k, argv, len) != 0)
+            goto out_oom;
+        want++;
+    }
+    argv[0] = "SENTINEL", len[0] = 8;
+    argv[1] = "GET-MASTER-ADDR-BY-NAME", len[1] = 23;
+    argv[2] = node->master, len[2] = strlen(node->master);
+    if (distlock__resp_append(ctx, 3, argv, len) != 0)
+        goto out_oom;
+    want++;
+    redisReply *rep[2] = { NULL, NULL };
+    char xerr[128] = "";
+    if (exchange(ctx, want, rep, deadline_us, xerr, sizeof(xerr)) != 0) {
+        snprintf(err, errlen, "%.60s: %.80s", what, xerr);
+        goto out;
+    }
+    redisReply *auth = want == 2 ? rep[0] : NULL, *r = rep[want - 1];
+    if (auth && auth->type == REDIS_REPLY_ERROR) {
+        /* the server's text names no password */
+        snprintf(err, errlen, "%.60s: authentication failed: %.80s", what, auth->str);
+    } else if (r->type == REDIS_REPLY_ERROR) {
+        snprintf(err, errlen, "%.60s: %.80s", what, r->str);
+    } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
+               r->element[0]->type != REDIS_REPLY_STRING ||
+               r->element[1]->type != REDIS_REPLY_STRING) {
+        snprintf(err, errlen, "%.60s: does not know a master named '%.60s'", what, node->master);
+    } else {
+        long p = strtol(r->element[1]->str, NULL, 10);
+        if (p <= 0 || p > 65535 || r->element[0]->len >= hostlen) {
+            snprintf(err, errlen, "%.60s: bad address for '%.60s'", what, node->master);
+        } else {
+            snprintf(host, hostlen, "%s", r->element[0]->str);
+            *port = (int)p;
+            rc = 0;
+        }
+    }
+    for (int k = 0; k < want; k++)
+        freeReplyObject(rep[k]);
+    goto out;
+out_oom:
+    snprintf(err, errlen, "%.60s: out of memory", what);
+out:
+    redisFree(ctx);
+    return rc;
+}
+
+static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err, size_t errlen)
+{
+    const job *j = arg;
+    const distlock__node_cfg *cfg = j->cfg;
+    uint64_t start = distlock__now_us(), end = start + (uint64_t)j->budget_ms * 1000u;
+    char first[256] = "";
+    int asked = 0;
+    for (int k = 0; k < cfg->nsentinels; k++) {
+        uint64_t now = distlock__now_us();
+        if (now >= end)
+            break;
+        /* an equal share of what is left: a hung sentinel costs its share */
+        uint64_t share = (end - now) / (uint64_t)(cfg->nsentinels - k);
+        char host[64], e[256] = "";
+        asked++;
+        if (ask_one(cfg, &cfg->sentinels[k], now + share, host, sizeof(host), port, e,
+                    sizeof(e)) == 0) {
+            if (distlock__resolve_now(host, addr, naddr, e, sizeof(e)) == 0)
+                return 0;
+        }
+        if (first[0] == '\0')
+            snprintf(first, sizeof(first), "%s", e);
+    }
+    *naddr = 0;
+    /* the first sentinel's reason first: the message is cut to fit */
+    snprintf(err, errlen, "no master '%.40s' from %d of %d sentinel(s) in %ld ms: %s",
+             cfg->master, asked, cfg->nsentinels, j->budget_ms, first[0] ? first : "no time left");
+    return -1;
+}
+
+distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long budget_ms)
+{
+    job *j = calloc(1, sizeof(*j));
+    distlock__node_cfg *c = calloc(1, sizeof(*c));
+    if (j == NULL || c == NULL) {
+        free(j);
+        free(c);
+        return NULL;
+    }
+    j->cfg = c;
+    j->budget_ms = budget_ms;
+    c->kind = cfg->kind;
+    c->tls = cfg->tls;
+    c->tls.ca_file = c->tls.ca_dir = c->tls.cert = c->tls.key = c->tls.server_name = NULL;
+    c->sentinels = calloc((size_t)cfg->nsentinels, sizeof(*c->sentinels));
+    int bad = c->sentinels == NULL;
+    for (int k = 0; !bad && k < cfg->nsentinels; k++) {
+        c->sentinels[k].port = cfg->sentinels[k].port;
+        bad |= dup_str(&c->sentinels[k].host, cfg->sentinels[k].host);
+        c->nsentinels = k + 1;
+    }
+    bad = bad || dup_str(&c->master, cfg->master) || dup_str(&c->uri, cfg->uri) ||
+          dup_str(&c->sentinel_user, cfg->sentinel_user) ||
+          dup_str(&c->sentinel_pass, cfg->sentinel_pass) ||
+          dup_str(&c->tls.ca_file, cfg->tls.ca_file) || dup_str(&c->tls.ca_dir, cfg->tls.ca_dir) ||
+          dup_str(&c->tls.cert, cfg->tls.cert) || dup_str(&c->tls.key, cfg->tls.key) ||
+          dup_str(&c->tls.server_name, cfg->tls.server_name);
+    if (bad) {
+        job_free(j);
+        return NULL;
+    }
+    return distlock__resolve_start_fn(lookup, j, job_free);
+}
+
+/* ------------------------------------------------------------ the cache */
+
+int distlock__ep_get(distlock__transport *t, int i, char *addr, int *port, unsigned *state)
+{
+    distlock__endpoint *e = &t->ep[i];
+    pthread_mutex_lock(&t->mu);
+    unsigned s = atomic_load(&e->state);
+    if (s & 1u) {
+        snprintf(addr, 48, "%s", e->addr);
+        *port = e->port;
+        *state = s;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return (s & 1u) != 0;
+}
+
+unsigned distlock__ep_learn(distlock__transport *t, int i, const char *addr, int port)
+{
+    distlock__endpoint *e = &t->ep[i];
+    pthread_mutex_lock(&t->mu);
+    unsigned s = atomic_load(&e->state);
+    unsigned gen = s >> 1;
+    if (strcmp(e->addr, addr) != 0 || e->port != port) {
+        gen++;  /* another server: another ordering domain */
+        snprintf(e->addr, sizeof(e->addr), "%s", addr);
+        e->port = port;
+    }
+    s = gen << 1 | 1u;
+    atomic_store(&e->state, s);
+    pthread_mutex_unlock(&t->mu);
+    return s;
+}
+
+void distlock__ep_forget(distlock__transport *t, int i, unsigned state)
+{
+    unsigned s = state;
+    /* only the address that connection was made to */
+    atomic_compare_exchange_strong(&t->ep[i].state, &s, state & ~1u);
+}
+
+int distlock__ep_current(distlock__transport *t, int i, unsigned state)
+{
+    return atomic_load_explicit(&t->ep[i].state, memory_order_relaxed) == state;
+}

@@ -1,0 +1,319 @@
+#!/usr/bin/env python3
+"""A Sentinel-managed Redis group for tests: 1 master, 2 replicas, 3 sentinels.
+
+Real redis-server processes (Debian's; `redis-server --sentinel conf` is the
+sentinel), on free loopback ports, in a throwaway directory. Started with
+
+    python3 sentinels.py [--data-pass P] [--sentinel-user U --sentinel-pass P]
+                         [--down-after-ms 1000] [--failover-timeout-ms 3000]
+                         [--name mymaster]
+
+it prints one line once the group is ready (the replicas are in sync and
+every sentinel knows the master, both replicas and the two other sentinels:
+polled, never slept on):
+
+    ready name=N data=P0:PID0,P1:PID1,P2:PID2 sentinels=S0:PID,S1:PID,S2:PID uri=redis-sentinel://...
+
+data[0] is the master at start. Then it reads commands on stdin, one per line,
+answering one line each (`ok ...` or `err ...`) after the fact is true:
+
+    master                -> ok PORT          (what the sentinels say, confirmed by ROLE)
+    failover              -> ok PORT          SENTINEL FAILOVER; waits for a new master
+    wait-master-not PORT MS -> ok PORT        waits until the sentinels name another master
+    kill PORT             -> ok               SIGKILL of that data node
+    stop PORT / cont PORT -> ok               SIGSTOP / SIGCONT of that data node
+
+It stops everything when stdin closes (or on SIGTERM); the servers die with it
+(PR_SET_PDEATHSIG) even if it is killed.
+"""
+import argparse
+import ctypes
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+PR_SET_PDEATHSIG = 1
+
+
+def _pdeathsig():
+    libc = ctypes.CDLL("libc.so.6", use_errno=True)
+    libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+class Conn:
+    """A minimal blocking RESP client (the harness must not depend on a
+    Python Redis package)."""
+
+    def __init__(self, port, user=None, password=None, timeout=2.0):
+        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        self.f = self.s.makefile("rb")
+        if password is not None:
+            r = self.cmd("AUTH", *([user] if user else []), password)
+            if isinstance(r, Exception):
+                raise r
+
+    def close(self):
+        self.f.close()
+        self.s.close()
+
+    def cmd(self, *args):
+        out = b"*%d\r\n" % len(args)
+        for a in args:
+            a = a if isinstance(a, bytes) else str(a).encode()
+            out += b"$%d\r\n%s\r\n" % (len(a), a)
+        self.s.sendall(out)
+        return self._read()
+
+    def _read(self):
+        line = self.f.readline()
+        if not line:
+            raise ConnectionError("closed")
+        t, rest = line[:1], line[1:-2]
+        if t == b"+":
+            return rest.decode()
+        if t == b"-":
+            return RuntimeError(rest.decode())
+        if t == b":":
+            return int(rest)
+        if t == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)[:-2]
+            return data.decode(errors="replace")
+        if t == b"*":
+            n = int(rest)
+            return None if n < 0 else [self._read() for _ in range(n)]
+        raise ConnectionError("bad reply %r" % line)
+
+
+def poll_until(what, fn, timeout_s):
+    end = time.monotonic() + timeout_s
+    last = None
+    while time.monotonic() < end:
+        try:
+            v = fn()
+            if v:
+                return v
+        except (OSError, ConnectionError) as e:
+            last = e
+        time.sleep(0.02)  # polling interval, not a synchronisation
+    raise TimeoutError("%s: not within %.0f s (%s)" % (what, timeout_s, last))
+
+
+class Group:
+    def __init__(self, a):
+        self.a = a
+        self.dir = tempfile.mkdtemp(prefix="distlock-sentinel-")
+        self.procs = {}
+        self.data = [free_port() for _ in range(3)]
+        self.sent = [free_port() for _ in range(3)]
+
+    def spawn(self, port, argv):
+        log = open(os.path.join(self.dir, "out-%d.log" % port), "wb")
+        p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=log,
+                             preexec_fn=_pdeathsig, cwd=self.dir)
+        self.procs[port] = p
+
+    def data_conn(self, port):
+        return Conn(port, None, self.a.data_pass)
+
+    def sent_conn(self, port):
+        return Conn(port, self.a.sentinel_user, self.a.sentinel_pass)
+
+    def start(self):
+        a = self.a
+        for k, port in enumerate(self.data):
+            argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                    "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
+                    "--logfile", os.path.join(self.dir, "redis-%d.log" % port),
+                    "--enable-debug-command", "local"]
+            if a.data_pass:
+                argv += ["--requirepass", a.data_pass, "--masterauth", a.data_pass]
+            if k > 0:
+                argv += ["--replicaof", "127.0.0.1", str(self.data[0])]
+            self.spawn(port, argv)
+        for port in self.sent:
+            conf = os.path.join(self.dir, "sentinel-%d.conf" % port)
+            lines = [
+                "port %d" % port, "bind 127.0.0.1", "daemonize no", "dir %s" % self.dir,
+                "logfile %s" % os.path.join(self.dir, "sentinel-%d.log" % port),
+                "sentinel monitor %s 127.0.0.1 %d 2" % (a.name, self.data[0]),
+                "sentinel down-after-milliseconds %s %d" % (a.name, a.down_after_ms),
+                "sentinel failover-timeout %s %d" % (a.name, a.failover_timeout_ms),
+                "sentinel parallel-syncs %s 1" % a.name,
+            ]
+            if a.data_pass:
+                lines.append("sentinel auth-pass %s %s" % (a.name, a.data_pass))
+            if a.sentinel_pass:
+                if a.sentinel_user:
+                    # the sentinels' own ACL user; the default user is off
+                    lines.append("user default off")
+                    lines.append("user %s on >%s allchannels allkeys +@all"
+                                 % (a.sentinel_user, a.sentinel_pass))
+                    lines.append("sentinel sentinel-user %s" % a.sentinel_user)
+                else:
+                    lines.append("requirepass %s" % a.sentinel_pass)
+                lines.append("sentinel sentinel-pass %s" % a.sentinel_pass)
+            with open(conf, "w") as f:
+                f.write("\n".join(lines) + "\n")
+            self.spawn(port, ["redis-server", conf, "--sentinel"])
+        self.wait_ready()
+
+    def wait_ready(self):
+        for port in self.data[1:]:
+            def synced(port=port):
+                c = self.data_conn(port)
+                try:
+                    return "master_link_status:up" in c.cmd("INFO", "replication")
+                finally:
+                    c.close()
+            poll_until("replica %d in sync" % port, synced, 30)
+        for port in self.sent:
+            def knows(port=port):
+                c = self.sent_conn(port)
+                try:
+                    m = c.cmd("SENTINEL", "MASTER", self.a.name)
+                    if not isinstance(m, list):
+                        return False
+                    d = dict(zip(m[::2], m[1::2]))
+                    return (d.get("flags") == "master" and d.get("num-slaves") == "2"
+                            and d.get("num-other-sentinels") == "2")
+                finally:
+                    c.close()
+            poll_until("sentinel %d knows the group" % port, knows, 30)
+
+    def sentinel_master(self):
+        for port in self.sent:
+            if self.procs[port].poll() is not None:
+                continue
+            try:
+                c = self.sent_conn(port)
+                try:
+                    r = c.cmd("SENTINEL", "GET-MASTER-ADDR-BY-NAME", self.a.name)
+                finally:
+                    c.close()
+                if isinstance(r, list):
+                    return int(r[1])
+            except (OSError, ConnectionError):
+                continue
+        return None
+
+    def confirmed_master(self):
+        p = self.sentinel_master()
+        if p is None:
+            return None
+        c = self.data_conn(p)
+        try:
+            role = c.cmd("ROLE")
+        finally:
+            c.close()
+        return p if isinstance(role, list) and role[0] == "master" else None
+
+    def wait_master_not(self, old, timeout_s):
+        def other():
+            p = self.confirmed_master()
+            return p if p is not None and p != old else None
+        return poll_until("a master other than %d" % old, other, timeout_s)
+
+    def failover(self):
+        old = poll_until("a master", self.confirmed_master, 10)
+        c = self.sent_conn(self.sent[0])
+        try:
+            r = poll_until("SENTINEL FAILOVER accepted",
+                           lambda: (lambda x: x if x == "OK" else None)(
+                               c.cmd("SENTINEL", "FAILOVER", self.a.name)), 10)
+        finally:
+            c.close()
+        del r
+        return self.wait_master_not(old, 30)
+
+    def kill(self, port):
+        p = self.procs[port]
+        p.send_signal(signal.SIGKILL)
+        p.wait()
+
+    def stop(self):
+        for p in self.procs.values():
+            if p.poll() is None:
+                p.kill()
+        for p in self.procs.values():
+            p.wait()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def uri(self, scheme="redis-sentinel"):
+        a = self.a
+        cred = ":%s@" % a.data_pass if a.data_pass else ""
+        hosts = ",".join("127.0.0.1:%d" % p for p in self.sent)
+        q = []
+        if a.sentinel_user:
+            q.append("sentinel_user=" + a.sentinel_user)
+        if a.sentinel_pass:
+            q.append("sentinel_password=" + a.sentinel_pass)
+        return "%s://%s%s/%s%s" % (scheme, cred, hosts, a.name, ("?" + "&".join(q)) if q else "")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--name", default="mymaster")
+    ap.add_argument("--data-pass")
+    ap.add_argument("--sentinel-user")
+    ap.add_argument("--sentinel-pass")
+    ap.add_argument("--down-after-ms", type=int, default=1000)
+    ap.add_argument("--failover-timeout-ms", type=int, default=3000)
+    a = ap.parse_args()
+    g = Group(a)
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    try:
+        try:
+            g.start()
+        except Exception as e:  # noqa: BLE001 - reported to the driver
+            print("err %s" % e, flush=True)
+            return 1
+        print("ready name=%s data=%s sentinels=%s uri=%s" % (
+            a.name,
+            ",".join("%d:%d" % (p, g.procs[p].pid) for p in g.data),
+            ",".join("%d:%d" % (p, g.procs[p].pid) for p in g.sent),
+            g.uri()), flush=True)
+        for line in sys.stdin:
+            w = line.split()
+            try:
+                if not w:
+                    continue
+                if w[0] == "master":
+                    print("ok %d" % poll_until("a master", g.confirmed_master, 10), flush=True)
+                elif w[0] == "failover":
+                    print("ok %d" % g.failover(), flush=True)
+                elif w[0] == "wait-master-not":
+                    print("ok %d" % g.wait_master_not(int(w[1]), int(w[2]) / 1000.0), flush=True)
+                elif w[0] in ("stop", "cont"):
+                    g.procs[int(w[1])].send_signal(
+                        signal.SIGSTOP if w[0] == "stop" else signal.SIGCONT)
+                    print("ok", flush=True)
+                elif w[0] == "kill":
+                    g.kill(int(w[1]))
+                    print("ok", flush=True)
+                else:
+                    print("err unknown command", flush=True)
+            except Exception as e:  # noqa: BLE001 - reported to the driver
+                print("err %s" % e, flush=True)
+        return 0
+    finally:
+        g.stop()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
