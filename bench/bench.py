@@ -153,7 +153,7 @@ def run_group(members, slice_s, cycles, gap_s=0.02):
     t0 = now() + int((1.0 + 0.25 * n) * 1e9)
     procs, out, why, cli = [], {}, {}, None
     for i, (sec, cfg, impl, uris) in enumerate(members):
-        key = "bench:u:%s:%d:%d" % (impl.name, cfg[1], RUN_SEQ[0])
+        key = "bench:u:%s:%s:%d" % (impl.name, cfg[1], RUN_SEQ[0])
         if impl.name == "distlock-cli":
             cli = (i, sec, cfg, impl, uris, key)
             continue
@@ -428,7 +428,20 @@ def groups(args):
     for k in (3, 7):
         G.append(("%d nodes" % k, [("nodes", (n, k), n, ",".join(U[:k])) for n in
                                    ["floor", "symfony-combined", "redlock", "distlock-c"]]))
+    if args.tls_uri:   # TLS row: the same server over redis:// and rediss://, same run
+        G.append(("TLS 1 node", [("tls", ("distlock-c", 1), "distlock-c", u1),
+                                 ("tls", ("distlock-c", "tls"), "distlock-c", args.tls_uri)]))
     return G
+
+
+def run_connect(impl, uri, count):
+    """TLS row: microseconds for a new client's first pair (connect + handshake + pair)."""
+    p = subprocess.run(impl.cmd("connect", [uri, count, "bench:connect"]), capture_output=True,
+                       text=True, timeout=300)
+    if p.returncode != 0:
+        raise NotRun(last_line(p.stderr) or "exit %d" % p.returncode)
+    kv = parse_kv(last_line(p.stdout))
+    return {"mean_us": float(kv["mean_us"]), "p50_us": float(kv["p50_us"])}
 
 
 def plan(args):
@@ -459,11 +472,12 @@ def main():
     for k in ["floor", "distlock_c", "php_ext", "venv", "cli"]:
         ap.add_argument("--" + k.replace("_", "-"), default="")
         ap.add_argument("--why-" + k.replace("_", "-"), default="")
+    ap.add_argument("--tls-uri", default="", help="rediss:// URI of the first server (TLS row)")
     ap.add_argument("--node-ok", action="store_true")
     ap.add_argument("--why-node", default="")
     ap.add_argument("--versions", default="", help="file of 'name: version' lines from run.sh")
     ap.add_argument("--only", default="", help="comma list of sections (development): "
-                    "pairs,contend,contenders,nodes,memory,renew")
+                    "pairs,contend,contenders,nodes,memory,renew,tls")
     ap.add_argument("--pinning", default="", help="how run.sh placed servers and drivers on CPUs")
     args = ap.parse_args()
 
@@ -481,8 +495,10 @@ def main():
     res = {}      # (section, cfg) -> [dict per repetition / per cycle]
     why = {}      # (section, cfg) -> reason it was not run
     only = set(args.only.split(",")) if args.only else None
-    if not only or "pairs" in only or "nodes" in only:
+    if not only or "pairs" in only or "nodes" in only or "tls" in only:
         for title, members in groups(args):
+            if only and not any(m[0] in only for m in members):
+                continue
             impls_ = [(sec, cfg, impls[name], uris) for sec, cfg, name, uris in members]
             out, bad = run_group(impls_, slice_s, cycles)
             res.update(out)
@@ -510,6 +526,18 @@ def main():
                 summary = "not run: %s" % e
             print("[rep %d/%d %5.0fs] %-10s %-16s %-5s %s" % (rep + 1, reps, time.monotonic() - t_begin,
                   section, name, cfg[1], summary), flush=True)
+
+    # TLS row: a new connection's cost, plain vs TLS, interleaved repetitions
+    for rep in range(reps if args.tls_uri and (not only or "tls" in only) else 0):
+        for cfg, uri in (("plain", U[0]), ("tls", args.tls_uri)):
+            try:
+                r = run_connect(impls["distlock-c"], uri, 50 if args.quick else 200)
+                res.setdefault(("connect", ("distlock-c", cfg)), []).append(r)
+                summary = "new client + first pair: median %.0f us" % r["p50_us"]
+            except NotRun as e:
+                why[("connect", ("distlock-c", cfg))] = str(e)
+                summary = "not run: %s" % e
+            print("[rep %d/%d] connect %-6s %s" % (rep + 1, reps, cfg, summary), flush=True)
 
     mem, renew = {}, {}
     for name in ["floor", "seed", "symfony", "redis-py", "redlock", "distlock-c", "distlock-php-oo",

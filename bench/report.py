@@ -259,6 +259,26 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("")
 
     # ---- scaling
+    # ---- TLS row
+    if R.runs("tls", ("distlock-c", "tls")) or R.runs("connect", ("distlock-c", "tls")):
+        o.append("## TLS (rediss://), 1 node")
+        o.append("")
+        o.append("The same server over `redis://` and `rediss://` (its TLS port, certificates made by "
+                 "`tests/harness/certs.sh`, verification on), in the same round-robin group: pairs/s once "
+                 "connected, and the ratio TLS / plain (goal ≥ 0.9×). Then the cost of a new connection: a new "
+                 "client's first pair (TCP connect, TLS handshake, AUTH/SCRIPT LOAD, acquire + release), "
+                 "median over the clients of a run, median of the repetitions.")
+        o.append("")
+        o.append("| | plain `redis://` | TLS `rediss://` | TLS / plain |")
+        o.append("|---|---:|---:|---:|")
+        a, b = ("tls", ("distlock-c", 1)), ("tls", ("distlock-c", "tls"))
+        o.append("| distlock C pairs/s | %s | %s | %s |" % (fmt(R.value(*a)), fmt(R.value(*b)),
+                                                          ratio(R.paired(b, a))))
+        ca, cb = ("connect", ("distlock-c", "plain")), ("connect", ("distlock-c", "tls"))
+        pa, pb = R.value(*ca, key="p50_us"), R.value(*cb, key="p50_us")
+        o.append("| new client + first pair, µs | %s | %s | +%s µs |" % (
+            fmt(pa), fmt(pb), fmt(pb - pa) if pa == pa and pb == pb else "—"))
+        o.append("")
     o.append("## (c) Scaling")
     o.append("")
     o.append("### Contenders on one key (hold 1 ms, think 1 ms): critical sections/s")

@@ -70,7 +70,7 @@ if cmake -S "$repo" -B "$core" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DDISTLOCK_BUIL
        -DDISTLOCK_BUILD_CLI=ON -DDISTLOCK_BUILD_PHP=OFF >> "$log" 2>&1 \
    && cmake --build "$core" --target distlock_static -j "$(nproc)" >> "$log" 2>&1; then
   if cc -O2 -Wall -o "$build/distlock_bench" "$bench/c/distlock_bench.c" -I "$repo/core/include" \
-       "$core/core/libdistlock.a" -lhiredis -lpthread >> "$log" 2>&1; then
+       "$core/core/libdistlock.a" -lhiredis -lssl -lcrypto -lpthread >> "$log" 2>&1; then
     args+=(--distlock-c "$build/distlock_bench")
   else
     args+=(--why-distlock-c "C driver build failed: $(why_from_log)")
@@ -149,8 +149,12 @@ rdir=$(mktemp -d /tmp/distlock-bench-redis.XXXXXX)
 cleanup() { bash "$repo/tests/harness/redis.sh" stop "$rdir" || true; rm -rf "$rdir"; }
 trap cleanup EXIT
 trap 'exit 130' INT TERM
-"${pin_srv[@]}" bash "$repo/tests/harness/redis.sh" start "$rdir" 7 > /dev/null
+# TLS row: every server also has a TLS port, with certificates made now.
+bash "$repo/tests/harness/certs.sh" "$rdir/certs"
+DISTLOCK_TLS_CERTS=$rdir/certs "${pin_srv[@]}" bash "$repo/tests/harness/redis.sh" start "$rdir" 7 > /dev/null
 uris=$(bash "$repo/tests/harness/redis.sh" uris "$rdir")
+tls_uri=$(bash "$repo/tests/harness/redis.sh" tls-uris "$rdir" | cut -d, -f1)?tls_ca_file=$rdir/certs/ca.crt
+args+=(--tls-uri "$tls_uri")
 
 say "running (build log: $log)"
 cmdline="bash bench/run.sh${quick:+ $quick}"

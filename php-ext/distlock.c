@@ -84,6 +84,19 @@ PHP_INI_BEGIN()
                       username, zend_distlock_globals, distlock_globals)
     STD_PHP_INI_ENTRY_EX("distlock.password", "", PHP_INI_ALL, OnUpdateString,
                          password, zend_distlock_globals, distlock_globals, dl_display_password)
+    /* TLS */
+    STD_PHP_INI_ENTRY("distlock.tls_ca_file", "", PHP_INI_ALL, OnUpdateString,
+                      tls[0], zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.tls_ca_dir", "", PHP_INI_ALL, OnUpdateString,
+                      tls[1], zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.tls_cert", "", PHP_INI_ALL, OnUpdateString,
+                      tls[2], zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.tls_key", "", PHP_INI_ALL, OnUpdateString,
+                      tls[3], zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.tls_server_name", "", PHP_INI_ALL, OnUpdateString,
+                      tls[4], zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.tls_verify", "1", PHP_INI_ALL, OnUpdateLong,
+                      tls_verify, zend_distlock_globals, distlock_globals)
     /* WAIT for replicas */
     STD_PHP_INI_ENTRY("distlock.wait_replicas", "0", PHP_INI_ALL, OnUpdateLong,
                       wait_replicas, zend_distlock_globals, distlock_globals)

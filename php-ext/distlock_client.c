@@ -78,6 +78,15 @@ static bool dl_option_string(zval *v, const char *name, const char **out)
     return true;
 }
 
+/* Index of a TLS string option's name, -1 if it is not one. */
+static int dl_tls_option(const zend_string *name)
+{
+    for (int k = 0; k < 5; k++)
+        if (zend_string_equals_cstr(name, dl_tls_names[k], strlen(dl_tls_names[k])))
+            return k;
+    return -1;
+}
+
 PHP_METHOD(Distlock_Client, __construct)
 {
     zend_string *servers = NULL;
@@ -106,7 +115,8 @@ PHP_METHOD(Distlock_Client, __construct)
             ZVAL_DEREF(v);
             if (name == NULL) {
                 zend_argument_value_error(2, "must have string keys (connect_timeout_ms, "
-                                             "command_timeout_ms, username, password)");
+                                             "command_timeout_ms, username, password, tls_ca_file, tls_ca_dir, tls_cert, tls_key, "
+                                             "tls_server_name, tls_verify)");
                 RETURN_THROWS();
             }
             if (zend_string_equals_literal(name, "connect_timeout_ms")) {
@@ -117,6 +127,15 @@ PHP_METHOD(Distlock_Client, __construct)
                 if (!dl_option_string(v, ZSTR_VAL(name), &cfg.username)) RETURN_THROWS();
             } else if (zend_string_equals_literal(name, "password")) {
                 if (!dl_option_string(v, ZSTR_VAL(name), &cfg.password)) RETURN_THROWS();
+            } else if (zend_string_equals_literal(name, "tls_verify")) {   /* TLS */
+                if (Z_TYPE_P(v) != IS_TRUE && Z_TYPE_P(v) != IS_FALSE) {
+                    zend_argument_type_error(2, "option \"tls_verify\" must be of type bool, %s given",
+                                             zend_zval_type_name(v));
+                    RETURN_THROWS();
+                }
+                cfg.tls_verify = Z_TYPE_P(v) == IS_TRUE;
+            } else if (dl_tls_option(name) >= 0) {
+                if (!dl_option_string(v, ZSTR_VAL(name), &cfg.tls[dl_tls_option(name)])) RETURN_THROWS();
             /* WAIT for replicas */
             } else if (zend_string_equals_literal(name, "wait_replicas")) {
                 if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_replicas)) RETURN_THROWS();
@@ -124,8 +143,8 @@ PHP_METHOD(Distlock_Client, __construct)
                 if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_ms)) RETURN_THROWS();
             } else {
                 zend_argument_value_error(2, "has an unknown option \"%s\" (known: connect_timeout_ms, "
-                                             "command_timeout_ms, username, password, wait_replicas, "
-                                             "wait_timeout_ms)", ZSTR_VAL(name));
+                                             "command_timeout_ms, username, password, tls_ca_file, tls_ca_dir, tls_cert, tls_key, "
+                                             "tls_server_name, tls_verify, wait_replicas, wait_timeout_ms)", ZSTR_VAL(name));
                 RETURN_THROWS();
             }
         } ZEND_HASH_FOREACH_END();

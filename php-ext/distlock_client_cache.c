@@ -23,6 +23,13 @@
 
 static int le_distlock_pclient;
 
+const char *const dl_tls_names[5] = { "tls_ca_file", "tls_ca_dir", "tls_cert", "tls_key",
+                                      "tls_server_name" };
+static const distlock_option dl_tls_opts[5] = {
+    DISTLOCK_OPT_TLS_CA_FILE, DISTLOCK_OPT_TLS_CA_DIR, DISTLOCK_OPT_TLS_CERT,
+    DISTLOCK_OPT_TLS_KEY, DISTLOCK_OPT_TLS_SERVER_NAME
+};
+
 void dl_config_from_ini(dl_config *cfg)
 {
     cfg->servers = DISTLOCK_G(servers) ? DISTLOCK_G(servers) : "";
@@ -30,6 +37,9 @@ void dl_config_from_ini(dl_config *cfg)
     cfg->command_ms = DISTLOCK_G(command_timeout_ms);
     cfg->username = DISTLOCK_G(username) ? DISTLOCK_G(username) : "";
     cfg->password = DISTLOCK_G(password) ? DISTLOCK_G(password) : "";
+    for (int k = 0; k < 5; k++)
+        cfg->tls[k] = DISTLOCK_G(tls)[k] ? DISTLOCK_G(tls)[k] : "";
+    cfg->tls_verify = DISTLOCK_G(tls_verify);
     cfg->wait_replicas = DISTLOCK_G(wait_replicas);
     cfg->wait_ms = DISTLOCK_G(wait_timeout_ms);
 }
@@ -39,6 +49,8 @@ static void dl_last_clear(void)
     if (DISTLOCK_G(last).servers) pefree(DISTLOCK_G(last).servers, 1);
     if (DISTLOCK_G(last).username) pefree(DISTLOCK_G(last).username, 1);
     if (DISTLOCK_G(last).password) pefree(DISTLOCK_G(last).password, 1);
+    for (int k = 0; k < 5; k++)
+        if (DISTLOCK_G(last).tls[k]) pefree(DISTLOCK_G(last).tls[k], 1);
     memset(&DISTLOCK_G(last), 0, sizeof(DISTLOCK_G(last)));
 }
 
@@ -48,6 +60,9 @@ static void dl_last_set(const dl_config *cfg, distlock_client *c)
     DISTLOCK_G(last).servers = pestrdup(cfg->servers, 1);
     DISTLOCK_G(last).username = pestrdup(cfg->username, 1);
     DISTLOCK_G(last).password = pestrdup(cfg->password, 1);
+    for (int k = 0; k < 5; k++)
+        DISTLOCK_G(last).tls[k] = pestrdup(cfg->tls[k], 1);
+    DISTLOCK_G(last).tls_verify = cfg->tls_verify;
     DISTLOCK_G(last).connect_ms = cfg->connect_ms;
     DISTLOCK_G(last).command_ms = cfg->command_ms;
     DISTLOCK_G(last).wait_replicas = cfg->wait_replicas;
@@ -62,6 +77,17 @@ static void dl_pclient_dtor(zend_resource *res)
     }
     distlock_client_free((distlock_client *)res->ptr);
     res->ptr = NULL;
+}
+
+/* TLS settings equal to the last configuration's. */
+static bool dl_same_tls(const dl_config *cfg)
+{
+    if (DISTLOCK_G(last).tls_verify != cfg->tls_verify)
+        return false;
+    for (int k = 0; k < 5; k++)
+        if (strcmp(DISTLOCK_G(last).tls[k], cfg->tls[k]) != 0)
+            return false;
+    return true;
 }
 
 /* The worker's client for this configuration, created on first use and kept
@@ -82,7 +108,8 @@ distlock_client *dl_client_for(const dl_config *cfg)
         && DISTLOCK_G(last).wait_ms == cfg->wait_ms
         && strcmp(DISTLOCK_G(last).servers, cfg->servers) == 0
         && strcmp(DISTLOCK_G(last).username, cfg->username) == 0
-        && strcmp(DISTLOCK_G(last).password, cfg->password) == 0) {
+        && strcmp(DISTLOCK_G(last).password, cfg->password) == 0
+        && dl_same_tls(cfg)) {
         return (distlock_client *)DISTLOCK_G(last).client;
     }
 
@@ -98,6 +125,12 @@ distlock_client *dl_client_for(const dl_config *cfg)
     smart_str_appends(&key, cfg->username);
     smart_str_appendc(&key, '\x01');
     smart_str_appends(&key, cfg->password);
+    for (int k = 0; k < 5; k++) {   /* TLS */
+        smart_str_appendc(&key, '\x01');
+        smart_str_appends(&key, cfg->tls[k]);
+    }
+    smart_str_appendc(&key, '\x01');
+    smart_str_append_long(&key, cfg->tls_verify);
     /* WAIT for replicas */
     smart_str_appendc(&key, '\x01');
     smart_str_append_long(&key, cfg->wait_replicas);
@@ -123,6 +156,7 @@ distlock_client *dl_client_for(const dl_config *cfg)
         || (st = distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, (long)cfg->command_ms)) != DISTLOCK_OK
         || (*cfg->username && (st = distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, cfg->username)) != DISTLOCK_OK)
         || (*cfg->password && (st = distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, cfg->password)) != DISTLOCK_OK)
+        || (cfg->tls_verify != 1 && (st = distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, (long)cfg->tls_verify)) != DISTLOCK_OK)
         /* WAIT for replicas */
         || (st = distlock_client_set(c, DISTLOCK_OPT_WAIT_REPLICAS, (long)cfg->wait_replicas)) != DISTLOCK_OK
         || (st = distlock_client_set(c, DISTLOCK_OPT_WAIT_TIMEOUT_MS, (long)cfg->wait_ms)) != DISTLOCK_OK) {
@@ -130,6 +164,14 @@ distlock_client *dl_client_for(const dl_config *cfg)
         distlock_client_free(c);
         smart_str_free(&key);
         return NULL;
+    }
+    for (int k = 0; k < 5; k++) {   /* TLS */
+        if (*cfg->tls[k] && (st = distlock_client_set_str(c, dl_tls_opts[k], cfg->tls[k])) != DISTLOCK_OK) {
+            dl_throw_config(st, "invalid TLS option", cfg->servers, cfg->password);
+            distlock_client_free(c);
+            smart_str_free(&key);
+            return NULL;
+        }
     }
     {
         /* The persistent list outlives the request: its key must be
@@ -164,5 +206,7 @@ void dl_client_cache_gshutdown(zend_distlock_globals *g)
     if (g->last.servers) pefree(g->last.servers, 1);
     if (g->last.username) pefree(g->last.username, 1);
     if (g->last.password) pefree(g->last.password, 1);
+    for (int k = 0; k < 5; k++)
+        if (g->last.tls[k]) pefree(g->last.tls[k], 1);
     memset(&g->last, 0, sizeof(g->last));
 }

@@ -33,6 +33,10 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
     zend_long command_timeout_ms; /* distlock.command_timeout_ms */
     char *username;              /* distlock.username */
     char *password;              /* distlock.password */
+    /* TLS (rediss:// nodes): distlock.tls_ca_file, tls_ca_dir, tls_cert,
+     * tls_key, tls_server_name ("" = not set), distlock.tls_verify */
+    char *tls[5];
+    zend_long tls_verify;
     /* WAIT for replicas */
     zend_long wait_replicas;     /* distlock.wait_replicas */
     zend_long wait_timeout_ms;   /* distlock.wait_timeout_ms */
@@ -40,6 +44,8 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
      * unchanged configuration skip building the persistent-list key. */
     struct {
         char *servers, *username, *password; /* pemalloc'd copies */
+        char *tls[5];                        /* TLS: pemalloc'd copies */
+        zend_long tls_verify;
         zend_long connect_ms, command_ms;
         zend_long wait_replicas, wait_ms;    /* WAIT for replicas */
         void *client;                        /* distlock_client *, owned by the list */

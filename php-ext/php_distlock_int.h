@@ -55,10 +55,15 @@ typedef struct {
     zend_long command_ms;
     const char *username;
     const char *password;
+    /* TLS: ca_file, ca_dir, cert, key, server_name ("" = not set), verify */
+    const char *tls[5];
+    zend_long tls_verify;
     /* WAIT for replicas (DISTLOCK_OPT_WAIT_*) */
     zend_long wait_replicas;
     zend_long wait_ms;
 } dl_config;
+/* Names of the TLS options (INI distlock.<name>, Client option <name>). */
+extern const char *const dl_tls_names[5];
 
 void dl_config_from_ini(dl_config *cfg);
 /* The worker's persistent client for this configuration (created on first

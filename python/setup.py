@@ -64,7 +64,7 @@ def version() -> str:
 
 def pkg_config(*args: str) -> list:
     try:
-        out = subprocess.run(["pkg-config", *args, "hiredis"], check=True,
+        out = subprocess.run(["pkg-config", *args, "hiredis", "openssl"], check=True,
                              capture_output=True, text=True).stdout
         return out.split()
     except (OSError, subprocess.CalledProcessError):
@@ -94,7 +94,7 @@ class build_ext(_build_ext):
         core_c = sorted(glob(str(ROOT / "core" / "src" / "*.c")))
         cflags = [f for f in pkg_config("--cflags") if not f.startswith("-I")]
         incs = [f[2:] for f in pkg_config("--cflags-only-I")]
-        libs = pkg_config("--libs") or ["-lhiredis"]
+        libs = pkg_config("--libs") or ["-lhiredis", "-lssl", "-lcrypto"]  # TLS: OpenSSL
         for ext in self.extensions:
             ext.sources = [str(wrap)] + core_c
             ext.include_dirs = [str(include), str(ROOT / "core" / "src")] + incs

@@ -5,7 +5,7 @@ set -euo pipefail
 
 PKGS=(
   build-essential cmake pkg-config git
-  redis-server redis-tools libhiredis-dev
+  redis-server redis-tools libhiredis-dev libssl-dev openssl
   libcmocka-dev valgrind
   php-dev php-cli php-cgi php-xml php-redis php-symfony-lock
   swig python3-dev python3-setuptools python3-pytest python3-redis python3-venv python3-pip

@@ -53,7 +53,7 @@ static void test_bad_uris(void **state)
         "redis://a:1/99999999999999999999", "unix:///tmp/x.sock?db=abc",
         "unix:///tmp/x.sock?db=-1", "unix:///tmp/x.sock?foo=1", "redis://127.0.0.1:1,redis://127.0.0.1:1",
         "redis://a:1,redis://b:2,redis://a:1", "unix:///tmp/x.sock,unix:///tmp/x.sock",
-        "redis://[::1", "rediss://x",
+        "redis://[::1", "rediss://x?tls_insecure=2", "rediss://",
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         distlock_client *c = NULL;

@@ -166,6 +166,30 @@ static int mode_hold(int argc, char **argv, int renew)
     _exit(0);   /* keep the keys: the orchestrator inspects and flushes the servers */
 }
 
+/* TLS row: the cost of a new connection. COUNT times: a new client, one
+ * pair (connect, handshake: TLS for rediss://, AUTH/SCRIPT LOAD, then
+ * acquire + release), free. Prints the median and mean per client. */
+static int mode_connect(int argc, char **argv)
+{
+    if (argc < 5) die("usage", "connect URIS COUNT KEY");
+    long count = atol(argv[3]);
+    if (count < 1) die("connect", "COUNT must be >= 1");
+    samples lat = { 0 };
+    int64_t t0 = now_ns();
+    for (long i = 0; i < count; i++) {
+        int64_t a = now_ns();
+        distlock_client *c = client(argv[2]);
+        int rc = one_pair(c, argv[4], 0, NULL);
+        if (rc != DISTLOCK_OK) fail("pair on a new client", rc);
+        distlock_client_free(c);
+        samples_add(&lat, now_ns() - a);
+    }
+    double mean_us = (double)(now_ns() - t0) / 1e3 / (double)count;
+    printf("impl=distlock-c-connect count=%ld mean_us=%.1f p50_us=%.1f\n", count, mean_us,
+           samples_pct_us(&lat, 0.50));
+    return 0;
+}
+
 /* WAIT for replicas: one slice of pairs on c; pairs per second. */
 static double wait_slice(distlock_client *c, const char *key, long slice_ms)
 {
@@ -227,6 +251,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "contend")) return mode_contend(argc, argv);
     if (!strcmp(argv[1], "hold")) return mode_hold(argc, argv, 0);
     if (!strcmp(argv[1], "renew")) return mode_hold(argc, argv, 1);
+    if (!strcmp(argv[1], "connect")) return mode_connect(argc, argv);   /* TLS row */
     if (!strcmp(argv[1], "waitcost")) return mode_waitcost(argc, argv);
     die("unknown mode", argv[1]);
     return 2;

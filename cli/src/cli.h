@@ -37,6 +37,11 @@ struct cli_common {
     long timeout_ms;             /* --timeout; -1 = library default */
     int verbose;                 /* -v */
     int quiet;                   /* -q */
+    /* TLS (rediss:// nodes): --tls-ca-file, --tls-ca-dir, --tls-cert,
+     * --tls-key, --tls-server-name, else $DISTLOCK_TLS_CA_FILE, ...; NULL:
+     * not set. tls_insecure: --tls-insecure or $DISTLOCK_TLS_INSECURE=1. */
+    const char *tls[5];
+    int tls_insecure;
     /* WAIT for replicas: --wait-replicas / --wait-replicas-timeout, else
      * $DISTLOCK_WAIT_REPLICAS / $DISTLOCK_WAIT_REPLICAS_TIMEOUT (checked in
      * cli_client); -1 = library default */
@@ -54,6 +59,8 @@ void cli_common_init(struct cli_common *co);
 int cli_common_option(struct cli_common *co, int opt, const char *arg);
 #define CLI_OPT_CONNECT_TIMEOUT 1000
 #define CLI_OPT_TIMEOUT 1001
+#define CLI_OPT_TLS_FIRST 1010   /* TLS: 1010..1014 the strings, 1015 --tls-insecure */
+#define CLI_OPT_TLS_INSECURE 1015
 #define CLI_OPT_WAIT_REPLICAS 1020          /* WAIT for replicas */
 #define CLI_OPT_WAIT_REPLICAS_TIMEOUT 1021
 #define CLI_COMMON_SHORTOPTS "s:vqh"
@@ -65,7 +72,13 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg);
     {"wait-replicas-timeout", required_argument, NULL, CLI_OPT_WAIT_REPLICAS_TIMEOUT}, \
     {"verbose", no_argument, NULL, 'v'}, \
     {"quiet", no_argument, NULL, 'q'}, \
-    {"help", no_argument, NULL, 'h'}
+    {"help", no_argument, NULL, 'h'}, \
+    {"tls-ca-file", required_argument, NULL, CLI_OPT_TLS_FIRST}, \
+    {"tls-ca-dir", required_argument, NULL, CLI_OPT_TLS_FIRST + 1}, \
+    {"tls-cert", required_argument, NULL, CLI_OPT_TLS_FIRST + 2}, \
+    {"tls-key", required_argument, NULL, CLI_OPT_TLS_FIRST + 3}, \
+    {"tls-server-name", required_argument, NULL, CLI_OPT_TLS_FIRST + 4}, \
+    {"tls-insecure", no_argument, NULL, CLI_OPT_TLS_INSECURE}
 
 /* Durations: a decimal number with an optional unit ms, s, m or h; a bare
  * number is seconds (as with flock -w and timeout(1)). Returns 0 and the value

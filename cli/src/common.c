@@ -26,6 +26,16 @@ void cli_common_init(struct cli_common *co)
     co->timeout_ms = -1;
     co->verbose = 0;
     co->quiet = 0;
+    /* TLS */
+    static const char *const tls_env[5] = { "DISTLOCK_TLS_CA_FILE", "DISTLOCK_TLS_CA_DIR",
+                                            "DISTLOCK_TLS_CERT", "DISTLOCK_TLS_KEY",
+                                            "DISTLOCK_TLS_SERVER_NAME" };
+    for (int k = 0; k < 5; k++) {
+        const char *e = getenv(tls_env[k]);
+        co->tls[k] = e && *e ? e : NULL;
+    }
+    env = getenv("DISTLOCK_TLS_INSECURE");
+    co->tls_insecure = env && strcmp(env, "1") == 0;
     co->wait_replicas = -1;
     co->wait_timeout_ms = -1;
 }
@@ -211,6 +221,20 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
         if (opt == CLI_OPT_TIMEOUT) co->timeout_ms = v;
         else co->connect_timeout_ms = v;
         return 1;
+    case CLI_OPT_TLS_FIRST:   /* TLS */
+    case CLI_OPT_TLS_FIRST + 1:
+    case CLI_OPT_TLS_FIRST + 2:
+    case CLI_OPT_TLS_FIRST + 3:
+    case CLI_OPT_TLS_FIRST + 4:
+        if (!*arg) {
+            cli_err("--tls-* options need a value");
+            return -1;
+        }
+        co->tls[opt - CLI_OPT_TLS_FIRST] = arg;
+        return 1;
+    case CLI_OPT_TLS_INSECURE:
+        co->tls_insecure = 1;
+        return 1;
     case CLI_OPT_WAIT_REPLICAS:
     case CLI_OPT_WAIT_REPLICAS_TIMEOUT: {
         int replicas = opt == CLI_OPT_WAIT_REPLICAS;
@@ -323,6 +347,25 @@ int cli_client(const struct cli_common *co, distlock_client **out)
     }
     if (pass && *pass && (rc = distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, pass))) {
         rc = cli_report("DISTLOCK_PASSWORD", rc);
+        distlock_client_free(c);
+        return rc;
+    }
+    /* TLS */
+    static const distlock_option tls_opt[5] = {
+        DISTLOCK_OPT_TLS_CA_FILE, DISTLOCK_OPT_TLS_CA_DIR, DISTLOCK_OPT_TLS_CERT,
+        DISTLOCK_OPT_TLS_KEY, DISTLOCK_OPT_TLS_SERVER_NAME
+    };
+    static const char *const tls_flag[5] = { "--tls-ca-file", "--tls-ca-dir", "--tls-cert",
+                                             "--tls-key", "--tls-server-name" };
+    for (int k = 0; k < 5; k++) {
+        if (co->tls[k] && (rc = distlock_client_set_str(c, tls_opt[k], co->tls[k]))) {
+            rc = cli_report(tls_flag[k], rc);
+            distlock_client_free(c);
+            return rc;
+        }
+    }
+    if (co->tls_insecure && (rc = distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, 0))) {
+        rc = cli_report("--tls-insecure", rc);
         distlock_client_free(c);
         return rc;
     }

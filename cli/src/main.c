@@ -47,7 +47,16 @@ static const char common_help[] =
 "                              $DISTLOCK_WAIT_REPLICAS_TIMEOUT)\n"
 "  -v, --verbose               say what happens on stderr\n"
 "  -q, --quiet                 no messages, only the exit status\n"
-"  -h, --help                  this help\n";
+"  -h, --help                  this help\n"
+"TLS (rediss:// nodes; a URI's own tls_* options win):\n"
+"      --tls-ca-file FILE      trusted CAs, PEM (default: the system store)\n"
+"      --tls-ca-dir DIR        trusted CAs, hashed directory\n"
+"      --tls-cert FILE         client certificate, PEM (mutual TLS)\n"
+"      --tls-key FILE          its private key (default: in --tls-cert)\n"
+"      --tls-server-name NAME  name to verify and send as SNI (default: the host)\n"
+"      --tls-insecure          DO NOT verify the server's certificate (warns)\n"
+"  Environment: DISTLOCK_TLS_CA_FILE, _CA_DIR, _CERT, _KEY, _SERVER_NAME,\n"
+"  DISTLOCK_TLS_INSECURE=1 (the flags win).\n";
 
 void cli_help_run(FILE *f)
 {

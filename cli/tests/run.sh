@@ -850,6 +850,30 @@ t_passwords_never_shown() {
   [ "$leaks" -eq 0 ] || fail "$leaks of $n cases failed"
 }
 
+# TLS: a CA and certificates made for this test (tests/harness/certs.sh), a
+# server with a TLS port; the CA by flag or by environment; verification on
+# by default (exit 69 with the node and the reason); --tls-insecure works and
+# warns.
+t_tls() {
+  local k=cli:tls:$RANDOM uri
+  bash "$REPO/tests/harness/certs.sh" "$D/certs" || return 1
+  DISTLOCK_TLS_CERTS=$D/certs bash "$HARNESS" start "$D/redis" 1 >/dev/null || return 1
+  uri=$(bash "$HARNESS" tls-uris "$D/redis")
+  expect 0 "$DL" run --servers "$uri" --tls-ca-file "$D/certs/ca.crt" "$k" -- touch "$D/ran1" || return 1
+  [ -e "$D/ran1" ] || fail "command did not run"
+  DISTLOCK_TLS_CA_FILE=$D/certs/ca.crt DISTLOCK_TLS_CERT=$D/certs/client.crt \
+    DISTLOCK_TLS_KEY=$D/certs/client.key expect 0 "$DL" run --servers "$uri" "$k" -- true || return 1
+  expect 69 "$DL" run --servers "$uri" "$k" -- touch "$D/ran2" || return 1
+  absent "$D/ran2"
+  contains "$D/err" "$uri" || return 1
+  contains "$D/err" "certificate verify failed" || return 1
+  expect 69 "$DL" run --servers "$uri" --tls-ca-file "$D/certs/ca.crt" --tls-server-name wrong.example "$k" -- true || return 1
+  contains "$D/err" "hostname mismatch" || return 1
+  expect 0 "$DL" run --servers "$uri" --tls-insecure "$k" -- true || return 1
+  contains "$D/err" "verification is OFF" || return 1
+  bash "$HARNESS" stop "$D/redis"
+}
+
 # A redis-sentinel:// list works the same as a plain one (a Sentinel group:
 # 1 master, 2 replicas, 3 sentinels with their own ACL user).
 t_sentinel_same_as_plain() {

@@ -147,7 +147,30 @@ typedef enum {
     DISTLOCK_OPT_WAIT_TIMEOUT_MS = 21,   /* default 100; 1..60000 ms */
     /* -- end WAIT for replicas -- */
     DISTLOCK_OPT_USERNAME = 100,         /* string: ACL user for every node */
-    DISTLOCK_OPT_PASSWORD = 101          /* string: password for every node */
+    DISTLOCK_OPT_PASSWORD = 101,         /* string: password for every node */
+
+    /* --- TLS (rediss:// nodes; see README "## TLS") ---------------------
+     * Client-wide defaults; a node's URI query option (tls_ca_file=...,
+     * tls_insecure=0|1, ...) wins for that node. Changing one re-makes the
+     * connections (when next used) and their TLS contexts. A bad file makes
+     * the node's operations fail with DISTLOCK_EINVAL naming the node, the
+     * file and the reason; a failed handshake (certificate not trusted,
+     * expired, name mismatch, a server not speaking TLS) fails that node
+     * with DISTLOCK_ECONN "<node>: TLS: <reason>". */
+    DISTLOCK_OPT_TLS_VERIFY = 7,         /* default 1: verify the server's certificate
+                                          * chain and name. 0: DO NOT verify (anyone on
+                                          * the path can impersonate the node); each TLS
+                                          * context built so writes one warning line to
+                                          * stderr. Same as tls_insecure=1 in a URI. */
+    DISTLOCK_OPT_TLS_CA_FILE = 102,      /* string: PEM file of trusted CAs (default:
+                                          * the system store) */
+    DISTLOCK_OPT_TLS_CA_DIR = 103,       /* string: hashed directory of trusted CAs */
+    DISTLOCK_OPT_TLS_CERT = 104,         /* string: client certificate chain, PEM (mutual TLS) */
+    DISTLOCK_OPT_TLS_KEY = 105,          /* string: its private key, PEM (default: in TLS_CERT) */
+    DISTLOCK_OPT_TLS_SERVER_NAME = 106   /* string: name sent as SNI and checked against the
+                                          * certificate (default: the URI's host; an IP
+                                          * address is checked against the IP entries) */
+    /* --- end TLS --- */
 } distlock_option;
 
 /* Set a numeric / string option. Applies to operations started afterwards.

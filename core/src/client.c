@@ -26,8 +26,10 @@ int distlock_client_new(distlock_client **out, const char *servers)
     }
     for (int i = 0; i < c->n; i++) {
         /* Parsed (the grammar is fixed), not served yet by the transport.
-         * (Sentinel nodes are: sentinel.c.) */
-        const char *what = c->nodes[i].tls.enabled ? "TLS (rediss://)" : NULL;
+         * TLS is (tls.c), Sentinel is (sentinel.c); TLS to a Sentinel
+         * group's nodes (rediss-sentinel://) is not yet. */
+        const char *what = c->nodes[i].kind == DISTLOCK__NODE_SENTINEL && c->nodes[i].tls.enabled
+                           ? "TLS Sentinel (rediss-sentinel://)" : NULL;
         if (what) {
             rc = distlock__fail(DISTLOCK_EINVAL, "%s: %s nodes are not supported by this "
                                 "version of libdistlock", c->nodes[i].uri, what);
@@ -129,6 +131,20 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
         atomic_store(replicas ? &c->wait_replicas : &c->wait_timeout_ms, v);
         return DISTLOCK_OK;
     }
+    /* TLS */
+    case DISTLOCK_OPT_TLS_VERIFY:
+        if (v != 0 && v != 1)
+            return distlock__fail(DISTLOCK_EINVAL, "option %d: value %ld: 0 or 1", (int)opt, v);
+        distlock__lock(c);  /* in a forked child, resets the transport first */
+        pthread_mutex_unlock(&c->mu);
+        distlock__tp_set_tls_verify(&c->tp, (int)v);
+        return DISTLOCK_OK;
+    case DISTLOCK_OPT_TLS_CA_FILE:
+    case DISTLOCK_OPT_TLS_CA_DIR:
+    case DISTLOCK_OPT_TLS_CERT:
+    case DISTLOCK_OPT_TLS_KEY:
+    case DISTLOCK_OPT_TLS_SERVER_NAME:
+    /* end TLS */
     case DISTLOCK_OPT_USERNAME:
     case DISTLOCK_OPT_PASSWORD:
         return distlock__fail(DISTLOCK_EINVAL, "option %d is a string: use distlock_client_set_str",
@@ -165,6 +181,13 @@ int distlock_client_set_str(distlock_client *c, distlock_option opt, const char 
     switch (opt) {
     case DISTLOCK_OPT_USERNAME: which = 0; break;
     case DISTLOCK_OPT_PASSWORD: which = 1; break;
+    /* TLS */
+    case DISTLOCK_OPT_TLS_CA_FILE: which = 10 + DISTLOCK__TLS_CA_FILE; break;
+    case DISTLOCK_OPT_TLS_CA_DIR: which = 10 + DISTLOCK__TLS_CA_DIR; break;
+    case DISTLOCK_OPT_TLS_CERT: which = 10 + DISTLOCK__TLS_CERT; break;
+    case DISTLOCK_OPT_TLS_KEY: which = 10 + DISTLOCK__TLS_KEY; break;
+    case DISTLOCK_OPT_TLS_SERVER_NAME: which = 10 + DISTLOCK__TLS_SERVER_NAME; break;
+    /* end TLS */
     default:
         return distlock__fail(DISTLOCK_EINVAL, "option %d is not a string option", (int)opt);
     }
@@ -172,6 +195,8 @@ int distlock_client_set_str(distlock_client *c, distlock_option opt, const char 
         return distlock__fail(DISTLOCK_EINVAL, "option %d: string longer than 4096 bytes", (int)opt);
     distlock__lock(c);  /* in a forked child, resets the transport first */
     pthread_mutex_unlock(&c->mu);
+    if (which >= 10)
+        return distlock__tp_set_tls(&c->tp, which - 10, v && *v ? v : NULL);
     return distlock__tp_set_credential(&c->tp, which, v);
 }
 

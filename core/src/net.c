@@ -4,6 +4,7 @@
  * names are resolved beforehand (resolve.c): here addresses are numeric. */
 #include <errno.h>
 #include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <hiredis/sds.h>
@@ -12,10 +13,10 @@
 
 #include "transport.h"
 
-redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *addr,
-                                     int *status, char *err, size_t errlen)
+redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
+                                    int *status, char *err, size_t errlen)
 {
-    redisContext *ctx = addr ? redisConnectNonBlock(addr, cfg->port)
+    redisContext *ctx = addr ? redisConnectNonBlock(addr, port > 0 ? port : cfg->port)
                              : redisConnectUnixNonBlock(cfg->path);
     if (ctx == NULL) {
         *status = DISTLOCK_ENOMEM;
@@ -36,17 +37,60 @@ redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *
     return ctx;
 }
 
+redisContext *distlock__node_connect(distlock__transport *t, int i, const char *addr, int port,
+                                     distlock__tls **tls, int *status, char *err, size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    *tls = NULL;
+    redisContext *ctx = distlock__tcp_connect(cfg, addr, port, status, err, errlen);
+    if (ctx && cfg->tls.enabled && (*tls = distlock__tls_start(t, i, ctx->fd, status, err, errlen)) == NULL) {
+        redisFree(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+int distlock__events(const redisContext *ctx, const distlock__tls *tls)
+{
+    int out = ctx->obuf && ctx->obuf[0] != '\0';
+    return tls ? distlock__tls_events(tls, out) : POLLIN | (out ? POLLOUT : 0);
+}
+
+static int io_fail(redisContext *ctx, int type, const char *why)
+{
+    ctx->err = type;
+    snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", why);
+    return REDIS_ERR;
+}
+
 /* hiredis 0.14 writes with write(2): a node that closed its end (restart,
  * kill) would raise SIGPIPE and kill a program that has not ignored it. So
  * we flush the context's output buffer ourselves with send(MSG_NOSIGNAL),
  * which also costs no extra system calls. Same contract as redisBufferWrite. */
-int distlock__write(redisContext *ctx, int *done)
+int distlock__write(redisContext *ctx, distlock__tls *tls, int *done)
 {
+    char why[128];
     if (ctx->err)
         return REDIS_ERR;
     size_t len = sdslen(ctx->obuf);
+    if (tls) {
+        int hs = distlock__tls_handshake(tls, why, sizeof(why));
+        if (hs < 0)
+            return io_fail(ctx, REDIS_ERR_IO, why);
+        if (hs == 0)
+            len = 0;  /* the output waits for the handshake */
+    }
     while (len > 0) {
-        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
+        ssize_t n;
+        if (tls) {
+            n = distlock__tls_send(tls, ctx->obuf, len, why, sizeof(why));
+            if (n < 0)
+                return io_fail(ctx, REDIS_ERR_IO, why);
+            if (n == 0)
+                break;
+        } else {
+            n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
+        }
         if (n < 0) {
             if (errno == EINTR)
                 continue;
@@ -63,7 +107,7 @@ int distlock__write(redisContext *ctx, int *done)
         len = sdslen(ctx->obuf);
     }
     if (done)
-        *done = len == 0;
+        *done = sdslen(ctx->obuf) == 0;
     return REDIS_OK;
 }
 
@@ -71,11 +115,35 @@ int distlock__write(redisContext *ctx, int *done)
  * callers a small stack): the bytes go through a per-thread buffer. Same
  * contract: REDIS_OK (nothing to read now is fine), REDIS_ERR with
  * ctx->err set on a closed or broken connection. */
-int distlock__read(redisContext *ctx)
+int distlock__read(redisContext *ctx, distlock__tls *tls)
 {
     static _Thread_local char buf[16 * 1024];
+    char why[128];
     if (ctx->err)
         return REDIS_ERR;
+    if (tls) {
+        int hs = distlock__tls_handshake(tls, why, sizeof(why));
+        if (hs < 0)
+            return io_fail(ctx, REDIS_ERR_IO, why);
+        if (hs == 0)
+            return REDIS_OK;
+        /* Up: what waited for the handshake goes out now. */
+        if (distlock__write(ctx, tls, NULL) != REDIS_OK)
+            return REDIS_ERR;
+        /* Everything OpenSSL has read from the socket is taken now: poll()
+         * sees only the socket, not OpenSSL's buffer. What is still in the
+         * socket wakes poll() again. */
+        do {
+            ssize_t n = distlock__tls_recv(tls, buf, sizeof(buf), why, sizeof(why));
+            if (n == 0)
+                return REDIS_OK;
+            if (n < 0)
+                return io_fail(ctx, n == -2 ? REDIS_ERR_EOF : REDIS_ERR_IO, why);
+            if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK)
+                return io_fail(ctx, ctx->reader->err, ctx->reader->errstr);
+        } while (distlock__tls_pending(tls));
+        return REDIS_OK;
+    }
     ssize_t n;
     do
         n = recv(ctx->fd, buf, sizeof(buf), 0);
@@ -83,19 +151,11 @@ int distlock__read(redisContext *ctx)
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return REDIS_OK;
-        ctx->err = REDIS_ERR_IO;
-        snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", strerror(errno));
-        return REDIS_ERR;
+        return io_fail(ctx, REDIS_ERR_IO, strerror(errno));
     }
-    if (n == 0) {
-        ctx->err = REDIS_ERR_EOF;
-        snprintf(ctx->errstr, sizeof(ctx->errstr), "Server closed the connection");
-        return REDIS_ERR;
-    }
-    if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK) {
-        ctx->err = ctx->reader->err;
-        snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", ctx->reader->errstr);
-        return REDIS_ERR;
-    }
+    if (n == 0)
+        return io_fail(ctx, REDIS_ERR_EOF, "Server closed the connection");
+    if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK)
+        return io_fail(ctx, ctx->reader->err, ctx->reader->errstr);
     return REDIS_OK;
 }

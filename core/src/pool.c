@@ -25,7 +25,11 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
     t->ep = calloc((size_t)n, sizeof(*t->ep));
     t->sha = calloc((size_t)nscripts + 1, sizeof(*t->sha));
     t->sha_ok = calloc((size_t)nscripts + 1, sizeof(*t->sha_ok));
-    if (t->peer == NULL || t->ep == NULL || t->sha == NULL || t->sha_ok == NULL) {
+    t->tls_ctx = calloc((size_t)n, sizeof(*t->tls_ctx));
+    t->tls_verify = 1;
+    if (t->peer == NULL || t->ep == NULL || t->sha == NULL || t->sha_ok == NULL ||
+        t->tls_ctx == NULL) {
+        free(t->tls_ctx);
         free(t->peer);
         free(t->ep);
         free(t->sha);
@@ -66,6 +70,10 @@ void distlock__tp_free(distlock__transport *t)
     free((void *)t->sha_ok);
     free(t->username);
     free(t->password);
+    distlock__tls_ctx_drop_all(t);
+    free(t->tls_ctx);
+    for (int k = 0; k < DISTLOCK__TLS_NOPT; k++)
+        free(t->tls_opt[k]);
     pthread_mutex_destroy(&t->mu);
     pthread_cond_destroy(&t->pool_cond);
 }
@@ -115,6 +123,33 @@ int distlock__tp_set_credential(distlock__transport *t, int which, const char *v
     atomic_fetch_add(&t->cred_gen, 1);
     pthread_mutex_unlock(&t->mu);
     return DISTLOCK_OK;
+}
+
+/* TLS settings: like the credentials, connections made with the old ones
+ * are re-made when next used with nothing owed; contexts are rebuilt. */
+int distlock__tp_set_tls(distlock__transport *t, int which, const char *value)
+{
+    char *copy = NULL;
+    if (which < 0 || which >= DISTLOCK__TLS_NOPT)
+        return distlock__fail(DISTLOCK_EINVAL, "unknown TLS option %d", which);
+    if (value && (copy = strdup(value)) == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    pthread_mutex_lock(&t->mu);
+    free(t->tls_opt[which]);
+    t->tls_opt[which] = copy;
+    distlock__tls_ctx_drop_all(t);
+    atomic_fetch_add(&t->cred_gen, 1);
+    pthread_mutex_unlock(&t->mu);
+    return DISTLOCK_OK;
+}
+
+void distlock__tp_set_tls_verify(distlock__transport *t, int on)
+{
+    pthread_mutex_lock(&t->mu);
+    t->tls_verify = on != 0;
+    distlock__tls_ctx_drop_all(t);
+    atomic_fetch_add(&t->cred_gen, 1);
+    pthread_mutex_unlock(&t->mu);
 }
 
 /* t->mu held */

@@ -86,7 +86,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     r->wait_n = call->wait_replicas > 0 ? call->wait_replicas : 0;
     r->wait_ms = r->wait_n ? call->wait_ms : 0;
     r->acked = -1;
-    if (distlock__write(conn->ctx, &done) != REDIS_OK) {
+    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
         conn_broken(t, cs, r, i);
         return -1;
     }
@@ -292,7 +292,7 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
     distlock__conn *conn = &cs->conns[i];
     struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
     if (poll(&pfd, 1, 0) > 0) {
-        if (distlock__read(conn->ctx) != REDIS_OK) {
+        if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
             distlock__conn_close(t, i, conn);
             return -1;
         }
@@ -315,7 +315,8 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
         at.port = port;
     /* Loopback refusals are reported at once: try the next address then. */
     for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
-        conn->ctx = distlock__node_connect(&at, addr ? addr[k] : NULL, &st, err, sizeof(err));
+        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at.port, &conn->tls,
+                                           &st, err, sizeof(err));
     conn->ep_state = ep_state;
     if (conn->ctx == NULL) {
         snprintf(r->err, sizeof(r->err), "%s", err);
@@ -357,7 +358,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
         distlock__ep_forget(t, i, ep_state);  /* the next call asks again */
     if (r->state == DISTLOCK__R_PENDING && add_kills(t, conn, r, i) == 0) {
         int done = 0;
-        if (distlock__write(conn->ctx, &done) != REDIS_OK)
+        if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
             conn_broken(t, cs, r, i);
     }
 }
@@ -389,7 +390,7 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
     pthread_mutex_lock(&t->mu);
     distlock__stale_add_locked(t, i, call->tag, conn, 1);
     pthread_mutex_unlock(&t->mu);
-    (void)distlock__write(conn->ctx, &done);
+    (void)distlock__write(conn->ctx, conn->tls, &done);
 }
 
 /* The longest WAIT a connection still owes a reply to (it may take that
@@ -525,7 +526,7 @@ opened:
     /* Write now: on an established connection the whole request usually
      * leaves in this one write, before we start waiting on any node. */
     int done = 0;
-    if (distlock__write(conn->ctx, &done) != REDIS_OK)
+    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
         conn_broken(t, cs, r, i);
 }
 
@@ -625,9 +626,15 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 /* No reply in time. Keep the connection with what it owes:
                  * if the node is only paused, a later undo queues behind
                  * the request it undoes instead of racing it. */
-                distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
-                                      (r->fresh ? t->connect_timeout_ms : t->command_timeout_ms) +
-                                      (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
+                if (conn->tls && !distlock__tls_is_up(conn->tls))
+                    distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                                          "TLS handshake not done within %ld ms (does the "
+                                          "server speak TLS on this port?)",
+                                          t->connect_timeout_ms);
+                else
+                    distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
+                                          (r->fresh ? t->connect_timeout_ms : t->command_timeout_ms) +
+                                          (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
                 distlock__abandon(t, i, conn, r);
                 /* A Sentinel node's master may be gone without a reset
                  * (partition, paused): the next call asks the sentinels;
@@ -645,9 +652,7 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 pfd[np].events = POLLIN;
             } else {
                 pfd[np].fd = conn->ctx->fd;
-                pfd[np].events = POLLIN;
-                if (conn->ctx->obuf && conn->ctx->obuf[0] != '\0')
-                    pfd[np].events |= POLLOUT;
+                pfd[np].events = (short)distlock__events(conn->ctx, conn->tls);
             }
             pfd[np].revents = 0;
             idx[np++] = i;
@@ -674,13 +679,13 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
             }
             if (pfd[k].revents & POLLOUT) {
                 int done = 0;
-                if (distlock__write(conn->ctx, &done) != REDIS_OK) {
+                if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
                     conn_broken(t, cs, r, i);
                     continue;
                 }
             }
             if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-                if (distlock__read(conn->ctx) != REDIS_OK) {
+                if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
                     conn_broken(t, cs, r, i);
                     continue;
                 }

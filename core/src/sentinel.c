@@ -80,7 +80,7 @@ static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t dead
         if (got == want)
             return 0;
         int done = 0;
-        if (distlock__write(ctx, &done) != REDIS_OK) {
+        if (distlock__write(ctx, NULL, &done) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             return -1;
         }
@@ -96,7 +96,7 @@ static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t dead
             return -1;
         }
         if (pr > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) &&
-            distlock__read(ctx) != REDIS_OK) {
+            distlock__read(ctx, NULL) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             return -1;
         }
@@ -125,7 +125,7 @@ static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
     int st;
     char cerr[192] = "";
     for (int k = 0; ctx == NULL && k < naddr; k++)
-        ctx = distlock__node_connect(&sc, addr[k], &st, cerr, sizeof(cerr));
+        ctx = distlock__tcp_connect(&sc, addr[k], 0, &st, cerr, sizeof(cerr));  /* plain: TLS sentinels are refused (client.c) */
     if (ctx == NULL) {
         snprintf(err, errlen, "%s", cerr);
         return -1;

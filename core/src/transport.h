@@ -42,15 +42,57 @@ distlock__resolve *distlock__resolve_start_fn(distlock__resolve_fn fn, void *arg
 /* Once taken: the port the lookup found, 0 if none (use the node's). */
 int distlock__resolve_port(distlock__resolve *r);
 
+/* ------------------------------------------------------------ tls.c */
+/* One connection's TLS session (rediss:// nodes); NULL for plain ones. */
+typedef struct distlock__tls distlock__tls;
+struct distlock__transport;
+/* Client-wide TLS settings (distlock__tp_set_tls); a node's URI wins. */
+enum { DISTLOCK__TLS_CA_FILE = 0, DISTLOCK__TLS_CA_DIR, DISTLOCK__TLS_CERT, DISTLOCK__TLS_KEY,
+       DISTLOCK__TLS_SERVER_NAME, DISTLOCK__TLS_NOPT };
+/* A client-side session for node i on the connected (or connecting) socket
+ * fd, its context built on first use; NULL with status and err (naming the
+ * node) on failure: a CA / certificate / key file that does not load. */
+distlock__tls *distlock__tls_start(struct distlock__transport *t, int i, int fd, int *status,
+                                   char *err, size_t errlen);
+/* Free without writing anything (also in a forked child). NULL: no-op. */
+void distlock__tls_free(distlock__tls *tls);
+/* poll() events to wait for: the handshake's direction until it is done. */
+int distlock__tls_events(const distlock__tls *tls, int have_output);
+/* OpenSSL holds bytes read from the socket that were not returned yet
+ * (poll() would not see them). */
+int distlock__tls_pending(const distlock__tls *tls);
+/* The handshake is done. */
+int distlock__tls_is_up(const distlock__tls *tls);
+/* One handshake step: 1 done, 0 in progress, -1 failed (err: the reason). */
+int distlock__tls_handshake(distlock__tls *tls, char *err, size_t errlen);
+/* >0 bytes moved, 0 would block, -1 failed (err), -2 (recv) closed. */
+ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
+                           size_t errlen);
+ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, size_t errlen);
+/* t->mu held: forget every built context (the options changed). */
+void distlock__tls_ctx_drop_all(struct distlock__transport *t);
+
 /* ------------------------------------------------------------ net.c, resp.c */
-/* Start a non-blocking connection to node cfg at a numeric address (or its
- * Unix socket when addr is NULL); NULL with err set on failure. */
-redisContext *distlock__node_connect(const distlock__node_cfg *cfg, const char *addr,
-                                     int *status, char *err, size_t errlen);
-/* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL). */
-int distlock__write(redisContext *ctx, int *done);
-/* redisBufferRead without a 16 KB buffer on the caller's stack. */
-int distlock__read(redisContext *ctx);
+/* Start a non-blocking connection to node i of t at a numeric address and
+ * port (0: the node's own; a Sentinel node's master: the sentinels' answer),
+ * or its Unix socket when addr is NULL, with its TLS session in *tls for a
+ * rediss:// node (else NULL); NULL with err set on failure. */
+/* The plain TCP part of it, for a configuration that is no node of t (a
+ * sentinel: sentinel.c). */
+redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
+                                    int *status, char *err, size_t errlen);
+redisContext *distlock__node_connect(struct distlock__transport *t, int i, const char *addr,
+                                     int port, distlock__tls **tls, int *status, char *err,
+                                     size_t errlen);
+/* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL), through the
+ * TLS session when tls is not NULL (driving its handshake first). */
+int distlock__write(redisContext *ctx, distlock__tls *tls, int *done);
+/* redisBufferRead without a 16 KB buffer on the caller's stack; through
+ * TLS likewise (a completed handshake flushes the queued output). */
+int distlock__read(redisContext *ctx, distlock__tls *tls);
+/* The poll() events a connection waits for: POLLIN, and POLLOUT while it has
+ * output to write (during a TLS handshake: the direction it needs). */
+int distlock__events(const redisContext *ctx, const distlock__tls *tls);
 /* The one RESP encoder: append a command to the context's output buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);
 
@@ -171,6 +213,7 @@ typedef struct distlock__conn {
     distlock__owed *q;      /* replies due, FIFO ring */
     int qhead, qlen, qcap;
     distlock__resolve *resolving;  /* name lookup in progress, or NULL */
+    distlock__tls *tls;     /* TLS session of a rediss:// node, or NULL */
     unsigned ep_state;      /* Sentinel node: the endpoint state it was made under */
 } distlock__conn;
 
@@ -247,6 +290,12 @@ typedef struct distlock__transport {
     _Atomic int config_error;   /* two nodes are one server: unusable */
     distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
     char config_detail[256];
+
+    /* TLS (tls.c): the client's settings, and each rediss:// node's
+     * SSL_CTX, built at its first connection (under mu) */
+    char *tls_opt[DISTLOCK__TLS_NOPT];
+    int tls_verify;                   /* 1 (default): verify certificates */
+    struct ssl_ctx_st **tls_ctx;      /* n entries */
 } distlock__transport;
 
 /* pool.c */
@@ -260,6 +309,10 @@ void distlock__tp_after_fork(distlock__transport *t);
  * (username: 0, password: 1; value copied, NULL clears). */
 void distlock__tp_set_timeout(distlock__transport *t, int which, long ms);
 int distlock__tp_set_credential(distlock__transport *t, int which, const char *value);
+/* TLS settings: a DISTLOCK__TLS_* string (copied; NULL clears), or
+ * verification on/off. Existing connections are re-made with them. */
+int distlock__tp_set_tls(distlock__transport *t, int which, const char *value);
+void distlock__tp_set_tls_verify(distlock__transport *t, int on);
 distlock__connset *distlock__tp_checkout(distlock__transport *t);
 /* Check out set `id` if it still exists, waiting (bounded) while another
  * operation uses it; else any set. A preference only: requests on other

@@ -39,6 +39,7 @@ enum { NODE_IDLE = 0, NODE_UP, NODE_FAILED };
 
 typedef struct sub_node {
     redisContext *ctx;
+    distlock__tls *tls;      /* rediss:// nodes */
     distlock__resolve *resolving;
     uint64_t retry_at_us;
     int state;               /* NODE_*: FAILED = cannot confirm subscriptions now */
@@ -97,6 +98,8 @@ static void wake_settled(distlock_client *c)
 static void node_drop(distlock_client *c, int i, int failed, long retry_ms)
 {
     sub_node *sn = &c->sub->nodes[i];
+    distlock__tls_free(sn->tls);  /* writes nothing */
+    sn->tls = NULL;
     if (sn->ctx)
         redisFree(sn->ctx);
     sn->ctx = NULL;
@@ -119,7 +122,8 @@ static void node_greet(distlock_client *c, int i)
 
 /* Unlocked: connect node i at addr (NULL: its Unix socket), at port (0:
  * the node's own; a Sentinel node's master has the sentinels' port). */
-static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int naddr, int port)
+static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int naddr, int port,
+                                distlock__tls **tls)
 {
     int st;
     char err[192];
@@ -128,7 +132,8 @@ static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int
     if (port > 0)
         at.port = port;
     for (int k = 0; ctx == NULL && k < (addr ? naddr : 1); k++)
-        ctx = distlock__node_connect(&at, addr ? addr[k] : NULL, &st, err, sizeof(err));
+        ctx = distlock__node_connect(&c->tp, i, addr ? addr[k] : NULL, at.port, tls, &st, err,
+                                     sizeof(err));
     return ctx;
 }
 
@@ -234,6 +239,7 @@ static void *subscriber_main(void *arg)
                 int i = opening[k];
                 const distlock__node_cfg *cfg = &c->nodes[i];
                 redisContext *ctx = NULL;
+                distlock__tls *tls = NULL;
                 distlock__resolve *res = NULL;
                 if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
                     /* Its master, asked of the sentinels on every
@@ -247,11 +253,12 @@ static void *subscriber_main(void *arg)
                     char addr[1][48];
                     if (cfg->host)
                         snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
-                    ctx = connect_at(c, i, cfg->host ? addr : NULL, 1, 0);
+                    ctx = connect_at(c, i, cfg->host ? addr : NULL, 1, 0, &tls);
                 }
                 pthread_mutex_lock(&c->mu);
                 sub->nodes[i].resolving = res;
                 sub->nodes[i].ctx = ctx;
+                sub->nodes[i].tls = tls;
                 if (ctx)
                     node_greet(c, i);
                 else if (res == NULL)
@@ -279,12 +286,12 @@ static void *subscriber_main(void *arg)
                 continue;
             }
             int done = 0;
-            if (distlock__write(sn->ctx, &done) != REDIS_OK) {
+            if (distlock__write(sn->ctx, sn->tls, &done) != REDIS_OK) {
                 node_drop(c, i, 1, RECONNECT_MS);
                 continue;
             }
             pfd[np].fd = sn->ctx->fd;
-            pfd[np].events = POLLIN | (done ? 0 : POLLOUT);
+            pfd[np].events = (short)distlock__events(sn->ctx, sn->tls);
             idx[np++] = i;
         }
         pthread_mutex_unlock(&c->mu);
@@ -313,12 +320,14 @@ static void *subscriber_main(void *arg)
                 distlock__resolve_drop(sn->resolving);
                 sn->resolving = NULL;
                 redisContext *ctx = NULL;
+                distlock__tls *tls = NULL;
                 if (rc == 0) {
                     pthread_mutex_unlock(&c->mu);
-                    ctx = connect_at(c, i, addr, naddr, port);
+                    ctx = connect_at(c, i, addr, naddr, port, &tls);
                     pthread_mutex_lock(&c->mu);
                 }
                 sn->ctx = ctx;
+                sn->tls = tls;
                 if (ctx)
                     node_greet(c, i);
                 else
@@ -327,7 +336,7 @@ static void *subscriber_main(void *arg)
             }
             if (sn->ctx == NULL || !(pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
                 continue;
-            if (distlock__read(sn->ctx) != REDIS_OK) {
+            if (distlock__read(sn->ctx, sn->tls) != REDIS_OK) {
                 node_drop(c, i, 1, RECONNECT_MS);
                 continue;
             }
@@ -365,6 +374,7 @@ static void sub_free(distlock_client *c, int forget)
     if (sub == NULL)
         return;
     for (int i = 0; i < c->n; i++) {
+        distlock__tls_free(sub->nodes[i].tls);  /* writes nothing, also in a child */
         if (sub->nodes[i].ctx)
             redisFree(sub->nodes[i].ctx);  /* closes our fd; writes nothing */
         /* In a forked child the lookup thread is the parent's: let go of

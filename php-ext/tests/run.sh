@@ -59,6 +59,7 @@ work=$(mktemp -d "${TMPDIR:-/tmp}/distlock-phpt.XXXXXX")
 cleanup() {
   bash "$harness" stop "$work/single" || true
   bash "$harness" stop "$work/redlock" || true
+  bash "$harness" stop "$work/tls" || true
   bash "$harness" stop "$work/sentinel" || true
   bash "$harness" stop "$work/repl" || true
   rm -rf "$work"
@@ -66,6 +67,11 @@ cleanup() {
 trap cleanup EXIT
 bash "$harness" start "$work/single" 1 >/dev/null
 bash "$harness" start "$work/redlock" 3 >/dev/null
+# TLS: a CA and certificates made for this run, one server with a TLS port
+bash "$repo/tests/harness/certs.sh" "$work/certs"
+DISTLOCK_TLS_CERTS=$work/certs bash "$harness" start "$work/tls" 1 >/dev/null
+export DISTLOCK_TEST_TLS=$(bash "$harness" tls-uris "$work/tls")
+export DISTLOCK_TEST_CERTS=$work/certs
 # A Sentinel group (1 master, 2 replicas, 3 sentinels) for 073_sentinel.phpt.
 export DISTLOCK_TEST_SENTINEL=$(bash "$harness" sentinels "$work/sentinel" \
   --data-pass data-pw --sentinel-user sent --sentinel-pass sentinel-pw)

@@ -91,6 +91,12 @@ class Client:
     undone and the error says "<node>: 0 of 1 replicas acknowledged within
     100 ms".
 
+    TLS (``rediss://`` nodes; a node's URI options win): ``tls_ca_file`` /
+    ``tls_ca_dir`` (trusted CAs; default: the system store), ``tls_cert`` /
+    ``tls_key`` (client certificate, mutual TLS), ``tls_server_name`` (name
+    checked and sent as SNI; default: the URI's host) and ``tls_verify``
+    (True; False turns certificate checks OFF and warns on stderr).
+
     A client may be shared by any number of threads. ``close()`` (or leaving
     ``with Client(...) as c:``) waits for calls in progress, releases every
     lock still held through it and closes its sockets.
@@ -104,6 +110,10 @@ class Client:
                  drift_factor: Optional[float] = None, drift_min: Optional[float] = None,
                  retry_min: Optional[float] = None, retry_max: Optional[float] = None,
                  username: Optional[str] = None, password: Optional[str] = None,
+                 tls_ca_file: Optional[str] = None, tls_ca_dir: Optional[str] = None,
+                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
+                 tls_server_name: Optional[str] = None,
+                 tls_verify: Optional[bool] = None,
                  wait_replicas: Optional[int] = None,
                  wait_timeout: Optional[float] = None) -> None:
         self._h: Any = None
@@ -124,6 +134,8 @@ class Client:
         try:
             self._configure(servers, connect_timeout, command_timeout, drift_factor, drift_min,
                             retry_min, retry_max, username, password)
+            self._configure_tls(tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
+                                tls_verify)
             self._configure_wait(wait_replicas, wait_timeout)
         except Error as e:
             # The library's detail may quote the configuration as given.
@@ -161,6 +173,29 @@ class Client:
                     if not isinstance(text, str):
                         raise TypeError("%s must be str, not %s" % (what, type(text).__name__))
                     _core.distlock_client_set_str(self._h, opt, text)
+        except BaseException:
+            h, self._h = self._h, None
+            _core.distlock_client_free(h)
+            raise
+
+    def _configure_tls(self, ca_file: Optional[str], ca_dir: Optional[str],
+                       cert: Optional[str], key: Optional[str], server_name: Optional[str],
+                       verify: Optional[bool]) -> None:
+        try:
+            for opt, text, what in ((_core.DISTLOCK_OPT_TLS_CA_FILE, ca_file, "tls_ca_file"),
+                                    (_core.DISTLOCK_OPT_TLS_CA_DIR, ca_dir, "tls_ca_dir"),
+                                    (_core.DISTLOCK_OPT_TLS_CERT, cert, "tls_cert"),
+                                    (_core.DISTLOCK_OPT_TLS_KEY, key, "tls_key"),
+                                    (_core.DISTLOCK_OPT_TLS_SERVER_NAME, server_name,
+                                     "tls_server_name")):
+                if text is not None:
+                    if not isinstance(text, str):
+                        raise TypeError("%s must be str, not %s" % (what, type(text).__name__))
+                    _core.distlock_client_set_str(self._h, opt, text)
+            if verify is not None:
+                if not isinstance(verify, bool):
+                    raise TypeError("tls_verify must be bool, not %s" % type(verify).__name__)
+                _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_TLS_VERIFY, int(verify))
         except BaseException:
             h, self._h = self._h, None
             _core.distlock_client_free(h)

@@ -6,6 +6,12 @@
 #   redis.sh start DIR COUNT   start COUNT servers; prints their ports, one line
 #   redis.sh stop DIR          stop every server started in DIR
 #   redis.sh uris DIR          comma list redis://127.0.0.1:P,... of DIR's servers
+#   redis.sh tls-uris DIR      comma list rediss://127.0.0.1:T,... (servers started with TLS)
+#
+# TLS: with DISTLOCK_TLS_CERTS=CERTDIR (made by certs.sh) `start` gives each
+# server a TLS port T too (CERTDIR/server.crt, trusting CERTDIR/ca.crt for
+# client certificates, not requiring them; DISTLOCK_TLS_AUTH_CLIENTS=yes
+# requires them); the plain port stays, for the drivers' own checks.
 #   redis.sh sentinels DIR [ARGS]  a Sentinel group (sentinels.py: 1 master,
 #                              2 replicas, 3 sentinels; ARGS are its options);
 #                              prints its redis-sentinel:// URI once ready;
@@ -33,7 +39,14 @@ start_one() {
   for tries in $(seq 1 50); do
     port=$(( port_lo + (RANDOM * 32768 + RANDOM) % port_span ))
     [ -e "$dir/redis-$port.pid" ] && continue
-    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no \
+    local tls=()
+    if [ -n "${DISTLOCK_TLS_CERTS:-}" ]; then
+      local c=$DISTLOCK_TLS_CERTS tport=$(( port_lo + (RANDOM * 32768 + RANDOM) % port_span ))
+      [ "$tport" = "$port" ] && continue
+      tls=(--tls-port "$tport" --tls-cert-file "$c/server.crt" --tls-key-file "$c/server.key"
+           --tls-ca-cert-file "$c/ca.crt" --tls-auth-clients "${DISTLOCK_TLS_AUTH_CLIENTS:-no}")
+    fi
+    redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no "${tls[@]}" \
       --dir "$dir" --logfile "$dir/redis-$port.log" \
       --unixsocket "$dir/redis-$port.sock" --unixsocketperm 700 \
       --enable-debug-command local --daemonize no >/dev/null 2>&1 &
@@ -43,6 +56,7 @@ start_one() {
       if ! kill -0 "$pid" 2>/dev/null; then break; fi
       if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
         echo "$pid" > "$dir/redis-$port.pid"
+        [ ${#tls[@]} -eq 0 ] || echo "$tport" > "$dir/redis-$port.tlsport"
         echo "$port"
         return 0
       fi
@@ -104,7 +118,7 @@ case "$cmd" in
       kill "$pid" 2>/dev/null || true
       for _ in $(seq 1 100); do kill -0 "$pid" 2>/dev/null || break; sleep 0.02; done
       kill -9 "$pid" 2>/dev/null || true
-      rm -f "$f"
+      rm -f "$f" "${f%.pid}.tlsport"
     done
     ;;
   uris)
@@ -113,6 +127,14 @@ case "$cmd" in
       [ -e "$f" ] || continue
       p=${f##*/redis-}; p=${p%.pid}
       out="${out:+$out,}redis://127.0.0.1:$p"
+    done
+    echo "$out"
+    ;;
+  tls-uris)
+    out=""
+    for f in "$dir"/redis-*.tlsport; do
+      [ -e "$f" ] || continue
+      out="${out:+$out,}rediss://127.0.0.1:$(cat "$f")"
     done
     echo "$out"
     ;;

@@ -97,19 +97,41 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
         if (getppid() != parent) _exit(127);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) { dup2(devnull, 0); dup2(devnull, 1); dup2(devnull, 2); }
-        char aofdir[64];
+        char aofdir[64], tlsport[16], crt[512], key[512], ca[512];
         snprintf(aofdir, sizeof aofdir, "redis-%d-aof", port);
-        if (rc->aof)
-            execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1",
-                   "--save", "", "--appendonly", "yes", "--appendfsync", "always",
-                   "--appenddirname", aofdir, "--dir", rc->dir,
-                   "--logfile", logf, "--unixsocket", sock, "--unixsocketperm", "700",
-                   "--enable-debug-command", "local", "--daemonize", "no", (char *)NULL);
-        else
-            execlp("redis-server", "redis-server", "--port", portstr, "--bind", "127.0.0.1",
-                   "--save", "", "--appendonly", "no", "--dir", rc->dir,
-                   "--logfile", logf, "--unixsocket", sock, "--unixsocketperm", "700",
-                   "--enable-debug-command", "local", "--daemonize", "no", (char *)NULL);
+        const char *argv[48];
+        int a = 0;
+        argv[a++] = "redis-server";
+        argv[a++] = "--port"; argv[a++] = portstr;
+        argv[a++] = "--bind"; argv[a++] = "127.0.0.1";
+        argv[a++] = "--save"; argv[a++] = "";
+        argv[a++] = "--dir"; argv[a++] = rc->dir;
+        argv[a++] = "--logfile"; argv[a++] = logf;
+        argv[a++] = "--unixsocket"; argv[a++] = sock;
+        argv[a++] = "--unixsocketperm"; argv[a++] = "700";
+        argv[a++] = "--enable-debug-command"; argv[a++] = "local";
+        argv[a++] = "--daemonize"; argv[a++] = "no";
+        if (rc->aof) {
+            argv[a++] = "--appendonly"; argv[a++] = "yes";
+            argv[a++] = "--appendfsync"; argv[a++] = "always";
+            argv[a++] = "--appenddirname"; argv[a++] = aofdir;
+        } else {
+            argv[a++] = "--appendonly"; argv[a++] = "no";
+        }
+        if (rc->tls_certs[0]) {
+            /* TLS on its own port; the plain port stays for the harness. */
+            snprintf(tlsport, sizeof tlsport, "%d", rc->node[i].tls_port);
+            snprintf(crt, sizeof crt, "%s/%s.crt", rc->tls_certs, rc->tls_name);
+            snprintf(key, sizeof key, "%s/%s.key", rc->tls_certs, rc->tls_name);
+            snprintf(ca, sizeof ca, "%s/ca.crt", rc->tls_certs);
+            argv[a++] = "--tls-port"; argv[a++] = tlsport;
+            argv[a++] = "--tls-cert-file"; argv[a++] = crt;
+            argv[a++] = "--tls-key-file"; argv[a++] = key;
+            argv[a++] = "--tls-ca-cert-file"; argv[a++] = ca;
+            argv[a++] = "--tls-auth-clients"; argv[a++] = rc->tls_auth_clients ? "yes" : "no";
+        }
+        argv[a] = NULL;
+        execvp("redis-server", (char *const *)argv);
         _exit(127);
     }
     long long end = rh_now_ms() + 10000;
@@ -154,12 +176,18 @@ static void port_range(int *lo, int *span)
     }
 }
 
-static rh_cluster *start_cluster(int n, int aof)
+static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *name,
+                                 int auth_clients)
 {
     if (n < 1 || n > RH_MAX_NODES) return NULL;
     rh_cluster *rc = calloc(1, sizeof *rc);
     if (!rc) return NULL;
     rc->aof = aof;
+    if (certs) {
+        snprintf(rc->tls_certs, sizeof rc->tls_certs, "%s", certs);
+        snprintf(rc->tls_name, sizeof rc->tls_name, "%s", name ? name : "server");
+        rc->tls_auth_clients = auth_clients;
+    }
     snprintf(rc->dir, sizeof rc->dir, "/tmp/dltest-XXXXXX");
     if (!mkdtemp(rc->dir)) { perror("mkdtemp"); free(rc); return NULL; }
     srandom((unsigned)(getpid() ^ (unsigned)rh_now_ms()));
@@ -172,6 +200,12 @@ static rh_cluster *start_cluster(int n, int aof)
             int dup = 0;
             for (int j = 0; j < i; j++) dup |= rc->node[j].port == port;
             if (dup || !port_looks_free(port)) continue;
+            if (rc->tls_certs[0]) {
+                int tp = lo + (int)(random() % span);
+                for (int j = 0; j < i; j++) dup |= rc->node[j].tls_port == tp || rc->node[j].port == tp;
+                if (dup || tp == port || !port_looks_free(tp)) continue;
+                rc->node[i].tls_port = tp;
+            }
             ok = spawn_on_port(rc, i, port) == 0;
         }
         rc->n = i + ok;
@@ -185,8 +219,44 @@ static rh_cluster *start_cluster(int n, int aof)
     return rc;
 }
 
-rh_cluster *rh_start(int n) { return start_cluster(n, 0); }
-rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1); }
+rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0); }
+rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0); }
+rh_cluster *rh_start_tls(int n, const char *certs, const char *name, int auth_clients)
+{
+    return start_cluster(n, 0, certs, name, auth_clients);
+}
+
+int rh_make_certs(char *dir, size_t size)
+{
+    snprintf(dir, size, "/tmp/dlcerts-XXXXXX");
+    if (!mkdtemp(dir)) { perror("mkdtemp"); return -1; }
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "bash '%s/certs.sh' '%s'", DISTLOCK_HARNESS_DIR, dir);
+    return system(cmd) == 0 ? 0 : -1;
+}
+
+void rh_remove_certs(const char *dir)
+{
+    char cmd[600];
+    if (strncmp(dir, "/tmp/dlcerts-", 13) != 0 || strchr(dir, '\'') != NULL) return;
+    snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+    if (system(cmd) != 0) fprintf(stderr, "redis_harness: could not remove %s\n", dir);
+}
+
+const char *rh_tls_uris_mask(const rh_cluster *rc, unsigned mask, const char *query, char *buf,
+                             size_t size)
+{
+    size_t off = 0;
+    buf[0] = '\0';
+    for (int i = 0; i < rc->n; i++) {
+        if (!(mask & (1u << i))) continue;
+        int w = snprintf(buf + off, size - off, "%srediss://127.0.0.1:%d%s%s", off ? "," : "",
+                         rc->node[i].tls_port, query && *query ? "?" : "", query ? query : "");
+        if (w < 0 || (size_t)w >= size - off) break;
+        off += (size_t)w;
+    }
+    return buf;
+}
 
 /* Remove dir/name, and its files if it is a directory (one level: an AOF dir). */
 static void remove_entry(const char *dir, const char *name)

@@ -26,6 +26,7 @@
 
 typedef struct rh_node {
     int port;
+    int tls_port;  /* rh_start_tls: its TLS port (the plain port stays, for the rh_* helpers) */
     pid_t pid;     /* 0 when not running (killed) */
     int stopped;   /* SIGSTOPped */
     char sock[108];
@@ -37,6 +38,9 @@ typedef struct rh_cluster {
     rh_node node[RH_MAX_NODES];
     char uris[RH_MAX_NODES * 40];
     int aof;       /* started by rh_start_aof: appendonly + appendfsync always */
+    char tls_certs[64];   /* rh_start_tls: the certificates' directory */
+    char tls_name[32];    /* the server's certificate: tls_certs/NAME.crt, NAME.key */
+    int tls_auth_clients; /* --tls-auth-clients yes */
 } rh_cluster;
 
 /* Start n servers (1..RH_MAX_NODES). NULL (message on stderr) on failure. */
@@ -46,6 +50,18 @@ rh_cluster *rh_start(int n);
  * rh_restart()ed comes back with every key it acknowledged (Redlock's
  * assumption). The AOF directories live in the temp dir and go with it. */
 rh_cluster *rh_start_aof(int n);
+/* TLS: make a fresh CA and certificates with tests/harness/certs.sh into a
+ * new temp dir (written to dir); 0 on success. rh_remove_certs removes it. */
+int rh_make_certs(char *dir, size_t size);
+void rh_remove_certs(const char *dir);
+/* n servers with a TLS port each (rc->node[i].tls_port) besides the plain
+ * one, presenting certs/NAME.crt ("server", "expired", "wrongname",
+ * "badca": see certs.sh), trusting certs/ca.crt for client certificates,
+ * requiring one when auth_clients. */
+rh_cluster *rh_start_tls(int n, const char *certs, const char *name, int auth_clients);
+/* rediss://127.0.0.1:TLSPORT[?query],... of the nodes in mask. */
+const char *rh_tls_uris_mask(const rh_cluster *rc, unsigned mask, const char *query, char *buf,
+                             size_t size);
 /* Stop every server (SIGCONT, SIGTERM, then SIGKILL), remove the temp dir,
  * free. NULL is a no-op. */
 void rh_stop_all(rh_cluster *rc);

@@ -1,0 +1,401 @@
+/* tls.c -- the TLS stream under a connection (transport), with OpenSSL.
+ *
+ * A rediss:// node's connection is the same non-blocking socket and the
+ * same hiredis context (output buffer, reply reader) as a plain one; only
+ * the bytes pass through an SSL session: net.c's distlock__write and
+ * distlock__read call distlock__tls_send / _recv instead of send / recv.
+ * The handshake is driven by those same calls from the round's poll() loop
+ * (distlock__tls_events says which way to wait), so it is bounded by the
+ * node's connect deadline like the TCP connect; the handshake commands
+ * (AUTH, SELECT, CLIENT ID, SCRIPT LOAD) wait in the output buffer until
+ * TLS is up.
+ *
+ * Our own BIO writes with send(MSG_NOSIGNAL): OpenSSL's socket BIO uses
+ * write(2), which raises SIGPIPE on a connection the server closed.
+ *
+ * Contexts: one SSL_CTX per TLS node, built at its first connection under
+ * tp.mu from the node's URI options, else the client's (distlock__tp_set_tls).
+ * Changing a client option drops the built contexts and reconnects.
+ * Verification is on unless tls_insecure=1 / DISTLOCK_OPT_TLS_VERIFY 0,
+ * and turning it off writes one warning line to stderr per context built.
+ *
+ * Fork: a child frees its parent's sessions without a byte written
+ * (SSL_free without SSL_shutdown; the BIO does not close the fd).
+ */
+#include <arpa/inet.h>
+#include <errno.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <openssl/err.h>
+#include <openssl/ssl.h>
+#include <openssl/x509v3.h>
+
+#include "transport.h"
+
+struct distlock__tls {
+    SSL *ssl;
+    int up;      /* handshake done */
+    int got;     /* application data received */
+    short want;  /* during the handshake: POLLIN or POLLOUT */
+};
+
+/* ------------------------------------------------------------ our BIO */
+
+static BIO_METHOD *bio_meth;
+static pthread_once_t bio_once = PTHREAD_ONCE_INIT;
+
+static int bio_write(BIO *b, const char *buf, int len)
+{
+    ssize_t n;
+    BIO_clear_retry_flags(b);
+    do
+        n = send(BIO_get_fd(b, NULL), buf, (size_t)len, MSG_NOSIGNAL);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_write(b);
+    return (int)n;
+}
+
+static int bio_read(BIO *b, char *buf, int len)
+{
+    ssize_t n;
+    BIO_clear_retry_flags(b);
+    do
+        n = recv(BIO_get_fd(b, NULL), buf, (size_t)len, 0);
+    while (n < 0 && errno == EINTR);
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+        BIO_set_retry_read(b);
+    return (int)n;
+}
+
+static int bio_puts(BIO *b, const char *s)
+{
+    return bio_write(b, s, (int)strlen(s));
+}
+
+static long bio_ctrl(BIO *b, int cmd, long num, void *ptr)
+{
+    switch (cmd) {
+    case BIO_C_SET_FD:
+        BIO_set_data(b, (void *)(intptr_t)*(int *)ptr);
+        BIO_set_init(b, 1);
+        (void)num;
+        return 1;
+    case BIO_C_GET_FD: {
+        int fd = (int)(intptr_t)BIO_get_data(b);
+        if (ptr)
+            *(int *)ptr = fd;
+        return fd;
+    }
+    case BIO_CTRL_FLUSH:
+        return 1;
+    default:
+        return 0;
+    }
+}
+
+static void bio_init_once(void)
+{
+    BIO_METHOD *m = BIO_meth_new(BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR,
+                                 "distlock socket");
+    if (m && BIO_meth_set_write(m, bio_write) && BIO_meth_set_read(m, bio_read) &&
+        BIO_meth_set_puts(m, bio_puts) && BIO_meth_set_ctrl(m, bio_ctrl))
+        bio_meth = m;
+    else if (m)
+        BIO_meth_free(m);
+}
+
+/* ------------------------------------------------------------ errors */
+
+/* The reason OpenSSL gives for the last failure, with a hint for a server
+ * that does not speak TLS on that port. */
+static void ssl_reason(SSL *ssl, int rc, int code, char *err, size_t errlen)
+{
+    long vr = ssl ? SSL_get_verify_result(ssl) : X509_V_OK;
+    unsigned long e = ERR_peek_last_error();
+    if (code == SSL_ERROR_SSL && vr != X509_V_OK) {
+        snprintf(err, errlen, "TLS: certificate verify failed: %s",
+                 X509_verify_cert_error_string(vr));
+    } else if (e != 0) {
+        char buf[120];
+        ERR_error_string_n(e, buf, sizeof(buf));
+        const char *why = ERR_reason_error_string(e);
+        int r = ERR_GET_REASON(e);
+        int not_tls = r == SSL_R_WRONG_VERSION_NUMBER || r == SSL_R_PACKET_LENGTH_TOO_LONG ||
+                      r == SSL_R_UNEXPECTED_EOF_WHILE_READING;
+        snprintf(err, errlen, "TLS: %s%s", why ? why : buf,
+                 not_tls && !(ssl && SSL_is_init_finished(ssl))
+                     ? " (does the server speak TLS on this port?)" : "");
+    } else if (code == SSL_ERROR_SYSCALL && rc < 0 && errno != 0) {
+        snprintf(err, errlen, "TLS: %s", strerror(errno));
+    } else {
+        snprintf(err, errlen, "%s",
+                 ssl && SSL_is_init_finished(ssl) ? "Server closed the connection"
+                                                  : "TLS: connection closed during the handshake "
+                                                    "(does the server speak TLS on this port?)");
+    }
+    ERR_clear_error();
+}
+
+/* ------------------------------------------------------------ contexts */
+
+static const char *opt_or(const char *node, const char *client)
+{
+    return node ? node : client;
+}
+
+static int node_insecure(const distlock__transport *t, const distlock__node_cfg *cfg)
+{
+    return cfg->tls.insecure > 0 || (cfg->tls.insecure < 0 && !t->tls_verify);
+}
+
+/* t->mu held */
+static SSL_CTX *build_ctx(distlock__transport *t, int i, int *status, char *err, size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    const char *ca_file = opt_or(cfg->tls.ca_file, t->tls_opt[DISTLOCK__TLS_CA_FILE]);
+    const char *ca_dir = opt_or(cfg->tls.ca_dir, t->tls_opt[DISTLOCK__TLS_CA_DIR]);
+    const char *cert = opt_or(cfg->tls.cert, t->tls_opt[DISTLOCK__TLS_CERT]);
+    const char *key = opt_or(cfg->tls.key, t->tls_opt[DISTLOCK__TLS_KEY]);
+    int insecure = node_insecure(t, cfg);
+    const char *what = "create a TLS context";
+    const char *file = NULL;
+
+    ERR_clear_error();
+    SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
+    if (ctx == NULL)
+        goto fail;
+    SSL_CTX_set_min_proto_version(ctx, TLS1_2_VERSION);
+    SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+    /* One recv() per read, not one for a record's header and one for its
+     * body; what it reads beyond a record waits in OpenSSL's buffer, which
+     * distlock__read empties (distlock__tls_pending) before it returns. */
+    SSL_CTX_set_read_ahead(ctx, 1);
+    SSL_CTX_set_verify(ctx, insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
+    if (ca_file || ca_dir) {
+        what = ca_file ? "load the CA file" : "load the CA directory";
+        file = ca_file ? ca_file : ca_dir;
+        if (SSL_CTX_load_verify_locations(ctx, ca_file, ca_dir) != 1)
+            goto fail;
+    } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+        what = "load the system CA store";
+        goto fail;
+    }
+    if (key && !cert) {
+        snprintf(err, errlen, "%s: TLS: a client key (tls_key) needs a client certificate (tls_cert)",
+                 cfg->uri);
+        *status = DISTLOCK_EINVAL;
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+    if (cert) {
+        what = "load the client certificate", file = cert;
+        if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
+            goto fail;
+        what = "load the client key", file = key ? key : cert;
+        if (SSL_CTX_use_PrivateKey_file(ctx, file, SSL_FILETYPE_PEM) != 1)
+            goto fail;
+        what = "match the client key to its certificate";
+        if (SSL_CTX_check_private_key(ctx) != 1)
+            goto fail;
+    }
+    if (insecure)
+        fprintf(stderr, "distlock: WARNING: TLS certificate verification is OFF for %s: "
+                        "anyone on the path can impersonate this node\n", cfg->uri);
+    return ctx;
+fail: {
+        unsigned long e = ERR_peek_last_error();
+        const char *why = e ? ERR_reason_error_string(e) : NULL;
+        snprintf(err, errlen, "%s: TLS: cannot %s%s%s: %s", cfg->uri, what, file ? " " : "",
+                 file ? file : "", why ? why : (errno ? strerror(errno) : "unknown error"));
+        *status = ctx ? DISTLOCK_EINVAL : DISTLOCK_ENOMEM;
+        ERR_clear_error();
+        SSL_CTX_free(ctx);
+        return NULL;
+    }
+}
+
+void distlock__tls_ctx_drop_all(distlock__transport *t)
+{
+    for (int i = 0; t->tls_ctx && i < t->n; i++) {
+        SSL_CTX_free(t->tls_ctx[i]);
+        t->tls_ctx[i] = NULL;
+    }
+}
+
+/* ------------------------------------------------------------ sessions */
+
+distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, int *status, char *err,
+                                   size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    pthread_once(&bio_once, bio_init_once);
+    distlock__tls *tls = calloc(1, sizeof(*tls));
+    if (tls == NULL || bio_meth == NULL) {
+        free(tls);
+        *status = DISTLOCK_ENOMEM;
+        snprintf(err, errlen, "%s: out of memory", cfg->uri);
+        return NULL;
+    }
+    pthread_mutex_lock(&t->mu);
+    SSL_CTX *ctx = t->tls_ctx[i];
+    if (ctx == NULL)
+        ctx = t->tls_ctx[i] = build_ctx(t, i, status, err, errlen);
+    const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
+    int insecure = node_insecure(t, cfg);
+    SSL *ssl = ctx ? SSL_new(ctx) : NULL;  /* holds its own reference to ctx */
+    char namebuf[256];
+    snprintf(namebuf, sizeof(namebuf), "%s", name ? name : cfg->host ? cfg->host : "");
+    pthread_mutex_unlock(&t->mu);
+    if (ctx == NULL) {
+        free(tls);
+        return NULL;
+    }
+    BIO *bio = ssl ? BIO_new(bio_meth) : NULL;
+    if (bio == NULL) {
+        SSL_free(ssl);
+        free(tls);
+        *status = DISTLOCK_ENOMEM;
+        snprintf(err, errlen, "%s: out of memory", cfg->uri);
+        return NULL;
+    }
+    BIO_set_fd(bio, fd, BIO_NOCLOSE);
+    SSL_set_bio(ssl, bio, bio);
+    SSL_set_connect_state(ssl);
+    /* The name checked is the server name option, else the URI's host; an
+     * IP address is checked against the certificate's IP entries and not
+     * sent as SNI (RFC 6066). */
+    unsigned char ip[16];
+    int is_ip = inet_pton(AF_INET, namebuf, ip) == 1 || inet_pton(AF_INET6, namebuf, ip) == 1;
+    int ok = 1;
+    if (!is_ip && namebuf[0])
+        ok &= SSL_set_tlsext_host_name(ssl, namebuf) == 1;
+    if (!insecure && namebuf[0]) {
+        if (is_ip)
+            ok &= X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), namebuf) == 1;
+        else
+            ok &= SSL_set1_host(ssl, namebuf) == 1;
+    }
+    if (!insecure && !namebuf[0]) {
+        ok = 0;  /* nothing to check the certificate against: refuse */
+    }
+    if (!ok) {
+        SSL_free(ssl);
+        free(tls);
+        ERR_clear_error();
+        *status = DISTLOCK_EINVAL;
+        snprintf(err, errlen, "%s: TLS: unusable server name \"%s\"", cfg->uri, namebuf);
+        return NULL;
+    }
+    tls->ssl = ssl;
+    tls->want = POLLOUT;
+    return tls;
+}
+
+void distlock__tls_free(distlock__tls *tls)
+{
+    if (tls == NULL)
+        return;
+    /* No SSL_shutdown: nothing is written (a forked child must not touch
+     * the parent's session, and a closing node needs no goodbye). */
+    SSL_free(tls->ssl);
+    free(tls);
+}
+
+int distlock__tls_pending(const distlock__tls *tls)
+{
+    return SSL_has_pending(tls->ssl);
+}
+
+int distlock__tls_is_up(const distlock__tls *tls)
+{
+    return tls->up;
+}
+
+int distlock__tls_events(const distlock__tls *tls, int have_output)
+{
+    if (!tls->up)
+        return tls->want;
+    return POLLIN | (have_output ? POLLOUT : 0);
+}
+
+int distlock__tls_handshake(distlock__tls *tls, char *err, size_t errlen)
+{
+    if (tls->up)
+        return 1;
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_connect(tls->ssl);
+    if (rc == 1) {
+        tls->up = 1;
+        return 1;
+    }
+    int code = SSL_get_error(tls->ssl, rc);
+    if (code == SSL_ERROR_WANT_READ) {
+        tls->want = POLLIN;
+        return 0;
+    }
+    if (code == SSL_ERROR_WANT_WRITE) {
+        tls->want = POLLOUT;
+        return 0;
+    }
+    ssl_reason(tls->ssl, rc, code, err, errlen);
+    return -1;
+}
+
+/* After the handshake: the reason, with a hint while nothing was received
+ * yet. With TLS 1.3 a server that wants a client certificate says so after
+ * our handshake is done, and its alert is often lost to the reset that our
+ * first request causes. */
+static void io_reason(distlock__tls *tls, int rc, int code, char *err, size_t errlen)
+{
+    ssl_reason(tls->ssl, rc, code, err, errlen);
+    if (!tls->got && strstr(err, "certificate") == NULL) {
+        size_t l = strlen(err);
+        snprintf(err + l, errlen - l, " right after the handshake (client certificate "
+                                      "required? tls_cert, tls_key)");
+    }
+}
+
+ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
+                           size_t errlen)
+{
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_write(tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+    if (rc > 0)
+        return rc;
+    int code = SSL_get_error(tls->ssl, rc);
+    if (code == SSL_ERROR_WANT_WRITE || code == SSL_ERROR_WANT_READ)
+        return 0;
+    io_reason(tls, rc, code, err, errlen);
+    return -1;
+}
+
+ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, size_t errlen)
+{
+    ERR_clear_error();
+    errno = 0;
+    int rc = SSL_read(tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
+    if (rc > 0) {
+        tls->got = 1;
+        return rc;
+    }
+    int code = SSL_get_error(tls->ssl, rc);
+    if (code == SSL_ERROR_WANT_READ || code == SSL_ERROR_WANT_WRITE)
+        return 0;
+    if (code == SSL_ERROR_ZERO_RETURN || (code == SSL_ERROR_SYSCALL && errno == 0) ||
+        (code == SSL_ERROR_SSL &&
+         ERR_GET_REASON(ERR_peek_last_error()) == SSL_R_UNEXPECTED_EOF_WHILE_READING)) {
+        ERR_clear_error();
+        snprintf(err, errlen, "Server closed the connection");
+        return -2;
+    }
+    io_reason(tls, rc, code, err, errlen);
+    return -1;
+}

@@ -1,0 +1,440 @@
+/* test_tls.c -- rediss:// nodes against real `redis-server --tls-port`, with a
+ * CA and certificates made for this run by tests/harness/certs.sh: locks,
+ * waits and renewals over TLS on 1 and 3 nodes; verification on by default;
+ * CA from the client option or the URI; mutual TLS; each bad certificate and
+ * a plain server behind rediss:// failing with the node and the reason; a
+ * handshake that never completes costing its connect timeout; fork. */
+#include "test_common.h"
+#include "harness/faultproxy.h"
+
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+static char certs[64];
+static rh_cluster *good;   /* 3 nodes, certificate valid for 127.0.0.1 */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (rh_make_certs(certs, sizeof certs) != 0)
+        return -1;
+    good = rh_start_tls(3, certs, "server", 0);
+    return good ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rh_stop_all(good);
+    rh_remove_certs(certs);
+    return 0;
+}
+
+static int heal(void **state)
+{
+    (void)state;
+    return rh_heal(good) == 0 ? 0 : -1;
+}
+
+static const char *path(const char *name, char *buf, size_t size)
+{
+    snprintf(buf, size, "%s/%s", certs, name);
+    return buf;
+}
+
+/* Under valgrind (DISTLOCK_TEST_SLOW) a first handshake, OpenSSL's
+ * initialisation included, takes longer than the default 1 s. */
+static int slow(void)
+{
+    return getenv("DISTLOCK_TEST_SLOW") != NULL;
+}
+
+static distlock_client *tls_new(const char *uris)
+{
+    distlock_client *c = new_client(uris);
+    if (slow())
+        assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 20000), DISTLOCK_OK);
+    return c;
+}
+
+static distlock_client *tls_client(const char *uris)
+{
+    char ca[128];
+    distlock_client *c = tls_new(uris);
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_CA_FILE, path("ca.crt", ca, sizeof ca)),
+              DISTLOCK_OK);
+    return c;
+}
+
+/* The detail of the last failure contains every one of the strings. */
+static void assert_error_has(const char *a, const char *b)
+{
+    const char *e = distlock_last_error();
+    if (strstr(e, a) == NULL || (b && strstr(e, b) == NULL)) {
+        print_error("last_error \"%s\" lacks \"%s\"%s%s%s\n", e, a, b ? " or \"" : "",
+                    b ? b : "", b ? "\"" : "");
+        fail();
+    }
+    assert_null(strstr(e, "secret"));  /* never a password */
+}
+
+static void lock_unlock(distlock_client *c, rh_cluster *rc, int nodes)
+{
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "tls:k", 10000, 0, 0, &l), DISTLOCK_OK);
+    assert_holding(rc, "tls:k", distlock_lock_token(l), nodes);
+    assert_rc(distlock_extend(l, 20000), DISTLOCK_OK);
+    assert_true(rh_pttl(rc, 0, 0, "tls:k") > 10000);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_holding(rc, "tls:k", NULL, 0);
+    distlock_lock_free(l);
+}
+
+static void test_tls_one_node(void **state)
+{
+    (void)state;
+    char uris[256];
+    distlock_client *c = tls_client(rh_tls_uris_mask(good, 1, NULL, uris, sizeof uris));
+    assert_string_equal(distlock_client_node_uri(c, 0), uris);
+    lock_unlock(c, good, 1);
+    distlock_client_free(c);
+}
+
+static void test_tls_three_nodes(void **state)
+{
+    (void)state;
+    char uris[512];
+    distlock_client *c = tls_client(rh_tls_uris_mask(good, 7, NULL, uris, sizeof uris));
+    for (int k = 0; k < 3; k++)
+        lock_unlock(c, good, 3);
+    distlock_client_free(c);
+}
+
+/* The CA named in the URI (no client option) is used for that node. */
+static void test_tls_uri_options(void **state)
+{
+    (void)state;
+    char q[200], uris[512];
+    snprintf(q, sizeof q, "tls_ca_file=%s/ca.crt", certs);
+    distlock_client *c = tls_new(rh_tls_uris_mask(good, 7, q, uris, sizeof uris));
+    lock_unlock(c, good, 3);
+    distlock_client_free(c);
+}
+
+/* Verification is on by default: the test CA is not in the system store. */
+static void test_tls_verify_default_system_store(void **state)
+{
+    (void)state;
+    char uris[256];
+    distlock_client *c = tls_new(rh_tls_uris_mask(good, 1, NULL, uris, sizeof uris));
+    distlock_lock *l = NULL;
+    assert_fails(distlock_acquire(c, "tls:k", 10000, 0, 0, &l), DISTLOCK_ECONN);
+    assert_error_has(uris, "TLS: certificate verify failed: ");
+    assert_holding(good, "tls:k", NULL, 0);
+    distlock_client_free(c);
+}
+
+typedef struct waiter {
+    distlock_client *c;
+    int rc;
+    long long ms;
+} waiter;
+
+static void *wait_thread(void *arg)
+{
+    waiter *w = arg;
+    distlock_lock *l = NULL;
+    long long t0 = rh_now_ms();
+    w->rc = distlock_acquire(w->c, "tls:w", 10000, 8000, 0, &l);
+    w->ms = rh_now_ms() - t0;
+    if (l) {
+        distlock_release(l);
+        distlock_lock_free(l);
+    }
+    return NULL;
+}
+
+/* A waiter over TLS gets the lock when the holder releases it (the
+ * subscriber's connections are TLS too), and an auto-renewed lock outlives
+ * its ttl. */
+static void test_tls_wait_and_renew(void **state)
+{
+    (void)state;
+    char uris[512];
+    distlock_client *a = tls_client(rh_tls_uris_mask(good, 7, NULL, uris, sizeof uris));
+    distlock_client *b = tls_client(uris);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(a, "tls:w", 600, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    long long t0 = rh_now_ms();
+    waiter w = { b, 1, 0 };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, wait_thread, &w), 0);
+    /* Held well past its 600 ms ttl: renewed over TLS. */
+    RH_WAIT_UNTIL(rh_now_ms() - t0 > 1500, 3000);
+    assert_false(distlock_lock_lost(l));
+    assert_holding(good, "tls:w", distlock_lock_token(l), 3);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    long long released = rh_now_ms();
+    assert_int_equal(pthread_join(th, NULL), 0);
+    assert_rc(w.rc, DISTLOCK_OK);
+    printf("waiter got the lock %lld ms after the release\n", t0 + w.ms - released);
+    distlock_lock_free(l);
+    distlock_client_free(a);
+    distlock_client_free(b);
+}
+
+static void expect_bad(const char *name, const char *query, const char *why1, const char *why2)
+{
+    rh_cluster *rc = rh_start_tls(1, certs, name, 0);
+    assert_non_null(rc);
+    char uris[512];
+    distlock_client *c = tls_client(rh_tls_uris_mask(rc, 1, query, uris, sizeof uris));
+    distlock_lock *l = NULL;
+    assert_fails(distlock_acquire(c, "tls:bad", 10000, 0, 0, &l), DISTLOCK_ECONN);
+    printf("%s: %s\n", name, distlock_last_error());
+    assert_error_has(distlock_client_node_uri(c, 0), why1);
+    if (why2)
+        assert_error_has(why2, NULL);
+    assert_null(l);
+    assert_int_equal(rh_count_holding(rc, "tls:bad", NULL), 0);
+    distlock_client_free(c);
+    rh_stop_all(rc);
+}
+
+static void test_tls_expired(void **state)
+{
+    (void)state;
+    expect_bad("expired", NULL, "certificate verify failed", "certificate has expired");
+}
+
+static void test_tls_wrong_name(void **state)
+{
+    (void)state;
+    expect_bad("wrongname", NULL, "certificate verify failed", "IP address mismatch");
+    char q[64];
+    snprintf(q, sizeof q, "tls_server_name=localhost");
+    expect_bad("wrongname", q, "certificate verify failed", "hostname mismatch");
+}
+
+static void test_tls_other_ca(void **state)
+{
+    (void)state;
+    expect_bad("badca", NULL, "certificate verify failed",
+               "unable to get local issuer certificate");
+}
+
+/* The name to check can be given: a certificate for wrong.example is
+ * accepted for that name (client option). */
+static void test_tls_server_name_option(void **state)
+{
+    (void)state;
+    rh_cluster *rc = rh_start_tls(1, certs, "wrongname", 0);
+    assert_non_null(rc);
+    char uris[256];
+    distlock_client *c = tls_client(rh_tls_uris_mask(rc, 1, NULL, uris, sizeof uris));
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_SERVER_NAME, "wrong.example"),
+              DISTLOCK_OK);
+    lock_unlock(c, rc, 1);
+    distlock_client_free(c);
+    rh_stop_all(rc);
+}
+
+/* The explicit opt-out: a certificate from an unknown CA is accepted with
+ * DISTLOCK_OPT_TLS_VERIFY 0 and with tls_insecure=1 (a warning on stderr). */
+static void test_tls_insecure(void **state)
+{
+    (void)state;
+    rh_cluster *rc = rh_start_tls(1, certs, "badca", 0);
+    assert_non_null(rc);
+    char uris[256];
+    distlock_client *c = tls_new(rh_tls_uris_mask(rc, 1, NULL, uris, sizeof uris));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, 0), DISTLOCK_OK);
+    lock_unlock(c, rc, 1);
+    /* back on: refused again */
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, 1), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    assert_fails(distlock_acquire(c, "tls:k", 10000, 0, 0, &l), DISTLOCK_ECONN);
+    distlock_client_free(c);
+    c = tls_new(rh_tls_uris_mask(rc, 1, "tls_insecure=1", uris, sizeof uris));
+    lock_unlock(c, rc, 1);
+    distlock_client_free(c);
+    assert_rc(distlock_client_set(c = tls_new(uris), DISTLOCK_OPT_TLS_VERIFY, 2),
+              DISTLOCK_EINVAL);
+    distlock_client_free(c);
+    rh_stop_all(rc);
+}
+
+/* Mutual TLS: a server that requires a client certificate refuses us
+ * without one (clear error), accepts us with one. */
+static void test_tls_mutual(void **state)
+{
+    (void)state;
+    rh_cluster *rc = rh_start_tls(1, certs, "server", 1);
+    assert_non_null(rc);
+    char uris[256], f[128];
+    distlock_client *c = tls_client(rh_tls_uris_mask(rc, 1, NULL, uris, sizeof uris));
+    distlock_lock *l = NULL;
+    assert_fails(distlock_acquire(c, "tls:m", 10000, 0, 0, &l), DISTLOCK_ECONN);
+    printf("no client cert: %s\n", distlock_last_error());
+    assert_error_has(uris, "TLS: ");
+    assert_true(strstr(distlock_last_error(), "certificate required") ||
+                strstr(distlock_last_error(), "client certificate required?"));
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_CERT, path("client.crt", f, sizeof f)),
+              DISTLOCK_OK);
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_KEY, path("client.key", f, sizeof f)),
+              DISTLOCK_OK);
+    lock_unlock(c, rc, 1);
+    /* a key that does not belong to the certificate */
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_KEY, path("server.key", f, sizeof f)),
+              DISTLOCK_OK);
+    assert_fails(distlock_acquire(c, "tls:m", 10000, 0, 0, &l), DISTLOCK_EINVAL);
+    assert_error_has(uris, "key values mismatch");
+    /* a file that does not exist */
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_KEY, "/nonexistent/k.pem"), DISTLOCK_OK);
+    assert_fails(distlock_acquire(c, "tls:m", 10000, 0, 0, &l), DISTLOCK_EINVAL);
+    assert_error_has(uris, "/nonexistent/k.pem");
+    distlock_client_free(c);
+    /* the same through the URI */
+    char q[400];
+    snprintf(q, sizeof q, "tls_ca_file=%s/ca.crt&tls_cert=%s/client.crt&tls_key=%s/client.key",
+             certs, certs, certs);
+    c = tls_new(rh_tls_uris_mask(rc, 1, q, uris, sizeof uris));
+    lock_unlock(c, rc, 1);
+    distlock_client_free(c);
+    rh_stop_all(rc);
+}
+
+/* A plain server behind rediss:// (its plain port). */
+static void test_tls_plain_server(void **state)
+{
+    (void)state;
+    char uris[128];
+    snprintf(uris, sizeof uris, "rediss://127.0.0.1:%d", good->node[0].port);
+    distlock_client *c = tls_client(uris);
+    const long to = slow() ? 5000 : 300;
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, to), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    long long t0 = rh_now_ms();
+    assert_fails(distlock_acquire(c, "tls:p", 10000, 0, 0, &l), DISTLOCK_ECONN);
+    printf("plain server: %s (%lld ms)\n", distlock_last_error(), rh_now_ms() - t0);
+    assert_error_has(uris, "TLS");
+    assert_error_has("does the server speak TLS on this port?", NULL);
+    assert_true(rh_now_ms() - t0 < to + (slow() ? 3000 : 300));
+    distlock_client_free(c);
+}
+
+/* A TLS node that accepts TCP but never answers the handshake (the proxy
+ * holds the ClientHello) costs its connect timeout, not more; the other two
+ * nodes make the quorum. */
+static void test_tls_handshake_hang(void **state)
+{
+    (void)state;
+    int ports[3] = { good->node[0].tls_port, good->node[1].tls_port, good->node[2].tls_port };
+    fp_proxy *fp = fp_start(ports, 3);
+    assert_non_null(fp);
+    char uris[512];
+    snprintf(uris, sizeof uris, "rediss://127.0.0.1:%d,rediss://127.0.0.1:%d,rediss://127.0.0.1:%d",
+             fp_port(fp, 0), fp_port(fp, 1), fp_port(fp, 2));
+    distlock_client *c = tls_client(uris);
+    const long to = slow() ? 5000 : 400;
+    char within[64];
+    snprintf(within, sizeof within, "TLS handshake not done within %ld ms", to);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, to), DISTLOCK_OK);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold 2 up"), 0);
+    distlock_lock *l = NULL;
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c, "tls:h", 10000, 0, 0, &l), DISTLOCK_OK);
+    long long took = rh_now_ms() - t0;
+    printf("acquire with one node hung in the handshake: %lld ms\n", took);
+    assert_true(took < to + (slow() ? 3000 : 300));
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+
+    /* One node, hung: fails after its connect timeout, saying so. */
+    snprintf(uris, sizeof uris, "rediss://127.0.0.1:%d", fp_port(fp, 2));
+    c = tls_client(uris);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, to), DISTLOCK_OK);
+    t0 = rh_now_ms();
+    assert_fails(distlock_acquire(c, "tls:h", 10000, 0, 0, &l), DISTLOCK_ECONN);
+    took = rh_now_ms() - t0;
+    printf("one hung node: %lld ms: %s\n", took, distlock_last_error());
+    assert_true(took >= to - 10 && took < to + (slow() ? 3000 : 300));
+    assert_error_has(uris, within);
+    distlock_client_free(c);
+    fp_stop(fp);
+}
+
+/* A forked child locks over a TLS connection of its own (the parent's
+ * session is dropped without a byte written, and the parent's connection
+ * still works afterwards). */
+static void test_tls_fork(void **state)
+{
+    (void)state;
+    char uris[512];
+    distlock_client *c = tls_client(rh_tls_uris_mask(good, 7, NULL, uris, sizeof uris));
+    lock_unlock(c, good, 3);   /* the parent has TLS connections now */
+    long long before[64];
+    int nbefore = rh_lib_conn_ids(good, 0, NULL, before, 64);
+    assert_true(nbefore >= 1);
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        signal(SIGABRT, SIG_DFL);
+        distlock_lock *l = NULL;
+        if (distlock_acquire(c, "tls:child", 30000, 0, 0, &l) != DISTLOCK_OK)
+            _exit(10);
+        if (rh_count_holding(good, "tls:child", distlock_lock_token(l)) < 2)
+            _exit(11);
+        if (distlock_release(l) != DISTLOCK_OK)
+            _exit(12);
+        distlock_lock_free(l);
+        distlock_client_free(c);
+        _exit(0);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st));
+    assert_int_equal(WEXITSTATUS(st), 0);
+    /* The child wrote nothing on the parent's sessions (a close_notify
+     * would have made the server close them): every connection the parent
+     * had is still open on the server, after the child's own round trips. */
+    long long after[64];
+    int nafter = rh_lib_conn_ids(good, 0, NULL, after, 64);
+    for (int i = 0; i < nbefore; i++) {
+        int found = 0;
+        for (int j = 0; j < nafter; j++)
+            found |= after[j] == before[i];
+        if (!found) {
+            print_error("the parent's connection id %lld is gone after the child ran\n", before[i]);
+            fail();
+        }
+    }
+    lock_unlock(c, good, 3);   /* the parent's sessions are intact */
+    distlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_tls_one_node, heal),
+        cmocka_unit_test_setup(test_tls_three_nodes, heal),
+        cmocka_unit_test_setup(test_tls_uri_options, heal),
+        cmocka_unit_test_setup(test_tls_verify_default_system_store, heal),
+        cmocka_unit_test_setup(test_tls_wait_and_renew, heal),
+        cmocka_unit_test_setup(test_tls_expired, heal),
+        cmocka_unit_test_setup(test_tls_wrong_name, heal),
+        cmocka_unit_test_setup(test_tls_other_ca, heal),
+        cmocka_unit_test_setup(test_tls_server_name_option, heal),
+        cmocka_unit_test_setup(test_tls_insecure, heal),
+        cmocka_unit_test_setup(test_tls_mutual, heal),
+        cmocka_unit_test_setup(test_tls_plain_server, heal),
+        cmocka_unit_test_setup(test_tls_handshake_hang, heal),
+        cmocka_unit_test_setup(test_tls_fork, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
