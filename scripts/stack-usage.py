@@ -46,29 +46,36 @@ def key(t):
     return by_name.get(n, t)
 memo = {}
 def depth(t, stack=()):
+    """Deepest chain of frames from t, over simple paths (a call back into a
+    function already on the chain is not followed: the engine's one resend
+    is bounded). Memoised only where no cycle was cut below, so the figure
+    does not depend on the order the graph is walked in."""
     t = key(t)
     if t in memo:
         return memo[t]
-    if t in stack:
-        return (0, ["(recursion)"])
     n = names.get(t, t.split(":")[-1])
     own = size.get(t, 0) + VLA.get(n, 0)
-    best = (0, [])
+    best, cut = (0, []), False
     for c in edges.get(t, ()):
         ck = key(c)
         if ck not in size:
             continue  # another library
-        d = depth(ck, stack + (t,))
+        if ck in stack or ck == t:
+            cut = True
+            continue
+        d, dcut = depth(ck, stack + (t,))
+        cut = cut or dcut
         if d[0] > best[0]:
             best = d
-    r = (own + best[0], [f"{n}:{own}"] + best[1])
-    memo[t] = r
+    r = ((own + best[0], [f"{n}:{own}"] + best[1]), cut)
+    if not cut:
+        memo[t] = r
     return r
 worst = 0
 rows = []
 for t, n in names.items():
     if n.startswith("distlock_") and not n.startswith("distlock__") and t in size:
-        d, path = depth(t)
+        (d, path), _ = depth(t)
         rows.append((d, n, path))
 for d, n, path in sorted(rows, reverse=True):
     print(f"{d:6d}  {n}  <- " + " > ".join(path))

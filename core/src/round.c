@@ -333,27 +333,37 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
 static __attribute__((noinline)) void resolved(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+    /* On the heap: a lookup is rare, and every entry point keeps its stack
+     * small (a write failure below restarts the node: a deep chain). */
+    struct { char addr[DISTLOCK__RESOLVE_MAX][48], err[192]; } *lk = malloc(sizeof(*lk));
     int naddr = 0;
-    int rc = distlock__resolve_take(conn->resolving, addr, &naddr, err, sizeof(err));
-    if (rc > 0)
+    if (lk == NULL) {
+        distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
         return;
+    }
+    int rc = distlock__resolve_take(conn->resolving, lk->addr, &naddr, lk->err, sizeof(lk->err));
+    if (rc > 0) {
+        free(lk);
+        return;
+    }
     int port = distlock__resolve_port(conn->resolving);
     distlock__resolve_drop(conn->resolving);
     conn->resolving = NULL;
     if (rc < 0) {
-        distlock__result_fail(t, r, i, DISTLOCK_ECONN, "%s", err);
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN, "%s", lk->err);
+        free(lk);
         return;
     }
     unsigned ep_state = 0;
     if (is_sentinel(t, i)) {
         /* The lookup had its own budget: connecting gets a fresh one. */
-        ep_state = distlock__ep_learn(t, i, addr[0], port);
+        ep_state = distlock__ep_learn(t, i, lk->addr[0], port);
         naddr = 1;
         r->deadline_us = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u +
                          (r->call->wait_replicas > 0 ? (uint64_t)r->call->wait_ms * 1000u : 0);
     }
-    open_at(t, cs, r, i, addr, naddr, port, ep_state);
+    open_at(t, cs, r, i, lk->addr, naddr, port, ep_state);
+    free(lk);
     if (r->state == DISTLOCK__R_FAILED && is_sentinel(t, i))
         distlock__ep_forget(t, i, ep_state);  /* the next call asks again */
     if (r->state == DISTLOCK__R_PENDING && add_kills(t, conn, r, i) == 0) {

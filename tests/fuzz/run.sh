@@ -50,7 +50,7 @@ build_core || { echo "FAIL building the core for fuzzing"; exit 1; }
 mapfile -t objs <"$out/objs.list"
 for t in "${targets[@]}"; do
   "$cc" -fsanitize=fuzzer "${san[@]}" "${cflags[@]}" "$here/$t.c" "${objs[@]}" \
-    $(pkg-config --libs hiredis) -lpthread -o "$out/$t" || { echo "FAIL building $t"; exit 1; }
+    $(pkg-config --libs hiredis) $(pkg-config --libs openssl) -lpthread -o "$out/$t" || { echo "FAIL building $t"; exit 1; }
 done
 
 fail=0
