@@ -11,42 +11,21 @@
 
 /* ------------------------------------------------------------ owed FIFO */
 
-distlock__owed *distlock__q_at(distlock__conn *conn, int k)
+int distlock__q_grow(distlock__conn *conn)
 {
-    return &conn->q[(conn->qhead + k) % conn->qcap];
-}
-
-int distlock__q_push(distlock__conn *conn, uint64_t tag, int kind, int arg, distlock__result *owner)
-{
-    if (conn->qlen == conn->qcap) {
-        int cap = conn->qcap ? conn->qcap * 2 : 16;
-        distlock__owed *q = malloc(sizeof(*q) * (size_t)cap);
-        if (q == NULL)
-            return -1;
-        for (int k = 0; k < conn->qlen; k++)
-            q[k] = *distlock__q_at(conn, k);
-        free(conn->q);
-        conn->q = q;
-        conn->qcap = cap;
-        conn->qhead = 0;
-    }
-    distlock__owed *o = &conn->q[(conn->qhead + conn->qlen) % conn->qcap];
-    o->tag = tag;
-    o->sent_us = distlock__now_us();
-    o->kind = kind;
-    o->arg = arg;
-    o->owner = owner;
-    conn->qlen++;
+    int cap = conn->qcap ? conn->qcap * 2 : 16;
+    distlock__owed *q = malloc(sizeof(*q) * (size_t)cap);
+    if (q == NULL)
+        return -1;
+    for (int k = 0; k < conn->qlen; k++)
+        q[k] = *distlock__q_at(conn, k);
+    free(conn->q);
+    conn->q = q;
+    conn->qcap = cap;
+    conn->qhead = 0;
     return 0;
 }
 
-distlock__owed distlock__q_pop(distlock__conn *conn)
-{
-    distlock__owed o = conn->q[conn->qhead];
-    conn->qhead = (conn->qhead + 1) % conn->qcap;
-    conn->qlen--;
-    return o;
-}
 
 int distlock__owes_kind(distlock__conn *conn, int kind)
 {

@@ -18,10 +18,37 @@ enum {
 };
 
 /* conn.c: the FIFO of owed replies */
-distlock__owed *distlock__q_at(distlock__conn *conn, int k);
-int distlock__q_push(distlock__conn *conn, uint64_t tag, int kind, int arg,
-                     distlock__result *owner);
-distlock__owed distlock__q_pop(distlock__conn *conn);
+/* (inline: every request and reply goes through them) */
+static inline distlock__owed *distlock__q_at(distlock__conn *conn, int k)
+{
+    return &conn->q[(conn->qhead + k) % conn->qcap];
+}
+
+int distlock__q_grow(distlock__conn *conn);
+
+static inline int distlock__q_push(distlock__conn *conn, uint64_t tag, int kind, int arg,
+                                   distlock__result *owner)
+{
+    if (conn->qlen == conn->qcap && distlock__q_grow(conn) != 0)
+        return -1;
+    distlock__owed *o = &conn->q[(conn->qhead + conn->qlen) % conn->qcap];
+    o->tag = tag;
+    o->sent_us = distlock__now_us();
+    o->kind = kind;
+    o->arg = arg;
+    o->owner = owner;
+    conn->qlen++;
+    return 0;
+}
+
+static inline distlock__owed distlock__q_pop(distlock__conn *conn)
+{
+    distlock__owed o = conn->q[conn->qhead];
+    conn->qhead = (conn->qhead + 1) % conn->qcap;
+    conn->qlen--;
+    return o;
+}
+
 int distlock__owes_kind(distlock__conn *conn, int kind);
 int distlock__owes_tag(distlock__conn *conn, uint64_t tag);
 

@@ -19,14 +19,14 @@ static char *resp_header(char *p, char type, size_t n)
 }
 
 /* Written straight into the context's output buffer: no copy, no stack
- * buffer (the exact size is reserved first). */
+ * buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len)
 {
-    char digits[24];
-    size_t total = 1 + distlock__ltoa(digits, argc) + 2;
-
+    /* Room for the worst case (20 digits a number): sizing costs no
+     * division, and sdsMakeRoomFor only makes sure of the capacity. */
+    size_t total = 1 + 20 + 2;
     for (int a = 0; a < argc; a++)
-        total += 1 + distlock__ltoa(digits, (long long)len[a]) + 2 + len[a] + 2;
+        total += 1 + 20 + 2 + len[a] + 2;
     sds grown = sdsMakeRoomFor(ctx->obuf, total);
     if (grown == NULL)
         return -1;
