@@ -92,6 +92,10 @@ typedef struct distlock__node_cfg {
 
 int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *n);
 void distlock__free_nodes(distlock__node_cfg *nodes, int n);
+/* One node's configuration: free what it owns / deep-copy it (-1: out of
+ * memory, dst then owns nothing). */
+void distlock__node_cfg_clear(distlock__node_cfg *cfg);
+int distlock__node_cfg_copy(distlock__node_cfg *dst, const distlock__node_cfg *src);
 
 /* ------------------------------------------------------------ threads */
 /* The signals a thread may block: all but those raised by a fault (blocked,

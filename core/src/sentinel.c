@@ -35,29 +35,11 @@ static void job_free(void *arg)
     job *j = arg;
     if (j == NULL)
         return;
-    distlock__node_cfg *c = j->cfg;
-    if (c) {
-        for (int k = 0; k < c->nsentinels; k++)
-            free(c->sentinels[k].host);
-        free(c->sentinels);
-        free(c->master);
-        free(c->sentinel_user);
-        free(c->sentinel_pass);
-        free(c->uri);
-        free(c->tls.ca_file);
-        free(c->tls.ca_dir);
-        free(c->tls.cert);
-        free(c->tls.key);
-        free(c->tls.server_name);
-        free(c);
+    if (j->cfg) {
+        distlock__node_cfg_clear(j->cfg);
+        free(j->cfg);
     }
     free(j);
-}
-
-static int dup_str(char **dst, const char *src)
-{
-    *dst = NULL;
-    return src && (*dst = strdup(src)) == NULL ? -1 : 0;
 }
 
 /* Send the commands queued on ctx and read `want` replies before the
@@ -219,33 +201,13 @@ distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long 
 {
     job *j = calloc(1, sizeof(*j));
     distlock__node_cfg *c = calloc(1, sizeof(*c));
-    if (j == NULL || c == NULL) {
+    if (j == NULL || c == NULL || distlock__node_cfg_copy(c, cfg) != 0) {
         free(j);
         free(c);
         return NULL;
     }
     j->cfg = c;
     j->budget_ms = budget_ms;
-    c->kind = cfg->kind;
-    c->tls = cfg->tls;
-    c->tls.ca_file = c->tls.ca_dir = c->tls.cert = c->tls.key = c->tls.server_name = NULL;
-    c->sentinels = calloc((size_t)cfg->nsentinels, sizeof(*c->sentinels));
-    int bad = c->sentinels == NULL;
-    for (int k = 0; !bad && k < cfg->nsentinels; k++) {
-        c->sentinels[k].port = cfg->sentinels[k].port;
-        bad |= dup_str(&c->sentinels[k].host, cfg->sentinels[k].host);
-        c->nsentinels = k + 1;
-    }
-    bad = bad || dup_str(&c->master, cfg->master) || dup_str(&c->uri, cfg->uri) ||
-          dup_str(&c->sentinel_user, cfg->sentinel_user) ||
-          dup_str(&c->sentinel_pass, cfg->sentinel_pass) ||
-          dup_str(&c->tls.ca_file, cfg->tls.ca_file) || dup_str(&c->tls.ca_dir, cfg->tls.ca_dir) ||
-          dup_str(&c->tls.cert, cfg->tls.cert) || dup_str(&c->tls.key, cfg->tls.key) ||
-          dup_str(&c->tls.server_name, cfg->tls.server_name);
-    if (bad) {
-        job_free(j);
-        return NULL;
-    }
     return distlock__resolve_start_fn(lookup, j, job_free);
 }
 

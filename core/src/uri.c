@@ -410,7 +410,7 @@ done:
     return DISTLOCK_OK;
 }
 
-static void free_cfg(distlock__node_cfg *cfg)
+void distlock__node_cfg_clear(distlock__node_cfg *cfg)
 {
     free(cfg->uri);
     free(cfg->host);
@@ -430,10 +430,46 @@ static void free_cfg(distlock__node_cfg *cfg)
     free(cfg->sentinel_pass);
 }
 
+static int copy_str(char **dst, const char *src)
+{
+    *dst = NULL;
+    return src && (*dst = strdup(src)) == NULL ? -1 : 0;
+}
+
+int distlock__node_cfg_copy(distlock__node_cfg *dst, const distlock__node_cfg *src)
+{
+    *dst = *src;
+    dst->sentinels = NULL;
+    dst->nsentinels = 0;
+    int bad = copy_str(&dst->uri, src->uri) | copy_str(&dst->host, src->host) |
+              copy_str(&dst->path, src->path) | copy_str(&dst->user, src->user) |
+              copy_str(&dst->pass, src->pass) | copy_str(&dst->master, src->master) |
+              copy_str(&dst->sentinel_user, src->sentinel_user) |
+              copy_str(&dst->sentinel_pass, src->sentinel_pass) |
+              copy_str(&dst->tls.ca_file, src->tls.ca_file) |
+              copy_str(&dst->tls.ca_dir, src->tls.ca_dir) |
+              copy_str(&dst->tls.cert, src->tls.cert) | copy_str(&dst->tls.key, src->tls.key) |
+              copy_str(&dst->tls.server_name, src->tls.server_name);
+    if (!bad && src->nsentinels > 0) {
+        dst->sentinels = calloc((size_t)src->nsentinels, sizeof(*dst->sentinels));
+        bad = dst->sentinels == NULL;
+        for (int k = 0; !bad && k < src->nsentinels; k++) {
+            dst->sentinels[k].port = src->sentinels[k].port;
+            bad = copy_str(&dst->sentinels[k].host, src->sentinels[k].host);
+            dst->nsentinels = k + 1;
+        }
+    }
+    if (bad) {
+        distlock__node_cfg_clear(dst);
+        return -1;
+    }
+    return 0;
+}
+
 void distlock__free_nodes(distlock__node_cfg *nodes, int n)
 {
     for (int i = 0; nodes && i < n; i++)
-        free_cfg(&nodes[i]);
+        distlock__node_cfg_clear(&nodes[i]);
     free(nodes);
 }
 
