@@ -182,10 +182,15 @@ static void test_cancel_from_signal_handler(void **state)
     pthread_join(t, NULL);
     check_cancelled(&w, t0, "handler on the waiting thread");
 
-    /* ...or on another thread (here: this one). */
-    struct waiter w2 = { .c = wc, .key = "c:sig", .wait = DISTLOCK_WAIT_FOREVER };
+    /* ...or on another thread (here: this one). Another key: the first
+     * waiter's subscription to c:sig may still stand, and the signal must
+     * come only once this call is in its wait (a cancel before the call
+     * started does not concern it). */
+    distlock_lock *hl2 = NULL;
+    assert_rc(distlock_acquire(holder, "c:sig2", 30000, 0, 0, &hl2), DISTLOCK_OK);
+    struct waiter w2 = { .c = wc, .key = "c:sig2", .wait = DISTLOCK_WAIT_FOREVER };
     start_waiter(&t, &w2);
-    until_waiting(rc, "c:sig", 1);
+    until_waiting(rc, "c:sig2", 1);
     t0 = rh_now_ms();
     assert_int_equal(raise(SIGUSR1), 0);
     pthread_join(t, NULL);
@@ -193,6 +198,8 @@ static void test_cancel_from_signal_handler(void **state)
 
     sigaction(SIGUSR1, &old, NULL);
     assert_holding(rc, "c:sig", distlock_lock_token(hl), rc->n);
+    assert_holding(rc, "c:sig2", distlock_lock_token(hl2), rc->n);
+    distlock_lock_free(hl2);
     distlock_lock_free(hl);
     distlock_client_free(wc);
     distlock_client_free(holder);
