@@ -192,6 +192,8 @@ static int held_extend(distlock__held *h, long ttl_ms)
     pthread_mutex_unlock(&c->mu);
 
     int rc = distlock__extend_keytoken(c, h->key, h->token, ttl_ms, &until);
+    distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_EXTENDED
+                                                     : DISTLOCK__ST_EXTEND_FAILED);
 
     pthread_mutex_lock(&c->mu);
     h->renewing = 0;
@@ -274,8 +276,8 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
     return rc;
 }
 
-int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                           unsigned flags, const char *owner, distlock_lock **out)
+static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                         unsigned flags, const char *owner, distlock_lock **out)
 {
     char tok[33], tid[64];
     int rc;
@@ -347,6 +349,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
         return rc;
     }
     atomic_store(&h->valid_until_us, until);
+    h->acquired_us = distlock__stats_on(&c->stats) ? distlock__now_us() : 0;
     l->h = h;
     pthread_mutex_lock(&c->mu);
     h->next = c->held;
@@ -367,6 +370,17 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     pthread_mutex_unlock(&c->mu);
     *out = l;
     return DISTLOCK_OK;
+}
+
+/* The outcome and the duration of every call are counted (stats.c). */
+int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                           unsigned flags, const char *owner, distlock_lock **out)
+{
+    uint64_t t0 = c && distlock__stats_on(&c->stats) ? distlock__now_us() : 0;
+    int rc = acquire_owner(c, key, ttl_ms, wait_ms, flags, owner, out);
+    if (t0 != 0)
+        distlock__stats_acquire(&c->stats, rc, distlock__now_us() - t0);
+    return rc;
 }
 
 int distlock_acquire(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
@@ -412,7 +426,12 @@ static int release_handle(distlock_lock *l, int check_thread)
     h->released = 1;       /* the watchdog stops renewing it */
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, h->key, h->token, until, h->set_pref, h->maybe);
+    rc = distlock__release_keytoken(c, h->key, h->token, until, h->set_pref, h->maybe);
+    distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_RELEASED
+                                                     : DISTLOCK__ST_RELEASE_FAILED);
+    if (h->acquired_us != 0 && distlock__stats_on(&c->stats))
+        distlock__stats_observe(&c->stats, DISTLOCK__H_HOLD, distlock__now_us() - h->acquired_us);
+    return rc;
 }
 
 int distlock_release(distlock_lock *l)

@@ -9,6 +9,7 @@
  *   layer 1  transport     pool.c round.c request.c conn.c resp.c net.c
  *                          resolve.c sentinel.c               (transport.h)
  *   layer 0  base          error.c clock.c token.c uri.c      (base.h)
+ *                          stats.c (counters, histograms)     (stats.h)
  *
  * A file calls only into its own layer and the layers below; nothing below
  * the client state knows a lock handle or a client. The background layer's
@@ -28,6 +29,7 @@ struct distlock_client {
     distlock__node_cfg *nodes;  /* owned here; tp and q point at them */
     distlock__transport tp;     /* connections (its own lock: tp.mu) */
     distlock__quorum q;         /* quorum size, drift allowance */
+    distlock__stats stats;      /* counters and histograms (stats.c); tp.stats points here */
 
     pthread_mutex_t mu;         /* options, held list, reentrancy, background state */
     _Atomic pid_t pid;          /* process that owns the sockets */
@@ -107,6 +109,7 @@ struct distlock__held {
     uint64_t set_pref;           /* connection set of its acquire (distlock__tp_checkout_pref) */
     uint64_t maybe;              /* nodes that may hold it (distlock__attempt) */
     int64_t fence;
+    uint64_t acquired_us;        /* monotonic, for the hold-time histogram (0: not counted) */
     _Atomic int lost;
     int released;
     pid_t pid;

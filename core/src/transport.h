@@ -183,6 +183,7 @@ typedef struct distlock__result {
     int retried;         /* NOSCRIPT / fallback already used */
     int fresh;           /* this round opened the connection */
     int reresolved;      /* a Sentinel node's master was asked again for it */
+    int timed_out;       /* FAILED for want of a reply in time (stats) */
     uint64_t deadline_us;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
@@ -296,6 +297,10 @@ typedef struct distlock__transport {
     char *tls_opt[DISTLOCK__TLS_NOPT];
     int tls_verify;                   /* 1 (default): verify certificates */
     struct ssl_ctx_st **tls_ctx;      /* n entries */
+
+    /* the owner's counters (stats.c): node errors, timeouts, reconnects;
+     * NULL: none (set once before the first round, then read only) */
+    distlock__stats *stats;
 } distlock__transport;
 
 /* pool.c */
