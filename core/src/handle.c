@@ -276,8 +276,11 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
     return rc;
 }
 
+/* *t_end: when a new ownership was recorded (the hold time starts there;
+ * the caller's wait ends there), else left alone. */
 static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                         unsigned flags, const char *owner, distlock_lock **out)
+                         unsigned flags, const char *owner, distlock_lock **out,
+                         uint64_t *t_end)
 {
     char tok[33], tid[64];
     int rc;
@@ -349,7 +352,8 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
         return rc;
     }
     atomic_store(&h->valid_until_us, until);
-    h->acquired_us = distlock__stats_on(&c->stats) ? distlock__now_us() : 0;
+    if (*t_end != 0)  /* counting: one clock read serves the wait and the hold */
+        *t_end = h->acquired_us = distlock__now_us();
     l->h = h;
     pthread_mutex_lock(&c->mu);
     h->next = c->held;
@@ -376,10 +380,10 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
 int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
                            unsigned flags, const char *owner, distlock_lock **out)
 {
-    uint64_t t0 = c && distlock__stats_on(&c->stats) ? distlock__now_us() : 0;
-    int rc = acquire_owner(c, key, ttl_ms, wait_ms, flags, owner, out);
+    uint64_t t0 = c && distlock__stats_on(&c->stats) ? distlock__now_us() : 0, t1 = t0;
+    int rc = acquire_owner(c, key, ttl_ms, wait_ms, flags, owner, out, &t1);
     if (t0 != 0)
-        distlock__stats_acquire(&c->stats, rc, distlock__now_us() - t0);
+        distlock__stats_acquire(&c->stats, rc, (t1 != t0 ? t1 : distlock__now_us()) - t0);
     return rc;
 }
 
