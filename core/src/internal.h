@@ -156,6 +156,10 @@ typedef struct distlock__attempt {
     int64_t fence;           /* FENCING: the fence, else -1 */
     uint64_t set_id;         /* the connection set it used */
     uint64_t maybe;          /* nodes that granted or may have */
+    /* when its requests went out, and when its grant was checked (0: not
+     * granted); a waiting acquire reports its first attempt's start. The
+     * metrics use these clock reads instead of their own. */
+    uint64_t t0_us, t1_us;
 } distlock__attempt;
 
 /* acquire.c: one attempt on every node; a lost one is undone. */
@@ -170,6 +174,11 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
  * after its first send ran is then recognised as done. */
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
                                uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe);
+/* The same, telling when its requests went out (*sent_us, if it got that
+ * far; the end of a hold, for the metrics, without a clock read of its own). */
+int distlock__release_keytoken_at(distlock_client *c, const char *key, const char *token,
+                                  uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
+                                  uint64_t *sent_us);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);

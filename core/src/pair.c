@@ -27,7 +27,7 @@ static int check_pair(const distlock_client *c, const char *key, const char *tok
 }
 
 static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
-                         unsigned flags, long *validity_ms)
+                         unsigned flags, long *validity_ms, uint64_t *t0, uint64_t *t1)
 {
     uint64_t until = 0;
     int rc;
@@ -39,6 +39,8 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags };
     distlock__attempt att;
     rc = distlock__acquire_once(c, &rq, &att);
+    *t0 = att.t0_us;
+    *t1 = att.t1_us;
     if (rc == DISTLOCK_OK) {
         until = att.valid_until_us;
         if (validity_ms)
@@ -58,10 +60,10 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
 int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
                            unsigned flags, long *validity_ms)
 {
-    uint64_t t0 = c && distlock__stats_on(&c->stats) ? distlock__now_us() : 0;
-    int rc = acquire_token(c, key, ttl_ms, token, flags, validity_ms);
-    if (t0 != 0)
-        distlock__stats_acquire(&c->stats, rc, distlock__now_us() - t0);
+    uint64_t t0 = 0, t1 = 0;
+    int rc = acquire_token(c, key, ttl_ms, token, flags, validity_ms, &t0, &t1);
+    if (c && distlock__stats_on(&c->stats))
+        distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
     return rc;
 }
 

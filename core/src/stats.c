@@ -11,10 +11,10 @@
 
 #include "stats.h"
 
-static const uint64_t bounds_us[DISTLOCK__HIST_BOUNDS] = {
-    100, 250, 500, 1000, 2500, 5000, 10000, 25000, 50000, 100000, 250000, 500000,
-    1000000, 2500000, 5000000, 10000000, 30000000, 60000000,
-};
+static uint64_t bound_us(size_t b)
+{
+    return 1ull << (DISTLOCK__HIST_MIN_LOG2 + b);
+}
 
 static const char *const counter_names[DISTLOCK__ST_COUNT] = {
     "acquire_granted_total", "acquire_refused_total", "release_total", "release_failed_total",
@@ -60,37 +60,26 @@ static void add(_Atomic uint64_t *v, uint64_t d)
     atomic_fetch_add_explicit(v, d, memory_order_relaxed);
 }
 
-void distlock__stats_observe(distlock__stats *s, int hist, uint64_t us)
-{
-    if (!distlock__stats_on(s))
-        return;
-    distlock__hist *h = &s->hist[hist];
-    int b = 0;
-    while (b < DISTLOCK__HIST_BOUNDS && us > bounds_us[b])  /* le: upper bound inclusive */
-        b++;
-    add(&h->bucket[b], 1);
-    add(&h->sum_us, us);
-}
-
 void distlock__stats_acquire(distlock__stats *s, int status, uint64_t elapsed_us)
 {
-    if (!distlock__stats_on(s))
-        return;
     if (status == 0)
         add(&s->count[DISTLOCK__ST_ACQ_GRANTED], 1);
     else if (status > 0)
         add(&s->count[DISTLOCK__ST_ACQ_REFUSED], 1);
     else
         add(&s->acq_failed[status >= DISTLOCK__ST_STATUS_MIN ? -status : 0], 1);
-    distlock__stats_observe(s, DISTLOCK__H_WAIT, elapsed_us);
+    distlock__stats_observe_on(s, DISTLOCK__H_WAIT, elapsed_us);
 }
 
-void distlock__stats_node_error(distlock__stats *s, int i, int timeout)
+void distlock__stats_node_error(distlock__stats *s, int i)
 {
-    if (!distlock__stats_on(s) || i < 0 || i >= s->n)
-        return;
-    add(&s->node[i].errors, 1);
-    if (timeout)
+    if (distlock__stats_on(s) && i >= 0 && i < s->n)
+        add(&s->node[i].errors, 1);
+}
+
+void distlock__stats_node_timeout(distlock__stats *s, int i)
+{
+    if (distlock__stats_on(s) && i >= 0 && i < s->n)
         add(&s->node[i].timeouts, 1);
 }
 
@@ -119,7 +108,7 @@ static void hist_entry(const distlock__hist *h, const char *base, size_t k, char
     for (size_t b = 0; b <= upto; b++)
         cum += load(&h->bucket[b]);
     if (k < DISTLOCK__HIST_BOUNDS) {
-        snprintf(name, size, "%s_bucket{le=\"%llu\"}", base, (unsigned long long)bounds_us[k]);
+        snprintf(name, size, "%s_bucket{le=\"%llu\"}", base, (unsigned long long)bound_us(k));
         *value = cum;
     } else if (k == DISTLOCK__HIST_BOUNDS) {
         snprintf(name, size, "%s_bucket{le=\"+Inf\"}", base);

@@ -7,7 +7,7 @@
  * (through the pointer its owner gives it), the operations and the API the
  * outcomes. This file calls nothing but the C library.
  *
- * May call: nothing of the core. Called by: every layer above. */
+ * May call: clock.c (distlock__stats_span). Called by: every layer above. */
 #ifndef DISTLOCK_STATS_H
 #define DISTLOCK_STATS_H
 
@@ -29,10 +29,12 @@ enum {
     DISTLOCK__ST_COUNT
 };
 
-/* Histograms: fixed log-scale bucket bounds in microseconds (1-2.5-5 per
- * decade, 100 us .. 60 s) plus +Inf; counts are kept per bucket and made
- * cumulative when read. */
-#define DISTLOCK__HIST_BOUNDS 18
+/* Histograms: fixed log-scale bucket bounds in microseconds, powers of two
+ * from 2^7 = 128 us to 2^26 = 67.1 s (Prometheus' exponential buckets;
+ * the bucket is found with one count-leading-zeros), plus +Inf; counts are
+ * kept per bucket and made cumulative when read. */
+#define DISTLOCK__HIST_MIN_LOG2 7
+#define DISTLOCK__HIST_BOUNDS 20
 enum { DISTLOCK__H_WAIT = 0, DISTLOCK__H_HOLD, DISTLOCK__H_COUNT };
 
 typedef struct distlock__hist {
@@ -71,18 +73,49 @@ static inline int distlock__stats_on(const distlock__stats *s)
     return s != NULL && atomic_load_explicit(&s->on, memory_order_relaxed);
 }
 
+static inline void distlock__stats_inc_on(distlock__stats *s, int which)
+{
+    atomic_fetch_add_explicit(&s->count[which], 1, memory_order_relaxed);
+}
+
 static inline void distlock__stats_inc(distlock__stats *s, int which)
 {
     if (distlock__stats_on(s))
-        atomic_fetch_add_explicit(&s->count[which], 1, memory_order_relaxed);
+        distlock__stats_inc_on(s, which);
+}
+
+/* An acquire's wait from its attempt's clock reads (distlock__attempt):
+ * t0 the first attempt's start (0: nothing was sent: 0), t1 the grant's
+ * check (0: not granted: read the clock now). */
+uint64_t distlock__now_us(void);
+static inline uint64_t distlock__stats_span(uint64_t t0, uint64_t t1)
+{
+    if (t0 == 0)
+        return 0;
+    return (t1 != 0 ? t1 : distlock__now_us()) - t0;
 }
 
 /* An acquire call's outcome (OK, NOTACQUIRED or an error status) and how
- * long it took (its wait, whatever the outcome). */
+ * long it took (its wait, whatever the outcome); counting on (the caller
+ * checked). */
 void distlock__stats_acquire(distlock__stats *s, int status, uint64_t elapsed_us);
-void distlock__stats_observe(distlock__stats *s, int hist, uint64_t us);
-/* Node i: an error (timeout: it was no reply in time), a reconnect. */
-void distlock__stats_node_error(distlock__stats *s, int i, int timeout);
+
+/* One observation into histogram `hist`, counting on (the caller checked). */
+static inline void distlock__stats_observe_on(distlock__stats *s, int hist, uint64_t us)
+{
+    /* le: the upper bound is inclusive. The smallest b with us <= 2^(MIN+b):
+     * ceil(log2(us)) - MIN, clamped to 0..BOUNDS (BOUNDS: +Inf). */
+    uint64_t x = (us - (us != 0)) | ((1u << DISTLOCK__HIST_MIN_LOG2) - 1);  /* 0 if us <= 2^MIN */
+    int b = 64 - __builtin_clzll(x) - DISTLOCK__HIST_MIN_LOG2;
+    if (b > DISTLOCK__HIST_BOUNDS)
+        b = DISTLOCK__HIST_BOUNDS;
+    atomic_fetch_add_explicit(&s->hist[hist].bucket[b], 1, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->hist[hist].sum_us, us, memory_order_relaxed);
+}
+/* Node i: a request failed or got an error reply (counted where that is
+ * decided); of those, one that had no reply in time; a reconnect. */
+void distlock__stats_node_error(distlock__stats *s, int i);
+void distlock__stats_node_timeout(distlock__stats *s, int i);
 void distlock__stats_node_reconnect(distlock__stats *s, int i);
 
 /* Entries, in a fixed order: how many there are for this client, and entry

@@ -183,7 +183,6 @@ typedef struct distlock__result {
     int retried;         /* NOSCRIPT / fallback already used */
     int fresh;           /* this round opened the connection */
     int reresolved;      /* a Sentinel node's master was asked again for it */
-    int timed_out;       /* FAILED for want of a reply in time (stats) */
     uint64_t deadline_us;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
