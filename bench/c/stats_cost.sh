@@ -7,7 +7,10 @@
 #     DISTLOCK_STATSCOST_BASE=DIR (another checkout, e.g. the main branch
 #     before metrics) also that tree's library, built the same way;
 #  2. pairs/s with DISTLOCK_OPT_STATS = 1 against 0, alternating slices of
-#     one run (distlock_bench statscost).
+#     one run (distlock_bench statscost);
+#  3. with DISTLOCK_STATSCOST_PYTHON=PY (a python with the distlock package,
+#     e.g. a venv made by python/build.sh), the same in Python
+#     (bench/python/stats_cost.py).
 #
 #   bash bench/c/stats_cost.sh [PAIRS=2000] [SLICE_MS=1000] [ROUNDS=9]
 set -euo pipefail
@@ -53,3 +56,6 @@ if [ -n "${DISTLOCK_STATSCOST_BASE:-}" ]; then
     "$(awk -v a="$on" -v b="$base" 'BEGIN { printf "%.4f", a / b }')"
 fi
 "$build/distlock_bench" statscost "$uri" "$slice" "$rounds" "bench:statscost"
+if [ -n "${DISTLOCK_STATSCOST_PYTHON:-}" ]; then
+  "$DISTLOCK_STATSCOST_PYTHON" "$repo/bench/python/stats_cost.py" "$uri" "$(awk -v s="$slice" 'BEGIN { print s / 1000 }')" "$rounds"
+fi
