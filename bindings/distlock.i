@@ -281,6 +281,37 @@ DL_CHECKED(distlock_client_quorum)
 DL_CHECKED(distlock_holder)
 DL_CHECKED(distlock_ttl_from_seconds)
 
+/* ---- metrics (issue 15 item 4): distlock_client_stats() as a dict
+ * {name: value}, names as in the C header (labels included). */
+%ignore distlock_client_stats;
+%ignore distlock_stat;
+%inline %{
+static PyObject *distlock_py_stats(distlock_client *c)
+{
+    size_t n = 0, got = 0;
+    int rc = distlock_client_stats(c, NULL, 0, &n);
+    distlock_stat *e = rc == DISTLOCK_OK ? PyMem_Calloc(n ? n : 1, sizeof(*e)) : NULL;
+    if (rc == DISTLOCK_OK && e == NULL)
+        return PyErr_NoMemory();
+    if (rc == DISTLOCK_OK)
+        rc = distlock_client_stats(c, e, n, &got);
+    if (rc != DISTLOCK_OK) {
+        PyMem_Free(e);
+        distlock_py_raise(rc);
+        return NULL;
+    }
+    PyObject *d = PyDict_New();
+    for (size_t k = 0; d && k < got; k++) {
+        PyObject *v = PyLong_FromUnsignedLongLong((unsigned long long)e[k].value);
+        if (v == NULL || PyDict_SetItemString(d, e[k].name, v) < 0)
+            Py_CLEAR(d);
+        Py_XDECREF(v);
+    }
+    PyMem_Free(e);
+    return d;
+}
+%}
+
 /* Not wrapped: the lost callback (runs on a C thread; the Python layer polls
  * distlock_lock_lost() instead) and the lost fd. */
 %ignore distlock_lock_on_lost;

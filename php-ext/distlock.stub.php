@@ -136,6 +136,15 @@ namespace Distlock {
         public function servers(): array {}
 
         public function quorum(): int {}
+
+        /**
+         * This client's counters and histograms since it was made, without
+         * I/O: name => value, the names of C's distlock_client_stats() (e.g.
+         * "acquire_granted_total", "acquire_failed_total{status=\"ECONN\"}",
+         * cumulative "acquire_wait_us_bucket{le=\"1024\"}").
+         * @return array<string, int>
+         */
+        public function stats(): array {}
     }
 
     /** @not-serializable */

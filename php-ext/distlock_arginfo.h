@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: bd1afaa032d28a0250c3d42ed0cbb9f1db8d6c67 */
+ * Stub hash: 4734077a46a939da44c1ec56320bc1dca4ec5e70 */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
@@ -37,6 +37,8 @@ ZEND_END_ARG_INFO()
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_quorum, 0, 0, IS_LONG, 0)
 ZEND_END_ARG_INFO()
 
+#define arginfo_class_Distlock_Client_stats arginfo_class_Distlock_Client_servers
+
 ZEND_BEGIN_ARG_INFO_EX(arginfo_class_Distlock_Lock___construct, 0, 0, 0)
 ZEND_END_ARG_INFO()
 
@@ -70,6 +72,7 @@ ZEND_METHOD(Distlock_Client, tryLock);
 ZEND_METHOD(Distlock_Client, lock);
 ZEND_METHOD(Distlock_Client, servers);
 ZEND_METHOD(Distlock_Client, quorum);
+ZEND_METHOD(Distlock_Client, stats);
 ZEND_METHOD(Distlock_Lock, __construct);
 ZEND_METHOD(Distlock_Lock, release);
 ZEND_METHOD(Distlock_Lock, extend);
@@ -119,6 +122,7 @@ static const zend_function_entry class_Distlock_Client_methods[] = {
 	ZEND_ME(Distlock_Client, lock, arginfo_class_Distlock_Client_lock, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, servers, arginfo_class_Distlock_Client_servers, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, quorum, arginfo_class_Distlock_Client_quorum, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, stats, arginfo_class_Distlock_Client_stats, ZEND_ACC_PUBLIC)
 	ZEND_FE_END
 };
 

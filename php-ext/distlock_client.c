@@ -263,6 +263,35 @@ PHP_METHOD(Distlock_Client, quorum)
     RETURN_LONG(distlock_client_quorum(c));
 }
 
+PHP_METHOD(Distlock_Client, stats)
+{
+    distlock_client *c;
+    distlock_stat *e;
+    size_t n = 0, got = 0;
+
+    ZEND_PARSE_PARAMETERS_NONE();
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (distlock_client_stats(c, NULL, 0, &n) != DISTLOCK_OK) {
+        zend_throw_error(NULL, "distlock_client_stats: %s", distlock_last_error());
+        RETURN_THROWS();
+    }
+    e = safe_emalloc(n ? n : 1, sizeof(*e), 0);
+    if (distlock_client_stats(c, e, n, &got) != DISTLOCK_OK) {
+        efree(e);
+        zend_throw_error(NULL, "distlock_client_stats: %s", distlock_last_error());
+        RETURN_THROWS();
+    }
+    array_init_size(return_value, (uint32_t)got);
+    for (size_t k = 0; k < got; k++) {
+        /* PHP ints are signed 64-bit: a counter past 2^63 saturates */
+        zend_long v = e[k].value > (uint64_t)ZEND_LONG_MAX ? ZEND_LONG_MAX : (zend_long)e[k].value;
+        add_assoc_long(return_value, e[k].name, v);
+    }
+    efree(e);
+}
+
 static HashTable *dl_client_debug_info(zend_object *obj, int *is_temp)
 {
     dl_client_obj *o = dl_client_from(obj);

@@ -14,6 +14,13 @@
  *       WAIT for replicas: pairs/s of a client with DISTLOCK_OPT_WAIT_REPLICAS =
  *       REPLICAS against one without, in alternating slices of one run (the
  *       nodes of URIS must have that many replicas); bench/c/wait_cost.sh.
+ *   distlock_bench statscost URIS SLICE_MS ROUNDS KEY
+ *       Metrics: pairs/s of a client with DISTLOCK_OPT_STATS = 1 (the default)
+ *       against one with 0, alternating slices of one run; bench/c/stats_cost.sh.
+ *   distlock_bench count URIS PAIRS KEY STATS
+ *       Exactly PAIRS pairs in run_pairs() (for callgrind --toggle-collect);
+ *       STATS 0/1 sets DISTLOCK_OPT_STATS, "-" leaves the client as it is (a
+ *       library that has no such option).
  */
 #include "common.h"
 
@@ -243,6 +250,62 @@ static int mode_waitcost(int argc, char **argv)
     return 0;
 }
 
+#ifndef DISTLOCK_OPT_STATS
+#define DISTLOCK_OPT_STATS 40  /* built against a header without it: the call fails */
+#endif
+
+static int mode_statscost(int argc, char **argv)
+{
+    if (argc < 6) die("usage", "statscost URIS SLICE_MS ROUNDS KEY");
+    distlock_client *off = client(argv[2]), *on = client(argv[2]);
+    long slice_ms = atol(argv[3]);
+    int rounds = atoi(argv[4]);
+    const char *key = argv[5];
+    int rc = distlock_client_set(off, DISTLOCK_OPT_STATS, 0);
+    if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_STATS", rc);
+    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
+    double a[100], b[100];
+    for (int w = 0; w < 200; w++)
+        if ((rc = one_pair(off, key, 0, NULL)) != DISTLOCK_OK || (rc = one_pair(on, key, 0, NULL)))
+            fail("warm-up pair", rc);
+    for (int k = 0; k < rounds; k++) {  /* alternate, so drift hits both alike */
+        a[k] = wait_slice(off, key, slice_ms);
+        b[k] = wait_slice(on, key, slice_ms);
+    }
+    qsort(a, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(b, (size_t)rounds, sizeof(double), cmp_double);
+    double ma = a[rounds / 2], mb = b[rounds / 2];
+    printf("stats=0 pairs/s median %.0f (min %.0f max %.0f)\n", ma, a[0], a[rounds - 1]);
+    printf("stats=1 pairs/s median %.0f (min %.0f max %.0f)\n", mb, b[0], b[rounds - 1]);
+    printf("ratio stats/no-stats %.3f over %d slices of %ld ms each\n", mb / ma, rounds, slice_ms);
+    distlock_client_free(off);
+    distlock_client_free(on);
+    return 0;
+}
+
+/* Not inlined: callgrind --toggle-collect=run_pairs counts this loop only. */
+__attribute__((noinline)) static void run_pairs(distlock_client *c, const char *key, long pairs)
+{
+    for (long k = 0; k < pairs; k++) {
+        int rc = one_pair(c, key, 0, NULL);
+        if (rc != DISTLOCK_OK) fail("pair", rc);
+    }
+}
+
+static int mode_count(int argc, char **argv)
+{
+    if (argc < 6) die("usage", "count URIS PAIRS KEY STATS(0|1|-)");
+    distlock_client *c = client(argv[2]);
+    if (strcmp(argv[5], "-") != 0) {
+        int rc = distlock_client_set(c, DISTLOCK_OPT_STATS, atol(argv[5]));
+        if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_STATS", rc);
+    }
+    run_pairs(c, argv[4], 200);  /* warm-up: connections, scripts */
+    run_pairs(c, argv[4], atol(argv[3]));
+    distlock_client_free(c);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -253,6 +316,8 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "renew")) return mode_hold(argc, argv, 1);
     if (!strcmp(argv[1], "connect")) return mode_connect(argc, argv);   /* TLS row */
     if (!strcmp(argv[1], "waitcost")) return mode_waitcost(argc, argv);
+    if (!strcmp(argv[1], "statscost")) return mode_statscost(argc, argv);
+    if (!strcmp(argv[1], "count")) return mode_count(argc, argv);
     die("unknown mode", argv[1]);
     return 2;
 }

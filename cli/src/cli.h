@@ -15,6 +15,7 @@ enum {
     CLI_EXIT_OK = 0,
     CLI_EXIT_NO = 1,             /* status: not held; release: nothing released */
     CLI_EXIT_USAGE = 64,         /* EX_USAGE: bad arguments */
+    CLI_EXIT_NOINPUT = 66,       /* EX_NOINPUT: stats: the file cannot be read */
     CLI_EXIT_UNAVAILABLE = 69,   /* EX_UNAVAILABLE: no usable answer from the servers:
                                     unreachable / silent, no quorum, server error, a grant
                                     that came after the ttl was used up */
@@ -139,6 +140,14 @@ int cli_getopt_error(const char *verb, int opt, char **argv);
 int cli_run(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_release(int argc, char **argv);
+
+/* Metrics (stats.c): -v prints the client's counters at exit; --stats-file
+ * adds them to a file that `distlock stats` prints (also as Prometheus text). */
+void cli_stats_verbose(const struct cli_common *co, distlock_client *c);
+int cli_stats_save(const char *file, distlock_client *c);
+void cli_stats_prometheus(FILE *f, const distlock_stat *e, size_t n);
+int cli_stats(int argc, char **argv);
+void cli_help_stats(FILE *f);
 
 /* Help texts. */
 void cli_help_main(FILE *f);

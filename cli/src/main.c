@@ -11,6 +11,7 @@ void cli_help_main(FILE *f)
 "Usage: distlock run [options] KEY -- COMMAND [ARGS...]\n"
 "       distlock status [options] KEY\n"
 "       distlock release (--force | --token TOKEN) [options] KEY\n"
+"       distlock stats [--prometheus] [FILE]\n"
 "       distlock help [VERB] | --help | --version\n"
 "\n"
 "Distributed locks on Redis, like flock(1) across hosts.\n"
@@ -20,6 +21,7 @@ void cli_help_main(FILE *f)
 "           COMMAND exits, and exit with COMMAND's status\n"
 "  status   show whether KEY is held, by which token and for how long, per node\n"
 "  release  administrative release of KEY (--force: whoever holds it)\n"
+"  stats    print the counters 'run --stats-file' accumulated (--prometheus)\n"
 "\n"
 "Servers: --servers URI[,URI...], else $DISTLOCK_SERVERS, else %s.\n"
 "One URI is a single-instance lock; N URIs of independent masters are Redlock\n"
@@ -81,6 +83,9 @@ void cli_help_run(FILE *f)
 "      --kill-after DUR        then SIGKILL if still running (default 10s; 0: never)\n"
 "      --lost-exit-code N      exit status after --kill-on-lost acted (default 79)\n"
 "      --fence                 also take a fencing token: $DISTLOCK_FENCE\n"
+"      --stats-file FILE       at exit, add this run's counters to FILE\n"
+"                              ($DISTLOCK_STATS_FILE; see 'distlock stats'; -v\n"
+"                              prints them on stderr)\n"
 "%s"
 "\n"
 "DUR is a number with an optional unit: ms, s (the default), m, h; e.g. 500ms,\n"
@@ -145,6 +150,7 @@ static const struct verb {
     {"run", cli_run, cli_help_run},
     {"status", cli_status, cli_help_status},
     {"release", cli_release, cli_help_release},
+    {"stats", cli_stats, cli_help_stats},
 };
 
 static const struct verb *find_verb(const char *name)

@@ -58,6 +58,7 @@ struct run_opts {
     int kill_sig;
     long kill_after_ms;
     int fence;
+    const char *stats_file;  /* --stats-file, else $DISTLOCK_STATS_FILE, else NULL */
 };
 
 static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
@@ -71,7 +72,7 @@ static long now_ms(void)
 }
 
 enum {
-    OPT_LOST_EXIT = 2000, OPT_KILL_SIGNAL, OPT_KILL_AFTER, OPT_FENCE
+    OPT_LOST_EXIT = 2000, OPT_KILL_SIGNAL, OPT_KILL_AFTER, OPT_FENCE, OPT_STATS_FILE
 };
 
 static const struct option run_longopts[] = {
@@ -85,6 +86,7 @@ static const struct option run_longopts[] = {
     {"kill-signal", required_argument, NULL, OPT_KILL_SIGNAL},
     {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
     {"fence", no_argument, NULL, OPT_FENCE},
+    {"stats-file", required_argument, NULL, OPT_STATS_FILE},
     {NULL, 0, NULL, 0}
 };
 
@@ -104,6 +106,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
     o->kill_sig = SIGTERM;
     o->kill_after_ms = 10000;
     o->fence = 0;
+    o->stats_file = getenv("DISTLOCK_STATS_FILE");
 
     opterr = 0;
     optind = 1;
@@ -157,6 +160,9 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
             break;
         case OPT_FENCE:
             o->fence = 1;
+            break;
+        case OPT_STATS_FILE:
+            o->stats_file = optarg;
             break;
         default: /* ':' or '?' */
             return cli_getopt_error("run", opt, argv);
@@ -273,6 +279,9 @@ static void run_state_init(struct run_state *st)
 static void run_state_free(struct run_state *st)
 {
     distlock_lock_free(st->lock);  /* releases it unless released already */
+    if (st->c && st->o.stats_file && st->o.stats_file[0])
+        (void)cli_stats_save(st->o.stats_file, st->c);
+    cli_stats_verbose(&st->o.co, st->c);
     distlock_client_free(st->c);
     if (st->sfd >= 0)
         close(st->sfd);

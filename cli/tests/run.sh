@@ -925,6 +925,50 @@ t_wait_replicas() {
   kill -CONT "$rpid"; STOPPED_PID=""
 }
 
+# Metrics (issue 15 item 4): -v prints this run's counters at exit; runs with
+# --stats-file add theirs to one file; `stats --prometheus` prints it in the
+# text exposition format (every line checked against the format's grammar).
+t_stats_verbose_and_prometheus() {
+  local k=cli:stats:$RANDOM f=$D/stats.txt i
+  local refusals=2
+  hold "$k" || return 1
+  for ((i = 0; i < refusals; i++)); do
+    expect 75 "$DL" run --stats-file "$f" "$k" -- true || return 1
+  done
+  echo 0 >"$D/release"
+  wait_exit "$HOLDER" 10 || return 1
+  DISTLOCK_STATS_FILE=$f expect 0 "$DL" run "$k" -- true || return 1
+  expect 0 "$DL" stats "$f" || return 1
+  grep -qx "acquire_refused_total $refusals" "$D/out" || fail "refusals: $(cat "$D/out")"
+  grep -qx "acquire_granted_total 1" "$D/out" || fail "grants: $(cat "$D/out")"
+  grep -qx "release_total 1" "$D/out" || fail "releases: $(cat "$D/out")"
+  grep -qx "acquire_wait_us_count $((refusals + 1))" "$D/out" || fail "waits: $(cat "$D/out")"
+  grep -qx "hold_us_count 1" "$D/out" || fail "holds: $(cat "$D/out")"
+  # -v: this run's counters on stderr at exit (not the file's)
+  expect 0 "$DL" run -v "$k" -- true || return 1
+  contains "$D/err" "stats of this run:" || return 1
+  grep -qx "  acquire_granted_total 1" "$D/err" || fail "-v: $(cat "$D/err")"
+  grep -qx "  acquire_refused_total 0" "$D/err" || fail "-v: $(cat "$D/err")"
+  # the exposition format
+  expect 0 "$DL" stats --prometheus "$f" || return 1
+  local bad
+  bad=$(grep -Ev '^# HELP distlock_[a-z_]+ .+$|^# TYPE distlock_[a-z_]+ (counter|histogram)$|^distlock_[a-z_]+(\{[a-z]+="[^"]*"\})? [0-9]+(\.[0-9]+)?$' "$D/out" || true)
+  [ -z "$bad" ] || fail "lines not in the exposition format: $bad"
+  grep -qx "distlock_acquire_refused_total $refusals" "$D/out" || fail "prom refusals"
+  grep -qx "# TYPE distlock_acquire_wait_seconds histogram" "$D/out" || fail "no histogram TYPE"
+  local inf count
+  inf=$(sed -n 's/^distlock_acquire_wait_seconds_bucket{le="+Inf"} //p' "$D/out")
+  count=$(sed -n 's/^distlock_acquire_wait_seconds_count //p' "$D/out")
+  [ "$inf" = $((refusals + 1)) ] && [ "$count" = "$inf" ] || fail "+Inf $inf, count $count"
+  grep -q '^distlock_acquire_wait_seconds_bucket{le="0.000128"} ' "$D/out" || fail "bounds not in seconds"
+  grep -q '^distlock_node_errors_total{node="0"} 0$' "$D/out" || fail "no per-node line"
+  # the buckets are cumulative
+  sed -n 's/^distlock_acquire_wait_seconds_bucket{le="[^"]*"} //p' "$D/out" |
+    awk 'NR > 1 && $1 < prev { exit 1 } { prev = $1 }' || fail "buckets not cumulative"
+  expect 66 "$DL" stats "$D/no-such-file" || return 1
+  expect 64 "$DL" stats --bogus "$f" || return 1
+}
+
 # ------------------------------------------------------------------ runner
 ALL=$(declare -F | awk '{print $3}' | grep '^t_')
 [ $# -gt 0 ] && ALL="$*"

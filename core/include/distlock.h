@@ -146,6 +146,9 @@ typedef enum {
     DISTLOCK_OPT_WAIT_REPLICAS = 20,     /* default 0 (off); 0..64 replicas */
     DISTLOCK_OPT_WAIT_TIMEOUT_MS = 21,   /* default 100; 1..60000 ms */
     /* -- end WAIT for replicas -- */
+    DISTLOCK_OPT_STATS = 40,             /* default 1: keep distlock_client_stats()'s
+                                          * counters; 0: stop counting (they keep
+                                          * their values) */
     DISTLOCK_OPT_USERNAME = 100,         /* string: ACL user for every node */
     DISTLOCK_OPT_PASSWORD = 101,         /* string: password for every node */
 
@@ -331,6 +334,38 @@ DISTLOCK_API int distlock_extend_token(distlock_client *c, const char *key, cons
 
 /* Fill buf (at least 33 bytes) with a fresh 32-hex-character token. */
 DISTLOCK_API int distlock_token_generate(char *buf, size_t size);
+
+/* ------------------------------------------------------------- stats */
+/* One entry of distlock_client_stats(): a Prometheus-style name with its
+ * labels, e.g. "acquire_failed_total{status=\"ECONN\"}", and its value.
+ * This layout is frozen; new metrics are new entries, never new fields. */
+#define DISTLOCK_STAT_NAME_MAX 88
+typedef struct distlock_stat {
+    char name[DISTLOCK_STAT_NAME_MAX];
+    uint64_t value;
+} distlock_stat;
+
+/*
+ * The client's counters and histograms since it was created, in one call:
+ * up to `cap` entries into out[], and the number of entries this client has
+ * into *count (they depend only on the node count: size a buffer with
+ * out = NULL, cap = 0, which returns DISTLOCK_OK). Returns DISTLOCK_EINVAL
+ * when cap is too small (the first cap entries are filled, *count says how
+ * many there are). Entries, in this order (see README "Metrics"):
+ *   acquire_granted_total, acquire_refused_total (NOTACQUIRED),
+ *   release_total, release_failed_total, extend_total, extend_failed_total,
+ *   renewal_total, renewal_failed_total (watchdog, per lock), lost_total,
+ *   acquire_failed_total{status="EINVAL"..."ESYS","other"},
+ *   acquire_wait_us_{bucket{le="..."},sum,count}  every acquire call's duration,
+ *   hold_us_{bucket{le="..."},sum,count}          handle acquire to its release,
+ *   node_errors_total{node="i"}, node_timeouts_total{node="i"},
+ *   node_reconnects_total{node="i"} for i = 0..N-1.
+ * Histograms are cumulative (a bucket counts every value <= le, in us).
+ * Each value is exact on its own; entries are read one after the other, so
+ * they are not one atomic snapshot. Thread-safe, does not block, does no I/O.
+ */
+DISTLOCK_API int distlock_client_stats(distlock_client *c, distlock_stat *out, size_t cap,
+                                       size_t *count);
 
 /* ------------------------------------------------------------- admin */
 /* Node i (0..N-1) as a URI with any password replaced by "***". */

@@ -281,7 +281,7 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
         distlock__sidekey(a.sk->fk, rq->key, ":fence");
     distlock__result *res = a.cs->res_a;
 
-    uint64_t t0 = distlock__now_us();
+    uint64_t t0 = att->t0_us = distlock__now_us();
     first_round(&a, res);
     if (!rq->fair)
         refresh_own(&a, res);
@@ -298,7 +298,7 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
         leave_where_lost(&a, res);
     if (rc == DISTLOCK_OK) {
         att->valid_until_us = distlock__valid_until(&c->q, t0, rq->ttl_ms);
-        if (distlock__now_us() >= att->valid_until_us)
+        if ((att->t1_us = distlock__now_us()) >= att->valid_until_us)
             rc = distlock__fail(DISTLOCK_ETIMEDOUT,
                                 "'%s' acquired on %d of %d nodes but its %ld ms ttl was used up",
                                 rq->key, t.ok, c->n, rq->ttl_ms);

@@ -13,6 +13,7 @@
 #include <hiredis/hiredis.h>
 
 #include "distlock.h"
+#include "stats.h"
 
 #define DISTLOCK__HIDDEN __attribute__((visibility("hidden")))
 

@@ -44,7 +44,11 @@ int distlock_client_new(distlock_client **out, const char *servers)
         free(c);
         return rc;
     }
-    if ((rc = distlock__cancel_init(c)) != DISTLOCK_OK) {
+    if (distlock__stats_init(&c->stats, c->n) != 0)
+        rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    else if ((rc = distlock__cancel_init(c)) != DISTLOCK_OK)
+        distlock__stats_free(&c->stats);
+    if (rc != DISTLOCK_OK) {
         distlock__tp_free(&c->tp);
         distlock__free_nodes(c->nodes, c->n);
         free(c);
@@ -54,6 +58,7 @@ int distlock_client_new(distlock_client **out, const char *servers)
     c->q = (distlock__quorum){ .n = c->n, .quorum = c->quorum, .nodes = c->nodes,
                                .drift_ppm = 10000, .drift_min_ms = 2 };
     c->pid = distlock__getpid();
+    c->tp.stats = &c->stats;  /* the transport counts its nodes' errors there */
     c->retry_min_ms = 2;
     c->retry_max_ms = 100;
     atomic_store(&c->wait_timeout_ms, 100);  /* WAIT: off until replicas are asked for */
@@ -98,6 +103,7 @@ void distlock_client_free(distlock_client *c)
         close(c->lost_fd);
     distlock__cancel_free(c);
     distlock__tp_free(&c->tp);
+    distlock__stats_free(&c->stats);
     pthread_mutex_destroy(&c->mu);
     pthread_cond_destroy(&c->wd_cond);
     distlock__free_nodes(c->nodes, c->n);
@@ -131,6 +137,12 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
         atomic_store(replicas ? &c->wait_replicas : &c->wait_timeout_ms, v);
         return DISTLOCK_OK;
     }
+    case DISTLOCK_OPT_STATS:
+        if (v != 0 && v != 1)
+            return distlock__fail(DISTLOCK_EINVAL, "stats (DISTLOCK_OPT_STATS): value %ld: 0 or 1",
+                                  v);
+        atomic_store(&c->stats.on, (int)v);
+        return DISTLOCK_OK;
     /* TLS */
     case DISTLOCK_OPT_TLS_VERIFY:
         if (v != 0 && v != 1)
@@ -217,4 +229,24 @@ const char *distlock_client_node_uri(const distlock_client *c, int i)
         return NULL;
     }
     return c->nodes[i].uri;
+}
+
+int distlock_client_stats(distlock_client *c, distlock_stat *out, size_t cap, size_t *count)
+{
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if (count == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "count must not be NULL");
+    if (out == NULL && cap > 0)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL when cap > 0");
+    size_t total = distlock__stats_count(&c->stats);
+    *count = total;
+    for (size_t k = 0; k < cap && k < total; k++)
+        (void)distlock__stats_entry(&c->stats, k, out[k].name, sizeof(out[k].name),
+                                    &out[k].value);
+    if (cap > 0 && cap < total)
+        return distlock__fail(DISTLOCK_EINVAL, "stats: room for %zu entries, %zu needed", cap,
+                              total);
+    return DISTLOCK_OK;
 }

@@ -211,6 +211,7 @@ static void vfail(distlock__transport *t, distlock__result *r, int i, int status
         vsnprintf(r->err + off, sizeof(r->err) - (size_t)off, fmt, ap);
     r->state = DISTLOCK__R_FAILED;
     r->status = status;
+    distlock__stats_node_error(t->stats, i);
 }
 
 void distlock__result_fail(distlock__transport *t, distlock__result *r, int i, int status,

@@ -76,6 +76,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
     int late = rc == DISTLOCK_ETIMEDOUT;
     if ((rc != DISTLOCK_NOTACQUIRED && !late) || wait_ms == 0)
         return rc;
+    uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
 
     uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
     if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
@@ -172,6 +173,7 @@ leave_queue:
         distlock__fail(rc, "%s", detail ? detail : "");
         free(detail);
     }
+    att->t0_us = first_t0;
     return rc;
 }
 
@@ -192,6 +194,8 @@ static int held_extend(distlock__held *h, long ttl_ms)
     pthread_mutex_unlock(&c->mu);
 
     int rc = distlock__extend_keytoken(c, h->key, h->token, ttl_ms, &until);
+    distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_EXTENDED
+                                                     : DISTLOCK__ST_EXTEND_FAILED);
 
     pthread_mutex_lock(&c->mu);
     h->renewing = 0;
@@ -274,8 +278,12 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
     return rc;
 }
 
-int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                           unsigned flags, const char *owner, distlock_lock **out)
+/* *t_start, *t_end: when the first attempt went out and when the grant was
+ * checked (distlock__attempt), 0 if none (the metrics' wait; the hold time
+ * starts at *t_end). */
+static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                         unsigned flags, const char *owner, distlock_lock **out,
+                         uint64_t *t_start, uint64_t *t_end)
 {
     char tok[33], tid[64];
     int rc;
@@ -332,6 +340,8 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     distlock__attempt att;
     rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &att);
     uint64_t until = att.valid_until_us;
+    *t_start = att.t0_us;
+    *t_end = att.t1_us;
     if (rc == DISTLOCK_OK) {
         h->fence = att.fence;
         h->set_pref = att.set_id;
@@ -347,6 +357,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
         return rc;
     }
     atomic_store(&h->valid_until_us, until);
+    h->acquired_us = att.t1_us;
     l->h = h;
     pthread_mutex_lock(&c->mu);
     h->next = c->held;
@@ -367,6 +378,17 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
     pthread_mutex_unlock(&c->mu);
     *out = l;
     return DISTLOCK_OK;
+}
+
+/* The outcome and the duration of every call are counted (stats.c). */
+int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                           unsigned flags, const char *owner, distlock_lock **out)
+{
+    uint64_t t0 = 0, t1 = 0;
+    int rc = acquire_owner(c, key, ttl_ms, wait_ms, flags, owner, out, &t0, &t1);
+    if (c && distlock__stats_on(&c->stats))
+        distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
+    return rc;
 }
 
 int distlock_acquire(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
@@ -412,7 +434,15 @@ static int release_handle(distlock_lock *l, int check_thread)
     h->released = 1;       /* the watchdog stops renewing it */
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, h->key, h->token, until, h->set_pref, h->maybe);
+    uint64_t sent = 0;  /* the hold ends when the release goes out */
+    rc = distlock__release_keytoken_at(c, h->key, h->token, until, h->set_pref, h->maybe, &sent);
+    if (distlock__stats_on(&c->stats)) {
+        distlock__stats_inc_on(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_RELEASED
+                                                            : DISTLOCK__ST_RELEASE_FAILED);
+        if (h->acquired_us != 0 && sent > h->acquired_us)
+            distlock__stats_observe_on(&c->stats, DISTLOCK__H_HOLD, sent - h->acquired_us);
+    }
+    return rc;
 }
 
 int distlock_release(distlock_lock *l)

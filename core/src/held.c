@@ -34,6 +34,8 @@ void distlock__mark_lost(distlock__held *h)
     int expected = 0;
     if (!atomic_compare_exchange_strong(&h->lost, &expected, 1))
         return;
+    if (h->client)
+        distlock__stats_inc(&h->client->stats, DISTLOCK__ST_LOST);
     if (h->client && h->client->lost_fd >= 0) {
         uint64_t one = 1;
         ssize_t w = write(h->client->lost_fd, &one, sizeof(one));

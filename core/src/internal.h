@@ -9,6 +9,7 @@
  *   layer 1  transport     pool.c round.c request.c conn.c resp.c net.c
  *                          resolve.c sentinel.c               (transport.h)
  *   layer 0  base          error.c clock.c token.c uri.c      (base.h)
+ *                          stats.c (counters, histograms)     (stats.h)
  *
  * A file calls only into its own layer and the layers below; nothing below
  * the client state knows a lock handle or a client. The background layer's
@@ -28,6 +29,7 @@ struct distlock_client {
     distlock__node_cfg *nodes;  /* owned here; tp and q point at them */
     distlock__transport tp;     /* connections (its own lock: tp.mu) */
     distlock__quorum q;         /* quorum size, drift allowance */
+    distlock__stats stats;      /* counters and histograms (stats.c); tp.stats points here */
 
     pthread_mutex_t mu;         /* options, held list, reentrancy, background state */
     _Atomic pid_t pid;          /* process that owns the sockets */
@@ -107,6 +109,7 @@ struct distlock__held {
     uint64_t set_pref;           /* connection set of its acquire (distlock__tp_checkout_pref) */
     uint64_t maybe;              /* nodes that may hold it (distlock__attempt) */
     int64_t fence;
+    uint64_t acquired_us;        /* monotonic, for the hold-time histogram (0: not counted) */
     _Atomic int lost;
     int released;
     pid_t pid;
@@ -153,6 +156,10 @@ typedef struct distlock__attempt {
     int64_t fence;           /* FENCING: the fence, else -1 */
     uint64_t set_id;         /* the connection set it used */
     uint64_t maybe;          /* nodes that granted or may have */
+    /* when its requests went out, and when its grant was checked (0: not
+     * granted); a waiting acquire reports its first attempt's start. The
+     * metrics use these clock reads instead of their own. */
+    uint64_t t0_us, t1_us;
 } distlock__attempt;
 
 /* acquire.c: one attempt on every node; a lost one is undone. */
@@ -167,6 +174,11 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
  * after its first send ran is then recognised as done. */
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
                                uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe);
+/* The same, telling when its requests went out (*sent_us, if it got that
+ * far; the end of a hold, for the metrics, without a clock read of its own). */
+int distlock__release_keytoken_at(distlock_client *c, const char *key, const char *token,
+                                  uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
+                                  uint64_t *sent_us);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);

@@ -9,6 +9,13 @@
 int distlock__release_keytoken(distlock_client *c, const char *key, const char *token,
                                uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe)
 {
+    return distlock__release_keytoken_at(c, key, token, valid_until_us, set_pref, maybe, NULL);
+}
+
+int distlock__release_keytoken_at(distlock_client *c, const char *key, const char *token,
+                                  uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
+                                  uint64_t *sent_us)
+{
     int rc;
 
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
@@ -18,6 +25,8 @@ int distlock__release_keytoken(distlock_client *c, const char *key, const char *
         return DISTLOCK_ENOMEM;
     distlock__result *res = cs->res_a;
     uint64_t t0 = distlock__now_us();
+    if (sent_us)
+        *sent_us = t0;
     distlock__tally t = distlock__release_round(c, cs, key, token, NULL, res, maybe);
     if (t0 < valid_until_us) {
         /* A release resent on a fresh connection (the first one broke after

@@ -26,8 +26,8 @@ static int check_pair(const distlock_client *c, const char *key, const char *tok
     return DISTLOCK_OK;
 }
 
-int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
-                           unsigned flags, long *validity_ms)
+static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
+                         unsigned flags, long *validity_ms, uint64_t *t0, uint64_t *t1)
 {
     uint64_t until = 0;
     int rc;
@@ -39,6 +39,8 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags };
     distlock__attempt att;
     rc = distlock__acquire_once(c, &rq, &att);
+    *t0 = att.t0_us;
+    *t1 = att.t1_us;
     if (rc == DISTLOCK_OK) {
         until = att.valid_until_us;
         if (validity_ms)
@@ -51,6 +53,17 @@ int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, con
         c->tp_next = (c->tp_next + 1) % 32;
         pthread_mutex_unlock(&c->mu);
     }
+    return rc;
+}
+
+/* The outcome and the duration of every call are counted (stats.c). */
+int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
+                           unsigned flags, long *validity_ms)
+{
+    uint64_t t0 = 0, t1 = 0;
+    int rc = acquire_token(c, key, ttl_ms, token, flags, validity_ms, &t0, &t1);
+    if (c && distlock__stats_on(&c->stats))
+        distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
     return rc;
 }
 
@@ -70,7 +83,10 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
             until = c->tp_recent[k].until;
         }
     pthread_mutex_unlock(&c->mu);
-    return distlock__release_keytoken(c, key, token, until, 0, maybe);
+    rc = distlock__release_keytoken(c, key, token, until, 0, maybe);
+    distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_RELEASED
+                                                     : DISTLOCK__ST_RELEASE_FAILED);
+    return rc;
 }
 
 int distlock_extend_token(distlock_client *c, const char *key, const char *token, long ttl_ms,
@@ -81,6 +97,8 @@ int distlock_extend_token(distlock_client *c, const char *key, const char *token
     if ((rc = check_pair(c, key, token, 1, ttl_ms)) != DISTLOCK_OK)
         return rc;
     rc = distlock__extend_keytoken(c, key, token, ttl_ms, &until);
+    distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_EXTENDED
+                                                     : DISTLOCK__ST_EXTEND_FAILED);
     if (rc == DISTLOCK_OK && validity_ms)
         *validity_ms = ms_left(until);
     return rc;

@@ -271,6 +271,8 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                     return -1;
                 continue;
             }
+            if (is_err)  /* the final answer is an error (NOSCRIPT, fallbacks done) */
+                distlock__stats_node_error(t->stats, i);
             r->reply = rep;
             rep = NULL;
             /* with a WAIT behind it, done once the WAIT answered too */
@@ -322,8 +324,11 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
         snprintf(r->err, sizeof(r->err), "%s", err);
         r->state = DISTLOCK__R_FAILED;
         r->status = st;
+        distlock__stats_node_error(t->stats, i);
         return;
     }
+    if (conn->serial != 0)  /* this slot had a connection before */
+        distlock__stats_node_reconnect(t->stats, i);
     conn->serial = atomic_fetch_add(&t->conn_serial, 1) + 1;
     conn->srv_id = -1;
     if (distlock__append_handshake(t, i, conn, r) != 0)
@@ -463,6 +468,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
              * node comes back, they run in order), unwaited. */
             distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply for %ld ms",
                                   (long)((now - owed_since) / 1000));
+            distlock__stats_node_timeout(t->stats, i);
             /* never behind an unconfirmed AUTH: it could run as another user */
             if (call->undo && call->tag && !distlock__owes_kind(conn, DISTLOCK__K_AUTH))
                 undo_unwaited(t, conn, r, i, call);
@@ -645,6 +651,7 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                     distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
                                           (r->fresh ? t->connect_timeout_ms : t->command_timeout_ms) +
                                           (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
+                distlock__stats_node_timeout(t->stats, i);
                 distlock__abandon(t, i, conn, r);
                 /* A Sentinel node's master may be gone without a reset
                  * (partition, paused): the next call asks the sentinels;

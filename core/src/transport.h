@@ -296,6 +296,10 @@ typedef struct distlock__transport {
     char *tls_opt[DISTLOCK__TLS_NOPT];
     int tls_verify;                   /* 1 (default): verify certificates */
     struct ssl_ctx_st **tls_ctx;      /* n entries */
+
+    /* the owner's counters (stats.c): node errors, timeouts, reconnects;
+     * NULL: none (set once before the first round, then read only) */
+    distlock__stats *stats;
 } distlock__transport;
 
 /* pool.c */

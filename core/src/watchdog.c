@@ -187,7 +187,11 @@ static void *watchdog_main(void *arg)
                 atomic_store(&h->valid_until_us, until);
                 h->renew_at_us = distlock__renew_at(t1, d[k].ttl_ms);
                 h->retry_ms = 0;
-            } else if (no[k] > c->n - c->quorum || t1 >= valid) {
+                distlock__stats_inc(&c->stats, DISTLOCK__ST_RENEWED);
+                continue;
+            }
+            distlock__stats_inc(&c->stats, DISTLOCK__ST_RENEW_FAILED);
+            if (no[k] > c->n - c->quorum || t1 >= valid) {
                 distlock__mark_lost(h);
                 if (h->lost_fn) {
                     h->cb_running = 1;  /* distlock_lock_free waits for it */

@@ -308,6 +308,14 @@ class Client:
         return [mask_servers(self._call(_core.distlock_client_node_uri, i))
                 for i in range(self.node_count)]
 
+    def stats(self) -> "dict[str, int]":
+        """This client's counters and histograms since it was made, by name
+        (as in C's distlock_client_stats(): e.g. ``acquire_granted_total``,
+        ``acquire_failed_total{status="ECONN"}``, cumulative
+        ``acquire_wait_us_bucket{le="1000"}``, ``node_errors_total{node="0"}``).
+        Does no I/O."""
+        return dict(self._call(_core.distlock_py_stats))
+
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
              auto_renew: bool = False, fencing: bool = False) -> "Lock":
