@@ -555,6 +555,78 @@ t_lost_lock_kills_with_option() {
   [ "$(cat "$D/got" 2>/dev/null)" = INT ] || fail "command did not get SIGINT"
 }
 
+# --on-lost (issue 15): term sends SIGTERM, then SIGKILL once --grace has
+# passed; kill sends SIGKILL at once; ignore lets the command run on. The
+# lease is lost for real: the key is deleted under the running command and
+# the renewal finds it gone.
+t_on_lost_term_then_kill_after_grace() {
+  local k=cli:onlost:$RANDOM
+  # The command records when SIGTERM arrives and ignores it; it writes its pid.
+  "$DL" run -v --ttl 1s --on-lost=term --grace=2s "$k" -- sh -c '
+    trap "date +%s%N > \"$0/term\"" TERM
+    echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  local child; child=$(cat "$D/pid")
+  rcli del "$k" >/dev/null
+  wait_until 10 "[ -s '$D/term' ]" || return 1
+  # Still alive right after SIGTERM: SIGKILL waits for the grace.
+  alive "$child" || fail "the command died at once; --grace not honoured" || return 1
+  wait_until 10 "! alive $child" || return 1
+  local ms=$(( ($(date +%s%N) - $(cat "$D/term")) / 1000000 ))
+  echo "    SIGKILL came ${ms} ms after SIGTERM (--grace=2s; seen in 20 ms polls)" >&2
+  # The trap's stamp comes after the signal (sh runs it once its current
+  # `sleep 0.02` ends, then forks date): up to a few hundred ms late on a
+  # loaded machine, so the bound below the grace allows 500 ms of it.
+  [ "$ms" -ge 1500 ] || fail "killed ${ms} ms after SIGTERM, before the 2s grace" || return 1
+  [ "$ms" -le 6000 ] || fail "killed only ${ms} ms after SIGTERM" || return 1
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "sending Terminated to the command" || return 1
+  contains "$D/run.err" "(--grace); sending SIGKILL" || return 1
+  contains "$D/run.err" "was killed by Killed" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "a key was left" || return 1
+}
+
+t_on_lost_kill_and_ignore() {
+  local k=cli:onlostk:$RANDOM
+  # kill: SIGKILL at once, even for a command that ignores TERM; exit 79.
+  "$DL" run -v --ttl 1s --on-lost kill "$k" -- sh -c '
+    trap "" TERM; echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  rcli set "$k" intruder >/dev/null
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "sending SIGKILL to the command" || return 1
+  contains "$D/run.err" "was killed by Killed" || return 1
+  [ "$(rcli get "$k")" = intruder ] || fail "the new owner's key was touched" || return 1
+  rcli del "$k" >/dev/null
+  # ignore: the loss is said, the command runs on past it and its status is kept.
+  rm -f "$D/pid"
+  "$DL" run --ttl 1s --on-lost=ignore "$k" -- sh -c '
+    echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done
+    touch "$0/ran-on"; exit 4' "$D" 2>"$D/run.err" &
+  pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  rcli del "$k" >/dev/null
+  wait_until 10 "grep -q 'lost the lock' '$D/run.err'" || return 1
+  contains "$D/run.err" "goes on WITHOUT the lock (--on-lost=ignore)" || return 1
+  alive "$pid" && alive "$(cat "$D/pid")" || fail "the command stopped with --on-lost=ignore" || return 1
+  touch "$D/release"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 4 ] || fail "exit $ST, expected the command's 4" || return 1
+  [ -e "$D/ran-on" ] || fail "the command did not run on" || return 1
+  # bad values are usage errors, and the command does not run
+  expect 64 "$DL" run --on-lost=stop "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "invalid --on-lost 'stop' (term, kill or ignore)" || return 1
+  expect 64 "$DL" run --grace=soon "$k" -- touch "$D/ran" || return 1
+  absent "$D/ran"
+}
+
 t_status_and_release() {
   local k=cli:admin:$RANDOM
   expect 1 "$DL" status "$k" && contains "$D/out" "free" || return 1
