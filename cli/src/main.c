@@ -9,7 +9,8 @@ void cli_help_main(FILE *f)
 {
     fprintf(f,
 "Usage: distlock run [options] KEY -- COMMAND [ARGS...]\n"
-"       distlock status [options] KEY\n"
+"       distlock status [--json] [options] KEY\n"
+"       distlock list [--json] [--limit N] [options] PATTERN\n"
 "       distlock release (--force | --token TOKEN) [options] KEY\n"
 "       distlock help [VERB] | --help | --version\n"
 "\n"
@@ -19,6 +20,7 @@ void cli_help_main(FILE *f)
 "  run      acquire KEY, run COMMAND while the lease is renewed, release it when\n"
 "           COMMAND exits, and exit with COMMAND's status\n"
 "  status   show whether KEY is held, by which token and for how long, per node\n"
+"  list     the locks whose keys match PATTERN (SCAN, bounded), TTL left per node\n"
 "  release  administrative release of KEY (--force: whoever holds it)\n"
 "\n"
 "Servers: --servers URI[,URI...], else $DISTLOCK_SERVERS, else %s.\n"
@@ -108,7 +110,7 @@ void cli_help_run(FILE *f)
 void cli_help_status(FILE *f)
 {
     fprintf(f,
-"Usage: distlock status [options] KEY\n"
+"Usage: distlock status [--json] [options] KEY\n"
 "\n"
 "Show whether KEY is held, by which owner token, on how many nodes and how long\n"
 "its lease has left: the library's verdict from one round to every node. Then\n"
@@ -116,6 +118,10 @@ void cli_help_status(FILE *f)
 "lock.\n"
 "\n"
 "Options:\n"
+"      --json                  one JSON object instead: key, verdict, held, token,\n"
+"                              holder_nodes, nodes_total, quorum, answered, ttl_ms,\n"
+"                              fence, nodes[] (uri, state, token, ttl_ms, fence);\n"
+"                              see distlock(1). Printed with -q too.\n"
 "%s"
 "\n"
 "Exit status: 0 held (one token on a quorum of nodes); 1 not held; 69 unknown\n"
@@ -150,6 +156,7 @@ static const struct verb {
     {"run", cli_run, cli_help_run},
     {"status", cli_status, cli_help_status},
     {"release", cli_release, cli_help_release},
+    {"list", cli_list, cli_help_list},
 };
 
 static const struct verb *find_verb(const char *name)
@@ -177,7 +184,7 @@ int main(int argc, char **argv)
     /* Before any message: their passwords are masked in everything printed. */
     cli_secrets_from_environment();
     if (argc < 2)
-        return cli_usage_error(NULL, "missing verb (run, status, release)");
+        return cli_usage_error(NULL, "missing verb (run, status, release, list)");
     const char *verb = argv[1];
     const struct verb *v = find_verb(verb);
     if (v)
@@ -192,5 +199,5 @@ int main(int argc, char **argv)
                distlock_version_string());
         return CLI_EXIT_OK;
     }
-    return cli_usage_error(NULL, "unknown verb '%s' (run, status, release)", verb);
+    return cli_usage_error(NULL, "unknown verb '%s' (run, status, release, list)", verb);
 }
