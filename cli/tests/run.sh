@@ -905,6 +905,10 @@ t_passwords_never_shown() {
   shown "redis://bob:\*\*\*@127.0.0.1:$free" 69 "$DL" run -v --servers "redis://bob:$sec@127.0.0.1:$free" "$k" -- true
   shown "redis://bob:\*\*\*@127.0.0.1:$free  error" 69 "$DL" status --servers "redis://bob:$sec@127.0.0.1:$free" "$k"
   shown "redis://bob:\*\*\*@192.0.2.1:" 69 "$DL" status --connect-timeout 200ms --servers "redis://bob:$sec@192.0.2.1:6379" "$k"
+  # status --json and list: URIs and errors masked the same way
+  shown '"uri": "redis://bob:\*\*\*@127.0.0.1:'"$p"'"' 1 "$DL" status --json --servers "$good" "$k"
+  shown '"error": ".*redis://bob:\*\*\*@127.0.0.1:'"$free" 69 "$DL" status --json --servers "redis://bob:$sec@127.0.0.1:$free" "$k"
+  shown "cannot scan redis://bob:\*\*\*@127.0.0.1:$free" 69 "$DL" list --servers "redis://bob:$sec@127.0.0.1:$free" "$k*"
   DISTLOCK_USERNAME=bob DISTLOCK_PASSWORD=$sec shown "127.0.0.1:$free" 69 \
     "$DL" run -v --servers "redis://127.0.0.1:$free" "$k" -- true
   # A wrong password for bob on the good server: refused, and not shown.
