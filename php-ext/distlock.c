@@ -36,6 +36,8 @@ ZEND_DECLARE_MODULE_GLOBALS(distlock)
 zend_class_entry *dl_ce_exception;
 zend_class_entry *dl_ce_config;
 zend_class_entry *dl_ce_conn;
+zend_class_entry *dl_ce_acquire;
+zend_class_entry *dl_ce_renewal;
 zend_class_entry *dl_ce_lost;
 zend_class_entry *dl_ce_timeout;
 
@@ -128,6 +130,8 @@ PHP_MINIT_FUNCTION(distlock)
     dl_ce_exception = register_class_Distlock_Exception(spl_ce_RuntimeException);
     dl_ce_config = register_class_Distlock_ConfigurationException(dl_ce_exception);
     dl_ce_conn = register_class_Distlock_ConnectionException(dl_ce_exception);
+    dl_ce_acquire = register_class_Distlock_AcquireException(dl_ce_conn);
+    dl_ce_renewal = register_class_Distlock_RenewalException(dl_ce_conn);
     dl_ce_lost = register_class_Distlock_LockLostException(dl_ce_exception);
     dl_ce_timeout = register_class_Distlock_LockTimeoutException(dl_ce_exception);
 
@@ -141,6 +145,15 @@ PHP_MSHUTDOWN_FUNCTION(distlock)
 {
     /* The persistent clients are freed with EG(persistent_list), by the engine. */
     UNREGISTER_INI_ENTRIES();
+    return SUCCESS;
+}
+
+PHP_RINIT_FUNCTION(distlock)
+{
+#if defined(COMPILE_DL_DISTLOCK) && defined(ZTS)
+    ZEND_TSRMLS_CACHE_UPDATE();
+#endif
+    dl_lost_rinit();
     return SUCCESS;
 }
 
@@ -167,7 +180,7 @@ zend_module_entry distlock_module_entry = {
     ext_functions,
     PHP_MINIT(distlock),
     PHP_MSHUTDOWN(distlock),
-    NULL,
+    PHP_RINIT(distlock),
     NULL,
     PHP_MINFO(distlock),
     PHP_DISTLOCK_VERSION,

@@ -98,7 +98,25 @@ namespace Distlock {
      */
     class ConnectionException extends Exception {}
 
-    /** The lock expired or was taken over before extend(). */
+    /**
+     * Acquiring failed for want of a usable answer from the servers (tryLock(), lock(),
+     * distributedLock()): nothing is held. Never "held by another owner" (that is
+     * LockTimeoutException, tryLock()'s null, distributedLock()'s \Exception 500002).
+     * Its code is the status's (CONNECTION, NO_QUORUM, TIMED_OUT, PROTOCOL).
+     */
+    class AcquireException extends ConnectionException {}
+
+    /**
+     * Renewing failed for want of a usable answer from the servers (Lock::extend()): the
+     * lease was not renewed but is not known lost; it stays valid for Lock::validity()
+     * more seconds. Its code is the status's (CONNECTION, NO_QUORUM, TIMED_OUT, PROTOCOL).
+     */
+    class RenewalException extends ConnectionException {}
+
+    /**
+     * The lease is gone: found lost by the renewal (Client::AUTO_RENEW) or by extend(),
+     * or its validity ran out (Lock::check()). Code NOT_OWNER.
+     */
     class LockLostException extends Exception {}
 
     /** Client::lock() did not get the lock within its timeout: held by another owner (code HELD). */
@@ -163,7 +181,26 @@ namespace Distlock {
 
         public function isHeld(): bool {}
 
+        /**
+         * true once the lease was found lost: by the renewal thread of an AUTO_RENEW lock
+         * (in the background, also while PHP runs other code), or by extend().
+         */
         public function isLost(): bool {}
+
+        /**
+         * Throws LockLostException when this lock is no longer held: found lost, its
+         * validity run out, or released. Runs any onLost callbacks due first (a safe point).
+         */
+        public function check(): void {}
+
+        /**
+         * $callback(Lock $lock) is called once, in this PHP thread, at the first safe point
+         * after the lock is found lost (null removes it). Safe points: the start of every
+         * function and method of this extension (distributedLock(), distributedUnlock(),
+         * every Client and Lock method) and check(). An exception it throws propagates from
+         * that call, which then does nothing else.
+         */
+        public function onLost(?callable $callback): void {}
 
         public function key(): string {}
 

@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: 4734077a46a939da44c1ec56320bc1dca4ec5e70 */
+ * Stub hash: e65d0a5ce0f15b5f3c1e981cf23fc0f412f6560a */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
@@ -56,6 +56,13 @@ ZEND_END_ARG_INFO()
 
 #define arginfo_class_Distlock_Lock_isLost arginfo_class_Distlock_Lock_release
 
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_check, 0, 0, IS_VOID, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_onLost, 0, 1, IS_VOID, 0)
+	ZEND_ARG_TYPE_INFO(0, callback, IS_CALLABLE, 1)
+ZEND_END_ARG_INFO()
+
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_key, 0, 0, IS_STRING, 0)
 ZEND_END_ARG_INFO()
 
@@ -79,6 +86,8 @@ ZEND_METHOD(Distlock_Lock, extend);
 ZEND_METHOD(Distlock_Lock, validity);
 ZEND_METHOD(Distlock_Lock, isHeld);
 ZEND_METHOD(Distlock_Lock, isLost);
+ZEND_METHOD(Distlock_Lock, check);
+ZEND_METHOD(Distlock_Lock, onLost);
 ZEND_METHOD(Distlock_Lock, key);
 ZEND_METHOD(Distlock_Lock, token);
 ZEND_METHOD(Distlock_Lock, fence);
@@ -102,6 +111,16 @@ static const zend_function_entry class_Distlock_ConfigurationException_methods[]
 
 
 static const zend_function_entry class_Distlock_ConnectionException_methods[] = {
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_AcquireException_methods[] = {
+	ZEND_FE_END
+};
+
+
+static const zend_function_entry class_Distlock_RenewalException_methods[] = {
 	ZEND_FE_END
 };
 
@@ -134,6 +153,8 @@ static const zend_function_entry class_Distlock_Lock_methods[] = {
 	ZEND_ME(Distlock_Lock, validity, arginfo_class_Distlock_Lock_validity, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, isHeld, arginfo_class_Distlock_Lock_isHeld, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, isLost, arginfo_class_Distlock_Lock_isLost, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, check, arginfo_class_Distlock_Lock_check, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, onLost, arginfo_class_Distlock_Lock_onLost, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, key, arginfo_class_Distlock_Lock_key, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, token, arginfo_class_Distlock_Lock_token, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, fence, arginfo_class_Distlock_Lock_fence, ZEND_ACC_PUBLIC)
@@ -232,6 +253,26 @@ static zend_class_entry *register_class_Distlock_ConnectionException(zend_class_
 
 	INIT_NS_CLASS_ENTRY(ce, "Distlock", "ConnectionException", class_Distlock_ConnectionException_methods);
 	class_entry = zend_register_internal_class_ex(&ce, class_entry_Distlock_Exception);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_AcquireException(zend_class_entry *class_entry_Distlock_ConnectionException)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "AcquireException", class_Distlock_AcquireException_methods);
+	class_entry = zend_register_internal_class_ex(&ce, class_entry_Distlock_ConnectionException);
+
+	return class_entry;
+}
+
+static zend_class_entry *register_class_Distlock_RenewalException(zend_class_entry *class_entry_Distlock_ConnectionException)
+{
+	zend_class_entry ce, *class_entry;
+
+	INIT_NS_CLASS_ENTRY(ce, "Distlock", "RenewalException", class_Distlock_RenewalException_methods);
+	class_entry = zend_register_internal_class_ex(&ce, class_entry_Distlock_ConnectionException);
 
 	return class_entry;
 }

@@ -101,6 +101,7 @@ PHP_METHOD(Distlock_Client, __construct)
         Z_PARAM_STR_OR_NULL(servers)
         Z_PARAM_ARRAY_HT(options)
     ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
 
     dl_config_from_ini(&cfg);
     if (servers != NULL) {
@@ -192,7 +193,7 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
         dl_throw_lock_timeout(key, timeout_s);
         RETURN_THROWS();
     }
-    dl_throw_status(st, "lock", ZSTR_VAL(key), ZSTR_LEN(key));
+    dl_throw_status_in(st, DL_IN_ACQUIRE, "lock", ZSTR_VAL(key), ZSTR_LEN(key));
     RETURN_THROWS();
 }
 
@@ -208,6 +209,7 @@ PHP_METHOD(Distlock_Client, tryLock)
         Z_PARAM_DOUBLE(ttl)
         Z_PARAM_LONG(flags)
     ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
 
     dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, 0, flags, false, 0.0);
 }
@@ -228,6 +230,7 @@ PHP_METHOD(Distlock_Client, lock)
         Z_PARAM_DOUBLE_OR_NULL(timeout, timeout_null)
         Z_PARAM_LONG(flags)
     ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
 
     if (!timeout_null && !dl_seconds_to_ms(3, timeout, 0, DISTLOCK_TTL_MAX, &wait_ms)) {
         RETURN_THROWS();
@@ -241,6 +244,7 @@ PHP_METHOD(Distlock_Client, servers)
     int i, n;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((c = dl_this_client(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
@@ -257,6 +261,7 @@ PHP_METHOD(Distlock_Client, quorum)
     distlock_client *c;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((c = dl_this_client(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
@@ -270,6 +275,7 @@ PHP_METHOD(Distlock_Client, stats)
     size_t n = 0, got = 0;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((c = dl_this_client(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }

@@ -58,6 +58,7 @@ PHP_FUNCTION(distributedLock)
         Z_PARAM_STR_OR_LONG_OR_NULL(rnd_str, rnd_long, rnd_null)
         Z_PARAM_STR(tip)
     ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
 
     if (!dl_check_key(1, key)) {
         RETURN_THROWS();
@@ -110,7 +111,7 @@ PHP_FUNCTION(distributedLock)
         RETURN_THROWS();
     }
     if (st != DISTLOCK_OK) {
-        dl_throw_status(st, "distributedLock", ZSTR_VAL(key), ZSTR_LEN(key));
+        dl_throw_status_in(st, DL_IN_ACQUIRE, "distributedLock", ZSTR_VAL(key), ZSTR_LEN(key));
         RETURN_THROWS();
     }
 
@@ -140,6 +141,7 @@ PHP_FUNCTION(distributedUnlock)
         Z_PARAM_STR(key)
         Z_PARAM_STR_OR_LONG(rnd_str, rnd_long)
     ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
 
     if (!dl_check_key(1, key)) {
         RETURN_THROWS();

@@ -15,6 +15,14 @@
  * The same table is written out for every front end in README.md ("Statuses
  * in each front end"); Python's (python/distlock/_errors.py) and the CLI's
  * (cli/src/common.c) agree with it.
+ *
+ * Three failures a lock's owner must tell apart (issue 15) get three classes:
+ * acquiring failed (AcquireException: a ConnectionException thrown by an
+ * acquire; "held" stays LockTimeoutException / null / 500002), renewing
+ * failed (RenewalException: a ConnectionException thrown by extend(); the
+ * lease is not known lost) and the lease is gone (LockLostException). The
+ * first two subclass ConnectionException, so code that catches it as before
+ * still does; the call's context (dl_context) picks the subclass.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -85,7 +93,19 @@ static dl_status_row dl_row(int st)
  * PHP function's. */
 void dl_throw_status(int st, const char *what, const char *key, size_t key_len)
 {
+    dl_throw_status_in(st, DL_IN_OTHER, what, key, key_len);
+}
+
+void dl_throw_status_in(int st, dl_context in, const char *what, const char *key, size_t key_len)
+{
     dl_status_row row = dl_row(st);
+
+    /* "No usable answer from the servers" while acquiring or renewing. */
+    if (row.ce == &dl_ce_conn && in == DL_IN_ACQUIRE) {
+        row.ce = &dl_ce_acquire;
+    } else if (row.ce == &dl_ce_conn && in == DL_IN_RENEW) {
+        row.ce = &dl_ce_renewal;
+    }
     const char *kind = distlock_strerror(st);
     zend_string *detail = dl_mask_text(*distlock_last_error() ? distlock_last_error() : kind, NULL);
     int shown = key_len > 64 ? 64 : (int)key_len;
@@ -144,4 +164,14 @@ void dl_throw_lock_timeout(const zend_string *key, double timeout_s)
                             "held by another owner", "distlock: ",
                             (int)MIN(ZSTR_LEN(key), 64), ZSTR_VAL(key),
                             ZSTR_LEN(key) > 64 ? "..." : "", timeout_s);
+}
+
+/* Lock::check(): the lease is gone (why: "was found lost", "expired"...). */
+void dl_throw_lost(const char *key, size_t key_len, const char *why)
+{
+    dl_status_row row = dl_row(DISTLOCK_ENOTOWNER);
+    int shown = key_len > 64 ? 64 : (int)key_len;
+
+    zend_throw_exception_ex(*row.ce, row.code, "%slock \"%.*s%s\" %s", row.prefix, shown, key,
+                            key_len > (size_t)shown ? "..." : "", why);
 }

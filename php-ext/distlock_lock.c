@@ -3,6 +3,17 @@
  * Distlock\Client::tryLock() / lock() (distlock_client.c), never
  * constructed, cloned or serialized. A Lock that goes away while held
  * releases it (locks are never persistent).
+ *
+ * A lost lease (issue 15). The core finds an AUTO_RENEW lock lost on its
+ * renewal thread, where no PHP code may run; it sets the lock's flag (an
+ * atomic the core keeps, read by isLost()), and that is all. A Lock with an
+ * onLost callback is on a list (module globals); every function and method
+ * of the extension starts with a safe point (dl_lost_safe_point) that looks
+ * at the flags of the listed locks and calls the callbacks of those found
+ * lost, once each, in the PHP thread, before the call does its own work. So
+ * a long-running worker (a CLI daemon) keeps its lease renewed in the
+ * background while its PHP code runs, and hears of the loss at its next call
+ * into the extension, or when it asks: check() throws LockLostException.
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -16,9 +27,14 @@
 
 static zend_object_handlers dl_lock_handlers;
 
-typedef struct {
+typedef struct dl_lock_obj {
     distlock_lock *l;
     long ttl_ms;
+    bool released;              /* release() was called */
+    bool lost_told;             /* the onLost callback was called (once) */
+    zval on_lost;               /* the callback, or UNDEF */
+    struct dl_lock_obj *w_prev, *w_next; /* on the watch list while on_lost is set
+                                            and not yet called */
     zend_object std;
 } dl_lock_obj;
 
@@ -36,7 +52,117 @@ static zend_object *dl_lock_create(zend_class_entry *ce)
     o->std.handlers = &dl_lock_handlers;
     o->l = NULL;
     o->ttl_ms = 0;
+    o->released = false;
+    o->lost_told = false;
+    ZVAL_UNDEF(&o->on_lost);
+    o->w_prev = o->w_next = NULL;
     return &o->std;
+}
+
+/* ------------------------------------------------ onLost and safe points */
+
+#define DL_WATCH_HEAD() ((dl_lock_obj *)DISTLOCK_G(lost_watch))
+
+static bool dl_watched(const dl_lock_obj *o)
+{
+    return o->w_prev != NULL || DL_WATCH_HEAD() == o;
+}
+
+static void dl_watch_add(dl_lock_obj *o)
+{
+    if (dl_watched(o)) {
+        return;
+    }
+    o->w_prev = NULL;
+    o->w_next = DL_WATCH_HEAD();
+    if (o->w_next) {
+        o->w_next->w_prev = o;
+    }
+    DISTLOCK_G(lost_watch) = o;
+}
+
+static void dl_watch_remove(dl_lock_obj *o)
+{
+    if (!dl_watched(o)) {
+        return;
+    }
+    if (o->w_prev) {
+        o->w_prev->w_next = o->w_next;
+    } else {
+        DISTLOCK_G(lost_watch) = o->w_next;
+    }
+    if (o->w_next) {
+        o->w_next->w_prev = o->w_prev;
+    }
+    o->w_prev = o->w_next = NULL;
+}
+
+void dl_lost_rinit(void)
+{
+    DISTLOCK_G(lost_watch) = NULL;
+    DISTLOCK_G(in_safe_point) = false;
+}
+
+/* Call one lock's callback with the lock; it holds its own references to
+ * both, so the callback may drop the Lock or replace its own callback. */
+static void dl_call_on_lost(dl_lock_obj *o)
+{
+    zval fn, arg, ret;
+
+    ZVAL_COPY(&fn, &o->on_lost);
+    ZVAL_OBJ_COPY(&arg, &o->std);
+    ZVAL_UNDEF(&ret);
+    call_user_function(NULL, NULL, &fn, &ret, 1, &arg);
+    zval_ptr_dtor(&ret);
+    zval_ptr_dtor(&arg);
+    zval_ptr_dtor(&fn);
+}
+
+bool dl_lost_safe_point(void)
+{
+    dl_lock_obj *o, *next;
+    zend_object **due;
+    uint32_t n = 0, i;
+
+    /* Nothing watched (the common case), or a callback calling into the
+     * extension: its call does not run the callbacks again. */
+    if (DL_WATCH_HEAD() == NULL || DISTLOCK_G(in_safe_point)) {
+        return true;
+    }
+    for (o = DL_WATCH_HEAD(); o; o = o->w_next) {
+        n += distlock_lock_lost(o->l) != 0;
+    }
+    if (n == 0) {
+        return true;
+    }
+    /* Take the due ones off the list first (a callback may free any Lock,
+     * or set a callback), holding a reference to each. */
+    due = safe_emalloc(n, sizeof(*due), 0);
+    n = 0;
+    for (o = DL_WATCH_HEAD(); o; o = next) {
+        next = o->w_next;
+        if (distlock_lock_lost(o->l)) {
+            dl_watch_remove(o);
+            o->lost_told = true;
+            GC_ADDREF(&o->std);
+            due[n++] = &o->std;
+        }
+    }
+    DISTLOCK_G(in_safe_point) = true;
+    for (i = 0; i < n; i++) {
+        o = dl_lock_from(due[i]);
+        /* After a callback threw, the others wait for the next safe point. */
+        if (EG(exception) == NULL && Z_TYPE(o->on_lost) != IS_UNDEF) {
+            dl_call_on_lost(o);
+        } else if (EG(exception) != NULL && Z_TYPE(o->on_lost) != IS_UNDEF) {
+            o->lost_told = false;
+            dl_watch_add(o);
+        }
+        OBJ_RELEASE(due[i]);
+    }
+    DISTLOCK_G(in_safe_point) = false;
+    efree(due);
+    return EG(exception) == NULL;
 }
 
 /* A Lock that goes away while held releases it (locks are never persistent:
@@ -45,13 +171,32 @@ static void dl_lock_free(zend_object *obj)
 {
     dl_lock_obj *o = dl_lock_from(obj);
 
+    dl_watch_remove(o);
     if (o->l != NULL) {
         /* In a child after fork() the core frees an inherited handle
          * without releasing the parent's lock. */
         distlock_lock_free(o->l);
         o->l = NULL;
     }
+    zval_ptr_dtor(&o->on_lost);
+    ZVAL_UNDEF(&o->on_lost);
     zend_object_std_dtor(obj);
+}
+
+/* The callback may hold the Lock (a closure using $lock): a cycle the
+ * collector must see. */
+static HashTable *dl_lock_get_gc(zend_object *obj, zval **table, int *n)
+{
+    dl_lock_obj *o = dl_lock_from(obj);
+
+    if (Z_TYPE(o->on_lost) != IS_UNDEF) {
+        *table = &o->on_lost;
+        *n = 1;
+    } else {
+        *table = NULL;
+        *n = 0;
+    }
+    return zend_std_get_properties(obj);
 }
 
 static distlock_lock *dl_this_lock(zval *this_zv)
@@ -87,10 +232,12 @@ PHP_METHOD(Distlock_Lock, release)
     int st;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
     st = distlock_release(l);
+    dl_lock_from(Z_OBJ_P(ZEND_THIS))->released = true;
     if (st == DISTLOCK_OK) {
         RETURN_TRUE;
     }
@@ -113,6 +260,7 @@ PHP_METHOD(Distlock_Lock, extend)
         Z_PARAM_OPTIONAL
         Z_PARAM_DOUBLE_OR_NULL(ttl, ttl_null)
     ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
 
     if (dl_this_lock(ZEND_THIS) == NULL) {
         RETURN_THROWS();
@@ -126,7 +274,10 @@ PHP_METHOD(Distlock_Lock, extend)
         o->ttl_ms = ttl_ms;
         RETURN_DOUBLE((double)distlock_lock_validity_ms(o->l) / 1000.0);
     }
-    dl_throw_status(st, "extend", distlock_lock_key(o->l), strlen(distlock_lock_key(o->l)));
+    /* ENOTOWNER: LockLostException; no usable answer: RenewalException
+     * (the lease is not known lost, validity() tells how long it lasts). */
+    dl_throw_status_in(st, DL_IN_RENEW, "extend", distlock_lock_key(o->l),
+                       strlen(distlock_lock_key(o->l)));
     RETURN_THROWS();
 }
 
@@ -135,6 +286,7 @@ PHP_METHOD(Distlock_Lock, validity)
     distlock_lock *l;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
@@ -146,6 +298,7 @@ PHP_METHOD(Distlock_Lock, isHeld)
     distlock_lock *l;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
@@ -157,10 +310,57 @@ PHP_METHOD(Distlock_Lock, isLost)
     distlock_lock *l;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
     RETURN_BOOL(distlock_lock_lost(l));
+}
+
+PHP_METHOD(Distlock_Lock, check)
+{
+    dl_lock_obj *o = dl_lock_from(Z_OBJ_P(ZEND_THIS));
+    const char *key;
+
+    ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
+    if (dl_this_lock(ZEND_THIS) == NULL) {
+        RETURN_THROWS();
+    }
+    key = distlock_lock_key(o->l);
+    if (o->released) {
+        dl_throw_lost(key, strlen(key), "was released");
+    } else if (distlock_lock_lost(o->l)) {
+        dl_throw_lost(key, strlen(key), "was found lost (expired, deleted or taken over)");
+    } else if (distlock_lock_validity_ms(o->l) <= 0) {
+        dl_throw_lost(key, strlen(key), "has expired (its validity ran out)");
+    }
+}
+
+PHP_METHOD(Distlock_Lock, onLost)
+{
+    dl_lock_obj *o = dl_lock_from(Z_OBJ_P(ZEND_THIS));
+    zend_fcall_info fci = empty_fcall_info;
+    zend_fcall_info_cache fcc = empty_fcall_info_cache;
+
+    ZEND_PARSE_PARAMETERS_START(1, 1)
+        Z_PARAM_FUNC_OR_NULL(fci, fcc)
+    ZEND_PARSE_PARAMETERS_END();
+    if (dl_this_lock(ZEND_THIS) == NULL) {
+        RETURN_THROWS();
+    }
+    zval_ptr_dtor(&o->on_lost);
+    ZVAL_UNDEF(&o->on_lost);
+    if (ZEND_FCI_INITIALIZED(fci)) {
+        ZVAL_COPY(&o->on_lost, &fci.function_name);
+        if (!o->lost_told) {
+            dl_watch_add(o);
+        }
+    } else {
+        dl_watch_remove(o);
+    }
+    /* A safe point too: a lock already lost hears of it now. */
+    DL_SAFE_POINT();
 }
 
 PHP_METHOD(Distlock_Lock, key)
@@ -168,6 +368,7 @@ PHP_METHOD(Distlock_Lock, key)
     distlock_lock *l;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
@@ -179,6 +380,7 @@ PHP_METHOD(Distlock_Lock, token)
     distlock_lock *l;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
@@ -191,6 +393,7 @@ PHP_METHOD(Distlock_Lock, fence)
     int64_t f;
 
     ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
     if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
@@ -237,4 +440,5 @@ void dl_lock_minit(zend_class_entry *ce)
     dl_lock_handlers.free_obj = dl_lock_free;
     dl_lock_handlers.clone_obj = NULL;
     dl_lock_handlers.get_debug_info = dl_lock_debug_info;
+    dl_lock_handlers.get_gc = dl_lock_get_gc;
 }

@@ -50,6 +50,10 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
         zend_long wait_replicas, wait_ms;    /* WAIT for replicas */
         void *client;                        /* distlock_client *, owned by the list */
     } last;
+    /* Locks with an onLost callback not yet called (distlock_lock.c): a
+     * list through the Lock objects, emptied as they are freed. */
+    void *lost_watch;
+    bool in_safe_point;          /* onLost callbacks are running */
 ZEND_END_MODULE_GLOBALS(distlock)
 
 #define DISTLOCK_G(v) ZEND_MODULE_GLOBALS_ACCESSOR(distlock, v)

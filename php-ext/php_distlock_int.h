@@ -8,7 +8,7 @@
  *   distlock_errors.c        the exception classes' one status -> exception mapping
  *   distlock_compat.c        distributedLock() / distributedUnlock()
  *   distlock_client.c        Distlock\Client
- *   distlock_lock.c          Distlock\Lock
+ *   distlock_lock.c          Distlock\Lock, its onLost callbacks and safe points
  *   distlock_mask.c          hiding passwords (distlock_mask.h)
  */
 #ifndef PHP_DISTLOCK_INT_H
@@ -32,6 +32,8 @@ ZEND_EXTERN_MODULE_GLOBALS(distlock)
 extern zend_class_entry *dl_ce_exception;  /* Distlock\Exception */
 extern zend_class_entry *dl_ce_config;     /* Distlock\ConfigurationException */
 extern zend_class_entry *dl_ce_conn;       /* Distlock\ConnectionException */
+extern zend_class_entry *dl_ce_acquire;    /* Distlock\AcquireException */
+extern zend_class_entry *dl_ce_renewal;    /* Distlock\RenewalException */
 extern zend_class_entry *dl_ce_lost;       /* Distlock\LockLostException */
 extern zend_class_entry *dl_ce_timeout;    /* Distlock\LockTimeoutException */
 extern zend_class_entry *dl_ce_client;     /* Distlock\Client */
@@ -79,6 +81,12 @@ void dl_client_cache_gshutdown(zend_distlock_globals *g);
 /* Throw for a core error status, as the status table maps it. `what` names
  * the call ("distributedLock", "release"...), `key` (may be NULL) the lock. */
 void dl_throw_status(int st, const char *what, const char *key, size_t key_len);
+/* The same, for a call that acquires or renews: a ConnectionException
+ * becomes an AcquireException or a RenewalException (its subclasses). */
+typedef enum { DL_IN_OTHER = 0, DL_IN_ACQUIRE, DL_IN_RENEW } dl_context;
+void dl_throw_status_in(int st, dl_context in, const char *what, const char *key, size_t key_len);
+/* Distlock\LockLostException for Lock::check(): "lock "<key>" <why>". */
+void dl_throw_lost(const char *key, size_t key_len, const char *why);
 /* Distlock\ConfigurationException for a configuration the core refused
  * (every password of that configuration masked in the message). */
 void dl_throw_config(int st, const char *what, const char *servers, const char *password);
@@ -94,6 +102,16 @@ void dl_client_minit(zend_class_entry *ce);
 void dl_lock_minit(zend_class_entry *ce);
 /* Make `zv` a new Distlock\Lock owning `l` (acquired with ttl_ms). */
 void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms);
+
+/* A safe point (distlock_lock.c): call the onLost callbacks of the locks
+ * found lost since the last one, in this thread. Every function and method
+ * of the extension starts with it (DL_SAFE_POINT), after its arguments are
+ * parsed. Returns false when a callback threw: the call then returns at
+ * once with that exception. */
+bool dl_lost_safe_point(void);
+#define DL_SAFE_POINT() do { if (!dl_lost_safe_point()) { RETURN_THROWS(); } } while (0)
+/* Request start: no lock is watched yet. */
+void dl_lost_rinit(void);
 
 #if defined(__GNUC__) && !defined(_WIN32)
 #pragma GCC visibility pop

@@ -1,6 +1,8 @@
 /* test_holder.c -- distlock_holder(): who holds a key, on how many nodes, for
- * how long, from one round to every node; and distlock_ttl_from_seconds(),
- * the one seconds-to-milliseconds TTL rule of every front end.
+ * how long, from one round to every node; distlock_scan() and
+ * distlock_fence_counter() (what `distlock list` and `status --json` read);
+ * and distlock_ttl_from_seconds(), the one seconds-to-milliseconds TTL rule
+ * of every front end.
  *
  * Three real nodes; the one-node cases use node 0 alone. Keys are written
  * behind the library's back (rh_set, HSET) to make each picture. */
@@ -332,6 +334,135 @@ static void test_ttl_rule_on_server(void **state)
     distlock_client_free(c);
 }
 
+/* ------------------------------------------------------------ scan, fence */
+
+typedef struct found { int n, stop_at; char keys[64][64]; } found;
+
+static int collect(const char *key, size_t len, void *arg)
+{
+    found *f = arg;
+    assert_true(len < sizeof f->keys[0] && strlen(key) == len);
+    if (f->n < 64)
+        memcpy(f->keys[f->n], key, len + 1);
+    f->n++;
+    return f->stop_at > 0 && f->n >= f->stop_at;
+}
+
+static int has_key(const found *f, const char *k)
+{
+    for (int i = 0; i < f->n && i < 64; i++)
+        if (!strcmp(f->keys[i], k))
+            return 1;
+    return 0;
+}
+
+/* Strings that match, in COUNT-bounded steps to cursor 0; never other types,
+ * never a fence counter; a nonzero return ends the step. */
+static void test_scan(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    char key[32];
+    for (int i = 0; i < 30; i++) {
+        snprintf(key, sizeof key, "sc:%d", i);
+        assert_int_equal(rh_set(rc, 1, 0, key, "tok", 30000), 0);
+    }
+    for (int i = 0; i < 200; i++) {
+        snprintf(key, sizeof key, "other:%d", i);
+        assert_int_equal(rh_set(rc, 1, 0, key, "x", 0), 0);
+    }
+    make_wrongtype(rc, 1, "sc:hash");
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "sc:fenced", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
+    assert_int_equal(rh_set(rc, 1, 0, "sc:{t}x:fence", "5", 0), 0); /* sc:{t}x's counter */
+    assert_int_equal(rh_set(rc, 1, 0, "sc:plain:fence", "a lock", 0), 0); /* a lock key */
+
+    found f = {0};
+    unsigned long long cursor = 0;
+    int steps = 0, total = 0, r;
+    do {
+        r = distlock_scan(c, 1, "sc:*", 10, &cursor, collect, &f);
+        assert_true(r >= 0);
+        total += r;
+        steps++;
+    } while (cursor != 0 && steps < 1000);
+    print_message("scan of 233 keys, COUNT 10: %d steps, %d keys given\n", steps, total);
+    assert_int_equal(cursor, 0);
+    assert_true(steps >= 10);  /* COUNT-bounded: many steps, not one */
+    assert_int_equal(total, f.n);
+    assert_true(has_key(&f, "sc:0") && has_key(&f, "sc:29") && has_key(&f, "sc:fenced"));
+    assert_true(has_key(&f, "sc:plain:fence"));
+    assert_false(has_key(&f, "sc:hash"));          /* TYPE string */
+    assert_false(has_key(&f, "{sc:fenced}:fence")); /* no MATCH anyway */
+    assert_false(has_key(&f, "sc:{t}x:fence"));     /* a fence counter */
+    assert_int_equal(f.n, 32);  /* 30 + sc:fenced + sc:plain:fence (no repeats here) */
+
+    /* The fence counter of sc:fenced ({sc:fenced}:fence) is never given,
+     * though it is a string the pattern matches; fn may be NULL. */
+    assert_int_equal(rh_set(rc, 1, 0, "{sc:x}", "a lock", 0), 0);
+    cursor = 0;
+    int counters = 0;
+    do {
+        found g = {0};
+        r = distlock_scan(c, 1, "{*", 1000, &cursor, collect, &g);
+        assert_true(r >= 0);
+        counters += g.n;
+        assert_false(has_key(&g, "{sc:fenced}:fence"));
+    } while (cursor != 0);
+    assert_int_equal(counters, 1);  /* {sc:x} only */
+    cursor = 0;
+    do {
+        assert_true(distlock_scan(c, 1, NULL, 1000, &cursor, NULL, NULL) >= 0);
+    } while (cursor != 0);
+
+    /* stop early: fn's nonzero return ends the step */
+    found one = {.stop_at = 1};
+    cursor = 0;
+    do {
+        r = distlock_scan(c, 1, "sc:*", 1000, &cursor, collect, &one);
+        assert_true(r >= 0 && r <= 1);
+    } while (cursor != 0 && one.n == 0);
+    assert_int_equal(one.n, 1);
+
+    /* fence counters, per node */
+    int64_t fence = -7;
+    for (int i = 0; i < N; i++) {
+        assert_rc(distlock_fence_counter(c, "sc:fenced", i, &fence), 1);
+        assert_int_equal(fence, distlock_lock_fence(l));
+    }
+    assert_rc(distlock_fence_counter(c, "sc:0", 1, &fence), 0);
+    assert_int_equal(fence, 0);
+    assert_rc(distlock_fence_counter(c, "sc:{t}x", 1, &fence), 1);
+    assert_int_equal(fence, 5);
+    assert_int_equal(rh_set(rc, 0, 0, "{sc:bad}:fence", "x", 0), 0);
+    assert_fails(distlock_fence_counter(c, "sc:bad", 0, &fence), DISTLOCK_EPROTO);
+    assert_non_null(strstr(distlock_last_error(), "not an integer"));
+
+    /* bad input */
+    cursor = 0;
+    assert_fails(distlock_scan(NULL, 0, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_scan(c, 3, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_scan(c, -1, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_scan(c, 0, "*", 0, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_scan(c, 0, "*", 100001, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_scan(c, 0, "", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_scan(c, 0, "*", 10, NULL, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_fence_counter(c, "", 0, &fence), DISTLOCK_EINVAL);
+    assert_fails(distlock_fence_counter(c, "k", 5, &fence), DISTLOCK_EINVAL);
+    assert_fails(distlock_fence_counter(NULL, "k", 0, &fence), DISTLOCK_EINVAL);
+
+    /* a stopped node: its own error, bounded by the timeout */
+    assert_int_equal(rh_pause(rc, 2), 0);
+    cursor = 0;
+    assert_fails(distlock_scan(c, 2, "*", 10, &cursor, NULL, NULL), DISTLOCK_ECONN);
+    assert_fails(distlock_fence_counter(c, "sc:fenced", 2, &fence), DISTLOCK_ECONN);
+    assert_int_equal(rh_resume(rc, 2), 0);
+
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -345,6 +476,7 @@ int main(void)
         cmocka_unit_test_setup(test_three_two_stopped, heal),
         cmocka_unit_test(test_ttl_rule),
         cmocka_unit_test_setup(test_ttl_rule_on_server, heal),
+        cmocka_unit_test_setup(test_scan, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

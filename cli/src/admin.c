@@ -57,8 +57,19 @@ static int parse_common_only(int argc, char **argv, const char *verb, struct cli
 
 static const struct option status_longopts[] = {
     CLI_COMMON_LONGOPTS,
+    {"json", no_argument, NULL, 'J'},
     {NULL, 0, NULL, 0}
 };
+
+static int status_extra(int opt, const char *arg, void *ctx)
+{
+    (void)arg;
+    if (opt == 'J') {
+        *(int *)ctx = 1;
+        return -1;
+    }
+    return cli_usage_error("status", "unexpected option");
+}
 
 /* One node's line of the table under the verdict: read with its own
  * distlock_inspect() after the verdict, for display only (the lock may have
@@ -97,9 +108,10 @@ static void print_node_line(distlock_client *c, const char *key, int i)
 int cli_status(int argc, char **argv)
 {
     struct cli_common co;
+    int json = 0;
     cli_common_init(&co);
     int rc = parse_common_only(argc, argv, "status", &co, status_longopts,
-                               ":" CLI_COMMON_SHORTOPTS, NULL, NULL, cli_help_status);
+                               ":" CLI_COMMON_SHORTOPTS, status_extra, &json, cli_help_status);
     if (rc >= 0)
         return rc;
     const char *key = argv[optind];
@@ -137,7 +149,10 @@ int cli_status(int argc, char **argv)
                                               : distlock_strerror(st);
         rc = cli_exit_for_status(st);
     }
-    if (!co.quiet) {
+    if (json) {
+        /* -q still prints the JSON: it is what was asked for. */
+        cli_status_json(c, key, st, token, nodes, pttl, answered, taken);
+    } else if (!co.quiet) {
         char d[32];
         printf("%s: %s", key, verdict);
         if (st == 1) {

@@ -140,6 +140,7 @@ int cli_getopt_error(const char *verb, int opt, char **argv);
 int cli_run(int argc, char **argv);
 int cli_status(int argc, char **argv);
 int cli_release(int argc, char **argv);
+int cli_list(int argc, char **argv);          /* list.c */
 
 /* Metrics (stats.c): -v prints the client's counters at exit; --stats-file
  * adds them to a file that `distlock stats` prints (also as Prometheus text). */
@@ -154,5 +155,11 @@ void cli_help_main(FILE *f);
 void cli_help_run(FILE *f);
 void cli_help_status(FILE *f);
 void cli_help_release(FILE *f);
+void cli_help_list(FILE *f);                  /* list.c */
+
+/* `status --json` (list.c): the verdict distlock_holder() gave (st and its
+ * outputs), then each node read on its own, as one JSON object on stdout. */
+void cli_status_json(distlock_client *c, const char *key, int st, const char *token, int nodes,
+                     long pttl, int answered, int taken);
 
 #endif

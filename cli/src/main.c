@@ -9,7 +9,8 @@ void cli_help_main(FILE *f)
 {
     fprintf(f,
 "Usage: distlock run [options] KEY -- COMMAND [ARGS...]\n"
-"       distlock status [options] KEY\n"
+"       distlock status [--json] [options] KEY\n"
+"       distlock list [--json] [--limit N] [options] PATTERN\n"
 "       distlock release (--force | --token TOKEN) [options] KEY\n"
 "       distlock stats [--prometheus] [FILE]\n"
 "       distlock help [VERB] | --help | --version\n"
@@ -20,6 +21,7 @@ void cli_help_main(FILE *f)
 "  run      acquire KEY, run COMMAND while the lease is renewed, release it when\n"
 "           COMMAND exits, and exit with COMMAND's status\n"
 "  status   show whether KEY is held, by which token and for how long, per node\n"
+"  list     the locks whose keys match PATTERN (SCAN, bounded), TTL left per node\n"
 "  release  administrative release of KEY (--force: whoever holds it)\n"
 "  stats    print the counters 'run --stats-file' accumulated (--prometheus)\n"
 "\n"
@@ -30,7 +32,7 @@ void cli_help_main(FILE *f)
 "\n"
 "Exit statuses: 64 bad arguments, 69 servers unreachable or silent / no quorum\n"
 "(never \"held\"), 70 internal error, 75 lock held elsewhere (run; see\n"
-"--conflict-exit-code), 79 lock lost and command terminated (run --kill-on-lost),\n"
+"--conflict-exit-code), 79 lock lost and command terminated (run --on-lost),\n"
 "130 wait cancelled. See distlock(1).\n"
 "\n"
 "'distlock VERB --help' describes each verb.\n", CLI_DEFAULT_SERVERS);
@@ -77,11 +79,16 @@ void cli_help_run(FILE *f)
 "                              (default 0: fail at once)\n"
 "  -n, --nonblock              fail at once if the lock is held (same as --wait 0)\n"
 "  -E, --conflict-exit-code N  exit status when the lock is held elsewhere (default 75)\n"
-"  -k, --kill-on-lost          if the lock is lost while COMMAND runs, send it\n"
-"                              --kill-signal, and exit with --lost-exit-code\n"
-"      --kill-signal SIG       signal for --kill-on-lost (default TERM)\n"
-"      --kill-after DUR        then SIGKILL if still running (default 10s; 0: never)\n"
-"      --lost-exit-code N      exit status after --kill-on-lost acted (default 79)\n"
+"      --on-lost ACTION        if the lock is lost while COMMAND runs: 'ignore'\n"
+"                              (default: say so, COMMAND goes on, its status is\n"
+"                              kept), 'term' (send --kill-signal, then SIGKILL\n"
+"                              after --grace) or 'kill' (SIGKILL at once); term\n"
+"                              and kill exit with --lost-exit-code\n"
+"  -k, --kill-on-lost          same as --on-lost term\n"
+"      --kill-signal SIG       first signal of --on-lost term (default TERM)\n"
+"      --grace DUR             then SIGKILL if still running (default 10s; 0: never;\n"
+"                              older name: --kill-after)\n"
+"      --lost-exit-code N      exit status after --on-lost term/kill acted (default 79)\n"
 "      --fence                 also take a fencing token: $DISTLOCK_FENCE\n"
 "      --stats-file FILE       at exit, add this run's counters to FILE\n"
 "                              ($DISTLOCK_STATS_FILE; see 'distlock stats'; -v\n"
@@ -95,10 +102,10 @@ void cli_help_run(FILE *f)
 "in distlock's process group; HUP, INT, QUIT, TERM, USR1 and USR2 sent to\n"
 "distlock are forwarded to it (terminal-generated ones reach it directly), and\n"
 "the lock stays held until it has exited. If the lock is lost while it runs\n"
-"(expired, deleted, taken over), distlock says so on stderr; without\n"
-"--kill-on-lost COMMAND goes on and distlock exits with its status.\n"
+"(expired, deleted, taken over), distlock says so on stderr; with --on-lost\n"
+"ignore (the default) COMMAND goes on and distlock exits with its status.\n"
 "\n"
-"Exit status: COMMAND's status; 75 lock held elsewhere; 79 lost (--kill-on-lost);\n"
+"Exit status: COMMAND's status; 75 lock held elsewhere; 79 lost (--on-lost term/kill);\n"
 "64 bad arguments; 69 servers unreachable or silent, no quorum, or the lock\n"
 "granted only after the ttl was used up (nothing held); 70 internal error;\n"
 "126 COMMAND not executable; 127 COMMAND not found; 128+N killed by signal N.\n",
@@ -108,7 +115,7 @@ void cli_help_run(FILE *f)
 void cli_help_status(FILE *f)
 {
     fprintf(f,
-"Usage: distlock status [options] KEY\n"
+"Usage: distlock status [--json] [options] KEY\n"
 "\n"
 "Show whether KEY is held, by which owner token, on how many nodes and how long\n"
 "its lease has left: the library's verdict from one round to every node. Then\n"
@@ -116,6 +123,10 @@ void cli_help_status(FILE *f)
 "lock.\n"
 "\n"
 "Options:\n"
+"      --json                  one JSON object instead: key, verdict, held, token,\n"
+"                              holder_nodes, nodes_total, quorum, answered, ttl_ms,\n"
+"                              fence, nodes[] (uri, state, token, ttl_ms, fence);\n"
+"                              see distlock(1). Printed with -q too.\n"
 "%s"
 "\n"
 "Exit status: 0 held (one token on a quorum of nodes); 1 not held; 69 unknown\n"
@@ -151,6 +162,7 @@ static const struct verb {
     {"status", cli_status, cli_help_status},
     {"release", cli_release, cli_help_release},
     {"stats", cli_stats, cli_help_stats},
+    {"list", cli_list, cli_help_list},
 };
 
 static const struct verb *find_verb(const char *name)
@@ -178,7 +190,7 @@ int main(int argc, char **argv)
     /* Before any message: their passwords are masked in everything printed. */
     cli_secrets_from_environment();
     if (argc < 2)
-        return cli_usage_error(NULL, "missing verb (run, status, release)");
+        return cli_usage_error(NULL, "missing verb (run, status, release, list)");
     const char *verb = argv[1];
     const struct verb *v = find_verb(verb);
     if (v)
@@ -193,5 +205,5 @@ int main(int argc, char **argv)
                distlock_version_string());
         return CLI_EXIT_OK;
     }
-    return cli_usage_error(NULL, "unknown verb '%s' (run, status, release)", verb);
+    return cli_usage_error(NULL, "unknown verb '%s' (run, status, release, list)", verb);
 }

@@ -54,9 +54,9 @@ struct run_opts {
     long wait_ms;
     long conflict_exit;
     long lost_exit;
-    int kill_on_lost;
-    int kill_sig;
-    long kill_after_ms;
+    int on_lost;          /* ON_LOST_*: what a lost lease does to the command */
+    int kill_sig;         /* the first signal of ON_LOST_TERM (--kill-signal) */
+    long grace_ms;        /* then SIGKILL after this (--grace, --kill-after); 0: never */
     int fence;
     const char *stats_file;  /* --stats-file, else $DISTLOCK_STATS_FILE, else NULL */
 };
@@ -72,8 +72,27 @@ static long now_ms(void)
 }
 
 enum {
-    OPT_LOST_EXIT = 2000, OPT_KILL_SIGNAL, OPT_KILL_AFTER, OPT_FENCE, OPT_STATS_FILE
+    OPT_LOST_EXIT = 2000, OPT_KILL_SIGNAL, OPT_KILL_AFTER, OPT_FENCE, OPT_STATS_FILE,
+    OPT_ON_LOST
 };
+
+/* --on-lost: the lease is gone while the command runs. The default is
+ * `ignore` because it is what `run` always did (the command goes on and
+ * its status is kept, with the loss said on stderr); `term` and `kill`
+ * change the command's control flow, so they are asked for. */
+enum { ON_LOST_IGNORE = 0, ON_LOST_TERM, ON_LOST_KILL };
+static const char *const on_lost_names[] = {"ignore", "term", "kill"};
+
+static int parse_on_lost(const char *s, int *out)
+{
+    for (int i = 0; i < (int)(sizeof on_lost_names / sizeof on_lost_names[0]); i++) {
+        if (!strcmp(s, on_lost_names[i])) {
+            *out = i;
+            return 0;
+        }
+    }
+    return -1;
+}
 
 static const struct option run_longopts[] = {
     CLI_COMMON_LONGOPTS,
@@ -85,6 +104,8 @@ static const struct option run_longopts[] = {
     {"kill-on-lost", no_argument, NULL, 'k'},
     {"kill-signal", required_argument, NULL, OPT_KILL_SIGNAL},
     {"kill-after", required_argument, NULL, OPT_KILL_AFTER},
+    {"grace", required_argument, NULL, OPT_KILL_AFTER},
+    {"on-lost", required_argument, NULL, OPT_ON_LOST},
     {"fence", no_argument, NULL, OPT_FENCE},
     {"stats-file", required_argument, NULL, OPT_STATS_FILE},
     {NULL, 0, NULL, 0}
@@ -102,9 +123,9 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
     o->wait_ms = 0;
     o->conflict_exit = CLI_EXIT_CONFLICT;
     o->lost_exit = CLI_EXIT_LOST;
-    o->kill_on_lost = 0;
+    o->on_lost = ON_LOST_IGNORE;
     o->kill_sig = SIGTERM;
-    o->kill_after_ms = 10000;
+    o->grace_ms = 10000;
     o->fence = 0;
     o->stats_file = getenv("DISTLOCK_STATS_FILE");
 
@@ -145,17 +166,22 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
             if (opt == 'E') o->conflict_exit = v;
             else o->lost_exit = v;
             break;
-        case 'k':
-            o->kill_on_lost = 1;
+        case 'k':  /* the older spelling of --on-lost=term */
+            o->on_lost = ON_LOST_TERM;
+            break;
+        case OPT_ON_LOST:
+            if (parse_on_lost(optarg, &o->on_lost))
+                return cli_usage_error("run", "invalid --on-lost '%s' (term, kill or ignore)",
+                                       optarg);
             break;
         case OPT_KILL_SIGNAL:
             if (cli_parse_signal(optarg, &o->kill_sig))
                 return cli_usage_error("run", "invalid --kill-signal '%s' (TERM, KILL, INT, "
                                        "HUP, a number...)", optarg);
             break;
-        case OPT_KILL_AFTER:
-            if (cli_parse_duration(optarg, 0, &o->kill_after_ms))
-                return cli_usage_error("run", "invalid --kill-after '%s' (a duration; 0 = "
+        case OPT_KILL_AFTER:  /* --grace, or its older name --kill-after */
+            if (cli_parse_duration(optarg, 0, &o->grace_ms))
+                return cli_usage_error("run", "invalid --grace '%s' (a duration; 0 = "
                                        "never send SIGKILL)", optarg);
             break;
         case OPT_FENCE:
@@ -593,30 +619,33 @@ static int spawn_command(struct run_state *st)
     return RUN_GO_ON;
 }
 
-/* The lock was found lost while the command runs: say so, and with
- * --kill-on-lost signal the command. Returns the time to send SIGKILL at
- * (--kill-after), or -1. */
+/* The lock was found lost while the command runs: say so, and act as
+ * --on-lost says. ignore: the command goes on. term: --kill-signal now,
+ * SIGKILL once --grace has passed; returns the time to send it at (or -1).
+ * kill: SIGKILL now. */
 static long on_lost(struct run_state *st)
 {
     const struct run_opts *o = &st->o;
+    int sig = o->on_lost == ON_LOST_KILL ? SIGKILL : o->kill_sig;
     st->lost = 1;
-    if (!o->kill_on_lost) {
+    if (o->on_lost == ON_LOST_IGNORE) {
         cli_err("lost the lock on '%s' while the command was running (expired, "
-                "deleted or taken over); the command goes on WITHOUT the lock", st->key);
+                "deleted or taken over); the command goes on WITHOUT the lock "
+                "(--on-lost=ignore)", st->key);
         return -1;
     }
     cli_err("lost the lock on '%s' while the command was running (expired, "
             "deleted or taken over); sending %s to the command (pid %ld)",
-            st->key, strsignal(o->kill_sig), (long)st->pid);
-    kill(st->pid, o->kill_sig);
+            st->key, sig == SIGKILL ? "SIGKILL" : strsignal(sig), (long)st->pid);
+    kill(st->pid, sig);
     st->killed_for_lost = 1;
-    if (o->kill_after_ms > 0 && o->kill_sig != SIGKILL)
-        return now_ms() + o->kill_after_ms;
+    if (o->grace_ms > 0 && sig != SIGKILL)
+        return now_ms() + o->grace_ms;
     return -1;
 }
 
 /* Until the command has exited: forward signals to it, watch for the loss
- * of the lock (on_lost; SIGKILL once --kill-after has passed), reap it into
+ * of the lock (on_lost; SIGKILL once --grace has passed), reap it into
  * st->status. The lock is renewed meanwhile by the library's thread. */
 static void supervise(struct run_state *st)
 {
@@ -658,9 +687,9 @@ static void supervise(struct run_state *st)
         if (!st->lost && (fd_says || distlock_lock_lost(st->lock)))
             kill_deadline = on_lost(st);
         if (kill_deadline >= 0 && now_ms() >= kill_deadline) {
-            cli_err("the command (pid %ld) is still running %s after losing the lock; "
-                    "sending SIGKILL", (long)st->pid,
-                    cli_fmt_ms(st->o.kill_after_ms, d, sizeof d));
+            cli_err("the command (pid %ld) is still running %s after losing the lock "
+                    "(--grace); sending SIGKILL", (long)st->pid,
+                    cli_fmt_ms(st->o.grace_ms, d, sizeof d));
             kill(st->pid, SIGKILL);
             kill_deadline = -1;
         }
@@ -698,12 +727,14 @@ static void release_lock(struct run_state *st)
         snprintf(what, sizeof what, "could not release '%.80s' (it expires by itself within %s)",
                  key, cli_fmt_ms(st->o.ttl_ms, d, sizeof d));
         cli_report(what, rc);
-    } else if (st->o.co.verbose) {
+    }
+    if (st->o.co.verbose) {
+        const char *what = rc == DISTLOCK_OK ? "released" : "did not release";
         if (WIFSIGNALED(st->status))
-            cli_err("released '%s'; the command ran %s and was killed by %s", key,
+            cli_err("%s '%s'; the command ran %s and was killed by %s", what, key,
                     cli_fmt_ms(ran, d, sizeof d), strsignal(WTERMSIG(st->status)));
         else
-            cli_err("released '%s'; the command ran %s and exited with status %d", key,
+            cli_err("%s '%s'; the command ran %s and exited with status %d", what, key,
                     cli_fmt_ms(ran, d, sizeof d), command_exit_status(st->status));
     }
 }

@@ -171,7 +171,7 @@ t_help_and_version() {
   expect 0 "$DL" --help && contains "$D/out" "Usage: distlock run" || return 1
   expect 0 "$DL" help run && contains "$D/out" "Usage: distlock run" || return 1
   local v
-  for v in run status release; do
+  for v in run status release list; do
     expect 0 "$DL" "$v" --help && contains "$D/out" "Usage: distlock $v" || return 1
     expect 0 "$DL" help "$v" || return 1
   done
@@ -555,6 +555,78 @@ t_lost_lock_kills_with_option() {
   [ "$(cat "$D/got" 2>/dev/null)" = INT ] || fail "command did not get SIGINT"
 }
 
+# --on-lost (issue 15): term sends SIGTERM, then SIGKILL once --grace has
+# passed; kill sends SIGKILL at once; ignore lets the command run on. The
+# lease is lost for real: the key is deleted under the running command and
+# the renewal finds it gone.
+t_on_lost_term_then_kill_after_grace() {
+  local k=cli:onlost:$RANDOM
+  # The command records when SIGTERM arrives and ignores it; it writes its pid.
+  "$DL" run -v --ttl 1s --on-lost=term --grace=2s "$k" -- sh -c '
+    trap "date +%s%N > \"$0/term\"" TERM
+    echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  local child; child=$(cat "$D/pid")
+  rcli del "$k" >/dev/null
+  wait_until 10 "[ -s '$D/term' ]" || return 1
+  # Still alive right after SIGTERM: SIGKILL waits for the grace.
+  alive "$child" || fail "the command died at once; --grace not honoured" || return 1
+  wait_until 10 "! alive $child" || return 1
+  local ms=$(( ($(date +%s%N) - $(cat "$D/term")) / 1000000 ))
+  echo "    SIGKILL came ${ms} ms after SIGTERM (--grace=2s; seen in 20 ms polls)" >&2
+  # The trap's stamp comes after the signal (sh runs it once its current
+  # `sleep 0.02` ends, then forks date): up to a few hundred ms late on a
+  # loaded machine, so the bound below the grace allows 500 ms of it.
+  [ "$ms" -ge 1500 ] || fail "killed ${ms} ms after SIGTERM, before the 2s grace" || return 1
+  [ "$ms" -le 6000 ] || fail "killed only ${ms} ms after SIGTERM" || return 1
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "sending Terminated to the command" || return 1
+  contains "$D/run.err" "(--grace); sending SIGKILL" || return 1
+  contains "$D/run.err" "was killed by Killed" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "a key was left" || return 1
+}
+
+t_on_lost_kill_and_ignore() {
+  local k=cli:onlostk:$RANDOM
+  # kill: SIGKILL at once, even for a command that ignores TERM; exit 79.
+  "$DL" run -v --ttl 1s --on-lost kill "$k" -- sh -c '
+    trap "" TERM; echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  rcli set "$k" intruder >/dev/null
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "sending SIGKILL to the command" || return 1
+  contains "$D/run.err" "was killed by Killed" || return 1
+  [ "$(rcli get "$k")" = intruder ] || fail "the new owner's key was touched" || return 1
+  rcli del "$k" >/dev/null
+  # ignore: the loss is said, the command runs on past it and its status is kept.
+  rm -f "$D/pid"
+  "$DL" run --ttl 1s --on-lost=ignore "$k" -- sh -c '
+    echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done
+    touch "$0/ran-on"; exit 4' "$D" 2>"$D/run.err" &
+  pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  rcli del "$k" >/dev/null
+  wait_until 10 "grep -q 'lost the lock' '$D/run.err'" || return 1
+  contains "$D/run.err" "goes on WITHOUT the lock (--on-lost=ignore)" || return 1
+  alive "$pid" && alive "$(cat "$D/pid")" || fail "the command stopped with --on-lost=ignore" || return 1
+  touch "$D/release"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 4 ] || fail "exit $ST, expected the command's 4" || return 1
+  [ -e "$D/ran-on" ] || fail "the command did not run on" || return 1
+  # bad values are usage errors, and the command does not run
+  expect 64 "$DL" run --on-lost=stop "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "invalid --on-lost 'stop' (term, kill or ignore)" || return 1
+  expect 64 "$DL" run --grace=soon "$k" -- touch "$D/ran" || return 1
+  absent "$D/ran"
+}
+
 t_status_and_release() {
   local k=cli:admin:$RANDOM
   expect 1 "$DL" status "$k" && contains "$D/out" "free" || return 1
@@ -833,6 +905,10 @@ t_passwords_never_shown() {
   shown "redis://bob:\*\*\*@127.0.0.1:$free" 69 "$DL" run -v --servers "redis://bob:$sec@127.0.0.1:$free" "$k" -- true
   shown "redis://bob:\*\*\*@127.0.0.1:$free  error" 69 "$DL" status --servers "redis://bob:$sec@127.0.0.1:$free" "$k"
   shown "redis://bob:\*\*\*@192.0.2.1:" 69 "$DL" status --connect-timeout 200ms --servers "redis://bob:$sec@192.0.2.1:6379" "$k"
+  # status --json and list: URIs and errors masked the same way
+  shown '"uri": "redis://bob:\*\*\*@127.0.0.1:'"$p"'"' 1 "$DL" status --json --servers "$good" "$k"
+  shown '"error": ".*redis://bob:\*\*\*@127.0.0.1:'"$free" 69 "$DL" status --json --servers "redis://bob:$sec@127.0.0.1:$free" "$k"
+  shown "cannot scan redis://bob:\*\*\*@127.0.0.1:$free" 69 "$DL" list --servers "redis://bob:$sec@127.0.0.1:$free" "$k*"
   DISTLOCK_USERNAME=bob DISTLOCK_PASSWORD=$sec shown "127.0.0.1:$free" 69 \
     "$DL" run -v --servers "redis://127.0.0.1:$free" "$k" -- true
   # A wrong password for bob on the good server: refused, and not shown.
@@ -967,6 +1043,92 @@ t_stats_verbose_and_prometheus() {
     awk 'NR > 1 && $1 < prev { exit 1 } { prev = $1 }' || fail "buckets not cumulative"
   expect 66 "$DL" stats "$D/no-such-file" || return 1
   expect 64 "$DL" stats --bogus "$f" || return 1
+}
+
+# jq-like field access with python3 (already a dependency of the tests):
+# jget FILE EXPR prints the Python expression EXPR of the JSON in FILE (d).
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+jvalid() { python3 -m json.tool "$1" >/dev/null || fail "$1 is not valid JSON: $(head -c 400 "$1")"; }
+
+# status --json (issue 15): the documented fields, from the library's
+# verdict and each node's own read; a fence when a fencing acquire made one.
+t_status_json() {
+  local k=cli:json:$RANDOM
+  expect 1 "$DL" status --json "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(d["key"], d["verdict"], d["held"], d["token"], d["ttl_ms"], d["fence"], d["nodes_total"], d["nodes"][0]["state"])')" \
+    = "('$k', 'free', False, None, None, None, 1, 'free')" ] || fail "free: $(cat "$D/out")" || return 1
+  hold "$k" --servers "$URIS3" --fence --ttl 20s || return 1
+  local tok; tok=$(cat "$D/ready")
+  local fence; fence=$(redis-cli -p "$(echo "$URIS3" | sed 's/.*://')" get "{$k}:fence")
+  expect 0 "$DL" status --json --servers "$URIS3" "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(d["verdict"], d["held"], d["token"], d["holder_nodes"], d["nodes_total"], d["quorum"], d["answered"], d["fence"])')" \
+    = "('held', True, '$tok', 3, 3, 2, 3, $fence)" ] || fail "held: $(cat "$D/out")" || return 1
+  [ "$(jget "$D/out" '0 < d["ttl_ms"] <= 20000 and all(n["state"] == "held" and n["token"] == d["token"] and 0 < n["ttl_ms"] <= 20000 and n["fence"] == d["fence"] for n in d["nodes"])')" = True ] \
+    || fail "per node: $(cat "$D/out")" || return 1
+  [ "$(jget "$D/out" '[n["uri"] for n in d["nodes"]] == "'"$URIS3"'".split(",")')" = True ] || fail "uris" || return 1
+  # -q prints the JSON too (it is what was asked for); the exit status is the verdict's
+  expect 0 "$DL" status -q --json --servers "$URIS3" "$k" && jvalid "$D/out" || return 1
+  # One node hung: its entry says error, the verdict stands on the two others.
+  local p3; p3=$(echo "$URIS3" | sed 's/.*://')
+  STOPPED_PID=$(cat "$TMP/redis3/redis-$p3.pid"); kill -STOP "$STOPPED_PID"
+  expect 0 "$DL" status --json --servers "$URIS3" --timeout 300ms --connect-timeout 300ms "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(d["verdict"], d["answered"], d["nodes"][2]["state"], "127.0.0.1:'"$p3"'" in d["nodes"][2]["error"])')" \
+    = "('held', 2, 'error', True)" ] || fail "hung node: $(cat "$D/out")" || return 1
+  kill -CONT "$STOPPED_PID"; STOPPED_PID=""
+  touch "$D/release"; wait_exit "$HOLDER" 10 || return 1
+  # A key of another type: taken, not held; any bytes in a token stay valid JSON.
+  rcli hset "$k:h" f v >/dev/null
+  expect 1 "$DL" status --json "$k:h" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(d["verdict"], d["nodes"][0]["state"])')" = "('not_held', 'taken')" ] || fail "taken: $(cat "$D/out")" || return 1
+  rcli set "$k:b" "$(printf 'a\001"b\\c')" >/dev/null
+  expect 0 "$DL" status --json "$k:b" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" 'd["token"] == "a\x01\"b\\c" and d["ttl_ms"] == -1')" = True ] || fail "bytes: $(cat "$D/out")" || return 1
+  expect 64 "$DL" status --json || return 1
+}
+
+# list PATTERN (issue 15): SCAN in COUNT-bounded steps, never KEYS; on a
+# keyspace of 100,000 unrelated keys it finds the locks within a budget, the
+# server never runs one long command, --limit bounds what is listed.
+t_list_bounded_on_big_keyspace() {
+  local p; p=$(bash "$HARNESS" start "$D/redis" 1) || return 1
+  local r="redis-cli -p $p" srv=redis://127.0.0.1:$p i
+  [ "$($r DEBUG POPULATE 100000 unrelated 16)" = OK ] || fail "populate" || return 1
+  for i in $(seq 1 20); do echo "SET lk:$i tok$i PX 60000"; done | $r >/dev/null
+  hold lk:fenced --servers "$srv" --fence --ttl 30s || return 1
+  [ "$($r exists '{lk:fenced}:fence')" = 1 ] || fail "no fence counter" || return 1
+  $r CONFIG SET slowlog-log-slower-than 20000 >/dev/null; $r SLOWLOG RESET >/dev/null
+  $r CONFIG RESETSTAT >/dev/null
+  local t0; t0=$(date +%s%N)
+  expect 0 "$DL" list --json --servers "$srv" 'lk:*' && jvalid "$D/out" || return 1
+  local ms; ms=$(since_ms "$t0")
+  echo "    list 'lk:*' among $($r dbsize) keys: ${ms} ms, $($r info commandstats | grep -o 'cmdstat_scan:calls=[0-9]*') (COUNT 1000)" >&2
+  [ "$ms" -lt 5000 ] || fail "list took ${ms} ms" || return 1
+  [ "$(jget "$D/out" '(len(d["locks"]), d["truncated"], d["complete"], d["pattern"])')" = "(21, False, True, 'lk:*')" ] \
+    || fail "locks: $(head -c 600 "$D/out")" || return 1
+  [ "$(jget "$D/out" 'sorted(l["key"] for l in d["locks"]) == [l["key"] for l in d["locks"]] and all(l["held"] and 0 < l["nodes"][0]["ttl_ms"] <= 60000 for l in d["locks"])')" = True ] \
+    || fail "entries: $(head -c 600 "$D/out")" || return 1
+  [ "$(jget "$D/out" '[(l["token"], l["fence"]) for l in d["locks"] if l["key"] == "lk:fenced"] == [(open("'"$D"'/ready").read().strip(), int("'"$($r get '{lk:fenced}:fence')"'"))]')" = True ] \
+    || fail "fenced lock" || return 1
+  # In steps: about dbsize/COUNT SCAN calls, no KEYS, and no command the slow log saw.
+  local calls; calls=$($r info commandstats | sed -n 's/^cmdstat_scan:calls=\([0-9]*\),.*/\1/p')
+  [ "${calls:-0}" -ge 90 ] || fail "only ${calls:-0} SCAN calls for 100k keys" || return 1
+  ! $r info commandstats | grep -q '^cmdstat_keys:' || fail "KEYS was used" || return 1
+  [ "$($r SLOWLOG LEN)" = 0 ] || fail "slow log: $($r SLOWLOG GET 5 | tr '\n' ' ')" || return 1
+  # --limit bounds the listing and says so.
+  expect 0 "$DL" list --json --limit 5 --servers "$srv" 'lk:*' && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(len(d["locks"]), d["truncated"], d["complete"])')" = "(5, True, False)" ] || fail "limit: $(cat "$D/out")" || return 1
+  expect 0 "$DL" list --limit 5 --servers "$srv" 'lk:*' || return 1
+  [ "$(wc -l <"$D/out")" = 5 ] && contains "$D/err" "stopped at --limit 5" || return 1
+  contains "$D/out" "^lk:[0-9]*  held  1/1  [0-9.]*s  token tok[0-9]*  \[[0-9.]*s\]$" || return 1
+  # Nothing matches: an empty list, exit 0.
+  expect 0 "$DL" list --json --servers "$srv" 'nomatch:*' && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" 'd["locks"]')" = "[]" ] || return 1
+  # A node that cannot be scanned: 69, named, and the others' locks still listed.
+  expect 69 "$DL" list --servers "$srv,redis://127.0.0.1:1" --connect-timeout 300ms 'lk:1*' || return 1
+  contains "$D/err" "cannot scan redis://127.0.0.1:1" && contains "$D/out" "^lk:10 " || return 1
+  expect 64 "$DL" list || return 1
+  expect 64 "$DL" list --limit 0 'x*' && contains "$D/err" "invalid --limit '0'" || return 1
+  expect 64 "$DL" list 'a' 'b' || return 1
 }
 
 # ------------------------------------------------------------------ runner

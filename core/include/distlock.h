@@ -402,6 +402,29 @@ DISTLOCK_API int distlock_holder(distlock_client *c, const char *key, char *toke
                                  size_t size, int *nodes, long *pttl_ms, int *answered,
                                  int *taken);
 
+/* The fence counter of `key` on node i ({key}:fence, kept by DISTLOCK_FENCING
+ * acquires): the last fence granted there for this key. Returns 1 and
+ * *fence, 0 when the node has no counter for it (no fencing acquire was
+ * made there), or an error (EPROTO when the value is not an integer).
+ * Blocks on that one node. Thread-safe. */
+DISTLOCK_API int distlock_fence_counter(distlock_client *c, const char *key, int node,
+                                        int64_t *fence);
+
+/* Keys that may be locks, for listing: one SCAN step on node i,
+ * `SCAN *cursor MATCH pattern COUNT count TYPE string` (Redis >= 6), so the
+ * server does O(count) work per call and never blocks on a big keyspace.
+ * fn(key, len, arg) is called for each string key of the step that matches,
+ * except the fence counters of locks; a nonzero return from fn skips the
+ * rest of this step. *cursor: 0 to start; on return the cursor of the next
+ * step, 0 when the scan of that node is complete (SCAN's guarantees: a key
+ * present for the whole scan is returned at least once, maybe more).
+ * pattern: a Redis glob (NULL: "*"); count: 1..100000 (a hint to the
+ * server). Returns the number of keys passed to fn, or an error. Blocks on
+ * that one node. Thread-safe. */
+typedef int (*distlock_key_fn)(const char *key, size_t len, void *arg);
+DISTLOCK_API int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
+                               unsigned long long *cursor, distlock_key_fn fn, void *arg);
+
 /* Delete `key` on every node whoever holds it (administrative override).
  * *deleted (may be NULL) receives the number of nodes it was deleted on. */
 DISTLOCK_API int distlock_force_release(distlock_client *c, const char *key, int *deleted);

@@ -278,7 +278,7 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
         distlock__ltoa(a.qttl, rq->queue_ttl_ms);
     }
     if (a.fencing)
-        distlock__sidekey(a.sk->fk, rq->key, ":fence");
+        distlock__sidekey(a.sk->fk, rq->key, DISTLOCK__FENCE_SUFFIX);
     distlock__result *res = a.cs->res_a;
 
     uint64_t t0 = att->t0_us = distlock__now_us();

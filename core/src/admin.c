@@ -1,7 +1,8 @@
 /* admin.c -- questions an operator asks about a key, answered by the core in
  * one round (who holds it, on how many nodes, for how long; what one node
- * holds), the administrative delete, and the one TTL rule the front ends
- * use to turn seconds into milliseconds.
+ * holds; its fence counter), which keys may be locks (SCAN, bounded), the
+ * administrative delete, and the one TTL rule the front ends use to turn
+ * seconds into milliseconds.
  *
  * Layer 7 (API): it uses the transport's round (distlock__round) and the
  * inspect script of the protocol's table; nothing below calls it.
@@ -231,6 +232,140 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
             *pttl_ms = rc ? (long)distlock__reply_int(r, 1) : 0;
     }
     distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+/* One plain command to node `node` only; the reply in (*cs)->res_a[node],
+ * to clear and check in. */
+static int one_node_command(distlock_client *c, int node, int argc, const char **argv,
+                            const size_t *len, distlock__connset **cs)
+{
+    int rc = distlock__begin(c, cs);
+    if (rc != DISTLOCK_OK)
+        return rc;
+    distlock__call call = { .script = -1, .argc = argc, .argv = argv, .argvlen = len };
+    for (int i = 0; i < c->n; i++)
+        (*cs)->calls_a[i] = i == node ? &call : NULL;
+    distlock__round(&c->tp, *cs, (*cs)->calls_a, (*cs)->res_a, NULL, NULL);
+    return DISTLOCK_OK;
+}
+
+/* The failure of a one-node reply that is not a value: its status, with
+ * the node's detail. Returns DISTLOCK_OK for a usable reply. */
+static int node_reply_error(const distlock_client *c, int node, const distlock__result *r)
+{
+    if (r->state == DISTLOCK__R_FAILED)
+        return distlock__fail(r->status, "%s", r->err);
+    if (r->reply->type == REDIS_REPLY_ERROR)
+        return distlock__fail(DISTLOCK_EPROTO, "%s: %s", c->nodes[node].uri, r->reply->str);
+    return DISTLOCK_OK;
+}
+
+static int node_arg(const distlock_client *c, int node)
+{
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if (node < 0 || node >= c->n)
+        return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
+    return DISTLOCK_OK;
+}
+
+int distlock_fence_counter(distlock_client *c, const char *key, int node, int64_t *fence)
+{
+    int rc;
+    char fk[DISTLOCK__SIDEKEY_MAX];
+    distlock__connset *cs;
+
+    distlock__clear_error();
+    if (fence)
+        *fence = 0;
+    if ((rc = node_arg(c, node)) != DISTLOCK_OK || (rc = distlock__check_key(key)) != DISTLOCK_OK)
+        return rc;
+    distlock__sidekey(fk, key, DISTLOCK__FENCE_SUFFIX);
+    const char *argv[2] = { "GET", fk };
+    size_t len[2] = { 3, strlen(fk) };
+    if ((rc = one_node_command(c, node, 2, argv, len, &cs)) != DISTLOCK_OK)
+        return rc;
+    const distlock__result *r = &cs->res_a[node];
+    if ((rc = node_reply_error(c, node, r)) == DISTLOCK_OK) {
+        const redisReply *x = r->reply;
+        char *end = NULL;
+        long long v = 0;
+        if (x->type == REDIS_REPLY_NIL) {
+            rc = 0;
+        } else if (x->type == REDIS_REPLY_STRING && x->len > 0 &&
+                   (v = strtoll(x->str, &end, 10), end == x->str + x->len) && v >= 0) {
+            if (fence)
+                *fence = (int64_t)v;
+            rc = 1;
+        } else {
+            rc = distlock__fail(DISTLOCK_EPROTO, "%s: fence counter of '%.64s' is not an integer",
+                                c->nodes[node].uri, key);
+        }
+    }
+    distlock__round_clear(cs->res_a, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
+/* The keys of one SCAN reply ({cursor, {keys...}}) to fn, fence counters
+ * left out; the next cursor in *cursor. Returns the count or EPROTO. */
+static int scan_reply(const distlock_client *c, int node, const redisReply *x,
+                      unsigned long long *cursor, distlock_key_fn fn, void *arg)
+{
+    char *end = NULL;
+    if (x->type != REDIS_REPLY_ARRAY || x->elements != 2 ||
+        x->element[0]->type != REDIS_REPLY_STRING || x->element[1]->type != REDIS_REPLY_ARRAY)
+        return distlock__fail(DISTLOCK_EPROTO, "%s: unexpected reply to SCAN", c->nodes[node].uri);
+    unsigned long long next = strtoull(x->element[0]->str, &end, 10);
+    if (end != x->element[0]->str + x->element[0]->len)
+        return distlock__fail(DISTLOCK_EPROTO, "%s: unexpected SCAN cursor", c->nodes[node].uri);
+    int given = 0;
+    const redisReply *keys = x->element[1];
+    for (size_t i = 0; i < keys->elements; i++) {
+        const redisReply *k = keys->element[i];
+        if (k->type != REDIS_REPLY_STRING ||
+            distlock__is_sidekey(k->str, k->len, DISTLOCK__FENCE_SUFFIX))
+            continue;
+        given++;
+        if (fn && fn(k->str, k->len, arg) != 0)
+            break;
+    }
+    *cursor = next;
+    return given;
+}
+
+int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
+                  unsigned long long *cursor, distlock_key_fn fn, void *arg)
+{
+    int rc;
+    char cur[24], cnt[24];
+    distlock__connset *cs;
+
+    distlock__clear_error();
+    if ((rc = node_arg(c, node)) != DISTLOCK_OK)
+        return rc;
+    if (cursor == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "cursor must not be NULL");
+    if (count < 1 || count > 100000)
+        return distlock__fail(DISTLOCK_EINVAL, "count %ld out of range 1..100000", count);
+    if (pattern == NULL)
+        pattern = "*";
+    if (!*pattern || strlen(pattern) > DISTLOCK_KEY_MAX)
+        return distlock__fail(DISTLOCK_EINVAL, "pattern must be 1..%d bytes", DISTLOCK_KEY_MAX);
+    snprintf(cur, sizeof cur, "%llu", *cursor);
+    snprintf(cnt, sizeof cnt, "%ld", count);
+    const char *argv[8] = { "SCAN", cur, "MATCH", pattern, "COUNT", cnt, "TYPE", "string" };
+    size_t len[8];
+    for (int i = 0; i < 8; i++)
+        len[i] = strlen(argv[i]);
+    if ((rc = one_node_command(c, node, 8, argv, len, &cs)) != DISTLOCK_OK)
+        return rc;
+    const distlock__result *r = &cs->res_a[node];
+    if ((rc = node_reply_error(c, node, r)) == DISTLOCK_OK)
+        rc = scan_reply(c, node, r->reply, cursor, fn, arg);
+    distlock__round_clear(cs->res_a, c->n);
     distlock__checkin(c, cs);
     return rc;
 }

@@ -174,6 +174,28 @@ void distlock__sidekey(char *buf, const char *key, const char *suffix)
         snprintf(buf, DISTLOCK__SIDEKEY_MAX, "%s%s", key, suffix);
 }
 
+int distlock__is_sidekey(const char *k, size_t len, const char *suffix)
+{
+    char base[DISTLOCK__SIDEKEY_MAX], side[DISTLOCK__SIDEKEY_MAX];
+    size_t sl = strlen(suffix);
+    if (len <= sl || len - sl > DISTLOCK_KEY_MAX || memcmp(k + len - sl, suffix, sl) != 0 ||
+        memchr(k, '\0', len) != NULL)
+        return 0;
+    /* The lock key is what precedes the suffix ("a{t}b:fence"), or that
+     * without the braces sidekey added ("{job:1}:fence"). */
+    size_t bl = len - sl;
+    for (int strip = 0; strip <= 1; strip++) {
+        if (strip && (bl < 3 || k[0] != '{' || k[bl - 1] != '}'))
+            break;
+        memcpy(base, k + strip, bl - 2 * (size_t)strip);
+        base[bl - 2 * (size_t)strip] = '\0';
+        distlock__sidekey(side, base, suffix);
+        if (strlen(side) == len && memcmp(side, k, len) == 0)
+            return 1;
+    }
+    return 0;
+}
+
 size_t distlock__channel_name(char *buf, const char *key)
 {
     size_t n = strlen(key);  /* <= DISTLOCK_KEY_MAX, checked by every entry point */

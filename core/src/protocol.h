@@ -22,6 +22,11 @@ extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HID
  * Cluster hash slot; buf must hold DISTLOCK__SIDEKEY_MAX bytes. */
 #define DISTLOCK__SIDEKEY_MAX (DISTLOCK_KEY_MAX + 32)
 void distlock__sidekey(char *buf, const char *key, const char *suffix);
+/* The suffix of a lock's fence counter ({key}:fence). */
+#define DISTLOCK__FENCE_SUFFIX ":fence"
+/* 1 if k (len bytes) is the side key `suffix` of some lock key (as
+ * distlock__sidekey names it), else 0. */
+int distlock__is_sidekey(const char *k, size_t len, const char *suffix);
 /* The channel a release of key is published on ("distlock:" key); buf must
  * hold DISTLOCK__SIDEKEY_MAX bytes. Returns its length. */
 size_t distlock__channel_name(char *buf, const char *key);

@@ -43,7 +43,7 @@ foreach (['not a uri', 'http://127.0.0.1:1', "redis://127.0.0.1:$port,redis://12
 }
 ?>
 --EXPECTF--
-Distlock\ConnectionException 500013
+Distlock\AcquireException 500013
 bool(true)
 bool(true)
 bool(true)

@@ -77,6 +77,6 @@ string(19) "false false 'other'"
 bool(true)
 bool(true)
 bool(true)
-Distlock\ConnectionException
+Distlock\AcquireException
 bool(true)
 bool(true)

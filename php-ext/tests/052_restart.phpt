@@ -74,11 +74,11 @@ posix_kill($pid, SIGCONT);
 ?>
 --EXPECT--
 bool(true)
-Distlock\ConnectionException
+Distlock\AcquireException
 bool(true)
 int(500002)
 bool(true)
 bool(true)
 bool(true)
-Distlock\ConnectionException
+Distlock\AcquireException
 string(11) "one timeout"

@@ -54,7 +54,7 @@ bool(true)
 bool(true)
 bool(false)
 bool(true)
-Distlock\ConnectionException code ok
+Distlock\AcquireException code ok
 bool(true)
 bool(false)
 int(0)

@@ -142,21 +142,21 @@ bool(true)
 bool(true)
 bool(true)
 -- b) the only node frozen
-tryLock: Distlock\ConnectionException 500013, does not say held
+tryLock: Distlock\AcquireException 500013, does not say held
 bool(true)
-lock(3.0): Distlock\ConnectionException 500013, does not say held
-distributedLock: Distlock\ConnectionException 500013, does not say held
+lock(3.0): Distlock\AcquireException 500013, does not say held
+distributedLock: Distlock\AcquireException 500013, does not say held
 distributedUnlock: Distlock\ConnectionException 500013, does not say held
 release: Distlock\ConnectionException 500013, does not say held
 int(500013)
 -- c) two of three frozen
-tryLock: Distlock\ConnectionException 500015, does not say held
-lock(3.0): Distlock\ConnectionException 500015, does not say held
-distributedLock: Distlock\ConnectionException 500015, does not say held
+tryLock: Distlock\AcquireException 500015, does not say held
+lock(3.0): Distlock\AcquireException 500015, does not say held
+distributedLock: Distlock\AcquireException 500015, does not say held
 bool(true)
 int(500015)
 -- d) a quorum grants only after the ttl is used up
-tryLock(ttl 0.1): Distlock\ConnectionException 500014, does not say held
-lock(ttl 0.1, 5.0): Distlock\ConnectionException 500014, does not say held
+tryLock(ttl 0.1): Distlock\AcquireException 500014, does not say held
+lock(ttl 0.1, 5.0): Distlock\AcquireException 500014, does not say held
 bool(true)
 int(500014)

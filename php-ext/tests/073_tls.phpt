@@ -45,7 +45,7 @@ bool(true)
 bool(true)
 bool(true)
 bool(true)
-Distlock\ConnectionException
+Distlock\AcquireException
 bool(true)
 bool(true)
 bool(true)

@@ -61,7 +61,7 @@ bool(true)
 bool(true)
 TypeError: Distlock\Client::__construct(): Argument #2 ($options) option "wait_replicas" must be of type int, string given
 Distlock\ConfigurationException: range named
-Distlock\ConnectionException
+Distlock\AcquireException
 bool(true)
 bool(true)
 bool(false)
