@@ -205,23 +205,42 @@ class Client:
             else:
                 done.set_result(cast(Tuple[int, Any], result))
 
-        def work() -> None:
-            result: Optional[Tuple[int, Any]] = None
-            exc: Optional[BaseException] = None
-            try:
-                result = self._acquire_blocking(key, ttl_ms, wait_ms, flags, owner, call)
-            except BaseException as e:  # delivered to the awaiting task
-                exc = e
+        def deliver(result: Optional[Tuple[int, Any]], exc: Optional[BaseException]) -> None:
             try:
                 loop.call_soon_threadsafe(settle, result, exc)
             except RuntimeError:  # the loop is closed: nobody will take it
                 if result is not None and result[1] is not None:
                     _core.distlock_lock_free(result[1])
 
-        if wait_ms == 0:
-            self._pool.submit(work)
-        else:  # a wait may last: a thread of its own, not a pool slot
-            threading.Thread(target=work, name="distlock-aio-wait", daemon=True).start()
+        def attempt(budget: int) -> Tuple[Optional[Tuple[int, Any]], Optional[BaseException]]:
+            try:
+                return self._acquire_blocking(key, ttl_ms, budget, flags, owner, call), None
+            except BaseException as e:  # delivered to the awaiting task
+                return None, e
+
+        def wait_work(budget: int) -> None:
+            deliver(*attempt(budget))
+
+        def first_try() -> None:
+            # In a pool thread: one try. Refused and allowed to wait: the wait
+            # gets a thread of its own (started here: Thread.start() waits for
+            # the new thread, which must not hold up the event loop).
+            t0 = _monotonic()
+            result, exc = attempt(0)
+            if (exc is None and result is not None and result[0] == _core.DISTLOCK_NOTACQUIRED
+                    and wait_ms != 0 and not _core.distlock_py_call_cancelled(call)):
+                left = wait_ms if wait_ms == _FOREVER else \
+                    max(0, wait_ms - int((_monotonic() - t0) * 1000))
+                if left != 0:
+                    try:
+                        threading.Thread(target=wait_work, args=(left,),
+                                         name="distlock-aio-wait", daemon=True).start()
+                        return
+                    except RuntimeError as e:  # can't start a thread
+                        result, exc = None, e
+            deliver(result, exc)
+
+        self._pool.submit(first_try)
         try:
             status, h = await asyncio.shield(done)
         except asyncio.CancelledError:
