@@ -96,4 +96,4 @@ def report_callback_error(what: str, exc: BaseException, obj: Any) -> None:
         exc_traceback = exc.__traceback__
         err_msg = "Exception ignored in %s" % what
         object = obj
-    hook(_Unraisable)  # type: ignore[arg-type]
+    hook(_Unraisable)
