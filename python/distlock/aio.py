@@ -69,7 +69,7 @@ class Client:
     :class:`distlock.Client` (see there), and ``async with``/``await close()``.
     ``pool_size``: threads for the calls that do not wait."""
 
-    def __init__(self, servers: Servers, *, pool_size: int = 8, **options: Any) -> None:
+    def __init__(self, servers: Servers, *, pool_size: int = 4, **options: Any) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
             raise TypeError("pool_size must be an int >= 1")
         self._sync = _SyncClient(servers, **options)
