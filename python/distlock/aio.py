@@ -82,6 +82,7 @@ class Client:
                                         thread_name_prefix="distlock-aio")
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._watched: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
         self._owners: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = \
             weakref.WeakKeyDictionary()
         self._closing = False
@@ -120,6 +121,8 @@ class Client:
         fut = asyncio.get_running_loop().run_in_executor(self._pool, self._sync.close)
         await _settled(fut)
         self._pool.shutdown(wait=False)
+        for lk in list(self._locks):  # the C client released them: free the handles
+            lk._drop()
         fut.result()
 
     async def __aenter__(self) -> "Client":
@@ -314,6 +317,7 @@ class Lock:
         self._was_lost = False
         self._lost_seen = False
         self._bodies: List["Tuple[Optional[asyncio.Task[Any]], List[bool]]"] = []
+        client._locks.add(self)
 
     @property
     def key(self) -> KeyType:
@@ -547,6 +551,13 @@ class Lock:
     def __repr__(self) -> str:
         state = "held" if self._handles else "not held"
         return "<distlock.aio.Lock %r ttl=%gs %s>" % (self._key, self.ttl, state)
+
+    def _drop(self) -> None:
+        """Client.close(): the C client released the locks; free the handles."""
+        with self._hm:
+            handles, self._handles = self._handles, []
+        for h in handles:
+            _core.distlock_lock_free(h)
 
     def __del__(self) -> None:
         # Garbage-collected while held: free the handles (which releases).

@@ -344,3 +344,19 @@ def test_lost_without_cancel_raises_on_exit(server, r, key):
                         lk.check()
 
     run(main())
+
+
+def test_close_releases_what_is_held(server, r, key):
+    async def main():
+        c = aio.Client(server.uri)
+        lk = c.lock(key, ttl=30)
+        assert await lk.acquire(blocking=False)
+        assert r.get(key) == lk.token
+        await c.close()
+        assert r.exists(key) == 0
+        assert not lk.held and lk.token is None
+        with pytest.raises(distlock.ClosedError):
+            await c.lock(key).acquire()
+        await c.close()  # idempotent
+
+    run(main())
