@@ -33,8 +33,7 @@ import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from time import monotonic as _monotonic
-from typing import (Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type, TypeVar,
-                    Union, cast)
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type, TypeVar, cast
 from types import TracebackType
 
 from . import _core
@@ -83,6 +82,7 @@ class Client:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._watched: "weakref.WeakSet[Lock]" = weakref.WeakSet()
         self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        self._calls: Dict[int, Any] = {}  # acquires under way, by id (event loop thread)
         self._owners: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = \
             weakref.WeakKeyDictionary()
         self._closing = False
@@ -118,6 +118,10 @@ class Client:
         if loop is not None and not loop.is_closed():
             loop.remove_reader(self._lost_fd)
         self._loop = None
+        # Waiting acquires end now (ClosedError), not when their wait would
+        # (the blocking client's close() waits for the calls under way).
+        for call in list(self._calls.values()):
+            self._sync._call(lambda c, call=call: _core.distlock_py_call_cancel(call, c))
         fut = asyncio.get_running_loop().run_in_executor(self._pool, self._sync.close)
         await _settled(fut)
         self._pool.shutdown(wait=False)
@@ -243,19 +247,29 @@ class Client:
                         result, exc = None, e
             deliver(result, exc)
 
+        self._calls[id(call)] = call
         self._pool.submit(first_try)
         try:
             status, h = await asyncio.shield(done)
         except asyncio.CancelledError:
             self._sync._call(lambda c: _core.distlock_py_call_cancel(call, c))
             await _settled(done)
+            self._calls.pop(id(call), None)
             _core.distlock_py_call_free(call)
             if not done.cancelled() and done.exception() is None:
                 st, won = done.result()
                 if won is not None:  # won just before the cancel came: give it back
                     await _settled(loop.run_in_executor(self._pool, _release_free, won))
             raise
+        except BaseException:
+            self._calls.pop(id(call), None)
+            _core.distlock_py_call_free(call)
+            raise
+        self._calls.pop(id(call), None)
         _core.distlock_py_call_free(call)
+        if status == _ECANCELED:  # ours, and the task was not cancelled: close()
+            raise ClosedError("client closed while waiting for %r" % (key,),
+                              _core.DISTLOCK_ECLOSED)
         return h if status == _OK else None
 
     def _acquire_blocking(self, key: KeyType, ttl_ms: int, wait_ms: int, flags: int,

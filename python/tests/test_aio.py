@@ -360,3 +360,25 @@ def test_close_releases_what_is_held(server, r, key):
         await c.close()  # idempotent
 
     run(main())
+
+
+def test_close_ends_waiting_acquires(server, r, key):
+    holder = distlock.Client(server.uri)
+    held = holder.lock(key, ttl=30)
+    assert held.acquire(blocking=False)
+
+    async def main():
+        c = aio.Client(server.uri, retry_min=5, retry_max=5)
+        waiter = asyncio.ensure_future(c.lock(key, ttl=30).acquire())  # no limit
+        assert await _until(lambda: _numsub(r, key))
+        t0 = time.monotonic()
+        await asyncio.wait_for(c.close(), 5)
+        with pytest.raises(distlock.ClosedError):
+            await asyncio.wait_for(waiter, 5)
+        return time.monotonic() - t0
+
+    took = run(main())
+    assert took < 1.0  # not the 5 s re-check, not the wait without limit
+    assert r.get(key) == held.token
+    held.release()
+    holder.close()
