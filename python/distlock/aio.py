@@ -79,6 +79,13 @@ class Client:
             raise
         self._pool = ThreadPoolExecutor(max_workers=pool_size,
                                         thread_name_prefix="distlock-aio")
+        # Start the pool's threads now: the executor starts them on demand,
+        # from submit(), and Thread.start() waits until the new thread runs
+        # (tens of ms on a loaded machine), which must not happen in the loop.
+        ready = threading.Barrier(pool_size + 1)
+        for _ in range(pool_size):
+            self._pool.submit(ready.wait)
+        ready.wait()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._watched: "weakref.WeakSet[Lock]" = weakref.WeakSet()
         self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()

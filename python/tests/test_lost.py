@@ -46,9 +46,9 @@ def test_on_lost_called_once_from_the_watcher_thread(client, r, key):
 
 def test_on_lost_not_called_for_a_healthy_lock(client, r, key):
     calls = []
-    lk = client.lock(key, ttl=0.3, auto_renew=True, on_lost=calls.append)
+    lk = client.lock(key, ttl=1.0, auto_renew=True, on_lost=calls.append)
     with lk:
-        deadline = time.monotonic() + 1.0  # three renewals' worth
+        deadline = time.monotonic() + 2.5  # past the ttl: renewed ~7 times
         while time.monotonic() < deadline:
             lk.check()
             time.sleep(0.05)
