@@ -382,3 +382,39 @@ def test_close_ends_waiting_acquires(server, r, key):
     assert r.get(key) == held.token
     held.release()
     holder.close()
+
+
+def test_redlock_cancel_leaves_no_key_on_any_node(server_factory, key):
+    """Three nodes (quorum 2): a waiter cancelled while the holder's lock
+    goes away leaves nothing on any node, whichever way the race goes."""
+    servers = [server_factory() for _ in range(3)]
+    uris = ",".join(s.uri for s in servers)
+    rs = [s.redis() for s in servers]
+    holder = distlock.Client(uris)
+
+    async def main():
+        async with aio.Client(uris) as c:
+            for i in range(10):
+                k = "%s:%d" % (key, i)
+                held = holder.lock(k, ttl=30)
+                assert held.acquire(blocking=False)
+                t = asyncio.ensure_future(c.lock(k, ttl=30).acquire())
+                assert await _until(lambda: _numsub(rs[0], k))
+                t0 = time.monotonic()
+                if i % 2:
+                    held.release()
+                t.cancel()
+                try:
+                    got = await t
+                except asyncio.CancelledError:
+                    got = None
+                took = time.monotonic() - t0
+                assert got is None, "iteration %d: the acquire was not cancelled" % i
+                assert took <= CANCEL_BUDGET + (0.05 if i % 2 else 0), took
+                if not i % 2:
+                    assert [r.get(k) for r in rs] == [held.token] * 3
+                    held.release()
+                assert [r.exists(k) for r in rs] == [0, 0, 0], "iteration %d" % i
+
+    run(main())
+    holder.close()
