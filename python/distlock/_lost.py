@@ -5,7 +5,7 @@ gone, and then makes the client's lost eventfd readable
 (``distlock_client_lost_fd``). The C lost callback is not used from Python:
 it runs on the core's renewal thread, which would then have to take the GIL
 (and must never do so while the interpreter shuts down). Instead a plain
-Python thread sleeps in ``select()`` on that fd -- no polling -- and, when it
+Python thread sleeps in ``poll()`` on that fd -- no polling -- and, when it
 fires, asks each watched Lock to check its own flag; a Lock found lost calls
 its ``on_lost`` callback and interrupts a ``Lock.run()`` under way.
 
@@ -24,7 +24,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 class LostWatcher:
-    """select() on the client's lost fd and a stop pipe; see the module doc."""
+    """poll() on the client's lost fd and a stop pipe; see the module doc."""
 
     def __init__(self, lost_fd: int) -> None:
         self._fd = lost_fd
@@ -47,11 +47,11 @@ class LostWatcher:
             self._locks.discard(lock)
 
     def _main(self) -> None:
+        poller = select.poll()  # not select(): descriptors above FD_SETSIZE work too
+        poller.register(self._fd, select.POLLIN)
+        poller.register(self._stop_r, select.POLLIN)
         while True:
-            try:
-                ready, _, _ = select.select([self._fd, self._stop_r], [], [])
-            except InterruptedError:  # pragma: no cover - PEP 475 retries
-                continue
+            ready = [fd for fd, _ in poller.poll()]
             if self._stop_r in ready:
                 return
             try:
