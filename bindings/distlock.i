@@ -35,8 +35,10 @@
 %threadallow distlock_inspect;
 %threadallow distlock_force_release;
 %threadallow distlock_holder;
+%threadallow distlock_py_acquire_call;
 
 %{
+#include <stdatomic.h>
 #include <string.h>
 #include "distlock.h"
 
@@ -103,6 +105,17 @@ static int distlock_py_cstr(PyObject *o, const char *what, int allow_none, const
     return 0;
 }
 
+/* One cancellable acquire of the asyncio layer (distlock/aio.py). The
+ * core's distlock_client_cancel() interrupts every waiting call of a client;
+ * the flag says which one was meant: the call marked here returns
+ * DISTLOCK_ECANCELED, the others come back ECANCELED too and the Python
+ * layer runs them again with their remaining budget. The flag also covers
+ * a cancel that came before the call noted the client's cancel generation:
+ * the interrupt hook reads it (through a thread-local pointer) before each
+ * sleep. */
+typedef struct distlock_py_call { atomic_int cancelled; } distlock_py_call;
+static _Thread_local distlock_py_call *dl_py_current_call;
+
 /* Ctrl-C during a waiting acquire. Python's C-level signal handler only
  * sets a flag; the main thread, waiting in C with the GIL released, is woken
  * by the signal (EINTR) and the library calls this hook there, and before
@@ -113,6 +126,12 @@ static int distlock_py_cstr(PyObject *o, const char *what, int allow_none, const
  * once, without taking the GIL. */
 static int distlock_py_interrupt(void *main_ident)
 {
+    /* An acquire made through distlock_py_acquire_call() (the asyncio
+     * layer) whose call was cancelled: stop at this sleep. Checked first,
+     * without the GIL. */
+    distlock_py_call *call = dl_py_current_call;
+    if (call != NULL && atomic_load(&call->cancelled))
+        return 1;
     if (PyThread_get_thread_ident() != (unsigned long)(uintptr_t)main_ident)
         return 0;
     PyGILState_STATE g = PyGILState_Ensure();
@@ -312,11 +331,81 @@ static PyObject *distlock_py_stats(distlock_client *c)
 }
 %}
 
-/* Not wrapped: the lost callback (runs on a C thread; the Python layer polls
- * distlock_lock_lost() instead) and the lost fd. */
+/* ---- lost leases and asyncio (issue 15) ----
+ * Not wrapped: the lost callback (it runs on the renewal thread; the Python
+ * layer watches the lost fd instead, from a thread of its own or from the
+ * event loop: distlock/_lost.py, distlock/aio.py). */
 %ignore distlock_lock_on_lost;
 %ignore distlock_lost_fn;
-%ignore distlock_client_lost_fd;
+%exception distlock_client_lost_fd {
+    $action
+    if (result < 0) { distlock_py_raise_msg(DISTLOCK_ESYS, distlock_last_error()); SWIG_fail; }
+}
+
+/* ECANCELED is an answer here (the caller tells its own cancel from the
+ * others'), not an exception. */
+%exception distlock_py_acquire_call {
+    $action
+    if (result < 0 && result != DISTLOCK_ECANCELED) { distlock_py_raise(result); SWIG_fail; }
+}
+
+%inline %{
+static distlock_py_call *distlock_py_call_new(void)
+{
+    distlock_py_call *call = calloc(1, sizeof *call);
+    if (call == NULL) { PyErr_NoMemory(); return NULL; }
+    atomic_init(&call->cancelled, 0);
+    return call;
+}
+
+static void distlock_py_call_free(distlock_py_call *call)
+{
+    free(call);
+}
+
+/* Mark call cancelled, then wake the client's waiting calls. Does not
+ * block (an atomic store, an atomic add and a write()). */
+static void distlock_py_call_cancel(distlock_py_call *call, distlock_client *c)
+{
+    atomic_store(&call->cancelled, 1);
+    (void)distlock_client_cancel(c);
+}
+
+static int distlock_py_call_cancelled(distlock_py_call *call)
+{
+    return atomic_load(&call->cancelled);
+}
+
+/* distlock_acquire_owner() on behalf of call: a cancelled call returns
+ * DISTLOCK_ECANCELED with nothing held, also when it won the lock just
+ * before the cancel came (given back here). Any other call that a cancel
+ * interrupted returns DISTLOCK_ECANCELED as well (see above). */
+static int distlock_py_acquire_call(distlock_client *c, const char *key, long ttl_ms,
+                                    long wait_ms, unsigned flags, const char *owner,
+                                    distlock_py_call *call, distlock_lock **out)
+{
+    if (atomic_load(&call->cancelled))
+        return DISTLOCK_ECANCELED;
+    dl_py_current_call = call;
+    int rc = distlock_acquire_owner(c, key, ttl_ms, wait_ms, flags, owner, out);
+    dl_py_current_call = NULL;
+    if (rc == DISTLOCK_OK && atomic_load(&call->cancelled)) {
+        (void)distlock_release(*out);
+        distlock_lock_free(*out);
+        *out = NULL;
+        rc = DISTLOCK_ECANCELED;
+    }
+    return rc;
+}
+
+/* PyThreadState_SetAsyncExc: raise exc (a class) in the thread whose
+ * ident is given, at its next Python instruction; None clears one pending.
+ * Returns the number of threads it was set in (0 or 1). */
+static int distlock_py_async_raise(unsigned long ident, PyObject *exc)
+{
+    return PyThreadState_SetAsyncExc(ident, exc == Py_None ? NULL : exc);
+}
+%}
 /* Cancellation: the Python layer installs its own interrupt hook
  * (distlock_py_catch_signals above). */
 %ignore distlock_client_cancel;

@@ -9,6 +9,7 @@ PKGS=(
   libcmocka-dev valgrind
   php-dev php-cli php-cgi php-xml php-redis php-symfony-lock
   swig python3-dev python3-setuptools python3-pytest python3-redis python3-venv python3-pip
+  mypy   # python3-mypy: mypy --strict and stubtest of the Python package (python/tests/run.sh)
   abigail-tools   # abidw/abidiff: the ABI check against packaging/abi/ (release suite)
   clang libclang-rt-14-dev   # libFuzzer (libclang_rt.fuzzer) for tests/fuzz (fuzz suite)
 )

@@ -77,8 +77,8 @@ stage_tsan() {
   local b=$root/build-tsan
   mkdir -p "$b"
   configure_build "$b" test_threads test_wait test_cancel test_renew test_reentrant test_holder \
-    test_review_a_renew test_review_a_lostcb test_review_a_reentrant test_review_a_wait \
-    test_review_a_password test_review_b_stale test_review_b_order test_review_b_dns \
+    test_review_a_renew test_review_a_lostcb test_lost_callback test_review_a_reentrant \
+    test_review_a_wait test_review_a_password test_review_b_stale test_review_b_order test_review_b_dns \
     test_frozen_node test_tls test_sentinel test_wait_replicas test_stats \
     -- -DCMAKE_BUILD_TYPE=Debug \
     -DDISTLOCK_SANITIZE=thread -DDISTLOCK_BUILD_CLI=OFF -DDISTLOCK_BUILD_PHP=OFF || return 1
@@ -87,7 +87,7 @@ stage_tsan() {
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
     ctest --output-on-failure -R \
-      '^test_(threads|wait|cancel|renew|reentrant|holder|review_a_(renew|lostcb|reentrant|wait|password)|review_b_(stale|order|dns)|frozen_node|tls|sentinel|wait_replicas|stats)$')
+      '^test_(threads|wait|cancel|renew|reentrant|holder|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|wait_replicas|stats)$')
 }
 
 stage_valgrind() {
@@ -96,7 +96,7 @@ stage_valgrind() {
     -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
   local rc=0 t
   for t in test_single test_badinput test_cancel test_holder test_review_a_uri test_review_a_reentrant test_review_b_stale \
-           test_review_b_resend test_frozen_node test_tls test_wait_replicas test_stats; do
+           test_review_b_resend test_frozen_node test_tls test_wait_replicas test_stats test_lost_callback; do
     log "valgrind $t"
     DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1

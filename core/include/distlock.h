@@ -265,12 +265,25 @@ DISTLOCK_API int64_t distlock_lock_fence(const distlock_lock *lock);
 /* 1 if the lock was found lost (by auto-renewal or extend), else 0. */
 DISTLOCK_API int distlock_lock_lost(const distlock_lock *lock);
 
-/* Called once, from the client's renewal thread, when an auto-renewed lock
- * is found lost. It may call any function of the library on this lock and
- * client except distlock_client_free(); it should return quickly (renewals
- * of the client's other locks wait for it). Freeing the handle (elsewhere)
- * unregisters the callback and waits for a call under way, so the callback
- * never receives a freed handle. fn NULL unregisters. */
+/* The lost callback, and its contract (tests/test_lost_callback.c):
+ *  - When: once per lock, when the client's auto-renewal finds it lost (the
+ *    key expired, was deleted or now holds another token, so that no quorum
+ *    can renew it). A loss found by distlock_extend() or distlock_release()
+ *    is returned to that caller (DISTLOCK_ENOTOWNER) and shown by
+ *    distlock_lock_lost() and the lost fd, but calls no callback.
+ *  - Where: on the client's renewal thread, never on the caller's; that
+ *    thread has every signal blocked. By the time fn runs,
+ *    distlock_lock_lost(lock) is 1, distlock_lock_validity_ms(lock) is 0
+ *    and the lost fd (distlock_client_lost_fd) has been made readable.
+ *  - What it may call: any function of the library on this lock and on the
+ *    client (release, extend, another acquire, distlock_lock_free() of this
+ *    very handle, which then must not be used again), except
+ *    distlock_client_free(). It runs with no library lock held, but the
+ *    renewals of the client's other locks wait for it: return quickly, and
+ *    leave long work (or a wait for a lock) to another thread.
+ *  - Freeing the handle elsewhere unregisters the callback and waits for a
+ *    call under way, so fn never receives a freed handle. fn NULL
+ *    unregisters. Registering is thread-safe and does not block. */
 typedef void (*distlock_lost_fn)(distlock_lock *lock, void *arg);
 DISTLOCK_API int distlock_lock_on_lost(distlock_lock *lock, distlock_lost_fn fn, void *arg);
 

@@ -16,7 +16,7 @@ except ImportError as e:  # e.g. the source tree shadowing the installed package
                       "from the python/ source directory." % e) from e
 from ._errors import (CancelledError, ClosedError, ConnectionError, Error, InvalidArgument,
                       LockLost, LockNotAcquired, NoQuorum, NotHeld, OutOfMemory, ProtocolError,
-                      ResourceError, TimeoutError)
+                      ResourceError, TimeoutError, RenewalFailed, LockLostInterrupt)
 from ._client import Client, Holder, Lock
 
 __version__: str = _core.distlock_version_string()
@@ -28,6 +28,6 @@ TOKEN_MAX: int = _core.DISTLOCK_TOKEN_MAX
 __all__ = [
     "Client", "Holder", "Lock", "Error", "InvalidArgument", "OutOfMemory", "ConnectionError",
     "TimeoutError", "NoQuorum", "LockLost", "ProtocolError", "ClosedError",
-    "CancelledError", "ResourceError", "LockNotAcquired", "NotHeld", "KEY_MAX", "TOKEN_MAX",
+    "CancelledError", "ResourceError", "LockNotAcquired", "NotHeld", "RenewalFailed", "LockLostInterrupt", "KEY_MAX", "TOKEN_MAX",
     "__version__",
 ]

@@ -9,17 +9,21 @@ import math
 import threading
 import weakref
 from time import monotonic as _monotonic
-from typing import (Any, List, NamedTuple, NoReturn, Optional, Sequence, SupportsIndex,
-                    Tuple, Union)
+from typing import (Any, Callable, List, NamedTuple, NoReturn, Optional, Sequence,
+                    SupportsIndex, Tuple, TypeVar, Union)
 
 from . import _core
-from ._errors import ClosedError, Error, InvalidArgument, LockLost, LockNotAcquired, NotHeld
+from ._errors import (ClosedError, ConnectionError, Error, InvalidArgument, LockLost,
+                      LockLostInterrupt, LockNotAcquired, NotHeld, RenewalFailed)
+from ._lost import LostWatcher, report_callback_error
 from ._mask import mask_servers, secrets_of
 
 __all__ = ["Client", "Holder", "Lock"]
 
 Servers = Union[str, Sequence[str]]
 KeyType = Union[str, bytes]
+OnLost = Callable[["Lock"], Any]
+_R = TypeVar("_R")
 
 _OK = _core.DISTLOCK_OK
 _EINVAL = _core.DISTLOCK_EINVAL
@@ -122,6 +126,7 @@ class Client:
         self._busy = 0
         self._closed = False
         self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        self._watcher: Optional[LostWatcher] = None
         if isinstance(servers, (list, tuple)):
             for s in servers:
                 if not isinstance(s, str):
@@ -265,6 +270,9 @@ class Client:
             while self._busy:
                 self._idle.wait()
             h, self._h = self._h, None
+            watcher, self._watcher = self._watcher, None
+        if watcher is not None:  # before the C client closes its lost fd
+            watcher.stop()
         for lk in list(self._locks):
             lk._drop()
         _core.distlock_client_free(h)
@@ -272,6 +280,15 @@ class Client:
     @property
     def closed(self) -> bool:
         return self._closed
+
+    def _lost_watcher(self) -> LostWatcher:
+        """The thread that reports lost leases (started on first need)."""
+        with self._mutex:
+            if self._closed:
+                raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+            if self._watcher is None:
+                self._watcher = LostWatcher(_core.distlock_client_lost_fd(self._h))
+            return self._watcher
 
     def __enter__(self) -> "Client":
         return self
@@ -318,7 +335,8 @@ class Client:
 
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
-             auto_renew: bool = False, fencing: bool = False) -> "Lock":
+             auto_renew: bool = False, fencing: bool = False,
+             on_lost: Optional[OnLost] = None) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until it is acquired).
 
         ``ttl``: seconds the lock lives unless released or extended.
@@ -326,8 +344,13 @@ class Client:
         (None: wait without limit; 0: try once).
         ``auto_renew``: renew in the background at ttl/3 while held.
         ``fencing``: get a fencing token (``lock.fence``) with each acquire.
+        ``on_lost``: ``on_lost(lock)`` is called once per ownership when the
+        lease is found lost (by the auto-renewal or an extend), in the
+        client's lost-watcher thread (see :meth:`Lock.run` to interrupt the
+        owner instead).
         """
-        return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing)
+        return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
+                    on_lost=on_lost)
 
     # -- the token-carrying pair (caller keeps the token)
     def acquire_token(self, key: KeyType, token: KeyType, ttl: float = 30.0, *,
@@ -399,6 +422,10 @@ class Client:
         return int(self._call(_core.distlock_force_release, key))
 
 
+def _name(fn: Any) -> str:
+    return getattr(fn, "__qualname__", None) or repr(fn)
+
+
 class Holder(NamedTuple):
     """What :meth:`Client.holder` found (see there)."""
     held: bool
@@ -422,7 +449,7 @@ class Lock(contextlib.ContextDecorator):
 
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
-                 fencing: bool = False) -> None:
+                 fencing: bool = False, on_lost: Optional[OnLost] = None) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.Client")
         _check_key(key)
@@ -436,6 +463,13 @@ class Lock(contextlib.ContextDecorator):
         self._hm = threading.Lock()      # guards the C handle: one thread at a time
         self._h: Any = None
         self._was_lost = False
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError("on_lost must be callable, not %s" % type(on_lost).__name__)
+        self._on_lost = on_lost
+        self._lost_seen = False              # this ownership's loss was reported
+        self._run_mu = threading.Lock()      # guards the two below (Lock.run)
+        self._run_ident: Optional[int] = None  # thread to interrupt on loss
+        self._run_raised = False
         client._locks.add(self)
 
     @property
@@ -472,6 +506,8 @@ class Lock(contextlib.ContextDecorator):
         if not got:
             return False
         try:
+            if self._on_lost is not None:  # the fd must exist before a loss
+                self._client._lost_watcher()
             status, h = self._client._call(_core.distlock_acquire, self._key,
                                            self._ttl_ms, wait_ms, self._flags)
         except BaseException:
@@ -483,6 +519,9 @@ class Lock(contextlib.ContextDecorator):
         with self._hm:
             self._h = h
             self._was_lost = False
+            self._lost_seen = False
+        if self._on_lost is not None:
+            self._client._lost_watcher().watch(self)
         return True
 
     def release(self) -> None:
@@ -517,7 +556,13 @@ class Lock(contextlib.ContextDecorator):
             if self._h is None:
                 raise NotHeld("extend of %r, which this Lock object does not hold"
                               % (self._key,))
-            self._client._call_handle(_core.distlock_extend, self._h, ms)
+            try:
+                self._client._call_handle(_core.distlock_extend, self._h, ms)
+            except (LockLost, RenewalFailed):
+                raise
+            except ConnectionError as e:  # no usable answer: not lost, not an acquire error
+                raise RenewalFailed("renewal of %r failed: %s" % (self._key, e.message),
+                                    e.status, e.detail) from e
             return _core.distlock_lock_validity_ms(self._h) / 1000.0
 
     @property
@@ -558,6 +603,84 @@ class Lock(contextlib.ContextDecorator):
             if self._h is None:
                 return self._was_lost
             return bool(_core.distlock_lock_lost(self._h))
+
+    def check(self) -> None:
+        """Raise :class:`LockLost` if the lease was found lost or its
+        validity ran out (no network: the flag the auto-renewal, extend and
+        release keep, and the local clock); :class:`NotHeld` if this object
+        does not hold the lock. Cheap: call it at safe points of long work."""
+        with self._hm:
+            h = self._h
+            if h is None:
+                if self._was_lost:
+                    raise LockLost("lock %r was lost" % (self._key,),
+                                   _core.DISTLOCK_ENOTOWNER)
+                raise NotHeld("check of %r, which this Lock object does not hold"
+                              % (self._key,))
+            if _core.distlock_lock_lost(h):
+                raise LockLost("lock %r was lost (found by renewal or extend)" % (self._key,),
+                               _core.DISTLOCK_ENOTOWNER)
+            if _core.distlock_lock_validity_ms(h) <= 0:
+                raise LockLost("lock %r: its validity ran out" % (self._key,),
+                               _core.DISTLOCK_ENOTOWNER)
+
+    def run(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
+        """Call ``fn(*args, **kwargs)`` in this thread while the lock is held,
+        interrupting it if the lease is found lost: :class:`LockLostInterrupt`
+        (a BaseException) is raised inside ``fn`` at its next Python
+        instruction, and run() raises :class:`LockLost`. Opt-in, per call.
+
+        Loss is found by the auto-renewal (``auto_renew=True``) or by an
+        extend. The interrupt is asynchronous (``PyThreadState_SetAsyncExc``):
+        code blocked in C (a socket read, ``time.sleep``) sees it only when it
+        returns to Python. Returns fn's result; NotHeld if not held."""
+        self.check()
+        ident = threading.get_ident()
+        with self._run_mu:
+            if self._run_ident is not None:
+                raise RuntimeError("Lock.run() of %r is already running" % (self._key,))
+            self._run_ident, self._run_raised = ident, False
+        try:
+            try:
+                self._client._lost_watcher().watch(self)  # a loss before now: at once
+                return fn(*args, **kwargs)
+            finally:
+                with self._run_mu:  # disarm; clear an interrupt not yet delivered
+                    self._run_ident = None
+                    raised = self._run_raised
+                    if raised:
+                        _core.distlock_py_async_raise(ident, None)
+                if raised:
+                    raise LockLostInterrupt()
+        except LockLostInterrupt:
+            with self._run_mu:  # in case it landed inside the disarming block
+                self._run_ident = None
+            raise LockLost("lock %r was lost while %s ran" % (self._key, _name(fn)),
+                           _core.DISTLOCK_ENOTOWNER) from None
+        finally:
+            if self._on_lost is None:
+                w = self._client._watcher
+                if w is not None:
+                    w.unwatch(self)
+
+    def _lost_event(self) -> None:
+        """The lost watcher's thread: the client's lost fd fired (or this lock
+        was just watched). Report this ownership's loss once."""
+        with self._hm:
+            h = self._h
+            if h is None or self._lost_seen or not _core.distlock_lock_lost(h):
+                return
+            self._lost_seen = True
+            cb = self._on_lost
+        with self._run_mu:
+            if self._run_ident is not None and not self._run_raised:
+                self._run_raised = True
+                _core.distlock_py_async_raise(self._run_ident, LockLostInterrupt)
+        if cb is not None:
+            try:
+                cb(self)
+            except Exception as e:  # nowhere to raise it: report and carry on
+                report_callback_error("the on_lost callback of %r" % (self,), e, cb)
 
     def __enter__(self) -> "Lock":
         if not self.acquire():

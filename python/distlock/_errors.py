@@ -20,7 +20,7 @@ from ._mask import mask_text
 __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "ConnectionError", "TimeoutError",
     "NoQuorum", "LockLost", "ProtocolError", "ClosedError", "CancelledError", "ResourceError",
-    "LockNotAcquired", "NotHeld",
+    "LockNotAcquired", "NotHeld", "RenewalFailed", "LockLostInterrupt",
 ]
 
 
@@ -111,6 +111,27 @@ class LockNotAcquired(Error):
 class NotHeld(Error, RuntimeError):
     """release()/extend() on a Lock object that does not hold the lock
     (threading.Lock raises RuntimeError in the same case)."""
+
+
+class RenewalFailed(ConnectionError):
+    """``extend()`` got no usable answer from a quorum (unreachable or silent
+    nodes, a renewal granted too late): the lease was NOT found lost, it may
+    still be ours until its validity ends (``lock.validity``). One of the
+    three errors a lock's life can end with, each its own class: acquire
+    failures (:class:`LockNotAcquired` for a lock held by another owner, a
+    plain :class:`ConnectionError` / :class:`NoQuorum` / :class:`TimeoutError`
+    when the servers gave no usable answer), renewal failures (this class;
+    ``status`` is the C status and ``__cause__`` the original error) and
+    loss (:class:`LockLost`). A ConnectionError subclass, as extend() raised
+    ConnectionError before this class existed."""
+
+
+class LockLostInterrupt(BaseException):
+    """Raised INSIDE the function run by ``Lock.run()`` (in the owner's
+    thread, at its next Python instruction) when the lease is found lost.
+    A BaseException, like KeyboardInterrupt, so that ``except Exception:``
+    in the interrupted code does not swallow it; ``Lock.run()`` turns it into
+    :class:`LockLost` for its caller."""
 
 
 STATUS_ERRORS = {

@@ -71,7 +71,8 @@ step "type hints: stubtest of _core.pyi against the module, mypy --strict"
 bash "$root/scripts/deps.sh" mypy
 (cd "$tmp" && "$tmp/venv-debian/bin/python" -m mypy.stubtest distlock._core)
 (cd "$tmp" && "$tmp/venv-debian/bin/python" -m mypy --strict --no-incremental -p distlock \
-   && "$tmp/venv-debian/bin/python" -m mypy --strict --no-incremental "$here/tests/typing_example.py")
+   && "$tmp/venv-debian/bin/python" -m mypy --strict --no-incremental "$here/tests/typing_example.py" \
+       "$here/tests/typing_example_aio.py")
 
 step "pytest (Debian python3 venv)"
 cd "$here/tests"

@@ -1,0 +1,590 @@
+"""distlock for asyncio: the blocking API's Client and Lock, awaitable.
+
+    import distlock.aio
+    async with distlock.aio.Client("redis://127.0.0.1:6379") as client:
+        async with client.lock("job:42", ttl=30):
+            ...
+
+How the event loop is kept free (never blocked, no polling sleeps):
+ - a call that cannot wait (a try-once acquire, release, extend) runs in a
+   small thread pool of the client, with the GIL released in C;
+ - a waiting acquire runs in a thread of its own, sleeping in the core (which
+   wakes on the release notification, never busy-polls). Cancelling the
+   awaiting task (``task.cancel()``, ``asyncio.timeout()``, ``wait_for``)
+   cancels that wait in C at once (``distlock_client_cancel`` plus a per-call
+   flag read by the client's interrupt hook, bindings/distlock.i); the task
+   waits the few ms until the thread has given back anything it won, so a
+   cancelled acquire never leaves a key behind. The core's cancel wakes every
+   waiting call of the C client: the others see it was not meant for them and
+   wait again with what is left of their budget (so this Client has its own C
+   client, separate from any blocking ``distlock.Client``);
+ - lost leases: the C client's lost eventfd is watched by the loop itself
+   (``loop.add_reader``); a lost lock calls its ``on_lost`` and, with
+   ``cancel_on_lost=True``, cancels the task running under ``async with``.
+
+A Client belongs to the event loop it is first used in.
+"""
+import asyncio
+import functools
+import inspect
+import os
+import threading
+import uuid
+import weakref
+from concurrent.futures import ThreadPoolExecutor
+from time import monotonic as _monotonic
+from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type, TypeVar, cast
+from types import TracebackType
+
+from . import _core
+from ._client import Client as _SyncClient
+from ._client import Holder, KeyType, Servers, _check_key, _ttl_ms, _wait_ms
+from ._errors import (ClosedError, ConnectionError, LockLost, LockNotAcquired, NotHeld,
+                      RenewalFailed)
+from ._lost import report_callback_error
+
+__all__ = ["Client", "Lock"]
+
+_OK = _core.DISTLOCK_OK
+_ECANCELED = _core.DISTLOCK_ECANCELED
+_FOREVER = _core.DISTLOCK_WAIT_FOREVER
+_T = TypeVar("_T")
+_F = TypeVar("_F", bound=Callable[..., Awaitable[Any]])
+OnLost = Callable[["Lock"], Any]
+
+
+async def _settled(fut: "asyncio.Future[Any]") -> None:
+    """Wait until fut is done, whatever cancels the awaiting task meanwhile
+    (the cleanup after a cancel is short and must not be cut)."""
+    while not fut.done():
+        try:
+            await asyncio.wait({fut})
+        except asyncio.CancelledError:
+            continue
+
+
+class Client:
+    """An asyncio client: the same servers and options as
+    :class:`distlock.Client` (see there), and ``async with``/``await close()``.
+    ``pool_size``: threads for the calls that do not wait."""
+
+    def __init__(self, servers: Servers, *, pool_size: int = 4, **options: Any) -> None:
+        if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
+            raise TypeError("pool_size must be an int >= 1")
+        self._sync = _SyncClient(servers, **options)
+        try:
+            self._lost_fd: int = self._sync._call(_core.distlock_client_lost_fd)
+        except BaseException:
+            self._sync.close()
+            raise
+        self._pool = ThreadPoolExecutor(max_workers=pool_size,
+                                        thread_name_prefix="distlock-aio")
+        # Start the pool's threads now: the executor starts them on demand,
+        # from submit(), and Thread.start() waits until the new thread runs
+        # (tens of ms on a loaded machine), which must not happen in the loop.
+        ready = threading.Barrier(pool_size + 1)
+        for _ in range(pool_size):
+            self._pool.submit(ready.wait)
+        ready.wait()
+        self._loop: Optional[asyncio.AbstractEventLoop] = None
+        self._watched: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        self._calls: Dict[int, Any] = {}  # acquires under way, by id (event loop thread)
+        self._owners: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = \
+            weakref.WeakKeyDictionary()
+        self._closing = False
+
+    # -- information (no network)
+    @property
+    def closed(self) -> bool:
+        return self._closing or self._sync.closed
+
+    @property
+    def node_count(self) -> int:
+        return self._sync.node_count
+
+    @property
+    def quorum(self) -> int:
+        return self._sync.quorum
+
+    @property
+    def nodes(self) -> List[str]:
+        return self._sync.nodes
+
+    def __repr__(self) -> str:
+        return repr(self._sync).replace("distlock.Client", "distlock.aio.Client", 1)
+
+    # -- lifetime
+    async def close(self) -> None:
+        """Release the locks still held through this client and free it
+        (in a thread: the releases are network calls). Idempotent."""
+        if self._closing:
+            return
+        self._closing = True
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.remove_reader(self._lost_fd)
+        self._loop = None
+        # Waiting acquires end now (ClosedError), not when their wait would
+        # (the blocking client's close() waits for the calls under way).
+        for call in list(self._calls.values()):
+            self._sync._call(lambda c, call=call: _core.distlock_py_call_cancel(call, c))
+        fut = asyncio.get_running_loop().run_in_executor(self._pool, self._sync.close)
+        await _settled(fut)
+        self._pool.shutdown(wait=False)
+        for lk in list(self._locks):  # the C client released them: free the handles
+            lk._drop()
+        fut.result()
+
+    async def __aenter__(self) -> "Client":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        try:
+            self._pool.shutdown(wait=False)
+            self._sync.close()
+        except Exception:  # interpreter shutdown
+            pass
+
+    # -- locks
+    def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
+             auto_renew: bool = False, fencing: bool = False, reentrant: bool = False,
+             on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False) -> "Lock":
+        """A :class:`Lock` on ``key`` (nothing is sent until acquired).
+        As :meth:`distlock.Client.lock`, plus ``reentrant`` (a task that
+        holds ``key`` through this client acquires it again, counted:
+        per task, not per thread), ``on_lost(lock)`` (called in the event
+        loop once per ownership found lost; a coroutine function is
+        scheduled as a task) and ``cancel_on_lost`` (cancel the task running
+        under ``async with lock:`` when the lease is found lost; the block
+        then ends with :class:`distlock.LockLost`)."""
+        return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
+                    reentrant=reentrant, on_lost=on_lost, cancel_on_lost=cancel_on_lost)
+
+    async def holder(self, key: KeyType) -> Holder:
+        """Who holds ``key`` (see :meth:`distlock.Client.holder`)."""
+        return await self._in_pool(self._sync.holder, key)
+
+    async def force_release(self, key: KeyType) -> int:
+        return await self._in_pool(self._sync.force_release, key)
+
+    # -- machinery
+    def _bind(self) -> asyncio.AbstractEventLoop:
+        loop = asyncio.get_running_loop()
+        if self._closing:
+            raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+        if self._loop is None:
+            loop.add_reader(self._lost_fd, self._lost_fd_ready)
+            self._loop = loop
+        elif self._loop is not loop:
+            raise RuntimeError("a distlock.aio.Client is used from the event loop it was "
+                               "first used in; make one per loop")
+        return loop
+
+    async def _in_pool(self, fn: Callable[..., _T], *args: Any) -> _T:
+        loop = self._bind()
+        return await loop.run_in_executor(self._pool, functools.partial(fn, *args))
+
+    def _owner(self, task: "Optional[asyncio.Task[Any]]") -> str:
+        if task is None:
+            raise RuntimeError("reentrant locks need a task")
+        owner = self._owners.get(task)
+        if owner is None:
+            owner = self._owners[task] = "aio:%d:%s" % (os.getpid(), uuid.uuid4().hex)
+        return owner
+
+    def _lost_fd_ready(self) -> None:
+        try:
+            os.read(self._lost_fd, 8)  # reset the eventfd
+        except BlockingIOError:
+            pass
+        for lk in list(self._watched):
+            lk._lost_event()
+
+    async def _acquire(self, key: KeyType, ttl_ms: int, wait_ms: int, flags: int,
+                       owner: Optional[str]) -> Any:
+        """The C handle, or None when still held by another owner after
+        wait_ms. Cancelling the awaiting task cancels the call (see the
+        module doc) and gives back anything it won before re-raising."""
+        loop = self._bind()
+        call = _core.distlock_py_call_new()
+        done: "asyncio.Future[Tuple[int, Any]]" = loop.create_future()
+
+        def settle(result: Optional[Tuple[int, Any]], exc: Optional[BaseException]) -> None:
+            if exc is not None:
+                done.set_exception(exc)
+            else:
+                done.set_result(cast(Tuple[int, Any], result))
+
+        def deliver(result: Optional[Tuple[int, Any]], exc: Optional[BaseException]) -> None:
+            try:
+                loop.call_soon_threadsafe(settle, result, exc)
+            except RuntimeError:  # the loop is closed: nobody will take it
+                if result is not None and result[1] is not None:
+                    _core.distlock_lock_free(result[1])
+
+        def attempt(budget: int) -> Tuple[Optional[Tuple[int, Any]], Optional[BaseException]]:
+            try:
+                return self._acquire_blocking(key, ttl_ms, budget, flags, owner, call), None
+            except BaseException as e:  # delivered to the awaiting task
+                return None, e
+
+        def wait_work(budget: int) -> None:
+            deliver(*attempt(budget))
+
+        def first_try() -> None:
+            # In a pool thread: one try. Refused and allowed to wait: the wait
+            # gets a thread of its own (started here: Thread.start() waits for
+            # the new thread, which must not hold up the event loop).
+            t0 = _monotonic()
+            result, exc = attempt(0)
+            if (exc is None and result is not None and result[0] == _core.DISTLOCK_NOTACQUIRED
+                    and wait_ms != 0 and not _core.distlock_py_call_cancelled(call)):
+                left = wait_ms if wait_ms == _FOREVER else \
+                    max(0, wait_ms - int((_monotonic() - t0) * 1000))
+                if left != 0:
+                    try:
+                        threading.Thread(target=wait_work, args=(left,),
+                                         name="distlock-aio-wait", daemon=True).start()
+                        return
+                    except RuntimeError as e:  # can't start a thread
+                        result, exc = None, e
+            deliver(result, exc)
+
+        self._calls[id(call)] = call
+        self._pool.submit(first_try)
+        try:
+            status, h = await asyncio.shield(done)
+        except asyncio.CancelledError:
+            self._sync._call(lambda c: _core.distlock_py_call_cancel(call, c))
+            await _settled(done)
+            self._calls.pop(id(call), None)
+            _core.distlock_py_call_free(call)
+            if not done.cancelled() and done.exception() is None:
+                st, won = done.result()
+                if won is not None:  # won just before the cancel came: give it back
+                    await _settled(loop.run_in_executor(self._pool, _release_free, won))
+            raise
+        except BaseException:
+            self._calls.pop(id(call), None)
+            _core.distlock_py_call_free(call)
+            raise
+        self._calls.pop(id(call), None)
+        _core.distlock_py_call_free(call)
+        if status == _ECANCELED:  # ours, and the task was not cancelled: close()
+            raise ClosedError("client closed while waiting for %r" % (key,),
+                              _core.DISTLOCK_ECLOSED)
+        return h if status == _OK else None
+
+    def _acquire_blocking(self, key: KeyType, ttl_ms: int, wait_ms: int, flags: int,
+                          owner: Optional[str], call: Any) -> Tuple[int, Any]:
+        t0 = _monotonic()
+        budget = wait_ms
+        while True:
+            status, h = self._sync._call(_core.distlock_py_acquire_call, key, ttl_ms, budget,
+                                         flags, owner, call)
+            if status != _ECANCELED or _core.distlock_py_call_cancelled(call):
+                return status, h
+            # Another task's cancel woke this wait too: wait on with what is left.
+            if wait_ms != _FOREVER:
+                budget = max(0, wait_ms - int((_monotonic() - t0) * 1000))
+
+
+def _release_free(h: Any) -> None:
+    try:
+        _core.distlock_release(h)
+    except Exception:
+        pass
+    finally:
+        _core.distlock_lock_free(h)
+
+
+class Lock:
+    """A distributed lock for asyncio, made by :meth:`Client.lock`.
+
+    ``await acquire()`` / ``await release()`` / ``await extend()``,
+    ``async with lock:`` and ``@lock`` on a coroutine function. Tasks sharing
+    one Lock object queue on a local asyncio.Lock first (as threads do on the
+    blocking Lock); with ``reentrant=True`` the task holding it may acquire it
+    again (counted; each acquire needs its release).
+    """
+
+    def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
+                 wait: Optional[float] = None, auto_renew: bool = False,
+                 fencing: bool = False, reentrant: bool = False,
+                 on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False) -> None:
+        if not isinstance(client, Client):
+            raise TypeError("client must be a distlock.aio.Client")
+        _check_key(key)
+        if on_lost is not None and not callable(on_lost):
+            raise TypeError("on_lost must be callable, not %s" % type(on_lost).__name__)
+        self._client = client
+        self._key = key
+        self._ttl_ms = _ttl_ms(ttl)
+        self._wait_ms = _wait_ms(wait, "wait")
+        self._flags = ((_core.DISTLOCK_AUTO_RENEW if auto_renew else 0)
+                       | (_core.DISTLOCK_FENCING if fencing else 0)
+                       | (_core.DISTLOCK_REENTRANT if reentrant else 0))
+        self._reentrant = reentrant
+        self._on_lost = on_lost
+        self._cancel_on_lost = bool(cancel_on_lost)
+        self._local: Optional[asyncio.Lock] = None  # made in the loop (Python < 3.10)
+        self._hm = threading.Lock()     # the handles vs. pool threads
+        self._handles: List[Any] = []   # a stack: reentrant acquires of one task
+        self._owner_task: "Optional[asyncio.Task[Any]]" = None
+        self._was_lost = False
+        self._lost_seen = False
+        self._bodies: List["Tuple[Optional[asyncio.Task[Any]], List[bool]]"] = []
+        client._locks.add(self)
+
+    @property
+    def key(self) -> KeyType:
+        return self._key
+
+    @property
+    def ttl(self) -> float:
+        return self._ttl_ms / 1000.0
+
+    def _top(self) -> Any:
+        return self._handles[-1] if self._handles else None
+
+    async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
+        """Take the lock: True when acquired, False when another owner still
+        holds it once the wait is over (``blocking=False``: try once;
+        ``timeout``: seconds, overrides the lock's ``wait``; None or -1 keeps
+        it). Raises on errors. Never blocks the event loop; cancelling the
+        task cancels the wait at once, with nothing held."""
+        if not blocking:
+            if timeout is not None and timeout != -1:
+                raise ValueError("can't specify a timeout for a non-blocking call")
+            wait_ms = 0
+        elif timeout is None or timeout == -1:
+            wait_ms = self._wait_ms
+        else:
+            wait_ms = _wait_ms(timeout, "timeout")
+        task = asyncio.current_task()
+        owner = self._client._owner(task) if self._reentrant else None
+        if self._reentrant and self._handles and self._owner_task is task:
+            return await self._take(wait_ms, owner)  # counted, same task
+        if self._local is None:
+            self._local = asyncio.Lock()
+        local = self._local
+        if wait_ms == 0:
+            if local.locked():
+                return False
+            await local.acquire()
+        elif wait_ms == _FOREVER:
+            await local.acquire()
+        else:
+            t0 = _monotonic()
+            try:
+                await asyncio.wait_for(local.acquire(), wait_ms / 1000.0)
+            except asyncio.TimeoutError:
+                return False
+            wait_ms = max(0, wait_ms - int((_monotonic() - t0) * 1000))
+        try:
+            got = await self._take(wait_ms, owner)
+        except BaseException:
+            local.release()
+            raise
+        if not got:
+            local.release()
+            return False
+        self._owner_task = task
+        return True
+
+    async def _take(self, wait_ms: int, owner: Optional[str]) -> bool:
+        if self._on_lost is not None or self._cancel_on_lost:
+            self._client._bind()  # the lost fd is watched before any loss
+        h = await self._client._acquire(self._key, self._ttl_ms, wait_ms, self._flags, owner)
+        if h is None:
+            return False
+        with self._hm:
+            if not self._handles:
+                self._was_lost = False
+                self._lost_seen = False
+            self._handles.append(h)
+        if self._on_lost is not None or self._cancel_on_lost:
+            self._client._watched.add(self)
+            self._lost_event()  # a loss before we watched
+        return True
+
+    async def release(self) -> None:
+        """Release (compare-and-delete). Raises LockLost if the lock had
+        expired or was taken meanwhile (another owner's key is untouched),
+        NotHeld if this object does not hold it."""
+        with self._hm:
+            if not self._handles:
+                if self._client.closed:
+                    raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+                raise NotHeld("release of %r, which this Lock object does not hold"
+                              % (self._key,))
+            h = self._handles.pop()
+            last = not self._handles
+        if last:
+            self._client._watched.discard(self)
+            self._owner_task = None
+            if self._local is not None and self._local.locked():
+                self._local.release()
+        fut = asyncio.get_running_loop().run_in_executor(self._client._pool,
+                                                         self._release_blocking, h)
+        await _settled(fut)  # the handle is gone either way: finish even if cancelled
+        fut.result()
+
+    def _release_blocking(self, h: Any) -> None:
+        try:
+            self._client._sync._call_handle(_core.distlock_release, h)
+        except LockLost:
+            self._was_lost = True
+            raise
+        finally:
+            if _core.distlock_lock_lost(h):
+                self._was_lost = True
+            _core.distlock_lock_free(h)
+
+    async def extend(self, ttl: Optional[float] = None) -> float:
+        """Reset the TTL (default: the lock's) on every node where it is
+        still ours; returns the new validity in seconds. LockLost if it was
+        lost, RenewalFailed if no quorum answered, NotHeld if not held."""
+        ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
+        if not self._handles:
+            raise NotHeld("extend of %r, which this Lock object does not hold" % (self._key,))
+        return await self._client._in_pool(self._extend_blocking, ms)
+
+    def _extend_blocking(self, ms: int) -> float:
+        with self._hm:
+            h = self._top()
+            if h is None:
+                raise NotHeld("extend of %r, which this Lock object does not hold"
+                              % (self._key,))
+            try:
+                self._client._sync._call_handle(_core.distlock_extend, h, ms)
+            except (LockLost, RenewalFailed):
+                raise
+            except ConnectionError as e:
+                raise RenewalFailed("renewal of %r failed: %s" % (self._key, e.message),
+                                    e.status, e.detail) from e
+            return _core.distlock_lock_validity_ms(h) / 1000.0
+
+    # -- state (no network, never blocks)
+    @property
+    def held(self) -> bool:
+        h = self._top()
+        return (h is not None and not _core.distlock_lock_lost(h)
+                and _core.distlock_lock_validity_ms(h) > 0)
+
+    @property
+    def token(self) -> Optional[str]:
+        h = self._top()
+        return None if h is None else _core.distlock_lock_token(h)
+
+    @property
+    def fence(self) -> Optional[int]:
+        h = self._top()
+        if h is None:
+            return None
+        v = _core.distlock_lock_fence(h)
+        return None if v < 0 else v
+
+    @property
+    def validity(self) -> float:
+        h = self._top()
+        return 0.0 if h is None else _core.distlock_lock_validity_ms(h) / 1000.0
+
+    @property
+    def lost(self) -> bool:
+        """True once the lock was found lost (by auto-renewal, extend or
+        release); stays True after release until the next acquire."""
+        h = self._top()
+        return self._was_lost if h is None else bool(_core.distlock_lock_lost(h))
+
+    def check(self) -> None:
+        """Raise LockLost if the lease was found lost or ran out, NotHeld if
+        not held. No network."""
+        h = self._top()
+        if h is None:
+            if self._was_lost:
+                raise LockLost("lock %r was lost" % (self._key,), _core.DISTLOCK_ENOTOWNER)
+            raise NotHeld("check of %r, which this Lock object does not hold" % (self._key,))
+        if _core.distlock_lock_lost(h) or _core.distlock_lock_validity_ms(h) <= 0:
+            raise LockLost("lock %r was lost" % (self._key,), _core.DISTLOCK_ENOTOWNER)
+
+    # -- loss (the event loop, through Client._lost_fd_ready)
+    def _lost_event(self) -> None:
+        h = self._top()
+        if h is None or self._lost_seen or not _core.distlock_lock_lost(h):
+            return
+        self._lost_seen = True
+        if self._cancel_on_lost:
+            for task, flag in self._bodies:
+                if task is not None and not task.done():
+                    flag[0] = True
+                    task.cancel()
+        cb = self._on_lost
+        if cb is not None:
+            try:
+                res = cb(self)
+                if inspect.isawaitable(res):
+                    asyncio.ensure_future(res)
+            except Exception as e:
+                report_callback_error("the on_lost callback of %r" % (self,), e, cb)
+
+    # -- async with / decorator
+    async def __aenter__(self) -> "Lock":
+        if not await self.acquire():
+            raise LockNotAcquired("lock %r is held by another owner" % (self._key,))
+        self._bodies.append((asyncio.current_task(), [False]))
+        return self
+
+    async def __aexit__(self, exc_type: Optional[Type[BaseException]],
+                        exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        task, flag = self._bodies.pop()
+        cancelled_by_loss = flag[0]
+        lost: Optional[LockLost] = None
+        if cancelled_by_loss or self.lost:
+            lost = LockLost("lock %r was lost while held%s" % (
+                self._key, "; the task was cancelled" if cancelled_by_loss else ""),
+                _core.DISTLOCK_ENOTOWNER)
+        try:
+            await self.release()
+        except LockLost as e:
+            lost = lost or e
+        if cancelled_by_loss and task is not None:
+            uncancel = getattr(task, "uncancel", None)
+            if uncancel is not None:  # Python >= 3.11: the cancel was ours
+                uncancel()
+        if lost is not None:
+            raise lost from (exc if isinstance(exc, asyncio.CancelledError) else None)
+
+    def __call__(self, fn: _F) -> _F:
+        if not inspect.iscoroutinefunction(fn):
+            raise TypeError("a distlock.aio.Lock decorates coroutine functions")
+
+        @functools.wraps(fn)
+        async def wrapper(*args: Any, **kwargs: Any) -> Any:
+            async with self:
+                return await fn(*args, **kwargs)
+        return cast(_F, wrapper)
+
+    def __repr__(self) -> str:
+        state = "held" if self._handles else "not held"
+        return "<distlock.aio.Lock %r ttl=%gs %s>" % (self._key, self.ttl, state)
+
+    def _drop(self) -> None:
+        """Client.close(): the C client released the locks; free the handles."""
+        with self._hm:
+            handles, self._handles = self._handles, []
+        for h in handles:
+            _core.distlock_lock_free(h)
+
+    def __del__(self) -> None:
+        # Garbage-collected while held: free the handles (which releases).
+        try:
+            handles, self._handles = self._handles, []
+            for h in handles:
+                self._client._sync._call_handle(_core.distlock_lock_free, h)
+        except Exception:
+            pass

@@ -1,0 +1,420 @@
+"""distlock.aio against a real redis-server: the event loop is never blocked
+(a ticker measures its worst lag), cancellation is prompt and leaves no key,
+asyncio.timeout()/wait_for, loss handling (cancel_on_lost, on_lost), per-task
+reentrancy and fencing."""
+import asyncio
+import sys
+import time
+
+import pytest
+
+import distlock
+import distlock.aio as aio
+
+LAG_BUDGET = 0.005     # the loop's worst lag, seconds (issue 15)
+CANCEL_BUDGET = 0.050  # cancel -> the awaiting task is done, seconds
+
+
+def _runqueue_wait_s() -> float:
+    """Seconds this thread has spent runnable but not running (waiting for a
+    CPU): the second field of /proc/self/task/TID/schedstat."""
+    import threading
+    with open("/proc/self/task/%d/schedstat" % threading.get_native_id()) as f:
+        return int(f.read().split()[1]) / 1e9
+
+
+class Ticker:
+    """Measures how late the loop runs a 1 ms timer: its worst lag, raw, and
+    with the time the kernel kept the loop's thread waiting for a CPU taken
+    out (what the library controls: a loop blocked in a call or waiting for
+    the GIL is not waiting for a CPU)."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.worst_own = 0.0
+        self.ticks = 0
+        self._stop = False
+
+    def reset(self) -> None:
+        self.worst = self.worst_own = 0.0
+
+    async def run(self) -> None:
+        while not self._stop:
+            q = _runqueue_wait_s()
+            t = time.monotonic()
+            await asyncio.sleep(0.001)
+            lag = time.monotonic() - t - 0.001
+            own = lag - (_runqueue_wait_s() - q)
+            self.worst = max(self.worst, lag)
+            self.worst_own = max(self.worst_own, own)
+            self.ticks += 1
+
+    def stop(self) -> None:
+        self._stop = True
+
+
+def run(coro):
+    return asyncio.run(coro)
+
+
+async def _numsub(r, key):
+    ch = "distlock:" + key
+    return dict(r.pubsub_numsub(ch)).get(ch, 0)
+
+
+async def _until(pred, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if await pred():
+            return True
+        await asyncio.sleep(0.01)
+    return False
+
+
+def _lag_run(server, key):
+    """One run: a 2 s contended wait, then a burst of 100 locks, with a
+    ticker; then the ticker alone for 1 s (the machine's own noise)."""
+    holder = distlock.Client(server.uri)
+    held = holder.lock(key, ttl=2.0)
+    assert held.acquire(blocking=False)
+
+    async def main():
+        ticker = Ticker()
+        tick = asyncio.ensure_future(ticker.run())
+        figures = {}
+        async with aio.Client(server.uri) as c:
+            await asyncio.sleep(0.05)  # the ticker settles
+            ticker.reset()
+            t0 = time.monotonic()
+            lk = c.lock(key, ttl=5)
+            assert await lk.acquire(timeout=10)  # the holder's 2 s lease expires
+            figures["waited"] = time.monotonic() - t0
+            await lk.release()
+            figures["wait"] = (ticker.worst, ticker.worst_own)
+
+            ticker.reset()
+            t0 = time.monotonic()
+
+            async def one(i):
+                async with c.lock("%s:%d" % (key, i), ttl=5, fencing=True) as x:
+                    assert x.fence is not None
+            await asyncio.gather(*(one(i) for i in range(100)))
+            figures["burst_s"] = time.monotonic() - t0
+            figures["burst"] = (ticker.worst, ticker.worst_own)
+        ticker.reset()
+        await asyncio.sleep(1.0)
+        figures["idle"] = (ticker.worst, ticker.worst_own)
+        ticker.stop()
+        await tick
+        figures["ticks"] = ticker.ticks
+        return figures
+
+    try:
+        return run(main())
+    finally:
+        holder.close()
+
+
+def test_loop_never_blocked(server, r, key):
+    """The loop's worst lag stays <= 5 ms during a 2 s contended wait and a
+    100-lock burst.
+
+    Honest on a loaded machine: a loop blocked by the library would lag by
+    the whole wait (2000 ms) or by the burst's round trips, in every run,
+    and not while waiting for a CPU. So each run reports the raw worst lag
+    and the lag with the kernel's run-queue wait taken out ("own"), plus
+    the same for 1 s of an idle loop (the machine's noise). A run passes
+    when its own lag is <= 5 ms in both phases and so is its raw lag, unless
+    the idle loop of that run also lagged by more than 5 ms raw (then the
+    machine, not the library, sets the raw figure). Up to 5 runs; one
+    passing run passes; every run's figures are printed (pytest -s).
+    DISTLOCK_STRICT_LAG=1 demands the raw figure in any case."""
+    import os
+    strict = os.environ.get("DISTLOCK_STRICT_LAG") == "1"
+    runs = []
+    for attempt in range(5):
+        k = "%s:%d" % (key, attempt)
+        f = _lag_run(server, k)
+        print("\n# aio run %d: contended wait %.3f s, worst loop lag %.2f ms (own %.2f); "
+              "100-lock burst %.3f s, worst lag %.2f ms (own %.2f); idle loop 1 s: worst lag "
+              "%.2f ms (own %.2f); %d ticks"
+              % (attempt + 1, f["waited"], f["wait"][0] * 1e3, f["wait"][1] * 1e3,
+                 f["burst_s"], f["burst"][0] * 1e3, f["burst"][1] * 1e3,
+                 f["idle"][0] * 1e3, f["idle"][1] * 1e3, f["ticks"]))
+        assert 1.5 < f["waited"] < 5
+        assert f["ticks"] > 500  # the ticker did run throughout
+        assert r.keys(k + ":*") == [] and r.exists(k) == 0
+        raw_ok = f["wait"][0] <= LAG_BUDGET and f["burst"][0] <= LAG_BUDGET
+        own_ok = f["wait"][1] <= LAG_BUDGET and f["burst"][1] <= LAG_BUDGET
+        noisy = f["idle"][0] > LAG_BUDGET and not strict
+        runs.append("%.2f/%.2f ms (own %.2f/%.2f, idle %.2f)" % (
+            f["wait"][0] * 1e3, f["burst"][0] * 1e3, f["wait"][1] * 1e3, f["burst"][1] * 1e3,
+            f["idle"][0] * 1e3))
+        if own_ok and (raw_ok or noisy):
+            return
+    pytest.fail("loop lag above %.0f ms in every run (wait/burst): %s"
+                % (LAG_BUDGET * 1e3, "; ".join(runs)))
+
+
+def test_cancel_is_prompt_and_leaves_no_key(server, r, key):
+    holder = distlock.Client(server.uri)
+    held = holder.lock(key, ttl=30)
+    assert held.acquire(blocking=False)
+
+    async def main():
+        async with aio.Client(server.uri, retry_min=5, retry_max=5) as c:
+            lk = c.lock(key, ttl=30)
+            other = c.lock(key, ttl=30)  # a second waiter of the same client
+            t1 = asyncio.ensure_future(lk.acquire())
+            t2 = asyncio.ensure_future(other.acquire(timeout=20))
+            assert await _until(lambda: _numsub(r, key)), "the waiters never subscribed"
+            await asyncio.sleep(0.05)  # both are asleep in the core (re-check every 5 s)
+            t0 = time.monotonic()
+            t1.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t1
+            latency = time.monotonic() - t0
+            assert not t2.done()  # the other waiter waits on
+            assert r.get(key) == held.token
+            held.release()  # the other waiter is woken and wins
+            assert await asyncio.wait_for(t2, 5)
+            assert r.get(key) == other.token
+            await other.release()
+            assert not lk.held and lk.token is None
+            return latency
+
+    latency = run(main())
+    print("\n# aio: cancel -> task done in %.2f ms" % (latency * 1e3))
+    holder.close()
+    assert latency <= CANCEL_BUDGET
+    assert r.exists(key) == 0
+    assert _numsub_sync(r, key) == 0
+
+
+def _numsub_sync(r, key):
+    ch = "distlock:" + key
+    return dict(r.pubsub_numsub(ch)).get(ch, 0)
+
+
+def test_cancel_while_the_lock_is_being_won_leaves_no_key(server, r, key):
+    """Cancel at the moment the holder releases (the waiter may win at the
+    same time): whichever comes first, nothing is left held by the waiter."""
+    holder = distlock.Client(server.uri)
+
+    async def main():
+        async with aio.Client(server.uri) as c:
+            for i in range(20):
+                k = "%s:%d" % (key, i)
+                held = holder.lock(k, ttl=30)
+                assert held.acquire(blocking=False)
+                lk = c.lock(k, ttl=30)
+                t = asyncio.ensure_future(lk.acquire())
+                assert await _until(lambda: _numsub(r, k))
+                held.release()
+                t.cancel()
+                try:
+                    got = await t
+                except asyncio.CancelledError:
+                    got = False
+                if got:
+                    await lk.release()
+                assert r.exists(k) == 0, "iteration %d left the key" % i
+
+    run(main())
+    holder.close()
+
+
+@pytest.mark.skipif(sys.version_info < (3, 11), reason="asyncio.timeout is Python 3.11+")
+def test_asyncio_timeout_and_wait_for(server, r, key):
+    holder = distlock.Client(server.uri)
+    held = holder.lock(key, ttl=30)
+    assert held.acquire(blocking=False)
+
+    async def main():
+        async with aio.Client(server.uri) as c:
+            lk = c.lock(key, ttl=30)
+            t0 = time.monotonic()
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.3):
+                    await lk.acquire()
+            d1 = time.monotonic() - t0
+            t0 = time.monotonic()
+            with pytest.raises(asyncio.TimeoutError):
+                await asyncio.wait_for(lk.acquire(), 0.3)
+            d2 = time.monotonic() - t0
+            with pytest.raises(TimeoutError):
+                async with asyncio.timeout(0.2):
+                    async with c.lock(key, ttl=30):
+                        pytest.fail("entered a lock held by another owner")
+            # the task is not left cancelling: it can go on awaiting
+            await asyncio.sleep(0)
+            assert asyncio.current_task().cancelling() == 0
+            return d1, d2
+
+    d1, d2 = run(main())
+    assert 0.3 <= d1 < 0.3 + CANCEL_BUDGET + 0.1 and 0.3 <= d2 < 0.3 + CANCEL_BUDGET + 0.1
+    assert r.get(key) == held.token
+    held.release()
+    holder.close()
+
+
+def test_basic_api(server, r, key):
+    async def main():
+        async with aio.Client(server.uri) as c:
+            lk = c.lock(key, ttl=10, fencing=True)
+            assert await lk.acquire(blocking=False)
+            assert lk.held and r.get(key) == lk.token and lk.fence is not None
+            f1 = lk.fence
+            assert 9 < await lk.extend(20) <= 20
+            assert 15 < r.pttl(key) / 1000 <= 20
+            lk.check()
+            other = c.lock(key, ttl=10)
+            assert not await other.acquire(blocking=False)
+            assert not await other.acquire(timeout=0.1)
+            await lk.release()
+            assert r.exists(key) == 0 and not lk.held
+            with pytest.raises(distlock.NotHeld):
+                await lk.release()
+            with pytest.raises(distlock.NotHeld):
+                lk.check()
+            async with other:
+                assert other.fence is None
+            async with c.lock(key, fencing=True) as again:
+                assert again.fence > f1
+
+            @c.lock(key, ttl=5)
+            async def job(x):
+                return r.get(key) is not None and x
+
+            assert await job(7) == 7
+            assert r.exists(key) == 0
+
+    run(main())
+
+
+def test_reentrant_per_task(server, r, key):
+    async def main():
+        async with aio.Client(server.uri) as c:
+            async with c.lock(key, ttl=10, reentrant=True) as a:
+                async with c.lock(key, ttl=10, reentrant=True) as b:
+                    assert a.token == b.token == r.get(key)
+
+                async def other_task():
+                    return await c.lock(key, ttl=10, reentrant=True).acquire(blocking=False)
+                assert not await asyncio.ensure_future(other_task())
+                assert r.get(key) == a.token  # the inner release kept it
+            assert r.exists(key) == 0
+
+    run(main())
+
+
+def test_cancel_on_lost_raises_lock_lost(server, r, key):
+    async def main():
+        seen = []
+        async with aio.Client(server.uri) as c:
+            lk = c.lock(key, ttl=0.6, auto_renew=True, cancel_on_lost=True,
+                        on_lost=seen.append)
+            t0 = time.monotonic()
+            with pytest.raises(distlock.LockLost) as ei:
+                async with lk:
+                    r.delete(key)  # lost behind its back
+                    await asyncio.sleep(30)  # cancelled on loss, not finished
+            took = time.monotonic() - t0
+            assert isinstance(ei.value.__cause__, asyncio.CancelledError)
+            assert asyncio.current_task().cancelling() == 0
+            assert seen == [lk] and lk.lost
+            return took
+
+    took = run(main())
+    assert took < 2.0  # found at the next renewal (ttl/3), not after the 30 s sleep
+
+
+def test_lost_without_cancel_raises_on_exit(server, r, key):
+    async def main():
+        async with aio.Client(server.uri) as c:
+            lk = c.lock(key, ttl=0.6, auto_renew=True)
+            with pytest.raises(distlock.LockLost):
+                async with lk:
+                    r.delete(key)
+                    deadline = time.monotonic() + 5
+                    while not lk.lost and time.monotonic() < deadline:
+                        await asyncio.sleep(0.02)
+                    assert lk.lost  # the body ran on: not cancelled
+                    with pytest.raises(distlock.LockLost):
+                        lk.check()
+
+    run(main())
+
+
+def test_close_releases_what_is_held(server, r, key):
+    async def main():
+        c = aio.Client(server.uri)
+        lk = c.lock(key, ttl=30)
+        assert await lk.acquire(blocking=False)
+        assert r.get(key) == lk.token
+        await c.close()
+        assert r.exists(key) == 0
+        assert not lk.held and lk.token is None
+        with pytest.raises(distlock.ClosedError):
+            await c.lock(key).acquire()
+        await c.close()  # idempotent
+
+    run(main())
+
+
+def test_close_ends_waiting_acquires(server, r, key):
+    holder = distlock.Client(server.uri)
+    held = holder.lock(key, ttl=30)
+    assert held.acquire(blocking=False)
+
+    async def main():
+        c = aio.Client(server.uri, retry_min=5, retry_max=5)
+        waiter = asyncio.ensure_future(c.lock(key, ttl=30).acquire())  # no limit
+        assert await _until(lambda: _numsub(r, key))
+        t0 = time.monotonic()
+        await asyncio.wait_for(c.close(), 5)
+        with pytest.raises(distlock.ClosedError):
+            await asyncio.wait_for(waiter, 5)
+        return time.monotonic() - t0
+
+    took = run(main())
+    assert took < 1.0  # not the 5 s re-check, not the wait without limit
+    assert r.get(key) == held.token
+    held.release()
+    holder.close()
+
+
+def test_redlock_cancel_leaves_no_key_on_any_node(server_factory, key):
+    """Three nodes (quorum 2): a waiter cancelled while the holder's lock
+    goes away leaves nothing on any node, whichever way the race goes."""
+    servers = [server_factory() for _ in range(3)]
+    uris = ",".join(s.uri for s in servers)
+    rs = [s.redis() for s in servers]
+    holder = distlock.Client(uris)
+
+    async def main():
+        async with aio.Client(uris) as c:
+            for i in range(10):
+                k = "%s:%d" % (key, i)
+                held = holder.lock(k, ttl=30)
+                assert held.acquire(blocking=False)
+                t = asyncio.ensure_future(c.lock(k, ttl=30).acquire())
+                assert await _until(lambda: _numsub(rs[0], k))
+                t0 = time.monotonic()
+                if i % 2:
+                    held.release()
+                t.cancel()
+                try:
+                    got = await t
+                except asyncio.CancelledError:
+                    got = None
+                took = time.monotonic() - t0
+                assert got is None, "iteration %d: the acquire was not cancelled" % i
+                assert took <= CANCEL_BUDGET + (0.05 if i % 2 else 0), took
+                if not i % 2:
+                    assert [r.get(k) for r in rs] == [held.token] * 3
+                    held.release()
+                assert [r.exists(k) for r in rs] == [0, 0, 0], "iteration %d" % i
+
+    run(main())
+    holder.close()
