@@ -91,6 +91,9 @@ multiarch=$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 check "dpkg -L: libdistlock.so.0 in the multiarch libdir" \
   bash -c "dpkg -L libdistlock0 | grep -qx '/usr/lib/$multiarch/libdistlock.so.0'"
 check "pkg-config --modversion distlock = $v" bash -c "[ \"\$(pkg-config --modversion distlock)\" = '$v' ]"
+check "pkg-config: prefix /usr, so no -I/usr/include, -L/usr/lib nor ../ in its flags" bash -c "
+  pkg-config --cflags --libs distlock | tee /dev/stderr | grep -q -- -ldistlock &&
+  ! pkg-config --cflags --libs distlock | grep -qE '\.\./|-I/usr/include( |\$)|-L/usr/lib'"
 check "hello.c built with pkg-config --cflags --libs" \
   bash -c "cc '$top/examples/hello.c' \$(pkg-config --cflags --libs distlock) -o hello"
 check "hello linked to the packaged libdistlock.so.0" bash -c "
