@@ -4,7 +4,8 @@
 # and the Python metadata read it from there; what cannot read a C header
 # carries a copy that this script compares: DISTLOCK_VERSION_STRING,
 # packaging/package.xml (PECL release and api), php-ext/php_distlock.h and its
-# load test, the man page, and CHANGELOG.md (a section for the version, or the
+# load test, the man page, packaging/debian/changelog (its newest entry's
+# upstream version: no epoch, no Debian revision), and CHANGELOG.md (a section for the version, or the
 # Unreleased section saying it will be released as that version).
 # scripts/set-version.sh X.Y.Z rewrites all of them. Exits non-zero on any
 # disagreement. Usage: bash scripts/check-version.sh
@@ -49,6 +50,10 @@ agree "php-ext/php_distlock.h PHP_DISTLOCK_VERSION" \
 agree "php-ext/tests/001_load.phpt expected phpversion()" \
   "$(sed -n 's/^string([0-9]*) "\([0-9]*\.[0-9]*\.[0-9]*\)"$/\1/p' php-ext/tests/001_load.phpt | tail -n 1)"
 agree "packaging/distlock.1 .TH" "$(sed -n 's/^\.TH .*"distlock \([^"]*\)".*/\1/p' packaging/distlock.1)"
+
+# debian/changelog: the newest entry, e.g. "distlock (1:0.1.0-2) unstable; ..." -> 0.1.0
+agree "packaging/debian/changelog newest entry (upstream part)" \
+  "$(sed -n '1s/^[^ ]* (\([^)]*\)).*/\1/p' packaging/debian/changelog | sed -e 's/^[0-9]*://' -e 's/-[^-]*$//')"
 
 # CHANGELOG.md: the newest section is this version, or Unreleased "To be released as" it.
 cl=$(awk '/^## \[/ { if (seen) exit; seen=1; h=$0; next }

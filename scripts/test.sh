@@ -5,8 +5,9 @@
 #   valgrind), install/packaging, release (one version everywhere, the ABI
 #   against its baseline), fuzz (libFuzzer targets under ASan+UBSan, under a
 #   minute; DISTLOCK_FUZZ_SECONDS per target for longer), PHP extension
-#   (phpt), Python package (pytest), the distlock command, and the
-#   quick-start demo itself.
+#   (phpt), Python package (pytest), the distlock command, the
+#   quick-start demo itself, and last the Debian packages (built, lintian,
+#   installed with apt, checked, purged: packaging/test-debs.sh).
 # Exits non-zero if any suite fails. Usage: bash scripts/test.sh [suite...]
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ cd "$top"
 
 bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
-suites=(c install release fuzz php python cli demo)
+suites=(c install release fuzz php python cli demo deb)
 [ $# -gt 0 ] && suites=("$@")
 
 run_suite() {
@@ -29,6 +30,7 @@ run_suite() {
     python)  bash python/tests/run.sh ;;
     cli)     bash cli/tests/run.sh ;;
     demo)    bash scripts/demo.sh ;;
+    deb)     bash packaging/test-debs.sh ;;
     *)       echo "unknown suite $1" >&2; return 2 ;;
   esac
 }
