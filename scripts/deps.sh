@@ -11,6 +11,7 @@ PKGS=(
   swig python3-dev python3-setuptools python3-pytest python3-redis python3-venv python3-pip
   abigail-tools   # abidw/abidiff: the ABI check against packaging/abi/ (release suite)
   clang libclang-rt-14-dev   # libFuzzer (libclang_rt.fuzzer) for tests/fuzz (fuzz suite)
+  php-pear        # pecl: the PECL tarball, built and installed (pecl suite)
 )
 PKGS+=("$@")   # callers may add their own (bench: gnuplot-nox, nodejs, npm)
 

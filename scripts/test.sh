@@ -5,8 +5,9 @@
 #   valgrind), install/packaging, release (one version everywhere, the ABI
 #   against its baseline), fuzz (libFuzzer targets under ASan+UBSan, under a
 #   minute; DISTLOCK_FUZZ_SECONDS per target for longer), PHP extension
-#   (phpt), Python package (pytest), the distlock command, and the
-#   quick-start demo itself.
+#   (phpt), the PECL tarball (pecl package + pecl install + phpt against the
+#   installed module), Python package (pytest), the distlock command, and
+#   the quick-start demo itself.
 # Exits non-zero if any suite fails. Usage: bash scripts/test.sh [suite...]
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -14,7 +15,7 @@ cd "$top"
 
 bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
-suites=(c install release fuzz php python cli demo)
+suites=(c install release fuzz php pecl python cli demo)
 [ $# -gt 0 ] && suites=("$@")
 
 run_suite() {
@@ -26,6 +27,7 @@ run_suite() {
              bash packaging/abi/check-abi.sh && [ $v -eq 0 ] ;;
     fuzz)    bash tests/fuzz/run.sh ;;
     php)     bash php-ext/tests/run.sh ;;
+    pecl)    bash packaging/test-pecl.sh ;;
     python)  bash python/tests/run.sh ;;
     cli)     bash cli/tests/run.sh ;;
     demo)    bash scripts/demo.sh ;;
