@@ -6,8 +6,9 @@
 #   against its baseline), fuzz (libFuzzer targets under ASan+UBSan, under a
 #   minute; DISTLOCK_FUZZ_SECONDS per target for longer), PHP extension
 #   (phpt), the PECL tarball (pecl package + pecl install + phpt against the
-#   installed module), Python package (pytest), the distlock command, and
-#   the quick-start demo itself.
+#   installed module), Python package (pytest), its sdist and wheel installed
+#   into fresh venvs (pydist), the distlock command, and the quick-start demo
+#   itself.
 # Exits non-zero if any suite fails. Usage: bash scripts/test.sh [suite...]
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +16,7 @@ cd "$top"
 
 bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
-suites=(c install release fuzz php pecl python cli demo)
+suites=(c install release fuzz php pecl python pydist cli demo)
 [ $# -gt 0 ] && suites=("$@")
 
 run_suite() {
@@ -29,6 +30,7 @@ run_suite() {
     php)     bash php-ext/tests/run.sh ;;
     pecl)    bash packaging/test-pecl.sh ;;
     python)  bash python/tests/run.sh ;;
+    pydist)  bash python/tests/dist.sh ;;
     cli)     bash cli/tests/run.sh ;;
     demo)    bash scripts/demo.sh ;;
     *)       echo "unknown suite $1" >&2; return 2 ;;
