@@ -17,6 +17,10 @@
 #     released, against a throwaway redis-server; then every phpt test of
 #     php-ext/tests against the installed module (php-ext/tests/run.sh with
 #     DISTLOCK_PHP_SO).
+#  4. the other way (when step 2 took the bundled core): libdistlock built and
+#     installed by CMake into a temp prefix, put on PKG_CONFIG_PATH, and
+#     `pecl install` again: configure must take it, distlock.so must link
+#     libdistlock.so.0, and the lock of step 3 must work through it.
 # Usage: bash packaging/test-pecl.sh        (needs scripts/deps.sh: php-dev, php-pear)
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -76,7 +80,9 @@ grep -q "^install ok: channel://pecl.php.net/distlock-$v\$" "$tmp/install.log" |
 ok "pecl install: $so ($(stat -c %s "$so") bytes)"
 
 needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+mode=bundled
 if pkg-config --exists distlock 2>/dev/null; then
+  mode=pkg-config
   grep -q "^configure: libdistlock: pkg-config\$" "$tmp/install.log" || fail "libdistlock-dev is installed, but configure did not take it"
   grep -q "libdistlock\.so" <<<"$needed" || fail "distlock.so does not link libdistlock ($needed)"
   ok "configure took the installed libdistlock (pkg-config $(pkg-config --modversion distlock)); NEEDED: $needed"
@@ -91,27 +97,56 @@ fi
 # ---- 3. use it
 bash "$harness" start "$tmp/redis" 1 >/dev/null
 uri=$(bash "$harness" uris "$tmp/redis")
-out=$(php -n -d extension=distlock -d "distlock.servers=$uri" -r '
-  $token = distributedLock("pecl:smoke", 30);
-  try { distributedLock("pecl:smoke", 30); echo "second: acquired\n"; }
-  catch (Exception $e) { echo "second: refused ", $e->getCode(), "\n"; }
-  var_dump(distributedUnlock("pecl:smoke", $token));
-  $c = new Distlock\Client(ini_get("distlock.servers"));
-  $l = $c->tryLock("pecl:smoke", 5.0);
-  echo "after release: ", $l !== null && $l->isHeld() ? "held" : "not held", "\n";
-  $l->release();
-  echo "version ", phpversion("distlock"), "\n";
-')
-expect="second: refused 500002
+# smoke LABEL [VAR=VALUE...]: through `php -d extension=distlock` (the
+# extension dir's module), a lock taken, refused to a second caller, released.
+smoke() {
+  local label=$1 out expect left
+  shift
+  out=$(env "$@" php -n -d extension=distlock -d "distlock.servers=$uri" -r '
+    $token = distributedLock("pecl:smoke", 30);
+    try { distributedLock("pecl:smoke", 30); echo "second: acquired\n"; }
+    catch (Exception $e) { echo "second: refused ", $e->getCode(), "\n"; }
+    var_dump(distributedUnlock("pecl:smoke", $token));
+    $c = new Distlock\Client(ini_get("distlock.servers"));
+    $l = $c->tryLock("pecl:smoke", 5.0);
+    echo "after release: ", $l !== null && $l->isHeld() ? "held" : "not held", "\n";
+    $l->release();
+    echo "version ", phpversion("distlock"), "\n";
+  ')
+  expect="second: refused 500002
 bool(true)
 after release: held
 version $v"
-[ "$out" = "$expect" ] || { printf 'got:\n%s\nwant:\n%s\n' "$out" "$expect" >&2; fail "php -d extension=distlock"; }
-# Nothing left behind on the server.
-left=$(redis-cli -u "$uri" --raw exists pecl:smoke)
-[ "$left" = 0 ] || fail "the key is still there after the releases"
-ok "php -d extension=distlock: lock taken, refused to a second caller (500002), released; Client/Lock; version $v"
-bash "$harness" stop "$tmp/redis" >/dev/null
+  [ "$out" = "$expect" ] || { printf 'got:\n%s\nwant:\n%s\n' "$out" "$expect" >&2; fail "$label: php -d extension=distlock"; }
+  left=$(redis-cli -u "$uri" --raw exists pecl:smoke)   # nothing left behind
+  [ "$left" = 0 ] || fail "$label: the key is still there after the releases"
+  ok "$label: php -d extension=distlock: lock taken, refused to a second caller (500002), released; Client/Lock; version $v"
+}
+smoke "$mode"
 
-echo "test-pecl: the phpt tests against the installed module"
+echo "test-pecl: the phpt tests against the installed module ($mode)"
 DISTLOCK_PHP_SO=$so bash "$top/php-ext/tests/run.sh"
+
+# ---- 4. the other way: an installed libdistlock that pkg-config finds
+if [ "$mode" = bundled ]; then
+  echo "test-pecl: libdistlock installed by CMake into a prefix, on PKG_CONFIG_PATH; pecl install again"
+  prefix=$tmp/prefix
+  { cmake -S "$top" -B "$tmp/cmake" -DDISTLOCK_BUILD_TESTS=OFF -DDISTLOCK_BUILD_CLI=OFF \
+      -DCMAKE_INSTALL_PREFIX="$prefix" -DCMAKE_INSTALL_LIBDIR=lib &&
+    cmake --build "$tmp/cmake" -j2 && cmake --install "$tmp/cmake"; } > "$tmp/cmake.log" 2>&1 \
+    || { tail -n 30 "$tmp/cmake.log" >&2; fail "CMake build/install of libdistlock"; }
+  pecl -c "$tmp/pear.conf" uninstall distlock > "$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log" >&2; fail "pecl uninstall"; }
+  installed=0
+  [ ! -e "$so" ] || fail "pecl uninstall left $so"
+  installed=1
+  set +e
+  printf '\n' | PKG_CONFIG_PATH=$prefix/lib/pkgconfig pecl -c "$tmp/pear.conf" install "$tgz" > "$tmp/install2.log" 2>&1
+  st=$?
+  set -e
+  [ $st -eq 0 ] || { tail -n 40 "$tmp/install2.log" >&2; fail "pecl install with libdistlock on PKG_CONFIG_PATH exited $st"; }
+  grep -q "^configure: libdistlock: pkg-config\$" "$tmp/install2.log" || fail "configure did not take the libdistlock pkg-config found"
+  needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  grep -q "libdistlock\.so\.0" <<<"$needed" || fail "distlock.so does not link libdistlock.so.0 ($needed)"
+  ok "configure took libdistlock $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion distlock) from pkg-config; NEEDED: $needed"
+  smoke pkg-config LD_LIBRARY_PATH="$prefix/lib"
+fi
