@@ -17,10 +17,12 @@
 #     released, against a throwaway redis-server; then every phpt test of
 #     php-ext/tests against the installed module (php-ext/tests/run.sh with
 #     DISTLOCK_PHP_SO).
-#  4. the other way (when step 2 took the bundled core): libdistlock built and
+#  4. the other way. When step 2 took the bundled core: libdistlock built and
 #     installed by CMake into a temp prefix, put on PKG_CONFIG_PATH, and
 #     `pecl install` again: configure must take it, distlock.so must link
-#     libdistlock.so.0, and the lock of step 3 must work through it.
+#     libdistlock.so.0, and the lock of step 3 must work through it. When step
+#     2 took an installed libdistlock: `pecl install` again answering
+#     "bundled", and the same checks of the bundled build.
 # Usage: bash packaging/test-pecl.sh        (needs scripts/deps.sh: php-dev, php-pear)
 set -euo pipefail
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -149,4 +151,22 @@ if [ "$mode" = bundled ]; then
   grep -q "libdistlock\.so\.0" <<<"$needed" || fail "distlock.so does not link libdistlock.so.0 ($needed)"
   ok "configure took libdistlock $(PKG_CONFIG_PATH=$prefix/lib/pkgconfig pkg-config --modversion distlock) from pkg-config; NEEDED: $needed"
   smoke pkg-config LD_LIBRARY_PATH="$prefix/lib"
+else
+  # A libdistlock is installed here (libdistlock-dev?): the bundled core is
+  # what the answer "bundled" gives.
+  echo "test-pecl: pecl install again, answering the question with: bundled"
+  pecl -c "$tmp/pear.conf" uninstall distlock > "$tmp/uninstall.log" 2>&1 || { cat "$tmp/uninstall.log" >&2; fail "pecl uninstall"; }
+  installed=0
+  [ ! -e "$so" ] || fail "pecl uninstall left $so"
+  installed=1
+  set +e
+  printf 'bundled\n' | pecl -c "$tmp/pear.conf" install "$tgz" > "$tmp/install2.log" 2>&1
+  st=$?
+  set -e
+  [ $st -eq 0 ] || { tail -n 40 "$tmp/install2.log" >&2; fail "pecl install (bundled) exited $st"; }
+  grep -q "^configure: libdistlock: bundled\$" "$tmp/install2.log" || fail "configure did not build the bundled core"
+  needed=$(readelf -d "$so" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')
+  if grep -q "libdistlock" <<<"$needed"; then fail "bundled build links libdistlock ($needed)"; fi
+  ok "configure built the bundled core; NEEDED: $needed"
+  smoke bundled
 fi
