@@ -408,6 +408,11 @@ static int distlock_py_async_raise(unsigned long ident, PyObject *exc)
 %}
 /* Cancellation: the Python layer installs its own interrupt hook
  * (distlock_py_catch_signals above). */
+/* ---- listing (the CLI's `list` and `status --json`): not wrapped yet; a
+ * Python client.list()/scan would be a dict-returning helper like stats(). */
+%ignore distlock_scan;
+%ignore distlock_key_fn;
+%ignore distlock_fence_counter;
 %ignore distlock_client_cancel;
 %ignore distlock_client_on_interrupt;
 %ignore distlock_interrupt_fn;

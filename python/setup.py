@@ -1,6 +1,12 @@
 """Build the distlock Python package offline.
 
     pip install --no-build-isolation ./python
+    python3 -m build --no-isolation python      (sdist + wheel, Debian's python3-build)
+
+The distribution is named libdistlock (the import name stays distlock): the
+name distlock on the Python package index belongs to an unrelated project
+(README.md, "Names"); libdistlock is the name of the C library this package
+compiles in, as the libsass distribution ships libsass under import name sass.
 
 compiles the C core (core/src/*.c) and the SWIG module (bindings/distlock.i)
 into one extension, distlock.__core, with the setuptools already installed:
@@ -30,14 +36,18 @@ import zipfile
 from glob import glob
 from pathlib import Path
 
-from setuptools import Command, Extension, setup
-from setuptools.command.build import build as _build
+from setuptools import Command, Extension, find_packages, setup
+try:
+    from setuptools.command.build import build as _build
+except ImportError:  # setuptools < 62.4 (the pyenv 3.8 / 3.9 venvs' bundled 56 / 58)
+    from distutils.command.build import build as _build
 from setuptools.command.build_ext import build_ext as _build_ext
 from setuptools.command.build_py import build_py as _build_py
 from setuptools.command.sdist import sdist as _sdist
 
 HERE = Path(__file__).resolve().parent
-PKG = "distlock"
+PKG = "distlock"  # the import name
+DIST_NAME = "libdistlock"  # the distribution name (pip install libdistlock)
 MODULE = "__core"  # SWIG module _core -> proxy _core.py + C extension __core
 
 
@@ -239,26 +249,52 @@ try:
 except ImportError:
     cmdclass["bdist_wheel"] = bdist_wheel_fallback
 
+# No public repository yet: these addresses are placeholders (the reserved
+# .example domain, like package.xml's maintainer address) until there is one.
+REPO_URL = "https://a-seed-dab642e6.example/distlock"
+
 setup(
-    name="distlock",
+    name=DIST_NAME,
     version=version(),
-    description="Distributed locks on Redis (token locks, Redlock over 1..N nodes)",
+    description="Distributed locks on Redis: token locks and Redlock over 1..N nodes, "
+                "on the libdistlock C core (import distlock)",
     long_description=(HERE / "README.md").read_text(encoding="utf-8")
     if (HERE / "README.md").exists() else "",
     long_description_content_type="text/markdown",
+    author="distlock maintainers",
+    author_email="maintainers@users.noreply.a-seed-dab642e6.example",
+    url=REPO_URL,
+    project_urls={
+        "Source": REPO_URL,
+        "Documentation": REPO_URL + "/blob/main/python/README.md",
+        "Changelog": REPO_URL + "/blob/main/CHANGELOG.md",
+        "Issues": REPO_URL + "/issues",
+    },
     license="MIT",
     license_files=["LICENSE"],  # python/LICENSE links to the top-level LICENSE
+    keywords=["redis", "lock", "distributed lock", "redlock", "mutex", "fencing token"],
     python_requires=">=3.8",
-    packages=[PKG],
-    package_data={PKG: ["py.typed", "*.pyi"]},
+    # distlock and any subpackage it grows; py.typed and every stub in each.
+    packages=find_packages(include=[PKG, PKG + ".*"]),
+    package_data={"": ["py.typed", "*.pyi"]},
     ext_modules=[Extension(PKG + "." + MODULE, sources=[])],  # filled in build_ext
     cmdclass=cmdclass,
     zip_safe=False,
     classifiers=[
+        "Development Status :: 3 - Alpha",
+        "Intended Audience :: Developers",
         "License :: OSI Approved :: MIT License",
-        "Programming Language :: Python :: 3",
-        "Programming Language :: C",
         "Operating System :: POSIX :: Linux",
+        "Programming Language :: C",
+        "Programming Language :: Python :: 3",
+        "Programming Language :: Python :: 3 :: Only",
+        "Programming Language :: Python :: 3.8",
+        "Programming Language :: Python :: 3.9",
+        "Programming Language :: Python :: 3.10",
+        "Programming Language :: Python :: 3.11",
+        "Programming Language :: Python :: Implementation :: CPython",
         "Topic :: Database",
+        "Topic :: System :: Distributed Computing",
+        "Typing :: Typed",
     ],
 )

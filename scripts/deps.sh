@@ -12,6 +12,8 @@ PKGS=(
   mypy   # python3-mypy: mypy --strict and stubtest of the Python package (python/tests/run.sh)
   abigail-tools   # abidw/abidiff: the ABI check against packaging/abi/ (release suite)
   clang libclang-rt-14-dev   # libFuzzer (libclang_rt.fuzzer) for tests/fuzz (fuzz suite)
+  php-pear        # pecl: the PECL tarball, built and installed (pecl suite)
+  python3-build   # python3 -m build: the sdist and wheel, offline (pydist suite)
 )
 PKGS+=("$@")   # callers may add their own (bench: gnuplot-nox, nodejs, npm)
 

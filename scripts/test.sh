@@ -5,9 +5,11 @@
 #   valgrind), install/packaging, release (one version everywhere, the ABI
 #   against its baseline), fuzz (libFuzzer targets under ASan+UBSan, under a
 #   minute; DISTLOCK_FUZZ_SECONDS per target for longer), PHP extension
-#   (phpt), Python package (pytest), the distlock command, the
-#   quick-start demo itself, and last the Debian packages (built, lintian,
-#   installed with apt, checked, purged: packaging/test-debs.sh).
+#   (phpt), the PECL tarball (pecl package + pecl install + phpt against the
+#   installed module), Python package (pytest), its sdist and wheel installed
+#   into fresh venvs (pydist), the distlock command, the quick-start demo
+#   itself, and last the Debian packages (built, lintian, installed with apt,
+#   checked, purged: packaging/test-debs.sh).
 # Exits non-zero if any suite fails. Usage: bash scripts/test.sh [suite...]
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
@@ -15,7 +17,7 @@ cd "$top"
 
 bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
-suites=(c install release fuzz php python cli demo deb)
+suites=(c install release fuzz php pecl python pydist cli demo deb)
 [ $# -gt 0 ] && suites=("$@")
 
 run_suite() {
@@ -27,7 +29,9 @@ run_suite() {
              bash packaging/abi/check-abi.sh && [ $v -eq 0 ] ;;
     fuzz)    bash tests/fuzz/run.sh ;;
     php)     bash php-ext/tests/run.sh ;;
+    pecl)    bash packaging/test-pecl.sh ;;
     python)  bash python/tests/run.sh ;;
+    pydist)  bash python/tests/dist.sh ;;
     cli)     bash cli/tests/run.sh ;;
     demo)    bash scripts/demo.sh ;;
     deb)     bash packaging/test-debs.sh ;;

@@ -3,7 +3,8 @@
 #
 #   bash php-ext/tests/run.sh [--valgrind] [run-tests.php args / test files...]
 #
-# Builds libdistlock and distlock.so (php-ext/build.sh), starts one redis-server
+# Builds libdistlock and distlock.so (php-ext/build.sh; or takes the one
+# named by DISTLOCK_PHP_SO), starts one redis-server
 # for the single-node tests and three for Redlock (tests/harness/redis.sh),
 # runs every php-ext/tests/*.phpt with the built module, stops the servers,
 # and exits non-zero if any test failed, was borked, skipped or leaked.
@@ -29,24 +30,36 @@ if ! grep -q "Stub hash: $stub_sha" "$ext_src/distlock_arginfo.h"; then
   exit 1
 fi
 
-# packaging/package.xml (PECL) must list exactly the extension's sources and tests.
+# packaging/package.xml (PECL) must list exactly the extension's sources and
+# tests, and the core's sources it bundles (core/..., from the top-level core/;
+# packaging/pecl-package.sh stages them the same way).
 php -r '
   $x = simplexml_load_file($argv[1]);
   $x->registerXPathNamespace("p", "http://pear.php.net/dtd/package-2.0");
   $listed = array_map("strval", $x->xpath("//p:file/@name"));
-  $dir = $argv[2];
-  $want = array_merge(glob("$dir/*.{c,h,m4}", GLOB_BRACE), ["$dir/distlock.stub.php", "$dir/README.md"],
-                      glob("$dir/tests/*.phpt"), glob("$dir/tests/fixtures/*"));
-  $want = array_map(fn($f) => substr($f, strlen($dir) + 1), $want);
+  [$dir, $top] = [$argv[2], $argv[3]];
+  $rel = fn($base, $files) => array_map(fn($f) => substr($f, strlen($base) + 1), $files);
+  $want = array_merge(
+      $rel($dir, array_merge(glob("$dir/*.{c,h,m4}", GLOB_BRACE), ["$dir/distlock.stub.php", "$dir/README.md"],
+                             glob("$dir/tests/*.phpt"), glob("$dir/tests/fixtures/*"))),
+      $rel($top, array_merge(["$top/core/include/distlock.h"], glob("$top/core/src/*.{c,h}", GLOB_BRACE))),
+      ["LICENSE"]);
+  $where = fn($f) => str_starts_with($f, "core/") || $f === "LICENSE" ? "$top/$f" : "$dir/$f";
   $missing = array_diff($want, $listed);
-  $stale = array_filter($listed, fn($f) => !file_exists("$dir/$f"));
-  foreach ($missing as $f) fwrite(STDERR, "packaging/package.xml does not list php-ext/$f\n");
-  foreach ($stale as $f) fwrite(STDERR, "packaging/package.xml lists missing php-ext/$f\n");
+  $stale = array_filter($listed, fn($f) => !file_exists($where($f)));
+  foreach ($missing as $f) fwrite(STDERR, "packaging/package.xml does not list $f (" . $where($f) . ")\n");
+  foreach ($stale as $f) fwrite(STDERR, "packaging/package.xml lists $f, but " . $where($f) . " does not exist\n");
   exit($missing || $stale ? 1 : 0);
-' "$repo/packaging/package.xml" "$ext_src"
+' "$repo/packaging/package.xml" "$ext_src" "$repo"
 
-so=$(bash "$ext_src/build.sh" | tail -n 1)
-[ -f "$so" ] || { echo "php-ext: build.sh did not produce distlock.so" >&2; exit 1; }
+# DISTLOCK_PHP_SO: test that distlock.so (e.g. the one `pecl install` put in
+# the extension dir: packaging/test-pecl.sh) instead of building one.
+if [ -n "${DISTLOCK_PHP_SO:-}" ]; then
+  so=$DISTLOCK_PHP_SO
+else
+  so=$(bash "$ext_src/build.sh" | tail -n 1)
+fi
+[ -f "$so" ] || { echo "php-ext: no distlock.so at '$so'" >&2; exit 1; }
 
 run_tests=""
 for cand in "$(php-config --extension-dir)/build/run-tests.php" \

@@ -3,15 +3,15 @@
 # after scripts/deps.sh. Everything happens offline in a temp dir:
 #  1. Debian python3: new venv (--system-site-packages: pytest, redis-py),
 #     pip install --no-build-isolation ./python  (python/build.sh)
-#  2. the python3 on PATH (pyenv): an sdist, a wheel built from that sdist in
-#     a fresh venv, the wheel installed into it; and the README's install line
-#     into another fresh venv
-#  3. the README example run by each of the three installs against a
-#     throwaway redis-server
+#  2. the python3 on PATH (pyenv): the README's install line into a fresh venv
+#  3. the README example run by both installs against a throwaway redis-server
 #  4. type hints: mypy's stubtest (the .pyi matches the SWIG module) and
 #     mypy --strict on the package and on a typed user example
 #  5. pytest (its fixtures start and stop their own redis-servers); its
 #     summary is the last thing printed. Exits non-zero on any failure.
+# The sdist and the wheel (libdistlock-*), installed into fresh venvs of
+# Debian's python3 and of the python3 on PATH, are python/tests/dist.sh's
+# (suite pydist).
 set -euo pipefail
 here=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)   # python/
 root=$(cd "$here/.." && pwd)
@@ -29,25 +29,7 @@ step "install into a Debian python3 venv (python/build.sh)"
 bash "$here/build.sh" "$tmp/venv-debian"
 
 py=$(command -v python3)
-step "sdist with $py ($("$py" -V 2>&1))"
-# (MANIFEST.in lines for rebuilding an sdist from an sdist warn here: filtered)
-(cd "$here" && "$py" setup.py -q sdist -d "$tmp/dist" >/dev/null 2> >(grep -v "^warning: no " >&2))
-sdist=$(ls "$tmp"/dist/distlock-*.tar.gz)
-listing=$(tar tzf "$sdist")
-for need in core/include/distlock.h bindings/distlock.i setup.py pyproject.toml \
-            distlock/__init__.py distlock/py.typed distlock/_core.pyi; do
-  grep -q "^distlock-[^/]*/$need\$" <<<"$listing" || { echo "sdist lacks $need" >&2; exit 1; }
-done
-grep -q '^distlock-[^/]*/core/src/[a-z_]*\.c$' <<<"$listing" || { echo "sdist lacks core/src/*.c" >&2; exit 1; }
-if grep -q '/distlock/_core\.py$' <<<"$listing"; then echo "sdist ships generated _core.py" >&2; exit 1; fi
-
-step "wheel from the sdist, installed into a fresh $py venv"
-"$py" -m venv "$tmp/venv-wheel"
-"$tmp/venv-wheel/bin/pip" wheel -q --no-build-isolation --no-deps --no-index -w "$tmp/dist" "$sdist"
-wheel=$(ls "$tmp"/dist/distlock-*.whl)
-"$tmp/venv-wheel/bin/pip" install -q --no-index "$wheel"
-
-step "pip install --no-build-isolation ./python into a fresh $py venv"
+step "the README's install line: pip install --no-build-isolation ./python into a fresh $py venv"
 "$py" -m venv "$tmp/venv-src"
 (cd "$root" && "$tmp/venv-src/bin/pip" install -q --no-build-isolation ./python)
 
@@ -58,7 +40,7 @@ DISTLOCK_SERVERS=$(bash "$redis_sh" uris "$tmp/redis")
 # The first ```python block of the README is the example.
 awk '/^```python$/ {on=1; next} on && /^```$/ {exit} on {print}' "$here/README.md" > "$tmp/example.py"
 [ -s "$tmp/example.py" ] || { echo "no example found in python/README.md" >&2; exit 1; }
-for v in venv-debian venv-wheel venv-src; do
+for v in venv-debian venv-src; do
   # from $tmp, so the source tree's distlock/ can't shadow the installed one
   out=$(cd "$tmp" && "$tmp/$v/bin/python" example.py)
   grep -q "^a second acquire: False$" <<<"$out" && grep -q "^report runs under the lock$" <<<"$out" \
