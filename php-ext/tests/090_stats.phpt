@@ -79,7 +79,7 @@ bool(true)
 bool(true)
 bool(false)
 bool(true)
-Distlock\ConnectionException
+Distlock\AcquireException
 bool(true)
 Array
 (
