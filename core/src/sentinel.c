@@ -7,7 +7,10 @@
  * slow or hung sentinel costs only that node's budget, never the caller's
  * thread: each sentinel gets an equal share of what is left of the budget,
  * then the next is tried. The connections go through net.c like every
- * other (a TLS stream there serves rediss-sentinel:// too).
+ * other; for rediss-sentinel:// through a TLS session with the node's
+ * context (tls.c), so CA, client certificate, verification and server name
+ * apply to the sentinels as to the master. Each sentinel's certificate is
+ * checked against its host in the URI (or tls_server_name).
  *
  * The answer is cached per node in the transport (distlock__endpoint, under
  * tp.mu, its state readable without the lock), so steady-state calls cost
@@ -15,7 +18,7 @@
  * forgets it when the server is not the master, is gone, or answers
  * READONLY; the next connection asks the sentinels again.
  *
- * May call: resolve.c, net.c, resp.c (this layer), base.
+ * May call: resolve.c, net.c, tls.c, resp.c (this layer), base.
  */
 #include <errno.h>
 #include <poll.h>
@@ -28,6 +31,13 @@
 typedef struct job {
     distlock__node_cfg *cfg;    /* a private copy: the thread may outlive the client */
     long budget_ms;
+    /* rediss-sentinel://: the node's TLS context (a reference of our own),
+     * its server name option (or NULL: each sentinel's host), verification
+     * off; or why there is no context (err set, ctx NULL) */
+    struct ssl_ctx_st *ctx;
+    char *server_name;
+    int insecure;
+    char err[192];
 } job;
 
 static void job_free(void *arg)
@@ -39,13 +49,15 @@ static void job_free(void *arg)
         distlock__node_cfg_clear(j->cfg);
         free(j->cfg);
     }
+    distlock__tls_ctx_unref(j->ctx);
+    free(j->server_name);
     free(j);
 }
 
 /* Send the commands queued on ctx and read `want` replies before the
  * deadline; they go to rep[]. 0, or -1 with err set. */
-static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t deadline_us,
-                    char *err, size_t errlen)
+static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply **rep,
+                    uint64_t deadline_us, char *err, size_t errlen)
 {
     int got = 0;
     for (;;) {
@@ -61,8 +73,7 @@ static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t dead
         }
         if (got == want)
             return 0;
-        int done = 0;
-        if (distlock__write(ctx, NULL, &done) != REDIS_OK) {
+        if (distlock__write(ctx, tls, NULL) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             return -1;
         }
@@ -71,14 +82,15 @@ static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t dead
             snprintf(err, errlen, "no reply in time");
             return -1;
         }
-        struct pollfd pfd = { ctx->fd, (short)(POLLIN | (done ? 0 : POLLOUT)), 0 };
+        /* TLS: the handshake's direction while it runs */
+        struct pollfd pfd = { ctx->fd, (short)distlock__events(ctx, tls), 0 };
         int pr = poll(&pfd, 1, (int)((deadline_us - now + 999) / 1000));
         if (pr < 0 && errno != EINTR) {
             snprintf(err, errlen, "%s", strerror(errno));
             return -1;
         }
         if (pr > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) &&
-            distlock__read(ctx, NULL) != REDIS_OK) {
+            distlock__read(ctx, tls) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             return -1;
         }
@@ -86,16 +98,16 @@ static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t dead
 }
 
 /* Ask one sentinel. 0 with the master's host and port, else -1 and err. */
-static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
-                   uint64_t deadline_us, char *host, size_t hostlen, int *port, char *err,
+static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_us, char *host, size_t hostlen, int *port, char *err,
                    size_t errlen)
 {
+    const distlock__node_cfg *node = j->cfg;
     char addr[DISTLOCK__RESOLVE_MAX][48], what[160];
     int naddr = 0;
     if (distlock__resolve_now(s->host, addr, &naddr, err, errlen) != 0)
         return -1;
-    /* The sentinel as a node of its own: its address, and the TLS settings
-     * of the Sentinel node (rediss-sentinel://). */
+    /* The sentinel as a node of its own: its address (and over TLS for
+     * rediss-sentinel://, with the Sentinel node's settings: j->ctx). */
     distlock__node_cfg sc = *node;
     snprintf(what, sizeof(what), "sentinel %s:%d", s->host, s->port);
     sc.uri = what;
@@ -107,9 +119,18 @@ static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
     int st;
     char cerr[192] = "";
     for (int k = 0; ctx == NULL && k < naddr; k++)
-        ctx = distlock__tcp_connect(&sc, addr[k], 0, &st, cerr, sizeof(cerr));  /* plain: TLS sentinels are refused (client.c) */
+        ctx = distlock__tcp_connect(&sc, addr[k], 0, &st, cerr, sizeof(cerr));
     if (ctx == NULL) {
         snprintf(err, errlen, "%s", cerr);
+        return -1;
+    }
+    distlock__tls *tls = NULL;
+    if (j->ctx && (tls = distlock__tls_session(j->ctx, ctx->fd,
+                                               j->server_name ? j->server_name : s->host,
+                                               j->insecure, what, &st, cerr,
+                                               sizeof(cerr))) == NULL) {
+        snprintf(err, errlen, "%s", cerr);
+        redisFree(ctx);
         return -1;
     }
     const char *argv[3];
@@ -132,9 +153,9 @@ static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
         goto out_oom;
     want++;
     redisReply *rep[2] = { NULL, NULL };
-    char xerr[128] = "";
-    if (exchange(ctx, want, rep, deadline_us, xerr, sizeof(xerr)) != 0) {
-        snprintf(err, errlen, "%.60s: %.80s", what, xerr);
+    char xerr[160] = "";
+    if (exchange(ctx, tls, want, rep, deadline_us, xerr, sizeof(xerr)) != 0) {
+        snprintf(err, errlen, "%.60s: %.150s", what, xerr);
         goto out;
     }
     redisReply *auth = want == 2 ? rep[0] : NULL, *r = rep[want - 1];
@@ -163,6 +184,7 @@ static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
 out_oom:
     snprintf(err, errlen, "%.60s: out of memory", what);
 out:
+    distlock__tls_free(tls);
     redisFree(ctx);
     return rc;
 }
@@ -174,6 +196,11 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
     uint64_t start = distlock__now_us(), end = start + (uint64_t)j->budget_ms * 1000u;
     char first[256] = "";
     int asked = 0;
+    if (cfg->tls.enabled && j->ctx == NULL) {
+        snprintf(err, errlen, "%s", j->err);  /* the context could not be built */
+        *naddr = 0;
+        return -1;
+    }
     for (int k = 0; k < cfg->nsentinels; k++) {
         uint64_t now = distlock__now_us();
         if (now >= end)
@@ -182,7 +209,7 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
         uint64_t share = (end - now) / (uint64_t)(cfg->nsentinels - k);
         char host[64], e[256] = "";
         asked++;
-        if (ask_one(cfg, &cfg->sentinels[k], now + share, host, sizeof(host), port, e,
+        if (ask_one(j, &cfg->sentinels[k], now + share, host, sizeof(host), port, e,
                     sizeof(e)) == 0) {
             if (distlock__resolve_now(host, addr, naddr, e, sizeof(e)) == 0)
                 return 0;
@@ -191,14 +218,16 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
             snprintf(first, sizeof(first), "%s", e);
     }
     *naddr = 0;
-    /* the first sentinel's reason first: the message is cut to fit */
-    snprintf(err, errlen, "no master '%.40s' from %d of %d sentinel(s) in %ld ms: %s",
-             cfg->master, asked, cfg->nsentinels, j->budget_ms, first[0] ? first : "no time left");
+    /* The first sentinel's reason first (it names the sentinel): the
+     * message is cut to fit behind the node's URI. */
+    snprintf(err, errlen, "%s (no master '%.40s' from %d of %d sentinel(s) in %ld ms)",
+             first[0] ? first : "no time left", cfg->master, asked, cfg->nsentinels, j->budget_ms);
     return -1;
 }
 
-distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long budget_ms)
+distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long budget_ms)
 {
+    const distlock__node_cfg *cfg = &t->nodes[i];
     job *j = calloc(1, sizeof(*j));
     distlock__node_cfg *c = calloc(1, sizeof(*c));
     if (j == NULL || c == NULL || distlock__node_cfg_copy(c, cfg) != 0) {
@@ -208,6 +237,13 @@ distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long 
     }
     j->cfg = c;
     j->budget_ms = budget_ms;
+    if (cfg->tls.enabled) {
+        /* Built here (under tp.mu, like a data connection's): a CA file
+         * that does not load is reported by the lookup as its reason. */
+        int st;
+        j->ctx = distlock__tls_ctx_ref(t, i, &j->server_name, &j->insecure, &st, j->err,
+                                       sizeof(j->err));
+    }
     return distlock__resolve_start_fn(lookup, j, job_free);
 }
 

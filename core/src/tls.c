@@ -15,7 +15,12 @@
  *
  * Contexts: one SSL_CTX per TLS node, built at its first connection under
  * tp.mu from the node's URI options, else the client's (distlock__tp_set_tls).
- * Changing a client option drops the built contexts and reconnects.
+ * Changing a client option drops the built contexts and reconnects. A
+ * rediss-sentinel:// node's context serves its sentinels too: the lookup
+ * thread (sentinel.c) holds a reference of its own (distlock__tls_ctx_ref)
+ * and opens its sessions with distlock__tls_session. The certificate of a
+ * Sentinel node's master is checked against the address the sentinels
+ * gave (or tls_server_name).
  * Verification is on unless tls_insecure=1 / DISTLOCK_OPT_TLS_VERIFY 0,
  * and turning it off writes one warning line to stderr per context built.
  *
@@ -230,58 +235,48 @@ void distlock__tls_ctx_drop_all(distlock__transport *t)
 
 /* ------------------------------------------------------------ sessions */
 
-distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, int *status, char *err,
-                                   size_t errlen)
+/* t->mu held: node i's context, built on first use (NULL: status, err). */
+static SSL_CTX *node_ctx(distlock__transport *t, int i, int *status, char *err, size_t errlen)
 {
-    const distlock__node_cfg *cfg = &t->nodes[i];
+    if (t->tls_ctx[i] == NULL)
+        t->tls_ctx[i] = build_ctx(t, i, status, err, errlen);
+    return t->tls_ctx[i];
+}
+
+distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char *name,
+                                     int insecure, const char *uri, int *status, char *err,
+                                     size_t errlen)
+{
     pthread_once(&bio_once, bio_init_once);
     distlock__tls *tls = calloc(1, sizeof(*tls));
-    if (tls == NULL || bio_meth == NULL) {
-        free(tls);
-        *status = DISTLOCK_ENOMEM;
-        snprintf(err, errlen, "%s: out of memory", cfg->uri);
-        return NULL;
-    }
-    pthread_mutex_lock(&t->mu);
-    SSL_CTX *ctx = t->tls_ctx[i];
-    if (ctx == NULL)
-        ctx = t->tls_ctx[i] = build_ctx(t, i, status, err, errlen);
-    const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
-    int insecure = node_insecure(t, cfg);
-    SSL *ssl = ctx ? SSL_new(ctx) : NULL;  /* holds its own reference to ctx */
-    char namebuf[256];
-    snprintf(namebuf, sizeof(namebuf), "%s", name ? name : cfg->host ? cfg->host : "");
-    pthread_mutex_unlock(&t->mu);
-    if (ctx == NULL) {
-        free(tls);
-        return NULL;
-    }
+    SSL *ssl = tls && bio_meth ? SSL_new(ctx) : NULL;  /* holds its own reference to ctx */
     BIO *bio = ssl ? BIO_new(bio_meth) : NULL;
     if (bio == NULL) {
         SSL_free(ssl);
         free(tls);
+        ERR_clear_error();
         *status = DISTLOCK_ENOMEM;
-        snprintf(err, errlen, "%s: out of memory", cfg->uri);
+        snprintf(err, errlen, "%s: out of memory", uri);
         return NULL;
     }
     BIO_set_fd(bio, fd, BIO_NOCLOSE);
     SSL_set_bio(ssl, bio, bio);
     SSL_set_connect_state(ssl);
-    /* The name checked is the server name option, else the URI's host; an
-     * IP address is checked against the certificate's IP entries and not
-     * sent as SNI (RFC 6066). */
+    /* An IP address is checked against the certificate's IP entries and
+     * not sent as SNI (RFC 6066). */
+    const char *nm = name ? name : "";
     unsigned char ip[16];
-    int is_ip = inet_pton(AF_INET, namebuf, ip) == 1 || inet_pton(AF_INET6, namebuf, ip) == 1;
+    int is_ip = inet_pton(AF_INET, nm, ip) == 1 || inet_pton(AF_INET6, nm, ip) == 1;
     int ok = 1;
-    if (!is_ip && namebuf[0])
-        ok &= SSL_set_tlsext_host_name(ssl, namebuf) == 1;
-    if (!insecure && namebuf[0]) {
+    if (!is_ip && nm[0])
+        ok &= SSL_set_tlsext_host_name(ssl, nm) == 1;
+    if (!insecure && nm[0]) {
         if (is_ip)
-            ok &= X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), namebuf) == 1;
+            ok &= X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), nm) == 1;
         else
-            ok &= SSL_set1_host(ssl, namebuf) == 1;
+            ok &= SSL_set1_host(ssl, nm) == 1;
     }
-    if (!insecure && !namebuf[0]) {
+    if (!insecure && !nm[0]) {
         ok = 0;  /* nothing to check the certificate against: refuse */
     }
     if (!ok) {
@@ -289,12 +284,60 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, int *s
         free(tls);
         ERR_clear_error();
         *status = DISTLOCK_EINVAL;
-        snprintf(err, errlen, "%s: TLS: unusable server name \"%s\"", cfg->uri, namebuf);
+        snprintf(err, errlen, "%s: TLS: unusable server name \"%.100s\"", uri, nm);
         return NULL;
     }
     tls->ssl = ssl;
     tls->want = POLLOUT;
     return tls;
+}
+
+distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const char *peer,
+                                   int *status, char *err, size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    pthread_mutex_lock(&t->mu);
+    SSL_CTX *ctx = node_ctx(t, i, status, err, errlen);
+    if (ctx)
+        SSL_CTX_up_ref(ctx);  /* the options may change (and drop it) once mu is let go */
+    const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
+    int insecure = node_insecure(t, cfg);
+    /* The name checked is the server name option, else the URI's host, else
+     * (a Sentinel node's master) the address the sentinels gave. */
+    char namebuf[256];
+    snprintf(namebuf, sizeof(namebuf), "%s", name ? name : cfg->host ? cfg->host : peer ? peer : "");
+    pthread_mutex_unlock(&t->mu);
+    if (ctx == NULL)
+        return NULL;
+    distlock__tls *tls = distlock__tls_session(ctx, fd, namebuf, insecure, cfg->uri, status, err,
+                                               errlen);
+    SSL_CTX_free(ctx);
+    return tls;
+}
+
+struct ssl_ctx_st *distlock__tls_ctx_ref(distlock__transport *t, int i, char **server_name,
+                                         int *insecure, int *status, char *err, size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    *server_name = NULL;
+    pthread_mutex_lock(&t->mu);
+    SSL_CTX *ctx = node_ctx(t, i, status, err, errlen);
+    const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
+    *insecure = node_insecure(t, cfg);
+    if (ctx && name && (*server_name = strdup(name)) == NULL) {
+        *status = DISTLOCK_ENOMEM;
+        snprintf(err, errlen, "%s: out of memory", cfg->uri);
+        ctx = NULL;
+    }
+    if (ctx)
+        SSL_CTX_up_ref(ctx);
+    pthread_mutex_unlock(&t->mu);
+    return ctx;
+}
+
+void distlock__tls_ctx_unref(struct ssl_ctx_st *ctx)
+{
+    SSL_CTX_free(ctx);
 }
 
 void distlock__tls_free(distlock__tls *tls)
