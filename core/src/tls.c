@@ -405,10 +405,20 @@ static void io_reason(distlock__tls *tls, int rc, int code, char *err, size_t er
     }
 }
 
+/* SSL_get_error reads the thread's error queue, which must be empty
+ * before each I/O call; ERR_clear_error costs ~840 instructions even on an
+ * empty queue (7% of a TLS pair's), ERR_peek_error a fraction: clear only
+ * what someone left (every failure here clears after itself). */
+static void queue_empty(void)
+{
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
+}
+
 ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
                            size_t errlen)
 {
-    ERR_clear_error();
+    queue_empty();
     errno = 0;
     int rc = SSL_write(tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (rc > 0)
@@ -422,7 +432,7 @@ ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char
 
 ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, size_t errlen)
 {
-    ERR_clear_error();
+    queue_empty();
     errno = 0;
     int rc = SSL_read(tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (rc > 0) {
