@@ -134,6 +134,15 @@ unsigned distlock__ep_learn(struct distlock__transport *t, int i, const char *ad
 void distlock__ep_forget(struct distlock__transport *t, int i, unsigned state);
 /* A connection made under `state` may still be used (same master known). */
 int distlock__ep_current(struct distlock__transport *t, int i, unsigned state);
+/* +switch-master: the first lookup of a transport starts one thread that
+ * holds a SUBSCRIBE +switch-master connection to one sentinel of each
+ * Sentinel node (the next one after a failure) and records the new master
+ * it announces (distlock__ep_learn), so connections to the old master are
+ * closed before their next call instead of at their first error. Stopped
+ * (joined) by distlock__tp_free; a forked child drops it without writing a
+ * byte and starts its own at its next lookup. */
+void distlock__sentinel_watch_stop(struct distlock__transport *t);
+void distlock__sentinel_watch_after_fork(struct distlock__transport *t);
 
 /* ------------------------------------------------------------ requests */
 /* A Lua script the transport keeps loaded on every connection: the owner's
@@ -309,6 +318,7 @@ typedef struct distlock__transport {
     char (*peer)[64];
     _Atomic int config_error;   /* two nodes are one server: unusable */
     distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
+    struct distlock__watch *watch;  /* +switch-master thread (sentinel.c), under mu */
     char config_detail[256];
 
     /* TLS (tls.c): the client's settings, and each rediss:// node's

@@ -28,6 +28,8 @@ answering one line each (`ok ...` or `err ...`) after the fact is true:
 
     master                -> ok PORT          (what the sentinels say, confirmed by ROLE)
     failover              -> ok PORT          SENTINEL FAILOVER; waits for a new master
+    failover-notice       -> ok PORT          SENTINEL FAILOVER to the first sentinel; waits
+                                              for its +switch-master message (new master)
     wait-master-not PORT MS -> ok PORT        waits until the sentinels name another master
     kill PORT             -> ok               SIGKILL of that data node
     stop PORT / cont PORT -> ok               SIGSTOP / SIGCONT of that data node
@@ -278,6 +280,29 @@ class Group:
         del r
         return self.wait_master_not(old, 30)
 
+    def failover_notice(self):
+        """SENTINEL FAILOVER, answered once the first sentinel has published
+        +switch-master (a subscriber on it sees the message)."""
+        poll_until("a master", self.confirmed_master, 10)
+        sub = self.sent_conn(self.sent[0])
+        try:
+            r = sub.cmd("SUBSCRIBE", "+switch-master")
+            if isinstance(r, Exception):
+                raise r
+            c = self.sent_conn(self.sent[0])
+            try:
+                poll_until("SENTINEL FAILOVER accepted",
+                           lambda: c.cmd("SENTINEL", "FAILOVER", self.a.name) == "OK", 10)
+            finally:
+                c.close()
+            sub.s.settimeout(60)
+            while True:
+                m = sub._read()
+                if isinstance(m, list) and m[0] == "message" and m[2].split()[0] == self.a.name:
+                    return int(m[2].split()[4])
+        finally:
+            sub.close()
+
     def kill(self, port):
         p = self.procs[port]
         p.send_signal(signal.SIGKILL)
@@ -337,6 +362,8 @@ def main():
                     continue
                 if w[0] == "master":
                     print("ok %d" % poll_until("a master", g.confirmed_master, 10), flush=True)
+                elif w[0] == "failover-notice":
+                    print("ok %d" % g.failover_notice(), flush=True)
                 elif w[0] == "failover":
                     print("ok %d" % g.failover(), flush=True)
                 elif w[0] == "wait-master-not":
