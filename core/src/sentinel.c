@@ -59,9 +59,10 @@ static void job_free(void *arg)
 }
 
 /* Send the commands queued on ctx and read `want` replies before the
- * deadline; they go to rep[]. 0, or -1 with err set. */
+ * deadline, or until stop_fd (if >= 0) is readable; they go to rep[]. 0,
+ * or -1 with err set and nothing in rep[]. */
 static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply **rep,
-                    uint64_t deadline_us, char *err, size_t errlen)
+                    uint64_t deadline_us, int stop_fd, char *err, size_t errlen)
 {
     int got = 0;
     for (;;) {
@@ -69,7 +70,7 @@ static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply 
             void *p = NULL;
             if (redisGetReplyFromReader(ctx, &p) != REDIS_OK) {
                 snprintf(err, errlen, "protocol error");
-                return -1;
+                goto fail;
             }
             if (p == NULL)
                 break;
@@ -79,26 +80,37 @@ static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply 
             return 0;
         if (distlock__write(ctx, tls, NULL) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
-            return -1;
+            goto fail;
         }
         uint64_t now = distlock__now_us();
         if (now >= deadline_us) {
             snprintf(err, errlen, "no reply in time");
-            return -1;
+            goto fail;
         }
         /* TLS: the handshake's direction while it runs */
-        struct pollfd pfd = { ctx->fd, (short)distlock__events(ctx, tls), 0 };
-        int pr = poll(&pfd, 1, (int)((deadline_us - now + 999) / 1000));
+        struct pollfd pfd[2] = { { ctx->fd, (short)distlock__events(ctx, tls), 0 },
+                                 { stop_fd, POLLIN, 0 } };
+        int pr = poll(pfd, stop_fd >= 0 ? 2 : 1, (int)((deadline_us - now + 999) / 1000));
         if (pr < 0 && errno != EINTR) {
             snprintf(err, errlen, "%s", strerror(errno));
-            return -1;
+            goto fail;
         }
-        if (pr > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) &&
+        if (pr > 0 && stop_fd >= 0 && pfd[1].revents) {
+            snprintf(err, errlen, "stopped");
+            goto fail;
+        }
+        if (pr > 0 && (pfd[0].revents & (POLLIN | POLLERR | POLLHUP)) &&
             distlock__read(ctx, tls) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
-            return -1;
+            goto fail;
         }
     }
+fail:
+    while (got > 0) {
+        freeReplyObject(rep[--got]);
+        rep[got] = NULL;
+    }
+    return -1;
 }
 
 /* A sentinel's connection settings: its node's, and the TLS context (or
@@ -186,7 +198,7 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     want++;
     redisReply *rep[2] = { NULL, NULL };
     char xerr[160] = "";
-    if (exchange(ctx, tls, want, rep, deadline_us, xerr, sizeof(xerr)) != 0) {
+    if (exchange(ctx, tls, want, rep, deadline_us, -1, xerr, sizeof(xerr)) != 0) {
         snprintf(err, errlen, "%.60s: %.150s", what, xerr);
         goto out;
     }
@@ -312,8 +324,9 @@ static void watch_close(watch_node *wn)
 
 /* Subscribe node i's next sentinel to +switch-master, within the connect
  * timeout. Failures are quiet: calls find a failover on their own too. */
-static void watch_open(distlock__transport *t, int i, watch_node *wn)
+static void watch_open(distlock__watch *w, int i, watch_node *wn)
 {
+    distlock__transport *t = w->t;
     const distlock__node_cfg *cfg = &t->nodes[i];
     const distlock__hostport *s = &cfg->sentinels[wn->next++ % cfg->nsentinels];
     sentinel_link link = { cfg, NULL, NULL, 0 };
@@ -340,7 +353,7 @@ static void watch_open(distlock__transport *t, int i, watch_node *wn)
     size_t len[2] = { 9, 14 };
     redisReply *rep[2] = { NULL, NULL };
     int ok = distlock__resp_append(wn->ctx, 2, argv, len) == 0 &&
-             exchange(wn->ctx, wn->tls, want + 1, rep, deadline, err, sizeof(err)) == 0 &&
+             exchange(wn->ctx, wn->tls, want + 1, rep, deadline, w->wake[0], err, sizeof(err)) == 0 &&
              rep[0]->type != REDIS_REPLY_ERROR && rep[want]->type == REDIS_REPLY_ARRAY;
     for (int k = 0; k <= want; k++)
         if (rep[k])
@@ -398,7 +411,7 @@ static void *watch_main(void *arg)
             if (t->nodes[i].kind != DISTLOCK__NODE_SENTINEL)
                 continue;
             if (wn->ctx == NULL && now >= wn->retry_at_us)
-                watch_open(t, i, wn);
+                watch_open(w, i, wn);
             if (wn->ctx) {
                 pfd[np] = (struct pollfd){ wn->ctx->fd, (short)distlock__events(wn->ctx, wn->tls), 0 };
                 at[np++] = i;
