@@ -97,7 +97,7 @@ stage_valgrind() {
     -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
   local rc=0 t
   for t in test_single test_badinput test_cancel test_holder test_review_a_uri test_review_a_reentrant test_review_b_stale \
-           test_review_b_resend test_frozen_node test_tls test_wait_replicas; do
+           test_review_b_resend test_frozen_node test_tls test_sentinel_tls test_wait_replicas; do
     log "valgrind $t"
     DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1
