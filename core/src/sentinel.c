@@ -7,10 +7,14 @@
  * slow or hung sentinel costs only that node's budget, never the caller's
  * thread: each sentinel gets an equal share of what is left of the budget,
  * then the next is tried. The connections go through net.c like every
- * other; for rediss-sentinel:// through a TLS session with the node's
- * context (tls.c), so CA, client certificate, verification and server name
- * apply to the sentinels as to the master. Each sentinel's certificate is
- * checked against its host in the URI (or tls_server_name).
+ * other; for rediss-sentinel:// through a TLS session (tls.c) with a
+ * context of the lookup's own built from the node's settings, so CA,
+ * client certificate, verification and server name apply to the sentinels
+ * as to the master. Each sentinel's certificate is checked against its
+ * host in the URI (or tls_server_name).
+ *
+ * +switch-master: see distlock__sentinel_watch_stop in transport.h; its
+ * thread is below (watch_*).
  *
  * The answer is cached per node in the transport (distlock__endpoint, under
  * tp.mu, its state readable without the lock), so steady-state calls cost
@@ -33,7 +37,7 @@
 typedef struct job {
     distlock__node_cfg *cfg;    /* a private copy: the thread may outlive the client */
     long budget_ms;
-    /* rediss-sentinel://: the node's TLS context (a reference of our own),
+    /* rediss-sentinel://: a TLS context with the node's settings (our own),
      * its server name option (or NULL: each sentinel's host), verification
      * off; or why there is no context (err set, ctx NULL) */
     struct ssl_ctx_st *ctx;
@@ -53,7 +57,7 @@ static void job_free(void *arg)
         distlock__node_cfg_clear(j->cfg);
         free(j->cfg);
     }
-    distlock__tls_ctx_unref(j->ctx);
+    distlock__tls_ctx_free(j->ctx);
     free(j->server_name);
     free(j);
 }
@@ -286,10 +290,10 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
         watch_start(t);
     pthread_mutex_unlock(&t->mu);
     if (cfg->tls.enabled) {
-        /* Built here (under tp.mu, like a data connection's): a CA file
-         * that does not load is reported by the lookup as its reason. */
+        /* Built here (under tp.mu, like a node's context; lookups are
+         * rare): a CA file that does not load is the lookup's reason. */
         int st;
-        j->ctx = distlock__tls_ctx_ref(t, i, &j->server_name, &j->insecure, &st, j->err,
+        j->ctx = distlock__tls_ctx_new(t, i, &j->server_name, &j->insecure, &st, j->err,
                                        sizeof(j->err));
     }
     return distlock__resolve_start_fn(lookup, j, job_free);
@@ -334,7 +338,7 @@ static void watch_open(distlock__watch *w, int i, watch_node *wn)
     int st;
     wn->retry_at_us = distlock__now_us() + WATCH_RETRY_MS * 1000u;
     if (cfg->tls.enabled) {
-        link.ctx = distlock__tls_ctx_ref(t, i, &server_name, &link.insecure, &st, err,
+        link.ctx = distlock__tls_ctx_new(t, i, &server_name, &link.insecure, &st, err,
                                          sizeof(err));
         link.server_name = server_name;
         if (link.ctx == NULL)
@@ -345,7 +349,7 @@ static void watch_open(distlock__watch *w, int i, watch_node *wn)
     pthread_mutex_unlock(&t->mu);
     int want;
     wn->ctx = sentinel_open(&link, s, &wn->tls, &want, what, sizeof(what), err, sizeof(err));
-    distlock__tls_ctx_unref(link.ctx);  /* the session holds its own */
+    distlock__tls_ctx_free(link.ctx);  /* the session holds a reference */
     free(server_name);
     if (wn->ctx == NULL)
         return;

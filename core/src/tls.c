@@ -16,9 +16,13 @@
  * Contexts: one SSL_CTX per TLS node, built at its first connection under
  * tp.mu from the node's URI options, else the client's (distlock__tp_set_tls).
  * Changing a client option drops the built contexts and reconnects. A
- * rediss-sentinel:// node's context serves its sentinels too: the lookup
- * thread (sentinel.c) holds a reference of its own (distlock__tls_ctx_ref)
- * and opens its sessions with distlock__tls_session. The certificate of a
+ * rediss-sentinel:// node's sentinels are reached with the same settings
+ * through a context of their own: each lookup and the +switch-master
+ * subscriber (sentinel.c, their own threads) build one
+ * (distlock__tls_ctx_new) and open sessions with distlock__tls_session. Not
+ * the node's shared one: OpenSSL 3.0 fills a certificate name's cached
+ * encoding lazily during verification, unlocked, and ThreadSanitizer
+ * reports two threads verifying through one context as a data race. The certificate of a
  * Sentinel node's master is checked against the address the sentinels
  * gave (or tls_server_name).
  * Verification is on unless tls_insecure=1 / DISTLOCK_OPT_TLS_VERIFY 0,
@@ -160,7 +164,8 @@ static int node_insecure(const distlock__transport *t, const distlock__node_cfg 
 }
 
 /* t->mu held */
-static SSL_CTX *build_ctx(distlock__transport *t, int i, int *status, char *err, size_t errlen)
+static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, char *err,
+                          size_t errlen)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     const char *ca_file = opt_or(cfg->tls.ca_file, t->tls_opt[DISTLOCK__TLS_CA_FILE]);
@@ -209,7 +214,7 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int *status, char *err,
         if (SSL_CTX_check_private_key(ctx) != 1)
             goto fail;
     }
-    if (insecure)
+    if (insecure && warn)
         fprintf(stderr, "distlock: WARNING: TLS certificate verification is OFF for %s: "
                         "anyone on the path can impersonate this node\n", cfg->uri);
     return ctx;
@@ -239,7 +244,7 @@ void distlock__tls_ctx_drop_all(distlock__transport *t)
 static SSL_CTX *node_ctx(distlock__transport *t, int i, int *status, char *err, size_t errlen)
 {
     if (t->tls_ctx[i] == NULL)
-        t->tls_ctx[i] = build_ctx(t, i, status, err, errlen);
+        t->tls_ctx[i] = build_ctx(t, i, 1, status, err, errlen);
     return t->tls_ctx[i];
 }
 
@@ -315,27 +320,27 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const 
     return tls;
 }
 
-struct ssl_ctx_st *distlock__tls_ctx_ref(distlock__transport *t, int i, char **server_name,
+struct ssl_ctx_st *distlock__tls_ctx_new(distlock__transport *t, int i, char **server_name,
                                          int *insecure, int *status, char *err, size_t errlen)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     *server_name = NULL;
     pthread_mutex_lock(&t->mu);
-    SSL_CTX *ctx = node_ctx(t, i, status, err, errlen);
+    /* the warning, if any, is the node's own context's */
+    SSL_CTX *ctx = build_ctx(t, i, 0, status, err, errlen);
     const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
     *insecure = node_insecure(t, cfg);
     if (ctx && name && (*server_name = strdup(name)) == NULL) {
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", cfg->uri);
+        SSL_CTX_free(ctx);
         ctx = NULL;
     }
-    if (ctx)
-        SSL_CTX_up_ref(ctx);
     pthread_mutex_unlock(&t->mu);
     return ctx;
 }
 
-void distlock__tls_ctx_unref(struct ssl_ctx_st *ctx)
+void distlock__tls_ctx_free(struct ssl_ctx_st *ctx)
 {
     SSL_CTX_free(ctx);
 }

@@ -63,14 +63,14 @@ distlock__tls *distlock__tls_start(struct distlock__transport *t, int i, int fd,
 distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char *name,
                                      int insecure, const char *uri, int *status, char *err,
                                      size_t errlen);
-/* Node i's context (built now if needed) with a reference of the caller's
- * own, which outlives the client (distlock__tls_ctx_unref), with the
+/* A new context with node i's settings, the caller's own (one thread's
+ * at a time; it may outlive the client: distlock__tls_ctx_free), with the
  * server name option (a malloc'ed copy, or NULL) and whether verification
  * is off. NULL with status and err: the context cannot be built. */
-struct ssl_ctx_st *distlock__tls_ctx_ref(struct distlock__transport *t, int i,
+struct ssl_ctx_st *distlock__tls_ctx_new(struct distlock__transport *t, int i,
                                          char **server_name, int *insecure, int *status,
                                          char *err, size_t errlen);
-void distlock__tls_ctx_unref(struct ssl_ctx_st *ctx);
+void distlock__tls_ctx_free(struct ssl_ctx_st *ctx);
 /* Free without writing anything (also in a forked child). NULL: no-op. */
 void distlock__tls_free(distlock__tls *tls);
 /* poll() events to wait for: the handshake's direction until it is done. */
