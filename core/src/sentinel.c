@@ -357,7 +357,8 @@ static void watch_open(distlock__watch *w, int i, watch_node *wn)
     size_t len[2] = { 9, 14 };
     redisReply *rep[2] = { NULL, NULL };
     int ok = distlock__resp_append(wn->ctx, 2, argv, len) == 0 &&
-             exchange(wn->ctx, wn->tls, want + 1, rep, deadline, w->wake[0], err, sizeof(err)) == 0 &&
+             exchange(wn->ctx, wn->tls, want + 1, rep, deadline, w->wake[0], err,
+                      sizeof(err)) == 0 &&
              rep[0]->type != REDIS_REPLY_ERROR && rep[want]->type == REDIS_REPLY_ARRAY;
     for (int k = 0; k <= want; k++)
         if (rep[k])
@@ -417,7 +418,8 @@ static void *watch_main(void *arg)
             if (wn->ctx == NULL && now >= wn->retry_at_us)
                 watch_open(w, i, wn);
             if (wn->ctx) {
-                pfd[np] = (struct pollfd){ wn->ctx->fd, (short)distlock__events(wn->ctx, wn->tls), 0 };
+                short ev = (short)distlock__events(wn->ctx, wn->tls);
+                pfd[np] = (struct pollfd){ wn->ctx->fd, ev, 0 };
                 at[np++] = i;
             }
         }

@@ -310,7 +310,8 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const 
     /* The name checked is the server name option, else the URI's host, else
      * (a Sentinel node's master) the address the sentinels gave. */
     char namebuf[256];
-    snprintf(namebuf, sizeof(namebuf), "%s", name ? name : cfg->host ? cfg->host : peer ? peer : "");
+    snprintf(namebuf, sizeof(namebuf), "%s",
+             name ? name : cfg->host ? cfg->host : peer ? peer : "");
     pthread_mutex_unlock(&t->mu);
     if (ctx == NULL)
         return NULL;
