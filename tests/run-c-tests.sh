@@ -96,8 +96,11 @@ stage_valgrind() {
   [ -x "$b/tests/test_single" ] || configure_build "$b" distlock_c_tests -- \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo || return 1
   local rc=0 t
+  # Not test_sentinel_tls: its fork case's child inherits the +switch-master
+  # thread's OpenSSL per-thread state, which no code in the child can reach or
+  # free, so valgrind counts it lost there (ASan and TSan run it).
   for t in test_single test_badinput test_cancel test_holder test_review_a_uri test_review_a_reentrant test_review_b_stale \
-           test_review_b_resend test_frozen_node test_tls test_sentinel_tls test_wait_replicas; do
+           test_review_b_resend test_frozen_node test_tls test_wait_replicas; do
     log "valgrind $t"
     DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1

@@ -315,6 +315,8 @@ typedef struct distlock__watch {
     pthread_t th;
     int wake[2];            /* a byte on wake[1]: stop */
     watch_node *nodes;      /* t->n */
+    struct pollfd *pfd;     /* the thread's, t->n + 1 (here: a forked child frees them) */
+    int *at;
 } distlock__watch;
 
 static void watch_close(watch_node *wn)
@@ -405,9 +407,9 @@ static void *watch_main(void *arg)
 {
     distlock__watch *w = arg;  /* not t->watch: a stop clears that at once */
     distlock__transport *t = w->t;
-    struct pollfd *pfd = calloc((size_t)t->n + 1, sizeof(*pfd));
-    int *at = calloc((size_t)t->n + 1, sizeof(*at));
-    while (pfd && at) {
+    struct pollfd *pfd = w->pfd;
+    int *at = w->at;
+    for (;;) {
         uint64_t now = distlock__now_us();
         int np = 1, wait_ms = WATCH_RETRY_MS;
         pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
@@ -435,8 +437,6 @@ static void *watch_main(void *arg)
                 watch_close(wn);  /* the next sentinel at once */
         }
     }
-    free(pfd);
-    free(at);
     return NULL;
 }
 
@@ -445,6 +445,8 @@ static void watch_start(distlock__transport *t)
 {
     distlock__watch *w = calloc(1, sizeof(*w));
     if (w && (w->nodes = calloc((size_t)t->n, sizeof(*w->nodes))) != NULL &&
+        (w->pfd = calloc((size_t)t->n + 1, sizeof(*w->pfd))) != NULL &&
+        (w->at = calloc((size_t)t->n + 1, sizeof(*w->at))) != NULL &&
         pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) == 0) {
         w->t = t;
         if (distlock__thread_create(&w->th, NULL, watch_main, w) == 0) {
@@ -454,8 +456,11 @@ static void watch_start(distlock__transport *t)
         close(w->wake[0]);
         close(w->wake[1]);
     }
-    if (w)
+    if (w) {
         free(w->nodes);
+        free(w->pfd);
+        free(w->at);
+    }
     free(w);  /* not watching: calls still find a failover themselves */
 }
 
@@ -466,6 +471,8 @@ static void watch_free(distlock__transport *t, distlock__watch *w)
     close(w->wake[0]);
     close(w->wake[1]);
     free(w->nodes);
+    free(w->pfd);
+    free(w->at);
     free(w);
 }
 
