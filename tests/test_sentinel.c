@@ -23,7 +23,8 @@
 static int setup(void **state)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
-    rh_sentinels_opts o = { DATA_PASS, SENT_USER, SENT_PASS, DOWN_AFTER_MS, FAILOVER_TIMEOUT_MS };
+    rh_sentinels_opts o = { .data_pass = DATA_PASS, .sentinel_user = SENT_USER, .sentinel_pass = SENT_PASS,
+                            .down_after_ms = DOWN_AFTER_MS, .failover_timeout_ms = FAILOVER_TIMEOUT_MS };
     rh_sentinels *g = rh_sentinels_start(&o);
     if (!g) return -1;
     *state = g;

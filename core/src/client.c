@@ -24,20 +24,6 @@ int distlock_client_new(distlock_client **out, const char *servers)
         free(c);
         return rc;
     }
-    for (int i = 0; i < c->n; i++) {
-        /* Parsed (the grammar is fixed), not served yet by the transport.
-         * TLS is (tls.c), Sentinel is (sentinel.c); TLS to a Sentinel
-         * group's nodes (rediss-sentinel://) is not yet. */
-        const char *what = c->nodes[i].kind == DISTLOCK__NODE_SENTINEL && c->nodes[i].tls.enabled
-                           ? "TLS Sentinel (rediss-sentinel://)" : NULL;
-        if (what) {
-            rc = distlock__fail(DISTLOCK_EINVAL, "%s: %s nodes are not supported by this "
-                                "version of libdistlock", c->nodes[i].uri, what);
-            distlock__free_nodes(c->nodes, c->n);
-            free(c);
-            return rc;
-        }
-    }
     if ((rc = distlock__tp_init(&c->tp, c->nodes, c->n, distlock__scripts,
                                 DISTLOCK__S_COUNT)) != DISTLOCK_OK) {
         distlock__free_nodes(c->nodes, c->n);

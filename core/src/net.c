@@ -43,7 +43,9 @@ redisContext *distlock__node_connect(distlock__transport *t, int i, const char *
     const distlock__node_cfg *cfg = &t->nodes[i];
     *tls = NULL;
     redisContext *ctx = distlock__tcp_connect(cfg, addr, port, status, err, errlen);
-    if (ctx && cfg->tls.enabled && (*tls = distlock__tls_start(t, i, ctx->fd, status, err, errlen)) == NULL) {
+    /* a Sentinel node's master: its certificate is checked against addr */
+    if (ctx && cfg->tls.enabled &&
+        (*tls = distlock__tls_start(t, i, ctx->fd, addr, status, err, errlen)) == NULL) {
         redisFree(ctx);
         return NULL;
     }

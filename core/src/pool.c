@@ -62,6 +62,7 @@ static void free_sets(distlock__transport *t)
 
 void distlock__tp_free(distlock__transport *t)
 {
+    distlock__sentinel_watch_stop(t);  /* first: its thread uses t */
     free_sets(t);
     free(t->stale);
     free(t->peer);
@@ -89,6 +90,7 @@ void distlock__tp_after_fork(distlock__transport *t)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);
     pthread_cond_init(&t->pool_cond, &ca);
     pthread_condattr_destroy(&ca);
+    distlock__sentinel_watch_after_fork(t);
     /* Sockets belong to the parent: closing our copies sends nothing on
      * its connections. What it left behind on them is its own. */
     free_sets(t);

@@ -506,7 +506,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             /* The sentinels' own budget; connecting gets another. A little
              * over it here, so that their answer (or why none came) is
              * what the caller sees. */
-            conn->resolving = distlock__sentinel_start(cfg, t->connect_timeout_ms);
+            conn->resolving = distlock__sentinel_start(t, i, t->connect_timeout_ms);
             if (conn->resolving == NULL)
                 distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
             r->deadline_us += 50000u;

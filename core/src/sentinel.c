@@ -7,7 +7,14 @@
  * slow or hung sentinel costs only that node's budget, never the caller's
  * thread: each sentinel gets an equal share of what is left of the budget,
  * then the next is tried. The connections go through net.c like every
- * other (a TLS stream there serves rediss-sentinel:// too).
+ * other; for rediss-sentinel:// through a TLS session (tls.c) with a
+ * context of the lookup's own built from the node's settings, so CA,
+ * client certificate, verification and server name apply to the sentinels
+ * as to the master. Each sentinel's certificate is checked against its
+ * host in the URI (or tls_server_name).
+ *
+ * +switch-master: see distlock__sentinel_watch_stop in transport.h; its
+ * thread is below (watch_*).
  *
  * The answer is cached per node in the transport (distlock__endpoint, under
  * tp.mu, its state readable without the lock), so steady-state calls cost
@@ -15,20 +22,31 @@
  * forgets it when the server is not the master, is gone, or answers
  * READONLY; the next connection asks the sentinels again.
  *
- * May call: resolve.c, net.c, resp.c (this layer), base.
+ * May call: resolve.c, net.c, tls.c, resp.c (this layer), base.
  */
 #include <errno.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "transport.h"
 
 typedef struct job {
     distlock__node_cfg *cfg;    /* a private copy: the thread may outlive the client */
     long budget_ms;
+    /* rediss-sentinel://: a TLS context with the node's settings (our own),
+     * its server name option (or NULL: each sentinel's host), verification
+     * off; or why there is no context (err set, ctx NULL) */
+    struct ssl_ctx_st *ctx;
+    char *server_name;
+    int insecure;
+    char err[192];
 } job;
+
+static void watch_start(distlock__transport *t);
 
 static void job_free(void *arg)
 {
@@ -39,13 +57,16 @@ static void job_free(void *arg)
         distlock__node_cfg_clear(j->cfg);
         free(j->cfg);
     }
+    distlock__tls_ctx_free(j->ctx);
+    free(j->server_name);
     free(j);
 }
 
 /* Send the commands queued on ctx and read `want` replies before the
- * deadline; they go to rep[]. 0, or -1 with err set. */
-static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t deadline_us,
-                    char *err, size_t errlen)
+ * deadline, or until stop_fd (if >= 0) is readable; they go to rep[]. 0,
+ * or -1 with err set and nothing in rep[]. */
+static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply **rep,
+                    uint64_t deadline_us, int stop_fd, char *err, size_t errlen)
 {
     int got = 0;
     for (;;) {
@@ -53,7 +74,7 @@ static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t dead
             void *p = NULL;
             if (redisGetReplyFromReader(ctx, &p) != REDIS_OK) {
                 snprintf(err, errlen, "protocol error");
-                return -1;
+                goto fail;
             }
             if (p == NULL)
                 break;
@@ -61,43 +82,67 @@ static int exchange(redisContext *ctx, int want, redisReply **rep, uint64_t dead
         }
         if (got == want)
             return 0;
-        int done = 0;
-        if (distlock__write(ctx, NULL, &done) != REDIS_OK) {
+        if (distlock__write(ctx, tls, NULL) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
-            return -1;
+            goto fail;
         }
         uint64_t now = distlock__now_us();
         if (now >= deadline_us) {
             snprintf(err, errlen, "no reply in time");
-            return -1;
+            goto fail;
         }
-        struct pollfd pfd = { ctx->fd, (short)(POLLIN | (done ? 0 : POLLOUT)), 0 };
-        int pr = poll(&pfd, 1, (int)((deadline_us - now + 999) / 1000));
+        /* TLS: the handshake's direction while it runs */
+        struct pollfd pfd[2] = { { ctx->fd, (short)distlock__events(ctx, tls), 0 },
+                                 { stop_fd, POLLIN, 0 } };
+        int pr = poll(pfd, stop_fd >= 0 ? 2 : 1, (int)((deadline_us - now + 999) / 1000));
         if (pr < 0 && errno != EINTR) {
             snprintf(err, errlen, "%s", strerror(errno));
-            return -1;
+            goto fail;
         }
-        if (pr > 0 && (pfd.revents & (POLLIN | POLLERR | POLLHUP)) &&
-            distlock__read(ctx, NULL) != REDIS_OK) {
+        if (pr > 0 && stop_fd >= 0 && pfd[1].revents) {
+            snprintf(err, errlen, "stopped");
+            goto fail;
+        }
+        if (pr > 0 && (pfd[0].revents & (POLLIN | POLLERR | POLLHUP)) &&
+            distlock__read(ctx, tls) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
-            return -1;
+            goto fail;
         }
     }
+fail:
+    while (got > 0) {
+        freeReplyObject(rep[--got]);
+        rep[got] = NULL;
+    }
+    return -1;
 }
 
-/* Ask one sentinel. 0 with the master's host and port, else -1 and err. */
-static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
-                   uint64_t deadline_us, char *host, size_t hostlen, int *port, char *err,
-                   size_t errlen)
+/* A sentinel's connection settings: its node's, and the TLS context (or
+ * NULL: plain) with the name to check and whether verification is off. */
+typedef struct sentinel_link {
+    const distlock__node_cfg *node;
+    struct ssl_ctx_st *ctx;
+    const char *server_name;    /* NULL: the sentinel's host */
+    int insecure;
+} sentinel_link;
+
+/* Connect to sentinel s (over TLS when l->ctx) and queue AUTH with the
+ * sentinels' credentials: the context with *tls and *want (replies owed),
+ * or NULL with err. what: "sentinel host:port". */
+static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostport *s,
+                                   distlock__tls **tls, int *want, char *what, size_t whatlen,
+                                   char *err, size_t errlen)
 {
-    char addr[DISTLOCK__RESOLVE_MAX][48], what[160];
+    const distlock__node_cfg *node = l->node;
+    char addr[DISTLOCK__RESOLVE_MAX][48];
     int naddr = 0;
+    *tls = NULL;
+    *want = 0;
+    snprintf(what, whatlen, "sentinel %s:%d", s->host, s->port);
     if (distlock__resolve_now(s->host, addr, &naddr, err, errlen) != 0)
-        return -1;
-    /* The sentinel as a node of its own: its address, and the TLS settings
-     * of the Sentinel node (rediss-sentinel://). */
+        return NULL;
+    /* The sentinel as a node of its own: its address. */
     distlock__node_cfg sc = *node;
-    snprintf(what, sizeof(what), "sentinel %s:%d", s->host, s->port);
     sc.uri = what;
     sc.host = s->host;
     sc.port = s->port;
@@ -105,26 +150,50 @@ static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
     sc.kind = DISTLOCK__NODE_MASTER;
     redisContext *ctx = NULL;
     int st;
-    char cerr[192] = "";
     for (int k = 0; ctx == NULL && k < naddr; k++)
-        ctx = distlock__tcp_connect(&sc, addr[k], 0, &st, cerr, sizeof(cerr));  /* plain: TLS sentinels are refused (client.c) */
-    if (ctx == NULL) {
-        snprintf(err, errlen, "%s", cerr);
-        return -1;
+        ctx = distlock__tcp_connect(&sc, addr[k], 0, &st, err, errlen);
+    if (ctx == NULL)
+        return NULL;
+    if (l->ctx && (*tls = distlock__tls_session(l->ctx, ctx->fd,
+                                                l->server_name ? l->server_name : s->host,
+                                                l->insecure, what, &st, err, errlen)) == NULL) {
+        redisFree(ctx);
+        return NULL;
     }
-    const char *argv[3];
-    size_t len[3];
-    int want = 0, rc = -1;
     if (node->sentinel_pass) {
+        const char *argv[3];
+        size_t len[3];
         int k = 0;
         argv[k] = "AUTH", len[k] = 4, k++;
         if (node->sentinel_user)
             argv[k] = node->sentinel_user, len[k] = strlen(node->sentinel_user), k++;
         argv[k] = node->sentinel_pass, len[k] = strlen(node->sentinel_pass), k++;
-        if (distlock__resp_append(ctx, k, argv, len) != 0)
-            goto out_oom;
-        want++;
+        if (distlock__resp_append(ctx, k, argv, len) != 0) {
+            snprintf(err, errlen, "%.60s: out of memory", what);
+            distlock__tls_free(*tls);
+            *tls = NULL;
+            redisFree(ctx);
+            return NULL;
+        }
+        *want = 1;
     }
+    return ctx;
+}
+
+/* Ask one sentinel. 0 with the master's host and port, else -1 and err. */
+static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_us, char *host,
+                   size_t hostlen, int *port, char *err, size_t errlen)
+{
+    const distlock__node_cfg *node = j->cfg;
+    const sentinel_link link = { node, j->ctx, j->server_name, j->insecure };
+    char what[160];
+    distlock__tls *tls;
+    int want, rc = -1;
+    redisContext *ctx = sentinel_open(&link, s, &tls, &want, what, sizeof(what), err, errlen);
+    if (ctx == NULL)
+        return -1;
+    const char *argv[3];
+    size_t len[3];
     argv[0] = "SENTINEL", len[0] = 8;
     argv[1] = "GET-MASTER-ADDR-BY-NAME", len[1] = 23;
     argv[2] = node->master, len[2] = strlen(node->master);
@@ -132,9 +201,9 @@ static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
         goto out_oom;
     want++;
     redisReply *rep[2] = { NULL, NULL };
-    char xerr[128] = "";
-    if (exchange(ctx, want, rep, deadline_us, xerr, sizeof(xerr)) != 0) {
-        snprintf(err, errlen, "%.60s: %.80s", what, xerr);
+    char xerr[160] = "";
+    if (exchange(ctx, tls, want, rep, deadline_us, -1, xerr, sizeof(xerr)) != 0) {
+        snprintf(err, errlen, "%.60s: %.150s", what, xerr);
         goto out;
     }
     redisReply *auth = want == 2 ? rep[0] : NULL, *r = rep[want - 1];
@@ -163,6 +232,7 @@ static int ask_one(const distlock__node_cfg *node, const distlock__hostport *s,
 out_oom:
     snprintf(err, errlen, "%.60s: out of memory", what);
 out:
+    distlock__tls_free(tls);
     redisFree(ctx);
     return rc;
 }
@@ -174,6 +244,11 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
     uint64_t start = distlock__now_us(), end = start + (uint64_t)j->budget_ms * 1000u;
     char first[256] = "";
     int asked = 0;
+    if (cfg->tls.enabled && j->ctx == NULL) {
+        snprintf(err, errlen, "%s", j->err);  /* the context could not be built */
+        *naddr = 0;
+        return -1;
+    }
     for (int k = 0; k < cfg->nsentinels; k++) {
         uint64_t now = distlock__now_us();
         if (now >= end)
@@ -182,7 +257,7 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
         uint64_t share = (end - now) / (uint64_t)(cfg->nsentinels - k);
         char host[64], e[256] = "";
         asked++;
-        if (ask_one(cfg, &cfg->sentinels[k], now + share, host, sizeof(host), port, e,
+        if (ask_one(j, &cfg->sentinels[k], now + share, host, sizeof(host), port, e,
                     sizeof(e)) == 0) {
             if (distlock__resolve_now(host, addr, naddr, e, sizeof(e)) == 0)
                 return 0;
@@ -191,14 +266,16 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
             snprintf(first, sizeof(first), "%s", e);
     }
     *naddr = 0;
-    /* the first sentinel's reason first: the message is cut to fit */
-    snprintf(err, errlen, "no master '%.40s' from %d of %d sentinel(s) in %ld ms: %s",
-             cfg->master, asked, cfg->nsentinels, j->budget_ms, first[0] ? first : "no time left");
+    /* The first sentinel's reason first (it names the sentinel): the
+     * message is cut to fit behind the node's URI. */
+    snprintf(err, errlen, "%s (no master '%.40s' from %d of %d sentinel(s) in %ld ms)",
+             first[0] ? first : "no time left", cfg->master, asked, cfg->nsentinels, j->budget_ms);
     return -1;
 }
 
-distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long budget_ms)
+distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long budget_ms)
 {
+    const distlock__node_cfg *cfg = &t->nodes[i];
     job *j = calloc(1, sizeof(*j));
     distlock__node_cfg *c = calloc(1, sizeof(*c));
     if (j == NULL || c == NULL || distlock__node_cfg_copy(c, cfg) != 0) {
@@ -208,7 +285,219 @@ distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long 
     }
     j->cfg = c;
     j->budget_ms = budget_ms;
+    pthread_mutex_lock(&t->mu);
+    if (t->watch == NULL)
+        watch_start(t);
+    pthread_mutex_unlock(&t->mu);
+    if (cfg->tls.enabled) {
+        /* Built here (under tp.mu, like a node's context; lookups are
+         * rare): a CA file that does not load is the lookup's reason. */
+        int st;
+        j->ctx = distlock__tls_ctx_new(t, i, &j->server_name, &j->insecure, &st, j->err,
+                                       sizeof(j->err));
+    }
     return distlock__resolve_start_fn(lookup, j, job_free);
+}
+
+/* ------------------------------------------------------------ +switch-master */
+
+#define WATCH_RETRY_MS 1000
+
+typedef struct watch_node {
+    redisContext *ctx;      /* subscribed to +switch-master, or NULL */
+    distlock__tls *tls;
+    int next;               /* the sentinel to try next */
+    uint64_t retry_at_us;
+} watch_node;
+
+typedef struct distlock__watch {
+    distlock__transport *t;
+    pthread_t th;
+    int wake[2];            /* a byte on wake[1]: stop */
+    watch_node *nodes;      /* t->n */
+    struct pollfd *pfd;     /* the thread's, t->n + 1 (here: a forked child frees them) */
+    int *at;
+} distlock__watch;
+
+static void watch_close(watch_node *wn)
+{
+    distlock__tls_free(wn->tls);  /* writes nothing (also in a forked child) */
+    if (wn->ctx)
+        redisFree(wn->ctx);
+    wn->tls = NULL;
+    wn->ctx = NULL;
+}
+
+/* Subscribe node i's next sentinel to +switch-master, within the connect
+ * timeout. Failures are quiet: calls find a failover on their own too. */
+static void watch_open(distlock__watch *w, int i, watch_node *wn)
+{
+    distlock__transport *t = w->t;
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    const distlock__hostport *s = &cfg->sentinels[wn->next++ % cfg->nsentinels];
+    sentinel_link link = { cfg, NULL, NULL, 0 };
+    char *server_name = NULL, what[160], err[192];
+    int st;
+    wn->retry_at_us = distlock__now_us() + WATCH_RETRY_MS * 1000u;
+    if (cfg->tls.enabled) {
+        link.ctx = distlock__tls_ctx_new(t, i, &server_name, &link.insecure, &st, err,
+                                         sizeof(err));
+        link.server_name = server_name;
+        if (link.ctx == NULL)
+            return;
+    }
+    pthread_mutex_lock(&t->mu);
+    uint64_t deadline = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u;
+    pthread_mutex_unlock(&t->mu);
+    int want;
+    wn->ctx = sentinel_open(&link, s, &wn->tls, &want, what, sizeof(what), err, sizeof(err));
+    distlock__tls_ctx_free(link.ctx);  /* the session holds a reference */
+    free(server_name);
+    if (wn->ctx == NULL)
+        return;
+    const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
+    size_t len[2] = { 9, 14 };
+    redisReply *rep[2] = { NULL, NULL };
+    int ok = distlock__resp_append(wn->ctx, 2, argv, len) == 0 &&
+             exchange(wn->ctx, wn->tls, want + 1, rep, deadline, w->wake[0], err,
+                      sizeof(err)) == 0 &&
+             rep[0]->type != REDIS_REPLY_ERROR && rep[want]->type == REDIS_REPLY_ARRAY;
+    for (int k = 0; k <= want; k++)
+        if (rep[k])
+            freeReplyObject(rep[k]);
+    if (!ok)
+        watch_close(wn);
+}
+
+/* ["message", "+switch-master", "NAME OLDIP OLDPORT NEWIP NEWPORT"] */
+static void watch_message(distlock__transport *t, int i, const redisReply *r)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
+        r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
+        r->element[2]->type != REDIS_REPLY_STRING)
+        return;
+    char name[256], oldip[64], newip[64], addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+    int oldport, newport, naddr = 0;
+    if (sscanf(r->element[2]->str, "%255s %63s %d %63s %d", name, oldip, &oldport, newip,
+               &newport) != 5 || strcmp(name, cfg->master) != 0 || newport <= 0 ||
+        newport > 65535)
+        return;
+    if (distlock__resolve_now(newip, addr, &naddr, err, sizeof(err)) == 0 && naddr > 0)
+        distlock__ep_learn(t, i, addr[0], newport);
+}
+
+/* Read what node i's subscription has; 0, or -1: closed. */
+static int watch_read(distlock__transport *t, int i, watch_node *wn)
+{
+    if (distlock__read(wn->ctx, wn->tls) != REDIS_OK)
+        return -1;
+    for (;;) {
+        void *p = NULL;
+        if (redisGetReplyFromReader(wn->ctx, &p) != REDIS_OK)
+            return -1;
+        if (p == NULL)
+            return 0;
+        watch_message(t, i, p);
+        freeReplyObject(p);
+    }
+}
+
+static void *watch_main(void *arg)
+{
+    distlock__watch *w = arg;  /* not t->watch: a stop clears that at once */
+    distlock__transport *t = w->t;
+    struct pollfd *pfd = w->pfd;
+    int *at = w->at;
+    for (;;) {
+        uint64_t now = distlock__now_us();
+        int np = 1, wait_ms = WATCH_RETRY_MS;
+        pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
+        for (int i = 0; i < t->n; i++) {
+            watch_node *wn = &w->nodes[i];
+            if (t->nodes[i].kind != DISTLOCK__NODE_SENTINEL)
+                continue;
+            if (wn->ctx == NULL && now >= wn->retry_at_us)
+                watch_open(w, i, wn);
+            if (wn->ctx) {
+                short ev = (short)distlock__events(wn->ctx, wn->tls);
+                pfd[np] = (struct pollfd){ wn->ctx->fd, ev, 0 };
+                at[np++] = i;
+            }
+        }
+        if (poll(pfd, (nfds_t)np, wait_ms) < 0 && errno != EINTR)
+            break;
+        if (pfd[0].revents)
+            break;  /* stop */
+        for (int k = 1; k < np; k++) {
+            watch_node *wn = &w->nodes[at[k]];
+            if (pfd[k].revents & POLLOUT)
+                distlock__write(wn->ctx, wn->tls, NULL);
+            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(t, at[k], wn) != 0)
+                watch_close(wn);  /* the next sentinel at once */
+        }
+    }
+    return NULL;
+}
+
+/* t->mu held */
+static void watch_start(distlock__transport *t)
+{
+    distlock__watch *w = calloc(1, sizeof(*w));
+    if (w && (w->nodes = calloc((size_t)t->n, sizeof(*w->nodes))) != NULL &&
+        (w->pfd = calloc((size_t)t->n + 1, sizeof(*w->pfd))) != NULL &&
+        (w->at = calloc((size_t)t->n + 1, sizeof(*w->at))) != NULL &&
+        pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) == 0) {
+        w->t = t;
+        if (distlock__thread_create(&w->th, NULL, watch_main, w) == 0) {
+            t->watch = w;
+            return;
+        }
+        close(w->wake[0]);
+        close(w->wake[1]);
+    }
+    if (w) {
+        free(w->nodes);
+        free(w->pfd);
+        free(w->at);
+    }
+    free(w);  /* not watching: calls still find a failover themselves */
+}
+
+static void watch_free(distlock__transport *t, distlock__watch *w)
+{
+    for (int i = 0; i < t->n; i++)
+        watch_close(&w->nodes[i]);
+    close(w->wake[0]);
+    close(w->wake[1]);
+    free(w->nodes);
+    free(w->pfd);
+    free(w->at);
+    free(w);
+}
+
+void distlock__sentinel_watch_stop(distlock__transport *t)
+{
+    pthread_mutex_lock(&t->mu);
+    distlock__watch *w = t->watch;
+    t->watch = NULL;
+    pthread_mutex_unlock(&t->mu);
+    if (w == NULL)
+        return;
+    char b = 1;
+    while (write(w->wake[1], &b, 1) < 0 && errno == EINTR)
+        ;
+    pthread_join(w->th, NULL);
+    watch_free(t, w);
+}
+
+void distlock__sentinel_watch_after_fork(distlock__transport *t)
+{
+    /* the parent's thread is not in this process: its connections are
+     * the parent's, closed here without a byte */
+    if (t->watch)
+        watch_free(t, t->watch);
+    t->watch = NULL;
 }
 
 /* ------------------------------------------------------------ the cache */

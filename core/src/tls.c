@@ -15,7 +15,16 @@
  *
  * Contexts: one SSL_CTX per TLS node, built at its first connection under
  * tp.mu from the node's URI options, else the client's (distlock__tp_set_tls).
- * Changing a client option drops the built contexts and reconnects.
+ * Changing a client option drops the built contexts and reconnects. A
+ * rediss-sentinel:// node's sentinels are reached with the same settings
+ * through a context of their own: each lookup and the +switch-master
+ * subscriber (sentinel.c, their own threads) build one
+ * (distlock__tls_ctx_new) and open sessions with distlock__tls_session. Not
+ * the node's shared one: OpenSSL 3.0 fills a certificate name's cached
+ * encoding lazily during verification, unlocked, and ThreadSanitizer
+ * reports two threads verifying through one context as a data race. The certificate of a
+ * Sentinel node's master is checked against the address the sentinels
+ * gave (or tls_server_name).
  * Verification is on unless tls_insecure=1 / DISTLOCK_OPT_TLS_VERIFY 0,
  * and turning it off writes one warning line to stderr per context built.
  *
@@ -155,7 +164,8 @@ static int node_insecure(const distlock__transport *t, const distlock__node_cfg 
 }
 
 /* t->mu held */
-static SSL_CTX *build_ctx(distlock__transport *t, int i, int *status, char *err, size_t errlen)
+static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, char *err,
+                          size_t errlen)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     const char *ca_file = opt_or(cfg->tls.ca_file, t->tls_opt[DISTLOCK__TLS_CA_FILE]);
@@ -204,7 +214,7 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int *status, char *err,
         if (SSL_CTX_check_private_key(ctx) != 1)
             goto fail;
     }
-    if (insecure)
+    if (insecure && warn)
         fprintf(stderr, "distlock: WARNING: TLS certificate verification is OFF for %s: "
                         "anyone on the path can impersonate this node\n", cfg->uri);
     return ctx;
@@ -230,58 +240,48 @@ void distlock__tls_ctx_drop_all(distlock__transport *t)
 
 /* ------------------------------------------------------------ sessions */
 
-distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, int *status, char *err,
-                                   size_t errlen)
+/* t->mu held: node i's context, built on first use (NULL: status, err). */
+static SSL_CTX *node_ctx(distlock__transport *t, int i, int *status, char *err, size_t errlen)
 {
-    const distlock__node_cfg *cfg = &t->nodes[i];
+    if (t->tls_ctx[i] == NULL)
+        t->tls_ctx[i] = build_ctx(t, i, 1, status, err, errlen);
+    return t->tls_ctx[i];
+}
+
+distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char *name,
+                                     int insecure, const char *uri, int *status, char *err,
+                                     size_t errlen)
+{
     pthread_once(&bio_once, bio_init_once);
     distlock__tls *tls = calloc(1, sizeof(*tls));
-    if (tls == NULL || bio_meth == NULL) {
-        free(tls);
-        *status = DISTLOCK_ENOMEM;
-        snprintf(err, errlen, "%s: out of memory", cfg->uri);
-        return NULL;
-    }
-    pthread_mutex_lock(&t->mu);
-    SSL_CTX *ctx = t->tls_ctx[i];
-    if (ctx == NULL)
-        ctx = t->tls_ctx[i] = build_ctx(t, i, status, err, errlen);
-    const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
-    int insecure = node_insecure(t, cfg);
-    SSL *ssl = ctx ? SSL_new(ctx) : NULL;  /* holds its own reference to ctx */
-    char namebuf[256];
-    snprintf(namebuf, sizeof(namebuf), "%s", name ? name : cfg->host ? cfg->host : "");
-    pthread_mutex_unlock(&t->mu);
-    if (ctx == NULL) {
-        free(tls);
-        return NULL;
-    }
+    SSL *ssl = tls && bio_meth ? SSL_new(ctx) : NULL;  /* holds its own reference to ctx */
     BIO *bio = ssl ? BIO_new(bio_meth) : NULL;
     if (bio == NULL) {
         SSL_free(ssl);
         free(tls);
+        ERR_clear_error();
         *status = DISTLOCK_ENOMEM;
-        snprintf(err, errlen, "%s: out of memory", cfg->uri);
+        snprintf(err, errlen, "%s: out of memory", uri);
         return NULL;
     }
     BIO_set_fd(bio, fd, BIO_NOCLOSE);
     SSL_set_bio(ssl, bio, bio);
     SSL_set_connect_state(ssl);
-    /* The name checked is the server name option, else the URI's host; an
-     * IP address is checked against the certificate's IP entries and not
-     * sent as SNI (RFC 6066). */
+    /* An IP address is checked against the certificate's IP entries and
+     * not sent as SNI (RFC 6066). */
+    const char *nm = name ? name : "";
     unsigned char ip[16];
-    int is_ip = inet_pton(AF_INET, namebuf, ip) == 1 || inet_pton(AF_INET6, namebuf, ip) == 1;
+    int is_ip = inet_pton(AF_INET, nm, ip) == 1 || inet_pton(AF_INET6, nm, ip) == 1;
     int ok = 1;
-    if (!is_ip && namebuf[0])
-        ok &= SSL_set_tlsext_host_name(ssl, namebuf) == 1;
-    if (!insecure && namebuf[0]) {
+    if (!is_ip && nm[0])
+        ok &= SSL_set_tlsext_host_name(ssl, nm) == 1;
+    if (!insecure && nm[0]) {
         if (is_ip)
-            ok &= X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), namebuf) == 1;
+            ok &= X509_VERIFY_PARAM_set1_ip_asc(SSL_get0_param(ssl), nm) == 1;
         else
-            ok &= SSL_set1_host(ssl, namebuf) == 1;
+            ok &= SSL_set1_host(ssl, nm) == 1;
     }
-    if (!insecure && !namebuf[0]) {
+    if (!insecure && !nm[0]) {
         ok = 0;  /* nothing to check the certificate against: refuse */
     }
     if (!ok) {
@@ -289,12 +289,61 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, int *s
         free(tls);
         ERR_clear_error();
         *status = DISTLOCK_EINVAL;
-        snprintf(err, errlen, "%s: TLS: unusable server name \"%s\"", cfg->uri, namebuf);
+        snprintf(err, errlen, "%s: TLS: unusable server name \"%.100s\"", uri, nm);
         return NULL;
     }
     tls->ssl = ssl;
     tls->want = POLLOUT;
     return tls;
+}
+
+distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const char *peer,
+                                   int *status, char *err, size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    pthread_mutex_lock(&t->mu);
+    SSL_CTX *ctx = node_ctx(t, i, status, err, errlen);
+    if (ctx)
+        SSL_CTX_up_ref(ctx);  /* the options may change (and drop it) once mu is let go */
+    const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
+    int insecure = node_insecure(t, cfg);
+    /* The name checked is the server name option, else the URI's host, else
+     * (a Sentinel node's master) the address the sentinels gave. */
+    char namebuf[256];
+    snprintf(namebuf, sizeof(namebuf), "%s",
+             name ? name : cfg->host ? cfg->host : peer ? peer : "");
+    pthread_mutex_unlock(&t->mu);
+    if (ctx == NULL)
+        return NULL;
+    distlock__tls *tls = distlock__tls_session(ctx, fd, namebuf, insecure, cfg->uri, status, err,
+                                               errlen);
+    SSL_CTX_free(ctx);
+    return tls;
+}
+
+struct ssl_ctx_st *distlock__tls_ctx_new(distlock__transport *t, int i, char **server_name,
+                                         int *insecure, int *status, char *err, size_t errlen)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    *server_name = NULL;
+    pthread_mutex_lock(&t->mu);
+    /* the warning, if any, is the node's own context's */
+    SSL_CTX *ctx = build_ctx(t, i, 0, status, err, errlen);
+    const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
+    *insecure = node_insecure(t, cfg);
+    if (ctx && name && (*server_name = strdup(name)) == NULL) {
+        *status = DISTLOCK_ENOMEM;
+        snprintf(err, errlen, "%s: out of memory", cfg->uri);
+        SSL_CTX_free(ctx);
+        ctx = NULL;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return ctx;
+}
+
+void distlock__tls_ctx_free(struct ssl_ctx_st *ctx)
+{
+    SSL_CTX_free(ctx);
 }
 
 void distlock__tls_free(distlock__tls *tls)
@@ -362,10 +411,20 @@ static void io_reason(distlock__tls *tls, int rc, int code, char *err, size_t er
     }
 }
 
+/* SSL_get_error reads the thread's error queue, which must be empty
+ * before each I/O call; ERR_clear_error costs ~840 instructions even on an
+ * empty queue (7% of a TLS pair's), ERR_peek_error a fraction: clear only
+ * what someone left (every failure here clears after itself). */
+static void queue_empty(void)
+{
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
+}
+
 ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
                            size_t errlen)
 {
-    ERR_clear_error();
+    queue_empty();
     errno = 0;
     int rc = SSL_write(tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (rc > 0)
@@ -379,7 +438,7 @@ ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char
 
 ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, size_t errlen)
 {
-    ERR_clear_error();
+    queue_empty();
     errno = 0;
     int rc = SSL_read(tls->ssl, buf, len > INT32_MAX ? INT32_MAX : (int)len);
     if (rc > 0) {

@@ -46,14 +46,31 @@ int distlock__resolve_port(distlock__resolve *r);
 /* One connection's TLS session (rediss:// nodes); NULL for plain ones. */
 typedef struct distlock__tls distlock__tls;
 struct distlock__transport;
+struct ssl_ctx_st;  /* OpenSSL's SSL_CTX */
 /* Client-wide TLS settings (distlock__tp_set_tls); a node's URI wins. */
 enum { DISTLOCK__TLS_CA_FILE = 0, DISTLOCK__TLS_CA_DIR, DISTLOCK__TLS_CERT, DISTLOCK__TLS_KEY,
        DISTLOCK__TLS_SERVER_NAME, DISTLOCK__TLS_NOPT };
 /* A client-side session for node i on the connected (or connecting) socket
  * fd, its context built on first use; NULL with status and err (naming the
- * node) on failure: a CA / certificate / key file that does not load. */
-distlock__tls *distlock__tls_start(struct distlock__transport *t, int i, int fd, int *status,
-                                   char *err, size_t errlen);
+ * node) on failure: a CA / certificate / key file that does not load. The
+ * certificate is checked against the server name option, else the node's
+ * host, else peer (a Sentinel node's master: the sentinels' address). */
+distlock__tls *distlock__tls_start(struct distlock__transport *t, int i, int fd,
+                                   const char *peer, int *status, char *err, size_t errlen);
+/* A session on fd with a context of one's own (a sentinel's connection, on
+ * the lookup thread): certificate checked against name unless insecure;
+ * errors name uri. */
+distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char *name,
+                                     int insecure, const char *uri, int *status, char *err,
+                                     size_t errlen);
+/* A new context with node i's settings, the caller's own (one thread's
+ * at a time; it may outlive the client: distlock__tls_ctx_free), with the
+ * server name option (a malloc'ed copy, or NULL) and whether verification
+ * is off. NULL with status and err: the context cannot be built. */
+struct ssl_ctx_st *distlock__tls_ctx_new(struct distlock__transport *t, int i,
+                                         char **server_name, int *insecure, int *status,
+                                         char *err, size_t errlen);
+void distlock__tls_ctx_free(struct ssl_ctx_st *ctx);
 /* Free without writing anything (also in a forked child). NULL: no-op. */
 void distlock__tls_free(distlock__tls *tls);
 /* poll() events to wait for: the handshake's direction until it is done. */
@@ -101,8 +118,11 @@ int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const 
  * is asked of its sentinels (SENTINEL GET-MASTER-ADDR-BY-NAME, in turn, each
  * within its share of budget_ms) on the resolver's helper thread, and the
  * answer is kept per node in the transport (distlock__endpoint). */
-distlock__resolve *distlock__sentinel_start(const distlock__node_cfg *cfg, long budget_ms);
 struct distlock__transport;
+/* Node i's master; a rediss-sentinel:// node's sentinels are asked over TLS
+ * with the node's TLS settings (certificates checked against each
+ * sentinel's host, or the server name option). */
+distlock__resolve *distlock__sentinel_start(struct distlock__transport *t, int i, long budget_ms);
 /* The cached master of node i: 1 with addr/port and *state, else 0 (none
  * known: ask the sentinels). */
 int distlock__ep_get(struct distlock__transport *t, int i, char *addr, int *port,
@@ -114,6 +134,15 @@ unsigned distlock__ep_learn(struct distlock__transport *t, int i, const char *ad
 void distlock__ep_forget(struct distlock__transport *t, int i, unsigned state);
 /* A connection made under `state` may still be used (same master known). */
 int distlock__ep_current(struct distlock__transport *t, int i, unsigned state);
+/* +switch-master: the first lookup of a transport starts one thread that
+ * holds a SUBSCRIBE +switch-master connection to one sentinel of each
+ * Sentinel node (the next one after a failure) and records the new master
+ * it announces (distlock__ep_learn), so connections to the old master are
+ * closed before their next call instead of at their first error. Stopped
+ * (joined) by distlock__tp_free; a forked child drops it without writing a
+ * byte and starts its own at its next lookup. */
+void distlock__sentinel_watch_stop(struct distlock__transport *t);
+void distlock__sentinel_watch_after_fork(struct distlock__transport *t);
 
 /* ------------------------------------------------------------ requests */
 /* A Lua script the transport keeps loaded on every connection: the owner's
@@ -289,6 +318,7 @@ typedef struct distlock__transport {
     char (*peer)[64];
     _Atomic int config_error;   /* two nodes are one server: unusable */
     distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
+    struct distlock__watch *watch;  /* +switch-master thread (sentinel.c), under mu */
     char config_detail[256];
 
     /* TLS (tls.c): the client's settings, and each rediss:// node's

@@ -246,7 +246,7 @@ static void *subscriber_main(void *arg)
                      * (re)connection, which follows failovers. A demoted
                      * master still gets the new one's PUBLISHes (they
                      * replicate), so no ROLE check is needed here. */
-                    res = distlock__sentinel_start(cfg, c->tp.connect_timeout_ms);
+                    res = distlock__sentinel_start(&c->tp, i, c->tp.connect_timeout_ms);
                 } else if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
                     res = distlock__resolve_start(cfg->host);
                 } else {

@@ -56,12 +56,15 @@ static int parse_ports(const char *line, const char *key, int *ports)
     const char *p = strstr(line, key);
     if (!p) return -1;
     p += strlen(key);
+    for (int i = 0; i < 3; i++)
+        ports[i] = 0;
     for (int i = 0; i < 3; i++) {
         char *end;
         ports[i] = (int)strtol(p, &end, 10);          /* port */
         if (*end != ':') return -1;
         strtol(end + 1, &end, 10);                    /* pid */
-        p = *end == ',' ? end + 1 : end;
+        if (*end != ',') break;
+        p = end + 1;
     }
     return 0;
 }
@@ -75,7 +78,7 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     char down[24], fo[24];
     snprintf(down, sizeof down, "%d", o && o->down_after_ms ? o->down_after_ms : 1000);
     snprintf(fo, sizeof fo, "%d", o && o->failover_timeout_ms ? o->failover_timeout_ms : 3000);
-    char *argv[16];
+    char *argv[28], nrep[16], nsent[16], quorum[16];
     int a = 0;
     argv[a++] = (char *)python;
     argv[a++] = (char *)script;
@@ -86,6 +89,16 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     if (o && o->data_pass) { argv[a++] = "--data-pass"; argv[a++] = (char *)o->data_pass; }
     if (o && o->sentinel_user) { argv[a++] = "--sentinel-user"; argv[a++] = (char *)o->sentinel_user; }
     if (o && o->sentinel_pass) { argv[a++] = "--sentinel-pass"; argv[a++] = (char *)o->sentinel_pass; }
+    if (o && o->tls_dir) { argv[a++] = "--tls-dir"; argv[a++] = (char *)o->tls_dir; }
+    snprintf(nrep, sizeof nrep, "%d", o && o->replicas ? (o->replicas < 0 ? 0 : o->replicas) : 2);
+    snprintf(nsent, sizeof nsent, "%d", o && o->sentinels ? o->sentinels : 3);
+    snprintf(quorum, sizeof quorum, "%d", o && o->quorum ? o->quorum : 2);
+    argv[a++] = "--replicas";
+    argv[a++] = nrep;
+    argv[a++] = "--sentinels";
+    argv[a++] = nsent;
+    argv[a++] = "--quorum";
+    argv[a++] = quorum;
     argv[a] = NULL;
 
     int in[2], out[2];
@@ -167,6 +180,11 @@ int rh_sentinels_cmd(rh_sentinels *s, long timeout_ms, const char *fmt, ...)
 int rh_sentinels_master(rh_sentinels *s) { return rh_sentinels_cmd(s, 15000, "master"); }
 int rh_sentinels_failover(rh_sentinels *s) { return rh_sentinels_cmd(s, 60000, "failover"); }
 int rh_sentinels_kill(rh_sentinels *s, int port) { return rh_sentinels_cmd(s, 10000, "kill %d", port); }
+int rh_sentinels_has(rh_sentinels *s, int port, const char *key, const char *value)
+{
+    return rh_sentinels_cmd(s, 10000, "has %d %s %s", port, key, value ? value : "-");
+}
+
 int rh_sentinels_wait_master_not(rh_sentinels *s, int old_port, long timeout_ms)
 {
     return rh_sentinels_cmd(s, timeout_ms + 5000, "wait-master-not %d %ld", old_port, timeout_ms);

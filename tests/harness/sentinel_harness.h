@@ -1,6 +1,7 @@
 /* sentinel_harness.h -- a Sentinel-managed group for C tests: 1 master,
- * 2 replicas, 3 sentinels (real redis-server processes), driven through
- * sentinels.py (see its header). Call from the main thread. */
+ * 2 replicas, 3 sentinels by default (real redis-server processes), driven
+ * through sentinels.py (see its header), over TLS if asked. Call from the
+ * main thread. */
 #ifndef DISTLOCK_SENTINEL_HARNESS_H
 #define DISTLOCK_SENTINEL_HARNESS_H
 
@@ -11,7 +12,7 @@ typedef struct rh_sentinels {
     int in_fd, out_fd;
     char rbuf[2048];
     size_t rlen;
-    int data_port[3];       /* data_port[0] is the first master */
+    int data_port[3];       /* data_port[0] is the first master; 0: none */
     int sentinel_port[3];
     char uri[512];          /* redis-sentinel://... with the credentials given */
 } rh_sentinels;
@@ -22,6 +23,10 @@ typedef struct rh_sentinels_opts {
     const char *sentinel_pass;   /* the sentinels' password, or NULL */
     int down_after_ms;           /* 0: 1000 */
     int failover_timeout_ms;     /* 0: 3000 */
+    const char *tls_dir;         /* certs.sh's directory: TLS only, client certs required */
+    int replicas;                /* 0: 2; -1: none */
+    int sentinels;               /* 0: 3 */
+    int quorum;                  /* 0: 2 */
 } rh_sentinels_opts;
 
 /* NULL on failure (printed). Waits until the group is ready. */
@@ -39,6 +44,10 @@ int rh_sentinels_failover(rh_sentinels *s);
 int rh_sentinels_signal(rh_sentinels *s, int port, int stop);
 /* SIGKILL of a data node. */
 int rh_sentinels_kill(rh_sentinels *s, int port);
+/* The data node at port holds key: 1 with the value `value`, 2 with
+ * another, 0 absent, -1 error (through the harness's own client, which
+ * speaks TLS to a TLS group). */
+int rh_sentinels_has(rh_sentinels *s, int port, const char *key, const char *value);
 /* Waits until the sentinels name a master other than old_port; its port. */
 int rh_sentinels_wait_master_not(rh_sentinels *s, int old_port, long timeout_ms);
 

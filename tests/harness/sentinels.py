@@ -6,7 +6,16 @@ sentinel), on free loopback ports, in a throwaway directory. Started with
 
     python3 sentinels.py [--data-pass P] [--sentinel-user U --sentinel-pass P]
                          [--down-after-ms 1000] [--failover-timeout-ms 3000]
-                         [--name mymaster]
+                         [--name mymaster] [--replicas 2] [--sentinels 3] [--quorum 2]
+                         [--tls-dir DIR]
+
+--tls-dir DIR (certificates made by certs.sh DIR): every server, data node and
+sentinel, listens on TLS only (`port 0`, `tls-port`), replicates and is
+monitored over TLS (`tls-replication yes`, the client certificate for the
+servers' own connections) and requires a client certificate signed by the
+test CA (`tls-auth-clients yes`); the printed uri is rediss-sentinel://.
+Smaller groups (--replicas 0, --sentinels 1 --quorum 1) keep a Redlock over
+several groups within a small machine.
 
 it prints one line once the group is ready (the replicas are in sync and
 every sentinel knows the master, both replicas and the two other sentinels:
@@ -19,9 +28,13 @@ answering one line each (`ok ...` or `err ...`) after the fact is true:
 
     master                -> ok PORT          (what the sentinels say, confirmed by ROLE)
     failover              -> ok PORT          SENTINEL FAILOVER; waits for a new master
+    failover-notice       -> ok PORT          SENTINEL FAILOVER to the first sentinel; waits
+                                              for its +switch-master message (new master)
     wait-master-not PORT MS -> ok PORT        waits until the sentinels name another master
     kill PORT             -> ok               SIGKILL of that data node
     stop PORT / cont PORT -> ok               SIGSTOP / SIGCONT of that data node
+    has PORT KEY VALUE    -> ok 1 / 2 / 0     KEY on that data node: VALUE / another / absent
+    channels PORT         -> ok N             PUBSUB CHANNELS on that data node: how many
 
 It stops everything when stdin closes (or on SIGTERM); the servers die with it
 (PR_SET_PDEATHSIG) even if it is killed.
@@ -32,6 +45,7 @@ import os
 import shutil
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import tempfile
@@ -57,8 +71,10 @@ class Conn:
     """A minimal blocking RESP client (the harness must not depend on a
     Python Redis package)."""
 
-    def __init__(self, port, user=None, password=None, timeout=2.0):
+    def __init__(self, port, user=None, password=None, timeout=2.0, tls=None):
         self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+        if tls is not None:
+            self.s = tls.wrap_socket(self.s, server_hostname="127.0.0.1")
         self.f = self.s.makefile("rb")
         if password is not None:
             r = self.cmd("AUTH", *([user] if user else []), password)
@@ -119,8 +135,28 @@ class Group:
         self.a = a
         self.dir = tempfile.mkdtemp(prefix="distlock-sentinel-")
         self.procs = {}
-        self.data = [free_port() for _ in range(3)]
-        self.sent = [free_port() for _ in range(3)]
+        self.data = [free_port() for _ in range(1 + a.replicas)]
+        self.sent = [free_port() for _ in range(a.sentinels)]
+        self.tls = None
+        if a.tls_dir:
+            self.tls = ssl.create_default_context(cafile=self.cert("ca.crt"))
+            self.tls.load_cert_chain(self.cert("client.crt"), self.cert("client.key"))
+
+    def cert(self, name):
+        return os.path.join(self.a.tls_dir, name)
+
+    def tls_args(self, port):
+        """The TLS settings of a server (data node or sentinel), as
+        (name, value) pairs; the plain port otherwise."""
+        if not self.a.tls_dir:
+            return [("port", str(port))]
+        return [("port", "0"), ("tls-port", str(port)),
+                ("tls-cert-file", self.cert("server.crt")),
+                ("tls-key-file", self.cert("server.key")),
+                ("tls-client-cert-file", self.cert("client.crt")),
+                ("tls-client-key-file", self.cert("client.key")),
+                ("tls-ca-cert-file", self.cert("ca.crt")),
+                ("tls-auth-clients", "yes"), ("tls-replication", "yes")]
 
     def spawn(self, port, argv):
         log = open(os.path.join(self.dir, "out-%d.log" % port), "wb")
@@ -129,18 +165,20 @@ class Group:
         self.procs[port] = p
 
     def data_conn(self, port):
-        return Conn(port, None, self.a.data_pass)
+        return Conn(port, None, self.a.data_pass, tls=self.tls)
 
     def sent_conn(self, port):
-        return Conn(port, self.a.sentinel_user, self.a.sentinel_pass)
+        return Conn(port, self.a.sentinel_user, self.a.sentinel_pass, tls=self.tls)
 
     def start(self):
         a = self.a
         for k, port in enumerate(self.data):
-            argv = ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+            argv = ["redis-server", "--bind", "127.0.0.1", "--save", "",
                     "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
                     "--logfile", os.path.join(self.dir, "redis-%d.log" % port),
                     "--enable-debug-command", "local"]
+            for name, value in self.tls_args(port):
+                argv += ["--" + name, value]
             if a.data_pass:
                 argv += ["--requirepass", a.data_pass, "--masterauth", a.data_pass]
             if k > 0:
@@ -149,13 +187,13 @@ class Group:
         for port in self.sent:
             conf = os.path.join(self.dir, "sentinel-%d.conf" % port)
             lines = [
-                "port %d" % port, "bind 127.0.0.1", "daemonize no", "dir %s" % self.dir,
+                "bind 127.0.0.1", "daemonize no", "dir %s" % self.dir,
                 "logfile %s" % os.path.join(self.dir, "sentinel-%d.log" % port),
-                "sentinel monitor %s 127.0.0.1 %d 2" % (a.name, self.data[0]),
+                "sentinel monitor %s 127.0.0.1 %d %d" % (a.name, self.data[0], a.quorum),
                 "sentinel down-after-milliseconds %s %d" % (a.name, a.down_after_ms),
                 "sentinel failover-timeout %s %d" % (a.name, a.failover_timeout_ms),
                 "sentinel parallel-syncs %s 1" % a.name,
-            ]
+            ] + ["%s %s" % kv for kv in self.tls_args(port)]
             if a.data_pass:
                 lines.append("sentinel auth-pass %s %s" % (a.name, a.data_pass))
             if a.sentinel_pass:
@@ -190,8 +228,9 @@ class Group:
                     if not isinstance(m, list):
                         return False
                     d = dict(zip(m[::2], m[1::2]))
-                    return (d.get("flags") == "master" and d.get("num-slaves") == "2"
-                            and d.get("num-other-sentinels") == "2")
+                    return (d.get("flags") == "master"
+                            and d.get("num-slaves") == str(self.a.replicas)
+                            and d.get("num-other-sentinels") == str(len(self.sent) - 1))
                 finally:
                     c.close()
             poll_until("sentinel %d knows the group" % port, knows, 30)
@@ -241,6 +280,29 @@ class Group:
         del r
         return self.wait_master_not(old, 30)
 
+    def failover_notice(self):
+        """SENTINEL FAILOVER, answered once the first sentinel has published
+        +switch-master (a subscriber on it sees the message)."""
+        poll_until("a master", self.confirmed_master, 10)
+        sub = self.sent_conn(self.sent[0])
+        try:
+            r = sub.cmd("SUBSCRIBE", "+switch-master")
+            if isinstance(r, Exception):
+                raise r
+            c = self.sent_conn(self.sent[0])
+            try:
+                poll_until("SENTINEL FAILOVER accepted",
+                           lambda: c.cmd("SENTINEL", "FAILOVER", self.a.name) == "OK", 10)
+            finally:
+                c.close()
+            sub.s.settimeout(60)
+            while True:
+                m = sub._read()
+                if isinstance(m, list) and m[0] == "message" and m[2].split()[0] == self.a.name:
+                    return int(m[2].split()[4])
+        finally:
+            sub.close()
+
     def kill(self, port):
         p = self.procs[port]
         p.send_signal(signal.SIGKILL)
@@ -254,8 +316,9 @@ class Group:
             p.wait()
         shutil.rmtree(self.dir, ignore_errors=True)
 
-    def uri(self, scheme="redis-sentinel"):
+    def uri(self):
         a = self.a
+        scheme = "rediss-sentinel" if a.tls_dir else "redis-sentinel"
         cred = ":%s@" % a.data_pass if a.data_pass else ""
         hosts = ",".join("127.0.0.1:%d" % p for p in self.sent)
         q = []
@@ -274,6 +337,10 @@ def main():
     ap.add_argument("--sentinel-pass")
     ap.add_argument("--down-after-ms", type=int, default=1000)
     ap.add_argument("--failover-timeout-ms", type=int, default=3000)
+    ap.add_argument("--replicas", type=int, default=2)
+    ap.add_argument("--sentinels", type=int, default=3)
+    ap.add_argument("--quorum", type=int, default=2)
+    ap.add_argument("--tls-dir")
     a = ap.parse_args()
     g = Group(a)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
@@ -295,6 +362,8 @@ def main():
                     continue
                 if w[0] == "master":
                     print("ok %d" % poll_until("a master", g.confirmed_master, 10), flush=True)
+                elif w[0] == "failover-notice":
+                    print("ok %d" % g.failover_notice(), flush=True)
                 elif w[0] == "failover":
                     print("ok %d" % g.failover(), flush=True)
                 elif w[0] == "wait-master-not":
@@ -303,6 +372,24 @@ def main():
                     g.procs[int(w[1])].send_signal(
                         signal.SIGSTOP if w[0] == "stop" else signal.SIGCONT)
                     print("ok", flush=True)
+                elif w[0] == "has":
+                    c = g.data_conn(int(w[1]))
+                    try:
+                        v = c.cmd("GET", w[2])
+                    finally:
+                        c.close()
+                    if isinstance(v, Exception):
+                        raise v
+                    print("ok %d" % (0 if v is None else 1 if v == w[3] else 2), flush=True)
+                elif w[0] == "channels":
+                    c = g.data_conn(int(w[1]))
+                    try:
+                        v = c.cmd("PUBSUB", "CHANNELS")
+                    finally:
+                        c.close()
+                    if isinstance(v, Exception):
+                        raise v
+                    print("ok %d" % len(v), flush=True)
                 elif w[0] == "kill":
                     g.kill(int(w[1]))
                     print("ok", flush=True)
