@@ -5,6 +5,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>
+#include <pthread.h>
 #include <stdio.h>
 #include <sys/socket.h>
 #include <hiredis/sds.h>
@@ -12,6 +13,54 @@
 #include <unistd.h>
 
 #include "transport.h"
+
+/* hiredis 0.14 sizes an array's element table from its header alone: one
+ * line "*201234552\r\n" from a broken or hostile node is a 1.6 GB calloc
+ * (found by tests/fuzz). No reply we ask for comes near
+ * DISTLOCK__REPLY_ELEMENTS_MAX elements, so a reader of ours refuses a
+ * bigger header: hiredis then fails the reply (a protocol error, the
+ * connection closed) and distlock__reader_refused() says why. */
+static redisReplyObjectFunctions capped_fns;
+static void *(*hiredis_create_array)(const redisReadTask *, int);
+static pthread_once_t capped_once = PTHREAD_ONCE_INIT;
+static __thread long long refused_elements;
+
+static void *capped_create_array(const redisReadTask *task, int elements)
+{
+    if (elements > DISTLOCK__REPLY_ELEMENTS_MAX) {
+        refused_elements = elements;
+        return NULL;
+    }
+    return hiredis_create_array(task, elements);
+}
+
+/* hiredis' own object functions are static: take them from a reader. */
+static void capped_init(void)
+{
+    redisReader *r = redisReaderCreate();
+    if (r == NULL)
+        return;
+    capped_fns = *r->fn;
+    redisReaderFree(r);
+    hiredis_create_array = capped_fns.createArray;
+    capped_fns.createArray = capped_create_array;
+}
+
+int distlock__reader_cap(redisReader *r)
+{
+    pthread_once(&capped_once, capped_init);
+    if (hiredis_create_array == NULL)
+        return -1;
+    r->fn = &capped_fns;
+    return 0;
+}
+
+long long distlock__reader_refused(void)
+{
+    long long n = refused_elements;
+    refused_elements = 0;
+    return n;
+}
 
 redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
                                     int *status, char *err, size_t errlen)
@@ -26,6 +75,12 @@ redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *a
     if (ctx->err) {
         *status = DISTLOCK_ECONN;
         snprintf(err, errlen, "%s: %s", cfg->uri, ctx->errstr);
+        redisFree(ctx);
+        return NULL;
+    }
+    if (distlock__reader_cap(ctx->reader) != 0) {
+        *status = DISTLOCK_ENOMEM;
+        snprintf(err, errlen, "%s: out of memory", cfg->uri);
         redisFree(ctx);
         return NULL;
     }

@@ -148,7 +148,13 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
     while (conn->ctx && conn->qlen > 0) {
         void *p = NULL;
         if (redisGetReplyFromReader(conn->ctx, &p) != REDIS_OK) {
-            distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO, "protocol error");
+            long long big = distlock__reader_refused();
+            if (big)
+                distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO,
+                                    "protocol error: a reply announced %lld elements (at most %d)",
+                                    big, DISTLOCK__REPLY_ELEMENTS_MAX);
+            else
+                distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO, "protocol error");
             return -1;
         }
         if (p == NULL)

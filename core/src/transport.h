@@ -98,6 +98,15 @@ void distlock__tls_ctx_drop_all(struct distlock__transport *t);
  * sentinel: sentinel.c). */
 redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
                                     int *status, char *err, size_t errlen);
+/* The most elements a reply (or one of its arrays) may announce: more is a
+ * protocol error, not an allocation of that size (hiredis 0.14 makes the
+ * element table before the elements arrive). Every reader of ours is capped
+ * (distlock__tcp_connect does it); distlock__reader_refused() returns the
+ * count a refused header announced on this thread since the last call
+ * (0: none), and clears it. */
+#define DISTLOCK__REPLY_ELEMENTS_MAX (1 << 20)
+int distlock__reader_cap(redisReader *r);
+long long distlock__reader_refused(void);
 redisContext *distlock__node_connect(struct distlock__transport *t, int i, const char *addr,
                                      int port, distlock__tls **tls, int *status, char *err,
                                      size_t errlen);

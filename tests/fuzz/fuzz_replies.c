@@ -66,6 +66,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     redisReader *rd = redisReaderCreate();
     if (rd == NULL)
         return 0;
+    distlock__reader_cap(rd);  /* as every connection's reader (net.c) */
     if (redisReaderFeed(rd, (const char *)data + HDR, size - HDR) != REDIS_OK) {
         redisReaderFree(rd);
         return 0;

@@ -60,6 +60,12 @@ CONTROL PROTOCOL
         chunk that completes the match. COUNT (default 1) = how many matches
         (connections) the trigger arms; with L:C or L:next it is always 1.
         DIR both: whichever direction matches first is held.
+    inject TARGET DIR HEX                 -> ok | err no connection
+        DIR up or down: the bytes HEX (hex-encoded) go to that direction's
+        receiver of each current connection of TARGET (L:C, L, *) as if the
+        sender had sent them next: in front of bytes held there (so "hold",
+        "wait-held", "inject", "unhold" puts them before a held reply), else
+        right away. For a broken or hostile node's bytes.
     disarm TARGET                         -> ok
         Remove armed hold-match triggers (with L or *: also the pending
         L:next actions of those listeners).
@@ -293,6 +299,17 @@ class Pipe:
             self.enqueue(item)
         self.pump()
         self.proxy.changed()
+
+    def inject(self, data):
+        """Bytes of our own, as if they came next from the sender: in front
+        of what is held (a reply held back is then preceded by them), else
+        forwarded now."""
+        if self.held:
+            self.heldbuf.appendleft(data)
+            self.held_bytes += len(data)
+        else:
+            self.enqueue(data)
+            self.pump()
 
     def drop_held(self):
         for item in self.heldbuf:
@@ -927,6 +944,23 @@ class Proxy:
             for d in dirs:
                 c.pipes[d].rules.append(rule)
         self.apply(args[0], on_conn)
+
+    def cmd_inject(self, *args):
+        self.argc(args, 3, 3)
+        if args[1] not in DIRS:
+            raise CmdError("inject needs up or down")
+        try:
+            data = bytes.fromhex(args[2])
+        except ValueError:
+            raise CmdError("bad hex %r" % args[2])
+        if not data:
+            raise CmdError("nothing to inject")
+        conns = self.conns_of(args[0])
+        if not conns:
+            raise CmdError("no connection on %s" % args[0])
+        for c in conns:
+            c.pipes[args[1]].inject(data)
+        self.changed()
 
     def cmd_disarm(self, *args):
         self.argc(args, 1, 1)

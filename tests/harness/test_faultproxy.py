@@ -150,6 +150,25 @@ def test_delay_hold_detach(fp, redis_port):
     direct.close()
 
 
+def test_inject_before_a_held_reply(fp):
+    """inject: our bytes go in front of a held reply, or at once."""
+    c, cid = new_conn(fp)
+    fp.cmd("hold 0:%d down" % cid)
+    c.send("PING")
+    fp.cmd("wait-held 0:%d down 7 5000" % cid)
+    fp.cmd("inject 0:%d down %s" % (cid, b":42\r\n".hex()))
+    fp.cmd("unhold 0:%d down" % cid)
+    assert c.reply() == b":42"
+    assert c.reply() == b"+PONG"
+    fp.cmd("inject 0 down %s" % b"+hi\r\n".hex())   # nothing held: right away
+    assert c.reply() == b"+hi"
+    with pytest.raises(FaultProxyError, match="bad hex"):
+        fp.cmd("inject 0 down zz")
+    with pytest.raises(FaultProxyError, match="up or down"):
+        fp.cmd("inject 0 both 00")
+    c.close()
+
+
 def test_big_value_round_trip(fp):
     """Flow control: 8 MB each way through the proxy, byte for byte."""
     c, _ = new_conn(fp, timeout=30)
