@@ -17,10 +17,15 @@ import os
 import select
 import threading
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ._client import Lock
+
+class Watched(Protocol):
+    """What the watcher needs of a lock (the blocking Lock, the asyncio one):
+    a check of its own lost flag. A protocol, so this module imports no lock
+    module (they import it)."""
+
+    def _lost_event(self) -> None: ...
 
 
 class LostWatcher:
@@ -30,19 +35,19 @@ class LostWatcher:
         self._fd = lost_fd
         self._stop_r, self._stop_w = os.pipe()
         self._mu = threading.Lock()
-        self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        self._locks: "weakref.WeakSet[Watched]" = weakref.WeakSet()
         self._thread = threading.Thread(target=self._main, name="distlock-lost-watcher",
                                         daemon=True)
         self._thread.start()
 
-    def watch(self, lock: "Lock") -> None:
+    def watch(self, lock: Watched) -> None:
         """Watch lock from now on; a loss that happened before (before the
         fd existed, or while unwatched) is reported at once."""
         with self._mu:
             self._locks.add(lock)
         lock._lost_event()
 
-    def unwatch(self, lock: "Lock") -> None:
+    def unwatch(self, lock: Watched) -> None:
         with self._mu:
             self._locks.discard(lock)
 
