@@ -253,6 +253,29 @@ static void test_fair_and_fenced(void **state)
     distlock_client_free(c);
 }
 
+/* An attempt that wins one node of three and loses the quorum is undone
+ * there: the record goes with the lock (release script; fair undo). */
+static void test_undo_takes_it_back(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x7, 1, NULL);
+    distlock_lock *l = NULL;
+    const unsigned flags[2] = { 0, DISTLOCK_FAIR };
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(rh_set(rc, 1, 0, "o7", "foreign", 30000), 0);
+        assert_int_equal(rh_set(rc, 2, 0, "o7", "foreign", 30000), 0);
+        assert_fails(distlock_acquire(c, "o7", 30000, k ? 50 : 0, flags[k], &l), DISTLOCK_NOTACQUIRED);
+        assert_int_equal(exists(rc, 0, "o7"), 0);
+        assert_int_equal(exists(rc, 0, "{o7}:owner"), 0);
+        for (int i = 1; i < N; i++)
+            assert_int_equal(exists(rc, i, "{o7}:owner"), 0);
+        assert_rc(distlock_owner(c, "o7", -1, NULL), 0);
+        for (int i = 1; i < N; i++)
+            assert_int_equal(rh_del(rc, i, 0, "o7"), 1);
+    }
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -262,6 +285,7 @@ int main(void)
         cmocka_unit_test_setup(test_absent_without_option, heal),
         cmocka_unit_test_setup(test_label, heal),
         cmocka_unit_test_setup(test_fair_and_fenced, heal),
+        cmocka_unit_test_setup(test_undo_takes_it_back, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
