@@ -90,7 +90,8 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
     distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
     if (ch != sch)
         free(ch);
-    free(ok);
+    if (ok)  /* no call on the common path */
+        free(ok);
     return distlock__count(res, c->n);
 }
 
