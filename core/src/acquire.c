@@ -22,6 +22,9 @@ typedef struct sidekeys {
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
     char ok[DISTLOCK__SIDEKEY_MAX], host[256], pid[24], prog[256], since[24],
         label[DISTLOCK_OWNER_LABEL_MAX + 1];
+    /* the first round's script arguments (up to 5 keys and 10 values) */
+    const char *argv[16];
+    size_t len[16];
 } sidekeys;
 
 /* What an attempt sends, for the steps after the first round. */
@@ -144,8 +147,12 @@ static void first_round(attempt_ctx *a, distlock__result *res)
 {
     distlock_client *c = a->c;
     const distlock__acq_req *rq = a->rq;
-    const char *argv[16];
-    size_t len[16];
+    /* a plain acquire's script has 4 arguments; the others take theirs
+     * from the heap (sk), so the common path's stack stays small */
+    const char *argv_plain[4];
+    size_t len_plain[4];
+    const char **argv = a->sk ? a->sk->argv : argv_plain;
+    size_t *len = a->sk ? a->sk->len : len_plain;
     int k = 0, nkeys;
     size_t ttllen = distlock__ltoa(a->ttl, rq->ttl_ms);
 
