@@ -19,7 +19,7 @@
  * `list` is bounded: each SCAN step asks the server for O(--count) work
  * (distlock_scan: MATCH, COUNT, TYPE string), it stops once --limit keys
  * were found, and every key found costs one round for the verdict plus one
- * read per node.
+ * read per node (and, when held, one round for its owner metadata).
  */
 #include <getopt.h>
 #include <stdint.h>
