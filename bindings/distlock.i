@@ -413,6 +413,10 @@ static int distlock_py_async_raise(unsigned long ident, PyObject *exc)
 %ignore distlock_scan;
 %ignore distlock_key_fn;
 %ignore distlock_fence_counter;
+/* owner metadata: read with `distlock status` (the C API distlock_owner);
+ * Python turns it on with Client(owner_info=..., owner_label=...) */
+%ignore distlock_owner;
+%ignore distlock_owner_info;
 %ignore distlock_client_cancel;
 %ignore distlock_client_on_interrupt;
 %ignore distlock_interrupt_fn;

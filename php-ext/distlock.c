@@ -104,6 +104,11 @@ PHP_INI_BEGIN()
                       wait_replicas, zend_distlock_globals, distlock_globals)
     STD_PHP_INI_ENTRY("distlock.wait_timeout_ms", "100", PHP_INI_ALL, OnUpdateLong,
                       wait_timeout_ms, zend_distlock_globals, distlock_globals)
+    /* owner metadata */
+    STD_PHP_INI_BOOLEAN("distlock.owner_info", "0", PHP_INI_ALL, OnUpdateBool,
+                        owner_info, zend_distlock_globals, distlock_globals)
+    STD_PHP_INI_ENTRY("distlock.owner_label", "", PHP_INI_ALL, OnUpdateString,
+                      owner_label, zend_distlock_globals, distlock_globals)
 PHP_INI_END()
 
 static PHP_GINIT_FUNCTION(distlock)

@@ -142,10 +142,20 @@ PHP_METHOD(Distlock_Client, __construct)
                 if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_replicas)) RETURN_THROWS();
             } else if (zend_string_equals_literal(name, "wait_timeout_ms")) {
                 if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_ms)) RETURN_THROWS();
+            /* owner metadata */
+            } else if (zend_string_equals_literal(name, "owner_info")) {
+                if (Z_TYPE_P(v) != IS_TRUE && Z_TYPE_P(v) != IS_FALSE) {
+                    zend_argument_type_error(2, "option \"owner_info\" must be of type bool, %s given",
+                                             zend_zval_type_name(v));
+                    RETURN_THROWS();
+                }
+                cfg.owner_info = Z_TYPE_P(v) == IS_TRUE;
+            } else if (zend_string_equals_literal(name, "owner_label")) {
+                if (!dl_option_string(v, ZSTR_VAL(name), &cfg.owner_label)) RETURN_THROWS();
             } else {
                 zend_argument_value_error(2, "has an unknown option \"%s\" (known: connect_timeout_ms, "
                                              "command_timeout_ms, username, password, tls_ca_file, tls_ca_dir, tls_cert, tls_key, "
-                                             "tls_server_name, tls_verify, wait_replicas, wait_timeout_ms)", ZSTR_VAL(name));
+                                             "tls_server_name, tls_verify, wait_replicas, wait_timeout_ms, owner_info, owner_label)", ZSTR_VAL(name));
                 RETURN_THROWS();
             }
         } ZEND_HASH_FOREACH_END();

@@ -2,7 +2,7 @@
  * distlock_client_cache.c -- one persistent distlock_client per configuration.
  *
  * One distlock_client per distinct configuration (servers, timeouts,
- * username, password, WAIT replicas and timeout) lives in EG(persistent_list) for the life of the worker
+ * username, password, WAIT replicas and timeout, owner metadata) lives in EG(persistent_list) for the life of the worker
  * process (pemalloc'd by the core, freed with the persistent list at
  * MSHUTDOWN). The core reconnects lazily after failures and, after fork(),
  * opens its own sockets in the child (pid check), so PHP-FPM / php-cgi
@@ -42,6 +42,8 @@ void dl_config_from_ini(dl_config *cfg)
     cfg->tls_verify = DISTLOCK_G(tls_verify);
     cfg->wait_replicas = DISTLOCK_G(wait_replicas);
     cfg->wait_ms = DISTLOCK_G(wait_timeout_ms);
+    cfg->owner_info = DISTLOCK_G(owner_info);
+    cfg->owner_label = DISTLOCK_G(owner_label) ? DISTLOCK_G(owner_label) : "";
 }
 
 static void dl_last_clear(void)
@@ -51,6 +53,7 @@ static void dl_last_clear(void)
     if (DISTLOCK_G(last).password) pefree(DISTLOCK_G(last).password, 1);
     for (int k = 0; k < 5; k++)
         if (DISTLOCK_G(last).tls[k]) pefree(DISTLOCK_G(last).tls[k], 1);
+    if (DISTLOCK_G(last).owner_label) pefree(DISTLOCK_G(last).owner_label, 1);
     memset(&DISTLOCK_G(last), 0, sizeof(DISTLOCK_G(last)));
 }
 
@@ -67,6 +70,8 @@ static void dl_last_set(const dl_config *cfg, distlock_client *c)
     DISTLOCK_G(last).command_ms = cfg->command_ms;
     DISTLOCK_G(last).wait_replicas = cfg->wait_replicas;
     DISTLOCK_G(last).wait_ms = cfg->wait_ms;
+    DISTLOCK_G(last).owner_info = cfg->owner_info;
+    DISTLOCK_G(last).owner_label = pestrdup(cfg->owner_label, 1);
     DISTLOCK_G(last).client = c;
 }
 
@@ -106,6 +111,8 @@ distlock_client *dl_client_for(const dl_config *cfg)
         && DISTLOCK_G(last).command_ms == cfg->command_ms
         && DISTLOCK_G(last).wait_replicas == cfg->wait_replicas
         && DISTLOCK_G(last).wait_ms == cfg->wait_ms
+        && DISTLOCK_G(last).owner_info == cfg->owner_info
+        && strcmp(DISTLOCK_G(last).owner_label, cfg->owner_label) == 0
         && strcmp(DISTLOCK_G(last).servers, cfg->servers) == 0
         && strcmp(DISTLOCK_G(last).username, cfg->username) == 0
         && strcmp(DISTLOCK_G(last).password, cfg->password) == 0
@@ -136,6 +143,11 @@ distlock_client *dl_client_for(const dl_config *cfg)
     smart_str_append_long(&key, cfg->wait_replicas);
     smart_str_appendc(&key, '\x01');
     smart_str_append_long(&key, cfg->wait_ms);
+    /* owner metadata */
+    smart_str_appendc(&key, '\x01');
+    smart_str_append_long(&key, cfg->owner_info);
+    smart_str_appendc(&key, '\x01');
+    smart_str_appends(&key, cfg->owner_label);
     smart_str_0(&key);
 
     le = zend_hash_find_ptr(&EG(persistent_list), key.s);
@@ -159,7 +171,10 @@ distlock_client *dl_client_for(const dl_config *cfg)
         || (cfg->tls_verify != 1 && (st = distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, (long)cfg->tls_verify)) != DISTLOCK_OK)
         /* WAIT for replicas */
         || (st = distlock_client_set(c, DISTLOCK_OPT_WAIT_REPLICAS, (long)cfg->wait_replicas)) != DISTLOCK_OK
-        || (st = distlock_client_set(c, DISTLOCK_OPT_WAIT_TIMEOUT_MS, (long)cfg->wait_ms)) != DISTLOCK_OK) {
+        || (st = distlock_client_set(c, DISTLOCK_OPT_WAIT_TIMEOUT_MS, (long)cfg->wait_ms)) != DISTLOCK_OK
+        /* owner metadata: a label implies it; the core refuses a label too long */
+        || (*cfg->owner_label && (st = distlock_client_set_str(c, DISTLOCK_OPT_OWNER_LABEL, cfg->owner_label)) != DISTLOCK_OK)
+        || ((cfg->owner_info || *cfg->owner_label) && (st = distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1)) != DISTLOCK_OK)) {
         dl_throw_config(st, "invalid client option", cfg->servers, cfg->password);
         distlock_client_free(c);
         smart_str_free(&key);
@@ -208,5 +223,6 @@ void dl_client_cache_gshutdown(zend_distlock_globals *g)
     if (g->last.password) pefree(g->last.password, 1);
     for (int k = 0; k < 5; k++)
         if (g->last.tls[k]) pefree(g->last.tls[k], 1);
+    if (g->last.owner_label) pefree(g->last.owner_label, 1);
     memset(&g->last, 0, sizeof(g->last));
 }

@@ -40,6 +40,9 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
     /* WAIT for replicas */
     zend_long wait_replicas;     /* distlock.wait_replicas */
     zend_long wait_timeout_ms;   /* distlock.wait_timeout_ms */
+    /* owner metadata */
+    bool owner_info;             /* distlock.owner_info */
+    char *owner_label;           /* distlock.owner_label ("" = none) */
     /* The client of the last configuration used, so that calls with an
      * unchanged configuration skip building the persistent-list key. */
     struct {
@@ -48,6 +51,8 @@ ZEND_BEGIN_MODULE_GLOBALS(distlock)
         zend_long tls_verify;
         zend_long connect_ms, command_ms;
         zend_long wait_replicas, wait_ms;    /* WAIT for replicas */
+        bool owner_info;                     /* owner metadata */
+        char *owner_label;                   /* pemalloc'd copy */
         void *client;                        /* distlock_client *, owned by the list */
     } last;
     /* Locks with an onLost callback not yet called (distlock_lock.c): a

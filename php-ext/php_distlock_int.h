@@ -63,6 +63,9 @@ typedef struct {
     /* WAIT for replicas (DISTLOCK_OPT_WAIT_*) */
     zend_long wait_replicas;
     zend_long wait_ms;
+    /* owner metadata (DISTLOCK_OPT_OWNER_*); a label implies owner_info */
+    bool owner_info;
+    const char *owner_label;
 } dl_config;
 /* Names of the TLS options (INI distlock.<name>, Client option <name>). */
 extern const char *const dl_tls_names[5];

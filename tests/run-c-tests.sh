@@ -76,7 +76,7 @@ stage_asan() {
 stage_tsan() {
   local b=$root/build-tsan
   mkdir -p "$b"
-  configure_build "$b" test_threads test_wait test_cancel test_renew test_reentrant test_holder \
+  configure_build "$b" test_threads test_wait test_cancel test_renew test_reentrant test_holder test_owner \
     test_review_a_renew test_review_a_lostcb test_lost_callback test_review_a_reentrant \
     test_review_a_wait test_review_a_password test_review_b_stale test_review_b_order test_review_b_dns \
     test_frozen_node test_tls test_sentinel test_sentinel_tls test_sentinel_redlock \
@@ -88,7 +88,7 @@ stage_tsan() {
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
     ctest --output-on-failure -R \
-      '^test_(threads|wait|cancel|renew|reentrant|holder|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats)$')
+      '^test_(threads|wait|cancel|renew|reentrant|holder|owner|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats)$')
 }
 
 stage_valgrind() {
@@ -99,7 +99,7 @@ stage_valgrind() {
   # Not test_sentinel_tls: its fork case's child inherits the +switch-master
   # thread's OpenSSL per-thread state, which no code in the child can reach or
   # free, so valgrind counts it lost there (ASan and TSan run it).
-  for t in test_single test_badinput test_cancel test_holder test_review_a_uri test_review_a_reentrant test_review_b_stale \
+  for t in test_single test_badinput test_cancel test_holder test_owner test_review_a_uri test_review_a_reentrant test_review_b_stale \
            test_review_b_resend test_frozen_node test_tls test_wait_replicas test_stats test_lost_callback \
            test_hostile_reply; do
     log "valgrind $t"
@@ -122,7 +122,7 @@ for s in $stages; do
     normal) run_stage "ctest (normal build)" stage_normal ;;
     asan) run_stage "ctest (ASan+UBSan)" stage_asan ;;
     tsan) run_stage "threaded tests (TSan)" stage_tsan ;;
-    valgrind) run_stage "valgrind (single, badinput, cancel, review uri/reentrant/stale/resend, frozen_node, holder, wait_replicas)" stage_valgrind ;;
+    valgrind) run_stage "valgrind (single, badinput, cancel, review uri/reentrant/stale/resend, frozen_node, holder, owner, wait_replicas)" stage_valgrind ;;
     stack) run_stage "stack of every entry point < 4 KB (N = 8)" stage_stack ;;
     *) echo "run-c-tests.sh: unknown stage $s" >&2; exit 2 ;;
   esac

@@ -20,7 +20,8 @@
  *   distlock_bench count URIS PAIRS KEY STATS
  *       Exactly PAIRS pairs in run_pairs() (for callgrind --toggle-collect);
  *       STATS 0/1 sets DISTLOCK_OPT_STATS, "-" leaves the client as it is (a
- *       library that has no such option).
+ *       library that has no such option). An optional OWNER 1 sets
+ *       DISTLOCK_OPT_OWNER_INFO (owner metadata; bench/c/owner_cost.sh).
  */
 #include "common.h"
 
@@ -283,6 +284,10 @@ static int mode_statscost(int argc, char **argv)
     return 0;
 }
 
+#ifndef DISTLOCK_OPT_OWNER_INFO
+#define DISTLOCK_OPT_OWNER_INFO 50  /* built against a header without it: the call fails */
+#endif
+
 /* Not inlined: callgrind --toggle-collect=run_pairs counts this loop only. */
 __attribute__((noinline)) static void run_pairs(distlock_client *c, const char *key, long pairs)
 {
@@ -294,11 +299,15 @@ __attribute__((noinline)) static void run_pairs(distlock_client *c, const char *
 
 static int mode_count(int argc, char **argv)
 {
-    if (argc < 6) die("usage", "count URIS PAIRS KEY STATS(0|1|-)");
+    if (argc < 6) die("usage", "count URIS PAIRS KEY STATS(0|1|-) [OWNER(0|1)]");
     distlock_client *c = client(argv[2]);
     if (strcmp(argv[5], "-") != 0) {
         int rc = distlock_client_set(c, DISTLOCK_OPT_STATS, atol(argv[5]));
         if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_STATS", rc);
+    }
+    if (argc > 6 && !strcmp(argv[6], "1")) {
+        int rc = distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1);
+        if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_OWNER_INFO", rc);
     }
     run_pairs(c, argv[4], 200);  /* warm-up: connections, scripts */
     run_pairs(c, argv[4], atol(argv[3]));

@@ -7,6 +7,7 @@
 #include <getopt.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "cli.h"
 
@@ -173,6 +174,23 @@ int cli_status(int argc, char **argv)
         if (taken > nodes)
             printf("; other tokens or values on %d", taken - nodes);
         printf(")\n");
+        distlock_owner_info o;
+        if (st == 1 && distlock_owner(c, key, -1, &o) == 1) {
+            char since[64];
+            time_t t = (time_t)(o.since_ms / 1000);
+            struct tm tm;
+            strftime(since, sizeof since, "%Y-%m-%dT%H:%M:%SZ", gmtime_r(&t, &tm));
+            printf("owner: host ");
+            print_token(stdout, o.host);
+            printf(" pid %ld program ", o.pid);
+            print_token(stdout, o.program);
+            printf(" since %s", since);
+            if (o.label[0]) {
+                printf(" label ");
+                print_token(stdout, o.label);
+            }
+            putchar('\n');
+        }
         printf("per node (each read on its own after the verdict, for display):\n");
         for (int i = 0; i < n; i++)
             print_node_line(c, key, i);

@@ -48,6 +48,9 @@ struct cli_common {
      * cli_client); -1 = library default */
     long wait_replicas;
     long wait_timeout_ms;
+    /* owner metadata: --owner-info, --owner-label TEXT (implies it) */
+    int owner_info;
+    const char *owner_label;
 };
 
 extern const char *cli_prog;     /* "distlock" */
@@ -64,6 +67,8 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg);
 #define CLI_OPT_TLS_INSECURE 1015
 #define CLI_OPT_WAIT_REPLICAS 1020          /* WAIT for replicas */
 #define CLI_OPT_WAIT_REPLICAS_TIMEOUT 1021
+#define CLI_OPT_OWNER_INFO 1030             /* owner metadata */
+#define CLI_OPT_OWNER_LABEL 1031
 #define CLI_COMMON_SHORTOPTS "s:vqh"
 #define CLI_COMMON_LONGOPTS \
     {"servers", required_argument, NULL, 's'}, \
@@ -71,6 +76,8 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg);
     {"timeout", required_argument, NULL, CLI_OPT_TIMEOUT}, \
     {"wait-replicas", required_argument, NULL, CLI_OPT_WAIT_REPLICAS}, \
     {"wait-replicas-timeout", required_argument, NULL, CLI_OPT_WAIT_REPLICAS_TIMEOUT}, \
+    {"owner-info", no_argument, NULL, CLI_OPT_OWNER_INFO}, \
+    {"owner-label", required_argument, NULL, CLI_OPT_OWNER_LABEL}, \
     {"verbose", no_argument, NULL, 'v'}, \
     {"quiet", no_argument, NULL, 'q'}, \
     {"help", no_argument, NULL, 'h'}, \

@@ -26,6 +26,8 @@ void cli_common_init(struct cli_common *co)
     co->timeout_ms = -1;
     co->verbose = 0;
     co->quiet = 0;
+    co->owner_info = 0;
+    co->owner_label = NULL;
     /* TLS */
     static const char *const tls_env[5] = { "DISTLOCK_TLS_CA_FILE", "DISTLOCK_TLS_CA_DIR",
                                             "DISTLOCK_TLS_CERT", "DISTLOCK_TLS_KEY",
@@ -246,6 +248,12 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
         }
         return 1;
     }
+    case CLI_OPT_OWNER_INFO:
+    case CLI_OPT_OWNER_LABEL:
+        co->owner_info = 1;
+        if (opt == CLI_OPT_OWNER_LABEL)
+            co->owner_label = arg;
+        return 1;
     case 'v':
         co->verbose = 1;
         co->quiet = 0;
@@ -336,6 +344,14 @@ int cli_client(const struct cli_common *co, distlock_client **out)
             distlock_client_free(c);
             return rc;
         }
+    }
+    /* owner metadata: the library checks the label (EINVAL when too long) */
+    if (co->owner_info && ((rc = distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1)) ||
+                           (co->owner_label && (rc = distlock_client_set_str(
+                                                    c, DISTLOCK_OPT_OWNER_LABEL, co->owner_label))))) {
+        rc = cli_report("--owner-label", rc);
+        distlock_client_free(c);
+        return rc;
     }
     /* Credentials from the environment keep them out of `ps` output. */
     const char *user = getenv("DISTLOCK_USERNAME");

@@ -8,7 +8,9 @@
  *    "token": the token on the most nodes or null, "holder_nodes",
  *    "nodes_total", "quorum", "answered", "ttl_ms": the holder's shortest
  *    TTL left (-1: no expiry) or null, "fence": the highest fence counter
- *    or null, "error": why the verdict is unknown (only then),
+ *    or null, "owner": the holder's owner metadata {"host", "pid",
+ *    "program", "since_ms", "label", "ttl_ms"} or null (none stored, or
+ *    not held), "error": why the verdict is unknown (only then),
  *    "nodes": [{"uri" (password masked), "state": "held"|"free"|"taken"|
  *    "error", "token", "ttl_ms", "fence", "error" (only for "error")}]}.
  * Strings: bytes outside printable ASCII are written \u00XX, one per byte,
@@ -17,7 +19,7 @@
  * `list` is bounded: each SCAN step asks the server for O(--count) work
  * (distlock_scan: MATCH, COUNT, TYPE string), it stops once --limit keys
  * were found, and every key found costs one round for the verdict plus one
- * read per node.
+ * read per node (and, when held, one round for its owner metadata).
  */
 #include <getopt.h>
 #include <stdint.h>
@@ -131,6 +133,19 @@ static void json_key(FILE *f, distlock_client *c, const char *key, int st, const
         fprintf(f, ", \"ttl_ms\": %ld", pttl);
     else
         fputs(", \"ttl_ms\": null", f);
+    distlock_owner_info o;
+    fputs(", \"owner\": ", f);
+    if (st == 1 && distlock_owner(c, key, -1, &o) == 1) {
+        fputs("{\"host\": ", f);
+        json_cstr(f, o.host);
+        fprintf(f, ", \"pid\": %ld, \"program\": ", o.pid);
+        json_cstr(f, o.program);
+        fprintf(f, ", \"since_ms\": %lld, \"label\": ", o.since_ms);
+        json_cstr(f, o.label);
+        fprintf(f, ", \"ttl_ms\": %ld}", o.pttl_ms);
+    } else {
+        fputs("null", f);
+    }
     if (err) {
         fputs(", \"error\": ", f);
         json_cstr(f, err);

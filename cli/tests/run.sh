@@ -1047,7 +1047,7 @@ t_stats_verbose_and_prometheus() {
 
 # jq-like field access with python3 (already a dependency of the tests):
 # jget FILE EXPR prints the Python expression EXPR of the JSON in FILE (d).
-jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 jvalid() { python3 -m json.tool "$1" >/dev/null || fail "$1 is not valid JSON: $(head -c 400 "$1")"; }
 
 # status --json (issue 15): the documented fields, from the library's
@@ -1084,6 +1084,40 @@ t_status_json() {
   expect 0 "$DL" status --json "$k:b" && jvalid "$D/out" || return 1
   [ "$(jget "$D/out" 'd["token"] == "a\x01\"b\\c" and d["ttl_ms"] == -1')" = True ] || fail "bytes: $(cat "$D/out")" || return 1
   expect 64 "$DL" status --json || return 1
+}
+
+# Owner metadata (issue 15 item 3): --owner-label stores who holds the lock
+# in {KEY}:owner with the lock's TTL; status shows it (text and --json),
+# null when the holder stored none; the release deletes it. JSON strings
+# carry one \u00XX per byte (list.c), so the label's bytes are latin-1 there.
+t_status_owner() {
+  local k=cli:owner:$RANDOM label
+  label=$(printf 'job "42"\\x\001 caf\303\251')
+  expect 1 "$DL" status --json "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" 'd["owner"]')" = None ] || fail "free: $(cat "$D/out")" || return 1
+  hold "$k" --servers "$URIS3" --ttl 20s --owner-label "$label" || return 1
+  local p1; p1=$(echo "$URIS3" | sed 's/,.*//; s/.*://')
+  [ "$(redis-cli -p "$p1" hget "{$k}:owner" token)" = "$(cat "$D/ready")" ] || fail "no owner hash" || return 1
+  expect 0 "$DL" status --servers "$URIS3" "$k" || return 1
+  contains "$D/out" "^owner: host $(hostname) pid $HOLDER program distlock since 20[0-9-]*T[0-9:]*Z label " || return 1
+  grep -qF 'label job\x20"42"\\x\x01\x20caf\xc3\xa9' "$D/out" || fail "label not escaped: $(cat "$D/out")" || return 1
+  expect 0 "$DL" status --json --servers "$URIS3" "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(d["owner"]["host"], d["owner"]["pid"], d["owner"]["program"], d["owner"]["label"].encode("latin-1") == __import__("os").fsencode(sys.argv[3]))' "$label")" \
+    = "('$(hostname)', $HOLDER, 'distlock', True)" ] || fail "owner: $(cat "$D/out")" || return 1
+  [ "$(jget "$D/out" '0 < d["owner"]["ttl_ms"] <= 20000 and abs(d["owner"]["since_ms"] / 1000 - __import__("time").time()) < 60')" = True ] \
+    || fail "owner ttl/since: $(cat "$D/out")" || return 1
+  touch "$D/release"; wait_exit "$HOLDER" 10 || return 1
+  [ "$(redis-cli -p "$p1" exists "{$k}:owner")" = 0 ] || fail "owner hash left after release" || return 1
+  # held without the option, or by a foreign token: no owner
+  rcli set "$k" "php:12345" px 60000 nx >/dev/null
+  expect 0 "$DL" status --json "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(d["held"], d["owner"])')" = "(True, None)" ] || fail "foreign: $(cat "$D/out")" || return 1
+  expect 0 "$DL" status "$k" && ! grep -q "^owner:" "$D/out" || fail "owner line for a foreign lock" || return 1
+  rcli del "$k" >/dev/null
+  # a label over 256 bytes: a clear usage error, nothing locked
+  expect 64 "$DL" run --owner-label "$(head -c 257 /dev/zero | tr '\0' x)" "$k" -- true || return 1
+  contains "$D/err" "at most 256" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "locked despite the bad label"
 }
 
 # list PATTERN (issue 15): SCAN in COUNT-bounded steps, never KEYS; on a

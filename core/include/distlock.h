@@ -149,6 +149,14 @@ typedef enum {
     DISTLOCK_OPT_STATS = 40,             /* default 1: keep distlock_client_stats()'s
                                           * counters; 0: stop counting (they keep
                                           * their values) */
+    /* -- owner metadata (ids 50..59; see "distlock_owner" below) -- */
+    DISTLOCK_OPT_OWNER_INFO = 50,        /* default 0 (off); 1: every acquire through
+                                          * this client also stores who holds the
+                                          * lock in its side key {key}:owner */
+    DISTLOCK_OPT_OWNER_LABEL = 110,      /* string: a label stored with the owner
+                                          * (at most DISTLOCK_OWNER_LABEL_MAX bytes;
+                                          * NULL or "": none) */
+    /* -- end owner metadata -- */
     DISTLOCK_OPT_USERNAME = 100,         /* string: ACL user for every node */
     DISTLOCK_OPT_PASSWORD = 101,         /* string: password for every node */
 
@@ -437,6 +445,30 @@ DISTLOCK_API int distlock_fence_counter(distlock_client *c, const char *key, int
 typedef int (*distlock_key_fn)(const char *key, size_t len, void *arg);
 DISTLOCK_API int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
                                unsigned long long *cursor, distlock_key_fn fn, void *arg);
+
+/* Owner metadata (DISTLOCK_OPT_OWNER_INFO): who holds a lock, kept in
+ * the hash {key}:owner beside it (same slot, same TTL), written, renewed
+ * and deleted by the same scripts as the lock. Filled by distlock_owner. */
+#define DISTLOCK_OWNER_LABEL_MAX 256
+typedef struct distlock_owner_info {
+    char host[256];          /* gethostname() of the holder */
+    long pid;                /* its process id */
+    char program[256];       /* its program name (program_invocation_short_name) */
+    long long since_ms;      /* when it acquired the lock, ms since the epoch */
+    char label[DISTLOCK_OWNER_LABEL_MAX + 1]; /* DISTLOCK_OPT_OWNER_LABEL, "" if none;
+                                               * any bytes but NUL */
+    long pttl_ms;            /* the record's remaining TTL (-1: none) */
+} distlock_owner_info;
+
+/* The owner record of `key`: on node i, or (node = -1) on the first node,
+ * in node order, whose record belongs to the token that node holds, asked
+ * of every node in one round. Returns 1 (*out filled), 0 when there is
+ * none (free, a foreign lock, a lock taken without DISTLOCK_OPT_OWNER_INFO,
+ * or a stale record of an earlier holder), or an error. A record is shown
+ * only when it names the token the lock key holds now. Blocks: one round.
+ * Thread-safe. */
+DISTLOCK_API int distlock_owner(distlock_client *c, const char *key, int node,
+                                distlock_owner_info *out);
 
 /* Delete `key` on every node whoever holds it (administrative override).
  * *deleted (may be NULL) receives the number of nodes it was deleted on. */

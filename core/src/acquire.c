@@ -4,18 +4,27 @@
  * only when needed: a refresh of nodes that already held our own token, a
  * second fencing round, leaving the queues of a fair lock won elsewhere,
  * and the undo of a lost attempt on every node it may have reached. */
+#include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/time.h>
+#include <unistd.h>
 
 #include "internal.h"
 
-/* Side keys and channel: only fair and fencing acquires need them (on the
- * heap: 4 KB the common path's stack does not carry). */
+/* Side keys and channel: only fair, fencing and owner-metadata acquires
+ * need them (on the heap: 4 KB the common path's stack does not carry). */
 typedef struct sidekeys {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
         ch[DISTLOCK__SIDEKEY_MAX];
+    /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
+    char ok[DISTLOCK__SIDEKEY_MAX], host[256], pid[24], prog[256], since[24],
+        label[DISTLOCK_OWNER_LABEL_MAX + 1];
+    /* the first round's script arguments (up to 5 keys and 10 values) */
+    const char *argv[16];
+    size_t len[16];
 } sidekeys;
 
 /* What an attempt sends, for the steps after the first round. */
@@ -25,9 +34,28 @@ typedef struct attempt_ctx {
     const distlock__acq_req *rq;
     uint64_t tag;
     int fencing;
-    sidekeys *sk;       /* fair or fencing, else NULL */
+    int owner;          /* store owner metadata (sk->ok and the fields) */
+    sidekeys *sk;       /* fair, fencing or owner, else NULL */
     char ttl[24], qttl[24];
 } attempt_ctx;
+
+/* Who we are, for the owner metadata of an acquire. */
+static void owner_fields(distlock_client *c, const char *key, sidekeys *sk)
+{
+    struct timeval tv;
+    distlock__sidekey(sk->ok, key, DISTLOCK__OWNER_SUFFIX);
+    if (gethostname(sk->host, sizeof(sk->host)) != 0)
+        snprintf(sk->host, sizeof(sk->host), "?");
+    sk->host[sizeof(sk->host) - 1] = '\0';
+    snprintf(sk->pid, sizeof(sk->pid), "%d", (int)distlock__getpid());
+    snprintf(sk->prog, sizeof(sk->prog), "%s", program_invocation_short_name);
+    gettimeofday(&tv, NULL);
+    snprintf(sk->since, sizeof(sk->since), "%lld",
+             (long long)tv.tv_sec * 1000 + (long long)tv.tv_usec / 1000);
+    distlock__lock(c);
+    memcpy(sk->label, c->owner_label, sizeof(sk->label));
+    pthread_mutex_unlock(&c->mu);
+}
 
 distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
                                         const char *key, const char *token, const int *which,
@@ -43,18 +71,30 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
         snprintf(sch, sizeof(sch), "distlock:");  /* the release still runs; waiters re-check */
     }
     size_t chlen = ch == sch && strlen(key) + 10 > sizeof(sch) ? 9 : distlock__channel_name(ch, key);
-    const char *argv[3] = { key, token, ch };
-    size_t len[3] = { strlen(key), strlen(token), chlen };
+    const char *argv[4] = { key, token, ch, NULL };
+    size_t len[4] = { strlen(key), strlen(token), chlen, 0 };
     /* Queued even to a node known hung: if it comes back it must run our
      * release after whatever acquire of ours it still owes. */
     distlock__call call = { .script = DISTLOCK__S_RELEASE, .nkeys = 1, .argc = 3, .argv = argv,
                             .argvlen = len, .undo = 1, .tag = distlock__lock_tag(key, token),
                             .must_mask = maybe };
+    /* Owner metadata on: its key goes too (KEYS[2]), deleted with the lock. */
+    char *ok = atomic_load_explicit(&c->owner_info, memory_order_relaxed)
+                   ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
+    if (ok) {
+        distlock__sidekey(ok, key, DISTLOCK__OWNER_SUFFIX);
+        argv[3] = argv[2], len[3] = len[2];
+        argv[2] = argv[1], len[2] = len[1];
+        argv[1] = ok, len[1] = strlen(ok);
+        call.nkeys = 2, call.argc = 4;
+    }
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
     if (ch != sch)
         free(ch);
+    if (ok)  /* no call on the common path */
+        free(ok);
     return distlock__count(res, c->n);
 }
 
@@ -69,10 +109,15 @@ static void refresh_own(attempt_ctx *a, distlock__result *res)
     const distlock__call **calls = a->cs->calls_b;
     distlock__result *res2 = a->cs->res_b;
     int strict = (a->rq->flags & DISTLOCK_STRICT) != 0, any = 0;
-    const char *argv[3] = { a->rq->key, a->rq->token, a->ttl };
-    size_t len[3] = { strlen(a->rq->key), strlen(a->rq->token), strlen(a->ttl) };
+    const char *argv[4] = { a->rq->key, a->rq->token, a->ttl };
+    size_t len[4] = { strlen(a->rq->key), strlen(a->rq->token), strlen(a->ttl) };
     distlock__call ext = { .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3, .argv = argv,
                            .argvlen = len, .tag = a->tag };
+    if (a->owner) {  /* the owner metadata's TTL too */
+        argv[3] = a->ttl, argv[2] = a->rq->token, argv[1] = a->sk->ok;
+        len[3] = len[2], len[2] = len[1], len[1] = strlen(a->sk->ok);
+        ext.nkeys = 2, ext.argc = 4;
+    }
     distlock__set_wait(c, &ext);
 
     for (int i = 0; i < c->n; i++) {
@@ -102,8 +147,12 @@ static void first_round(attempt_ctx *a, distlock__result *res)
 {
     distlock_client *c = a->c;
     const distlock__acq_req *rq = a->rq;
-    const char *argv[10];
-    size_t len[10];
+    /* a plain acquire's script has 4 arguments; the others take theirs
+     * from the heap (sk), so the common path's stack stays small */
+    const char *argv_plain[4];
+    size_t len_plain[4];
+    const char **argv = a->sk ? a->sk->argv : argv_plain;
+    size_t *len = a->sk ? a->sk->len : len_plain;
     int k = 0, nkeys;
     size_t ttllen = distlock__ltoa(a->ttl, rq->ttl_ms);
 
@@ -114,6 +163,8 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     }
     if (a->fencing)
         argv[k++] = a->sk->fk;
+    if (a->owner)
+        argv[k++] = a->sk->ok;  /* always the last key */
     nkeys = k;
     argv[k++] = rq->token;
     argv[k++] = a->ttl;
@@ -121,6 +172,13 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     if (rq->fair) {
         argv[k++] = a->qttl;
         argv[k++] = a->sk->ch;
+    }
+    if (a->owner) {
+        argv[k++] = a->sk->host;
+        argv[k++] = a->sk->pid;
+        argv[k++] = a->sk->prog;
+        argv[k++] = a->sk->since;
+        argv[k++] = a->sk->label;
     }
     for (int i = 0; i < k; i++)
         len[i] = strlen(argv[i]);
@@ -134,7 +192,7 @@ static void first_round(attempt_ctx *a, distlock__result *res)
                              .tag = a->tag };
     distlock__set_wait(c, &script);
     distlock__set_wait(c, &plain);
-    int use_plain = !rq->fair && !a->fencing && !atomic_load(&c->no_set_get);
+    int use_plain = !rq->fair && !a->fencing && !a->owner && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
         a->cs->calls_a[i] = use_plain ? &plain : &script;
     distlock__round(&c->tp, a->cs, a->cs->calls_a, res,
@@ -238,12 +296,17 @@ static void undo(attempt_ctx *a, const distlock__result *res)
         return;
     if (a->rq->fair && a->rq->queue_ttl_ms > 0) {
         const distlock__call **calls3 = a->cs->calls_b;
-        const char *argv[6] = { a->rq->key, a->sk->q, a->sk->qt, a->rq->token, a->sk->ch,
-                                a->qttl };
-        size_t len[6];
-        for (int i = 0; i < 6; i++)
+        const char *argv[7] = { a->rq->key, a->sk->q, a->sk->qt, a->rq->token, a->sk->ch,
+                                a->qttl, NULL };
+        int nk = 3;
+        if (a->owner) {  /* KEYS[4]: deleted with the lock */
+            memmove(&argv[4], &argv[3], 3 * sizeof(*argv));
+            argv[nk++] = a->sk->ok;
+        }
+        size_t len[7];
+        for (int i = 0; i < nk + 3; i++)
             len[i] = strlen(argv[i]);
-        distlock__call fu = { .script = DISTLOCK__S_FAIR_UNDO, .nkeys = 3, .argc = 6,
+        distlock__call fu = { .script = DISTLOCK__S_FAIR_UNDO, .nkeys = nk, .argc = nk + 3,
                               .argv = argv, .argvlen = len, .undo = 1, .tag = a->tag,
                               .must_mask = ~0ull };
         for (int i = 0; i < c->n; i++)
@@ -257,7 +320,8 @@ static void undo(attempt_ctx *a, const distlock__result *res)
 
 int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att)
 {
-    attempt_ctx a = { .c = c, .rq = rq, .fencing = (rq->flags & DISTLOCK_FENCING) != 0 };
+    attempt_ctx a = { .c = c, .rq = rq, .fencing = (rq->flags & DISTLOCK_FENCING) != 0,
+                      .owner = atomic_load_explicit(&c->owner_info, memory_order_relaxed) };
     int rc;
 
     memset(att, 0, sizeof(*att));
@@ -265,7 +329,7 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
         return rc;
     a.tag = distlock__lock_tag(rq->key, rq->token);
-    if ((rq->fair || a.fencing) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
+    if ((rq->fair || a.fencing || a.owner) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     if ((a.cs = distlock__checkout(c)) == NULL) {
         free(a.sk);
@@ -279,6 +343,8 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     }
     if (a.fencing)
         distlock__sidekey(a.sk->fk, rq->key, DISTLOCK__FENCE_SUFFIX);
+    if (a.owner)
+        owner_fields(c, rq->key, a.sk);
     distlock__result *res = a.cs->res_a;
 
     uint64_t t0 = att->t0_us = distlock__now_us();

@@ -236,6 +236,100 @@ int distlock_inspect(distlock_client *c, const char *key, int node, char *token_
     return rc;
 }
 
+/* ------------------------------------------------------------ owner */
+
+/* Field `name` of a HGETALL reply (flat name/value array), or NULL. */
+static const redisReply *hash_field(const redisReply *h, const char *name)
+{
+    for (size_t i = 0; i + 1 < h->elements; i += 2)
+        if (h->element[i]->type == REDIS_REPLY_STRING && strcmp(h->element[i]->str, name) == 0 &&
+            h->element[i + 1]->type == REDIS_REPLY_STRING)
+            return h->element[i + 1];
+    return NULL;
+}
+
+static void copy_field(char *dst, size_t size, const redisReply *v)
+{
+    size_t n = v == NULL ? 0 : v->len < size - 1 ? v->len : size - 1;
+    if (n)
+        memcpy(dst, v->str, n);
+    dst[n] = '\0';
+}
+
+/* Node r's owner record, if it names the token the node's lock key holds. */
+static int owner_of(const distlock__result *r, distlock_owner_info *out)
+{
+    if (node_state(r) != NODE_TOKEN || r->reply->elements < 4 ||
+        r->reply->element[2]->type != REDIS_REPLY_ARRAY)
+        return 0;
+    const redisReply *h = r->reply->element[2], *t = hash_field(h, "token");
+    if (t == NULL || !same_token(t, node_token(r)))
+        return 0;  /* none, or a stale record of an earlier holder */
+    if (out == NULL)
+        return 1;
+    const redisReply *pid = hash_field(h, "pid"), *since = hash_field(h, "since");
+    memset(out, 0, sizeof(*out));
+    copy_field(out->host, sizeof(out->host), hash_field(h, "host"));
+    copy_field(out->program, sizeof(out->program), hash_field(h, "program"));
+    copy_field(out->label, sizeof(out->label), hash_field(h, "label"));
+    out->pid = pid ? strtol(pid->str, NULL, 10) : 0;
+    out->since_ms = since ? strtoll(since->str, NULL, 10) : 0;
+    out->pttl_ms = r->reply->element[3]->type == REDIS_REPLY_INTEGER
+                       ? (long)r->reply->element[3]->integer : -1;
+    return 1;
+}
+
+int distlock_owner(distlock_client *c, const char *key, int node, distlock_owner_info *out)
+{
+    int rc;
+    distlock__connset *cs;
+    char ok[DISTLOCK__SIDEKEY_MAX];
+
+    distlock__clear_error();
+    if (out)
+        memset(out, 0, sizeof(*out));
+    if (c && (node < -1 || node >= c->n))
+        return distlock__fail(DISTLOCK_EINVAL, "node %d out of range -1..%d", node, c->n - 1);
+    if ((rc = admin_begin(c, key, &cs)) != DISTLOCK_OK)
+        return rc;
+    distlock__sidekey(ok, key, DISTLOCK__OWNER_SUFFIX);
+    const char *argv[2] = { key, ok };
+    size_t len[2] = { strlen(key), strlen(ok) };
+    distlock__call call = { .script = DISTLOCK__S_INSPECT, .nkeys = 2, .argc = 2, .argv = argv,
+                            .argvlen = len };
+    for (int i = 0; i < c->n; i++)
+        cs->calls_a[i] = node < 0 || node == i ? &call : NULL;
+    distlock__round(&c->tp, cs, cs->calls_a, cs->res_a, NULL, NULL);
+    distlock__result *res = cs->res_a;
+    rc = 0;
+    int heard = 0;
+    for (int i = 0; i < c->n && rc == 0; i++) {
+        if (node >= 0 && i != node)
+            continue;
+        heard += node_state(&res[i]) != NODE_NONE;
+        rc = owner_of(&res[i], out);
+    }
+    if (rc == 0 && heard == 0) {
+        /* nobody answered: say why (the first failure) */
+        for (int i = 0; i < c->n; i++) {
+            if (node >= 0 && i != node)
+                continue;
+            if (res[i].state == DISTLOCK__R_FAILED) {
+                rc = distlock__fail(res[i].status, "%s", res[i].err);
+                break;
+            }
+            if (res[i].reply && res[i].reply->type == REDIS_REPLY_ERROR) {
+                rc = distlock__fail(DISTLOCK_EPROTO, "%s: %s", c->nodes[i].uri,
+                                    res[i].reply->str);
+                break;
+            }
+        }
+    }
+    distlock__round_clear(res, c->n);
+    distlock__checkin(c, cs);
+    return rc;
+}
+
 /* One plain command to node `node` only; the reply in (*cs)->res_a[node],
  * to clear and check in. */
 static int one_node_command(distlock_client *c, int node, int argc, const char **argv,

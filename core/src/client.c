@@ -129,6 +129,12 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
                                   v);
         atomic_store(&c->stats.on, (int)v);
         return DISTLOCK_OK;
+    case DISTLOCK_OPT_OWNER_INFO:
+        if (v != 0 && v != 1)
+            return distlock__fail(DISTLOCK_EINVAL,
+                                  "owner info (DISTLOCK_OPT_OWNER_INFO): value %ld: 0 or 1", v);
+        atomic_store(&c->owner_info, (int)v);
+        return DISTLOCK_OK;
     /* TLS */
     case DISTLOCK_OPT_TLS_VERIFY:
         if (v != 0 && v != 1)
@@ -145,6 +151,7 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
     /* end TLS */
     case DISTLOCK_OPT_USERNAME:
     case DISTLOCK_OPT_PASSWORD:
+    case DISTLOCK_OPT_OWNER_LABEL:
         return distlock__fail(DISTLOCK_EINVAL, "option %d is a string: use distlock_client_set_str",
                               (int)opt);
     default:
@@ -169,6 +176,20 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
     return DISTLOCK_OK;
 }
 
+/* The label stored with the owner metadata; copied by acquires under mu. */
+static int set_owner_label(distlock_client *c, const char *v)
+{
+    size_t n = v ? strlen(v) : 0;
+    if (n > DISTLOCK_OWNER_LABEL_MAX)
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "owner label (DISTLOCK_OPT_OWNER_LABEL): %zu bytes, at most %d", n,
+                              DISTLOCK_OWNER_LABEL_MAX);
+    distlock__lock(c);
+    memcpy(c->owner_label, v ? v : "", n + 1);
+    pthread_mutex_unlock(&c->mu);
+    return DISTLOCK_OK;
+}
+
 int distlock_client_set_str(distlock_client *c, distlock_option opt, const char *v)
 {
     int which;
@@ -186,6 +207,8 @@ int distlock_client_set_str(distlock_client *c, distlock_option opt, const char 
     case DISTLOCK_OPT_TLS_KEY: which = 10 + DISTLOCK__TLS_KEY; break;
     case DISTLOCK_OPT_TLS_SERVER_NAME: which = 10 + DISTLOCK__TLS_SERVER_NAME; break;
     /* end TLS */
+    case DISTLOCK_OPT_OWNER_LABEL:
+        return set_owner_label(c, v);
     default:
         return distlock__fail(DISTLOCK_EINVAL, "option %d is not a string option", (int)opt);
     }

@@ -44,6 +44,10 @@ struct distlock_client {
     /* WAIT for replicas (DISTLOCK_OPT_WAIT_*): read by operations without mu */
     _Atomic long wait_replicas;
     _Atomic long wait_timeout_ms;
+    /* owner metadata (DISTLOCK_OPT_OWNER_INFO, read without mu; the label
+     * under mu) */
+    _Atomic int owner_info;
+    char owner_label[DISTLOCK_OWNER_LABEL_MAX + 1];
 
     /* token pair (pair.c, mu): the nodes the latest acquires may hold,
      * so their releases skip a hung node they never reached */

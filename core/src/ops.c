@@ -55,10 +55,19 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     if ((rc = distlock__begin(c, &cs)) != DISTLOCK_OK)
         return rc;
     distlock__result *res = cs->res_a;
-    const char *argv[3] = { key, token, ttl };
-    size_t len[3] = { strlen(key), strlen(token), distlock__ltoa(ttl, ttl_ms) };
+    const char *argv[4] = { key, token, ttl };
+    size_t len[4] = { strlen(key), strlen(token), distlock__ltoa(ttl, ttl_ms) };
     distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3, .argv = argv,
                             .argvlen = len, .tag = distlock__lock_tag(key, token) };
+    /* Owner metadata on: its TTL follows the lock's (KEYS[2]). */
+    char *ok = atomic_load_explicit(&c->owner_info, memory_order_relaxed)
+                   ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
+    if (ok) {
+        distlock__sidekey(ok, key, DISTLOCK__OWNER_SUFFIX);
+        argv[3] = ttl, argv[2] = token, argv[1] = ok;
+        len[3] = len[2], len[2] = len[1], len[1] = strlen(ok);
+        call.nkeys = 2, call.argc = 4;
+    }
     distlock__set_wait(c, &call);
     for (int i = 0; i < c->n; i++)
         cs->calls_a[i] = &call;
@@ -76,6 +85,7 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     }
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
+    free(ok);
     return rc;
 }
 

@@ -14,46 +14,58 @@
 /* Every script is atomic on its node. KEYS[1] is always the lock key. */
 const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_ACQUIRE] = { "acquire",
-        /* KEYS: key [fence]; ARGV: token ttl_ms strict.
+        /* KEYS: key [fence] [owner]; ARGV: token ttl_ms strict [host pid
+         * program since label] (owner metadata: its key is the last one).
          * Our own token already there (a retry after a lost reply) refreshes
          * the TTL and succeeds, unless strict (plain SET NX semantics): then
          * the reply says the holder is us ({0, pttl, 1}). A fence counter
          * that is not an integer is refused before anything is written. */
-        "local f = false\n"
-        "if KEYS[2] then\n"
-        "  f = redis.call('GET', KEYS[2])\n"
+        "local f, fk = false, KEYS[2]\n"
+        "if ARGV[8] and #KEYS < 3 then fk = nil end\n"
+        "if fk then\n"
+        "  f = redis.call('GET', fk)\n"
         "  if f and not tonumber(f) then\n"
-        "    return redis.error_reply('fence counter ' .. KEYS[2] .. ' is not an integer')\n"
+        "    return redis.error_reply('fence counter ' .. fk .. ' is not an integer')\n"
         "  end\n"
         "end\n"
         "local v = redis.call('GET', KEYS[1])\n"
         "if v == false or (v == ARGV[1] and ARGV[3] == '0') then\n"
         "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-        "  if KEYS[2] then\n"
-        "    if v == false then return {1, redis.call('INCR', KEYS[2])} end\n"
+        "  if ARGV[8] then\n"
+        "    local o = KEYS[#KEYS]\n"
+        "    redis.call('DEL', o)\n"
+        "    redis.call('HSET', o, 'token', ARGV[1], 'host', ARGV[4], 'pid', ARGV[5],"
+        " 'program', ARGV[6], 'since', ARGV[7], 'label', ARGV[8])\n"
+        "    redis.call('PEXPIRE', o, ARGV[2])\n"
+        "  end\n"
+        "  if fk then\n"
+        "    if v == false then return {1, redis.call('INCR', fk)} end\n"
         "    return {1, tonumber(f or '0')}\n"
         "  end\n"
         "  return {1, -1}\n"
         "end\n"
         "return {0, redis.call('PTTL', KEYS[1]), v == ARGV[1] and 1 or 0}\n" },
     [DISTLOCK__S_RELEASE] = { "release",
-        /* KEYS: key; ARGV: token channel. Compare-and-delete, then wake
-         * waiters. pcall: a user without channel rights still releases. */
+        /* KEYS: key [owner]; ARGV: token channel. Compare-and-delete, then
+         * wake waiters. pcall: a user without channel rights still releases. */
         "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
         "  redis.call('DEL', KEYS[1])\n"
+        "  if KEYS[2] then redis.call('DEL', KEYS[2]) end\n"
         "  redis.pcall('PUBLISH', ARGV[2], '')\n"
         "  return 1\n"
         "end\n"
         "return 0\n" },
     [DISTLOCK__S_EXTEND] = { "extend",
-        /* KEYS: k1..km; ARGV: token1 ttl1 .. tokenm ttlm. Batched so the
+        /* KEYS: k1..km [o1..om]; ARGV: token1 ttl1 .. tokenm ttlm (o: the
+         * owner metadata keys, renewed with their locks). Batched so the
          * watchdog renews every lock due on a node in one round trip. pcall:
          * a key of another type is simply not ours, and must not abort the
          * renewal of the other keys of the batch. */
-        "local r = {}\n"
-        "for i = 1, #KEYS do\n"
+        "local r, m = {}, #ARGV / 2\n"
+        "for i = 1, m do\n"
         "  if redis.pcall('GET', KEYS[i]) == ARGV[2*i-1] then\n"
         "    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])\n"
+        "    if KEYS[m+i] then redis.pcall('PEXPIRE', KEYS[m+i], ARGV[2*i]) end\n"
         "    r[i] = 1\n"
         "  else\n"
         "    r[i] = 0\n"
@@ -68,19 +80,30 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "if cur < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end\n"
         "return 1\n" },
     [DISTLOCK__S_INSPECT] = { "inspect",
-        "return {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n" },
+        /* KEYS: key [owner]: {value, pttl [, owner hash fields, owner pttl]} */
+        "local r = {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n"
+        "if KEYS[2] then\n"
+        "  local o = redis.pcall('HGETALL', KEYS[2])\n"
+        "  if type(o) ~= 'table' or o.err then o = {} end\n"
+        "  r[3] = o\n"
+        "  r[4] = redis.call('PTTL', KEYS[2])\n"
+        "end\n"
+        "return r\n" },
     [DISTLOCK__S_FAIR] = { "fair",
-        /* KEYS: key queue qdeadlines [fence]; ARGV: token ttl_ms strict
-         * queue_ttl_ms channel. Waiters are served in arrival order: the
+        /* KEYS: key queue qdeadlines [fence] [owner]; ARGV: token ttl_ms
+         * strict queue_ttl_ms channel [host pid program since label] (owner
+         * metadata: its key is the last one). Waiters are served in arrival order: the
          * free lock goes to the queue's head; others join the queue (or
          * refresh their entry, which expires if the waiter dies) and learn
          * their rank (0: next). When the head takes the lock, the new head
          * is told by name, so a release needs to wake only it. queue_ttl 0:
          * try only. */
-        "if KEYS[4] then\n"
-        "  local f = redis.call('GET', KEYS[4])\n"
+        "local fk = KEYS[4]\n"
+        "if ARGV[10] and #KEYS < 5 then fk = nil end\n"
+        "if fk then\n"
+        "  local f = redis.call('GET', fk)\n"
         "  if f and not tonumber(f) then\n"
-        "    return redis.error_reply('fence counter ' .. KEYS[4] .. ' is not an integer')\n"
+        "    return redis.error_reply('fence counter ' .. fk .. ' is not an integer')\n"
         "  end\n"
         "end\n"
         "local t = redis.call('TIME')\n"
@@ -100,13 +123,20 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "end\n"
         "if mine then\n"
         "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        "  if ARGV[10] then\n"
+        "    local o = KEYS[#KEYS]\n"
+        "    redis.call('DEL', o)\n"
+        "    redis.call('HSET', o, 'token', ARGV[1], 'host', ARGV[6], 'pid', ARGV[7],"
+        " 'program', ARGV[8], 'since', ARGV[9], 'label', ARGV[10])\n"
+        "    redis.call('PEXPIRE', o, ARGV[2])\n"
+        "  end\n"
         "  redis.call('ZREM', KEYS[2], ARGV[1])\n"
         "  redis.call('HDEL', KEYS[3], ARGV[1])\n"
         "  local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
         "  if #nxt > 0 then redis.pcall('PUBLISH', ARGV[5], nxt[1]) end\n"
-        "  if KEYS[4] then\n"
-        "    if v == false then return {1, redis.call('INCR', KEYS[4])} end\n"
-        "    return {1, tonumber(redis.call('GET', KEYS[4]) or '0')}\n"
+        "  if fk then\n"
+        "    if v == false then return {1, redis.call('INCR', fk)} end\n"
+        "    return {1, tonumber(redis.call('GET', fk) or '0')}\n"
         "  end\n"
         "  return {1, -1}\n"
         "end\n"
@@ -135,13 +165,15 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "end\n"
         "return 1\n" },
     [DISTLOCK__S_FAIR_UNDO] = { "fair_undo",
-        /* KEYS: key queue qdeadlines; ARGV: token channel queue_ttl_ms. A
+        /* KEYS: key queue qdeadlines [owner]; ARGV: token channel
+         * queue_ttl_ms. A
          * fair acquire that won this node but not a quorum gives the node
          * back and keeps its place: it is put back at the front of the
          * queue (winning had taken it out), so the nodes' queues do not
          * drift apart and arrival order holds. */
         "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
         "  redis.call('DEL', KEYS[1])\n"
+        "  if KEYS[4] then redis.call('DEL', KEYS[4]) end\n"
         "  redis.pcall('PUBLISH', ARGV[2], '')\n"
         "end\n"
         "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n"

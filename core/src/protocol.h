@@ -24,6 +24,8 @@ extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HID
 void distlock__sidekey(char *buf, const char *key, const char *suffix);
 /* The suffix of a lock's fence counter ({key}:fence). */
 #define DISTLOCK__FENCE_SUFFIX ":fence"
+/* The suffix of a lock's owner metadata ({key}:owner, a hash). */
+#define DISTLOCK__OWNER_SUFFIX ":owner"
 /* 1 if k (len bytes) is the side key `suffix` of some lock key (as
  * distlock__sidekey names it), else 0. */
 int distlock__is_sidekey(const char *k, size_t len, const char *suffix);

@@ -65,28 +65,37 @@ static void abs_deadline(struct timespec *ts, uint64_t until_us)
  * confirmed each, no[] with those that said it is not ours. */
 static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
 {
-    const char **argv = calloc((size_t)m * 3, sizeof(*argv));
-    size_t *len = calloc((size_t)m * 3, sizeof(*len));
+    /* owner metadata on: each lock's owner key follows the lock keys */
+    int ow = atomic_load_explicit(&c->owner_info, memory_order_relaxed) ? 1 : 0;
+    const char **argv = calloc((size_t)m * (3 + ow), sizeof(*argv));
+    size_t *len = calloc((size_t)m * (3 + ow), sizeof(*len));
+    char (*okeys)[DISTLOCK__SIDEKEY_MAX] = ow ? calloc((size_t)m, sizeof(*okeys)) : NULL;
     distlock__connset *cs = distlock__checkout(c);
 
     memset(ok, 0, sizeof(int) * (size_t)m);
     memset(no, 0, sizeof(int) * (size_t)m);
-    if (!argv || !len || !cs) {
+    if (!argv || !len || !cs || (ow && !okeys)) {
         free(argv);
         free(len);
+        free(okeys);
         distlock__checkin(c, cs);
         return;
     }
     distlock__result *res = cs->res_a;
     const distlock__call **calls = cs->calls_a;
+    int nk = m * (1 + ow);
     for (int k = 0; k < m; k++) {
         argv[k] = d[k].key, len[k] = strlen(d[k].key);
-        argv[m + 2 * k] = d[k].token, len[m + 2 * k] = strlen(d[k].token);
-        argv[m + 2 * k + 1] = d[k].ttl, len[m + 2 * k + 1] = strlen(d[k].ttl);
+        if (ow) {
+            distlock__sidekey(okeys[k], d[k].key, DISTLOCK__OWNER_SUFFIX);
+            argv[m + k] = okeys[k], len[m + k] = strlen(okeys[k]);
+        }
+        argv[nk + 2 * k] = d[k].token, len[nk + 2 * k] = strlen(d[k].token);
+        argv[nk + 2 * k + 1] = d[k].ttl, len[nk + 2 * k + 1] = strlen(d[k].ttl);
     }
     /* no tag: a batch covers many locks; the records' `renewing` flag keeps
      * it apart from extends of the same lock */
-    distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = m, .argc = 3 * m, .argv = argv,
+    distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = nk, .argc = nk + 2 * m, .argv = argv,
                             .argvlen = len };
     /* Renewals are extends: with WAIT, a node whose replicas did not
      * acknowledge the batch counts for none of its locks (below). */
@@ -113,6 +122,7 @@ static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
     distlock__checkin(c, cs);
     free(argv);
     free(len);
+    free(okeys);
 }
 
 typedef struct lost_call { distlock__held *h; distlock_lost_fn fn; distlock_lock *l; void *arg; } lost_call;

@@ -95,6 +95,12 @@ class Client:
     undone and the error says "<node>: 0 of 1 replicas acknowledged within
     100 ms".
 
+    Owner metadata: ``owner_info=True`` makes every acquire also store who
+    holds the lock (host, pid, program, since, and ``owner_label`` if given,
+    at most 256 bytes; giving a label turns it on) in the hash ``{key}:owner``
+    beside it, with the lock's TTL; ``distlock status KEY`` shows it. Off by
+    default: nothing else is written.
+
     TLS (``rediss://`` nodes; a node's URI options win): ``tls_ca_file`` /
     ``tls_ca_dir`` (trusted CAs; default: the system store), ``tls_cert`` /
     ``tls_key`` (client certificate, mutual TLS), ``tls_server_name`` (name
@@ -119,7 +125,9 @@ class Client:
                  tls_server_name: Optional[str] = None,
                  tls_verify: Optional[bool] = None,
                  wait_replicas: Optional[int] = None,
-                 wait_timeout: Optional[float] = None) -> None:
+                 wait_timeout: Optional[float] = None,
+                 owner_info: bool = False,
+                 owner_label: Optional[str] = None) -> None:
         self._h: Any = None
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
@@ -142,6 +150,7 @@ class Client:
             self._configure_tls(tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
                                 tls_verify)
             self._configure_wait(wait_replicas, wait_timeout)
+            self._configure_owner(owner_info, owner_label)
         except Error as e:
             # The library's detail may quote the configuration as given.
             e._hide(secrets_of(servers, password if isinstance(password, str) else None))
@@ -216,6 +225,25 @@ class Client:
             if timeout is not None:
                 self._set(_core.DISTLOCK_OPT_WAIT_TIMEOUT_MS,
                           _seconds_to_ms(timeout, "wait_timeout"), "wait_timeout", timeout)
+        except BaseException:
+            h, self._h = self._h, None
+            _core.distlock_client_free(h)
+            raise
+
+    # owner metadata
+    def _configure_owner(self, on: bool, label: Optional[str]) -> None:
+        try:
+            if not isinstance(on, bool):
+                raise TypeError("owner_info must be bool, not %s" % type(on).__name__)
+            if label is not None:
+                if not isinstance(label, str):
+                    raise TypeError("owner_label must be str, not %s" % type(label).__name__)
+                if "\0" in label:
+                    raise _invalid("owner_label must not contain NUL")
+                _core.distlock_client_set_str(self._h, _core.DISTLOCK_OPT_OWNER_LABEL, label)
+                on = True
+            if on:
+                _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_OWNER_INFO, 1)
         except BaseException:
             h, self._h = self._h, None
             _core.distlock_client_free(h)

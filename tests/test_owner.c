@@ -1,0 +1,291 @@
+/* test_owner.c -- owner metadata (DISTLOCK_OPT_OWNER_INFO): the hash
+ * {key}:owner beside a lock, written, renewed and deleted by the lock's own
+ * scripts with the lock's TTL; distlock_owner() reads it back, and only for
+ * the token the lock key holds now.
+ *
+ * Real redis-servers; the keys are read behind the library's back
+ * (rh_pttl, EXISTS, HGET) to check what is on the node. */
+#include <sys/time.h>
+#include <unistd.h>
+
+#include "test_common.h"
+
+#define N 3
+DEFINE_GROUP(N)
+
+static distlock_client *owner_client(rh_cluster *rc, unsigned mask, int on, const char *label)
+{
+    char buf[512];
+    distlock_client *c = new_client(rh_uris_mask(rc, mask, buf, sizeof buf));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, on), DISTLOCK_OK);
+    if (label)
+        assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_OWNER_LABEL, label), DISTLOCK_OK);
+    return c;
+}
+
+static long long wall_ms(void)
+{
+    struct timeval tv;
+    gettimeofday(&tv, NULL);
+    return (long long)tv.tv_sec * 1000 + tv.tv_usec / 1000;
+}
+
+static long long exists(rh_cluster *rc, int i, const char *key)
+{
+    redisReply *r = rh_command(rc, i, 0, "EXISTS %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long n = r->integer;
+    freeReplyObject(r);
+    return n;
+}
+
+/* The lock's TTL and its owner record's, read in one MULTI so they are
+ * taken at the same instant. */
+static void both_pttl(rh_cluster *rc, const char *key, const char *okey, long long *lk,
+                      long long *ok)
+{
+    redisContext *x = rh_connect(rc, 0, 0);
+    assert_non_null(x);
+    redisAppendCommand(x, "MULTI");
+    redisAppendCommand(x, "PTTL %s", key);
+    redisAppendCommand(x, "PTTL %s", okey);
+    redisAppendCommand(x, "EXEC");
+    redisReply *r = NULL;
+    for (int i = 0; i < 4; i++) {
+        assert_int_equal(redisGetReply(x, (void **)&r), REDIS_OK);
+        if (i < 3)
+            freeReplyObject(r);
+    }
+    assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+    assert_int_equal(r->elements, 2);
+    *lk = r->element[0]->integer;
+    *ok = r->element[1]->integer;
+    freeReplyObject(r);
+    redisFree(x);
+}
+
+static void test_stored_with_same_ttl(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x1, 1, "job 42");
+    distlock_lock *l = NULL;
+    char host[256] = "";
+    gethostname(host, sizeof host);
+    long long before = wall_ms();
+    assert_rc(distlock_acquire(c, "o1", 30000, 0, 0, &l), DISTLOCK_OK);
+    long long lk, ok;
+    both_pttl(rc, "o1", "{o1}:owner", &lk, &ok);
+    assert_true(lk > 20000 && lk <= 30000);
+    assert_int_equal(ok, lk);  /* same PX, same script, same instant */
+
+    distlock_owner_info o;
+    memset(&o, 0x55, sizeof o);
+    assert_rc(distlock_owner(c, "o1", -1, &o), 1);
+    assert_string_equal(o.host, host);
+    assert_int_equal(o.pid, getpid());
+    assert_string_equal(o.program, "test_owner");
+    assert_string_equal(o.label, "job 42");
+    assert_true(o.since_ms >= before - 1000 && o.since_ms <= wall_ms() + 1000);
+    assert_true(o.pttl_ms > 20000 && o.pttl_ms <= 30000);
+    assert_rc(distlock_owner(c, "o1", 0, NULL), 1);
+
+    /* extend renews the record with the lock */
+    assert_rc(distlock_extend(l, 90000), DISTLOCK_OK);
+    both_pttl(rc, "o1", "{o1}:owner", &lk, &ok);
+    assert_true(lk > 60000);
+    assert_int_equal(ok, lk);
+
+    /* release deletes it in the same script */
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    assert_int_equal(exists(rc, 0, "o1"), 0);
+    assert_int_equal(exists(rc, 0, "{o1}:owner"), 0);
+    assert_rc(distlock_owner(c, "o1", -1, &o), 0);
+    assert_string_equal(o.host, "");
+    distlock_client_free(c);
+}
+
+/* Three nodes: every node holds the record; the watchdog's batched renewal
+ * keeps it alive past its first TTL. */
+static void test_watchdog_renews(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x7, 1, NULL);
+    distlock_lock *l = NULL, *l2 = NULL;
+    assert_rc(distlock_acquire(c, "o2", 600, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "o2b", 600, 0, DISTLOCK_AUTO_RENEW, &l2), DISTLOCK_OK);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(exists(rc, i, "{o2}:owner"), 1);
+    /* three TTLs pass: only renewals keep the keys */
+    long long t_end = rh_now_ms() + 1800;
+    while (rh_now_ms() < t_end)
+        rh_sleep_ms(100);
+    assert_int_equal(distlock_lock_lost(l), 0);
+    for (int i = 0; i < N; i++) {
+        assert_int_equal(exists(rc, i, "{o2}:owner"), 1);
+        assert_int_equal(exists(rc, i, "{o2b}:owner"), 1);
+        long long p = rh_pttl(rc, i, 0, "{o2}:owner");
+        assert_true(p > 0 && p <= 600);
+    }
+    distlock_owner_info o;
+    assert_rc(distlock_owner(c, "o2", -1, &o), 1);
+    assert_string_equal(o.label, "");
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_rc(distlock_release(l2), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_lock_free(l2);
+    for (int i = 0; i < N; i++)
+        assert_int_equal(exists(rc, i, "{o2}:owner"), 0);
+    distlock_client_free(c);
+}
+
+static void test_gone_after_expiry(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x1, 1, NULL);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "o3", 300, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(exists(rc, 0, "{o3}:owner"), 1);
+    /* wait for the server to expire the lock key, then the record must be
+     * gone as well (same PX: expired at the same millisecond) */
+    long long t_end = rh_now_ms() + 5000;
+    while (exists(rc, 0, "o3") && rh_now_ms() < t_end)
+        rh_sleep_ms(20);
+    assert_int_equal(exists(rc, 0, "o3"), 0);
+    assert_int_equal(exists(rc, 0, "{o3}:owner"), 0);
+    assert_rc(distlock_owner(c, "o3", -1, NULL), 0);
+    assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+static void test_absent_without_option(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x1, 0, "ignored");
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "o4", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(exists(rc, 0, "o4"), 1);
+    assert_int_equal(exists(rc, 0, "{o4}:owner"), 0);
+    distlock_owner_info o;
+    assert_rc(distlock_owner(c, "o4", -1, &o), 0);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+
+    /* a foreign holder (a plain token string: old client, PHP seed code) */
+    assert_int_equal(rh_set(rc, 0, 0, "o4", "foreign-token", 30000), 0);
+    assert_rc(distlock_owner(c, "o4", 0, &o), 0);
+    /* a stale record of an earlier holder is not shown for a new one */
+    distlock_client *c2 = owner_client(rc, 0x1, 1, NULL);
+    assert_int_equal(rh_del(rc, 0, 0, "o4"), 1);
+    assert_rc(distlock_acquire(c2, "o4", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_del(rc, 0, 0, "o4"), 1);
+    assert_int_equal(rh_set(rc, 0, 0, "o4", "another-token", 30000), 0);
+    assert_int_equal(exists(rc, 0, "{o4}:owner"), 1);
+    assert_rc(distlock_owner(c2, "o4", -1, &o), 0);
+    distlock_lock_free(l);
+    distlock_client_free(c2);
+    distlock_client_free(c);
+}
+
+static void test_label(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *label = "q\"uote\\back\nnl\ttab\x01\x7f caf\xc3\xa9 {x}:owner";
+    distlock_client *c = owner_client(rc, 0x1, 1, label);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "o5", 30000, 0, 0, &l), DISTLOCK_OK);
+    distlock_owner_info o;
+    assert_rc(distlock_owner(c, "o5", -1, &o), 1);
+    assert_string_equal(o.label, label);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+
+    /* the longest label fits; one byte more is EINVAL and changes nothing */
+    char big[DISTLOCK_OWNER_LABEL_MAX + 2];
+    memset(big, 'L', sizeof big - 1);
+    big[DISTLOCK_OWNER_LABEL_MAX] = '\0';
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_OWNER_LABEL, big), DISTLOCK_OK);
+    big[DISTLOCK_OWNER_LABEL_MAX] = 'L';
+    big[DISTLOCK_OWNER_LABEL_MAX + 1] = '\0';
+    assert_fails(distlock_client_set_str(c, DISTLOCK_OPT_OWNER_LABEL, big), DISTLOCK_EINVAL);
+    assert_non_null(strstr(distlock_last_error(), "at most 256"));
+    assert_rc(distlock_acquire(c, "o5", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_owner(c, "o5", -1, &o), 1);
+    assert_int_equal(strlen(o.label), DISTLOCK_OWNER_LABEL_MAX);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    /* bad values of the switch, bad nodes */
+    assert_fails(distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 2), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_set(c, DISTLOCK_OPT_OWNER_LABEL, 1), DISTLOCK_EINVAL);
+    assert_fails(distlock_owner(c, "o5", 1, &o), DISTLOCK_EINVAL);
+    assert_fails(distlock_owner(c, "o5", -2, &o), DISTLOCK_EINVAL);
+    assert_fails(distlock_owner(NULL, "o5", -1, &o), DISTLOCK_EINVAL);
+    assert_fails(distlock_owner(c, "", -1, &o), DISTLOCK_EINVAL);
+    distlock_client_free(c);
+}
+
+/* The fair and the fenced scripts store it too (with the fence counter
+ * still working), and their releases delete it. */
+static void test_fair_and_fenced(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x7, 1, "ff");
+    distlock_lock *l = NULL;
+    const unsigned flags[3] = { DISTLOCK_FAIR, DISTLOCK_FENCING, DISTLOCK_FAIR | DISTLOCK_FENCING };
+    for (int k = 0; k < 3; k++) {
+        assert_rc(distlock_acquire(c, "o6", 30000, 1000, flags[k], &l), DISTLOCK_OK);
+        if (flags[k] & DISTLOCK_FENCING)
+            assert_true(distlock_lock_fence(l) >= 1);
+        for (int i = 0; i < N; i++) {
+            long long p = rh_pttl(rc, i, 0, "{o6}:owner");
+            assert_true(p > 20000 && p <= 30000);
+        }
+        distlock_owner_info o;
+        assert_rc(distlock_owner(c, "o6", -1, &o), 1);
+        assert_string_equal(o.label, "ff");
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+        for (int i = 0; i < N; i++)
+            assert_int_equal(exists(rc, i, "{o6}:owner"), 0);
+    }
+    distlock_client_free(c);
+}
+
+/* An attempt that wins one node of three and loses the quorum is undone
+ * there: the record goes with the lock (release script; fair undo). */
+static void test_undo_takes_it_back(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x7, 1, NULL);
+    distlock_lock *l = NULL;
+    const unsigned flags[2] = { 0, DISTLOCK_FAIR };
+    for (int k = 0; k < 2; k++) {
+        assert_int_equal(rh_set(rc, 1, 0, "o7", "foreign", 30000), 0);
+        assert_int_equal(rh_set(rc, 2, 0, "o7", "foreign", 30000), 0);
+        assert_fails(distlock_acquire(c, "o7", 30000, k ? 50 : 0, flags[k], &l), DISTLOCK_NOTACQUIRED);
+        assert_int_equal(exists(rc, 0, "o7"), 0);
+        assert_int_equal(exists(rc, 0, "{o7}:owner"), 0);
+        for (int i = 1; i < N; i++)
+            assert_int_equal(exists(rc, i, "{o7}:owner"), 0);
+        assert_rc(distlock_owner(c, "o7", -1, NULL), 0);
+        for (int i = 1; i < N; i++)
+            assert_int_equal(rh_del(rc, i, 0, "o7"), 1);
+    }
+    distlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_stored_with_same_ttl, heal),
+        cmocka_unit_test_setup(test_watchdog_renews, heal),
+        cmocka_unit_test_setup(test_gone_after_expiry, heal),
+        cmocka_unit_test_setup(test_absent_without_option, heal),
+        cmocka_unit_test_setup(test_label, heal),
+        cmocka_unit_test_setup(test_fair_and_fenced, heal),
+        cmocka_unit_test_setup(test_undo_takes_it_back, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
