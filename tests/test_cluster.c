@@ -136,11 +136,125 @@ static void test_all_slots(void **state)
     distlock_client_free(c);
 }
 
+/* Side keys share the key's slot: hash tags and the brace edge cases. */
+static void test_side_keys(void **state)
+{
+    (void)state;
+    distlock_client *c = new_client(CL->uri);
+    static const char *const good[] = { "order:{42}", "{42}:x", "plain", "a{b", "x{y}z{w}",
+                                        "{{}}", "{order:{42}}" };
+    static const char *const bad[] = { "a}b", "{}x", "}{", "{}", "x{}{y}" };
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        const char *key = good[k];
+        int slot = rh_rcl_keyslot(CL, key);
+        int m = rh_rcl_owner(CL, 0, slot);
+        distlock_lock *l = NULL;
+        for (int round = 0; round < 2; round++) {
+            assert_rc(distlock_acquire(c, key, 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
+            assert_int_equal(distlock_lock_fence(l), round + 1);
+            assert_rc(distlock_release(l), DISTLOCK_OK);
+            distlock_lock_free(l);
+        }
+        /* the counter is on the key's master, under a name of its slot */
+        redisReply *r = rh_command(CL->rc, m, 0, "KEYS %s*", key[0] == '{' ? "{" : "");
+        int found = 0;
+        for (size_t j = 0; r && j < r->elements; j++) {
+            const char *name = r->element[j]->str;
+            if (strstr(name, ":fence") == NULL || strstr(name, key) == NULL) continue;
+            char want[64];
+            if (strchr(key, '{') && strchr(strchr(key, '{'), '}') && strchr(key, '{')[1] != '}')
+                snprintf(want, sizeof want, "%s:fence", key);
+            else
+                snprintf(want, sizeof want, "{%s}:fence", key);
+            if (strcmp(name, want) != 0) continue;
+            found = 1;
+            assert_int_equal(rh_rcl_keyslot(CL, name), slot);
+        }
+        if (r) freeReplyObject(r);
+        if (!found) {
+            print_error("no fence counter for '%s' on its master\n", key);
+            fail();
+        }
+        /* fair mode: a queue in the same slot (no CROSSSLOT) */
+        assert_rc(distlock_acquire(c, key, 30000, 0, DISTLOCK_FAIR | DISTLOCK_FENCING, &l),
+                  DISTLOCK_OK);
+        distlock_lock *l2 = NULL;
+        distlock_client *c2 = new_client(CL->uri);
+        assert_rc(distlock_acquire(c2, key, 30000, 50, DISTLOCK_FAIR, &l2), DISTLOCK_NOTACQUIRED);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        assert_rc(distlock_acquire(c2, key, 30000, 2000, DISTLOCK_FAIR, &l2), DISTLOCK_OK);
+        assert_rc(distlock_release(l2), DISTLOCK_OK);
+        distlock_lock_free(l);
+        distlock_lock_free(l2);
+        distlock_client_free(c2);
+    }
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        distlock_lock *l = NULL;
+        assert_rc(distlock_acquire(c, bad[k], 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_EINVAL);
+        assert_null(l);
+        assert_non_null(strstr(distlock_last_error(), "hash tag"));
+        assert_rc(distlock_acquire(c, bad[k], 30000, 0, DISTLOCK_FAIR, &l), DISTLOCK_EINVAL);
+        /* a plain lock needs no side key */
+        assert_rc(distlock_acquire(c, bad[k], 30000, 0, 0, &l), DISTLOCK_OK);
+        assert_int_equal(owner_holds(bad[k], distlock_lock_token(l)), 1);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+    distlock_client_free(c);
+}
+
+/* A slot moved to another master: the next call gets MOVED once, follows
+ * it, and the map is right from then on. */
+static void test_moved(void **state)
+{
+    (void)state;
+    distlock_client *c = new_client(CL->uri);
+    char key[3][64];
+    int slot[3] = { 100, 6000, 12000 };
+    distlock_lock *l = NULL;
+    for (int k = 0; k < 3; k++) {
+        rh_rcl_key_in_slot(CL, "mv", slot[k], key[k], sizeof key[k]);
+        assert_rc(distlock_acquire(c, key[k], 30000, 0, 0, &l), DISTLOCK_OK);  /* map warm */
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+    long moved0 = errorstat("MOVED");
+    /* move the first slot only */
+    int from = rh_rcl_owner(CL, 0, slot[0]), to = rh_rcl_owner(CL, 0, slot[1]);
+    assert_int_not_equal(from, to);
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot[0], from, to, 10, NULL, NULL), 0);
+    for (int rep = 0; rep < 5; rep++) {
+        assert_rc(distlock_acquire(c, key[0], 30000, 0, 0, &l), DISTLOCK_OK);
+        assert_int_equal(owner_holds(key[0], distlock_lock_token(l)), 1);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+    long extra = errorstat("MOVED") - moved0;
+    printf("moved key: %ld extra round trip(s) for 5 acquire/release pairs\n", extra);
+    assert_int_equal(extra, 1);
+    /* move it back, and the second one away: one MOVED each */
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot[0], to, from, 10, NULL, NULL), 0);
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot[1], to, from, 10, NULL, NULL), 0);
+    moved0 = errorstat("MOVED");
+    for (int k = 0; k < 2; k++) {
+        assert_rc(distlock_acquire(c, key[k], 30000, 0, 0, &l), DISTLOCK_OK);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+    extra = errorstat("MOVED") - moved0;
+    printf("2 moved keys: %ld extra round trip(s)\n", extra);
+    assert_true(extra >= 1 && extra <= 2);  /* the first MOVED's CLUSTER SLOTS may fix both */
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot[1], from, to, 10, NULL, NULL), 0);
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_keyslot),
         cmocka_unit_test(test_all_slots),
+        cmocka_unit_test(test_side_keys),
+        cmocka_unit_test(test_moved),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

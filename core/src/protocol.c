@@ -160,6 +160,16 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
 
 /* ------------------------------------------------------------ names */
 
+/* The names are the same on every kind of node (the seed PHP code and
+ * earlier versions use them on plain masters: wire compatibility), and they
+ * are in the key's Redis Cluster slot for every key but one with a '}' and
+ * no hash tag: a cluster client refuses fencing and fair mode for such a
+ * key at the API (distlock__sidekeys_in_slot), so no script ever gets a
+ * CROSSSLOT. Cases:
+ *   "order:{42}"  -> "order:{42}:fence"   (its tag "42" is kept)
+ *   "plain"       -> "{plain}:fence"      (the whole key becomes the tag)
+ *   "a{b" (no }) -> "{a{b}:fence"        (tag "a{b" = the whole key)
+ *   "a}b", "{}x"  -> "a}b:fence"          (hashes differently: refused on a cluster) */
 void distlock__sidekey(char *buf, const char *key, const char *suffix)
 {
     /* Same hash slot as the key: reuse its {hashtag} if it has a valid one,
@@ -172,6 +182,19 @@ void distlock__sidekey(char *buf, const char *key, const char *suffix)
         snprintf(buf, DISTLOCK__SIDEKEY_MAX, "{%s}%s", key, suffix);
     else
         snprintf(buf, DISTLOCK__SIDEKEY_MAX, "%s%s", key, suffix);
+}
+
+int distlock__sidekeys_in_slot(const char *key)
+{
+    static const char *const suffixes[] = { ":fence", ":q", ":qt" };
+    char buf[DISTLOCK__SIDEKEY_MAX];
+    unsigned slot = distlock__key_slot(key, strlen(key));
+    for (size_t k = 0; k < sizeof(suffixes) / sizeof(suffixes[0]); k++) {
+        distlock__sidekey(buf, key, suffixes[k]);
+        if (distlock__key_slot(buf, strlen(buf)) != slot)
+            return 0;
+    }
+    return 1;
 }
 
 size_t distlock__channel_name(char *buf, const char *key)

@@ -22,6 +22,10 @@ extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HID
  * Cluster hash slot; buf must hold DISTLOCK__SIDEKEY_MAX bytes. */
 #define DISTLOCK__SIDEKEY_MAX (DISTLOCK_KEY_MAX + 32)
 void distlock__sidekey(char *buf, const char *key, const char *suffix);
+/* Every side key of key is in key's Redis Cluster hash slot. False only
+ * for a key with a '}' but no hash tag (e.g. "a}b", "{}x"): no name of the
+ * rule above shares its slot. */
+int distlock__sidekeys_in_slot(const char *key);
 /* The channel a release of key is published on ("distlock:" key); buf must
  * hold DISTLOCK__SIDEKEY_MAX bytes. Returns its length. */
 size_t distlock__channel_name(char *buf, const char *key);
