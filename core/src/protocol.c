@@ -236,6 +236,14 @@ static int verdict_of_reply(const distlock__result *r)
          * structure, say) is someone else's: held, not a failure. */
         if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "WRONGTYPE", 9) == 0)
             return 0;
+        /* A Redis Cluster slot being migrated, with the lock key and its
+         * side keys on different sides (Redis 7.0 answers this for the
+         * whole migration): the acquire ran nothing; not granted for now,
+         * so a waiting acquire backs off and tries again within its budget.
+         * (For a release or an extend it stays a failure.) */
+        if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "TRYAGAIN", 8) == 0 &&
+            (r->script == DISTLOCK__S_ACQUIRE || r->script == DISTLOCK__S_FAIR))
+            return 0;
         if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
             x->element[0]->type == REDIS_REPLY_INTEGER)
             return x->element[0]->integer == 1;

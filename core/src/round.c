@@ -157,6 +157,18 @@ static int try_send(distlock__transport *t, distlock__connset *cs, distlock__res
     return 0;
 }
 
+/* After a TRYAGAIN: schedule the resend if the deadline leaves room for it
+ * (pauses of 2, 4, 8 .. 64 ms). */
+static int tryagain(distlock__result *r)
+{
+    uint64_t pause = 2000u << (r->tries < 5 ? r->tries : 5), now = distlock__now_us();
+    if (now + pause + 2000u >= r->deadline_us)
+        return 0;
+    r->tries++;
+    r->retry_at_us = now + pause;
+    return 1;
+}
+
 /* Take every reply available on node i; r is this round's result for it.
  * Returns 0, or -1 if the node failed or was restarted (r changed). */
 static int take_replies(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
@@ -270,6 +282,14 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                     freeReplyObject(rep);
                     return -1;
                 }
+            }
+            if (is_err && is_cluster(t, i) && strncmp(rep->str, "TRYAGAIN", 8) == 0 &&
+                tryagain(r)) {
+                /* A multi-key call while its slot migrates: nothing ran.
+                 * Sent again after a pause, within its deadline; the
+                 * last TRYAGAIN is its reply. */
+                freeReplyObject(rep);
+                continue;
             }
             if (is_err && !r->retried && r->call->script >= 0 &&
                 strncmp(rep->str, "NOSCRIPT", 8) == 0) {
@@ -463,7 +483,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     distlock__conn *conn = &cs->conns[i];
     long timeout_ms = t->command_timeout_ms;
     int resent = r->resent, sent = r->sent, fell_back = r->fell_back;
-    int reresolved = r->reresolved, redirects = r->redirects, ask = r->ask;
+    int reresolved = r->reresolved, redirects = r->redirects, ask = r->ask, tries = r->tries;
 
     /* A Cluster node: the connection to the master of the call's slot. */
     if (t->cl && t->cl[i])
@@ -477,6 +497,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     r->reresolved = reresolved;
     r->redirects = redirects;
     r->ask = ask;
+    r->tries = tries;
 
     if (conn->ctx && conn->ctx->err)
         distlock__conn_close(t, i, conn);
@@ -723,7 +744,8 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
             continue;
         }
         res[i].resent = res[i].sent = res[i].fell_back = res[i].reresolved = 0;
-        res[i].redirects = res[i].ask = 0;
+        res[i].redirects = res[i].ask = res[i].tries = 0;
+        res[i].retry_at_us = 0;
         start_node(t, cs, calls[i], &res[i], i, now);
     }
 
@@ -772,6 +794,15 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 if (is_sentinel(t, i) && conn->ctx)
                     distlock__ep_forget(t, i, conn->ep_state);
                 continue;
+            }
+            if (r->retry_at_us) {  /* a TRYAGAIN's resend (cluster node) */
+                if (now >= r->retry_at_us) {
+                    r->retry_at_us = 0;
+                    if (send_call(t, cs, r, i, r->call, 0) != 0)
+                        continue;
+                } else if (r->retry_at_us < next) {
+                    next = r->retry_at_us;
+                }
             }
             if (r->deadline_us < next)
                 next = r->deadline_us;

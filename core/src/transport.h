@@ -185,6 +185,8 @@ typedef struct distlock__result {
     int reresolved;      /* a Sentinel node's master was asked again for it */
     int redirects;       /* Cluster node: MOVED / ASK / dead masters followed */
     int ask;             /* Cluster node: send ASKING first, to master ask - 1 (0: no) */
+    int tries;           /* Cluster node: TRYAGAIN answers so far */
+    uint64_t retry_at_us;  /* Cluster node: resend then (after TRYAGAIN), 0: no */
     uint64_t deadline_us;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
