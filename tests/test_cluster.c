@@ -260,7 +260,21 @@ struct shared {
     int64_t last_fence[NKEYS]; /* FENCING: the last fence seen inside, per key */
     _Atomic long fence_bad;    /* a fence not above the previous owner's */
     char last_error[256];
+    _Atomic long max_call_ms;  /* longest acquire or release */
+    _Atomic long statuses[16]; /* by ST(status) */
+    char first[16][200];       /* the first detail per status */
 };
+
+#define ST(rc) ((rc) + 8 >= 0 && (rc) + 8 < 15 ? (rc) + 8 : 15)
+static void note_call(struct shared *sh, long long t0, int rc)
+{
+    long ms = (long)(rh_now_ms() - t0);
+    long cur = atomic_load(&sh->max_call_ms);
+    while (ms > cur && !atomic_compare_exchange_weak(&sh->max_call_ms, &cur, ms))
+        ;
+    if (atomic_fetch_add(&sh->statuses[ST(rc)], 1) == 0)
+        snprintf(sh->first[ST(rc)], sizeof sh->first[0], "%s", distlock_last_error());
+}
 
 static void contender(struct shared *sh, const char (*keys)[64], unsigned flags, int id)
 {
@@ -273,11 +287,14 @@ static void contender(struct shared *sh, const char (*keys)[64], unsigned flags,
     while (!atomic_load(&sh->stop)) {
         int k = (int)((seed = seed * 1103515245u + 12345u) >> 16) % NKEYS;
         distlock_lock *l = NULL;
+        long long t0 = rh_now_ms();
         int rc = distlock_acquire(c, keys[k], 10000, 10000, flags, &l);
+        note_call(sh, t0, rc);
         if (rc != DISTLOCK_OK) {
             if (atomic_fetch_add(&sh->errors, 1) == 0)
                 snprintf(sh->last_error, sizeof sh->last_error, "acquire: %s: %s",
                          distlock_strerror(rc), distlock_last_error());
+            usleep(10000);  /* as an application would, before trying again */
             continue;
         }
         if (atomic_fetch_add(&sh->inside[k], 1) != 0)
@@ -289,7 +306,9 @@ static void contender(struct shared *sh, const char (*keys)[64], unsigned flags,
         }
         usleep(500);  /* the protected work */
         atomic_fetch_sub(&sh->inside[k], 1);
+        t0 = rh_now_ms();
         rc = distlock_release(l);
+        note_call(sh, t0, rc);
         if (rc != DISTLOCK_OK && atomic_fetch_add(&sh->errors, 1) == 0)
             snprintf(sh->last_error, sizeof sh->last_error, "release: %s: %s",
                      distlock_strerror(rc), distlock_last_error());
@@ -388,6 +407,81 @@ static void test_reshard_fenced(void **state)
     reshard_under_load(DISTLOCK_FENCING, "fenced", 0);
 }
 
+/* Failover under load: CLUSTER FAILOVER of the slot owner's replica (a
+ * graceful handover: no call fails), then SIGKILL of the new master: calls
+ * during the fault end in a clean status within their budget, and the
+ * client follows the promoted replica. Last test: the topology changes. */
+static void test_failover(void **state)
+{
+    (void)state;
+    SH = mmap(NULL, sizeof *SH, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+    assert_true(SH != MAP_FAILED);
+    int slot = 9000;
+    char keys[NKEYS][64];
+    for (int k = 0; k < NKEYS; k++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "fo%d", k);
+        rh_rcl_key_in_slot(CL, prefix, slot, keys[k], sizeof keys[k]);
+    }
+    int m = rh_rcl_owner(CL, 0, slot), r = rh_rcl_replica_of(CL, m);
+    assert_true(m >= 0 && r >= 0);
+    pid_t pids[NPROC];
+    start_contenders(pids, (const char (*)[64])keys, 0);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&SH->ops) >= 20, 30000));
+
+    /* 1. graceful: the replica takes over */
+    long moved0 = errorstat("MOVED");
+    redisReply *x = rh_command(CL->rc, r, 0, "CLUSTER FAILOVER");
+    assert_non_null(x);
+    assert_int_not_equal(x->type, REDIS_REPLY_ERROR);
+    freeReplyObject(x);
+    assert_true(RH_WAIT_UNTIL(rh_rcl_is_master(CL, r) && rh_rcl_owner(CL, r, slot) == r, 30000));
+    assert_int_equal(rh_rcl_wait_ok(CL, 30000), 0);
+    long ops1 = atomic_load(&SH->ops);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&SH->ops) >= ops1 + 20, 30000));
+    long err1 = atomic_load(&SH->errors), ovl1 = atomic_load(&SH->overlaps);
+    printf("CLUSTER FAILOVER: %ld pairs after it, %ld errors, %ld overlaps, MOVED %ld followed\n",
+           atomic_load(&SH->ops) - ops1, err1, ovl1, errorstat("MOVED") - moved0);
+    if (err1)
+        printf("first error: %s\n", SH->last_error);
+    assert_int_equal(err1, 0);
+    assert_int_equal(ovl1, 0);
+
+    /* 2. SIGKILL of the new master: its replica (the old master) is
+     * promoted after the node timeout */
+    long long t_kill = rh_now_ms();
+    assert_int_equal(rh_kill(CL->rc, r), 0);
+    assert_true(RH_WAIT_UNTIL(rh_rcl_is_master(CL, m) && rh_rcl_owner(CL, m, slot) == m, 30000));
+    long long t_promoted = rh_now_ms();
+    long ops2 = atomic_load(&SH->ops);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&SH->ops) >= ops2 + 20, 30000));
+    long long t_back = rh_now_ms();
+    stop_contenders(pids);
+    printf("SIGKILL of the master: promoted after %lld ms, locking again %lld ms later; "
+           "calls OK %ld, NOTACQUIRED %ld, ECONN %ld; longest call %ld ms; overlaps %ld\n",
+           t_promoted - t_kill, t_back - t_promoted, atomic_load(&SH->statuses[ST(0)]),
+           atomic_load(&SH->statuses[ST(DISTLOCK_NOTACQUIRED)]),
+           atomic_load(&SH->statuses[ST(DISTLOCK_ECONN)]), atomic_load(&SH->max_call_ms),
+           atomic_load(&SH->overlaps) - ovl1);
+    for (int k = 0; k < 16; k++)
+        if (atomic_load(&SH->statuses[k]) && k != ST(0))
+            printf("  %s: %ld, first: %s\n", distlock_strerror(k - 8), atomic_load(&SH->statuses[k]),
+                   SH->first[k]);
+    /* every call ended within its budget (10 s wait) plus the timeouts */
+    assert_true(atomic_load(&SH->max_call_ms) < 10000 + 3000);
+    /* only clean statuses: OK, NOTACQUIRED, ECONN (the master or the whole
+     * cluster unreachable for now: CLUSTERDOWN), ENOTOWNER (a release of a
+     * lock the promoted replica never got) */
+    long clean = atomic_load(&SH->statuses[ST(0)]) +
+                 atomic_load(&SH->statuses[ST(DISTLOCK_NOTACQUIRED)]) +
+                 atomic_load(&SH->statuses[ST(DISTLOCK_ECONN)]) +
+                 atomic_load(&SH->statuses[ST(DISTLOCK_ENOTOWNER)]);
+    long all = 0;
+    for (int k = 0; k < 16; k++) all += atomic_load(&SH->statuses[k]);
+    assert_int_equal(clean, all);
+    munmap(SH, sizeof *SH);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -397,6 +491,7 @@ int main(void)
         cmocka_unit_test(test_moved),
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_reshard_fenced),
+        cmocka_unit_test(test_failover),  /* last: changes the topology */
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

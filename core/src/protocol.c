@@ -272,6 +272,15 @@ int distlock__reply_verdict(const distlock__result *r)
     return r->state == DISTLOCK__R_FAILED ? -1 : -2;
 }
 
+int distlock__reply_unavailable(const distlock__result *r)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (x == NULL || x->type != REDIS_REPLY_ERROR)
+        return 0;
+    return strncmp(x->str, "CLUSTERDOWN", 11) == 0 || strncmp(x->str, "TRYAGAIN", 8) == 0 ||
+           strncmp(x->str, "MOVED ", 6) == 0 || strncmp(x->str, "ASK ", 4) == 0;
+}
+
 int64_t distlock__reply_int(const distlock__result *r, size_t idx)
 {
     const redisReply *x = r->reply;

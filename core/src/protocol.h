@@ -39,6 +39,11 @@ int distlock__reply_verdict(const distlock__result *r);
 /* A grant whose WAIT saw fewer replicas acknowledge than asked (or failed):
  * reply_verdict says -1 for it. */
 int distlock__wait_short(const distlock__result *r);
+/* An error reply that says the node is unavailable for now rather than
+ * that it refused the request: a Redis Cluster that is down (CLUSTERDOWN),
+ * a slot still migrating (TRYAGAIN), or redirects beyond the limit (MOVED,
+ * ASK). Callers report it as DISTLOCK_ECONN. */
+int distlock__reply_unavailable(const distlock__result *r);
 /* Integer element idx of an array reply, else -1. */
 int64_t distlock__reply_int(const distlock__result *r, size_t idx);
 /* The node refused because the key already holds this very token. */
