@@ -248,6 +248,84 @@ static void test_moved(void **state)
     distlock_client_free(c);
 }
 
+/* ---- a waiter woken by a release (pub/sub on a cluster) ---- */
+struct waiter_arg {
+    distlock_client *c;
+    const char *key;
+    int rc;
+    long long got_ms;
+};
+
+static void *waiter(void *p)
+{
+    struct waiter_arg *w = p;
+    distlock_lock *l = NULL;
+    w->rc = distlock_acquire(w->c, w->key, 30000, 20000, 0, &l);
+    w->got_ms = rh_now_ms();
+    if (l) {
+        distlock_release(l);
+        distlock_lock_free(l);
+    }
+    return NULL;
+}
+
+/* Subscribers to channel on any running server. */
+static long numsub(const char *channel)
+{
+    long total = 0;
+    for (int i = 0; i < CL->rc->n; i++) {
+        if (CL->rc->node[i].pid <= 0) continue;
+        redisReply *r = rh_command(CL->rc, i, 0, "PUBSUB NUMSUB %s", channel);
+        if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+            total += (long)r->element[1]->integer;
+        if (r) freeReplyObject(r);
+    }
+    return total;
+}
+
+static long woken_after_release(distlock_client *holder, distlock_client *w, const char *key)
+{
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &l), DISTLOCK_OK);
+    char ch[96];
+    snprintf(ch, sizeof ch, "distlock:%s", key);
+    long before = numsub(ch);
+    struct waiter_arg a = { w, key, -99, 0 };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, waiter, &a), 0);
+    assert_true(RH_WAIT_UNTIL(numsub(ch) > before, 10000));
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    pthread_join(th, NULL);
+    assert_rc(a.rc, DISTLOCK_OK);
+    return (long)(a.got_ms - t0);
+}
+
+/* A waiter is woken by the release within a few ms (its re-check is 5 s
+ * apart here, so only the wake-up can be this fast), also once the key's
+ * slot moved to another master. */
+static void test_wakeup(void **state)
+{
+    (void)state;
+    distlock_client *holder = new_client(CL->uri), *w = new_client(CL->uri);
+    assert_rc(distlock_client_set(w, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(w, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    char key[64];
+    int slot = 2000;
+    rh_rcl_key_in_slot(CL, "wk", slot, key, sizeof key);
+    long ms1 = woken_after_release(holder, w, key);
+    int from = rh_rcl_owner(CL, 0, slot), to = rh_rcl_owner(CL, 0, 14000);
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot, from, to, 10, NULL, NULL), 0);
+    long ms2 = woken_after_release(holder, w, key);
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot, to, from, 10, NULL, NULL), 0);
+    printf("waiter woken %ld ms after the release; %ld ms after its slot migrated\n", ms1, ms2);
+    assert_true(ms1 < 1000);
+    assert_true(ms2 < 1000);
+    distlock_client_free(holder);
+    distlock_client_free(w);
+}
+
 /* ---- contention under resharding / failover (several processes) ---- */
 #define NPROC 4
 #define NKEYS 3
@@ -489,6 +567,7 @@ int main(void)
         cmocka_unit_test(test_all_slots),
         cmocka_unit_test(test_side_keys),
         cmocka_unit_test(test_moved),
+        cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_reshard_fenced),
         cmocka_unit_test(test_failover),  /* last: changes the topology */
