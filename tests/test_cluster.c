@@ -326,6 +326,48 @@ static void test_wakeup(void **state)
     distlock_client_free(w);
 }
 
+/* Auto-renewed locks over several slots (one batch per slot), one of
+ * them migrated while held: every lock lives on for several TTLs. */
+static void test_renew(void **state)
+{
+    (void)state;
+    distlock_client *c = new_client(CL->uri);
+    enum { NK = 6 };
+    int slots[NK] = { 10, 10, 5500, 5501, 11000, 16000 };
+    char key[NK][64];
+    distlock_lock *l[NK];
+    for (int k = 0; k < NK; k++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "rn%d", k);
+        rh_rcl_key_in_slot(CL, prefix, slots[k], key[k], sizeof key[k]);
+        assert_rc(distlock_acquire(c, key[k], 600, 0, DISTLOCK_AUTO_RENEW, &l[k]), DISTLOCK_OK);
+    }
+    long long end = rh_now_ms() + 3000;  /* five TTLs */
+    int migrated = 0, checks = 0;
+    while (rh_now_ms() < end) {
+        for (int k = 0; k < NK; k++) {
+            assert_false(distlock_lock_lost(l[k]));
+            assert_int_equal(owner_holds(key[k], distlock_lock_token(l[k])), 1);
+        }
+        checks++;
+        if (!migrated && rh_now_ms() > end - 2000) {
+            int from = rh_rcl_owner(CL, 0, slots[2]), to = rh_rcl_owner(CL, 0, slots[5]);
+            assert_int_equal(rh_rcl_migrate_slot(CL, slots[2], from, to, 10, NULL, NULL), 0);
+            migrated = 1;
+        }
+        rh_sleep_ms(50);  /* sampling period of the check, not a synchronisation */
+    }
+    for (int k = 0; k < NK; k++) {
+        assert_rc(distlock_release(l[k]), DISTLOCK_OK);
+        distlock_lock_free(l[k]);
+    }
+    int back_to = rh_rcl_owner(CL, 0, slots[3]), now_at = rh_rcl_owner(CL, 0, slots[2]);
+    assert_int_equal(rh_rcl_migrate_slot(CL, slots[2], now_at, back_to, 10, NULL, NULL), 0);
+    printf("auto-renewal: %d locks on 5 slots held for 5 TTLs (one slot migrated), %d checks\n",
+           NK, checks);
+    distlock_client_free(c);
+}
+
 /* ---- contention under resharding / failover (several processes) ---- */
 #define NPROC 4
 #define NKEYS 3
@@ -568,6 +610,7 @@ int main(void)
         cmocka_unit_test(test_side_keys),
         cmocka_unit_test(test_moved),
         cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_renew),
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_reshard_fenced),
         cmocka_unit_test(test_failover),  /* last: changes the topology */
