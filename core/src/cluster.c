@@ -194,19 +194,32 @@ void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
     cc->cur = m;
 }
 
-int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *host,
-                        size_t hostlen, int *port, unsigned *ep_state)
+int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *addr,
+                        int *port, unsigned *ep_state)
 {
     int m = cs->cl[i]->cur;
     if (m < 0)
         return -1;
     pthread_mutex_lock(&t->mu);
     const distlock__clmaster *x = &t->cl[i]->m[m];
-    snprintf(host, hostlen, "%s", x->host);
+    int numeric = distlock__host_is_numeric(x->host) && strlen(x->host) < 48;
+    if (addr && numeric)
+        memcpy(addr, x->host, strlen(x->host) + 1);
     *port = x->port;
     *ep_state = x->gen << 1 | 1u;
     pthread_mutex_unlock(&t->mu);
-    return 0;
+    return numeric ? 0 : 1;
+}
+
+distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i)
+{
+    int m = cs->cl[i]->cur;
+    pthread_mutex_lock(&t->mu);
+    char *host = m >= 0 ? strdup(t->cl[i]->m[m].host) : NULL;
+    pthread_mutex_unlock(&t->mu);
+    distlock__resolve *r = host ? distlock__resolve_start(host) : NULL;
+    free(host);
+    return r;
 }
 
 void distlock__cl_down(distlock__transport *t, distlock__connset *cs, int i)

@@ -99,10 +99,14 @@ void distlock__cl_set_free(distlock__transport *t, distlock__connset *cs);
  * master, after an ASK) into cs->conns[i]. */
 void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
                         const distlock__call *call, int ask);
-/* The current master of cs->conns[i]: host, port, and the endpoint state
- * its connections carry. -1 if none. */
-int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *host,
-                        size_t hostlen, int *port, unsigned *ep_state);
+/* The current master of cs->conns[i]: its port, the endpoint state its
+ * connections carry and, when addr is not NULL and the master is given by
+ * a numeric address, that address (48 bytes). 0: numeric, 1: a name (use
+ * distlock__cl_resolve), -1: none. */
+int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *addr,
+                        int *port, unsigned *ep_state);
+/* Start resolving the current master's name (NULL on ENOMEM). */
+distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i);
 /* A connection to the current master failed: route its slots elsewhere. */
 void distlock__cl_down(distlock__transport *t, distlock__connset *cs, int i);
 /* An error reply: MOVED (map updated; returns 1) or ASK (*ask: the master

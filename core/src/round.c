@@ -62,7 +62,7 @@
 
 static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
 static int cl_open(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
-                   const distlock__call *call);
+                   const distlock__call *call) __attribute__((noinline));
 static int follow(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
 static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
                        distlock__result *r, int i, uint64_t now);
@@ -408,9 +408,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     }
     unsigned ep_state = 0;
     if (is_cluster(t, i)) {
-        char host[256];
-        naddr = naddr > 0 ? naddr : 1;
-        if (distlock__cl_target(t, cs, i, host, sizeof(host), &port, &ep_state) != 0) {
+        if (distlock__cl_target(t, cs, i, NULL, &port, &ep_state) < 0) {
             distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no master known");
             free(lk);
             return;
@@ -616,26 +614,26 @@ opened:
  * numeric address at once, a name off this thread). One that refuses is
  * marked down and the call routed again (cluster.c). 0: opened (or being
  * resolved: deferred), -1: r is final or was restarted. */
-static int cl_open(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
-                   const distlock__call *call)
+static __attribute__((noinline)) int cl_open(distlock__transport *t, distlock__connset *cs,
+                                             distlock__result *r, int i,
+                                             const distlock__call *call)
 {
     distlock__conn *conn = &cs->conns[i];
-    char host[256];
+    char addr[1][48];
     int port;
     unsigned ep_state;
-    if (distlock__cl_target(t, cs, i, host, sizeof(host), &port, &ep_state) != 0) {
+    int kind = distlock__cl_target(t, cs, i, addr[0], &port, &ep_state);
+    if (kind < 0) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no master known");
         return -1;
     }
-    if (!distlock__host_is_numeric(host)) {
-        conn->resolving = distlock__resolve_start(host);
+    if (kind == 1) {  /* a name: resolved off this thread, then resolved() */
+        conn->resolving = distlock__cl_resolve(t, cs, i);
         if (conn->resolving == NULL)
             distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
         r->deferred = 1;
         return -1;
     }
-    char addr[1][48];
-    snprintf(addr[0], sizeof(addr[0]), "%.47s", host);  /* numeric: short */
     open_at(t, cs, r, i, addr, 1, port, ep_state);
     if (r->state == DISTLOCK__R_PENDING)
         return 0;
@@ -653,8 +651,8 @@ static int cl_open(distlock__transport *t, distlock__connset *cs, distlock__resu
 /* MOVED or ASK from a Cluster node's master: send the call again where it
  * says (ASKING first for an ASK), and after a MOVED ask that master for the
  * whole map too. Returns 1 if restarted (r changed), 0 if err is neither. */
-static int cl_redirect(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
-                       const char *err)
+static __attribute__((noinline)) int cl_redirect(distlock__transport *t, distlock__connset *cs,
+                                                 distlock__result *r, int i, const char *err)
 {
     int m = -1;
     int k = distlock__cl_redirect(t, i, err, &m);
