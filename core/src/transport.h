@@ -265,7 +265,7 @@ typedef struct distlock__endpoint {
  * MOVED replies; its masters, each with a generation that stands for its
  * address (the ordering of requests left behind is per server, as for a
  * Sentinel node's masters: round.c). Under tp.mu. */
-#define DISTLOCK__CL_MASTERS 16
+#define DISTLOCK__CL_MASTERS 64  /* a cluster of up to 64 masters (more: MOVED to an unknown one is ECONN) */
 typedef struct distlock__clmaster {
     char host[256];
     int port;
