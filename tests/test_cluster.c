@@ -277,6 +277,7 @@ struct waiter_arg {
     const char *key;
     int rc;
     long long got_ms;
+    char detail[300];
 };
 
 static void *waiter(void *p)
@@ -285,6 +286,7 @@ static void *waiter(void *p)
     distlock_lock *l = NULL;
     w->rc = distlock_acquire(w->c, w->key, 30000, 20000, 0, &l);
     w->got_ms = rh_now_ms();
+    snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
     if (l) {
         distlock_release(l);
         distlock_lock_free(l);
@@ -313,10 +315,13 @@ static long woken_after_release(distlock_client *holder, distlock_client *w, con
     char ch[96];
     snprintf(ch, sizeof ch, "distlock:%s", key);
     long before = numsub(ch);
-    struct waiter_arg a = { w, key, -99, 0 };
+    struct waiter_arg a = { w, key, -99, 0, "" };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, waiter, &a), 0);
-    assert_true(RH_WAIT_UNTIL(numsub(ch) > before, 10000));
+    if (!RH_WAIT_UNTIL(numsub(ch) > before, 10000)) {
+        print_error("no new subscriber to %s (%ld before, %ld now); waiter rc %d (%s)\n", ch, before, numsub(ch), a.rc, a.detail);
+        fail();
+    }
     long long t0 = rh_now_ms();
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
@@ -342,11 +347,26 @@ static void test_wakeup(void **state)
     assert_int_equal(rh_rcl_migrate_slot(CL, slot, from, to, 10, NULL, NULL), 0);
     long ms2 = woken_after_release(holder, w, key);
     assert_int_equal(rh_rcl_migrate_slot(CL, slot, to, from, 10, NULL, NULL), 0);
-    printf("waiter woken %ld ms after the release; %ld ms after its slot migrated\n", ms1, ms2);
+    /* the first seed is down: calls and the subscriber use the next ones
+     * (w's subscription gone first, so a new one shows in NUMSUB) */
+    distlock_client_free(w);
+    w = NULL;
+    char ch[96];
+    snprintf(ch, sizeof ch, "distlock:%s", key);
+    assert_true(RH_WAIT_UNTIL(numsub(ch) == 0, 10000));
+    char uri[300];
+    snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:1,%s", CL->uri + strlen("redis-cluster://"));
+    distlock_client *w2 = new_client(uri);
+    assert_rc(distlock_client_set(w2, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(w2, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    long ms3 = woken_after_release(holder, w2, key);
+    printf("waiter woken %ld ms after the release; %ld ms after its slot migrated; %ld ms with "
+           "its first seed down\n", ms1, ms2, ms3);
     assert_true(ms1 < 1000);
     assert_true(ms2 < 1000);
+    assert_true(ms3 < 1000);
+    distlock_client_free(w2);
     distlock_client_free(holder);
-    distlock_client_free(w);
 }
 
 /* Auto-renewed locks over several slots (one batch per slot), one of

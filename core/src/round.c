@@ -702,10 +702,23 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
         start_node(t, cs, call, r, i, distlock__now_us());
         return;
     }
-    /* A Cluster node's master that breaks a fresh connection: its slots go
-     * elsewhere until the cluster names it again. */
-    if (is_cluster(t, i) && r->fresh)
+    /* A Cluster node's master that breaks a fresh connection (refused:
+     * down, or a seed that is gone): its slots go elsewhere until the
+     * cluster names it again, and the call is routed again, like a
+     * Sentinel node's follow(): what may have run on the old server can
+     * only run there. */
+    if (is_cluster(t, i) && r->fresh) {
         distlock__cl_down(t, cs, i);
+        if (r->call && r->state == DISTLOCK__R_PENDING && r->redirects < DISTLOCK__CL_REDIRECTS) {
+            const distlock__call *call = r->call;
+            distlock__conn_close(t, i, conn);
+            r->redirects++;
+            r->ask = 0;
+            r->resent |= r->sent;
+            start_node(t, cs, call, r, i, distlock__now_us());
+            return;
+        }
+    }
     distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "%s", why);
 }
 
