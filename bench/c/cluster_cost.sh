@@ -4,7 +4,9 @@
 # libdistlock and bench/c/distlock_bench into BUILD (default
 # /tmp/distlock-clustercost), and runs `distlock_bench vs`: acquire+release
 # pairs/s of one key on the single master (A) against the cluster (B), in
-# alternating slices of one run, and the ratio B/A.
+# alternating slices of one run, and the ratio B/A; then the same with A =
+# the cluster master that owns the key, as a plain redis:// node: the same
+# server work, without the client's routing (what routing costs).
 #
 #   bash bench/c/cluster_cost.sh [SLICE_MS=1000] [ROUNDS=9]
 set -euo pipefail
@@ -25,3 +27,10 @@ single=$(bash "$repo/tests/harness/redis.sh" start "$work/single" 1)
 cluster=$(bash "$repo/tests/harness/redis.sh" cluster "$work/cluster")
 echo "A: redis://127.0.0.1:$single; B: $cluster; $(redis-server --version | cut -d' ' -f1-3)"
 "$build/distlock_bench" vs "redis://127.0.0.1:$single" "$cluster" "$slice" "$rounds" "bench:clustercost"
+p0=${cluster#redis-cluster://127.0.0.1:}; p0=${p0%%,*}
+slot=$(redis-cli -p "$p0" cluster keyslot bench:clustercost)
+owner=$(redis-cli -p "$p0" cluster nodes | awk -v s="$slot" '$3 ~ /master/ {
+  for (f = 9; f <= NF; f++) { n = split($f, r, "-"); lo = r[1]; hi = n > 1 ? r[2] : r[1];
+    if (s >= lo + 0 && s <= hi + 0) { split($2, a, "@"); print a[1]; exit } } }')
+echo "A: the key's master as a plain node, redis://$owner; B: the cluster"
+"$build/distlock_bench" vs "redis://$owner" "$cluster" "$slice" "$rounds" "bench:clustercost"
