@@ -76,6 +76,25 @@ static void test_sentinel(void **state)
     refused("redis-sentinel://s1/m,redis-sentinel://s1:26379/m", "duplicate node");
 }
 
+static void test_cluster(void **state)
+{
+    (void)state;
+    char u[256];
+    shown("redis-cluster://c1:7000,c2,[::1]:7001", 1, 0, u, sizeof u);
+    assert_string_equal(u, "redis-cluster://c1:7000,c2:6379,[::1]:7001");
+    shown("redis-cluster://app:secret@c1:7000,c2:7000", 1, 0, u, sizeof u);
+    assert_string_equal(u, "redis-cluster://app:***@c1:7000,c2:7000");
+    /* SPEC.md's example: a Sentinel group, a TLS master and a cluster */
+    shown("redis-sentinel://s1:26379,s2:26379,s3:26379/orders,rediss://10.0.0.7:6380,"
+          "redis-cluster://c1:7000,c2:7000", 3, 2, u, sizeof u);
+    assert_string_equal(u, "redis-cluster://c1:7000,c2:7000");
+    refused("redis-cluster://c1:7000/2", "only database 0");
+    refused("redis-cluster://c1?tls_ca_file=/x", "need rediss://");
+    refused("redis-cluster://c1?sentinel_user=x", "only for redis-sentinel://");
+    refused("redis-cluster://c1:7000,c2:7000,redis-cluster://c2:7000", "duplicate node");
+    refused("redis-cluster://c1:0", "port");
+}
+
 static void test_tls(void **state)
 {
     (void)state;
@@ -128,6 +147,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_separators),
         cmocka_unit_test(test_sentinel),
+        cmocka_unit_test(test_cluster),
         cmocka_unit_test(test_tls),
         cmocka_unit_test(test_passwords_never_shown),
         cmocka_unit_test(test_unix),

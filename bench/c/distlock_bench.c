@@ -315,6 +315,35 @@ static int mode_count(int argc, char **argv)
     return 0;
 }
 
+/* Two server lists, one client each, alternating slices of acquire/release
+ * pairs on one key: e.g. a single master against a Redis Cluster. */
+static int mode_vs(int argc, char **argv)
+{
+    if (argc < 7) die("usage", "vs URIS_A URIS_B SLICE_MS ROUNDS KEY");
+    distlock_client *ca = client(argv[2]), *cb = client(argv[3]);
+    long slice_ms = atol(argv[4]);
+    int rounds = atoi(argv[5]), rc;
+    const char *key = argv[6];
+    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
+    double a[100], b[100];
+    for (int w = 0; w < 200; w++)
+        if ((rc = one_pair(ca, key, 0, NULL)) != DISTLOCK_OK || (rc = one_pair(cb, key, 0, NULL)))
+            fail("warm-up pair", rc);
+    for (int k = 0; k < rounds; k++) {
+        a[k] = wait_slice(ca, key, slice_ms);
+        b[k] = wait_slice(cb, key, slice_ms);
+    }
+    qsort(a, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(b, (size_t)rounds, sizeof(double), cmp_double);
+    double ma = a[rounds / 2], mb = b[rounds / 2];
+    printf("A pairs/s median %.0f (min %.0f max %.0f)\n", ma, a[0], a[rounds - 1]);
+    printf("B pairs/s median %.0f (min %.0f max %.0f)\n", mb, b[0], b[rounds - 1]);
+    printf("ratio B/A %.3f over %d slices of %ld ms each\n", mb / ma, rounds, slice_ms);
+    distlock_client_free(ca);
+    distlock_client_free(cb);
+    return 0;
+}
+
 int main(int argc, char **argv)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
@@ -327,6 +356,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "waitcost")) return mode_waitcost(argc, argv);
     if (!strcmp(argv[1], "statscost")) return mode_statscost(argc, argv);
     if (!strcmp(argv[1], "count")) return mode_count(argc, argv);
+    if (!strcmp(argv[1], "vs")) return mode_vs(argc, argv);             /* cluster row */
     die("unknown mode", argv[1]);
     return 2;
 }

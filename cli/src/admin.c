@@ -104,6 +104,12 @@ static void print_node_line(distlock_client *c, const char *key, int i)
         print_token(stdout, token);
         putchar('\n');
     }
+    /* A Redis Cluster node: the key's slot and its master (learnt by the
+     * inspect above). */
+    int slot = 0;
+    char master[300];
+    if (distlock_cluster_route(c, key, i, &slot, master, sizeof master) == 1)
+        printf("    slot %d, master %s\n", slot, master[0] ? master : "not known");
 }
 
 int cli_status(int argc, char **argv)

@@ -119,6 +119,7 @@ test_cleanup() {
   touch "$D/release"
   [ -n "${FP_W:-}" ] && exec {FP_W}>&-   # the fault proxy exits at EOF on its stdin
   [ -d "$D/redis" ] && bash "$HARNESS" stop "$D/redis" >/dev/null 2>&1
+  [ -d "$D/cluster" ] && bash "$HARNESS" stop "$D/cluster" >/dev/null 2>&1
   [ -n "${STOPPED_PID:-}" ] && kill -CONT "$STOPPED_PID" 2>/dev/null
   if [ -f "$D/pids" ]; then
     local p c
@@ -1163,6 +1164,27 @@ t_list_bounded_on_big_keyspace() {
   expect 64 "$DL" list || return 1
   expect 64 "$DL" list --limit 0 'x*' && contains "$D/err" "invalid --limit '0'" || return 1
   expect 64 "$DL" list 'a' 'b' || return 1
+}
+
+# A redis-cluster:// list (3 masters + 3 replicas): the command runs under a
+# lock on the key's master; `status` names the key's slot and master.
+t_cluster() {
+  local uri k=cli:cluster:$RANDOM
+  uri=$(bash "$HARNESS" cluster "$D/cluster") || return 1
+  local p0=${uri#redis-cluster://127.0.0.1:}; p0=${p0%%,*}
+  local slot; slot=$(redis-cli -p "$p0" cluster keyslot "$k")
+  expect 0 "$DL" run --servers "$uri" "$k" -- \
+    sh -c 'redis-cli -c -p '"$p0"' get "$DISTLOCK_KEY" > "$0/seen"' "$D" || return 1
+  [ -s "$D/seen" ] || fail "the key was not on the cluster while the command ran" || return 1
+  hold "$k" --servers "$uri" --ttl 20s || return 1
+  expect 0 "$DL" status --servers "$uri" "$k" || return 1
+  contains "$D/out" "held by $(cat "$D/ready")" || return 1
+  contains "$D/out" "slot $slot, master 127.0.0.1:[0-9]*" || return 1
+  # that master has the key (another would answer MOVED)
+  local mp; mp=$(sed -n 's/.*slot [0-9]*, master 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$D/out")
+  [ "$(redis-cli -p "$mp" get "$k")" = "$(cat "$D/ready")" ] || fail "not on the master shown" || return 1
+  touch "$D/release"; wait_exit "$HOLDER" 10
+  bash "$HARNESS" stop "$D/cluster"
 }
 
 # ------------------------------------------------------------------ runner

@@ -398,6 +398,15 @@ DISTLOCK_API const char *distlock_client_node_uri(const distlock_client *c, int 
 DISTLOCK_API int distlock_inspect(distlock_client *c, const char *key, int node,
                                   char *token_buf, size_t size, long *pttl_ms);
 
+/* Node i is a Redis Cluster (redis-cluster://): the hash slot of `key` in
+ * *slot, and the master that owns it as this client last learnt it (a call
+ * on the key, e.g. distlock_inspect(), learns it) as "host:port" in buf
+ * (truncated to size-1; "" if not known yet). Returns 1, or 0 when node i is
+ * not a cluster (nothing written), or DISTLOCK_EINVAL. Does not block on
+ * the network. slot / buf may be NULL. */
+DISTLOCK_API int distlock_cluster_route(distlock_client *c, const char *key, int node, int *slot,
+                                        char *buf, size_t size);
+
 /* Who holds `key`, asked of every node in ONE parallel round (the verdict
  * of `distlock status`). Returns 1 when one token holds it on a quorum, 0
  * when no token does, or an error:

@@ -464,6 +464,34 @@ int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
     return rc;
 }
 
+int distlock_cluster_route(distlock_client *c, const char *key, int node, int *slot, char *buf,
+                           size_t size)
+{
+    int rc;
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((rc = distlock__check_key(key)) != DISTLOCK_OK)
+        return rc;
+    if (node < 0 || node >= c->n)
+        return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
+    if (c->nodes[node].kind != DISTLOCK__NODE_CLUSTER)
+        return 0;
+    char host[256] = "";
+    int port = 0, s = 0;
+    int known = distlock__cl_where(&c->tp, node, key, host, sizeof(host), &port, &s) == 0;
+    if (slot)
+        *slot = s;
+    if (buf && size > 0) {
+        int v6 = strchr(host, ':') != NULL;
+        if (known)
+            snprintf(buf, size, "%s%s%s:%d", v6 ? "[" : "", host, v6 ? "]" : "", port);
+        else
+            buf[0] = '\0';
+    }
+    return 1;
+}
+
 int distlock_force_release(distlock_client *c, const char *key, int *deleted)
 {
     int rc, del = 0, failed = 0;

@@ -56,7 +56,13 @@ int distlock__random_bytes(void *buf, size_t n);
 uint64_t distlock__random_u64(void);
 
 /* ------------------------------------------------------------ uri.c */
-enum { DISTLOCK__NODE_MASTER = 0, DISTLOCK__NODE_SENTINEL = 1 };
+enum { DISTLOCK__NODE_MASTER = 0, DISTLOCK__NODE_SENTINEL = 1, DISTLOCK__NODE_CLUSTER = 2 };
+
+/* slot.c: the Redis Cluster hash slot of a key (0..16383): CRC16 (XModem)
+ * of its hash tag -- the bytes between the first '{' and the first '}'
+ * after it, when there are any -- else of the whole key. */
+#define DISTLOCK__SLOTS 16384
+unsigned distlock__key_slot(const char *key, size_t len);
 
 typedef struct distlock__hostport {
     char *host;
@@ -80,10 +86,12 @@ typedef struct distlock__node_cfg {
     int db;
     char *user;       /* the data node's, from the URI, may be NULL */
     char *pass;       /* the data node's, from the URI, may be NULL */
-    int kind;         /* DISTLOCK__NODE_MASTER or DISTLOCK__NODE_SENTINEL */
+    int kind;         /* DISTLOCK__NODE_MASTER, _SENTINEL or _CLUSTER */
     distlock__tls_cfg tls;
     /* kind SENTINEL: the sentinels to ask for `master`, and their
-     * credentials (NULL: none); host is NULL and port 0 */
+     * credentials (NULL: none); host is NULL and port 0.
+     * kind CLUSTER: `sentinels` lists its seed nodes (host and port are
+     * the first one's); the slot map is learnt from them (cluster.c). */
     distlock__hostport *sentinels;
     int nsentinels;
     char *master;

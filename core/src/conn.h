@@ -14,7 +14,9 @@ enum {
     DISTLOCK__K_LOAD,
     DISTLOCK__K_KILL,       /* CLIENT KILL ID of a connection left behind */
     DISTLOCK__K_ROLE,       /* handshake of a Sentinel node: is it the master? */
-    DISTLOCK__K_WAIT        /* WAIT n t behind a call (arg: t in ms) */
+    DISTLOCK__K_WAIT,       /* WAIT n t behind a call (arg: t in ms) */
+    DISTLOCK__K_ASKING,     /* ASKING before a call sent after an ASK redirect */
+    DISTLOCK__K_SLOTS       /* CLUSTER SLOTS (arg: the master it was asked of) */
 };
 
 /* conn.c: the FIFO of owed replies */
@@ -85,5 +87,32 @@ int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id);
 void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep);
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn);
+
+/* cluster.c */
+#define DISTLOCK__CL_REDIRECTS 5   /* per call: MOVED, ASK, dead masters */
+int distlock__cl_init(distlock__transport *t);
+void distlock__cl_free(distlock__transport *t);
+/* A new connection set's per-master connections (-1: out of memory). */
+int distlock__cl_set_init(distlock__transport *t, distlock__connset *cs);
+void distlock__cl_set_free(distlock__transport *t, distlock__connset *cs);
+/* Put the connection to the master that serves the call (ask >= 0: that
+ * master, after an ASK) into cs->conns[i]. */
+void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
+                        const distlock__call *call, int ask);
+/* The current master of cs->conns[i]: its port, the endpoint state its
+ * connections carry and, when addr is not NULL and the master is given by
+ * a numeric address, that address (48 bytes). 0: numeric, 1: a name (use
+ * distlock__cl_resolve), -1: none. */
+int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *addr,
+                        int *port, unsigned *ep_state);
+/* Start resolving the current master's name (NULL on ENOMEM). */
+distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i);
+/* A connection to the current master failed: route its slots elsewhere. */
+void distlock__cl_down(distlock__transport *t, distlock__connset *cs, int i);
+/* An error reply: MOVED (map updated; returns 1) or ASK (*ask: the master
+ * to ask; returns 2); 0 if neither (or unparsable). */
+int distlock__cl_redirect(distlock__transport *t, int i, const char *err, int *ask);
+/* A CLUSTER SLOTS reply from master m (its host stands for an empty one). */
+void distlock__cl_learn(distlock__transport *t, int i, int m, const redisReply *rep);
 
 #endif

@@ -36,6 +36,14 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
         free((void *)t->sha_ok);
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
+    if (distlock__cl_init(t) != DISTLOCK_OK) {
+        free(t->tls_ctx);
+        free(t->peer);
+        free(t->ep);
+        free(t->sha);
+        free((void *)t->sha_ok);
+        return DISTLOCK_ENOMEM;
+    }
     pthread_mutex_init(&t->mu, NULL);
     pthread_condattr_init(&ca);
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  /* its waits are deadlines */
@@ -51,6 +59,7 @@ static void free_sets(distlock__transport *t)
         distlock__connset *next = cs->all_next;
         for (int i = 0; i < t->n; i++)
             distlock__conn_forget(&cs->conns[i]);
+        distlock__cl_set_free(t, cs);
         free(cs->res_a);
         free(cs->calls_a);
         free(cs);
@@ -64,6 +73,7 @@ void distlock__tp_free(distlock__transport *t)
 {
     distlock__sentinel_watch_stop(t);  /* first: its thread uses t */
     free_sets(t);
+    distlock__cl_free(t);
     free(t->stale);
     free(t->peer);
     free(t->ep);
@@ -165,7 +175,7 @@ static distlock__connset *take_locked(distlock__transport *t)
         cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * n);
         distlock__result *res = calloc(2 * n, sizeof(*res));
         const distlock__call **calls = calloc(2 * n, sizeof(*calls));
-        if (cs == NULL || res == NULL || calls == NULL) {
+        if (cs == NULL || res == NULL || calls == NULL || distlock__cl_set_init(t, cs) != 0) {
             free(cs);
             free(res);
             free(calls);

@@ -192,6 +192,16 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
 
 /* ------------------------------------------------------------ names */
 
+/* The names are the same on every kind of node (the seed PHP code and
+ * earlier versions use them on plain masters: wire compatibility), and they
+ * are in the key's Redis Cluster slot for every key but one with a '}' and
+ * no hash tag: a cluster client refuses fencing and fair mode for such a
+ * key at the API (distlock__sidekeys_in_slot), so no script ever gets a
+ * CROSSSLOT. Cases:
+ *   "order:{42}"  -> "order:{42}:fence"   (its tag "42" is kept)
+ *   "plain"       -> "{plain}:fence"      (the whole key becomes the tag)
+ *   "a{b" (no }) -> "{a{b}:fence"        (tag "a{b" = the whole key)
+ *   "a}b", "{}x"  -> "a}b:fence"          (hashes differently: refused on a cluster) */
 void distlock__sidekey(char *buf, const char *key, const char *suffix)
 {
     /* Same hash slot as the key: reuse its {hashtag} if it has a valid one,
@@ -226,6 +236,19 @@ int distlock__is_sidekey(const char *k, size_t len, const char *suffix)
             return 1;
     }
     return 0;
+}
+
+int distlock__sidekeys_in_slot(const char *key)
+{
+    static const char *const suffixes[] = { ":fence", ":q", ":qt" };
+    char buf[DISTLOCK__SIDEKEY_MAX];
+    unsigned slot = distlock__key_slot(key, strlen(key));
+    for (size_t k = 0; k < sizeof(suffixes) / sizeof(suffixes[0]); k++) {
+        distlock__sidekey(buf, key, suffixes[k]);
+        if (distlock__key_slot(buf, strlen(buf)) != slot)
+            return 0;
+    }
+    return 1;
 }
 
 size_t distlock__channel_name(char *buf, const char *key)
@@ -267,6 +290,14 @@ static int verdict_of_reply(const distlock__result *r)
          * structure, say) is someone else's: held, not a failure. */
         if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "WRONGTYPE", 9) == 0)
             return 0;
+        /* A Redis Cluster slot being migrated, with the lock key and its
+         * side keys on different sides (Redis 7.0 answers this for the
+         * whole migration): the acquire ran nothing; not granted for now,
+         * so a waiting acquire backs off and tries again within its budget.
+         * (For a release or an extend it stays a failure.) */
+        if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "TRYAGAIN", 8) == 0 &&
+            (r->script == DISTLOCK__S_ACQUIRE || r->script == DISTLOCK__S_FAIR))
+            return 0;
         if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
             x->element[0]->type == REDIS_REPLY_INTEGER)
             return x->element[0]->integer == 1;
@@ -293,6 +324,15 @@ int distlock__reply_verdict(const distlock__result *r)
         return v;
     }
     return r->state == DISTLOCK__R_FAILED ? -1 : -2;
+}
+
+int distlock__reply_unavailable(const distlock__result *r)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (x == NULL || x->type != REDIS_REPLY_ERROR)
+        return 0;
+    return strncmp(x->str, "CLUSTERDOWN", 11) == 0 || strncmp(x->str, "TRYAGAIN", 8) == 0 ||
+           strncmp(x->str, "MOVED ", 6) == 0 || strncmp(x->str, "ASK ", 4) == 0;
 }
 
 int64_t distlock__reply_int(const distlock__result *r, size_t idx)

@@ -29,6 +29,10 @@ void distlock__sidekey(char *buf, const char *key, const char *suffix);
 /* 1 if k (len bytes) is the side key `suffix` of some lock key (as
  * distlock__sidekey names it), else 0. */
 int distlock__is_sidekey(const char *k, size_t len, const char *suffix);
+/* Every side key of key is in key's Redis Cluster hash slot. False only
+ * for a key with a '}' but no hash tag (e.g. "a}b", "{}x"): no name of the
+ * rule above shares its slot. */
+int distlock__sidekeys_in_slot(const char *key);
 /* The channel a release of key is published on ("distlock:" key); buf must
  * hold DISTLOCK__SIDEKEY_MAX bytes. Returns its length. */
 size_t distlock__channel_name(char *buf, const char *key);
@@ -42,6 +46,11 @@ int distlock__reply_verdict(const distlock__result *r);
 /* A grant whose WAIT saw fewer replicas acknowledge than asked (or failed):
  * reply_verdict says -1 for it. */
 int distlock__wait_short(const distlock__result *r);
+/* An error reply that says the node is unavailable for now rather than
+ * that it refused the request: a Redis Cluster that is down (CLUSTERDOWN),
+ * a slot still migrating (TRYAGAIN), or redirects beyond the limit (MOVED,
+ * ASK). Callers report it as DISTLOCK_ECONN. */
+int distlock__reply_unavailable(const distlock__result *r);
 /* Integer element idx of an array reply, else -1. */
 int64_t distlock__reply_int(const distlock__result *r, size_t idx);
 /* The node refused because the key already holds this very token. */

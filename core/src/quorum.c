@@ -64,7 +64,10 @@ int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res,
             const redisReply *x = r->reply;
             off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s: %s", q->nodes[i].uri,
                                     x->type == REDIS_REPLY_ERROR ? x->str : "unexpected reply");
-            worst = DISTLOCK_EPROTO;
+            if (!distlock__reply_unavailable(r))
+                worst = DISTLOCK_EPROTO;
+            else if (worst == DISTLOCK_OK)
+                worst = DISTLOCK_ECONN;  /* a cluster down or migrating: unreachable for now */
         }
     }
     /* One node: its own error is more useful than "no quorum". */

@@ -95,6 +95,13 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
         rc = distlock__append_cmd(conn, r, DISTLOCK__K_LOAD, s, 0, 3, argv, len);
     }
     conn->hs_pending += conn->qlen - n0;
+    if (rc == 0 && cfg->kind == DISTLOCK__NODE_CLUSTER) {
+        /* The slot map, fresh from this master (cluster.c); the call need
+         * not wait for it. */
+        argv[0] = "CLUSTER", len[0] = 7;
+        argv[1] = "SLOTS", len[1] = 5;
+        rc = distlock__append_cmd(conn, NULL, DISTLOCK__K_SLOTS, 0, 0, 2, argv, len);
+    }
     return rc;
 }
 

@@ -61,6 +61,8 @@
 /* ------------------------------------------------------------ sending */
 
 static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
+static int cl_open(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
+                   const distlock__call *call) __attribute__((noinline));
 static int follow(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
 static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
                        distlock__result *r, int i, uint64_t now);
@@ -70,12 +72,27 @@ static int is_sentinel(const distlock__transport *t, int i)
     return t->nodes[i].kind == DISTLOCK__NODE_SENTINEL;
 }
 
+static int is_cluster(const distlock__transport *t, int i)
+{
+    return t->cl != NULL && t->cl[i] != NULL;
+}
+
+static int cl_redirect(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
+                       const char *err);
+
 /* Write the call now (the connection is ready): one more reply is due. */
 static int send_call(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
                      const distlock__call *call, int force_eval)
 {
     distlock__conn *conn = &cs->conns[i];
     int done = 0;
+    const char *asking[1] = { "ASKING" };
+    static const size_t asking_len[1] = { 6 };
+    if (r->ask && distlock__append_cmd(conn, NULL, DISTLOCK__K_ASKING, 0, 0, 1, asking,
+                                       asking_len) != 0) {
+        distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+        return -1;
+    }
     if (distlock__append_call(t, conn, r, call, force_eval) != 0) {
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
         return -1;
@@ -138,6 +155,18 @@ static int try_send(distlock__transport *t, distlock__connset *cs, distlock__res
         r->pre == 0)
         return send_call(t, cs, r, i, r->call, 0);
     return 0;
+}
+
+/* After a TRYAGAIN: schedule the resend if the deadline leaves room for it
+ * (pauses of 2, 4, 8 .. 64 ms). */
+static int tryagain(distlock__result *r)
+{
+    uint64_t pause = 2000u << (r->tries < 5 ? r->tries : 5), now = distlock__now_us();
+    if (now + pause + 2000u >= r->deadline_us)
+        return 0;
+    r->tries++;
+    r->retry_at_us = now + pause;
+    return 1;
 }
 
 /* Take every reply available on node i; r is this round's result for it.
@@ -224,6 +253,11 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             if (o.owner)
                 o.owner->pre--;
             break;
+        case DISTLOCK__K_ASKING:
+            break;  /* OK; an error shows in the call's own reply */
+        case DISTLOCK__K_SLOTS:
+            distlock__cl_learn(t, i, cs->cl ? cs->cl[i]->cur : -1, rep);
+            break;
         case DISTLOCK__K_WAIT:
             /* The WAIT behind this round's call, once the call's own reply
              * is in; else one behind a request left behind, or behind a
@@ -244,6 +278,24 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                 if (o.tag)
                     distlock__stale_done(t, i, o.tag, conn->serial);
                 break;
+            }
+            if (is_err && is_cluster(t, i) && r->redirects < DISTLOCK__CL_REDIRECTS &&
+                (rep->str[0] == 'M' || rep->str[0] == 'A')) {
+                /* MOVED / ASK: nothing ran here; send it where the cluster
+                 * says (cluster.c). */
+                int k = cl_redirect(t, cs, r, i, rep->str);
+                if (k != 0) {
+                    freeReplyObject(rep);
+                    return -1;
+                }
+            }
+            if (is_err && is_cluster(t, i) && strncmp(rep->str, "TRYAGAIN", 8) == 0 &&
+                tryagain(r)) {
+                /* A multi-key call while its slot migrates: nothing ran.
+                 * Sent again after a pause, within its deadline; the
+                 * last TRYAGAIN is its reply. */
+                freeReplyObject(rep);
+                continue;
             }
             if (is_err && !r->retried && r->call->script >= 0 &&
                 strncmp(rep->str, "NOSCRIPT", 8) == 0) {
@@ -366,6 +418,13 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
         return;
     }
     unsigned ep_state = 0;
+    if (is_cluster(t, i)) {
+        if (distlock__cl_target(t, cs, i, NULL, &port, &ep_state) < 0) {
+            distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no master known");
+            free(lk);
+            return;
+        }
+    }
     if (is_sentinel(t, i)) {
         /* The lookup had its own budget: connecting gets a fresh one. */
         ep_state = distlock__ep_learn(t, i, lk->addr[0], port);
@@ -433,8 +492,11 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     distlock__conn *conn = &cs->conns[i];
     long timeout_ms = t->command_timeout_ms;
     int resent = r->resent, sent = r->sent, fell_back = r->fell_back;
-    int reresolved = r->reresolved;
+    int reresolved = r->reresolved, redirects = r->redirects, ask = r->ask, tries = r->tries;
 
+    /* A Cluster node: the connection to the master of the call's slot. */
+    if (t->cl && t->cl[i])
+        distlock__cl_route(t, cs, i, call, ask - 1);
     memset(r, 0, sizeof(*r));
     r->call = call;
     r->state = DISTLOCK__R_PENDING;
@@ -442,6 +504,9 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     r->fell_back = fell_back;
     r->sent = sent;
     r->reresolved = reresolved;
+    r->redirects = redirects;
+    r->ask = ask;
+    r->tries = tries;
 
     if (conn->ctx && conn->ctx->err)
         distlock__conn_close(t, i, conn);
@@ -519,6 +584,11 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             r->deferred = 1;
             return;
         }
+        if (is_cluster(t, i)) {
+            if (cl_open(t, cs, r, i, call) != 0)
+                return;
+            goto opened;
+        }
         if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
             /* Resolved off this thread: a slow name costs only this node. */
             conn->resolving = distlock__resolve_start(cfg->host);
@@ -552,6 +622,70 @@ opened:
         conn_broken(t, cs, r, i);
 }
 
+/* A Cluster node: connect to the master the call was routed to (its
+ * numeric address at once, a name off this thread). One that refuses is
+ * marked down and the call routed again (cluster.c). 0: opened (or being
+ * resolved: deferred), -1: r is final or was restarted. */
+static __attribute__((noinline)) int cl_open(distlock__transport *t, distlock__connset *cs,
+                                             distlock__result *r, int i,
+                                             const distlock__call *call)
+{
+    distlock__conn *conn = &cs->conns[i];
+    char addr[1][48];
+    int port;
+    unsigned ep_state;
+    int kind = distlock__cl_target(t, cs, i, addr[0], &port, &ep_state);
+    if (kind < 0) {
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no master known");
+        return -1;
+    }
+    if (kind == 1) {  /* a name: resolved off this thread, then resolved() */
+        conn->resolving = distlock__cl_resolve(t, cs, i);
+        if (conn->resolving == NULL)
+            distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
+        r->deferred = 1;
+        return -1;
+    }
+    open_at(t, cs, r, i, addr, 1, port, ep_state);
+    if (r->state == DISTLOCK__R_PENDING)
+        return 0;
+    distlock__cl_down(t, cs, i);
+    if (r->redirects >= DISTLOCK__CL_REDIRECTS)
+        return -1;
+    r->redirects++;
+    r->ask = 0;
+    r->state = DISTLOCK__R_PENDING;
+    r->err[0] = '\0';
+    start_node(t, cs, call, r, i, distlock__now_us());
+    return -1;
+}
+
+/* MOVED or ASK from a Cluster node's master: send the call again where it
+ * says (ASKING first for an ASK), and after a MOVED ask that master for the
+ * whole map too. Returns 1 if restarted (r changed), 0 if err is neither. */
+static __attribute__((noinline)) int cl_redirect(distlock__transport *t, distlock__connset *cs,
+                                                 distlock__result *r, int i, const char *err)
+{
+    int m = -1;
+    int k = distlock__cl_redirect(t, i, err, &m);
+    if (k == 0)
+        return 0;
+    const distlock__call *call = r->call;
+    r->redirects++;
+    r->ask = k == 2 ? m + 1 : 0;
+    start_node(t, cs, call, r, i, distlock__now_us());
+    distlock__conn *conn = &cs->conns[i];
+    if (k == 1 && r->state == DISTLOCK__R_PENDING && !r->fresh && conn->ctx) {
+        const char *argv[2] = { "CLUSTER", "SLOTS" };
+        static const size_t len[2] = { 7, 5 };
+        int done = 0;
+        if (distlock__append_cmd(conn, NULL, DISTLOCK__K_SLOTS, 0, 0, 2, argv, len) == 0 &&
+            distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
+            conn_broken(t, cs, r, i);
+    }
+    return 1;
+}
+
 /* The connection broke (reset, or closed by the server: a restart). If it
  * was an established one and this is the first time in this round, open a
  * fresh connection and send the call again: every call we make is safe to
@@ -579,6 +713,23 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
         r->resent = 1;
         start_node(t, cs, call, r, i, distlock__now_us());
         return;
+    }
+    /* A Cluster node's master that breaks a fresh connection (refused:
+     * down, or a seed that is gone): its slots go elsewhere until the
+     * cluster names it again, and the call is routed again, like a
+     * Sentinel node's follow(): what may have run on the old server can
+     * only run there. */
+    if (is_cluster(t, i) && r->fresh) {
+        distlock__cl_down(t, cs, i);
+        if (r->call && r->state == DISTLOCK__R_PENDING && r->redirects < DISTLOCK__CL_REDIRECTS) {
+            const distlock__call *call = r->call;
+            distlock__conn_close(t, i, conn);
+            r->redirects++;
+            r->ask = 0;
+            r->resent |= r->sent;
+            start_node(t, cs, call, r, i, distlock__now_us());
+            return;
+        }
     }
     distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "%s", why);
 }
@@ -616,6 +767,8 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
             continue;
         }
         res[i].resent = res[i].sent = res[i].fell_back = res[i].reresolved = 0;
+        res[i].redirects = res[i].ask = res[i].tries = 0;
+        res[i].retry_at_us = 0;
         start_node(t, cs, calls[i], &res[i], i, now);
     }
 
@@ -665,6 +818,15 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 if (is_sentinel(t, i) && conn->ctx)
                     distlock__ep_forget(t, i, conn->ep_state);
                 continue;
+            }
+            if (r->retry_at_us) {  /* a TRYAGAIN's resend (cluster node) */
+                if (now >= r->retry_at_us) {
+                    r->retry_at_us = 0;
+                    if (send_call(t, cs, r, i, r->call, 0) != 0)
+                        continue;
+                } else if (r->retry_at_us < next) {
+                    next = r->retry_at_us;
+                }
             }
             if (r->deadline_us < next)
                 next = r->deadline_us;

@@ -221,6 +221,10 @@ typedef struct distlock__result {
     int retried;         /* NOSCRIPT / fallback already used */
     int fresh;           /* this round opened the connection */
     int reresolved;      /* a Sentinel node's master was asked again for it */
+    int redirects;       /* Cluster node: MOVED / ASK / dead masters followed */
+    int ask;             /* Cluster node: send ASKING first, to master ask - 1 (0: no) */
+    int tries;           /* Cluster node: TRYAGAIN answers so far */
+    uint64_t retry_at_us;  /* Cluster node: resend then (after TRYAGAIN), 0: no */
     uint64_t deadline_us;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
@@ -267,6 +271,7 @@ typedef struct distlock__connset {
      * follow-up round (b). */
     distlock__result *res_a, *res_b;
     const distlock__call **calls_a, **calls_b;
+    struct distlock__clconns **cl;  /* n entries (NULL: not a cluster node), or NULL if none is */
     distlock__conn conns[];  /* n of them */
 } distlock__connset;
 
@@ -291,6 +296,33 @@ typedef struct distlock__endpoint {
     char addr[48];          /* under tp.mu */
     int port;
 } distlock__endpoint;
+
+/* ------------------------------------------------------------ cluster.c */
+/* A Redis Cluster node (DISTLOCK__NODE_CLUSTER): its slot map, learnt from
+ * CLUSTER SLOTS (asked in every handshake with one of its masters) and from
+ * MOVED replies; its masters, each with a generation that stands for its
+ * address (the ordering of requests left behind is per server, as for a
+ * Sentinel node's masters: round.c). Under tp.mu. */
+#define DISTLOCK__CL_MASTERS 64  /* a cluster of up to 64 masters (more: MOVED to an unknown one is ECONN) */
+typedef struct distlock__clmaster {
+    char host[256];
+    int port;
+    int down;               /* a connection to it failed: route its slots elsewhere */
+    unsigned gen;
+} distlock__clmaster;
+typedef struct distlock__clmap {
+    unsigned char owner[DISTLOCK__SLOTS];  /* master index + 1; 0: unknown */
+    distlock__clmaster m[DISTLOCK__CL_MASTERS];
+    int nm;
+    unsigned next_gen;
+    _Atomic unsigned long moved, asked, refreshed;  /* for tests and status */
+} distlock__clmap;
+/* A connection set's connections to one cluster node's masters: the one in
+ * use is in conns[i] (master `cur`), the others wait here. */
+typedef struct distlock__clconns {
+    int cur;                /* master of conns[i], -1: none yet */
+    distlock__conn c[DISTLOCK__CL_MASTERS];
+} distlock__clconns;
 
 /* ------------------------------------------------------------ the transport */
 typedef struct distlock__transport {
@@ -339,6 +371,8 @@ typedef struct distlock__transport {
     /* the owner's counters (stats.c): node errors, timeouts, reconnects;
      * NULL: none (set once before the first round, then read only) */
     distlock__stats *stats;
+    /* cluster.c: n entries (NULL: not a cluster node), or NULL if none is */
+    distlock__clmap **cl;
 } distlock__transport;
 
 /* pool.c */
@@ -369,6 +403,15 @@ int distlock__tp_check_usable(distlock__transport *t);
 /* Append AUTH for node i (the transport's credentials, else the URI's) to a
  * connection made elsewhere (the subscriber's); 0 if none was needed. */
 int distlock__tp_append_auth(distlock__transport *t, int i, redisContext *ctx);
+
+/* cluster.c (the transport's own files use conn.h's part) */
+/* Node i's master for key now: its address in host/port and the key's
+ * slot; 0, or -1 if not a cluster node or none is known. */
+int distlock__cl_where(distlock__transport *t, int i, const char *key, char *host,
+                       size_t hostlen, int *port, int *slot);
+/* Redirects followed so far by node i (MOVED, ASK); 0 for other nodes. */
+void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
+                         unsigned long *asked);
 
 /* round.c */
 /* Send calls[i] (NULL: nothing for node i) to every node in parallel and

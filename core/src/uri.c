@@ -4,8 +4,10 @@
  *   unix:///path/to.sock[?db=N]
  *   redis-sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER[/db][?options]
  *   rediss-sentinel://...   (TLS to the sentinels and to the master)
+ *   redis-cluster://[user[:password]@]host[:port][,host[:port]...][?options]
+ *   rediss-cluster://...    (a Redis Cluster, given by seed nodes; db 0 only)
  * Nodes are separated by whitespace, or by a comma followed by "scheme://";
- * any other comma separates the hosts of one (Sentinel) URI. Options:
+ * any other comma separates the hosts of one (Sentinel or Cluster) URI. Options:
  * tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
  * tls_insecure=0|1 (TLS schemes), sentinel_user, sentinel_password
  * (Sentinel schemes), db (unix://). Values are %-decoded. */
@@ -255,6 +257,8 @@ static const struct { const char *prefix; int kind, tls; } schemes[] = {
     { "rediss://", DISTLOCK__NODE_MASTER, 1 },
     { "redis-sentinel://", DISTLOCK__NODE_SENTINEL, 0 },
     { "rediss-sentinel://", DISTLOCK__NODE_SENTINEL, 1 },
+    { "redis-cluster://", DISTLOCK__NODE_CLUSTER, 0 },
+    { "rediss-cluster://", DISTLOCK__NODE_CLUSTER, 1 },
 };
 
 static int parse_unix(const char *s, size_t len, distlock__node_cfg *cfg, const char *safe,
@@ -303,11 +307,13 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
     if (si < 0)
         return distlock__fail(DISTLOCK_EINVAL,
                               "'%s': expected redis://host[:port][/db], rediss://..., "
-                              "unix:///path[?db=N] or redis-sentinel://host[:port],.../MASTER",
+                              "unix:///path[?db=N], redis-sentinel://host[:port],.../MASTER "
+                              "or redis-cluster://host[:port],...",
                               safe);
     cfg->kind = schemes[si].kind;
     cfg->tls.enabled = schemes[si].tls;
     int sentinel = cfg->kind == DISTLOCK__NODE_SENTINEL;
+    int cluster = cfg->kind == DISTLOCK__NODE_CLUSTER;  /* seeds listed like sentinels */
     const char *p = s + strlen(schemes[si].prefix), *end = s + len;
     const char *q = memchr(p, '?', (size_t)(end - p)), *mend = q ? q : end;
     const char *slash = memchr(p, '/', (size_t)(mend - p));
@@ -337,7 +343,7 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
         const char *comma = memchr(h, ',', (size_t)(hend - h)), *he = comma ? comma : hend;
         char *host = NULL;
         int port = 0;
-        if (comma && !sentinel)
+        if (comma && !sentinel && !cluster)
             return distlock__fail(DISTLOCK_EINVAL,
                                   "'%s': %s takes one host (separate nodes with \",%s\")", safe,
                                   schemes[si].prefix, schemes[si].prefix);
@@ -346,7 +352,15 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
             free(host);
             return rc;
         }
-        if (sentinel) {
+        if (cluster && !cfg->host) {  /* the first seed is also the node's address */
+            cfg->host = strdup(host);
+            cfg->port = port;
+            if (!cfg->host) {
+                free(host);
+                return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+            }
+        }
+        if (sentinel || cluster) {
             distlock__hostport *g = realloc(cfg->sentinels,
                                             sizeof(*g) * (size_t)(cfg->nsentinels + 1));
             if (!g) {
@@ -367,7 +381,8 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
         if (!comma)
             break;
         if (cfg->nsentinels >= 16)
-            return distlock__fail(DISTLOCK_EINVAL, "'%s': more than 16 sentinels", safe);
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': more than 16 %s", safe,
+                                  cluster ? "seed nodes" : "sentinels");
         h = comma + 1;
     }
     /* path: [/db] for a master, /MASTER[/db] for a Sentinel node */
@@ -387,6 +402,9 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
             return distlock__fail(DISTLOCK_EINVAL, "'%s': bad %%-escape in the master name", safe);
         path = me < mend ? me + 1 : NULL;
     }
+    if (cluster && path && path < mend)
+        return distlock__fail(DISTLOCK_EINVAL, "'%s': a Redis Cluster has only database 0 "
+                              "(no /db)", safe);
     if (path && path < mend) {
         if (parse_num(path, (size_t)(mend - path), INT_MAX, &v) != 0)
             return distlock__fail(DISTLOCK_EINVAL, "'%s': /db must be a number >= 0", safe);
@@ -514,7 +532,7 @@ static int same_server(const distlock__node_cfg *a, const distlock__node_cfg *b)
         return 0;
     if (a->kind == DISTLOCK__NODE_MASTER)
         return same_hostport(a->host, a->port, b->host, b->port);
-    if (strcmp(a->master, b->master) != 0)
+    if (a->kind == DISTLOCK__NODE_SENTINEL && strcmp(a->master, b->master) != 0)
         return 0;
     for (int i = 0; i < a->nsentinels; i++)
         for (int j = 0; j < b->nsentinels; j++)

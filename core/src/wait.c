@@ -43,6 +43,8 @@ typedef struct sub_node {
     distlock__resolve *resolving;
     uint64_t retry_at_us;
     int state;               /* NODE_*: FAILED = cannot confirm subscriptions now */
+    int seed;                /* Redis Cluster node: the seed to connect to next (turns) */
+    int seed_port;           /* ... and the port of the one being resolved */
 } sub_node;
 
 /* Channels this thread has asked the nodes for. */
@@ -230,8 +232,10 @@ static void *subscriber_main(void *arg)
         int nopen = 0;
         for (int i = 0; i < c->n; i++) {
             sub_node *sn = &sub->nodes[i];
-            if (sub->chans && sn->ctx == NULL && sn->resolving == NULL && now >= sn->retry_at_us)
+            if (sub->chans && sn->ctx == NULL && sn->resolving == NULL && now >= sn->retry_at_us) {
                 opening[nopen++] = i;
+                sn->seed++;  /* a cluster node's next seed: one that is down is passed over */
+            }
         }
         if (nopen > 0) {
             pthread_mutex_unlock(&c->mu);
@@ -241,7 +245,24 @@ static void *subscriber_main(void *arg)
                 redisContext *ctx = NULL;
                 distlock__tls *tls = NULL;
                 distlock__resolve *res = NULL;
-                if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
+                int seed_port = 0;
+                if (cfg->kind == DISTLOCK__NODE_CLUSTER && cfg->nsentinels > 0) {
+                    /* Any node of the cluster will do: a release's PUBLISH
+                     * reaches every node over the cluster bus. The seeds in
+                     * turn, so a dead one does not stop wake-ups. */
+                    pthread_mutex_lock(&c->mu);
+                    const distlock__hostport *hp =
+                        &cfg->sentinels[(sub->nodes[i].seed - 1) % cfg->nsentinels];
+                    pthread_mutex_unlock(&c->mu);
+                    seed_port = hp->port;
+                    if (distlock__host_is_numeric(hp->host)) {
+                        char addr[1][48];
+                        snprintf(addr[0], sizeof(addr[0]), "%.47s", hp->host);
+                        ctx = connect_at(c, i, addr, 1, hp->port, &tls);
+                    } else {
+                        res = distlock__resolve_start(hp->host);
+                    }
+                } else if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
                     /* Its master, asked of the sentinels on every
                      * (re)connection, which follows failovers. A demoted
                      * master still gets the new one's PUBLISHes (they
@@ -256,6 +277,7 @@ static void *subscriber_main(void *arg)
                     ctx = connect_at(c, i, cfg->host ? addr : NULL, 1, 0, &tls);
                 }
                 pthread_mutex_lock(&c->mu);
+                sub->nodes[i].seed_port = seed_port;
                 sub->nodes[i].resolving = res;
                 sub->nodes[i].ctx = ctx;
                 sub->nodes[i].tls = tls;
@@ -317,6 +339,8 @@ static void *subscriber_main(void *arg)
                 if (rc > 0)
                     continue;
                 int port = distlock__resolve_port(sn->resolving);
+                if (port == 0)
+                    port = sn->seed_port;  /* a cluster seed's (0 for other nodes) */
                 distlock__resolve_drop(sn->resolving);
                 sn->resolving = NULL;
                 redisContext *ctx = NULL;

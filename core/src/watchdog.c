@@ -53,7 +53,14 @@ typedef struct due {
     char *key, *token;
     char ttl[24];
     long ttl_ms;
+    unsigned slot;   /* Redis Cluster hash slot of key (clients with a cluster node) */
 } due;
+
+static int by_slot(const void *a, const void *b)
+{
+    unsigned x = ((const due *)a)->slot, y = ((const due *)b)->slot;
+    return x < y ? -1 : x > y;
+}
 
 static void abs_deadline(struct timespec *ts, uint64_t until_us)
 {
@@ -181,7 +188,21 @@ static void *watchdog_main(void *arg)
         pthread_mutex_unlock(&c->mu);
 
         uint64_t t0 = distlock__now_us();
-        renew_batch(c, d, m, ok, no);
+        if (c->tp.cl == NULL) {
+            renew_batch(c, d, m, ok, no);
+        } else {
+            /* A cluster node runs a script on one slot only (CROSSSLOT
+             * otherwise): one batch per slot, each sent to the master
+             * that owns it now. */
+            for (k = 0; k < m; k++)
+                d[k].slot = distlock__key_slot(d[k].key, strlen(d[k].key));
+            qsort(d, (size_t)m, sizeof(*d), by_slot);
+            for (int s0 = 0, s1; s0 < m; s0 = s1) {
+                for (s1 = s0 + 1; s1 < m && d[s1].slot == d[s0].slot; s1++)
+                    ;
+                renew_batch(c, d + s0, s1 - s0, ok + s0, no + s0);
+            }
+        }
         uint64_t t1 = distlock__now_us();
 
         pthread_mutex_lock(&c->mu);

@@ -16,6 +16,11 @@
 #                              2 replicas, 3 sentinels; ARGS are its options);
 #                              prints its redis-sentinel:// URI once ready;
 #                              `stop DIR` stops it too
+#   redis.sh cluster DIR       a Redis Cluster: 6 servers (cluster-enabled, bus port
+#                              = port + 10000), `redis-cli --cluster create
+#                              --cluster-replicas 1`: 3 masters + 3 replicas; prints
+#                              its redis-cluster://... URI once every node reports
+#                              cluster_state:ok; `stop DIR` stops it
 #   redis.sh replicate DIR     (WAIT for replicas) DIR's second server becomes a
 #                              replica of its first (REPLICAOF); returns once the
 #                              link is up (polled); prints "MASTER_PORT REPLICA_PORT
@@ -40,6 +45,13 @@ start_one() {
     port=$(( port_lo + (RANDOM * 32768 + RANDOM) % port_span ))
     [ -e "$dir/redis-$port.pid" ] && continue
     local tls=()
+    if [ -n "${cluster_mode:-}" ]; then
+      # the bus port (port + 10000) must be free too, and below the ephemeral range
+      port=$(( port_lo + (RANDOM * 32768 + RANDOM) % (port_span - 10000) ))
+      [ -e "$dir/redis-$port.pid" ] && continue
+      tls=(--cluster-enabled yes --cluster-config-file "redis-$port-nodes.conf"
+           --cluster-node-timeout 2000)
+    fi
     if [ -n "${DISTLOCK_TLS_CERTS:-}" ]; then
       local c=$DISTLOCK_TLS_CERTS tport=$(( port_lo + (RANDOM * 32768 + RANDOM) % port_span ))
       [ "$tport" = "$port" ] && continue
@@ -56,7 +68,7 @@ start_one() {
       if ! kill -0 "$pid" 2>/dev/null; then break; fi
       if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
         echo "$pid" > "$dir/redis-$port.pid"
-        [ ${#tls[@]} -eq 0 ] || echo "$tport" > "$dir/redis-$port.tlsport"
+        [ -z "${tport:-}" ] || echo "$tport" > "$dir/redis-$port.tlsport"
         echo "$port"
         return 0
       fi
@@ -76,6 +88,27 @@ case "$cmd" in
     ports=()
     for _ in $(seq 1 "${3:-1}"); do ports+=("$(start_one "$dir")"); done
     echo "${ports[*]}"
+    ;;
+  cluster)
+    mkdir -p "$dir"
+    cluster_mode=1
+    ports=()
+    for _ in 1 2 3 4 5 6; do ports+=("$(start_one "$dir")"); done
+    addrs=() uri=""
+    for p in "${ports[@]}"; do addrs+=("127.0.0.1:$p"); uri="${uri:+$uri,}127.0.0.1:$p"; done
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1 \
+      || { cat "$dir/cluster-create.log" >&2; exit 1; }
+    for _ in $(seq 1 1000); do
+      ok=1
+      for p in "${ports[@]}"; do
+        redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || ok=0
+        [ "$(redis-cli -p "$p" cluster info 2>/dev/null | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')" = 6 ] || ok=0
+      done
+      if [ $ok = 1 ]; then echo "redis-cluster://$uri"; exit 0; fi
+      sleep 0.02
+    done
+    echo "redis.sh: the cluster did not become ok" >&2
+    exit 1
     ;;
   sentinels)
     mkdir -p "$dir"

@@ -97,7 +97,7 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
         if (getppid() != parent) _exit(127);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) { dup2(devnull, 0); dup2(devnull, 1); dup2(devnull, 2); }
-        char aofdir[64], tlsport[16], crt[512], key[512], ca[512];
+        char aofdir[64], tlsport[16], crt[512], key[512], ca[512], nodes[64];
         snprintf(aofdir, sizeof aofdir, "redis-%d-aof", port);
         const char *argv[48];
         int a = 0;
@@ -117,6 +117,13 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
             argv[a++] = "--appenddirname"; argv[a++] = aofdir;
         } else {
             argv[a++] = "--appendonly"; argv[a++] = "no";
+        }
+        if (rc->cluster_mode) {
+            /* its nodes.conf starts with "redis-": rh_stop_all removes it */
+            snprintf(nodes, sizeof nodes, "redis-%d-nodes.conf", port);
+            argv[a++] = "--cluster-enabled"; argv[a++] = "yes";
+            argv[a++] = "--cluster-config-file"; argv[a++] = nodes;
+            argv[a++] = "--cluster-node-timeout"; argv[a++] = "2000";
         }
         if (rc->tls_certs[0]) {
             /* TLS on its own port; the plain port stays for the harness. */
@@ -177,12 +184,13 @@ static void port_range(int *lo, int *span)
 }
 
 static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *name,
-                                 int auth_clients)
+                                 int auth_clients, int cluster_mode)
 {
     if (n < 1 || n > RH_MAX_NODES) return NULL;
     rh_cluster *rc = calloc(1, sizeof *rc);
     if (!rc) return NULL;
     rc->aof = aof;
+    rc->cluster_mode = cluster_mode;
     if (certs) {
         snprintf(rc->tls_certs, sizeof rc->tls_certs, "%s", certs);
         snprintf(rc->tls_name, sizeof rc->tls_name, "%s", name ? name : "server");
@@ -193,13 +201,18 @@ static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *
     srandom((unsigned)(getpid() ^ (unsigned)rh_now_ms()));
     int lo, span;
     port_range(&lo, &span);
+    if (cluster_mode)
+        span -= 10000;  /* the bus port (port + 10000) stays in the range too */
     for (int i = 0; i < n; i++) {
         int ok = 0;
         for (int tries = 0; tries < 50 && !ok; tries++) {
             int port = lo + (int)(random() % span);
             int dup = 0;
             for (int j = 0; j < i; j++) dup |= rc->node[j].port == port;
+            for (int j = 0; j < i && cluster_mode; j++)
+                dup |= rc->node[j].port + 10000 == port || rc->node[j].port == port + 10000;
             if (dup || !port_looks_free(port)) continue;
+            if (cluster_mode && !port_looks_free(port + 10000)) continue;
             if (rc->tls_certs[0]) {
                 int tp = lo + (int)(random() % span);
                 for (int j = 0; j < i; j++) dup |= rc->node[j].tls_port == tp || rc->node[j].port == tp;
@@ -219,11 +232,12 @@ static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *
     return rc;
 }
 
-rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0); }
-rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0); }
+rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0, 0); }
+rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0, 0); }
+rh_cluster *rh_start_cluster_mode(int n) { return start_cluster(n, 0, NULL, NULL, 0, 1); }
 rh_cluster *rh_start_tls(int n, const char *certs, const char *name, int auth_clients)
 {
-    return start_cluster(n, 0, certs, name, auth_clients);
+    return start_cluster(n, 0, certs, name, auth_clients, 0);
 }
 
 int rh_make_certs(char *dir, size_t size)

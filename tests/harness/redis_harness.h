@@ -41,6 +41,7 @@ typedef struct rh_cluster {
     char tls_certs[64];   /* rh_start_tls: the certificates' directory */
     char tls_name[32];    /* the server's certificate: tls_certs/NAME.crt, NAME.key */
     int tls_auth_clients; /* --tls-auth-clients yes */
+    int cluster_mode;     /* rh_start_cluster_mode: cluster-enabled yes (bus port = port + 10000) */
 } rh_cluster;
 
 /* Start n servers (1..RH_MAX_NODES). NULL (message on stderr) on failure. */
@@ -62,6 +63,9 @@ rh_cluster *rh_start_tls(int n, const char *certs, const char *name, int auth_cl
 /* rediss://127.0.0.1:TLSPORT[?query],... of the nodes in mask. */
 const char *rh_tls_uris_mask(const rh_cluster *rc, unsigned mask, const char *query, char *buf,
                              size_t size);
+/* n servers with cluster-enabled yes (not yet a cluster: see
+ * cluster_harness.h), each with its cluster bus port (port + 10000) free. */
+rh_cluster *rh_start_cluster_mode(int n);
 /* Stop every server (SIGCONT, SIGTERM, then SIGKILL), remove the temp dir,
  * free. NULL is a no-op. */
 void rh_stop_all(rh_cluster *rc);

@@ -1,0 +1,343 @@
+/* cluster.c -- layer 1: a Redis Cluster node's slot routing.
+ *
+ * A node of kind DISTLOCK__NODE_CLUSTER is one Redlock node made of several
+ * masters: a call goes to the master that owns its key's hash slot. This is
+ * only another way of choosing a connection: a connection set keeps one
+ * connection per master of the node (made lazily, on the first call routed
+ * there) and puts the one a call needs into conns[i] before the round
+ * starts the node (distlock__cl_route), so the rest of the transport sees
+ * one connection per node, as always.
+ *
+ * The key of a call is its first key (a script's KEYS[1]) or, for a plain
+ * command, its first argument; a call without one goes to any master.
+ *
+ * The slot map starts empty, with the URI's seed nodes as the known
+ * masters: a slot of unknown owner goes to the first master not known to be
+ * down, which answers MOVED if it does not own it. Every handshake with a
+ * master asks CLUSTER SLOTS (pipelined: no extra round trip) and the answer
+ * fills the map; a MOVED updates its slot at once and asks CLUSTER SLOTS
+ * again ahead of the resent call. An ASK sends ASKING and the call to the
+ * named master once, without changing the map. A master that cannot be
+ * connected to is marked down and its slots forgotten: its keys go to
+ * another master, whose MOVED names the new owner (after a failover). Each
+ * call follows at most DISTLOCK__CL_REDIRECTS of these, within its own
+ * deadline.
+ *
+ * Ordering (round.c): each master's connections carry a generation that
+ * stands for its address, like a Sentinel node's masters: a request left
+ * behind on one master can only ever run there. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "conn.h"
+
+static int is_cluster(const distlock__transport *t, int i)
+{
+    return t->cl != NULL && t->cl[i] != NULL;
+}
+
+/* t->mu held: index of host:port among the masters, added if new (-1 full). */
+static int master_index_locked(distlock__clmap *map, const char *host, int port)
+{
+    for (int m = 0; m < map->nm; m++)
+        if (map->m[m].port == port && strcmp(map->m[m].host, host) == 0)
+            return m;
+    if (map->nm == DISTLOCK__CL_MASTERS || strlen(host) >= sizeof(map->m[0].host))
+        return -1;
+    distlock__clmaster *x = &map->m[map->nm];
+    snprintf(x->host, sizeof(x->host), "%s", host);
+    x->port = port;
+    x->down = 0;
+    x->gen = ++map->next_gen;
+    return map->nm++;
+}
+
+int distlock__cl_init(distlock__transport *t)
+{
+    int any = 0;
+    for (int i = 0; i < t->n; i++)
+        any |= t->nodes[i].kind == DISTLOCK__NODE_CLUSTER;
+    if (!any)
+        return DISTLOCK_OK;
+    t->cl = calloc((size_t)t->n, sizeof(*t->cl));
+    if (t->cl == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    for (int i = 0; i < t->n; i++) {
+        const distlock__node_cfg *cfg = &t->nodes[i];
+        if (cfg->kind != DISTLOCK__NODE_CLUSTER)
+            continue;
+        distlock__clmap *map = calloc(1, sizeof(*map));
+        if (map == NULL) {
+            distlock__cl_free(t);
+            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        }
+        for (int k = 0; k < cfg->nsentinels; k++)
+            (void)master_index_locked(map, cfg->sentinels[k].host, cfg->sentinels[k].port);
+        t->cl[i] = map;
+    }
+    return DISTLOCK_OK;
+}
+
+void distlock__cl_free(distlock__transport *t)
+{
+    if (t->cl == NULL)
+        return;
+    for (int i = 0; i < t->n; i++)
+        free(t->cl[i]);
+    free(t->cl);
+    t->cl = NULL;
+}
+
+int distlock__cl_set_init(distlock__transport *t, distlock__connset *cs)
+{
+    if (t->cl == NULL)
+        return 0;
+    cs->cl = calloc((size_t)t->n, sizeof(*cs->cl));
+    if (cs->cl == NULL)
+        return -1;
+    for (int i = 0; i < t->n; i++) {
+        if (!is_cluster(t, i))
+            continue;
+        if ((cs->cl[i] = calloc(1, sizeof(*cs->cl[i]))) == NULL) {
+            distlock__cl_set_free(t, cs);
+            return -1;
+        }
+        cs->cl[i]->cur = -1;
+    }
+    return 0;
+}
+
+void distlock__cl_set_free(distlock__transport *t, distlock__connset *cs)
+{
+    if (cs->cl == NULL)
+        return;
+    for (int i = 0; i < t->n; i++) {
+        if (cs->cl[i] == NULL)
+            continue;
+        for (int m = 0; m < DISTLOCK__CL_MASTERS; m++)
+            distlock__conn_forget(&cs->cl[i]->c[m]);
+        free(cs->cl[i]);
+    }
+    free(cs->cl);
+    cs->cl = NULL;
+}
+
+/* The key a call is routed by, or NULL. */
+static const char *call_key(const distlock__call *call, size_t *len)
+{
+    int k = call->script >= 0 ? (call->nkeys > 0 ? 0 : -1) : (call->argc > 1 ? 1 : -1);
+    if (k < 0)
+        return NULL;
+    *len = call->argvlen ? call->argvlen[k] : strlen(call->argv[k]);
+    return call->argv[k];
+}
+
+/* t->mu held: the master for slot (-1: unknown slot), else the first one
+ * not known to be down (the seeds first), else the first. */
+static int pick_locked(distlock__clmap *map, int slot)
+{
+    if (slot >= 0 && map->owner[slot] && !map->m[map->owner[slot] - 1].down)
+        return map->owner[slot] - 1;
+    for (int m = 0; m < map->nm; m++)
+        if (!map->m[m].down)
+            return m;
+    /* all down: start again from the first */
+    for (int m = 0; m < map->nm; m++)
+        map->m[m].down = 0;
+    return 0;
+}
+
+/* A connection set gives up waiting for what a parked connection owes: its
+ * replies are read (and dropped) when it is next used. */
+static void park(distlock__transport *t, int i, distlock__conn *conn)
+{
+    int tagged = 0;
+    for (int k = 0; k < conn->qlen; k++) {
+        distlock__owed *o = distlock__q_at(conn, k);
+        tagged |= o->owner != NULL && o->kind == DISTLOCK__K_CALL && o->tag != 0;
+    }
+    if (tagged)
+        pthread_mutex_lock(&t->mu);
+    for (int k = 0; k < conn->qlen; k++) {
+        distlock__owed *o = distlock__q_at(conn, k);
+        if (o->owner != NULL && o->kind == DISTLOCK__K_CALL && o->tag != 0)
+            distlock__stale_add_locked(t, i, o->tag, conn, 1);
+        o->owner = NULL;
+    }
+    if (tagged)
+        pthread_mutex_unlock(&t->mu);
+}
+
+void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
+                        const distlock__call *call, int ask)
+{
+    distlock__clconns *cc = cs->cl[i];
+    distlock__clmap *map = t->cl[i];
+    size_t len = 0;
+    const char *key = call_key(call, &len);
+    int slot = key ? (int)distlock__key_slot(key, len) : -1;
+    pthread_mutex_lock(&t->mu);
+    int m = ask >= 0 && ask < map->nm ? ask : pick_locked(map, slot);
+    pthread_mutex_unlock(&t->mu);
+    if (m == cc->cur)
+        return;
+    if (cc->cur >= 0) {
+        if (cs->conns[i].qlen > 0)
+            park(t, i, &cs->conns[i]);
+        cc->c[cc->cur] = cs->conns[i];
+    } else {
+        distlock__conn_forget(&cs->conns[i]);  /* never used: empty */
+    }
+    cs->conns[i] = cc->c[m];
+    memset(&cc->c[m], 0, sizeof(cc->c[m]));
+    cc->cur = m;
+}
+
+int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *addr,
+                        int *port, unsigned *ep_state)
+{
+    int m = cs->cl[i]->cur;
+    if (m < 0)
+        return -1;
+    pthread_mutex_lock(&t->mu);
+    const distlock__clmaster *x = &t->cl[i]->m[m];
+    int numeric = distlock__host_is_numeric(x->host) && strlen(x->host) < 48;
+    if (addr && numeric)
+        memcpy(addr, x->host, strlen(x->host) + 1);
+    *port = x->port;
+    *ep_state = x->gen << 1 | 1u;
+    pthread_mutex_unlock(&t->mu);
+    return numeric ? 0 : 1;
+}
+
+distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i)
+{
+    int m = cs->cl[i]->cur;
+    pthread_mutex_lock(&t->mu);
+    char *host = m >= 0 ? strdup(t->cl[i]->m[m].host) : NULL;
+    pthread_mutex_unlock(&t->mu);
+    distlock__resolve *r = host ? distlock__resolve_start(host) : NULL;
+    free(host);
+    return r;
+}
+
+void distlock__cl_down(distlock__transport *t, distlock__connset *cs, int i)
+{
+    int m = cs->cl[i]->cur;
+    if (m < 0)
+        return;
+    distlock__clmap *map = t->cl[i];
+    pthread_mutex_lock(&t->mu);
+    map->m[m].down = 1;
+    for (int s = 0; s < DISTLOCK__SLOTS; s++)
+        if (map->owner[s] == m + 1)
+            map->owner[s] = 0;
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (an IPv6 address
+ * has colons of its own: the port follows the last one). */
+static int parse_redirect(const char *err, int *slot, char *host, size_t hostlen, int *port)
+{
+    const char *p = strchr(err, ' ');
+    if (p == NULL)
+        return -1;
+    char *end;
+    long s = strtol(p + 1, &end, 10);
+    if (end == p + 1 || *end != ' ' || s < 0 || s >= DISTLOCK__SLOTS)
+        return -1;
+    const char *addr = end + 1, *colon = strrchr(addr, ':');
+    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= hostlen)
+        return -1;
+    long pt = strtol(colon + 1, &end, 10);
+    if (end == colon + 1 || pt <= 0 || pt > 65535)
+        return -1;
+    memcpy(host, addr, (size_t)(colon - addr));
+    host[colon - addr] = '\0';
+    *slot = (int)s;
+    *port = (int)pt;
+    return 0;
+}
+
+int distlock__cl_redirect(distlock__transport *t, int i, const char *err, int *ask)
+{
+    int moved = strncmp(err, "MOVED ", 6) == 0, asked = strncmp(err, "ASK ", 4) == 0;
+    if (!is_cluster(t, i) || !(moved || asked))
+        return 0;
+    char host[256];
+    int slot, port;
+    if (parse_redirect(err, &slot, host, sizeof(host), &port) != 0)
+        return 0;
+    distlock__clmap *map = t->cl[i];
+    pthread_mutex_lock(&t->mu);
+    int m = master_index_locked(map, host, port);
+    if (m >= 0) {
+        map->m[m].down = 0;  /* the cluster names it: try it again */
+        if (moved)
+            map->owner[slot] = (unsigned char)(m + 1);
+    }
+    pthread_mutex_unlock(&t->mu);
+    if (m < 0)
+        return 0;
+    atomic_fetch_add(moved ? &map->moved : &map->asked, 1);
+    *ask = m;
+    return moved ? 1 : 2;
+}
+
+void distlock__cl_learn(distlock__transport *t, int i, int m, const redisReply *rep)
+{
+    if (!is_cluster(t, i) || rep->type != REDIS_REPLY_ARRAY)
+        return;
+    distlock__clmap *map = t->cl[i];
+    pthread_mutex_lock(&t->mu);
+    for (size_t k = 0; k < rep->elements; k++) {
+        const redisReply *e = rep->element[k];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3 ||
+            e->element[0]->type != REDIS_REPLY_INTEGER ||
+            e->element[1]->type != REDIS_REPLY_INTEGER ||
+            e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
+            continue;
+        const redisReply *a = e->element[2];
+        if (a->element[0]->type != REDIS_REPLY_STRING || a->element[1]->type != REDIS_REPLY_INTEGER)
+            continue;
+        long long lo = e->element[0]->integer, hi = e->element[1]->integer;
+        if (lo < 0 || hi >= DISTLOCK__SLOTS || lo > hi)
+            continue;
+        /* An empty address: the server we asked ("unknown endpoint"). */
+        const char *host = a->element[0]->str[0] ? a->element[0]->str
+                           : m >= 0 && m < map->nm ? map->m[m].host : NULL;
+        int x = host ? master_index_locked(map, host, (int)a->element[1]->integer) : -1;
+        if (x < 0)
+            continue;
+        map->m[x].down = 0;
+        for (long long s = lo; s <= hi; s++)
+            map->owner[s] = (unsigned char)(x + 1);
+    }
+    pthread_mutex_unlock(&t->mu);
+    atomic_fetch_add(&map->refreshed, 1);
+}
+
+int distlock__cl_where(distlock__transport *t, int i, const char *key, char *host,
+                       size_t hostlen, int *port, int *slot)
+{
+    if (!is_cluster(t, i))
+        return -1;
+    distlock__clmap *map = t->cl[i];
+    *slot = (int)distlock__key_slot(key, strlen(key));
+    pthread_mutex_lock(&t->mu);
+    int m = map->owner[*slot] ? map->owner[*slot] - 1 : -1;
+    if (m >= 0) {
+        snprintf(host, hostlen, "%s", map->m[m].host);
+        *port = map->m[m].port;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return m >= 0 ? 0 : -1;
+}
+
+void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
+                         unsigned long *asked)
+{
+    *moved = is_cluster(t, i) ? atomic_load(&t->cl[i]->moved) : 0;
+    *asked = is_cluster(t, i) ? atomic_load(&t->cl[i]->asked) : 0;
+}

@@ -1,0 +1,45 @@
+/* cluster_harness.h -- a Redis Cluster for C tests: 3 masters + 3 replicas
+ * (real redis-server processes with cluster-enabled yes on free loopback
+ * ports, made a cluster with `redis-cli --cluster create ... --cluster-replicas
+ * 1 --cluster-yes`). rh_rcl_start returns once every node reports
+ * cluster_state:ok and agrees on the slot owners. Stop with rh_rcl_stop.
+ *
+ * The servers are an rh_cluster (redis_harness.h): rh_command(rc, i, 0, ...)
+ * talks to server i directly, rh_kill(rc, i) kills it. */
+#ifndef DISTLOCK_CLUSTER_HARNESS_H
+#define DISTLOCK_CLUSTER_HARNESS_H
+
+#include "redis_harness.h"
+
+typedef struct rh_rcl {
+    rh_cluster *rc;          /* 6 servers */
+    char uri[256];           /* redis-cluster://127.0.0.1:P1,127.0.0.1:P2,... (all six) */
+} rh_rcl;
+
+/* NULL on failure (printed). */
+rh_rcl *rh_rcl_start(void);
+void rh_rcl_stop(rh_rcl *c);
+/* CLUSTER KEYSLOT key, asked of a server; -1 on error. */
+int rh_rcl_keyslot(rh_rcl *c, const char *key);
+/* The server index (into c->rc) of the master that owns slot, as server i
+ * sees it (CLUSTER SLOTS); -1 if none. */
+int rh_rcl_owner(rh_rcl *c, int i, int slot);
+/* Index of the first running server that is a master / a replica of master m. */
+int rh_rcl_replica_of(rh_rcl *c, int m);
+/* Move slot from master `from` to master `to` (CLUSTER SETSLOT IMPORTING /
+ * MIGRATING, MIGRATE of every key in batches of `batch`, with `between`
+ * called after each batch (may be NULL), then SETSLOT NODE on both and the
+ * others). 0 on success. */
+int rh_rcl_migrate_slot(rh_rcl *c, int slot, int from, int to, int batch,
+                        void (*between)(void *), void *arg);
+/* Wait (bounded) until every running server reports cluster_state:ok and
+ * the running masters' CLUSTER SLOTS agree on slot's owner. 0 on success. */
+int rh_rcl_wait_ok(rh_rcl *c, long timeout_ms);
+/* A key (written to buf) of the form prefix:N that hashes to slot. */
+const char *rh_rcl_key_in_slot(rh_rcl *c, const char *prefix, int slot, char *buf, size_t size);
+/* Is server i a master now (ROLE)? */
+int rh_rcl_is_master(rh_rcl *c, int i);
+/* Server index listening on port, -1 if none. */
+int rh_rcl_index_of_port(rh_rcl *c, int port);
+
+#endif
