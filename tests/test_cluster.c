@@ -224,6 +224,41 @@ static void test_side_keys(void **state)
         distlock_lock_free(l);
     }
     distlock_client_free(c);
+
+    /* Owner metadata: the record is a side key too, in the key's slot on
+     * its master; for a bad key every acquire of such a client (handles and
+     * token pairs) is refused up front, never a CROSSSLOT. */
+    distlock_client *co = new_client(CL->uri);
+    assert_rc(distlock_client_set(co, DISTLOCK_OPT_OWNER_INFO, 1), DISTLOCK_OK);
+    for (size_t k = 0; k < sizeof good / sizeof good[0]; k++) {
+        const char *key = good[k];
+        int slot = rh_rcl_keyslot(CL, key), m = rh_rcl_owner(CL, 0, slot);
+        char ok[80];
+        if (strchr(key, '{') && strchr(strchr(key, '{'), '}') && strchr(key, '{')[1] != '}')
+            snprintf(ok, sizeof ok, "%s:owner", key);
+        else
+            snprintf(ok, sizeof ok, "{%s}:owner", key);
+        assert_int_equal(rh_rcl_keyslot(CL, ok), slot);
+        distlock_lock *l = NULL;
+        assert_rc(distlock_acquire(co, key, 30000, 0, 0, &l), DISTLOCK_OK);
+        redisReply *r = rh_command(CL->rc, m, 0, "HGET %s token", ok);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STRING);
+        assert_string_equal(r->str, distlock_lock_token(l));
+        freeReplyObject(r);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+        assert_true(RH_WAIT_UNTIL(rh_pttl(CL->rc, m, 0, ok) == -2, 3000));
+    }
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        distlock_lock *l = NULL;
+        assert_rc(distlock_acquire(co, bad[k], 30000, 0, 0, &l), DISTLOCK_EINVAL);
+        assert_null(l);
+        assert_non_null(strstr(distlock_last_error(), "owner record"));
+        assert_rc(distlock_acquire_token(co, bad[k], 30000, "tok-bad", 0, NULL), DISTLOCK_EINVAL);
+        assert_int_equal(owner_holds(bad[k], "tok-bad"), 0);
+    }
+    distlock_client_free(co);
 }
 
 /* A slot moved to another master: the next call gets MOVED once, follows

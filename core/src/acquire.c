@@ -328,6 +328,14 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     att->fence = -1;
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
         return rc;
+    /* Side keys (fence counter, queue, owner record) go into the same
+     * scripts as the lock key: on a cluster they must share its slot. One
+     * check here serves handles and token pairs alike. */
+    if ((rq->fair || a.fencing || a.owner) && c->tp.cl != NULL && !distlock__sidekeys_in_slot(rq->key))
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "key '%s' has a '}' but no {hash tag}: its fence counter, queue "
+                              "and owner record cannot share its Redis Cluster slot (use a key "
+                              "with a non-empty {tag}, or one without '}')", rq->key);
     a.tag = distlock__lock_tag(rq->key, rq->token);
     if ((rq->fair || a.fencing || a.owner) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");

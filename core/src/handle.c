@@ -306,12 +306,6 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
         return distlock__fail(DISTLOCK_EINVAL, "owner id must be 1..256 bytes");
     if (owner && !(flags & DISTLOCK_REENTRANT))
         return distlock__fail(DISTLOCK_EINVAL, "an owner id needs DISTLOCK_REENTRANT");
-    if ((flags & (DISTLOCK_FENCING | DISTLOCK_FAIR)) && c->tp.cl != NULL &&
-        !distlock__sidekeys_in_slot(key))
-        return distlock__fail(DISTLOCK_EINVAL,
-                              "key '%s' has a '}' but no {hash tag}: its fence counter and "
-                              "queue cannot share its Redis Cluster slot (use a key with a "
-                              "non-empty {tag}, or one without '}')", key);
 
     if (flags & DISTLOCK_REENTRANT) {
         if (owner == NULL) {

@@ -240,7 +240,8 @@ int distlock__is_sidekey(const char *k, size_t len, const char *suffix)
 
 int distlock__sidekeys_in_slot(const char *key)
 {
-    static const char *const suffixes[] = { ":fence", ":q", ":qt" };
+    static const char *const suffixes[] = { DISTLOCK__FENCE_SUFFIX, ":q", ":qt",
+                                            DISTLOCK__OWNER_SUFFIX };
     char buf[DISTLOCK__SIDEKEY_MAX];
     unsigned slot = distlock__key_slot(key, strlen(key));
     for (size_t k = 0; k < sizeof(suffixes) / sizeof(suffixes[0]); k++) {
