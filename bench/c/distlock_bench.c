@@ -217,6 +217,33 @@ static int cmp_double(const void *a, const void *b)
     return x < y ? -1 : x > y;
 }
 
+/* A against B: both warmed up, then alternating slices of pairs on key (so
+ * drift on this shared machine hits both alike); prints each median and the
+ * ratio B/A under the names given, frees both clients. */
+static int ab_slices(distlock_client *ca, distlock_client *cb, const char *key, long slice_ms,
+                     int rounds, const char *name_a, const char *name_b, const char *ratio)
+{
+    int rc;
+    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
+    double a[100], b[100];
+    for (int w = 0; w < 200; w++)
+        if ((rc = one_pair(ca, key, 0, NULL)) != DISTLOCK_OK || (rc = one_pair(cb, key, 0, NULL)))
+            fail("warm-up pair", rc);
+    for (int k = 0; k < rounds; k++) {
+        a[k] = wait_slice(ca, key, slice_ms);
+        b[k] = wait_slice(cb, key, slice_ms);
+    }
+    qsort(a, (size_t)rounds, sizeof(double), cmp_double);
+    qsort(b, (size_t)rounds, sizeof(double), cmp_double);
+    double ma = a[rounds / 2], mb = b[rounds / 2];
+    printf("%s pairs/s median %.0f (min %.0f max %.0f)\n", name_a, ma, a[0], a[rounds - 1]);
+    printf("%s pairs/s median %.0f (min %.0f max %.0f)\n", name_b, mb, b[0], b[rounds - 1]);
+    printf("ratio %s %.3f over %d slices of %ld ms each\n", ratio, mb / ma, rounds, slice_ms);
+    distlock_client_free(ca);
+    distlock_client_free(cb);
+    return 0;
+}
+
 static int mode_waitcost(int argc, char **argv)
 {
     if (argc < 7) die("usage", "waitcost URIS REPLICAS SLICE_MS ROUNDS KEY");
@@ -230,25 +257,9 @@ static int mode_waitcost(int argc, char **argv)
      * (that would be a failed pair, not a cost); the time it waits counts. */
     if ((rc = distlock_client_set(on, DISTLOCK_OPT_WAIT_TIMEOUT_MS, 1000)) != DISTLOCK_OK)
         fail("DISTLOCK_OPT_WAIT_TIMEOUT_MS", rc);
-    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
-    double a[100], b[100];
-    for (int w = 0; w < 200; w++)
-        if ((rc = one_pair(off, key, 0, NULL)) != DISTLOCK_OK || (rc = one_pair(on, key, 0, NULL)))
-            fail("warm-up pair", rc);
-    for (int k = 0; k < rounds; k++) {  /* alternate, so drift hits both alike */
-        a[k] = wait_slice(off, key, slice_ms);
-        b[k] = wait_slice(on, key, slice_ms);
-    }
-    qsort(a, (size_t)rounds, sizeof(double), cmp_double);
-    qsort(b, (size_t)rounds, sizeof(double), cmp_double);
-    double ma = a[rounds / 2], mb = b[rounds / 2];
-    printf("wait_replicas=0 pairs/s median %.0f (min %.0f max %.0f)\n", ma, a[0], a[rounds - 1]);
-    printf("wait_replicas=%ld pairs/s median %.0f (min %.0f max %.0f)\n", replicas, mb, b[0],
-           b[rounds - 1]);
-    printf("ratio wait/no-wait %.3f over %d slices of %ld ms each\n", mb / ma, rounds, slice_ms);
-    distlock_client_free(off);
-    distlock_client_free(on);
-    return 0;
+    char on_name[48];
+    snprintf(on_name, sizeof on_name, "wait_replicas=%ld", replicas);
+    return ab_slices(off, on, key, slice_ms, rounds, "wait_replicas=0", on_name, "wait/no-wait");
 }
 
 #ifndef DISTLOCK_OPT_STATS
@@ -264,24 +275,7 @@ static int mode_statscost(int argc, char **argv)
     const char *key = argv[5];
     int rc = distlock_client_set(off, DISTLOCK_OPT_STATS, 0);
     if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_STATS", rc);
-    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
-    double a[100], b[100];
-    for (int w = 0; w < 200; w++)
-        if ((rc = one_pair(off, key, 0, NULL)) != DISTLOCK_OK || (rc = one_pair(on, key, 0, NULL)))
-            fail("warm-up pair", rc);
-    for (int k = 0; k < rounds; k++) {  /* alternate, so drift hits both alike */
-        a[k] = wait_slice(off, key, slice_ms);
-        b[k] = wait_slice(on, key, slice_ms);
-    }
-    qsort(a, (size_t)rounds, sizeof(double), cmp_double);
-    qsort(b, (size_t)rounds, sizeof(double), cmp_double);
-    double ma = a[rounds / 2], mb = b[rounds / 2];
-    printf("stats=0 pairs/s median %.0f (min %.0f max %.0f)\n", ma, a[0], a[rounds - 1]);
-    printf("stats=1 pairs/s median %.0f (min %.0f max %.0f)\n", mb, b[0], b[rounds - 1]);
-    printf("ratio stats/no-stats %.3f over %d slices of %ld ms each\n", mb / ma, rounds, slice_ms);
-    distlock_client_free(off);
-    distlock_client_free(on);
-    return 0;
+    return ab_slices(off, on, key, slice_ms, rounds, "stats=0", "stats=1", "stats/no-stats");
 }
 
 #ifndef DISTLOCK_OPT_OWNER_INFO
@@ -321,27 +315,7 @@ static int mode_vs(int argc, char **argv)
 {
     if (argc < 7) die("usage", "vs URIS_A URIS_B SLICE_MS ROUNDS KEY");
     distlock_client *ca = client(argv[2]), *cb = client(argv[3]);
-    long slice_ms = atol(argv[4]);
-    int rounds = atoi(argv[5]), rc;
-    const char *key = argv[6];
-    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
-    double a[100], b[100];
-    for (int w = 0; w < 200; w++)
-        if ((rc = one_pair(ca, key, 0, NULL)) != DISTLOCK_OK || (rc = one_pair(cb, key, 0, NULL)))
-            fail("warm-up pair", rc);
-    for (int k = 0; k < rounds; k++) {
-        a[k] = wait_slice(ca, key, slice_ms);
-        b[k] = wait_slice(cb, key, slice_ms);
-    }
-    qsort(a, (size_t)rounds, sizeof(double), cmp_double);
-    qsort(b, (size_t)rounds, sizeof(double), cmp_double);
-    double ma = a[rounds / 2], mb = b[rounds / 2];
-    printf("A pairs/s median %.0f (min %.0f max %.0f)\n", ma, a[0], a[rounds - 1]);
-    printf("B pairs/s median %.0f (min %.0f max %.0f)\n", mb, b[0], b[rounds - 1]);
-    printf("ratio B/A %.3f over %d slices of %ld ms each\n", mb / ma, rounds, slice_ms);
-    distlock_client_free(ca);
-    distlock_client_free(cb);
-    return 0;
+    return ab_slices(ca, cb, argv[6], atol(argv[4]), atoi(argv[5]), "A", "B", "B/A");
 }
 
 int main(int argc, char **argv)
