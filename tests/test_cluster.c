@@ -343,19 +343,61 @@ static long numsub(const char *channel)
     return total;
 }
 
-static long woken_after_release(distlock_client *holder, distlock_client *w, const char *key)
+/* Sharded subscribers to channel on server i (PUBSUB SHARDNUMSUB counts
+ * the server's own). */
+static long shardnumsub(int i, const char *channel)
+{
+    long n = -1;
+    redisReply *r = rh_command(CL->rc, i, 0, "PUBSUB SHARDNUMSUB %s", channel);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        n = (long)r->element[1]->integer;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+/* The release of key publishes on a cluster with SPUBLISH on this channel
+ * (key without braces: the whole key is the hash tag, so it is in key's
+ * slot), written independently of the library's rule. */
+static void shard_channel(char *ch, size_t size, const char *key)
+{
+    assert_null(strchr(key, '{'));
+    snprintf(ch, size, "distlock:{%s}", key);
+}
+
+/* Holder takes key, w waits for it; the waiter must be SSUBSCRIBEd on the
+ * master of the key's slot (and not SUBSCRIBEd anywhere). If migrate_to >=
+ * 0, the slot then moves there under the waiting waiter, which must
+ * SSUBSCRIBE on the new master. Returns the ms from release to wake-up. */
+static long woken_after_release_moving(distlock_client *holder, distlock_client *w,
+                                       const char *key, int migrate_to)
 {
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &l), DISTLOCK_OK);
-    char ch[96];
+    char ch[96], sch[96];
     snprintf(ch, sizeof ch, "distlock:%s", key);
-    long before = numsub(ch);
+    shard_channel(sch, sizeof sch, key);
+    int slot = rh_rcl_keyslot(CL, key), owner = rh_rcl_owner(CL, 0, slot);
+    assert_int_equal(rh_rcl_keyslot(CL, sch), slot);
+    long before = shardnumsub(owner, sch);
     struct waiter_arg a = { w, key, -99, 0, "" };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, waiter, &a), 0);
-    if (!RH_WAIT_UNTIL(numsub(ch) > before, 10000)) {
-        print_error("no new subscriber to %s (%ld before, %ld now); waiter rc %d (%s)\n", ch, before, numsub(ch), a.rc, a.detail);
+    if (!RH_WAIT_UNTIL(shardnumsub(owner, sch) > before, 10000)) {
+        print_error("no new sharded subscriber to %s on server %d (%ld before, %ld now); waiter rc %d (%s)\n",
+                    sch, owner, before, shardnumsub(owner, sch), a.rc, a.detail);
         fail();
+    }
+    assert_int_equal(numsub(ch), 0);  /* no classic subscription: releases SPUBLISH */
+    if (migrate_to >= 0) {
+        assert_int_equal(rh_rcl_migrate_slot(CL, slot, owner, migrate_to, 10, NULL, NULL), 0);
+        /* the old master dropped it (sunsubscribe); the waiter follows */
+        if (!RH_WAIT_UNTIL(shardnumsub(migrate_to, sch) > 0, 10000)) {
+            print_error("waiter not SSUBSCRIBEd on the new master %d of slot %d (old: %ld)\n",
+                        migrate_to, slot, shardnumsub(owner, sch));
+            fail();
+        }
+        assert_int_equal(shardnumsub(owner, sch), 0);
+        assert_int_equal(a.rc, -99);  /* still waiting */
     }
     long long t0 = rh_now_ms();
     assert_rc(distlock_release(l), DISTLOCK_OK);
@@ -363,6 +405,11 @@ static long woken_after_release(distlock_client *holder, distlock_client *w, con
     pthread_join(th, NULL);
     assert_rc(a.rc, DISTLOCK_OK);
     return (long)(a.got_ms - t0);
+}
+
+static long woken_after_release(distlock_client *holder, distlock_client *w, const char *key)
+{
+    return woken_after_release_moving(holder, w, key, -1);
 }
 
 /* A waiter is woken by the release within a few ms (its re-check is 5 s
@@ -381,23 +428,28 @@ static void test_wakeup(void **state)
     int from = rh_rcl_owner(CL, 0, slot), to = rh_rcl_owner(CL, 0, 14000);
     assert_int_equal(rh_rcl_migrate_slot(CL, slot, from, to, 10, NULL, NULL), 0);
     long ms2 = woken_after_release(holder, w, key);
-    assert_int_equal(rh_rcl_migrate_slot(CL, slot, to, from, 10, NULL, NULL), 0);
+    /* the slot moves back while the waiter waits: it follows (sunsubscribe,
+     * then SSUBSCRIBE on the new master) and is still woken at once */
+    long ms4 = woken_after_release_moving(holder, w, key, from);
+    assert_int_equal(rh_rcl_owner(CL, 0, slot), from);
     /* the first seed is down: calls and the subscriber use the next ones
-     * (w's subscription gone first, so a new one shows in NUMSUB) */
+     * (w's subscription gone first, so a new one shows in SHARDNUMSUB) */
     distlock_client_free(w);
     w = NULL;
-    char ch[96];
-    snprintf(ch, sizeof ch, "distlock:%s", key);
-    assert_true(RH_WAIT_UNTIL(numsub(ch) == 0, 10000));
+    char sch[96];
+    shard_channel(sch, sizeof sch, key);
+    assert_true(RH_WAIT_UNTIL(shardnumsub(from, sch) == 0, 10000));
     char uri[300];
     snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:1,%s", CL->uri + strlen("redis-cluster://"));
     distlock_client *w2 = new_client(uri);
     assert_rc(distlock_client_set(w2, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
     assert_rc(distlock_client_set(w2, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
     long ms3 = woken_after_release(holder, w2, key);
-    printf("waiter woken %ld ms after the release; %ld ms after its slot migrated; %ld ms with "
-           "its first seed down\n", ms1, ms2, ms3);
+    printf("waiter (SSUBSCRIBE) woken %ld ms after the release; %ld ms after its slot migrated; "
+           "%ld ms after it migrated while waiting; %ld ms with its first seed down\n", ms1, ms2,
+           ms4, ms3);
     assert_true(ms1 < 1000);
+    assert_true(ms4 < 1000);
     assert_true(ms2 < 1000);
     assert_true(ms3 < 1000);
     distlock_client_free(w2);
