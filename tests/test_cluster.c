@@ -22,6 +22,7 @@
 
 /* the library's own slot function (distlock_static: not exported) */
 unsigned distlock__key_slot(const char *key, size_t len);
+size_t distlock__shard_channel_name(char *buf, const char *key);
 
 static rh_rcl *CL;
 
@@ -310,6 +311,7 @@ static void test_moved(void **state)
 struct waiter_arg {
     distlock_client *c;
     const char *key;
+    int flags;
     int rc;
     long long got_ms;
     char detail[300];
@@ -319,7 +321,7 @@ static void *waiter(void *p)
 {
     struct waiter_arg *w = p;
     distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, w->key, 30000, 20000, 0, &l);
+    w->rc = distlock_acquire(w->c, w->key, 30000, 20000, w->flags, &l);
     w->got_ms = rh_now_ms();
     snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
     if (l) {
@@ -360,7 +362,13 @@ static long shardnumsub(int i, const char *channel)
  * slot), written independently of the library's rule. */
 static void shard_channel(char *ch, size_t size, const char *key)
 {
-    assert_null(strchr(key, '{'));
+    if (strchr(key, '{') || strchr(key, '}')) {  /* the library's (test_wakeup_keys checks it) */
+        char buf[1100];
+        size_t n = distlock__shard_channel_name(buf, key);
+        assert_true(n < size);
+        memcpy(ch, buf, n + 1);
+        return;
+    }
     snprintf(ch, size, "distlock:{%s}", key);
 }
 
@@ -369,7 +377,7 @@ static void shard_channel(char *ch, size_t size, const char *key)
  * 0, the slot then moves there under the waiting waiter, which must
  * SSUBSCRIBE on the new master. Returns the ms from release to wake-up. */
 static long woken_after_release_moving(distlock_client *holder, distlock_client *w,
-                                       const char *key, int migrate_to)
+                                       const char *key, int migrate_to, int flags)
 {
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &l), DISTLOCK_OK);
@@ -379,7 +387,7 @@ static long woken_after_release_moving(distlock_client *holder, distlock_client 
     int slot = rh_rcl_keyslot(CL, key), owner = rh_rcl_owner(CL, 0, slot);
     assert_int_equal(rh_rcl_keyslot(CL, sch), slot);
     long before = shardnumsub(owner, sch);
-    struct waiter_arg a = { w, key, -99, 0, "" };
+    struct waiter_arg a = { w, key, flags, -99, 0, "" };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, waiter, &a), 0);
     if (!RH_WAIT_UNTIL(shardnumsub(owner, sch) > before, 10000)) {
@@ -409,7 +417,40 @@ static long woken_after_release_moving(distlock_client *holder, distlock_client 
 
 static long woken_after_release(distlock_client *holder, distlock_client *w, const char *key)
 {
-    return woken_after_release_moving(holder, w, key, -1);
+    return woken_after_release_moving(holder, w, key, -1, 0);
+}
+
+/* The shard channel of every kind of key is in the key's slot (as the
+ * server counts), so the release script may SPUBLISH on it; waiters on a
+ * key with a '}' but no hash tag (its channel has a numeric tag) and fair
+ * waiters (the fair script names the next) are woken at once too. */
+static void test_wakeup_keys(void **state)
+{
+    (void)state;
+    static const char *const keys[] = { "order:{42}", "{42}:x", "plain", "a{b", "x{y}z{w}",
+                                        "{{}}", "{order:{42}}", "a}b", "{}x", "}{", "{}",
+                                        "x{}{y}" };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        char ch[1100];
+        distlock__shard_channel_name(ch, keys[k]);
+        if (rh_rcl_keyslot(CL, ch) != rh_rcl_keyslot(CL, keys[k])) {
+            print_error("shard channel '%s' of '%s' is not in its slot\n", ch, keys[k]);
+            fail();
+        }
+    }
+    distlock_client *holder = new_client(CL->uri), *w = new_client(CL->uri);
+    assert_rc(distlock_client_set(w, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(w, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    long brace = woken_after_release_moving(holder, w, "wk}x", -1, 0);
+    long tagged = woken_after_release_moving(holder, w, "wk:{7}", -1, 0);
+    long fair = woken_after_release_moving(holder, w, "wkfair", -1, DISTLOCK_FAIR);
+    printf("woken (SSUBSCRIBE) %ld ms after the release ('}' without a tag), %ld ms (hash tag), "
+           "%ld ms (fair waiter)\n", brace, tagged, fair);
+    assert_true(brace < 1000);
+    assert_true(tagged < 1000);
+    assert_true(fair < 1000);
+    distlock_client_free(w);
+    distlock_client_free(holder);
 }
 
 /* A waiter is woken by the release within a few ms (its re-check is 5 s
@@ -430,7 +471,7 @@ static void test_wakeup(void **state)
     long ms2 = woken_after_release(holder, w, key);
     /* the slot moves back while the waiter waits: it follows (sunsubscribe,
      * then SSUBSCRIBE on the new master) and is still woken at once */
-    long ms4 = woken_after_release_moving(holder, w, key, from);
+    long ms4 = woken_after_release_moving(holder, w, key, from, 0);
     assert_int_equal(rh_rcl_owner(CL, 0, slot), from);
     /* the first seed is down: calls and the subscriber use the next ones
      * (w's subscription gone first, so a new one shows in SHARDNUMSUB) */
@@ -741,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_side_keys),
         cmocka_unit_test(test_moved),
         cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_wakeup_keys),
         cmocka_unit_test(test_renew),
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_reshard_fenced),
