@@ -89,18 +89,15 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
         call.nkeys = 2, call.argc = 4;
     }
     /* A Redis Cluster node wakes its waiters with SPUBLISH, in the key's
-     * slot (stack for short keys, like the channel) */
-    char shc[112], *sh = NULL;
-    if (c->tp.cl != NULL) {
-        sh = strlen(key) + 24 <= sizeof(shc) ? shc : malloc(DISTLOCK__SIDEKEY_MAX);
-        if (sh)
-            distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
-    }
+     * slot (on the heap: this frame is on the deepest path of the 4 KB
+     * stack budget; without it the release still runs, waiters re-check) */
+    char *sh = c->tp.cl != NULL ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
+    if (sh)
+        distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
-    if (sh != shc)
-        free(sh);
+    free(sh);
     if (ch != sch)
         free(ch);
     if (ok)  /* no call on the common path */
