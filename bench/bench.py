@@ -431,6 +431,9 @@ def groups(args):
     if args.tls_uri:   # TLS row: the same server over redis:// and rediss://, same run
         G.append(("TLS 1 node", [("tls", ("distlock-c", 1), "distlock-c", u1),
                                  ("tls", ("distlock-c", "tls"), "distlock-c", args.tls_uri)]))
+    if getattr(args, "cluster_uri", ""):   # cluster row: a single master and a 3-master cluster, same run
+        G.append(("cluster", [("cluster", ("distlock-c", 1), "distlock-c", u1),
+                              ("cluster", ("distlock-c", "cluster"), "distlock-c", args.cluster_uri)]))
     return G
 
 
@@ -473,11 +476,12 @@ def main():
         ap.add_argument("--" + k.replace("_", "-"), default="")
         ap.add_argument("--why-" + k.replace("_", "-"), default="")
     ap.add_argument("--tls-uri", default="", help="rediss:// URI of the first server (TLS row)")
+    ap.add_argument("--cluster-uri", default="", help="redis-cluster:// URI of a 3-master cluster (cluster row)")
     ap.add_argument("--node-ok", action="store_true")
     ap.add_argument("--why-node", default="")
     ap.add_argument("--versions", default="", help="file of 'name: version' lines from run.sh")
     ap.add_argument("--only", default="", help="comma list of sections (development): "
-                    "pairs,contend,contenders,nodes,memory,renew,tls")
+                    "pairs,contend,contenders,nodes,memory,renew,tls,cluster")
     ap.add_argument("--pinning", default="", help="how run.sh placed servers and drivers on CPUs")
     args = ap.parse_args()
 
@@ -495,7 +499,7 @@ def main():
     res = {}      # (section, cfg) -> [dict per repetition / per cycle]
     why = {}      # (section, cfg) -> reason it was not run
     only = set(args.only.split(",")) if args.only else None
-    if not only or "pairs" in only or "nodes" in only or "tls" in only:
+    if not only or "pairs" in only or "nodes" in only or "tls" in only or "cluster" in only:
         for title, members in groups(args):
             if only and not any(m[0] in only for m in members):
                 continue

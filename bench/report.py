@@ -279,6 +279,23 @@ def write_report(args, impls, res, why, mem, renew, meta):
         o.append("| new client + first pair, µs | %s | %s | +%s µs |" % (
             fmt(pa), fmt(pb), fmt(pb - pa) if pa == pa and pb == pb else "—"))
         o.append("")
+    # ---- cluster row
+    if R.runs("cluster", ("distlock-c", "cluster")):
+        o.append("## Redis Cluster, 3 masters + 3 replicas")
+        o.append("")
+        o.append("A single plain master (`redis://`, not cluster-enabled) and a cluster of 3 masters with one "
+                 "replica each (`tests/harness/redis.sh cluster`, `redis-cluster://` with the six nodes as "
+                 "seeds), in the same round-robin group: uncontended pairs/s of one key (routed to the master "
+                 "of its slot; releases wake waiters with `SPUBLISH` in the key's slot), and the ratio cluster "
+                 "/ single master (goal ≥ 0.95×). The cluster's master also replicates every write to its "
+                 "replica, which the single master does not.")
+        o.append("")
+        o.append("| | single master | 3-master cluster | cluster / single |")
+        o.append("|---|---:|---:|---:|")
+        a, b = ("cluster", ("distlock-c", 1)), ("cluster", ("distlock-c", "cluster"))
+        o.append("| distlock C pairs/s | %s | %s | %s |" % (fmt(R.value(*a)), fmt(R.value(*b)),
+                                                          ratio(R.paired(b, a))))
+        o.append("")
     o.append("## (c) Scaling")
     o.append("")
     o.append("### Contenders on one key (hold 1 ms, think 1 ms): critical sections/s")

@@ -146,7 +146,10 @@ fi
 
 # ---- servers
 rdir=$(mktemp -d /tmp/distlock-bench-redis.XXXXXX)
-cleanup() { bash "$repo/tests/harness/redis.sh" stop "$rdir" || true; rm -rf "$rdir"; }
+cleanup() {
+  bash "$repo/tests/harness/redis.sh" stop "$rdir/cluster" > /dev/null 2>&1 || true
+  bash "$repo/tests/harness/redis.sh" stop "$rdir" || true; rm -rf "$rdir"
+}
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 # TLS row: every server also has a TLS port, with certificates made now.
@@ -155,6 +158,9 @@ DISTLOCK_TLS_CERTS=$rdir/certs "${pin_srv[@]}" bash "$repo/tests/harness/redis.s
 uris=$(bash "$repo/tests/harness/redis.sh" uris "$rdir")
 tls_uri=$(bash "$repo/tests/harness/redis.sh" tls-uris "$rdir" | cut -d, -f1)?tls_ca_file=$rdir/certs/ca.crt
 args+=(--tls-uri "$tls_uri")
+# Cluster row: 3 masters + 3 replicas, on the servers' CPU too.
+cluster_uri=$("${pin_srv[@]}" bash "$repo/tests/harness/redis.sh" cluster "$rdir/cluster") \
+  && args+=(--cluster-uri "$cluster_uri") || say "no cluster row: the cluster did not start"
 
 say "running (build log: $log)"
 cmdline="bash bench/run.sh${quick:+ $quick}"

@@ -22,6 +22,7 @@
 
 /* the library's own slot function (distlock_static: not exported) */
 unsigned distlock__key_slot(const char *key, size_t len);
+size_t distlock__shard_channel_name(char *buf, const char *key);
 
 static rh_rcl *CL;
 
@@ -310,6 +311,7 @@ static void test_moved(void **state)
 struct waiter_arg {
     distlock_client *c;
     const char *key;
+    int flags;
     int rc;
     long long got_ms;
     char detail[300];
@@ -319,7 +321,7 @@ static void *waiter(void *p)
 {
     struct waiter_arg *w = p;
     distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, w->key, 30000, 20000, 0, &l);
+    w->rc = distlock_acquire(w->c, w->key, 30000, 20000, w->flags, &l);
     w->got_ms = rh_now_ms();
     snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
     if (l) {
@@ -343,19 +345,67 @@ static long numsub(const char *channel)
     return total;
 }
 
-static long woken_after_release(distlock_client *holder, distlock_client *w, const char *key)
+/* Sharded subscribers to channel on server i (PUBSUB SHARDNUMSUB counts
+ * the server's own). */
+static long shardnumsub(int i, const char *channel)
+{
+    long n = -1;
+    redisReply *r = rh_command(CL->rc, i, 0, "PUBSUB SHARDNUMSUB %s", channel);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        n = (long)r->element[1]->integer;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+/* The release of key publishes on a cluster with SPUBLISH on this channel
+ * (key without braces: the whole key is the hash tag, so it is in key's
+ * slot), written independently of the library's rule. */
+static void shard_channel(char *ch, size_t size, const char *key)
+{
+    if (strchr(key, '{') || strchr(key, '}')) {  /* the library's (test_wakeup_keys checks it) */
+        char buf[1100];
+        size_t n = distlock__shard_channel_name(buf, key);
+        assert_true(n < size);
+        memcpy(ch, buf, n + 1);
+        return;
+    }
+    snprintf(ch, size, "distlock:{%s}", key);
+}
+
+/* Holder takes key, w waits for it; the waiter must be SSUBSCRIBEd on the
+ * master of the key's slot (and not SUBSCRIBEd anywhere). If migrate_to >=
+ * 0, the slot then moves there under the waiting waiter, which must
+ * SSUBSCRIBE on the new master. Returns the ms from release to wake-up. */
+static long woken_after_release_moving(distlock_client *holder, distlock_client *w,
+                                       const char *key, int migrate_to, int flags)
 {
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &l), DISTLOCK_OK);
-    char ch[96];
+    char ch[96], sch[96];
     snprintf(ch, sizeof ch, "distlock:%s", key);
-    long before = numsub(ch);
-    struct waiter_arg a = { w, key, -99, 0, "" };
+    shard_channel(sch, sizeof sch, key);
+    int slot = rh_rcl_keyslot(CL, key), owner = rh_rcl_owner(CL, 0, slot);
+    assert_int_equal(rh_rcl_keyslot(CL, sch), slot);
+    long before = shardnumsub(owner, sch);
+    struct waiter_arg a = { w, key, flags, -99, 0, "" };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, waiter, &a), 0);
-    if (!RH_WAIT_UNTIL(numsub(ch) > before, 10000)) {
-        print_error("no new subscriber to %s (%ld before, %ld now); waiter rc %d (%s)\n", ch, before, numsub(ch), a.rc, a.detail);
+    if (!RH_WAIT_UNTIL(shardnumsub(owner, sch) > before, 10000)) {
+        print_error("no new sharded subscriber to %s on server %d (%ld before, %ld now); waiter rc %d (%s)\n",
+                    sch, owner, before, shardnumsub(owner, sch), a.rc, a.detail);
         fail();
+    }
+    assert_int_equal(numsub(ch), 0);  /* no classic subscription: releases SPUBLISH */
+    if (migrate_to >= 0) {
+        assert_int_equal(rh_rcl_migrate_slot(CL, slot, owner, migrate_to, 10, NULL, NULL), 0);
+        /* the old master dropped it (sunsubscribe); the waiter follows */
+        if (!RH_WAIT_UNTIL(shardnumsub(migrate_to, sch) > 0, 10000)) {
+            print_error("waiter not SSUBSCRIBEd on the new master %d of slot %d (old: %ld)\n",
+                        migrate_to, slot, shardnumsub(owner, sch));
+            fail();
+        }
+        assert_int_equal(shardnumsub(owner, sch), 0);
+        assert_int_equal(a.rc, -99);  /* still waiting */
     }
     long long t0 = rh_now_ms();
     assert_rc(distlock_release(l), DISTLOCK_OK);
@@ -363,6 +413,44 @@ static long woken_after_release(distlock_client *holder, distlock_client *w, con
     pthread_join(th, NULL);
     assert_rc(a.rc, DISTLOCK_OK);
     return (long)(a.got_ms - t0);
+}
+
+static long woken_after_release(distlock_client *holder, distlock_client *w, const char *key)
+{
+    return woken_after_release_moving(holder, w, key, -1, 0);
+}
+
+/* The shard channel of every kind of key is in the key's slot (as the
+ * server counts), so the release script may SPUBLISH on it; waiters on a
+ * key with a '}' but no hash tag (its channel has a numeric tag) and fair
+ * waiters (the fair script names the next) are woken at once too. */
+static void test_wakeup_keys(void **state)
+{
+    (void)state;
+    static const char *const keys[] = { "order:{42}", "{42}:x", "plain", "a{b", "x{y}z{w}",
+                                        "{{}}", "{order:{42}}", "a}b", "{}x", "}{", "{}",
+                                        "x{}{y}" };
+    for (size_t k = 0; k < sizeof keys / sizeof keys[0]; k++) {
+        char ch[1100];
+        distlock__shard_channel_name(ch, keys[k]);
+        if (rh_rcl_keyslot(CL, ch) != rh_rcl_keyslot(CL, keys[k])) {
+            print_error("shard channel '%s' of '%s' is not in its slot\n", ch, keys[k]);
+            fail();
+        }
+    }
+    distlock_client *holder = new_client(CL->uri), *w = new_client(CL->uri);
+    assert_rc(distlock_client_set(w, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(w, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    long brace = woken_after_release_moving(holder, w, "wk}x", -1, 0);
+    long tagged = woken_after_release_moving(holder, w, "wk:{7}", -1, 0);
+    long fair = woken_after_release_moving(holder, w, "wkfair", -1, DISTLOCK_FAIR);
+    printf("woken (SSUBSCRIBE) %ld ms after the release ('}' without a tag), %ld ms (hash tag), "
+           "%ld ms (fair waiter)\n", brace, tagged, fair);
+    assert_true(brace < 1000);
+    assert_true(tagged < 1000);
+    assert_true(fair < 1000);
+    distlock_client_free(w);
+    distlock_client_free(holder);
 }
 
 /* A waiter is woken by the release within a few ms (its re-check is 5 s
@@ -381,23 +469,28 @@ static void test_wakeup(void **state)
     int from = rh_rcl_owner(CL, 0, slot), to = rh_rcl_owner(CL, 0, 14000);
     assert_int_equal(rh_rcl_migrate_slot(CL, slot, from, to, 10, NULL, NULL), 0);
     long ms2 = woken_after_release(holder, w, key);
-    assert_int_equal(rh_rcl_migrate_slot(CL, slot, to, from, 10, NULL, NULL), 0);
+    /* the slot moves back while the waiter waits: it follows (sunsubscribe,
+     * then SSUBSCRIBE on the new master) and is still woken at once */
+    long ms4 = woken_after_release_moving(holder, w, key, from, 0);
+    assert_int_equal(rh_rcl_owner(CL, 0, slot), from);
     /* the first seed is down: calls and the subscriber use the next ones
-     * (w's subscription gone first, so a new one shows in NUMSUB) */
+     * (w's subscription gone first, so a new one shows in SHARDNUMSUB) */
     distlock_client_free(w);
     w = NULL;
-    char ch[96];
-    snprintf(ch, sizeof ch, "distlock:%s", key);
-    assert_true(RH_WAIT_UNTIL(numsub(ch) == 0, 10000));
+    char sch[96];
+    shard_channel(sch, sizeof sch, key);
+    assert_true(RH_WAIT_UNTIL(shardnumsub(from, sch) == 0, 10000));
     char uri[300];
     snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:1,%s", CL->uri + strlen("redis-cluster://"));
     distlock_client *w2 = new_client(uri);
     assert_rc(distlock_client_set(w2, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
     assert_rc(distlock_client_set(w2, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
     long ms3 = woken_after_release(holder, w2, key);
-    printf("waiter woken %ld ms after the release; %ld ms after its slot migrated; %ld ms with "
-           "its first seed down\n", ms1, ms2, ms3);
+    printf("waiter (SSUBSCRIBE) woken %ld ms after the release; %ld ms after its slot migrated; "
+           "%ld ms after it migrated while waiting; %ld ms with its first seed down\n", ms1, ms2,
+           ms4, ms3);
     assert_true(ms1 < 1000);
+    assert_true(ms4 < 1000);
     assert_true(ms2 < 1000);
     assert_true(ms3 < 1000);
     distlock_client_free(w2);
@@ -689,6 +782,7 @@ int main(void)
         cmocka_unit_test(test_side_keys),
         cmocka_unit_test(test_moved),
         cmocka_unit_test(test_wakeup),
+        cmocka_unit_test(test_wakeup_keys),
         cmocka_unit_test(test_renew),
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_reshard_fenced),

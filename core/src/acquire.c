@@ -18,7 +18,7 @@
  * need them (on the heap: 4 KB the common path's stack does not carry). */
 typedef struct sidekeys {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
-        ch[DISTLOCK__SIDEKEY_MAX];
+        ch[DISTLOCK__SIDEKEY_MAX], sh[DISTLOCK__SIDEKEY_MAX];  /* sh: ch on a cluster */
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
     char ok[DISTLOCK__SIDEKEY_MAX], host[256], pid[24], prog[256], since[24],
         label[DISTLOCK_OWNER_LABEL_MAX + 1];
@@ -88,9 +88,16 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
         argv[1] = ok, len[1] = strlen(ok);
         call.nkeys = 2, call.argc = 4;
     }
+    /* A Redis Cluster node wakes its waiters with SPUBLISH, in the key's
+     * slot (on the heap: this frame is on the deepest path of the 4 KB
+     * stack budget; without it the release still runs, waiters re-check) */
+    char *sh = c->tp.cl != NULL ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
+    if (sh)
+        distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
     for (int i = 0; i < c->n; i++)
         calls[i] = (which == NULL || which[i]) ? &call : NULL;
     distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
+    free(sh);
     if (ch != sch)
         free(ch);
     if (ok)  /* no call on the common path */
@@ -169,8 +176,10 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     argv[k++] = rq->token;
     argv[k++] = a->ttl;
     argv[k++] = (rq->flags & DISTLOCK_STRICT) ? "1" : "0";
+    int chan_arg = -1;
     if (rq->fair) {
         argv[k++] = a->qttl;
+        chan_arg = k;
         argv[k++] = a->sk->ch;
     }
     if (a->owner) {
@@ -185,6 +194,9 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     distlock__call script = { .script = rq->fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE,
                               .nkeys = nkeys, .argc = k, .argv = argv, .argvlen = len,
                               .tag = a->tag };
+    if (chan_arg >= 0 && c->tp.cl != NULL)
+        distlock__call_sharded(&script, DISTLOCK__S_FAIR_SH, chan_arg, a->sk->sh,
+                               rq->key);
     const char *pargv[7] = { "SET", rq->key, rq->token, "NX", "PX", a->ttl, "GET" };
     size_t plen[7] = { 3, len[0], strlen(rq->token), 2, 2, ttllen, 3 };
     distlock__call plain = { .script = -1, .argc = 7, .argv = pargv, .argvlen = plen,
@@ -273,6 +285,8 @@ static void leave_where_lost(attempt_ctx *a, const distlock__result *res)
         len[i] = strlen(argv[i]);
     distlock__call leave = { .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5, .argv = argv,
                              .argvlen = len, .undo = 1, .tag = a->tag };
+    if (c->tp.cl != NULL)
+        distlock__call_sharded(&leave, DISTLOCK__S_LEAVE_SH, 4, a->sk->sh, a->rq->key);
     for (int i = 0; i < c->n; i++)
         calls4[i] = distlock__reply_verdict(&res[i]) == 1 ? NULL : &leave;
     distlock__round(&c->tp, a->cs, calls4, res4, NULL, NULL);
@@ -309,6 +323,8 @@ static void undo(attempt_ctx *a, const distlock__result *res)
         distlock__call fu = { .script = DISTLOCK__S_FAIR_UNDO, .nkeys = nk, .argc = nk + 3,
                               .argv = argv, .argvlen = len, .undo = 1, .tag = a->tag,
                               .must_mask = ~0ull };
+        if (c->tp.cl != NULL)  /* the channel: argv[4], or [5] after the owner key */
+            distlock__call_sharded(&fu, DISTLOCK__S_FAIR_UNDO_SH, nk + 1, a->sk->sh, a->rq->key);
         for (int i = 0; i < c->n; i++)
             calls3[i] = which[i] ? &fu : NULL;
         distlock__round(&c->tp, a->cs, calls3, res3, distlock__decide_quorum, &c->q);

@@ -82,8 +82,9 @@ int distlock__append_cmd(distlock__conn *conn, distlock__result *owner, int kind
                          uint64_t tag, int argc, const char **argv, const size_t *len);
 int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *conn,
                                distlock__result *r);
-int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock__result *owner,
-                          const distlock__call *call, int force_eval);
+/* i: the node (a Redis Cluster node gets call->cl_script, if set) */
+int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
+                          distlock__result *owner, const distlock__call *call, int force_eval);
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id);
 void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep);
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn);

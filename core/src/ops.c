@@ -93,7 +93,7 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
 {
     /* fair waiters only: the side keys on the heap, not the stack */
     struct { char q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
-             ch[DISTLOCK__SIDEKEY_MAX]; } *sk = malloc(sizeof(*sk));
+             ch[DISTLOCK__SIDEKEY_MAX], sh[DISTLOCK__SIDEKEY_MAX]; } *sk = malloc(sizeof(*sk));
     if (sk == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     distlock__connset *cs = distlock__checkout(c);
@@ -111,6 +111,8 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
         len[i] = strlen(argv[i]);
     distlock__call call = { .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5, .argv = argv,
                             .argvlen = len, .tag = distlock__lock_tag(key, token) };
+    if (c->tp.cl != NULL)
+        distlock__call_sharded(&call, DISTLOCK__S_LEAVE_SH, 4, sk->sh, key);
     for (int i = 0; i < c->n; i++)
         cs->calls_a[i] = &call;
     distlock__round(&c->tp, cs, cs->calls_a, res, NULL, NULL);

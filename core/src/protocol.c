@@ -11,6 +11,123 @@
 
 #include "protocol.h"
 
+/* The scripts that wake waiters, by publish command: PUBLISH on plain and
+ * Sentinel nodes (what waiters of every version subscribe to), SPUBLISH in
+ * the key's slot on a Redis Cluster node (the _sh variants, chosen by the
+ * transport per node: distlock__call.cl_script). */
+#define BODY_RELEASE(PUB) \
+        /* KEYS: key [owner]; ARGV: token channel. Compare-and-delete, then \
+         * wake waiters. pcall: a user without channel rights still releases. */ \
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n" \
+        "  redis.call('DEL', KEYS[1])\n" \
+        "  if KEYS[2] then redis.call('DEL', KEYS[2]) end\n" \
+        "  redis.pcall('" PUB "', ARGV[2], '')\n" \
+        "  return 1\n" \
+        "end\n" \
+        "return 0\n"
+
+#define BODY_FAIR(PUB) \
+        /* KEYS: key queue qdeadlines [fence] [owner]; ARGV: token ttl_ms \
+         * strict queue_ttl_ms channel [host pid program since label] (owner \
+         * metadata: its key is the last one). Waiters are served in arrival order: the \
+         * free lock goes to the queue's head; others join the queue (or \
+         * refresh their entry, which expires if the waiter dies) and learn \
+         * their rank (0: next). When the head takes the lock, the new head \
+         * is told by name, so a release needs to wake only it. queue_ttl 0: \
+         * try only. */ \
+        "local fk = KEYS[4]\n" \
+        "if ARGV[10] and #KEYS < 5 then fk = nil end\n" \
+        "if fk then\n" \
+        "  local f = redis.call('GET', fk)\n" \
+        "  if f and not tonumber(f) then\n" \
+        "    return redis.error_reply('fence counter ' .. fk .. ' is not an integer')\n" \
+        "  end\n" \
+        "end\n" \
+        "local t = redis.call('TIME')\n" \
+        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+        "while true do\n" \
+        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n" \
+        "  if #head == 0 then break end\n" \
+        "  if tonumber(redis.call('HGET', KEYS[3], head[1]) or '0') >= now then break end\n" \
+        "  redis.call('ZREM', KEYS[2], head[1])\n" \
+        "  redis.call('HDEL', KEYS[3], head[1])\n" \
+        "end\n" \
+        "local v = redis.call('GET', KEYS[1])\n" \
+        "local mine = (v == ARGV[1] and ARGV[3] == '0')\n" \
+        "if v == false then\n" \
+        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n" \
+        "  mine = (#head == 0 or head[1] == ARGV[1])\n" \
+        "end\n" \
+        "if mine then\n" \
+        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n" \
+        "  if ARGV[10] then\n" \
+        "    local o = KEYS[#KEYS]\n" \
+        "    redis.call('DEL', o)\n" \
+        "    redis.call('HSET', o, 'token', ARGV[1], 'host', ARGV[6], 'pid', ARGV[7]," \
+        " 'program', ARGV[8], 'since', ARGV[9], 'label', ARGV[10])\n" \
+        "    redis.call('PEXPIRE', o, ARGV[2])\n" \
+        "  end\n" \
+        "  redis.call('ZREM', KEYS[2], ARGV[1])\n" \
+        "  redis.call('HDEL', KEYS[3], ARGV[1])\n" \
+        "  local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)\n" \
+        "  if #nxt > 0 then redis.pcall('" PUB "', ARGV[5], nxt[1]) end\n" \
+        "  if fk then\n" \
+        "    if v == false then return {1, redis.call('INCR', fk)} end\n" \
+        "    return {1, tonumber(redis.call('GET', fk) or '0')}\n" \
+        "  end\n" \
+        "  return {1, -1}\n" \
+        "end\n" \
+        "local qttl = tonumber(ARGV[4])\n" \
+        "if qttl > 0 then\n" \
+        "  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n" \
+        "    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n" \
+        "    local seq = 0\n" \
+        "    if #last > 0 then seq = tonumber(last[2]) + 1 end\n" \
+        "    redis.call('ZADD', KEYS[2], seq, ARGV[1])\n" \
+        "  end\n" \
+        "  redis.call('HSET', KEYS[3], ARGV[1], now + qttl)\n" \
+        "  redis.call('PEXPIRE', KEYS[2], qttl)\n" \
+        "  redis.call('PEXPIRE', KEYS[3], qttl)\n" \
+        "end\n" \
+        "local rank = redis.call('ZRANK', KEYS[2], ARGV[1]) or -1\n" \
+        "if v == false then return {2, 0, rank} end\n"  /* free, but another waiter is ahead */ \
+        "return {0, redis.call('PTTL', KEYS[1]), rank}\n"
+
+#define BODY_LEAVE(PUB) \
+        /* KEYS: queue qdeadlines key; ARGV: token channel. A waiter gives \
+         * up: leave the queue and, if the lock is free, wake the next. */ \
+        "redis.call('ZREM', KEYS[1], ARGV[1])\n" \
+        "redis.call('HDEL', KEYS[2], ARGV[1])\n" \
+        "if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 1 then\n" \
+        "  redis.pcall('" PUB "', ARGV[2], '')\n" \
+        "end\n" \
+        "return 1\n"
+
+#define BODY_FAIR_UNDO(PUB) \
+        /* KEYS: key queue qdeadlines [owner]; ARGV: token channel \
+         * queue_ttl_ms. A \
+         * fair acquire that won this node but not a quorum gives the node \
+         * back and keeps its place: it is put back at the front of the \
+         * queue (winning had taken it out), so the nodes' queues do not \
+         * drift apart and arrival order holds. */ \
+        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n" \
+        "  redis.call('DEL', KEYS[1])\n" \
+        "  if KEYS[4] then redis.call('DEL', KEYS[4]) end\n" \
+        "  redis.pcall('" PUB "', ARGV[2], '')\n" \
+        "end\n" \
+        "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n" \
+        "  local t = redis.call('TIME')\n" \
+        "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+        "  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n" \
+        "  local seq = 0\n" \
+        "  if #first > 0 then seq = tonumber(first[2]) - 1 end\n" \
+        "  redis.call('ZADD', KEYS[2], seq, ARGV[1])\n" \
+        "  redis.call('HSET', KEYS[3], ARGV[1], now + tonumber(ARGV[3]))\n" \
+        "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n" \
+        "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n" \
+        "end\n" \
+        "return 1\n"
+
 /* Every script is atomic on its node. KEYS[1] is always the lock key. */
 const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_ACQUIRE] = { "acquire",
@@ -45,16 +162,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  return {1, -1}\n"
         "end\n"
         "return {0, redis.call('PTTL', KEYS[1]), v == ARGV[1] and 1 or 0}\n" },
-    [DISTLOCK__S_RELEASE] = { "release",
-        /* KEYS: key [owner]; ARGV: token channel. Compare-and-delete, then
-         * wake waiters. pcall: a user without channel rights still releases. */
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-        "  redis.call('DEL', KEYS[1])\n"
-        "  if KEYS[2] then redis.call('DEL', KEYS[2]) end\n"
-        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
-        "  return 1\n"
-        "end\n"
-        "return 0\n" },
+    [DISTLOCK__S_RELEASE] = { "release", BODY_RELEASE("PUBLISH") },
     [DISTLOCK__S_EXTEND] = { "extend",
         /* KEYS: k1..km [o1..om]; ARGV: token1 ttl1 .. tokenm ttlm (o: the
          * owner metadata keys, renewed with their locks). Batched so the
@@ -89,105 +197,13 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  r[4] = redis.call('PTTL', KEYS[2])\n"
         "end\n"
         "return r\n" },
-    [DISTLOCK__S_FAIR] = { "fair",
-        /* KEYS: key queue qdeadlines [fence] [owner]; ARGV: token ttl_ms
-         * strict queue_ttl_ms channel [host pid program since label] (owner
-         * metadata: its key is the last one). Waiters are served in arrival order: the
-         * free lock goes to the queue's head; others join the queue (or
-         * refresh their entry, which expires if the waiter dies) and learn
-         * their rank (0: next). When the head takes the lock, the new head
-         * is told by name, so a release needs to wake only it. queue_ttl 0:
-         * try only. */
-        "local fk = KEYS[4]\n"
-        "if ARGV[10] and #KEYS < 5 then fk = nil end\n"
-        "if fk then\n"
-        "  local f = redis.call('GET', fk)\n"
-        "  if f and not tonumber(f) then\n"
-        "    return redis.error_reply('fence counter ' .. fk .. ' is not an integer')\n"
-        "  end\n"
-        "end\n"
-        "local t = redis.call('TIME')\n"
-        "local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-        "while true do\n"
-        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
-        "  if #head == 0 then break end\n"
-        "  if tonumber(redis.call('HGET', KEYS[3], head[1]) or '0') >= now then break end\n"
-        "  redis.call('ZREM', KEYS[2], head[1])\n"
-        "  redis.call('HDEL', KEYS[3], head[1])\n"
-        "end\n"
-        "local v = redis.call('GET', KEYS[1])\n"
-        "local mine = (v == ARGV[1] and ARGV[3] == '0')\n"
-        "if v == false then\n"
-        "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
-        "  mine = (#head == 0 or head[1] == ARGV[1])\n"
-        "end\n"
-        "if mine then\n"
-        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
-        "  if ARGV[10] then\n"
-        "    local o = KEYS[#KEYS]\n"
-        "    redis.call('DEL', o)\n"
-        "    redis.call('HSET', o, 'token', ARGV[1], 'host', ARGV[6], 'pid', ARGV[7],"
-        " 'program', ARGV[8], 'since', ARGV[9], 'label', ARGV[10])\n"
-        "    redis.call('PEXPIRE', o, ARGV[2])\n"
-        "  end\n"
-        "  redis.call('ZREM', KEYS[2], ARGV[1])\n"
-        "  redis.call('HDEL', KEYS[3], ARGV[1])\n"
-        "  local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)\n"
-        "  if #nxt > 0 then redis.pcall('PUBLISH', ARGV[5], nxt[1]) end\n"
-        "  if fk then\n"
-        "    if v == false then return {1, redis.call('INCR', fk)} end\n"
-        "    return {1, tonumber(redis.call('GET', fk) or '0')}\n"
-        "  end\n"
-        "  return {1, -1}\n"
-        "end\n"
-        "local qttl = tonumber(ARGV[4])\n"
-        "if qttl > 0 then\n"
-        "  if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n"
-        "    local last = redis.call('ZRANGE', KEYS[2], -1, -1, 'WITHSCORES')\n"
-        "    local seq = 0\n"
-        "    if #last > 0 then seq = tonumber(last[2]) + 1 end\n"
-        "    redis.call('ZADD', KEYS[2], seq, ARGV[1])\n"
-        "  end\n"
-        "  redis.call('HSET', KEYS[3], ARGV[1], now + qttl)\n"
-        "  redis.call('PEXPIRE', KEYS[2], qttl)\n"
-        "  redis.call('PEXPIRE', KEYS[3], qttl)\n"
-        "end\n"
-        "local rank = redis.call('ZRANK', KEYS[2], ARGV[1]) or -1\n"
-        "if v == false then return {2, 0, rank} end\n"  /* free, but another waiter is ahead */
-        "return {0, redis.call('PTTL', KEYS[1]), rank}\n" },
-    [DISTLOCK__S_LEAVE] = { "leave",
-        /* KEYS: queue qdeadlines key; ARGV: token channel. A waiter gives
-         * up: leave the queue and, if the lock is free, wake the next. */
-        "redis.call('ZREM', KEYS[1], ARGV[1])\n"
-        "redis.call('HDEL', KEYS[2], ARGV[1])\n"
-        "if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 1 then\n"
-        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
-        "end\n"
-        "return 1\n" },
-    [DISTLOCK__S_FAIR_UNDO] = { "fair_undo",
-        /* KEYS: key queue qdeadlines [owner]; ARGV: token channel
-         * queue_ttl_ms. A
-         * fair acquire that won this node but not a quorum gives the node
-         * back and keeps its place: it is put back at the front of the
-         * queue (winning had taken it out), so the nodes' queues do not
-         * drift apart and arrival order holds. */
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n"
-        "  redis.call('DEL', KEYS[1])\n"
-        "  if KEYS[4] then redis.call('DEL', KEYS[4]) end\n"
-        "  redis.pcall('PUBLISH', ARGV[2], '')\n"
-        "end\n"
-        "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n"
-        "  local t = redis.call('TIME')\n"
-        "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
-        "  local first = redis.call('ZRANGE', KEYS[2], 0, 0, 'WITHSCORES')\n"
-        "  local seq = 0\n"
-        "  if #first > 0 then seq = tonumber(first[2]) - 1 end\n"
-        "  redis.call('ZADD', KEYS[2], seq, ARGV[1])\n"
-        "  redis.call('HSET', KEYS[3], ARGV[1], now + tonumber(ARGV[3]))\n"
-        "  redis.call('PEXPIRE', KEYS[2], ARGV[3])\n"
-        "  redis.call('PEXPIRE', KEYS[3], ARGV[3])\n"
-        "end\n"
-        "return 1\n" },
+    [DISTLOCK__S_FAIR] = { "fair", BODY_FAIR("PUBLISH") },
+    [DISTLOCK__S_LEAVE] = { "leave", BODY_LEAVE("PUBLISH") },
+    [DISTLOCK__S_FAIR_UNDO] = { "fair_undo", BODY_FAIR_UNDO("PUBLISH") },
+    [DISTLOCK__S_RELEASE_SH] = { "release_sh", BODY_RELEASE("SPUBLISH") },
+    [DISTLOCK__S_FAIR_SH] = { "fair_sh", BODY_FAIR("SPUBLISH") },
+    [DISTLOCK__S_LEAVE_SH] = { "leave_sh", BODY_LEAVE("SPUBLISH") },
+    [DISTLOCK__S_FAIR_UNDO_SH] = { "fair_undo_sh", BODY_FAIR_UNDO("SPUBLISH") },
 };
 
 /* ------------------------------------------------------------ names */
@@ -258,6 +274,35 @@ size_t distlock__channel_name(char *buf, const char *key)
     memcpy(buf, "distlock:", 9);
     memcpy(buf + 9, key, n + 1);
     return 9 + n;
+}
+
+size_t distlock__shard_channel_name(char *buf, const char *key)
+{
+    const char *open = strchr(key, '{');
+    const char *close = open ? strchr(open + 1, '}') : NULL;
+    if (open && close && close > open + 1)
+        return distlock__channel_name(buf, key);
+    if (strchr(key, '}') == NULL)
+        return (size_t)snprintf(buf, DISTLOCK__SIDEKEY_MAX, "distlock:{%s}", key);
+    /* "a}b", "{}x": no name with the key in its hash tag; a decimal tag of
+     * the same slot (every slot has one below 10^6: 16384 slots) */
+    unsigned slot = distlock__key_slot(key, strlen(key));
+    char tag[16];
+    unsigned long n = 0;
+    for (; n < 1000000ul; n++) {
+        int tl = snprintf(tag, sizeof(tag), "%lu", n);
+        if (distlock__key_slot(tag, (size_t)tl) == slot)
+            break;
+    }
+    return (size_t)snprintf(buf, DISTLOCK__SIDEKEY_MAX, "distlock:{%lu}%s", n, key);
+}
+
+void distlock__call_sharded(distlock__call *call, int sh, int arg, char *buf, const char *key)
+{
+    call->cl_script = sh;
+    call->cl_chan_arg = arg;
+    call->cl_chan = buf;
+    call->cl_chan_len = distlock__shard_channel_name(buf, key);
 }
 
 /* The transport's ordering domain for requests about this ownership: a

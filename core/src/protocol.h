@@ -11,7 +11,10 @@
 enum {
     DISTLOCK__S_ACQUIRE, DISTLOCK__S_RELEASE, DISTLOCK__S_EXTEND,
     DISTLOCK__S_RAISE, DISTLOCK__S_INSPECT, DISTLOCK__S_FAIR, DISTLOCK__S_LEAVE,
-    DISTLOCK__S_FAIR_UNDO, DISTLOCK__S_COUNT
+    DISTLOCK__S_FAIR_UNDO,
+    /* the same with SPUBLISH, for Redis Cluster nodes (cl_script) */
+    DISTLOCK__S_RELEASE_SH, DISTLOCK__S_FAIR_SH, DISTLOCK__S_LEAVE_SH,
+    DISTLOCK__S_FAIR_UNDO_SH, DISTLOCK__S_COUNT
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
 
@@ -36,6 +39,16 @@ int distlock__sidekeys_in_slot(const char *key);
 /* The channel a release of key is published on ("distlock:" key); buf must
  * hold DISTLOCK__SIDEKEY_MAX bytes. Returns its length. */
 size_t distlock__channel_name(char *buf, const char *key);
+/* The sharded pub/sub channel of key on a Redis Cluster node, in key's
+ * slot (SPUBLISH from a script must name a channel of its node; same slot:
+ * it migrates with the key): "distlock:" key when key has a hash tag,
+ * "distlock:{" key "}" when it has no '}', else "distlock:{N}" key with the
+ * smallest N in key's slot. buf: DISTLOCK__SIDEKEY_MAX bytes. Returns its
+ * length. */
+size_t distlock__shard_channel_name(char *buf, const char *key);
+/* Set call's Redis Cluster variant: script sh, with argv[arg] (the channel)
+ * replaced by the shard channel in buf (DISTLOCK__SIDEKEY_MAX bytes). */
+void distlock__call_sharded(distlock__call *call, int sh, int arg, char *buf, const char *key);
 /* The transport's ordering tag for requests about one ownership (key and
  * token): a request never overtakes an earlier one with the same tag. */
 uint64_t distlock__lock_tag(const char *key, const char *token);

@@ -119,9 +119,12 @@ static int append_wait(distlock__conn *conn, distlock__result *owner, const dist
 }
 
 /* EVALSHA when we know the script's SHA1, else EVAL (which also caches it). */
-int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock__result *owner,
-                       const distlock__call *call, int force_eval)
+int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
+                          distlock__result *owner, const distlock__call *call, int force_eval)
 {
+    int script = call->script, sharded = 0;
+    if (call->cl_script > 0 && t->nodes[i].kind == DISTLOCK__NODE_CLUSTER)
+        script = call->cl_script, sharded = 1;
     const char *sargv[16], **argv = sargv;
     size_t slen[16], *len = slen;
     char nk[24];
@@ -140,17 +143,21 @@ int distlock__append_call(distlock__transport *t, distlock__conn *conn, distlock
             return -1;
         }
     }
-    if (!force_eval && atomic_load_explicit(&t->sha_ok[call->script], memory_order_acquire)) {
+    if (!force_eval && atomic_load_explicit(&t->sha_ok[script], memory_order_acquire)) {
         argv[k] = "EVALSHA", len[k] = 7, k++;
-        argv[k] = t->sha[call->script], len[k] = 40, k++;
+        argv[k] = t->sha[script], len[k] = 40, k++;
     } else {
         argv[k] = "EVAL", len[k] = 4, k++;
-        argv[k] = t->scripts[call->script].body;
+        argv[k] = t->scripts[script].body;
         len[k] = strlen(argv[k]), k++;
     }
     argv[k] = nk, len[k] = distlock__ltoa(nk, call->nkeys), k++;
-    for (int a = 0; a < call->argc; a++)
-        argv[k] = call->argv[a], len[k] = call->argvlen[a], k++;
+    for (int a = 0; a < call->argc; a++) {
+        if (sharded && a == call->cl_chan_arg)
+            argv[k] = call->cl_chan, len[k] = call->cl_chan_len, k++;
+        else
+            argv[k] = call->argv[a], len[k] = call->argvlen[a], k++;
+    }
     rc = distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, k, argv, len);
     if (argv != sargv) {
         free(argv);

@@ -93,7 +93,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
         return -1;
     }
-    if (distlock__append_call(t, conn, r, call, force_eval) != 0) {
+    if (distlock__append_call(t, i, conn, r, call, force_eval) != 0) {
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
         return -1;
     }
@@ -463,7 +463,7 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
     for (int k = 0; k < n; k++)
         if (distlock__append_kill(conn, NULL, ids[k]) != 0)
             return;
-    if (distlock__append_call(t, conn, NULL, call, 0) != 0)
+    if (distlock__append_call(t, i, conn, NULL, call, 0) != 0)
         return;
     int done = 0;
     r->sent = 1;

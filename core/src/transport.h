@@ -194,6 +194,13 @@ typedef struct distlock__call {
      * reports the count; what it means is its owner's business. */
     int wait_replicas;
     long wait_ms;
+    /* On a Redis Cluster node only: run script cl_script instead (> 0;
+     * 0: the same script everywhere), with argv[cl_chan_arg] replaced by
+     * cl_chan (its sharded pub/sub channel: protocol.c). */
+    int cl_script;
+    int cl_chan_arg;
+    const char *cl_chan;
+    size_t cl_chan_len;
 } distlock__call;
 
 enum { DISTLOCK__R_UNSENT = 0, DISTLOCK__R_PENDING, DISTLOCK__R_DONE, DISTLOCK__R_FAILED };

@@ -15,6 +15,14 @@
  * node, unless no node can confirm it (down, or an ACL user without
  * channel rights): then it relies on its re-checks at once.
  *
+ * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
+ * shard channel, protocol.c), and only that slot's master (and its
+ * replicas) hear it: the thread keeps one connection per master it needs
+ * and SSUBSCRIBEs each channel on its slot's master, as the transport's
+ * slot map says. When the slot moves, the old master drops the subscription
+ * (a "sunsubscribe" push): the channel is placed again, and a MOVED answer
+ * to its SSUBSCRIBE names the new master.
+ *
  * No network or name-resolution work happens under the client mutex: the
  * thread connects (and resolves names, off-thread, see resolve.c) unlocked,
  * and only formats requests into buffers while it holds the mutex. Its
@@ -35,16 +43,30 @@
  * this rarely: it will most likely refuse again. */
 #define REFUSED_RETRY_MS 30000
 
+/* A channel MOVED this many times in a row is placed again only after a
+ * pause (a slot changing hands: both masters may name the other a while). */
+#define MOVED_PAUSE_AFTER 3
+#define MOVED_PAUSE_MS 20
+
 enum { NODE_IDLE = 0, NODE_UP, NODE_FAILED };
 
-typedef struct sub_node {
+/* A Redis Cluster node: the connection to one of its masters. */
+typedef struct shard_conn {
+    char host[48];           /* numeric */
+    int port;
     redisContext *ctx;
+    distlock__tls *tls;
+    uint64_t retry_at_us;
+} shard_conn;
+
+typedef struct sub_node {
+    redisContext *ctx;       /* not used for a Redis Cluster node: sc */
     distlock__tls *tls;      /* rediss:// nodes */
     distlock__resolve *resolving;
     uint64_t retry_at_us;
     int state;               /* NODE_*: FAILED = cannot confirm subscriptions now */
-    int seed;                /* Redis Cluster node: the seed to connect to next (turns) */
-    int seed_port;           /* ... and the port of the one being resolved */
+    shard_conn *sc;          /* Redis Cluster node: DISTLOCK__CL_MASTERS of them */
+    int nsc;
 } sub_node;
 
 /* Channels this thread has asked the nodes for. */
@@ -52,6 +74,14 @@ typedef struct sub_chan {
     struct sub_chan *next;
     char *name;
     uint64_t confirmed;      /* nodes that confirmed the subscription (bit i) */
+    /* Redis Cluster nodes: the shard channel, its slot, and for node i the
+     * connection (sc) it was SSUBSCRIBEd on, -1 none yet */
+    char *shard;
+    int slot;
+    signed char *at;
+    char moved_host[48];     /* a MOVED answer's master, tried first */
+    int moved_port, moved;
+    uint64_t place_at_us;    /* not placed again before */
 } sub_chan;
 
 struct distlock__sub {
@@ -72,6 +102,27 @@ static sub_chan *find_chan(struct distlock__sub *sub, const char *name)
     while (ch && strcmp(ch->name, name) != 0)
         ch = ch->next;
     return ch;
+}
+
+static sub_chan *find_shard_chan(struct distlock__sub *sub, const char *shard)
+{
+    sub_chan *ch = sub->chans;
+    while (ch && (ch->shard == NULL || strcmp(ch->shard, shard) != 0))
+        ch = ch->next;
+    return ch;
+}
+
+static void chan_free(sub_chan *ch)
+{
+    free(ch->name);
+    free(ch->shard);
+    free(ch->at);
+    free(ch);
+}
+
+static int is_cluster_node(const distlock_client *c, int i)
+{
+    return c->nodes[i].kind == DISTLOCK__NODE_CLUSTER;
 }
 
 /* c->mu held. Can a waiter on `name` stop waiting for the confirmation? */
@@ -139,6 +190,8 @@ static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int
     return ctx;
 }
 
+static void on_message(distlock_client *c, const char *chan, const char *payload);
+
 /* c->mu held */
 static void on_reply(distlock_client *c, int i, const redisReply *r)
 {
@@ -154,9 +207,13 @@ static void on_reply(distlock_client *c, int i, const redisReply *r)
         wake_settled(c);
         return;
     }
-    if (!is_msg)
-        return;
-    const char *payload = r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "";
+    if (is_msg)
+        on_message(c, chan, r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "");
+}
+
+/* c->mu held: a release (or a fair acquire naming the next) on chan. */
+static void on_message(distlock_client *c, const char *chan, const char *payload)
+{
     distlock__waiter *oldest = NULL;
     for (distlock__waiter *w = c->waiters; w; w = w->next) {
         if (strcmp(w->channel, chan) != 0)
@@ -179,6 +236,211 @@ static void on_reply(distlock_client *c, int i, const redisReply *r)
     }
 }
 
+/* ---------------------------------------- Redis Cluster: shard channels */
+
+/* c->mu held: close node i's connection k; its channels are placed again
+ * (once it may be retried: retry_ms). */
+static void shard_drop(distlock_client *c, int i, int k, long retry_ms)
+{
+    sub_node *sn = &c->sub->nodes[i];
+    shard_conn *sc = &sn->sc[k];
+    distlock__tls_free(sc->tls);  /* writes nothing */
+    sc->tls = NULL;
+    if (sc->ctx)
+        redisFree(sc->ctx);
+    sc->ctx = NULL;
+    sc->retry_at_us = distlock__now_us() + (uint64_t)retry_ms * 1000u;
+    for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
+        if (ch->at && ch->at[i] == k) {
+            ch->at[i] = -1;
+            ch->confirmed &= ~(1ull << i);
+        }
+    sn->state = NODE_FAILED;
+    wake_settled(c);
+}
+
+/* c->mu held: node i's connection to host:port (numeric), listed (not
+ * connected) if new; -1 if there is no room. */
+static int shard_find(sub_node *sn, const char *host, int port)
+{
+    for (int k = 0; k < sn->nsc; k++)
+        if (sn->sc[k].port == port && strcmp(sn->sc[k].host, host) == 0)
+            return k;
+    if (sn->sc == NULL && (sn->sc = calloc(DISTLOCK__CL_MASTERS, sizeof(*sn->sc))) == NULL)
+        return -1;
+    if (sn->nsc == DISTLOCK__CL_MASTERS || strlen(host) >= sizeof(sn->sc[0].host))
+        return -1;
+    shard_conn *sc = &sn->sc[sn->nsc];
+    memset(sc, 0, sizeof(*sc));
+    snprintf(sc->host, sizeof(sc->host), "%s", host);
+    sc->port = port;
+    return sn->nsc++;
+}
+
+/* c->mu held: SSUBSCRIBE node i's channels not placed yet, each on its
+ * slot's master (a MOVED's, else the transport's slot map's). One that has
+ * no master known (or a name, not an address) is left to the waiters'
+ * re-checks and placed again later. */
+static void shard_place(distlock_client *c, int i, uint64_t now)
+{
+    sub_node *sn = &c->sub->nodes[i];
+    for (sub_chan *ch = c->sub->chans; ch; ch = ch->next) {
+        if (ch->at == NULL || ch->at[i] >= 0 || now < ch->place_at_us)
+            continue;
+        char host[256];
+        int port = 0, slot, k = -1;
+        if (ch->moved_port > 0) {
+            snprintf(host, sizeof(host), "%s", ch->moved_host);
+            port = ch->moved_port;
+            ch->moved_port = 0;
+        } else if (distlock__cl_where(&c->tp, i, ch->shard, host, sizeof(host), &port, &slot) != 0) {
+            host[0] = '\0';
+        }
+        if (host[0] && distlock__host_is_numeric(host))
+            k = shard_find(sn, host, port);
+        if (k < 0) {
+            ch->place_at_us = now + (uint64_t)RECONNECT_MS * 1000u;
+            sn->state = NODE_FAILED;
+            wake_settled(c);
+            continue;
+        }
+        ch->at[i] = (signed char)k;
+        if (sn->sc[k].ctx)
+            send_cmd(sn->sc[k].ctx, "SSUBSCRIBE", ch->shard);
+    }
+}
+
+/* c->mu held: a MOVED answer to an SSUBSCRIBE on node i's connection k:
+ * the slot's channels go to the master it names. */
+static void shard_moved(distlock_client *c, int i, int k, const char *err, uint64_t now)
+{
+    int slot = -1, port = 0;
+    char host[48] = "";
+    const char *sp = strchr(err + 6, ' '), *colon = sp ? strrchr(sp, ':') : NULL;
+    slot = atoi(err + 6);
+    if (sp && colon && colon > sp + 1 && (size_t)(colon - sp - 1) < sizeof(host)) {
+        memcpy(host, sp + 1, (size_t)(colon - sp - 1));
+        host[colon - sp - 1] = '\0';
+        port = atoi(colon + 1);
+    }
+    for (sub_chan *ch = c->sub->chans; ch; ch = ch->next) {
+        if (ch->at == NULL || ch->at[i] != k || ch->slot != slot)
+            continue;
+        ch->at[i] = -1;
+        ch->confirmed &= ~(1ull << i);
+        snprintf(ch->moved_host, sizeof(ch->moved_host), "%s", host);
+        ch->moved_port = port > 0 && port < 65536 ? port : 0;
+        if (++ch->moved > MOVED_PAUSE_AFTER)
+            ch->place_at_us = now + (uint64_t)MOVED_PAUSE_MS * 1000u;
+    }
+}
+
+/* c->mu held: what node i's connection k said. */
+static void shard_reply(distlock_client *c, int i, int k, const redisReply *r)
+{
+    if (r->type != REDIS_REPLY_ARRAY || r->elements < 3 || r->element[0]->type != REDIS_REPLY_STRING ||
+        r->element[1]->type != REDIS_REPLY_STRING)
+        return;
+    const char *kind = r->element[0]->str;
+    sub_chan *ch = find_shard_chan(c->sub, r->element[1]->str);
+    if (ch == NULL)
+        return;
+    if (strcmp(kind, "smessage") == 0) {
+        on_message(c, ch->name, r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "");
+    } else if (strcmp(kind, "ssubscribe") == 0 && ch->at[i] == k) {
+        ch->confirmed |= 1ull << i;
+        ch->moved = 0;
+        c->sub->nodes[i].state = NODE_UP;
+        wake_settled(c);
+    } else if (strcmp(kind, "sunsubscribe") == 0 && ch->at[i] == k) {
+        /* its slot left this master: placed again (a MOVED, if the map
+         * is behind, names the new one) */
+        ch->at[i] = -1;
+        ch->confirmed &= ~(1ull << i);
+    }
+}
+
+/* c->mu held: read what node i's connection k has. */
+static void shard_read(distlock_client *c, int i, int k)
+{
+    shard_conn *sc = &c->sub->nodes[i].sc[k];
+    if (distlock__read(sc->ctx, sc->tls) != REDIS_OK) {
+        shard_drop(c, i, k, RECONNECT_MS);
+        return;
+    }
+    void *rep;
+    while (sc->ctx && redisGetReplyFromReader(sc->ctx, &rep) == REDIS_OK && rep) {
+        redisReply *r = rep;
+        if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
+            shard_moved(c, i, k, r->str, distlock__now_us());
+        } else if (r->type == REDIS_REPLY_ERROR) {
+            /* NOPERM (no channel rights), a failed AUTH, CLUSTERDOWN */
+            int refused = strncmp(r->str, "NOPERM", 6) == 0;
+            freeReplyObject(r);
+            shard_drop(c, i, k, refused ? REFUSED_RETRY_MS : RECONNECT_MS);
+            break;
+        } else {
+            shard_reply(c, i, k, r);
+        }
+        freeReplyObject(r);
+    }
+}
+
+/* c->mu held: has node i's connection k channels to carry? */
+static int shard_needed(distlock_client *c, int i, int k)
+{
+    for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
+        if (ch->at && ch->at[i] == k)
+            return 1;
+    return 0;
+}
+
+/* c->mu held: is node i's connection k needed and due to be opened? */
+static int shard_due(distlock_client *c, int i, int k, uint64_t now)
+{
+    shard_conn *sc = &c->sub->nodes[i].sc[k];
+    return sc->ctx == NULL && now >= sc->retry_at_us && shard_needed(c, i, k);
+}
+
+/* c->mu held, released meanwhile: connect node i's connection k, then
+ * authenticate and SSUBSCRIBE its channels. */
+static void shard_open(distlock_client *c, int i, int k)
+{
+    char addr[1][48];
+    shard_conn *sc = &c->sub->nodes[i].sc[k];
+    int port = sc->port;
+    distlock__tls *tls = NULL;
+    memcpy(addr[0], sc->host, sizeof(addr[0]));
+    pthread_mutex_unlock(&c->mu);
+    redisContext *ctx = connect_at(c, i, addr, 1, port, &tls);
+    pthread_mutex_lock(&c->mu);
+    sc = &c->sub->nodes[i].sc[k];  /* only this thread changes the list */
+    if (ctx == NULL) {
+        shard_drop(c, i, k, RECONNECT_MS);
+        return;
+    }
+    sc->ctx = ctx;
+    sc->tls = tls;
+    (void)distlock__tp_append_auth(&c->tp, i, ctx);
+    for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
+        if (ch->at && ch->at[i] == k)
+            send_cmd(ctx, "SSUBSCRIBE", ch->shard);
+}
+
+/* c->mu held: a new channel's shard name, for the Redis Cluster nodes. */
+static int chan_shard_init(distlock_client *c, sub_chan *ch)
+{
+    if (c->tp.cl == NULL || strncmp(ch->name, "distlock:", 9) != 0)
+        return 0;
+    if ((ch->shard = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL ||
+        (ch->at = malloc((size_t)c->n)) == NULL)
+        return -1;
+    distlock__shard_channel_name(ch->shard, ch->name + 9);
+    ch->slot = (int)distlock__key_slot(ch->shard, strlen(ch->shard));
+    memset(ch->at, -1, (size_t)c->n);
+    return 0;
+}
+
 /* c->mu held: subscribe to channels newly wanted, drop unused ones. */
 static void sync_channels(distlock_client *c)
 {
@@ -187,8 +449,9 @@ static void sync_channels(distlock_client *c)
         if (find_chan(sub, w->channel))
             continue;
         sub_chan *ch = calloc(1, sizeof(*ch));
-        if (!ch || !(ch->name = strdup(w->channel))) {
-            free(ch);
+        if (!ch || !(ch->name = strdup(w->channel)) || chan_shard_init(c, ch) != 0) {
+            if (ch)
+                chan_free(ch);
             continue;
         }
         ch->next = sub->chans;
@@ -206,12 +469,15 @@ static void sync_channels(distlock_client *c)
             pp = &ch->next;
             continue;
         }
-        for (int i = 0; i < c->n; i++)
-            if (sub->nodes[i].ctx && sub->nodes[i].state == NODE_UP)
-                send_cmd(sub->nodes[i].ctx, "UNSUBSCRIBE", ch->name);
+        for (int i = 0; i < c->n; i++) {
+            sub_node *sn = &sub->nodes[i];
+            if (sn->ctx && sn->state == NODE_UP)
+                send_cmd(sn->ctx, "UNSUBSCRIBE", ch->name);
+            if (ch->at && ch->at[i] >= 0 && sn->sc[ch->at[i]].ctx)
+                send_cmd(sn->sc[ch->at[i]].ctx, "SUNSUBSCRIBE", ch->shard);
+        }
         *pp = ch->next;
-        free(ch->name);
-        free(ch);
+        chan_free(ch);
     }
 }
 
@@ -219,23 +485,44 @@ static void *subscriber_main(void *arg)
 {
     distlock_client *c = arg;
     struct distlock__sub *sub = c->sub;
-    struct pollfd pfd[65];
-    int idx[65];
+    /* poll: the wake-up pipe, a connection per node, and for a Redis
+     * Cluster node one per master (idx: node, sidx: its connection) */
+    size_t cap = 1 + (size_t)c->n;
+    for (int i = 0; i < c->n; i++)
+        if (is_cluster_node(c, i))
+            cap += DISTLOCK__CL_MASTERS;
+    struct pollfd *pfd = calloc(cap, sizeof(*pfd));
+    int *idx = calloc(cap, sizeof(int)), *sidx = calloc(cap, sizeof(int));
     int *opening = calloc((size_t)c->n, sizeof(int));
 
     pthread_mutex_lock(&c->mu);
-    while (!c->sub_stop && opening) {
+    while (!c->sub_stop && opening && pfd && idx && sidx) {
         uint64_t now = distlock__now_us();
         sync_channels(c);
+
+        /* Redis Cluster nodes: channels to place, masters to connect to
+         * (one at a time, without the mutex) */
+        int opened = 0;
+        for (int i = 0; i < c->n && !opened; i++) {
+            if (!is_cluster_node(c, i))
+                continue;
+            shard_place(c, i, now);
+            for (int k = 0; k < sub->nodes[i].nsc && !opened; k++)
+                if (shard_due(c, i, k, now)) {
+                    shard_open(c, i, k);
+                    opened = 1;
+                }
+        }
+        if (opened)
+            continue;
 
         /* Connections to (re)open: done below, without the mutex. */
         int nopen = 0;
         for (int i = 0; i < c->n; i++) {
             sub_node *sn = &sub->nodes[i];
-            if (sub->chans && sn->ctx == NULL && sn->resolving == NULL && now >= sn->retry_at_us) {
+            if (sub->chans && !is_cluster_node(c, i) && sn->ctx == NULL && sn->resolving == NULL &&
+                now >= sn->retry_at_us)
                 opening[nopen++] = i;
-                sn->seed++;  /* a cluster node's next seed: one that is down is passed over */
-            }
         }
         if (nopen > 0) {
             pthread_mutex_unlock(&c->mu);
@@ -245,24 +532,7 @@ static void *subscriber_main(void *arg)
                 redisContext *ctx = NULL;
                 distlock__tls *tls = NULL;
                 distlock__resolve *res = NULL;
-                int seed_port = 0;
-                if (cfg->kind == DISTLOCK__NODE_CLUSTER && cfg->nsentinels > 0) {
-                    /* Any node of the cluster will do: a release's PUBLISH
-                     * reaches every node over the cluster bus. The seeds in
-                     * turn, so a dead one does not stop wake-ups. */
-                    pthread_mutex_lock(&c->mu);
-                    const distlock__hostport *hp =
-                        &cfg->sentinels[(sub->nodes[i].seed - 1) % cfg->nsentinels];
-                    pthread_mutex_unlock(&c->mu);
-                    seed_port = hp->port;
-                    if (distlock__host_is_numeric(hp->host)) {
-                        char addr[1][48];
-                        snprintf(addr[0], sizeof(addr[0]), "%.47s", hp->host);
-                        ctx = connect_at(c, i, addr, 1, hp->port, &tls);
-                    } else {
-                        res = distlock__resolve_start(hp->host);
-                    }
-                } else if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
+                if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
                     /* Its master, asked of the sentinels on every
                      * (re)connection, which follows failovers. A demoted
                      * master still gets the new one's PUBLISHes (they
@@ -277,7 +547,6 @@ static void *subscriber_main(void *arg)
                     ctx = connect_at(c, i, cfg->host ? addr : NULL, 1, 0, &tls);
                 }
                 pthread_mutex_lock(&c->mu);
-                sub->nodes[i].seed_port = seed_port;
                 sub->nodes[i].resolving = res;
                 sub->nodes[i].ctx = ctx;
                 sub->nodes[i].tls = tls;
@@ -296,14 +565,33 @@ static void *subscriber_main(void *arg)
         pfd[np].fd = c->sub_wake[0], pfd[np].events = POLLIN, idx[np++] = -1;
         for (int i = 0; i < c->n; i++) {
             sub_node *sn = &sub->nodes[i];
+            for (int k = 0; k < sn->nsc; k++) {
+                shard_conn *sc = &sn->sc[k];
+                int done = 0;
+                if (sc->ctx == NULL) {
+                    if (sc->retry_at_us < next && shard_needed(c, i, k))
+                        next = sc->retry_at_us;
+                    continue;
+                }
+                if (distlock__write(sc->ctx, sc->tls, &done) != REDIS_OK) {
+                    shard_drop(c, i, k, RECONNECT_MS);
+                    continue;
+                }
+                pfd[np].fd = sc->ctx->fd;
+                pfd[np].events = (short)distlock__events(sc->ctx, sc->tls);
+                idx[np] = i, sidx[np++] = k;
+            }
+            for (sub_chan *ch = sub->chans; ch && is_cluster_node(c, i); ch = ch->next)
+                if (ch->at && ch->at[i] < 0 && ch->place_at_us < next)
+                    next = ch->place_at_us;
             if (sn->resolving) {
                 pfd[np].fd = distlock__resolve_fd(sn->resolving);
                 pfd[np].events = POLLIN;
-                idx[np++] = i;
+                idx[np] = i, sidx[np++] = -1;
                 continue;
             }
             if (sn->ctx == NULL) {
-                if (sub->chans && sn->retry_at_us < next)
+                if (sub->chans && !is_cluster_node(c, i) && sn->retry_at_us < next)
                     next = sn->retry_at_us;
                 continue;
             }
@@ -314,7 +602,7 @@ static void *subscriber_main(void *arg)
             }
             pfd[np].fd = sn->ctx->fd;
             pfd[np].events = (short)distlock__events(sn->ctx, sn->tls);
-            idx[np++] = i;
+            idx[np] = i, sidx[np++] = -1;
         }
         pthread_mutex_unlock(&c->mu);
         int pr = poll(pfd, (nfds_t)np, next > now ? (int)((next - now) / 1000 + 1) : 0);
@@ -332,6 +620,13 @@ static void *subscriber_main(void *arg)
             }
             int i = idx[k];
             sub_node *sn = &sub->nodes[i];
+            if (sidx[k] >= 0) {
+                shard_conn *sc = &sn->sc[sidx[k]];
+                if (sc->ctx && sc->ctx->fd == pfd[k].fd &&
+                    (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
+                    shard_read(c, i, sidx[k]);
+                continue;
+            }
             if (sn->resolving) {
                 char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
                 int naddr = 0;
@@ -339,8 +634,6 @@ static void *subscriber_main(void *arg)
                 if (rc > 0)
                     continue;
                 int port = distlock__resolve_port(sn->resolving);
-                if (port == 0)
-                    port = sn->seed_port;  /* a cluster seed's (0 for other nodes) */
                 distlock__resolve_drop(sn->resolving);
                 sn->resolving = NULL;
                 redisContext *ctx = NULL;
@@ -382,6 +675,9 @@ static void *subscriber_main(void *arg)
     }
     pthread_mutex_unlock(&c->mu);
     free(opening);
+    free(pfd);
+    free(idx);
+    free(sidx);
     return NULL;
 }
 
@@ -401,6 +697,12 @@ static void sub_free(distlock_client *c, int forget)
         distlock__tls_free(sub->nodes[i].tls);  /* writes nothing, also in a child */
         if (sub->nodes[i].ctx)
             redisFree(sub->nodes[i].ctx);  /* closes our fd; writes nothing */
+        for (int k = 0; k < sub->nodes[i].nsc; k++) {
+            distlock__tls_free(sub->nodes[i].sc[k].tls);
+            if (sub->nodes[i].sc[k].ctx)
+                redisFree(sub->nodes[i].sc[k].ctx);
+        }
+        free(sub->nodes[i].sc);
         /* In a forked child the lookup thread is the parent's: let go of
          * the memory rather than wait for a thread that does not exist. */
         if (!forget)
@@ -408,8 +710,7 @@ static void sub_free(distlock_client *c, int forget)
     }
     while (sub->chans) {
         sub_chan *next = sub->chans->next;
-        free(sub->chans->name);
-        free(sub->chans);
+        chan_free(sub->chans);
         sub->chans = next;
     }
     free(sub->nodes);
