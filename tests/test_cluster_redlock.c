@@ -1,0 +1,395 @@
+/* test_cluster_redlock.c -- a Redlock whose nodes are Redis Clusters (issue 13
+ * item 5): quorum over the N nodes, each cluster one vote.
+ *
+ * Three small clusters of 3 masters and no replicas each
+ * (rh_rcl_start_n(3, 0)): 9 redis-server processes, which a 2-core machine
+ * can carry; what is tested is the client's quorum over clusters, not the
+ * clusters' own failover (test_cluster.c does that).
+ *
+ * - lock / second owner refused / extend / release over the three clusters,
+ *   on keys of many slots: the key is on the slot's master of every cluster;
+ * - a mixed list redis-cluster://,redis-cluster://,redis://;
+ * - fencing over clusters: the fence only increases, and each cluster's
+ *   counter sits on the key's slot master;
+ * - one whole cluster hung (its 3 masters SIGSTOPped) or killed: still
+ *   granted on the other two, within about one timeout; extend and release
+ *   work; a resumed cluster keeps nothing of the released lock;
+ * - two clusters down: not acquired, and no key left on any cluster
+ *   (also not on the hung one once it resumes). */
+#include "test_common.h"
+#include "cluster_harness.h"
+
+#include <signal.h>
+
+#define NCL 3
+
+/* Fail unless rc is "not acquired": NOTACQUIRED or a negative error. */
+#define assert_not_acquired(expr, lockp) do {                                 \
+        int r__ = (expr);                                                     \
+        if (r__ == DISTLOCK_OK) {                                             \
+            print_error("%s acquired, expected a failure\n", #expr);          \
+            fail();                                                           \
+        }                                                                     \
+        assert_true(r__ == DISTLOCK_NOTACQUIRED || r__ < 0);                  \
+        if (r__ < 0) assert_true(distlock_last_error()[0] != '\0');           \
+        assert_null(*(lockp));                                                \
+    } while (0)
+#define MASTERS 3
+
+static rh_rcl *cl[NCL];
+
+static int group_setup(void **state)
+{
+    (void)state;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    for (int k = 0; k < NCL; k++)
+        if ((cl[k] = rh_rcl_start_n(MASTERS, 0)) == NULL)
+            return -1;
+    return 0;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    for (int k = 0; k < NCL; k++)
+        rh_rcl_stop(cl[k]);
+    return 0;
+}
+
+static long slow_factor(void)
+{
+    return getenv("DISTLOCK_TEST_SLOW") ? 5 : 1;
+}
+
+static distlock_client *client(const char *uris, long timeout_ms)
+{
+    distlock_client *c = new_client(uris);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, timeout_ms), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, timeout_ms), DISTLOCK_OK);
+    return c;
+}
+
+static const char *clusters_uri(char *buf, size_t size)
+{
+    snprintf(buf, size, "%s,%s,%s", cl[0]->uri, cl[1]->uri, cl[2]->uri);
+    return buf;
+}
+
+static int usable(rh_rcl *c, int i)
+{
+    return c->rc->node[i].pid > 0 && !c->rc->node[i].stopped;
+}
+
+/* Does cluster k hold key (with token; NULL: anything) on the master that
+ * owns its slot? 1 yes, 0 no, -1 the cluster is down (no usable server). */
+static int cluster_holds(int k, const char *key, const char *token)
+{
+    rh_rcl *c = cl[k];
+    int ask = -1;
+    for (int i = 0; i < c->rc->n && ask < 0; i++)
+        if (usable(c, i)) ask = i;
+    if (ask < 0) return -1;
+    int m = rh_rcl_owner(c, ask, rh_rcl_keyslot(c, key));
+    if (m < 0 || !usable(c, m)) return -1;
+    char buf[128];
+    int got = rh_get(c->rc, m, 0, key, buf, sizeof buf);
+    if (got != 1) return 0;
+    return token == NULL || strcmp(buf, token) == 0;
+}
+
+/* The clusters (of mask) that hold key; waits up to 3 s for `want` since a
+ * call returns on a quorum while the last cluster's reply may be on its way. */
+static void assert_clusters_hold(unsigned mask, const char *key, const char *token, int want)
+{
+    int got = -1;
+    int ok = RH_WAIT_UNTIL(({
+        got = 0;
+        for (int k = 0; k < NCL; k++)
+            if (mask & (1u << k)) got += cluster_holds(k, key, token) == 1;
+        got == want; }), 3000);
+    if (!ok) {
+        print_error("%s held (%s) on %d cluster(s) of mask %x, expected %d\n", key,
+                    token ? token : "anything", got, mask, want);
+        fail();
+    }
+}
+
+/* pttl of key on cluster k's slot master */
+static long long cluster_pttl(int k, const char *key)
+{
+    rh_rcl *c = cl[k];
+    int m = rh_rcl_owner(c, 0, rh_rcl_keyslot(c, key));
+    return m < 0 ? -3 : rh_pttl(c->rc, m, 0, key);
+}
+
+static void masters_signal(int k, int (*fn)(rh_cluster *, int))
+{
+    for (int i = 0; i < cl[k]->rc->n; i++)
+        if (cl[k]->rc->node[i].pid > 0) assert_int_equal(fn(cl[k]->rc, i), 0);
+}
+
+/* ------------------------------------------------------------ all up */
+
+static void test_three_clusters(void **state)
+{
+    (void)state;
+    char uri[2048];
+    distlock_client *c = client(clusters_uri(uri, sizeof uri), 5000 * slow_factor());
+    distlock_client *c2 = client(uri, 5000 * slow_factor());
+    assert_int_equal(distlock_client_node_count(c), NCL);
+    char key[64];
+    for (int slot = 11; slot < 16384; slot += 1500) {
+        rh_rcl_key_in_slot(cl[0], "rlc", slot, key, sizeof key);
+        distlock_lock *l = NULL, *l2 = NULL;
+        assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
+        const char *tok = distlock_lock_token(l);
+        assert_clusters_hold(7, key, tok, NCL);
+        long v = distlock_lock_validity_ms(l);
+        assert_true(v > 0 && v <= 30000 - default_drift(30000));
+        /* another owner is refused: every cluster says no */
+        assert_rc(distlock_acquire(c2, key, 30000, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
+        assert_null(l2);
+        assert_clusters_hold(7, key, tok, NCL);
+        assert_rc(distlock_extend(l, 60000), DISTLOCK_OK);
+        assert_true(RH_WAIT_UNTIL(cluster_pttl(0, key) > 30000 && cluster_pttl(1, key) > 30000 &&
+                                  cluster_pttl(2, key) > 30000, 3000));
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        assert_clusters_hold(7, key, NULL, 0);
+        distlock_lock_free(l);
+        /* free for the next owner at once */
+        assert_rc(distlock_acquire(c2, key, 30000, 0, 0, &l2), DISTLOCK_OK);
+        assert_clusters_hold(7, key, distlock_lock_token(l2), NCL);
+        assert_rc(distlock_release(l2), DISTLOCK_OK);
+        assert_clusters_hold(7, key, NULL, 0);
+        distlock_lock_free(l2);
+    }
+    distlock_client_free(c);
+    distlock_client_free(c2);
+}
+
+/* Two clusters and a plain master. */
+static void test_mixed(void **state)
+{
+    (void)state;
+    rh_cluster *plain = rh_start(1);
+    assert_non_null(plain);
+    char uri[2048];
+    snprintf(uri, sizeof uri, "%s,%s,redis://127.0.0.1:%d", cl[0]->uri, cl[1]->uri,
+             plain->node[0].port);
+    distlock_client *c = client(uri, 5000 * slow_factor());
+    assert_int_equal(distlock_client_node_count(c), 3);
+    distlock_lock *l = NULL, *l2 = NULL;
+    assert_rc(distlock_acquire(c, "mixed{7}", 30000, 0, 0, &l), DISTLOCK_OK);
+    const char *tok = distlock_lock_token(l);
+    assert_clusters_hold(3, "mixed{7}", tok, 2);
+    assert_holding(plain, "mixed{7}", tok, 1);
+    assert_rc(distlock_acquire(c, "mixed{7}", 30000, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_extend(l, 60000), DISTLOCK_OK);
+    assert_true(RH_WAIT_UNTIL(rh_pttl(plain, 0, 0, "mixed{7}") > 30000, 3000));
+    /* the plain master down: the two clusters are a quorum */
+    assert_int_equal(rh_kill(plain, 0), 0);
+    assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_clusters_hold(3, "mixed{7}", NULL, 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    rh_stop_all(plain);
+}
+
+/* ------------------------------------------------------------ fencing */
+
+static void test_fencing(void **state)
+{
+    (void)state;
+    char uri[2048];
+    distlock_client *a = client(clusters_uri(uri, sizeof uri), 5000 * slow_factor());
+    distlock_client *b = client(uri, 5000 * slow_factor());
+    const char *keys[] = { "fence-plain", "order:{42}", "fx{a}" };
+    for (size_t n = 0; n < sizeof keys / sizeof *keys; n++) {
+        const char *key = keys[n];
+        int64_t last = -1;
+        for (int i = 0; i < 30; i++) {
+            distlock_lock *l = NULL;
+            assert_rc(distlock_acquire(i % 2 ? b : a, key, 30000, 0, DISTLOCK_FENCING, &l),
+                      DISTLOCK_OK);
+            int64_t f = distlock_lock_fence(l);
+            if (f <= last) {
+                print_error("%s: owner %d got fence %lld after %lld\n", key, i, (long long)f,
+                            (long long)last);
+                fail();
+            }
+            last = f;
+            assert_rc(distlock_release(l), DISTLOCK_OK);
+            distlock_lock_free(l);
+        }
+        /* each cluster's counter is on the key's slot master and none is
+         * above the last fence granted */
+        char fkey[96];
+        if (strchr(key, '{') && strchr(strchr(key, '{'), '}'))
+            snprintf(fkey, sizeof fkey, "%s:fence", key);
+        else
+            snprintf(fkey, sizeof fkey, "{%s}:fence", key);
+        for (int k = 0; k < NCL; k++) {
+            assert_int_equal(rh_rcl_keyslot(cl[k], fkey), rh_rcl_keyslot(cl[k], key));
+            int m = rh_rcl_owner(cl[k], 0, rh_rcl_keyslot(cl[k], key));
+            assert_true(m >= 0);
+            char buf[32];
+            assert_true(RH_WAIT_UNTIL(rh_get(cl[k]->rc, m, 0, fkey, buf, sizeof buf) == 1 &&
+                                      strtoll(buf, NULL, 10) == last, 3000));
+            int64_t counter = -1;
+            assert_int_equal(distlock_fence_counter(a, key, k, &counter), 1);
+            assert_true(counter == last);
+        }
+    }
+    distlock_client_free(a);
+    distlock_client_free(b);
+}
+
+/* ------------------------------------------------------------ clusters down */
+
+/* Cluster 0's masters SIGSTOPped: granted on clusters 1 and 2 within about
+ * one timeout; extend and release too. Resumed, cluster 0 gets the late SET
+ * and, behind it, the release: it keeps nothing. */
+static void test_one_hung(void **state)
+{
+    (void)state;
+    const long timeout = 1000 * slow_factor();
+    const long margin = 1500 * slow_factor();
+    char uri[2048];
+    distlock_client *c = client(clusters_uri(uri, sizeof uri), timeout);
+    distlock_lock *l = NULL;
+    /* connected to every cluster first (the masters of the key's slot) */
+    assert_rc(distlock_acquire(c, "hung{1}", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_clusters_hold(7, "hung{1}", distlock_lock_token(l), NCL);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+
+    masters_signal(0, rh_pause);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c, "hung{1}", 30000, 0, 0, &l), DISTLOCK_OK);
+    long long t_acq = rh_now_ms() - t0;
+    assert_clusters_hold(6, "hung{1}", distlock_lock_token(l), 2);
+    long v = distlock_lock_validity_ms(l);
+    assert_true(v > 0 && v <= 30000 - default_drift(30000));
+    t0 = rh_now_ms();
+    assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
+    long long t_ext = rh_now_ms() - t0;
+    t0 = rh_now_ms();
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    long long t_rel = rh_now_ms() - t0;
+    printf("one cluster hung (timeout %ld ms): acquire %lld ms, extend %lld ms, release %lld ms\n",
+           timeout, t_acq, t_ext, t_rel);
+    if (t_acq > timeout + margin || t_ext > timeout + margin || t_rel > timeout + margin) {
+        print_error("a call with one hung cluster took more than %ld ms\n", timeout + margin);
+        fail();
+    }
+    assert_clusters_hold(6, "hung{1}", NULL, 0);
+    distlock_lock_free(l);
+
+    masters_signal(0, rh_resume);
+    assert_int_equal(rh_rcl_wait_ok(cl[0], 20000), 0);
+    assert_clusters_hold(7, "hung{1}", NULL, 0);
+    /* and the resumed cluster votes again */
+    distlock_lock *l2 = NULL;
+    int seen = 0;
+    for (int tries = 0; tries < 50 && !seen; tries++) {
+        assert_rc(distlock_acquire(c, "hung{1}", 30000, 0, 0, &l2), DISTLOCK_OK);
+        seen = cluster_holds(0, "hung{1}", distlock_lock_token(l2)) == 1;
+        assert_rc(distlock_release(l2), DISTLOCK_OK);
+        distlock_lock_free(l2);
+    }
+    assert_true(seen);
+    distlock_client_free(c);
+}
+
+/* Cluster 2 killed (every master SIGKILLed): refused connections cost
+ * nothing, the lock works on clusters 0 and 1. Leaves cluster 2 dead. */
+static void test_one_killed(void **state)
+{
+    (void)state;
+    char uri[2048];
+    distlock_client *c = client(clusters_uri(uri, sizeof uri), 5000 * slow_factor());
+    masters_signal(2, rh_kill);
+    distlock_lock *l = NULL, *l2 = NULL;
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c, "killed", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
+    long long t_acq = rh_now_ms() - t0;
+    int64_t f1 = distlock_lock_fence(l);
+    assert_true(f1 >= 1);
+    assert_clusters_hold(3, "killed", distlock_lock_token(l), 2);
+    distlock_client *c2 = client(uri, 5000 * slow_factor());
+    assert_rc(distlock_acquire(c2, "killed", 30000, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_clusters_hold(3, "killed", NULL, 0);
+    distlock_lock_free(l);
+    /* the fence still increases with one cluster gone */
+    assert_rc(distlock_acquire(c2, "killed", 30000, 0, DISTLOCK_FENCING, &l2), DISTLOCK_OK);
+    assert_true(distlock_lock_fence(l2) > f1);
+    assert_rc(distlock_release(l2), DISTLOCK_OK);
+    distlock_lock_free(l2);
+    printf("one cluster killed: acquire %lld ms\n", t_acq);
+    distlock_client_free(c);
+    distlock_client_free(c2);
+}
+
+/* Cluster 2 dead (test_one_killed) and cluster 1 hung: no quorum, in about
+ * one timeout plus the undo round, and no key anywhere, also on cluster 1
+ * once it resumes. */
+static void test_two_down(void **state)
+{
+    (void)state;
+    const long timeout = 1000 * slow_factor();
+    const long margin = 1500 * slow_factor();
+    char uri[2048];
+    distlock_client *c = client(clusters_uri(uri, sizeof uri), timeout);
+    assert_int_equal(cluster_holds(2, "two", NULL), -1);   /* still dead */
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "two", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+
+    masters_signal(1, rh_pause);
+    long long t0 = rh_now_ms();
+    assert_not_acquired(distlock_acquire(c, "two", 30000, 0, 0, &l), &l);
+    long long took = rh_now_ms() - t0;
+    printf("two clusters down (one killed, one hung; timeout %ld ms): failed acquire %lld ms\n",
+           timeout, took);
+    if (took > 2 * timeout + margin) {
+        print_error("failed acquire with two clusters down took %lld ms\n", took);
+        fail();
+    }
+    assert_clusters_hold(1, "two", NULL, 0);
+    int r = distlock_acquire_token(c, "two", 30000, "tok-two", 0, NULL);
+    assert_true(r == DISTLOCK_NOTACQUIRED || r < 0);
+    assert_clusters_hold(1, "two", NULL, 0);
+    /* fenced: not acquired either, and no lock key left */
+    assert_not_acquired(distlock_acquire(c, "two", 30000, 0, DISTLOCK_FENCING, &l), &l);
+    assert_clusters_hold(1, "two", NULL, 0);
+
+    masters_signal(1, rh_resume);
+    assert_int_equal(rh_rcl_wait_ok(cl[1], 20000), 0);
+    assert_clusters_hold(3, "two", NULL, 0);
+    /* with cluster 1 back, two of three: granted again */
+    assert_rc(distlock_acquire(c, "two", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_clusters_hold(3, "two", distlock_lock_token(l), 2);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_clusters_hold(3, "two", NULL, 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_three_clusters),
+        cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_fencing),
+        cmocka_unit_test(test_one_hung),
+        cmocka_unit_test(test_one_killed),   /* leaves cluster 2 dead */
+        cmocka_unit_test(test_two_down),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
