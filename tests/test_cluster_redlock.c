@@ -8,16 +8,20 @@
  *
  * - lock / second owner refused / extend / release over the three clusters,
  *   on keys of many slots: the key is on the slot's master of every cluster;
- * - a mixed list redis-cluster://,redis-cluster://,redis://;
+ * - a mixed list redis-cluster://,redis-cluster://,redis://, and
+ *   redis-cluster://,redis://,redis-sentinel:// (the group's master hung:
+ *   the other two decide);
  * - fencing over clusters: the fence only increases, and each cluster's
  *   counter sits on the key's slot master;
  * - one whole cluster hung (its 3 masters SIGSTOPped) or killed: still
- *   granted on the other two, within about one timeout; extend and release
- *   work; a resumed cluster keeps nothing of the released lock;
+ *   granted on the other two, within about one timeout (a fenced acquire
+ *   waits that timeout); extend and release work; a resumed cluster keeps
+ *   nothing of the released locks;
  * - two clusters down: not acquired, and no key left on any cluster
  *   (also not on the hung one once it resumes). */
 #include "test_common.h"
 #include "cluster_harness.h"
+#include "sentinel_harness.h"
 
 #include <signal.h>
 #include <time.h>
@@ -273,6 +277,96 @@ static void test_mixed(void **state)
     rh_stop_all(plain);
 }
 
+/* A cluster, a plain master and a Sentinel group (a master and one sentinel,
+ * no replica: 2 more processes): one vote each. With the group's master hung
+ * the cluster and the plain master are a quorum. */
+static int all_three_hold(rh_cluster *plain, rh_sentinels *g, int gm, const char *key,
+                          const char *tok)
+{
+    char buf[128];
+    return cluster_holds(0, key, tok) == 1 &&
+           rh_get(plain, 0, 0, key, buf, sizeof buf) == 1 && strcmp(buf, tok) == 0 &&
+           rh_sentinels_has(g, gm, key, tok) == 1;
+}
+
+static void test_mixed_sentinel(void **state)
+{
+    (void)state;
+    rh_cluster *plain = rh_start(1);
+    assert_non_null(plain);
+    rh_sentinels_opts o = { .replicas = -1, .sentinels = 1, .quorum = 1 };
+    rh_sentinels *g = rh_sentinels_start(&o);
+    assert_non_null(g);
+    int gm = rh_sentinels_master(g);
+    assert_true(gm > 0);
+    char uri[2048];
+    snprintf(uri, sizeof uri, "%s,redis://127.0.0.1:%d,%s", cl[0]->uri, plain->node[0].port,
+             g->uri);
+    distlock_client *c = client(uri, 1000 * slow_factor());
+    distlock_client *c2 = client(uri, 1000 * slow_factor());
+    assert_int_equal(distlock_client_node_count(c), 3);
+    /* until all three took it (see lock_everywhere) */
+    distlock_lock *l = NULL, *l2 = NULL;
+    int all = 0;
+    for (int tries = 0; tries < 50 && !all; tries++) {
+        assert_rc(distlock_acquire(c, "msent{3}", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
+        all = RH_WAIT_UNTIL(all_three_hold(plain, g, gm, "msent{3}", distlock_lock_token(l)), 1000);
+        if (!all) {
+            assert_rc(distlock_release(l), DISTLOCK_OK);
+            distlock_lock_free(l);
+        }
+    }
+    assert_true(all);
+    int64_t f1 = distlock_lock_fence(l);
+    assert_true(f1 >= 1);
+    assert_rc(distlock_acquire(c2, "msent{3}", 30000, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_extend(l, 60000), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    assert_true(RH_WAIT_UNTIL(cluster_holds(0, "msent{3}", NULL) == 0 &&
+                              rh_get(plain, 0, 0, "msent{3}", NULL, 0) == 0 &&
+                              rh_sentinels_has(g, gm, "msent{3}", NULL) == 0, 3000));
+    /* The group's master hung: the cluster and the plain master decide. A
+     * plain acquire returns on their quorum and leaves its late write on the
+     * hung master's connection; the release queues behind it, so once the
+     * master resumes it keeps nothing. (Not with a fenced acquire, which
+     * waits for every live node: its timeout makes a Sentinel node forget
+     * its master, the release's call then closes that connection and waits
+     * for a new one that the hung master never completes, and the late
+     * fenced write stays until its TTL, core/src/round.c start_node. The
+     * plain master below, hung the same way, keeps nothing.) */
+    assert_int_equal(rh_sentinels_signal(g, gm, 1), 0);
+    assert_rc(distlock_acquire(c, "msent{3}", 30000, 0, 0, &l2), DISTLOCK_OK);
+    assert_true(RH_WAIT_UNTIL(cluster_holds(0, "msent{3}", distlock_lock_token(l2)) == 1 &&
+                              rh_get(plain, 0, 0, "msent{3}", NULL, 0) == 1, 3000));
+    assert_rc(distlock_release(l2), DISTLOCK_OK);
+    distlock_lock_free(l2);
+    assert_int_equal(rh_sentinels_signal(g, gm, 0), 0);
+    assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, gm, "msent{3}", NULL) == 0 &&
+                              cluster_holds(0, "msent{3}", NULL) == 0 &&
+                              rh_get(plain, 0, 0, "msent{3}", NULL, 0) == 0, 5000));
+    /* The plain master hung: a fenced acquire (one timeout: the fence waits
+     * for every live node), the fence above the last one; resumed, the
+     * plain master's late write is followed by the release. */
+    assert_int_equal(rh_pause(plain, 0), 0);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c2, "msent{3}", 30000, 0, DISTLOCK_FENCING, &l2), DISTLOCK_OK);
+    long long took = rh_now_ms() - t0;
+    printf("cluster + plain (hung) + sentinel group: fenced acquire %lld ms (timeout %ld ms)\n",
+           took, 1000 * slow_factor());
+    assert_true(distlock_lock_fence(l2) > f1);
+    assert_rc(distlock_release(l2), DISTLOCK_OK);
+    assert_int_equal(rh_resume(plain, 0), 0);
+    assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, gm, "msent{3}", NULL) == 0 &&
+                              cluster_holds(0, "msent{3}", NULL) == 0 &&
+                              rh_get(plain, 0, 0, "msent{3}", NULL, 0) == 0, 5000));
+    distlock_lock_free(l2);
+    distlock_client_free(c);
+    distlock_client_free(c2);
+    rh_sentinels_stop(g);
+    rh_stop_all(plain);
+}
+
 /* ------------------------------------------------------------ fencing */
 
 static void test_fencing(void **state)
@@ -365,6 +459,17 @@ static void test_one_hung(void **state)
         print_error("a call with one hung cluster took more than %ld ms\n", timeout + margin);
         fail();
     }
+    assert_clusters_hold(6, "hung{1}", NULL, 0);
+    distlock_lock_free(l);
+    /* fenced: the fence waits for every live node, so one timeout */
+    t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c, "hung{1}", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
+    long long t_fen = rh_now_ms() - t0;
+    printf("one cluster hung: fenced acquire %lld ms\n", t_fen);
+    assert_true(distlock_lock_fence(l) >= 1);
+    assert_true(t_fen <= timeout + margin);
+    assert_clusters_hold(6, "hung{1}", distlock_lock_token(l), 2);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_clusters_hold(6, "hung{1}", NULL, 0);
     distlock_lock_free(l);
 
@@ -467,6 +572,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_clusters),
         cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_mixed_sentinel),
         cmocka_unit_test(test_latency),
         cmocka_unit_test(test_fencing),
         cmocka_unit_test(test_one_hung),
