@@ -67,6 +67,18 @@ static char *error_text(int st)
     return shown;
 }
 
+/* A Redis Cluster node: its "slot" and "master" (host:port, as learnt by the
+ * inspect before; null if not known). Nothing for other nodes. */
+static void json_route(FILE *f, distlock_client *c, const char *key, int i)
+{
+    int slot = 0;
+    char master[300];
+    if (distlock_cluster_route(c, key, i, &slot, master, sizeof master) != 1)
+        return;
+    fprintf(f, ", \"slot\": %d, \"master\": ", slot);
+    json_cstr(f, master[0] ? master : NULL);
+}
+
 /* One node's object: read on its own (distlock_inspect, then its fence
  * counter). Returns that node's fence counter, or -1. */
 static int64_t json_node(FILE *f, distlock_client *c, const char *key, int i)
@@ -83,6 +95,7 @@ static int64_t json_node(FILE *f, distlock_client *c, const char *key, int i)
     fputs("{\"uri\": ", f);
     json_cstr(f, uri ? uri : "?");
     free(uri);
+    json_route(f, c, key, i);
     fprintf(f, ", \"state\": \"%s\"", wrongtype ? "taken" : st < 0 ? "error" : st ? "held" : "free");
     fputs(", \"token\": ", f);
     json_cstr(f, st == 1 ? token : NULL);

@@ -1183,6 +1183,18 @@ t_cluster() {
   # that master has the key (another would answer MOVED)
   local mp; mp=$(sed -n 's/.*slot [0-9]*, master 127\.0\.0\.1:\([0-9]*\).*/\1/p' "$D/out")
   [ "$(redis-cli -p "$mp" get "$k")" = "$(cat "$D/ready")" ] || fail "not on the master shown" || return 1
+  # status --json: the same slot and master in the cluster node's object
+  expect 0 "$DL" status --json --servers "$uri" "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" 'd["nodes"][0]["slot"]')" = "$slot" ] || fail "json slot: $(cat "$D/out")" || return 1
+  [ "$(jget "$D/out" 'd["nodes"][0]["master"]')" = "127.0.0.1:$mp" ] || fail "json master: $(cat "$D/out")" || return 1
+  [ "$(jget "$D/out" 'd["nodes"][0]["token"]')" = "$(cat "$D/ready")" ] || return 1
+  # a mixed list: only the cluster node has them (the plain one does not hold
+  # the key: 1 of 2, not held)
+  local plain=${URIS3%%,*}
+  expect 1 "$DL" status --json --servers "$uri,$plain" "$k" && jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" 'd["nodes"][0]["master"]')" = "127.0.0.1:$mp" ] || fail "json master: $(cat "$D/out")" || return 1
+  [ "$(jget "$D/out" '"slot" in d["nodes"][1] or "master" in d["nodes"][1]')" = False ] \
+    || fail "a plain node has slot/master: $(cat "$D/out")" || return 1
   touch "$D/release"; wait_exit "$HOLDER" 10
   bash "$HARNESS" stop "$D/cluster"
 }

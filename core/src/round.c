@@ -512,8 +512,19 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         distlock__conn_close(t, i, conn);
     /* A Sentinel node whose master changed, or was found not to be one,
      * since this connection was made: it goes to the old server. */
-    if (conn->ctx && is_sentinel(t, i) && !distlock__ep_current(t, i, conn->ep_state))
+    if (conn->ctx && is_sentinel(t, i) && !distlock__ep_current(t, i, conn->ep_state)) {
+        /* An undo (a release) first goes out behind what it undoes on this
+         * connection, unwaited: a master that was only paused (its timeout
+         * made us forget it) then runs the late write and its undo in
+         * order, instead of keeping the write until its TTL. The call
+         * itself goes to the master the sentinels name. */
+        if (call->undo && call->tag && conn->qlen > 0 &&
+            !distlock__owes_kind(conn, DISTLOCK__K_AUTH)) {
+            undo_unwaited(t, conn, r, i, call);
+            r->sent = sent;
+        }
         distlock__conn_close(t, i, conn);
+    }
     if (conn->ctx && conn->qlen == 0 &&
         (conn->cred_gen != atomic_load(&t->cred_gen) || now - conn->used_us > IDLE_CHECK_US)) {
         /* New credentials: reconnect with them. Idle: readable means the

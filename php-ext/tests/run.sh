@@ -75,6 +75,7 @@ cleanup() {
   bash "$harness" stop "$work/tls" || true
   bash "$harness" stop "$work/sentinel" || true
   bash "$harness" stop "$work/repl" || true
+  bash "$harness" stop "$work/cluster" || true
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -104,6 +105,8 @@ export DISTLOCK_TEST_CERTS=$work/certs
 # A Sentinel group (1 master, 2 replicas, 3 sentinels) for 073_sentinel.phpt.
 export DISTLOCK_TEST_SENTINEL=$(bash "$harness" sentinels "$work/sentinel" \
   --data-pass data-pw --sentinel-user sent --sentinel-pass sentinel-pw)
+# A Redis Cluster of 3 masters, no replicas, for 074_cluster.phpt.
+export DISTLOCK_TEST_CLUSTER=$(bash "$harness" cluster "$work/cluster" 3 0)
 
 export DISTLOCK_TEST_REDIS=$(bash "$harness" uris "$work/single")
 export DISTLOCK_TEST_REDLOCK=$(bash "$harness" uris "$work/redlock")

@@ -10,7 +10,7 @@
 
 #include "cluster_harness.h"
 
-#define NSERVERS 6
+#define MAXSERVERS 16
 
 /* CRC16-CCITT (XModem), the hash of the Redis Cluster specification; the
  * harness's own, to pick keys in a slot (checked against CLUSTER KEYSLOT). */
@@ -130,24 +130,37 @@ int rh_rcl_wait_ok(rh_rcl *c, long timeout_ms)
 
 rh_rcl *rh_rcl_start(void)
 {
+    return rh_rcl_start_n(3, 1);
+}
+
+rh_rcl *rh_rcl_start_n(int masters, int replicas)
+{
+    int nservers = masters * (1 + replicas);
+    if (masters < 3 || replicas < 0 || nservers > MAXSERVERS) {
+        fprintf(stderr, "cluster_harness: %d masters x %d replicas not supported\n",
+                masters, replicas);
+        return NULL;
+    }
     rh_rcl *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->rc = rh_start_cluster_mode(NSERVERS);
+    c->rc = rh_start_cluster_mode(nservers);
     if (!c->rc) { free(c); return NULL; }
-    char addr[NSERVERS][32];
-    char *argv[NSERVERS + 8];
+    char addr[MAXSERVERS][32];
+    char reps[16];
+    char *argv[MAXSERVERS + 8];
     int a = 0;
     argv[a++] = "redis-cli";
     argv[a++] = "--cluster";
     argv[a++] = "create";
     size_t u = (size_t)snprintf(c->uri, sizeof c->uri, "redis-cluster://");
-    for (int i = 0; i < NSERVERS; i++) {
+    for (int i = 0; i < nservers; i++) {
         snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", c->rc->node[i].port);
         argv[a++] = addr[i];
         u += (size_t)snprintf(c->uri + u, sizeof c->uri - u, "%s%s", i ? "," : "", addr[i]);
     }
     argv[a++] = "--cluster-replicas";
-    argv[a++] = "1";
+    snprintf(reps, sizeof reps, "%d", replicas);
+    argv[a++] = reps;
     argv[a++] = "--cluster-yes";
     argv[a] = NULL;
     if (run_cli(argv) != 0) {
@@ -155,11 +168,13 @@ rh_rcl *rh_rcl_start(void)
         rh_rcl_stop(c);
         return NULL;
     }
-    /* every node knows all six, and agrees on the owners */
+    /* every node knows all the others, and agrees on the owners */
+    char known[48];
+    snprintf(known, sizeof known, "cluster_known_nodes:%d\r", nservers);
     int ok = RH_WAIT_UNTIL(({
         int all = 1;
-        for (int i = 0; i < NSERVERS && all; i++)
-            all = info_has(c, i, "CLUSTER INFO", "cluster_known_nodes:6");
+        for (int i = 0; i < nservers && all; i++)
+            all = info_has(c, i, "CLUSTER INFO", known);
         all; }), 20000);
     if (!ok || rh_rcl_wait_ok(c, 20000) != 0) {
         fprintf(stderr, "cluster_harness: the cluster did not become ok\n");
@@ -169,7 +184,7 @@ rh_rcl *rh_rcl_start(void)
     /* and every replica has synced (a failover test needs one in sync) */
     ok = RH_WAIT_UNTIL(({
         int all = 1;
-        for (int i = 0; i < NSERVERS && all; i++)
+        for (int i = 0; i < nservers && all; i++)
             if (!rh_rcl_is_master(c, i))
                 all = info_has(c, i, "INFO replication", "master_link_status:up");
         all; }), 20000);

@@ -12,12 +12,16 @@
 #include "redis_harness.h"
 
 typedef struct rh_rcl {
-    rh_cluster *rc;          /* 6 servers */
-    char uri[256];           /* redis-cluster://127.0.0.1:P1,127.0.0.1:P2,... (all six) */
+    rh_cluster *rc;          /* 6 servers (rh_rcl_start_n: masters * (1 + replicas)) */
+    char uri[512];           /* redis-cluster://127.0.0.1:P1,127.0.0.1:P2,... (all of them) */
 } rh_rcl;
 
 /* NULL on failure (printed). */
 rh_rcl *rh_rcl_start(void);
+/* A cluster of `masters` (>= 3) masters with `replicas` replicas each (0: none,
+ * masters * (1 + replicas) <= 16 servers); rh_rcl_start() is (3, 1). The uri
+ * lists every server. */
+rh_rcl *rh_rcl_start_n(int masters, int replicas);
 void rh_rcl_stop(rh_rcl *c);
 /* CLUSTER KEYSLOT key, asked of a server; -1 on error. */
 int rh_rcl_keyslot(rh_rcl *c, const char *key);

@@ -16,11 +16,13 @@
 #                              2 replicas, 3 sentinels; ARGS are its options);
 #                              prints its redis-sentinel:// URI once ready;
 #                              `stop DIR` stops it too
-#   redis.sh cluster DIR       a Redis Cluster: 6 servers (cluster-enabled, bus port
+#   redis.sh cluster DIR [MASTERS [REPLICAS]]
+#                              a Redis Cluster: 6 servers (cluster-enabled, bus port
 #                              = port + 10000), `redis-cli --cluster create
-#                              --cluster-replicas 1`: 3 masters + 3 replicas; prints
-#                              its redis-cluster://... URI once every node reports
-#                              cluster_state:ok; `stop DIR` stops it
+#                              --cluster-replicas 1`: 3 masters + 3 replicas (or
+#                              MASTERS >= 3 with REPLICAS each, e.g. `3 0`: 3 servers);
+#                              prints its redis-cluster://... URI once every node
+#                              reports cluster_state:ok; `stop DIR` stops it
 #   redis.sh replicate DIR     (WAIT for replicas) DIR's second server becomes a
 #                              replica of its first (REPLICAOF); returns once the
 #                              link is up (polled); prints "MASTER_PORT REPLICA_PORT
@@ -92,17 +94,19 @@ case "$cmd" in
   cluster)
     mkdir -p "$dir"
     cluster_mode=1
+    masters=${3:-3} replicas=${4:-1}
+    nservers=$((masters * (1 + replicas)))
     ports=()
-    for _ in 1 2 3 4 5 6; do ports+=("$(start_one "$dir")"); done
+    for _ in $(seq 1 "$nservers"); do ports+=("$(start_one "$dir")"); done
     addrs=() uri=""
     for p in "${ports[@]}"; do addrs+=("127.0.0.1:$p"); uri="${uri:+$uri,}127.0.0.1:$p"; done
-    redis-cli --cluster create "${addrs[@]}" --cluster-replicas 1 --cluster-yes >"$dir/cluster-create.log" 2>&1 \
+    redis-cli --cluster create "${addrs[@]}" --cluster-replicas "$replicas" --cluster-yes >"$dir/cluster-create.log" 2>&1 \
       || { cat "$dir/cluster-create.log" >&2; exit 1; }
     for _ in $(seq 1 1000); do
       ok=1
       for p in "${ports[@]}"; do
         redis-cli -p "$p" cluster info 2>/dev/null | grep -q '^cluster_state:ok' || ok=0
-        [ "$(redis-cli -p "$p" cluster info 2>/dev/null | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')" = 6 ] || ok=0
+        [ "$(redis-cli -p "$p" cluster info 2>/dev/null | sed -n 's/^cluster_known_nodes:\([0-9]*\).*/\1/p')" = "$nservers" ] || ok=0
       done
       if [ $ok = 1 ]; then echo "redis-cluster://$uri"; exit 0; fi
       sleep 0.02
