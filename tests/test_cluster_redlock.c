@@ -28,17 +28,6 @@
 
 #define NCL 3
 
-/* Fail unless rc is "not acquired": NOTACQUIRED or a negative error. */
-#define assert_not_acquired(expr, lockp) do {                                 \
-        int r__ = (expr);                                                     \
-        if (r__ == DISTLOCK_OK) {                                             \
-            print_error("%s acquired, expected a failure\n", #expr);          \
-            fail();                                                           \
-        }                                                                     \
-        assert_true(r__ == DISTLOCK_NOTACQUIRED || r__ < 0);                  \
-        if (r__ < 0) assert_true(distlock_last_error()[0] != '\0');           \
-        assert_null(*(lockp));                                                \
-    } while (0)
 #define MASTERS 3
 
 static rh_rcl *cl[NCL];
@@ -59,11 +48,6 @@ static int group_teardown(void **state)
     for (int k = 0; k < NCL; k++)
         rh_rcl_stop(cl[k]);
     return 0;
-}
-
-static long slow_factor(void)
-{
-    return getenv("DISTLOCK_TEST_SLOW") ? 5 : 1;
 }
 
 static distlock_client *client(const char *uris, long timeout_ms)

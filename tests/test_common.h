@@ -81,4 +81,23 @@ static inline long default_drift(long ttl)
     return (long)((long long)ttl * 10000 / 1000000) + 2;
 }
 
+/* Fail unless rc is "not acquired": NOTACQUIRED or a negative error. */
+#define assert_not_acquired(expr, lockp) do {                                 \
+        int r__ = (expr);                                                     \
+        if (r__ == DISTLOCK_OK) {                                             \
+            print_error("%s acquired, expected a failure\n", #expr);          \
+            fail();                                                           \
+        }                                                                     \
+        assert_true(r__ == DISTLOCK_NOTACQUIRED || r__ < 0);                  \
+        if (r__ < 0) assert_true(distlock_last_error()[0] != '\0');           \
+        assert_null(*(lockp));                                                \
+    } while (0)
+
+/* Timeouts and budgets scale by this under sanitizers/valgrind
+ * (DISTLOCK_TEST_SLOW set by tests/run-c-tests.sh). */
+static inline long slow_factor(void)
+{
+    return getenv("DISTLOCK_TEST_SLOW") ? 5 : 1;
+}
+
 #endif

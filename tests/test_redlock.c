@@ -4,18 +4,6 @@
 #define N 5
 DEFINE_GROUP(N)
 
-/* Fail unless rc is "not acquired": NOTACQUIRED or a negative error. */
-#define assert_not_acquired(expr, lockp) do {                                 \
-        int r__ = (expr);                                                     \
-        if (r__ == DISTLOCK_OK) {                                             \
-            print_error("%s acquired, expected a failure\n", #expr);          \
-            fail();                                                           \
-        }                                                                     \
-        assert_true(r__ == DISTLOCK_NOTACQUIRED || r__ < 0);                  \
-        if (r__ < 0) assert_true(distlock_last_error()[0] != '\0');           \
-        assert_null(*(lockp));                                                \
-    } while (0)
-
 static void test_quorum_sizes(void **state)
 {
     rh_cluster *rc = *state;

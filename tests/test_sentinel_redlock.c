@@ -47,11 +47,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static long slow_factor(void)
-{
-    return getenv("DISTLOCK_TEST_SLOW") ? 5 : 1;
-}
-
 static distlock_client *client(const char *uris)
 {
     distlock_client *c = new_client(uris);
