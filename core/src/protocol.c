@@ -32,7 +32,8 @@
          * metadata: its key is the last one). Waiters are served in arrival order: the \
          * free lock goes to the queue's head; others join the queue (or \
          * refresh their entry, which expires if the waiter dies) and learn \
-         * their rank (0: next). When the head takes the lock, the new head \
+         * their rank (0: next), and, if the lock is free, who is first. \
+         * When the head takes the lock, the new head \
          * is told by name, so a release needs to wake only it. queue_ttl 0: \
          * try only. */ \
         "local fk = KEYS[4]\n" \
@@ -54,9 +55,11 @@
         "end\n" \
         "local v = redis.call('GET', KEYS[1])\n" \
         "local mine = (v == ARGV[1] and ARGV[3] == '0')\n" \
+        "local first = ''\n" \
         "if v == false then\n" \
         "  local head = redis.call('ZRANGE', KEYS[2], 0, 0)\n" \
         "  mine = (#head == 0 or head[1] == ARGV[1])\n" \
+        "  if #head > 0 then first = head[1] end\n" \
         "end\n" \
         "if mine then\n" \
         "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n" \
@@ -90,7 +93,7 @@
         "  redis.call('PEXPIRE', KEYS[3], qttl)\n" \
         "end\n" \
         "local rank = redis.call('ZRANK', KEYS[2], ARGV[1]) or -1\n" \
-        "if v == false then return {2, 0, rank} end\n"  /* free, but another waiter is ahead */ \
+        "if v == false then return {2, 0, rank, first} end\n"  /* free, but `first` is ahead */ \
         "return {0, redis.call('PTTL', KEYS[1]), rank}\n"
 
 #define BODY_LEAVE(PUB) \
