@@ -2,7 +2,15 @@
  * the first DISTLOCK_AUTO_RENEW lock) renews each such lock at ttl/3. All
  * renewals due together go to every node in one batched script call, so
  * keeping many locks alive costs one round trip per period, not one per
- * lock. A lock found not ours on enough nodes, or not renewable on a quorum
+ * lock. A Redis Cluster node gets one call per master instead: the keys
+ * its slot map puts on that master, as arguments of S_EXTEND_MULTI (keys
+ * declared of several slots would be CROSSSLOT); a key the master no longer
+ * serves (moved, or migrating and gone) answers -1 and is sent again in
+ * the same pass by its own slot (S_EXTEND, routed like any call: MOVED and
+ * ASK followed, the map refreshed), so a moved key is renewed on its new
+ * master within the period. The calls of all nodes go out in rounds, round
+ * r carrying each node's r-th call (Redlock over several clusters).
+ * A lock found not ours on enough nodes, or not renewable on a quorum
  * before its validity ends, is marked lost and its owner told: flag,
  * callback, and the client's pollable eventfd. */
 #include <errno.h>
