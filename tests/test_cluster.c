@@ -9,6 +9,9 @@
  *     the servers' errorstats);
  *   - resharding under load: a slot with live locks migrated while several
  *     processes contend on its keys: 0 overlaps, 0 errors;
+ *   - auto-renewal: one script call per master per pass (counted from the
+ *     servers' commandstats), and locks of a slot migrated (also half
+ *     migrated) renewed every pass, on the new master once moved;
  *   - failover: CLUSTER FAILOVER of a replica, then SIGKILL of a master. */
 #include "test_common.h"
 #include "cluster_harness.h"
@@ -497,7 +500,7 @@ static void test_wakeup(void **state)
     distlock_client_free(holder);
 }
 
-/* Auto-renewed locks over several slots (one batch per slot), one of
+/* Auto-renewed locks over several slots (batched per master), one of
  * them migrated while held: every lock lives on for several TTLs. */
 static void test_renew(void **state)
 {
