@@ -545,44 +545,6 @@ static void test_renew(void **state)
 
 /* ---- batched renewal: one call per master, moved keys followed ---- */
 
-/* The client's counter `name` (distlock_client_stats). */
-static uint64_t client_stat(distlock_client *c, const char *name)
-{
-    distlock_stat st[256];
-    size_t n = 0;
-    assert_rc(distlock_client_stats(c, st, 256, &n), DISTLOCK_OK);
-    for (size_t k = 0; k < n; k++)
-        if (strcmp(st[k].name, name) == 0)
-            return st[k].value;
-    fail_msg("no stat %s", name);
-    return 0;
-}
-
-/* Script calls (EVALSHA + EVAL) server i has run so far. */
-static long script_calls(int i)
-{
-    long total = 0;
-    redisReply *r = rh_command(CL->rc, i, 0, "INFO commandstats");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STRING);
-    static const char *const needles[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
-    for (int k = 0; k < 2; k++) {
-        const char *p = strstr(r->str, needles[k]);
-        if (p) total += strtol(p + strlen(needles[k]), NULL, 10);
-    }
-    freeReplyObject(r);
-    return total;
-}
-
-/* Wait for the watchdog to finish `passes` more passes over all nk locks
- * after renewal_total was r0 (each pass renews every lock once). */
-static uint64_t wait_renewed(distlock_client *c, uint64_t r0, int nk, int passes)
-{
-    uint64_t want = r0 + (uint64_t)nk * (uint64_t)passes;
-    assert_true(RH_WAIT_UNTIL(client_stat(c, "renewal_total") >= want, 30000));
-    return client_stat(c, "renewal_total");
-}
-
 /* 96 auto-renewed locks on 96 slots spread over the 3 masters: each
  * renewal pass costs each master one script call, not one per slot (32). */
 static void test_renew_per_master(void **state)
@@ -623,11 +585,11 @@ static void test_renew_per_master(void **state)
     uint64_t r0 = wait_renewed(c, 0, NK, 1);
     long calls0[3];
     for (int j = 0; j < nm; j++)
-        calls0[j] = script_calls(masters[j]);
+        calls0[j] = script_calls(CL->rc, masters[j]);
     wait_renewed(c, r0, NK, PASSES);
     long calls[3];
     for (int j = 0; j < nm; j++)
-        calls[j] = script_calls(masters[j]) - calls0[j];
+        calls[j] = script_calls(CL->rc, masters[j]) - calls0[j];
     uint64_t r1 = client_stat(c, "renewal_total");
     long passes = (long)((r1 - r0 + NK - 1) / NK);
     printf("renewal: %d locks on %d slots (%d/%d/%d per master, acquired in %lld ms), %ld passes: "
