@@ -87,7 +87,12 @@ typedef struct share {
     distlock__call call;
 } share;
 
-/* The locks of node i's next call, in sh->grp; 0 if none is left. */
+/* What a call of a pass carries (next_group). */
+enum { GROUP_NONE, GROUP_DECLARED, GROUP_MASTER };
+
+/* The locks of node i's next call, in sh->grp: GROUP_MASTER (keys of many
+ * slots, one cluster master: S_EXTEND_MULTI), GROUP_DECLARED (all locks of
+ * a plain node, or one slot's: S_EXTEND), or GROUP_NONE when none is left. */
 static int next_group(distlock_client *c, int i, share *sh, const due *d)
 {
     if (sh->ntodo == 0 && sh->nagain > 0 && !sh->by_slot) {
@@ -96,7 +101,7 @@ static int next_group(distlock_client *c, int i, share *sh, const due *d)
     }
     sh->ng = 0;
     if (sh->ntodo == 0)
-        return 0;
+        return GROUP_NONE;
     int cluster = c->tp.cl != NULL && c->tp.cl[i] != NULL, left = 0;
     unsigned slot0 = d[sh->todo[0]].slot;
     int m0 = cluster && !sh->by_slot ? distlock__cl_slot_master(&c->tp, i, slot0) : -1;
@@ -110,14 +115,14 @@ static int next_group(distlock_client *c, int i, share *sh, const due *d)
             sh->todo[left++] = k;
     }
     sh->ntodo = left;
-    return m0 >= 0 ? 2 : 1;  /* 2: S_EXTEND_MULTI, else S_EXTEND */
+    return m0 >= 0 ? GROUP_MASTER : GROUP_DECLARED;
 }
 
 /* Fill sh->call for the locks in sh->grp (kind: next_group's answer). */
 static void build_call(const distlock_client *c, share *sh, const due *d, int ow, int kind)
 {
     int g = sh->ng, a = 0;
-    if (kind == 2) {
+    if (kind == GROUP_MASTER) {
         /* KEYS[1] routes it; ARGV: ow, then key token ttl [owner] per lock */
         sh->argv[a++] = d[sh->grp[0]].key;
         sh->argv[a++] = ow ? "1" : "0";
@@ -219,7 +224,7 @@ static void renew_all(distlock_client *c, due *d, int m, int *ok, int *no)
         for (int i = 0; i < n; i++) {
             int kind = next_group(c, i, &sh[i], d);
             calls[i] = NULL;
-            if (kind) {
+            if (kind != GROUP_NONE) {
                 build_call(c, &sh[i], d, ow, kind);
                 calls[i] = &sh[i].call;
                 any = 1;
