@@ -9,6 +9,9 @@
  *     the servers' errorstats);
  *   - resharding under load: a slot with live locks migrated while several
  *     processes contend on its keys: 0 overlaps, 0 errors;
+ *   - auto-renewal: one script call per master per pass (counted from the
+ *     servers' commandstats), and locks of a slot migrated (also half
+ *     migrated) renewed every pass, on the new master once moved;
  *   - failover: CLUSTER FAILOVER of a replica, then SIGKILL of a master. */
 #include "test_common.h"
 #include "cluster_harness.h"
@@ -497,7 +500,7 @@ static void test_wakeup(void **state)
     distlock_client_free(holder);
 }
 
-/* Auto-renewed locks over several slots (one batch per slot), one of
+/* Auto-renewed locks over several slots (batched per master), one of
  * them migrated while held: every lock lives on for several TTLs. */
 static void test_renew(void **state)
 {
@@ -537,6 +540,185 @@ static void test_renew(void **state)
     assert_int_equal(rh_rcl_migrate_slot(CL, slots[2], now_at, back_to, 10, NULL, NULL), 0);
     printf("auto-renewal: %d locks on 5 slots held for 4 TTLs (one slot migrated), %d checks\n",
            NK, checks);
+    distlock_client_free(c);
+}
+
+/* ---- batched renewal: one call per master, moved keys followed ---- */
+
+/* 96 auto-renewed locks on 96 slots spread over the 3 masters: each
+ * renewal pass costs each master one script call, not one per slot (32). */
+static void test_renew_per_master(void **state)
+{
+    (void)state;
+    enum { NK = 96, PASSES = 3 };
+    /* a pass every 2 s; the acquires (under 1 s, ttl/6, even under
+     * valgrind) coalesce into one pass */
+    long ttl = 6000;
+    distlock_client *c = new_client(CL->uri);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1), DISTLOCK_OK);
+    char key[NK][64];
+    distlock_lock *l[NK];
+    int master[NK], masters[3], nm = 0, slots_of[3] = { 0, 0, 0 };
+    for (int k = 0; k < NK; k++) {
+        int slot = 7 + k * (16384 / NK);
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "pm%d", k);
+        rh_rcl_key_in_slot(CL, prefix, slot, key[k], sizeof key[k]);
+        master[k] = rh_rcl_owner(CL, 0, slot);
+        assert_true(master[k] >= 0);
+        int j = 0;
+        while (j < nm && masters[j] != master[k]) j++;
+        if (j == nm) {
+            assert_true(nm < 3);
+            masters[nm++] = master[k];
+        }
+        slots_of[j]++;
+    }
+    assert_int_equal(nm, 3);
+    long long ta = rh_now_ms();
+    for (int k = 0; k < NK; k++)
+        assert_rc(distlock_acquire(c, key[k], ttl, 0, DISTLOCK_AUTO_RENEW, &l[k]), DISTLOCK_OK);
+    ta = rh_now_ms() - ta;
+    uint64_t fail0 = client_stat(c, "renewal_failed_total");
+    /* after a first full pass (the locks acquired at different moments
+     * coalesce into one), count the script calls of the next passes */
+    uint64_t r0 = wait_renewed(c, 0, NK, 1);
+    long calls0[3];
+    for (int j = 0; j < nm; j++)
+        calls0[j] = script_calls(CL->rc, masters[j]);
+    wait_renewed(c, r0, NK, PASSES);
+    long calls[3];
+    for (int j = 0; j < nm; j++)
+        calls[j] = script_calls(CL->rc, masters[j]) - calls0[j];
+    uint64_t r1 = client_stat(c, "renewal_total");
+    long passes = (long)((r1 - r0 + NK - 1) / NK);
+    printf("renewal: %d locks on %d slots (%d/%d/%d per master, acquired in %lld ms), %ld passes: "
+           "script calls per master %ld/%ld/%ld (one batch per slot would be %ld/%ld/%ld)\n",
+           NK, NK, slots_of[0], slots_of[1], slots_of[2], ta, passes, calls[0], calls[1], calls[2],
+           passes * slots_of[0], passes * slots_of[1], passes * slots_of[2]);
+    for (int j = 0; j < nm; j++) {
+        /* one per pass; +1: a pass may be under way while we read */
+        assert_true(calls[j] >= passes - 1);
+        assert_true(calls[j] <= passes + 1);
+    }
+    assert_int_equal(client_stat(c, "renewal_failed_total"), fail0);
+    /* the lock and its owner hash were both renewed, on their master */
+    for (int k = 0; k < NK; k++) {
+        assert_false(distlock_lock_lost(l[k]));
+        assert_int_equal(owner_holds(key[k], distlock_lock_token(l[k])), 1);
+        char ok[96];
+        snprintf(ok, sizeof ok, "{%.63s}:owner", key[k]);
+        redisReply *r = rh_command(CL->rc, master[k], 0, "PTTL %s", ok);
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+        assert_true(r->integer > 0);  /* ttl 6 s, 7+ s (4 passes) after the acquire */
+        freeReplyObject(r);
+    }
+    for (int k = 0; k < NK; k++) {
+        assert_rc(distlock_release(l[k]), DISTLOCK_OK);
+        distlock_lock_free(l[k]);
+    }
+    distlock_client_free(c);
+}
+
+/* Absolute expiry (unix ms) of key on server i. */
+static long long pexpiretime(int i, const char *key)
+{
+    redisReply *r = rh_command(CL->rc, i, 0, "PEXPIRETIME %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+struct mig_arg {
+    distlock_client *c;
+    int nk;
+    int passes;  /* full passes seen while the slot was half migrated */
+};
+
+/* Between two keys of the migration: one full renewal pass while the slot
+ * is MIGRATING on the source (some of its keys there, some on the target). */
+static void pass_between(void *p)
+{
+    struct mig_arg *a = p;
+    uint64_t r = client_stat(a->c, "renewal_total");
+    /* two: the first may have started before this key moved */
+    wait_renewed(a->c, r, a->nk, 2);
+    a->passes++;
+}
+
+/* Locks in a slot that moves to another master, among locks of other
+ * slots of both masters: renewed every pass (also while the slot is half
+ * migrated), on the new master once it moved; none lost or late. */
+static void test_renew_moved(void **state)
+{
+    (void)state;
+    enum { NMOVE = 4, NOTHER = 6, NK = NMOVE + NOTHER };
+    long ttl = 3000;
+    distlock_client *c = new_client(CL->uri);
+    int slot = 777;  /* moves */
+    int from = rh_rcl_owner(CL, 0, slot), to = -1, other_slot[NOTHER];
+    /* other slots: three of the source's, three of the target's */
+    int n_from = 0, n_to = 0;
+    for (int s = 50; s < 16384 && (n_from < 3 || n_to < 3); s += 97) {
+        int o = rh_rcl_owner(CL, 0, s);
+        if (s == slot) continue;
+        if (o == from && n_from < 3) {
+            other_slot[n_from++] = s;
+        } else if (o != from && (to < 0 || o == to) && n_to < 3) {
+            to = o;
+            other_slot[3 + n_to++] = s;
+        }
+    }
+    assert_true(from >= 0 && to >= 0 && from != to && n_from == 3 && n_to == 3);
+    char key[NK][64];
+    distlock_lock *l[NK];
+    for (int k = 0; k < NK; k++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "mr%d", k);
+        rh_rcl_key_in_slot(CL, prefix, k < NMOVE ? slot : other_slot[k - NMOVE], key[k],
+                           sizeof key[k]);
+        assert_rc(distlock_acquire(c, key[k], ttl, 0, DISTLOCK_AUTO_RENEW, &l[k]), DISTLOCK_OK);
+    }
+    uint64_t fail0 = client_stat(c, "renewal_failed_total");
+    uint64_t r0 = wait_renewed(c, 0, NK, 1);
+    long moved0 = errorstat("MOVED"), asked0 = errorstat("ASK");
+
+    /* 1. right after a pass, one key per MIGRATE, a full pass (two) after
+     * each key while the slot is split between the two masters */
+    struct mig_arg a = { c, NK, 0 };
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot, from, to, 1, pass_between, &a), 0);
+    assert_int_equal(rh_rcl_owner(CL, 0, slot), to);
+    long long e0[NMOVE];
+    for (int k = 0; k < NMOVE; k++) {
+        e0[k] = pexpiretime(to, key[k]);
+        assert_true(e0[k] > 0);
+    }
+    /* 2. the next pass renews them on their new master */
+    uint64_t r1 = client_stat(c, "renewal_total");
+    wait_renewed(c, r1, NK, 2);
+    for (int k = 0; k < NMOVE; k++) {
+        long long e1 = pexpiretime(to, key[k]);
+        assert_true(e1 > e0[k]);
+        assert_int_equal(owner_holds(key[k], distlock_lock_token(l[k])), 1);
+    }
+    for (int k = 0; k < NK; k++)
+        assert_false(distlock_lock_lost(l[k]));
+    long moved1 = errorstat("MOVED"), asked1 = errorstat("ASK");
+    uint64_t failed = client_stat(c, "renewal_failed_total") - fail0;
+    printf("renewal across a migration: %d locks (%d in the moving slot), %d passes while it was "
+           "split, %llu renewals, %llu failed, %ld MOVED and %ld ASK answered\n", NK, NMOVE,
+           a.passes, (unsigned long long)(client_stat(c, "renewal_total") - r0),
+           (unsigned long long)failed, moved1 - moved0, asked1 - asked0);
+    assert_int_equal(failed, 0);
+    assert_true(asked1 - asked0 > 0);  /* the split slot's migrated keys: ASK */
+    for (int k = 0; k < NK; k++) {
+        assert_rc(distlock_release(l[k]), DISTLOCK_OK);
+        distlock_lock_free(l[k]);
+    }
+    assert_int_equal(rh_rcl_migrate_slot(CL, slot, to, from, 10, NULL, NULL), 0);
     distlock_client_free(c);
 }
 
@@ -784,6 +966,8 @@ int main(void)
         cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_wakeup_keys),
         cmocka_unit_test(test_renew),
+        cmocka_unit_test(test_renew_per_master),
+        cmocka_unit_test(test_renew_moved),
         cmocka_unit_test(test_reshard),
         cmocka_unit_test(test_reshard_fenced),
         cmocka_unit_test(test_failover),  /* last: changes the topology */

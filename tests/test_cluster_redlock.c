@@ -11,6 +11,8 @@
  * - a mixed list redis-cluster://,redis-cluster://,redis://, and
  *   redis-cluster://,redis://,redis-sentinel:// (the group's master hung:
  *   the other two decide);
+ * - auto-renewal over cluster,cluster,redis: each pass renews every lock on
+ *   all three nodes with one script call per master of each cluster;
  * - fencing over clusters: the fence only increases, and each cluster's
  *   counter sits on the key's slot master;
  * - one whole cluster hung (its 3 masters SIGSTOPped) or killed: still
@@ -257,6 +259,94 @@ static void test_mixed(void **state)
     assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_clusters_hold(3, "mixed{7}", NULL, 0);
     distlock_lock_free(l);
+    distlock_client_free(c);
+    rh_stop_all(plain);
+}
+
+/* pexpiretime (absolute expiry, unix ms) of key on server i of rc */
+static long long pexpiretime(const rh_cluster *rc, int i, const char *key)
+{
+    redisReply *r = rh_command(rc, i, 0, "PEXPIRETIME %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    long long v = r->integer;
+    freeReplyObject(r);
+    return v;
+}
+
+/* Auto-renewal over two clusters and a plain master: every pass renews
+ * each lock on all three nodes, with one script call per master of each
+ * cluster (the rounds carry every node's calls in parallel), not one per
+ * slot. */
+static void test_renew_mixed(void **state)
+{
+    (void)state;
+    enum { NK = 24, PASSES = 2 };
+    long ttl = 3000;
+    rh_cluster *plain = rh_start(1);
+    assert_non_null(plain);
+    char uri[2048];
+    snprintf(uri, sizeof uri, "%s,%s,redis://127.0.0.1:%d", cl[0]->uri, cl[1]->uri,
+             plain->node[0].port);
+    distlock_client *c = client(uri, 5000 * slow_factor());
+    char key[NK][64];
+    distlock_lock *l[NK];
+    for (int k = 0; k < NK; k++) {
+        char prefix[16];
+        snprintf(prefix, sizeof prefix, "rnm%d", k);
+        rh_rcl_key_in_slot(cl[0], prefix, 11 + k * (16384 / NK), key[k], sizeof key[k]);
+        /* every master's connection made, so the locks below land everywhere */
+        distlock_lock *w = lock_everywhere(c, key[k], 0, 3, plain);
+        assert_rc(distlock_release(w), DISTLOCK_OK);
+        distlock_lock_free(w);
+    }
+    for (int k = 0; k < NK; k++)
+        assert_rc(distlock_acquire(c, key[k], ttl, 0, DISTLOCK_AUTO_RENEW, &l[k]), DISTLOCK_OK);
+    /* after a first pass, where each lock is: the slot's master of each
+     * cluster (m[k][0..1]) and the plain master */
+    uint64_t r0 = wait_renewed(c, 0, NK, 1);
+    int m[NK][2];
+    long long e0[NK][3];
+    for (int k = 0; k < NK; k++) {
+        const char *tok = distlock_lock_token(l[k]);
+        assert_clusters_hold(3, key[k], tok, 2);
+        assert_holding(plain, key[k], tok, 1);
+        for (int j = 0; j < 2; j++) {
+            m[k][j] = rh_rcl_owner(cl[j], 0, rh_rcl_keyslot(cl[j], key[k]));
+            assert_true(m[k][j] >= 0);
+            e0[k][j] = pexpiretime(cl[j]->rc, m[k][j], key[k]);
+        }
+        e0[k][2] = pexpiretime(plain, 0, key[k]);
+    }
+    long calls0[2][MASTERS], pcalls0 = script_calls(plain, 0);
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < MASTERS; i++)
+            calls0[j][i] = script_calls(cl[j]->rc, i);
+    wait_renewed(c, r0, NK, PASSES);
+    long calls[2][MASTERS], pcalls = script_calls(plain, 0) - pcalls0;
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < MASTERS; i++)
+            calls[j][i] = script_calls(cl[j]->rc, i) - calls0[j][i];
+    long passes = (long)((client_stat(c, "renewal_total") - r0 + NK - 1) / NK);
+    printf("renewal over cluster,cluster,redis: %d locks on %d slots, %ld passes: script calls "
+           "%ld/%ld/%ld and %ld/%ld/%ld per cluster master, %ld on the plain master\n", NK, NK,
+           passes, calls[0][0], calls[0][1], calls[0][2], calls[1][0], calls[1][1], calls[1][2],
+           pcalls);
+    assert_true(pcalls >= passes - 1 && pcalls <= passes + 1);
+    for (int j = 0; j < 2; j++)
+        for (int i = 0; i < MASTERS; i++)
+            assert_true(calls[j][i] >= passes - 1 && calls[j][i] <= passes + 1);
+    /* renewed on all three nodes */
+    for (int k = 0; k < NK; k++) {
+        assert_false(distlock_lock_lost(l[k]));
+        for (int j = 0; j < 2; j++)
+            assert_true(pexpiretime(cl[j]->rc, m[k][j], key[k]) > e0[k][j]);
+        assert_true(pexpiretime(plain, 0, key[k]) > e0[k][2]);
+    }
+    for (int k = 0; k < NK; k++) {
+        assert_rc(distlock_release(l[k]), DISTLOCK_OK);
+        distlock_lock_free(l[k]);
+    }
     distlock_client_free(c);
     rh_stop_all(plain);
 }
@@ -573,6 +663,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_three_clusters),
         cmocka_unit_test(test_mixed),
+        cmocka_unit_test(test_renew_mixed),
         cmocka_unit_test(test_mixed_sentinel),
         cmocka_unit_test(test_latency),
         cmocka_unit_test(test_fencing),

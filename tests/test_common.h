@@ -100,4 +100,42 @@ static inline long slow_factor(void)
     return getenv("DISTLOCK_TEST_SLOW") ? 5 : 1;
 }
 
+/* The client's counter `name` (distlock_client_stats), e.g. "renewal_total". */
+static inline uint64_t client_stat(distlock_client *c, const char *name)
+{
+    distlock_stat st[256];
+    size_t n = 0;
+    assert_rc(distlock_client_stats(c, st, 256, &n), DISTLOCK_OK);
+    for (size_t k = 0; k < n; k++)
+        if (strcmp(st[k].name, name) == 0)
+            return st[k].value;
+    fail_msg("no stat %s", name);
+    return 0;
+}
+
+/* Script calls (EVALSHA + EVAL) server i of rc has run so far. */
+static inline long script_calls(const rh_cluster *rc, int i)
+{
+    long total = 0;
+    redisReply *r = rh_command(rc, i, 0, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    static const char *const needles[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(r->str, needles[k]);
+        if (p) total += strtol(p + strlen(needles[k]), NULL, 10);
+    }
+    freeReplyObject(r);
+    return total;
+}
+
+/* Wait (up to 30 s) until the client's watchdog renewed nk locks `passes`
+ * more times after renewal_total was r0; returns renewal_total then. */
+static inline uint64_t wait_renewed(distlock_client *c, uint64_t r0, int nk, int passes)
+{
+    uint64_t want = r0 + (uint64_t)nk * (uint64_t)passes;
+    assert_true(RH_WAIT_UNTIL(client_stat(c, "renewal_total") >= want, 30000));
+    return client_stat(c, "renewal_total");
+}
+
 #endif

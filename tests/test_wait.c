@@ -241,23 +241,6 @@ static void test_fair_order(void **state)
     distlock_client_free(holder);
 }
 
-/* INFO commandstats: EVAL + EVALSHA calls node i has run. */
-static long long script_calls(rh_cluster *rc, int i)
-{
-    redisReply *r = rh_command(rc, i, 0, "INFO commandstats");
-    long long n = 0;
-    if (r && r->type == REDIS_REPLY_STRING) {
-        for (const char *p = r->str; (p = strstr(p, "cmdstat_eval")) != NULL; p++) {
-            const char *c = strstr(p, "calls=");
-            if (c)
-                n += atoll(c + 6);
-        }
-    }
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 /* Rank of member m in node i's fair queue of key, -1 if absent. */
 static long long queue_rank(rh_cluster *rc, int i, const char *key, const char *m)
 {

@@ -335,6 +335,19 @@ int distlock__cl_where(distlock__transport *t, int i, const char *key, char *hos
     return m >= 0 ? 0 : -1;
 }
 
+int distlock__cl_slot_master(distlock__transport *t, int i, unsigned slot)
+{
+    if (!is_cluster(t, i) || slot >= DISTLOCK__SLOTS)
+        return -1;
+    distlock__clmap *map = t->cl[i];
+    pthread_mutex_lock(&t->mu);
+    int m = map->owner[slot] ? map->owner[slot] - 1 : -1;
+    if (m >= 0 && map->m[m].down)
+        m = -1;
+    pthread_mutex_unlock(&t->mu);
+    return m;
+}
+
 void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
                          unsigned long *asked)
 {

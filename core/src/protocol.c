@@ -207,6 +207,34 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_FAIR_SH] = { "fair_sh", BODY_FAIR("SPUBLISH") },
     [DISTLOCK__S_LEAVE_SH] = { "leave_sh", BODY_LEAVE("SPUBLISH") },
     [DISTLOCK__S_FAIR_UNDO_SH] = { "fair_undo_sh", BODY_FAIR_UNDO("SPUBLISH") },
+    [DISTLOCK__S_EXTEND_MULTI] = { "extend_multi",
+        /* KEYS: k1 (routes the call; the first lock key, also in ARGV);
+         * ARGV: ow, then per lock: key token ttl [owner] (ow 1: owner key
+         * present). Extend for a Redis Cluster master: the keys are in
+         * ARGV, so they may be of many slots (a script without a shebang
+         * may touch undeclared keys of every slot its node serves; declared
+         * keys of several slots would be CROSSSLOT). A key this node does
+         * not serve now (slot moved; migrating and not here; importing)
+         * fails its GET with "non local key": -1, and the caller renews it
+         * by its own slot's route. Per key: 1 renewed, 0 not ours, -1 not
+         * served here. pcall: no key aborts the others. */
+        "local ow = tonumber(ARGV[1])\n"
+        "local s = 3 + ow\n"
+        "local r = {}\n"
+        "for i = 1, (#ARGV - 1) / s do\n"
+        "  local b = 2 + (i - 1) * s\n"
+        "  local v = redis.pcall('GET', ARGV[b])\n"
+        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then\n"
+        "    r[i] = -1\n"
+        "  elseif v == ARGV[b+1] then\n"
+        "    redis.call('PEXPIRE', ARGV[b], ARGV[b+2])\n"
+        "    if ow == 1 then redis.pcall('PEXPIRE', ARGV[b+3], ARGV[b+2]) end\n"
+        "    r[i] = 1\n"
+        "  else\n"
+        "    r[i] = 0\n"
+        "  end\n"
+        "end\n"
+        "return r\n" },
 };
 
 /* ------------------------------------------------------------ names */

@@ -14,7 +14,9 @@ enum {
     DISTLOCK__S_FAIR_UNDO,
     /* the same with SPUBLISH, for Redis Cluster nodes (cl_script) */
     DISTLOCK__S_RELEASE_SH, DISTLOCK__S_FAIR_SH, DISTLOCK__S_LEAVE_SH,
-    DISTLOCK__S_FAIR_UNDO_SH, DISTLOCK__S_COUNT
+    DISTLOCK__S_FAIR_UNDO_SH,
+    /* batched renewal of keys of many slots on one cluster master (watchdog) */
+    DISTLOCK__S_EXTEND_MULTI, DISTLOCK__S_COUNT
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
 

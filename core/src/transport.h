@@ -416,6 +416,11 @@ int distlock__tp_append_auth(distlock__transport *t, int i, redisContext *ctx);
  * slot; 0, or -1 if not a cluster node or none is known. */
 int distlock__cl_where(distlock__transport *t, int i, const char *key, char *host,
                        size_t hostlen, int *port, int *slot);
+/* The index of the master that owns slot in node i's slot map now, or -1
+ * (not a cluster node, slot of unknown owner, or its master known to be
+ * down). Two slots with the same index are served by one connection: the
+ * watchdog batches their keys into one call per master. */
+int distlock__cl_slot_master(distlock__transport *t, int i, unsigned slot);
 /* Redirects followed so far by node i (MOVED, ASK); 0 for other nodes. */
 void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
                          unsigned long *asked);

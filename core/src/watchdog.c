@@ -2,7 +2,15 @@
  * the first DISTLOCK_AUTO_RENEW lock) renews each such lock at ttl/3. All
  * renewals due together go to every node in one batched script call, so
  * keeping many locks alive costs one round trip per period, not one per
- * lock. A lock found not ours on enough nodes, or not renewable on a quorum
+ * lock. A Redis Cluster node gets one call per master instead: the keys
+ * its slot map puts on that master, as arguments of S_EXTEND_MULTI (keys
+ * declared of several slots would be CROSSSLOT); a key the master no longer
+ * serves (moved, or migrating and gone) answers -1 and is sent again in
+ * the same pass by its own slot (S_EXTEND, routed like any call: MOVED and
+ * ASK followed, the map refreshed), so a moved key is renewed on its new
+ * master within the period. The calls of all nodes go out in rounds, round
+ * r carrying each node's r-th call (Redlock over several clusters).
+ * A lock found not ours on enough nodes, or not renewable on a quorum
  * before its validity ends, is marked lost and its owner told: flag,
  * callback, and the client's pollable eventfd. */
 #include <errno.h>
@@ -53,14 +61,9 @@ typedef struct due {
     char *key, *token;
     char ttl[24];
     long ttl_ms;
-    unsigned slot;   /* Redis Cluster hash slot of key (clients with a cluster node) */
+    unsigned slot;   /* Redis Cluster hash slot of key */
+    const char *okey;  /* its owner metadata key (owner info on) */
 } due;
-
-static int by_slot(const void *a, const void *b)
-{
-    unsigned x = ((const due *)a)->slot, y = ((const due *)b)->slot;
-    return x < y ? -1 : x > y;
-}
 
 static void abs_deadline(struct timespec *ts, uint64_t until_us)
 {
@@ -68,65 +71,177 @@ static void abs_deadline(struct timespec *ts, uint64_t until_us)
     ts->tv_nsec = (long)(until_us % 1000000u) * 1000;
 }
 
-/* Renew d[0..m) on every node; fills ok[] with the number of nodes that
- * confirmed each, no[] with those that said it is not ours. */
-static void renew_batch(distlock_client *c, due *d, int m, int *ok, int *no)
+/* One node's share of a pass: the locks still to renew there, and the
+ * script call of the current round. A Redis Cluster node first gets one
+ * call per master (S_EXTEND_MULTI with the keys its slot map puts there);
+ * the keys a master answered "not served here" (moved, migrating) then go
+ * by their own slot (S_EXTEND with declared keys, routed like any call:
+ * it follows MOVED / ASK and refreshes the map), still in this pass. */
+typedef struct share {
+    int *todo, ntodo;    /* indices into d[] still to send */
+    int *again, nagain;  /* answered -1 by a master: to resend by slot */
+    int *grp, ng;        /* the current round's call: these locks */
+    int by_slot;         /* second phase: one call per slot */
+    const char **argv;
+    size_t *len;
+    distlock__call call;
+} share;
+
+/* What a call of a pass carries (next_group). */
+enum { GROUP_NONE, GROUP_DECLARED, GROUP_MASTER };
+
+/* The locks of node i's next call, in sh->grp: GROUP_MASTER (keys of many
+ * slots, one cluster master: S_EXTEND_MULTI), GROUP_DECLARED (all locks of
+ * a plain node, or one slot's: S_EXTEND), or GROUP_NONE when none is left. */
+static int next_group(distlock_client *c, int i, share *sh, const due *d)
 {
-    /* owner metadata on: each lock's owner key follows the lock keys */
+    if (sh->ntodo == 0 && sh->nagain > 0 && !sh->by_slot) {
+        memcpy(sh->todo, sh->again, sizeof(int) * (size_t)sh->nagain);
+        sh->ntodo = sh->nagain, sh->nagain = 0, sh->by_slot = 1;
+    }
+    sh->ng = 0;
+    if (sh->ntodo == 0)
+        return GROUP_NONE;
+    int cluster = c->tp.cl != NULL && c->tp.cl[i] != NULL, left = 0;
+    unsigned slot0 = d[sh->todo[0]].slot;
+    int m0 = cluster && !sh->by_slot ? distlock__cl_slot_master(&c->tp, i, slot0) : -1;
+    for (int j = 0; j < sh->ntodo; j++) {
+        int k = sh->todo[j];
+        int mine = !cluster || (m0 >= 0 ? distlock__cl_slot_master(&c->tp, i, d[k].slot) == m0
+                                        : d[k].slot == slot0);
+        if (mine)
+            sh->grp[sh->ng++] = k;
+        else
+            sh->todo[left++] = k;
+    }
+    sh->ntodo = left;
+    return m0 >= 0 ? GROUP_MASTER : GROUP_DECLARED;
+}
+
+/* Fill sh->call for the locks in sh->grp (kind: next_group's answer). */
+static void build_call(const distlock_client *c, share *sh, const due *d, int ow, int kind)
+{
+    int g = sh->ng, a = 0;
+    if (kind == GROUP_MASTER) {
+        /* KEYS[1] routes it; ARGV: ow, then key token ttl [owner] per lock */
+        sh->argv[a++] = d[sh->grp[0]].key;
+        sh->argv[a++] = ow ? "1" : "0";
+        for (int j = 0; j < g; j++) {
+            const due *x = &d[sh->grp[j]];
+            sh->argv[a++] = x->key, sh->argv[a++] = x->token, sh->argv[a++] = x->ttl;
+            if (ow)
+                sh->argv[a++] = x->okey;
+        }
+        sh->call = (distlock__call){ .script = DISTLOCK__S_EXTEND_MULTI, .nkeys = 1 };
+    } else {
+        /* KEYS: k1..kg [o1..og]; ARGV: token ttl per lock */
+        for (int j = 0; j < g; j++)
+            sh->argv[a++] = d[sh->grp[j]].key;
+        for (int j = 0; ow && j < g; j++)
+            sh->argv[a++] = d[sh->grp[j]].okey;
+        int nk = a;
+        for (int j = 0; j < g; j++)
+            sh->argv[a++] = d[sh->grp[j]].token, sh->argv[a++] = d[sh->grp[j]].ttl;
+        sh->call = (distlock__call){ .script = DISTLOCK__S_EXTEND, .nkeys = nk };
+    }
+    for (int j = 0; j < a; j++)
+        sh->len[j] = strlen(sh->argv[j]);
+    /* no tag: a batch covers many locks; the records' `renewing` flag keeps
+     * it apart from extends of the same lock */
+    sh->call.argc = a, sh->call.argv = sh->argv, sh->call.argvlen = sh->len;
+    /* Renewals are extends: with WAIT, a node whose replicas did not
+     * acknowledge the batch counts for none of its locks (below). */
+    distlock__set_wait(c, &sh->call);
+}
+
+/* Count node i's answer to its call in ok[] / no[]; -1 (not served by
+ * that master) puts the lock in sh->again. */
+static void take_reply(const distlock__result *r, share *sh, int *ok, int *no)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)sh->ng)
+        return;
+    /* not acknowledged by enough replicas: neither ok nor no */
+    int short_wait = r->wait_n > 0 && r->acked < r->wait_n;
+    for (int j = 0; j < sh->ng; j++) {
+        int k = sh->grp[j];
+        if (x->element[j]->type != REDIS_REPLY_INTEGER)
+            continue;
+        long long v = x->element[j]->integer;
+        if (v < 0 && !sh->by_slot)
+            sh->again[sh->nagain++] = k;  /* untouched: WAIT or not */
+        else if (short_wait || v < 0)
+            continue;
+        else if (v == 1)
+            ok[k]++;
+        else
+            no[k]++;
+    }
+}
+
+/* Renew d[0..m) on every node; fills ok[] with the number of nodes that
+ * confirmed each, no[] with those that said it is not ours. Rounds: round
+ * r carries each node's r-th call (a plain or Sentinel node has one, a
+ * cluster node one per master, plus one per slot of moved keys), all
+ * nodes in parallel. */
+static void renew_all(distlock_client *c, due *d, int m, int *ok, int *no)
+{
+    /* owner metadata on: each lock's owner key is renewed with it */
     int ow = atomic_load_explicit(&c->owner_info, memory_order_relaxed) ? 1 : 0;
-    const char **argv = calloc((size_t)m * (3 + ow), sizeof(*argv));
-    size_t *len = calloc((size_t)m * (3 + ow), sizeof(*len));
+    int n = c->n, width = 2 + m * (3 + ow);
+    share *sh = calloc((size_t)n, sizeof(*sh));
+    int *ix = calloc((size_t)n * 3 * (size_t)m, sizeof(int));
+    const char **argv = calloc((size_t)n * (size_t)width, sizeof(*argv));
+    size_t *len = calloc((size_t)n * (size_t)width, sizeof(*len));
     char (*okeys)[DISTLOCK__SIDEKEY_MAX] = ow ? calloc((size_t)m, sizeof(*okeys)) : NULL;
     distlock__connset *cs = distlock__checkout(c);
 
     memset(ok, 0, sizeof(int) * (size_t)m);
     memset(no, 0, sizeof(int) * (size_t)m);
-    if (!argv || !len || !cs || (ow && !okeys)) {
-        free(argv);
-        free(len);
-        free(okeys);
-        distlock__checkin(c, cs);
-        return;
+    if (!sh || !ix || !argv || !len || !cs || (ow && !okeys))
+        goto out;
+    for (int k = 0; k < m; k++) {
+        d[k].slot = c->tp.cl ? distlock__key_slot(d[k].key, strlen(d[k].key)) : 0;
+        if (ow) {
+            distlock__sidekey(okeys[k], d[k].key, DISTLOCK__OWNER_SUFFIX);
+            d[k].okey = okeys[k];
+        }
+    }
+    for (int i = 0; i < n; i++) {
+        sh[i].todo = ix + (size_t)i * 3 * (size_t)m;
+        sh[i].again = sh[i].todo + m;
+        sh[i].grp = sh[i].again + m;
+        sh[i].argv = argv + (size_t)i * (size_t)width;
+        sh[i].len = len + (size_t)i * (size_t)width;
+        for (int k = 0; k < m; k++)
+            sh[i].todo[k] = k;
+        sh[i].ntodo = m;
     }
     distlock__result *res = cs->res_a;
     const distlock__call **calls = cs->calls_a;
-    int nk = m * (1 + ow);
-    for (int k = 0; k < m; k++) {
-        argv[k] = d[k].key, len[k] = strlen(d[k].key);
-        if (ow) {
-            distlock__sidekey(okeys[k], d[k].key, DISTLOCK__OWNER_SUFFIX);
-            argv[m + k] = okeys[k], len[m + k] = strlen(okeys[k]);
+    for (;;) {
+        int any = 0;
+        for (int i = 0; i < n; i++) {
+            int kind = next_group(c, i, &sh[i], d);
+            calls[i] = NULL;
+            if (kind != GROUP_NONE) {
+                build_call(c, &sh[i], d, ow, kind);
+                calls[i] = &sh[i].call;
+                any = 1;
+            }
         }
-        argv[nk + 2 * k] = d[k].token, len[nk + 2 * k] = strlen(d[k].token);
-        argv[nk + 2 * k + 1] = d[k].ttl, len[nk + 2 * k + 1] = strlen(d[k].ttl);
+        if (!any)
+            break;
+        distlock__round(&c->tp, cs, calls, res, NULL, NULL);
+        for (int i = 0; i < n; i++)
+            if (calls[i])
+                take_reply(&res[i], &sh[i], ok, no);
+        distlock__round_clear(res, n);
     }
-    /* no tag: a batch covers many locks; the records' `renewing` flag keeps
-     * it apart from extends of the same lock */
-    distlock__call call = { .script = DISTLOCK__S_EXTEND, .nkeys = nk, .argc = nk + 2 * m, .argv = argv,
-                            .argvlen = len };
-    /* Renewals are extends: with WAIT, a node whose replicas did not
-     * acknowledge the batch counts for none of its locks (below). */
-    distlock__set_wait(c, &call);
-    for (int i = 0; i < c->n; i++)
-        calls[i] = &call;
-    distlock__round(&c->tp, cs, calls, res, NULL, NULL);
-    for (int i = 0; i < c->n; i++) {
-        const redisReply *x = res[i].state == DISTLOCK__R_DONE ? res[i].reply : NULL;
-        if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements != (size_t)m)
-            continue;
-        if (res[i].wait_n > 0 && res[i].acked < res[i].wait_n)
-            continue;  /* not acknowledged by enough replicas: neither ok nor no */
-        for (int k = 0; k < m; k++) {
-            if (x->element[k]->type != REDIS_REPLY_INTEGER)
-                continue;
-            if (x->element[k]->integer == 1)
-                ok[k]++;
-            else
-                no[k]++;
-        }
-    }
-    distlock__round_clear(res, c->n);
+out:
     distlock__checkin(c, cs);
+    free(sh);
+    free(ix);
     free(argv);
     free(len);
     free(okeys);
@@ -188,21 +303,7 @@ static void *watchdog_main(void *arg)
         pthread_mutex_unlock(&c->mu);
 
         uint64_t t0 = distlock__now_us();
-        if (c->tp.cl == NULL) {
-            renew_batch(c, d, m, ok, no);
-        } else {
-            /* A cluster node runs a script on one slot only (CROSSSLOT
-             * otherwise): one batch per slot, each sent to the master
-             * that owns it now. */
-            for (k = 0; k < m; k++)
-                d[k].slot = distlock__key_slot(d[k].key, strlen(d[k].key));
-            qsort(d, (size_t)m, sizeof(*d), by_slot);
-            for (int s0 = 0, s1; s0 < m; s0 = s1) {
-                for (s1 = s0 + 1; s1 < m && d[s1].slot == d[s0].slot; s1++)
-                    ;
-                renew_batch(c, d + s0, s1 - s0, ok + s0, no + s0);
-            }
-        }
+        renew_all(c, d, m, ok, no);
         uint64_t t1 = distlock__now_us();
 
         pthread_mutex_lock(&c->mu);
