@@ -431,9 +431,13 @@ def groups(args):
     if args.tls_uri:   # TLS row: the same server over redis:// and rediss://, same run
         G.append(("TLS 1 node", [("tls", ("distlock-c", 1), "distlock-c", u1),
                                  ("tls", ("distlock-c", "tls"), "distlock-c", args.tls_uri)]))
-    if getattr(args, "cluster_uri", ""):   # cluster row: a single master and a 3-master cluster, same run
-        G.append(("cluster", [("cluster", ("distlock-c", 1), "distlock-c", u1),
-                              ("cluster", ("distlock-c", "cluster"), "distlock-c", args.cluster_uri)]))
+    if getattr(args, "cluster_uri", ""):   # cluster row: a single master and 3-master clusters, same run
+        g = [("cluster", ("distlock-c", 1), "distlock-c", u1),
+             ("cluster", ("distlock-c", "cluster"), "distlock-c", args.cluster_uri)]
+        if getattr(args, "cluster_replicas_uri", ""):
+            g.append(("cluster", ("distlock-c", "cluster+replicas"), "distlock-c",
+                      args.cluster_replicas_uri))
+        G.append(("cluster", g))
     return G
 
 
@@ -476,7 +480,10 @@ def main():
         ap.add_argument("--" + k.replace("_", "-"), default="")
         ap.add_argument("--why-" + k.replace("_", "-"), default="")
     ap.add_argument("--tls-uri", default="", help="rediss:// URI of the first server (TLS row)")
-    ap.add_argument("--cluster-uri", default="", help="redis-cluster:// URI of a 3-master cluster (cluster row)")
+    ap.add_argument("--cluster-uri", default="",
+                    help="redis-cluster:// URI of a 3-master cluster without replicas (cluster row)")
+    ap.add_argument("--cluster-replicas-uri", default="",
+                    help="redis-cluster:// URI of a 3-master cluster with one replica each (cluster row)")
     ap.add_argument("--node-ok", action="store_true")
     ap.add_argument("--why-node", default="")
     ap.add_argument("--versions", default="", help="file of 'name: version' lines from run.sh")

@@ -148,6 +148,7 @@ fi
 rdir=$(mktemp -d /tmp/distlock-bench-redis.XXXXXX)
 cleanup() {
   bash "$repo/tests/harness/redis.sh" stop "$rdir/cluster" > /dev/null 2>&1 || true
+  bash "$repo/tests/harness/redis.sh" stop "$rdir/cluster-r" > /dev/null 2>&1 || true
   bash "$repo/tests/harness/redis.sh" stop "$rdir" || true; rm -rf "$rdir"
 }
 trap cleanup EXIT
@@ -158,9 +159,14 @@ DISTLOCK_TLS_CERTS=$rdir/certs "${pin_srv[@]}" bash "$repo/tests/harness/redis.s
 uris=$(bash "$repo/tests/harness/redis.sh" uris "$rdir")
 tls_uri=$(bash "$repo/tests/harness/redis.sh" tls-uris "$rdir" | cut -d, -f1)?tls_ca_file=$rdir/certs/ca.crt
 args+=(--tls-uri "$tls_uri")
-# Cluster row: 3 masters + 3 replicas, on the servers' CPU too.
-cluster_uri=$("${pin_srv[@]}" bash "$repo/tests/harness/redis.sh" cluster "$rdir/cluster") \
+# Cluster row, on the servers' CPU too: 3 masters without replicas (like
+# for like with the plain master, which has none: what routing costs), and
+# 3 masters + 3 replicas (what a production shape costs on this one CPU,
+# where each replica's work comes out of its master's time).
+cluster_uri=$("${pin_srv[@]}" bash "$repo/tests/harness/redis.sh" cluster "$rdir/cluster" 3 0) \
   && args+=(--cluster-uri "$cluster_uri") || say "no cluster row: the cluster did not start"
+cluster_r_uri=$("${pin_srv[@]}" bash "$repo/tests/harness/redis.sh" cluster "$rdir/cluster-r" 3 1) \
+  && args+=(--cluster-replicas-uri "$cluster_r_uri") || say "no cluster+replicas column: that cluster did not start"
 
 say "running (build log: $log)"
 cmdline="bash bench/run.sh${quick:+ $quick}"
