@@ -101,7 +101,7 @@ stage_valgrind() {
   # free, so valgrind counts it lost there (ASan and TSan run it).
   for t in test_single test_badinput test_cancel test_holder test_owner test_review_a_uri test_review_a_reentrant test_review_b_stale \
            test_review_b_resend test_frozen_node test_tls test_wait_replicas test_stats test_lost_callback \
-           test_hostile_reply; do
+           test_hostile_reply test_cluster; do
     log "valgrind $t"
     DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1
