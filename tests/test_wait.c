@@ -301,6 +301,52 @@ static int queue_members(rh_cluster *rc, int i, const char *key, const char *ski
     return n;
 }
 
+/* Two fair waiters on key, separate clients, started one after the other:
+ * each is queued on every node (or, on a free node, holds the key between
+ * its grant and its undo) before the next starts. tok: their queue names. */
+struct fair_pair {
+    pthread_mutex_t mu;
+    int order[2], norder;
+    struct waiter w[2];
+    pthread_t t[2];
+    distlock_client *c[2];
+    char tok[2][64];
+};
+
+static void fair_pair_start(rh_cluster *rc, const char *key, struct fair_pair *p)
+{
+    memset(p, 0, sizeof(*p));
+    pthread_mutex_init(&p->mu, NULL);
+    for (int i = 0; i < 2; i++) {
+        p->c[i] = new_client(rh_uris(rc));
+        p->w[i] = (struct waiter){ .c = p->c[i], .key = key, .ttl = 30000, .wait = 30000,
+                                   .flags = DISTLOCK_FAIR, .id = i, .mu = &p->mu,
+                                   .order = p->order, .norder = &p->norder, .release_after = 1 };
+        assert_int_equal(pthread_create(&p->t[i], NULL, waiter_main, &p->w[i]), 0);
+        char *mine = p->tok[i];
+        assert_true(RH_WAIT_UNTIL(queue_members(rc, 0, key, "ghost", i ? p->tok[0] : NULL, mine,
+                                                sizeof(p->tok[i])) == i + 1, 10000));
+        for (int n = 0; n < rc->n; n++)
+            assert_true(RH_WAIT_UNTIL(queue_rank(rc, n, key, mine) >= 0 ||
+                                          rh_count_holding(rc, key, mine) > 0, 10000));
+    }
+}
+
+/* Both served (in the order they were, returned in order[]), both released. */
+static void fair_pair_join(struct fair_pair *p)
+{
+    for (int i = 0; i < 2; i++)
+        pthread_join(p->t[i], NULL);
+    assert_int_equal(p->norder, 2);
+    for (int i = 0; i < 2; i++) {
+        assert_rc(p->w[i].rc, DISTLOCK_OK);
+        assert_rc(p->w[i].release_rc, DISTLOCK_OK);
+        distlock_lock_free(p->w[i].lock);
+        distlock_client_free(p->c[i]);
+    }
+    pthread_mutex_destroy(&p->mu);
+}
+
 /* A fair waiter's attempt can be granted on some nodes and find another
  * waiter first on others without any split of the queues' order: a
  * previous owner, which won, leaves the queues of the nodes it did not win,
@@ -314,7 +360,6 @@ static int queue_members(rh_cluster *rc, int i, const char *key, const char *ski
  * granted. */
 static void false_split_case(rh_cluster *rc, const char *key, int held)
 {
-    char t1[64] = "", t2[64] = "";
     for (int n = 0; n < held; n++)
         assert_int_equal(rh_set(rc, n, 0, key, "another-owner", 60000), 0);
     redisReply *r = rh_command(rc, 4, 0, "ZADD {%s}:q -1000 ghost", key);
@@ -323,32 +368,14 @@ static void false_split_case(rh_cluster *rc, const char *key, int held)
     assert_non_null(r = rh_command(rc, 4, 0, "HSET {%s}:qt ghost 99999999999999", key));
     freeReplyObject(r);
 
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    int order[2], norder = 0;
-    struct waiter w[2];
-    pthread_t t[2];
-    distlock_client *wc[2];
-    for (int i = 0; i < 2; i++) {
-        wc[i] = new_client(rh_uris(rc));
-        w[i] = (struct waiter){ .c = wc[i], .key = key, .ttl = 30000, .wait = 30000,
-                                .flags = DISTLOCK_FAIR, .id = i, .mu = &mu, .order = order,
-                                .norder = &norder, .release_after = 1 };
-        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
-        /* Arrived: queued on every node (on a free node the first waiter
-         * may be between its grant and its undo: then it holds the key). */
-        char *mine = i ? t2 : t1;
-        assert_true(RH_WAIT_UNTIL(queue_members(rc, 0, key, "ghost", i ? t1 : NULL, mine, 64) == i + 1,
-                                  10000));
-        for (int n = 0; n < 5; n++)
-            assert_true(RH_WAIT_UNTIL(queue_rank(rc, n, key, mine) >= 0 ||
-                                          rh_count_holding(rc, key, mine) > 0, 10000));
-    }
+    static struct fair_pair p;
+    fair_pair_start(rc, key, &p);
     /* Both waiters re-check a few times in this state (their attempts are
      * counted on node 0; the re-check is at most 100 ms apart). */
     long long c0 = script_calls(rc, 0);
     assert_true(RH_WAIT_UNTIL(script_calls(rc, 0) >= c0 + 16, 20000));
     for (int n = 0; n < 5; n++)
-        assert_true(in_order(rc, n, key, t1, t2));
+        assert_true(in_order(rc, n, key, p.tok[0], p.tok[1]));
     long long calls = script_calls(rc, 0) - c0;
     /* The ghost goes, then the other owner: served in arrival order. (The
      * other way round, a moment with nodes 0, 3 and 4 free and the ghost
@@ -358,19 +385,11 @@ static void false_split_case(rh_cluster *rc, const char *key, int held)
     freeReplyObject(r);
     for (int n = 0; n < held; n++)
         assert_int_equal(rh_del(rc, n, 0, key), 1);
-    for (int i = 0; i < 2; i++)
-        pthread_join(t[i], NULL);
-    assert_int_equal(norder, 2);
+    fair_pair_join(&p);
     printf("# %d of 5 held, ghost first on one: fair waiters kept their places through %lld "
-           "script calls; served %d,%d\n", held, calls, order[0], order[1]);
-    for (int i = 0; i < 2; i++) {
-        assert_rc(w[i].rc, DISTLOCK_OK);
-        assert_rc(w[i].release_rc, DISTLOCK_OK);
-        distlock_lock_free(w[i].lock);
-        distlock_client_free(wc[i]);
-    }
-    assert_int_equal(order[0], 0);
-    assert_int_equal(order[1], 1);
+           "script calls; served %d,%d\n", held, calls, p.order[0], p.order[1]);
+    assert_int_equal(p.order[0], 0);
+    assert_int_equal(p.order[1], 1);
 }
 
 static void test_fair_no_false_split(void **state)
@@ -386,47 +405,23 @@ static void test_fair_real_split(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "rsplit";
-    char t1[64] = "", t2[64] = "";
     for (int n = 0; n < 5; n++)
         assert_int_equal(rh_set(rc, n, 0, key, "another-owner", 60000), 0);
-    pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
-    int order[2], norder = 0;
-    struct waiter w[2];
-    pthread_t t[2];
-    distlock_client *wc[2];
-    for (int i = 0; i < 2; i++) {
-        wc[i] = new_client(rh_uris(rc));
-        w[i] = (struct waiter){ .c = wc[i], .key = key, .ttl = 30000, .wait = 30000,
-                                .flags = DISTLOCK_FAIR, .id = i, .mu = &mu, .order = order,
-                                .norder = &norder, .release_after = 1 };
-        assert_int_equal(pthread_create(&t[i], NULL, waiter_main, &w[i]), 0);
-        char *mine = i ? t2 : t1;
-        assert_true(RH_WAIT_UNTIL(queue_members(rc, 0, key, "", i ? t1 : NULL, mine, 64) == i + 1,
-                                  10000));
-        for (int n = 0; n < 5; n++)
-            assert_true(RH_WAIT_UNTIL(queue_rank(rc, n, key, mine) >= 0, 10000));
-    }
+    static struct fair_pair p;
+    fair_pair_start(rc, key, &p);
     /* Nodes 2 and 3: the second waiter first. */
     for (int n = 2; n < 4; n++) {
-        redisReply *r = rh_command(rc, n, 0, "ZADD {%s}:q XX 1000 %s", key, t1);
+        redisReply *r = rh_command(rc, n, 0, "ZADD {%s}:q XX 1000 %s", key, p.tok[0]);
         assert_non_null(r);
         freeReplyObject(r);
-        assert_true(in_order(rc, n, key, t2, t1));
+        assert_true(in_order(rc, n, key, p.tok[1], p.tok[0]));
     }
     long long t_free = rh_now_ms();
     for (int n = 0; n < 4; n++)
         assert_int_equal(rh_del(rc, n, 0, key), 1);
-    for (int i = 0; i < 2; i++)
-        pthread_join(t[i], NULL);
+    fair_pair_join(&p);
     printf("# a real split resolved: both served %lld ms after the lock was free (order %d,%d)\n",
-           rh_now_ms() - t_free, order[0], order[1]);
-    assert_int_equal(norder, 2);
-    for (int i = 0; i < 2; i++) {
-        assert_rc(w[i].rc, DISTLOCK_OK);
-        assert_rc(w[i].release_rc, DISTLOCK_OK);
-        distlock_lock_free(w[i].lock);
-        distlock_client_free(wc[i]);
-    }
+           rh_now_ms() - t_free, p.order[0], p.order[1]);
     assert_int_equal(rh_del(rc, 4, 0, key), 1);
 }
 
