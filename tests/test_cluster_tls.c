@@ -1,5 +1,5 @@
 /* test_cluster_tls.c -- rediss-cluster:// (issues 12 + 13): a real Redis
- * Cluster of 3 masters whose clients speak TLS only (tls-cluster yes:
+ * Cluster of 3 masters + 3 replicas whose clients speak TLS only (tls-cluster yes:
  * CLUSTER SLOTS asked over TLS announces the TLS ports; the plain ports
  * serve the harness's own checks; tests/harness/cluster_harness.h
  * rh_rcl_start_tls), with a CA and certificates made for this run by
@@ -12,7 +12,9 @@
  *   (d) a CA that did not sign the servers' certificates: DISTLOCK_ECONN
  *       with "certificate verify failed", never a lock;
  *   (e) redis-cluster:// (plain) pointed at the TLS ports: a clean error
- *       within its connect timeout. */
+ *       within its connect timeout;
+ *   (f) each master has a replica (replication over TLS); CLUSTER FAILOVER
+ *       of one: the client follows to the promoted replica's TLS port. */
 #include "test_common.h"
 #include "cluster_harness.h"
 
@@ -34,7 +36,7 @@ static int group_setup(void **state)
     (void)state;
     setvbuf(stdout, NULL, _IOLBF, 0);
     if (rh_make_certs(certs, sizeof certs) != 0) return -1;
-    CL = rh_rcl_start_tls(3, 0, certs);
+    CL = rh_rcl_start_tls(3, 1, certs);
     if (!CL) return -1;
     snprintf(uri, sizeof uri, "%s?tls_ca_file=%s/ca.crt", CL->uri, certs);
     return 0;
@@ -287,6 +289,40 @@ static void test_plain_at_tls_ports(void **state)
     distlock_client_free(c);
 }
 
+/* (f) CLUSTER FAILOVER of a replica (replication over TLS: tls-replication
+ * yes): the client follows the MOVED of the demoted master to the promoted
+ * replica's TLS port. Last: the topology changes. */
+static void test_failover(void **state)
+{
+    (void)state;
+    distlock_client *c = tls_client(uri);
+    char key[64];
+    int slot = 13000;
+    rh_rcl_key_in_slot(CL, "tfo", slot, key, sizeof key);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);  /* map warm */
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    int m = rh_rcl_owner(CL, 0, slot), r = rh_rcl_replica_of(CL, m);
+    assert_true(m >= 0 && r >= 0);
+    redisReply *x = rh_command(CL->rc, r, 0, "CLUSTER FAILOVER");
+    assert_non_null(x);
+    assert_int_not_equal(x->type, REDIS_REPLY_ERROR);
+    freeReplyObject(x);
+    assert_true(RH_WAIT_UNTIL(rh_rcl_is_master(CL, r) && rh_rcl_owner(CL, r, slot) == r &&
+                              !rh_rcl_is_master(CL, m), 30000));
+    assert_int_equal(rh_rcl_wait_ok(CL, 30000), 0);
+    long moved0 = moved_count();
+    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_int_equal(rh_rcl_owner(CL, 0, slot), r);
+    assert_on_owner(c, key, distlock_lock_token(l));
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    printf("TLS: after CLUSTER FAILOVER: %ld MOVED followed to the promoted replica\n",
+           moved_count() - moved0);
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -295,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_wakeup),
         cmocka_unit_test(test_wrong_ca),
         cmocka_unit_test(test_plain_at_tls_ports),
+        cmocka_unit_test(test_failover),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -102,7 +102,7 @@ int rh_rcl_replica_of(rh_rcl *c, int m)
         redisReply *r = rh_command(c->rc, i, 0, "ROLE");
         int hit = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                   strcmp(r->element[0]->str, "slave") == 0 &&
-                  r->element[2]->integer == c->rc->node[m].port;
+                  rh_rcl_index_of_port(c, (int)r->element[2]->integer) == m;  /* TLS: tls_port */
         if (r) freeReplyObject(r);
         if (hit) return i;
     }
