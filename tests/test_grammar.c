@@ -89,7 +89,7 @@ static void test_cluster(void **state)
           "redis-cluster://c1:7000,c2:7000", 3, 2, u, sizeof u);
     assert_string_equal(u, "redis-cluster://c1:7000,c2:7000");
     refused("redis-cluster://c1:7000/2", "only database 0");
-    refused("redis-cluster://c1?tls_ca_file=/x", "need rediss://");
+    refused("redis-cluster://c1?tls_ca_file=/x", "or rediss-cluster://");
     refused("redis-cluster://c1?sentinel_user=x", "only for redis-sentinel://");
     refused("redis-cluster://c1:7000,c2:7000,redis-cluster://c2:7000", "duplicate node");
     refused("redis-cluster://c1:0", "port");

@@ -208,7 +208,8 @@ static int parse_query(const char *q, const char *end, distlock__node_cfg *cfg, 
             (known[k].unix_ && !cfg->path))
             return distlock__fail(DISTLOCK_EINVAL, "'%s': option '%s' does not apply to this "
                                   "kind of node (%s)", safe, known[k].name,
-                                  known[k].tls ? "TLS options need rediss:// or rediss-sentinel://"
+                                  known[k].tls ? "TLS options need rediss://, rediss-sentinel:// "
+                                                 "or rediss-cluster://"
                                   : known[k].sentinel ? "only for redis-sentinel:// nodes"
                                   : "only for unix:// nodes");
         char *v = decode(eq + 1, (size_t)(stop - eq - 1), &bad);

@@ -67,7 +67,8 @@ static int info_has(rh_rcl *c, int i, const char *cmd, const char *needle)
 int rh_rcl_index_of_port(rh_rcl *c, int port)
 {
     for (int i = 0; i < c->rc->n; i++)
-        if (c->rc->node[i].port == port) return i;
+        if (c->rc->node[i].port == port || (c->rc->node[i].tls_port && c->rc->node[i].tls_port == port))
+            return i;
     return -1;
 }
 
@@ -101,7 +102,7 @@ int rh_rcl_replica_of(rh_rcl *c, int m)
         redisReply *r = rh_command(c->rc, i, 0, "ROLE");
         int hit = r && r->type == REDIS_REPLY_ARRAY && r->elements >= 3 &&
                   strcmp(r->element[0]->str, "slave") == 0 &&
-                  r->element[2]->integer == c->rc->node[m].port;
+                  rh_rcl_index_of_port(c, (int)r->element[2]->integer) == m;  /* TLS: tls_port */
         if (r) freeReplyObject(r);
         if (hit) return i;
     }
@@ -133,7 +134,19 @@ rh_rcl *rh_rcl_start(void)
     return rh_rcl_start_n(3, 1);
 }
 
+static rh_rcl *start(int masters, int replicas, const char *certs);
+
 rh_rcl *rh_rcl_start_n(int masters, int replicas)
+{
+    return start(masters, replicas, NULL);
+}
+
+rh_rcl *rh_rcl_start_tls(int masters, int replicas, const char *certs)
+{
+    return start(masters, replicas, certs);
+}
+
+static rh_rcl *start(int masters, int replicas, const char *certs)
 {
     int nservers = masters * (1 + replicas);
     if (masters < 3 || replicas < 0 || nservers > MAXSERVERS) {
@@ -143,18 +156,26 @@ rh_rcl *rh_rcl_start_n(int masters, int replicas)
     }
     rh_rcl *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->rc = rh_start_cluster_mode(nservers);
+    c->rc = certs ? rh_start_cluster_mode_tls(nservers, certs) : rh_start_cluster_mode(nservers);
     if (!c->rc) { free(c); return NULL; }
     char addr[MAXSERVERS][32];
-    char reps[16];
-    char *argv[MAXSERVERS + 8];
+    char reps[16], ca[512];
+    char *argv[MAXSERVERS + 12];
     int a = 0;
     argv[a++] = "redis-cli";
+    if (certs) {
+        /* it reaches the nodes again at the (TLS) ports CLUSTER NODES shows */
+        snprintf(ca, sizeof ca, "%s/ca.crt", certs);
+        argv[a++] = "--tls";
+        argv[a++] = "--cacert";
+        argv[a++] = ca;
+    }
     argv[a++] = "--cluster";
     argv[a++] = "create";
-    size_t u = (size_t)snprintf(c->uri, sizeof c->uri, "redis-cluster://");
+    size_t u = (size_t)snprintf(c->uri, sizeof c->uri, "%s", certs ? "rediss-cluster://" : "redis-cluster://");
     for (int i = 0; i < nservers; i++) {
-        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", c->rc->node[i].port);
+        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d",
+                 certs ? c->rc->node[i].tls_port : c->rc->node[i].port);
         argv[a++] = addr[i];
         u += (size_t)snprintf(c->uri + u, sizeof c->uri - u, "%s%s", i ? "," : "", addr[i]);
     }
@@ -257,7 +278,9 @@ int rh_rcl_migrate_slot(rh_rcl *c, int slot, int from, int to, int batch,
         const char *argv[8 + 256];
         size_t len[8 + 256];
         char port[16];
-        snprintf(port, sizeof port, "%d", c->rc->node[to].port);
+        /* with tls-cluster yes MIGRATE speaks TLS: the target's TLS port */
+        snprintf(port, sizeof port, "%d",
+                 c->rc->node[to].tls_port ? c->rc->node[to].tls_port : c->rc->node[to].port);
         int a = 0;
         argv[a] = "MIGRATE"; len[a++] = 7;
         argv[a] = "127.0.0.1"; len[a++] = 9;

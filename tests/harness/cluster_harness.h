@@ -22,6 +22,15 @@ rh_rcl *rh_rcl_start(void);
  * masters * (1 + replicas) <= 16 servers); rh_rcl_start() is (3, 1). The uri
  * lists every server. */
 rh_rcl *rh_rcl_start_n(int masters, int replicas);
+/* The same over TLS only for clients (certs: a tests/harness/certs.sh
+ * directory; the servers use certs/server.crt): tls-cluster and
+ * tls-replication yes, created with redis-cli --tls; uri is
+ * rediss-cluster://127.0.0.1:TLSPORT,... (no query: append the CA). The
+ * plain ports stay for the rh_* helpers (rh_command); a client asking
+ * CLUSTER SLOTS over TLS is told the TLS ports only (over a plain
+ * connection Redis 7.0 answers with the plain ones: rh_rcl_owner maps
+ * either to the server's index). */
+rh_rcl *rh_rcl_start_tls(int masters, int replicas, const char *certs);
 void rh_rcl_stop(rh_rcl *c);
 /* CLUSTER KEYSLOT key, asked of a server; -1 on error. */
 int rh_rcl_keyslot(rh_rcl *c, const char *key);
@@ -43,7 +52,7 @@ int rh_rcl_wait_ok(rh_rcl *c, long timeout_ms);
 const char *rh_rcl_key_in_slot(rh_rcl *c, const char *prefix, int slot, char *buf, size_t size);
 /* Is server i a master now (ROLE)? */
 int rh_rcl_is_master(rh_rcl *c, int i);
-/* Server index listening on port, -1 if none. */
+/* Server index listening on port (plain or TLS), -1 if none. */
 int rh_rcl_index_of_port(rh_rcl *c, int port);
 
 #endif

@@ -97,9 +97,9 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
         if (getppid() != parent) _exit(127);
         int devnull = open("/dev/null", O_RDWR);
         if (devnull >= 0) { dup2(devnull, 0); dup2(devnull, 1); dup2(devnull, 2); }
-        char aofdir[64], tlsport[16], crt[512], key[512], ca[512], nodes[64];
+        char aofdir[64], tlsport[16], crt[512], key[512], ca[512], nodes[64], ccrt[512], ckey[512];
         snprintf(aofdir, sizeof aofdir, "redis-%d-aof", port);
-        const char *argv[48];
+        const char *argv[56];
         int a = 0;
         argv[a++] = "redis-server";
         argv[a++] = "--port"; argv[a++] = portstr;
@@ -136,6 +136,17 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
             argv[a++] = "--tls-key-file"; argv[a++] = key;
             argv[a++] = "--tls-ca-cert-file"; argv[a++] = ca;
             argv[a++] = "--tls-auth-clients"; argv[a++] = rc->tls_auth_clients ? "yes" : "no";
+            if (rc->cluster_mode) {
+                /* bus, replication and the ports CLUSTER SLOTS announces: TLS
+                 * (the bus port is then the TLS port + 10000); the bus is
+                 * mutual TLS, server.crt is for serverAuth only */
+                snprintf(ccrt, sizeof ccrt, "%s/client.crt", rc->tls_certs);
+                snprintf(ckey, sizeof ckey, "%s/client.key", rc->tls_certs);
+                argv[a++] = "--tls-cluster"; argv[a++] = "yes";
+                argv[a++] = "--tls-replication"; argv[a++] = "yes";
+                argv[a++] = "--tls-client-cert-file"; argv[a++] = ccrt;
+                argv[a++] = "--tls-client-key-file"; argv[a++] = ckey;
+            }
         }
         argv[a] = NULL;
         execvp("redis-server", (char *const *)argv);
@@ -217,6 +228,13 @@ static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *
                 int tp = lo + (int)(random() % span);
                 for (int j = 0; j < i; j++) dup |= rc->node[j].tls_port == tp || rc->node[j].port == tp;
                 if (dup || tp == port || !port_looks_free(tp)) continue;
+                if (cluster_mode) {  /* tls-cluster: the bus is on tp + 10000 */
+                    for (int j = 0; j < i; j++)
+                        dup |= rc->node[j].tls_port == tp + 10000 || rc->node[j].port == tp + 10000 ||
+                               rc->node[j].port + 10000 == tp;
+                    if (dup || tp + 10000 == port || tp == port + 10000 || !port_looks_free(tp + 10000))
+                        continue;
+                }
                 rc->node[i].tls_port = tp;
             }
             ok = spawn_on_port(rc, i, port) == 0;
@@ -235,6 +253,10 @@ static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *
 rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0, 0); }
 rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0, 0); }
 rh_cluster *rh_start_cluster_mode(int n) { return start_cluster(n, 0, NULL, NULL, 0, 1); }
+rh_cluster *rh_start_cluster_mode_tls(int n, const char *certs)
+{
+    return start_cluster(n, 0, certs, "server", 0, 1);
+}
 rh_cluster *rh_start_tls(int n, const char *certs, const char *name, int auth_clients)
 {
     return start_cluster(n, 0, certs, name, auth_clients, 0);

@@ -66,6 +66,11 @@ const char *rh_tls_uris_mask(const rh_cluster *rc, unsigned mask, const char *qu
 /* n servers with cluster-enabled yes (not yet a cluster: see
  * cluster_harness.h), each with its cluster bus port (port + 10000) free. */
 rh_cluster *rh_start_cluster_mode(int n);
+/* Cluster mode with TLS (certs/server.crt): --tls-cluster and
+ * --tls-replication yes, so the bus and replication use TLS and CLUSTER
+ * SLOTS announces the TLS ports; the plain port stays for the rh_* helpers
+ * only (no client is ever told of it). */
+rh_cluster *rh_start_cluster_mode_tls(int n, const char *certs);
 /* Stop every server (SIGCONT, SIGTERM, then SIGKILL), remove the temp dir,
  * free. NULL is a no-op. */
 void rh_stop_all(rh_cluster *rc);
