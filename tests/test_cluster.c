@@ -348,18 +348,6 @@ static long numsub(const char *channel)
     return total;
 }
 
-/* Sharded subscribers to channel on server i (PUBSUB SHARDNUMSUB counts
- * the server's own). */
-static long shardnumsub(int i, const char *channel)
-{
-    long n = -1;
-    redisReply *r = rh_command(CL->rc, i, 0, "PUBSUB SHARDNUMSUB %s", channel);
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        n = (long)r->element[1]->integer;
-    if (r) freeReplyObject(r);
-    return n;
-}
-
 /* The release of key publishes on a cluster with SPUBLISH on this channel
  * (key without braces: the whole key is the hash tag, so it is in key's
  * slot), written independently of the library's rule. */
@@ -389,25 +377,25 @@ static long woken_after_release_moving(distlock_client *holder, distlock_client 
     shard_channel(sch, sizeof sch, key);
     int slot = rh_rcl_keyslot(CL, key), owner = rh_rcl_owner(CL, 0, slot);
     assert_int_equal(rh_rcl_keyslot(CL, sch), slot);
-    long before = shardnumsub(owner, sch);
+    long before = rh_rcl_shardnumsub(CL, owner, sch);
     struct waiter_arg a = { w, key, flags, -99, 0, "" };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, waiter, &a), 0);
-    if (!RH_WAIT_UNTIL(shardnumsub(owner, sch) > before, 10000)) {
+    if (!RH_WAIT_UNTIL(rh_rcl_shardnumsub(CL, owner, sch) > before, 10000)) {
         print_error("no new sharded subscriber to %s on server %d (%ld before, %ld now); waiter rc %d (%s)\n",
-                    sch, owner, before, shardnumsub(owner, sch), a.rc, a.detail);
+                    sch, owner, before, rh_rcl_shardnumsub(CL, owner, sch), a.rc, a.detail);
         fail();
     }
     assert_int_equal(numsub(ch), 0);  /* no classic subscription: releases SPUBLISH */
     if (migrate_to >= 0) {
         assert_int_equal(rh_rcl_migrate_slot(CL, slot, owner, migrate_to, 10, NULL, NULL), 0);
         /* the old master dropped it (sunsubscribe); the waiter follows */
-        if (!RH_WAIT_UNTIL(shardnumsub(migrate_to, sch) > 0, 10000)) {
+        if (!RH_WAIT_UNTIL(rh_rcl_shardnumsub(CL, migrate_to, sch) > 0, 10000)) {
             print_error("waiter not SSUBSCRIBEd on the new master %d of slot %d (old: %ld)\n",
-                        migrate_to, slot, shardnumsub(owner, sch));
+                        migrate_to, slot, rh_rcl_shardnumsub(CL, owner, sch));
             fail();
         }
-        assert_int_equal(shardnumsub(owner, sch), 0);
+        assert_int_equal(rh_rcl_shardnumsub(CL, owner, sch), 0);
         assert_int_equal(a.rc, -99);  /* still waiting */
     }
     long long t0 = rh_now_ms();
@@ -482,7 +470,7 @@ static void test_wakeup(void **state)
     w = NULL;
     char sch[96];
     shard_channel(sch, sizeof sch, key);
-    assert_true(RH_WAIT_UNTIL(shardnumsub(from, sch) == 0, 10000));
+    assert_true(RH_WAIT_UNTIL(rh_rcl_shardnumsub(CL, from, sch) == 0, 10000));
     char uri[300];
     snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:1,%s", CL->uri + strlen("redis-cluster://"));
     distlock_client *w2 = new_client(uri);

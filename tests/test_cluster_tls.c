@@ -119,6 +119,17 @@ static long moved_count(void)
     return total;
 }
 
+/* A key of slot (prefix...) in key, locked and released once through c:
+ * the client's slot map is warm. */
+static void warm_key(distlock_client *c, const char *prefix, int slot, char *key, size_t size)
+{
+    rh_rcl_key_in_slot(CL, prefix, slot, key, size);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+}
+
 /* (b) */
 static void test_moved(void **state)
 {
@@ -126,11 +137,8 @@ static void test_moved(void **state)
     distlock_client *c = tls_client(uri);
     char key[64];
     int slot = 500;
-    rh_rcl_key_in_slot(CL, "tmv", slot, key, sizeof key);
     distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);  /* map warm */
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
+    warm_key(c, "tmv", slot, key, sizeof key);
     int from = rh_rcl_owner(CL, 0, slot), to = rh_rcl_owner(CL, 0, 15000);
     assert_int_not_equal(from, to);
     long moved0 = moved_count();
@@ -172,16 +180,6 @@ static void *waiter(void *p)
     return NULL;
 }
 
-static long shardnumsub(int i, const char *channel)
-{
-    long n = -1;
-    redisReply *r = rh_command(CL->rc, i, 0, "PUBSUB SHARDNUMSUB %s", channel);
-    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
-        n = (long)r->element[1]->integer;
-    if (r) freeReplyObject(r);
-    return n;
-}
-
 /* The master has an SSUBSCRIBE client that came in on its TLS port
  * (CLIENT LIST: laddr=127.0.0.1:TLSPORT ... cmd=ssubscribe). */
 static int subscriber_on_tls_port(int m)
@@ -216,11 +214,11 @@ static void test_wakeup(void **state)
     int m = rh_rcl_owner(CL, 0, slot);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &l), DISTLOCK_OK);
-    long before = shardnumsub(m, sch);
+    long before = rh_rcl_shardnumsub(CL, m, sch);
     struct waiter_arg a = { w, key, -99, 0, "" };
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, waiter, &a), 0);
-    if (!RH_WAIT_UNTIL(shardnumsub(m, sch) > before, 10000)) {
+    if (!RH_WAIT_UNTIL(rh_rcl_shardnumsub(CL, m, sch) > before, 10000)) {
         print_error("no sharded subscriber to %s on master %d; waiter rc %d (%s)\n", sch, m, a.rc,
                     a.detail);
         fail();
@@ -298,11 +296,8 @@ static void test_failover(void **state)
     distlock_client *c = tls_client(uri);
     char key[64];
     int slot = 13000;
-    rh_rcl_key_in_slot(CL, "tfo", slot, key, sizeof key);
     distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);  /* map warm */
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
+    warm_key(c, "tfo", slot, key, sizeof key);
     int m = rh_rcl_owner(CL, 0, slot), r = rh_rcl_replica_of(CL, m);
     assert_true(m >= 0 && r >= 0);
     redisReply *x = rh_command(CL->rc, r, 0, "CLUSTER FAILOVER");

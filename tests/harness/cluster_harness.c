@@ -72,6 +72,16 @@ int rh_rcl_index_of_port(rh_rcl *c, int port)
     return -1;
 }
 
+long rh_rcl_shardnumsub(rh_rcl *c, int i, const char *channel)
+{
+    long n = -1;
+    redisReply *r = rh_command(c->rc, i, 0, "PUBSUB SHARDNUMSUB %s", channel);
+    if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2)
+        n = (long)r->element[1]->integer;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
 int rh_rcl_owner(rh_rcl *c, int i, int slot)
 {
     redisReply *r = rh_command(c->rc, i, 0, "CLUSTER SLOTS");

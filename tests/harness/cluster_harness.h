@@ -37,6 +37,9 @@ int rh_rcl_keyslot(rh_rcl *c, const char *key);
 /* The server index (into c->rc) of the master that owns slot, as server i
  * sees it (CLUSTER SLOTS); -1 if none. */
 int rh_rcl_owner(rh_rcl *c, int i, int slot);
+/* Sharded subscribers to channel on server i (PUBSUB SHARDNUMSUB counts the
+ * server's own), -1 on error. */
+long rh_rcl_shardnumsub(rh_rcl *c, int i, const char *channel);
 /* Index of the first running server that is a master / a replica of master m. */
 int rh_rcl_replica_of(rh_rcl *c, int m);
 /* Move slot from master `from` to master `to` (CLUSTER SETSLOT IMPORTING /
