@@ -77,7 +77,10 @@ static void test_stored_with_same_ttl(void **state)
     long long lk, ok;
     both_pttl(rc, "o1", "{o1}:owner", &lk, &ok);
     assert_true(lk > 20000 && lk <= 30000);
-    assert_int_equal(ok, lk);  /* same PX, same script, same instant */
+    /* Same PX, same script. Redis 7.0 reads the clock for each command's
+     * expiry, so the millisecond may tick between the two (fresh-debian saw
+     * 30000 and 29999 once): at most 1 ms apart, never more. */
+    assert_true(ok - lk >= -1 && ok - lk <= 1);
 
     distlock_owner_info o;
     memset(&o, 0x55, sizeof o);
@@ -94,7 +97,7 @@ static void test_stored_with_same_ttl(void **state)
     assert_rc(distlock_extend(l, 90000), DISTLOCK_OK);
     both_pttl(rc, "o1", "{o1}:owner", &lk, &ok);
     assert_true(lk > 60000);
-    assert_int_equal(ok, lk);
+    assert_true(ok - lk >= -1 && ok - lk <= 1);
 
     /* release deletes it in the same script */
     assert_rc(distlock_release(l), DISTLOCK_OK);
