@@ -214,22 +214,6 @@ static void first_round(attempt_ctx *a, distlock__result *res)
             atomic_store(&c->no_set_get, 1);  /* Redis < 7: the script from now on */
 }
 
-/* A fair "behind" reply names the waiter first there ({2, 0, rank,
- * first}): keep it if every such reply names the same one. */
-static void note_ahead(distlock__attempt *att, const redisReply *x, int *several)
-{
-    const redisReply *f = x->elements >= 4 ? x->element[3] : NULL;
-    if (f == NULL || f->type != REDIS_REPLY_STRING || f->len == 0 ||
-        f->len >= sizeof(att->ahead)) {
-        *several = 1;  /* unknown (an older script): treated as several */
-        return;
-    }
-    if (att->ahead[0] == '\0' && att->behind == 1)
-        memcpy(att->ahead, f->str, f->len + 1);
-    else if (strcmp(att->ahead, f->str) != 0)
-        *several = 1;
-}
-
 /* What the attempt saw, for the wait loop. */
 static void observe(const attempt_ctx *a, const distlock__result *res, distlock__tally t,
                     distlock__attempt *att)
@@ -238,59 +222,72 @@ static void observe(const attempt_ctx *a, const distlock__result *res, distlock_
     att->behind = 0;
     att->holder_pttl = 0;
     att->head = 0;
-    att->granted_mask = 0;
-    att->ahead[0] = '\0';
-    int several = 0;
+    att->split = 0;
     for (int i = 0; i < a->c->n; i++) {
         int v = distlock__reply_verdict(&res[i]);
-        if (v == 1 && a->rq->fair) {
-            att->granted_mask |= 1ull << i;
+        if (v == 1 && a->rq->fair)
             att->head = 1;  /* we were first there */
-        }
         if (v != 0)
             continue;
         if (a->rq->fair && distlock__reply_int(&res[i], 2) == 0)
             att->head = 1;
-        if (distlock__reply_int(&res[i], 0) == 2) {
+        if (distlock__reply_int(&res[i], 0) == 2)
             att->behind++;
-            note_ahead(att, res[i].reply, &several);
-        } else if (distlock__reply_int(&res[i], 1) > att->holder_pttl) {
+        else if (distlock__reply_int(&res[i], 1) > att->holder_pttl)
             att->holder_pttl = (long)distlock__reply_int(&res[i], 1);
-        }
     }
-    if (several)
-        att->ahead[0] = '\0';
 }
 
-int distlock__fair_split(distlock_client *c, const char *key, const distlock__attempt *att)
+/* The waiter a fair "behind" reply names first ({2, 0, rank, first}) if
+ * every such reply names the same one, else NULL (several, or an older
+ * script's reply without the name). */
+static const char *first_ahead(const distlock_client *c, const distlock__result *res)
 {
-    /* Several waiters first, or one we could not keep: a split, as before
-     * (step out and rejoin: slower, never unfair for long). */
-    if (att->ahead[0] == '\0' || att->granted_mask == 0)
-        return 1;
-    char q[DISTLOCK__SIDEKEY_MAX];
-    distlock__sidekey(q, key, ":q");
-    distlock__connset *cs = distlock__checkout(c);
-    if (cs == NULL)
-        return 1;
-    const char *argv[3] = { "ZSCORE", q, att->ahead };
-    size_t len[3] = { 6, strlen(q), strlen(att->ahead) };
-    distlock__call zs = { .script = -1, .argc = 3, .argv = argv, .argvlen = len };
-    for (int i = 0; i < c->n; i++)
-        cs->calls_a[i] = (att->granted_mask >> i) & 1 ? &zs : NULL;
-    distlock__round(&c->tp, cs, cs->calls_a, cs->res_a, NULL, NULL);
-    /* Real if it is queued (behind us) where we were first, or if a node
-     * cannot tell; only "absent" from every such node is the other case. */
-    int real = 0;
+    const char *name = NULL;
     for (int i = 0; i < c->n; i++) {
-        const distlock__result *r = &cs->res_a[i];
-        if (!((att->granted_mask >> i) & 1))
+        if (distlock__reply_verdict(&res[i]) != 0 || distlock__reply_int(&res[i], 0) != 2)
             continue;
-        if (r->state != DISTLOCK__R_DONE || r->reply == NULL || r->reply->type != REDIS_REPLY_NIL)
-            real = 1;
+        const redisReply *x = res[i].reply;
+        const redisReply *f = x->elements >= 4 ? x->element[3] : NULL;
+        if (f == NULL || f->type != REDIS_REPLY_STRING || f->len == 0 ||
+            (name && strcmp(name, f->str) != 0))
+            return NULL;
+        name = f->str;
     }
-    distlock__round_clear(cs->res_a, c->n);
-    distlock__checkin(c, cs);
+    return name;
+}
+
+/* A fair attempt that lost, granted on some nodes and behind another waiter
+ * on others, with free nodes enough for a quorum: is it a real split of the
+ * queues' order? Real if that waiter is still queued (so behind us) where we
+ * were granted, or if that cannot be told (several waiters first, a node
+ * that does not answer). Not one if it is gone from every such node: it was
+ * ahead of us everywhere and is leaving, as a previous owner leaves the
+ * queues of the nodes it did not win, and one of them may answer us before
+ * that leave lands while its release elsewhere already did. One ZSCORE
+ * round, on the granted nodes only (after the undo gave them back). */
+static int real_split(attempt_ctx *a, const distlock__result *res, distlock__tally t,
+                      const distlock__attempt *att)
+{
+    distlock_client *c = a->c;
+    if (!a->rq->fair || t.ok == 0 || att->behind == 0 || t.ok + att->behind < c->quorum)
+        return 0;
+    const char *name = first_ahead(c, res);
+    if (name == NULL)
+        return 1;
+    const char *argv[3] = { "ZSCORE", a->sk->q, name };
+    size_t len[3] = { 6, strlen(a->sk->q), strlen(name) };
+    distlock__call zs = { .script = -1, .argc = 3, .argv = argv, .argvlen = len };
+    distlock__result *res2 = a->cs->res_b;
+    for (int i = 0; i < c->n; i++)
+        a->cs->calls_b[i] = distlock__reply_verdict(&res[i]) == 1 ? &zs : NULL;
+    distlock__round(&c->tp, a->cs, a->cs->calls_b, res2, NULL, NULL);
+    int real = 0;
+    for (int i = 0; i < c->n; i++)
+        if (a->cs->calls_b[i] && (res2[i].state != DISTLOCK__R_DONE || res2[i].reply == NULL ||
+                                  res2[i].reply->type != REDIS_REPLY_NIL))
+            real = 1;
+    distlock__round_clear(res2, c->n);
     return real;
 }
 
@@ -461,6 +458,7 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
                 att->maybe |= 1ull << i;
     } else {
         undo(&a, res);
+        att->split = real_split(&a, res, t, att);
     }
     distlock__round_clear(res, c->n);
     distlock__checkin(c, a.cs);

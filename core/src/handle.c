@@ -131,8 +131,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
                                "'%s' still held by another owner after %ld ms", key, wait_ms);
             break;  /* ETIMEDOUT keeps its detail */
         }
-        if (fair && att->granted > 0 && att->behind > 0 &&
-            att->granted + att->behind >= c->quorum && distlock__fair_split(c, key, att)) {
+        if (fair && att->split) {
             /* Free nodes enough for a quorum, some had us first in their
              * queue, and others another waiter that is queued behind us
              * where we were first (our requests crossed on the way): a

@@ -155,9 +155,7 @@ typedef struct distlock__attempt {
     int behind;              /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;        /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;                /* fair: first in the queue on some node */
-    uint64_t granted_mask;   /* fair: the nodes that granted */
-    char ahead[65];          /* fair: the waiter first where we were behind ("": several,
-                              * or a name too long to keep) */
+    int split;               /* fair: the queues disagree on the order (see acquire.c) */
     /* on success: */
     uint64_t valid_until_us; /* the lease's end (monotonic) */
     int64_t fence;           /* FENCING: the fence, else -1 */
@@ -189,12 +187,6 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
-/* acquire.c: a fair attempt was granted on some nodes and found another
- * waiter first on others. 1 if that is a real split of the queues' order
- * (the other waiter is queued behind us where we were granted), 0 if it is
- * only a waiter that was ahead of us everywhere and has already left the
- * queues where we were granted (a previous owner's leave still on its way). */
-int distlock__fair_split(distlock_client *c, const char *key, const distlock__attempt *att);
 /* held.c: the records of held ownerships (c->mu held for all three) */
 /* Free a record that was never linked. */
 void distlock__held_free(distlock__held *h);
