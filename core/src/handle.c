@@ -132,19 +132,10 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
             break;  /* ETIMEDOUT keeps its detail */
         }
         if (fair && att->split) {
-            /* Free nodes enough for a quorum, some had us first in their
-             * queue, and others another waiter that is queued behind us
-             * where we were first (our requests crossed on the way): a
-             * split nobody can win. Step out of every queue and rejoin
-             * after a random pause, so the queues agree on an order.
-             * Not a split: the waiter first elsewhere is gone from where we
-             * were granted. It was ahead of us everywhere and is leaving
-             * (a previous owner leaves the queues of the nodes it did not
-             * win, and one of them may answer us before that leave lands
-             * while its release elsewhere already did). Nor is anything
-             * while the lock is held on a quorum. Then we keep our place
-             * and wait below: that leave, or the holder's release, wakes
-             * us (we are first where we were granted). */
+            /* The queues disagree on the order (acquire.c, real_split):
+             * nobody can win. Step out of every queue and rejoin after a
+             * random pause, so they agree. Anything else that lost keeps
+             * its place and waits below, woken by a release or a leave. */
             (void)distlock__leave_queue(c, key, token);
             if (distlock__waiter_wait(c, &w, now + jitter_us(4 * c->retry_min_ms + 2), 0) ==
                 DISTLOCK_ECANCELED) {
