@@ -28,6 +28,7 @@
 %threadallow distlock_release;
 %threadallow distlock_extend;
 %threadallow distlock_lock_free;
+%threadallow distlock_lock_abandon;
 %threadallow distlock_client_free;
 %threadallow distlock_acquire_token;
 %threadallow distlock_release_token;

@@ -152,6 +152,61 @@ static void test_auto_renew_quorum_gone(void **state)
     distlock_client_free(c);
 }
 
+/* distlock_lock_abandon(): the handle goes, the lock does not. Nothing is
+ * sent (the key keeps our token, also after the client is freed), renewal
+ * stops (the key then expires by its TTL instead of living on). */
+static void test_abandon_keeps_key_and_stops_renewal(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *l = NULL;
+    char tokbuf[64];
+    const char *tok = tokbuf;
+    assert_rc(distlock_acquire(c, "aba", 900, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    snprintf(tokbuf, sizeof tokbuf, "%s", distlock_lock_token(l));
+    (void)wait_renewed(c, client_stat(c, "renewal_total"), 1, 1);  /* it was renewed */
+    distlock_lock_abandon(l);
+    long long t_abandon = rh_now_ms();
+    assert_holding(rc, "aba", tok, 3);
+    distlock_client_free(c);  /* a client's free releases what it holds: not this */
+    assert_holding(rc, "aba", tok, 3);
+    long long p0 = rh_pttl(rc, 0, 0, "aba");
+    assert_true(p0 > 0 && p0 <= 900);
+    /* Not renewed: it is gone within its TTL of the last renewal. */
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, "aba", tok) == 0, 900 + 2000 * slow_factor()));
+    print_message("abandoned lease expired %lld ms after the abandon (ttl 900 ms)\n",
+                  rh_now_ms() - t_abandon);
+}
+
+/* A reentrant ownership lives on while another handle holds it: abandoning
+ * the inner handle drops its count only; the renewal stops with the last. */
+static void test_abandon_reentrant_counts(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *outer = NULL, *inner = NULL;
+    char tokbuf[64];
+    const char *tok = tokbuf;
+    unsigned f = DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT;
+    assert_rc(distlock_acquire_owner(c, "abr", 600, 0, f, "me", &outer), DISTLOCK_OK);
+    assert_rc(distlock_acquire_owner(c, "abr", 600, 0, f, "me", &inner), DISTLOCK_OK);
+    snprintf(tokbuf, sizeof tokbuf, "%s", distlock_lock_token(outer));
+    distlock_lock_abandon(inner);
+    /* Renewed past several TTLs by the outer handle. */
+    long long t0 = rh_now_ms();
+    uint64_t r = client_stat(c, "renewal_total");
+    r = wait_renewed(c, r, 1, 4);
+    assert_true(rh_now_ms() - t0 > 600);
+    assert_holding(rc, "abr", tok, 3);
+    distlock_lock_abandon(outer);
+    assert_holding(rc, "abr", tok, 3);
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, "abr", tok) == 0, 600 + 2000 * slow_factor()));
+    assert_true(client_stat(c, "renewal_total") <= r + 1);  /* at most one under way */
+    assert_true(client_stat(c, "release_total") == 0);
+    distlock_lock_abandon(NULL);
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,6 +214,8 @@ int main(void)
         cmocka_unit_test_setup(test_auto_renew_detects_loss, heal),
         cmocka_unit_test_setup(test_auto_renew_deleted, heal),
         cmocka_unit_test_setup(test_auto_renew_quorum_gone, heal),
+        cmocka_unit_test_setup(test_abandon_keeps_key_and_stops_renewal, heal),
+        cmocka_unit_test_setup(test_abandon_reentrant_counts, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -77,9 +77,12 @@ enum {
 };
 
 /* --on-lost: the lease is gone while the command runs. The default is
- * `ignore` because it is what `run` always did (the command goes on and
- * its status is kept, with the loss said on stderr); `term` and `kill`
- * change the command's control flow, so they are asked for. */
+ * `term`: a command run under a lock counts on the exclusion (a cron job, a
+ * deploy), and once the lease is gone another host may already run the same
+ * job, so the command is stopped as `consul lock` and `flock`-style wrappers
+ * users know do. `ignore` (the command goes on, its status kept, the loss
+ * said on stderr) is asked for by a caller whose command is safe to finish
+ * unprotected; `kill` skips the grace. */
 enum { ON_LOST_IGNORE = 0, ON_LOST_TERM, ON_LOST_KILL };
 static const char *const on_lost_names[] = {"ignore", "term", "kill"};
 
@@ -123,7 +126,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
     o->wait_ms = 0;
     o->conflict_exit = CLI_EXIT_CONFLICT;
     o->lost_exit = CLI_EXIT_LOST;
-    o->on_lost = ON_LOST_IGNORE;
+    o->on_lost = ON_LOST_TERM;
     o->kill_sig = SIGTERM;
     o->grace_ms = 10000;
     o->fence = 0;
@@ -620,9 +623,10 @@ static int spawn_command(struct run_state *st)
 }
 
 /* The lock was found lost while the command runs: say so, and act as
- * --on-lost says. ignore: the command goes on. term: --kill-signal now,
- * SIGKILL once --grace has passed; returns the time to send it at (or -1).
- * kill: SIGKILL now. */
+ * --on-lost says. term (the default): --kill-signal now, SIGKILL once
+ * --grace has passed; returns the time to send it at (or -1). kill: SIGKILL
+ * now. ignore: the command goes on. The signal goes to the command's pid
+ * only: it shares distlock's process group (see the top of this file). */
 static long on_lost(struct run_state *st)
 {
     const struct run_opts *o = &st->o;
@@ -634,9 +638,13 @@ static long on_lost(struct run_state *st)
                 "(--on-lost=ignore)", st->key);
         return -1;
     }
+    char g[32], then[48] = "";
+    if (o->on_lost == ON_LOST_TERM && sig != SIGKILL && o->grace_ms > 0)
+        snprintf(then, sizeof then, ", SIGKILL after %s", cli_fmt_ms(o->grace_ms, g, sizeof g));
     cli_err("lost the lock on '%s' while the command was running (expired, "
-            "deleted or taken over); sending %s to the command (pid %ld)",
-            st->key, sig == SIGKILL ? "SIGKILL" : strsignal(sig), (long)st->pid);
+            "deleted or taken over); stopping the command (pid %ld): %s now%s (--on-lost=%s)",
+            st->key, (long)st->pid, sig == SIGKILL ? "SIGKILL" : strsignal(sig), then,
+            on_lost_names[o->on_lost]);
     kill(st->pid, sig);
     st->killed_for_lost = 1;
     if (o->grace_ms > 0 && sig != SIGKILL)
@@ -709,8 +717,10 @@ static int command_exit_status(int wstatus)
 }
 
 /* Release the lock once the command has exited, and say how it went: a lock
- * found lost only now is reported (st->lost), a failed release too (the lease
- * then runs out by itself). */
+ * found lost only now is reported (st->lost), a failed release too. A lock
+ * already lost is released only to tidy up (compare-and-delete: another
+ * owner's key is safe); its lease has ended, so a failure then says that
+ * nothing is held rather than "it expires by itself". */
 static void release_lock(struct run_state *st)
 {
     const char *key = st->key;
@@ -723,9 +733,13 @@ static void release_lock(struct run_state *st)
                     "taken over); the command finished WITHOUT the lock", key);
         st->lost = 1;
     } else if (rc != DISTLOCK_OK) {
-        char what[160];
-        snprintf(what, sizeof what, "could not release '%.80s' (it expires by itself within %s)",
-                 key, cli_fmt_ms(st->o.ttl_ms, d, sizeof d));
+        char what[200];
+        if (st->lost || distlock_lock_lost(st->lock))
+            snprintf(what, sizeof what, "could not release '%.80s', lost earlier (its lease has "
+                     "already ended: nothing is held)", key);
+        else
+            snprintf(what, sizeof what, "could not release '%.80s' (it expires by itself "
+                     "within %s)", key, cli_fmt_ms(st->o.ttl_ms, d, sizeof d));
         cli_report(what, rc);
     }
     if (st->o.co.verbose) {

@@ -512,12 +512,12 @@ t_sigint_while_waiting() {
 
 t_lost_lock_is_reported() {
   local k=cli:lost:$RANDOM
-  # Without --kill-on-lost: reported, the command goes on, its status is kept.
-  hold "$k" --ttl 1s || return 1
+  # --on-lost=ignore: reported, the command goes on, its status is kept.
+  hold "$k" --ttl 1s --on-lost=ignore || return 1
   expect 0 "$DL" release --force "$k" || return 1
   wait_until 10 "grep -q 'lost the lock' '$D/holder.err'" || return 1
   contains "$D/holder.err" "WITHOUT the lock" || return 1
-  alive "$HOLDER" || fail "holder stopped without --kill-on-lost" || return 1
+  alive "$HOLDER" || fail "holder stopped with --on-lost=ignore" || return 1
   echo 4 >"$D/release"
   wait_exit "$HOLDER" 10 || return 1
   [ "$ST" = 4 ] || fail "exit $ST, expected the command's 4"
@@ -584,7 +584,7 @@ t_on_lost_term_then_kill_after_grace() {
   [ "$ms" -le 6000 ] || fail "killed only ${ms} ms after SIGTERM" || return 1
   wait_exit "$pid" 10 || return 1
   [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
-  contains "$D/run.err" "sending Terminated to the command" || return 1
+  contains "$D/run.err" "stopping the command (pid $child): Terminated now, SIGKILL after 2.000s (--on-lost=term)" || return 1
   contains "$D/run.err" "(--grace); sending SIGKILL" || return 1
   contains "$D/run.err" "was killed by Killed" || return 1
   [ "$(rcli exists "$k")" = 0 ] || fail "a key was left" || return 1
@@ -601,7 +601,7 @@ t_on_lost_kill_and_ignore() {
   rcli set "$k" intruder >/dev/null
   wait_exit "$pid" 10 || return 1
   [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
-  contains "$D/run.err" "sending SIGKILL to the command" || return 1
+  contains "$D/run.err" "): SIGKILL now (--on-lost=kill)" || return 1
   contains "$D/run.err" "was killed by Killed" || return 1
   [ "$(rcli get "$k")" = intruder ] || fail "the new owner's key was touched" || return 1
   rcli del "$k" >/dev/null
@@ -626,6 +626,81 @@ t_on_lost_kill_and_ignore() {
   contains "$D/err" "invalid --on-lost 'stop' (term, kill or ignore)" || return 1
   expect 64 "$DL" run --grace=soon "$k" -- touch "$D/ran" || return 1
   absent "$D/ran"
+}
+
+# The lease is lost because its only redis-server dies mid-job (SIGKILL: it
+# is simply gone). By default the command is stopped: SIGTERM, exit 79, and
+# a message that says so. The job would run ~6 s and then exit 0; it must not
+# get there. Nothing says the lock "expires by itself": it already has.
+t_redis_gone_stops_the_command_by_default() {
+  local k=cli:gone:$RANDOM port
+  port=$(bash "$HARNESS" start "$D/redis" 1) || return 1
+  "$DL" run --servers "redis://127.0.0.1:$port" --ttl 1s "$k" -- sh -c '
+    echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    i=0; while [ $i -lt 300 ]; do sleep 0.02; i=$((i + 1)); done
+    touch "$0/ran-to-end"' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  local child t0; child=$(cat "$D/pid")
+  t0=$(date +%s%N)
+  kill -9 "$(cat "$D/redis/redis-$port.pid")"
+  wait_exit "$pid" 15 || return 1
+  echo "    the command was stopped and distlock exited $(since_ms "$t0") ms after redis-server died (--ttl 1s)" >&2
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  absent "$D/ran-to-end" || return 1
+  ! alive "$child" || fail "the command still runs after the lease was lost" || return 1
+  contains "$D/run.err" "lost the lock on '$k'" || return 1
+  contains "$D/run.err" "stopping the command (pid $child): Terminated now, SIGKILL after 10.000s (--on-lost=term)" || return 1
+  ! grep -q "expires by itself" "$D/run.err" || fail "says the lost lock expires by itself: $(cat "$D/run.err")" || return 1
+}
+
+# The same loss with a command that ignores SIGTERM: SIGKILL once the grace
+# has passed (a short one here), and still exit 79.
+t_redis_gone_kills_after_grace() {
+  local k=cli:gonekill:$RANDOM port
+  port=$(bash "$HARNESS" start "$D/redis" 1) || return 1
+  "$DL" run -v --servers "redis://127.0.0.1:$port" --ttl 1s --grace 500ms "$k" -- sh -c '
+    trap "date +%s%N > \"$0/term\"" TERM
+    echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  local child; child=$(cat "$D/pid")
+  kill -9 "$(cat "$D/redis/redis-$port.pid")"
+  wait_until 10 "[ -s '$D/term' ]" || return 1
+  wait_exit "$pid" 10 || return 1
+  echo "    SIGKILL came $(since_ms "$(cat "$D/term")") ms after SIGTERM, counted to distlock's exit (--grace 500ms)" >&2
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  ! alive "$child" || fail "the command survived SIGKILL" || return 1
+  contains "$D/run.err" "Terminated now, SIGKILL after 500ms (--on-lost=term)" || return 1
+  contains "$D/run.err" "(--grace); sending SIGKILL" || return 1
+  contains "$D/run.err" "was killed by Killed" || return 1
+  contains "$D/run.err" "lost earlier (its lease has already ended: nothing is held)" || return 1
+  ! grep -q "expires by itself" "$D/run.err" || fail "says the lost lock expires by itself: $(cat "$D/run.err")" || return 1
+}
+
+# --on-lost=ignore keeps the old behaviour: the command runs on past the loss
+# and distlock exits with its status; the messages say it ran without the
+# lock and, the release failing, that nothing is held.
+t_redis_gone_ignore_runs_on() {
+  local k=cli:goneign:$RANDOM port
+  port=$(bash "$HARNESS" start "$D/redis" 1) || return 1
+  "$DL" run --servers "redis://127.0.0.1:$port" --ttl 1s --on-lost=ignore "$k" -- sh -c '
+    echo $$ > "$0/pid.tmp" && mv "$0/pid.tmp" "$0/pid"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done
+    touch "$0/ran-on"; exit 4' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/pid' ]" || return 1
+  kill -9 "$(cat "$D/redis/redis-$port.pid")"
+  wait_until 10 "grep -q 'lost the lock' '$D/run.err'" || return 1
+  contains "$D/run.err" "goes on WITHOUT the lock (--on-lost=ignore)" || return 1
+  alive "$pid" && alive "$(cat "$D/pid")" || fail "the command stopped with --on-lost=ignore" || return 1
+  touch "$D/release"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 4 ] || fail "exit $ST, expected the command's 4: $(cat "$D/run.err")" || return 1
+  [ -e "$D/ran-on" ] || fail "the command did not run on" || return 1
+  contains "$D/run.err" "lost earlier (its lease has already ended: nothing is held)" || return 1
+  ! grep -q "expires by itself" "$D/run.err" || fail "says the lost lock expires by itself: $(cat "$D/run.err")" || return 1
 }
 
 t_status_and_release() {

@@ -255,6 +255,17 @@ DISTLOCK_API int distlock_release(distlock_lock *lock);
 /* Release if still held (errors ignored), then free. NULL is a no-op. */
 DISTLOCK_API void distlock_lock_free(distlock_lock *lock);
 
+/* Free the handle WITHOUT releasing the lock: nothing is sent, the renewal
+ * (DISTLOCK_AUTO_RENEW) stops, and the key keeps this token on the servers
+ * until its TTL runs out, as if the holder had died. For runtimes that drop a
+ * handle nobody can use any more but must not release behind its holder's
+ * back (a garbage-collected Python Lock). A reentrant handle drops only its
+ * own count: the ownership is renewed while another handle still holds it.
+ * NULL is a no-op. No network I/O; may wait for a lost callback of this
+ * handle under way (as distlock_lock_free()). Thread-safe for distinct
+ * handles. */
+DISTLOCK_API void distlock_lock_abandon(distlock_lock *lock);
+
 /* Reset the lock's TTL to ttl_ms on every node where it is still ours
  * (compare-and-PEXPIRE). Needs a quorum; on success the validity is fresh.
  * DISTLOCK_ENOTOWNER if it was lost. Blocks. */

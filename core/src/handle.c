@@ -483,6 +483,25 @@ void distlock_lock_free(distlock_lock *l)
     free(l);
 }
 
+/* As distlock_lock_free() with the release left out: the handle's count is
+ * given up, and the last one marks the record released, which is what stops
+ * the watchdog (the lease then ends by its TTL on the servers). */
+void distlock_lock_abandon(distlock_lock *l)
+{
+    if (l == NULL)
+        return;
+    distlock__held *h = l->h;
+    distlock_client *c = h->client;
+    if (!l->released && c && h->pid == distlock__getpid()) {
+        pthread_mutex_lock(&c->mu);
+        if (--h->count <= 0)
+            h->released = 1;
+        pthread_mutex_unlock(&c->mu);
+    }
+    l->released = 1;
+    distlock_lock_free(l);
+}
+
 int distlock_extend(distlock_lock *l, long ttl_ms)
 {
     int rc;

@@ -7,6 +7,7 @@ the Python-side checks (types, NaN...) and the threading.Lock-like behaviour.
 import contextlib
 import math
 import threading
+import warnings
 import weakref
 from time import monotonic as _monotonic
 from typing import (Any, Callable, List, NamedTuple, NoReturn, Optional, Sequence,
@@ -450,6 +451,18 @@ class Client:
         return int(self._call(_core.distlock_force_release, key))
 
 
+def _warn_unreleased(kind: str, key: KeyType, ttl_ms: int, source: Any) -> None:
+    """The ResourceWarning of a Lock garbage-collected while held (the one
+    text for the blocking and the asyncio Lock)."""
+    try:
+        warnings.warn("%s %r was garbage-collected while held: not released, its lease "
+                      "runs out by its ttl (%gs) and is no longer renewed; release() it or "
+                      "use 'with'" % (kind, key, ttl_ms / 1000.0), ResourceWarning,
+                      stacklevel=2, source=source)
+    except Exception:  # interpreter shutdown: warnings may be gone
+        pass
+
+
 def _name(fn: Any) -> str:
     return getattr(fn, "__qualname__", None) or repr(fn)
 
@@ -473,6 +486,10 @@ class Lock(contextlib.ContextDecorator):
     local mutex first, so at most one of them holds it at a time (not
     reentrant: a thread acquiring it twice waits for itself, as with
     threading.Lock).
+
+    Garbage collection is not a release: a Lock collected while held leaves
+    the key to run out by its TTL (its renewal stops) and emits a
+    ResourceWarning naming the key, as redis-py's Lock leaves its key.
     """
 
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
@@ -727,17 +744,23 @@ class Lock(contextlib.ContextDecorator):
                 self._local.release()
 
     def __del__(self) -> None:
-        # Garbage-collected while held: release it (the C handle's free does).
+        # Garbage-collected while held: NOT released. The collector is not
+        # the holder: `if client.lock("job", ttl=60).acquire(blocking=False):
+        # do_work()` drops the Lock at once, and a release here would let
+        # another owner in while do_work() runs. As with redis-py, the lease
+        # runs to its TTL (its renewal stops: nobody can use it any more);
+        # a ResourceWarning says so, as an unclosed file's does.
+        h = getattr(self, "_h", None)
+        if h is None:
+            return
+        self._h = None
+        _warn_unreleased("distlock.Lock", self._key, self._ttl_ms, self)
         try:
-            if self._h is None:
-                return
             self._client._enter()
         except Exception:  # client closed (it freed the handle) or shutdown
             return
         try:
-            h, self._h = self._h, None
-            if h is not None:
-                _core.distlock_lock_free(h)
+            _core.distlock_lock_abandon(h)
         finally:
             self._client._leave()
 

@@ -38,7 +38,8 @@ from types import TracebackType
 
 from . import _core
 from ._client import Client as _SyncClient
-from ._client import Holder, KeyType, Servers, _check_key, _ttl_ms, _wait_ms
+from ._client import (Holder, KeyType, Servers, _check_key, _ttl_ms, _wait_ms,
+                      _warn_unreleased)
 from ._errors import (ClosedError, ConnectionError, LockLost, LockNotAcquired, NotHeld,
                       RenewalFailed)
 from ._lost import report_callback_error
@@ -309,7 +310,8 @@ class Lock:
     ``async with lock:`` and ``@lock`` on a coroutine function. Tasks sharing
     one Lock object queue on a local asyncio.Lock first (as threads do on the
     blocking Lock); with ``reentrant=True`` the task holding it may acquire it
-    again (counted; each acquire needs its release).
+    again (counted; each acquire needs its release). Garbage collection is not
+    a release: see :class:`distlock.Lock`.
     """
 
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
@@ -581,10 +583,16 @@ class Lock:
             _core.distlock_lock_free(h)
 
     def __del__(self) -> None:
-        # Garbage-collected while held: free the handles (which releases).
+        # Garbage-collected while held: NOT released (see distlock.Lock's
+        # __del__): the lease runs to its TTL, its renewal stops, and a
+        # ResourceWarning names the key.
+        handles = getattr(self, "_handles", None)
+        if not handles:
+            return
+        self._handles = []
+        _warn_unreleased("distlock.aio.Lock", self._key, self._ttl_ms, self)
         try:
-            handles, self._handles = self._handles, []
             for h in handles:
-                self._client._sync._call_handle(_core.distlock_lock_free, h)
-        except Exception:
+                self._client._sync._call_handle(_core.distlock_lock_abandon, h)
+        except Exception:  # client closed (it freed the handles) or shutdown
             pass

@@ -69,8 +69,10 @@ def test_good_uri_connects_and_is_masked(server, acl_user, key):
 
 def test_good_keyword_password(server, acl_user, key):
     with distlock.Client(server.uri, username=acl_user, password=SECRET) as c:
-        assert c.lock(key, ttl=10).acquire(blocking=False)
+        lk = c.lock(key, ttl=10)
+        assert lk.acquire(blocking=False)
         hidden(repr(c) + repr(vars(c)), "127.0.0.1:%d" % server.port)
+        lk.release()
 
 
 def test_bad_port(acl_user):
