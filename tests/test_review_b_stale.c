@@ -136,6 +136,12 @@ static void test_stale_undo_waiting_handle(void **state)
     rb_env *e = *state;
     const char *K = "rb:1b";
     distlock_client *c = proxied_client(e);
+    /* Node 2's connection must stay until the test drops it: with the
+     * default 500 ms a retry of the waiter would find it owing a reply
+     * past its timeout first and replace it (killing it: the protection
+     * this test checks from another side). */
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 4000 * slow_factor()),
+              DISTLOCK_OK);
     warm_up(c);
     int c2 = lib_conn(e, 2);
     int c0 = lib_conn(e, 0);

@@ -184,6 +184,9 @@ static void test_node_timeouts(void **state)
                delta(&s0, &s1, tn));
         assert_int_equal(delta(&s0, &s1, tn), ROUNDS);
         assert_int_equal(delta(&s0, &s1, en), ROUNDS);
+        /* the undo replaced the connection the attempt timed out on */
+        snprintf(en, sizeof en, "node_reconnects_total{node=\"%d\"}", i);
+        assert_int_equal(delta(&s0, &s1, en), 1);
     }
     assert_int_equal(delta(&s0, &s1, "acquire_wait_us_count"), 1);
     /* it waited out the command timeout: not in a bucket below it */
@@ -191,7 +194,8 @@ static void test_node_timeouts(void **state)
     const char *moved[] = { "acquire_failed_total{status=\"ENOQUORUM\"}", "acquire_wait_us_*",
                             "node_errors_total{node=\"1\"}", "node_errors_total{node=\"2\"}",
                             "node_timeouts_total{node=\"1\"}", "node_timeouts_total{node=\"2\"}",
-                            NULL };
+                            "node_reconnects_total{node=\"1\"}",
+                            "node_reconnects_total{node=\"2\"}", NULL };
     assert_only_moved(&s0, &s1, moved);
     free(s0.e), free(s1.e);
     distlock_client_free(c);

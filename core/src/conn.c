@@ -167,6 +167,7 @@ static void conn_reset(distlock__conn *conn)
     conn->ctx = NULL;
     conn->srv_id = -1;
     conn->hs_pending = 0;
+    conn->late = 0;
     conn->qlen = conn->qhead = 0;
     distlock__resolve_drop(conn->resolving);
     conn->resolving = NULL;

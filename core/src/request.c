@@ -166,12 +166,13 @@ int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
     return rc == 0 ? append_wait(conn, owner, call) : rc;
 }
 
-int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id)
+int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id,
+                          int why)
 {
     char id[24];
     const char *argv[4] = { "CLIENT", "KILL", "ID", id };
     size_t len[4] = { 6, 4, 2, distlock__ltoa(id, srv_id) };
-    return distlock__append_cmd(conn, owner, DISTLOCK__K_KILL, 0, (uint64_t)srv_id, 4, argv, len);
+    return distlock__append_cmd(conn, owner, DISTLOCK__K_KILL, why, (uint64_t)srv_id, 4, argv, len);
 }
 
 void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep)

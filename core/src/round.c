@@ -39,6 +39,24 @@
  * A broken connection, a READONLY reply or a ROLE that is not "master"
  * (asked in the handshake) forgets the master; the call asks the sentinels
  * again, once, within its own budget (follow()).
+ *
+ * Deadlines. A node's call gets one deadline per round: the connect
+ * timeout for the node's first connection, else the command timeout (a
+ * connection re-made inside a call spends the call's budget). A MOVED or
+ * ASK followed, a re-route to another cluster master, a resend after a
+ * broken connection all keep it (start_node's cap), so 5 redirects cost no
+ * more than one; an undo is a round of its own, bounded the same way. Only
+ * a Sentinel node's second lookup (follow()) has a budget of its own.
+ *
+ * Stuck connections. A connection that completed its handshake and then
+ * owes replies past its timeout (a NAT or firewall that dropped it: the
+ * kernel keeps it for ~15 minutes) is replaced by the next call that needs
+ * its node: a new connection, CLIENT KILL ID of the old one, confirmed
+ * before the call is written (the second rule above, for whatever the old
+ * one carries, whatever its tag), then the call. If the kill is refused
+ * the call is not sent; if it is not answered the call times out unsent.
+ * One that never completed its handshake is not replaced (the node does
+ * not answer at all): the node fails at once until STALE_CLOSE_US.
  */
 #include <errno.h>
 #include <poll.h>
@@ -65,7 +83,7 @@ static int cl_open(distlock__transport *t, distlock__connset *cs, distlock__resu
                    const distlock__call *call) __attribute__((noinline));
 static int follow(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
 static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
-                       distlock__result *r, int i, uint64_t now);
+                       distlock__result *r, int i, uint64_t now, uint64_t cap);
 
 static int is_sentinel(const distlock__transport *t, int i)
 {
@@ -117,6 +135,20 @@ static int add_kills(distlock__transport *t, distlock__conn *conn, distlock__res
     long long ids[16];
     int open_elsewhere;
     const distlock__call *call = r->call;
+    /* This connection replaces a stuck one (start_node): whatever that one
+     * still carries must never run, whatever its tag, so it is killed
+     * before the call goes out, and the call waits for the confirmation
+     * (an undo need not: see below). Only on the same server: a client
+     * id means nothing on another one. */
+    int replaced = r->replaced && conn->ep_state == r->replaced_ep;
+    if (replaced) {
+        conn->late = 1;
+        if (distlock__append_kill(conn, call->undo ? NULL : r, r->replaced_id, 1) != 0) {
+            distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
+            return -1;
+        }
+        r->pre += !call->undo;
+    }
     if (call->tag == 0 || !distlock__stale_maybe(t, i, call->tag))
         return 0;
     int n = distlock__stale_find(t, i, call->tag, conn, ids, 16, &open_elsewhere);
@@ -140,7 +172,9 @@ static int add_kills(distlock__transport *t, distlock__conn *conn, distlock__res
     /* An undo need not wait for the KILLs: whichever runs first, it can
      * only remove what the requests it follows may have written. */
     for (int k = 0; k < n; k++) {
-        if (distlock__append_kill(conn, call->undo ? NULL : r, ids[k]) != 0) {
+        if (replaced && ids[k] == r->replaced_id)
+            continue;  /* killed above */
+        if (distlock__append_kill(conn, call->undo ? NULL : r, ids[k], 0) != 0) {
             distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
             return -1;
         }
@@ -190,6 +224,7 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             return 0;  /* need more bytes */
         redisReply *rep = p;
         distlock__owed o = distlock__q_pop(conn);
+        conn->late = 0;  /* it answers */
         int is_err = rep->type == REDIS_REPLY_ERROR;
         switch (o.kind) {
         case DISTLOCK__K_AUTH:
@@ -241,7 +276,15 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
         }
         case DISTLOCK__K_KILL:
             if (is_err && strncmp(rep->str, "ERR No such client", 18) != 0) {
-                if (o.owner == r && r->state == DISTLOCK__R_PENDING) {
+                if (o.owner == r && r->state == DISTLOCK__R_PENDING && o.arg == 1) {
+                    /* The stuck connection may still run what it carries:
+                     * nothing is sent behind it (the tag rule still
+                     * guards its requests for the calls that follow). */
+                    distlock__result_fail(t, r, i, DISTLOCK_EPROTO,
+                                          "a connection that owed replies past its timeout was "
+                                          "replaced and CLIENT KILL of it failed (%.60s): "
+                                          "not sent", rep->str);
+                } else if (o.owner == r && r->state == DISTLOCK__R_PENDING) {
                     distlock__result_fail(t, r, i, DISTLOCK_EPROTO,
                                           "an earlier request for this lock is still queued on "
                                           "another connection and CLIENT KILL failed (%.60s): "
@@ -431,6 +474,8 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
         naddr = 1;
         r->deadline_us = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u +
                          (r->call->wait_replicas > 0 ? (uint64_t)r->call->wait_ms * 1000u : 0);
+        r->cap_us = r->deadline_us;
+        r->budget_ms = t->connect_timeout_ms;
     }
     open_at(t, cs, r, i, lk->addr, naddr, port, ep_state);
     free(lk);
@@ -461,7 +506,7 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
     if (n < 0)
         n = 0;
     for (int k = 0; k < n; k++)
-        if (distlock__append_kill(conn, NULL, ids[k]) != 0)
+        if (distlock__append_kill(conn, NULL, ids[k], 0) != 0)
             return;
     if (distlock__append_call(t, i, conn, NULL, call, 0) != 0)
         return;
@@ -486,13 +531,32 @@ static uint64_t owed_wait_ms(distlock__conn *conn)
     return m;
 }
 
+/* Node i's deadline: now + ms (+ extra_us), but never past the call's own
+ * (r->cap_us, once set): a redirect, re-route or resend spends what is left
+ * of it, however many there are. */
+static void set_deadline(distlock__result *r, uint64_t now, long ms, uint64_t extra_us)
+{
+    uint64_t d = now + (uint64_t)ms * 1000u + extra_us;
+    if (r->cap_us == 0)
+        r->budget_ms = ms;
+    r->deadline_us = r->cap_us && d > r->cap_us ? r->cap_us : d;
+}
+
+/* The deadline a restart of node i's call keeps. */
+static uint64_t call_deadline(const distlock__result *r)
+{
+    return r->cap_us ? r->cap_us : r->deadline_us;
+}
+
+/* Start (or restart, with cap: the call's deadline) node i's call. */
 static void start_node(distlock__transport *t, distlock__connset *cs, const distlock__call *call,
-                       distlock__result *r, int i, uint64_t now)
+                       distlock__result *r, int i, uint64_t now, uint64_t cap)
 {
     distlock__conn *conn = &cs->conns[i];
     long timeout_ms = t->command_timeout_ms;
     int resent = r->resent, sent = r->sent, fell_back = r->fell_back;
     int reresolved = r->reresolved, redirects = r->redirects, ask = r->ask, tries = r->tries;
+    long budget_ms = r->budget_ms;
 
     /* A Cluster node: the connection to the master of the call's slot. */
     if (t->cl && t->cl[i])
@@ -507,6 +571,9 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     r->redirects = redirects;
     r->ask = ask;
     r->tries = tries;
+    r->cap_us = cap;
+    if (cap)
+        r->budget_ms = budget_ms;
 
     if (conn->ctx && conn->ctx->err)
         distlock__conn_close(t, i, conn);
@@ -541,15 +608,39 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     }
     if (conn->ctx && conn->qlen > 0) {
         uint64_t owed_since = distlock__q_at(conn, 0)->sent_us;
-        if (conn->qlen > OWED_MAX || now - owed_since > STALE_CLOSE_US) {
+        int overdue = conn->late || now - owed_since >
+                      ((uint64_t)t->command_timeout_ms + owed_wait_ms(conn)) * 1000u;
+        if ((overdue || conn->qlen > OWED_MAX) && conn->hs_pending == 0 && conn->srv_id >= 0) {
+            /* A connection that worked and now owes replies past its
+             * timeout (a NAT or firewall dropped it, a segment waits for
+             * retransmission: the kernel may keep it for 15 minutes), or
+             * too many: replace it. The new connection kills it (CLIENT
+             * KILL ID, add_kills) before the call is sent, so nothing it
+             * carries can run after the call. An undo first goes out
+             * behind what it undoes here too, unwaited: should the new
+             * connection never be ready, a late write is still undone. */
+            if (call->undo && call->tag) {
+                undo_unwaited(t, conn, r, i, call);
+                r->sent = sent;
+            }
+            r->replaced = 1;
+            r->replaced_id = conn->srv_id;
+            r->replaced_ep = conn->ep_state;
+            distlock__conn_close(t, i, conn);  /* reconnect below */
+        } else if (conn->qlen > OWED_MAX || now - owed_since > STALE_CLOSE_US) {
             distlock__conn_close(t, i, conn);  /* give up on it; reconnect below */
-        } else if (now - owed_since > ((uint64_t)t->command_timeout_ms + owed_wait_ms(conn)) * 1000u) {
-            /* The node owes replies past its timeout (hung, paused): fail
-             * it at once instead of waiting again. An undo still goes out
+        } else if (overdue) {
+            /* A connection that never completed its handshake owes replies
+             * past its timeout: the node itself does not answer (hung,
+             * paused), and another connection would wait the same way.
+             * Fail it at once instead of waiting again. An undo still goes out
              * behind the requests of its tag that it must follow (if the
              * node comes back, they run in order), unwaited. */
+            /* (a connection that replaced a stuck one is as old as that one) */
+            long owed_ms = (long)((now - owed_since) / 1000);
             distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply for %ld ms",
-                                  (long)((now - owed_since) / 1000));
+                                  owed_ms > t->command_timeout_ms ? owed_ms
+                                                                  : t->command_timeout_ms);
             distlock__stats_node_timeout(t->stats, i);
             /* never behind an unconfirmed AUTH: it could run as another user */
             if (call->undo && call->tag && !distlock__owes_kind(conn, DISTLOCK__K_AUTH))
@@ -564,11 +655,15 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     uint64_t wait_us = call->wait_replicas > 0 ? (uint64_t)call->wait_ms * 1000u : 0;
     if (conn->ctx && conn->qlen > 0)
         wait_us += owed_wait_ms(conn) * 1000u;
-    r->deadline_us = now + (uint64_t)timeout_ms * 1000u + wait_us;
+    set_deadline(r, now, timeout_ms, wait_us);
+    /* A node's first connection gets the connect timeout; one re-made
+     * inside a call (broken, stuck, closed by the server) spends the
+     * call's budget, the command timeout. */
+    long connect_ms = conn->serial ? t->command_timeout_ms : t->connect_timeout_ms;
     if (conn->ctx == NULL && conn->resolving == NULL) {
         const distlock__node_cfg *cfg = &t->nodes[i];
         r->fresh = 1;
-        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u + wait_us;
+        set_deadline(r, now, connect_ms, wait_us);
         if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
             char addr[1][48];
             int port = 0;
@@ -591,7 +686,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             conn->resolving = distlock__sentinel_start(t, i, t->connect_timeout_ms);
             if (conn->resolving == NULL)
                 distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
-            r->deadline_us += 50000u;
+            set_deadline(r, now, connect_ms, wait_us + 50000u);
             r->deferred = 1;
             return;
         }
@@ -616,7 +711,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             return;
     } else if (conn->ctx == NULL) {
         r->fresh = 1;  /* a lookup started by an earlier round is still running */
-        r->deadline_us = now + (uint64_t)t->connect_timeout_ms * 1000u + wait_us;
+        set_deadline(r, now, connect_ms, wait_us);
         r->deferred = 1;
         return;
     }
@@ -667,7 +762,7 @@ static __attribute__((noinline)) int cl_open(distlock__transport *t, distlock__c
     r->ask = 0;
     r->state = DISTLOCK__R_PENDING;
     r->err[0] = '\0';
-    start_node(t, cs, call, r, i, distlock__now_us());
+    start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
     return -1;
 }
 
@@ -684,7 +779,7 @@ static __attribute__((noinline)) int cl_redirect(distlock__transport *t, distloc
     const distlock__call *call = r->call;
     r->redirects++;
     r->ask = k == 2 ? m + 1 : 0;
-    start_node(t, cs, call, r, i, distlock__now_us());
+    start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
     distlock__conn *conn = &cs->conns[i];
     if (k == 1 && r->state == DISTLOCK__R_PENDING && !r->fresh && conn->ctx) {
         const char *argv[2] = { "CLUSTER", "SLOTS" };
@@ -722,7 +817,7 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
         const distlock__call *call = r->call;
         distlock__conn_close(t, i, conn);
         r->resent = 1;
-        start_node(t, cs, call, r, i, distlock__now_us());
+        start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
         return;
     }
     /* A Cluster node's master that breaks a fresh connection (refused:
@@ -738,7 +833,7 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
             r->redirects++;
             r->ask = 0;
             r->resent |= r->sent;
-            start_node(t, cs, call, r, i, distlock__now_us());
+            start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
             return;
         }
     }
@@ -758,7 +853,9 @@ static int follow(distlock__transport *t, distlock__connset *cs, distlock__resul
     distlock__conn_close(t, i, conn);
     r->reresolved = 1;
     r->resent |= r->sent;
-    start_node(t, cs, call, r, i, distlock__now_us());
+    /* The sentinels' lookup and the connection to the master they name
+     * have budgets of their own (the README's bound for Sentinel nodes). */
+    start_node(t, cs, call, r, i, distlock__now_us(), 0);
     return 1;
 }
 
@@ -780,7 +877,9 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
         res[i].resent = res[i].sent = res[i].fell_back = res[i].reresolved = 0;
         res[i].redirects = res[i].ask = res[i].tries = 0;
         res[i].retry_at_us = 0;
-        start_node(t, cs, calls[i], &res[i], i, now);
+        start_node(t, cs, calls[i], &res[i], i, now, 0);
+        if (res[i].cap_us == 0)  /* the call's deadline, kept by its restarts */
+            res[i].cap_us = res[i].deadline_us;
     }
 
     int decided = 0;
@@ -816,12 +915,14 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                     distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                                           "TLS handshake not done within %ld ms (does the "
                                           "server speak TLS on this port?)",
-                                          t->connect_timeout_ms);
+                                          r->budget_ms);
                 else
                     distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
-                                          (r->fresh ? t->connect_timeout_ms : t->command_timeout_ms) +
+                                          r->budget_ms +
                                           (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
                 distlock__stats_node_timeout(t->stats, i);
+                if (conn->ctx && conn->qlen > 0)
+                    conn->late = 1;  /* the next call does not wait on it again */
                 distlock__abandon(t, i, conn, r);
                 /* A Sentinel node's master may be gone without a reset
                  * (partition, paused): the next call asks the sentinels;

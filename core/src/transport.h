@@ -233,6 +233,17 @@ typedef struct distlock__result {
     int tries;           /* Cluster node: TRYAGAIN answers so far */
     uint64_t retry_at_us;  /* Cluster node: resend then (after TRYAGAIN), 0: no */
     uint64_t deadline_us;
+    /* The call's own deadline on this node: a redirect, re-route or resend
+     * within the round keeps it (0: none yet, the round's first start). */
+    uint64_t cap_us;
+    long budget_ms;      /* the timeout behind deadline_us (for the message) */
+    /* A connection that owed replies past its timeout was replaced for this
+     * call: its server-side id, to be killed on the new connection before
+     * the call is sent, and the endpoint state it was made under (the kill
+     * goes only to the same server). */
+    int replaced;
+    long long replaced_id;
+    unsigned replaced_ep;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
 } distlock__result;
@@ -259,6 +270,11 @@ typedef struct distlock__conn {
     int hs_pending;         /* handshake replies still due: not ready before 0 */
     unsigned cred_gen;      /* credentials it authenticated with */
     uint64_t used_us;       /* last round on this connection */
+    /* Known to owe replies past its timeout: a round timed out on it, or
+     * it replaces a stuck one and has not answered yet (then the node
+     * itself is hung: the next call fails at once rather than waiting on
+     * yet another connection). Any reply clears it. */
+    int late;
     distlock__owed *q;      /* replies due, FIFO ring */
     int qhead, qlen, qcap;
     distlock__resolve *resolving;  /* name lookup in progress, or NULL */
