@@ -13,8 +13,9 @@
  * as to the master. Each sentinel's certificate is checked against its
  * host in the URI (or tls_server_name).
  *
- * +switch-master: see distlock__sentinel_watch_stop in transport.h; its
- * thread is below (watch_*).
+ * Announcements (+promoted-slave, +switch-master): see
+ * distlock__sentinel_watch_stop in transport.h; the thread and the rule of
+ * whose word moves a client are below (watch_*).
  *
  * The answer is cached per node in the transport (distlock__endpoint, under
  * tp.mu, its state readable without the lock), so steady-state calls cost
@@ -299,14 +300,31 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
     return distlock__resolve_start_fn(lookup, j, job_free);
 }
 
-/* ------------------------------------------------------------ +switch-master */
+/* ------------------------------------------------------------ announcements */
+
+/* Which sentinel's word moves the client, and when. Sentinel names the
+ * promoted replica long before it says +switch-master: the failover's
+ * leader publishes +promoted-slave (and answers GET-MASTER-ADDR-BY-NAME
+ * with the replica) as soon as the replica reports itself master, but
+ * +switch-master only at the failover's end, after the other replicas are
+ * reconfigured (bounded only by failover-timeout, 180 s by default), while
+ * the old master keeps accepting writes until it is converted. The other
+ * sentinels switch (and publish +switch-master) when the leader's hello
+ * with the new configuration epoch reaches them, moments after the
+ * promotion. So the thread listens to every sentinel of a node, not one:
+ * whichever the leader is, its +promoted-slave reaches us, and the others'
+ * +switch-master too. The first announcement is taken on its own, not a
+ * quorum's: a leader exists only once a majority of the sentinels elected
+ * it for that epoch, and the replica has already left the old master (its
+ * writes there no failover keeps), so waiting for the others would only
+ * prolong the window this closes. */
 
 #define WATCH_RETRY_MS 1000
 
 typedef struct watch_node {
-    redisContext *ctx;      /* subscribed to +switch-master, or NULL */
+    redisContext *ctx;      /* subscribed, or NULL */
     distlock__tls *tls;
-    int next;               /* the sentinel to try next */
+    int node, sentinel;     /* t->nodes[node].sentinels[sentinel] */
     uint64_t retry_at_us;
 } watch_node;
 
@@ -314,8 +332,9 @@ typedef struct distlock__watch {
     distlock__transport *t;
     pthread_t th;
     int wake[2];            /* a byte on wake[1]: stop */
-    watch_node *nodes;      /* t->n */
-    struct pollfd *pfd;     /* the thread's, t->n + 1 (here: a forked child frees them) */
+    int nsub;
+    watch_node *subs;       /* one per sentinel of each Sentinel node */
+    struct pollfd *pfd;     /* the thread's, nsub + 1 (here: a forked child frees them) */
     int *at;
 } distlock__watch;
 
@@ -328,19 +347,20 @@ static void watch_close(watch_node *wn)
     wn->ctx = NULL;
 }
 
-/* Subscribe node i's next sentinel to +switch-master, within the connect
- * timeout. Failures are quiet: calls find a failover on their own too. */
-static void watch_open(distlock__watch *w, int i, watch_node *wn)
+/* Subscribe to one sentinel's announcements, within the connect timeout.
+ * Failures are quiet (retried after WATCH_RETRY_MS): calls find a failover
+ * on their own too, and the node's other sentinels announce it as well. */
+static void watch_open(distlock__watch *w, watch_node *wn)
 {
     distlock__transport *t = w->t;
-    const distlock__node_cfg *cfg = &t->nodes[i];
-    const distlock__hostport *s = &cfg->sentinels[wn->next++ % cfg->nsentinels];
+    const distlock__node_cfg *cfg = &t->nodes[wn->node];
+    const distlock__hostport *s = &cfg->sentinels[wn->sentinel];
     sentinel_link link = { cfg, NULL, NULL, 0 };
     char *server_name = NULL, what[160], err[192];
     int st;
     wn->retry_at_us = distlock__now_us() + WATCH_RETRY_MS * 1000u;
     if (cfg->tls.enabled) {
-        link.ctx = distlock__tls_ctx_new(t, i, &server_name, &link.insecure, &st, err,
+        link.ctx = distlock__tls_ctx_new(t, wn->node, &server_name, &link.insecure, &st, err,
                                          sizeof(err));
         link.server_name = server_name;
         if (link.ctx == NULL)
@@ -355,40 +375,83 @@ static void watch_open(distlock__watch *w, int i, watch_node *wn)
     free(server_name);
     if (wn->ctx == NULL)
         return;
-    const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
-    size_t len[2] = { 9, 14 };
-    redisReply *rep[2] = { NULL, NULL };
-    int ok = distlock__resp_append(wn->ctx, 2, argv, len) == 0 &&
-             exchange(wn->ctx, wn->tls, want + 1, rep, deadline, w->wake[0], err,
+    const char *argv[3] = { "SUBSCRIBE", "+promoted-slave", "+switch-master" };
+    size_t len[3] = { 9, 15, 14 };
+    redisReply *rep[3] = { NULL, NULL, NULL };
+    int ok = distlock__resp_append(wn->ctx, 3, argv, len) == 0 &&
+             exchange(wn->ctx, wn->tls, want + 2, rep, deadline, w->wake[0], err,
                       sizeof(err)) == 0 &&
-             rep[0]->type != REDIS_REPLY_ERROR && rep[want]->type == REDIS_REPLY_ARRAY;
-    for (int k = 0; k <= want; k++)
+             rep[0]->type != REDIS_REPLY_ERROR && rep[want]->type == REDIS_REPLY_ARRAY &&
+             rep[want + 1]->type == REDIS_REPLY_ARRAY;
+    for (int k = 0; k <= want + 1; k++)
         if (rep[k])
             freeReplyObject(rep[k]);
     if (!ok)
         watch_close(wn);
 }
 
-/* ["message", "+switch-master", "NAME OLDIP OLDPORT NEWIP NEWPORT"] */
+/* The leader's promotion or a sentinel's switch: node i's master is now
+ * newip:newport, no longer oldip:oldport. */
+static void ep_announce(distlock__transport *t, int i, const char *newip, int newport,
+                        const char *oldip, int oldport)
+{
+    char addr[DISTLOCK__RESOLVE_MAX][48], old[DISTLOCK__RESOLVE_MAX][48], err[192];
+    int naddr = 0, nold = 0;
+    if (distlock__resolve_now(newip, addr, &naddr, err, sizeof(err)) != 0 || naddr == 0)
+        return;
+    if (distlock__resolve_now(oldip, old, &nold, err, sizeof(err)) != 0)
+        nold = 0;
+    distlock__endpoint *e = &t->ep[i];
+    pthread_mutex_lock(&t->mu);
+    unsigned gen = atomic_load(&e->state) >> 1;
+    if (strcmp(e->addr, addr[0]) != 0 || e->port != newport) {
+        gen++;  /* another server: another ordering domain */
+        snprintf(e->addr, sizeof(e->addr), "%s", addr[0]);
+        e->port = newport;
+    }
+    /* The announcement that names this master first records what it
+     * replaced; repeats (the other sentinels', the leader's at the end)
+     * name the same two. */
+    if (nold > 0) {
+        snprintf(e->replaced_addr, sizeof(e->replaced_addr), "%s", old[0]);
+        e->replaced_port = oldport;
+        e->announced_gen = gen;
+    }
+    atomic_store(&e->state, gen << 1 | 1u);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ["message", CHANNEL, TEXT]:
+ *   +switch-master   "NAME OLDIP OLDPORT NEWIP NEWPORT"
+ *   +promoted-slave  "slave IP:PORT IP PORT @ NAME OLDIP OLDPORT" */
 static void watch_message(distlock__transport *t, int i, const redisReply *r)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
-        r->element[2]->type != REDIS_REPLY_STRING)
+        r->element[1]->type != REDIS_REPLY_STRING || r->element[2]->type != REDIS_REPLY_STRING)
         return;
-    char name[256], oldip[64], newip[64], addr[DISTLOCK__RESOLVE_MAX][48], err[192];
-    int oldport, newport, naddr = 0;
-    if (sscanf(r->element[2]->str, "%255s %63s %d %63s %d", name, oldip, &oldport, newip,
-               &newport) != 5 || strcmp(name, cfg->master) != 0 || newport <= 0 ||
-        newport > 65535)
+    const char *ch = r->element[1]->str, *text = r->element[2]->str;
+    char name[256], oldip[64], newip[64], slave[128];
+    int oldport, newport;
+    if (strcmp(ch, "+switch-master") == 0) {
+        if (sscanf(text, "%255s %63s %d %63s %d", name, oldip, &oldport, newip, &newport) != 5)
+            return;
+    } else if (strcmp(ch, "+promoted-slave") == 0) {
+        if (sscanf(text, "slave %127s %63s %d @ %255s %63s %d", slave, newip, &newport, name,
+                   oldip, &oldport) != 6)
+            return;
+    } else {
         return;
-    if (distlock__resolve_now(newip, addr, &naddr, err, sizeof(err)) == 0 && naddr > 0)
-        distlock__ep_learn(t, i, addr[0], newport);
+    }
+    if (strcmp(name, cfg->master) != 0 || newport <= 0 || newport > 65535 || oldport <= 0 ||
+        oldport > 65535)
+        return;
+    ep_announce(t, i, newip, newport, oldip, oldport);
 }
 
-/* Read what node i's subscription has; 0, or -1: closed. */
-static int watch_read(distlock__transport *t, int i, watch_node *wn)
+/* Read what a subscription has; 0, or -1: closed. */
+static int watch_read(distlock__transport *t, watch_node *wn)
 {
     if (distlock__read(wn->ctx, wn->tls) != REDIS_OK)
         return -1;
@@ -398,7 +461,7 @@ static int watch_read(distlock__transport *t, int i, watch_node *wn)
             return -1;
         if (p == NULL)
             return 0;
-        watch_message(t, i, p);
+        watch_message(t, wn->node, p);
         freeReplyObject(p);
     }
 }
@@ -411,30 +474,28 @@ static void *watch_main(void *arg)
     int *at = w->at;
     for (;;) {
         uint64_t now = distlock__now_us();
-        int np = 1, wait_ms = WATCH_RETRY_MS;
+        int np = 1;
         pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
-        for (int i = 0; i < t->n; i++) {
-            watch_node *wn = &w->nodes[i];
-            if (t->nodes[i].kind != DISTLOCK__NODE_SENTINEL)
-                continue;
+        for (int k = 0; k < w->nsub; k++) {
+            watch_node *wn = &w->subs[k];
             if (wn->ctx == NULL && now >= wn->retry_at_us)
-                watch_open(w, i, wn);
+                watch_open(w, wn);
             if (wn->ctx) {
                 short ev = (short)distlock__events(wn->ctx, wn->tls);
                 pfd[np] = (struct pollfd){ wn->ctx->fd, ev, 0 };
-                at[np++] = i;
+                at[np++] = k;
             }
         }
-        if (poll(pfd, (nfds_t)np, wait_ms) < 0 && errno != EINTR)
+        if (poll(pfd, (nfds_t)np, WATCH_RETRY_MS) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents)
             break;  /* stop */
         for (int k = 1; k < np; k++) {
-            watch_node *wn = &w->nodes[at[k]];
+            watch_node *wn = &w->subs[at[k]];
             if (pfd[k].revents & POLLOUT)
                 distlock__write(wn->ctx, wn->tls, NULL);
-            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(t, at[k], wn) != 0)
-                watch_close(wn);  /* the next sentinel at once */
+            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(t, wn) != 0)
+                watch_close(wn);  /* again after WATCH_RETRY_MS; the others still listen */
         }
     }
     return NULL;
@@ -443,12 +504,23 @@ static void *watch_main(void *arg)
 /* t->mu held */
 static void watch_start(distlock__transport *t)
 {
+    int nsub = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->nodes[i].kind == DISTLOCK__NODE_SENTINEL)
+            nsub += t->nodes[i].nsentinels;
     distlock__watch *w = calloc(1, sizeof(*w));
-    if (w && (w->nodes = calloc((size_t)t->n, sizeof(*w->nodes))) != NULL &&
-        (w->pfd = calloc((size_t)t->n + 1, sizeof(*w->pfd))) != NULL &&
-        (w->at = calloc((size_t)t->n + 1, sizeof(*w->at))) != NULL &&
+    if (w && nsub > 0 && (w->subs = calloc((size_t)nsub, sizeof(*w->subs))) != NULL &&
+        (w->pfd = calloc((size_t)nsub + 1, sizeof(*w->pfd))) != NULL &&
+        (w->at = calloc((size_t)nsub + 1, sizeof(*w->at))) != NULL &&
         pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) == 0) {
         w->t = t;
+        w->nsub = nsub;
+        for (int i = 0, k = 0; i < t->n; i++)
+            for (int s = 0; t->nodes[i].kind == DISTLOCK__NODE_SENTINEL &&
+                            s < t->nodes[i].nsentinels; s++, k++) {
+                w->subs[k].node = i;
+                w->subs[k].sentinel = s;
+            }
         if (distlock__thread_create(&w->th, NULL, watch_main, w) == 0) {
             t->watch = w;
             return;
@@ -457,7 +529,7 @@ static void watch_start(distlock__transport *t)
         close(w->wake[1]);
     }
     if (w) {
-        free(w->nodes);
+        free(w->subs);
         free(w->pfd);
         free(w->at);
     }
@@ -466,11 +538,12 @@ static void watch_start(distlock__transport *t)
 
 static void watch_free(distlock__transport *t, distlock__watch *w)
 {
-    for (int i = 0; i < t->n; i++)
-        watch_close(&w->nodes[i]);
+    (void)t;
+    for (int k = 0; k < w->nsub; k++)
+        watch_close(&w->subs[k]);
     close(w->wake[0]);
     close(w->wake[1]);
-    free(w->nodes);
+    free(w->subs);
     free(w->pfd);
     free(w->at);
     free(w);
@@ -516,16 +589,26 @@ int distlock__ep_get(distlock__transport *t, int i, char *addr, int *port, unsig
     return (s & 1u) != 0;
 }
 
-unsigned distlock__ep_learn(distlock__transport *t, int i, const char *addr, int port)
+unsigned distlock__ep_learn(distlock__transport *t, int i, char *addr, int *port)
 {
     distlock__endpoint *e = &t->ep[i];
     pthread_mutex_lock(&t->mu);
     unsigned s = atomic_load(&e->state);
     unsigned gen = s >> 1;
-    if (strcmp(e->addr, addr) != 0 || e->port != port) {
+    /* Sentinels do not switch at the same moment (the leader first, the
+     * others on its hello): a lookup that asked one that had not heard yet
+     * names the master an announcement just replaced. Nothing learnt since
+     * the announcement, and its master not found wanting (forgotten): the
+     * announcement stands. */
+    if ((s & 1u) && gen == e->announced_gen && e->replaced_port == *port &&
+        strcmp(e->replaced_addr, addr) == 0) {
+        snprintf(addr, 48, "%s", e->addr);
+        *port = e->port;
+    }
+    if (strcmp(e->addr, addr) != 0 || e->port != *port) {
         gen++;  /* another server: another ordering domain */
         snprintf(e->addr, sizeof(e->addr), "%s", addr);
-        e->port = port;
+        e->port = *port;
     }
     s = gen << 1 | 1u;
     atomic_store(&e->state, s);
