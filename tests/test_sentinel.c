@@ -578,16 +578,20 @@ static void test_lost_with_wait(void **state)
 /* ------------------------------------------------------------ the sentinels' word */
 
 /* From the moment the sentinels name another master, a pooled client takes
- * no grant from the old one beyond a short grace. Sentinel publishes
- * +switch-master only at the failover's end (after the other replicas are
- * reconfigured, bounded by failover-timeout), while it names the promoted
- * replica (GET-MASTER-ADDR-BY-NAME, +promoted-slave) as soon as the replica
- * reports itself master; and the old master keeps accepting writes until
- * Sentinel converts it. The group's other replica resyncs slowly
- * (--resync-delay-s), so the failover ends seconds after the promotion. */
+ * no grant from the old one beyond a short grace, and fences at a fenced
+ * resource go back only by what the old master granted between the
+ * promotion and the client's move (lost as with replication lag). Sentinel
+ * publishes +switch-master only at the failover's end (after the other
+ * replicas are reconfigured, bounded by failover-timeout), while it names
+ * the promoted replica (GET-MASTER-ADDR-BY-NAME, +promoted-slave) as soon
+ * as the replica reports itself master; and the old master keeps accepting
+ * writes until Sentinel converts it. The group's other replica resyncs
+ * slowly (--resync-delay-s), so the failover ends seconds after the
+ * promotion. Client 1 is pooled on the old master; client 2 starts once the
+ * new master is named; both lock one fenced resource in a loop. */
 
 #define RESYNC_DELAY_S 5
-#define GRACE_BOUND_MS 1000   /* asserted; the figure measured is printed */
+#define GRACE_BOUND_MS 200    /* the goal, asserted; the figure measured is printed */
 #define MAX_GRANTS 200000
 
 static int setup_slow_resync(void **state)
@@ -826,7 +830,8 @@ static void test_no_grant_on_old_master_once_another_is_named(void **state)
      * promotion (the replica last said slave) and the grace's end: lost
      * as with replication lag, they are what may push the fences back. */
     int late = 0, window = 0, on_new = 0, refused = 0, overlaps = 0;
-    long long last_late = -1;
+    long long last_late = -1, last_late_p = -1;
+    int late_p = 0;
     int64_t old_max = 0, new_min = INT64_MAX;
     for (int k = 0; k < 2; k++) {
         int all = atomic_load(&w[k].n);
@@ -837,6 +842,10 @@ static void test_no_grant_on_old_master_once_another_is_named(void **state)
             if (gr->on_old) {
                 if (gr->fence > old_max) old_max = gr->fence;
                 if (gr->t1 >= slave_last && named && gr->t0 <= named + GRACE_BOUND_MS) window++;
+                if (promoted_seen && gr->t0 >= promoted_seen) {
+                    late_p++;
+                    if (gr->t0 - promoted_seen > last_late_p) last_late_p = gr->t0 - promoted_seen;
+                }
                 if (named && gr->t0 >= named) {
                     late++;
                     if (gr->t0 - named > last_late) last_late = gr->t0 - named;
@@ -856,10 +865,12 @@ static void test_no_grant_on_old_master_once_another_is_named(void **state)
            old, now_master, promoted_seen - cmd_ms, slave_last - cmd_ms, named - cmd_ms,
            confirmed_ms - cmd_ms, converted_ms - cmd_ms);
     printf("sentinel: grants on the old master after the sentinels named the new one: %d "
-           "(last one started %lld ms after), from the promotion to the grace's end: %d; on the "
-           "new master: %d; fences: old master's last %lld, new master's first %lld; the fenced "
+           "(last one started %lld ms after); after the replica said master: %d (last one "
+           "started %lld ms after) (-1: none); from the promotion to the grace's end: %d; on "
+           "the new master: %d; fences: the old master's last alone %lld (0: none), the new "
+           "master's first %lld; the fenced "
            "resource refused %d section(s); %d overlapping section(s); errors %d/%d\n",
-           late, last_late, window, on_new, (long long)old_max,
+           late, last_late, late_p, last_late_p, window, on_new, (long long)old_max,
            (long long)(new_min == INT64_MAX ? -1 : new_min), refused, overlaps,
            atomic_load(&w[0].errors), atomic_load(&w[1].errors));
     free(w[0].grants);
@@ -881,10 +892,10 @@ static void test_no_grant_on_old_master_once_another_is_named(void **state)
     }
     /* the rule: nothing granted on the old master beyond the grace */
     assert_true(last_late <= GRACE_BOUND_MS);
-    /* the fences go back only by what the old master granted after the
-     * promotion (lost as with replication lag); every section refused is
-     * one of those or one granted on the new master below the old one's
-     * last fence, and no more of them than that window's grants */
+    /* The fences go back only by what the old master granted after the
+     * promotion and before the grace's end (writes the promoted replica
+     * never received, as with replication lag): the new master's counter
+     * is behind by that many, so at most that many sections are refused. */
     assert_true(refused <= window);
 }
 

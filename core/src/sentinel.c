@@ -13,15 +13,16 @@
  * as to the master. Each sentinel's certificate is checked against its
  * host in the URI (or tls_server_name).
  *
- * Announcements (+promoted-slave, +switch-master): see
- * distlock__sentinel_watch_stop in transport.h; the thread and the rule of
- * whose word moves a client are below (watch_*).
+ * Announcements (+failover-state-wait-promotion, +promoted-slave,
+ * +switch-master): see distlock__sentinel_watch_stop in transport.h; the
+ * thread and the rule of whose word moves a client are below (watch_*).
  *
  * The answer is cached per node in the transport (distlock__endpoint, under
  * tp.mu, its state readable without the lock), so steady-state calls cost
  * nothing extra. round.c confirms it with ROLE on every new connection and
  * forgets it when the server is not the master, is gone, or answers
- * READONLY; the next connection asks the sentinels again.
+ * READONLY (except a promotion just announced: ep_announce); the next
+ * connection asks the sentinels again.
  *
  * May call: resolve.c, net.c, tls.c, resp.c (this layer), base.
  */
@@ -304,20 +305,23 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
 
 /* Which sentinel's word moves the client, and when. Sentinel names the
  * promoted replica long before it says +switch-master: the failover's
- * leader publishes +promoted-slave (and answers GET-MASTER-ADDR-BY-NAME
- * with the replica) as soon as the replica reports itself master, but
- * +switch-master only at the failover's end, after the other replicas are
- * reconfigured (bounded only by failover-timeout, 180 s by default), while
- * the old master keeps accepting writes until it is converted. The other
- * sentinels switch (and publish +switch-master) when the leader's hello
- * with the new configuration epoch reaches them, moments after the
- * promotion. So the thread listens to every sentinel of a node, not one:
- * whichever the leader is, its +promoted-slave reaches us, and the others'
- * +switch-master too. The first announcement is taken on its own, not a
- * quorum's: a leader exists only once a majority of the sentinels elected
- * it for that epoch, and the replica has already left the old master (its
- * writes there no failover keeps), so waiting for the others would only
- * prolong the window this closes. */
+ * leader publishes +failover-state-wait-promotion as it sends SLAVEOF NO
+ * ONE to the replica it selected, then +promoted-slave (and answers
+ * GET-MASTER-ADDR-BY-NAME with the replica) once the replica reports itself
+ * master (it asks INFO every second during a failover), but +switch-master
+ * only at the failover's end, after the other replicas are reconfigured
+ * (bounded only by failover-timeout, 180 s by default), while the old
+ * master keeps accepting writes until it is converted. The other sentinels
+ * switch (and publish +switch-master) when the leader's hello with the new
+ * configuration epoch reaches them, moments after the promotion. So the
+ * thread listens to every sentinel of a node, not one: whichever the leader
+ * is, its announcements reach us, and the others' +switch-master too. The
+ * first announcement is taken on its own, not a quorum's: a leader exists
+ * only once a majority of the sentinels elected it for that epoch, and from
+ * SLAVEOF NO ONE on, what the old master grants no completed failover
+ * keeps, so waiting for the others would only prolong the window this
+ * closes. A wrong word costs availability, not safety: every new
+ * connection checks ROLE. */
 
 #define WATCH_RETRY_MS 1000
 
@@ -375,15 +379,20 @@ static void watch_open(distlock__watch *w, watch_node *wn)
     free(server_name);
     if (wn->ctx == NULL)
         return;
-    const char *argv[3] = { "SUBSCRIBE", "+promoted-slave", "+switch-master" };
-    size_t len[3] = { 9, 15, 14 };
-    redisReply *rep[3] = { NULL, NULL, NULL };
-    int ok = distlock__resp_append(wn->ctx, 3, argv, len) == 0 &&
-             exchange(wn->ctx, wn->tls, want + 2, rep, deadline, w->wake[0], err,
+    enum { NCH = 3 };
+    const char *argv[NCH + 1] = { "SUBSCRIBE", "+failover-state-wait-promotion",
+                                  "+promoted-slave", "+switch-master" };
+    size_t len[NCH + 1];
+    redisReply *rep[NCH + 1] = { NULL };
+    for (int k = 0; k <= NCH; k++)
+        len[k] = strlen(argv[k]);
+    int ok = distlock__resp_append(wn->ctx, NCH + 1, argv, len) == 0 &&
+             exchange(wn->ctx, wn->tls, want + NCH, rep, deadline, w->wake[0], err,
                       sizeof(err)) == 0 &&
-             rep[0]->type != REDIS_REPLY_ERROR && rep[want]->type == REDIS_REPLY_ARRAY &&
-             rep[want + 1]->type == REDIS_REPLY_ARRAY;
-    for (int k = 0; k <= want + 1; k++)
+             rep[0]->type != REDIS_REPLY_ERROR;
+    for (int k = want; ok && k < want + NCH; k++)
+        ok = rep[k]->type == REDIS_REPLY_ARRAY;
+    for (int k = 0; k < want + NCH; k++)
         if (rep[k])
             freeReplyObject(rep[k]);
     if (!ok)
@@ -393,7 +402,7 @@ static void watch_open(distlock__watch *w, watch_node *wn)
 /* The leader's promotion or a sentinel's switch: node i's master is now
  * newip:newport, no longer oldip:oldport. */
 static void ep_announce(distlock__transport *t, int i, const char *newip, int newport,
-                        const char *oldip, int oldport)
+                        const char *oldip, int oldport, int done)
 {
     char addr[DISTLOCK__RESOLVE_MAX][48], old[DISTLOCK__RESOLVE_MAX][48], err[192];
     int naddr = 0, nold = 0;
@@ -417,13 +426,29 @@ static void ep_announce(distlock__transport *t, int i, const char *newip, int ne
         e->replaced_port = oldport;
         e->announced_gen = gen;
     }
+    /* Announced before the replica has run SLAVEOF NO ONE (or before we
+     * can see it has): a first connection may still find it a replica.
+     * Going back to the old master then would take exactly the grants the
+     * promotion discards, so its ROLE mismatch fails that call without
+     * forgetting the replica, for one connect timeout; a failover aborted
+     * meanwhile costs that, then the sentinels are asked again. */
+    atomic_store(&e->promoting_until_us,
+                 done ? 0 : distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u);
     atomic_store(&e->state, gen << 1 | 1u);
     pthread_mutex_unlock(&t->mu);
 }
 
 /* ["message", CHANNEL, TEXT]:
- *   +switch-master   "NAME OLDIP OLDPORT NEWIP NEWPORT"
- *   +promoted-slave  "slave IP:PORT IP PORT @ NAME OLDIP OLDPORT" */
+ *   +failover-state-wait-promotion  "slave IP:PORT IP PORT @ NAME OLDIP OLDPORT"
+ *   +promoted-slave                 the same
+ *   +switch-master                  "NAME OLDIP OLDPORT NEWIP NEWPORT"
+ * The leader publishes the first right after it sent SLAVEOF NO ONE to the
+ * replica it selected: from then on, what the old master grants is lost
+ * once the promotion completes, so the client moves at once. The new
+ * connection's ROLE still confirms it: if the replica has not run the
+ * command yet, or the failover is aborted, that call fails, the address is
+ * forgotten and the sentinels are asked again (they name the old master
+ * until the promotion, which +promoted-slave then announces). */
 static void watch_message(distlock__transport *t, int i, const redisReply *r)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
@@ -433,11 +458,12 @@ static void watch_message(distlock__transport *t, int i, const redisReply *r)
         return;
     const char *ch = r->element[1]->str, *text = r->element[2]->str;
     char name[256], oldip[64], newip[64], slave[128];
-    int oldport, newport;
+    int oldport = 0, newport = 0, done = strcmp(ch, "+failover-state-wait-promotion") != 0;
     if (strcmp(ch, "+switch-master") == 0) {
         if (sscanf(text, "%255s %63s %d %63s %d", name, oldip, &oldport, newip, &newport) != 5)
             return;
-    } else if (strcmp(ch, "+promoted-slave") == 0) {
+    } else if (strcmp(ch, "+failover-state-wait-promotion") == 0 ||
+               strcmp(ch, "+promoted-slave") == 0) {
         if (sscanf(text, "slave %127s %63s %d @ %255s %63s %d", slave, newip, &newport, name,
                    oldip, &oldport) != 6)
             return;
@@ -447,7 +473,7 @@ static void watch_message(distlock__transport *t, int i, const redisReply *r)
     if (strcmp(name, cfg->master) != 0 || newport <= 0 || newport > 65535 || oldport <= 0 ||
         oldport > 65535)
         return;
-    ep_announce(t, i, newip, newport, oldip, oldport);
+    ep_announce(t, i, newip, newport, oldip, oldport, done);
 }
 
 /* Read what a subscription has; 0, or -1: closed. */
@@ -618,6 +644,9 @@ unsigned distlock__ep_learn(distlock__transport *t, int i, char *addr, int *port
 
 void distlock__ep_forget(distlock__transport *t, int i, unsigned state)
 {
+    uint64_t until = atomic_load(&t->ep[i].promoting_until_us);
+    if (until != 0 && distlock__now_us() < until && atomic_load(&t->ep[i].state) == state)
+        return;  /* a promotion under way (ep_announce) */
     unsigned s = state;
     /* only the address that connection was made to */
     atomic_compare_exchange_strong(&t->ep[i].state, &s, state & ~1u);

@@ -143,16 +143,18 @@ int distlock__ep_get(struct distlock__transport *t, int i, char *addr, int *port
  * are rewritten, connect there. */
 unsigned distlock__ep_learn(struct distlock__transport *t, int i, char *addr, int *port);
 /* A connection made under `state` found its server is not the master (or
- * is gone): forget the address, unless another one was learnt meanwhile. */
+ * is gone): forget the address, unless another one was learnt meanwhile,
+ * or it is a replica whose promotion was announced moments ago (sentinel.c:
+ * the call fails, the next one tries it again). */
 void distlock__ep_forget(struct distlock__transport *t, int i, unsigned state);
 /* A connection made under `state` may still be used (same master known). */
 int distlock__ep_current(struct distlock__transport *t, int i, unsigned state);
 /* Announcements: the first lookup of a transport starts one thread that
- * holds a SUBSCRIBE +promoted-slave +switch-master connection to every
- * sentinel of each Sentinel node and records the new master the first
- * announcement names, so connections to the old master are closed before
+ * holds a SUBSCRIBE +failover-state-wait-promotion +promoted-slave
+ * +switch-master connection to every sentinel of each Sentinel node and
+ * records the new master the first announcement names, so connections to the old master are closed before
  * their next call instead of at their first error (sentinel.c says why
- * every sentinel, and why these two). Stopped (joined) by
+ * every sentinel, and why these). Stopped (joined) by
  * distlock__tp_free; a forked child drops it without writing a byte and
  * starts its own at its next lookup. */
 void distlock__sentinel_watch_stop(struct distlock__transport *t);
@@ -313,6 +315,9 @@ typedef struct distlock__endpoint {
     char replaced_addr[48];
     int replaced_port;
     unsigned announced_gen;
+    /* A promotion announced before it is done: until then (monotonic us,
+     * 0: none) a failed connection to it does not forget it. */
+    _Atomic uint64_t promoting_until_us;
 } distlock__endpoint;
 
 /* ------------------------------------------------------------ cluster.c */
