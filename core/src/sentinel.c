@@ -324,12 +324,17 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
  * connection checks ROLE. */
 
 #define WATCH_RETRY_MS 1000
+/* A sentinel that keeps failing is retried less often (doubling): the
+ * thread subscribes one sentinel at a time, and one that accepts but never
+ * answers (hung) holds the others' announcements for a connect timeout. */
+#define WATCH_RETRY_MAX_MS 30000
 
 typedef struct watch_node {
     redisContext *ctx;      /* subscribed, or NULL */
     distlock__tls *tls;
     int node, sentinel;     /* t->nodes[node].sentinels[sentinel] */
     uint64_t retry_at_us;
+    int fails;              /* opens failed in a row */
 } watch_node;
 
 typedef struct distlock__watch {
@@ -352,8 +357,9 @@ static void watch_close(watch_node *wn)
 }
 
 /* Subscribe to one sentinel's announcements, within the connect timeout.
- * Failures are quiet (retried after WATCH_RETRY_MS): calls find a failover
- * on their own too, and the node's other sentinels announce it as well. */
+ * Failures are quiet (retried after WATCH_RETRY_MS, then less often): calls
+ * find a failover on their own too, and the node's other sentinels announce
+ * it as well. */
 static void watch_open(distlock__watch *w, watch_node *wn)
 {
     distlock__transport *t = w->t;
@@ -362,7 +368,10 @@ static void watch_open(distlock__watch *w, watch_node *wn)
     sentinel_link link = { cfg, NULL, NULL, 0 };
     char *server_name = NULL, what[160], err[192];
     int st;
-    wn->retry_at_us = distlock__now_us() + WATCH_RETRY_MS * 1000u;
+    uint64_t retry_ms = (uint64_t)WATCH_RETRY_MS << (wn->fails < 5 ? wn->fails : 5);
+    wn->retry_at_us = distlock__now_us() +
+                      (retry_ms < WATCH_RETRY_MAX_MS ? retry_ms : WATCH_RETRY_MAX_MS) * 1000u;
+    wn->fails++;  /* until it is subscribed */
     if (cfg->tls.enabled) {
         link.ctx = distlock__tls_ctx_new(t, wn->node, &server_name, &link.insecure, &st, err,
                                          sizeof(err));
@@ -397,6 +406,8 @@ static void watch_open(distlock__watch *w, watch_node *wn)
             freeReplyObject(rep[k]);
     if (!ok)
         watch_close(wn);
+    else
+        wn->fails = 0;
 }
 
 /* The leader's promotion or a sentinel's switch: node i's master is now
