@@ -152,11 +152,11 @@ int distlock__ep_current(struct distlock__transport *t, int i, unsigned state);
 /* Announcements: the first lookup of a transport starts one thread that
  * holds a SUBSCRIBE +failover-state-wait-promotion +promoted-slave
  * +switch-master connection to every sentinel of each Sentinel node and
- * records the new master the first announcement names, so connections to the old master are closed before
- * their next call instead of at their first error (sentinel.c says why
- * every sentinel, and why these). Stopped (joined) by
- * distlock__tp_free; a forked child drops it without writing a byte and
- * starts its own at its next lookup. */
+ * records the new master the first announcement names, so connections to
+ * the old master are closed before their next call instead of at their
+ * first error (sentinel.c says why every sentinel, and why these events).
+ * Stopped (joined) by distlock__tp_free; a forked child drops it without
+ * writing a byte and starts its own at its next lookup. */
 void distlock__sentinel_watch_stop(struct distlock__transport *t);
 void distlock__sentinel_watch_after_fork(struct distlock__transport *t);
 
