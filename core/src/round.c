@@ -470,7 +470,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     }
     if (is_sentinel(t, i)) {
         /* The lookup had its own budget: connecting gets a fresh one. */
-        ep_state = distlock__ep_learn(t, i, lk->addr[0], port);
+        ep_state = distlock__ep_learn(t, i, lk->addr[0], &port);
         naddr = 1;
         r->deadline_us = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u +
                          (r->call->wait_replicas > 0 ? (uint64_t)r->call->wait_ms * 1000u : 0);

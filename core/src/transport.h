@@ -136,20 +136,27 @@ distlock__resolve *distlock__sentinel_start(struct distlock__transport *t, int i
  * known: ask the sentinels). */
 int distlock__ep_get(struct distlock__transport *t, int i, char *addr, int *port,
                      unsigned *state);
-/* What a connection to node i made now, at addr:port, records as its state. */
-unsigned distlock__ep_learn(struct distlock__transport *t, int i, const char *addr, int port);
+/* What a connection to node i made now, at addr:port (a lookup's answer),
+ * records as its state. A lookup that names the master a sentinel's
+ * announcement just replaced (the sentinel asked had not heard of the
+ * failover yet) gets the announced one instead: addr (48 bytes) and *port
+ * are rewritten, connect there. */
+unsigned distlock__ep_learn(struct distlock__transport *t, int i, char *addr, int *port);
 /* A connection made under `state` found its server is not the master (or
- * is gone): forget the address, unless another one was learnt meanwhile. */
+ * is gone): forget the address, unless another one was learnt meanwhile,
+ * or it is a replica whose promotion was announced moments ago (sentinel.c:
+ * the call fails, the next one tries it again). */
 void distlock__ep_forget(struct distlock__transport *t, int i, unsigned state);
 /* A connection made under `state` may still be used (same master known). */
 int distlock__ep_current(struct distlock__transport *t, int i, unsigned state);
-/* +switch-master: the first lookup of a transport starts one thread that
- * holds a SUBSCRIBE +switch-master connection to one sentinel of each
- * Sentinel node (the next one after a failure) and records the new master
- * it announces (distlock__ep_learn), so connections to the old master are
- * closed before their next call instead of at their first error. Stopped
- * (joined) by distlock__tp_free; a forked child drops it without writing a
- * byte and starts its own at its next lookup. */
+/* Announcements: the first lookup of a transport starts one thread that
+ * holds a SUBSCRIBE +failover-state-wait-promotion +promoted-slave
+ * +switch-master connection to every sentinel of each Sentinel node and
+ * records the new master the first announcement names, so connections to
+ * the old master are closed before their next call instead of at their
+ * first error (sentinel.c says why every sentinel, and why these events).
+ * Stopped (joined) by distlock__tp_free; a forked child drops it without
+ * writing a byte and starts its own at its next lookup. */
 void distlock__sentinel_watch_stop(struct distlock__transport *t);
 void distlock__sentinel_watch_after_fork(struct distlock__transport *t);
 
@@ -318,6 +325,15 @@ typedef struct distlock__endpoint {
     _Atomic unsigned state;
     char addr[48];          /* under tp.mu */
     int port;
+    /* The master a sentinel's announcement replaced (under tp.mu), while
+     * the generation is still announced_gen: sentinel.c's rule for a
+     * lookup that names it. */
+    char replaced_addr[48];
+    int replaced_port;
+    unsigned announced_gen;
+    /* A promotion announced before it is done: until then (monotonic us,
+     * 0: none) a failed connection to it does not forget it. */
+    _Atomic uint64_t promoting_until_us;
 } distlock__endpoint;
 
 /* ------------------------------------------------------------ cluster.c */
@@ -382,7 +398,7 @@ typedef struct distlock__transport {
     char (*peer)[64];
     _Atomic int config_error;   /* two nodes are one server: unusable */
     distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
-    struct distlock__watch *watch;  /* +switch-master thread (sentinel.c), under mu */
+    struct distlock__watch *watch;  /* the announcements thread (sentinel.c), under mu */
     char config_detail[256];
 
     /* TLS (tls.c): the client's settings, and each rediss:// node's

@@ -78,7 +78,7 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     char down[24], fo[24];
     snprintf(down, sizeof down, "%d", o && o->down_after_ms ? o->down_after_ms : 1000);
     snprintf(fo, sizeof fo, "%d", o && o->failover_timeout_ms ? o->failover_timeout_ms : 3000);
-    char *argv[28], nrep[16], nsent[16], quorum[16];
+    char *argv[30], nrep[16], nsent[16], quorum[16], resync[16];
     int a = 0;
     argv[a++] = (char *)python;
     argv[a++] = (char *)script;
@@ -99,6 +99,11 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     argv[a++] = nsent;
     argv[a++] = "--quorum";
     argv[a++] = quorum;
+    if (o && o->resync_delay_s > 0) {
+        snprintf(resync, sizeof resync, "%d", o->resync_delay_s);
+        argv[a++] = "--resync-delay-s";
+        argv[a++] = resync;
+    }
     argv[a] = NULL;
 
     int in[2], out[2];

@@ -27,6 +27,8 @@ typedef struct rh_sentinels_opts {
     int replicas;                /* 0: 2; -1: none */
     int sentinels;               /* 0: 3 */
     int quorum;                  /* 0: 2 */
+    int resync_delay_s;          /* 0: none; else a failover ends seconds after its
+                                    promotion (sentinels.py --resync-delay-s) */
 } rh_sentinels_opts;
 
 /* NULL on failure (printed). Waits until the group is ready. */

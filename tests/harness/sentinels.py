@@ -7,13 +7,19 @@ sentinel), on free loopback ports, in a throwaway directory. Started with
     python3 sentinels.py [--data-pass P] [--sentinel-user U --sentinel-pass P]
                          [--down-after-ms 1000] [--failover-timeout-ms 3000]
                          [--name mymaster] [--replicas 2] [--sentinels 3] [--quorum 2]
-                         [--tls-dir DIR]
+                         [--tls-dir DIR] [--resync-delay-s N]
 
 --tls-dir DIR (certificates made by certs.sh DIR): every server, data node and
 sentinel, listens on TLS only (`port 0`, `tls-port`), replicates and is
 monitored over TLS (`tls-replication yes`, the client certificate for the
 servers' own connections) and requires a client certificate signed by the
 test CA (`tls-auth-clients yes`); the printed uri is rediss-sentinel://.
+--resync-delay-s N makes a failover end seconds after its promotion: the
+replicas (so the one a failover promotes) start a full sync only N s after a
+replica asks (`repl-diskless-sync yes`, `repl-diskless-sync-delay N`), and
+data[1] has the better `replica-priority`, so it is the one promoted and the
+other replica's resync to it (a full one once the old master wrote past the
+promotion) is what Sentinel waits for, until `failover-timeout`.
 Smaller groups (--replicas 0, --sentinels 1 --quorum 1) keep a Redlock over
 several groups within a small machine.
 
@@ -183,6 +189,11 @@ class Group:
                 argv += ["--requirepass", a.data_pass, "--masterauth", a.data_pass]
             if k > 0:
                 argv += ["--replicaof", "127.0.0.1", str(self.data[0])]
+            if k > 0 and a.resync_delay_s:
+                # not on data[0]: the group's first sync stays quick
+                argv += ["--repl-diskless-sync", "yes",
+                         "--repl-diskless-sync-delay", str(a.resync_delay_s),
+                         "--replica-priority", "10" if k == 1 else "100"]
             self.spawn(port, argv)
         for port in self.sent:
             conf = os.path.join(self.dir, "sentinel-%d.conf" % port)
@@ -341,6 +352,7 @@ def main():
     ap.add_argument("--sentinels", type=int, default=3)
     ap.add_argument("--quorum", type=int, default=2)
     ap.add_argument("--tls-dir")
+    ap.add_argument("--resync-delay-s", type=int, default=0)
     a = ap.parse_args()
     g = Group(a)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
