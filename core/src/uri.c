@@ -302,8 +302,9 @@ static int parse_query(const char *q, const char *end, distlock__node_cfg *cfg, 
                 strncmp(q, known[x].name, (size_t)(eq - q)) == 0)
                 k = (int)x;
         if (k < 0 && hidden)
-            return distlock__fail(DISTLOCK_EINVAL, "'%s': an unknown option (a '?' or '&' in a "
-                                  "password must be %%-escaped: %%3F, %%26)", safe);
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': an unknown option, not shown: it may "
+                                  "be part of a password (option names are lowercase; a '?' "
+                                  "or '&' in a password must be %%-escaped: %%3F, %%26)", safe);
         if (k < 0)
             return distlock__fail(DISTLOCK_EINVAL, "'%s': unknown option '%.*s' (option names "
                                   "are lowercase: sentinel_password, tls_ca_file, ...)", safe,
