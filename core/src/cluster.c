@@ -25,7 +25,10 @@
  *
  * Ordering (round.c): each master's connections carry a generation that
  * stands for its address, like a Sentinel node's masters: a request left
- * behind on one master can only ever run there. */
+ * behind on one master can only ever run there.
+ *
+ * TLS: each master's certificate is checked against its own host, not the
+ * node's first seed (round.c passes distlock__cl_host to tls.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -209,6 +212,15 @@ int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, ch
     *ep_state = x->gen << 1 | 1u;
     pthread_mutex_unlock(&t->mu);
     return numeric ? 0 : 1;
+}
+
+char *distlock__cl_host(distlock__transport *t, distlock__connset *cs, int i)
+{
+    int m = cs->cl[i]->cur;
+    pthread_mutex_lock(&t->mu);
+    char *host = m >= 0 ? strdup(t->cl[i]->m[m].host) : NULL;
+    pthread_mutex_unlock(&t->mu);
+    return host;
 }
 
 distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i)
