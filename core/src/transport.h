@@ -319,7 +319,8 @@ typedef struct distlock__endpoint {
  * MOVED replies; its masters, each with a generation that stands for its
  * address (the ordering of requests left behind is per server, as for a
  * Sentinel node's masters: round.c). Under tp.mu. */
-#define DISTLOCK__CL_MASTERS 64  /* a cluster of up to 64 masters (more: MOVED to an unknown one is ECONN) */
+#define DISTLOCK__CL_MASTERS 64  /* masters known at once: up to 64 (cluster.c gives the
+                                    entry of one that owns no slot to a new address) */
 typedef struct distlock__clmaster {
     char host[256];
     int port;
@@ -330,6 +331,7 @@ typedef struct distlock__clmap {
     unsigned char owner[DISTLOCK__SLOTS];  /* master index + 1; 0: unknown */
     distlock__clmaster m[DISTLOCK__CL_MASTERS];
     int nm;
+    int nseeds;             /* m[0..nseeds): the URI's seeds, never given away */
     unsigned next_gen;
     _Atomic unsigned long moved, asked, refreshed;  /* for tests and status */
 } distlock__clmap;
