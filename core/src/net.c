@@ -99,7 +99,8 @@ redisContext *distlock__node_connect(distlock__transport *t, int i, const char *
     const distlock__node_cfg *cfg = &t->nodes[i];
     *tls = NULL;
     redisContext *ctx = distlock__tcp_connect(cfg, addr, port, status, err, errlen);
-    /* a Sentinel node's master: its certificate is checked against addr */
+    /* checked against host (a Cluster master's own), else as tls.c says:
+     * the URI's host, or addr (a Sentinel node's master, a Cluster master) */
     if (ctx && cfg->tls.enabled &&
         (*tls = distlock__tls_start(t, i, ctx->fd, addr, host, status, err, errlen)) == NULL) {
         redisFree(ctx);
