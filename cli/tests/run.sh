@@ -701,6 +701,8 @@ t_redis_gone_ignore_runs_on() {
   [ -e "$D/ran-on" ] || fail "the command did not run on" || return 1
   contains "$D/run.err" "lost earlier (its lease has already ended: nothing is held)" || return 1
   ! grep -q "expires by itself" "$D/run.err" || fail "says the lost lock expires by itself: $(cat "$D/run.err")" || return 1
+}
+
 # A renewal the server refuses (an ACL user without GET: the renewal script
 # cannot read the key) is no loss while the lease is valid: the command runs
 # on, and the key keeps its token. Only when the lease runs out unrenewed is
