@@ -431,6 +431,19 @@ int64_t distlock__reply_int(const distlock__result *r, size_t idx)
     return -1;
 }
 
+/* One SCAN step, then TYPE of each key it found (string keys are the ones
+ * that may be locks), in the server: the same reply as SCAN ... TYPE and
+ * the same one round trip per step, where a filter in the client would
+ * ask TYPE once per key. The keys come from this node's SCAN, so they are
+ * local on a cluster node too. */
+const char distlock__scan_strings_script[] =
+    "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])\n"
+    "local keys = {}\n"
+    "for _, k in ipairs(r[2]) do\n"
+    "  if redis.call('TYPE', k).ok == 'string' then keys[#keys + 1] = k end\n"
+    "end\n"
+    "return {r[1], keys}\n";
+
 /* The node refused because the key already holds our own token: SET NX GET
  * returns it; the acquire script says so in a strict refusal. */
 int distlock__reply_holds_own(const distlock__result *r, const char *token)
