@@ -126,7 +126,7 @@ run_part() {
                -p no:cacheprovider -q -rfE .) ;;
     python:*) (cd "$REPO/python/tests" && PATH=$bin:$PATH "$LOGS/venv/bin/python" -m pytest \
                  -p no:cacheprovider -q -rfE -k "${part#python:}" .) ;;
-    *) PATH=$bin:$PATH ctest --test-dir "$BUILD" -R "^${part}\$" --output-on-failure \
+    *) PATH=$bin:$PATH ctest --test-dir "$BUILD" -R "^${part}\$" -V \
          --no-tests=error ;;
   esac >"$log" 2>&1
 }
@@ -143,16 +143,17 @@ for k in "${!labels[@]}"; do
 done
 
 # ---------------------------------------------------------------- matrix
-w=14
+# one row per part, one column per version (parts outnumber versions)
+w=4
 for p in "${parts[@]}"; do [ ${#p} -gt "$w" ] && w=${#p}; done
-printf '\n%-15s' "server"
-for p in "${parts[@]}"; do printf " | %-${w}s" "$p"; done
+printf '\n%-*s' "$w" "part"
+for k in "${!labels[@]}"; do printf ' | %-12s' "${labels[$k]}"; done
 printf '\n'
 failed=0
-for k in "${!labels[@]}"; do
-  printf '%-15s' "${labels[$k]}"
-  for p in "${parts[@]}"; do
-    printf " | %-${w}s" "${result[$k,$p]}"
+for p in "${parts[@]}"; do
+  printf '%-*s' "$w" "$p"
+  for k in "${!labels[@]}"; do
+    printf ' | %-12s' "${result[$k,$p]}"
     [ "${result[$k,$p]}" = pass ] || failed=1
   done
   printf '\n'
