@@ -76,7 +76,7 @@ stage_asan() {
 stage_tsan() {
   local b=$root/build-tsan
   mkdir -p "$b"
-  configure_build "$b" test_threads test_wait test_cancel test_renew test_reentrant test_holder test_owner \
+  configure_build "$b" test_threads test_wait test_fair_handover test_cancel test_renew test_reentrant test_holder test_owner \
     test_review_a_renew test_review_a_lostcb test_lost_callback test_review_a_reentrant \
     test_review_a_wait test_review_a_password test_review_b_stale test_review_b_order test_review_b_dns \
     test_frozen_node test_tls test_sentinel test_sentinel_tls test_sentinel_redlock \
@@ -90,7 +90,7 @@ stage_tsan() {
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
     ctest --output-on-failure -R \
-      '^test_(threads|wait|cancel|renew|reentrant|holder|owner|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats|cluster|cluster_tls|stuck_connection|acl_refusal|cluster_tls_own_address|cluster_address_churn|sentinel_tls_master_address|cluster_release_wakes)$')
+      '^test_(threads|wait|fair_handover|cancel|renew|reentrant|holder|owner|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats|cluster|cluster_tls|stuck_connection|acl_refusal|cluster_tls_own_address|cluster_address_churn|sentinel_tls_master_address|cluster_release_wakes)$')
 }
 
 stage_valgrind() {

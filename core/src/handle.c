@@ -111,6 +111,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
         if (!fair && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
             break;
         rq.queue_ttl_ms = queue_ttl(c);
+        unsigned named = fair ? distlock__waiter_named(c, &w) : 0;
         rc = distlock__acquire_once(c, &rq, att);
         if (rc == DISTLOCK_OK && distlock__cancelled(c, &w.sl, 1)) {
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
@@ -123,7 +124,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
         if (rc == DISTLOCK_NOTACQUIRED)
             late = 0;
         if (fair)
-            distlock__waiter_set_head(c, &w, att->head);
+            distlock__waiter_set_head(c, &w, att->head, named);
         uint64_t now = distlock__now_us();
         if (now >= deadline) {
             if (rc == DISTLOCK_NOTACQUIRED)

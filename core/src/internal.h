@@ -231,6 +231,7 @@ struct distlock__waiter {
     char *channel;
     const char *token;        /* fair waiters: our token, else NULL */
     int head;                 /* fair waiters: first in the queue, so releases concern us */
+    unsigned named;           /* fair waiters: fair acquires that named us the head so far */
     int notified;
     int subscribed;
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
@@ -241,8 +242,12 @@ struct distlock__waiter {
  * is cancelled meanwhile, DISTLOCK_ESYS if the subscriber cannot start. */
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
-/* Fair waiters: record whether we are at the head of the queue. */
-void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head);
+/* Fair waiters: w->named before an attempt; after it, record whether the
+ * attempt found us at the head of the queue, unless a fair acquire named us
+ * the head meanwhile (named moved): that news is newer than the attempt's. */
+unsigned distlock__waiter_named(distlock_client *c, distlock__waiter *w);
+void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head,
+                               unsigned named_before);
 /* Wait until deadline_us, or until notified if `notice` (w registered):
  * returns 1 if notified, 0 at the deadline, DISTLOCK_ECANCELED if the call
  * is cancelled (no detail set). */

@@ -226,9 +226,12 @@ static void on_message(distlock_client *c, const char *chan, const char *payload
         if (strcmp(w->channel, chan) != 0)
             continue;
         if (payload[0] != '\0') {
-            /* A fair acquire names the new head of the queue. */
-            if (w->token && strcmp(w->token, payload) == 0)
+            /* A fair acquire names the new head of the queue (counted: an
+             * attempt on the wire meanwhile must not undo it). */
+            if (w->token && strcmp(w->token, payload) == 0) {
                 w->head = 1;
+                w->named++;
+            }
         } else if (w->token == NULL || w->head) {
             oldest = w;  /* the list is newest first */
         }
@@ -859,9 +862,23 @@ void distlock__subscriber_after_fork(distlock_client *c)
     }
 }
 
-void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head)
+unsigned distlock__waiter_named(distlock_client *c, distlock__waiter *w)
 {
     pthread_mutex_lock(&c->mu);
-    w->head = head;
+    unsigned named = w->named;
+    pthread_mutex_unlock(&c->mu);
+    return named;
+}
+
+/* An attempt's view is older than a naming that arrived while it was on the
+ * wire: the attempt may have run on the servers before the acquire that
+ * named us, and saw us still behind it. Taking its "not the head" would
+ * leave the next release to wake nobody here, and the new head to its
+ * re-check timer. */
+void distlock__waiter_set_head(distlock_client *c, distlock__waiter *w, int head,
+                               unsigned named_before)
+{
+    pthread_mutex_lock(&c->mu);
+    w->head = head || w->named != named_before;
     pthread_mutex_unlock(&c->mu);
 }
