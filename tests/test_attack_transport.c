@@ -18,19 +18,27 @@
  *     stuck connection being killed: when the name points back at the
  *     first server, the stuck connection's release of a lock must not
  *     delete a later grant of that lock there.
+ *  d) the replacement's own CLIENT KILL never answers (held): the call
+ *     times out unsent; the next call replaces the replacement; the first
+ *     stuck connection's release still never runs after a later grant.
+ *  e) many threads of one client meet their stuck connections at once:
+ *     each pays at most one timeout, then every call is served.
+ *  f) Redlock N = 3, node 2's connection stuck and node 1 slow (below the
+ *     timeout): the acquire after the stuck call is granted on 3 nodes.
  */
 #include "test_common.h"
 #include "test_review_b.h"
 
 #include <hiredis/hiredis.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 #include "harness/slowdns.h"
 
-DEFINE_PROXY_GROUP(1)
+DEFINE_PROXY_GROUP(3)
 
 #define CMD_MS 300L
 
@@ -281,6 +289,154 @@ static void test_stuck_connection_replaced_on_another_server_after_dns_change(vo
     }
 }
 
+static void test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_release(void **state)
+{
+    rb_env *e = *state;
+    const char *key = "atk:killheld", *tok = "atk-killheld-owner";
+    char uris[256], hex[64];
+    distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
+    warm_up(c);
+    assert_rc(distlock_acquire_token(c, key, 1000, tok, 0, NULL), DISTLOCK_OK);
+    int stuck = lib_conn(e, 0);
+    fp_ok(e->fp, "hold 0:%d", stuck);
+    assert_fails(distlock_release_token(c, key, tok), DISTLOCK_ECONN);
+
+    /* the replacement's CLIENT KILL is held on its way to the server */
+    fp_ok(e->fp, "hold-match 0:next up %s", fp_hex("KILL", hex, sizeof hex));
+    long long t0 = rh_now_ms();
+    int rc = distlock_inspect(c, "atk:killheld:probe", 0, NULL, 0, NULL);
+    printf("# call whose replacement's kill is held: %d in %lld ms (\"%s\")\n", rc,
+           rh_now_ms() - t0, rc == 0 ? "" : distlock_last_error());
+    int second = lib_conn(e, 0);
+    rh_sleep_ms(1100);  /* the first grant expires */
+    t0 = rh_now_ms();
+    rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+    printf("# acquire next: %d in %lld ms (\"%s\")\n", rc, rh_now_ms() - t0,
+           rc == 0 ? "" : distlock_last_error());
+    /* The replacement never completed its handshake (held with the kill):
+     * the node counts as hung and fails at once until the connection is
+     * given up (STALE_CLOSE_US, 30 s); keep trying until then. */
+    long long t1 = rh_now_ms();
+    int tries = 0;
+    while (rc != DISTLOCK_OK && rh_now_ms() - t1 < 40000) {
+        rh_sleep_ms(250);
+        tries++;
+        rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+    }
+    printf("# granted after %d more tries, %lld ms (\"%s\")\n", tries, rh_now_ms() - t1,
+           rc == 0 ? "" : distlock_last_error());
+    int granted = rc == DISTLOCK_OK;
+    fp_unhold_or_killed(e->fp, "unhold 0:%d", second);
+    fp_unhold_or_killed(e->fp, "unhold 0:%d", stuck);
+    fp_ok(e->fp, "wait-closed 0:%d 3000", stuck);
+    proxy_settle(e);
+    int holding = rh_count_holding(e->rc, key, tok);
+    printf("# granted: %d, holding after the stuck bytes arrived: %d\n", granted, holding);
+    fp_ok(e->fp, "heal");
+    distlock_client_free(c);
+    if (granted && holding == 0) {
+        print_error("the first stuck connection's release ran after a later grant\n");
+        fail();
+    }
+}
+
+#define NTHREADS 6
+
+typedef struct th_arg {
+    distlock_client *c;
+    int k;
+    int fails_after_first;
+    int ok;
+    long long worst_ms;
+} th_arg;
+
+static void *hammer(void *p)
+{
+    th_arg *a = p;
+    char key[64];
+    for (int j = 0; j < 12; j++) {
+        snprintf(key, sizeof key, "atk:th:%d:%d", a->k, j);
+        long long t0 = rh_now_ms();
+        int rc = distlock_acquire_token(a->c, key, 10000, "atk-th", 0, NULL);
+        if (rc == DISTLOCK_OK)
+            rc = distlock_release_token(a->c, key, "atk-th");
+        long long took = rh_now_ms() - t0;
+        if (took > a->worst_ms) a->worst_ms = took;
+        if (rc == DISTLOCK_OK) a->ok++;
+        else if (j > 1) a->fails_after_first++;
+    }
+    return NULL;
+}
+
+static void test_stuck_connections_many_threads_each_one_timeout(void **state)
+{
+    rb_env *e = *state;
+    char uris[256];
+    distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
+    /* open several connection sets */
+    th_arg a[NTHREADS];
+    pthread_t th[NTHREADS];
+    memset(a, 0, sizeof a);
+    for (int k = 0; k < NTHREADS; k++) {
+        a[k].c = c, a[k].k = k;
+        assert_int_equal(pthread_create(&th[k], NULL, hammer, &a[k]), 0);
+    }
+    for (int k = 0; k < NTHREADS; k++) pthread_join(th[k], NULL);
+    fp_conn all[64];
+    int n = fp_conns(e->fp, 0, all, 64);
+    printf("# %d library connections; all held now\n", n);
+    for (int k = 0; k < n; k++)
+        fp_ok(e->fp, "hold 0:%d", all[k].id);
+    memset(a, 0, sizeof a);
+    long long t0 = rh_now_ms();
+    for (int k = 0; k < NTHREADS; k++) {
+        a[k].c = c, a[k].k = k;
+        assert_int_equal(pthread_create(&th[k], NULL, hammer, &a[k]), 0);
+    }
+    int bad = 0;
+    for (int k = 0; k < NTHREADS; k++) {
+        pthread_join(th[k], NULL);
+        printf("# thread %d: %d/12 ok, %d failures after its second call, worst %lld ms\n", k,
+               a[k].ok, a[k].fails_after_first, a[k].worst_ms);
+        bad += a[k].fails_after_first;
+    }
+    printf("# all threads done in %lld ms\n", rh_now_ms() - t0);
+    fp_ok(e->fp, "heal");
+    distlock_client_free(c);
+    if (bad) {
+        print_error("%d calls failed after each thread had paid its timeout\n", bad);
+        fail();
+    }
+}
+
+static void test_stuck_connection_redlock_one_stuck_one_slow(void **state)
+{
+    rb_env *e = *state;
+    const char *key = "atk:redlock", *tok = "atk-redlock-owner";
+    distlock_client *c = client_uri(fp_uris(e->fp));
+    warm_up(c);
+    int stuck = lib_conn(e, 2);
+    fp_ok(e->fp, "hold 2:%d", stuck);
+    fp_ok(e->fp, "delay 1 120 down");  /* well below the 300 ms timeout */
+    long long t0 = rh_now_ms();
+    int rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+    printf("# acquire with node 2 stuck, node 1 slow: %d in %lld ms (\"%s\")\n", rc,
+           rh_now_ms() - t0, rc == 0 ? "" : distlock_last_error());
+    if (rc == DISTLOCK_OK)
+        assert_rc(distlock_release_token(c, key, tok), DISTLOCK_OK);
+    sync_conns(c);
+    t0 = rh_now_ms();
+    rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+    printf("# next acquire: %d in %lld ms (\"%s\"), on %d nodes\n", rc, rh_now_ms() - t0,
+           rc == 0 ? "" : distlock_last_error(), rh_count_holding(e->rc, key, tok));
+    assert_rc(rc, DISTLOCK_OK);
+    assert_holding(e->rc, key, tok, 3);
+    assert_rc(distlock_release_token(c, key, tok), DISTLOCK_OK);
+    fp_unhold_or_killed(e->fp, "unhold 2:%d", stuck);
+    fp_ok(e->fp, "heal");
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -290,6 +446,10 @@ int main(void)
                                heal),
         cmocka_unit_test_setup(test_stuck_connection_replaced_on_another_server_after_dns_change,
                                heal),
+        cmocka_unit_test_setup(
+            test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_release, heal),
+        cmocka_unit_test_setup(test_stuck_connections_many_threads_each_one_timeout, heal),
+        cmocka_unit_test_setup(test_stuck_connection_redlock_one_stuck_one_slow, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
