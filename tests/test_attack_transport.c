@@ -25,6 +25,8 @@
  *     each pays at most one timeout, then every call is served.
  *  f) Redlock N = 3, node 2's connection stuck and node 1 slow (below the
  *     timeout): the acquire after the stuck call is granted on 3 nodes.
+ *  g) the watchdog's renewal is held on a stuck connection: the next
+ *     renewal replaces it and the lock is not lost.
  */
 #include "test_common.h"
 #include "test_review_b.h"
@@ -437,6 +439,39 @@ static void test_stuck_connection_redlock_one_stuck_one_slow(void **state)
     distlock_client_free(c);
 }
 
+static void test_stuck_connection_watchdog_renewal_replaced_lock_kept(void **state)
+{
+    rb_env *e = *state;
+    const char *key = "atk:watchdog";
+    char uris[256], hex[64];
+    distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
+    warm_up(c);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, key, 3000, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    sync_conns(c);
+    /* the next bytes naming the key -- the first renewal, at ttl/3 -- and
+     * everything after them on that connection are held, both ways */
+    fp_ok(e->fp, "hold-match 0 both %s", fp_hex(key, hex, sizeof hex));
+    fp_ok(e->fp, "wait-held 0 up 1 5000");
+    long long t0 = rh_now_ms();
+    printf("# a renewal is held on its connection\n");
+    rh_sleep_ms(4000);  /* past the ttl: only later renewals keep it */
+    long validity = distlock_lock_validity_ms(l);
+    long long pttl = rh_pttl(e->rc, 0, 0, key);
+    printf("# %lld ms later: lost %d, validity %ld ms, server PTTL %lld ms\n", rh_now_ms() - t0,
+           distlock_lock_lost(l), validity, pttl);
+    int lost = distlock_lock_lost(l);
+    assert_rc(distlock_release(l), lost ? DISTLOCK_ENOTOWNER : DISTLOCK_OK);
+    distlock_lock_free(l);
+    fp_ok(e->fp, "heal");
+    distlock_client_free(c);
+    if (lost || pttl <= 0) {
+        print_error("a renewal held on a stuck connection lost the lock: the stuck connection "
+                    "was not replaced by the next renewal\n");
+        fail();
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -450,6 +485,7 @@ int main(void)
             test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_release, heal),
         cmocka_unit_test_setup(test_stuck_connections_many_threads_each_one_timeout, heal),
         cmocka_unit_test_setup(test_stuck_connection_redlock_one_stuck_one_slow, heal),
+        cmocka_unit_test_setup(test_stuck_connection_watchdog_renewal_replaced_lock_kept, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
