@@ -27,6 +27,10 @@
  *     timeout): the acquire after the stuck call is granted on 3 nodes.
  *  g) the watchdog's renewal is held on a stuck connection: the next
  *     renewal replaces it and the lock is not lost.
+ *  h) fork after a connection got stuck carrying a release: the child takes
+ *     the same lock again with the same token (the token pair, as the PHP
+ *     compatibility functions allow); the parent's stuck release, delivered
+ *     late, must not delete the child's grant.
  */
 #include "test_common.h"
 #include "test_review_b.h"
@@ -472,6 +476,45 @@ static void test_stuck_connection_watchdog_renewal_replaced_lock_kept(void **sta
     }
 }
 
+static void test_stuck_connection_fork_child_regrant_not_deleted_by_parent_release(void **state)
+{
+    rb_env *e = *state;
+    const char *key = "atk:fork", *tok = "atk-fork-owner";
+    char uris[256];
+    distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
+    warm_up(c);
+    assert_rc(distlock_acquire_token(c, key, 1000, tok, 0, NULL), DISTLOCK_OK);
+    int stuck = lib_conn(e, 0);
+    fp_ok(e->fp, "hold 0:%d", stuck);
+    assert_fails(distlock_release_token(c, key, tok), DISTLOCK_ECONN);
+    rh_sleep_ms(1100);  /* the first grant expires */
+    fflush(NULL);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
+        _exit(rc == DISTLOCK_OK ? 0 : 10 - rc);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    int granted = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    printf("# the child's acquire of the same lock and token: %s (status %d)\n",
+           granted ? "granted" : "not granted", WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+    fp_unhold_or_killed(e->fp, "unhold 0:%d", stuck);
+    rh_sleep_ms(200);  /* the parent keeps the socket: no close to wait for */
+    proxy_settle(e);
+    int holding = rh_count_holding(e->rc, key, tok);
+    printf("# the key holds the child's grant after the parent's stuck bytes arrived: %d\n",
+           holding);
+    fp_ok(e->fp, "heal");
+    distlock_client_free(c);
+    if (granted && holding == 0) {
+        print_error("a release left on the parent's stuck connection deleted the grant a forked "
+                    "child made later with the same key and token\n");
+        fail();
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -486,6 +529,8 @@ int main(void)
         cmocka_unit_test_setup(test_stuck_connections_many_threads_each_one_timeout, heal),
         cmocka_unit_test_setup(test_stuck_connection_redlock_one_stuck_one_slow, heal),
         cmocka_unit_test_setup(test_stuck_connection_watchdog_renewal_replaced_lock_kept, heal),
+        cmocka_unit_test_setup(
+            test_stuck_connection_fork_child_regrant_not_deleted_by_parent_release, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
