@@ -170,11 +170,16 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         /* KEYS: k1..km [o1..om]; ARGV: token1 ttl1 .. tokenm ttlm (o: the
          * owner metadata keys, renewed with their locks). Batched so the
          * watchdog renews every lock due on a node in one round trip. pcall:
-         * a key of another type is simply not ours, and must not abort the
-         * renewal of the other keys of the batch. */
+         * one key's refusal (WRONGTYPE, an ACL without GET) must not abort
+         * the renewal of the other keys of the batch; it is that key's
+         * answer, an error element, so it reads as a refusal, never as
+         * "not ours" (1 renewed, 0 not ours, error: refused). */
         "local r, m = {}, #ARGV / 2\n"
         "for i = 1, m do\n"
-        "  if redis.pcall('GET', KEYS[i]) == ARGV[2*i-1] then\n"
+        "  local v = redis.pcall('GET', KEYS[i])\n"
+        "  if type(v) == 'table' and v.err then\n"
+        "    r[i] = v\n"
+        "  elseif v == ARGV[2*i-1] then\n"
         "    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])\n"
         "    if KEYS[m+i] then redis.pcall('PEXPIRE', KEYS[m+i], ARGV[2*i]) end\n"
         "    r[i] = 1\n"
@@ -217,14 +222,17 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * not serve now (slot moved; migrating and not here; importing)
          * fails its GET with "non local key": -1, and the caller renews it
          * by its own slot's route. Per key: 1 renewed, 0 not ours, -1 not
-         * served here. pcall: no key aborts the others. */
+         * served here, a WRONGTYPE error element: refused (as S_EXTEND
+         * answers it). pcall: no key aborts the others. */
         "local ow = tonumber(ARGV[1])\n"
         "local s = 3 + ow\n"
         "local r = {}\n"
         "for i = 1, (#ARGV - 1) / s do\n"
         "  local b = 2 + (i - 1) * s\n"
         "  local v = redis.pcall('GET', ARGV[b])\n"
-        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then\n"
+        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) == 'WRONGTYPE' then\n"
+        "    r[i] = v\n"
+        "  elseif type(v) == 'table' and v.err then\n"
         "    r[i] = -1\n"
         "  elseif v == ARGV[b+1] then\n"
         "    redis.call('PEXPIRE', ARGV[b], ARGV[b+2])\n"
@@ -363,10 +371,6 @@ static int verdict_of_reply(const distlock__result *r)
             return 1;
         if (x->type == REDIS_REPLY_STRING)   /* SET NX GET: the holder's token */
             return 0;
-        /* A key of another type under our name (another lock library's
-         * structure, say) is someone else's: held, not a failure. */
-        if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "WRONGTYPE", 9) == 0)
-            return 0;
         /* A Redis Cluster slot being migrated, with the lock key and its
          * side keys on different sides (Redis 7.0 answers this for the
          * whole migration): the acquire ran nothing; not granted for now,
@@ -401,6 +405,22 @@ int distlock__reply_verdict(const distlock__result *r)
         return v;
     }
     return r->state == DISTLOCK__R_FAILED ? -1 : -2;
+}
+
+/* The error text of a reply, or of its first element (the extend script
+ * answers per key), else NULL. */
+const char *distlock__reply_error(const distlock__result *r)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1)
+        x = x->element[0];
+    return x && x->type == REDIS_REPLY_ERROR ? x->str : NULL;
+}
+
+int distlock__reply_refused(const distlock__result *r)
+{
+    return distlock__reply_verdict(r) == -1 && distlock__reply_error(r) != NULL &&
+           !distlock__reply_unavailable(r);
 }
 
 int distlock__reply_unavailable(const distlock__result *r)

@@ -56,7 +56,10 @@ void distlock__call_sharded(distlock__call *call, int sh, int arg, char *buf, co
 uint64_t distlock__lock_tag(const char *key, const char *token);
 
 /* What a node's reply to an acquire, release or extend says: 1 granted, 0
- * refused (held by another, or not ours), -1 failed, -2 no answer (yet). */
+ * refused (held by another, or not ours), -1 failed, -2 no answer (yet).
+ * An error reply is a failure, never "held" or "not ours": a script or a
+ * command the server refused (an ACL without a command it needs, WRONGTYPE
+ * for a key of another type, OOM) says nothing about who holds the key. */
 int distlock__reply_verdict(const distlock__result *r);
 /* A grant whose WAIT saw fewer replicas acknowledge than asked (or failed):
  * reply_verdict says -1 for it. */
@@ -66,6 +69,12 @@ int distlock__wait_short(const distlock__result *r);
  * a slot still migrating (TRYAGAIN), or redirects beyond the limit (MOVED,
  * ASK). Callers report it as DISTLOCK_ECONN. */
 int distlock__reply_unavailable(const distlock__result *r);
+/* The node refused the request: an error reply (or the error a script
+ * gave as its first element) other than reply_unavailable's. What a
+ * refusal means for the lock is the quorum's rule (distlock__verdict). */
+int distlock__reply_refused(const distlock__result *r);
+/* The error text of a reply or of its first element, else NULL. */
+const char *distlock__reply_error(const distlock__result *r);
 /* Integer element idx of an array reply, else -1. */
 int64_t distlock__reply_int(const distlock__result *r, size_t idx);
 /* The node refused because the key already holds this very token. */

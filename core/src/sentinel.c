@@ -13,14 +13,16 @@
  * as to the master. Each sentinel's certificate is checked against its
  * host in the URI (or tls_server_name).
  *
- * +switch-master: see distlock__sentinel_watch_stop in transport.h; its
- * thread is below (watch_*).
+ * Announcements (+failover-state-wait-promotion, +promoted-slave,
+ * +switch-master): see distlock__sentinel_watch_stop in transport.h; the
+ * thread and the rule of whose word moves a client are below (watch_*).
  *
  * The answer is cached per node in the transport (distlock__endpoint, under
  * tp.mu, its state readable without the lock), so steady-state calls cost
  * nothing extra. round.c confirms it with ROLE on every new connection and
  * forgets it when the server is not the master, is gone, or answers
- * READONLY; the next connection asks the sentinels again.
+ * READONLY (except a promotion just announced: ep_announce); the next
+ * connection asks the sentinels again.
  *
  * May call: resolve.c, net.c, tls.c, resp.c (this layer), base.
  */
@@ -299,23 +301,49 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
     return distlock__resolve_start_fn(lookup, j, job_free);
 }
 
-/* ------------------------------------------------------------ +switch-master */
+/* ------------------------------------------------------------ announcements */
+
+/* Which sentinel's word moves the client, and when. Sentinel names the
+ * promoted replica long before it says +switch-master: the failover's
+ * leader publishes +failover-state-wait-promotion as it sends SLAVEOF NO
+ * ONE to the replica it selected, then +promoted-slave (and answers
+ * GET-MASTER-ADDR-BY-NAME with the replica) once the replica reports itself
+ * master (it asks INFO every second during a failover), but +switch-master
+ * only at the failover's end, after the other replicas are reconfigured
+ * (bounded only by failover-timeout, 180 s by default), while the old
+ * master keeps accepting writes until it is converted. The other sentinels
+ * switch (and publish +switch-master) when the leader's hello with the new
+ * configuration epoch reaches them, moments after the promotion. So the
+ * thread listens to every sentinel of a node, not one: whichever the leader
+ * is, its announcements reach us, and the others' +switch-master too. The
+ * first announcement is taken on its own, not a quorum's: a leader exists
+ * only once a majority of the sentinels elected it for that epoch, and from
+ * SLAVEOF NO ONE on, what the old master grants no completed failover
+ * keeps, so waiting for the others would only prolong the window this
+ * closes. A wrong word costs availability, not safety: every new
+ * connection checks ROLE. */
 
 #define WATCH_RETRY_MS 1000
+/* A sentinel that keeps failing is retried less often (doubling): the
+ * thread subscribes one sentinel at a time, and one that accepts but never
+ * answers (hung) holds the others' announcements for a connect timeout. */
+#define WATCH_RETRY_MAX_MS 30000
 
 typedef struct watch_node {
-    redisContext *ctx;      /* subscribed to +switch-master, or NULL */
+    redisContext *ctx;      /* subscribed, or NULL */
     distlock__tls *tls;
-    int next;               /* the sentinel to try next */
+    int node, sentinel;     /* t->nodes[node].sentinels[sentinel] */
     uint64_t retry_at_us;
+    int fails;              /* opens failed in a row */
 } watch_node;
 
 typedef struct distlock__watch {
     distlock__transport *t;
     pthread_t th;
     int wake[2];            /* a byte on wake[1]: stop */
-    watch_node *nodes;      /* t->n */
-    struct pollfd *pfd;     /* the thread's, t->n + 1 (here: a forked child frees them) */
+    int nsub;
+    watch_node *subs;       /* one per sentinel of each Sentinel node */
+    struct pollfd *pfd;     /* the thread's, nsub + 1 (here: a forked child frees them) */
     int *at;
 } distlock__watch;
 
@@ -328,19 +356,24 @@ static void watch_close(watch_node *wn)
     wn->ctx = NULL;
 }
 
-/* Subscribe node i's next sentinel to +switch-master, within the connect
- * timeout. Failures are quiet: calls find a failover on their own too. */
-static void watch_open(distlock__watch *w, int i, watch_node *wn)
+/* Subscribe to one sentinel's announcements, within the connect timeout.
+ * Failures are quiet (retried after WATCH_RETRY_MS, then less often): calls
+ * find a failover on their own too, and the node's other sentinels announce
+ * it as well. */
+static void watch_open(distlock__watch *w, watch_node *wn)
 {
     distlock__transport *t = w->t;
-    const distlock__node_cfg *cfg = &t->nodes[i];
-    const distlock__hostport *s = &cfg->sentinels[wn->next++ % cfg->nsentinels];
+    const distlock__node_cfg *cfg = &t->nodes[wn->node];
+    const distlock__hostport *s = &cfg->sentinels[wn->sentinel];
     sentinel_link link = { cfg, NULL, NULL, 0 };
     char *server_name = NULL, what[160], err[192];
     int st;
-    wn->retry_at_us = distlock__now_us() + WATCH_RETRY_MS * 1000u;
+    uint64_t retry_ms = (uint64_t)WATCH_RETRY_MS << (wn->fails < 5 ? wn->fails : 5);
+    wn->retry_at_us = distlock__now_us() +
+                      (retry_ms < WATCH_RETRY_MAX_MS ? retry_ms : WATCH_RETRY_MAX_MS) * 1000u;
+    wn->fails++;  /* until it is subscribed */
     if (cfg->tls.enabled) {
-        link.ctx = distlock__tls_ctx_new(t, i, &server_name, &link.insecure, &st, err,
+        link.ctx = distlock__tls_ctx_new(t, wn->node, &server_name, &link.insecure, &st, err,
                                          sizeof(err));
         link.server_name = server_name;
         if (link.ctx == NULL)
@@ -355,40 +388,107 @@ static void watch_open(distlock__watch *w, int i, watch_node *wn)
     free(server_name);
     if (wn->ctx == NULL)
         return;
-    const char *argv[2] = { "SUBSCRIBE", "+switch-master" };
-    size_t len[2] = { 9, 14 };
-    redisReply *rep[2] = { NULL, NULL };
-    int ok = distlock__resp_append(wn->ctx, 2, argv, len) == 0 &&
-             exchange(wn->ctx, wn->tls, want + 1, rep, deadline, w->wake[0], err,
+    enum { NCH = 3 };
+    const char *argv[NCH + 1] = { "SUBSCRIBE", "+failover-state-wait-promotion",
+                                  "+promoted-slave", "+switch-master" };
+    size_t len[NCH + 1];
+    redisReply *rep[NCH + 1] = { NULL };
+    for (int k = 0; k <= NCH; k++)
+        len[k] = strlen(argv[k]);
+    int ok = distlock__resp_append(wn->ctx, NCH + 1, argv, len) == 0 &&
+             exchange(wn->ctx, wn->tls, want + NCH, rep, deadline, w->wake[0], err,
                       sizeof(err)) == 0 &&
-             rep[0]->type != REDIS_REPLY_ERROR && rep[want]->type == REDIS_REPLY_ARRAY;
-    for (int k = 0; k <= want; k++)
+             rep[0]->type != REDIS_REPLY_ERROR;
+    for (int k = want; ok && k < want + NCH; k++)
+        ok = rep[k]->type == REDIS_REPLY_ARRAY;
+    for (int k = 0; k < want + NCH; k++)
         if (rep[k])
             freeReplyObject(rep[k]);
     if (!ok)
         watch_close(wn);
+    else
+        wn->fails = 0;
 }
 
-/* ["message", "+switch-master", "NAME OLDIP OLDPORT NEWIP NEWPORT"] */
+/* The leader's promotion or a sentinel's switch: node i's master is now
+ * newip:newport, no longer oldip:oldport. */
+static void ep_announce(distlock__transport *t, int i, const char *newip, int newport,
+                        const char *oldip, int oldport, int done)
+{
+    char addr[DISTLOCK__RESOLVE_MAX][48], old[DISTLOCK__RESOLVE_MAX][48], err[192];
+    int naddr = 0, nold = 0;
+    if (distlock__resolve_now(newip, addr, &naddr, err, sizeof(err)) != 0 || naddr == 0)
+        return;
+    if (distlock__resolve_now(oldip, old, &nold, err, sizeof(err)) != 0)
+        nold = 0;
+    distlock__endpoint *e = &t->ep[i];
+    pthread_mutex_lock(&t->mu);
+    unsigned gen = atomic_load(&e->state) >> 1;
+    if (strcmp(e->addr, addr[0]) != 0 || e->port != newport) {
+        gen++;  /* another server: another ordering domain */
+        snprintf(e->addr, sizeof(e->addr), "%s", addr[0]);
+        e->port = newport;
+    }
+    /* The announcement that names this master first records what it
+     * replaced; repeats (the other sentinels', the leader's at the end)
+     * name the same two. */
+    if (nold > 0) {
+        snprintf(e->replaced_addr, sizeof(e->replaced_addr), "%s", old[0]);
+        e->replaced_port = oldport;
+        e->announced_gen = gen;
+    }
+    /* Announced before the replica has run SLAVEOF NO ONE (or before we
+     * can see it has): a first connection may still find it a replica.
+     * Going back to the old master then would take exactly the grants the
+     * promotion discards, so its ROLE mismatch fails that call without
+     * forgetting the replica, for one connect timeout; a failover aborted
+     * meanwhile costs that, then the sentinels are asked again. */
+    atomic_store(&e->promoting_until_us,
+                 done ? 0 : distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u);
+    atomic_store(&e->state, gen << 1 | 1u);
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* ["message", CHANNEL, TEXT]:
+ *   +failover-state-wait-promotion  "slave IP:PORT IP PORT @ NAME OLDIP OLDPORT"
+ *   +promoted-slave                 the same
+ *   +switch-master                  "NAME OLDIP OLDPORT NEWIP NEWPORT"
+ * The leader publishes the first right after it sent SLAVEOF NO ONE to the
+ * replica it selected: from then on, what the old master grants is lost
+ * once the promotion completes, so the client moves at once. The new
+ * connection's ROLE still confirms it: if the replica has not run the
+ * command yet, or the failover is aborted, that call fails, the address is
+ * forgotten and the sentinels are asked again (they name the old master
+ * until the promotion, which +promoted-slave then announces). */
 static void watch_message(distlock__transport *t, int i, const redisReply *r)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
-        r->element[2]->type != REDIS_REPLY_STRING)
+        r->element[1]->type != REDIS_REPLY_STRING || r->element[2]->type != REDIS_REPLY_STRING)
         return;
-    char name[256], oldip[64], newip[64], addr[DISTLOCK__RESOLVE_MAX][48], err[192];
-    int oldport, newport, naddr = 0;
-    if (sscanf(r->element[2]->str, "%255s %63s %d %63s %d", name, oldip, &oldport, newip,
-               &newport) != 5 || strcmp(name, cfg->master) != 0 || newport <= 0 ||
-        newport > 65535)
+    const char *ch = r->element[1]->str, *text = r->element[2]->str;
+    char name[256], oldip[64], newip[64], slave[128];
+    int oldport = 0, newport = 0, done = strcmp(ch, "+failover-state-wait-promotion") != 0;
+    if (strcmp(ch, "+switch-master") == 0) {
+        if (sscanf(text, "%255s %63s %d %63s %d", name, oldip, &oldport, newip, &newport) != 5)
+            return;
+    } else if (strcmp(ch, "+failover-state-wait-promotion") == 0 ||
+               strcmp(ch, "+promoted-slave") == 0) {
+        if (sscanf(text, "slave %127s %63s %d @ %255s %63s %d", slave, newip, &newport, name,
+                   oldip, &oldport) != 6)
+            return;
+    } else {
         return;
-    if (distlock__resolve_now(newip, addr, &naddr, err, sizeof(err)) == 0 && naddr > 0)
-        distlock__ep_learn(t, i, addr[0], newport);
+    }
+    if (strcmp(name, cfg->master) != 0 || newport <= 0 || newport > 65535 || oldport <= 0 ||
+        oldport > 65535)
+        return;
+    ep_announce(t, i, newip, newport, oldip, oldport, done);
 }
 
-/* Read what node i's subscription has; 0, or -1: closed. */
-static int watch_read(distlock__transport *t, int i, watch_node *wn)
+/* Read what a subscription has; 0, or -1: closed. */
+static int watch_read(distlock__transport *t, watch_node *wn)
 {
     if (distlock__read(wn->ctx, wn->tls) != REDIS_OK)
         return -1;
@@ -398,7 +498,7 @@ static int watch_read(distlock__transport *t, int i, watch_node *wn)
             return -1;
         if (p == NULL)
             return 0;
-        watch_message(t, i, p);
+        watch_message(t, wn->node, p);
         freeReplyObject(p);
     }
 }
@@ -411,30 +511,28 @@ static void *watch_main(void *arg)
     int *at = w->at;
     for (;;) {
         uint64_t now = distlock__now_us();
-        int np = 1, wait_ms = WATCH_RETRY_MS;
+        int np = 1;
         pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
-        for (int i = 0; i < t->n; i++) {
-            watch_node *wn = &w->nodes[i];
-            if (t->nodes[i].kind != DISTLOCK__NODE_SENTINEL)
-                continue;
+        for (int k = 0; k < w->nsub; k++) {
+            watch_node *wn = &w->subs[k];
             if (wn->ctx == NULL && now >= wn->retry_at_us)
-                watch_open(w, i, wn);
+                watch_open(w, wn);
             if (wn->ctx) {
                 short ev = (short)distlock__events(wn->ctx, wn->tls);
                 pfd[np] = (struct pollfd){ wn->ctx->fd, ev, 0 };
-                at[np++] = i;
+                at[np++] = k;
             }
         }
-        if (poll(pfd, (nfds_t)np, wait_ms) < 0 && errno != EINTR)
+        if (poll(pfd, (nfds_t)np, WATCH_RETRY_MS) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents)
             break;  /* stop */
         for (int k = 1; k < np; k++) {
-            watch_node *wn = &w->nodes[at[k]];
+            watch_node *wn = &w->subs[at[k]];
             if (pfd[k].revents & POLLOUT)
                 distlock__write(wn->ctx, wn->tls, NULL);
-            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(t, at[k], wn) != 0)
-                watch_close(wn);  /* the next sentinel at once */
+            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(t, wn) != 0)
+                watch_close(wn);  /* again after WATCH_RETRY_MS; the others still listen */
         }
     }
     return NULL;
@@ -443,12 +541,23 @@ static void *watch_main(void *arg)
 /* t->mu held */
 static void watch_start(distlock__transport *t)
 {
+    int nsub = 0;
+    for (int i = 0; i < t->n; i++)
+        if (t->nodes[i].kind == DISTLOCK__NODE_SENTINEL)
+            nsub += t->nodes[i].nsentinels;
     distlock__watch *w = calloc(1, sizeof(*w));
-    if (w && (w->nodes = calloc((size_t)t->n, sizeof(*w->nodes))) != NULL &&
-        (w->pfd = calloc((size_t)t->n + 1, sizeof(*w->pfd))) != NULL &&
-        (w->at = calloc((size_t)t->n + 1, sizeof(*w->at))) != NULL &&
+    if (w && nsub > 0 && (w->subs = calloc((size_t)nsub, sizeof(*w->subs))) != NULL &&
+        (w->pfd = calloc((size_t)nsub + 1, sizeof(*w->pfd))) != NULL &&
+        (w->at = calloc((size_t)nsub + 1, sizeof(*w->at))) != NULL &&
         pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) == 0) {
         w->t = t;
+        w->nsub = nsub;
+        for (int i = 0, k = 0; i < t->n; i++)
+            for (int s = 0; t->nodes[i].kind == DISTLOCK__NODE_SENTINEL &&
+                            s < t->nodes[i].nsentinels; s++, k++) {
+                w->subs[k].node = i;
+                w->subs[k].sentinel = s;
+            }
         if (distlock__thread_create(&w->th, NULL, watch_main, w) == 0) {
             t->watch = w;
             return;
@@ -457,7 +566,7 @@ static void watch_start(distlock__transport *t)
         close(w->wake[1]);
     }
     if (w) {
-        free(w->nodes);
+        free(w->subs);
         free(w->pfd);
         free(w->at);
     }
@@ -466,11 +575,12 @@ static void watch_start(distlock__transport *t)
 
 static void watch_free(distlock__transport *t, distlock__watch *w)
 {
-    for (int i = 0; i < t->n; i++)
-        watch_close(&w->nodes[i]);
+    (void)t;
+    for (int k = 0; k < w->nsub; k++)
+        watch_close(&w->subs[k]);
     close(w->wake[0]);
     close(w->wake[1]);
-    free(w->nodes);
+    free(w->subs);
     free(w->pfd);
     free(w->at);
     free(w);
@@ -516,16 +626,26 @@ int distlock__ep_get(distlock__transport *t, int i, char *addr, int *port, unsig
     return (s & 1u) != 0;
 }
 
-unsigned distlock__ep_learn(distlock__transport *t, int i, const char *addr, int port)
+unsigned distlock__ep_learn(distlock__transport *t, int i, char *addr, int *port)
 {
     distlock__endpoint *e = &t->ep[i];
     pthread_mutex_lock(&t->mu);
     unsigned s = atomic_load(&e->state);
     unsigned gen = s >> 1;
-    if (strcmp(e->addr, addr) != 0 || e->port != port) {
+    /* Sentinels do not switch at the same moment (the leader first, the
+     * others on its hello): a lookup that asked one that had not heard yet
+     * names the master an announcement just replaced. Nothing learnt since
+     * the announcement, and its master not found wanting (forgotten): the
+     * announcement stands. */
+    if ((s & 1u) && gen == e->announced_gen && e->replaced_port == *port &&
+        strcmp(e->replaced_addr, addr) == 0) {
+        snprintf(addr, 48, "%s", e->addr);
+        *port = e->port;
+    }
+    if (strcmp(e->addr, addr) != 0 || e->port != *port) {
         gen++;  /* another server: another ordering domain */
         snprintf(e->addr, sizeof(e->addr), "%s", addr);
-        e->port = port;
+        e->port = *port;
     }
     s = gen << 1 | 1u;
     atomic_store(&e->state, s);
@@ -535,6 +655,9 @@ unsigned distlock__ep_learn(distlock__transport *t, int i, const char *addr, int
 
 void distlock__ep_forget(distlock__transport *t, int i, unsigned state)
 {
+    uint64_t until = atomic_load(&t->ep[i].promoting_until_us);
+    if (until != 0 && distlock__now_us() < until && atomic_load(&t->ep[i].state) == state)
+        return;  /* a promotion under way (ep_announce) */
     unsigned s = state;
     /* only the address that connection was made to */
     atomic_compare_exchange_strong(&t->ep[i].state, &s, state & ~1u);

@@ -185,8 +185,8 @@ static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int
     if (port > 0)
         at.port = port;
     for (int k = 0; ctx == NULL && k < (addr ? naddr : 1); k++)
-        ctx = distlock__node_connect(&c->tp, i, addr ? addr[k] : NULL, at.port, tls, &st, err,
-                                     sizeof(err));
+        ctx = distlock__node_connect(&c->tp, i, addr ? addr[k] : NULL, at.port, NULL, tls, &st,
+                                     err, sizeof(err));
     return ctx;
 }
 

@@ -104,6 +104,7 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
         argv[a++] = "redis-server";
         argv[a++] = "--port"; argv[a++] = portstr;
         argv[a++] = "--bind"; argv[a++] = "127.0.0.1";
+        if (rc->node[i].ip[0]) argv[a++] = rc->node[i].ip;
         argv[a++] = "--save"; argv[a++] = "";
         argv[a++] = "--dir"; argv[a++] = rc->dir;
         argv[a++] = "--logfile"; argv[a++] = logf;
@@ -124,6 +125,7 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
             argv[a++] = "--cluster-enabled"; argv[a++] = "yes";
             argv[a++] = "--cluster-config-file"; argv[a++] = nodes;
             argv[a++] = "--cluster-node-timeout"; argv[a++] = "2000";
+            if (rc->node[i].ip[0]) { argv[a++] = "--cluster-announce-ip"; argv[a++] = rc->node[i].ip; }
         }
         if (rc->tls_certs[0]) {
             /* TLS on its own port; the plain port stays for the harness. */
@@ -195,11 +197,13 @@ static void port_range(int *lo, int *span)
 }
 
 static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *name,
-                                 int auth_clients, int cluster_mode)
+                                 int auth_clients, int cluster_mode, const char *const *ips)
 {
     if (n < 1 || n > RH_MAX_NODES) return NULL;
     rh_cluster *rc = calloc(1, sizeof *rc);
     if (!rc) return NULL;
+    for (int i = 0; ips && i < n; i++)
+        snprintf(rc->node[i].ip, sizeof rc->node[i].ip, "%s", ips[i]);
     rc->aof = aof;
     rc->cluster_mode = cluster_mode;
     if (certs) {
@@ -250,16 +254,20 @@ static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *
     return rc;
 }
 
-rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0, 0); }
-rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0, 0); }
-rh_cluster *rh_start_cluster_mode(int n) { return start_cluster(n, 0, NULL, NULL, 0, 1); }
+rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0, 0, NULL); }
+rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0, 0, NULL); }
+rh_cluster *rh_start_cluster_mode(int n) { return start_cluster(n, 0, NULL, NULL, 0, 1, NULL); }
 rh_cluster *rh_start_cluster_mode_tls(int n, const char *certs)
 {
-    return start_cluster(n, 0, certs, "server", 0, 1);
+    return start_cluster(n, 0, certs, "server", 0, 1, NULL);
+}
+rh_cluster *rh_start_cluster_mode_tls_at(int n, const char *certs, const char *const *ips)
+{
+    return start_cluster(n, 0, certs, "server", 0, 1, ips);
 }
 rh_cluster *rh_start_tls(int n, const char *certs, const char *name, int auth_clients)
 {
-    return start_cluster(n, 0, certs, name, auth_clients, 0);
+    return start_cluster(n, 0, certs, name, auth_clients, 0, NULL);
 }
 
 int rh_make_certs(char *dir, size_t size)

@@ -78,7 +78,7 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     char down[24], fo[24];
     snprintf(down, sizeof down, "%d", o && o->down_after_ms ? o->down_after_ms : 1000);
     snprintf(fo, sizeof fo, "%d", o && o->failover_timeout_ms ? o->failover_timeout_ms : 3000);
-    char *argv[28], nrep[16], nsent[16], quorum[16];
+    char *argv[30], nrep[16], nsent[16], quorum[16], resync[16];
     int a = 0;
     argv[a++] = (char *)python;
     argv[a++] = (char *)script;
@@ -90,6 +90,8 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     if (o && o->sentinel_user) { argv[a++] = "--sentinel-user"; argv[a++] = (char *)o->sentinel_user; }
     if (o && o->sentinel_pass) { argv[a++] = "--sentinel-pass"; argv[a++] = (char *)o->sentinel_pass; }
     if (o && o->tls_dir) { argv[a++] = "--tls-dir"; argv[a++] = (char *)o->tls_dir; }
+    if (o && o->data_ip) { argv[a++] = "--data-ip"; argv[a++] = (char *)o->data_ip; }
+    if (o && o->data_cert) { argv[a++] = "--data-cert"; argv[a++] = (char *)o->data_cert; }
     snprintf(nrep, sizeof nrep, "%d", o && o->replicas ? (o->replicas < 0 ? 0 : o->replicas) : 2);
     snprintf(nsent, sizeof nsent, "%d", o && o->sentinels ? o->sentinels : 3);
     snprintf(quorum, sizeof quorum, "%d", o && o->quorum ? o->quorum : 2);
@@ -99,6 +101,11 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     argv[a++] = nsent;
     argv[a++] = "--quorum";
     argv[a++] = quorum;
+    if (o && o->resync_delay_s > 0) {
+        snprintf(resync, sizeof resync, "%d", o->resync_delay_s);
+        argv[a++] = "--resync-delay-s";
+        argv[a++] = resync;
+    }
     argv[a] = NULL;
 
     int in[2], out[2];
