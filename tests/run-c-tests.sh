@@ -80,7 +80,7 @@ stage_tsan() {
     test_review_a_renew test_review_a_lostcb test_lost_callback test_review_a_reentrant \
     test_review_a_wait test_review_a_password test_review_b_stale test_review_b_order test_review_b_dns \
     test_frozen_node test_tls test_sentinel test_sentinel_tls test_sentinel_redlock \
-    test_wait_replicas test_stats test_cluster test_cluster_tls \
+    test_wait_replicas test_stats test_cluster test_cluster_tls test_stuck_connection_replacement \
     -- -DCMAKE_BUILD_TYPE=Debug \
     -DDISTLOCK_SANITIZE=thread -DDISTLOCK_BUILD_CLI=OFF -DDISTLOCK_BUILD_PHP=OFF || return 1
   log "threaded tests under ThreadSanitizer"
@@ -88,7 +88,7 @@ stage_tsan() {
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
     ctest --output-on-failure -R \
-      '^test_(threads|wait|cancel|renew|reentrant|holder|owner|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats|cluster|cluster_tls)$')
+      '^test_(threads|wait|cancel|renew|reentrant|holder|owner|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats|cluster|cluster_tls|stuck_connection_replacement)$')
 }
 
 stage_valgrind() {

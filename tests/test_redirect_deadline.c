@@ -133,7 +133,7 @@ static void test_slow_moved_stays_within_deadline(void **state)
     distlock_client_free(c);
 }
 
-/* The same MOVED loop under a waiting acquire (attack-transport): the wait
+/* The same MOVED loop under a waiting acquire: the wait
  * budget bounds the whole call, each attempt (and its undo) within its own
  * deadline. */
 #define WAIT_MS 1500L

@@ -420,7 +420,7 @@ static void test_tls_fork(void **state)
 
 /* A TLS connection that owes a reply past its timeout (the proxy holds it
  * both ways) is replaced on the next call: a new TLS session, CLIENT KILL
- * ID of the stuck one, then the call (attack-transport). The stuck
+ * ID of the stuck one, then the call. The stuck
  * connection's release, delivered at last, does not run. */
 static void test_tls_stuck_connection_replaced(void **state)
 {

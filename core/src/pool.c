@@ -102,11 +102,25 @@ void distlock__tp_after_fork(distlock__transport *t)
     pthread_condattr_destroy(&ca);
     distlock__sentinel_watch_after_fork(t);
     /* Sockets belong to the parent: closing our copies sends nothing on
-     * its connections. What it left behind on them is its own. */
+     * its connections. But what the parent left behind on them, or still
+     * waits for, may run on its server after any request of ours: the
+     * child keeps it listed, as closed connections of its own (it never
+     * reads their replies), so that a request of the same tag (the same
+     * key and token, say) first kills the parent's server-side connection
+     * from a connection of the child's, on the same server incarnation
+     * (round.c), or is not sent while that cannot be done. */
+    for (distlock__connset *cs = t->all_sets; cs; cs = cs->all_next)
+        for (int i = 0; i < t->n; i++) {
+            distlock__conn *conn = &cs->conns[i];
+            for (int k = 0; conn->ctx && k < conn->qlen; k++) {
+                distlock__owed *o = distlock__q_at(conn, k);
+                if (o->kind == DISTLOCK__K_CALL && o->tag != 0 && o->owner != NULL)
+                    distlock__stale_add_locked(t, i, o->tag, conn, 0);
+            }
+        }
+    for (int k = 0; k < t->nstale; k++)
+        t->stale[k].open = 0;
     free_sets(t);
-    t->nstale = 0;
-    for (int k = 0; k < 256; k++)
-        atomic_store(&t->stale_filter[k], 0);
 }
 
 void distlock__tp_set_timeout(distlock__transport *t, int which, long ms)

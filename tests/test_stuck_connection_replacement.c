@@ -1,8 +1,9 @@
-/* test_attack_transport.c -- attacks on the stuck-connection replacement
- * (CLIENT KILL ID of a connection that owes replies past its timeout,
- * commit aaf6f3e). Real redis-servers behind the fault-injecting proxy; a
- * "stuck" connection is one whose bytes the proxy holds both ways (a NAT
- * that dropped it).
+/* test_stuck_connection_replacement.c -- a stuck connection (one that owes
+ * replies past its timeout) is replaced on the next call, and whatever it
+ * carries never runs after a later request of the same lock, whatever
+ * happens to the server meanwhile. Real redis-servers behind the
+ * fault-injecting proxy; a "stuck" connection is one whose bytes the proxy
+ * holds both ways (a NAT that dropped it).
  *
  *  a) the server restarted while the connection was stuck (its EOF is held
  *     too, as a dropped NAT entry would): client ids start again from 1, so
@@ -90,7 +91,7 @@ static void test_stuck_connection_replaced_after_restart_kills_no_innocent_clien
     fp_ok(e->fp, "hold 0:%d", stuck);
 
     /* One timeout on the stuck connection: it is now known to be late. */
-    assert_fails(distlock_inspect(c, "atk:restart", 0, NULL, 0, NULL), DISTLOCK_ECONN);
+    assert_fails(distlock_inspect(c, "stuck:restart", 0, NULL, 0, NULL), DISTLOCK_ECONN);
     printf("# stuck connection (server ids of the library's: max %lld): inspect ECONN (\"%s\")\n",
            max_id, distlock_last_error());
 
@@ -117,7 +118,7 @@ static void test_stuck_connection_replaced_after_restart_kills_no_innocent_clien
 
     /* The next call replaces the stuck connection: CLIENT KILL ID <old id>
      * on the restarted server. */
-    int rc = distlock_inspect(c, "atk:restart", 0, NULL, 0, NULL);
+    int rc = distlock_inspect(c, "stuck:restart", 0, NULL, 0, NULL);
     printf("# next call: %d (\"%s\")\n", rc, rc == 0 ? "" : distlock_last_error());
 
     int killed = 0;
@@ -142,7 +143,7 @@ static void test_stuck_connection_replaced_after_restart_kills_no_innocent_clien
 static void test_stuck_connection_kill_refused_no_stale_release_after_regrant(void **state)
 {
     rb_env *e = *state;
-    const char *key = "atk:refused", *tok = "atk-refused-owner";
+    const char *key = "stuck:refused", *tok = "stuck-refused-owner";
     redisReply *x = rh_command(e->rc, 0, 0,
                                "ACL SETUSER app on >pw ~* &* +@all -client|kill");
     assert_true(x && x->type == REDIS_REPLY_STATUS);
@@ -168,7 +169,7 @@ static void test_stuck_connection_kill_refused_no_stale_release_after_regrant(vo
         printf("# acquire after a refused kill (%d): %d (\"%s\")\n", k, rc,
                rc == DISTLOCK_OK ? "" : distlock_last_error());
         granted |= rc == DISTLOCK_OK;
-        int rc2 = distlock_acquire_token(c, "atk:refused:other", 30000, tok, 0, NULL);
+        int rc2 = distlock_acquire_token(c, "stuck:refused:other", 30000, tok, 0, NULL);
         printf("# another key (%d): %d (\"%s\")\n", k, rc2,
                rc2 == DISTLOCK_OK ? "" : distlock_last_error());
     }
@@ -214,7 +215,7 @@ static pid_t start_server_on(const char *addr, int port)
 static void test_stuck_connection_replaced_on_another_server_after_dns_change(void **state)
 {
     rb_env *e = *state;
-    const char *key = "atk:dns", *tok = "atk-dns-owner";
+    const char *key = "stuck:dns", *tok = "stuck-dns-owner";
     int port = fp_port(e->fp, 0);
     /* server A: node 0 behind the proxy at 127.0.0.1:port; server B at
      * 127.0.0.2:port; "flip.test" names A first */
@@ -243,10 +244,11 @@ static void test_stuck_connection_replaced_on_another_server_after_dns_change(vo
     /* DNS failover: the name now points at B. The next call replaces the
      * stuck connection with one to B and "kills" its id there. */
     slowdns_set("flip.test=0=127.0.0.2");
-    int rc = distlock_inspect(c, "atk:dns:probe", 0, NULL, 0, NULL);
+    int rc = distlock_inspect(c, "stuck:dns:probe", 0, NULL, 0, NULL);
     printf("# next call (on B): %d (\"%s\")\n", rc, rc == 0 ? "" : distlock_last_error());
     {
-        /* it was served by B: B has run a library command */
+        /* it was served by B: B has run the library's handshake (CLIENT ID)
+         * and, or not, a CLIENT KILL of A's id (it must not count) */
         redisContext *x = redisConnect("127.0.0.2", port);
         assert_true(x && !x->err);
         redisReply *r = redisCommand(x, "CLIENT LIST");
@@ -257,7 +259,10 @@ static void test_stuck_connection_replaced_on_another_server_after_dns_change(vo
         const char *k = strstr(r->str, "cmdstat_client|kill:");
         const char *nl = k ? strchr(k, '\r') : NULL;
         printf("# B ran CLIENT KILL: %.*s\n", k ? (int)(nl ? nl - k : 40) : 2, k ? k : "no");
-        assert_non_null(k);
+        const char *id = strstr(r->str, "cmdstat_client|id:");
+        nl = id ? strchr(id, '\r') : NULL;
+        printf("# B ran CLIENT ID: %.*s\n", id ? (int)(nl ? nl - id : 40) : 2, id ? id : "no");
+        assert_non_null(id);
         freeReplyObject(r);
         redisFree(x);
     }
@@ -298,7 +303,7 @@ static void test_stuck_connection_replaced_on_another_server_after_dns_change(vo
 static void test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_release(void **state)
 {
     rb_env *e = *state;
-    const char *key = "atk:killheld", *tok = "atk-killheld-owner";
+    const char *key = "stuck:killheld", *tok = "stuck-killheld-owner";
     char uris[256], hex[64];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
     warm_up(c);
@@ -310,7 +315,7 @@ static void test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_r
     /* the replacement's CLIENT KILL is held on its way to the server */
     fp_ok(e->fp, "hold-match 0:next up %s", fp_hex("KILL", hex, sizeof hex));
     long long t0 = rh_now_ms();
-    int rc = distlock_inspect(c, "atk:killheld:probe", 0, NULL, 0, NULL);
+    int rc = distlock_inspect(c, "stuck:killheld:probe", 0, NULL, 0, NULL);
     printf("# call whose replacement's kill is held: %d in %lld ms (\"%s\")\n", rc,
            rh_now_ms() - t0, rc == 0 ? "" : distlock_last_error());
     int second = lib_conn(e, 0);
@@ -319,9 +324,12 @@ static void test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_r
     rc = distlock_acquire_token(c, key, 30000, tok, 0, NULL);
     printf("# acquire next: %d in %lld ms (\"%s\")\n", rc, rh_now_ms() - t0,
            rc == 0 ? "" : distlock_last_error());
-    /* The replacement never completed its handshake (held with the kill):
-     * the node counts as hung and fails at once until the connection is
-     * given up (STALE_CLOSE_US, 30 s); keep trying until then. */
+    /* The replacement completed its handshake (the kill is sent once the
+     * handshake told which server it is on), so it is replaced in turn,
+     * and both stuck connections are killed first. (Were the kill pipelined
+     * with the handshake and held with it, the node would count as hung and
+     * fail at once until the connection is given up, STALE_CLOSE_US, 30 s;
+     * keep trying until then.) */
     long long t1 = rh_now_ms();
     int tries = 0;
     while (rc != DISTLOCK_OK && rh_now_ms() - t1 < 40000) {
@@ -361,11 +369,11 @@ static void *hammer(void *p)
     th_arg *a = p;
     char key[64];
     for (int j = 0; j < 12; j++) {
-        snprintf(key, sizeof key, "atk:th:%d:%d", a->k, j);
+        snprintf(key, sizeof key, "stuck:th:%d:%d", a->k, j);
         long long t0 = rh_now_ms();
-        int rc = distlock_acquire_token(a->c, key, 10000, "atk-th", 0, NULL);
+        int rc = distlock_acquire_token(a->c, key, 10000, "stuck-th", 0, NULL);
         if (rc == DISTLOCK_OK)
-            rc = distlock_release_token(a->c, key, "atk-th");
+            rc = distlock_release_token(a->c, key, "stuck-th");
         long long took = rh_now_ms() - t0;
         if (took > a->worst_ms) a->worst_ms = took;
         if (rc == DISTLOCK_OK) a->ok++;
@@ -418,7 +426,7 @@ static void test_stuck_connections_many_threads_each_one_timeout(void **state)
 static void test_stuck_connection_redlock_one_stuck_one_slow(void **state)
 {
     rb_env *e = *state;
-    const char *key = "atk:redlock", *tok = "atk-redlock-owner";
+    const char *key = "stuck:redlock", *tok = "stuck-redlock-owner";
     distlock_client *c = client_uri(fp_uris(e->fp));
     warm_up(c);
     int stuck = lib_conn(e, 2);
@@ -446,7 +454,7 @@ static void test_stuck_connection_redlock_one_stuck_one_slow(void **state)
 static void test_stuck_connection_watchdog_renewal_replaced_lock_kept(void **state)
 {
     rb_env *e = *state;
-    const char *key = "atk:watchdog";
+    const char *key = "stuck:watchdog";
     char uris[256], hex[64];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
     warm_up(c);
@@ -479,7 +487,7 @@ static void test_stuck_connection_watchdog_renewal_replaced_lock_kept(void **sta
 static void test_stuck_connection_fork_child_regrant_not_deleted_by_parent_release(void **state)
 {
     rb_env *e = *state;
-    const char *key = "atk:fork", *tok = "atk-fork-owner";
+    const char *key = "stuck:fork", *tok = "stuck-fork-owner";
     char uris[256];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
     warm_up(c);
