@@ -150,7 +150,8 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
 
 /* Before the call: close the server-side connections that carry earlier
  * requests with its tag (see the top of this file). */
-static int add_kills(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i)
+static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock__conn *conn,
+                                               distlock__result *r, int i)
 {
     long long ids[16];
     int open_elsewhere;
@@ -219,23 +220,17 @@ static int add_kills(distlock__transport *t, distlock__conn *conn, distlock__res
     return 0;
 }
 
-static int try_send(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
+static inline __attribute__((always_inline)) int try_send(distlock__transport *t, distlock__connset *cs,
+                                                       distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
     if (r->state != DISTLOCK__R_PENDING || !r->deferred || conn->hs_pending != 0)
         return 0;
-    if (r->kills_due) {  /* the handshake is in: now the kills (add_kills) */
-        if (add_kills(t, conn, r, i) != 0)
-            return -1;
-        if (r->pre > 0) {
-            int done = 0;
-            if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
-                conn_broken(t, cs, r, i);
-                return -1;
-            }
-            return 0;
-        }
-    }
+    /* The handshake is in: now the kills (written by the round's poll
+     * loop, which waits for output to go; not here: a write failure's
+     * restart would add to the deepest stack path) */
+    if (r->kills_due && add_kills(t, conn, r, i) != 0)
+        return -1;
     if (r->pre == 0)
         return send_call(t, cs, r, i, r->call, 0);
     return 0;
