@@ -1,7 +1,8 @@
 /* request.c -- what the transport writes on a connection: the handshake
- * (AUTH, SELECT, CLIENT ID, INFO server, SCRIPT LOAD of the owner's scripts), a call
- * (EVALSHA, or EVAL while the SHA1 is unknown), CLIENT KILL; and what it
- * learns from the handshake's replies (SHA1s, the server's identity). */
+ * (AUTH, SELECT, CLIENT ID, INFO server, SCRIPT LOAD of the owner's
+ * scripts), a call (EVALSHA, or EVAL while the SHA1 is unknown), CLIENT
+ * KILL; and what it learns from the handshake's replies (SHA1s, the
+ * server's identity, its run_id). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -44,8 +44,9 @@
  * the server, as it did before run_ids (a restart or a host name that moves
  * cannot be told apart there).
  * Requests left behind are listed per client (distlock__stale, under c->mu);
- * the list is empty in steady state, so the common path only reads an
- * atomic flag.
+ * the list is empty in steady state (but for requests left on a server
+ * incarnation not met since), so the common path only reads an atomic
+ * flag.
  *
  * Sentinel nodes (sentinel.c). The node's server can change: its cached
  * master carries a generation that changes with the address, and so do the
@@ -220,8 +221,10 @@ static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock_
     return 0;
 }
 
-static inline __attribute__((always_inline)) int try_send(distlock__transport *t, distlock__connset *cs,
-                                                       distlock__result *r, int i)
+/* (inlined: a frame of its own on the deepest stack path costs 32 bytes) */
+static inline __attribute__((always_inline)) int try_send(distlock__transport *t,
+                                                          distlock__connset *cs,
+                                                          distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
     if (r->state != DISTLOCK__R_PENDING || !r->deferred || conn->hs_pending != 0)

@@ -1,13 +1,14 @@
 /* transport.h -- layer 1: talking to N Redis nodes in parallel.
  *
  * Endpoints, connections, the handshake (AUTH, SELECT, CLIENT ID, INFO
- * server for the run_id, SCRIPT LOAD of the scripts its owner gives it), RESP encoding, and the round:
- * one request per node, sent at once and collected by one poll() loop, each
- * node bounded by its own deadline, with the replies every connection owes
- * kept in order. It knows no lock, no key and no script text of its own:
- * requests carry an opaque ordering tag, scripts are an index into the
- * owner's table, and a "fallback" is any request the owner wants sent when
- * the server answers the first one with a given error.
+ * server for the run_id, SCRIPT LOAD of the scripts its owner gives it),
+ * RESP encoding, and the round: one request per node, sent at once and
+ * collected by one poll() loop, each node bounded by its own deadline, with
+ * the replies every connection owes kept in order. It knows no lock, no
+ * key and no script text of its own: requests carry an opaque ordering
+ * tag, scripts are an index into the owner's table, and a "fallback" is any
+ * request the owner wants sent when the server answers the first one with
+ * a given error.
  *
  * May call: base (error.c, clock.c, uri.c's node configuration).
  * Called by: protocol users above (operations, background threads).
