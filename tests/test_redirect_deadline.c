@@ -89,7 +89,8 @@ static void route_slot_through_proxy(env *e)
 static void test_slow_moved_stays_within_deadline(void **state)
 {
     env *e = *state;
-    route_slot_through_proxy(e);
+    if (e->fp == NULL)
+        route_slot_through_proxy(e);
     char uri[128];
     snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:%d", fp_port(e->fp, 0));
     distlock_client *c = new_client(uri);
@@ -132,10 +133,47 @@ static void test_slow_moved_stays_within_deadline(void **state)
     distlock_client_free(c);
 }
 
+/* The same MOVED loop under a waiting acquire: the wait
+ * budget bounds the whole call, each attempt (and its undo) within its own
+ * deadline. */
+#define WAIT_MS 1500L
+static void test_slow_moved_waiting_acquire_stays_within_wait(void **state)
+{
+    env *e = *state;
+    if (e->fp == NULL)
+        route_slot_through_proxy(e);
+    char uri[128], rep[512];
+    snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:%d", fp_port(e->fp, 0));
+    distlock_client *c = new_client(uri);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, CMD_MS), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CMD_MS), DISTLOCK_OK);
+    char tok[64];
+    long pttl = 0;
+    assert_true(distlock_inspect(c, e->key, 0, tok, sizeof tok, &pttl) < 0);
+    assert_int_equal(fp_cmd(e->fp, rep, sizeof rep, "delay 0 %d down", MOVED_DELAY_MS), 0);
+    distlock_lock *l = NULL;
+    long long t0 = rh_now_ms();
+    int rc = distlock_acquire(c, e->key, 10000, WAIT_MS, 0, &l);
+    long long took = rh_now_ms() - t0;
+    printf("# acquire, wait %ld ms, MOVED after %d ms each time: %d in %lld ms (\"%s\")\n",
+           WAIT_MS, MOVED_DELAY_MS, rc, took, distlock_last_error());
+    assert_null(l);
+    assert_int_equal(fp_cmd(e->fp, rep, sizeof rep, "delay 0 0 down"), 0);
+    distlock_client_free(c);
+    assert_true(rc < 0);
+    if (took >= WAIT_MS + BOUND_MS) {
+        print_error("a waiting acquire whose node answers MOVED slowly took %lld ms (bound: "
+                    "the wait, %ld ms, plus one attempt and its undo, %d ms)\n", took, WAIT_MS,
+                    (int)BOUND_MS);
+        fail();
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slow_moved_stays_within_deadline),
+        cmocka_unit_test(test_slow_moved_waiting_acquire_stays_within_wait),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -418,6 +418,44 @@ static void test_tls_fork(void **state)
     distlock_client_free(c);
 }
 
+/* A TLS connection that owes a reply past its timeout (the proxy holds it
+ * both ways) is replaced on the next call: a new TLS session, CLIENT KILL
+ * ID of the stuck one, then the call. The stuck
+ * connection's release, delivered at last, does not run. */
+static void test_tls_stuck_connection_replaced(void **state)
+{
+    (void)state;
+    int port = good->node[0].tls_port;
+    fp_proxy *fp = fp_start(&port, 1);
+    assert_non_null(fp);
+    char uris[128], rep[256];
+    snprintf(uris, sizeof uris, "rediss://127.0.0.1:%d", fp_port(fp, 0));
+    distlock_client *c = tls_client(uris);
+    const long to = slow() ? 5000 : 300;
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, to), DISTLOCK_OK);
+    assert_rc(distlock_acquire_token(c, "tls:stuck", 30000, "tls-stuck", 0, NULL), DISTLOCK_OK);
+    int stuck = fp_last_conn(fp, 0);
+    assert_true(stuck > 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold 0:%d", stuck), 0);
+    long long t0 = rh_now_ms();
+    assert_fails(distlock_release_token(c, "tls:stuck", "tls-stuck"), DISTLOCK_ECONN);
+    printf("# stuck TLS connection: release ECONN in %lld ms\n", rh_now_ms() - t0);
+    t0 = rh_now_ms();
+    int rc = distlock_acquire_token(c, "tls:stuck:next", 30000, "tls-stuck", 0, NULL);
+    printf("# next call over a new TLS connection: %d in %lld ms (\"%s\")\n", rc,
+           rh_now_ms() - t0, rc == 0 ? "" : distlock_last_error());
+    assert_rc(rc, DISTLOCK_OK);
+    /* the stuck one's release, delivered now, must not run */
+    if (fp_cmd(fp, rep, sizeof rep, "unhold 0:%d", stuck) != 0)
+        assert_non_null(strstr(rep, "no connection"));
+    assert_int_equal(fp_cmd(fp, NULL, 0, "wait-closed 0:%d 3000", stuck), 0);
+    assert_holding(good, "tls:stuck", "tls-stuck", 1);
+    assert_rc(distlock_release_token(c, "tls:stuck", "tls-stuck"), DISTLOCK_OK);
+    assert_rc(distlock_release_token(c, "tls:stuck:next", "tls-stuck"), DISTLOCK_OK);
+    distlock_client_free(c);
+    fp_stop(fp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -435,6 +473,7 @@ int main(void)
         cmocka_unit_test_setup(test_tls_plain_server, heal),
         cmocka_unit_test_setup(test_tls_handshake_hang, heal),
         cmocka_unit_test_setup(test_tls_fork, heal),
+        cmocka_unit_test_setup(test_tls_stuck_connection_replaced, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

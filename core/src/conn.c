@@ -75,8 +75,8 @@ void distlock__stale_add_locked(distlock__transport *t, int node, uint64_t tag, 
         t->stale = grown;
         t->stale_cap = cap;
     }
-    t->stale[t->nstale++] = (distlock__stale){ node, tag, conn->serial, conn->srv_id, open, 1,
-                                               conn->ep_state >> 1 };
+    t->stale[t->nstale++] = (distlock__stale){ node, tag, conn->serial, conn->srv_id,
+                                               conn->srv_run, open, 1, conn->ep_state >> 1 };
     atomic_fetch_add(&t->stale_filter[stale_bucket(node, tag)], 1);
 }
 
@@ -101,13 +101,16 @@ void distlock__stale_done(distlock__transport *t, int node, uint64_t tag, uint64
     pthread_mutex_unlock(&t->mu);
 }
 
-/* The server confirmed that its connection srv_id is closed: nothing sent on
- * it can execute any more. */
-void distlock__stale_killed(distlock__transport *t, int node, long long srv_id)
+/* The server (incarnation run) confirmed that its connection srv_id is
+ * closed: nothing sent on it can execute any more. Only for connections of
+ * that incarnation: the same id on another server, or on this one before a
+ * restart, is another connection. */
+void distlock__stale_killed(distlock__transport *t, int node, long long srv_id, uint64_t run)
 {
     pthread_mutex_lock(&t->mu);
     for (int k = 0; k < t->nstale;) {
-        if (t->stale[k].node == node && t->stale[k].srv_id == srv_id)
+        if (t->stale[k].node == node && t->stale[k].srv_id == srv_id &&
+            distlock__same_run(t->stale[k].run, run))
             stale_remove_at_locked(t, k);
         else
             k++;
@@ -130,10 +133,17 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const d
         const distlock__stale *s = &t->stale[k];
         if (s->node != node || s->tag != tag || s->serial == conn->serial)
             continue;
-        /* Left behind on another server (a Sentinel node's old master):
-         * it can only run there, never on this one (round.c). Closed, it
-         * is forgotten. */
-        if (s->ep_gen != conn->ep_state >> 1) {
+        /* Left behind on another server incarnation (another server behind
+         * the same name or address, or this one before a restart): it can
+         * only run there, never on this one, so it does not hold this call
+         * back; it stays listed, for a connection that reaches that server
+         * again (a failback) to kill first (round.c). */
+        if (s->run && conn->srv_run && s->run != conn->srv_run)
+            continue;
+        /* Without run_ids (INFO refused): a Sentinel node's other master, by
+         * its address. Closed, it is forgotten (its writes after the
+         * promotion are discarded when it rejoins as a replica). */
+        if ((!s->run || !conn->srv_run) && s->ep_gen != conn->ep_state >> 1) {
             if (!s->open)
                 stale_remove_at_locked(t, k--);
             continue;
@@ -166,6 +176,7 @@ static void conn_reset(distlock__conn *conn)
         redisFree(conn->ctx);  /* closes our fd; writes nothing */
     conn->ctx = NULL;
     conn->srv_id = -1;
+    conn->srv_run = 0;
     conn->hs_pending = 0;
     conn->late = 0;
     conn->qlen = conn->qhead = 0;

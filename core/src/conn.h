@@ -8,9 +8,10 @@
 /* Kinds of replies a connection can owe. */
 enum {
     DISTLOCK__K_CALL = 0,   /* an operation's request */
-    DISTLOCK__K_AUTH,       /* handshake: AUTH, SELECT, CLIENT ID, SCRIPT LOAD */
+    DISTLOCK__K_AUTH,       /* handshake: AUTH, SELECT, CLIENT ID, INFO server, SCRIPT LOAD */
     DISTLOCK__K_SELECT,
     DISTLOCK__K_ID,
+    DISTLOCK__K_INFO,       /* INFO server: the server's run_id (its incarnation) */
     DISTLOCK__K_LOAD,
     DISTLOCK__K_KILL,       /* CLIENT KILL ID of a connection left behind */
     DISTLOCK__K_ROLE,       /* handshake of a Sentinel node: is it the master? */
@@ -59,7 +60,13 @@ int distlock__stale_maybe(distlock__transport *t, int node, uint64_t tag);
 void distlock__stale_add_locked(distlock__transport *t, int node, uint64_t tag,
                                 const distlock__conn *conn, int open);
 void distlock__stale_done(distlock__transport *t, int node, uint64_t tag, uint64_t serial);
-void distlock__stale_killed(distlock__transport *t, int node, long long srv_id);
+/* The server incarnation run (0: unknown) confirmed srv_id closed. */
+void distlock__stale_killed(distlock__transport *t, int node, long long srv_id, uint64_t run);
+/* Might runs a and b be one server incarnation? Unknown (0) might be any. */
+static inline int distlock__same_run(uint64_t a, uint64_t b)
+{
+    return a == 0 || b == 0 || a == b;
+}
 int distlock__stale_find(distlock__transport *t, int node, uint64_t tag,
                          const distlock__conn *conn, long long *ids, int max,
                          int *open_elsewhere);
@@ -90,6 +97,8 @@ int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id,
                           int why);
 void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep);
+/* INFO server's reply: the hash of its run_id, 0 if none (refused). */
+uint64_t distlock__run_of(const redisReply *rep);
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn);
 
 /* cluster.c */

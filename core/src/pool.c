@@ -89,6 +89,17 @@ void distlock__tp_free(distlock__transport *t)
     pthread_cond_destroy(&t->pool_cond);
 }
 
+/* After fork: what the parent's connection still waits for, listed as left
+ * behind on a closed connection (the child never reads its replies). */
+static void keep_owed(distlock__transport *t, int i, distlock__conn *conn)
+{
+    for (int k = 0; conn->ctx && k < conn->qlen; k++) {
+        distlock__owed *o = distlock__q_at(conn, k);
+        if (o->kind == DISTLOCK__K_CALL && o->tag != 0 && o->owner != NULL)
+            distlock__stale_add_locked(t, i, o->tag, conn, 0);
+    }
+}
+
 void distlock__tp_after_fork(distlock__transport *t)
 {
     pthread_condattr_t ca;
@@ -102,11 +113,22 @@ void distlock__tp_after_fork(distlock__transport *t)
     pthread_condattr_destroy(&ca);
     distlock__sentinel_watch_after_fork(t);
     /* Sockets belong to the parent: closing our copies sends nothing on
-     * its connections. What it left behind on them is its own. */
+     * its connections. But what the parent left behind on them, or still
+     * waits for, may run on its server after any request of ours: the
+     * child keeps it listed, as closed connections of its own (it never
+     * reads their replies), so that a request of the same tag (the same
+     * key and token, say) first kills the parent's server-side connection
+     * from a connection of the child's, on the same server incarnation
+     * (round.c), or is not sent while that cannot be done. */
+    for (distlock__connset *cs = t->all_sets; cs; cs = cs->all_next)
+        for (int i = 0; i < t->n; i++) {
+            keep_owed(t, i, &cs->conns[i]);
+            for (int m = 0; cs->cl && cs->cl[i] && m < DISTLOCK__CL_MASTERS; m++)
+                keep_owed(t, i, &cs->cl[i]->c[m]);  /* a cluster node's other masters */
+        }
+    for (int k = 0; k < t->nstale; k++)
+        t->stale[k].open = 0;
     free_sets(t);
-    t->nstale = 0;
-    for (int k = 0; k < 256; k++)
-        atomic_store(&t->stale_filter[k], 0);
 }
 
 void distlock__tp_set_timeout(distlock__transport *t, int which, long ms)

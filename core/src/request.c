@@ -1,7 +1,8 @@
 /* request.c -- what the transport writes on a connection: the handshake
- * (AUTH, SELECT, CLIENT ID, SCRIPT LOAD of the owner's scripts), a call
- * (EVALSHA, or EVAL while the SHA1 is unknown), CLIENT KILL; and what it
- * learns from the handshake's replies (SHA1s, the server's identity). */
+ * (AUTH, SELECT, CLIENT ID, INFO server, SCRIPT LOAD of the owner's
+ * scripts), a call (EVALSHA, or EVAL while the SHA1 is unknown), CLIENT
+ * KILL; and what it learns from the handshake's replies (SHA1s, the
+ * server's identity, its run_id). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -53,8 +54,9 @@ int distlock__tp_append_auth(distlock__transport *t, int i, redisContext *ctx)
     return rc;
 }
 
-/* AUTH and SELECT for a fresh connection, CLIENT ID (to be able to close it
- * from another connection, see the top of this file) and SCRIPT LOAD of
+/* AUTH and SELECT for a fresh connection, CLIENT ID and INFO server (to be
+ * able to close it from another connection: its id, and the server
+ * incarnation the id belongs to, see the top of round.c) and SCRIPT LOAD of
  * every script, so EVALSHA finds them even on a restarted server and we
  * learn their SHA1. Credentials are read under t->mu: another thread may
  * be replacing them. */
@@ -81,6 +83,13 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
         argv[0] = "CLIENT", len[0] = 6;
         argv[1] = "ID", len[1] = 2;
         rc = distlock__append_cmd(conn, r, DISTLOCK__K_ID, 0, 0, 2, argv, len);
+    }
+    if (rc == 0) {
+        /* run_id: every Redis (5.0 on) and Valkey; pipelined with the rest,
+         * so no round trip of its own. */
+        argv[0] = "INFO", len[0] = 4;
+        argv[1] = "server", len[1] = 6;
+        rc = distlock__append_cmd(conn, r, DISTLOCK__K_INFO, 0, 0, 2, argv, len);
     }
     if (rc == 0 && cfg->kind == DISTLOCK__NODE_SENTINEL) {
         /* The sentinels' answer may be out of date (a failover under way):
@@ -187,6 +196,21 @@ void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep)
         atomic_store_explicit(&t->sha_ok[s], 1, memory_order_release);
     }
     pthread_mutex_unlock(&t->mu);
+}
+
+uint64_t distlock__run_of(const redisReply *rep)
+{
+    if (rep->type != REDIS_REPLY_STRING)
+        return 0;
+    const char *p = rep->str ? strstr(rep->str, "run_id:") : NULL;
+    if (p == NULL)
+        return 0;
+    p += 7;
+    uint64_t h = 0xcbf29ce484222325ull;  /* FNV-1a */
+    size_t n = 0;
+    for (; p < rep->str + rep->len && *p != '\r' && *p != '\n'; p++, n++)
+        h = (h ^ (unsigned char)*p) * 0x100000001b3ull;
+    return n == 0 ? 0 : h ? h : 1;
 }
 
 /* Two nodes of the list must be two servers: a Redlock whose quorum is one

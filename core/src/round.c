@@ -24,9 +24,29 @@
  *     that is confirmed is the new request written: after that, whatever of
  *     the earlier requests has not executed never will. A server that
  *     refuses CLIENT KILL (ACL) makes the node fail for that request.
+ * A client id names a connection only on the server incarnation that gave
+ * it: ids start again from 1 when redis-server restarts, and a host name, a
+ * service address or a NAT can lead to another server. Each connection
+ * learns its server's run_id in its handshake (INFO server, pipelined with
+ * CLIENT ID: no round trip of its own), and so does each request left
+ * behind. A kill is decided once the new connection's handshake is in (one
+ * more round trip, only for a connection that has kills to send): it is
+ * sent only on the same run_id, where "killed" and "No such client" both
+ * mean that connection is closed for good (ids are never reused within an
+ * incarnation). On another run_id nothing is killed: the requests left
+ * behind can only run on their own server, so they do not hold this
+ * request back, and they stay listed: a request of their tag that reaches
+ * that server again (a DNS failback) kills them first. Nothing else
+ * forgets them (a request held in a network path can arrive arbitrarily
+ * late); after a restart they are dead but stay listed, harmless (one
+ * small entry each, skipped by every other server). A server that refuses
+ * INFO gives no run_id: then the Sentinel endpoint generation stands for
+ * the server, as it did before run_ids (a restart or a host name that moves
+ * cannot be told apart there).
  * Requests left behind are listed per client (distlock__stale, under c->mu);
- * the list is empty in steady state, so the common path only reads an
- * atomic flag.
+ * the list is empty in steady state (but for requests left on a server
+ * incarnation not met since), so the common path only reads an atomic
+ * flag.
  *
  * Sentinel nodes (sentinel.c). The node's server can change: its cached
  * master carries a generation that changes with the address, and so do the
@@ -53,7 +73,8 @@
  * kernel keeps it for ~15 minutes) is replaced by the next call that needs
  * its node: a new connection, CLIENT KILL ID of the old one, confirmed
  * before the call is written (the second rule above, for whatever the old
- * one carries, whatever its tag), then the call. If the kill is refused
+ * one carries, whatever its tag; only on the same run_id: on another one
+ * its requests stay listed, as above), then the call. If the kill is refused
  * the call is not sent; if it is not answered the call times out unsent.
  * One that never completed its handshake is not replaced (the node does
  * not answer at all): the node fails at once until STALE_CLOSE_US.
@@ -130,17 +151,34 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
 
 /* Before the call: close the server-side connections that carry earlier
  * requests with its tag (see the top of this file). */
-static int add_kills(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i)
+static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock__conn *conn,
+                                               distlock__result *r, int i)
 {
     long long ids[16];
     int open_elsewhere;
     const distlock__call *call = r->call;
+    /* A client id names a connection only on the server incarnation that
+     * gave it: a fresh connection first learns which one it is on (its
+     * handshake's INFO server), then the kills are decided (try_send). */
+    if (conn->hs_pending > 0 &&
+        (r->replaced || (call->tag && distlock__stale_maybe(t, i, call->tag)))) {
+        conn->late |= r->replaced;  /* a replacement is late until it answers */
+        r->kills_due = 1;
+        return 0;
+    }
+    r->kills_due = 0;
     /* This connection replaces a stuck one (start_node): whatever that one
      * still carries must never run, whatever its tag, so it is killed
      * before the call goes out, and the call waits for the confirmation
-     * (an undo need not: see below). Only on the same server: a client
-     * id means nothing on another one. */
-    int replaced = r->replaced && conn->ep_state == r->replaced_ep;
+     * (an undo need not: see below). Only on the same server incarnation
+     * (same run_id; without run_ids, the same endpoint state): a client id
+     * means nothing on another server, and after a restart it names
+     * another client. Elsewhere the stuck connection's requests can only
+     * run on their own server: they stay listed, and a call of their tag
+     * that reaches that server again kills them first (stale_find). */
+    int replaced = r->replaced && (conn->srv_run && r->replaced_run
+                                       ? conn->srv_run == r->replaced_run
+                                       : conn->ep_state == r->replaced_ep);
     if (replaced) {
         conn->late = 1;
         if (distlock__append_kill(conn, call->undo ? NULL : r, r->replaced_id, 1) != 0) {
@@ -183,10 +221,20 @@ static int add_kills(distlock__transport *t, distlock__conn *conn, distlock__res
     return 0;
 }
 
-static int try_send(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
+/* (inlined: a frame of its own on the deepest stack path costs 32 bytes) */
+static inline __attribute__((always_inline)) int try_send(distlock__transport *t,
+                                                          distlock__connset *cs,
+                                                          distlock__result *r, int i)
 {
-    if (r->state == DISTLOCK__R_PENDING && r->deferred && cs->conns[i].hs_pending == 0 &&
-        r->pre == 0)
+    distlock__conn *conn = &cs->conns[i];
+    if (r->state != DISTLOCK__R_PENDING || !r->deferred || conn->hs_pending != 0)
+        return 0;
+    /* The handshake is in: now the kills (written by the round's poll
+     * loop, which waits for output to go; not here: a write failure's
+     * restart would add to the deepest stack path) */
+    if (r->kills_due && add_kills(t, conn, r, i) != 0)
+        return -1;
+    if (r->pre == 0)
         return send_call(t, cs, r, i, r->call, 0);
     return 0;
 }
@@ -250,6 +298,10 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                 return -1;
             }
             break;
+        case DISTLOCK__K_INFO:
+            conn->hs_pending--;
+            conn->srv_run = distlock__run_of(rep);  /* 0 if refused: see add_kills */
+            break;
         case DISTLOCK__K_LOAD:
             conn->hs_pending--;
             distlock__learn_sha(t, o.arg, rep);
@@ -291,7 +343,8 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                                           "not sent", rep->str);
                 }
             } else {
-                distlock__stale_killed(t, i, (long long)o.tag);
+                /* sent only where the id means that connection (add_kills) */
+                distlock__stale_killed(t, i, (long long)o.tag, conn->srv_run);
             }
             if (o.owner)
                 o.owner->pre--;
@@ -435,6 +488,7 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
         distlock__stats_node_reconnect(t->stats, i);
     conn->serial = atomic_fetch_add(&t->conn_serial, 1) + 1;
     conn->srv_id = -1;
+    conn->srv_run = 0;
     if (distlock__append_handshake(t, i, conn, r) != 0)
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
 }
@@ -629,6 +683,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             r->replaced = 1;
             r->replaced_id = conn->srv_id;
             r->replaced_ep = conn->ep_state;
+            r->replaced_run = conn->srv_run;
             distlock__conn_close(t, i, conn);  /* reconnect below */
         } else if (conn->qlen > OWED_MAX || now - owed_since > STALE_CLOSE_US) {
             distlock__conn_close(t, i, conn);  /* give up on it; reconnect below */

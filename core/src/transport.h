@@ -1,13 +1,14 @@
 /* transport.h -- layer 1: talking to N Redis nodes in parallel.
  *
- * Endpoints, connections, the handshake (AUTH, SELECT, CLIENT ID, SCRIPT
- * LOAD of the scripts its owner gives it), RESP encoding, and the round:
- * one request per node, sent at once and collected by one poll() loop, each
- * node bounded by its own deadline, with the replies every connection owes
- * kept in order. It knows no lock, no key and no script text of its own:
- * requests carry an opaque ordering tag, scripts are an index into the
- * owner's table, and a "fallback" is any request the owner wants sent when
- * the server answers the first one with a given error.
+ * Endpoints, connections, the handshake (AUTH, SELECT, CLIENT ID, INFO
+ * server for the run_id, SCRIPT LOAD of the scripts its owner gives it),
+ * RESP encoding, and the round: one request per node, sent at once and
+ * collected by one poll() loop, each node bounded by its own deadline, with
+ * the replies every connection owes kept in order. It knows no lock, no
+ * key and no script text of its own: requests carry an opaque ordering
+ * tag, scripts are an index into the owner's table, and a "fallback" is any
+ * request the owner wants sent when the server answers the first one with
+ * a given error.
  *
  * May call: base (error.c, clock.c, uri.c's node configuration).
  * Called by: protocol users above (operations, background threads).
@@ -255,11 +256,15 @@ typedef struct distlock__result {
     long budget_ms;      /* the timeout behind deadline_us (for the message) */
     /* A connection that owed replies past its timeout was replaced for this
      * call: its server-side id, to be killed on the new connection before
-     * the call is sent, and the endpoint state it was made under (the kill
-     * goes only to the same server). */
+     * the call is sent, and the endpoint state and server incarnation it
+     * was made under (the kill goes only to the same server: round.c). */
     int replaced;
     long long replaced_id;
     unsigned replaced_ep;
+    uint64_t replaced_run;
+    /* The CLIENT KILLs this call needs are decided once its connection's
+     * handshake told which server incarnation it is on (add_kills). */
+    int kills_due;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
 } distlock__result;
@@ -283,6 +288,12 @@ typedef struct distlock__conn {
     redisContext *ctx;
     uint64_t serial;        /* transport-unique number of this connection */
     long long srv_id;       /* the server's CLIENT ID for it, -1 unknown */
+    /* The server incarnation it is on: a hash of INFO server's run_id (new
+     * at every start of redis-server), 0 unknown (INFO refused). A client
+     * id means something only with it: ids start again from 1 after a
+     * restart, and a host name or a service address can lead to another
+     * server. */
+    uint64_t srv_run;
     int hs_pending;         /* handshake replies still due: not ready before 0 */
     unsigned cred_gen;      /* credentials it authenticated with */
     uint64_t used_us;       /* last round on this connection */
@@ -321,6 +332,7 @@ typedef struct distlock__stale {
     uint64_t tag;
     uint64_t serial;        /* connection that carries them */
     long long srv_id;       /* its server-side id, -1 unknown */
+    uint64_t run;           /* server incarnation of that connection, 0 unknown */
     int open;               /* still open on our side (else closed: orphaned) */
     int count;              /* requests */
     unsigned ep_gen;        /* Sentinel node: which master (endpoint generation) */
@@ -430,7 +442,9 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
                       const distlock__script *scripts, int nscripts);
 void distlock__tp_free(distlock__transport *t);
 /* In a forked child, before anything else: forget the parent's connections
- * (no I/O) and what it left behind; fresh lock. */
+ * (no I/O); what they carry (left behind or still awaited) stays listed as
+ * requests left behind on closed connections, so the child's requests of
+ * the same tags kill them first (from its own connections); fresh lock. */
 void distlock__tp_after_fork(distlock__transport *t);
 /* Set a timeout (connect: which 0, command: which 1) or a credential
  * (username: 0, password: 1; value copied, NULL clears). */
