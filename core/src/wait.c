@@ -361,11 +361,15 @@ static void shard_moved(distlock_client *c, int i, int k, const char *err, uint6
     char host[48] = "";
     const char *sp = strchr(err + 6, ' '), *colon = sp ? strrchr(sp, ':') : NULL;
     slot = atoi(err + 6);
-    if (sp && colon && colon > sp + 1 && (size_t)(colon - sp - 1) < sizeof(host)) {
+    if (sp && colon && colon > sp && (size_t)(colon - sp - 1) < sizeof(host)) {
         memcpy(host, sp + 1, (size_t)(colon - sp - 1));
         host[colon - sp - 1] = '\0';
         port = atoi(colon + 1);
     }
+    /* No host (cluster-preferred-endpoint-type unknown-endpoint): the
+     * endpoint this connection was opened to, with the port given. */
+    if (host[0] == '\0')
+        snprintf(host, sizeof(host), "%s", c->sub->nodes[i].sc[k].host);
     for (sub_chan *ch = c->sub->chans; ch; ch = ch->next) {
         if (ch->at == NULL || ch->at[i] != k || ch->slot != slot)
             continue;
