@@ -18,10 +18,16 @@
  * fills the map; a MOVED updates its slot at once and asks CLUSTER SLOTS
  * again ahead of the resent call. An ASK sends ASKING and the call to the
  * named master once, without changing the map. A master that cannot be
- * connected to is marked down and its slots forgotten: its keys go to
- * another master, whose MOVED names the new owner (after a failover). Each
- * call follows at most DISTLOCK__CL_REDIRECTS of these, within its own
- * deadline.
+ * connected to (refused, a name that does not resolve, no answer to the
+ * handshake within half of what is left of the call's deadline: round.c)
+ * is marked down and its slots forgotten: its keys go to another master,
+ * whose MOVED names the new owner (after a failover). Each call follows at
+ * most DISTLOCK__CL_REDIRECTS of these, within its own deadline.
+ *
+ * Unknown endpoints (cluster-preferred-endpoint-type unknown-endpoint: the
+ * nodes sit behind a load balancer): a NULL endpoint in CLUSTER SLOTS and a
+ * MOVED / ASK to ":PORT" mean the host the request was sent to, with the
+ * port given.
  *
  * The table of masters holds DISTLOCK__CL_MASTERS. Addresses come and go
  * (pods rescheduled, failovers), so once it is full a new address takes the
@@ -29,6 +35,12 @@
  * never a seed: they are the way back when everything else is gone), with a
  * new generation: a connection set's connection made under the old one
  * leads to the old address and is closed when routed to (distlock__cl_route).
+ * Never the entry of one that a request of ours may still reach (a request
+ * left behind there, or a connection set routed there now): that address
+ * named again would come back under a new generation, and its requests
+ * left behind would no longer be ordered before the later ones
+ * (in_flight_locked). With no such entry, a MOVED to a new address fails
+ * the call, saying so.
  *
  * Ordering (round.c): each master's connections carry a generation that
  * stands for its address, like a Sentinel node's masters: a request left
@@ -47,10 +59,32 @@ static int is_cluster(const distlock__transport *t, int i)
     return t->cl != NULL && t->cl[i] != NULL;
 }
 
+/* t->mu held: may a request of ours sent to master m of node i still run
+ * there? Its connections carry its generation, and so do the requests
+ * they left behind (conn.c's list, until answered or killed). If the
+ * entry went to another address, the same address named again would get
+ * a new generation, and conn.c's distlock__stale_find takes a request left
+ * behind under another generation for one that "can only run there": a
+ * later request with its tag would be sent without CLIENT KILL of it, and
+ * a release left behind could delete a later grant of the same token on
+ * that very server. So such an entry keeps its address (and generation)
+ * while a connection set is routed to it (its round may leave requests
+ * behind any moment) or a request left behind there is listed. */
+static int in_flight_locked(const distlock__transport *t, int i, const distlock__clmaster *x)
+{
+    if (x->users > 0)
+        return 1;
+    for (int k = 0; k < t->nstale; k++)
+        if (t->stale[k].node == i && t->stale[k].ep_gen == x->gen)
+            return 1;
+    return 0;
+}
+
 /* t->mu held, the table full: the entry a new address may take, -1 if
  * none. One that owns no slot (no call is routed to it by slot), not a
- * seed; one found down before one merely unnamed now, the oldest first. */
-static int reusable_locked(const distlock__clmap *map)
+ * seed, that no request of ours may still reach (in_flight_locked); one
+ * found down before one merely unnamed now, the oldest first. */
+static int reusable_locked(const distlock__transport *t, int i, const distlock__clmap *map)
 {
     unsigned char owns[DISTLOCK__CL_MASTERS] = { 0 };
     for (int s = 0; s < DISTLOCK__SLOTS; s++)
@@ -58,7 +92,7 @@ static int reusable_locked(const distlock__clmap *map)
             owns[map->owner[s] - 1] = 1;
     int best = -1;
     for (int m = map->nseeds; m < map->nm; m++) {
-        if (owns[m])
+        if (owns[m] || in_flight_locked(t, i, &map->m[m]))
             continue;
         const distlock__clmaster *x = &map->m[m], *b = best >= 0 ? &map->m[best] : NULL;
         if (b == NULL || x->down > b->down || (x->down == b->down && x->gen < b->gen))
@@ -67,16 +101,18 @@ static int reusable_locked(const distlock__clmap *map)
     return best;
 }
 
-/* t->mu held: index of host:port among the masters, added if new (-1: no
- * room, or a host too long). */
-static int master_index_locked(distlock__clmap *map, const char *host, int port)
+/* t->mu held: index of host:port among node i's masters, added if new (-1:
+ * no room, or a host too long). t is NULL while the map is built (no
+ * entry to reuse yet). */
+static int master_index_locked(const distlock__transport *t, int i, distlock__clmap *map,
+                               const char *host, int port)
 {
     for (int m = 0; m < map->nm; m++)
         if (map->m[m].port == port && strcmp(map->m[m].host, host) == 0)
             return m;
     if (strlen(host) >= sizeof(map->m[0].host))
         return -1;
-    int m = map->nm < DISTLOCK__CL_MASTERS ? map->nm++ : reusable_locked(map);
+    int m = map->nm < DISTLOCK__CL_MASTERS ? map->nm++ : t ? reusable_locked(t, i, map) : -1;
     if (m < 0)
         return -1;
     distlock__clmaster *x = &map->m[m];
@@ -107,7 +143,8 @@ int distlock__cl_init(distlock__transport *t)
             return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
         }
         for (int k = 0; k < cfg->nsentinels; k++)
-            (void)master_index_locked(map, cfg->sentinels[k].host, cfg->sentinels[k].port);
+            (void)master_index_locked(NULL, i, map, cfg->sentinels[k].host,
+                                      cfg->sentinels[k].port);
         map->nseeds = map->nm;
         t->cl[i] = map;
     }
@@ -150,6 +187,12 @@ void distlock__cl_set_free(distlock__transport *t, distlock__connset *cs)
     for (int i = 0; i < t->n; i++) {
         if (cs->cl[i] == NULL)
             continue;
+        /* (never with t->mu held: cur is -1 in a set that failed to be made) */
+        if (cs->cl[i]->cur >= 0) {
+            pthread_mutex_lock(&t->mu);
+            t->cl[i]->m[cs->cl[i]->cur].users--;
+            pthread_mutex_unlock(&t->mu);
+        }
         for (int m = 0; m < DISTLOCK__CL_MASTERS; m++)
             distlock__conn_forget(&cs->cl[i]->c[m]);
         free(cs->cl[i]);
@@ -215,6 +258,11 @@ void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
     pthread_mutex_lock(&t->mu);
     int m = ask >= 0 && ask < map->nm ? ask : pick_locked(map, slot);
     unsigned gen = map->m[m].gen;
+    if (m != cc->cur) {  /* (reusable_locked: the entry keeps its address meanwhile) */
+        if (cc->cur >= 0)
+            map->m[cc->cur].users--;
+        map->m[m].users++;
+    }
     pthread_mutex_unlock(&t->mu);
     if (m != cc->cur) {
         if (cc->cur >= 0) {
@@ -286,8 +334,20 @@ void distlock__cl_down(distlock__transport *t, distlock__connset *cs, int i)
     pthread_mutex_unlock(&t->mu);
 }
 
+int distlock__cl_elsewhere(distlock__transport *t, distlock__connset *cs, int i)
+{
+    int cur = cs->cl[i]->cur, any = 0;
+    const distlock__clmap *map = t->cl[i];
+    pthread_mutex_lock(&t->mu);
+    for (int m = 0; m < map->nm && !any; m++)
+        any = m != cur && !map->m[m].down;
+    pthread_mutex_unlock(&t->mu);
+    return any;
+}
+
 /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (an IPv6 address
- * has colons of its own: the port follows the last one). */
+ * has colons of its own: the port follows the last one). "MOVED 3999 :6381"
+ * (cluster-preferred-endpoint-type unknown-endpoint) gives an empty host. */
 static int parse_redirect(const char *err, int *slot, char *host, size_t hostlen, int *port)
 {
     const char *p = strchr(err, ' ');
@@ -298,7 +358,7 @@ static int parse_redirect(const char *err, int *slot, char *host, size_t hostlen
     if (end == p + 1 || *end != ' ' || s < 0 || s >= DISTLOCK__SLOTS)
         return -1;
     const char *addr = end + 1, *colon = strrchr(addr, ':');
-    if (colon == NULL || colon == addr || (size_t)(colon - addr) >= hostlen)
+    if (colon == NULL || (size_t)(colon - addr) >= hostlen)
         return -1;
     long pt = strtol(colon + 1, &end, 10);
     if (end == colon + 1 || pt <= 0 || pt > 65535)
@@ -310,7 +370,7 @@ static int parse_redirect(const char *err, int *slot, char *host, size_t hostlen
     return 0;
 }
 
-int distlock__cl_redirect(distlock__transport *t, int i, const char *err, int *ask)
+int distlock__cl_redirect(distlock__transport *t, int i, int from, const char *err, int *ask)
 {
     int moved = strncmp(err, "MOVED ", 6) == 0, asked = strncmp(err, "ASK ", 4) == 0;
     if (!is_cluster(t, i) || !(moved || asked))
@@ -321,7 +381,11 @@ int distlock__cl_redirect(distlock__transport *t, int i, const char *err, int *a
         return 0;
     distlock__clmap *map = t->cl[i];
     pthread_mutex_lock(&t->mu);
-    int m = master_index_locked(map, host, port);
+    /* No host: an unknown endpoint, i.e. the one this request was sent to
+     * (Redis's cluster specification), with the port given. */
+    if (host[0] == '\0' && from >= 0 && from < map->nm)
+        snprintf(host, sizeof(host), "%s", map->m[from].host);
+    int m = host[0] ? master_index_locked(t, i, map, host, port) : -2;
     if (m >= 0) {
         map->m[m].down = 0;  /* the cluster names it: try it again */
         if (moved)
@@ -329,7 +393,7 @@ int distlock__cl_redirect(distlock__transport *t, int i, const char *err, int *a
     }
     pthread_mutex_unlock(&t->mu);
     if (m < 0)
-        return 0;
+        return m == -1 ? -1 : 0;
     atomic_fetch_add(moved ? &map->moved : &map->asked, 1);
     *ask = m;
     return moved ? 1 : 2;
@@ -349,15 +413,18 @@ void distlock__cl_learn(distlock__transport *t, int i, int m, const redisReply *
             e->element[2]->type != REDIS_REPLY_ARRAY || e->element[2]->elements < 2)
             continue;
         const redisReply *a = e->element[2];
-        if (a->element[0]->type != REDIS_REPLY_STRING || a->element[1]->type != REDIS_REPLY_INTEGER)
+        int named = a->element[0]->type == REDIS_REPLY_STRING && a->element[0]->str[0];
+        if ((!named && a->element[0]->type != REDIS_REPLY_STRING &&
+             a->element[0]->type != REDIS_REPLY_NIL) || a->element[1]->type != REDIS_REPLY_INTEGER)
             continue;
         long long lo = e->element[0]->integer, hi = e->element[1]->integer;
         if (lo < 0 || hi >= DISTLOCK__SLOTS || lo > hi)
             continue;
-        /* An empty address: the server we asked ("unknown endpoint"). */
-        const char *host = a->element[0]->str[0] ? a->element[0]->str
+        /* A NULL endpoint (cluster-preferred-endpoint-type unknown-endpoint)
+         * or an empty one: the endpoint we asked, with the port given. */
+        const char *host = named ? a->element[0]->str
                            : m >= 0 && m < map->nm ? map->m[m].host : NULL;
-        int x = host ? master_index_locked(map, host, (int)a->element[1]->integer) : -1;
+        int x = host ? master_index_locked(t, i, map, host, (int)a->element[1]->integer) : -1;
         if (x < 0)
             continue;
         map->m[x].down = 0;

@@ -123,12 +123,18 @@ int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, ch
 char *distlock__cl_host(distlock__transport *t, distlock__connset *cs, int i);
 /* Start resolving the current master's name (NULL on ENOMEM). */
 distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i);
-/* A connection to the current master failed: route its slots elsewhere. */
+/* A connection to the current master failed (refused, its name does not
+ * resolve, no answer to its handshake): route its slots elsewhere. */
 void distlock__cl_down(distlock__transport *t, distlock__connset *cs, int i);
-/* An error reply: MOVED (map updated; returns 1) or ASK (*ask: the master
- * to ask; returns 2); 0 if neither (or unparsable). */
-int distlock__cl_redirect(distlock__transport *t, int i, const char *err, int *ask);
-/* A CLUSTER SLOTS reply from master m (its host stands for an empty one). */
+/* Is another master than the current one not known to be down? */
+int distlock__cl_elsewhere(distlock__transport *t, distlock__connset *cs, int i);
+/* An error reply from master `from` (its host stands for an empty one):
+ * MOVED (map updated; returns 1) or ASK (*ask: the master to ask; returns
+ * 2); 0 if neither (or unparsable); -1 if its master has no room in the
+ * table (cluster.c). */
+int distlock__cl_redirect(distlock__transport *t, int i, int from, const char *err, int *ask);
+/* A CLUSTER SLOTS reply from master m (its host stands for a NULL or an
+ * empty one). */
 void distlock__cl_learn(distlock__transport *t, int i, int m, const redisReply *rep);
 
 #endif

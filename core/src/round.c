@@ -66,7 +66,10 @@
  * ASK followed, a re-route to another cluster master, a resend after a
  * broken connection all keep it (start_node's cap), so 5 redirects cost no
  * more than one; an undo is a round of its own, bounded the same way. Only
- * a Sentinel node's second lookup (follow()) has a budget of its own.
+ * a Sentinel node's second lookup (follow()) has a budget of its own. A new
+ * connection to a Cluster master gets half of what is left while another
+ * master could name the slot's owner instead (cl_open): one that black-holes
+ * is then left in time to re-route.
  *
  * Stuck connections. A connection that completed its handshake and then
  * owes replies past its timeout (a NAT or firewall that dropped it: the
@@ -118,6 +121,10 @@ static int is_cluster(const distlock__transport *t, int i)
 
 static int cl_redirect(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
                        const char *err);
+static int cl_reroute(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
+    __attribute__((noinline));
+static void cl_share_over(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                          int i) __attribute__((noinline));
 
 /* Write the call now (the connection is ready): one more reply is due. */
 static int send_call(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
@@ -515,6 +522,10 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     if (rc < 0) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN, "%s", lk->err);
         free(lk);
+        /* A Cluster master's name that no longer resolves (its pod and its
+         * DNS record are gone after a failover): like a refusal. */
+        if (is_cluster(t, i))
+            (void)cl_reroute(t, cs, r, i);
         return;
     }
     unsigned ep_state = 0;
@@ -803,6 +814,20 @@ static __attribute__((noinline)) int cl_open(distlock__transport *t, distlock__c
         distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no master known");
         return -1;
     }
+    /* A master that does not answer (a black hole: no refusal ever comes)
+     * must not take the call's whole deadline when another master could
+     * name the slot's new owner: its name lookup, connection and handshake
+     * get half of what is left; past that it is treated as refused
+     * (cl_share_over), and the rest goes to the re-route. */
+    if (r->redirects < DISTLOCK__CL_REDIRECTS && distlock__cl_elsewhere(t, cs, i)) {
+        uint64_t now = distlock__now_us(), cap = call_deadline(r);
+        if (r->cap_us == 0)
+            r->cap_us = cap;
+        if (cap > now) {
+            r->deadline_us = now + (cap - now) / 2;
+            r->share = 1;
+        }
+    }
     if (kind == 1) {  /* a name: resolved off this thread, then resolved() */
         conn->resolving = distlock__cl_resolve(t, cs, i);
         if (conn->resolving == NULL)
@@ -810,18 +835,48 @@ static __attribute__((noinline)) int cl_open(distlock__transport *t, distlock__c
         r->deferred = 1;
         return -1;
     }
+    (void)call;
     open_at(t, cs, r, i, addr, 1, port, ep_state);
     if (r->state == DISTLOCK__R_PENDING)
         return 0;
+    (void)cl_reroute(t, cs, r, i);
+    return -1;
+}
+
+/* A Cluster node's master that cannot be reached (it refuses, its name
+ * does not resolve, it does not answer its handshake in time): its slots
+ * go elsewhere until the cluster names it again (cluster.c), and the call
+ * is routed again within its deadline, like a Sentinel node's follow():
+ * what may have run on the old server can only run there. Returns 1 if
+ * restarted (r changed), else 0 (r as it was). */
+static __attribute__((noinline)) int cl_reroute(distlock__transport *t, distlock__connset *cs,
+                                                distlock__result *r, int i)
+{
     distlock__cl_down(t, cs, i);
-    if (r->redirects >= DISTLOCK__CL_REDIRECTS)
-        return -1;
+    if (r->call == NULL || r->redirects >= DISTLOCK__CL_REDIRECTS)
+        return 0;
+    const distlock__call *call = r->call;
+    distlock__conn_close(t, i, &cs->conns[i]);
     r->redirects++;
     r->ask = 0;
-    r->state = DISTLOCK__R_PENDING;
-    r->err[0] = '\0';
+    r->resent |= r->sent;
     start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
-    return -1;
+    return 1;
+}
+
+/* Node i's share of its call's deadline is over (cl_open). A master that
+ * answered its handshake is alive: the call gets the rest of its deadline.
+ * One that did not (name lookup, connection or handshake still pending)
+ * is treated as refused: re-routed. */
+static __attribute__((noinline)) void cl_share_over(distlock__transport *t, distlock__connset *cs,
+                                                    distlock__result *r, int i)
+{
+    distlock__conn *conn = &cs->conns[i];
+    if (r->fresh && (conn->ctx == NULL || conn->hs_pending > 0) &&
+        r->redirects < DISTLOCK__CL_REDIRECTS && cl_reroute(t, cs, r, i))
+        return;
+    r->share = 0;
+    r->deadline_us = r->cap_us;
 }
 
 /* MOVED or ASK from a Cluster node's master: send the call again where it
@@ -831,9 +886,16 @@ static __attribute__((noinline)) int cl_redirect(distlock__transport *t, distloc
                                                  distlock__result *r, int i, const char *err)
 {
     int m = -1;
-    int k = distlock__cl_redirect(t, i, err, &m);
+    int k = distlock__cl_redirect(t, i, cs->cl[i]->cur, err, &m);
     if (k == 0)
         return 0;
+    if (k < 0) {
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                              "%.80s: not followed: no room for that master (its host name is "
+                              "too long, or all %d masters known may still receive requests "
+                              "of ours)", err, DISTLOCK__CL_MASTERS);
+        return 1;
+    }
     const distlock__call *call = r->call;
     r->redirects++;
     r->ask = k == 2 ? m + 1 : 0;
@@ -886,15 +948,11 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
      * up, the cluster names it again, and its certificate is the answer
      * (rerouting would end in a MOVED back to it, without the reason). */
     if (is_cluster(t, i) && r->fresh && !(conn->tls && distlock__tls_cert_refused(conn->tls))) {
-        distlock__cl_down(t, cs, i);
-        if (r->call && r->state == DISTLOCK__R_PENDING && r->redirects < DISTLOCK__CL_REDIRECTS) {
-            const distlock__call *call = r->call;
-            distlock__conn_close(t, i, conn);
-            r->redirects++;
-            r->ask = 0;
-            r->resent |= r->sent;
-            start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
-            return;
+        if (r->state == DISTLOCK__R_PENDING) {
+            if (cl_reroute(t, cs, r, i))
+                return;
+        } else {
+            distlock__cl_down(t, cs, i);
         }
     }
     distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "%s", why);
@@ -967,6 +1025,11 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 continue;
             if (decided && !(r->deferred && (r->call->undo || now < grace_end)))
                 continue;
+            if (r->share && now >= r->deadline_us) {
+                cl_share_over(t, cs, r, i);  /* re-routed, or the rest of its deadline */
+                if (r->state != DISTLOCK__R_PENDING)
+                    continue;
+            }
             if (now >= r->deadline_us) {
                 /* No reply in time. Keep the connection with what it owes:
                  * if the node is only paused, a later undo queues behind
@@ -981,6 +1044,11 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                                           r->budget_ms +
                                           (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
                 distlock__stats_node_timeout(t->stats, i);
+                /* A Cluster master that never answered its handshake: like
+                 * a refused one, its slots go elsewhere (the next call
+                 * asks another master who owns them now). */
+                if (is_cluster(t, i) && r->fresh && (conn->ctx == NULL || conn->hs_pending > 0))
+                    distlock__cl_down(t, cs, i);
                 if (conn->ctx && conn->qlen > 0)
                     conn->late = 1;  /* the next call does not wait on it again */
                 distlock__abandon(t, i, conn, r);

@@ -248,6 +248,9 @@ typedef struct distlock__result {
     int redirects;       /* Cluster node: MOVED / ASK / dead masters followed */
     int ask;             /* Cluster node: send ASKING first, to master ask - 1 (0: no) */
     int tries;           /* Cluster node: TRYAGAIN answers so far */
+    int share;           /* Cluster node: deadline_us is a new master's share of
+                          * cap_us (round.c cl_open): past it, unanswered, it is
+                          * treated as refused */
     uint64_t retry_at_us;  /* Cluster node: resend then (after TRYAGAIN), 0: no */
     uint64_t deadline_us;
     /* The call's own deadline on this node: a redirect, re-route or resend
@@ -364,12 +367,14 @@ typedef struct distlock__endpoint {
  * address (the ordering of requests left behind is per server, as for a
  * Sentinel node's masters: round.c). Under tp.mu. */
 #define DISTLOCK__CL_MASTERS 64  /* masters known at once: up to 64 (cluster.c gives the
-                                    entry of one that owns no slot to a new address) */
+                                    entry of one that owns no slot, and can no longer
+                                    receive a request of ours, to a new address) */
 typedef struct distlock__clmaster {
     char host[256];
     int port;
     int down;               /* a connection to it failed: route its slots elsewhere */
     unsigned gen;
+    int users;              /* connection sets whose conns[i] leads here now */
 } distlock__clmaster;
 typedef struct distlock__clmap {
     unsigned char owner[DISTLOCK__SLOTS];  /* master index + 1; 0: unknown */

@@ -286,22 +286,41 @@ static int shard_kind_is(const shard_conn *sc, const char *kind, const char *sha
     return strcmp(kind, sc->classic ? shard_kind + 1 : shard_kind) == 0;
 }
 
+static int shard_needed(distlock_client *c, int i, int k);
+
 /* c->mu held: node i's connection to host:port (numeric), listed (not
- * connected) if new; -1 if there is no room. */
-static int shard_find(sub_node *sn, const char *host, int port)
+ * connected) if new; -1 if there is no room. Masters come and go (pods
+ * rescheduled, failovers): once DISTLOCK__CL_MASTERS addresses were used, a
+ * new one takes the entry of one that carries no channel (a closed one
+ * first; an open one is closed: nothing is subscribed on it), else a
+ * channel whose master is at a new address would never be placed again. */
+static int shard_find(distlock_client *c, int i, const char *host, int port)
 {
+    sub_node *sn = &c->sub->nodes[i];
     for (int k = 0; k < sn->nsc; k++)
         if (sn->sc[k].port == port && strcmp(sn->sc[k].host, host) == 0)
             return k;
     if (sn->sc == NULL && (sn->sc = calloc(DISTLOCK__CL_MASTERS, sizeof(*sn->sc))) == NULL)
         return -1;
-    if (sn->nsc == DISTLOCK__CL_MASTERS || strlen(host) >= sizeof(sn->sc[0].host))
+    if (strlen(host) >= sizeof(sn->sc[0].host))
         return -1;
-    shard_conn *sc = &sn->sc[sn->nsc];
+    int k = sn->nsc < DISTLOCK__CL_MASTERS ? sn->nsc++ : -1;
+    for (int j = 0; k < 0 && j < sn->nsc; j++)
+        if (sn->sc[j].ctx == NULL && !shard_needed(c, i, j))
+            k = j;
+    for (int j = 0; k < 0 && j < sn->nsc; j++)
+        if (!shard_needed(c, i, j))
+            k = j;
+    if (k < 0)
+        return -1;
+    shard_conn *sc = &sn->sc[k];
+    distlock__tls_free(sc->tls);  /* writes nothing */
+    if (sc->ctx)
+        redisFree(sc->ctx);
     memset(sc, 0, sizeof(*sc));
     snprintf(sc->host, sizeof(sc->host), "%s", host);
     sc->port = port;
-    return sn->nsc++;
+    return k;
 }
 
 /* c->mu held: SSUBSCRIBE node i's channels not placed yet, each on its
@@ -324,7 +343,7 @@ static void shard_place(distlock_client *c, int i, uint64_t now)
             host[0] = '\0';
         }
         if (host[0] && distlock__host_is_numeric(host))
-            k = shard_find(sn, host, port);
+            k = shard_find(c, i, host, port);
         if (k < 0) {
             ch->place_at_us = now + (uint64_t)RECONNECT_MS * 1000u;
             sn->state = NODE_FAILED;
@@ -345,11 +364,15 @@ static void shard_moved(distlock_client *c, int i, int k, const char *err, uint6
     char host[48] = "";
     const char *sp = strchr(err + 6, ' '), *colon = sp ? strrchr(sp, ':') : NULL;
     slot = atoi(err + 6);
-    if (sp && colon && colon > sp + 1 && (size_t)(colon - sp - 1) < sizeof(host)) {
+    if (sp && colon && colon > sp && (size_t)(colon - sp - 1) < sizeof(host)) {
         memcpy(host, sp + 1, (size_t)(colon - sp - 1));
         host[colon - sp - 1] = '\0';
         port = atoi(colon + 1);
     }
+    /* No host (cluster-preferred-endpoint-type unknown-endpoint): the
+     * endpoint this connection was opened to, with the port given. */
+    if (host[0] == '\0')
+        snprintf(host, sizeof(host), "%s", c->sub->nodes[i].sc[k].host);
     for (sub_chan *ch = c->sub->chans; ch; ch = ch->next) {
         if (ch->at == NULL || ch->at[i] != k || ch->slot != slot)
             continue;

@@ -1,0 +1,156 @@
+/* test_cluster_failover_unresolvable_master.c -- a redis-cluster:// node
+ * whose masters are announced by host name (Redis 7
+ * cluster-announce-hostname, cluster-preferred-endpoint-type hostname:
+ * Kubernetes pods) follows a failover also when the dead master's name no
+ * longer resolves (its pod is gone, and so is its DNS record).
+ *
+ * README: "Masters come and go (pods rescheduled, failovers)"; "A master
+ * that refuses connections is marked down and its slots forgotten: its
+ * keys go to another master, whose MOVED names the new owner after a
+ * failover". A master whose name fails to resolve is not marked down
+ * (round.c resolved(): result_fail, no distlock__cl_down), its slots stay
+ * in the map, and nothing asks CLUSTER SLOTS again while the other
+ * masters' connections stay up: every call on its slots fails with
+ * "cannot resolve" for good, although the cluster promoted its replica
+ * seconds ago.
+ *
+ * Real servers only: 3 masters + 3 replicas, each announcing nK.test
+ * (tests/harness/slowdns: nK.test resolves to 127.0.0.1). The client locks
+ * a key of master X's slot, X is killed and nX.test made to fail
+ * (EAI_NONAME); once X's replica is master and the cluster is ok, the client
+ * must lock that key again within 10 s. (With nX.test still resolving, the
+ * refused connection marks X down and the MOVED is followed.) */
+#include "test_common.h"
+
+#include "harness/cluster_harness.h"
+#include "harness/slowdns.h"
+
+static rh_rcl *CL;
+
+static int group_setup(void **state)
+{
+    (void)state;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    CL = rh_rcl_start_n(3, 1);
+    return CL ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    rh_rcl_stop(CL);
+    return 0;
+}
+
+static void command_ok(int i, const char *fmt, const char *arg)
+{
+    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
+    int ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r && !ok) print_error("server %d: %s\n", i, r->str);
+    if (r) freeReplyObject(r);
+    assert_true(ok);
+}
+
+/* Server i's CLUSTER SLOTS names slot's master by host name. */
+static int named(int i, int slot, const char *want)
+{
+    redisReply *r = rh_command(CL->rc, i, 0, "CLUSTER SLOTS");
+    int ok = 0;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *e = r->element[k];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer &&
+            e->element[2]->element[0]->type == REDIS_REPLY_STRING)
+            ok = strcmp(e->element[2]->element[0]->str, want) == 0;
+    }
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+static void test_failover_followed_when_dead_master_name_no_longer_resolves(void **state)
+{
+    (void)state;
+    int n = CL->rc->n;
+    char rules[512] = "";
+    size_t u = 0;
+    for (int i = 0; i < n; i++)
+        u += (size_t)snprintf(rules + u, sizeof rules - u, "%sn%d.test=0=127.0.0.1", i ? ";" : "",
+                              i);
+    assert_int_equal(slowdns_set(rules), 0);
+    for (int i = 0; i < n; i++) {
+        char name[32];
+        snprintf(name, sizeof name, "n%d.test", i);
+        command_ok(i, "CONFIG SET cluster-announce-hostname %s", name);
+        command_ok(i, "CONFIG SET cluster-preferred-endpoint-type %s", "hostname");
+    }
+    const char *K = "fo:name";
+    int s = rh_rcl_keyslot(CL, K);
+    int x = rh_rcl_owner(CL, 0, s);
+    assert_true(x >= 0);
+    int rx = rh_rcl_replica_of(CL, x);
+    assert_true(rx >= 0);
+    char xname[32], rxname[32];
+    snprintf(xname, sizeof xname, "n%d.test", x);
+    snprintf(rxname, sizeof rxname, "n%d.test", rx);
+    for (int i = 0; i < n; i++)
+        if (rh_rcl_is_master(CL, i))
+            assert_true(RH_WAIT_UNTIL(named(i, s, xname), 10000));
+
+    distlock_client *c = new_client(CL->uri);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, K, 10000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    char route[64];
+    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    printf("# slot %d routed to %s (master %d; replica %d is %s)\n", s, route, x, rx, rxname);
+
+    /* X's pod is gone: the server and its name */
+    assert_int_equal(rh_kill(CL->rc, x), 0);
+#ifndef NAME_STAYS
+    u = 0;
+    for (int i = 0; i < n; i++)
+        u += (size_t)snprintf(rules + u, sizeof rules - u, "%sn%d.test=0=%s", i ? ";" : "", i,
+                              i == x ? "fail" : "127.0.0.1");
+    assert_int_equal(slowdns_set(rules), 0);
+#endif
+    long long t_kill = rh_now_ms();
+    assert_true(RH_WAIT_UNTIL(rh_rcl_is_master(CL, rx), 30000));
+    assert_int_equal(rh_rcl_wait_ok(CL, 30000), 0);
+    for (int i = 0; i < n; i++)
+        if (i != x && rh_rcl_is_master(CL, i))
+            assert_true(RH_WAIT_UNTIL(named(i, s, rxname), 10000));
+    printf("# master %d killed, %s promoted and named by every master after %lld ms\n", x, rxname,
+           rh_now_ms() - t_kill);
+
+    long long t0 = rh_now_ms();
+    int rc = -1, tries = 0;
+    char last[300] = "";
+    while (rh_now_ms() - t0 < 10000) {
+        l = NULL;
+        rc = distlock_acquire(c, K, 10000, 0, 0, &l);
+        tries++;
+        if (rc == DISTLOCK_OK)
+            break;
+        snprintf(last, sizeof last, "%s", distlock_last_error());
+        rh_sleep_ms(200);
+    }
+    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    printf("# after the failover: %d after %d tries in %lld ms (%s); routed to %s\n", rc, tries,
+           rh_now_ms() - t0, rc == DISTLOCK_OK ? "granted" : last, route);
+    if (l) {
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+    distlock_client_free(c);
+    slowdns_set(NULL);
+    assert_rc(rc, DISTLOCK_OK);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_failover_followed_when_dead_master_name_no_longer_resolves),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
