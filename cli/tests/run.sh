@@ -1056,6 +1056,28 @@ t_server_reply_quoting_a_long_password() {
   [ "$leaks" -eq 0 ] || fail "$leaks of $n cases showed a piece of the password"
 }
 
+# A server list the library refuses is echoed by the command as given, masked
+# by the command's own masker ("bad --servers/DISTLOCK_SERVERS '...'"). The
+# library's rule (README "Errors"): everything between "scheme://" and the
+# entry's last '@' is masked, and the value of every query parameter that is
+# not a known non-secret option, whatever its name's spelling (case,
+# %-escapes). The echo must hide at least as much as the library's message.
+t_bad_server_list_masked_like_the_library() {
+  local k=cli:badlist:$RANDOM n=0 leaks=0 s
+  for s in 'redis://S3cretPw0rd@127.0.0.1:99999' \
+           'redis-sentinel://h1:26379/m?sentinel_p%61ssword=S3cretPw0rd' \
+           'redis-sentinel://h1:26379/m?auth=S3cretPw0rd'; do
+    n=$((n + 1))
+    "$DL" status --servers "$s" "$k" >"$D/out.$n" 2>&1 || true
+    DISTLOCK_SERVERS=$s "$DL" run "$k" -- true >>"$D/out.$n" 2>&1 || true
+    if grep -q S3cretPw0rd "$D/out.$n"; then
+      echo "    FAIL: case $n: password shown for $s:" >&2; sed 's/^/      /' "$D/out.$n" >&2
+      leaks=$((leaks + 1))
+    fi
+  done
+  [ "$leaks" -eq 0 ] || fail "$leaks of $n server lists showed their password"
+}
+
 # TLS: a CA and certificates made for this test (tests/harness/certs.sh), a
 # server with a TLS port; the CA by flag or by environment; verification on
 # by default (exit 69 with the node and the reason); --tls-insecure works and
