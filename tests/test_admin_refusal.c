@@ -100,44 +100,6 @@ static void test_force_release_refused_three_nodes(void **state)
     force_release_refused(*state, 0x7);
 }
 
-/* ------------------------------------------------------------ token pairs */
-
-/* An idempotent re-acquire with the token the key already holds (the
- * token pair's "refreshes the TTL and succeeds", distlock.h) whose refresh
- * is refused (an ACL without PEXPIRE: SET NX GET still works, the extend
- * script does not) fails with EPROTO, "an error, not a loss": the lock the
- * caller held before the call must still be there afterwards, on every
- * node. */
-static void reacquire_refused(rh_cluster *rc, unsigned mask)
-{
-    set_user(rc, mask, "-pexpire");
-    distlock_client *c = user_client(rc, mask);
-    const char *tok = "0123456789abcdef0123456789abcdef";
-    assert_rc(distlock_acquire_token(c, "adm:pair", 30000, tok, 0, NULL), DISTLOCK_OK);
-    assert_holding(rc, "adm:pair", tok, __builtin_popcount(mask));
-    int st = distlock_acquire_token(c, "adm:pair", 30000, tok, 0, NULL);
-    printf("re-acquire refused, %d node(s): %d (%s): \"%s\"\n", __builtin_popcount(mask), st,
-           distlock_strerror(st), distlock_last_error());
-    assert_rc(st, DISTLOCK_EPROTO);
-    int held = rh_count_holding(rc, "adm:pair", tok);
-    if (held != __builtin_popcount(mask)) {
-        print_error("after a refused re-acquire the held lock is on %d of %d node(s): "
-                    "deleted behind its holder's back\n", held, __builtin_popcount(mask));
-        fail();
-    }
-    distlock_client_free(c);
-}
-
-static void test_reacquire_refused_keeps_the_lock_one_node(void **state)
-{
-    reacquire_refused(*state, 0x1);
-}
-
-static void test_reacquire_refused_keeps_the_lock_three_nodes(void **state)
-{
-    reacquire_refused(*state, 0x7);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -145,8 +107,6 @@ int main(void)
         cmocka_unit_test_setup(test_holder_refused_three_nodes, heal),
         cmocka_unit_test_setup(test_force_release_refused_one_node, heal),
         cmocka_unit_test_setup(test_force_release_refused_three_nodes, heal),
-        cmocka_unit_test_setup(test_reacquire_refused_keeps_the_lock_one_node, heal),
-        cmocka_unit_test_setup(test_reacquire_refused_keeps_the_lock_three_nodes, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
