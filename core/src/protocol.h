@@ -20,8 +20,14 @@ enum {
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
 
-/* The error an older server (Redis < 7) gives SET ... NX GET. */
+/* The error an older server gives SET ... NX GET (Redis < 7) and
+ * SCAN ... TYPE (Redis < 6). */
 #define DISTLOCK__SYNTAX_ERROR "ERR syntax"
+
+/* SCAN ... TYPE string for a server without TYPE (Redis 5): EVAL it with 0
+ * keys and ARGV cursor pattern count; answers as SCAN does ({cursor,
+ * keys}), keeping only the string keys of the step. */
+extern const char distlock__scan_strings_script[] DISTLOCK__HIDDEN;
 
 /* Keys kept beside a lock key (queue, fence counter) in the same Redis
  * Cluster hash slot; buf must hold DISTLOCK__SIDEKEY_MAX bytes. */

@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,9 +82,33 @@ static long server_pid(int port)
     return pid;
 }
 
+static int server_major;
+static pthread_once_t server_major_once = PTHREAD_ONCE_INIT;
+
+static void ask_server_major(void)
+{
+    FILE *f = popen("redis-server --version 2>/dev/null", "r");
+    char line[256];
+    if (f && fgets(line, sizeof line, f)) {
+        const char *v = strstr(line, " v=");  /* "Redis server v=7.0.15 sha=..." */
+        if (v) server_major = atoi(v + 3);
+    }
+    if (f) pclose(f);
+}
+
+int rh_server_major(void)
+{
+    /* asked once: PATH does not change under a test */
+    pthread_once(&server_major_once, ask_server_major);
+    return server_major;
+}
+
 /* Start redis-server on port; wait until it answers as our child. */
 static int spawn_on_port(rh_cluster *rc, int i, int port)
 {
+    /* options of Redis 7.0+, left out for older servers (scripts/server-matrix.sh),
+     * which allow DEBUG anyway and keep the AOF in --dir */
+    int modern = rh_server_major() >= 7;
     char portstr[16], sock[108], logf[128];
     snprintf(portstr, sizeof portstr, "%d", port);
     snprintf(sock, sizeof sock, "%s/redis-%d.sock", rc->dir, port);
@@ -110,12 +135,12 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
         argv[a++] = "--logfile"; argv[a++] = logf;
         argv[a++] = "--unixsocket"; argv[a++] = sock;
         argv[a++] = "--unixsocketperm"; argv[a++] = "700";
-        argv[a++] = "--enable-debug-command"; argv[a++] = "local";
+        if (modern) { argv[a++] = "--enable-debug-command"; argv[a++] = "local"; }
         argv[a++] = "--daemonize"; argv[a++] = "no";
         if (rc->aof) {
             argv[a++] = "--appendonly"; argv[a++] = "yes";
             argv[a++] = "--appendfsync"; argv[a++] = "always";
-            argv[a++] = "--appenddirname"; argv[a++] = aofdir;
+            if (modern) { argv[a++] = "--appenddirname"; argv[a++] = aofdir; }
         } else {
             argv[a++] = "--appendonly"; argv[a++] = "no";
         }

@@ -129,6 +129,8 @@ int rh_debug_sleep(const rh_cluster *rc, int i, long ms);
 
 /* Monotonic clock in milliseconds. */
 long long rh_now_ms(void);
+/* The major version of the redis-server on PATH (Valkey's own: 8), 0 if unknown. */
+int rh_server_major(void);
 
 /* Poll `cond` every few ms until it is true or timeout_ms passes; evaluates
  * to 1 if it became true. For waiting on a condition, never as a sleep. */

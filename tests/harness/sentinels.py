@@ -78,6 +78,14 @@ def free_port():
     return p
 
 
+def debug_command_option():
+    """--enable-debug-command is Redis 7.0+ (older servers allow DEBUG
+    anyway): left out for the older servers scripts/server-matrix.sh runs."""
+    out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
+    v = out.split(" v=", 1)[1] if " v=" in out else "0"
+    return ["--enable-debug-command", "local"] if int(v.split(".")[0] or 0) >= 7 else []
+
+
 class Conn:
     """A minimal blocking RESP client (the harness must not depend on a
     Python Redis package)."""
@@ -192,8 +200,8 @@ class Group:
         for k, port in enumerate(self.data):
             argv = ["redis-server", "--bind", self.data_ip, "--save", "",
                     "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
-                    "--logfile", os.path.join(self.dir, "redis-%d.log" % port),
-                    "--enable-debug-command", "local"]
+                    "--logfile", os.path.join(self.dir, "redis-%d.log" % port)]
+            argv += debug_command_option()
             for name, value in self.tls_args(port, a.data_cert or "server"):
                 argv += ["--" + name, value]
             if a.data_pass:
