@@ -82,11 +82,109 @@ static void test_reacquire_refused_keeps_the_lock_three_nodes(void **state)
     reacquire_refused(*state, 0x7);
 }
 
+/* The undo's rule (acquire.c undo_node), case by case. A refused SET NX
+ * GET (an ACL without SET) ran nothing: a re-acquire refused that way
+ * leaves the lock its caller held (before: the undo's release, which the
+ * user may run, deleted it). */
+static void reacquire_set_refused(rh_cluster *rc, unsigned mask)
+{
+    const char *tok = "fedcba9876543210fedcba9876543210";
+    for (int i = 0; i < rc->n; i++)
+        if (mask & (1u << i))
+            assert_int_equal(rh_set(rc, i, 0, "rr:noset", tok, 30000), 0);
+    set_user(rc, mask, "-set");
+    distlock_client *c = user_client(rc, mask);
+    int st = distlock_acquire_token(c, "rr:noset", 30000, tok, 0, NULL);
+    printf("re-acquire, SET refused, %d node(s): %d (%s): \"%s\"\n", __builtin_popcount(mask),
+           st, distlock_strerror(st), distlock_last_error());
+    assert_rc(st, DISTLOCK_EPROTO);
+    assert_holding(rc, "rr:noset", tok, __builtin_popcount(mask));
+    /* and a fresh token refused the same way created nothing anywhere */
+    st = distlock_acquire_token(c, "rr:noset2", 30000, tok, 0, NULL);
+    assert_rc(st, DISTLOCK_EPROTO);
+    assert_holding(rc, "rr:noset2", NULL, 0);
+    distlock_client_free(c);
+}
+
+static void test_reacquire_set_refused_keeps_the_lock_one_node(void **state)
+{
+    reacquire_set_refused(*state, 0x1);
+}
+
+static void test_reacquire_set_refused_keeps_the_lock_three_nodes(void **state)
+{
+    reacquire_set_refused(*state, 0x7);
+}
+
+/* A refused re-acquire with a node that does not answer (DEBUG SLEEP past
+ * the command timeout): the other nodes' replies prove the caller held the
+ * key with this token before the call, so the silent node, which may be
+ * one of the held ones, is left alone too. */
+static void test_reacquire_refused_silent_node_keeps_the_lock(void **state)
+{
+    rh_cluster *rc = *state;
+    set_user(rc, 0x7, "-pexpire");
+    distlock_client *c = user_client(rc, 0x7);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 200), DISTLOCK_OK);
+    const char *tok = "00112233445566778899aabbccddeeff";
+    assert_rc(distlock_acquire_token(c, "rr:silent", 30000, tok, 0, NULL), DISTLOCK_OK);
+    assert_holding(rc, "rr:silent", tok, 3);
+    assert_int_equal(rh_debug_sleep(rc, 2, 800), 0);
+    int st = distlock_acquire_token(c, "rr:silent", 30000, tok, 0, NULL);
+    printf("re-acquire refused on 2, 1 silent: %d (%s): \"%s\"\n", st, distlock_strerror(st),
+           distlock_last_error());
+    assert_rc(st, DISTLOCK_EPROTO);
+    rh_sleep_ms(1000);  /* the sleeping node ran whatever it was sent */
+    int held = rh_count_holding(rc, "rr:silent", tok);
+    if (held != 3) {
+        print_error("after a refused re-acquire with a silent node the held lock is on %d of 3 "
+                    "nodes\n", held);
+        fail();
+    }
+    distlock_client_free(c);
+}
+
+/* The other side of the rule (the SPEC: "on failure, release on all nodes,
+ * including those that did not answer"): a failed acquire with nothing
+ * held before -- a handle, or the token pair with a token no node holds --
+ * leaves no key behind on the nodes that did not answer in time but ran
+ * the request later. */
+static void test_failed_acquire_leaves_nothing_on_unanswered_nodes(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 200), DISTLOCK_OK);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "rr:warm", 30000, 0, 0, &l), DISTLOCK_OK);  /* connections */
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    l = NULL;
+    for (int round = 0; round < 2; round++) {
+        const char *key = round == 0 ? "rr:plain" : "rr:freshpair";
+        assert_int_equal(rh_debug_sleep(rc, 1, 800), 0);
+        assert_int_equal(rh_debug_sleep(rc, 2, 800), 0);
+        int st = round == 0 ? distlock_acquire(c, key, 30000, 0, 0, &l)
+                            : distlock_acquire_token(c, key, 30000,
+                                                     "aaaabbbbccccddddeeeeffff00001111", 0, NULL);
+        printf("%s, 2 of 3 silent: %d (%s): \"%s\"\n", round == 0 ? "acquire" : "acquire_token",
+               st, distlock_strerror(st), distlock_last_error());
+        assert_true(st < 0);
+        assert_null(l);
+        rh_sleep_ms(1000);  /* both ran the acquire, then its undo */
+        assert_holding(rc, key, NULL, 0);
+    }
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_reacquire_refused_keeps_the_lock_one_node, heal),
         cmocka_unit_test_setup(test_reacquire_refused_keeps_the_lock_three_nodes, heal),
+        cmocka_unit_test_setup(test_reacquire_set_refused_keeps_the_lock_one_node, heal),
+        cmocka_unit_test_setup(test_reacquire_set_refused_keeps_the_lock_three_nodes, heal),
+        cmocka_unit_test_setup(test_reacquire_refused_silent_node_keeps_the_lock, heal),
+        cmocka_unit_test_setup(test_failed_acquire_leaves_nothing_on_unanswered_nodes, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
