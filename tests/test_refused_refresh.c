@@ -144,6 +144,36 @@ static void test_reacquire_refused_silent_node_keeps_the_lock(void **state)
     distlock_client_free(c);
 }
 
+/* The acquire script's path (owner metadata on): node 0 holds our token
+ * and the script refreshes it ({1, -1, 1}: held before, left alone by the
+ * undo), node 1 holds it too but refuses the script's HSET (-hset: the
+ * refusal comes before the script's only write of the lock key, so
+ * nothing to undo there either), node 2 is another owner's. No quorum:
+ * EPROTO, and the lock held on nodes 0 and 1 is still there. (Before: the
+ * script set the key, then failed on HSET, and the undo released both.) */
+static void test_reacquire_script_refused_keeps_the_lock(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *tok = "99998888777766665555444433332222";
+    assert_int_equal(rh_set(rc, 0, 0, "rr:script", tok, 30000), 0);
+    assert_int_equal(rh_set(rc, 1, 0, "rr:script", tok, 30000), 0);
+    assert_int_equal(rh_set(rc, 2, 0, "rr:script", "someoneelse", 30000), 0);
+    set_user(rc, 0x1, "+@all");
+    set_user(rc, 0x6, "-hset");
+    distlock_client *c = user_client(rc, 0x7);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1), DISTLOCK_OK);
+    int st = distlock_acquire_token(c, "rr:script", 30000, tok, 0, NULL);
+    printf("re-acquire by script: 1 refreshed, 1 refused, 1 held by another: %d (%s): \"%s\"\n",
+           st, distlock_strerror(st), distlock_last_error());
+    assert_rc(st, DISTLOCK_EPROTO);
+    int held = rh_count_holding(rc, "rr:script", tok);
+    if (held != 2) {
+        print_error("after a failed re-acquire the held lock is on %d of its 2 nodes\n", held);
+        fail();
+    }
+    distlock_client_free(c);
+}
+
 /* The other side of the rule (the SPEC: "on failure, release on all nodes,
  * including those that did not answer"): a failed acquire with nothing
  * held before -- a handle, or the token pair with a token no node holds --
@@ -184,6 +214,7 @@ int main(void)
         cmocka_unit_test_setup(test_reacquire_set_refused_keeps_the_lock_one_node, heal),
         cmocka_unit_test_setup(test_reacquire_set_refused_keeps_the_lock_three_nodes, heal),
         cmocka_unit_test_setup(test_reacquire_refused_silent_node_keeps_the_lock, heal),
+        cmocka_unit_test_setup(test_reacquire_script_refused_keeps_the_lock, heal),
         cmocka_unit_test_setup(test_failed_acquire_leaves_nothing_on_unanswered_nodes, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
