@@ -1025,6 +1025,59 @@ t_passwords_never_shown() {
   [ "$leaks" -eq 0 ] || fail "$leaks of $n cases failed"
 }
 
+# A server's error reply may quote the password the command sent: Redis
+# answers a command it does not know (AUTH renamed away: rename-command AUTH
+# "") with "ERR unknown command 'AUTH', with args beginning with: 'user'
+# 'PASSWORD'", cut at 128 bytes, and the library cuts the reply again. A
+# password longer than the cut appears only in part there: no piece of it may
+# be shown (stderr, status, status --json).
+t_server_reply_quoting_a_long_password() {
+  local k=cli:authecho:$RANDOM p n=0 leaks=0 pw
+  pw=$(printf 'Q%.0s' $(seq 1 40))S3cretPart$(printf 'Z%.0s' $(seq 1 100))
+  p=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  redis-server --port "$p" --bind 127.0.0.1 --save '' --dir "$D" --logfile "$D/authecho.log" \
+    --rename-command AUTH '' >/dev/null 2>&1 &
+  local srv=$!
+  track "$srv"
+  wait_until 10 "redis-cli -p $p PING 2>/dev/null | grep -q PONG" || { kill -9 "$srv"; return 1; }
+  leak() {
+    n=$((n + 1))
+    "$@" >"$D/out.$n" 2>&1 || true
+    if grep -q -e S3cretPart -e QQQQQQQQQQ -e ZZZZZZZZZZ "$D/out.$n"; then
+      echo "    FAIL: case $n: password shown by ${*:2}:" >&2; sed 's/^/      /' "$D/out.$n" >&2
+      leaks=$((leaks + 1))
+    fi
+  }
+  leak "$DL" run --servers "redis://bob:$pw@127.0.0.1:$p" "$k" -- true
+  leak "$DL" status --servers "redis://bob:$pw@127.0.0.1:$p" "$k"
+  leak "$DL" status --json --servers "redis://:$pw@127.0.0.1:$p" "$k"
+  DISTLOCK_SERVERS="redis://bob:$pw@127.0.0.1:$p" leak "$DL" run "$k" -- true
+  kill -9 "$srv"
+  [ "$leaks" -eq 0 ] || fail "$leaks of $n cases showed a piece of the password"
+}
+
+# A server list the library refuses is echoed by the command as given, masked
+# by the command's own masker ("bad --servers/DISTLOCK_SERVERS '...'"). The
+# library's rule (README "Errors"): everything between "scheme://" and the
+# entry's last '@' is masked, and the value of every query parameter that is
+# not a known non-secret option, whatever its name's spelling (case,
+# %-escapes). The echo must hide at least as much as the library's message.
+t_bad_server_list_masked_like_the_library() {
+  local k=cli:badlist:$RANDOM n=0 leaks=0 s
+  for s in 'redis://S3cretPw0rd@127.0.0.1:99999' \
+           'redis-sentinel://h1:26379/m?sentinel_p%61ssword=S3cretPw0rd' \
+           'redis-sentinel://h1:26379/m?auth=S3cretPw0rd'; do
+    n=$((n + 1))
+    "$DL" status --servers "$s" "$k" >"$D/out.$n" 2>&1 || true
+    DISTLOCK_SERVERS=$s "$DL" run "$k" -- true >>"$D/out.$n" 2>&1 || true
+    if grep -q S3cretPw0rd "$D/out.$n"; then
+      echo "    FAIL: case $n: password shown for $s:" >&2; sed 's/^/      /' "$D/out.$n" >&2
+      leaks=$((leaks + 1))
+    fi
+  done
+  [ "$leaks" -eq 0 ] || fail "$leaks of $n server lists showed their password"
+}
+
 # TLS: a CA and certificates made for this test (tests/harness/certs.sh), a
 # server with a TLS port; the CA by flag or by environment; verification on
 # by default (exit 69 with the node and the reason); --tls-insecure works and

@@ -36,6 +36,10 @@ typedef struct attempt_ctx {
     int fencing;
     int owner;          /* store owner metadata (sk->ok and the fields) */
     sidekeys *sk;       /* fair, fencing or owner, else NULL */
+    /* Nodes whose first-round reply showed our own token already there
+     * (distlock__reply_held_own): `own`; of those, `prior` on the request's
+     * first send (not resent), so the key held it before this attempt. */
+    uint64_t own, prior;
     char ttl[24], qttl[24];
 } attempt_ctx;
 
@@ -350,11 +354,51 @@ static void leave_where_lost(attempt_ctx *a, const distlock__result *res)
     distlock__round_clear(res4, c->n);
 }
 
-/* Undo a lost attempt on every node where it was sent and not refused: it
- * granted, may still grant (no answer, timed out, connection lost after
- * sending), or answered with an error after its SET. The transport orders
- * the undo after the acquire it undoes (round.c). A fair waiter keeps its
- * place in the queues. */
+/* Does the undo of a lost attempt release node i? The rule: only where THIS
+ * attempt may have created the key, never a key that held our token before
+ * the attempt (the caller's lock: a token pair's re-acquire, whose refresh
+ * was refused, say, fails with the lock still held, as it was).
+ *  - the reply says the key held our token before (SET NX GET returned it,
+ *    the script "refreshed" it, a strict refusal named us), on the
+ *    request's first send: not this attempt's key, left alone, whatever
+ *    the refresh then said;
+ *  - held by another owner: nothing of ours there;
+ *  - granted (created now; also a grant whose WAIT fell short): released;
+ *  - refused (an error reply: ACL, WRONGTYPE, OOM): the command, or the
+ *    script before its only write of the lock key (protocol.c), did not
+ *    run, so it created nothing: left alone;
+ *  - no answer (timed out, connection lost after sending, a cluster
+ *    unavailable) or our token seen only on a resend: this attempt may
+ *    have created it. The SPEC's "release on all nodes, including those
+ *    that did not answer" applies -- unless another node proved the key
+ *    held our token before this attempt (`prior`): then the caller held
+ *    the lock with this token when it called, and that node may be one of
+ *    the held ones; it is left alone (whatever this attempt put there
+ *    holds the caller's token: the caller's release deletes it on every
+ *    node, or it expires with the TTL, and it touches no other owner).
+ * A plain handle's attempt has a fresh token (prior is empty): it is
+ * undone on every node that granted or did not answer, as before. */
+static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
+{
+    uint64_t bit = 1ull << i;
+    if (!r->sent || (a->prior & bit))
+        return 0;
+    if (a->own & bit)
+        return a->prior == 0;
+    int v = distlock__reply_verdict(r);
+    if (v == 0)
+        return 0;
+    if (v == 1 || distlock__wait_short(r))
+        return 1;
+    if (distlock__reply_refused(r))
+        return 0;
+    return a->prior == 0;
+}
+
+/* Undo a lost attempt where it may have created the key (undo_node). The
+ * transport orders the undo after the acquire it undoes (round.c). A fair
+ * waiter keeps its place in the queues (and its undo keeps the old rule:
+ * every node sent to that did not say "held by another"). */
 static void undo(attempt_ctx *a, const distlock__result *res)
 {
     distlock_client *c = a->c;
@@ -362,7 +406,8 @@ static void undo(attempt_ctx *a, const distlock__result *res)
     int which[c->n], any = 0;  /* n <= 64 */
 
     for (int i = 0; i < c->n; i++)
-        any |= which[i] = res[i].sent && distlock__reply_verdict(&res[i]) != 0;
+        any |= which[i] = a->rq->fair ? res[i].sent && distlock__reply_verdict(&res[i]) != 0
+                                      : undo_node(a, &res[i], i);
     if (!any)
         return;
     if (a->rq->fair && a->rq->queue_ttl_ms > 0) {
@@ -430,6 +475,13 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
 
     uint64_t t0 = att->t0_us = distlock__now_us();
     first_round(&a, res);
+    for (int i = 0; i < c->n; i++) {
+        if (!distlock__reply_held_own(&res[i], rq->token))
+            continue;
+        a.own |= 1ull << i;
+        if (!res[i].resent)
+            a.prior |= 1ull << i;
+    }
     if (!rq->fair)
         refresh_own(&a, res);
     distlock__tally t = distlock__count(res, c->n);

@@ -97,15 +97,42 @@ static long shorter_pttl(long a, long b)
     return a < b ? a : b;
 }
 
-/* The detail for a verdict the silent nodes could change: what each said. */
+/* Nodes that refused the request (an error reply: an ACL without a command
+ * it needs, OOM; not WRONGTYPE, which the inspect reads as "taken", nor a
+ * cluster unavailable for now). */
+static int count_refused(const distlock_client *c, const distlock__result *res)
+{
+    int refused = 0;
+    for (int i = 0; i < c->n; i++)
+        refused += res[i].state == DISTLOCK__R_DONE && res[i].reply->type == REDIS_REPLY_ERROR &&
+                   !strstr(res[i].reply->str, "WRONGTYPE") && distlock__reply_refused(&res[i]);
+    return refused;
+}
+
+/* The detail for a verdict the silent or refusing nodes could change: what
+ * each said. The status follows the verdict's rule (distlock__verdict): a
+ * refusal is the operator's to fix, so EPROTO as soon as a node refused,
+ * even when others were down too; else ENOQUORUM (one node: its own
+ * status). */
 static int fail_unanswered(const distlock_client *c, const distlock__result *res,
                            const char *key, int answered)
 {
     char buf[480];
-    int status = DISTLOCK_ENOQUORUM;
-    size_t off = (size_t)snprintf(buf, sizeof buf,
-                                  "'%.64s': %d of %d nodes answered, too few to tell who holds it",
-                                  key, answered, c->n);
+    int refused = count_refused(c, res);
+    int status = refused > 0 ? DISTLOCK_EPROTO : DISTLOCK_ENOQUORUM;
+    size_t off;
+    if (c->n == 1)
+        off = (size_t)snprintf(buf, sizeof buf, "'%.64s': cannot tell who holds it: the node %s",
+                               key, refused ? "refused" : "did not answer");
+    else if (refused > 0)
+        off = (size_t)snprintf(buf, sizeof buf,
+                               "'%.64s': %d of %d nodes told who holds it, %d refused, %d did "
+                               "not answer: too few to tell", key, answered, c->n, refused,
+                               c->n - answered - refused);
+    else
+        off = (size_t)snprintf(buf, sizeof buf,
+                               "'%.64s': %d of %d nodes answered, too few to tell who holds it",
+                               key, answered, c->n);
     for (int i = 0; i < c->n && off < sizeof buf; i++) {
         const distlock__result *r = &res[i];
         if (node_state(r) != NODE_NONE)
@@ -310,11 +337,13 @@ int distlock_owner(distlock_client *c, const char *key, int node, distlock_owner
         rc = owner_of(&res[i], out);
     }
     if (rc == 0 && heard == 0) {
-        /* nobody answered: say why (the first failure) */
+        /* nobody answered: say why (the first failure; a refusal first, as
+         * in the verdict: EPROTO even when other nodes were down too) */
+        int refused = count_refused(c, res);
         for (int i = 0; i < c->n; i++) {
             if (node >= 0 && i != node)
                 continue;
-            if (res[i].state == DISTLOCK__R_FAILED) {
+            if (res[i].state == DISTLOCK__R_FAILED && !refused) {
                 rc = distlock__fail(res[i].status, "%s", res[i].err);
                 break;
             }
@@ -527,8 +556,14 @@ int distlock_force_release(distlock_client *c, const char *key, int *deleted)
             failed++;
     }
     rc = DISTLOCK_OK;
+    /* A node that refused the DEL (an ACL without it) makes it EPROTO, as
+     * in the verdict of lock operations: the operator's to fix, not "no
+     * quorum" (nodes down or slow, try again); fail_nodes says so for one
+     * node. */
     if (failed > 0)
-        rc = distlock__fail_nodes(&c->q, res, DISTLOCK_ENOQUORUM, "force release did not reach every node");
+        rc = distlock__fail_nodes(&c->q, res, count_refused(c, res) > 0 ? DISTLOCK_EPROTO
+                                                                         : DISTLOCK_ENOQUORUM,
+                                  "force release did not reach every node");
     if (deleted)
         *deleted = del;
     distlock__round_clear(res, c->n);

@@ -147,9 +147,13 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         /* KEYS: key [fence] [owner]; ARGV: token ttl_ms strict [host pid
          * program since label] (owner metadata: its key is the last one).
          * Our own token already there (a retry after a lost reply) refreshes
-         * the TTL and succeeds, unless strict (plain SET NX semantics): then
-         * the reply says the holder is us ({0, pttl, 1}). A fence counter
-         * that is not an integer is refused before anything is written. */
+         * the TTL and succeeds, saying so ({1, fence, 1}: the key held our
+         * token before this request, which created nothing), unless strict
+         * (plain SET NX semantics): then the reply says the holder is us
+         * ({0, pttl, 1}). A fence counter that is not an integer is refused
+         * before anything is written. The lock key's SET is the last call:
+         * a refusal (an ACL without HSET or INCR, OOM) comes before it, so a
+         * refused acquire never wrote the lock key (acquire.c's undo). */
         "local f, fk = false, KEYS[2]\n"
         "if ARGV[8] and #KEYS < 3 then fk = nil end\n"
         "if fk then\n"
@@ -160,7 +164,6 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "end\n"
         "local v = redis.call('GET', KEYS[1])\n"
         "if v == false or (v == ARGV[1] and ARGV[3] == '0') then\n"
-        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
         "  if ARGV[8] then\n"
         "    local o = KEYS[#KEYS]\n"
         "    redis.call('DEL', o)\n"
@@ -168,11 +171,12 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         " 'program', ARGV[6], 'since', ARGV[7], 'label', ARGV[8])\n"
         "    redis.call('PEXPIRE', o, ARGV[2])\n"
         "  end\n"
+        "  local fv = -1\n"
         "  if fk then\n"
-        "    if v == false then return {1, redis.call('INCR', fk)} end\n"
-        "    return {1, tonumber(f or '0')}\n"
+        "    if v == false then fv = redis.call('INCR', fk) else fv = tonumber(f or '0') end\n"
         "  end\n"
-        "  return {1, -1}\n"
+        "  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])\n"
+        "  return {1, fv, v == false and 0 or 1}\n"
         "end\n"
         "return {0, redis.call('PTTL', KEYS[1]), v == ARGV[1] and 1 or 0}\n" },
     [DISTLOCK__S_RELEASE] = { "release", BODY_RELEASE(PUB_CLASSIC) },
@@ -463,6 +467,21 @@ const char distlock__scan_strings_script[] =
     "  if redis.call('TYPE', k).ok == 'string' then keys[#keys + 1] = k end\n"
     "end\n"
     "return {r[1], keys}\n";
+
+/* The key held our own token before this request ran: SET NX GET returned
+ * it, or the acquire script refreshed it ({1, fence, 1}) or refused it as
+ * strict ({0, pttl, 1}). (Of the request's last send: the caller checks
+ * r->resent, a first send that may have set it.) */
+int distlock__reply_held_own(const distlock__result *r, const char *token)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (distlock__reply_holds_own(r, token))
+        return 1;
+    return x != NULL && r->script == DISTLOCK__S_ACQUIRE && x->type == REDIS_REPLY_ARRAY &&
+           x->elements >= 3 && x->element[0]->type == REDIS_REPLY_INTEGER &&
+           x->element[0]->integer == 1 && x->element[2]->type == REDIS_REPLY_INTEGER &&
+           x->element[2]->integer == 1;
+}
 
 /* The node refused because the key already holds our own token: SET NX GET
  * returns it; the acquire script says so in a strict refusal. */

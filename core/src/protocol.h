@@ -85,5 +85,8 @@ const char *distlock__reply_error(const distlock__result *r);
 int64_t distlock__reply_int(const distlock__result *r, size_t idx);
 /* The node refused because the key already holds this very token. */
 int distlock__reply_holds_own(const distlock__result *r, const char *token);
+/* The key already held this very token before the request ran (an acquire's
+ * reply): holds_own, or the acquire script's refresh ({1, fence, 1}). */
+int distlock__reply_held_own(const distlock__result *r, const char *token);
 
 #endif

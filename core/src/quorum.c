@@ -107,10 +107,23 @@ int distlock__verdict(const distlock__quorum *q, const distlock__result *res, di
     /* Held (or not ours) unless the failures alone rule a quorum out: a
      * round that stopped early leaves some nodes unheard, not failed.
      * A node that refused (ACL, WRONGTYPE, OOM) said nothing about who holds
-     * the key, so "held by another" or "not ours" needs more than a
-     * minority to say so positively: with fewer, a refusal is an error
-     * (EPROTO), never a loss. A refusal on a minority is no error at all
-     * when a quorum granted (above), like a minority that is down. */
+     * the key, so "held by another" or "not ours" needs the nodes that say
+     * so positively to rule a quorum out by themselves: more than
+     * n - quorum of them (a majority for an odd n; half for an even n:
+     * 2 of 4, quorum 3). Then the verdict does not depend on the refusals:
+     * had every refusing node granted, the answer would be the same. With
+     * fewer, a refusal is an error (EPROTO), never a loss. A refusal on a
+     * minority is no error at all when a quorum granted (above), like a
+     * minority that is down.
+     * Why not "a majority" for an even n: with 4 nodes, 2 held by another
+     * owner, 1 refusing and 1 granting, no acquire of ours can win while
+     * that owner's key stays on those 2 (3 needed, 2 possible): "held" is
+     * the truth, and a waiting acquire should wait for it (once it goes,
+     * 3 nodes can grant even if the refusing one keeps refusing), not stop
+     * on EPROTO. An extend with 2 of 4 "not ours" can never renew a quorum
+     * again, whatever the refusing node would say: the lock is lost when
+     * its current lease runs out, and saying so now is the safe side for
+     * its holder. */
     if (t.failed > q->n - q->quorum || (refusals > 0 && t.no <= q->n - q->quorum)) {
         if (q->n == 1)  /* the node's own failure follows */
             snprintf(msg, sizeof(msg), "%s of '%.200s' failed", op, key);
@@ -127,13 +140,18 @@ int distlock__verdict(const distlock__quorum *q, const distlock__result *res, di
         return distlock__fail_nodes(q, res, refusals > 0 ? DISTLOCK_EPROTO : DISTLOCK_ENOQUORUM,
                                     msg);
     }
+    int o;
     if (refused == DISTLOCK_NOTACQUIRED)
-        snprintf(msg, sizeof(msg), "%s of '%.200s': held by another owner (%d of %d nodes refused)",
-                 op, key, t.no, q->n);
+        o = snprintf(msg, sizeof(msg), "%s of '%.200s': held by another owner (%d of %d nodes said "
+                     "held", op, key, t.no, q->n);
     else
-        snprintf(msg, sizeof(msg),
-                 "%s of '%.200s': not held with this token on a quorum (%d of %d nodes): "
-                 "expired, lost or already released", op, key, t.ok, q->n);
+        o = snprintf(msg, sizeof(msg),
+                     "%s of '%.200s': not held with this token on a quorum (%d of %d nodes "
+                     "said not ours, %d still had it", op, key, t.no, q->n, t.ok);
+    if (o > 0 && (size_t)o < sizeof(msg))
+        snprintf(msg + o, sizeof(msg) - (size_t)o, "%s%s",
+                 refusals > 0 ? ", enough without the refusing nodes" : "",
+                 refused == DISTLOCK_NOTACQUIRED ? ")" : "): expired, lost or already released");
     return distlock__fail_nodes(q, res, refused, msg);
 }
 

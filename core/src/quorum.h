@@ -28,7 +28,8 @@ int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg);
 
 /* The one verdict of a round of lock requests: DISTLOCK_OK when a quorum
  * granted; else EPROTO when a node refused (distlock__reply_refused) and no
- * more than a minority said "held" / "not ours"; else ENOQUORUM (one node:
+ * more than n - quorum said "held" / "not ours" (too few to rule a quorum
+ * out by themselves); else ENOQUORUM (one node:
  * that node's own status) when the failures alone rule a quorum out; else
  * `refused`: NOTACQUIRED (held by another owner) for an acquire, ENOTOWNER
  * for a release or extend. The detail names the operation `op` and the key. */

@@ -107,6 +107,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         int own = distlock__reply_holds_own(&res[i], token);
         if (own != 0 && own != 1)
             abort();
+        /* held before: implied by holds_own (the undo's rule, acquire.c) */
+        int before = distlock__reply_held_own(&res[i], token);
+        if ((before != 0 && before != 1) || (own && !before))
+            abort();
     }
 
     /* quorum.c: one round's tally and verdict */
@@ -130,7 +134,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     for (int i = 0; i < n; i++)
         refusals += distlock__reply_refused(&res[i]);
     /* a node's refusal (an error reply) says nothing about who holds the key:
-     * without a quorum, and without a majority positively saying "held" /
+     * without a quorum, and without more than n - quorum nodes positively saying "held" /
      * "not ours", it is EPROTO, never a loss; and the round hears the nodes
      * still silent before it decides */
     int refusal_decides = refusals > 0 && t.ok < q.quorum && t.no <= n - q.quorum;
