@@ -46,6 +46,18 @@ const char *distlock__handshake_refusal(const char *s, char *out, size_t size)
         { "NOPERM", "the user may not run this command" },
         { "NOAUTH", "authentication required" },
     };
+    /* Whole texts of Redis that quote nothing of ours: shown as they are. */
+    static const char *const fixed[] = {
+        "ERR invalid password",                              /* Redis 5 */
+        "ERR Client sent AUTH, but no password is set",      /* Redis 5 */
+        "ERR AUTH <password> called without any password configured for the default user. "
+        "Are you sure your configuration is correct?",       /* Redis 6 and later */
+    };
+    for (size_t k = 0; s && k < sizeof(fixed) / sizeof(fixed[0]); k++)
+        if (strcmp(s, fixed[k]) == 0) {
+            snprintf(out, size, "%s", s);
+            return out;
+        }
     size_t w = 0;
     while (s && w < 16 && s[w] >= 'A' && s[w] <= 'Z')
         w++;
