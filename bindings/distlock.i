@@ -424,5 +424,8 @@ static int distlock_py_async_raise(unsigned long ident, PyObject *exc)
 /* Not wrapped yet: a Redis Cluster node's route of a key (`distlock status`
  * shows it; the Python layer has no status view). */
 %ignore distlock_cluster_route;
+/* A server list as messages show it: for front ends that echo one (the CLI,
+ * PHP's phpinfo()); the Python layer shows only the library's texts. */
+%ignore distlock_servers_mask;
 
 %include "distlock.h"

@@ -61,7 +61,7 @@ ext=$out/ext
 mkdir -p "$ext"
 # Copy only what changed so make's timestamps stay meaningful.
 for f in config.m4 distlock.c distlock_client_cache.c distlock_errors.c distlock_compat.c \
-         distlock_client.c distlock_lock.c distlock_mask.c distlock_mask.h distlock_args.c \
+         distlock_client.c distlock_lock.c distlock_args.c \
          php_distlock.h php_distlock_int.h distlock_arginfo.h distlock.stub.php; do
   cmp -s "$ext_src/$f" "$ext/$f" || cp "$ext_src/$f" "$ext/$f"
 done

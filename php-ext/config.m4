@@ -100,7 +100,7 @@ if test "$PHP_DISTLOCK" != "no"; then
   PKG_CHECK_MODULES([HIREDIS], [hiredis])
   PHP_EVAL_INCLINE($HIREDIS_CFLAGS)
 
-  distlock_ext_sources="distlock.c distlock_client_cache.c distlock_errors.c distlock_compat.c distlock_client.c distlock_lock.c distlock_mask.c distlock_args.c"
+  distlock_ext_sources="distlock.c distlock_client_cache.c distlock_errors.c distlock_compat.c distlock_client.c distlock_lock.c distlock_args.c"
   distlock_cflags="-DZEND_ENABLE_STATIC_TSRMLS_CACHE=1 -Wall"
 
   case "$distlock_mode" in

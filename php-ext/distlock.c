@@ -29,7 +29,6 @@
 
 #include "php_distlock_int.h"
 #include "distlock_arginfo.h"
-#include "distlock_mask.h"
 
 ZEND_DECLARE_MODULE_GLOBALS(distlock)
 
@@ -43,8 +42,9 @@ zend_class_entry *dl_ce_timeout;
 
 /* ------------------------------------------------------------------ INI */
 
-/* phpinfo() / php --ri: distlock.servers with its passwords masked,
- * distlock.password as *** (ini_get() still gives the values). */
+/* phpinfo() / php --ri: distlock.servers as the library's messages show it
+ * (distlock_servers_mask()), distlock.password as *** (ini_get() still
+ * gives the values). */
 static void dl_ini_display(zend_ini_entry *ini_entry, int type, bool servers)
 {
     zend_string *value = ini_entry->value, *shown;
@@ -56,7 +56,17 @@ static void dl_ini_display(zend_ini_entry *ini_entry, int type, bool servers)
         PUTS(sapi_module.phpinfo_as_text ? "no value" : "<i>no value</i>");
         return;
     }
-    shown = servers ? dl_mask_servers(ZSTR_VAL(value), NULL) : zend_string_init("***", 3, 0);
+    if (servers) {
+        /* a masked run of one byte reads "***": at most 3 bytes per byte */
+        size_t size = ZSTR_LEN(value) * 3 + 16;
+        shown = zend_string_alloc(size, 0);
+        if (distlock_servers_mask(ZSTR_VAL(value), ZSTR_VAL(shown), size) != DISTLOCK_OK) {
+            strcpy(ZSTR_VAL(shown), "(not shown)");
+        }
+        ZSTR_LEN(shown) = strlen(ZSTR_VAL(shown));
+    } else {
+        shown = zend_string_init("***", 3, 0);
+    }
     if (sapi_module.phpinfo_as_text) {
         PHPWRITE(ZSTR_VAL(shown), ZSTR_LEN(shown));
     } else {

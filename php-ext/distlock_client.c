@@ -13,7 +13,6 @@
 #include "php.h"
 
 #include "php_distlock_int.h"
-#include "distlock_mask.h"
 
 /* Flags Client::tryLock()/lock() accept. */
 #define DL_OO_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW)
@@ -261,8 +260,8 @@ PHP_METHOD(Distlock_Client, servers)
     n = distlock_client_node_count(c);
     array_init_size(return_value, n > 0 ? (uint32_t)n : 0);
     for (i = 0; i < n; i++) {
-        const char *uri = distlock_client_node_uri(c, i);
-        add_next_index_str(return_value, dl_mask_servers(uri ? uri : "", NULL));
+        const char *uri = distlock_client_node_uri(c, i);  /* masked by the library */
+        add_next_index_string(return_value, uri ? uri : "");
     }
 }
 
@@ -320,8 +319,8 @@ static HashTable *dl_client_debug_info(zend_object *obj, int *is_temp)
         n = distlock_client_node_count(o->c);
         array_init(&servers);
         for (i = 0; i < n; i++) {
-            const char *uri = distlock_client_node_uri(o->c, i);
-            add_next_index_str(&servers, dl_mask_servers(uri ? uri : "", NULL));
+            const char *uri = distlock_client_node_uri(o->c, i);  /* masked by the library */
+            add_next_index_string(&servers, uri ? uri : "");
         }
         add_assoc_zval(&arr, "servers", &servers);
         add_assoc_long(&arr, "quorum", distlock_client_quorum(o->c));

@@ -159,8 +159,7 @@ distlock_client *dl_client_for(const dl_config *cfg)
 
     st = distlock_client_new(&c, cfg->servers);
     if (st != DISTLOCK_OK) {
-        dl_throw_config(st, "invalid servers (distlock.servers or Client's $servers)", cfg->servers,
-                        cfg->password);
+        dl_throw_config(st, "invalid servers (distlock.servers or Client's $servers)");
         smart_str_free(&key);
         return NULL;
     }
@@ -175,14 +174,14 @@ distlock_client *dl_client_for(const dl_config *cfg)
         /* owner metadata: a label implies it; the core refuses a label too long */
         || (*cfg->owner_label && (st = distlock_client_set_str(c, DISTLOCK_OPT_OWNER_LABEL, cfg->owner_label)) != DISTLOCK_OK)
         || ((cfg->owner_info || *cfg->owner_label) && (st = distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1)) != DISTLOCK_OK)) {
-        dl_throw_config(st, "invalid client option", cfg->servers, cfg->password);
+        dl_throw_config(st, "invalid client option");
         distlock_client_free(c);
         smart_str_free(&key);
         return NULL;
     }
     for (int k = 0; k < 5; k++) {   /* TLS */
         if (*cfg->tls[k] && (st = distlock_client_set_str(c, dl_tls_opts[k], cfg->tls[k])) != DISTLOCK_OK) {
-            dl_throw_config(st, "invalid TLS option", cfg->servers, cfg->password);
+            dl_throw_config(st, "invalid TLS option");
             distlock_client_free(c);
             smart_str_free(&key);
             return NULL;

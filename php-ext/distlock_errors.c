@@ -34,7 +34,6 @@
 #include "zend_exceptions.h"
 
 #include "php_distlock_int.h"
-#include "distlock_mask.h"
 
 typedef struct {
     int status;              /* DISTLOCK_* of core/include/distlock.h */
@@ -87,8 +86,8 @@ static dl_status_row dl_row(int st)
 }
 
 /* Throw for a core error. The core's per-thread detail names the server
- * ("redis://127.0.0.1:6379: Connection refused"), passwords masked
- * (distlock_mask.c); the status text says what kind of failure it was.
+ * ("redis://127.0.0.1:6379: Connection refused"), passwords masked by the
+ * core (README "Errors"); the status text says what kind of failure it was.
  * EINVAL left after our own checks is a bad argument: ValueError, like any
  * PHP function's. */
 void dl_throw_status(int st, const char *what, const char *key, size_t key_len)
@@ -107,37 +106,30 @@ void dl_throw_status_in(int st, dl_context in, const char *what, const char *key
         row.ce = &dl_ce_renewal;
     }
     const char *kind = distlock_strerror(st);
-    zend_string *detail = dl_mask_text(*distlock_last_error() ? distlock_last_error() : kind, NULL);
+    const char *detail = *distlock_last_error() ? distlock_last_error() : kind;
     int shown = key_len > 64 ? 64 : (int)key_len;
 
     if (row.ce == NULL) {
-        zend_value_error("%s%s: %s", row.prefix, what, ZSTR_VAL(detail));
+        zend_value_error("%s%s: %s", row.prefix, what, detail);
     } else if (key != NULL) {
         zend_throw_exception_ex(*row.ce, row.code, "%s%s \"%.*s%s\" failed: %s (%s)", row.prefix,
                                 what, shown, key, key_len > (size_t)shown ? "..." : "",
-                                ZSTR_VAL(detail), kind);
+                                detail, kind);
     } else {
         zend_throw_exception_ex(*row.ce, row.code, "%s%s failed: %s (%s)", row.prefix, what,
-                                ZSTR_VAL(detail), kind);
+                                detail, kind);
     }
-    zend_string_release(detail);
 }
 
 /* A Distlock\ConfigurationException for a configuration the core refused:
- * its detail may quote the server list or an option as given, so besides
- * the URI patterns every password of the configuration is masked. */
-void dl_throw_config(int st, const char *what, const char *servers, const char *password)
+ * its detail quotes the server list as the core masks it, never an option's
+ * value. */
+void dl_throw_config(int st, const char *what)
 {
     dl_status_row row = dl_row(st);
-    dl_secrets secrets = {0};
-    zend_string *detail;
+    const char *detail = *distlock_last_error() ? distlock_last_error() : distlock_strerror(st);
 
-    dl_secrets_add_servers(&secrets, servers);
-    dl_secrets_add(&secrets, password, strlen(password));
-    detail = dl_mask_text(*distlock_last_error() ? distlock_last_error() : distlock_strerror(st), &secrets);
-    zend_throw_exception_ex(dl_ce_config, row.code, "%s%s: %s", row.prefix, what, ZSTR_VAL(detail));
-    zend_string_release(detail);
-    dl_secrets_free(&secrets);
+    zend_throw_exception_ex(dl_ce_config, row.code, "%s%s: %s", row.prefix, what, detail);
 }
 
 /* distributedLock(): \Exception($msg, 500002), binary-safe message, as the

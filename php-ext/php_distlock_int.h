@@ -9,7 +9,6 @@
  *   distlock_compat.c        distributedLock() / distributedUnlock()
  *   distlock_client.c        Distlock\Client
  *   distlock_lock.c          Distlock\Lock, its onLost callbacks and safe points
- *   distlock_mask.c          hiding passwords (distlock_mask.h)
  */
 #ifndef PHP_DISTLOCK_INT_H
 #define PHP_DISTLOCK_INT_H
@@ -91,8 +90,8 @@ void dl_throw_status_in(int st, dl_context in, const char *what, const char *key
 /* Distlock\LockLostException for Lock::check(): "lock "<key>" <why>". */
 void dl_throw_lost(const char *key, size_t key_len, const char *why);
 /* Distlock\ConfigurationException for a configuration the core refused
- * (every password of that configuration masked in the message). */
-void dl_throw_config(int st, const char *what, const char *servers, const char *password);
+ * (the core's message, masked by the core). */
+void dl_throw_config(int st, const char *what);
 /* The compat \Exception($msg, 500002): the key is held by another owner. */
 void dl_throw_held(zend_string *msg);
 /* Distlock\LockTimeoutException: Client::lock() gave up after timeout_s. */

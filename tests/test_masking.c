@@ -216,6 +216,16 @@ static void test_no_password_byte_in_any_message(void **state)
         put_list(&b);
         distlock_client *c = NULL;
         const char *leak = NULL, *what = NULL;
+        /* the front ends' echo of a list: whole, and cut to a small buffer */
+        static char shown[4096];
+        size_t cut = 16 + below(48);
+        if (distlock_servers_mask(b.s, shown, below(2) ? sizeof(shown) : cut) != DISTLOCK_OK ||
+            leaks_in(shown)) {
+            show("server list", (const unsigned char *)b.s);
+            show("distlock_servers_mask", (const unsigned char *)shown);
+            printf("seed %llu, case %d\n", (unsigned long long)seed, k);
+            failures++;
+        }
         if (distlock_client_new(&c, b.s) == DISTLOCK_OK) {
             accepted++;
             for (int i = 0; i < distlock_client_node_count(c) && !leak; i++)
@@ -281,9 +291,49 @@ static void test_malformed_spellings(void **state)
     }
 }
 
+/* distlock_servers_mask() shows a list as the library's messages quote it
+ * (the front ends' echo of a refused list, PHP's phpinfo()). */
+static void test_servers_mask_shows_what_messages_show(void **state)
+{
+    (void)state;
+    static const struct { const char *list, *shown; } cases[] = {
+        { "redis://bob:S3CRET@127.0.0.1:99999", "redis://***@127.0.0.1:99999" },
+        { "redis://S3CRET@127.0.0.1:99999", "redis://***@127.0.0.1:99999" },
+        { "redis-sentinel://h1:26379/m?auth=S3CRET", "redis-sentinel://h1:26379/m?auth=***" },
+        { "redis-sentinel://h1:26379/m?sentinel_p%61ssword=S3CRET",
+          "redis-sentinel://h1:26379/m?sentinel_p%61ssword=***" },
+        { "redis://127.0.0.1:6379,redis://u:S3CRET@h:1,,redis://h:3",
+          "redis://127.0.0.1:6379,redis://***@h:1,,redis://h:3" },
+        { "rediss://h:1?tls_ca_file=/ca.pem&tls_server_name=n", /* nothing secret */
+          "rediss://h:1?tls_ca_file=/ca.pem&tls_server_name=n" },
+    };
+    char out[256];
+    for (size_t k = 0; k < sizeof(cases) / sizeof(cases[0]); k++) {
+        assert_int_equal(distlock_servers_mask(cases[k].list, out, sizeof(out)), DISTLOCK_OK);
+        printf("# %s -> %s\n", cases[k].list, out);
+        assert_string_equal(out, cases[k].shown);
+        distlock_client *c = NULL;
+        if (distlock_client_new(&c, cases[k].list) != DISTLOCK_OK)  /* the message agrees */
+            assert_non_null(strstr(distlock_last_error(), k == 4 ? "redis://***@h:1" : out));
+        distlock_client_free(c);
+    }
+    /* cut to fit: never a piece of the password */
+    for (size_t size = 16; size < 40; size++) {
+        assert_int_equal(distlock_servers_mask(cases[0].list, out, size), DISTLOCK_OK);
+        assert_true(strlen(out) < size);
+        assert_null(strstr(out, "S3"));
+    }
+    assert_int_equal(distlock_servers_mask(NULL, out, sizeof(out)), DISTLOCK_EINVAL);
+    assert_int_equal(distlock_servers_mask("redis://h", NULL, 64), DISTLOCK_EINVAL);
+    assert_int_equal(distlock_servers_mask("redis://h", out, 15), DISTLOCK_EINVAL);
+    assert_int_equal(distlock_servers_mask("", out, sizeof(out)), DISTLOCK_OK);
+    assert_string_equal(out, "");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_servers_mask_shows_what_messages_show),
         cmocka_unit_test(test_malformed_spellings),
         cmocka_unit_test(test_no_password_byte_in_any_message),
     };

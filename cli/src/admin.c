@@ -50,7 +50,8 @@ static int parse_common_only(int argc, char **argv, const char *verb, struct cli
     if (optind >= argc)
         return cli_usage_error(verb, "missing KEY");
     if (optind + 1 < argc)
-        return cli_usage_error(verb, "one KEY only (extra argument '%s')", argv[optind + 1]);
+        return cli_usage_error(verb, "one KEY only (extra argument '%s')",
+                               cli_arg_shown(argv[optind + 1], (char[256]){0}, 256));
     if (!argv[optind][0])
         return cli_usage_error(verb, "KEY is empty");
     return -1;
@@ -80,20 +81,13 @@ static void print_node_line(distlock_client *c, const char *key, int i)
     char token[TOKEN_BUF], d[32];
     long pttl = 0;
     int st = distlock_inspect(c, key, i, token, sizeof token, &pttl);
-    char *uri = cli_mask_servers(distlock_client_node_uri(c, i));
+    const char *uri = distlock_client_node_uri(c, i);  /* masked by the library */
     printf("  %s  ", uri ? uri : "?");
-    free(uri);
     if (st == DISTLOCK_EPROTO && strstr(distlock_last_error(), "WRONGTYPE")) {
         printf("taken  by a value of another type (not a lock token)\n");
     } else if (st < 0) {
-        char *buf = NULL, *shown = NULL;
-        const char *detail = distlock_last_error();
-        if (asprintf(&buf, "%s%s%s", distlock_strerror(st), *detail ? ": " : "", detail) < 0)
-            buf = NULL;
-        shown = buf ? cli_mask_text(buf) : NULL;
-        printf("error: %s\n", shown ? shown : "?");
-        free(shown);
-        free(buf);
+        const char *detail = distlock_last_error();  /* masked by the library */
+        printf("error: %s%s%s\n", distlock_strerror(st), *detail ? ": " : "", detail);
     } else if (st == 0) {
         printf("free\n");
     } else {

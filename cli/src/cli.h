@@ -106,23 +106,17 @@ int cli_parse_signal(const char *s, int *out);
 /* Format a duration for humans ("1.250s", "980ms"). Returns buf. */
 const char *cli_fmt_ms(long ms, char *buf, size_t size);
 
-/* Passwords are never printed (mask.c). cli_mask_text() returns a malloc'd
- * copy of a message with the password of every URI in it, and every
- * registered secret, replaced by "***"; cli_mask_servers() does the same for
- * a server list (a URI there ends only where the next one starts). NULL when
- * out of memory: print nothing of the text then. */
-char *cli_mask_text(const char *text);
-char *cli_mask_servers(const char *servers);
-/* Register secrets to hide wherever they appear: a password (n bytes), or
- * every password in a server list (as written, %-decoded and in pieces). */
-void cli_secrets_add(const char *s, size_t n);
-void cli_secrets_add_servers(const char *servers);
-/* Register $DISTLOCK_PASSWORD and the passwords of $DISTLOCK_SERVERS. */
-void cli_secrets_from_environment(void);
+/* Passwords are never printed. The library's messages and node URIs are
+ * masked by the library and printed as they are; what the command echoes of
+ * its own arguments goes through cli_arg_shown(): an argument that may hold
+ * a URI ("://" or '@' in it) is shown as the library shows a server list
+ * (distlock_servers_mask(); "--name=" kept before it), into buf (size
+ * bytes, >= 16); any other is returned as it is. */
+const char *cli_arg_shown(const char *arg, char *buf, size_t size);
 
-/* Print "distlock: <fmt>\n" on stderr, passwords masked. */
+/* Print "distlock: <fmt>\n" on stderr (the library's texts come masked). */
 void cli_err(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
-/* Print a usage error (passwords masked) and the hint to see --help;
+/* Print a usage error (echoed arguments through cli_arg_shown()) and the hint to see --help;
  * returns CLI_EXIT_USAGE. */
 int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 

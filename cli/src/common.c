@@ -50,18 +50,29 @@ static int parse_wait(int replicas, const char *s, long *out)
     return cli_parse_duration(s, 0, out) || *out < 1 || *out > 60000 ? -1 : 0;
 }
 
-/* Format, mask the passwords (mask.c) and write to stderr: every message of
- * the command goes through here. */
-static void vmasked(const char *prefix, const char *fmt, va_list ap, const char *suffix)
+const char *cli_arg_shown(const char *arg, char *buf, size_t size)
 {
-    char *raw = NULL, *shown = NULL;
-    if (vasprintf(&raw, fmt, ap) < 0)
-        raw = NULL;
-    shown = raw ? cli_mask_text(raw) : NULL;
-    fprintf(stderr, "%s%s%s", prefix, shown ? shown : "(message not shown: out of memory)",
-            suffix);
-    free(shown);
-    free(raw);
+    const char *uri = strstr(arg, "://");
+    if (uri == NULL && strchr(arg, '@') == NULL)
+        return arg;
+    /* "--servres=redis://..." (a mistyped option): its name, then the value */
+    const char *eq = strchr(arg, '=');
+    size_t name = arg[0] == '-' && eq && (uri == NULL || eq < uri) ? (size_t)(eq - arg) + 1 : 0;
+    if (name + 16 > size || name > INT_MAX)
+        name = 0;
+    snprintf(buf, size, "%.*s", (int)name, arg);
+    if (distlock_servers_mask(arg + name, buf + name, size - name) != DISTLOCK_OK)
+        snprintf(buf, size, "(not shown)");
+    return buf;
+}
+
+/* Format and write to stderr: every message of the command goes through
+ * here. The library's text is already masked; echoes of arguments go
+ * through cli_arg_shown() where they are formatted. */
+static void vprint(const char *fmt, va_list ap, const char *suffix)
+{
+    vfprintf(stderr, fmt, ap);
+    fputs(suffix, stderr);
 }
 
 void cli_err(const char *fmt, ...)
@@ -69,7 +80,7 @@ void cli_err(const char *fmt, ...)
     va_list ap;
     fprintf(stderr, "%s: ", cli_prog);
     va_start(ap, fmt);
-    vmasked("", fmt, ap, "\n");
+    vprint(fmt, ap, "\n");
     va_end(ap);
 }
 
@@ -78,19 +89,11 @@ int cli_usage_error(const char *verb, const char *fmt, ...)
     va_list ap;
     fprintf(stderr, "%s%s%s: ", cli_prog, verb ? " " : "", verb ? verb : "");
     va_start(ap, fmt);
-    vmasked("", fmt, ap, "");
+    vprint(fmt, ap, "");
     va_end(ap);
     fprintf(stderr, "\nTry '%s%s%s --help' for more information.\n", cli_prog,
             verb ? " " : "", verb ? verb : "");
     return CLI_EXIT_USAGE;
-}
-
-void cli_secrets_from_environment(void)
-{
-    const char *pass = getenv("DISTLOCK_PASSWORD");
-    if (pass)
-        cli_secrets_add(pass, strlen(pass));
-    cli_secrets_add_servers(getenv("DISTLOCK_SERVERS"));
 }
 
 /* A plain decimal number with an optional unit (ms, s, m/min, h; bare:
@@ -211,7 +214,6 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
             return -1;
         }
         co->servers = arg;
-        cli_secrets_add_servers(arg);
         return 1;
     case CLI_OPT_CONNECT_TIMEOUT:
     case CLI_OPT_TIMEOUT:
@@ -294,11 +296,13 @@ int cli_report(const char *what, int status)
 
 int cli_getopt_error(const char *verb, int opt, char **argv)
 {
+    char buf[512];
+    const char *arg = cli_arg_shown(argv[optind - 1], buf, sizeof buf);
     if (opt == ':')
-        return cli_usage_error(verb, "option '%s' needs a value", argv[optind - 1]);
+        return cli_usage_error(verb, "option '%s' needs a value", arg);
     if (optopt)
         return cli_usage_error(verb, "unknown option '-%c'", optopt);
-    return cli_usage_error(verb, "unknown option '%s'", argv[optind - 1]);
+    return cli_usage_error(verb, "unknown option '%s'", arg);
 }
 
 int cli_client(const struct cli_common *co, distlock_client **out)
@@ -306,12 +310,14 @@ int cli_client(const struct cli_common *co, distlock_client **out)
     distlock_client *c = NULL;
     int rc = distlock_client_new(&c, co->servers);
     if (rc != DISTLOCK_OK) {
-        /* Masked before it is cut short: a cut inside a password would
-         * leave a piece of it that no longer looks like a URI. */
-        char what[256], *shown = cli_mask_servers(co->servers);
-        snprintf(what, sizeof what, "bad --servers/DISTLOCK_SERVERS '%.200s%s'",
-                 shown ? shown : "...", shown && strlen(shown) > 200 ? "..." : "");
-        free(shown);
+        /* Shown as the library's message shows it (distlock_servers_mask):
+         * masked before it is cut short, so a cut never leaves a piece of
+         * a password. */
+        char what[256], shown[1024];
+        if (distlock_servers_mask(co->servers, shown, sizeof shown) != DISTLOCK_OK)
+            snprintf(shown, sizeof shown, "(not shown)");
+        snprintf(what, sizeof what, "bad --servers/DISTLOCK_SERVERS '%.200s%s'", shown,
+                 strlen(shown) > 200 ? "..." : "");
         return cli_report(what, rc);
     }
     if (co->connect_timeout_ms > 0 &&

@@ -55,16 +55,14 @@ static void json_cstr(FILE *f, const char *s)
         fputs("null", f);
 }
 
-/* A library error as text, passwords masked; free() it. */
+/* A library error as text (the library masks its passwords); free() it. */
 static char *error_text(int st)
 {
-    char *buf = NULL, *shown;
+    char *buf = NULL;
     const char *detail = distlock_last_error();
     if (asprintf(&buf, "%s%s%s", distlock_strerror(st), *detail ? ": " : "", detail) < 0)
         return NULL;
-    shown = cli_mask_text(buf);
-    free(buf);
-    return shown;
+    return buf;
 }
 
 /* A Redis Cluster node: its "slot" and "master" (host:port, as learnt by the
@@ -91,10 +89,9 @@ static int64_t json_node(FILE *f, distlock_client *c, const char *key, int i)
     int wrongtype = st == DISTLOCK_EPROTO && strstr(distlock_last_error(), "WRONGTYPE");
     if (st >= 0 && distlock_fence_counter(c, key, i, &v) == 1)
         fence = v;
-    char *uri = cli_mask_servers(distlock_client_node_uri(c, i));
+    const char *uri = distlock_client_node_uri(c, i);  /* masked by the library */
     fputs("{\"uri\": ", f);
     json_cstr(f, uri ? uri : "?");
-    free(uri);
     json_route(f, c, key, i);
     fprintf(f, ", \"state\": \"%s\"", wrongtype ? "taken" : st < 0 ? "error" : st ? "held" : "free");
     fputs(", \"token\": ", f);
@@ -307,10 +304,9 @@ static int scan_nodes(distlock_client *c, const struct list_opts *o, struct keys
             }
             int r = distlock_scan(c, i, o->pattern, o->count, &cursor, on_key, &sc);
             if (r < 0) {
-                char *uri = cli_mask_servers(distlock_client_node_uri(c, i));
+                const char *uri = distlock_client_node_uri(c, i);  /* masked */
                 char what[200];
                 snprintf(what, sizeof what, "cannot scan %s", uri ? uri : "a node");
-                free(uri);
                 if (!o->co.quiet)
                     cli_report(what, r);
                 failed++;
@@ -429,7 +425,8 @@ static int parse_list(int argc, char **argv, struct list_opts *o)
     if (optind >= argc)
         return cli_usage_error("list", "missing PATTERN (e.g. 'job:*')");
     if (optind + 1 < argc)
-        return cli_usage_error("list", "one PATTERN only (extra argument '%s')", argv[optind + 1]);
+        return cli_usage_error("list", "one PATTERN only (extra argument '%s')",
+                               cli_arg_shown(argv[optind + 1], (char[256]){0}, 256));
     if (!argv[optind][0])
         return cli_usage_error("list", "PATTERN is empty");
     o->pattern = argv[optind];

@@ -190,14 +190,13 @@ static int help_for(const char *name, FILE *f)
     else if (v)
         v->help(f);
     else
-        return cli_usage_error(NULL, "no help for unknown verb '%s'", name);
+        return cli_usage_error(NULL, "no help for unknown verb '%s'",
+                               cli_arg_shown(name, (char[256]){0}, 256));
     return CLI_EXIT_OK;
 }
 
 int main(int argc, char **argv)
 {
-    /* Before any message: their passwords are masked in everything printed. */
-    cli_secrets_from_environment();
     if (argc < 2)
         return cli_usage_error(NULL, "missing verb (run, status, release, list)");
     const char *verb = argv[1];
@@ -214,5 +213,6 @@ int main(int argc, char **argv)
                distlock_version_string());
         return CLI_EXIT_OK;
     }
-    return cli_usage_error(NULL, "unknown verb '%s' (run, status, release, list)", verb);
+    return cli_usage_error(NULL, "unknown verb '%s' (run, status, release, list)",
+                           cli_arg_shown(verb, (char[256]){0}, 256));
 }

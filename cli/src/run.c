@@ -210,7 +210,8 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
     /* No command name starts with '-': this is an option put after KEY. */
     if (argv[cmd][0] == '-')
         return cli_usage_error("run", "'%s' after KEY: options go before KEY "
-                               "(distlock run [options] KEY -- COMMAND)", argv[cmd]);
+                               "(distlock run [options] KEY -- COMMAND)",
+                               cli_arg_shown(argv[cmd], (char[256]){0}, 256));
     *cmd_argv = argv + cmd;
     return RUN_GO_ON;
 }

@@ -262,7 +262,8 @@ int cli_stats(int argc, char **argv)
             return cli_getopt_error("stats", opt, argv);
     }
     if (optind + 1 < argc)
-        return cli_usage_error("stats", "one FILE only (extra argument '%s')", argv[optind + 1]);
+        return cli_usage_error("stats", "one FILE only (extra argument '%s')",
+                               cli_arg_shown(argv[optind + 1], (char[256]){0}, 256));
     const char *file = optind < argc ? argv[optind] : getenv("DISTLOCK_STATS_FILE");
     if (file == NULL || file[0] == '\0')
         return cli_usage_error("stats", "missing FILE (or $DISTLOCK_STATS_FILE)");

@@ -997,9 +997,10 @@ t_passwords_never_shown() {
   DISTLOCK_SERVERS=$good shown "bob:\*\*\*@" 0 "$DL" run -v "$k" -- true
   DISTLOCK_USERNAME=bob DISTLOCK_PASSWORD=$sec shown "127.0.0.1:$p" 0 \
     "$DL" run -v --servers "redis://127.0.0.1:$p" "$k" -- true
-  # Bad port: the library's message quotes the URI.
-  shown "'redis://bob:\*\*\*@127.0.0.1:99999'" 64 "$DL" run --servers "redis://bob:$sec@127.0.0.1:99999" "$k" -- true
-  DISTLOCK_SERVERS="redis://bob:$sec@127.0.0.1:99999" shown "bob:\*\*\*@" 64 "$DL" status "$k"
+  # Bad port: the library's message quotes the URI, and the command's echo
+  # shows it the library's way (everything between "://" and the last '@').
+  shown "'redis://\*\*\*@127.0.0.1:99999'" 64 "$DL" run --servers "redis://bob:$sec@127.0.0.1:99999" "$k" -- true
+  DISTLOCK_SERVERS="redis://bob:$sec@127.0.0.1:99999" shown "redis://\*\*\*@127.0.0.1:99999" 64 "$DL" status "$k"
   # Unreachable: nothing on the port, and an unroutable address.
   shown "redis://bob:\*\*\*@127.0.0.1:$free" 69 "$DL" run -v --servers "redis://bob:$sec@127.0.0.1:$free" "$k" -- true
   shown "redis://bob:\*\*\*@127.0.0.1:$free  error" 69 "$DL" status --servers "redis://bob:$sec@127.0.0.1:$free" "$k"
@@ -1015,13 +1016,15 @@ t_passwords_never_shown() {
   # Passwords the list parser cuts up or quotes in pieces: %-escapes, a raw
   # ',' ' ' '@' or '/', and the query parameters of sentinel-style URIs.
   for pw in "S3cret%40Passw0rd" "S3cret,Passw0rd" "S3cret Passw0rd" "S3cret@Passw0rd" "S3cret/Passw0rd"; do
-    shown "bob:\*\*\*@" 64 "$DL" run --servers "redis://bob:$pw@127.0.0.1:99999" "$k" -- true
+    shown "redis://\*\*\*@127.0.0.1:99999" 64 "$DL" run --servers "redis://bob:$pw@127.0.0.1:99999" "$k" -- true
   done
-  shown "sentinel_password=\*\*\*&password=\*\*\*" 64 "$DL" status \
+  # (a masked value runs to the next option whose value is shown: "&password=..."
+  # may be part of the sentinel password)
+  shown "redis-sentinel://\*\*\*@h1,h2/mymaster?sentinel_password=\*\*\*'" 64 "$DL" status \
     --servers "redis-sentinel://bob:$sec@h1,h2/mymaster?sentinel_password=$sec&password=$sec" "$k"
-  shown "u:\*\*\*@" 64 "$DL" status --servers "redis://127.0.0.1:$p,redis://u:$sec@127.0.0.1:$free,,redis://h:3" "$k"
-  # A mistyped option echoes its argument.
-  shown "bob:\*\*\*@" 64 "$DL" run --servres="$good" "$k" -- true
+  shown "redis://\*\*\*@127.0.0.1:$free" 64 "$DL" status --servers "redis://127.0.0.1:$p,redis://u:$sec@127.0.0.1:$free,,redis://h:3" "$k"
+  # A mistyped option echoes its argument (as the library shows a server list).
+  shown "--servres=redis://\*\*\*@127.0.0.1:$p" 64 "$DL" run --servres="$good" "$k" -- true
   [ "$leaks" -eq 0 ] || fail "$leaks of $n cases failed"
 }
 
@@ -1057,7 +1060,7 @@ t_server_reply_quoting_a_long_password() {
 }
 
 # A server list the library refuses is echoed by the command as given, masked
-# by the command's own masker ("bad --servers/DISTLOCK_SERVERS '...'"). The
+# by distlock_servers_mask() ("bad --servers/DISTLOCK_SERVERS '...'"). The
 # library's rule (README "Errors"): everything between "scheme://" and the
 # entry's last '@' is masked, and the value of every query parameter that is
 # not a known non-secret option, whatever its name's spelling (case,

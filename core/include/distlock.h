@@ -99,6 +99,21 @@ DISTLOCK_API const char *distlock_strerror(int status);
  * Valid until this thread's next distlock call. Don't free. */
 DISTLOCK_API const char *distlock_last_error(void);
 
+/*
+ * `servers` (a server list, as given to distlock_client_new(), valid or not)
+ * as messages show it: the library's one masking rule (README "Errors"):
+ * everything between "scheme://" and an entry's last '@' (user included)
+ * and the value of every query option but the non-secret ones become
+ * "***"; the rest is copied as given. For a front end that echoes a server
+ * list (a refused --servers, an INI setting in phpinfo()). Writes a
+ * NUL-terminated text into out (the caller's, `size` bytes, size >= 16),
+ * cut to fit (a cut never shows a piece of a password). Returns DISTLOCK_OK;
+ * DISTLOCK_EINVAL for NULL servers or out, or size < 16 (out untouched);
+ * DISTLOCK_ENOMEM (out is then "(not shown)"). Thread-safe; does not block,
+ * does no I/O, keeps no reference to either buffer.
+ */
+DISTLOCK_API int distlock_servers_mask(const char *servers, char *out, size_t size);
+
 /* ---------------------------------------------------------------- client */
 typedef struct distlock_client distlock_client;
 typedef struct distlock_lock distlock_lock;

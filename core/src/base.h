@@ -24,6 +24,17 @@ void distlock__clear_error(void);
 /* The thread's detail message, copied (NULL if out of memory), to keep it
  * across a cleanup call that records its own; free() it. */
 char *distlock__error_copy(void);
+/* What a message may quote of a server's error reply s: its length, at most
+ * cap, cut before "with args beginning with" (a server quotes the
+ * arguments of a command it refuses: they may hold a password or a token).
+ * distlock__fail() and the per-node messages apply the same cut. */
+int distlock__reply_shown_len(const char *s, int cap);
+/* What a message may say of a refused AUTH (or HELLO) reply s: its first
+ * word only (WRONGPASS, NOPERM, ERR...) and a fixed description, never the
+ * server's text (it may quote the password). Returns out. */
+const char *distlock__handshake_refusal(const char *s, char *out, size_t size);
+/* Cut msg (in place) before any "with args beginning with" it quotes. */
+void distlock__cut_args(char *msg);
 
 /* Decimal text of v into buf (at least 21 bytes), NUL-terminated; returns
  * the length. snprintf costs more than the rest of a request's encoding. */

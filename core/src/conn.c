@@ -221,6 +221,7 @@ static void vfail(distlock__transport *t, distlock__result *r, int i, int status
     int off = snprintf(r->err, sizeof(r->err), "%s: ", t->nodes[i].uri);
     if (off > 0 && (size_t)off < sizeof(r->err))
         vsnprintf(r->err + off, sizeof(r->err) - (size_t)off, fmt, ap);
+    distlock__cut_args(r->err);  /* a server's quote of what we sent */
     r->state = DISTLOCK__R_FAILED;
     r->status = status;
     distlock__stats_node_error(t->stats, i);

@@ -288,10 +288,17 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             if (!is_err)
                 break;
             /* Nothing of ours was sent behind it (calls wait for the
-             * handshake), so closing here runs nothing as another user. */
-            distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO, "%s failed: %.120s",
-                                o.kind == DISTLOCK__K_AUTH ? "authentication" : "SELECT",
-                                rep->str);
+             * handshake), so closing here runs nothing as another user.
+             * A refused AUTH is named by its first word only: the server's
+             * text may quote the password. */
+            char why[160];
+            if (o.kind == DISTLOCK__K_AUTH)
+                distlock__handshake_refusal(rep->str, why, sizeof(why));
+            else
+                snprintf(why, sizeof(why), "%.*s", distlock__reply_shown_len(rep->str, 120),
+                         rep->str);
+            distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO, "%s failed: %s",
+                                o.kind == DISTLOCK__K_AUTH ? "authentication" : "SELECT", why);
             freeReplyObject(rep);
             return -1;
         }
@@ -323,7 +330,9 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             /* The sentinels named a server that is not (or no longer) the
              * master. No call was sent behind the handshake: ask again. */
             char what[80];
-            snprintf(what, sizeof(what), "%.60s", is_err ? rep->str : role ? role : "?");
+            snprintf(what, sizeof(what), "%.*s",
+                     is_err ? distlock__reply_shown_len(rep->str, 60) : 60,
+                     is_err ? rep->str : role ? role : "?");
             freeReplyObject(rep);
             distlock__ep_forget(t, i, conn->ep_state);
             if (follow(t, cs, r, i))
@@ -341,13 +350,15 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                      * guards its requests for the calls that follow). */
                     distlock__result_fail(t, r, i, DISTLOCK_EPROTO,
                                           "a connection that owed replies past its timeout was "
-                                          "replaced and CLIENT KILL of it failed (%.60s): "
-                                          "not sent", rep->str);
+                                          "replaced and CLIENT KILL of it failed (%.*s): "
+                                          "not sent", distlock__reply_shown_len(rep->str, 60),
+                                          rep->str);
                 } else if (o.owner == r && r->state == DISTLOCK__R_PENDING) {
                     distlock__result_fail(t, r, i, DISTLOCK_EPROTO,
                                           "an earlier request for this lock is still queued on "
-                                          "another connection and CLIENT KILL failed (%.60s): "
-                                          "not sent", rep->str);
+                                          "another connection and CLIENT KILL failed (%.*s): "
+                                          "not sent", distlock__reply_shown_len(rep->str, 60),
+                                          rep->str);
                 }
             } else {
                 /* sent only where the id means that connection (add_kills) */
@@ -370,7 +381,8 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                     r->acked = rep->integer;
                 } else {
                     r->acked = -1;
-                    snprintf(r->wait_err, sizeof(r->wait_err), "%.90s",
+                    snprintf(r->wait_err, sizeof(r->wait_err), "%.*s",
+                             is_err ? distlock__reply_shown_len(rep->str, 90) : 90,
                              is_err ? rep->str : "unexpected reply");
                 }
                 r->state = DISTLOCK__R_DONE;

@@ -210,10 +210,12 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     }
     redisReply *auth = want == 2 ? rep[0] : NULL, *r = rep[want - 1];
     if (auth && auth->type == REDIS_REPLY_ERROR) {
-        /* the server's text names no password */
-        snprintf(err, errlen, "%.60s: authentication failed: %.80s", what, auth->str);
+        /* its first word only: the server's text may quote the password */
+        char why[160];
+        snprintf(err, errlen, "%.60s: authentication failed: %s", what,
+                 distlock__handshake_refusal(auth->str, why, sizeof(why)));
     } else if (r->type == REDIS_REPLY_ERROR) {
-        snprintf(err, errlen, "%.60s: %.80s", what, r->str);
+        snprintf(err, errlen, "%.60s: %.*s", what, distlock__reply_shown_len(r->str, 80), r->str);
     } else if (r->type != REDIS_REPLY_ARRAY || r->elements != 2 ||
                r->element[0]->type != REDIS_REPLY_STRING ||
                r->element[1]->type != REDIS_REPLY_STRING) {

@@ -235,6 +235,19 @@ static int any_masked(const unsigned char *mk, size_t from, size_t to)
     return 0;
 }
 
+int distlock_servers_mask(const char *servers, char *out, size_t size)
+{
+    if (servers == NULL || out == NULL || size < 16)
+        return distlock__fail(DISTLOCK_EINVAL, "distlock_servers_mask: %s",
+                              servers == NULL ? "servers is NULL" : out == NULL ? "out is NULL"
+                                                                   : "size < 16");
+    unsigned char *mk = mask_list(servers);  /* NULL: render shows none of it */
+    int rc = mk ? DISTLOCK_OK : distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    render(servers, mk, servers, servers + strlen(servers), out, size);
+    free(mk);
+    return rc;
+}
+
 /* host[:port] or [v6]:port in [p, end): *host allocated. */
 static int parse_hostport(const char *p, const char *end, int defport, char **host, int *port,
                           const char *safe)

@@ -14,10 +14,9 @@ from typing import (Any, Callable, List, NamedTuple, NoReturn, Optional, Sequenc
                     SupportsIndex, Tuple, TypeVar, Union)
 
 from . import _core
-from ._errors import (ClosedError, ConnectionError, Error, InvalidArgument, LockLost,
+from ._errors import (ClosedError, ConnectionError, InvalidArgument, LockLost,
                       LockLostInterrupt, LockNotAcquired, NotHeld, RenewalFailed)
 from ._lost import LostWatcher, report_callback_error
-from ._mask import mask_servers, secrets_of
 
 __all__ = ["Client", "Holder", "Lock"]
 
@@ -145,17 +144,13 @@ class Client:
         elif not isinstance(servers, str):
             raise TypeError("servers must be str or a list of str, not %s"
                             % type(servers).__name__)
-        try:
-            self._configure(servers, connect_timeout, command_timeout, drift_factor, drift_min,
-                            retry_min, retry_max, username, password)
-            self._configure_tls(tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
-                                tls_verify)
-            self._configure_wait(wait_replicas, wait_timeout)
-            self._configure_owner(owner_info, owner_label)
-        except Error as e:
-            # The library's detail may quote the configuration as given.
-            e._hide(secrets_of(servers, password if isinstance(password, str) else None))
-            raise
+        # (the library's detail quotes the configuration masked)
+        self._configure(servers, connect_timeout, command_timeout, drift_factor, drift_min,
+                        retry_min, retry_max, username, password)
+        self._configure_tls(tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
+                            tls_verify)
+        self._configure_wait(wait_replicas, wait_timeout)
+        self._configure_owner(owner_info, owner_label)
 
     def _configure(self, servers: str, connect_timeout: Optional[float],
                    command_timeout: Optional[float], drift_factor: Optional[float],
@@ -350,9 +345,8 @@ class Client:
 
     @property
     def nodes(self) -> List[str]:
-        """Node URIs, with any password replaced by ``***``."""
-        return [mask_servers(self._call(_core.distlock_client_node_uri, i))
-                for i in range(self.node_count)]
+        """Node URIs, with any password replaced by ``***`` (by the library)."""
+        return [self._call(_core.distlock_client_node_uri, i) for i in range(self.node_count)]
 
     def stats(self) -> "dict[str, int]":
         """This client's counters and histograms since it was made, by name

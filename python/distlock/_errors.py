@@ -12,10 +12,9 @@ exception: ``Lock.acquire()`` returns False, ``with lock:`` raises
 or silent, no quorum, a refusing node, a grant that came too late) means the
 servers gave no usable answer, never that the lock is held.
 """
-from typing import Iterable, Optional
+from typing import Optional
 
 from . import _core
-from ._mask import mask_text
 
 __all__ = [
     "Error", "InvalidArgument", "OutOfMemory", "ConnectionError", "TimeoutError",
@@ -30,26 +29,18 @@ class Error(Exception):
     ``status`` is the C library's status code (a negative ``DISTLOCK_E*``
     value, or ``None`` for errors raised by the Python layer itself) and
     ``detail`` the library's detail message (may be empty); ``message`` is
-    the text without the detail. Passwords of server URIs in either are
-    replaced by ``***`` (see _mask.py), also in ``args`` and ``str()``.
+    the text without the detail. The library masks the passwords in its
+    detail (README "Errors"); the package adds no text that holds one.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, detail: str = "") -> None:
-        self.message = mask_text(message)
+        self.message = message
         self.status = status
-        self.detail = mask_text(detail)
+        self.detail = detail
         super().__init__(self._text())
 
     def _text(self) -> str:
         return "%s: %s" % (self.message, self.detail) if self.detail else self.message
-
-    def _hide(self, secrets: Iterable[str]) -> None:
-        """Mask these known secrets too (a Client's passwords, where they are
-        at hand)."""
-        secrets = tuple(secrets)
-        self.message = mask_text(self.message, secrets)
-        self.detail = mask_text(self.detail, secrets)
-        self.args = (self._text(),)
 
 
 class InvalidArgument(Error, ValueError):

@@ -50,6 +50,16 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();  /* a failed call leaves *out NULL */
     }
     (void)distlock_last_error();
+
+    /* the front ends' echo of a list: whole, and cut to a small buffer */
+    char shown[64], *whole = malloc(size * 3 + 16);
+    if (distlock_servers_mask(text, shown, 16 + size % 48) != DISTLOCK_OK ||
+        strlen(shown) >= 16 + size % 48)
+        abort();
+    if (whole && (distlock_servers_mask(text, whole, size * 3 + 16) != DISTLOCK_OK ||
+                  strlen(whole) > size * 3))
+        abort();
+    free(whole);
     free(text);
     return 0;
 }
