@@ -798,6 +798,28 @@ t_redlock_node_down() {
 # (README.md "Statuses in each front end"). Only a real holder exits 75.
 FZ=(--timeout 300ms --connect-timeout 300ms)
 
+# The lease is lost under a shell script whose work runs in a child of the
+# shell, as in any script that runs a program. "Stopping the command" must
+# stop that work too: once distlock has exited 79 the key is free and
+# another host may start the same job, so the job must not run on.
+t_lost_lock_stops_the_commands_children() {
+  local k=cli:lostkids:$RANDOM
+  "$DL" run --ttl 1s "$k" -- sh -c '
+    sh -c "echo \$\$ > \"\$0/worker.tmp\" && mv \"\$0/worker.tmp\" \"\$0/worker\"
+           while [ ! -e \"\$0/release\" ]; do sleep 0.02; done" "$0"
+    touch "$0/after-worker"' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/worker' ]" || return 1
+  local worker; worker=$(cat "$D/worker")
+  rcli del "$k" >/dev/null
+  wait_exit "$pid" 15 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "stopping the command" || return 1
+  absent "$D/after-worker" || return 1
+  wait_until 5 "! alive $worker" ||
+    fail "the command's work (pid $worker) still runs after distlock exited 79; key '$k' exists: $(rcli exists "$k")" || return 1
+}
+
 t_frozen_one_of_three() {
   local k=cli:frozen1:$RANDOM t0 ms uris
   start_proxy || return 1
