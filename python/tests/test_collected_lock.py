@@ -194,3 +194,26 @@ def test_lock_held_at_interpreter_exit_is_not_released(server, r, key):
     token = out.stdout.split()[1]
     assert r.get(key) == token, "released at interpreter exit; stderr: " + out.stderr
     r.delete(key)
+
+
+def test_aio_reentrant_lock_collected_under_an_inner_one_keeps_the_key(server, r, key):
+    # One task, two reentrant Lock objects on one key (one ownership, counted).
+    # The outer one is collected while the inner one holds: the collected
+    # one's lease must still run to its TTL, so the inner release may drop
+    # the inner count but must not delete the key.
+    async def main():
+        async with aio.Client(server.uri) as c:
+            outer = c.lock(key, ttl=60, reentrant=True)
+            assert await outer.acquire(blocking=False)
+            token = outer.token
+            inner = c.lock(key, ttl=60, reentrant=True)
+            assert await inner.acquire(blocking=False)
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                del outer
+                gc.collect()
+            assert len(_warned_about(seen, key)) == 1, [str(w.message) for w in seen]
+            await inner.release()
+            assert r.get(key) == token, "the collected outer Lock's key was deleted"
+    asyncio.run(main())
+    r.delete(key)
