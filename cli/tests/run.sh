@@ -820,6 +820,43 @@ t_lost_lock_stops_the_commands_children() {
     fail "the command's work (pid $worker) still runs after distlock exited 79; key '$k' exists: $(rcli exists "$k")" || return 1
 }
 
+# Replies come back late (a slow return path; requests reach the server on
+# time) while the command runs: each renewal is done on the server at once
+# but confirmed 2.5 s later (--ttl 3s, a generous --timeout). The next
+# renewal is then scheduled from the late confirmation, after the lease has
+# run out on the server. The README's rule: a lease that cannot be renewed is
+# lost when its validity ends. So either the key is kept, or the command is
+# stopped within a renewal period (TTL/3, plus 500 ms of slack for the
+# command's own polling) of its key going away; not seconds later.
+t_lease_run_out_under_slow_replies_stops_the_command() {
+  local k=cli:slowreply:$RANDOM uris p0
+  start_proxy || return 1
+  uris=$(proxy_uris 0)
+  p0=$(echo "$URIS3" | cut -d, -f1 | sed 's/.*://')
+  # The command polls its key every 50 ms for up to ~20 s and notes when it
+  # first finds it gone, and when SIGTERM comes.
+  "$DL" run --servers "$uris" --timeout 10s --ttl 3s "$k" -- sh -c '
+    trap "date +%s%N > \"\$0/term_at\"; exit 0" TERM
+    touch "$0/started"
+    i=0; while [ $i -lt 400 ]; do
+      if [ ! -e "$0/gone_at" ] && [ "$(redis-cli -p "$1" get "$2")" != "$DISTLOCK_TOKEN" ]; then
+        date +%s%N > "$0/gone_at"
+      fi
+      sleep 0.05; i=$((i + 1))
+    done
+    touch "$0/ran-to-end"' "$D" "$p0" "$k" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/started' ]" || return 1
+  fpctl delay 0 2500 down || return 1
+  wait_exit "$pid" 60 || return 1
+  [ -e "$D/gone_at" ] || return 0   # the lease was kept all along
+  [ ! -e "$D/ran-to-end" ] || fail "the command ran to its end without its key: exit $ST" || return 1
+  local ms=$(( ($(cat "$D/term_at") - $(cat "$D/gone_at")) / 1000000 ))
+  echo "    the command was stopped ${ms} ms after its key was gone (--ttl 3s); exit $ST" >&2
+  [ "$ms" -le 1500 ] || fail "stopped only ${ms} ms after the key was gone: $(grep -v '^  ' "$D/run.err")" || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79"
+}
+
 t_frozen_one_of_three() {
   local k=cli:frozen1:$RANDOM t0 ms uris
   start_proxy || return 1
