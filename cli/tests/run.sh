@@ -857,6 +857,35 @@ t_lease_run_out_under_slow_replies_stops_the_command() {
   [ "$ST" = 79 ] || fail "exit $ST, expected 79"
 }
 
+# The servers' replies stop coming (requests still get through: the server
+# renews the key, the confirmation never arrives). When the lease's validity
+# ends distlock cannot vouch for it and stops the command; but it must not
+# say the lock "expired, deleted or taken over" while the key is still there
+# with its token (its TTL reset by the last renewal the server ran).
+t_lost_is_said_only_of_a_lock_that_is_gone() {
+  local k=cli:noreply:$RANDOM uris p0
+  start_proxy || return 1
+  uris=$(proxy_uris 0)
+  p0=$(echo "$URIS3" | cut -d, -f1 | sed 's/.*://')
+  # At SIGTERM the command notes what the server holds under its key.
+  "$DL" run --servers "$uris" --ttl 3s "$k" -- sh -c '
+    trap "redis-cli -p \"\$1\" get \"\$2\" > \"\$0/at_term\"; exit 0" TERM
+    touch "$0/started"
+    i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done' "$D" "$p0" "$k" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/started' ]" || return 1
+  local token; token=$(redis-cli -p "$p0" get "$k")
+  [ -n "$token" ] || fail "no key after the start" || return 1
+  fpctl hold 0 down || return 1
+  wait_exit "$pid" 30 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(grep -v '^  ' "$D/run.err")" || return 1
+  [ -e "$D/at_term" ] || fail "the command got no SIGTERM" || return 1
+  if [ "$(cat "$D/at_term")" = "$token" ]; then
+    ! grep -q "expired, deleted or taken over" "$D/run.err" ||
+      fail "said the lock expired, was deleted or taken over while the server still held it with our token: $(grep -v '^  ' "$D/run.err")" || return 1
+  fi
+}
+
 t_frozen_one_of_three() {
   local k=cli:frozen1:$RANDOM t0 ms uris
   start_proxy || return 1
