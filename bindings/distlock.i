@@ -30,6 +30,7 @@
 %threadallow distlock_lock_free;
 %threadallow distlock_lock_abandon;
 %threadallow distlock_client_free;
+%threadallow distlock_client_abandon;
 %threadallow distlock_acquire_token;
 %threadallow distlock_release_token;
 %threadallow distlock_extend_token;

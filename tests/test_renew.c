@@ -1,8 +1,10 @@
 /* test_renew.c -- DISTLOCK_AUTO_RENEW: the watchdog keeps a short lease
  * alive, and reports a lock found lost (flag, callback, event fd). */
 #include "test_common.h"
+#include "harness/faultproxy.h"
 
 #include <poll.h>
+#include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
 
@@ -207,6 +209,65 @@ static void test_abandon_reentrant_counts(void **state)
     distlock_client_free(c);
 }
 
+struct reacquire_arg {
+    distlock_client *c;
+    distlock_lock *lock;
+    int rc;
+};
+
+static void *reacquire_thread(void *arg)
+{
+    struct reacquire_arg *a = arg;
+    a->rc = distlock_acquire_owner(a->c, "abx", 6000, 0,
+                                   DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT, "me", &a->lock);
+    return NULL;
+}
+
+/* A reentrant acquire of the same owner is under way (its extend on the
+ * wire) when the last other handle is abandoned. The acquire then succeeds:
+ * the handle it returns holds the lock, so its lease must be valid and
+ * renewed like any DISTLOCK_AUTO_RENEW lock, not left to run out by a
+ * record the abandon marked released. */
+static void test_reentrant_acquire_racing_an_abandon_is_renewed(void **state)
+{
+    rh_cluster *rc = *state;
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *c = new_client(fp_uris(fp));
+    /* The held extend must wait for the unhold, not time out. */
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+    unsigned f = DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT;
+    distlock_lock *outer = NULL;
+    assert_rc(distlock_acquire_owner(c, "abx", 6000, 0, f, "me", &outer), DISTLOCK_OK);
+    char tokbuf[64];
+    const char *tok = tokbuf;
+    snprintf(tokbuf, sizeof tokbuf, "%s", distlock_lock_token(outer));
+    /* ttl 6 s: the first renewal is due at 2 s, after everything below, so
+     * the only request held is the reentrant acquire's extend. */
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold * up"), 0);
+    struct reacquire_arg a = { .c = c };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, reacquire_thread, &a), 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held 0 up 1 10000"), 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held 1 up 1 10000"), 0);
+    distlock_lock_abandon(outer);  /* the other handle goes while the extend is out */
+    assert_int_equal(fp_cmd(fp, NULL, 0, "unhold * up"), 0);
+    assert_int_equal(pthread_join(t, NULL), 0);
+    assert_rc(a.rc, DISTLOCK_OK);
+    assert_string_equal(distlock_lock_token(a.lock), tok);
+    long v = distlock_lock_validity_ms(a.lock);
+    print_message("reentrant acquire won during the abandon: validity %ld ms\n", v);
+    assert_true(v > 0);
+    /* Renewed past its TTL by the watchdog, as every auto-renewed lock. */
+    uint64_t r0 = client_stat(c, "renewal_total");
+    assert_true(RH_WAIT_UNTIL(client_stat(c, "renewal_total") > r0, 6000 * slow_factor()));
+    assert_holding(rc, "abx", tok, 3);
+    assert_rc(distlock_release(a.lock), DISTLOCK_OK);
+    distlock_lock_free(a.lock);
+    distlock_client_free(c);
+    fp_stop(fp);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -216,6 +277,7 @@ int main(void)
         cmocka_unit_test_setup(test_auto_renew_quorum_gone, heal),
         cmocka_unit_test_setup(test_abandon_keeps_key_and_stops_renewal, heal),
         cmocka_unit_test_setup(test_abandon_reentrant_counts, heal),
+        cmocka_unit_test_setup(test_reentrant_acquire_racing_an_abandon_is_renewed, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

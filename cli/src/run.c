@@ -10,13 +10,19 @@
  * before anything else happens. (The library's own threads block every
  * signal, so the main thread is the one that receives them.)
  *
- * The command runs in distlock's own process group (like flock(1)), so it
- * stays in the terminal's foreground and can read from it. A signal the
- * terminal sends (Ctrl-C, si_code SI_KERNEL) already reaches the whole
- * foreground group, the command included, so it is not forwarded a second
- * time; any other HUP, INT, QUIT, TERM, USR1 or USR2 is forwarded to the
- * command. Either way distlock keeps renewing the lock until the command has
- * exited, then releases it.
+ * The command runs in a process group of its own, so that stopping it on a
+ * lost lease (and forwarding a signal) reaches everything it started: a
+ * shell script's programs as well as the shell. When distlock's standard
+ * input is its terminal and distlock is in the foreground, that group is
+ * made the terminal's foreground group (as a shell does for a job), so the
+ * command reads from the terminal and Ctrl-C / Ctrl-Z reach it directly;
+ * distlock takes the terminal back when it stops or exits (SIGTTOU blocked,
+ * so it may while in the background). HUP, INT, QUIT, TERM, USR1 or USR2
+ * that reach distlock are forwarded to the command's group: with the
+ * terminal given to the command, a terminal-generated one reaches distlock
+ * only when the command is not in the foreground, and then the command has
+ * not had it. Either way distlock keeps renewing the lock until the command
+ * has exited, then releases it.
  *
  * Steps. cli_run() is parse_run, block_signals, make_client, acquire_lock,
  * spawn_command, supervise, release_lock, then the exit status; each step
@@ -236,13 +242,10 @@ static void take_signals(int sfd, pid_t child, int *stop, int *chld, int verbose
                 *stop = sig;
             continue;
         }
-        /* The terminal signals its whole foreground process group, which the
-         * command is part of: it has this one already. */
-        if (si.ssi_code == SI_KERNEL)
-            continue;
         if (verbose)
-            cli_err("forwarding %s to the command (pid %ld)", strsignal(sig), (long)child);
-        kill(child, sig);
+            cli_err("forwarding %s to the command (process group %ld)", strsignal(sig),
+                    (long)child);
+        kill(-child, sig);  /* the command leads its own group (spawn_command) */
     }
 }
 
@@ -288,7 +291,8 @@ struct run_state {
     int lost_fd;               /* the client's lost eventfd, or -1: poll the flag */
     char **env;                /* the command's environment: environ's entries... */
     char *env_own[NENV];       /* ...and these, which are ours to free */
-    pid_t pid;                 /* the command, once started */
+    pid_t pid;                 /* the command, once started: also its process group */
+    int tty;                   /* the terminal given to the command's group, or -1 */
     long t_start;              /* when it was started */
     int status;                /* its wait status, once reaped */
     int lost;                  /* the lock was found lost */
@@ -301,6 +305,7 @@ static void run_state_init(struct run_state *st)
     st->sfd = -1;
     st->lost_fd = -1;
     st->pid = -1;
+    st->tty = -1;
 }
 
 /* The one cleanup. The signal mask and dispositions are left as they are:
@@ -336,6 +341,14 @@ static int block_signals(struct run_state *st)
         sigaddset(&set, forwarded[i]);
     sigaddset(&set, SIGCHLD);
     sigprocmask(SIG_BLOCK, &set, &st->orig_mask);
+    /* Blocked, not taken: distlock gives the terminal to the command's
+     * group and takes it back from the background (tcsetpgrp), which
+     * SIGTTOU would otherwise stop it for. The command gets the caller's
+     * mask back (exec_command). */
+    sigset_t ttou;
+    sigemptyset(&ttou);
+    sigaddset(&ttou, SIGTTOU);
+    sigprocmask(SIG_BLOCK, &ttou, NULL);
     struct sigaction dfl, ign;
     memset(&dfl, 0, sizeof dfl);
     dfl.sa_handler = SIG_DFL;
@@ -564,6 +577,11 @@ static int make_env(struct run_state *st)
 static void exec_command(const struct run_state *st, int errfd) __attribute__((noreturn));
 static void exec_command(const struct run_state *st, int errfd)
 {
+    /* Its own group (the parent sets it too: whichever runs first), given
+     * the terminal before it can read from it. */
+    setpgid(0, 0);
+    if (st->tty >= 0)
+        (void)tcsetpgrp(st->tty, getpid());
     sigaction(SIGCHLD, &st->old_chld, NULL);
     sigaction(SIGPIPE, &st->old_pipe, NULL);
     sigprocmask(SIG_SETMASK, &st->orig_mask, NULL);
@@ -595,6 +613,10 @@ static int spawn_command(struct run_state *st)
      * the resolver's pipe), and so are ours (sfd, errpipe). The command gets
      * exactly the caller's descriptors, as with flock(1); cli/tests/run.sh
      * t_descriptors checks it. */
+    /* The terminal goes to the command only if it is distlock's, and
+     * distlock is in its foreground (not a background job). */
+    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp())
+        st->tty = STDIN_FILENO;
     st->t_start = now_ms();
     st->pid = fork();
     if (st->pid < 0) {
@@ -608,6 +630,9 @@ static int spawn_command(struct run_state *st)
         exec_command(st, errpipe[1]);
     }
     close(errpipe[1]);
+    setpgid(st->pid, st->pid);  /* EACCES once it has exec'd: it did it itself */
+    if (st->tty >= 0)
+        (void)tcsetpgrp(st->tty, st->pid);
     int exec_errno = 0;
     for (;;) {
         ssize_t r = read(errpipe[0], &exec_errno, sizeof exec_errno);
@@ -623,34 +648,75 @@ static int spawn_command(struct run_state *st)
     return RUN_GO_ON;
 }
 
+/* Why the lock is lost, in the library's words (distlock_lock_lost() sets
+ * them as the detail): only a lock the servers said is no longer ours is
+ * called gone; with servers that do not reply in time it may still be
+ * there, but nothing vouches for it. A release that found it not ours (the
+ * flag not set) is the first kind. */
+static const char *lost_why(const struct run_state *st)
+{
+    if (distlock_lock_lost(st->lock))
+        return distlock_last_error();
+    return "it was deleted, expired or taken over (the servers no longer hold our token)";
+}
+
 /* The lock was found lost while the command runs: say so, and act as
  * --on-lost says. term (the default): --kill-signal now, SIGKILL once
  * --grace has passed; returns the time to send it at (or -1). kill: SIGKILL
- * now. ignore: the command goes on. The signal goes to the command's pid
- * only: it shares distlock's process group (see the top of this file). */
+ * now. ignore: the command goes on. The signals go to the command's process
+ * group, so a script's children stop with it. */
 static long on_lost(struct run_state *st)
 {
     const struct run_opts *o = &st->o;
     int sig = o->on_lost == ON_LOST_KILL ? SIGKILL : o->kill_sig;
     st->lost = 1;
     if (o->on_lost == ON_LOST_IGNORE) {
-        cli_err("lost the lock on '%s' while the command was running (expired, "
-                "deleted or taken over); the command goes on WITHOUT the lock "
-                "(--on-lost=ignore)", st->key);
+        cli_err("lost the lock on '%s' while the command was running: %s; the command goes "
+                "on WITHOUT the lock (--on-lost=ignore)", st->key, lost_why(st));
         return -1;
     }
     char g[32], then[48] = "";
     if (o->on_lost == ON_LOST_TERM && sig != SIGKILL && o->grace_ms > 0)
         snprintf(then, sizeof then, ", SIGKILL after %s", cli_fmt_ms(o->grace_ms, g, sizeof g));
-    cli_err("lost the lock on '%s' while the command was running (expired, "
-            "deleted or taken over); stopping the command (pid %ld): %s now%s (--on-lost=%s)",
-            st->key, (long)st->pid, sig == SIGKILL ? "SIGKILL" : strsignal(sig), then,
-            on_lost_names[o->on_lost]);
-    kill(st->pid, sig);
+    cli_err("lost the lock on '%s' while the command was running: %s; stopping the command "
+            "(pid %ld): %s now%s (--on-lost=%s)",
+            st->key, lost_why(st), (long)st->pid, sig == SIGKILL ? "SIGKILL" : strsignal(sig),
+            then, on_lost_names[o->on_lost]);
+    kill(-st->pid, sig);
     st->killed_for_lost = 1;
     if (o->grace_ms > 0 && sig != SIGKILL)
         return now_ms() + o->grace_ms;
     return -1;
+}
+
+/* The command stopped (Ctrl-Z reaches its group, which has the terminal):
+ * as a shell's job would, distlock takes the terminal back and stops itself,
+ * so the shell that started it sees its job stopped and gets the terminal.
+ * When continued (fg or bg) it gives the terminal back if it is in the
+ * foreground, and continues the command's group. Without the terminal the
+ * command was stopped by someone else's signal: left as it is. */
+static void stopped_command(struct run_state *st)
+{
+    if (st->tty < 0)
+        return;
+    if (tcgetpgrp(st->tty) == st->pid)
+        (void)tcsetpgrp(st->tty, getpgrp());
+    kill(getpid(), SIGSTOP);
+    if (tcgetpgrp(st->tty) == getpgrp())
+        (void)tcsetpgrp(st->tty, st->pid);
+    kill(-st->pid, SIGCONT);
+}
+
+/* The command has exited: the terminal is distlock's again; after a lost
+ * lock whatever the command left running in its group is killed too (it got
+ * the signal with the command; the group's id cannot be reused while any
+ * member lives, so this reaches only them). */
+static void command_done(struct run_state *st)
+{
+    if (st->tty >= 0 && tcgetpgrp(st->tty) == st->pid)
+        (void)tcsetpgrp(st->tty, getpgrp());
+    if (st->killed_for_lost)
+        kill(-st->pid, SIGKILL);
 }
 
 /* Until the command has exited: forward signals to it, watch for the loss
@@ -682,7 +748,11 @@ static void supervise(struct run_state *st)
         }
         int chld = 0;
         take_signals(st->sfd, st->pid, &stop, &chld, st->o.co.verbose);
-        if (chld && waitpid(st->pid, &st->status, WNOHANG) == st->pid) {
+        if (chld && waitpid(st->pid, &st->status, WNOHANG | WUNTRACED) == st->pid) {
+            if (WIFSTOPPED(st->status)) {
+                stopped_command(st);
+                continue;
+            }
             reaped = 1;
             break;
         }
@@ -697,9 +767,9 @@ static void supervise(struct run_state *st)
             kill_deadline = on_lost(st);
         if (kill_deadline >= 0 && now_ms() >= kill_deadline) {
             cli_err("the command (pid %ld) is still running %s after losing the lock "
-                    "(--grace); sending SIGKILL", (long)st->pid,
+                    "(--grace); sending SIGKILL to its process group", (long)st->pid,
                     cli_fmt_ms(st->o.grace_ms, d, sizeof d));
-            kill(st->pid, SIGKILL);
+            kill(-st->pid, SIGKILL);
             kill_deadline = -1;
         }
     }
@@ -708,6 +778,7 @@ static void supervise(struct run_state *st)
         while (waitpid(st->pid, &st->status, 0) < 0 && errno == EINTR)
             ;
     }
+    command_done(st);
 }
 
 /* The exit status a shell would give for the command's wait status. */
@@ -730,8 +801,8 @@ static void release_lock(struct run_state *st)
     int rc = distlock_release(st->lock);
     if (rc == DISTLOCK_ENOTOWNER) {
         if (!st->lost)
-            cli_err("lost the lock on '%s' before the command ended (expired, deleted or "
-                    "taken over); the command finished WITHOUT the lock", key);
+            cli_err("lost the lock on '%s' before the command ended: %s; the command "
+                    "finished WITHOUT the lock", key, lost_why(st));
         st->lost = 1;
     } else if (rc != DISTLOCK_OK) {
         char what[200];

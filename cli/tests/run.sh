@@ -821,6 +821,94 @@ t_redlock_node_down() {
 # (README.md "Statuses in each front end"). Only a real holder exits 75.
 FZ=(--timeout 300ms --connect-timeout 300ms)
 
+# The lease is lost under a shell script whose work runs in a child of the
+# shell, as in any script that runs a program. "Stopping the command" must
+# stop that work too: once distlock has exited 79 the key is free and
+# another host may start the same job, so the job must not run on.
+t_lost_lock_stops_the_commands_children() {
+  local k=cli:lostkids:$RANDOM
+  "$DL" run --ttl 1s "$k" -- sh -c '
+    sh -c "echo \$\$ > \"\$0/worker.tmp\" && mv \"\$0/worker.tmp\" \"\$0/worker\"
+           while [ ! -e \"\$0/release\" ]; do sleep 0.02; done" "$0"
+    touch "$0/after-worker"' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/worker' ]" || return 1
+  local worker; worker=$(cat "$D/worker")
+  rcli del "$k" >/dev/null
+  wait_exit "$pid" 15 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(cat "$D/run.err")" || return 1
+  contains "$D/run.err" "stopping the command" || return 1
+  absent "$D/after-worker" || return 1
+  wait_until 5 "! alive $worker" ||
+    fail "the command's work (pid $worker) still runs after distlock exited 79; key '$k' exists: $(rcli exists "$k")" || return 1
+}
+
+# Replies come back late (a slow return path; requests reach the server on
+# time) while the command runs: each renewal is done on the server at once
+# but confirmed 2.5 s later (--ttl 3s, a generous --timeout). The next
+# renewal is then scheduled from the late confirmation, after the lease has
+# run out on the server. The README's rule: a lease that cannot be renewed is
+# lost when its validity ends. So either the key is kept, or the command is
+# stopped within a renewal period (TTL/3, plus 500 ms of slack for the
+# command's own polling) of its key going away; not seconds later.
+t_lease_run_out_under_slow_replies_stops_the_command() {
+  local k=cli:slowreply:$RANDOM uris p0
+  start_proxy || return 1
+  uris=$(proxy_uris 0)
+  p0=$(echo "$URIS3" | cut -d, -f1 | sed 's/.*://')
+  # The command polls its key every 50 ms for up to ~20 s and notes when it
+  # first finds it gone, and when SIGTERM comes.
+  "$DL" run --servers "$uris" --timeout 10s --ttl 3s "$k" -- sh -c '
+    trap "date +%s%N > \"\$0/term_at\"; exit 0" TERM
+    touch "$0/started"
+    i=0; while [ $i -lt 400 ]; do
+      if [ ! -e "$0/gone_at" ] && [ "$(redis-cli -p "$1" get "$2")" != "$DISTLOCK_TOKEN" ]; then
+        date +%s%N > "$0/gone_at"
+      fi
+      sleep 0.05; i=$((i + 1))
+    done
+    touch "$0/ran-to-end"' "$D" "$p0" "$k" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/started' ]" || return 1
+  fpctl delay 0 2500 down || return 1
+  wait_exit "$pid" 60 || return 1
+  [ -e "$D/gone_at" ] || return 0   # the lease was kept all along
+  [ ! -e "$D/ran-to-end" ] || fail "the command ran to its end without its key: exit $ST" || return 1
+  local ms=$(( ($(cat "$D/term_at") - $(cat "$D/gone_at")) / 1000000 ))
+  echo "    the command was stopped ${ms} ms after its key was gone (--ttl 3s); exit $ST" >&2
+  [ "$ms" -le 1500 ] || fail "stopped only ${ms} ms after the key was gone: $(grep -v '^  ' "$D/run.err")" || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79"
+}
+
+# The servers' replies stop coming (requests still get through: the server
+# renews the key, the confirmation never arrives). When the lease's validity
+# ends distlock cannot vouch for it and stops the command; but it must not
+# say the lock "expired, deleted or taken over" while the key is still there
+# with its token (its TTL reset by the last renewal the server ran).
+t_lost_is_said_only_of_a_lock_that_is_gone() {
+  local k=cli:noreply:$RANDOM uris p0
+  start_proxy || return 1
+  uris=$(proxy_uris 0)
+  p0=$(echo "$URIS3" | cut -d, -f1 | sed 's/.*://')
+  # At SIGTERM the command notes what the server holds under its key.
+  "$DL" run --servers "$uris" --ttl 3s "$k" -- sh -c '
+    trap "redis-cli -p \"\$1\" get \"\$2\" > \"\$0/at_term\"; exit 0" TERM
+    touch "$0/started"
+    i=0; while [ $i -lt 400 ]; do sleep 0.05; i=$((i + 1)); done' "$D" "$p0" "$k" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/started' ]" || return 1
+  local token; token=$(redis-cli -p "$p0" get "$k")
+  [ -n "$token" ] || fail "no key after the start" || return 1
+  fpctl hold 0 down || return 1
+  wait_exit "$pid" 30 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79: $(grep -v '^  ' "$D/run.err")" || return 1
+  [ -e "$D/at_term" ] || fail "the command got no SIGTERM" || return 1
+  if [ "$(cat "$D/at_term")" = "$token" ]; then
+    ! grep -q "expired, deleted or taken over" "$D/run.err" ||
+      fail "said the lock expired, was deleted or taken over while the server still held it with our token: $(grep -v '^  ' "$D/run.err")" || return 1
+  fi
+}
+
 t_frozen_one_of_three() {
   local k=cli:frozen1:$RANDOM t0 ms uris
   start_proxy || return 1

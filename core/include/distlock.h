@@ -136,6 +136,17 @@ DISTLOCK_API int distlock_client_new(distlock_client **out, const char *servers)
  * NULL is a no-op. No other thread may use the client during or after this. */
 DISTLOCK_API void distlock_client_free(distlock_client *c);
 
+/* As distlock_client_free(), with every release left out: each lock still
+ * held through the client is abandoned (distlock_lock_abandon()): nothing
+ * is sent, the renewal stops and the keys keep their tokens until their TTLs
+ * run out, as if the holder had died. For runtimes whose garbage collector
+ * drops a client together with locks it must not release behind their
+ * holder's back (Python's cyclic collector, interpreter exit). Handles left
+ * report DISTLOCK_ECLOSED and are freed with distlock_lock_free(), which then
+ * sends nothing. NULL is a no-op. No other thread may use the client during
+ * or after this. */
+DISTLOCK_API void distlock_client_abandon(distlock_client *c);
+
 /* WAIT for replicas (DISTLOCK_OPT_WAIT_*, numeric ids 20..29):
  * DISTLOCK_OPT_WAIT_REPLICAS = n > 0: after every acquire, extend and fence
  * raise on a node, `WAIT n t` is sent pipelined right behind it on the same
@@ -264,7 +275,10 @@ DISTLOCK_API int distlock_acquire_owner(distlock_client *c, const char *key, lon
  * already released (another owner's key is never deleted). The handle stays
  * valid until distlock_lock_free(). For a reentrant handle, only the last
  * release of an owner reaches Redis; a non-owner releasing gets ENOTOWNER.
- * Blocks. */
+ * An ownership one of whose handles was abandoned (distlock_lock_abandon())
+ * is never deleted by its other handles: their last release returns
+ * DISTLOCK_OK, stops the renewal and sends nothing, so the key keeps the
+ * token the abandoned handle was promised until its TTL runs out. Blocks. */
 DISTLOCK_API int distlock_release(distlock_lock *lock);
 
 /* Release if still held (errors ignored), then free. NULL is a no-op. */
@@ -278,7 +292,12 @@ DISTLOCK_API void distlock_lock_free(distlock_lock *lock);
  * own count: the ownership is renewed while another handle still holds it.
  * NULL is a no-op. No network I/O; may wait for a lost callback of this
  * handle under way (as distlock_lock_free()). Thread-safe for distinct
- * handles. */
+ * handles. The ownership is marked abandoned: no handle of it deletes the
+ * key any more (see distlock_release()). A reentrant acquire of the same
+ * owner whose extend was on its way when the last handle was abandoned
+ * takes the ownership back (valid, renewed with DISTLOCK_AUTO_RENEW; still
+ * marked abandoned); one racing the last distlock_release() acquires afresh
+ * (the released key is deleted meanwhile). */
 DISTLOCK_API void distlock_lock_abandon(distlock_lock *lock);
 
 /* Reset the lock's TTL to ttl_ms on every node where it is still ours
@@ -296,17 +315,25 @@ DISTLOCK_API const char *distlock_lock_token(const distlock_lock *lock);
  * (see README "Fencing tokens" for the exact guarantee). */
 DISTLOCK_API int64_t distlock_lock_fence(const distlock_lock *lock);
 
-/* 1 if the lock was found lost (by auto-renewal or extend), else 0. */
+/* 1 if the lock was found lost (by auto-renewal or extend), else 0. When it
+ * returns 1 it also sets this thread's distlock_last_error() to why, in
+ * words a front end can show as they are: the servers said the key no
+ * longer holds our token (it expired, was deleted or taken over), or its
+ * validity ended with no renewal confirmed (servers not replying in time:
+ * it may still be held there until its TTL runs out, but nothing vouches
+ * for it). Does not block, takes no lock. */
 DISTLOCK_API int distlock_lock_lost(const distlock_lock *lock);
 
 /* The lost callback, and its contract (tests/test_lost_callback.c):
  *  - When: once per lock, when the client's auto-renewal finds it lost (the
  *    key expired, was deleted or now holds another token, so that no quorum
- *    can renew it). A loss found by distlock_extend() or distlock_release()
+ *    can renew it), or when its validity ends before a renewal is confirmed
+ *    (even if the renewal's replies have not come yet). A loss found by distlock_extend() or distlock_release()
  *    is returned to that caller (DISTLOCK_ENOTOWNER) and shown by
  *    distlock_lock_lost() and the lost fd, but calls no callback.
- *  - Where: on the client's renewal thread, never on the caller's; that
- *    thread has every signal blocked. By the time fn runs,
+ *  - Where: on one of the client's background threads (the renewal thread,
+ *    or its lease clock for a validity that ended unconfirmed), never on the
+ *    caller's; they have every signal blocked. By the time fn runs,
  *    distlock_lock_lost(lock) is 1, distlock_lock_validity_ms(lock) is 0
  *    and the lost fd (distlock_client_lost_fd) has been made readable.
  *  - What it may call: any function of the library on this lock and on the

@@ -63,21 +63,25 @@ int distlock_client_new(distlock_client **out, const char *servers)
     return DISTLOCK_OK;
 }
 
-void distlock_client_free(distlock_client *c)
+/* release: send the releases of what is still held (distlock_client_free),
+ * or leave every lease to run out by its TTL (distlock_client_abandon). */
+static void client_free(distlock_client *c, int release)
 {
     if (c == NULL)
         return;
     distlock__watchdog_stop(c);
     distlock__subscriber_stop(c);
     /* Release what is still held through this client, so a forgotten
-     * handle does not keep other processes waiting for its TTL. */
+     * handle does not keep other processes waiting for its TTL; unless
+     * the records are abandoned (or were: their handle's promise holds). */
     distlock__lock(c);
     distlock__held *h = c->held;
     c->held = NULL;
     pthread_mutex_unlock(&c->mu);
     while (h) {
         distlock__held *next = h->next;
-        if (!h->released && h->pid == distlock__getpid() && !atomic_load(&h->lost))
+        if (release && !h->abandoned && !h->released && h->pid == distlock__getpid() &&
+            !atomic_load(&h->lost))
             (void)distlock__release_keytoken(c, h->key, h->token, atomic_load(&h->valid_until_us),
                                              h->set_pref, h->maybe);
         h->released = 1;
@@ -94,6 +98,16 @@ void distlock_client_free(distlock_client *c)
     pthread_cond_destroy(&c->wd_cond);
     distlock__free_nodes(c->nodes, c->n);
     free(c);
+}
+
+void distlock_client_free(distlock_client *c)
+{
+    client_free(c, 1);
+}
+
+void distlock_client_abandon(distlock_client *c)
+{
+    client_free(c, 0);
 }
 
 int distlock_client_set(distlock_client *c, distlock_option opt, long v)

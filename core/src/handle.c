@@ -196,15 +196,21 @@ static int held_extend(distlock__held *h, long ttl_ms)
     distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_EXTENDED
                                                      : DISTLOCK__ST_EXTEND_FAILED);
 
+    uint64_t done = distlock__now_us();
     pthread_mutex_lock(&c->mu);
     h->renewing = 0;
-    if (rc == DISTLOCK_OK) {
+    if (rc == DISTLOCK_OK && atomic_load(&h->lost)) {
+        /* Its validity ended while this extend was out, and the owner was
+         * told it is lost (watchdog.c, the lease clock): a loss is final. */
+        rc = distlock__fail(DISTLOCK_ENOTOWNER, "'%s' was found lost (its validity ended "
+                            "before this extend was confirmed)", h->key);
+    } else if (rc == DISTLOCK_OK) {
         atomic_store(&h->valid_until_us, until);
         h->ttl_ms = ttl_ms;
         h->retry_ms = 0;
-        h->renew_at_us = distlock__renew_at(distlock__now_us(), ttl_ms);
+        h->renew_at_us = distlock__renew_at(&c->q, until, done, ttl_ms);
     } else if (rc == DISTLOCK_ENOTOWNER) {
-        distlock__mark_lost(h);
+        distlock__mark_lost(h, DISTLOCK__LOST_GONE);
     } else {
         /* Not known either way: what the servers hold may now be the
          * shorter of the two TTLs, so claim no more than that. */
@@ -253,6 +259,23 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
     int rc = held_extend(h, ttl_ms);
     distlock_lock *l = NULL;
     pthread_mutex_lock(&c->mu);
+    if (rc == DISTLOCK_OK && h->released) {
+        /* The last other handle went while the extend was out. Released:
+         * its compare-and-delete is on its way, so this ownership is over;
+         * acquire afresh (the caller goes on as if none was found).
+         * Abandoned: nothing was sent and the extend just confirmed the key
+         * holds our token, so this acquire takes the ownership back, renewed
+         * like any other (the watchdog skips released records only). */
+        if (!h->abandoned) {
+            distlock__held_unref_locked(c, h);
+            pthread_mutex_unlock(&c->mu);
+            return 1;
+        }
+        h->released = 0;
+        /* renewable again: the background threads (which skipped it after
+         * held_extend's broadcast) must look at it anew */
+        pthread_cond_broadcast(&c->wd_cond);
+    }
     if (rc == DISTLOCK_OK && (l = new_handle(h)) == NULL)
         rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     if (rc == DISTLOCK_OK) {
@@ -363,7 +386,7 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
     c->held = h;
     h->refs = 1;
     if (flags & DISTLOCK_AUTO_RENEW) {
-        h->renew_at_us = distlock__renew_at(distlock__now_us(), ttl_ms);
+        h->renew_at_us = distlock__renew_at(&c->q, until, att.t1_us, ttl_ms);
         if ((rc = distlock__watchdog_start(c)) != DISTLOCK_OK) {
             pthread_mutex_unlock(&c->mu);
             char *detail = distlock__error_copy();
@@ -431,6 +454,13 @@ static int release_handle(distlock_lock *l, int check_thread)
         return DISTLOCK_OK;
     }
     h->released = 1;       /* the watchdog stops renewing it */
+    if (h->abandoned) {
+        /* A handle of this ownership was abandoned with the promise that
+         * the key keeps its token until its TTL: the last release gives up
+         * its count and the renewal, and sends nothing. */
+        pthread_mutex_unlock(&c->mu);
+        return DISTLOCK_OK;
+    }
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
     uint64_t sent = 0;  /* the hold ends when the release goes out */
@@ -472,7 +502,7 @@ void distlock_lock_free(distlock_lock *l)
             h->lost_fn = NULL;
             h->lost_handle = NULL;
         }
-        while (h->cb_running && !(c->wd_running && pthread_equal(c->wd_thread, pthread_self())))
+        while (h->cb_running && !distlock__watchdog_is_self(c))
             pthread_cond_wait(&c->wd_cond, &c->mu);
         distlock__held_unref_locked(c, h);
         pthread_mutex_unlock(&c->mu);
@@ -486,7 +516,9 @@ void distlock_lock_free(distlock_lock *l)
 
 /* As distlock_lock_free() with the release left out: the handle's count is
  * given up, and the last one marks the record released, which is what stops
- * the watchdog (the lease then ends by its TTL on the servers). */
+ * the watchdog (the lease then ends by its TTL on the servers). The record
+ * is marked abandoned, so no other handle of the ownership deletes the key
+ * (release_handle). */
 void distlock_lock_abandon(distlock_lock *l)
 {
     if (l == NULL)
@@ -495,6 +527,7 @@ void distlock_lock_abandon(distlock_lock *l)
     distlock_client *c = h->client;
     if (!l->released && c && h->pid == distlock__getpid()) {
         pthread_mutex_lock(&c->mu);
+        h->abandoned = 1;
         if (--h->count <= 0)
             h->released = 1;
         pthread_mutex_unlock(&c->mu);
@@ -543,7 +576,15 @@ int64_t distlock_lock_fence(const distlock_lock *l)
 
 int distlock_lock_lost(const distlock_lock *l)
 {
-    return l ? atomic_load(&l->h->lost) : 0;
+    int why = l ? atomic_load(&l->h->lost) : 0;
+    if (why == DISTLOCK__LOST_UNCONFIRMED)
+        distlock__fail(DISTLOCK_ENOTOWNER, "it could not be renewed before its validity ended "
+                       "(servers not replying): nothing vouches for it any more, though a "
+                       "server may still hold it until its TTL runs out");
+    else if (why)
+        distlock__fail(DISTLOCK_ENOTOWNER, "it was deleted, expired or taken over (the servers "
+                       "no longer hold our token)");
+    return why ? 1 : 0;
 }
 
 int distlock_lock_on_lost(distlock_lock *l, distlock_lost_fn fn, void *arg)

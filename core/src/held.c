@@ -29,11 +29,11 @@ void distlock__held_unref_locked(distlock_client *c, distlock__held *h)
     distlock__held_free(h);
 }
 
-void distlock__mark_lost(distlock__held *h)
+int distlock__mark_lost(distlock__held *h, int why)
 {
     int expected = 0;
-    if (!atomic_compare_exchange_strong(&h->lost, &expected, 1))
-        return;
+    if (!atomic_compare_exchange_strong(&h->lost, &expected, why))
+        return 0;
     if (h->client)
         distlock__stats_inc(&h->client->stats, DISTLOCK__ST_LOST);
     if (h->client && h->client->lost_fd >= 0) {
@@ -41,6 +41,7 @@ void distlock__mark_lost(distlock__held *h)
         ssize_t w = write(h->client->lost_fd, &one, sizeof(one));
         (void)w;
     }
+    return 1;
 }
 
 int distlock_client_lost_fd(distlock_client *c)

@@ -61,6 +61,11 @@ struct distlock_client {
     /* watchdog.c */
     pthread_t wd_thread;
     int wd_running;
+    /* the lease clock: a second thread that marks an auto-renewed lock lost
+     * when its validity ends unconfirmed, while the renewal thread may be
+     * blocked on a round that has not answered */
+    pthread_t wd_clock;
+    int wd_clock_running;
     int wd_stop;
     pthread_cond_t wd_cond;
     int wd_busy;                /* a renewal batch is on the wire */
@@ -114,8 +119,9 @@ struct distlock__held {
     uint64_t maybe;              /* nodes that may hold it (distlock__attempt) */
     int64_t fence;
     uint64_t acquired_us;        /* monotonic, for the hold-time histogram (0: not counted) */
-    _Atomic int lost;
+    _Atomic int lost;            /* 0, or why: DISTLOCK__LOST_GONE / _UNCONFIRMED */
     int released;
+    int abandoned;               /* a handle was abandoned: no handle deletes the key */
     pid_t pid;
     /* reentrancy */
     char *owner;              /* owner id, NULL unless REENTRANT */
@@ -192,11 +198,20 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
 void distlock__held_free(distlock__held *h);
 /* Drop one reference; the last one unlinks and frees h. */
 void distlock__held_unref_locked(distlock_client *c, distlock__held *h);
-/* Mark h lost: flag, and the client's lost eventfd. */
-void distlock__mark_lost(distlock__held *h);
+/* Why a lock is lost (distlock_lock_lost() says it): the servers said
+ * the key no longer holds our token on enough nodes; or its validity ended
+ * with no renewal confirmed (servers not replying in time: it may still be
+ * held there, but nothing vouches for it). */
+enum { DISTLOCK__LOST_GONE = 1, DISTLOCK__LOST_UNCONFIRMED = 2 };
+/* Mark h lost for `why`: flag, and the client's lost eventfd. Returns 1 if
+ * this call marked it, 0 if it was lost already (its first reason stays). */
+int distlock__mark_lost(distlock__held *h, int why);
 
 /* ------------------------------------------------------------ watchdog.c */
 int distlock__watchdog_start(distlock_client *c);   /* c->mu held */
+/* 1 if the calling thread is one of the client's background threads that
+ * run lost callbacks (c->mu held). */
+int distlock__watchdog_is_self(const distlock_client *c);
 void distlock__watchdog_stop(distlock_client *c);
 void distlock__watchdog_after_fork(distlock_client *c);   /* c->mu held, in the child */
 

@@ -166,9 +166,22 @@ uint64_t distlock__valid_until(const distlock__quorum *q, uint64_t t0_us, long t
     return ttl_ms > drift ? t0_us + (uint64_t)(ttl_ms - drift) * 1000u : 0;
 }
 
-uint64_t distlock__renew_at(uint64_t from_us, long ttl_ms)
+uint64_t distlock__renew_at(const distlock__quorum *q, uint64_t until_us, uint64_t done_us,
+                           long ttl_ms)
 {
-    return from_us + (uint64_t)ttl_ms * 1000u / 3u;
+    long drift = distlock__drift_ms(q, ttl_ms);
+    uint64_t life = ttl_ms > drift ? (uint64_t)(ttl_ms - drift) * 1000u : 0;
+    if (until_us < life)
+        return 0;
+    /* Counted from the send, as the validity is: a late confirmation must
+     * not push the next renewal past the lease's end on the servers. */
+    uint64_t sent = until_us - life;
+    uint64_t at = sent + (uint64_t)ttl_ms * 1000u / 3u;
+    /* The next renewal must be confirmed before this validity ends: sent at
+     * least one round trip (as long as the last one took) before it. */
+    uint64_t rtt = done_us > sent ? done_us - sent : 0;
+    uint64_t latest = until_us > rtt ? until_us - rtt : 0;
+    return at < latest ? at : latest;
 }
 
 int distlock__check_ttl(const distlock__quorum *q, long ttl_ms)

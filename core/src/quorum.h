@@ -44,8 +44,13 @@ int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res,
  * t0_us for ttl_ms lasts until t0 + ttl - drift; 0 if that is not positive. */
 long distlock__drift_ms(const distlock__quorum *q, long ttl_ms);
 uint64_t distlock__valid_until(const distlock__quorum *q, uint64_t t0_us, long ttl_ms);
-/* The one renewal schedule: ttl/3 after a renewal that took effect. */
-uint64_t distlock__renew_at(uint64_t from_us, long ttl_ms);
+/* The one renewal schedule, for a lease valid until until_us (taken or
+ * renewed by requests sent at until - (ttl - drift), confirmed at done_us):
+ * ttl/3 after that send, and never later than one round trip (as long as
+ * the last one) before until_us, so the next renewal can be confirmed
+ * while the lease is still valid. A time already past means "now". */
+uint64_t distlock__renew_at(const distlock__quorum *q, uint64_t until_us, uint64_t done_us,
+                           long ttl_ms);
 /* The one TTL check: 1..DISTLOCK_TTL_MAX and above the drift allowance. */
 int distlock__check_ttl(const distlock__quorum *q, long ttl_ms);
 

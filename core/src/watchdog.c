@@ -12,7 +12,13 @@
  * r carrying each node's r-th call (Redlock over several clusters).
  * A lock found not ours on enough nodes, or not renewable on a quorum
  * before its validity ends, is marked lost and its owner told: flag,
- * callback, and the client's pollable eventfd. */
+ * callback, and the client's pollable eventfd.
+ *
+ * The lease clock is a second thread, which sends nothing: it marks a lock
+ * lost the moment its validity ends with no renewal confirmed, also while
+ * the renewal thread is still waiting for that renewal's replies (slow or
+ * silent servers, a long command timeout): the owner must not go on past
+ * the lease it can vouch for. */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -317,15 +323,18 @@ static void *watchdog_main(void *arg)
             uint64_t valid = atomic_load(&h->valid_until_us);
             if (ok[k] >= c->quorum && t1 < until) {
                 atomic_store(&h->valid_until_us, until);
-                h->renew_at_us = distlock__renew_at(t1, d[k].ttl_ms);
+                /* from the send (t0, in until), not from the confirmation */
+                h->renew_at_us = distlock__renew_at(&c->q, until, t1, d[k].ttl_ms);
                 h->retry_ms = 0;
                 distlock__stats_inc(&c->stats, DISTLOCK__ST_RENEWED);
                 continue;
             }
             distlock__stats_inc(&c->stats, DISTLOCK__ST_RENEW_FAILED);
-            if (no[k] > c->n - c->quorum || t1 >= valid) {
-                distlock__mark_lost(h);
-                if (h->lost_fn) {
+            int gone = no[k] > c->n - c->quorum;
+            if (gone || t1 >= valid) {
+                if (distlock__mark_lost(h, gone ? DISTLOCK__LOST_GONE
+                                                : DISTLOCK__LOST_UNCONFIRMED) &&
+                    h->lost_fn) {
                     h->cb_running = 1;  /* distlock_lock_free waits for it */
                     lc[nl++] = (lost_call){ h, h->lost_fn, h->lost_handle, h->lost_arg };
                 }
@@ -359,6 +368,59 @@ static void *watchdog_main(void *arg)
     return NULL;
 }
 
+/* The lease clock (see the top of this file). It wakes at the earliest
+ * end of validity among the auto-renewed locks (the renewal thread and
+ * extends broadcast wd_cond when they move one), and marks lost every lock
+ * whose validity has ended: a renewal confirmed in time has moved it, so
+ * one that ended was not renewed in time, whatever its replies say later. */
+static void *lease_clock_main(void *arg)
+{
+    distlock_client *c = arg;
+    pthread_mutex_lock(&c->mu);
+    while (!c->wd_stop) {
+        uint64_t now = distlock__now_us(), next = UINT64_MAX;
+        distlock__held *h, *ended = NULL;
+        for (h = c->held; h; h = h->next) {
+            if (!(h->flags & DISTLOCK_AUTO_RENEW) || h->released || atomic_load(&h->lost) ||
+                h->pid != c->pid || h->cb_running)
+                continue;
+            uint64_t v = atomic_load(&h->valid_until_us);
+            if (v <= now) {
+                ended = h;
+                break;
+            }
+            if (v < next)
+                next = v;
+        }
+        if (ended == NULL) {
+            if (next == UINT64_MAX) {
+                pthread_cond_wait(&c->wd_cond, &c->mu);
+            } else {
+                struct timespec ts;
+                abs_deadline(&ts, next);
+                pthread_cond_timedwait(&c->wd_cond, &c->mu, &ts);
+            }
+            continue;
+        }
+        /* One at a time: its callback runs unlocked, and the list may
+         * change meanwhile, so it is walked again after. */
+        if (!distlock__mark_lost(ended, DISTLOCK__LOST_UNCONFIRMED) || ended->lost_fn == NULL)
+            continue;
+        lost_call lc = { ended, ended->lost_fn, ended->lost_handle, ended->lost_arg };
+        ended->refs++;
+        ended->cb_running = 1;  /* distlock_lock_free waits for it */
+        pthread_cond_broadcast(&c->wd_cond);
+        pthread_mutex_unlock(&c->mu);
+        lc.fn(lc.l, lc.arg);
+        pthread_mutex_lock(&c->mu);
+        ended->cb_running = 0;
+        pthread_cond_broadcast(&c->wd_cond);
+        distlock__held_unref_locked(c, ended);
+    }
+    pthread_mutex_unlock(&c->mu);
+    return NULL;
+}
+
 int distlock__watchdog_start(distlock_client *c)
 {
     if (c->wd_running)
@@ -368,7 +430,29 @@ int distlock__watchdog_start(distlock_client *c)
     if (e != 0)
         return distlock__fail(DISTLOCK_ESYS, "cannot start the renewal thread: %s", strerror(e));
     c->wd_running = 1;
+    e = distlock__thread_create(&c->wd_clock, NULL, lease_clock_main, c);
+    if (e != 0) {
+        /* Without it a silent server's round delays the loss until its
+         * timeout: refuse, as for the renewal thread. */
+        c->wd_stop = 1;
+        pthread_cond_broadcast(&c->wd_cond);
+        pthread_mutex_unlock(&c->mu);
+        pthread_join(c->wd_thread, NULL);
+        pthread_mutex_lock(&c->mu);
+        c->wd_running = 0;
+        c->wd_stop = 0;
+        return distlock__fail(DISTLOCK_ESYS, "cannot start the lease clock thread: %s",
+                              strerror(e));
+    }
+    c->wd_clock_running = 1;
     return DISTLOCK_OK;
+}
+
+int distlock__watchdog_is_self(const distlock_client *c)
+{
+    pthread_t me = pthread_self();
+    return (c->wd_running && pthread_equal(c->wd_thread, me)) ||
+           (c->wd_clock_running && pthread_equal(c->wd_clock, me));
 }
 
 void distlock__watchdog_after_fork(distlock_client *c)
@@ -376,6 +460,7 @@ void distlock__watchdog_after_fork(distlock_client *c)
     pthread_condattr_t ca;
 
     c->wd_running = 0;
+    c->wd_clock_running = 0;
     c->wd_stop = 0;
     /* The parent's thread may have been waiting on it: start afresh. */
     pthread_condattr_init(&ca);
@@ -392,11 +477,14 @@ void distlock__watchdog_after_fork(distlock_client *c)
 void distlock__watchdog_stop(distlock_client *c)
 {
     distlock__lock(c);
-    int running = c->wd_running;
+    int running = c->wd_running, clock = c->wd_clock_running;
     c->wd_stop = 1;
     c->wd_running = 0;
+    c->wd_clock_running = 0;
     pthread_cond_broadcast(&c->wd_cond);
     pthread_mutex_unlock(&c->mu);
     if (running)
         pthread_join(c->wd_thread, NULL);
+    if (clock)
+        pthread_join(c->wd_clock, NULL);
 }

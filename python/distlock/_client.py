@@ -133,6 +133,7 @@ class Client:
         self._idle = threading.Condition(self._mutex)
         self._busy = 0
         self._closed = False
+        self._freed = False  # the C client is gone: its handles are only memory
         self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
         self._watcher: Optional[LostWatcher] = None
         if isinstance(servers, (list, tuple)):
@@ -286,6 +287,16 @@ class Client:
     def close(self) -> None:
         """Release the locks still held through this client and free it.
         Waits for calls in progress in other threads. Idempotent."""
+        self._close(release=True)
+
+    def _close(self, release: bool) -> None:
+        """close(), or (release=False) the garbage collector's end of the
+        client: every lock still held through it is abandoned, not released
+        (distlock_client_abandon): the collector is not the holder. When the
+        client and its locks die in one collection (a cycle, interpreter
+        exit) the locks' weak entries are already cleared and their own
+        finalizers may run after this one, so the C library, which knows
+        every lock held through the client, leaves them all to their TTL."""
         with self._mutex:
             if self._closed or self._h is None:
                 self._closed = True
@@ -297,9 +308,13 @@ class Client:
             watcher, self._watcher = self._watcher, None
         if watcher is not None:  # before the C client closes its lost fd
             watcher.stop()
-        for lk in list(self._locks):
-            lk._drop()
-        _core.distlock_client_free(h)
+        if release:
+            for lk in list(self._locks):
+                lk._drop()
+            _core.distlock_client_free(h)
+        else:
+            _core.distlock_client_abandon(h)
+        self._freed = True
 
     @property
     def closed(self) -> bool:
@@ -321,8 +336,9 @@ class Client:
         self.close()
 
     def __del__(self) -> None:
+        # Collected, not closed: abandon what is still held (see _close).
         try:
-            self.close()
+            self._close(release=False)
         except Exception:  # interpreter shutdown: nothing sensible to do
             pass
 
@@ -751,7 +767,11 @@ class Lock(contextlib.ContextDecorator):
         _warn_unreleased("distlock.Lock", self._key, self._ttl_ms, self)
         try:
             self._client._enter()
-        except Exception:  # client closed (it freed the handle) or shutdown
+        except Exception:  # client closed or shutdown
+            # Collected with its client, whose finalizer ran first: the C
+            # client abandoned the lock and is gone; free the memory only.
+            if getattr(self._client, "_freed", False):
+                _core.distlock_lock_free(h)
             return
         try:
             _core.distlock_lock_abandon(h)

@@ -144,9 +144,11 @@ class Client:
         await self.close()
 
     def __del__(self) -> None:
+        # Collected, not closed: the locks still held are abandoned, not
+        # released (distlock.Client._close).
         try:
             self._pool.shutdown(wait=False)
-            self._sync.close()
+            self._sync._close(release=False)
         except Exception:  # interpreter shutdown
             pass
 
@@ -591,8 +593,15 @@ class Lock:
             return
         self._handles = []
         _warn_unreleased("distlock.aio.Lock", self._key, self._ttl_ms, self)
-        try:
-            for h in handles:
-                self._client._sync._call_handle(_core.distlock_lock_abandon, h)
-        except Exception:  # client closed (it freed the handles) or shutdown
-            pass
+        sync = self._client._sync
+        while handles:
+            try:
+                sync._call_handle(_core.distlock_lock_abandon, handles[-1])
+            except Exception:  # client closed or shutdown
+                # Collected with its client, whose finalizer ran first: the
+                # C client abandoned the locks and is gone; free memory only.
+                if getattr(sync, "_freed", False):
+                    for h in handles:
+                        _core.distlock_lock_free(h)
+                return
+            handles.pop()

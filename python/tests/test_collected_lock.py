@@ -4,6 +4,8 @@ ResourceWarning names the key. Real redis-server; the GC is forced with
 gc.collect() (CPython frees an unreferenced Lock at once anyway)."""
 import asyncio
 import gc
+import subprocess
+import sys
 import warnings
 
 import distlock
@@ -142,3 +144,76 @@ def test_aio_collected_auto_renewed_lock_stops_renewing(server, r, key):
                 await asyncio.sleep(0.01)
             assert c._sync.stats()["renewal_total"] <= renewed + 1
     asyncio.run(main())
+
+
+class _Job:
+    """An application object holding its client and its lock, in a reference
+    cycle (a back-reference, a bound method kept as a callback...): the
+    cyclic collector frees the Client and the Lock in one batch, in no
+    order the user chooses."""
+
+    def __init__(self, uri, key):
+        self.client = distlock.Client(uri)
+        self.lock = self.client.lock(key, ttl=60)
+        self.me = self
+
+
+def test_lock_collected_with_its_client_in_a_cycle_is_not_released(server, r, key):
+    job = _Job(server.uri, key)
+    assert job.lock.acquire(blocking=False)
+    token = job.lock.token
+    with warnings.catch_warnings(record=True) as seen:
+        warnings.simplefilter("always")
+        del job
+        gc.collect()
+    assert r.get(key) == token, "the cyclic GC released the key (the Client's finalizer)"
+    assert len(_warned_about(seen, key)) == 1, [str(w.message) for w in seen]
+    r.delete(key)
+
+
+_AT_EXIT_SCRIPT = r"""
+import sys
+import distlock
+
+def report(lock):  # any module-level function puts __main__'s globals in a cycle
+    print("held", lock.token, flush=True)
+
+client = distlock.Client(sys.argv[1])
+lock = client.lock(sys.argv[2], ttl=60)
+assert lock.acquire(blocking=False)
+report(lock)
+"""
+
+
+def test_lock_held_at_interpreter_exit_is_not_released(server, r, key):
+    # A script that ends while its lock is held: the lock is collected at
+    # exit, which is no release either (the lease runs to its TTL).
+    out = subprocess.run([sys.executable, "-W", "always", "-c", _AT_EXIT_SCRIPT, server.uri,
+                          key], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    token = out.stdout.split()[1]
+    assert r.get(key) == token, "released at interpreter exit; stderr: " + out.stderr
+    r.delete(key)
+
+
+def test_aio_reentrant_lock_collected_under_an_inner_one_keeps_the_key(server, r, key):
+    # One task, two reentrant Lock objects on one key (one ownership, counted).
+    # The outer one is collected while the inner one holds: the collected
+    # one's lease must still run to its TTL, so the inner release may drop
+    # the inner count but must not delete the key.
+    async def main():
+        async with aio.Client(server.uri) as c:
+            outer = c.lock(key, ttl=60, reentrant=True)
+            assert await outer.acquire(blocking=False)
+            token = outer.token
+            inner = c.lock(key, ttl=60, reentrant=True)
+            assert await inner.acquire(blocking=False)
+            with warnings.catch_warnings(record=True) as seen:
+                warnings.simplefilter("always")
+                del outer
+                gc.collect()
+            assert len(_warned_about(seen, key)) == 1, [str(w.message) for w in seen]
+            await inner.release()
+            assert r.get(key) == token, "the collected outer Lock's key was deleted"
+    asyncio.run(main())
+    r.delete(key)
