@@ -101,6 +101,25 @@ static inline long slow_factor(void)
 }
 
 /* The client's counter `name` (distlock_client_stats), e.g. "renewal_total". */
+/* Until c has a connection to every node of rc: a round ends once a quorum
+ * answered, and a request still waiting for its new connection is then not
+ * sent, so a new client's first lock may be on a quorum only. A test that
+ * later counts every node first makes sure each connection is up: a lock of
+ * KEY seen on all rc->n nodes (observed, never timed). */
+static inline void connect_every_node(const rh_cluster *rc, distlock_client *c, const char *key)
+{
+    for (int i = 0; i < 100; i++) {
+        distlock_lock *l = NULL;
+        assert_int_equal(distlock_acquire(c, key, 10000, 0, 0, &l), DISTLOCK_OK);
+        int all = RH_WAIT_UNTIL(rh_count_holding(rc, key, distlock_lock_token(l)) == rc->n, 500);
+        assert_int_equal(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+        if (all) return;
+    }
+    print_error("%s was never seen on all %d nodes\n", key, rc->n);
+    fail();
+}
+
 static inline uint64_t client_stat(distlock_client *c, const char *name)
 {
     distlock_stat st[256];

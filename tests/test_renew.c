@@ -236,6 +236,8 @@ static void test_reentrant_acquire_racing_an_abandon_is_renewed(void **state)
     distlock_client *c = new_client(fp_uris(fp));
     /* The held extend must wait for the unhold, not time out. */
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+    /* the lock is checked on all 3 nodes at the end: all 3 connections first */
+    connect_every_node(rc, c, "abx:warm");
     unsigned f = DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT;
     distlock_lock *outer = NULL;
     assert_rc(distlock_acquire_owner(c, "abx", 6000, 0, f, "me", &outer), DISTLOCK_OK);
