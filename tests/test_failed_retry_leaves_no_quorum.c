@@ -19,10 +19,8 @@
 
 DEFINE_PROXY_GROUP(3)
 
-static void test_failed_retry_leaves_no_token_on_a_quorum(void **state)
+static void failed_retry(rb_env *e, const char *K, unsigned flags)
 {
-    rb_env *e = *state;
-    const char *K = "ar2:ghost";
     char hex[128], chan[64];
     distlock_client *c = proxied_client(e);
     warm_up(c);
@@ -34,7 +32,7 @@ static void test_failed_retry_leaves_no_token_on_a_quorum(void **state)
      * channel name) is held on its way to node 2: node 2 keeps our token. */
     snprintf(chan, sizeof chan, "distlock:%s", K);
     fp_ok(e->fp, "hold-match 2 up %s", fp_hex(chan, hex, sizeof hex));
-    int r1 = distlock_acquire_token(c, K, 20000, "tok", 0, NULL);
+    int r1 = distlock_acquire_token(c, K, 20000, "tok", flags, NULL);
     printf("# attempt 1: %d (%s)\n", r1, r1 == DISTLOCK_OK ? "" : distlock_last_error());
     assert_int_not_equal(r1, DISTLOCK_OK);
     char v[64] = "";
@@ -63,7 +61,7 @@ static void test_failed_retry_leaves_no_token_on_a_quorum(void **state)
                rh_get(e->rc, 2, 0, K, v, sizeof v) == 1 ? v : "(nothing)", cr);
     }
     fp_ok(e->fp, "delay 1 100 up");  /* node 1 is the slowest to answer */
-    int r2 = distlock_acquire_token(c, K, 20000, "tok", 0, NULL);
+    int r2 = distlock_acquire_token(c, K, 20000, "tok", flags, NULL);
     printf("# attempt 2: %d (%s)\n", r2, r2 == DISTLOCK_OK ? "" : distlock_last_error());
 
     int n = 0;
@@ -94,10 +92,24 @@ static void test_failed_retry_leaves_no_token_on_a_quorum(void **state)
     }
 }
 
+static void test_failed_retry_leaves_no_token_on_a_quorum(void **state)
+{
+    failed_retry(*state, "ar2:ghost", 0);
+}
+
+/* The same with DISTLOCK_STRICT: PHP's distributedLock($key, $ttl, $random)
+ * with the caller's own $random (SET NX semantics): the retry after the
+ * "请求过于频繁" exception. */
+static void test_failed_strict_retry_leaves_no_token_on_a_quorum(void **state)
+{
+    failed_retry(*state, "ar2:ghost-strict", DISTLOCK_STRICT);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_failed_retry_leaves_no_token_on_a_quorum, heal),
+        cmocka_unit_test_setup(test_failed_strict_retry_leaves_no_token_on_a_quorum, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
