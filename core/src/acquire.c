@@ -364,9 +364,11 @@ static void leave_where_lost(attempt_ctx *a, const distlock__result *res)
  *    the refresh then said;
  *  - held by another owner: nothing of ours there;
  *  - granted (created now; also a grant whose WAIT fell short): released;
- *  - refused (an error reply: ACL, WRONGTYPE, OOM): the command, or the
- *    script before its only write of the lock key (protocol.c), did not
- *    run, so it created nothing: left alone;
+ *  - refused (an error reply: ACL, WRONGTYPE, OOM) on the request's only
+ *    send: the command, or the script before its only write of the lock
+ *    key (protocol.c), did not run, so it created nothing: left alone (a
+ *    refused RESEND says nothing of the first send, which may have run:
+ *    treated as no answer, test_refused_resend_undo);
  *  - no answer (timed out, connection lost after sending, a cluster
  *    unavailable) or our token seen only on a resend: this attempt may
  *    have created it. The SPEC's "release on all nodes, including those
@@ -390,7 +392,7 @@ static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
         return 0;
     if (v == 1 || distlock__wait_short(r))
         return 1;
-    if (distlock__reply_refused(r))
+    if (distlock__reply_refused(r) && !r->resent)
         return 0;
     return a->prior == 0;
 }

@@ -1,0 +1,115 @@
+/* test_failed_retry_leaves_no_quorum.c -- attack round 2, item 1 (acquire
+ * undo, acquire.c undo_node()).
+ *
+ * undo_node() leaves an unanswered node alone when ANOTHER node's reply
+ * showed our token there before this attempt ("prior"), reasoning that the
+ * caller then held the lock with this token when it called. That inference
+ * is false for a token pair (PHP distributedLock with a caller-supplied
+ * $random, the CLI, distlock_acquire_token) retrying after a FAILED
+ * acquire whose undo did not reach one node (the SPEC's undo is best
+ * effort: a node that stops answering is not released). The retry sees
+ * that leftover as "prior", and then skips the undo of a node whose reply
+ * was lost after its SET ran. Two failed acquires end with the token on a
+ * QUORUM of nodes: a lock nobody was granted and nobody will release
+ * blocks every other owner for the whole TTL.
+ *
+ * Three real redis-servers behind the fault-injecting proxy. */
+#include "test_common.h"
+#include "test_review_b.h"
+
+DEFINE_PROXY_GROUP(3)
+
+static void failed_retry(rb_env *e, const char *K, unsigned flags)
+{
+    char hex[128], chan[64];
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
+    assert_int_equal(rh_set(e->rc, 1, 0, K, "foreign", 60000), 0);
+
+    /* Attempt 1: node 2 grants, nodes 0 and 1 are held by another owner:
+     * lost. Its undo (the release script, the only request that carries the
+     * channel name) is held on its way to node 2: node 2 keeps our token. */
+    snprintf(chan, sizeof chan, "distlock:%s", K);
+    fp_ok(e->fp, "hold-match 2 up %s", fp_hex(chan, hex, sizeof hex));
+    int r1 = distlock_acquire_token(c, K, 20000, "tok", flags, NULL);
+    printf("# attempt 1: %d (%s)\n", r1, r1 == DISTLOCK_OK ? "" : distlock_last_error());
+    assert_int_not_equal(r1, DISTLOCK_OK);
+    char v[64] = "";
+    printf("# after attempt 1: node 2 holds '%s' (its undo did not arrive)\n",
+           rh_get(e->rc, 2, 0, K, v, sizeof v) == 1 ? v : "(nothing)");
+
+    /* The connection carrying that undo is lost (a NAT drops it): the
+     * library sees it close, the undo never runs (its server-side
+     * connection is killed before the next request of this lock). */
+    fp_ok(e->fp, "detach 2");
+
+    /* The other owner's lock on node 1 expires or is released. */
+    assert_int_equal(rh_del(e->rc, 1, 0, K), 1);
+
+    /* Attempt 2, the same token (the caller retries): node 0 still held by
+     * the other owner; node 1 is slow (100 ms): nodes 0 ("foreign") and 2
+     * ("tok" on the first send: `prior`) decide the round, node 1 does not
+     * answer in time, and its SET runs after the attempt returned. The SPEC:
+     * "On failure, release on all nodes, including those that did not
+     * answer." undo_node() skips node 1 because of node 2's `prior`. */
+    {
+        char cr[1024] = "";
+        fp_cmd(e->fp, cr, sizeof cr, "conns");
+        v[0] = '\0';
+        printf("# before attempt 2: node 2 holds '%s'; proxy: %s\n",
+               rh_get(e->rc, 2, 0, K, v, sizeof v) == 1 ? v : "(nothing)", cr);
+    }
+    fp_ok(e->fp, "delay 1 100 up");  /* node 1 is the slowest to answer */
+    int r2 = distlock_acquire_token(c, K, 20000, "tok", flags, NULL);
+    printf("# attempt 2: %d (%s)\n", r2, r2 == DISTLOCK_OK ? "" : distlock_last_error());
+
+    int n = 0;
+    if (r2 != DISTLOCK_OK)
+        RH_WAIT_UNTIL((n = rh_count_holding(e->rc, K, "tok")) >= 2, 2000);  /* late requests */
+    for (int i = 0; i < 3; i++) {
+        v[0] = '\0';
+        int g = rh_get(e->rc, i, 0, K, v, sizeof v);
+        printf("# node %d: %s (pttl %lld ms)\n", i, g == 1 ? v : "(none)", rh_pttl(e->rc, i, 0, K));
+    }
+    distlock_client_free(c);
+    /* The other owner releases node 0: a third party still cannot lock. */
+    assert_int_equal(rh_del(e->rc, 0, 0, K), 1);
+    fp_ok(e->fp, "heal");
+    distlock_client *c3 = proxied_client(e);
+    distlock_lock *l3 = NULL;
+    int r3 = distlock_acquire(c3, K, 5000, 0, 0, &l3);
+    printf("# another client, the key free but for 'tok': %d (%s)\n", r3,
+           r3 == DISTLOCK_OK ? "" : distlock_last_error());
+    if (l3)
+        distlock_release(l3);
+    distlock_client_free(c3);
+    if (r2 != DISTLOCK_OK && n >= 2) {
+        print_error("two failed acquires of %s (the second returned %d, %s) leave token 'tok' "
+                    "on %d of 3 nodes, a quorum: a lock nobody was granted and nobody releases\n",
+                    K, r2, distlock_strerror(r2), n);
+        fail();
+    }
+}
+
+static void test_failed_retry_leaves_no_token_on_a_quorum(void **state)
+{
+    failed_retry(*state, "ar2:ghost", 0);
+}
+
+/* The same with DISTLOCK_STRICT: PHP's distributedLock($key, $ttl, $random)
+ * with the caller's own $random (SET NX semantics): the retry after the
+ * "请求过于频繁" exception. */
+static void test_failed_strict_retry_leaves_no_token_on_a_quorum(void **state)
+{
+    failed_retry(*state, "ar2:ghost-strict", DISTLOCK_STRICT);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_failed_retry_leaves_no_token_on_a_quorum, heal),
+        cmocka_unit_test_setup(test_failed_strict_retry_leaves_no_token_on_a_quorum, heal),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
