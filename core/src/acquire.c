@@ -372,21 +372,27 @@ static void leave_where_lost(attempt_ctx *a, const distlock__result *res)
  *  - no answer (timed out, connection lost after sending, a cluster
  *    unavailable) or our token seen only on a resend: this attempt may
  *    have created it. The SPEC's "release on all nodes, including those
- *    that did not answer" applies -- unless another node proved the key
- *    held our token before this attempt (`prior`): then the caller held
- *    the lock with this token when it called, and that node may be one of
- *    the held ones; it is left alone (whatever this attempt put there
- *    holds the caller's token: the caller's release deletes it on every
- *    node, or it expires with the TTL, and it touches no other owner).
+ *    that did not answer" applies -- unless the caller held the lock with
+ *    this token when it called: a node proved the key held our token
+ *    before this attempt (`prior`) AND this client was granted that key
+ *    and token with a lease not yet ended (`held_known`). Then the silent
+ *    node may be one of the held ones; it is left alone (whatever this
+ *    attempt put there holds the caller's token: the caller's release
+ *    deletes it on every node, or it expires with the TTL, and it touches
+ *    no other owner). `prior` alone is no proof: it may be the leftover of
+ *    an earlier FAILED attempt whose undo missed that node, and skipping
+ *    the silent nodes then could leave the token on a quorum that nobody
+ *    was granted (test_failed_retry_leaves_no_quorum).
  * A plain handle's attempt has a fresh token (prior is empty): it is
  * undone on every node that granted or did not answer, as before. */
 static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
 {
     uint64_t bit = 1ull << i;
+    int held_before = a->prior != 0 && a->rq->held_known;
     if (!r->sent || (a->prior & bit))
         return 0;
     if (a->own & bit)
-        return a->prior == 0;
+        return !held_before;
     int v = distlock__reply_verdict(r);
     if (v == 0)
         return 0;
@@ -394,7 +400,7 @@ static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
         return 1;
     if (distlock__reply_refused(r) && !r->resent)
         return 0;
-    return a->prior == 0;
+    return !held_before;
 }
 
 /* Undo a lost attempt where it may have created the key (undo_node). The

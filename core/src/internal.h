@@ -153,6 +153,9 @@ typedef struct distlock__acq_req {
     unsigned flags;          /* DISTLOCK_FENCING, DISTLOCK_STRICT are read */
     int fair;                /* the fair script: served in arrival order */
     long queue_ttl_ms;       /* fair: how long our queue entry lives; 0: try only */
+    int held_known;          /* this client was granted key+token and the lease has not
+                                ended (pair.c's recent grants): only then does a node
+                                that already held our token prove the caller held it */
 } distlock__acq_req;
 
 /* What it got, and saw (for the wait loop). */

@@ -26,6 +26,20 @@ static int check_pair(const distlock_client *c, const char *key, const char *tok
     return DISTLOCK_OK;
 }
 
+/* Whether this client was granted the lock of TAG and its lease has not
+ * ended yet: an acquire of it is then a re-acquire by its holder. */
+static int held_now(distlock_client *c, uint64_t tag)
+{
+    uint64_t now = distlock__now_us();
+    int held = 0;
+    pthread_mutex_lock(&c->mu);
+    for (int k = 0; k < 32; k++)
+        if (c->tp_recent[k].tag == tag && c->tp_recent[k].until > now)
+            held = 1;
+    pthread_mutex_unlock(&c->mu);
+    return held;
+}
+
 static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const char *token,
                          unsigned flags, long *validity_ms, uint64_t *t0, uint64_t *t1)
 {
@@ -36,7 +50,8 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
         return rc;
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
-    distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags };
+    distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
+                             .held_known = held_now(c, distlock__lock_tag(key, token)) };
     distlock__attempt att;
     rc = distlock__acquire_once(c, &rq, &att);
     *t0 = att.t0_us;
@@ -84,6 +99,13 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
         }
     pthread_mutex_unlock(&c->mu);
     rc = distlock__release_keytoken(c, key, token, until, 0, maybe);
+    if (rc == DISTLOCK_OK) {  /* released: no longer held (held_now) */
+        distlock__lock(c);
+        for (int k = 0; k < 32; k++)
+            if (c->tp_recent[k].tag == tag)
+                c->tp_recent[k].until = 0;
+        pthread_mutex_unlock(&c->mu);
+    }
     distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_RELEASED
                                                      : DISTLOCK__ST_RELEASE_FAILED);
     return rc;
