@@ -117,7 +117,7 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
 /* WAIT n t right behind the call, on the same connection: the server
  * answers it once n replicas acknowledged every write of this connection so
  * far (the call's included) or t ms passed. No tag: it writes nothing. */
-static int append_wait(distlock__conn *conn, distlock__result *owner, const distlock__call *call)
+static __attribute__((noinline)) int append_wait(distlock__conn *conn, distlock__result *owner, const distlock__call *call)
 {
     char n[24], ms[24];
     if (call->wait_replicas <= 0)
@@ -127,9 +127,13 @@ static int append_wait(distlock__conn *conn, distlock__result *owner, const dist
     return distlock__append_cmd(conn, owner, DISTLOCK__K_WAIT, (int)call->wait_ms, 0, 3, argv, len);
 }
 
-/* EVALSHA when we know the script's SHA1, else EVAL (which also caches it). */
-int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
-                          distlock__result *owner, const distlock__call *call, int force_eval)
+/* The script call itself: EVALSHA when we know the script's SHA1, else EVAL
+ * (which also caches it). Not inlined: its argument
+ * arrays then leave the stack before append_wait runs, which keeps the
+ * deepest path (an undo sent from inside a reroute) under the stack budget. */
+static __attribute__((noinline)) int append_script(distlock__transport *t, int i,
+                                                   distlock__conn *conn, distlock__result *owner,
+                                                   const distlock__call *call, int force_eval)
 {
     int script = call->script, sharded = 0;
     if (call->cl_script > 0 && t->nodes[i].kind == DISTLOCK__NODE_CLUSTER)
@@ -139,10 +143,6 @@ int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
     char nk[24];
     int k = 0, rc;
 
-    if (call->script < 0)
-        return distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, call->argc,
-                                    call->argv, call->argvlen) == 0
-                   ? append_wait(conn, owner, call) : -1;
     if (call->argc + 3 > 16) {  /* batched renewals */
         argv = malloc(sizeof(*argv) * (size_t)(call->argc + 3));
         len = malloc(sizeof(*len) * (size_t)(call->argc + 3));
@@ -172,6 +172,18 @@ int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
         free(argv);
         free(len);
     }
+    return rc;
+}
+
+int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
+                          distlock__result *owner, const distlock__call *call, int force_eval)
+{
+    int rc;
+    if (call->script < 0)
+        rc = distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, call->argc,
+                                  call->argv, call->argvlen) == 0 ? 0 : -1;
+    else
+        rc = append_script(t, i, conn, owner, call, force_eval);
     return rc == 0 ? append_wait(conn, owner, call) : rc;
 }
 

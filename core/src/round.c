@@ -483,26 +483,33 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
 {
     distlock__conn *conn = &cs->conns[i];
     int st = DISTLOCK_ECONN;
-    char err[192] = "";
+    /* On the heap: a connect is rare, and this frame sits on the deepest
+     * path of every entry point (a reroute inside a release inside an
+     * acquire); the stack stage counts it. */
+    char *err = calloc(1, 192);
+    if (err == NULL) {
+        distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
+        return;
+    }
     /* A Sentinel node's master: its port is the sentinels' answer. */
-    distlock__node_cfg at = t->nodes[i];
-    if (port > 0)
-        at.port = port;
+    int at_port = port > 0 ? port : t->nodes[i].port;
     /* A Cluster master's TLS certificate names its own host, not the seed's. */
     char *host = is_cluster(t, i) ? distlock__cl_host(t, cs, i) : NULL;
     /* Loopback refusals are reported at once: try the next address then. */
     for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
-        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at.port, host,
-                                           &conn->tls, &st, err, sizeof(err));
+        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at_port, host,
+                                           &conn->tls, &st, err, 192);
     free(host);
     conn->ep_state = ep_state;
     if (conn->ctx == NULL) {
         snprintf(r->err, sizeof(r->err), "%s", err);
+        free(err);
         r->state = DISTLOCK__R_FAILED;
         r->status = st;
         distlock__stats_node_error(t->stats, i);
         return;
     }
+    free(err);
     if (conn->serial != 0)  /* this slot had a connection before */
         distlock__stats_node_reconnect(t->stats, i);
     conn->serial = atomic_fetch_add(&t->conn_serial, 1) + 1;
