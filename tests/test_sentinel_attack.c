@@ -1,0 +1,456 @@
+/* test_sentinel_attack.c -- attacks on "Following the sentinels' word"
+ * (README, Redis Sentinel): from the moment the sentinels name another
+ * master, no new grant is taken from the old one beyond a short grace
+ * (200 ms). Real processes only: tests/harness/sentinels.py (1 master, 2
+ * replicas, 3 sentinels, the other replica's resync delayed so the old
+ * master stays a master for seconds after the promotion), the fault proxy
+ * in front of the sentinels, slowdns for a sentinel's host name.
+ *
+ * Each test makes a failover with SENTINEL FAILOVER sent to one sentinel
+ * (the failover's leader), waits until that sentinel names the promoted
+ * replica, waits out the grace, and then takes one lock with the client
+ * under attack: the rule says it is not granted by the old master (which
+ * still accepts writes until Sentinel converts it). */
+#include "test_common.h"
+#include "harness/sentinel_harness.h"
+#include "harness/faultproxy.h"
+#include "harness/slowdns.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define DATA_PASS "data-pw-1"
+#define SENT_USER "sentuser"
+#define SENT_PASS "sent-pw-2"
+#define DOWN_AFTER_MS 1000
+#define FAILOVER_TIMEOUT_MS 3000
+#define CONNECT_MS 300
+#define COMMAND_MS 300
+#define RESYNC_DELAY_S 5
+#define GRACE_BOUND_MS 200
+
+static int setup_slow_resync(void **state)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    rh_sentinels_opts o = { .data_pass = DATA_PASS, .sentinel_user = SENT_USER, .sentinel_pass = SENT_PASS,
+                            .down_after_ms = DOWN_AFTER_MS, .failover_timeout_ms = FAILOVER_TIMEOUT_MS,
+                            .resync_delay_s = RESYNC_DELAY_S };
+    rh_sentinels *g = rh_sentinels_start(&o);
+    if (!g) return -1;
+    *state = g;
+    return 0;
+}
+
+static int teardown(void **state)
+{
+    rh_sentinels_stop(*state);
+    return 0;
+}
+
+static redisContext *auth_conn(int port, const char *user, const char *pass)
+{
+    struct timeval tv = { 2, 0 };
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!ctx || ctx->err) {
+        if (ctx) redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    redisReply *r = user ? redisCommand(ctx, "AUTH %s %s", user, pass) : redisCommand(ctx, "AUTH %s", pass);
+    int ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r) freeReplyObject(r);
+    if (!ok) {
+        redisFree(ctx);
+        return NULL;
+    }
+    return ctx;
+}
+
+/* The value of key on the data node at port: 1 (copied), 0 absent, -1 error. */
+static int data_get(int port, const char *key, char *buf, size_t size)
+{
+    redisContext *c = auth_conn(port, NULL, DATA_PASS);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "GET %s", key);
+    redisFree(c);
+    if (!r) return -1;
+    int rc = r->type == REDIS_REPLY_STRING ? 1 : r->type == REDIS_REPLY_NIL ? 0 : -1;
+    if (rc == 1 && buf) snprintf(buf, size, "%s", r->str);
+    freeReplyObject(r);
+    return rc;
+}
+
+static int role_is(int port, const char *role)
+{
+    redisContext *c = auth_conn(port, NULL, DATA_PASS);
+    if (!c) return 0;
+    redisReply *r = redisCommand(c, "ROLE");
+    redisFree(c);
+    int ok = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 && strcmp(r->element[0]->str, role) == 0;
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+/* The master sentinel k names (port), 0 on error. */
+static int sentinel_names(rh_sentinels *g, int k)
+{
+    redisContext *c = auth_conn(g->sentinel_port[k], SENT_USER, SENT_PASS);
+    if (!c) return 0;
+    redisReply *r = redisCommand(c, "SENTINEL GET-MASTER-ADDR-BY-NAME mymaster");
+    redisFree(c);
+    int port = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? atoi(r->element[1]->str) : 0;
+    if (r) freeReplyObject(r);
+    return port;
+}
+
+/* SENTINEL FAILOVER to sentinel k; waits until k names another master than
+ * old: its port, and *named_ms when it was first seen. -1 on failure. */
+static int failover_via(rh_sentinels *g, int k, int old, long long *named_ms)
+{
+    redisContext *c = auth_conn(g->sentinel_port[k], SENT_USER, SENT_PASS);
+    if (!c) return -1;
+    int ok = 0;
+    for (int tries = 0; tries < 200 && !ok; tries++) {
+        redisReply *r = redisCommand(c, "SENTINEL FAILOVER mymaster");
+        ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) rh_sleep_ms(50);
+    }
+    if (!ok) {
+        redisFree(c);
+        return -1;
+    }
+    long long end = rh_now_ms() + 30000;
+    int port = -1;
+    while (rh_now_ms() < end) {
+        redisReply *r = redisCommand(c, "SENTINEL GET-MASTER-ADDR-BY-NAME mymaster");
+        int p = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? atoi(r->element[1]->str) : 0;
+        if (r) freeReplyObject(r);
+        if (p > 0 && p != old) {
+            *named_ms = rh_now_ms();
+            port = p;
+            break;
+        }
+        rh_sleep_ms(2);
+    }
+    redisFree(c);
+    return port;
+}
+
+static distlock_client *sentinel_client(const char *uris)
+{
+    distlock_client *c = new_client(uris);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CONNECT_MS), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_MS), DISTLOCK_OK);
+    return c;
+}
+
+/* A URI of the group with these sentinel host:port entries. */
+static void group_uri(char *buf, size_t size, const char *hosts)
+{
+    snprintf(buf, size, "redis-sentinel://:%s@%s/mymaster?sentinel_user=%s&sentinel_password=%s",
+             DATA_PASS, hosts, SENT_USER, SENT_PASS);
+}
+
+/* Pool a connection of c on the current master (acquire + release). */
+static void warm(distlock_client *c)
+{
+    for (int k = 0; k < 3; k++) {
+        distlock_lock *l = NULL;
+        assert_rc(distlock_acquire(c, "s-warm", 10000, 0, 0, &l), DISTLOCK_OK);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+}
+
+/* One acquire of key by c, GRACE_BOUND_MS + 50 ms after named: 1 if it was
+ * granted by the old master (holds the token there, not on the new one). */
+static int probe_on_old(distlock_client *c, const char *key, int old, int now_master,
+                        long long named, int *rc_out, long long *started)
+{
+    long long at = named + GRACE_BOUND_MS + 50;
+    while (rh_now_ms() < at) rh_sleep_ms(1);
+    distlock_lock *l = NULL;
+    *started = rh_now_ms() - named;
+    int rc = distlock_acquire(c, key, 30000, 0, 0, &l);
+    *rc_out = rc;
+    if (rc != DISTLOCK_OK) {
+        printf("attack: probe %s: status %d '%s'\n", key, rc, distlock_last_error());
+        return 0;
+    }
+    char on_old[128] = "", on_new[128] = "";
+    int h_old = data_get(old, key, on_old, sizeof on_old);
+    int h_new = data_get(now_master, key, on_new, sizeof on_new);
+    int bad = h_old == 1 && strcmp(on_old, distlock_lock_token(l)) == 0 &&
+              !(h_new == 1 && strcmp(on_new, distlock_lock_token(l)) == 0);
+    printf("attack: probe %s started %lld ms after the naming: granted; on the old master %d: %s; "
+           "on the new master %d: %s; the old master's ROLE is still master: %d\n",
+           key, *started, old, h_old == 1 ? "yes" : "no", now_master, h_new == 1 ? "yes" : "no",
+           role_is(old, "master"));
+    distlock_lock_abandon(l);  /* still held: a second holder would overlap it */
+    return bad;
+}
+
+/* ------------------------------------------------------------ 1 */
+
+/* A client whose master is not known when the failover is under way (a
+ * fresh one here; the same holds for one whose connection broke) asks its
+ * sentinels in URI order. The leader names the promoted replica at once
+ * (+promoted-slave, GET-MASTER-ADDR-BY-NAME); the other sentinels follow on
+ * its next hello (up to 2 s later). A lookup that asks one of them first is
+ * told the old master, and the client has not heard the leader's
+ * announcement (its subscriptions start with that first lookup, after the
+ * announcement was published): it takes grants from the old master while
+ * another client, moved by the announcement, takes them from the new one. */
+static void test_fresh_client_does_not_take_the_old_master_from_a_lagging_sentinel(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    /* client 1: subscribed, pooled on the old master */
+    distlock_client *c1 = sentinel_client(g->uri);
+    warm(c1);
+    rh_sleep_ms(1500);  /* its subscriptions are up */
+    long long named = 0;
+    int now_master = failover_via(g, 2, old, &named);  /* sentinel 2 leads */
+    assert_true(now_master > 0);
+    /* how long sentinel 0 (first in the URI) still names the old master */
+    long long s0_switched = -1;
+    while (rh_now_ms() < named + GRACE_BOUND_MS + 50) {
+        if (sentinel_names(g, 0) != old) {
+            s0_switched = rh_now_ms() - named;
+            break;
+        }
+        rh_sleep_ms(2);
+    }
+    int rc1 = -1, rc2 = -1, c1_old = 0, c2_old = 0;
+    long long t1 = 0, t2 = 0;
+    if (s0_switched < 0) {
+        /* client 2: new now, with the group's URI (sentinel 0 first) */
+        distlock_client *c2 = sentinel_client(g->uri);
+        c2_old = probe_on_old(c2, "s-two", old, now_master, named, &rc2, &t2);
+        c1_old = probe_on_old(c1, "s-two", old, now_master, named, &rc1, &t1);
+        distlock_client_free(c2);
+    }
+    printf("attack: sentinel 2 (leader) named %d; sentinel 0 switched %lld ms later (-1: not "
+           "within the grace + 50 ms); client 2: status %d, on the old master %d; client 1: "
+           "status %d, on the old master %d; both hold s-two: %s\n",
+           now_master, s0_switched, rc2, c2_old, rc1, c1_old,
+           rc1 == DISTLOCK_OK && rc2 == DISTLOCK_OK ? "YES" : "no");
+    distlock_client_free(c1);
+    /* the rule: no grant from the old master once another is named */
+    assert_false(c2_old);
+    assert_false(c1_old);
+}
+
+/* ------------------------------------------------------------ 2 */
+
+/* One sentinel of the URI has a host name that does not resolve (its DNS
+ * answers a failure after 8 s: a zone whose servers time out). The thread
+ * that listens to every sentinel resolves it on each retry, blocking in
+ * getaddrinfo; the other two sentinels' announcements wait meanwhile. */
+static void test_unresolvable_sentinel_name_does_not_mute_the_others(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    assert_int_equal(slowdns_set("dead-sentinel.test=8000=fail"), 0);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,dead-sentinel.test:26379",
+             g->sentinel_port[0], g->sentinel_port[1]);
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = sentinel_client(uri);
+    warm(c);
+    rh_sleep_ms(1500);  /* subscribed to sentinels 0 and 1 */
+    long long named = 0;
+    int now_master = failover_via(g, 0, old, &named);
+    assert_true(now_master > 0);
+    long long started;
+    int rc;
+    int on_old = probe_on_old(c, "s-dns", old, now_master, named, &rc, &started);
+    long long f0 = rh_now_ms();
+    distlock_client_free(c);
+    printf("attack: distlock_client_free took %lld ms\n", rh_now_ms() - f0);
+    slowdns_set(NULL);
+    assert_false(on_old);
+}
+
+/* ------------------------------------------------------------ 3 */
+
+/* distlock_client_free while the listening thread is inside a sentinel's
+ * name lookup: bounded by the connect timeout like the rest of the thread's
+ * waits (it stops on the wake pipe), not by the resolver. */
+static void test_client_free_is_bounded_while_a_sentinel_name_resolves(void **state)
+{
+    rh_sentinels *g = *state;
+    assert_int_equal(slowdns_set("dead-sentinel.test=8000=fail"), 0);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,dead-sentinel.test:26379", g->sentinel_port[0]);
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = sentinel_client(uri);
+    warm(c);
+    rh_sleep_ms(500);
+    long long f0 = rh_now_ms();
+    distlock_client_free(c);
+    long long took = rh_now_ms() - f0;
+    printf("attack: distlock_client_free took %lld ms (connect timeout %d ms)\n", took, CONNECT_MS);
+    slowdns_set(NULL);
+    assert_true(took <= 1000);
+}
+
+/* ------------------------------------------------------------ 4 */
+
+/* The sentinels were unreachable from the client for 32 s (a network
+ * partition between the client and the sentinels' hosts; the data nodes
+ * stay reachable), then the network heals. The README: "again after 1 s if
+ * one drops". The thread's backoff has doubled to 30 s meanwhile, so for up
+ * to 30 s after the heal nothing is heard although every sentinel is up and
+ * reachable; a failover then is followed only at the old master's
+ * conversion. */
+static void test_sentinels_heard_again_soon_after_an_outage(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = sentinel_client(uri);
+    warm(c);
+    rh_sleep_ms(1500);  /* subscribed */
+    /* the partition: the subscriptions break (reset), reconnections are
+     * black-holed */
+    assert_int_equal(fp_cmd(fp, NULL, 0, "partition * on"), 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "reset *"), 0);
+    long long cut = rh_now_ms();
+    while (rh_now_ms() - cut < 32000) {
+        warm(c);  /* the client keeps working on the master meanwhile */
+        rh_sleep_ms(500);
+    }
+    assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
+    rh_sleep_ms(2000);  /* reachable again for 2 s */
+    long long named = 0;
+    int now_master = failover_via(g, 0, old, &named);
+    assert_true(now_master > 0);
+    long long started;
+    int rc;
+    int on_old = probe_on_old(c, "s-outage", old, now_master, named, &rc, &started);
+    char reply[512] = "";
+    fp_cmd(fp, reply, sizeof reply, "accepted");
+    printf("attack: sentinels unreachable for 32 s, healed 2 s before the failover; proxy %s\n", reply);
+    distlock_client_free(c);
+    fp_stop(fp);
+    assert_false(on_old);
+}
+
+/* ------------------------------------------------------------ 5 */
+
+/* Every subscription goes silent without a FIN or RST (the sentinels' hosts
+ * rebooted, or a middlebox dropped the idle connections' state): the
+ * sentinels themselves are up again and answer new connections. Nothing
+ * writes on the subscriptions (no PING, no keepalive), so the thread never
+ * finds out and never subscribes again. */
+static void test_silent_subscriptions_are_replaced(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = sentinel_client(uri);
+    warm(c);
+    rh_sleep_ms(1500);  /* subscribed */
+    /* black-hole the connections open now (the subscriptions), only them */
+    fp_conn conns[32];
+    int n = fp_conns(fp, -1, conns, 32), cut = 0;
+    for (int k = 0; k < n; k++)
+        if (strcmp(conns[k].state, "open") == 0 &&
+            fp_cmd(fp, NULL, 0, "partition %d:%d on", conns[k].l, conns[k].id) == 0)
+            cut++;
+    printf("attack: %d subscription connection(s) silenced\n", cut);
+    rh_sleep_ms(10000);  /* silent for 10 s; new connections work */
+    long long named = 0;
+    int now_master = failover_via(g, 0, old, &named);
+    assert_true(now_master > 0);
+    long long started;
+    int rc;
+    int on_old = probe_on_old(c, "s-silent", old, now_master, named, &rc, &started);
+    distlock_client_free(c);
+    fp_stop(fp);
+    assert_int_equal(cut, 3);
+    assert_false(on_old);
+}
+
+/* ------------------------------------------------------------ 6 */
+
+/* README: "each sentinel gets an equal share of what is left of [the
+ * lookup's budget], so a hung sentinel costs its share and the next one is
+ * asked". A sentinel whose host name does not resolve in time (DNS slow or
+ * failing after 8 s), listed first, before two healthy ones. */
+static void test_unresolvable_first_sentinel_costs_only_its_share(void **state)
+{
+    rh_sentinels *g = *state;
+    int master = rh_sentinels_master(g);
+    assert_true(master > 0);
+    assert_int_equal(slowdns_set("dead-sentinel.test=8000=fail"), 0);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "dead-sentinel.test:26379,127.0.0.1:%d,127.0.0.1:%d",
+             g->sentinel_port[0], g->sentinel_port[1]);
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = sentinel_client(uri);
+    int ok = 0, tries = 0;
+    long long t0 = rh_now_ms(), first_ok = -1;
+    char last[512] = "";
+    while (rh_now_ms() - t0 < 5000) {
+        distlock_lock *l = NULL;
+        tries++;
+        int rc = distlock_acquire(c, "s-first-dead", 10000, 0, 0, &l);
+        if (rc == DISTLOCK_OK) {
+            ok++;
+            if (first_ok < 0) first_ok = rh_now_ms() - t0;
+            distlock_release(l);
+            distlock_lock_free(l);
+        } else {
+            snprintf(last, sizeof last, "%d '%s'", rc, distlock_last_error());
+        }
+    }
+    printf("attack: first sentinel's name unresolvable (8 s): %d of %d acquires granted in 5 s; "
+           "first at %lld ms (-1: none); last failure %s\n", ok, tries, first_ok, last);
+    long long f0 = rh_now_ms();
+    distlock_client_free(c);
+    printf("attack: distlock_client_free took %lld ms\n", rh_now_ms() - f0);
+    slowdns_set(NULL);
+    assert_true(first_ok >= 0 && first_ok <= 2 * CONNECT_MS + COMMAND_MS + 500);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup_teardown(test_fresh_client_does_not_take_the_old_master_from_a_lagging_sentinel,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_unresolvable_sentinel_name_does_not_mute_the_others,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_client_free_is_bounded_while_a_sentinel_name_resolves,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_sentinels_heard_again_soon_after_an_outage,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_silent_subscriptions_are_replaced,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_unresolvable_first_sentinel_costs_only_its_share,
+                                        setup_slow_resync, teardown),
+    };
+    /* ATTACK_ONLY=substring: run the matching tests only */
+    const char *only = getenv("ATTACK_ONLY");
+    struct CMUnitTest pick[sizeof tests / sizeof tests[0]];
+    size_t n = 0;
+    for (size_t k = 0; k < sizeof tests / sizeof tests[0]; k++)
+        if (!only || strstr(tests[k].name, only)) pick[n++] = tests[k];
+    return _cmocka_run_group_tests("test_sentinel_attack", pick, n, NULL, NULL);
+}
