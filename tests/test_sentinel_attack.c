@@ -430,6 +430,263 @@ static void test_unresolvable_first_sentinel_costs_only_its_share(void **state)
     assert_true(first_ok >= 0 && first_ok <= 2 * CONNECT_MS + COMMAND_MS + 500);
 }
 
+/* ------------------------------------------------------------ 7 */
+
+/* A failover aborted after +failover-state-wait-promotion: the replica the
+ * leader selected refuses SLAVEOF NO ONE (its default user may not run it,
+ * so the leader's MULTI ... EXEC is aborted), never reports master, and the
+ * leader gives up at failover-timeout (-failover-abort-slave-timeout). The
+ * old master stays the master and the sentinels keep naming it; the client,
+ * moved to the replica by the announcement, must come back. */
+struct looper {
+    distlock_client *c;
+    atomic_int stop;
+    int n;
+    long long t[20000];
+    int rc[20000];
+    char first_err[512], last_err[512];
+};
+
+static void *loop_main(void *arg)
+{
+    struct looper *lp = arg;
+    while (!atomic_load(&lp->stop) && lp->n < 20000) {
+        distlock_lock *l = NULL;
+        char key[32];
+        snprintf(key, sizeof key, "s-abort-%d", lp->n);  /* one a release missed blocks no other */
+        int rc = distlock_acquire(lp->c, key, 10000, 0, 0, &l);
+        lp->t[lp->n] = rh_now_ms();
+        lp->rc[lp->n++] = rc;
+        if (rc != DISTLOCK_OK) {
+            if (!lp->first_err[0])
+                snprintf(lp->first_err, sizeof lp->first_err, "%d '%s'", rc, distlock_last_error());
+            snprintf(lp->last_err, sizeof lp->last_err, "%d '%s'", rc, distlock_last_error());
+        }
+        if (l) {
+            distlock_release(l);
+            distlock_lock_free(l);
+        }
+        rh_sleep_ms(5);
+    }
+    return NULL;
+}
+
+static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    for (int k = 1; k < 3; k++) {
+        redisContext *d = auth_conn(g->data_port[k], NULL, DATA_PASS);
+        assert_non_null(d);
+        redisReply *r = redisCommand(d, "ACL SETUSER default -slaveof -replicaof");
+        assert_true(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        redisFree(d);
+    }
+    struct looper *lp = calloc(1, sizeof *lp);
+    lp->c = sentinel_client(g->uri);
+    warm(lp->c);
+    rh_sleep_ms(1500);
+    redisContext *sub = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    assert_non_null(sub);
+    struct timeval tv = { 20, 0 };
+    redisSetTimeout(sub, tv);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE +failover-state-wait-promotion -failover-abort-slave-timeout");
+    assert_non_null(r);
+    freeReplyObject(r);
+    for (int k = 0; k < 1; k++) {  /* the two other subscribe confirmations */
+        void *p = NULL;
+        assert_int_equal(redisGetReply(sub, &p), REDIS_OK);
+        freeReplyObject(p);
+    }
+    redisContext *sc = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    r = redisCommand(sc, "SENTINEL FAILOVER mymaster");
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(sc);
+    long long t_wp = 0, t_abort = 0;
+    pthread_t th;
+    int started = 0;
+    while (!t_abort) {
+        void *p = NULL;
+        if (redisGetReply(sub, &p) != REDIS_OK) break;
+        redisReply *m = p;
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && strcmp(m->element[0]->str, "message") == 0) {
+            printf("attack: %s %s\n", m->element[1]->str, m->element[2]->str);
+            if (strcmp(m->element[1]->str, "+failover-state-wait-promotion") == 0 && !t_wp) {
+                t_wp = rh_now_ms();
+                started = pthread_create(&th, NULL, loop_main, lp) == 0;
+            } else if (strcmp(m->element[1]->str, "-failover-abort-slave-timeout") == 0) {
+                t_abort = rh_now_ms();
+            }
+        }
+        freeReplyObject(m);
+    }
+    redisFree(sub);
+    if (started) {
+        rh_sleep_ms(3000);
+        atomic_store(&lp->stop, 1);
+        pthread_join(th, NULL);
+    }
+    int names = sentinel_names(g, 0), still = role_is(old, "master");
+    int fails_before = 0, ok_before = 0, fails_after = 0, ok_after = 0;
+    long long first_ok_after = -1;
+    for (int k = 0; k < lp->n; k++) {
+        int after = lp->t[k] >= t_abort;
+        if (lp->rc[k] == DISTLOCK_OK) {
+            if (after) { ok_after++; if (first_ok_after < 0) first_ok_after = lp->t[k] - t_abort; }
+            else ok_before++;
+        } else {
+            if (after) fails_after++; else fails_before++;
+        }
+    }
+    printf("attack: aborted %lld ms after wait-promotion; sentinels name %d (old %d, still master %d); "
+           "between: %d granted %d failed; in the 3 s after the abort: %d granted (first %lld ms "
+           "after) %d failed\n", t_abort - t_wp, names, old, still, ok_before, fails_before,
+           ok_after, first_ok_after, fails_after);
+    printf("attack: first failure %s; last failure %s\n", lp->first_err, lp->last_err);
+    distlock_client_free(lp->c);
+    free(lp);
+    assert_true(t_wp > 0 && t_abort > 0);
+    assert_int_equal(names, old);
+    assert_true(ok_after > 0 && first_ok_after <= 1000);
+}
+
+/* ------------------------------------------------------------ 8 */
+
+/* The replica the leader selected is slow to run SLAVEOF NO ONE (busy: here
+ * CLIENT PAUSE 1500 ALL on it just before the failover, as a long command,
+ * a fork or a stall would): the leader announces
+ * +failover-state-wait-promotion at once, the client moves, finds the
+ * replica not answering / still a replica, and after one connect timeout
+ * goes back to the old master, which grants until +promoted-slave (up to
+ * the leader's next INFO, 1 s, after the replica finally runs it). What the
+ * old master grants after the replica ran SLAVEOF NO ONE is lost. */
+struct grant_rec {
+    long long t;        /* the acquire's start */
+    char key[32];
+    char token[64];
+};
+
+struct granter {
+    distlock_client *c;
+    atomic_int stop;
+    int n, failed;
+    struct grant_rec g[20000];
+};
+
+static void *granter_main(void *arg)
+{
+    struct granter *gr = arg;
+    int seq = 0;
+    while (!atomic_load(&gr->stop) && gr->n < 20000) {
+        distlock_lock *l = NULL;
+        char key[32];
+        snprintf(key, sizeof key, "s-slow-%d", seq++);
+        long long t0 = rh_now_ms();
+        int rc = distlock_acquire(gr->c, key, 120000, 0, 0, &l);
+        if (rc == DISTLOCK_OK) {
+            struct grant_rec *g = &gr->g[gr->n++];
+            g->t = t0;
+            snprintf(g->key, sizeof g->key, "%s", key);
+            snprintf(g->token, sizeof g->token, "%s", distlock_lock_token(l));
+            distlock_lock_abandon(l);  /* kept: is it still there after the failover? */
+        } else {
+            gr->failed++;
+        }
+        rh_sleep_ms(2);
+    }
+    return NULL;
+}
+
+static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    struct granter *gr = calloc(1, sizeof *gr);
+    gr->c = sentinel_client(g->uri);
+    warm(gr->c);
+    rh_sleep_ms(1500);
+    redisContext *sub = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    assert_non_null(sub);
+    struct timeval tv = { 20, 0 };
+    redisSetTimeout(sub, tv);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE +failover-state-wait-promotion +promoted-slave");
+    assert_non_null(r);
+    freeReplyObject(r);
+    void *p = NULL;
+    assert_int_equal(redisGetReply(sub, &p), REDIS_OK);
+    freeReplyObject(p);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, granter_main, gr), 0);
+    rh_sleep_ms(300);
+    /* the replica to be promoted (data[1], by priority) is busy for 1.5 s */
+    redisContext *d = auth_conn(g->data_port[1], NULL, DATA_PASS);
+    assert_non_null(d);
+    r = redisCommand(d, "CLIENT PAUSE 1500 ALL");
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(d);
+    redisContext *sc = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    r = redisCommand(sc, "SENTINEL FAILOVER mymaster");
+    assert_true(r && r->type == REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    redisFree(sc);
+    long long t_cmd = rh_now_ms(), t_wp = 0, t_ps = 0;
+    while (!t_ps) {
+        p = NULL;
+        if (redisGetReply(sub, &p) != REDIS_OK) break;
+        redisReply *m = p;
+        if (m->type == REDIS_REPLY_ARRAY && m->elements == 3 && strcmp(m->element[0]->str, "message") == 0) {
+            printf("attack: %lld ms: %s %s\n", rh_now_ms() - t_cmd, m->element[1]->str, m->element[2]->str);
+            if (strcmp(m->element[1]->str, "+failover-state-wait-promotion") == 0 && !t_wp) t_wp = rh_now_ms();
+            if (strcmp(m->element[1]->str, "+promoted-slave") == 0) t_ps = rh_now_ms();
+        }
+        freeReplyObject(m);
+    }
+    redisFree(sub);
+    /* a little after the promotion, then until the old master is converted */
+    rh_sleep_ms(1000);
+    atomic_store(&gr->stop, 1);
+    pthread_join(th, NULL);
+    int converted = RH_WAIT_UNTIL(role_is(old, "slave"), 30000);
+    rh_sleep_ms(500);
+    int now_master = g->data_port[1];
+    int late = 0, lost = 0, lost_late = 0;
+    long long last_late = -1, last_lost = -1;
+    for (int k = 0; k < gr->n; k++) {
+        const struct grant_rec *x = &gr->g[k];
+        char v[128] = "";
+        int there = data_get(now_master, x->key, v, sizeof v) == 1 && strcmp(v, x->token) == 0;
+        if (!there) {
+            lost++;
+            if (x->t >= t_wp + GRACE_BOUND_MS) {
+                lost_late++;
+                if (x->t - t_wp > last_lost) last_lost = x->t - t_wp;
+            }
+        }
+        if (t_wp && x->t >= t_wp + GRACE_BOUND_MS && x->t < t_ps) {
+            late++;
+            if (x->t - t_wp > last_late) last_late = x->t - t_wp;
+        }
+    }
+    printf("attack: wait-promotion %lld ms after the command, +promoted-slave %lld ms after it; "
+           "grants started between wait-promotion + %d ms and +promoted-slave: %d (last %lld ms "
+           "after wait-promotion); grants lost (not on the new master after the failover): %d, "
+           "%d of them started later than wait-promotion + %d ms (last %lld ms after); "
+           "failed calls %d; old master converted %d\n",
+           t_wp - t_cmd, t_ps - t_wp, GRACE_BOUND_MS, late, last_late, lost, lost_late,
+           GRACE_BOUND_MS, last_lost, gr->failed, converted);
+    distlock_client_free(gr->c);
+    free(gr);
+    assert_true(t_wp > 0 && t_ps > 0);
+    /* the rule: what the old master grants after the sentinels named the
+     * new one (beyond the grace) is none; a fortiori none is lost */
+    assert_int_equal(lost_late, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -444,6 +701,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_silent_subscriptions_are_replaced,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_unresolvable_first_sentinel_costs_only_its_share,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_aborted_failover_after_wait_promotion_comes_back,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_slow_promotion_keeps_the_client_off_the_old_master,
                                         setup_slow_resync, teardown),
     };
     /* ATTACK_ONLY=substring: run the matching tests only */
