@@ -18,6 +18,8 @@
 
 #include <pthread.h>
 #include <stdatomic.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #define DATA_PASS "data-pw-1"
 #define SENT_USER "sentuser"
@@ -687,6 +689,66 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     assert_int_equal(lost_late, 0);
 }
 
+/* ------------------------------------------------------------ 9 */
+
+/* fork() with the listening thread running: the child uses the client
+ * (its own lookup, its own thread) and frees it; it writes nothing on the
+ * parent's subscriptions, and the parent still follows the next failover. */
+static void test_forked_child_leaves_the_parents_subscriptions_alone(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = sentinel_client(uri);
+    warm(c);
+    rh_sleep_ms(1500);  /* subscribed */
+    fp_conn before[32], after[32];
+    int nb = fp_conns(fp, -1, before, 32);
+    pid_t pid = fork();
+    if (pid == 0) {
+        distlock_lock *l = NULL;
+        int rc = distlock_acquire(c, "s-child", 10000, 0, 0, &l);
+        if (rc == DISTLOCK_OK) {
+            distlock_release(l);
+            distlock_lock_free(l);
+        }
+        rh_sleep_ms(1500);  /* the child's own thread subscribes meanwhile */
+        distlock_client_free(c);
+        _exit(rc == DISTLOCK_OK ? 0 : 1);
+    }
+    int status = -1;
+    waitpid(pid, &status, 0);
+    int na = fp_conns(fp, -1, after, 32), touched = 0, kept = 0;
+    for (int k = 0; k < nb; k++) {
+        if (strcmp(before[k].state, "open") != 0) continue;
+        for (int j = 0; j < na; j++)
+            if (after[j].id == before[k].id) {
+                kept++;
+                if (after[j].up_bytes != before[k].up_bytes) touched++;
+            }
+    }
+    long long named = 0;
+    int now_master = failover_via(g, 0, old, &named);
+    long long started;
+    int rc;
+    int on_old = now_master > 0 ? probe_on_old(c, "s-forked", old, now_master, named, &rc, &started) : -1;
+    printf("attack: child exit status %d; parent's subscription connections still open %d, "
+           "written to by someone since the fork %d; parent's probe after the failover on the "
+           "old master %d\n", WIFEXITED(status) ? WEXITSTATUS(status) : -1, kept, touched, on_old);
+    distlock_client_free(c);
+    fp_stop(fp);
+    assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+    assert_int_equal(kept, 3);
+    assert_int_equal(touched, 0);
+    assert_int_equal(on_old, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -705,6 +767,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_aborted_failover_after_wait_promotion_comes_back,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_slow_promotion_keeps_the_client_off_the_old_master,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_forked_child_leaves_the_parents_subscriptions_alone,
                                         setup_slow_resync, teardown),
     };
     /* ATTACK_ONLY=substring: run the matching tests only */
