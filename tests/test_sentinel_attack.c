@@ -749,6 +749,99 @@ static void test_forked_child_leaves_the_parents_subscriptions_alone(void **stat
     assert_int_equal(on_old, 0);
 }
 
+/* ------------------------------------------------------------ 10 */
+
+/* Sentinel with announce-hostnames yes names servers by host name (in
+ * +switch-master, +promoted-slave, GET-MASTER-ADDR-BY-NAME); Kubernetes
+ * FQDNs are often longer than 63 characters
+ * (redis-node-1.redis-headless.my-namespace.svc.cluster.local and up). A
+ * +switch-master naming the group's replica data[1] by such a name (it
+ * resolves to 127.0.0.1, slowdns) is delivered on every subscription (the
+ * proxy's inject, as the sentinels would send it): the client must go to
+ * that server at its next call (found a replica there by ROLE, it then
+ * asks the sentinels again: no harm, but the connection shows it moved). */
+static long long connections_received(int port)
+{
+    redisContext *c = auth_conn(port, NULL, DATA_PASS);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "INFO stats");
+    redisFree(c);
+    long long n = -1;
+    const char *f = r && r->type == 14 /* VERB */ ? strstr(r->str, "total_connections_received:")
+                    : r && r->type == REDIS_REPLY_STRING ? strstr(r->str, "total_connections_received:")
+                    : NULL;
+    if (f) n = atoll(f + strlen("total_connections_received:"));
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+static void announcement(rh_sentinels *g, const char *group, const char *name, int expect_moved)
+{
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    int target = g->data_port[1];
+    char rule[256];
+    snprintf(rule, sizeof rule, "%s=0=127.0.0.1", name);
+    assert_int_equal(slowdns_set(rule), 0);
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = sentinel_client(uri);
+    warm(c);
+    rh_sleep_ms(1500);  /* subscribed */
+    fp_conn conns[32];
+    int n = fp_conns(fp, -1, conns, 32), ns = 0;
+    char text[512], msg[1024], hex[2100];
+    snprintf(text, sizeof text, "%s 127.0.0.1 %d %s %d", group, old, name, target);
+    snprintf(msg, sizeof msg, "*3\r\n$7\r\nmessage\r\n$14\r\n+switch-master\r\n$%zu\r\n%s\r\n",
+             strlen(text), text);
+    fp_hex(msg, hex, sizeof hex);
+    long long before = connections_received(target);
+    for (int k = 0; k < n; k++)
+        if (strcmp(conns[k].state, "open") == 0 &&
+            fp_cmd(fp, NULL, 0, "inject %d:%d down %s", conns[k].l, conns[k].id, hex) == 0)
+            ns++;
+    rh_sleep_ms(300);
+    distlock_lock *l = NULL;
+    int rc = distlock_acquire(c, "s-hostname", 10000, 0, 0, &l);
+    char err[512];
+    snprintf(err, sizeof err, "%s", distlock_last_error());
+    if (l) distlock_lock_free(l);
+    long long after = connections_received(target);
+    printf("attack: +switch-master of %s naming %d as '%s' (%zu characters) on %d subscription(s); "
+           "the client's next acquire: status %d '%s'; connections to %d during it: %lld\n",
+           group, target, name, strlen(name), ns, rc, err, target, after - before - 1);
+    distlock_client_free(c);
+    fp_stop(fp);
+    slowdns_set(NULL);
+    assert_int_equal(ns, 3);
+    /* (one of the connections counted is ours, INFO) */
+    if (expect_moved)
+        assert_true(after - before - 1 >= 1);
+    else
+        assert_true(after - before - 1 == 0);
+}
+
+/* the mechanism, with a short name: the client moves */
+static void test_short_hostname_announcement_moves_the_client(void **state)
+{
+    announcement(*state, "mymaster", "redis-node-1.test", 1);
+}
+
+/* the same sentinels monitoring another group: its switch moves nobody here */
+static void test_announcement_for_another_group_is_ignored(void **state)
+{
+    announcement(*state, "mymaster-b", "127.0.0.1", 0);
+}
+
+static void test_long_hostname_announcement_moves_the_client(void **state)
+{
+    announcement(*state, "mymaster", "redis-node-1.redis-sentinel-headless.payments-prod.svc.cluster.local", 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -769,6 +862,12 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_slow_promotion_keeps_the_client_off_the_old_master,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_forked_child_leaves_the_parents_subscriptions_alone,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_short_hostname_announcement_moves_the_client,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_long_hostname_announcement_moves_the_client,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_announcement_for_another_group_is_ignored,
                                         setup_slow_resync, teardown),
     };
     /* ATTACK_ONLY=substring: run the matching tests only */
