@@ -842,6 +842,53 @@ static void test_long_hostname_announcement_moves_the_client(void **state)
     announcement(*state, "mymaster", "redis-node-1.redis-sentinel-headless.payments-prod.svc.cluster.local", 1);
 }
 
+/* ------------------------------------------------------------ 11 */
+
+/* One sentinel of three is partitioned from the client (its host gone:
+ * connections accepted by the proxy, nothing ever answers). The thread
+ * subscribes one sentinel at a time and waits up to the connect timeout
+ * (2 s here, an ordinary setting) for the hung one each time it retries it
+ * (1 s, 2 s, 4 s ... after): meanwhile the two healthy sentinels'
+ * announcements are not read. A failover then (its leader healthy) is
+ * announced while the thread waits. */
+static void test_hung_sentinel_does_not_mute_the_others(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(uri, sizeof uri, hosts);
+    distlock_client *c = new_client(uri);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 2000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_MS), DISTLOCK_OK);
+    warm(c);
+    rh_sleep_ms(1500);  /* subscribed to all three */
+    char reply[128] = "";
+    assert_int_equal(fp_cmd(fp, reply, sizeof reply, "accepted 2"), 0);
+    int acc = atoi(reply + 3);
+    /* sentinel 2's host goes away: its subscription breaks, new connections hang */
+    assert_int_equal(fp_cmd(fp, NULL, 0, "partition 2 on"), 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "reset 2"), 0);
+    /* the thread's next attempt at it: it now waits up to 2 s */
+    assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 2 %d 5000", acc + 1), 0);
+    long long t_open = rh_now_ms();
+    long long named = 0;
+    int now_master = failover_via(g, 0, old, &named);
+    assert_true(now_master > 0);
+    long long started;
+    int rc;
+    int on_old = probe_on_old(c, "s-hung", old, now_master, named, &rc, &started);
+    printf("attack: sentinel 2 hung; the thread's attempt at it began %lld ms before the "
+           "naming; probe on the old master %d\n", named - t_open, on_old);
+    distlock_client_free(c);
+    fp_stop(fp);
+    assert_false(on_old);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -868,6 +915,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_long_hostname_announcement_moves_the_client,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_announcement_for_another_group_is_ignored,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_hung_sentinel_does_not_mute_the_others,
                                         setup_slow_resync, teardown),
     };
     /* ATTACK_ONLY=substring: run the matching tests only */
