@@ -889,6 +889,54 @@ static void test_hung_sentinel_does_not_mute_the_others(void **state)
     assert_false(on_old);
 }
 
+/* ------------------------------------------------------------ 12 */
+
+/* distlock_client_free while the thread waits on a hung sentinel (connect
+ * timeout 5 s): it stops on its wake pipe at once. And 40 clients on one
+ * group (120 subscriptions, 40 threads) all working, then freed. */
+static void test_free_while_waiting_on_a_hung_sentinel_and_many_clients(void **state)
+{
+    rh_sentinels *g = *state;
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", g->sentinel_port[0],
+             g->sentinel_port[1], fp_port(fp, 2));
+    group_uri(uri, sizeof uri, hosts);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "partition 2 on"), 0);
+    distlock_client *c = new_client(uri);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
+    warm(c);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 2 1 5000"), 0);
+    rh_sleep_ms(200);  /* the thread is waiting on sentinel 2 */
+    long long f0 = rh_now_ms();
+    distlock_client_free(c);
+    long long took = rh_now_ms() - f0;
+    fp_stop(fp);
+    enum { NC = 40 };
+    distlock_client *cs[NC];
+    long long m0 = rh_now_ms();
+    int ok = 0;
+    for (int k = 0; k < NC; k++) {
+        cs[k] = sentinel_client(g->uri);
+        distlock_lock *l = NULL;
+        if (distlock_acquire(cs[k], "s-many", 10000, 0, 0, &l) == DISTLOCK_OK) {
+            ok++;
+            distlock_release(l);
+            distlock_lock_free(l);
+        }
+    }
+    rh_sleep_ms(1000);
+    long long f1 = rh_now_ms();
+    for (int k = 0; k < NC; k++) distlock_client_free(cs[k]);
+    long long took_many = rh_now_ms() - f1;
+    printf("attack: free while waiting on a hung sentinel: %lld ms; %d clients: %d granted in "
+           "%lld ms, freed in %lld ms\n", took, NC, ok, f1 - m0 - 1000, took_many);
+    assert_true(took < 500);
+    assert_int_equal(ok, NC);
+    assert_true(took_many < 2000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -917,6 +965,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_announcement_for_another_group_is_ignored,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_hung_sentinel_does_not_mute_the_others,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_free_while_waiting_on_a_hung_sentinel_and_many_clients,
                                         setup_slow_resync, teardown),
     };
     /* ATTACK_ONLY=substring: run the matching tests only */
