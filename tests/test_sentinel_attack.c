@@ -937,6 +937,73 @@ static void test_free_while_waiting_on_a_hung_sentinel_and_many_clients(void **s
     assert_true(took_many < 2000);
 }
 
+/* ------------------------------------------------------------ 13 */
+
+/* A -> B -> A with one sentinel's announcements held back (its connection
+ * to the client slow, TCP intact) and delivered late, after both failovers:
+ * the stale +switch-master of the first failover (naming B, now a replica)
+ * must not cost grants on B nor more than a passing error. */
+static void test_stale_announcements_after_two_failovers(void **state)
+{
+    rh_sentinels *g = *state;
+    int a = rh_sentinels_master(g);
+    assert_int_equal(a, g->data_port[0]);
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char hosts[256], uri[512];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(uri, sizeof uri, hosts);
+    struct looper *lp = calloc(1, sizeof *lp);
+    lp->c = sentinel_client(uri);
+    warm(lp->c);
+    rh_sleep_ms(1500);
+    int sub2 = fp_last_conn(fp, 2);
+    assert_true(sub2 > 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold 2:%d down", sub2), 0);
+    long long named = 0;
+    int b = failover_via(g, 0, a, &named);
+    assert_true(b > 0);
+    assert_true(RH_WAIT_UNTIL(role_is(a, "slave"), 30000));
+    {   /* A is the replica the next failover promotes */
+        redisContext *d = auth_conn(a, NULL, DATA_PASS);
+        assert_non_null(d);
+        redisReply *r = redisCommand(d, "CONFIG SET replica-priority 1");
+        assert_true(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        redisFree(d);
+    }
+    rh_sleep_ms(2500);  /* the sentinels' INFO has it */
+    int back = failover_via(g, 0, b, &named);
+    assert_int_equal(back, a);
+    assert_true(RH_WAIT_UNTIL(role_is(b, "slave"), 30000));
+    rh_sleep_ms(1000);
+    char held[256] = "";
+    fp_cmd(fp, held, sizeof held, "conns 2");
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, loop_main, lp), 0);
+    rh_sleep_ms(500);
+    int n0 = lp->n;
+    long long t_unhold = rh_now_ms();
+    assert_int_equal(fp_cmd(fp, NULL, 0, "unhold 2:%d down", sub2), 0);
+    rh_sleep_ms(2000);
+    atomic_store(&lp->stop, 1);
+    pthread_join(th, NULL);
+    int fails_after = 0, ok_after = 0;
+    for (int k = n0; k < lp->n; k++)
+        if (lp->t[k] >= t_unhold) {
+            if (lp->rc[k] == DISTLOCK_OK) ok_after++; else fails_after++;
+        }
+    printf("attack: A=%d -> B=%d -> A; sentinel 2's subscription held meanwhile (%s); after its "
+           "late delivery: %d granted, %d failed (last failure %s)\n", a, b, held, ok_after,
+           fails_after, lp->last_err[0] ? lp->last_err : "none");
+    distlock_client_free(lp->c);
+    free(lp);
+    fp_stop(fp);
+    assert_true(ok_after > 0);
+    assert_true(fails_after <= 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -967,6 +1034,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_hung_sentinel_does_not_mute_the_others,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_free_while_waiting_on_a_hung_sentinel_and_many_clients,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_stale_announcements_after_two_failovers,
                                         setup_slow_resync, teardown),
     };
     /* ATTACK_ONLY=substring: run the matching tests only */
