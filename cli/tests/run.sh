@@ -703,6 +703,29 @@ t_redis_gone_ignore_runs_on() {
   ! grep -q "expires by itself" "$D/run.err" || fail "says the lost lock expires by itself: $(cat "$D/run.err")" || return 1
 }
 
+# A renewal the server refuses (an ACL user without GET: the renewal script
+# cannot read the key) is no loss while the lease is valid: the command runs
+# on, and the key keeps its token. Only when the lease runs out unrenewed is
+# it lost (--kill-on-lost: 79). ttl 6 s: the first renewal is due at 2 s, the
+# check runs once the key's PTTL is below 3.5 s, with ~3.4 s left.
+t_refused_renewal_is_not_a_loss() {
+  local k=cli:refused:$RANDOM pttl
+  rcli ACL SETUSER clacl reset on '>cl-acl-pw' '~*' '&*' '+@all' '-get' >/dev/null
+  "$DL" run --servers "redis://clacl:cl-acl-pw@127.0.0.1:$PORT" --ttl 6s --kill-on-lost "$k" -- \
+    sh -c 'touch "$0/ready"; while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/ready' ]" || return 1
+  wait_until 10 "pttl=\$(rcli PTTL '$k'); [ \"\$pttl\" -ge 0 ] && [ \"\$pttl\" -lt 3500 ]" \
+    || fail "PTTL of $k: $(rcli PTTL "$k")" || return 1
+  alive "$pid" || fail "the command was stopped at a refused renewal: $(cat "$D/run.err")" || return 1
+  [ -n "$(rcli GET "$k")" ] || fail "the key is gone" || return 1
+  ! grep -q "lost the lock" "$D/run.err" || fail "reported lost: $(cat "$D/run.err")" || return 1
+  # the lease runs out unrenewed: now it is lost
+  wait_exit "$pid" 15 || return 1
+  [ "$ST" = 79 ] || fail "exit $ST, expected 79 once the lease ran out: $(cat "$D/run.err")" || return 1
+  rcli ACL DELUSER clacl >/dev/null
+}
+
 t_status_and_release() {
   local k=cli:admin:$RANDOM
   expect 1 "$DL" status "$k" && contains "$D/out" "free" || return 1

@@ -452,8 +452,10 @@ DISTLOCK_API int distlock_fence_counter(distlock_client *c, const char *key, int
                                         int64_t *fence);
 
 /* Keys that may be locks, for listing: one SCAN step on node i,
- * `SCAN *cursor MATCH pattern COUNT count TYPE string` (Redis >= 6), so the
- * server does O(count) work per call and never blocks on a big keyspace.
+ * `SCAN *cursor MATCH pattern COUNT count TYPE string` (Redis >= 6; Redis 5
+ * refuses TYPE, and runs the same step as a script that keeps the string
+ * keys), so the server does O(count) work per call and never blocks on a
+ * big keyspace.
  * fn(key, len, arg) is called for each string key of the step that matches,
  * except the fence counters of locks; a nonzero return from fn skips the
  * rest of this step. *cursor: 0 to start; on return the cursor of the next

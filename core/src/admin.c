@@ -454,8 +454,20 @@ int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
     size_t len[8];
     for (int i = 0; i < 8; i++)
         len[i] = strlen(argv[i]);
-    if ((rc = one_node_command(c, node, 8, argv, len, &cs)) != DISTLOCK_OK)
+    /* Redis 5 has no SCAN ... TYPE (a syntax error): the same step and
+     * filter by a script, in the same round */
+    const char *sargv[6] = { "EVAL", distlock__scan_strings_script, "0", cur, pattern, cnt };
+    size_t slen[6];
+    for (int i = 0; i < 6; i++)
+        slen[i] = strlen(sargv[i]);
+    distlock__call untyped = { .script = -1, .argc = 6, .argv = sargv, .argvlen = slen };
+    if ((rc = distlock__begin(c, &cs)) != DISTLOCK_OK)
         return rc;
+    distlock__call call = { .script = -1, .argc = 8, .argv = argv, .argvlen = len,
+                            .fallback = &untyped, .fallback_on = DISTLOCK__SYNTAX_ERROR };
+    for (int i = 0; i < c->n; i++)
+        cs->calls_a[i] = i == node ? &call : NULL;
+    distlock__round(&c->tp, cs, cs->calls_a, cs->res_a, NULL, NULL);
     const distlock__result *r = &cs->res_a[node];
     if ((rc = node_reply_error(c, node, r)) == DISTLOCK_OK)
         rc = scan_reply(c, node, r->reply, cursor, fn, arg);

@@ -23,9 +23,19 @@
  * call follows at most DISTLOCK__CL_REDIRECTS of these, within its own
  * deadline.
  *
+ * The table of masters holds DISTLOCK__CL_MASTERS. Addresses come and go
+ * (pods rescheduled, failovers), so once it is full a new address takes the
+ * entry of one that owns no slot (one found down first, the oldest first;
+ * never a seed: they are the way back when everything else is gone), with a
+ * new generation: a connection set's connection made under the old one
+ * leads to the old address and is closed when routed to (distlock__cl_route).
+ *
  * Ordering (round.c): each master's connections carry a generation that
  * stands for its address, like a Sentinel node's masters: a request left
- * behind on one master can only ever run there. */
+ * behind on one master can only ever run there.
+ *
+ * TLS: each master's certificate is checked against its own host, not the
+ * node's first seed (round.c passes distlock__cl_host to tls.c). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -37,20 +47,44 @@ static int is_cluster(const distlock__transport *t, int i)
     return t->cl != NULL && t->cl[i] != NULL;
 }
 
-/* t->mu held: index of host:port among the masters, added if new (-1 full). */
+/* t->mu held, the table full: the entry a new address may take, -1 if
+ * none. One that owns no slot (no call is routed to it by slot), not a
+ * seed; one found down before one merely unnamed now, the oldest first. */
+static int reusable_locked(const distlock__clmap *map)
+{
+    unsigned char owns[DISTLOCK__CL_MASTERS] = { 0 };
+    for (int s = 0; s < DISTLOCK__SLOTS; s++)
+        if (map->owner[s])
+            owns[map->owner[s] - 1] = 1;
+    int best = -1;
+    for (int m = map->nseeds; m < map->nm; m++) {
+        if (owns[m])
+            continue;
+        const distlock__clmaster *x = &map->m[m], *b = best >= 0 ? &map->m[best] : NULL;
+        if (b == NULL || x->down > b->down || (x->down == b->down && x->gen < b->gen))
+            best = m;
+    }
+    return best;
+}
+
+/* t->mu held: index of host:port among the masters, added if new (-1: no
+ * room, or a host too long). */
 static int master_index_locked(distlock__clmap *map, const char *host, int port)
 {
     for (int m = 0; m < map->nm; m++)
         if (map->m[m].port == port && strcmp(map->m[m].host, host) == 0)
             return m;
-    if (map->nm == DISTLOCK__CL_MASTERS || strlen(host) >= sizeof(map->m[0].host))
+    if (strlen(host) >= sizeof(map->m[0].host))
         return -1;
-    distlock__clmaster *x = &map->m[map->nm];
+    int m = map->nm < DISTLOCK__CL_MASTERS ? map->nm++ : reusable_locked(map);
+    if (m < 0)
+        return -1;
+    distlock__clmaster *x = &map->m[m];
     snprintf(x->host, sizeof(x->host), "%s", host);
     x->port = port;
     x->down = 0;
     x->gen = ++map->next_gen;
-    return map->nm++;
+    return m;
 }
 
 int distlock__cl_init(distlock__transport *t)
@@ -74,6 +108,7 @@ int distlock__cl_init(distlock__transport *t)
         }
         for (int k = 0; k < cfg->nsentinels; k++)
             (void)master_index_locked(map, cfg->sentinels[k].host, cfg->sentinels[k].port);
+        map->nseeds = map->nm;
         t->cl[i] = map;
     }
     return DISTLOCK_OK;
@@ -179,19 +214,25 @@ void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
     int slot = key ? (int)distlock__key_slot(key, len) : -1;
     pthread_mutex_lock(&t->mu);
     int m = ask >= 0 && ask < map->nm ? ask : pick_locked(map, slot);
+    unsigned gen = map->m[m].gen;
     pthread_mutex_unlock(&t->mu);
-    if (m == cc->cur)
-        return;
-    if (cc->cur >= 0) {
-        if (cs->conns[i].qlen > 0)
-            park(t, i, &cs->conns[i]);
-        cc->c[cc->cur] = cs->conns[i];
-    } else {
-        distlock__conn_forget(&cs->conns[i]);  /* never used: empty */
+    if (m != cc->cur) {
+        if (cc->cur >= 0) {
+            if (cs->conns[i].qlen > 0)
+                park(t, i, &cs->conns[i]);
+            cc->c[cc->cur] = cs->conns[i];
+        } else {
+            distlock__conn_forget(&cs->conns[i]);  /* never used: empty */
+        }
+        cs->conns[i] = cc->c[m];
+        memset(&cc->c[m], 0, sizeof(cc->c[m]));
+        cc->cur = m;
     }
-    cs->conns[i] = cc->c[m];
-    memset(&cc->c[m], 0, sizeof(cc->c[m]));
-    cc->cur = m;
+    /* Made before the entry went to another address: it leads to the old
+     * one (what it still owes is kept as left behind there). */
+    distlock__conn *conn = &cs->conns[i];
+    if (conn->ctx && conn->ep_state >> 1 != gen)
+        distlock__conn_close(t, i, conn);
 }
 
 int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *addr,
@@ -209,6 +250,15 @@ int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, ch
     *ep_state = x->gen << 1 | 1u;
     pthread_mutex_unlock(&t->mu);
     return numeric ? 0 : 1;
+}
+
+char *distlock__cl_host(distlock__transport *t, distlock__connset *cs, int i)
+{
+    int m = cs->cl[i]->cur;
+    pthread_mutex_lock(&t->mu);
+    char *host = m >= 0 ? strdup(t->cl[i]->m[m].host) : NULL;
+    pthread_mutex_unlock(&t->mu);
+    return host;
 }
 
 distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i)

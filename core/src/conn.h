@@ -109,6 +109,9 @@ void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
  * distlock__cl_resolve), -1: none. */
 int distlock__cl_target(distlock__transport *t, distlock__connset *cs, int i, char *addr,
                         int *port, unsigned *ep_state);
+/* The current master's host (from CLUSTER SLOTS or MOVED, a name or an
+ * address), malloc'ed; NULL if none (or ENOMEM). */
+char *distlock__cl_host(distlock__transport *t, distlock__connset *cs, int i);
 /* Start resolving the current master's name (NULL on ENOMEM). */
 distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connset *cs, int i);
 /* A connection to the current master failed: route its slots elsewhere. */

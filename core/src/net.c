@@ -93,14 +93,16 @@ redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *a
 }
 
 redisContext *distlock__node_connect(distlock__transport *t, int i, const char *addr, int port,
-                                     distlock__tls **tls, int *status, char *err, size_t errlen)
+                                     const char *host, distlock__tls **tls, int *status,
+                                     char *err, size_t errlen)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     *tls = NULL;
     redisContext *ctx = distlock__tcp_connect(cfg, addr, port, status, err, errlen);
-    /* a Sentinel node's master: its certificate is checked against addr */
+    /* checked against host (a Cluster master's own), else as tls.c says:
+     * the URI's host, or addr (a Sentinel node's master, a Cluster master) */
     if (ctx && cfg->tls.enabled &&
-        (*tls = distlock__tls_start(t, i, ctx->fd, addr, status, err, errlen)) == NULL) {
+        (*tls = distlock__tls_start(t, i, ctx->fd, addr, host, status, err, errlen)) == NULL) {
         redisFree(ctx);
         return NULL;
     }

@@ -11,17 +11,27 @@
 
 #include "protocol.h"
 
-/* The scripts that wake waiters, by publish command: PUBLISH on plain and
- * Sentinel nodes (what waiters of every version subscribe to), SPUBLISH in
- * the key's slot on a Redis Cluster node (the _sh variants, chosen by the
- * transport per node: distlock__call.cl_script). */
+/* The scripts that wake waiters, by publish call (PUB: the start of a call
+ * taking channel and message): PUBLISH on plain and Sentinel nodes (what
+ * waiters of every version subscribe to), SPUBLISH in the key's slot on a
+ * Redis Cluster node (the _sh variants, chosen by the transport per node:
+ * distlock__call.cl_script). SPUBLISH is Redis 7.0+: a 5.0/6.x cluster
+ * refuses it as an unknown command, and gets PUBLISH, which a cluster
+ * broadcasts to every node (wait.c SUBSCRIBEs there). */
+#define PUB_CLASSIC "redis.pcall('PUBLISH', "
+#define PUB_SHARD "publish_shard("
+#define PUBLISH_SHARD_FN \
+        "local function publish_shard(ch, msg)\n" \
+        "  local r = redis.pcall('SPUBLISH', ch, msg)\n" \
+        "  if type(r) == 'table' and r.err then redis.pcall('PUBLISH', ch, msg) end\n" \
+        "end\n"
 #define BODY_RELEASE(PUB) \
         /* KEYS: key [owner]; ARGV: token channel. Compare-and-delete, then \
          * wake waiters. pcall: a user without channel rights still releases. */ \
         "if redis.call('GET', KEYS[1]) == ARGV[1] then\n" \
         "  redis.call('DEL', KEYS[1])\n" \
         "  if KEYS[2] then redis.call('DEL', KEYS[2]) end\n" \
-        "  redis.pcall('" PUB "', ARGV[2], '')\n" \
+        "  " PUB "ARGV[2], '')\n" \
         "  return 1\n" \
         "end\n" \
         "return 0\n"
@@ -73,7 +83,7 @@
         "  redis.call('ZREM', KEYS[2], ARGV[1])\n" \
         "  redis.call('HDEL', KEYS[3], ARGV[1])\n" \
         "  local nxt = redis.call('ZRANGE', KEYS[2], 0, 0)\n" \
-        "  if #nxt > 0 then redis.pcall('" PUB "', ARGV[5], nxt[1]) end\n" \
+        "  if #nxt > 0 then " PUB "ARGV[5], nxt[1]) end\n" \
         "  if fk then\n" \
         "    if v == false then return {1, redis.call('INCR', fk)} end\n" \
         "    return {1, tonumber(redis.call('GET', fk) or '0')}\n" \
@@ -102,7 +112,7 @@
         "redis.call('ZREM', KEYS[1], ARGV[1])\n" \
         "redis.call('HDEL', KEYS[2], ARGV[1])\n" \
         "if redis.call('EXISTS', KEYS[3]) == 0 and redis.call('EXISTS', KEYS[1]) == 1 then\n" \
-        "  redis.pcall('" PUB "', ARGV[2], '')\n" \
+        "  " PUB "ARGV[2], '')\n" \
         "end\n" \
         "return 1\n"
 
@@ -116,7 +126,7 @@
         "if redis.call('GET', KEYS[1]) == ARGV[1] then\n" \
         "  redis.call('DEL', KEYS[1])\n" \
         "  if KEYS[4] then redis.call('DEL', KEYS[4]) end\n" \
-        "  redis.pcall('" PUB "', ARGV[2], '')\n" \
+        "  " PUB "ARGV[2], '')\n" \
         "end\n" \
         "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n" \
         "  local t = redis.call('TIME')\n" \
@@ -165,16 +175,21 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  return {1, -1}\n"
         "end\n"
         "return {0, redis.call('PTTL', KEYS[1]), v == ARGV[1] and 1 or 0}\n" },
-    [DISTLOCK__S_RELEASE] = { "release", BODY_RELEASE("PUBLISH") },
+    [DISTLOCK__S_RELEASE] = { "release", BODY_RELEASE(PUB_CLASSIC) },
     [DISTLOCK__S_EXTEND] = { "extend",
         /* KEYS: k1..km [o1..om]; ARGV: token1 ttl1 .. tokenm ttlm (o: the
          * owner metadata keys, renewed with their locks). Batched so the
          * watchdog renews every lock due on a node in one round trip. pcall:
-         * a key of another type is simply not ours, and must not abort the
-         * renewal of the other keys of the batch. */
+         * one key's refusal (WRONGTYPE, an ACL without GET) must not abort
+         * the renewal of the other keys of the batch; it is that key's
+         * answer, an error element, so it reads as a refusal, never as
+         * "not ours" (1 renewed, 0 not ours, error: refused). */
         "local r, m = {}, #ARGV / 2\n"
         "for i = 1, m do\n"
-        "  if redis.pcall('GET', KEYS[i]) == ARGV[2*i-1] then\n"
+        "  local v = redis.pcall('GET', KEYS[i])\n"
+        "  if type(v) == 'table' and v.err then\n"
+        "    r[i] = v\n"
+        "  elseif v == ARGV[2*i-1] then\n"
         "    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])\n"
         "    if KEYS[m+i] then redis.pcall('PEXPIRE', KEYS[m+i], ARGV[2*i]) end\n"
         "    r[i] = 1\n"
@@ -200,13 +215,13 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  r[4] = redis.call('PTTL', KEYS[2])\n"
         "end\n"
         "return r\n" },
-    [DISTLOCK__S_FAIR] = { "fair", BODY_FAIR("PUBLISH") },
-    [DISTLOCK__S_LEAVE] = { "leave", BODY_LEAVE("PUBLISH") },
-    [DISTLOCK__S_FAIR_UNDO] = { "fair_undo", BODY_FAIR_UNDO("PUBLISH") },
-    [DISTLOCK__S_RELEASE_SH] = { "release_sh", BODY_RELEASE("SPUBLISH") },
-    [DISTLOCK__S_FAIR_SH] = { "fair_sh", BODY_FAIR("SPUBLISH") },
-    [DISTLOCK__S_LEAVE_SH] = { "leave_sh", BODY_LEAVE("SPUBLISH") },
-    [DISTLOCK__S_FAIR_UNDO_SH] = { "fair_undo_sh", BODY_FAIR_UNDO("SPUBLISH") },
+    [DISTLOCK__S_FAIR] = { "fair", BODY_FAIR(PUB_CLASSIC) },
+    [DISTLOCK__S_LEAVE] = { "leave", BODY_LEAVE(PUB_CLASSIC) },
+    [DISTLOCK__S_FAIR_UNDO] = { "fair_undo", BODY_FAIR_UNDO(PUB_CLASSIC) },
+    [DISTLOCK__S_RELEASE_SH] = { "release_sh", PUBLISH_SHARD_FN BODY_RELEASE(PUB_SHARD) },
+    [DISTLOCK__S_FAIR_SH] = { "fair_sh", PUBLISH_SHARD_FN BODY_FAIR(PUB_SHARD) },
+    [DISTLOCK__S_LEAVE_SH] = { "leave_sh", PUBLISH_SHARD_FN BODY_LEAVE(PUB_SHARD) },
+    [DISTLOCK__S_FAIR_UNDO_SH] = { "fair_undo_sh", PUBLISH_SHARD_FN BODY_FAIR_UNDO(PUB_SHARD) },
     [DISTLOCK__S_EXTEND_MULTI] = { "extend_multi",
         /* KEYS: k1 (routes the call; the first lock key, also in ARGV);
          * ARGV: ow, then per lock: key token ttl [owner] (ow 1: owner key
@@ -217,14 +232,17 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * not serve now (slot moved; migrating and not here; importing)
          * fails its GET with "non local key": -1, and the caller renews it
          * by its own slot's route. Per key: 1 renewed, 0 not ours, -1 not
-         * served here. pcall: no key aborts the others. */
+         * served here, a WRONGTYPE error element: refused (as S_EXTEND
+         * answers it). pcall: no key aborts the others. */
         "local ow = tonumber(ARGV[1])\n"
         "local s = 3 + ow\n"
         "local r = {}\n"
         "for i = 1, (#ARGV - 1) / s do\n"
         "  local b = 2 + (i - 1) * s\n"
         "  local v = redis.pcall('GET', ARGV[b])\n"
-        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then\n"
+        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) == 'WRONGTYPE' then\n"
+        "    r[i] = v\n"
+        "  elseif type(v) == 'table' and v.err then\n"
         "    r[i] = -1\n"
         "  elseif v == ARGV[b+1] then\n"
         "    redis.call('PEXPIRE', ARGV[b], ARGV[b+2])\n"
@@ -363,10 +381,6 @@ static int verdict_of_reply(const distlock__result *r)
             return 1;
         if (x->type == REDIS_REPLY_STRING)   /* SET NX GET: the holder's token */
             return 0;
-        /* A key of another type under our name (another lock library's
-         * structure, say) is someone else's: held, not a failure. */
-        if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "WRONGTYPE", 9) == 0)
-            return 0;
         /* A Redis Cluster slot being migrated, with the lock key and its
          * side keys on different sides (Redis 7.0 answers this for the
          * whole migration): the acquire ran nothing; not granted for now,
@@ -403,6 +417,22 @@ int distlock__reply_verdict(const distlock__result *r)
     return r->state == DISTLOCK__R_FAILED ? -1 : -2;
 }
 
+/* The error text of a reply, or of its first element (the extend script
+ * answers per key), else NULL. */
+const char *distlock__reply_error(const distlock__result *r)
+{
+    const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
+    if (x && x->type == REDIS_REPLY_ARRAY && x->elements >= 1)
+        x = x->element[0];
+    return x && x->type == REDIS_REPLY_ERROR ? x->str : NULL;
+}
+
+int distlock__reply_refused(const distlock__result *r)
+{
+    return distlock__reply_verdict(r) == -1 && distlock__reply_error(r) != NULL &&
+           !distlock__reply_unavailable(r);
+}
+
 int distlock__reply_unavailable(const distlock__result *r)
 {
     const redisReply *x = r->state == DISTLOCK__R_DONE ? r->reply : NULL;
@@ -420,6 +450,19 @@ int64_t distlock__reply_int(const distlock__result *r, size_t idx)
         return x->element[idx]->integer;
     return -1;
 }
+
+/* One SCAN step, then TYPE of each key it found (string keys are the ones
+ * that may be locks), in the server: the same reply as SCAN ... TYPE and
+ * the same one round trip per step, where a filter in the client would
+ * ask TYPE once per key. The keys come from this node's SCAN, so they are
+ * local on a cluster node too. */
+const char distlock__scan_strings_script[] =
+    "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])\n"
+    "local keys = {}\n"
+    "for _, k in ipairs(r[2]) do\n"
+    "  if redis.call('TYPE', k).ok == 'string' then keys[#keys + 1] = k end\n"
+    "end\n"
+    "return {r[1], keys}\n";
 
 /* The node refused because the key already holds our own token: SET NX GET
  * returns it; the acquire script says so in a strict refusal. */

@@ -20,8 +20,14 @@ enum {
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
 
-/* The error an older server (Redis < 7) gives SET ... NX GET. */
+/* The error an older server gives SET ... NX GET (Redis < 7) and
+ * SCAN ... TYPE (Redis < 6). */
 #define DISTLOCK__SYNTAX_ERROR "ERR syntax"
+
+/* SCAN ... TYPE string for a server without TYPE (Redis 5): EVAL it with 0
+ * keys and ARGV cursor pattern count; answers as SCAN does ({cursor,
+ * keys}), keeping only the string keys of the step. */
+extern const char distlock__scan_strings_script[] DISTLOCK__HIDDEN;
 
 /* Keys kept beside a lock key (queue, fence counter) in the same Redis
  * Cluster hash slot; buf must hold DISTLOCK__SIDEKEY_MAX bytes. */
@@ -56,7 +62,10 @@ void distlock__call_sharded(distlock__call *call, int sh, int arg, char *buf, co
 uint64_t distlock__lock_tag(const char *key, const char *token);
 
 /* What a node's reply to an acquire, release or extend says: 1 granted, 0
- * refused (held by another, or not ours), -1 failed, -2 no answer (yet). */
+ * refused (held by another, or not ours), -1 failed, -2 no answer (yet).
+ * An error reply is a failure, never "held" or "not ours": a script or a
+ * command the server refused (an ACL without a command it needs, WRONGTYPE
+ * for a key of another type, OOM) says nothing about who holds the key. */
 int distlock__reply_verdict(const distlock__result *r);
 /* A grant whose WAIT saw fewer replicas acknowledge than asked (or failed):
  * reply_verdict says -1 for it. */
@@ -66,6 +75,12 @@ int distlock__wait_short(const distlock__result *r);
  * a slot still migrating (TRYAGAIN), or redirects beyond the limit (MOVED,
  * ASK). Callers report it as DISTLOCK_ECONN. */
 int distlock__reply_unavailable(const distlock__result *r);
+/* The node refused the request: an error reply (or the error a script
+ * gave as its first element) other than reply_unavailable's. What a
+ * refusal means for the lock is the quorum's rule (distlock__verdict). */
+int distlock__reply_refused(const distlock__result *r);
+/* The error text of a reply or of its first element, else NULL. */
+const char *distlock__reply_error(const distlock__result *r);
 /* Integer element idx of an array reply, else -1. */
 int64_t distlock__reply_int(const distlock__result *r, size_t idx);
 /* The node refused because the key already holds this very token. */

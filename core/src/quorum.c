@@ -20,11 +20,32 @@ distlock__tally distlock__count(const distlock__result *res, int n)
     return t;
 }
 
+/* Every node that refused, for the verdict below. */
+static int count_refusals(const distlock__result *res, int n)
+{
+    int refusals = 0;
+    for (int i = 0; i < n; i++)
+        refusals += distlock__reply_refused(&res[i]);
+    return refusals;
+}
+
+/* A quorum can no longer grant, and the verdict is settled. After a
+ * refusal, the nodes still unheard decide between an error and "held" /
+ * "not ours" (distlock__verdict): hear them, so the status does not depend
+ * on which node answered first. */
+static int cannot_win(const distlock__result *res, int n, const distlock__quorum *q,
+                      distlock__tally t)
+{
+    if (t.no + t.failed <= n - q->quorum)
+        return 0;
+    return t.silent == 0 || t.no > n - q->quorum || count_refusals(res, n) == 0;
+}
+
 int distlock__decide_quorum(const distlock__result *res, int n, void *arg)
 {
     const distlock__quorum *q = arg;
     distlock__tally t = distlock__count(res, n);
-    return t.ok >= q->quorum || t.no + t.failed > n - q->quorum;
+    return t.ok >= q->quorum || cannot_win(res, n, q, t);
 }
 
 /* Fencing acquires stop early only when they can no longer win: hearing
@@ -34,8 +55,7 @@ int distlock__decide_quorum(const distlock__result *res, int n, void *arg)
 int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg)
 {
     const distlock__quorum *q = arg;
-    distlock__tally t = distlock__count(res, n);
-    return t.no + t.failed > n - q->quorum;
+    return cannot_win(res, n, q, distlock__count(res, n));
 }
 
 int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res, int status,
@@ -61,9 +81,9 @@ int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res,
                                         "; %s: %lld of %d replicas acknowledged within %ld ms",
                                         q->nodes[i].uri, r->acked, r->wait_n, r->wait_ms);
         } else if (r->state == DISTLOCK__R_DONE && distlock__reply_verdict(r) == -1) {
-            const redisReply *x = r->reply;
+            const char *e = distlock__reply_error(r);
             off += (size_t)snprintf(buf + off, sizeof(buf) - off, "; %s: %s", q->nodes[i].uri,
-                                    x->type == REDIS_REPLY_ERROR ? x->str : "unexpected reply");
+                                    e ? e : "unexpected reply");
             if (!distlock__reply_unavailable(r))
                 worst = DISTLOCK_EPROTO;
             else if (worst == DISTLOCK_OK)
@@ -83,16 +103,29 @@ int distlock__verdict(const distlock__quorum *q, const distlock__result *res, di
     char msg[400];
     if (t.ok >= q->quorum)
         return DISTLOCK_OK;
+    int refusals = count_refusals(res, q->n);
     /* Held (or not ours) unless the failures alone rule a quorum out: a
-     * round that stopped early leaves some nodes unheard, not failed. */
-    if (t.failed > q->n - q->quorum) {
+     * round that stopped early leaves some nodes unheard, not failed.
+     * A node that refused (ACL, WRONGTYPE, OOM) said nothing about who holds
+     * the key, so "held by another" or "not ours" needs more than a
+     * minority to say so positively: with fewer, a refusal is an error
+     * (EPROTO), never a loss. A refusal on a minority is no error at all
+     * when a quorum granted (above), like a minority that is down. */
+    if (t.failed > q->n - q->quorum || (refusals > 0 && t.no <= q->n - q->quorum)) {
         if (q->n == 1)  /* the node's own failure follows */
             snprintf(msg, sizeof(msg), "%s of '%.200s' failed", op, key);
+        else if (refusals > 0)
+            snprintf(msg, sizeof(msg),
+                     "%s of '%.200s': refused by %d of %d nodes, %d granted (need %d)", op, key,
+                     refusals, q->n, t.ok, q->quorum);
         else
             snprintf(msg, sizeof(msg),
                      "%s of '%.200s': %d of %d nodes answered, %d granted (need %d)", op, key,
                      t.ok + t.no, q->n, t.ok, q->quorum);
-        return distlock__fail_nodes(q, res, DISTLOCK_ENOQUORUM, msg);
+        /* A refusal is the operator's to fix (retrying will not help):
+         * it names the status even when other nodes were down too. */
+        return distlock__fail_nodes(q, res, refusals > 0 ? DISTLOCK_EPROTO : DISTLOCK_ENOQUORUM,
+                                    msg);
     }
     if (refused == DISTLOCK_NOTACQUIRED)
         snprintf(msg, sizeof(msg), "%s of '%.200s': held by another owner (%d of %d nodes refused)",

@@ -27,10 +27,11 @@ int distlock__decide_quorum(const distlock__result *res, int n, void *arg);
 int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg);
 
 /* The one verdict of a round of lock requests: DISTLOCK_OK when a quorum
- * granted; else ENOQUORUM (one node: that node's own status) when the
- * failures alone rule a quorum out; else `refused`: NOTACQUIRED (held by
- * another owner) for an acquire, ENOTOWNER for a release or extend. The
- * detail names the operation `op` and the key. */
+ * granted; else EPROTO when a node refused (distlock__reply_refused) and no
+ * more than a minority said "held" / "not ours"; else ENOQUORUM (one node:
+ * that node's own status) when the failures alone rule a quorum out; else
+ * `refused`: NOTACQUIRED (held by another owner) for an acquire, ENOTOWNER
+ * for a release or extend. The detail names the operation `op` and the key. */
 int distlock__verdict(const distlock__quorum *q, const distlock__result *res, distlock__tally t,
                       int refused, const char *op, const char *key);
 /* Record `status` with `what` and every node's failure as the detail;

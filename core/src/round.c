@@ -416,10 +416,13 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
     distlock__node_cfg at = t->nodes[i];
     if (port > 0)
         at.port = port;
+    /* A Cluster master's TLS certificate names its own host, not the seed's. */
+    char *host = is_cluster(t, i) ? distlock__cl_host(t, cs, i) : NULL;
     /* Loopback refusals are reported at once: try the next address then. */
     for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
-        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at.port, &conn->tls,
-                                           &st, err, sizeof(err));
+        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at.port, host,
+                                           &conn->tls, &st, err, sizeof(err));
+    free(host);
     conn->ep_state = ep_state;
     if (conn->ctx == NULL) {
         snprintf(r->err, sizeof(r->err), "%s", err);
@@ -824,8 +827,10 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
      * down, or a seed that is gone): its slots go elsewhere until the
      * cluster names it again, and the call is routed again, like a
      * Sentinel node's follow(): what may have run on the old server can
-     * only run there. */
-    if (is_cluster(t, i) && r->fresh) {
+     * only run there. Not one whose certificate failed verification: it is
+     * up, the cluster names it again, and its certificate is the answer
+     * (rerouting would end in a MOVED back to it, without the reason). */
+    if (is_cluster(t, i) && r->fresh && !(conn->tls && distlock__tls_cert_refused(conn->tls))) {
         distlock__cl_down(t, cs, i);
         if (r->call && r->state == DISTLOCK__R_PENDING && r->redirects < DISTLOCK__CL_REDIRECTS) {
             const distlock__call *call = r->call;

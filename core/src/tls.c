@@ -24,7 +24,8 @@
  * encoding lazily during verification, unlocked, and ThreadSanitizer
  * reports two threads verifying through one context as a data race. The certificate of a
  * Sentinel node's master is checked against the address the sentinels
- * gave (or tls_server_name).
+ * gave, a Cluster master's against its own host from CLUSTER SLOTS or MOVED
+ * (never the first seed's), each unless tls_server_name is set.
  * Verification is on unless tls_insecure=1 / DISTLOCK_OPT_TLS_VERIFY 0,
  * and turning it off writes one warning line to stderr per context built.
  *
@@ -298,7 +299,7 @@ distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char 
 }
 
 distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const char *peer,
-                                   int *status, char *err, size_t errlen)
+                                   const char *host, int *status, char *err, size_t errlen)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     pthread_mutex_lock(&t->mu);
@@ -307,11 +308,17 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const 
         SSL_CTX_up_ref(ctx);  /* the options may change (and drop it) once mu is let go */
     const char *name = opt_or(cfg->tls.server_name, t->tls_opt[DISTLOCK__TLS_SERVER_NAME]);
     int insecure = node_insecure(t, cfg);
-    /* The name checked is the server name option, else the URI's host, else
-     * (a Sentinel node's master) the address the sentinels gave. */
+    /* The name checked (and sent as SNI) is the server name option, else
+     * the host this connection was opened to. A Cluster node's cfg->host is
+     * only its first seed: each master is checked against its own host (or,
+     * given none, the address connected to), or whoever holds the seed's
+     * certificate could stand in for every master. A Sentinel node has no
+     * cfg->host: its master is checked against the sentinels' address. */
+    const char *own = host ? host
+                      : cfg->kind == DISTLOCK__NODE_CLUSTER || cfg->host == NULL ? peer
+                                                                                 : cfg->host;
     char namebuf[256];
-    snprintf(namebuf, sizeof(namebuf), "%s",
-             name ? name : cfg->host ? cfg->host : peer ? peer : "");
+    snprintf(namebuf, sizeof(namebuf), "%s", name ? name : own ? own : "");
     pthread_mutex_unlock(&t->mu);
     if (ctx == NULL)
         return NULL;
@@ -364,6 +371,11 @@ int distlock__tls_pending(const distlock__tls *tls)
 int distlock__tls_is_up(const distlock__tls *tls)
 {
     return tls->up;
+}
+
+int distlock__tls_cert_refused(const distlock__tls *tls)
+{
+    return !tls->up && SSL_get_verify_result(tls->ssl) != X509_V_OK;
 }
 
 int distlock__tls_events(const distlock__tls *tls, int have_output)

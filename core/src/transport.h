@@ -51,12 +51,17 @@ struct ssl_ctx_st;  /* OpenSSL's SSL_CTX */
 enum { DISTLOCK__TLS_CA_FILE = 0, DISTLOCK__TLS_CA_DIR, DISTLOCK__TLS_CERT, DISTLOCK__TLS_KEY,
        DISTLOCK__TLS_SERVER_NAME, DISTLOCK__TLS_NOPT };
 /* A client-side session for node i on the connected (or connecting) socket
- * fd, its context built on first use; NULL with status and err (naming the
- * node) on failure: a CA / certificate / key file that does not load. The
- * certificate is checked against the server name option, else the node's
- * host, else peer (a Sentinel node's master: the sentinels' address). */
+ * fd at the numeric address peer, its context built on first use; NULL with
+ * status and err (naming the node) on failure: a CA / certificate / key
+ * file that does not load. The certificate is checked against (and SNI
+ * names) the server name option, else host (the host the connection was
+ * opened to, when it is not the node's own: a Cluster master's, from
+ * CLUSTER SLOTS or MOVED), else the node's host (never a Cluster node's:
+ * that is its first seed), else peer (a Sentinel node's master: the
+ * sentinels' address; a Cluster master's). */
 distlock__tls *distlock__tls_start(struct distlock__transport *t, int i, int fd,
-                                   const char *peer, int *status, char *err, size_t errlen);
+                                   const char *peer, const char *host, int *status, char *err,
+                                   size_t errlen);
 /* A session on fd with a context of one's own (a sentinel's connection, on
  * the lookup thread): certificate checked against name unless insecure;
  * errors name uri. */
@@ -80,6 +85,9 @@ int distlock__tls_events(const distlock__tls *tls, int have_output);
 int distlock__tls_pending(const distlock__tls *tls);
 /* The handshake is done. */
 int distlock__tls_is_up(const distlock__tls *tls);
+/* The handshake failed because the server's certificate did not verify
+ * (the server is up: refusing it is the answer, not trying elsewhere). */
+int distlock__tls_cert_refused(const distlock__tls *tls);
 /* One handshake step: 1 done, 0 in progress, -1 failed (err: the reason). */
 int distlock__tls_handshake(distlock__tls *tls, char *err, size_t errlen);
 /* >0 bytes moved, 0 would block, -1 failed (err), -2 (recv) closed. */
@@ -93,7 +101,8 @@ void distlock__tls_ctx_drop_all(struct distlock__transport *t);
 /* Start a non-blocking connection to node i of t at a numeric address and
  * port (0: the node's own; a Sentinel node's master: the sentinels' answer),
  * or its Unix socket when addr is NULL, with its TLS session in *tls for a
- * rediss:// node (else NULL); NULL with err set on failure. */
+ * rediss:// node (else NULL), checked against host (NULL: see
+ * distlock__tls_start); NULL with err set on failure. */
 /* The plain TCP part of it, for a configuration that is no node of t (a
  * sentinel: sentinel.c). */
 redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
@@ -108,8 +117,8 @@ redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *a
 int distlock__reader_cap(redisReader *r);
 long long distlock__reader_refused(void);
 redisContext *distlock__node_connect(struct distlock__transport *t, int i, const char *addr,
-                                     int port, distlock__tls **tls, int *status, char *err,
-                                     size_t errlen);
+                                     int port, const char *host, distlock__tls **tls,
+                                     int *status, char *err, size_t errlen);
 /* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL), through the
  * TLS session when tls is not NULL (driving its handshake first). */
 int distlock__write(redisContext *ctx, distlock__tls *tls, int *done);
@@ -342,7 +351,8 @@ typedef struct distlock__endpoint {
  * MOVED replies; its masters, each with a generation that stands for its
  * address (the ordering of requests left behind is per server, as for a
  * Sentinel node's masters: round.c). Under tp.mu. */
-#define DISTLOCK__CL_MASTERS 64  /* a cluster of up to 64 masters (more: MOVED to an unknown one is ECONN) */
+#define DISTLOCK__CL_MASTERS 64  /* masters known at once: up to 64 (cluster.c gives the
+                                    entry of one that owns no slot to a new address) */
 typedef struct distlock__clmaster {
     char host[256];
     int port;
@@ -353,6 +363,7 @@ typedef struct distlock__clmap {
     unsigned char owner[DISTLOCK__SLOTS];  /* master index + 1; 0: unknown */
     distlock__clmaster m[DISTLOCK__CL_MASTERS];
     int nm;
+    int nseeds;             /* m[0..nseeds): the URI's seeds, never given away */
     unsigned next_gen;
     _Atomic unsigned long moved, asked, refreshed;  /* for tests and status */
 } distlock__clmap;

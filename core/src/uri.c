@@ -76,68 +76,163 @@ static int parse_num(const char *s, size_t n, long max, long *out)
     return 0;
 }
 
-/* The entry as it may be shown in a message: any password replaced by ***
- * (in the userinfo, and in password= / sentinel_password= parameters). */
-static void redact(const char *s, size_t len, char *out, size_t size)
-{
-    static const char *const params[] = { "password=", "sentinel_password=" };
-    const char *end = s + len, *p = s, *at = NULL, *colon = NULL;
-    const char *auth = memmem(s, len, "://", 3);
-    size_t o = 0;
+/* ------------------------------------------------------------ masking
+ *
+ * What a message may show of a server list. The parser's view of a
+ * malformed entry is not to be trusted (an unescaped '/', '?' or ',' in a
+ * password moves its idea of where the credentials end), so masking has
+ * its own, simpler and wider, rules, applied to the list before anything
+ * is parsed:
+ *  - a masking unit runs from one known "scheme://" (after a comma or
+ *    whitespace) to the next: a password that holds ",," or " , " stays in
+ *    its unit even where the parser splits it;
+ *  - in a unit, everything between its "scheme://" (or its start, if it
+ *    does not open with a well-formed scheme) and its LAST '@' is masked:
+ *    the user, the password and whatever an unescaped '/', '?', '#' or ':'
+ *    made of them;
+ *  - in the query (from the first '?' after the scheme), the value of
+ *    every parameter is masked unless its name is, exactly, one of the
+ *    options whose values are not secrets (tls_ca_file ... db); so
+ *    sentinel_password=, Sentinel_Password=, sentinel%5Fpassword= or
+ *    password= are all masked. A masked value runs to the next "&name="
+ *    (or "?name=") of such a shown option, so a '&' inside a password hides
+ *    the rest too; a shown value ends at the first '&', '?', ',' or space
+ *    (what follows may be another option, or another entry); a name alone,
+ *    without '=', has no value to hide.
+ * Each masked run is shown as "***". */
 
-    {   /* userinfo: after "scheme://", or from the start without a scheme */
-        const char *a = auth ? auth + 3 : s, *stop = a;
-        while (stop < end && *stop != '/' && *stop != '?')
-            stop++;
-        for (const char *x = a; x < stop; x++)
-            if (*x == '@')
-                at = x;
-        if (at)
-            colon = memchr(a, ':', (size_t)(at - a));
+static const char *const shown_options[] = {
+    "tls_ca_file", "tls_ca_dir", "tls_cert", "tls_key", "tls_server_name", "tls_insecure",
+    "sentinel_user", "db",
+};
+
+/* The length of "name=" when p opens with a shown option, else 0. */
+static size_t is_shown_option(const char *p, const char *end)
+{
+    for (size_t k = 0; k < sizeof(shown_options) / sizeof(shown_options[0]); k++) {
+        size_t n = strlen(shown_options[k]);
+        if ((size_t)(end - p) > n && memcmp(p, shown_options[k], n) == 0 && p[n] == '=')
+            return n + 1;
     }
-    while (p < end && o + 24 < size) {
-        const char *skip_to = NULL;
-        if (colon && p == colon + 1)
-            skip_to = at;
-        for (int k = 0; k < 2 && !skip_to && p > s && (p[-1] == '?' || p[-1] == '&'); k++) {
-            size_t n = strlen(params[k]);
-            if ((size_t)(end - p) >= n && strncmp(p, params[k], n) == 0) {
-                memcpy(out + o, p, n);
-                o += n;
-                p += n;
-                skip_to = p;
-                while (skip_to < end && *skip_to != '&')
-                    skip_to++;
-            }
-        }
-        if (skip_to) {
-            memcpy(out + o, "***", 3);
-            o += 3;
-            p = skip_to;
+    return 0;
+}
+
+/* After "scheme://" when s opens with one (letters, digits, + - .), else NULL. */
+static const char *after_scheme(const char *s, const char *end)
+{
+    const char *x = s;
+    if (x >= end || !isalpha((unsigned char)*x))
+        return NULL;
+    while (x < end && (isalnum((unsigned char)*x) || *x == '+' || *x == '-' || *x == '.'))
+        x++;
+    return end - x >= 3 && memcmp(x, "://", 3) == 0 ? x + 3 : NULL;
+}
+
+/* Does one of the node schemes the grammar knows open p (any case)? */
+static int known_scheme_at(const char *p, const char *end)
+{
+    static const char *const known[] = { "redis://", "rediss://", "unix://", "redis-sentinel://",
+                                         "rediss-sentinel://", "redis-cluster://",
+                                         "rediss-cluster://" };
+    for (size_t k = 0; k < sizeof(known) / sizeof(known[0]); k++) {
+        size_t n = strlen(known[k]);
+        if ((size_t)(end - p) >= n && strncasecmp(p, known[k], n) == 0)
+            return 1;
+    }
+    return 0;
+}
+
+/* Mark the masked bytes of one unit [s, end) in mk (1: masked). */
+static void mask_unit(const char *s, const char *end, unsigned char *mk)
+{
+    const char *a = after_scheme(s, end), *at = NULL;
+    for (const char *x = s; x < end; x++)
+        if (*x == '@')
+            at = x;
+    if (at) {
+        const char *from = a && a <= at ? a : s;
+        memset(mk + (from - s), 1, (size_t)(at - from));
+    }
+    const char *q = memchr(a ? a : s, '?', (size_t)(end - (a ? a : s)));
+    for (const char *p = q ? q + 1 : end; p < end;) {
+        size_t shown = is_shown_option(p, end);
+        if (shown) {  /* its value, up to anything that may start something else */
+            const char *x = p + shown;
+            while (x < end && *x != '&' && *x != '?' && *x != ',' && !isspace((unsigned char)*x))
+                x++;
+            p = x + 1;
             continue;
         }
-        out[o++] = *p++;
+        const char *eq = p;
+        while (eq < end && *eq != '&' && *eq != '?' && *eq != '=')
+            eq++;
+        if (eq == end || *eq != '=') {  /* a name alone: no value to hide */
+            p = eq + 1;
+            continue;
+        }
+        const char *v = eq + 1, *ve = v;
+        while (ve < end && !((*ve == '&' || *ve == '?') && is_shown_option(ve + 1, end)))
+            ve++;
+        memset(mk + (v - s), 1, (size_t)(ve - v));
+        p = ve + 1;
+    }
+}
+
+/* Marks for the whole list (strlen(list) bytes, 1: masked), unit by unit.
+ * NULL when out of memory: callers then show no part of the list. */
+static unsigned char *mask_list(const char *list)
+{
+    size_t len = strlen(list);
+    unsigned char *mk = calloc(len + 1, 1);
+    if (mk == NULL)
+        return NULL;
+    const char *end = list + len, *us = list;
+    for (const char *x = list; x <= end; x++) {
+        int boundary = x == end;
+        if (!boundary && (isspace((unsigned char)*x) || *x == ',')) {
+            const char *y = x + 1;
+            while (y < end && isspace((unsigned char)*y))
+                y++;
+            boundary = known_scheme_at(y, end);
+        }
+        if (boundary) {
+            mask_unit(us, x, mk + (us - list));
+            us = x + 1;
+        }
+    }
+    return mk;
+}
+
+/* [from, to) of list as it may be shown: masked runs as "***", cut to fit
+ * size. mk NULL: nothing of it. */
+static void render(const char *list, const unsigned char *mk, const char *from, const char *to,
+                   char *out, size_t size)
+{
+    size_t o = 0;
+    if (mk == NULL) {
+        snprintf(out, size, "(not shown)");
+        return;
+    }
+    for (const char *p = from; p < to && o + 4 < size; p++) {
+        if (!mk[p - list]) {
+            out[o++] = *p;
+        } else if (p == from || !mk[p - 1 - list]) {
+            memcpy(out + o, "***", 3);
+            o += 3;
+        }
     }
     out[o] = '\0';
 }
 
-/* The whole list, each entry redacted (cut to fit). */
-static void redact_list(const char *list, char *out, size_t size)
+/* Is any byte of [from, to) masked? (a name echoed in a message must not be) */
+static int any_masked(const unsigned char *mk, size_t from, size_t to)
 {
-    size_t o = 0;
-    for (const char *p = list;; ) {
-        const char *comma = strchr(p, ',');
-        size_t len = comma ? (size_t)(comma - p) : strlen(p);
-        char one[600];
-        redact(p, len < 500 ? len : 500, one, sizeof(one));
-        int w = snprintf(out + o, size - o, "%s%s", p == list ? "" : ",", one);
-        if (w < 0 || (size_t)w >= size - o)
-            break;
-        o += (size_t)w;
-        if (!comma)
-            break;
-        p = comma + 1;
-    }
+    if (mk == NULL)
+        return 1;
+    for (size_t i = from; i < to; i++)
+        if (mk[i])
+            return 1;
+    return 0;
 }
 
 /* host[:port] or [v6]:port in [p, end): *host allocated. */
@@ -181,8 +276,10 @@ static int parse_hostport(const char *p, const char *end, int defport, char **ho
     return DISTLOCK_OK;
 }
 
-/* The query "k=v&k=v" in [q, end) (q after the '?'). */
-static int parse_query(const char *q, const char *end, distlock__node_cfg *cfg, const char *safe)
+/* The query "k=v&k=v" in [q, end) (q after the '?'); mk: the entry's
+ * masks, from s0 (an option name is echoed only where it is not masked). */
+static int parse_query(const char *q, const char *end, distlock__node_cfg *cfg, const char *safe,
+                       const char *s0, const unsigned char *mk)
 {
     static const struct { const char *name; int tls, sentinel, unix_; } known[] = {
         { "tls_ca_file", 1, 0, 0 }, { "tls_ca_dir", 1, 0, 0 }, { "tls_cert", 1, 0, 0 },
@@ -193,6 +290,10 @@ static int parse_query(const char *q, const char *end, distlock__node_cfg *cfg, 
         const char *amp = memchr(q, '&', (size_t)(end - q)), *stop = amp ? amp : end;
         const char *eq = memchr(q, '=', (size_t)(stop - q));
         int bad = 0, k = -1;
+        int hidden = any_masked(mk, (size_t)(q - s0), (size_t)((eq ? eq : stop) - s0));
+        if (!eq && hidden)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': an option without a value (a '?' or "
+                                  "'&' in a password must be %%-escaped: %%3F, %%26)", safe);
         if (!eq)
             return distlock__fail(DISTLOCK_EINVAL, "'%s': option '%.*s' needs a value", safe,
                                   (int)(stop - q > 40 ? 40 : stop - q), q);
@@ -200,8 +301,13 @@ static int parse_query(const char *q, const char *end, distlock__node_cfg *cfg, 
             if ((size_t)(eq - q) == strlen(known[x].name) &&
                 strncmp(q, known[x].name, (size_t)(eq - q)) == 0)
                 k = (int)x;
+        if (k < 0 && hidden)
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': an unknown option, not shown: it may "
+                                  "be part of a password (option names are lowercase; a '?' "
+                                  "or '&' in a password must be %%-escaped: %%3F, %%26)", safe);
         if (k < 0)
-            return distlock__fail(DISTLOCK_EINVAL, "'%s': unknown option '%.*s'", safe,
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': unknown option '%.*s' (option names "
+                                  "are lowercase: sentinel_password, tls_ca_file, ...)", safe,
                                   (int)(eq - q > 40 ? 40 : eq - q), q);
         if ((known[k].tls && !cfg->tls.enabled) ||
             (known[k].sentinel && cfg->kind != DISTLOCK__NODE_SENTINEL) ||
@@ -263,7 +369,7 @@ static const struct { const char *prefix; int kind, tls; } schemes[] = {
 };
 
 static int parse_unix(const char *s, size_t len, distlock__node_cfg *cfg, const char *safe,
-                      char *shown, size_t shown_size)
+                      const unsigned char *mk, char *shown, size_t shown_size)
 {
     const char *path = s + 7, *end = s + len, *q = memchr(path, '?', (size_t)(end - path));
     const char *pend = q ? q : end;
@@ -277,27 +383,45 @@ static int parse_unix(const char *s, size_t len, distlock__node_cfg *cfg, const 
     cfg->path = dup_range(path, (size_t)(pend - path));
     if (!cfg->path)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-    int rc = q ? parse_query(q + 1, end, cfg, safe) : DISTLOCK_OK;
+    int rc = q ? parse_query(q + 1, end, cfg, safe, s, mk) : DISTLOCK_OK;
     if (rc != DISTLOCK_OK)
         return rc;
-    char dbpart[24] = "";
+    char dbpart[24] = "", path_shown[sizeof(((struct sockaddr_un *)0)->sun_path) * 4];
     if (cfg->db)
         snprintf(dbpart, sizeof(dbpart), "?db=%d", cfg->db);
-    snprintf(shown, shown_size, "unix://%s%s", cfg->path, dbpart);
+    /* A path with an '@' may be a malformed unix://user:password@/path:
+     * shown as masked as in a message. */
+    render(s, mk, path, pend, path_shown, sizeof(path_shown));
+    snprintf(shown, shown_size, "unix://%s%s", path_shown, dbpart);
     return DISTLOCK_OK;
 }
 
-static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
+/* Is x (in the query that opens at the '?' q) part of an option's name,
+ * not of its value? */
+static int in_option_name(const char *q, const char *x)
 {
-    char shown[700], safe[600];
+    for (const char *y = x; y > q; y--) {
+        if (y[-1] == '=')
+            return 0;
+        if (y[-1] == '&' || y[-1] == '?')
+            return 1;
+    }
+    return 1;
+}
+
+/* One entry [s, s+len); safe: the entry as messages show it (masked), mk:
+ * its masks (mask_list's, from s). */
+static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg, const char *safe,
+                     const unsigned char *mk)
+{
+    char shown[700];
     long v;
     int bad = 0, rc, si = -1;
 
     memset(cfg, 0, sizeof(*cfg));
     cfg->tls.insecure = -1;
-    redact(s, len, safe, sizeof(safe));
     if (len >= 8 && strncmp(s, "unix:///", 8) == 0) {
-        if ((rc = parse_unix(s, len, cfg, safe, shown, sizeof(shown))) != DISTLOCK_OK)
+        if ((rc = parse_unix(s, len, cfg, safe, mk, shown, sizeof(shown))) != DISTLOCK_OK)
             return rc;
         goto done;
     }
@@ -322,8 +446,19 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
     for (const char *x = p; x < (slash ? slash : mend); x++)
         if (*x == '@')
             auth_end = x;  /* the last '@' before the path */
+    /* An '@' in the path, or in the query outside an option's value: a
+     * password with an unescaped '/' or '?' (the parser would take its
+     * start for a host, the rest for a path or a master name). */
+    for (const char *x = slash ? slash : mend; x < end; x++)
+        if (*x == '@' && (x < mend || in_option_name(q, x)))
+            return distlock__fail(DISTLOCK_EINVAL, "'%s': an '@' after the host: a '/', '?' or "
+                                  "'#' in a user name or password must be %%-escaped (%%2F, "
+                                  "%%3F, %%23)", safe);
+    int user_shown = 0;
     if (auth_end) {
         const char *colon = memchr(p, ':', (size_t)(auth_end - p));
+        /* An '@' in the user name: where the credentials end is a guess */
+        user_shown = colon && !memchr(p, '@', (size_t)(colon - p));
         if (colon) {
             if (colon > p)
                 cfg->user = decode(p, (size_t)(colon - p), &bad);
@@ -411,15 +546,19 @@ static int parse_one(const char *s, size_t len, distlock__node_cfg *cfg)
             return distlock__fail(DISTLOCK_EINVAL, "'%s': /db must be a number >= 0", safe);
         cfg->db = (int)v;
     }
-    if (q && (rc = parse_query(q + 1, end, cfg, safe)) != DISTLOCK_OK)
+    if (q && (rc = parse_query(q + 1, end, cfg, safe, s, mk)) != DISTLOCK_OK)
         return rc;
     char dbpart[16] = "", master[200] = "";
     if (cfg->db)
         snprintf(dbpart, sizeof(dbpart), "/%d", cfg->db);
     if (sentinel)
         snprintf(master, sizeof(master), "/%s", cfg->master);
+    /* A user without a password is never sent (no AUTH without one), and
+     * "redis://secret@host" is how some clients spell a password: shown
+     * masked, like a password; so is a user name with an '@'. */
     snprintf(shown, sizeof(shown), "%s%s%s%s%s%s%s%s", schemes[si].prefix,
-             cfg->user ? cfg->user : "", cfg->pass ? ":***" : "",
+             cfg->user && user_shown ? cfg->user : cfg->user ? "***" : "",
+             cfg->pass ? ":***" : "",
              (cfg->user || cfg->pass) ? "@" : "", hosts_shown, master, dbpart,
              cfg->tls.insecure == 1 ? "?tls_insecure=1" : "");
 done:
@@ -587,6 +726,7 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
         return distlock__fail(DISTLOCK_EINVAL, "no servers given (expected redis://host:port,...)");
     if (strlen(servers) > 65536)
         return distlock__fail(DISTLOCK_EINVAL, "server list too long");
+    unsigned char *mk = mask_list(servers);  /* NULL: messages show none of the list */
     for (;;) {
         const char *next, *a = p, *b;
         int comma = 0;
@@ -604,7 +744,7 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
             if (next == NULL && n > 0 && b > p && !comma)  /* trailing whitespace */
                 break;
             char shown[512];
-            redact_list(servers, shown, sizeof(shown));
+            render(servers, mk, servers, servers + strlen(servers), shown, sizeof(shown));
             rc = distlock__fail(DISTLOCK_EINVAL, "empty entry #%d in server list '%s'", n + 1,
                                 shown);
             goto fail;
@@ -619,7 +759,9 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
             goto fail;
         }
         nodes = grown;
-        rc = parse_one(a, (size_t)(b - a), &nodes[n]);
+        char safe[600];
+        render(servers, mk, a, b, safe, sizeof(safe));
+        rc = parse_one(a, (size_t)(b - a), &nodes[n], safe, mk ? mk + (a - servers) : NULL);
         n++;
         if (rc != DISTLOCK_OK)
             goto fail;
@@ -634,10 +776,12 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
             break;
         p = next;
     }
+    free(mk);
     *out = nodes;
     *nout = n;
     return DISTLOCK_OK;
 fail:
+    free(mk);
     distlock__free_nodes(nodes, n);
     return rc;
 }

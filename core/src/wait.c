@@ -23,6 +23,12 @@
  * (a "sunsubscribe" push): the channel is placed again, and a MOVED answer
  * to its SSUBSCRIBE names the new master.
  *
+ * A 5.0/6.x cluster has no shard channels (SSUBSCRIBE is 7.0+): there the
+ * release scripts fall back to PUBLISH (protocol.c), which a cluster
+ * broadcasts to every node, and a master that answers SSUBSCRIBE with
+ * "unknown command" is sent SUBSCRIBE to the same channel names on the same
+ * connection instead ("classic"); its slot moving then needs nothing.
+ *
  * No network or name-resolution work happens under the client mutex: the
  * thread connects (and resolves names, off-thread, see resolve.c) unlocked,
  * and only formats requests into buffers while it holds the mutex. Its
@@ -57,6 +63,7 @@ typedef struct shard_conn {
     redisContext *ctx;
     distlock__tls *tls;
     uint64_t retry_at_us;
+    int classic;             /* no SSUBSCRIBE on this server: SUBSCRIBE */
 } shard_conn;
 
 typedef struct sub_node {
@@ -185,8 +192,8 @@ static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int
     if (port > 0)
         at.port = port;
     for (int k = 0; ctx == NULL && k < (addr ? naddr : 1); k++)
-        ctx = distlock__node_connect(&c->tp, i, addr ? addr[k] : NULL, at.port, tls, &st, err,
-                                     sizeof(err));
+        ctx = distlock__node_connect(&c->tp, i, addr ? addr[k] : NULL, at.port, NULL, tls, &st,
+                                     err, sizeof(err));
     return ctx;
 }
 
@@ -259,6 +266,23 @@ static void shard_drop(distlock_client *c, int i, int k, long retry_ms)
     wake_settled(c);
 }
 
+/* The verb to (un)subscribe a channel on connection sc: shard channels
+ * where the server has them, classic ones on a 5.0/6.x cluster. */
+static const char *shard_verb(const shard_conn *sc, int subscribe)
+{
+    if (subscribe)
+        return sc->classic ? "SUBSCRIBE" : "SSUBSCRIBE";
+    return sc->classic ? "UNSUBSCRIBE" : "SUNSUBSCRIBE";
+}
+
+/* Is a push of kind `kind` the shard push `shard_kind` ("smessage",
+ * "ssubscribe", "sunsubscribe") or, on a classic connection, its classic
+ * twin (the same without the leading 's')? */
+static int shard_kind_is(const shard_conn *sc, const char *kind, const char *shard_kind)
+{
+    return strcmp(kind, sc->classic ? shard_kind + 1 : shard_kind) == 0;
+}
+
 /* c->mu held: node i's connection to host:port (numeric), listed (not
  * connected) if new; -1 if there is no room. */
 static int shard_find(sub_node *sn, const char *host, int port)
@@ -306,7 +330,7 @@ static void shard_place(distlock_client *c, int i, uint64_t now)
         }
         ch->at[i] = (signed char)k;
         if (sn->sc[k].ctx)
-            send_cmd(sn->sc[k].ctx, "SSUBSCRIBE", ch->shard);
+            send_cmd(sn->sc[k].ctx, shard_verb(&sn->sc[k], 1), ch->shard);
     }
 }
 
@@ -342,17 +366,18 @@ static void shard_reply(distlock_client *c, int i, int k, const redisReply *r)
         r->element[1]->type != REDIS_REPLY_STRING)
         return;
     const char *kind = r->element[0]->str;
+    const shard_conn *sc = &c->sub->nodes[i].sc[k];
     sub_chan *ch = find_shard_chan(c->sub, r->element[1]->str);
     if (ch == NULL)
         return;
-    if (strcmp(kind, "smessage") == 0) {
+    if (shard_kind_is(sc, kind, "smessage")) {
         on_message(c, ch->name, r->element[2]->type == REDIS_REPLY_STRING ? r->element[2]->str : "");
-    } else if (strcmp(kind, "ssubscribe") == 0 && ch->at[i] == k) {
+    } else if (shard_kind_is(sc, kind, "ssubscribe") && ch->at[i] == k) {
         ch->confirmed |= 1ull << i;
         ch->moved = 0;
         c->sub->nodes[i].state = NODE_UP;
         wake_settled(c);
-    } else if (strcmp(kind, "sunsubscribe") == 0 && ch->at[i] == k) {
+    } else if (shard_kind_is(sc, kind, "sunsubscribe") && ch->at[i] == k) {
         /* its slot left this master: placed again (a MOVED, if the map
          * is behind, names the new one) */
         ch->at[i] = -1;
@@ -373,6 +398,15 @@ static void shard_read(distlock_client *c, int i, int k)
         redisReply *r = rep;
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
             shard_moved(c, i, k, r->str, distlock__now_us());
+        } else if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ERR unknown command", 19) == 0) {
+            /* A 5.0/6.x cluster: SUBSCRIBE this connection's channels
+             * (once: the errors of its other SSUBSCRIBEs follow) */
+            if (!sc->classic) {
+                sc->classic = 1;
+                for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
+                    if (ch->at && ch->at[i] == k)
+                        send_cmd(sc->ctx, "SUBSCRIBE", ch->shard);
+            }
         } else if (r->type == REDIS_REPLY_ERROR) {
             /* NOPERM (no channel rights), a failed AUTH, CLUSTERDOWN */
             int refused = strncmp(r->str, "NOPERM", 6) == 0;
@@ -421,6 +455,7 @@ static void shard_open(distlock_client *c, int i, int k)
     }
     sc->ctx = ctx;
     sc->tls = tls;
+    sc->classic = 0;  /* asked again: the server may have been upgraded */
     (void)distlock__tp_append_auth(&c->tp, i, ctx);
     for (sub_chan *ch = c->sub->chans; ch; ch = ch->next)
         if (ch->at && ch->at[i] == k)
@@ -474,7 +509,7 @@ static void sync_channels(distlock_client *c)
             if (sn->ctx && sn->state == NODE_UP)
                 send_cmd(sn->ctx, "UNSUBSCRIBE", ch->name);
             if (ch->at && ch->at[i] >= 0 && sn->sc[ch->at[i]].ctx)
-                send_cmd(sn->sc[ch->at[i]].ctx, "SUNSUBSCRIBE", ch->shard);
+                send_cmd(sn->sc[ch->at[i]].ctx, shard_verb(&sn->sc[ch->at[i]], 0), ch->shard);
         }
         *pp = ch->next;
         chan_free(ch);

@@ -126,7 +126,20 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (rc != DISTLOCK_OK && distlock_last_error()[0] == '\0')
         abort();  /* a refusal or failure always says why */
-    if (t.ok >= q.quorum || t.failed > n - q.quorum ? 0 : rc != (acquire ? DISTLOCK_NOTACQUIRED : DISTLOCK_ENOTOWNER))
+    int refusals = 0;
+    for (int i = 0; i < n; i++)
+        refusals += distlock__reply_refused(&res[i]);
+    /* a node's refusal (an error reply) says nothing about who holds the key:
+     * without a quorum, and without a majority positively saying "held" /
+     * "not ours", it is EPROTO, never a loss; and the round hears the nodes
+     * still silent before it decides */
+    int refusal_decides = refusals > 0 && t.ok < q.quorum && t.no <= n - q.quorum;
+    if (refusal_decides && rc != DISTLOCK_EPROTO)
+        abort();
+    if (refusal_decides && t.silent > 0 && stop)
+        abort();
+    if (t.ok >= q.quorum || t.failed > n - q.quorum || refusal_decides
+            ? 0 : rc != (acquire ? DISTLOCK_NOTACQUIRED : DISTLOCK_ENOTOWNER))
         abort();  /* neither granted nor ruled out: held / not ours */
 
     /* quorum.c: the one TTL and validity rule */

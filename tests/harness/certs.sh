@@ -11,6 +11,9 @@
 #   wrongname.crt .key        signed by it, valid, but only for wrong.example
 #   otherca.crt               another CA; badca.crt .key: a server cert it signed
 #   client.crt client.key     a client certificate signed by the test CA (mutual TLS)
+#   ip2.crt ip3.crt ip4.crt   (.key) signed by it, each valid only for its own
+#                             address: IP:127.0.0.2, .3, .4 (servers bound there:
+#                             loopback is all of 127.0.0.0/8)
 # Quiet on success; prints openssl's complaint and exits non-zero otherwise.
 set -euo pipefail
 
@@ -78,4 +81,5 @@ leaf expired ca "$local_names" serverAuth 20200101000000Z 20200201000000Z
 leaf wrongname ca "DNS:wrong.example" serverAuth
 leaf badca otherca "$local_names" serverAuth
 leaf client ca "DNS:distlock-test-client" clientAuth
+for n in 2 3 4; do leaf "ip$n" ca "IP:127.0.0.$n" serverAuth; done
 chmod 600 ./*.key

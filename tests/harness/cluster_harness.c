@@ -144,30 +144,63 @@ rh_rcl *rh_rcl_start(void)
     return rh_rcl_start_n(3, 1);
 }
 
-static rh_rcl *start(int masters, int replicas, const char *certs);
+static rh_rcl *start(int masters, int replicas, int spares, const char *certs, int own_ips);
 
 rh_rcl *rh_rcl_start_n(int masters, int replicas)
 {
-    return start(masters, replicas, NULL);
+    return start(masters, replicas, 0, NULL, 0);
 }
 
 rh_rcl *rh_rcl_start_tls(int masters, int replicas, const char *certs)
 {
-    return start(masters, replicas, certs);
+    return start(masters, replicas, 0, certs, 0);
 }
 
-static rh_rcl *start(int masters, int replicas, const char *certs)
+rh_rcl *rh_rcl_start_tls_own_ips(const char *certs)
 {
-    int nservers = masters * (1 + replicas);
-    if (masters < 3 || replicas < 0 || nservers > MAXSERVERS) {
-        fprintf(stderr, "cluster_harness: %d masters x %d replicas not supported\n",
-                masters, replicas);
+    return start(3, 0, 0, certs, 1);
+}
+
+rh_rcl *rh_rcl_start_spares(int masters, int spares)
+{
+    return start(masters, 0, spares, NULL, 0);
+}
+
+int rh_rcl_set_cert(rh_rcl *c, int i, const char *name)
+{
+    char crt[512], key[512];
+    snprintf(crt, sizeof crt, "%s/%s.crt", c->rc->tls_certs, name);
+    snprintf(key, sizeof key, "%s/%s.key", c->rc->tls_certs, name);
+    redisReply *r = rh_command(c->rc, i, 0, "CONFIG SET tls-cert-file %s tls-key-file %s", crt, key);
+    int ok = r && r->type == REDIS_REPLY_STATUS;
+    if (r && !ok) fprintf(stderr, "cluster_harness: set cert %s: %s\n", name, r->str);
+    if (r) freeReplyObject(r);
+    return ok ? 0 : -1;
+}
+
+static const char *const own_ip[] = { "127.0.0.2", "127.0.0.3", "127.0.0.4" };
+
+static rh_rcl *start(int masters, int replicas, int spares, const char *certs, int own_ips)
+{
+    int members = masters * (1 + replicas), nservers = members + spares;
+    if (masters < 3 || replicas < 0 || spares < 0 || nservers > MAXSERVERS ||
+        (own_ips && (nservers > 3 || !certs))) {
+        fprintf(stderr, "cluster_harness: %d masters x %d replicas + %d spares not supported\n",
+                masters, replicas, spares);
         return NULL;
     }
     rh_rcl *c = calloc(1, sizeof *c);
     if (!c) return NULL;
-    c->rc = certs ? rh_start_cluster_mode_tls(nservers, certs) : rh_start_cluster_mode(nservers);
+    c->rc = own_ips ? rh_start_cluster_mode_tls_at(nservers, certs, own_ip)
+            : certs ? rh_start_cluster_mode_tls(nservers, certs) : rh_start_cluster_mode(nservers);
     if (!c->rc) { free(c); return NULL; }
+    /* each server's certificate is valid for its own address only (certs.sh
+     * ip2..ip4); swapped at run time (the TLS port takes it at once) */
+    for (int i = 0; own_ips && i < nservers; i++) {
+        char name[8];
+        snprintf(name, sizeof name, "ip%d", i + 2);
+        if (rh_rcl_set_cert(c, i, name) != 0) { rh_rcl_stop(c); return NULL; }
+    }
     char addr[MAXSERVERS][32];
     char reps[16], ca[512];
     char *argv[MAXSERVERS + 12];
@@ -183,8 +216,8 @@ static rh_rcl *start(int masters, int replicas, const char *certs)
     argv[a++] = "--cluster";
     argv[a++] = "create";
     size_t u = (size_t)snprintf(c->uri, sizeof c->uri, "%s", certs ? "rediss-cluster://" : "redis-cluster://");
-    for (int i = 0; i < nservers; i++) {
-        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d",
+    for (int i = 0; i < members; i++) {
+        snprintf(addr[i], sizeof addr[i], "%s:%d", own_ips ? own_ip[i] : "127.0.0.1",
                  certs ? c->rc->node[i].tls_port : c->rc->node[i].port);
         argv[a++] = addr[i];
         u += (size_t)snprintf(c->uri + u, sizeof c->uri - u, "%s%s", i ? "," : "", addr[i]);
@@ -198,6 +231,17 @@ static rh_rcl *start(int masters, int replicas, const char *certs)
         fprintf(stderr, "cluster_harness: redis-cli --cluster create failed\n");
         rh_rcl_stop(c);
         return NULL;
+    }
+    /* spares join as masters without slots: nobody names them yet */
+    for (int i = members; i < nservers; i++) {
+        redisReply *r = rh_command(c->rc, i, 0, "CLUSTER MEET 127.0.0.1 %d", c->rc->node[0].port);
+        int ok = r && r->type == REDIS_REPLY_STATUS;
+        if (r) freeReplyObject(r);
+        if (!ok) {
+            fprintf(stderr, "cluster_harness: CLUSTER MEET failed\n");
+            rh_rcl_stop(c);
+            return NULL;
+        }
     }
     /* every node knows all the others, and agrees on the owners */
     char known[48];

@@ -31,6 +31,19 @@ rh_rcl *rh_rcl_start_n(int masters, int replicas);
  * connection Redis 7.0 answers with the plain ones: rh_rcl_owner maps
  * either to the server's index). */
 rh_rcl *rh_rcl_start_tls(int masters, int replicas, const char *certs);
+/* A TLS cluster of 3 masters (no replicas) whose servers are bound to, and
+ * announce, 127.0.0.2, .3 and .4 (and 127.0.0.1, for the rh_* helpers), each
+ * serving certs/ipN.crt, valid for its own address only; uri lists them
+ * (rediss-cluster://127.0.0.2:TLSPORT,...). */
+rh_rcl *rh_rcl_start_tls_own_ips(const char *certs);
+/* Server i serves certs/NAME.crt (and NAME.key) to new TLS connections from
+ * now on (CONFIG SET). 0 on success. */
+int rh_rcl_set_cert(rh_rcl *c, int i, const char *name);
+/* A plain cluster of `masters` masters (no replicas), and `spares` more
+ * servers (the last ones) that joined it (CLUSTER MEET) as masters without
+ * slots: CLUSTER SLOTS names them only once a slot is moved there. The uri
+ * lists the masters only. */
+rh_rcl *rh_rcl_start_spares(int masters, int spares);
 void rh_rcl_stop(rh_rcl *c);
 /* CLUSTER KEYSLOT key, asked of a server; -1 on error. */
 int rh_rcl_keyslot(rh_rcl *c, const char *key);

@@ -41,6 +41,13 @@ if read -r elo ehi < /proc/sys/net/ipv4/ip_local_port_range 2>/dev/null; then
   else port_lo=$((ehi + 1)) port_span=$((65535 - ehi)); fi
 fi
 
+# --enable-debug-command is Redis 7.0+ (older servers allow DEBUG anyway):
+# left out for the older servers scripts/server-matrix.sh puts on PATH.
+debug_opt=()
+if [[ $(redis-server --version 2>/dev/null) =~ \ v=([0-9]+)\. ]] && [ "${BASH_REMATCH[1]}" -ge 7 ]; then
+  debug_opt=(--enable-debug-command local)
+fi
+
 start_one() {
   local dir=$1 port pid tries
   for tries in $(seq 1 50); do
@@ -63,7 +70,7 @@ start_one() {
     redis-server --port "$port" --bind 127.0.0.1 --save "" --appendonly no "${tls[@]}" \
       --dir "$dir" --logfile "$dir/redis-$port.log" \
       --unixsocket "$dir/redis-$port.sock" --unixsocketperm 700 \
-      --enable-debug-command local --daemonize no >/dev/null 2>&1 &
+      "${debug_opt[@]}" --daemonize no >/dev/null 2>&1 &
     pid=$!
     # Ready when it answers PING; gone when the port was taken.
     for _ in $(seq 1 200); do

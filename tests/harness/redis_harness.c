@@ -7,6 +7,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -81,9 +82,33 @@ static long server_pid(int port)
     return pid;
 }
 
+static int server_major;
+static pthread_once_t server_major_once = PTHREAD_ONCE_INIT;
+
+static void ask_server_major(void)
+{
+    FILE *f = popen("redis-server --version 2>/dev/null", "r");
+    char line[256];
+    if (f && fgets(line, sizeof line, f)) {
+        const char *v = strstr(line, " v=");  /* "Redis server v=7.0.15 sha=..." */
+        if (v) server_major = atoi(v + 3);
+    }
+    if (f) pclose(f);
+}
+
+int rh_server_major(void)
+{
+    /* asked once: PATH does not change under a test */
+    pthread_once(&server_major_once, ask_server_major);
+    return server_major;
+}
+
 /* Start redis-server on port; wait until it answers as our child. */
 static int spawn_on_port(rh_cluster *rc, int i, int port)
 {
+    /* options of Redis 7.0+, left out for older servers (scripts/server-matrix.sh),
+     * which allow DEBUG anyway and keep the AOF in --dir */
+    int modern = rh_server_major() >= 7;
     char portstr[16], sock[108], logf[128];
     snprintf(portstr, sizeof portstr, "%d", port);
     snprintf(sock, sizeof sock, "%s/redis-%d.sock", rc->dir, port);
@@ -104,17 +129,18 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
         argv[a++] = "redis-server";
         argv[a++] = "--port"; argv[a++] = portstr;
         argv[a++] = "--bind"; argv[a++] = "127.0.0.1";
+        if (rc->node[i].ip[0]) argv[a++] = rc->node[i].ip;
         argv[a++] = "--save"; argv[a++] = "";
         argv[a++] = "--dir"; argv[a++] = rc->dir;
         argv[a++] = "--logfile"; argv[a++] = logf;
         argv[a++] = "--unixsocket"; argv[a++] = sock;
         argv[a++] = "--unixsocketperm"; argv[a++] = "700";
-        argv[a++] = "--enable-debug-command"; argv[a++] = "local";
+        if (modern) { argv[a++] = "--enable-debug-command"; argv[a++] = "local"; }
         argv[a++] = "--daemonize"; argv[a++] = "no";
         if (rc->aof) {
             argv[a++] = "--appendonly"; argv[a++] = "yes";
             argv[a++] = "--appendfsync"; argv[a++] = "always";
-            argv[a++] = "--appenddirname"; argv[a++] = aofdir;
+            if (modern) { argv[a++] = "--appenddirname"; argv[a++] = aofdir; }
         } else {
             argv[a++] = "--appendonly"; argv[a++] = "no";
         }
@@ -124,6 +150,7 @@ static int spawn_on_port(rh_cluster *rc, int i, int port)
             argv[a++] = "--cluster-enabled"; argv[a++] = "yes";
             argv[a++] = "--cluster-config-file"; argv[a++] = nodes;
             argv[a++] = "--cluster-node-timeout"; argv[a++] = "2000";
+            if (rc->node[i].ip[0]) { argv[a++] = "--cluster-announce-ip"; argv[a++] = rc->node[i].ip; }
         }
         if (rc->tls_certs[0]) {
             /* TLS on its own port; the plain port stays for the harness. */
@@ -195,11 +222,13 @@ static void port_range(int *lo, int *span)
 }
 
 static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *name,
-                                 int auth_clients, int cluster_mode)
+                                 int auth_clients, int cluster_mode, const char *const *ips)
 {
     if (n < 1 || n > RH_MAX_NODES) return NULL;
     rh_cluster *rc = calloc(1, sizeof *rc);
     if (!rc) return NULL;
+    for (int i = 0; ips && i < n; i++)
+        snprintf(rc->node[i].ip, sizeof rc->node[i].ip, "%s", ips[i]);
     rc->aof = aof;
     rc->cluster_mode = cluster_mode;
     if (certs) {
@@ -250,16 +279,20 @@ static rh_cluster *start_cluster(int n, int aof, const char *certs, const char *
     return rc;
 }
 
-rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0, 0); }
-rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0, 0); }
-rh_cluster *rh_start_cluster_mode(int n) { return start_cluster(n, 0, NULL, NULL, 0, 1); }
+rh_cluster *rh_start(int n) { return start_cluster(n, 0, NULL, NULL, 0, 0, NULL); }
+rh_cluster *rh_start_aof(int n) { return start_cluster(n, 1, NULL, NULL, 0, 0, NULL); }
+rh_cluster *rh_start_cluster_mode(int n) { return start_cluster(n, 0, NULL, NULL, 0, 1, NULL); }
 rh_cluster *rh_start_cluster_mode_tls(int n, const char *certs)
 {
-    return start_cluster(n, 0, certs, "server", 0, 1);
+    return start_cluster(n, 0, certs, "server", 0, 1, NULL);
+}
+rh_cluster *rh_start_cluster_mode_tls_at(int n, const char *certs, const char *const *ips)
+{
+    return start_cluster(n, 0, certs, "server", 0, 1, ips);
 }
 rh_cluster *rh_start_tls(int n, const char *certs, const char *name, int auth_clients)
 {
-    return start_cluster(n, 0, certs, name, auth_clients, 0);
+    return start_cluster(n, 0, certs, name, auth_clients, 0, NULL);
 }
 
 int rh_make_certs(char *dir, size_t size)

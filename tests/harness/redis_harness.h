@@ -30,6 +30,7 @@ typedef struct rh_node {
     pid_t pid;     /* 0 when not running (killed) */
     int stopped;   /* SIGSTOPped */
     char sock[108];
+    char ip[16];   /* rh_start_cluster_mode_tls_at: also bound there, and announced */
 } rh_node;
 
 typedef struct rh_cluster {
@@ -71,6 +72,11 @@ rh_cluster *rh_start_cluster_mode(int n);
  * SLOTS announces the TLS ports; the plain port stays for the rh_* helpers
  * only (no client is ever told of it). */
 rh_cluster *rh_start_cluster_mode_tls(int n, const char *certs);
+/* The same with server i also bound to ips[i] (a loopback address such as
+ * 127.0.0.2) and announcing it (cluster-announce-ip): the cluster names
+ * its nodes by those addresses. The cluster bus listens only where the
+ * server was bound at start, hence an option of the start. */
+rh_cluster *rh_start_cluster_mode_tls_at(int n, const char *certs, const char *const *ips);
 /* Stop every server (SIGCONT, SIGTERM, then SIGKILL), remove the temp dir,
  * free. NULL is a no-op. */
 void rh_stop_all(rh_cluster *rc);
@@ -123,6 +129,8 @@ int rh_debug_sleep(const rh_cluster *rc, int i, long ms);
 
 /* Monotonic clock in milliseconds. */
 long long rh_now_ms(void);
+/* The major version of the redis-server on PATH (Valkey's own: 8), 0 if unknown. */
+int rh_server_major(void);
 
 /* Poll `cond` every few ms until it is true or timeout_ms passes; evaluates
  * to 1 if it became true. For waiting on a condition, never as a sleep. */

@@ -90,6 +90,8 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     if (o && o->sentinel_user) { argv[a++] = "--sentinel-user"; argv[a++] = (char *)o->sentinel_user; }
     if (o && o->sentinel_pass) { argv[a++] = "--sentinel-pass"; argv[a++] = (char *)o->sentinel_pass; }
     if (o && o->tls_dir) { argv[a++] = "--tls-dir"; argv[a++] = (char *)o->tls_dir; }
+    if (o && o->data_ip) { argv[a++] = "--data-ip"; argv[a++] = (char *)o->data_ip; }
+    if (o && o->data_cert) { argv[a++] = "--data-cert"; argv[a++] = (char *)o->data_cert; }
     snprintf(nrep, sizeof nrep, "%d", o && o->replicas ? (o->replicas < 0 ? 0 : o->replicas) : 2);
     snprintf(nsent, sizeof nsent, "%d", o && o->sentinels ? o->sentinels : 3);
     snprintf(quorum, sizeof quorum, "%d", o && o->quorum ? o->quorum : 2);

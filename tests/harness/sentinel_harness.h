@@ -29,6 +29,10 @@ typedef struct rh_sentinels_opts {
     int quorum;                  /* 0: 2 */
     int resync_delay_s;          /* 0: none; else a failover ends seconds after its
                                     promotion (sentinels.py --resync-delay-s) */
+    const char *data_ip;         /* the data nodes listen (and are named) there only, e.g.
+                                    127.0.0.2; NULL: 127.0.0.1 */
+    const char *data_cert;       /* with tls_dir: the data nodes' certificate (NAME.crt,
+                                    NAME.key in tls_dir), e.g. "ip2"; NULL: server */
 } rh_sentinels_opts;
 
 /* NULL on failure (printed). Waits until the group is ready. */

@@ -7,7 +7,7 @@ sentinel), on free loopback ports, in a throwaway directory. Started with
     python3 sentinels.py [--data-pass P] [--sentinel-user U --sentinel-pass P]
                          [--down-after-ms 1000] [--failover-timeout-ms 3000]
                          [--name mymaster] [--replicas 2] [--sentinels 3] [--quorum 2]
-                         [--tls-dir DIR] [--resync-delay-s N]
+                         [--tls-dir DIR [--data-ip IP] [--data-cert NAME]] [--resync-delay-s N]
 
 --tls-dir DIR (certificates made by certs.sh DIR): every server, data node and
 sentinel, listens on TLS only (`port 0`, `tls-port`), replicates and is
@@ -20,6 +20,11 @@ replica asks (`repl-diskless-sync yes`, `repl-diskless-sync-delay N`), and
 data[1] has the better `replica-priority`, so it is the one promoted and the
 other replica's resync to it (a full one once the old master wrote past the
 promotion) is what Sentinel waits for, until `failover-timeout`.
+--data-ip IP (e.g. 127.0.0.2; loopback is all of 127.0.0.0/8): the data nodes
+listen there only and the sentinels name them by it (the sentinels stay at
+127.0.0.1); --data-cert NAME: they serve DIR/NAME.crt (default server.crt),
+e.g. certs.sh's ip2.crt, valid for 127.0.0.2 only. The harness's own
+connections to them check the chain, not the name.
 Smaller groups (--replicas 0, --sentinels 1 --quorum 1) keep a Redlock over
 several groups within a small machine.
 
@@ -73,14 +78,22 @@ def free_port():
     return p
 
 
+def debug_command_option():
+    """--enable-debug-command is Redis 7.0+ (older servers allow DEBUG
+    anyway): left out for the older servers scripts/server-matrix.sh runs."""
+    out = subprocess.run(["redis-server", "--version"], capture_output=True, text=True).stdout
+    v = out.split(" v=", 1)[1] if " v=" in out else "0"
+    return ["--enable-debug-command", "local"] if int(v.split(".")[0] or 0) >= 7 else []
+
+
 class Conn:
     """A minimal blocking RESP client (the harness must not depend on a
     Python Redis package)."""
 
-    def __init__(self, port, user=None, password=None, timeout=2.0, tls=None):
-        self.s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    def __init__(self, port, user=None, password=None, timeout=2.0, tls=None, host="127.0.0.1"):
+        self.s = socket.create_connection((host, port), timeout=timeout)
         if tls is not None:
-            self.s = tls.wrap_socket(self.s, server_hostname="127.0.0.1")
+            self.s = tls.wrap_socket(self.s, server_hostname=host)
         self.f = self.s.makefile("rb")
         if password is not None:
             r = self.cmd("AUTH", *([user] if user else []), password)
@@ -143,22 +156,28 @@ class Group:
         self.procs = {}
         self.data = [free_port() for _ in range(1 + a.replicas)]
         self.sent = [free_port() for _ in range(a.sentinels)]
-        self.tls = None
+        self.tls = self.data_tls = None
+        self.data_ip = a.data_ip or "127.0.0.1"
         if a.tls_dir:
             self.tls = ssl.create_default_context(cafile=self.cert("ca.crt"))
             self.tls.load_cert_chain(self.cert("client.crt"), self.cert("client.key"))
+            self.data_tls = self.tls
+            if a.data_ip:
+                self.data_tls = ssl.create_default_context(cafile=self.cert("ca.crt"))
+                self.data_tls.load_cert_chain(self.cert("client.crt"), self.cert("client.key"))
+                self.data_tls.check_hostname = False
 
     def cert(self, name):
         return os.path.join(self.a.tls_dir, name)
 
-    def tls_args(self, port):
+    def tls_args(self, port, name="server"):
         """The TLS settings of a server (data node or sentinel), as
         (name, value) pairs; the plain port otherwise."""
         if not self.a.tls_dir:
             return [("port", str(port))]
         return [("port", "0"), ("tls-port", str(port)),
-                ("tls-cert-file", self.cert("server.crt")),
-                ("tls-key-file", self.cert("server.key")),
+                ("tls-cert-file", self.cert(name + ".crt")),
+                ("tls-key-file", self.cert(name + ".key")),
                 ("tls-client-cert-file", self.cert("client.crt")),
                 ("tls-client-key-file", self.cert("client.key")),
                 ("tls-ca-cert-file", self.cert("ca.crt")),
@@ -171,7 +190,7 @@ class Group:
         self.procs[port] = p
 
     def data_conn(self, port):
-        return Conn(port, None, self.a.data_pass, tls=self.tls)
+        return Conn(port, None, self.a.data_pass, tls=self.data_tls, host=self.data_ip)
 
     def sent_conn(self, port):
         return Conn(port, self.a.sentinel_user, self.a.sentinel_pass, tls=self.tls)
@@ -179,16 +198,17 @@ class Group:
     def start(self):
         a = self.a
         for k, port in enumerate(self.data):
-            argv = ["redis-server", "--bind", "127.0.0.1", "--save", "",
+            argv = ["redis-server", "--bind", self.data_ip, "--save", "",
                     "--appendonly", "no", "--dir", self.dir, "--daemonize", "no",
-                    "--logfile", os.path.join(self.dir, "redis-%d.log" % port),
-                    "--enable-debug-command", "local"]
-            for name, value in self.tls_args(port):
+                    "--logfile", os.path.join(self.dir, "redis-%d.log" % port)]
+            argv += debug_command_option()
+            for name, value in self.tls_args(port, a.data_cert or "server"):
                 argv += ["--" + name, value]
             if a.data_pass:
                 argv += ["--requirepass", a.data_pass, "--masterauth", a.data_pass]
             if k > 0:
-                argv += ["--replicaof", "127.0.0.1", str(self.data[0])]
+                argv += ["--replicaof", self.data_ip, str(self.data[0]),
+                         "--replica-announce-ip", self.data_ip]
             if k > 0 and a.resync_delay_s:
                 # not on data[0]: the group's first sync stays quick
                 argv += ["--repl-diskless-sync", "yes",
@@ -200,7 +220,7 @@ class Group:
             lines = [
                 "bind 127.0.0.1", "daemonize no", "dir %s" % self.dir,
                 "logfile %s" % os.path.join(self.dir, "sentinel-%d.log" % port),
-                "sentinel monitor %s 127.0.0.1 %d %d" % (a.name, self.data[0], a.quorum),
+                "sentinel monitor %s %s %d %d" % (a.name, self.data_ip, self.data[0], a.quorum),
                 "sentinel down-after-milliseconds %s %d" % (a.name, a.down_after_ms),
                 "sentinel failover-timeout %s %d" % (a.name, a.failover_timeout_ms),
                 "sentinel parallel-syncs %s 1" % a.name,
@@ -353,6 +373,8 @@ def main():
     ap.add_argument("--quorum", type=int, default=2)
     ap.add_argument("--tls-dir")
     ap.add_argument("--resync-delay-s", type=int, default=0)
+    ap.add_argument("--data-ip")
+    ap.add_argument("--data-cert")
     a = ap.parse_args()
     g = Group(a)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
