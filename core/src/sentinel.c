@@ -47,6 +47,11 @@ typedef struct job {
     char *server_name;
     int insecure;
     char err[192];
+    /* a promotion under way (ep_announce): the lookup's answer without
+     * asking, the replica (port > 0), or why not now (fail[0]) */
+    char addr[48];
+    int port;
+    char fail[192];
 } job;
 
 static void watch_start(distlock__transport *t);
@@ -301,6 +306,19 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
         *naddr = 0;
         return -1;
     }
+    if (j->fail[0]) {
+        snprintf(err, errlen, "%s", j->fail);
+        *naddr = 0;
+        free(host);
+        return -1;
+    }
+    if (j->port > 0) {
+        snprintf(addr[0], 48, "%s", j->addr);
+        *naddr = 1;
+        *port = j->port;
+        free(host);
+        return 0;
+    }
     for (int k = 0; k < cfg->nsentinels; k++) {
         uint64_t now = distlock__now_us();
         if (now >= end)
@@ -344,6 +362,22 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
     pthread_mutex_lock(&t->mu);
     if (t->watch == NULL)
         watch_start(t);
+    /* A promotion announced, not yet done, and its replica found not yet
+     * the master (ep_forget): not the old master, which the sentinels may
+     * still name. Fail at once for a moment, then try the replica again. */
+    const distlock__endpoint *e = &t->ep[i];
+    uint64_t now = distlock__now_us(), until = atomic_load(&e->promoting_until_us);
+    if (until != 0 && now < until && !(atomic_load(&e->state) & 1u)) {
+        if (now < atomic_load(&e->promoting_retry_us))
+            snprintf(j->fail, sizeof(j->fail),
+                     "failover in progress: the sentinels announced %.47s:%d as the new master "
+                     "of '%.40s', not yet promoted",
+                     e->addr, e->port, cfg->master);
+        else {
+            snprintf(j->addr, sizeof(j->addr), "%s", e->addr);
+            j->port = e->port;
+        }
+    }
     pthread_mutex_unlock(&t->mu);
     if (cfg->tls.enabled) {
         /* Built here (under tp.mu, like a node's context; lookups are
@@ -396,6 +430,11 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
  * leader; at most this long if none of them is ever heard (Sentinel's
  * default failover-timeout). */
 #define WATCH_PROMOTION_MAX_MS 180000
+/* Meanwhile, once the replica was found not yet the master, calls fail at
+ * once ("failover in progress") this long, then try it again: it is the
+ * master moments after it runs SLAVEOF NO ONE, up to a second before
+ * +promoted-slave says so. */
+#define WATCH_PROMOTION_RETRY_MS 100
 
 enum { W_IDLE, W_RESOLVING, W_OPENING, W_SUBSCRIBED };
 
@@ -934,9 +973,13 @@ unsigned distlock__ep_learn(distlock__transport *t, int i, char *addr, int *port
 
 void distlock__ep_forget(distlock__transport *t, int i, unsigned state)
 {
-    uint64_t until = atomic_load(&t->ep[i].promoting_until_us);
-    if (until != 0 && distlock__now_us() < until && atomic_load(&t->ep[i].state) == state)
-        return;  /* a promotion under way (ep_announce) */
+    uint64_t now = distlock__now_us(), until = atomic_load(&t->ep[i].promoting_until_us);
+    if (until != 0 && now < until && atomic_load(&t->ep[i].state) == state) {
+        /* A promotion under way (ep_announce): the replica is kept (the
+         * lookup answers it, sentinel_start), and calls fail at once for
+         * WATCH_PROMOTION_RETRY_MS before it is tried again. */
+        atomic_store(&t->ep[i].promoting_retry_us, now + WATCH_PROMOTION_RETRY_MS * 1000u);
+    }
     unsigned s = state;
     /* only the address that connection was made to */
     atomic_compare_exchange_strong(&t->ep[i].state, &s, state & ~1u);
