@@ -444,7 +444,7 @@ static void test_unresolvable_first_sentinel_costs_only_its_share(void **state)
 struct looper {
     distlock_client *c;
     atomic_int stop;
-    int n;
+    atomic_int n;       /* read by the main thread while the loop runs */
     long long t[20000];
     int rc[20000];
     char first_err[512], last_err[512];
@@ -963,6 +963,10 @@ static void test_stale_announcements_after_two_failovers(void **state)
     group_uri(uri, sizeof uri, hosts);
     struct looper *lp = calloc(1, sizeof *lp);
     lp->c = sentinel_client(uri);
+    /* Subscriptions are PINGed and replaced when silent for the command
+     * timeout: a long one here, so the held subscription stays and its
+     * stale announcements do arrive late (the case under test). */
+    assert_rc(distlock_client_set(lp->c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 60000), DISTLOCK_OK);
     warm(lp->c);
     rh_sleep_ms(1500);
     int sub2 = fp_last_conn(fp, 2);
