@@ -28,6 +28,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <netdb.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -46,6 +47,11 @@ typedef struct job {
     char *server_name;
     int insecure;
     char err[192];
+    /* a promotion under way (ep_announce): the lookup's answer without
+     * asking, the replica (port > 0), or why not now (fail[0]) */
+    char addr[48];
+    int port;
+    char fail[192];
 } job;
 
 static void watch_start(distlock__transport *t);
@@ -128,21 +134,53 @@ typedef struct sentinel_link {
     int insecure;
 } sentinel_link;
 
-/* Connect to sentinel s (over TLS when l->ctx) and queue AUTH with the
- * sentinels' credentials: the context with *tls and *want (replies owed),
- * or NULL with err. what: "sentinel host:port". */
+/* Resolve host before deadline_us: numeric at once, a name on a detached
+ * helper (resolve.c), abandoned at the deadline (the helper ends on its
+ * own; nothing waits for getaddrinfo). 0, or -1 with err. */
+static int resolve_within(const char *host, char (*addr)[48], int *naddr, uint64_t deadline_us,
+                          char *err, size_t errlen)
+{
+    *naddr = 0;
+    if (distlock__host_is_numeric(host))
+        return distlock__resolve_now(host, addr, naddr, err, errlen);
+    distlock__resolve *r = distlock__resolve_start(host);
+    if (r == NULL) {
+        snprintf(err, errlen, "cannot resolve '%.100s': out of memory", host);
+        return -1;
+    }
+    int rc;
+    while ((rc = distlock__resolve_take(r, addr, naddr, err, errlen)) == 1) {
+        uint64_t now = distlock__now_us();
+        if (now >= deadline_us) {
+            snprintf(err, errlen, "cannot resolve '%.100s' in time", host);
+            *naddr = 0;
+            rc = -1;
+            break;
+        }
+        struct pollfd p = { distlock__resolve_fd(r), POLLIN, 0 };
+        if (poll(&p, 1, (int)((deadline_us - now + 999) / 1000)) < 0 && errno != EINTR) {
+            snprintf(err, errlen, "cannot resolve '%.100s': %s", host, strerror(errno));
+            rc = -1;
+            break;
+        }
+    }
+    distlock__resolve_drop(r);
+    return rc;
+}
+
+/* Start connecting to sentinel s at one of its numeric addresses (over TLS
+ * when l->ctx) and queue AUTH with the sentinels' credentials: the
+ * context with *tls and *want (replies owed), or NULL with err. what:
+ * "sentinel host:port". Nothing here blocks (the connect is non-blocking;
+ * the caller polls). */
 static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostport *s,
-                                   distlock__tls **tls, int *want, char *what, size_t whatlen,
-                                   char *err, size_t errlen)
+                                   char (*addr)[48], int naddr, distlock__tls **tls, int *want,
+                                   char *what, size_t whatlen, char *err, size_t errlen)
 {
     const distlock__node_cfg *node = l->node;
-    char addr[DISTLOCK__RESOLVE_MAX][48];
-    int naddr = 0;
     *tls = NULL;
     *want = 0;
     snprintf(what, whatlen, "sentinel %s:%d", s->host, s->port);
-    if (distlock__resolve_now(s->host, addr, &naddr, err, errlen) != 0)
-        return NULL;
     /* The sentinel as a node of its own: its address. */
     distlock__node_cfg sc = *node;
     sc.uri = what;
@@ -190,8 +228,17 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     const sentinel_link link = { node, j->ctx, j->server_name, j->insecure };
     char what[160];
     distlock__tls *tls;
-    int want, rc = -1;
-    redisContext *ctx = sentinel_open(&link, s, &tls, &want, what, sizeof(what), err, errlen);
+    int want, rc = -1, naddr = 0;
+    char addr[DISTLOCK__RESOLVE_MAX][48];
+    /* a name that does not resolve in time costs this sentinel's share */
+    if (resolve_within(s->host, addr, &naddr, deadline_us, err, errlen) != 0) {
+        char e[192];
+        snprintf(e, sizeof(e), "%s", err);
+        snprintf(err, errlen, "sentinel %.60s:%d: %.120s", s->host, s->port, e);
+        return -1;
+    }
+    redisContext *ctx = sentinel_open(&link, s, addr, naddr, &tls, &want, what, sizeof(what), err,
+                                      errlen);
     if (ctx == NULL)
         return -1;
     const char *argv[3];
@@ -222,8 +269,9 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
         snprintf(err, errlen, "%.60s: does not know a master named '%.60s'", what, node->master);
     } else {
         long p = strtol(r->element[1]->str, NULL, 10);
-        if (p <= 0 || p > 65535 || r->element[0]->len >= hostlen) {
-            snprintf(err, errlen, "%.60s: bad address for '%.60s'", what, node->master);
+        if (p <= 0 || p > 65535 || r->element[0]->len == 0 || r->element[0]->len >= hostlen) {
+            snprintf(err, errlen, "%.60s: bad address for '%.60s' (%zu characters)", what,
+                     node->master, r->element[0]->len);
         } else {
             snprintf(host, hostlen, "%s", r->element[0]->str);
             *port = (int)p;
@@ -253,22 +301,46 @@ static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err,
         *naddr = 0;
         return -1;
     }
+    /* a master named by a host name of any length (NI_MAXHOST) */
+    char *host = malloc(NI_MAXHOST);
+    if (host == NULL) {
+        snprintf(err, errlen, "out of memory");
+        *naddr = 0;
+        return -1;
+    }
+    if (j->fail[0]) {
+        snprintf(err, errlen, "%s", j->fail);
+        *naddr = 0;
+        free(host);
+        return -1;
+    }
+    if (j->port > 0) {
+        snprintf(addr[0], 48, "%s", j->addr);
+        *naddr = 1;
+        *port = j->port;
+        free(host);
+        return 0;
+    }
     for (int k = 0; k < cfg->nsentinels; k++) {
         uint64_t now = distlock__now_us();
         if (now >= end)
             break;
         /* an equal share of what is left: a hung sentinel costs its share */
         uint64_t share = (end - now) / (uint64_t)(cfg->nsentinels - k);
-        char host[64], e[256] = "";
+        char e[256] = "";
         asked++;
-        if (ask_one(j, &cfg->sentinels[k], now + share, host, sizeof(host), port, e,
+        if (ask_one(j, &cfg->sentinels[k], now + share, host, NI_MAXHOST, port, e,
                     sizeof(e)) == 0) {
-            if (distlock__resolve_now(host, addr, naddr, e, sizeof(e)) == 0)
+            /* the master's name (announce-hostnames) within what is left */
+            if (resolve_within(host, addr, naddr, end, e, sizeof(e)) == 0) {
+                free(host);
                 return 0;
+            }
         }
         if (first[0] == '\0')
             snprintf(first, sizeof(first), "%s", e);
     }
+    free(host);
     *naddr = 0;
     /* The first sentinel's reason first (it names the sentinel): the
      * message is cut to fit behind the node's URI. */
@@ -292,6 +364,22 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
     pthread_mutex_lock(&t->mu);
     if (t->watch == NULL)
         watch_start(t);
+    /* A promotion announced, not yet done, and its replica found not yet
+     * the master (ep_forget): not the old master, which the sentinels may
+     * still name. Fail at once for a moment, then try the replica again. */
+    const distlock__endpoint *e = &t->ep[i];
+    uint64_t now = distlock__now_us(), until = atomic_load(&e->promoting_until_us);
+    if (until != 0 && now < until && !(atomic_load(&e->state) & 1u)) {
+        if (now < atomic_load(&e->promoting_retry_us))
+            snprintf(j->fail, sizeof(j->fail),
+                     "failover in progress: the sentinels announced %.47s:%d as the new master "
+                     "of '%.40s', not yet promoted",
+                     e->addr, e->port, cfg->master);
+        else {
+            snprintf(j->addr, sizeof(j->addr), "%s", e->addr);
+            j->port = e->port;
+        }
+    }
     pthread_mutex_unlock(&t->mu);
     if (cfg->tls.enabled) {
         /* Built here (under tp.mu, like a node's context; lookups are
@@ -325,18 +413,46 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
  * closes. A wrong word costs availability, not safety: every new
  * connection checks ROLE. */
 
+/* Every sentinel is served at once by the one thread: each subscription is
+ * a small state machine in its poll loop (name lookup on a detached helper,
+ * non-blocking connect, AUTH + SUBSCRIBE, then PING), so a hung, slow or
+ * unresolvable sentinel costs nothing to the others. A failed attempt is
+ * retried after WATCH_RETRY_MS, then every WATCH_RETRY_MAX_MS while it
+ * keeps failing (a sentinel back after an outage is heard within 2 s). */
 #define WATCH_RETRY_MS 1000
-/* A sentinel that keeps failing is retried less often (doubling): the
- * thread subscribes one sentinel at a time, and one that accepts but never
- * answers (hung) holds the others' announcements for a connect timeout. */
-#define WATCH_RETRY_MAX_MS 30000
+#define WATCH_RETRY_MAX_MS 2000
+/* A subscription is silent between announcements, and a connection whose
+ * peer vanished without FIN or RST (host rebooted, NAT state dropped) is
+ * silent forever: each is PINGed this often (in RESP2 subscribe mode PING
+ * is allowed, answered ["pong", ""]) and replaced when nothing came back
+ * within the command timeout. */
+#define WATCH_PING_MS 1000
+/* After +failover-state-wait-promotion the client stays off the old master
+ * until +promoted-slave / +switch-master, or -failover-abort-* from the
+ * leader; at most this long if none of them is ever heard (Sentinel's
+ * default failover-timeout). */
+#define WATCH_PROMOTION_MAX_MS 180000
+/* Meanwhile, once the replica was found not yet the master, calls fail at
+ * once ("failover in progress") this long, then try it again: it is the
+ * master moments after it runs SLAVEOF NO ONE, up to a second before
+ * +promoted-slave says so. */
+#define WATCH_PROMOTION_RETRY_MS 100
+
+enum { W_IDLE, W_RESOLVING, W_OPENING, W_SUBSCRIBED };
 
 typedef struct watch_node {
-    redisContext *ctx;      /* subscribed, or NULL */
+    redisContext *ctx;      /* W_OPENING, W_SUBSCRIBED */
     distlock__tls *tls;
     int node, sentinel;     /* t->nodes[node].sentinels[sentinel] */
-    uint64_t retry_at_us;
-    int fails;              /* opens failed in a row */
+    int state;
+    distlock__resolve *res; /* the sentinel's name lookup; kept until it ends
+                             * (one helper per sentinel at most) */
+    uint64_t retry_at_us;   /* W_IDLE: next attempt */
+    uint64_t deadline_us;   /* W_RESOLVING, W_OPENING: the attempt's end */
+    uint64_t ping_at_us;    /* W_SUBSCRIBED: next PING */
+    uint64_t pong_by_us;    /* a PING's reply due by then (0: none owed) */
+    int fails;              /* attempts failed in a row */
+    int owed, auth;         /* W_OPENING: replies still owed; AUTH's first */
 } watch_node;
 
 typedef struct distlock__watch {
@@ -347,7 +463,15 @@ typedef struct distlock__watch {
     watch_node *subs;       /* one per sentinel of each Sentinel node */
     struct pollfd *pfd;     /* the thread's, nsub + 1 (here: a forked child frees them) */
     int *at;
+    int *promoter;          /* per node: the sentinel whose wait-promotion
+                             * holds the client, or -1 */
 } distlock__watch;
+
+enum { NCH = 5 };
+static const char *const watch_channels[NCH] = {
+    "+failover-state-wait-promotion", "+promoted-slave", "+switch-master",
+    "-failover-abort-slave-timeout", "-failover-abort-no-good-slave"
+};
 
 static void watch_close(watch_node *wn)
 {
@@ -358,58 +482,155 @@ static void watch_close(watch_node *wn)
     wn->ctx = NULL;
 }
 
-/* Subscribe to one sentinel's announcements, within the connect timeout.
- * Failures are quiet (retried after WATCH_RETRY_MS, then less often): calls
- * find a failover on their own too, and the node's other sentinels announce
- * it as well. */
-static void watch_open(distlock__watch *w, watch_node *wn)
+/* The attempt failed (or the subscription was lost): quiet, retried later.
+ * Calls find a failover on their own too, and the node's other sentinels
+ * announce it as well. */
+static void watch_fail(watch_node *wn, uint64_t now)
+{
+    watch_close(wn);
+    wn->state = W_IDLE;
+    uint64_t ms = wn->fails > 0 ? WATCH_RETRY_MAX_MS : WATCH_RETRY_MS;
+    wn->retry_at_us = now + ms * 1000u;
+    wn->fails++;
+}
+
+static long watch_timeout_ms(distlock__transport *t, int command)
+{
+    pthread_mutex_lock(&t->mu);
+    long ms = command ? t->command_timeout_ms : t->connect_timeout_ms;
+    pthread_mutex_unlock(&t->mu);
+    return ms > 0 ? ms : 1000;
+}
+
+/* The address is known: start connecting and queue AUTH + SUBSCRIBE. */
+static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[48], int naddr,
+                          uint64_t now)
 {
     distlock__transport *t = w->t;
     const distlock__node_cfg *cfg = &t->nodes[wn->node];
     const distlock__hostport *s = &cfg->sentinels[wn->sentinel];
     sentinel_link link = { cfg, NULL, NULL, 0 };
     char *server_name = NULL, what[160], err[192];
-    int st;
-    uint64_t retry_ms = (uint64_t)WATCH_RETRY_MS << (wn->fails < 5 ? wn->fails : 5);
-    wn->retry_at_us = distlock__now_us() +
-                      (retry_ms < WATCH_RETRY_MAX_MS ? retry_ms : WATCH_RETRY_MAX_MS) * 1000u;
-    wn->fails++;  /* until it is subscribed */
+    int st, want = 0;
     if (cfg->tls.enabled) {
         link.ctx = distlock__tls_ctx_new(t, wn->node, &server_name, &link.insecure, &st, err,
                                          sizeof(err));
         link.server_name = server_name;
-        if (link.ctx == NULL)
+        if (link.ctx == NULL) {
+            free(server_name);
+            watch_fail(wn, now);
             return;
+        }
     }
-    pthread_mutex_lock(&t->mu);
-    uint64_t deadline = distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u;
-    pthread_mutex_unlock(&t->mu);
-    int want;
-    wn->ctx = sentinel_open(&link, s, &wn->tls, &want, what, sizeof(what), err, sizeof(err));
+    wn->ctx = sentinel_open(&link, s, addr, naddr, &wn->tls, &want, what, sizeof(what), err,
+                            sizeof(err));
     distlock__tls_ctx_free(link.ctx);  /* the session holds a reference */
     free(server_name);
-    if (wn->ctx == NULL)
+    if (wn->ctx == NULL) {
+        watch_fail(wn, now);
         return;
-    enum { NCH = 3 };
-    const char *argv[NCH + 1] = { "SUBSCRIBE", "+failover-state-wait-promotion",
-                                  "+promoted-slave", "+switch-master" };
+    }
+    const char *argv[NCH + 1];
     size_t len[NCH + 1];
-    redisReply *rep[NCH + 1] = { NULL };
+    argv[0] = "SUBSCRIBE";
+    for (int k = 0; k < NCH; k++)
+        argv[k + 1] = watch_channels[k];
     for (int k = 0; k <= NCH; k++)
         len[k] = strlen(argv[k]);
-    int ok = distlock__resp_append(wn->ctx, NCH + 1, argv, len) == 0 &&
-             exchange(wn->ctx, wn->tls, want + NCH, rep, deadline, w->wake[0], err,
-                      sizeof(err)) == 0 &&
-             rep[0]->type != REDIS_REPLY_ERROR;
-    for (int k = want; ok && k < want + NCH; k++)
-        ok = rep[k]->type == REDIS_REPLY_ARRAY;
-    for (int k = 0; k < want + NCH; k++)
-        if (rep[k])
-            freeReplyObject(rep[k]);
-    if (!ok)
-        watch_close(wn);
-    else
-        wn->fails = 0;
+    if (distlock__resp_append(wn->ctx, NCH + 1, argv, len) != 0) {
+        watch_fail(wn, now);
+        return;
+    }
+    wn->auth = want;
+    wn->owed = want + NCH;
+    wn->state = W_OPENING;
+}
+
+/* Its name lookup ended (or the name is numeric). */
+static void watch_resolved(distlock__watch *w, watch_node *wn, uint64_t now)
+{
+    char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+    int naddr = 0;
+    int rc = distlock__resolve_take(wn->res, addr, &naddr, err, sizeof(err));
+    if (rc == 1)
+        return;  /* not yet */
+    distlock__resolve_drop(wn->res);
+    wn->res = NULL;
+    if (rc != 0) {
+        watch_fail(wn, now);
+        return;
+    }
+    watch_connect(w, wn, addr, naddr, now);
+}
+
+/* Timers of one subscription: start an attempt, end one past its
+ * deadline, PING, give up on a silent one. */
+static void watch_step(distlock__watch *w, watch_node *wn, uint64_t now)
+{
+    distlock__transport *t = w->t;
+    switch (wn->state) {
+    case W_IDLE: {
+        if (now < wn->retry_at_us)
+            return;
+        const char *host = t->nodes[wn->node].sentinels[wn->sentinel].host;
+        wn->deadline_us = now + (uint64_t)watch_timeout_ms(t, 0) * 1000u;
+        if (distlock__host_is_numeric(host)) {
+            char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+            int naddr = 0;
+            if (distlock__resolve_now(host, addr, &naddr, err, sizeof(err)) != 0)
+                watch_fail(wn, now);
+            else
+                watch_connect(w, wn, addr, naddr, now);
+            return;
+        }
+        /* a lookup still running from an earlier attempt is waited for again */
+        if (wn->res == NULL && (wn->res = distlock__resolve_start(host)) == NULL) {
+            watch_fail(wn, now);
+            return;
+        }
+        wn->state = W_RESOLVING;
+        return;
+    }
+    case W_RESOLVING:
+        if (now >= wn->deadline_us) {
+            wn->state = W_IDLE;  /* wn->res kept: the helper ends on its own */
+            watch_fail(wn, now);
+        }
+        return;
+    case W_OPENING:
+        if (now >= wn->deadline_us)
+            watch_fail(wn, now);
+        return;
+    case W_SUBSCRIBED:
+        if (wn->pong_by_us != 0) {
+            if (now >= wn->pong_by_us) {
+                /* silent: replaced at once (new connections may work) */
+                watch_fail(wn, now);
+                wn->retry_at_us = now;
+                wn->fails = 0;
+            }
+        } else if (now >= wn->ping_at_us) {
+            const char *argv[1] = { "PING" };
+            size_t len[1] = { 4 };
+            if (distlock__resp_append(wn->ctx, 1, argv, len) != 0)
+                return;
+            wn->pong_by_us = now + (uint64_t)watch_timeout_ms(t, 1) * 1000u;
+        }
+        return;
+    }
+}
+
+static uint64_t watch_next_timer(const watch_node *wn)
+{
+    switch (wn->state) {
+    case W_IDLE:
+        return wn->retry_at_us;
+    case W_RESOLVING:
+    case W_OPENING:
+        return wn->deadline_us;
+    default:
+        return wn->pong_by_us ? wn->pong_by_us : wn->ping_at_us;
+    }
 }
 
 /* The leader's promotion or a sentinel's switch: node i's master is now
@@ -419,9 +640,11 @@ static void ep_announce(distlock__transport *t, int i, const char *newip, int ne
 {
     char addr[DISTLOCK__RESOLVE_MAX][48], old[DISTLOCK__RESOLVE_MAX][48], err[192];
     int naddr = 0, nold = 0;
-    if (distlock__resolve_now(newip, addr, &naddr, err, sizeof(err)) != 0 || naddr == 0)
+    /* announce-hostnames: a name, resolved within the connect timeout */
+    uint64_t deadline = distlock__now_us() + (uint64_t)watch_timeout_ms(t, 0) * 1000u;
+    if (resolve_within(newip, addr, &naddr, deadline, err, sizeof(err)) != 0 || naddr == 0)
         return;
-    if (distlock__resolve_now(oldip, old, &nold, err, sizeof(err)) != 0)
+    if (resolve_within(oldip, old, &nold, deadline, err, sizeof(err)) != 0)
         nold = 0;
     distlock__endpoint *e = &t->ep[i];
     pthread_mutex_lock(&t->mu);
@@ -440,57 +663,111 @@ static void ep_announce(distlock__transport *t, int i, const char *newip, int ne
         e->announced_gen = gen;
     }
     /* Announced before the replica has run SLAVEOF NO ONE (or before we
-     * can see it has): a first connection may still find it a replica.
-     * Going back to the old master then would take exactly the grants the
-     * promotion discards, so its ROLE mismatch fails that call without
-     * forgetting the replica, for one connect timeout; a failover aborted
-     * meanwhile costs that, then the sentinels are asked again. */
+     * can see it has): a connection may still find it a replica (or not
+     * answering: busy). Going back to the old master then would take
+     * exactly the grants the promotion discards, so its ROLE mismatch
+     * fails that call without forgetting the replica, until the promotion
+     * is announced (+promoted-slave, +switch-master) or the leader aborts
+     * (-failover-abort-*, watch_abort). */
     atomic_store(&e->promoting_until_us,
-                 done ? 0 : distlock__now_us() + (uint64_t)t->connect_timeout_ms * 1000u);
+                 done ? 0 : distlock__now_us() + (uint64_t)WATCH_PROMOTION_MAX_MS * 1000u);
     atomic_store(&e->state, gen << 1 | 1u);
     pthread_mutex_unlock(&t->mu);
+}
+
+/* The leader gave the promotion up: the old master stays. The replica the
+ * client was moved to is forgotten, so the next call asks the sentinels. */
+static void watch_abort(distlock__transport *t, int i)
+{
+    distlock__endpoint *e = &t->ep[i];
+    pthread_mutex_lock(&t->mu);
+    if (atomic_load(&e->promoting_until_us) != 0) {
+        atomic_store(&e->promoting_until_us, 0);
+        unsigned s = atomic_load(&e->state);
+        if ((s >> 1) == e->announced_gen)
+            atomic_store(&e->state, s & ~1u);
+    }
+    pthread_mutex_unlock(&t->mu);
+}
+
+/* Splits text at spaces into at most max words (in place); their count. */
+static int split_words(char *text, char **word, int max)
+{
+    int n = 0;
+    char *save = NULL;
+    for (char *p = strtok_r(text, " ", &save); p; p = strtok_r(NULL, " ", &save)) {
+        if (n == max)
+            return max + 1;
+        word[n++] = p;
+    }
+    return n;
+}
+
+static int parse_port(const char *s)
+{
+    char *end = NULL;
+    long p = strtol(s, &end, 10);
+    return end != s && *end == '\0' && p > 0 && p <= 65535 ? (int)p : 0;
 }
 
 /* ["message", CHANNEL, TEXT]:
  *   +failover-state-wait-promotion  "slave IP:PORT IP PORT @ NAME OLDIP OLDPORT"
  *   +promoted-slave                 the same
  *   +switch-master                  "NAME OLDIP OLDPORT NEWIP NEWPORT"
+ *   -failover-abort-*               "master NAME IP PORT"
+ * Host names of any length (announce-hostnames): the words point into a
+ * copy of the text, no fixed-size buffer.
  * The leader publishes the first right after it sent SLAVEOF NO ONE to the
  * replica it selected: from then on, what the old master grants is lost
- * once the promotion completes, so the client moves at once. The new
- * connection's ROLE still confirms it: if the replica has not run the
- * command yet, or the failover is aborted, that call fails, the address is
- * forgotten and the sentinels are asked again (they name the old master
- * until the promotion, which +promoted-slave then announces). */
-static void watch_message(distlock__transport *t, int i, const redisReply *r)
+ * once the promotion completes, so the client moves at once, and stays
+ * off the old master until the promotion is announced or aborted. */
+static void watch_message(distlock__watch *w, watch_node *wn, const redisReply *r)
 {
+    distlock__transport *t = w->t;
+    int i = wn->node;
     const distlock__node_cfg *cfg = &t->nodes[i];
     if (r->type != REDIS_REPLY_ARRAY || r->elements != 3 ||
         r->element[0]->type != REDIS_REPLY_STRING || strcmp(r->element[0]->str, "message") != 0 ||
         r->element[1]->type != REDIS_REPLY_STRING || r->element[2]->type != REDIS_REPLY_STRING)
         return;
-    const char *ch = r->element[1]->str, *text = r->element[2]->str;
-    char name[256], oldip[64], newip[64], slave[128];
-    int oldport = 0, newport = 0, done = strcmp(ch, "+failover-state-wait-promotion") != 0;
-    if (strcmp(ch, "+switch-master") == 0) {
-        if (sscanf(text, "%255s %63s %d %63s %d", name, oldip, &oldport, newip, &newport) != 5)
-            return;
-    } else if (strcmp(ch, "+failover-state-wait-promotion") == 0 ||
-               strcmp(ch, "+promoted-slave") == 0) {
-        if (sscanf(text, "slave %127s %63s %d @ %255s %63s %d", slave, newip, &newport, name,
-                   oldip, &oldport) != 6)
-            return;
-    } else {
+    const char *ch = r->element[1]->str;
+    char *text = strdup(r->element[2]->str), *wd[9];
+    if (text == NULL)
         return;
+    int n = split_words(text, wd, 8);
+    const char *name = NULL, *oldip = NULL, *newip = NULL;
+    int oldport = 0, newport = 0, kind = 0;  /* 1 wait-promotion, 2 done, 3 abort */
+    if (strcmp(ch, "+switch-master") == 0 && n == 5) {
+        name = wd[0], oldip = wd[1], oldport = parse_port(wd[2]);
+        newip = wd[3], newport = parse_port(wd[4]);
+        kind = 2;
+    } else if ((strcmp(ch, "+failover-state-wait-promotion") == 0 ||
+                strcmp(ch, "+promoted-slave") == 0) &&
+               n == 8 && strcmp(wd[0], "slave") == 0 && strcmp(wd[4], "@") == 0) {
+        newip = wd[2], newport = parse_port(wd[3]);
+        name = wd[5], oldip = wd[6], oldport = parse_port(wd[7]);
+        kind = ch[1] == 'f' ? 1 : 2;
+    } else if (strncmp(ch, "-failover-abort-", 16) == 0 && n == 4 &&
+               strcmp(wd[0], "master") == 0) {
+        name = wd[1];
+        kind = 3;
     }
-    if (strcmp(name, cfg->master) != 0 || newport <= 0 || newport > 65535 || oldport <= 0 ||
-        oldport > 65535)
-        return;
-    ep_announce(t, i, newip, newport, oldip, oldport, done);
+    if (kind == 3) {
+        /* only the sentinel that announced the promotion can abort it (a
+         * would-be leader's abort does not undo the leader's) */
+        if (strcmp(name, cfg->master) == 0 && w->promoter[i] == wn->sentinel) {
+            w->promoter[i] = -1;
+            watch_abort(t, i);
+        }
+    } else if (kind != 0 && strcmp(name, cfg->master) == 0 && newport > 0 && oldport > 0) {
+        w->promoter[i] = kind == 1 ? wn->sentinel : -1;
+        ep_announce(t, i, newip, newport, oldip, oldport, kind == 2);
+    }
+    free(text);
 }
 
-/* Read what a subscription has; 0, or -1: closed. */
-static int watch_read(distlock__transport *t, watch_node *wn)
+/* Read what a connection has; 0, or -1: closed or refused. */
+static int watch_read(distlock__watch *w, watch_node *wn, uint64_t now)
 {
     if (distlock__read(wn->ctx, wn->tls) != REDIS_OK)
         return -1;
@@ -500,41 +777,74 @@ static int watch_read(distlock__transport *t, watch_node *wn)
             return -1;
         if (p == NULL)
             return 0;
-        watch_message(t, wn->node, p);
-        freeReplyObject(p);
+        redisReply *rep = p;
+        if (wn->state == W_OPENING) {
+            /* AUTH's reply, then one confirmation per channel */
+            int is_auth = wn->auth > 0 && wn->owed == wn->auth + NCH;
+            int bad = is_auth ? rep->type == REDIS_REPLY_ERROR : rep->type != REDIS_REPLY_ARRAY;
+            freeReplyObject(rep);
+            if (bad)
+                return -1;
+            if (--wn->owed == 0) {
+                wn->state = W_SUBSCRIBED;
+                wn->fails = 0;
+                wn->ping_at_us = now + WATCH_PING_MS * 1000u;
+                wn->pong_by_us = 0;
+            }
+            continue;
+        }
+        /* anything heard proves it alive: the PING's reply, a message */
+        wn->pong_by_us = 0;
+        wn->ping_at_us = now + WATCH_PING_MS * 1000u;
+        watch_message(w, wn, rep);
+        freeReplyObject(rep);
     }
 }
 
 static void *watch_main(void *arg)
 {
     distlock__watch *w = arg;  /* not t->watch: a stop clears that at once */
-    distlock__transport *t = w->t;
     struct pollfd *pfd = w->pfd;
     int *at = w->at;
     for (;;) {
-        uint64_t now = distlock__now_us();
+        uint64_t now = distlock__now_us(), next = now + WATCH_RETRY_MS * 1000u;
         int np = 1;
         pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
         for (int k = 0; k < w->nsub; k++) {
             watch_node *wn = &w->subs[k];
-            if (wn->ctx == NULL && now >= wn->retry_at_us)
-                watch_open(w, wn);
-            if (wn->ctx) {
-                short ev = (short)distlock__events(wn->ctx, wn->tls);
-                pfd[np] = (struct pollfd){ wn->ctx->fd, ev, 0 };
-                at[np++] = k;
-            }
+            watch_step(w, wn, now);
+            if (wn->state == W_RESOLVING)
+                pfd[np] = (struct pollfd){ distlock__resolve_fd(wn->res), POLLIN, 0 };
+            else if (wn->state == W_OPENING || wn->state == W_SUBSCRIBED)
+                pfd[np] = (struct pollfd){ wn->ctx->fd,
+                                           (short)distlock__events(wn->ctx, wn->tls), 0 };
+            else
+                pfd[np].fd = -1;
+            at[np++] = k;
+            uint64_t tm = watch_next_timer(wn);
+            if (tm < next)
+                next = tm;
         }
-        if (poll(pfd, (nfds_t)np, WATCH_RETRY_MS) < 0 && errno != EINTR)
+        int ms = next > now ? (int)((next - now + 999) / 1000) : 0;
+        if (poll(pfd, (nfds_t)np, ms) < 0 && errno != EINTR)
             break;
         if (pfd[0].revents)
             break;  /* stop */
+        now = distlock__now_us();
         for (int k = 1; k < np; k++) {
             watch_node *wn = &w->subs[at[k]];
-            if (pfd[k].revents & POLLOUT)
-                distlock__write(wn->ctx, wn->tls, NULL);
-            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(t, wn) != 0)
-                watch_close(wn);  /* again after WATCH_RETRY_MS; the others still listen */
+            if (pfd[k].fd < 0 || pfd[k].revents == 0)
+                continue;
+            if (wn->state == W_RESOLVING) {
+                watch_resolved(w, wn, now);
+                continue;
+            }
+            if ((pfd[k].revents & POLLOUT) && distlock__write(wn->ctx, wn->tls, NULL) != REDIS_OK) {
+                watch_fail(wn, now);
+                continue;
+            }
+            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(w, wn, now) != 0)
+                watch_fail(wn, now);  /* the others still listen */
         }
     }
     return NULL;
@@ -551,9 +861,12 @@ static void watch_start(distlock__transport *t)
     if (w && nsub > 0 && (w->subs = calloc((size_t)nsub, sizeof(*w->subs))) != NULL &&
         (w->pfd = calloc((size_t)nsub + 1, sizeof(*w->pfd))) != NULL &&
         (w->at = calloc((size_t)nsub + 1, sizeof(*w->at))) != NULL &&
+        (w->promoter = calloc((size_t)t->n, sizeof(*w->promoter))) != NULL &&
         pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) == 0) {
         w->t = t;
         w->nsub = nsub;
+        for (int i = 0; i < t->n; i++)
+            w->promoter[i] = -1;
         for (int i = 0, k = 0; i < t->n; i++)
             for (int s = 0; t->nodes[i].kind == DISTLOCK__NODE_SENTINEL &&
                             s < t->nodes[i].nsentinels; s++, k++) {
@@ -571,6 +884,7 @@ static void watch_start(distlock__transport *t)
         free(w->subs);
         free(w->pfd);
         free(w->at);
+        free(w->promoter);
     }
     free(w);  /* not watching: calls still find a failover themselves */
 }
@@ -578,13 +892,17 @@ static void watch_start(distlock__transport *t)
 static void watch_free(distlock__transport *t, distlock__watch *w)
 {
     (void)t;
-    for (int k = 0; k < w->nsub; k++)
+    for (int k = 0; k < w->nsub; k++) {
         watch_close(&w->subs[k]);
+        /* a lookup still running: its detached helper frees it when done */
+        distlock__resolve_drop(w->subs[k].res);
+    }
     close(w->wake[0]);
     close(w->wake[1]);
     free(w->subs);
     free(w->pfd);
     free(w->at);
+    free(w->promoter);
     free(w);
 }
 
@@ -657,9 +975,13 @@ unsigned distlock__ep_learn(distlock__transport *t, int i, char *addr, int *port
 
 void distlock__ep_forget(distlock__transport *t, int i, unsigned state)
 {
-    uint64_t until = atomic_load(&t->ep[i].promoting_until_us);
-    if (until != 0 && distlock__now_us() < until && atomic_load(&t->ep[i].state) == state)
-        return;  /* a promotion under way (ep_announce) */
+    uint64_t now = distlock__now_us(), until = atomic_load(&t->ep[i].promoting_until_us);
+    if (until != 0 && now < until && atomic_load(&t->ep[i].state) == state) {
+        /* A promotion under way (ep_announce): the replica is kept (the
+         * lookup answers it, sentinel_start), and calls fail at once for
+         * WATCH_PROMOTION_RETRY_MS before it is tried again. */
+        atomic_store(&t->ep[i].promoting_retry_us, now + WATCH_PROMOTION_RETRY_MS * 1000u);
+    }
     unsigned s = state;
     /* only the address that connection was made to */
     atomic_compare_exchange_strong(&t->ep[i].state, &s, state & ~1u);

@@ -358,6 +358,9 @@ typedef struct distlock__endpoint {
     /* A promotion announced before it is done: until then (monotonic us,
      * 0: none) a failed connection to it does not forget it. */
     _Atomic uint64_t promoting_until_us;
+    /* Meanwhile, the replica found not yet the master: lookups fail at once
+     * ("failover in progress") until then, then try it again (sentinel.c). */
+    _Atomic uint64_t promoting_retry_us;
 } distlock__endpoint;
 
 /* ------------------------------------------------------------ cluster.c */
