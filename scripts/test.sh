@@ -33,13 +33,13 @@
 #
 # Each configuration is built once: build/ (RelWithDebInfo: the library, the
 # distlock command, the valgrind binaries) is shared by the C valgrind stage,
-# cli and php. Independent suites run in two lanes at once (2 cores; the C and
-# front-end tests mostly wait on their redis-servers):
-#   lane 1: the C tests, then the front ends' suites, serially (the
-#           timing-sensitive tests never overlap one another)
-#   lane 2: the builds and checks that start no timing-sensitive test
-#           (stack, release, fuzz, install, pydist's build, pecl)
-# deb runs last and alone: it installs the packages system-wide with apt.
+# install, cli and php. Independent suites run in lanes at once (2 cores; the
+# C and front-end tests mostly wait on their redis-servers, the sanitizer
+# builds widen their time bounds with DISTLOCK_TEST_SLOW):
+#   full:  c-asan, c-valgrind, php, cli | c-tsan, python, demo |
+#          c-stack, release, install, fuzz, pydist, pecl; then deb, last and
+#          alone (it installs the packages system-wide with apt)
+#   quick: c-quick, cli | php, python
 # Each suite's output goes to a log, printed whole when the suite ends.
 # Exits non-zero if any suite fails.
 set -uo pipefail
@@ -50,17 +50,17 @@ bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
 export DISTLOCK_TEST_BUILD_ROOT=${DISTLOCK_TEST_BUILD_ROOT:-$top}
 shared=$DISTLOCK_TEST_BUILD_ROOT/build
-logs=$DISTLOCK_TEST_BUILD_ROOT/test-logs
+logs=$DISTLOCK_TEST_BUILD_ROOT/build-test-logs
 mkdir -p "$logs"
 
 # build/, once: the library (shared and static), the distlock command.
 # The same configuration as tests/run-c-tests.sh's valgrind stage, under the
-# same lock (build.lock): one cmake at a time in the tree.
+# same lock (build/.cmake.lock): one cmake at a time in the tree.
 build_shared() {
   mkdir -p "$shared"
-  flock "$shared.lock" cmake -S "$top" -B "$shared" -DDISTLOCK_BUILD_TESTS=ON \
+  flock "$shared/.cmake.lock" cmake -S "$top" -B "$shared" -DDISTLOCK_BUILD_TESTS=ON \
     -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$logs/build-shared.log" 2>&1 &&
-  flock "$shared.lock" cmake --build "$shared" -j2 --target distlock distlock_static distlock_cli \
+  flock "$shared/.cmake.lock" cmake --build "$shared" -j2 --target distlock distlock_static distlock_cli \
     >>"$logs/build-shared.log" 2>&1 || { tail -n 40 "$logs/build-shared.log"; return 1; }
 }
 
@@ -112,17 +112,19 @@ t0=$(date +%s)
 if [ $# -eq 0 ]; then
   # Lane 1 starts with the build the valgrind stage, cli and php share.
   build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
-  lane c-asan c-tsan c-valgrind php python cli demo &
+  lane c-asan c-valgrind php cli &
   l1=$!
-  lane c-stack release install fuzz pydist pecl &
+  lane c-tsan python demo &
   l2=$!
-  wait $l1 $l2
+  lane c-stack release install fuzz pydist pecl &
+  l3=$!
+  wait $l1 $l2 $l3
   lane deb
 elif [ "$1" = quick ] && [ $# -eq 1 ]; then
   build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
-  lane c-quick &
+  lane c-quick cli &
   l1=$!
-  lane php cli python &
+  lane php python &
   l2=$!
   wait $l1 $l2
 else

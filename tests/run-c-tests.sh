@@ -39,20 +39,20 @@ summary=()
 log() { printf '== %s\n' "$*"; }
 
 # configure DIR CMAKE_ARGS... / build DIR TARGET...: one at a time per tree
-# (DIR.lock): scripts/test.sh builds build/ for the front ends while a stage
+# (DIR/.cmake.lock): scripts/test.sh builds build/ for the front ends while a stage
 # may be building its tests there.
 configure() {
   local dir=$1; shift
   mkdir -p "$dir"
   log "configure $dir $*"
-  flock "$dir.lock" cmake -S "$top" -B "$dir" -DDISTLOCK_BUILD_TESTS=ON "$@" \
+  flock "$dir/.cmake.lock" cmake -S "$top" -B "$dir" -DDISTLOCK_BUILD_TESTS=ON "$@" \
     >"$dir.configure.log" 2>&1 || { cat "$dir.configure.log"; return 1; }
 }
 
 build() {
   local dir=$1; shift
   log "build $dir (${*})"
-  flock "$dir.lock" cmake --build "$dir" -j"$jobs" --target "$@" >"$dir.build.log" 2>&1 \
+  flock "$dir/.cmake.lock" cmake --build "$dir" -j"$jobs" --target "$@" >"$dir.build.log" 2>&1 \
     || { tail -n 60 "$dir.build.log"; return 1; }
 }
 
