@@ -20,13 +20,14 @@
 #   pecl      the PECL tarball (pecl package + pecl install + phpt against the
 #             installed module)
 #   python    the Python package (pytest, typing)
+#   python-quick  its pytest suite only (no second install, example, typing)
 #   pydist    its sdist and wheel installed into fresh venvs
 #   cli       the distlock command
 #   demo      the quick-start demo itself
 #   deb       the Debian packages (built, lintian, installed with apt,
 #             checked, purged: packaging/test-debs.sh)
 #
-# quick = c-quick, php, python, cli: every behaviour once against real Redis,
+# quick = c-quick, php, python-quick, cli: every behaviour once against real Redis,
 # the C tests under ASan+UBSan, each front end's suite. The full run adds the
 # slow C tests, TSan, valgrind, the stack budget, fuzz, packaging (install,
 # release, pecl, pydist, deb) and the demo.
@@ -39,7 +40,7 @@
 #   full:  c-asan, c-valgrind, php, cli | c-tsan, python, demo |
 #          c-stack, release, install, fuzz, pydist, pecl; then deb, last and
 #          alone (it installs the packages system-wide with apt)
-#   quick: c-quick, cli | php, python
+#   quick: c-quick, cli | php, python-quick
 # Each suite's output goes to a log, printed whole when the suite ends.
 # Exits non-zero if any suite fails.
 set -uo pipefail
@@ -79,6 +80,7 @@ run_suite() {
     php)     build_shared && DISTLOCK_CORE_BUILD=$shared bash php-ext/tests/run.sh ;;
     pecl)    bash packaging/test-pecl.sh ;;
     python)  bash python/tests/run.sh ;;
+    python-quick) bash python/tests/run.sh --quick ;;
     pydist)  bash python/tests/dist.sh ;;
     cli)     build_shared && DISTLOCK_CLI=$shared/cli/distlock bash cli/tests/run.sh ;;
     demo)    bash scripts/demo.sh ;;
@@ -124,7 +126,7 @@ elif [ "$1" = quick ] && [ $# -eq 1 ]; then
   build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
   lane c-quick cli &
   l1=$!
-  lane php python &
+  lane php python-quick &
   l2=$!
   wait $l1 $l2
 else
