@@ -37,9 +37,9 @@
 # install, cli and php. Independent suites run in lanes at once (2 cores; the
 # C and front-end tests mostly wait on their redis-servers, the sanitizer
 # builds widen their time bounds with DISTLOCK_TEST_SLOW):
-#   full:  c-asan, c-valgrind, php, cli | c-tsan, python, demo |
-#          c-stack, release, install, fuzz, pydist, pecl; then deb, last and
-#          alone (it installs the packages system-wide with apt)
+#   full:  c-asan, c-valgrind, php | c-tsan, python, demo |
+#          c-stack, release, install, fuzz, pydist, pecl, cli; then deb, last
+#          and alone (it installs the packages system-wide with apt)
 #   quick: c-quick, cli | php, python-quick
 # Each suite's output goes to a log, printed whole when the suite ends.
 # Exits non-zero if any suite fails.
@@ -114,11 +114,11 @@ t0=$(date +%s)
 if [ $# -eq 0 ]; then
   # Lane 1 starts with the build the valgrind stage, cli and php share.
   build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
-  lane c-asan c-valgrind php cli &
+  lane c-asan c-valgrind php &
   l1=$!
   lane c-tsan python demo &
   l2=$!
-  lane c-stack release install fuzz pydist pecl &
+  lane c-stack release install fuzz pydist pecl cli &
   l3=$!
   wait $l1 $l2 $l3
   lane deb
