@@ -1,57 +1,141 @@
 #!/usr/bin/env bash
 # Every test of distlock, from a fresh clone on Debian 12: installs what it
-# needs (apt), then runs each part's suite against throwaway redis-servers:
-#   C core (cmocka via CTest; again under ASan+UBSan; threads under TSan;
-#   valgrind), install/packaging, release (one version everywhere, the ABI
-#   against its baseline), fuzz (libFuzzer targets under ASan+UBSan, under a
-#   minute; DISTLOCK_FUZZ_SECONDS per target for longer), PHP extension
-#   (phpt), the PECL tarball (pecl package + pecl install + phpt against the
-#   installed module), Python package (pytest), its sdist and wheel installed
-#   into fresh venvs (pydist), the distlock command, the quick-start demo
-#   itself, and last the Debian packages (built, lintian, installed with apt,
-#   checked, purged: packaging/test-debs.sh).
-# Exits non-zero if any suite fails. Usage: bash scripts/test.sh [suite...]
+# needs (apt), then runs each part's suite against throwaway redis-servers.
+#
+#   bash scripts/test.sh          the full run (what .ci/run calls)
+#   bash scripts/test.sh quick    the quick tier: what a change needs day to day
+#   bash scripts/test.sh SUITE... the named suites, one after another
+#
+# Suites:
+#   c         C core (tests/run-c-tests.sh): every test once under ASan+UBSan,
+#             the tests labeled threads under TSan, those labeled valgrind
+#             under valgrind, the stack budget of every entry point
+#   c-quick   the ASan+UBSan pass without the tests labeled slow (failovers,
+#             chaos)
+#   install   install/packaging into a prefix (pkg-config, CMake)
+#   release   one version everywhere, the ABI against its baseline
+#   fuzz      libFuzzer targets under ASan+UBSan, under a minute
+#             (DISTLOCK_FUZZ_SECONDS per target for longer)
+#   php       the PHP extension's phpt suite
+#   pecl      the PECL tarball (pecl package + pecl install + phpt against the
+#             installed module)
+#   python    the Python package (pytest, typing)
+#   python-quick  its pytest suite only (no second install, example, typing)
+#   pydist    its sdist and wheel installed into fresh venvs
+#   cli       the distlock command
+#   demo      the quick-start demo itself
+#   deb       the Debian packages (built, lintian, installed with apt,
+#             checked, purged: packaging/test-debs.sh)
+#
+# quick = c-quick, php, python-quick, cli: every behaviour once against real Redis,
+# the C tests under ASan+UBSan, each front end's suite. The full run adds the
+# slow C tests, TSan, valgrind, the stack budget, fuzz, packaging (install,
+# release, pecl, pydist, deb) and the demo.
+#
+# Each configuration is built once: build/ (RelWithDebInfo: the library, the
+# distlock command, the valgrind binaries) is shared by the C valgrind stage,
+# install, cli and php. Independent suites run in lanes at once (2 cores; the
+# C and front-end tests mostly wait on their redis-servers, the sanitizer
+# builds widen their time bounds with DISTLOCK_TEST_SLOW):
+#   full:  c-asan, c-valgrind, php | c-tsan, python, demo |
+#          c-stack, release, install, fuzz, pydist, pecl, cli; then deb, last
+#          and alone (it installs the packages system-wide with apt)
+#   quick: c-quick, cli | php, python-quick
+# Each suite's output goes to a log, printed whole when the suite ends.
+# Exits non-zero if any suite fails.
 set -uo pipefail
 top=$(cd "$(dirname "$0")/.." && pwd)
 cd "$top"
 
 bash scripts/deps.sh || { echo "scripts/deps.sh failed" >&2; exit 1; }
 
-suites=(c install release fuzz php pecl python pydist cli demo deb)
-[ $# -gt 0 ] && suites=("$@")
+export DISTLOCK_TEST_BUILD_ROOT=${DISTLOCK_TEST_BUILD_ROOT:-$top}
+shared=$DISTLOCK_TEST_BUILD_ROOT/build
+logs=$DISTLOCK_TEST_BUILD_ROOT/build-test-logs
+mkdir -p "$logs"
+
+# build/, once: the library (shared and static), the distlock command.
+# The same configuration as tests/run-c-tests.sh's valgrind stage, under the
+# same lock (build/.cmake.lock): one cmake at a time in the tree.
+build_shared() {
+  mkdir -p "$shared"
+  flock "$shared/.cmake.lock" cmake -S "$top" -B "$shared" -DDISTLOCK_BUILD_TESTS=ON \
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$logs/build-shared.log" 2>&1 &&
+  flock "$shared/.cmake.lock" cmake --build "$shared" -j2 --target distlock distlock_static distlock_cli \
+    >>"$logs/build-shared.log" 2>&1 || { tail -n 40 "$logs/build-shared.log"; return 1; }
+}
 
 run_suite() {
   case "$1" in
     c)       bash tests/run-c-tests.sh ;;
-    install) cmake -S . -B build -DDISTLOCK_BUILD_TESTS=OFF >/dev/null &&
-             cmake --build build -j2 >/dev/null && bash packaging/test-install.sh build ;;
+    c-quick) DISTLOCK_TEST_STAGES=asan DISTLOCK_TEST_QUICK=1 bash tests/run-c-tests.sh ;;
+    c-asan)  DISTLOCK_TEST_STAGES=asan bash tests/run-c-tests.sh ;;
+    c-tsan)  DISTLOCK_TEST_STAGES=tsan bash tests/run-c-tests.sh ;;
+    c-valgrind) DISTLOCK_TEST_STAGES=valgrind bash tests/run-c-tests.sh ;;
+    c-stack) DISTLOCK_TEST_STAGES=stack bash tests/run-c-tests.sh ;;
+    install) build_shared && bash packaging/test-install.sh "$shared" ;;
     release) bash scripts/check-version.sh; local v=$?
              bash packaging/abi/check-abi.sh && [ $v -eq 0 ] ;;
     fuzz)    bash tests/fuzz/run.sh ;;
-    php)     bash php-ext/tests/run.sh ;;
+    php)     build_shared && DISTLOCK_CORE_BUILD=$shared bash php-ext/tests/run.sh ;;
     pecl)    bash packaging/test-pecl.sh ;;
     python)  bash python/tests/run.sh ;;
+    python-quick) bash python/tests/run.sh --quick ;;
     pydist)  bash python/tests/dist.sh ;;
-    cli)     bash cli/tests/run.sh ;;
+    cli)     build_shared && DISTLOCK_CLI=$shared/cli/distlock bash cli/tests/run.sh ;;
     demo)    bash scripts/demo.sh ;;
     deb)     bash packaging/test-debs.sh ;;
     *)       echo "unknown suite $1" >&2; return 2 ;;
   esac
 }
 
-passed=0; failed=0; failed_names=()
-for s in "${suites[@]}"; do
-  echo
-  echo "=================== suite: $s ==================="
+results=$logs/results
+: >"$results"
+
+# suite NAME: run it, its output in $logs/NAME.log, printed when it ends;
+# its verdict and seconds appended to $results.
+suite() {
+  local s=$1 start verdict
   start=$(date +%s)
-  if run_suite "$s"; then
-    passed=$((passed + 1)); verdict=PASS
-  else
-    failed=$((failed + 1)); failed_names+=("$s"); verdict=FAIL
-  fi
-  echo "=================== $s: $verdict ($(( $(date +%s) - start )) s) ==================="
-done
+  if run_suite "$s" >"$logs/$s.log" 2>&1; then verdict=PASS; else verdict=FAIL; fi
+  {
+    echo
+    echo "=================== suite: $s ==================="
+    cat "$logs/$s.log"
+    echo "=================== $s: $verdict ($(( $(date +%s) - start )) s) ==================="
+  } | flock "$logs/.print" cat   # one suite's output at a time
+  echo "$verdict $s $(( $(date +%s) - start ))" >>"$results"
+}
+
+# lane SUITE...: one after another
+lane() { local s; for s in "$@"; do suite "$s"; done; }
+
+t0=$(date +%s)
+if [ $# -eq 0 ]; then
+  # Lane 1 starts with the build the valgrind stage, cli and php share.
+  build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
+  lane c-asan c-valgrind php &
+  l1=$!
+  lane c-tsan python demo &
+  l2=$!
+  lane c-stack release install fuzz pydist pecl cli &
+  l3=$!
+  wait $l1 $l2 $l3
+  lane deb
+elif [ "$1" = quick ] && [ $# -eq 1 ]; then
+  build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
+  lane c-quick cli &
+  l1=$!
+  lane php python-quick &
+  l2=$!
+  wait $l1 $l2
+else
+  lane "$@"
+fi
+
 echo
-[ $failed -gt 0 ] && echo "failed suites: ${failed_names[*]}"
-echo "suites: $passed passed, $failed failed"
-[ $failed -eq 0 ]
+passed=$(grep -c '^PASS' "$results"); failed=$(grep -c '^FAIL' "$results")
+sed 's/^/  /; s/$/ s/' "$results"
+[ "$failed" -gt 0 ] && echo "failed suites: $(awk '$1 == "FAIL" {print $2}' "$results" | tr '\n' ' ')"
+echo "suites: $passed passed, $failed failed ($(( $(date +%s) - t0 )) s)"
+[ "$failed" -eq 0 ]

@@ -4,7 +4,7 @@
 #   bash cli/tests/run.sh [TEST_NAME...]
 #
 # Builds the CLI with cmake into $DISTLOCK_CLI_BUILD_DIR (default
-# <repo>/build-cli), starts one redis-server plus a set of three (Redlock) on
+# <repo>/build-cli; or tests the one DISTLOCK_CLI names), starts one redis-server plus a set of three (Redlock) on
 # free ports with tests/harness/redis.sh, runs every t_* function below (or
 # those named) in its own subshell, stops the servers, prints
 # "N passed, M failed" and exits non-zero if M > 0.
@@ -19,6 +19,11 @@ REPO=$(cd "$HERE/../.." && pwd)
 BUILD=${DISTLOCK_CLI_BUILD_DIR:-$REPO/build-cli}
 HARNESS=$REPO/tests/harness/redis.sh
 
+if [ -n "${DISTLOCK_CLI:-}" ]; then
+  # A distlock already built (scripts/test.sh shares its build/): test that one.
+  DL=$DISTLOCK_CLI
+  echo "== testing $DL"
+else
 echo "== building the distlock command in $BUILD"
 mkdir -p "$BUILD"
 if ! cmake -S "$REPO" -B "$BUILD" -DDISTLOCK_BUILD_TESTS=OFF -DDISTLOCK_BUILD_CLI=ON \
@@ -30,6 +35,7 @@ if ! cmake -S "$REPO" -B "$BUILD" -DDISTLOCK_BUILD_TESTS=OFF -DDISTLOCK_BUILD_CL
   exit 1
 fi
 DL=$BUILD/cli/distlock
+fi
 [ -x "$DL" ] || { echo "no $DL after the build" >&2; echo "0 passed, 1 failed (build)"; exit 1; }
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/distlock-cli-tests.XXXXXX")

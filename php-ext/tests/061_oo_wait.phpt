@@ -43,9 +43,11 @@ if ($pid === 0) {
     $rr = dl_test_phpredis();
     $held = $cc->tryLock($k, 30);
     $rr->set($ready, '1');
-    // Hold until the parent is waiting on the key, then mark and release.
-    dl_test_wait_for(fn() => $rr->get($ready) === 'waiting', 10.0);
-    usleep(200000);
+    // Hold until the parent is waiting on the key (it has subscribed to the
+    // key's release channel), then mark and release.
+    $ch = "distlock:$k";
+    dl_test_wait_for(fn() => $rr->get($ready) === 'waiting'
+        && ($rr->pubsub('numsub', [$ch])[$ch] ?? 0) >= 1, 10.0);
     $rr->set($ready, 'released');
     exit($held->release() ? 0 : 1);
 }

@@ -3,8 +3,8 @@
 #
 #   bash php-ext/tests/run.sh [--valgrind] [run-tests.php args / test files...]
 #
-# Builds libdistlock and distlock.so (php-ext/build.sh; or takes the one
-# named by DISTLOCK_PHP_SO), starts one redis-server
+# Builds libdistlock and distlock.so (php-ext/build.sh; with the core of
+# DISTLOCK_CORE_BUILD when set; or takes the one named by DISTLOCK_PHP_SO), starts one redis-server
 # for the single-node tests and three for Redlock (tests/harness/redis.sh),
 # runs every php-ext/tests/*.phpt with the built module, stops the servers,
 # and exits non-zero if any test failed, was borked, skipped or leaked.
@@ -57,7 +57,9 @@ php -r '
 if [ -n "${DISTLOCK_PHP_SO:-}" ]; then
   so=$DISTLOCK_PHP_SO
 else
-  so=$(bash "$ext_src/build.sh" | tail -n 1)
+  # DISTLOCK_CORE_BUILD: a CMake build dir whose libdistlock.a to link
+  # (scripts/test.sh shares its build/), instead of building the core again.
+  so=$(bash "$ext_src/build.sh" ${DISTLOCK_CORE_BUILD:+--core-build "$DISTLOCK_CORE_BUILD"} | tail -n 1)
 fi
 [ -f "$so" ] || { echo "php-ext: no distlock.so at '$so'" >&2; exit 1; }
 

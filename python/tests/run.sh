@@ -9,6 +9,8 @@
 #     mypy --strict on the package and on a typed user example
 #  5. pytest (its fixtures start and stop their own redis-servers); its
 #     summary is the last thing printed. Exits non-zero on any failure.
+# --quick (scripts/test.sh quick): steps 1 and 5 only; the install line, the
+# example and the type hints wait for the full run.
 # The sdist and the wheel (libdistlock-*), installed into fresh venvs of
 # Debian's python3 and of the python3 on PATH, are python/tests/dist.sh's
 # (suite pydist).
@@ -24,10 +26,13 @@ cleanup() {
 trap cleanup EXIT
 export PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_INPUT=1
 step() { echo "== python: $*"; }
+quick=0
+[ "${1:-}" = --quick ] && quick=1
 
 step "install into a Debian python3 venv (python/build.sh)"
 bash "$here/build.sh" "$tmp/venv-debian"
 
+if [ $quick = 0 ]; then
 py=$(command -v python3)
 step "the README's install line: pip install --no-build-isolation ./python into a fresh $py venv"
 "$py" -m venv "$tmp/venv-src"
@@ -55,6 +60,7 @@ bash "$root/scripts/deps.sh" mypy
 (cd "$tmp" && "$tmp/venv-debian/bin/python" -m mypy --strict --no-incremental -p distlock \
    && "$tmp/venv-debian/bin/python" -m mypy --strict --no-incremental "$here/tests/typing_example.py" \
        "$here/tests/typing_example_aio.py")
+fi
 
 step "pytest (Debian python3 venv)"
 cd "$here/tests"

@@ -62,6 +62,14 @@ async def _numsub(r, key):
     return dict(r.pubsub_numsub(ch)).get(ch, 0)
 
 
+def _lock_attempts(r):
+    """Lock attempts the server has run so far (the acquire script's calls,
+    however it is sent), from INFO commandstats."""
+    stats = r.info("commandstats")
+    return sum(v["calls"] for k, v in stats.items()
+               if k.split("|")[0] in ("cmdstat_evalsha", "cmdstat_eval", "cmdstat_fcall", "cmdstat_set"))
+
+
 async def _until(pred, timeout=10.0):
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -83,7 +91,9 @@ def _lag_run(server, key):
         tick = asyncio.ensure_future(ticker.run())
         figures = {}
         async with aio.Client(server.uri) as c:
-            await asyncio.sleep(0.05)  # the ticker settles
+            async def ticking():
+                return ticker.ticks >= 3
+            assert await _until(ticking), "the ticker never ran"
             ticker.reset()
             t0 = time.monotonic()
             lk = c.lock(key, ttl=5)
@@ -165,10 +175,15 @@ def test_cancel_is_prompt_and_leaves_no_key(server, r, key):
         async with aio.Client(server.uri, retry_min=5, retry_max=5) as c:
             lk = c.lock(key, ttl=30)
             other = c.lock(key, ttl=30)  # a second waiter of the same client
+            before = _lock_attempts(r)
             t1 = asyncio.ensure_future(lk.acquire())
             t2 = asyncio.ensure_future(other.acquire(timeout=20))
             assert await _until(lambda: _numsub(r, key)), "the waiters never subscribed"
-            await asyncio.sleep(0.05)  # both are asleep in the core (re-check every 5 s)
+
+            async def both_refused():
+                return _lock_attempts(r) - before >= 2
+            # Both have been refused once: they sleep in the core (re-check every 5 s).
+            assert await _until(both_refused), "the waiters never tried the key"
             t0 = time.monotonic()
             t1.cancel()
             with pytest.raises(asyncio.CancelledError):
