@@ -155,9 +155,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         uint64_t until = distlock__valid_until(&q, t0, ttl);
         if (until <= t0 || until > t0 + (uint64_t)ttl * 1000u)
             abort();  /* a valid ttl gives a lease that ends within it */
-        if (distlock__renew_at(t0, ttl) > until)
-            abort();  /* renewal is due no later than the lease ends (equal
-                       * only for ttl 3 ms: 1 ms of validity, renewed at 1 ms) */
+        /* confirmed after a round trip of 0..999 ms (from the same bytes) */
+        uint64_t done = t0 + (uint64_t)(raw % 1000u) * 1000u;
+        if (distlock__renew_at(&q, until, done, ttl) > until)
+            abort();  /* the next renewal is due no later than the lease ends,
+                       * however late the last one was confirmed */
     }
 
     for (int i = 0; i < n; i++)
