@@ -81,8 +81,10 @@ static void failed_retry(rb_env *e, const char *K, unsigned flags)
     int r3 = distlock_acquire(c3, K, 5000, 0, 0, &l3);
     printf("# another client, the key free but for 'tok': %d (%s)\n", r3,
            r3 == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l3)
+    if (l3) {
         distlock_release(l3);
+        distlock_lock_free(l3);
+    }
     distlock_client_free(c3);
     if (r2 != DISTLOCK_OK && n >= 2) {
         print_error("two failed acquires of %s (the second returned %d, %s) leave token 'tok' "
