@@ -94,6 +94,10 @@ typedef struct sub_chan {
 struct distlock__sub {
     sub_node *nodes;         /* c->n */
     sub_chan *chans;
+    /* The thread's poll arrays, kept here (under c->mu) so that a forked
+     * child, where the thread is gone, can free them (after_fork). */
+    struct pollfd *pfd;
+    int *idx, *sidx, *opening;
 };
 
 static void send_cmd(redisContext *ctx, const char *verb, const char *arg)
@@ -557,6 +561,7 @@ static void *subscriber_main(void *arg)
     int *opening = calloc((size_t)c->n, sizeof(int));
 
     pthread_mutex_lock(&c->mu);
+    sub->pfd = pfd, sub->idx = idx, sub->sidx = sidx, sub->opening = opening;
     while (!c->sub_stop && opening && pfd && idx && sidx) {
         uint64_t now = distlock__now_us();
         sync_channels(c);
@@ -734,6 +739,7 @@ static void *subscriber_main(void *arg)
             }
         }
     }
+    sub->pfd = NULL, sub->idx = sub->sidx = sub->opening = NULL;
     pthread_mutex_unlock(&c->mu);
     free(opening);
     free(pfd);
@@ -874,7 +880,15 @@ void distlock__subscriber_stop(distlock_client *c)
 
 void distlock__subscriber_after_fork(distlock_client *c)
 {
-    /* The thread is the parent's; its sockets are closed here (no I/O). */
+    /* The thread is the parent's; its sockets are closed here (no I/O),
+     * and the arrays it polled with are freed: nothing else holds them. */
+    if (c->sub) {
+        free(c->sub->pfd);
+        free(c->sub->idx);
+        free(c->sub->sidx);
+        free(c->sub->opening);
+        c->sub->pfd = NULL, c->sub->idx = c->sub->sidx = c->sub->opening = NULL;
+    }
     sub_free(c, 1);
     c->sub_running = 0;
     c->waiters = NULL;
