@@ -65,6 +65,10 @@ static distlock_client *slow_client(rh_cluster *rc)
     distlock_client *c = new_client(rh_uris(rc));
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    /* these tests race cancels against releases, not against timeouts: under
+     * valgrind on a busy machine a reply can take longer than the default */
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 500 * slow_factor()),
+              DISTLOCK_OK);
     return c;
 }
 
