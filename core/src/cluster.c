@@ -345,6 +345,32 @@ int distlock__cl_elsewhere(distlock__transport *t, distlock__connset *cs, int i)
     return any;
 }
 
+int distlock__cl_stale_master(distlock__transport *t, distlock__connset *cs, int i, uint64_t tag)
+{
+    const distlock__conn *conn = &cs->conns[i];
+    const distlock__clmap *map = t->cl[i];
+    int cur = cs->cl[i]->cur, found = -1;
+    /* the server conns[i] is on, if its handshake told */
+    uint64_t run = conn->ctx && conn->hs_pending == 0 ? conn->srv_run : 0;
+    pthread_mutex_lock(&t->mu);
+    unsigned gen = cur >= 0 ? map->m[cur].gen : 0;
+    for (int k = 0; k < t->nstale && found == -1; k++) {
+        const distlock__stale *s = &t->stale[k];
+        if (s->node != i || s->tag != tag || (cur >= 0 && s->ep_gen == gen))
+            continue;
+        if (s->run && run && s->run == run)
+            continue;  /* the same server by another address: closed from conns[i] */
+        /* (in_flight_locked keeps that master's entry, and its generation,
+         * while the request is listed) */
+        found = -2;
+        for (int m = 0; m < map->nm; m++)
+            if (map->m[m].gen == s->ep_gen)
+                found = m;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return found;
+}
+
 /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (an IPv6 address
  * has colons of its own: the port follows the last one). "MOVED 3999 :6381"
  * (cluster-preferred-endpoint-type unknown-endpoint) gives an empty host. */
