@@ -83,7 +83,7 @@ stage_tsan() {
     test_wait_replicas test_stats test_cluster test_cluster_tls \
     test_stuck_connection test_acl_refusal test_cluster_tls_own_address test_cluster_address_churn \
     test_sentinel_tls_master_address test_cluster_release_wakes test_stuck_connection_replacement \
-    test_cluster_waiter_shard_churn \
+    test_cluster_waiter_shard_churn test_cluster_stale_after_migration test_cluster_stale_via_seed_address \
     -- -DCMAKE_BUILD_TYPE=Debug \
     -DDISTLOCK_SANITIZE=thread -DDISTLOCK_BUILD_CLI=OFF -DDISTLOCK_BUILD_PHP=OFF || return 1
   log "threaded tests under ThreadSanitizer"
@@ -91,7 +91,7 @@ stage_tsan() {
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
     ctest --output-on-failure -R \
-      '^test_(threads|wait|fair_handover|cancel|renew|reentrant|holder|owner|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats|cluster|cluster_tls|stuck_connection|acl_refusal|cluster_tls_own_address|cluster_address_churn|sentinel_tls_master_address|cluster_release_wakes|stuck_connection_replacement|cluster_waiter_shard_churn)$')
+      '^test_(threads|wait|fair_handover|cancel|renew|reentrant|holder|owner|review_a_(renew|lostcb|reentrant|wait|password)|lost_callback|review_b_(stale|order|dns)|frozen_node|tls|sentinel|sentinel_tls|sentinel_redlock|wait_replicas|stats|cluster|cluster_tls|stuck_connection|acl_refusal|cluster_tls_own_address|cluster_address_churn|sentinel_tls_master_address|cluster_release_wakes|stuck_connection_replacement|cluster_waiter_shard_churn|cluster_stale_after_migration|cluster_stale_via_seed_address)$')
 }
 
 stage_valgrind() {
@@ -105,7 +105,8 @@ stage_valgrind() {
   for t in test_single test_badinput test_cancel test_holder test_owner test_review_a_uri test_review_a_reentrant test_review_b_stale \
            test_review_b_resend test_frozen_node test_tls test_wait_replicas test_stats test_lost_callback \
            test_hostile_reply test_cluster test_cluster_tls test_stuck_connection test_masking \
-           test_cluster_tls_own_address test_scan_string_keys; do
+           test_cluster_tls_own_address test_scan_string_keys test_cluster_stale_after_migration \
+           test_cluster_stale_via_seed_address; do
     log "valgrind $t"
     DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1

@@ -42,7 +42,9 @@
  * small entry each, skipped by every other server). A server that refuses
  * INFO gives no run_id: then the Sentinel endpoint generation stands for
  * the server, as it did before run_ids (a restart or a host name that moves
- * cannot be told apart there).
+ * cannot be told apart there). All of this paragraph is per server; a
+ * Cluster node's keys move between its masters, so there a request left
+ * behind on another master is closed there first (cl_clear_first).
  * Requests left behind are listed per client (distlock__stale, under c->mu);
  * the list is empty in steady state (but for requests left on a server
  * incarnation not met since), so the common path only reads an atomic
@@ -56,6 +58,19 @@
  * is sent for it), and what the old master writes after the promotion is
  * discarded when it rejoins as a replica. Back on the same address after a
  * passing error, the generation is the same and the rule above applies.
+ * Why a Sentinel node does not go to the old master first, as a Cluster
+ * node does (cl_clear_first): its data never moves there while another
+ * server is its master. A later grant reaches the old server only as a
+ * replica (replication), where a request left behind answers READONLY;
+ * the old server turns replica because the sentinels reconfigure it, and
+ * with REPLICAOF they send CLIENT KILL TYPE normal, which closes our
+ * connections to it, so nothing left behind on them can run after the
+ * demotion, even when that server is promoted again (a failback; and a
+ * failback reached under the same run_id kills what is still listed, as
+ * above). What it ran before the demotion is replaced by the resync. A
+ * Cluster node's keys, by contrast, move between masters that all stay
+ * masters (MIGRATE: nobody kills our connections), and one master can be
+ * reached by two addresses: there "it can only run there" is no defence.
  * A broken connection, a READONLY reply or a ROLE that is not "master"
  * (asked in the handshake) forgets the master; the call asks the sentinels
  * again, once, within its own budget (follow()).
