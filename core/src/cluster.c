@@ -43,8 +43,16 @@
  * the call, saying so.
  *
  * Ordering (round.c): each master's connections carry a generation that
- * stands for its address, like a Sentinel node's masters: a request left
- * behind on one master can only ever run there.
+ * stands for its address (not for a server: one master may be reached by
+ * two addresses, a seed and the one the cluster announces), and so do the
+ * requests they leave behind. A request left behind on one master runs
+ * only there, but the key does not stay put: a slot migrates away and
+ * back, so that request can still meet a later grant there. A later
+ * request of its tag (not an undo) first goes to that master and closes
+ * it (round.c cl_clear_first, with distlock__cl_stale_master below): on
+ * the same server incarnation, whatever the address, CLIENT KILL ID; under
+ * the same address on another incarnation, that server restarted and the
+ * request is gone. What cannot be closed in time fails the call unsent.
  *
  * TLS: each master's certificate is checked against its own host, not the
  * node's first seed (round.c passes distlock__cl_host to tls.c). */
@@ -62,12 +70,12 @@ static int is_cluster(const distlock__transport *t, int i)
 /* t->mu held: may a request of ours sent to master m of node i still run
  * there? Its connections carry its generation, and so do the requests
  * they left behind (conn.c's list, until answered or killed). If the
- * entry went to another address, the same address named again would get
- * a new generation, and conn.c's distlock__stale_find takes a request left
- * behind under another generation for one that "can only run there": a
- * later request with its tag would be sent without CLIENT KILL of it, and
- * a release left behind could delete a later grant of the same token on
- * that very server. So such an entry keeps its address (and generation)
+ * entry went to another address, the requests left behind under its
+ * generation would name no master any more (distlock__cl_stale_master
+ * finds a master by generation), and the same address named again would
+ * get a new generation: a later request with their tag could neither close
+ * them nor be sent (it fails, "no longer known"). So such an entry keeps
+ * its address (and generation)
  * while a connection set is routed to it (its round may leave requests
  * behind any moment) or a request left behind there is listed. */
 static int in_flight_locked(const distlock__transport *t, int i, const distlock__clmaster *x)
@@ -343,6 +351,32 @@ int distlock__cl_elsewhere(distlock__transport *t, distlock__connset *cs, int i)
         any = m != cur && !map->m[m].down;
     pthread_mutex_unlock(&t->mu);
     return any;
+}
+
+int distlock__cl_stale_master(distlock__transport *t, distlock__connset *cs, int i, uint64_t tag)
+{
+    const distlock__conn *conn = &cs->conns[i];
+    const distlock__clmap *map = t->cl[i];
+    int cur = cs->cl[i]->cur, found = -1;
+    /* the server conns[i] is on, if its handshake told */
+    uint64_t run = conn->ctx && conn->hs_pending == 0 ? conn->srv_run : 0;
+    pthread_mutex_lock(&t->mu);
+    unsigned gen = cur >= 0 ? map->m[cur].gen : 0;
+    for (int k = 0; k < t->nstale && found == -1; k++) {
+        const distlock__stale *s = &t->stale[k];
+        if (s->node != i || s->tag != tag || (cur >= 0 && s->ep_gen == gen))
+            continue;
+        if (s->run && run && s->run == run)
+            continue;  /* the same server by another address: closed from conns[i] */
+        /* (in_flight_locked keeps that master's entry, and its generation,
+         * while the request is listed) */
+        found = -2;
+        for (int m = 0; m < map->nm; m++)
+            if (map->m[m].gen == s->ep_gen)
+                found = m;
+    }
+    pthread_mutex_unlock(&t->mu);
+    return found;
 }
 
 /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (an IPv6 address

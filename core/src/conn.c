@@ -119,37 +119,69 @@ void distlock__stale_killed(distlock__transport *t, int node, long long srv_id, 
 }
 
 /* Server ids of closed connections to `node` that carried requests with
- * `tag` left behind. Returns how many (at most max), or -1 if one of them
- * has no known id (it cannot be closed from here). *open_elsewhere: such
- * requests are also queued on another open connection of ours (another
- * thread's: we do not kill it under that thread's feet). */
+ * `tag` left behind, closable from `conn`. Returns how many (at most max),
+ * or -1 if one of them has no known id (it cannot be closed from here).
+ * *elsewhere: DISTLOCK__STALE_OPEN if such requests are also queued on
+ * another open connection of ours (another thread's: we do not kill it
+ * under that thread's feet); DISTLOCK__STALE_OTHER_MASTER if a Cluster
+ * node has such requests on another of its masters, which only a
+ * connection to that master can close (round.c cl_clear_first). */
 int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const distlock__conn *conn,
-                      long long *ids, int max, int *open_elsewhere)
+                      long long *ids, int max, int *elsewhere)
 {
     int n = 0;
-    *open_elsewhere = 0;
+    int cluster = t->cl != NULL && t->cl[node] != NULL;
+    *elsewhere = 0;
     pthread_mutex_lock(&t->mu);
     for (int k = 0; k < t->nstale; k++) {
         const distlock__stale *s = &t->stale[k];
         if (s->node != node || s->tag != tag || s->serial == conn->serial)
             continue;
-        /* Left behind on another server incarnation (another server behind
-         * the same name or address, or this one before a restart): it can
-         * only run there, never on this one, so it does not hold this call
-         * back; it stays listed, for a connection that reaches that server
-         * again (a failback) to kill first (round.c). */
-        if (s->run && conn->srv_run && s->run != conn->srv_run)
-            continue;
-        /* Without run_ids (INFO refused): a Sentinel node's other master, by
-         * its address. Closed, it is forgotten (its writes after the
-         * promotion are discarded when it rejoins as a replica). */
-        if ((!s->run || !conn->srv_run) && s->ep_gen != conn->ep_state >> 1) {
-            if (!s->open)
-                stale_remove_at_locked(t, k--);
-            continue;
+        int other_run = s->run && conn->srv_run && s->run != conn->srv_run;
+        int same_run = s->run && conn->srv_run && s->run == conn->srv_run;
+        if (cluster) {
+            /* A Cluster node's key moves between its masters (MIGRATE,
+             * rebalancing, a failover), so a request left behind on one
+             * master can meet a later grant there once the key comes back:
+             * "it can only run there" does not make it harmless. On the
+             * same server (same run_id, whatever the address: a seed and
+             * the announced address of one master) it is closed from
+             * here. Under another address and not known to be this
+             * server, only a connection to its own master can close it:
+             * it stays listed, and the round goes there first. Under the
+             * same address on another incarnation, that server restarted:
+             * a closed connection of ours to it is gone with it (an open
+             * one is left alone: it tells us itself). */
+            if (!same_run && s->ep_gen != conn->ep_state >> 1) {
+                *elsewhere |= DISTLOCK__STALE_OTHER_MASTER;
+                continue;
+            }
+            if (other_run) {
+                if (!s->open)
+                    stale_remove_at_locked(t, k--);
+                continue;
+            }
+        } else {
+            /* Left behind on another server incarnation (another server
+             * behind the same name or address, or this one before a
+             * restart): it can only run there, never on this one, so it
+             * does not hold this call back; it stays listed, for a
+             * connection that reaches that server again (a failback) to
+             * kill first (round.c). */
+            if (other_run)
+                continue;
+            /* Without run_ids (INFO refused): a Sentinel node's other
+             * master, by its address. Closed, it is forgotten (its writes
+             * after the promotion are discarded when it rejoins as a
+             * replica). */
+            if (!same_run && s->ep_gen != conn->ep_state >> 1) {
+                if (!s->open)
+                    stale_remove_at_locked(t, k--);
+                continue;
+            }
         }
         if (s->open) {
-            *open_elsewhere = 1;
+            *elsewhere |= DISTLOCK__STALE_OPEN;
             continue;
         }
         if (s->srv_id < 0) {

@@ -67,9 +67,12 @@ static inline int distlock__same_run(uint64_t a, uint64_t b)
 {
     return a == 0 || b == 0 || a == b;
 }
+/* distlock__stale_find's *elsewhere bits */
+#define DISTLOCK__STALE_OPEN 1          /* on another open connection of ours */
+#define DISTLOCK__STALE_OTHER_MASTER 2  /* on another master of a Cluster node */
 int distlock__stale_find(distlock__transport *t, int node, uint64_t tag,
                          const distlock__conn *conn, long long *ids, int max,
-                         int *open_elsewhere);
+                         int *elsewhere);
 
 /* conn.c: closing, failing, leaving behind */
 /* Close a connection of node i; what it still owes is remembered. */
@@ -128,6 +131,11 @@ distlock__resolve *distlock__cl_resolve(distlock__transport *t, distlock__connse
 void distlock__cl_down(distlock__transport *t, distlock__connset *cs, int i);
 /* Is another master than the current one not known to be down? */
 int distlock__cl_elsewhere(distlock__transport *t, distlock__connset *cs, int i);
+/* A master of node i, other than the one cs->conns[i] leads to, where a
+ * request with `tag` is left behind that conns[i] cannot close (another
+ * address, not known to be the same server): its index; -1 if none; -2 if
+ * that master is no longer in the table. */
+int distlock__cl_stale_master(distlock__transport *t, distlock__connset *cs, int i, uint64_t tag);
 /* An error reply from master `from` (its host stands for an empty one):
  * MOVED (map updated; returns 1) or ASK (*ask: the master to ask; returns
  * 2); 0 if neither (or unparsable); -1 if its master has no room in the

@@ -42,7 +42,9 @@
  * small entry each, skipped by every other server). A server that refuses
  * INFO gives no run_id: then the Sentinel endpoint generation stands for
  * the server, as it did before run_ids (a restart or a host name that moves
- * cannot be told apart there).
+ * cannot be told apart there). All of this paragraph is per server; a
+ * Cluster node's keys move between its masters, so there a request left
+ * behind on another master is closed there first (cl_clear_first).
  * Requests left behind are listed per client (distlock__stale, under c->mu);
  * the list is empty in steady state (but for requests left on a server
  * incarnation not met since), so the common path only reads an atomic
@@ -56,6 +58,19 @@
  * is sent for it), and what the old master writes after the promotion is
  * discarded when it rejoins as a replica. Back on the same address after a
  * passing error, the generation is the same and the rule above applies.
+ * Why a Sentinel node does not go to the old master first, as a Cluster
+ * node does (cl_clear_first): its data never moves there while another
+ * server is its master. A later grant reaches the old server only as a
+ * replica (replication), where a request left behind answers READONLY;
+ * the old server turns replica because the sentinels reconfigure it, and
+ * with REPLICAOF they send CLIENT KILL TYPE normal, which closes our
+ * connections to it, so nothing left behind on them can run after the
+ * demotion, even when that server is promoted again (a failback; and a
+ * failback reached under the same run_id kills what is still listed, as
+ * above). What it ran before the demotion is replaced by the resync. A
+ * Cluster node's keys, by contrast, move between masters that all stay
+ * masters (MIGRATE: nobody kills our connections), and one master can be
+ * reached by two addresses: there "it can only run there" is no defence.
  * A broken connection, a READONLY reply or a ROLE that is not "master"
  * (asked in the handshake) forgets the master; the call asks the sentinels
  * again, once, within its own budget (follow()).
@@ -125,6 +140,10 @@ static int cl_reroute(distlock__transport *t, distlock__connset *cs, distlock__r
     __attribute__((noinline));
 static void cl_share_over(distlock__transport *t, distlock__connset *cs, distlock__result *r,
                           int i) __attribute__((noinline));
+static int cl_clear_first(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                          int i, const distlock__call *call) __attribute__((noinline));
+static int cl_cleared(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
+    __attribute__((noinline));
 
 /* Write the call now (the connection is ready): one more reply is due. */
 static int send_call(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
@@ -162,7 +181,7 @@ static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock_
                                                distlock__result *r, int i)
 {
     long long ids[16];
-    int open_elsewhere;
+    int elsewhere;
     const distlock__call *call = r->call;
     /* A client id names a connection only on the server incarnation that
      * gave it: a fresh connection first learns which one it is on (its
@@ -196,7 +215,7 @@ static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock_
     }
     if (call->tag == 0 || !distlock__stale_maybe(t, i, call->tag))
         return 0;
-    int n = distlock__stale_find(t, i, call->tag, conn, ids, 16, &open_elsewhere);
+    int n = distlock__stale_find(t, i, call->tag, conn, ids, 16, &elsewhere);
     if (n < 0) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                     "an earlier request for this lock may still arrive on a lost connection "
@@ -208,10 +227,20 @@ static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock_
      * undone or shortened by it), so this node is skipped for it. An undo
      * goes out: at worst the earlier request lands after it and leaves a
      * key until its TTL. */
-    if (open_elsewhere && !call->undo) {
+    if ((elsewhere & DISTLOCK__STALE_OPEN) && !call->undo) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                     "an earlier request for this lock is still on its way on another "
                     "connection: not sent");
+        return -1;
+    }
+    /* A Cluster node: one left behind on another master (listed since
+     * start_node looked: another thread's). Not here while clearing: the
+     * call is routed again once this master's kills are confirmed, and
+     * start_node goes to that other master next. */
+    if ((elsewhere & DISTLOCK__STALE_OTHER_MASTER) && !call->undo && !r->clearing) {
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                    "an earlier request for this lock is left behind on another master of "
+                    "this cluster: not sent");
         return -1;
     }
     /* An undo need not wait for the KILLs: whichever runs first, it can
@@ -242,7 +271,7 @@ static inline __attribute__((always_inline)) int try_send(distlock__transport *t
     if (r->kills_due && add_kills(t, conn, r, i) != 0)
         return -1;
     if (r->pre == 0)
-        return send_call(t, cs, r, i, r->call, 0);
+        return r->clearing ? cl_cleared(t, cs, r, i) : send_call(t, cs, r, i, r->call, 0);
     return 0;
 }
 
@@ -584,11 +613,11 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
                           const distlock__call *call)
 {
     long long ids[16];
-    int open_elsewhere = 0;
+    int elsewhere = 0;
     int n = distlock__stale_maybe(t, i, call->tag)
-                ? distlock__stale_find(t, i, call->tag, conn, ids, 16, &open_elsewhere) : 0;
+                ? distlock__stale_find(t, i, call->tag, conn, ids, 16, &elsewhere) : 0;
     if (!(call->must_mask & (1ull << i)) && !distlock__owes_tag(conn, call->tag) && n == 0 &&
-        !open_elsewhere)
+        !elsewhere)
         return;
     if (n < 0)
         n = 0;
@@ -661,6 +690,12 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
     r->cap_us = cap;
     if (cap)
         r->budget_ms = budget_ms;
+    /* A Cluster node: an earlier request of this tag left behind on
+     * another master is closed there first (cl_clear_first). The filter
+     * keeps this off the common path. */
+    if (t->cl && t->cl[i] && call->tag && !call->undo && distlock__stale_maybe(t, i, call->tag) &&
+        cl_clear_first(t, cs, r, i, call) != 0)
+        return;
 
     if (conn->ctx && conn->ctx->err)
         distlock__conn_close(t, i, conn);
@@ -872,6 +907,17 @@ static __attribute__((noinline)) int cl_reroute(distlock__transport *t, distlock
                                                 distlock__result *r, int i)
 {
     distlock__cl_down(t, cs, i);
+    if (r->clearing && r->call && r->state == DISTLOCK__R_PENDING) {
+        /* The master that may still run an earlier request of this call's
+         * tag cannot be reached: that request cannot be closed, so the
+         * call is not sent (its slot's master is another one). */
+        distlock__conn_close(t, i, &cs->conns[i]);
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                              "an earlier request for this lock is left behind on another "
+                              "master of this cluster, which cannot be reached to close it: "
+                              "not sent");
+        return 1;
+    }
     if (r->call == NULL || r->redirects >= DISTLOCK__CL_REDIRECTS)
         return 0;
     const distlock__call *call = r->call;
@@ -896,6 +942,61 @@ static __attribute__((noinline)) void cl_share_over(distlock__transport *t, dist
         return;
     r->share = 0;
     r->deadline_us = r->cap_us;
+}
+
+/* Start node i's call on a Cluster node (start_node; conns[i] is routed to
+ * the master of its slot). A request of its tag left behind on another
+ * master (a release that timed out there) runs there whenever it arrives,
+ * and the key may be there again by then: a slot migrates away and back,
+ * or one master is reached by two addresses (a seed and the address the
+ * cluster announces) that conns[i] does not know to be one server. So,
+ * unlike a Sentinel node's (see the top of this file), it is closed before
+ * the call goes out: conns[i] is routed to that master instead (r->clearing),
+ * whose handshake tells its run_id; there add_kills sends CLIENT KILL ID of
+ * the connections that carry it (same run_id), or stale_find finds that
+ * server restarted (another run_id under that address: its connections are
+ * gone); once that is confirmed, cl_cleared routes the call again and
+ * start_node looks again (another master may have one too). What cannot be
+ * cleared within the call's deadline (that master refuses, black-holes, or
+ * the kill is refused or unanswered) fails the call, unsent. Returns -1 if
+ * r is final. */
+static __attribute__((noinline)) int cl_clear_first(distlock__transport *t, distlock__connset *cs,
+                                                    distlock__result *r, int i,
+                                                    const distlock__call *call)
+{
+    int m = distlock__cl_stale_master(t, cs, i, call->tag);
+    if (m == -1)
+        return 0;
+    if (m < 0 || r->redirects >= DISTLOCK__CL_REDIRECTS) {
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                              "an earlier request for this lock is left behind on another "
+                              "master of this cluster (%s): not sent",
+                              m < 0 ? "no longer known" : "still there after several tries");
+        return -1;
+    }
+    r->redirects++;
+    r->clearing = 1;
+    distlock__cl_route(t, cs, i, call, m);
+    return 0;
+}
+
+/* The kills a clearing connection needed are confirmed (try_send): route
+ * the call again (start_node looks for more). Returns -1 (r restarted or
+ * final). */
+static __attribute__((noinline)) int cl_cleared(distlock__transport *t, distlock__connset *cs,
+                                                distlock__result *r, int i)
+{
+    const distlock__call *call = r->call;
+    /* That master's connection of this set itself still carries one (its
+     * reply not in yet, within its timeout): no kill from itself. */
+    if (distlock__owes_tag(&cs->conns[i], call->tag)) {
+        distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                              "an earlier request for this lock is still on its way to another "
+                              "master of this cluster: not sent");
+        return -1;
+    }
+    start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
+    return -1;
 }
 
 /* MOVED or ASK from a Cluster node's master: send the call again where it
@@ -1053,7 +1154,12 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                 /* No reply in time. Keep the connection with what it owes:
                  * if the node is only paused, a later undo queues behind
                  * the request it undoes instead of racing it. */
-                if (conn->tls && !distlock__tls_is_up(conn->tls))
+                if (r->clearing)
+                    distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                                          "an earlier request for this lock is left behind on "
+                                          "another master of this cluster and was not closed "
+                                          "within %ld ms: not sent", r->budget_ms);
+                else if (conn->tls && !distlock__tls_is_up(conn->tls))
                     distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                                           "TLS handshake not done within %ld ms (does the "
                                           "server speak TLS on this port?)",

@@ -268,6 +268,10 @@ typedef struct distlock__result {
     /* The CLIENT KILLs this call needs are decided once its connection's
      * handshake told which server incarnation it is on (add_kills). */
     int kills_due;
+    /* Cluster node: conns[i] leads to another master than the call's, where
+     * an earlier request of its tag is left behind: only its CLIENT KILLs
+     * go there; then the call is routed again (round.c cl_clear_first). */
+    int clearing;
     const distlock__call *call;   /* valid only while the round runs */
     char err[192];       /* for FAILED: what went wrong on this node */
 } distlock__result;
