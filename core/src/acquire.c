@@ -205,7 +205,7 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     size_t plen[7] = { 3, len[0], strlen(rq->token), 2, 2, ttllen, 3 };
     distlock__call plain = { .script = -1, .argc = 7, .argv = pargv, .argvlen = plen,
                              .fallback = &script, .fallback_on = DISTLOCK__SYNTAX_ERROR,
-                             .tag = a->tag };
+                             .fallback_below = DISTLOCK__SET_GET_SINCE, .tag = a->tag };
     distlock__set_wait(c, &script);
     distlock__set_wait(c, &plain);
     int use_plain = !rq->fair && !a->fencing && !a->owner && !atomic_load(&c->no_set_get);

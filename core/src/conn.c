@@ -209,6 +209,7 @@ static void conn_reset(distlock__conn *conn)
     conn->ctx = NULL;
     conn->srv_id = -1;
     conn->srv_run = 0;
+    conn->srv_ver = 0;
     conn->hs_pending = 0;
     conn->late = 0;
     conn->qlen = conn->qhead = 0;

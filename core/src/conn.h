@@ -102,6 +102,9 @@ int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long lo
 void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep);
 /* INFO server's reply: the hash of its run_id, 0 if none (refused). */
 uint64_t distlock__run_of(const redisReply *rep);
+/* INFO server's reply: redis_version as major * 10000 + minor * 100 + patch,
+ * 0 if none (refused, or not a version). Valkey says 7.2.4 there. */
+int distlock__version_of(const redisReply *rep);
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn);
 
 /* cluster.c */

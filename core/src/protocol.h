@@ -23,6 +23,9 @@ extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HID
 /* The error an older server gives SET ... NX GET (Redis < 7) and
  * SCAN ... TYPE (Redis < 6). */
 #define DISTLOCK__SYNTAX_ERROR "ERR syntax"
+/* SET ... NX GET exists from Redis 7.0 (major * 10000 + minor * 100 + patch,
+ * as the transport reads a server's version from its handshake). */
+#define DISTLOCK__SET_GET_SINCE 70000
 
 /* SCAN ... TYPE string for a server without TYPE (Redis 5): EVAL it with 0
  * keys and ARGV cursor pattern count; answers as SCAN does ({cursor,

@@ -225,6 +225,32 @@ uint64_t distlock__run_of(const redisReply *rep)
     return n == 0 ? 0 : h ? h : 1;
 }
 
+int distlock__version_of(const redisReply *rep)
+{
+    if (rep->type != REDIS_REPLY_STRING || rep->str == NULL)
+        return 0;
+    const char *p = strstr(rep->str, "redis_version:");
+    if (p == NULL)
+        return 0;
+    p += 14;
+    const char *end = rep->str + rep->len;
+    int part[3] = { 0, 0, 0 }, k = 0, digits = 0;
+    for (; p < end && k < 3; p++) {
+        if (*p >= '0' && *p <= '9') {
+            if (part[k] < 1000)
+                part[k] = part[k] * 10 + (*p - '0');
+            digits++;
+        } else if (*p == '.') {
+            k++;
+        } else {
+            break;
+        }
+    }
+    if (digits == 0 || part[0] == 0)
+        return 0;
+    return part[0] * 10000 + (part[1] > 99 ? 99 : part[1]) * 100 + (part[2] > 99 ? 99 : part[2]);
+}
+
 /* Two nodes of the list must be two servers: a Redlock whose quorum is one
  * server would silently lose its safety. Names are only known to be the
  * same server once resolved and connected, so this is checked here. */

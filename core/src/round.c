@@ -153,6 +153,17 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     int done = 0;
     const char *asking[1] = { "ASKING" };
     static const size_t asking_len[1] = { 6 };
+    /* A server known too old for the call (its handshake's INFO, read
+     * before any call is written) gets the fallback in its place: it would
+     * only refuse the call, and a round that ends at quorum would leave it
+     * refused, without the fallback. Not marked retried: the fallback still
+     * gets its own NOSCRIPT retry. Unknown version (INFO refused): the call
+     * is tried, and the refusal brings the fallback as before. */
+    if (call == r->call && call->fallback && call->fallback_below > 0 &&
+        conn->srv_ver > 0 && conn->srv_ver < call->fallback_below) {
+        r->fell_back = 1;
+        r->call = call = call->fallback;
+    }
     if (r->ask && distlock__append_cmd(conn, NULL, DISTLOCK__K_ASKING, 0, 0, 1, asking,
                                        asking_len) != 0) {
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
@@ -344,6 +355,7 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
         case DISTLOCK__K_INFO:
             conn->hs_pending--;
             conn->srv_run = distlock__run_of(rep);  /* 0 if refused: see add_kills */
+            conn->srv_ver = distlock__version_of(rep);  /* 0 if refused: see send_call */
             break;
         case DISTLOCK__K_LOAD:
             conn->hs_pending--;
@@ -544,6 +556,7 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
     conn->serial = atomic_fetch_add(&t->conn_serial, 1) + 1;
     conn->srv_id = -1;
     conn->srv_run = 0;
+    conn->srv_ver = 0;
     if (distlock__append_handshake(t, i, conn, r) != 0)
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
 }

@@ -192,6 +192,13 @@ typedef struct distlock__call {
      * result then says fell_back. */
     const struct distlock__call *fallback;
     const char *fallback_on;
+    /* The fallback is also sent in the call's place, without trying the
+     * call first, on a server whose handshake said its version is below
+     * this (major * 10000 + minor * 100 + patch; 0: never). A refusal costs
+     * a round trip per node, and a round that ends at quorum leaves the
+     * nodes still refusing without the fallback: so the fallback goes out
+     * at once wherever the refusal is known in advance. */
+    int fallback_below;
     /* An undo (release of an attempt): on a node known hung it is queued
      * behind the requests of the same tag it must follow, without being
      * waited for; if none was sent there it is not sent at all. */
@@ -301,6 +308,9 @@ typedef struct distlock__conn {
      * restart, and a host name or a service address can lead to another
      * server. */
     uint64_t srv_run;
+    /* Its INFO server's redis_version as major * 10000 + minor * 100 +
+     * patch, 0 unknown (INFO refused): see call->fallback_below. */
+    int srv_ver;
     int hs_pending;         /* handshake replies still due: not ready before 0 */
     unsigned cred_gen;      /* credentials it authenticated with */
     uint64_t used_us;       /* last round on this connection */

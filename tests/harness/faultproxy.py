@@ -66,6 +66,13 @@ CONTROL PROTOCOL
         sender had sent them next: in front of bytes held there (so "hold",
         "wait-held", "inject", "unhold" puts them before a held reply), else
         right away. For a broken or hostile node's bytes.
+    rewrite TARGET DIR FROM_HEX TO_HEX    -> ok
+        Every chunk read afterwards in DIR (up, down or both) has each
+        occurrence of the bytes FROM_HEX replaced by TO_HEX, of the same
+        length (so RESP lengths stay right), before anything else sees it.
+        Only matches inside one chunk are replaced. Makes a real server look
+        like another version (INFO's redis_version) or refuse a syntax.
+        Removed by heal.
     disarm TARGET                         -> ok
         Remove armed hold-match triggers (with L or *: also the pending
         L:next actions of those listeners).
@@ -195,6 +202,7 @@ class Pipe:
         self.delay_ms = 0
         self.reset_after = None
         self.rules = []                    # conn-specific MatchRules
+        self.rewrites = []                 # (from, to) byte pairs
         self.tail = b""
         self.rx = 0
         self.tx = 0
@@ -220,6 +228,8 @@ class Pipe:
 
     def feed(self, data):
         self.rx += len(data)
+        for old, new in self.rewrites:
+            data = data.replace(old, new)
         if self.blackholed():
             self.proxy.stats.dropped_bytes += len(data)
             return
@@ -545,6 +555,7 @@ class Conn:
             p.delay_ms = 0
             p.reset_after = None
             p.rules = []
+            p.rewrites = []
             p.unhold()
             p.pump()
         if self.up_state == "pending" and self.start_handle:
@@ -623,6 +634,7 @@ class Listener:
         self.delay = {"up": 0, "down": 0}
         self.hold = {"up": False, "down": False}
         self.reset_after = {"up": None, "down": None}
+        self.rewrites = {"up": [], "down": []}
         self.rules = []
         self.partition = False
         self.slow_accept_ms = 0
@@ -633,6 +645,7 @@ class Listener:
         self.delay = {"up": 0, "down": 0}
         self.hold = {"up": False, "down": False}
         self.reset_after = {"up": None, "down": None}
+        self.rewrites = {"up": [], "down": []}
         self.rules = []
         self.partition = False
         self.slow_accept_ms = 0
@@ -679,6 +692,7 @@ class Proxy:
             conn.pipes[d].delay_ms = lst.delay[d]
             conn.pipes[d].held = lst.hold[d]
             conn.pipes[d].reset_after = lst.reset_after[d]
+            conn.pipes[d].rewrites = list(lst.rewrites[d])
         if lst.blackhole_accept:
             conn.blackholed = True
         actions, lst.next_actions = lst.next_actions, []
@@ -944,6 +958,25 @@ class Proxy:
             for d in dirs:
                 c.pipes[d].rules.append(rule)
         self.apply(args[0], on_conn)
+
+    def cmd_rewrite(self, *args):
+        self.argc(args, 4, 4)
+        dirs = self.dirs(args[1])
+        try:
+            old, new = bytes.fromhex(args[2]), bytes.fromhex(args[3])
+        except ValueError:
+            raise CmdError("bad hex")
+        if not old or len(old) != len(new):
+            raise CmdError("FROM and TO must be non-empty and of the same length")
+
+        def on_conn(c):
+            for d in dirs:
+                c.pipes[d].rewrites.append((old, new))
+
+        def on_lst(lst):
+            for d in dirs:
+                lst.rewrites[d].append((old, new))
+        self.apply(args[0], on_conn, on_lst)
 
     def cmd_inject(self, *args):
         self.argc(args, 3, 3)
