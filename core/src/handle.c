@@ -189,6 +189,7 @@ static int held_extend(distlock__held *h, long ttl_ms)
     while (h->renewing)
         pthread_cond_wait(&c->wd_cond, &c->mu);
     h->renewing = 1;
+    h->inflight_until_us = distlock__valid_until(&c->q, distlock__now_us(), ttl_ms);
     h->gen++;
     pthread_mutex_unlock(&c->mu);
 
@@ -502,7 +503,9 @@ void distlock_lock_free(distlock_lock *l)
             h->lost_fn = NULL;
             h->lost_handle = NULL;
         }
-        while (h->cb_running && !distlock__watchdog_is_self(c))
+        /* Only the callback's own thread may go on: another lock's callback
+         * on the other background thread must wait like anyone else. */
+        while (h->cb_running && !pthread_equal(h->cb_thread, pthread_self()))
             pthread_cond_wait(&c->wd_cond, &c->mu);
         distlock__held_unref_locked(c, h);
         pthread_mutex_unlock(&c->mu);

@@ -133,11 +133,14 @@ struct distlock__held {
     uint64_t renew_at_us;
     long retry_ms;            /* backoff after a renewal that reached no quorum, 0 if none */
     int renewing;             /* in a renewal batch on the wire */
+    uint64_t inflight_until_us; /* while renewing: the validity that renewal gives if a
+                                   quorum confirms it in time (from before its send) */
     unsigned gen;             /* bumped by every extend: a batch sent before is stale */
     distlock_lost_fn lost_fn;
     void *lost_arg;
     distlock_lock *lost_handle;
-    int cb_running;           /* the lost callback runs now (on the watchdog thread) */
+    int cb_running;           /* the lost callback runs now (on a watchdog thread) */
+    pthread_t cb_thread;      /* the thread running it, while cb_running */
 };
 
 struct distlock_lock {

@@ -298,6 +298,7 @@ static void *watchdog_main(void *arg)
                 continue;
             h->refs++;  /* keep it alive while we work unlocked */
             h->renewing = 1;
+            h->inflight_until_us = distlock__valid_until(&c->q, now, h->ttl_ms);
             d[k].h = h;
             d[k].key = h->key;
             d[k].token = h->token;
@@ -336,6 +337,7 @@ static void *watchdog_main(void *arg)
                                                 : DISTLOCK__LOST_UNCONFIRMED) &&
                     h->lost_fn) {
                     h->cb_running = 1;  /* distlock_lock_free waits for it */
+                    h->cb_thread = pthread_self();
                     lc[nl++] = (lost_call){ h, h->lost_fn, h->lost_handle, h->lost_arg };
                 }
             } else {
@@ -372,7 +374,9 @@ static void *watchdog_main(void *arg)
  * end of validity among the auto-renewed locks (the renewal thread and
  * extends broadcast wd_cond when they move one), and marks lost every lock
  * whose validity has ended: a renewal confirmed in time has moved it, so
- * one that ended was not renewed in time, whatever its replies say later. */
+ * one that ended was not renewed in time. A renewal still on the wire
+ * holds the verdict back only until the validity it would give (from its
+ * send) ends too: past that, whatever its replies say, it is too late. */
 static void *lease_clock_main(void *arg)
 {
     distlock_client *c = arg;
@@ -385,6 +389,12 @@ static void *lease_clock_main(void *arg)
                 h->pid != c->pid || h->cb_running)
                 continue;
             uint64_t v = atomic_load(&h->valid_until_us);
+            /* A renewal (or extend) sent before the validity ended may still
+             * be confirmed by a quorum: its validity counts from its send, so
+             * until that later end the lock may well be held (a node that
+             * does not answer holds the round back, not the lease). */
+            if (h->renewing && h->inflight_until_us > v)
+                v = h->inflight_until_us;
             if (v <= now) {
                 ended = h;
                 break;
@@ -409,6 +419,7 @@ static void *lease_clock_main(void *arg)
         lost_call lc = { ended, ended->lost_fn, ended->lost_handle, ended->lost_arg };
         ended->refs++;
         ended->cb_running = 1;  /* distlock_lock_free waits for it */
+        ended->cb_thread = pthread_self();
         pthread_cond_broadcast(&c->wd_cond);
         pthread_mutex_unlock(&c->mu);
         lc.fn(lc.l, lc.arg);

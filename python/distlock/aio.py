@@ -40,7 +40,7 @@ from . import _core
 from ._client import Client as _SyncClient
 from ._client import (Holder, KeyType, Servers, _check_key, _ttl_ms, _wait_ms,
                       _warn_unreleased)
-from ._errors import (ClosedError, ConnectionError, LockLost, LockNotAcquired, NotHeld,
+from ._errors import (ClosedError, ConnectionError, Error, LockLost, LockNotAcquired, NotHeld,
                       RenewalFailed)
 from ._lost import report_callback_error
 
@@ -556,6 +556,12 @@ class Lock:
             await self.release()
         except LockLost as e:
             lost = lost or e
+        except Error:
+            # Already lost (its lease ran out unconfirmed: servers not
+            # replying): the release failing too is no news; the block ends
+            # with LockLost, as documented, and our cancel is taken back.
+            if lost is None:
+                raise
         if cancelled_by_loss and task is not None:
             uncancel = getattr(task, "uncancel", None)
             if uncancel is not None:  # Python >= 3.11: the cancel was ours
