@@ -215,9 +215,6 @@ int distlock__mark_lost(distlock__held *h, int why);
 
 /* ------------------------------------------------------------ watchdog.c */
 int distlock__watchdog_start(distlock_client *c);   /* c->mu held */
-/* 1 if the calling thread is one of the client's background threads that
- * run lost callbacks (c->mu held). */
-int distlock__watchdog_is_self(const distlock_client *c);
 void distlock__watchdog_stop(distlock_client *c);
 void distlock__watchdog_after_fork(distlock_client *c);   /* c->mu held, in the child */
 

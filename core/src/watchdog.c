@@ -459,13 +459,6 @@ int distlock__watchdog_start(distlock_client *c)
     return DISTLOCK_OK;
 }
 
-int distlock__watchdog_is_self(const distlock_client *c)
-{
-    pthread_t me = pthread_self();
-    return (c->wd_running && pthread_equal(c->wd_thread, me)) ||
-           (c->wd_clock_running && pthread_equal(c->wd_clock, me));
-}
-
 void distlock__watchdog_after_fork(distlock_client *c)
 {
     pthread_condattr_t ca;
