@@ -144,6 +144,8 @@ static void test_review2_reacquire_adds_fencing(void **state)
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     distlock_lock *a = NULL, *b = NULL;
+    /* checked on all 3 nodes below: all 3 connections first */
+    connect_every_node(rc, c, "r2f:warm");
     assert_rc(distlock_acquire(c, "r2f", 30000, 0, DISTLOCK_REENTRANT, &a), DISTLOCK_OK);
     int r = distlock_acquire(c, "r2f", 30000, 0, DISTLOCK_REENTRANT | DISTLOCK_FENCING, &b);
     if (r != DISTLOCK_EINVAL) {
