@@ -1447,6 +1447,57 @@ t_cluster() {
   bash "$HARNESS" stop "$D/cluster"
 }
 
+# distlock under timeout(1) -k: at the time limit timeout sends TERM to
+# distlock (forwarded; this command ignores it, which the README allows: the
+# lock is held "until the command has really exited"), and after -k SIGKILL
+# to timeout's own process group. distlock is in that group; since the command
+# got a group of its own it is not, so distlock dies and the command runs on
+# while its lease runs out (--ttl 1s). The README's promise: once the lease is
+# gone the command is stopped (--on-lost=term, the default).
+t_command_does_not_run_on_after_timeout_kills_distlock() {
+  local k=cli:timeoutk:$RANDOM
+  timeout -k 0.5 1 "$DL" run --ttl 1s "$k" -- sh -c '
+    trap "" TERM
+    echo $$ > "$0/cmd.tmp" && mv "$0/cmd.tmp" "$0/cmd"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/cmd' ]" || return 1
+  local cmd; cmd=$(cat "$D/cmd"); track "$cmd"
+  wait_exit "$pid" 10 || return 1
+  echo "    timeout exited $ST" >&2
+  # the lease runs out on the server (nobody renews it)
+  wait_until 5 "[ \"\$(rcli exists '$k')\" = 0 ]" || return 1
+  wait_until 3 "! alive $cmd" ||
+    fail "the command (pid $cmd) still runs after distlock was killed and key '$k' expired: $(grep -v '^  ' "$D/run.err")"
+}
+
+# A command that exits normally but leaves work running in its process group
+# (a script's '&' child): distlock releases the lock while that work still
+# runs, and a second holder gets the key at once. The README kills what the
+# command left in its group only after a loss; after a normal exit the group
+# runs on with the lock released (flock(1)'s child keeps the lock: it inherits
+# the descriptor).
+t_lock_is_not_released_while_the_commands_group_runs_on() {
+  local k=cli:leftover:$RANDOM
+  "$DL" run --ttl 2s "$k" -- sh -c '
+    sh -c "echo \$\$ > \"\$0/worker.tmp\" && mv \"\$0/worker.tmp\" \"\$0/worker\"
+           while [ ! -e \"\$0/release\" ]; do sleep 0.02; done" "$0" &
+    while [ ! -s "$0/worker" ]; do sleep 0.02; done
+    exit 0' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/worker' ]" || return 1
+  local worker; worker=$(cat "$D/worker"); track "$worker"
+  wait_exit "$pid" 10 || return 1
+  if alive "$worker"; then
+    [ "$(rcli exists "$k")" = 1 ] ||
+      fail "distlock exited $ST and released '$k' while the command's worker (pid $worker, same process group) still runs" || return 1
+  fi
+}
+
+# A command that makes itself a new session (setsid) leaves the group that
+# --on-lost signals: recorded as the README's limit (signals reach the
+# command's group), not a promise.
+
 # ------------------------------------------------------------------ runner
 ALL=$(declare -F | awk '{print $3}' | grep '^t_')
 [ $# -gt 0 ] && ALL="$*"
