@@ -1494,6 +1494,80 @@ t_lock_is_not_released_while_the_commands_group_runs_on() {
   fi
 }
 
+# in_pty SHELL SCRIPT ARGS...: run SHELL -c SCRIPT ARGS as the session leader
+# of a new pseudo-terminal (its controlling terminal, its group in the
+# foreground, as a login shell's); type "hello" into the terminal after
+# 1.5 s; the terminal's output into $D/pty.out, until "got hello" appears,
+# the shell exits, or 8 s pass.
+in_pty() {
+  python3 - "$D/pty.out" "$@" <<'PY'
+import os, pty, select, sys, time
+out_path, shell, script, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(shell, [shell, "-c", script, shell] + args)
+out, t0, sent = b"", time.time(), False
+while time.time() - t0 < 8 and b"got hello" not in out:
+    if select.select([fd], [], [], 0.1)[0]:
+        try:
+            b = os.read(fd, 1024)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    if not sent and time.time() - t0 > 1.5:
+        os.write(fd, b"hello\n")
+        sent = True
+    if os.waitpid(pid, os.WNOHANG)[0]:
+        break
+open(out_path, "wb").write(out)
+try:
+    os.kill(pid, 9)
+except OSError:
+    pass
+PY
+}
+# track_cmd_and_distlock: the command's pid (in $D/cmd) and its parent's.
+track_cmd_and_distlock() {
+  [ -s "$D/cmd" ] || return 0
+  local c; c=$(cat "$D/cmd"); track "$c"
+  alive "$c" && echo "    the command (pid $c) is in state $(sed 's/.*) //' /proc/$c/stat | cut -d' ' -f1)" >&2
+  local pp; pp=$(sed 's/.*) //' "/proc/$c/stat" 2>/dev/null | cut -d' ' -f2)
+  [ -n "$pp" ] && [ "$pp" != 1 ] && track "$pp"
+  return 0
+}
+
+# distlock in a pipeline at the terminal (`list | distlock run ...`): its
+# stdin is a pipe, so the command is put in a process group of its own that
+# is NOT the terminal's foreground group. A command that reads the terminal
+# itself (as sudo or ssh do for a password) is stopped by SIGTTIN, and stays
+# stopped: distlock leaves a command stopped without the terminal as it is,
+# holding (and renewing) the lock forever. Before the command had its own
+# group it was in the foreground job and read the terminal.
+t_command_in_a_pipeline_reads_the_terminal() {
+  local k=cli:ptypipe:$RANDOM
+  in_pty sh 'echo | "$1" run "$2" -- sh -c "echo \$\$ > \"\$0/cmd\"; read x </dev/tty; echo got \$x" "$3"; echo "exit $?"' \
+    "$DL" "$k" "$D"
+  track_cmd_and_distlock
+  grep -q "got hello" "$D/pty.out" ||
+    fail "the command never read the terminal in 8 s (terminal: $(tr -d '\r' <"$D/pty.out" | tr '\n' '|'); key '$k' exists: $(rcli exists "$k"))"
+}
+
+# `distlock run ... &` at an interactive shell, then `fg`: the command reads
+# the terminal. distlock started in the background gives the command no
+# terminal; its read stops it (SIGTTIN); `fg` continues and gives the
+# terminal to distlock's group only, so the command stays stopped and the
+# job never ends (the lock renewed all along).
+t_background_run_brought_to_the_foreground_reads_the_terminal() {
+  local k=cli:ptybg:$RANDOM
+  in_pty bash 'set -m; "$1" run "$2" -- sh -c "echo \$\$ > \"\$0/cmd\"; read x </dev/tty; echo got \$x" "$3" & sleep 0.5; fg; echo "exit $?"' \
+    "$DL" "$k" "$D"
+  track_cmd_and_distlock
+  grep -q "got hello" "$D/pty.out" ||
+    fail "after fg the command never read the terminal in 8 s (terminal: $(tr -d '\r' <"$D/pty.out" | tr '\n' '|'); key '$k' exists: $(rcli exists "$k"))"
+}
+
 # A command that makes itself a new session (setsid) leaves the group that
 # --on-lost signals: recorded as the README's limit (signals reach the
 # command's group), not a promise.
