@@ -344,6 +344,38 @@ def test_cancel_on_lost_raises_lock_lost(server, r, key):
     assert took < 2.0  # found at the next renewal (ttl/3), not after the 30 s sleep
 
 
+def test_cancel_on_lost_raises_lock_lost_when_the_servers_stop_replying(server, r, key):
+    """The lease clock: the only server stops replying (SIGSTOP), so the
+    lease's validity ends unconfirmed and the lock is lost; the block under
+    ``async with`` is cancelled and, as documented, ends with LockLost. The
+    release in __aexit__ then fails too (the server still does not reply):
+    that must not replace the LockLost, nor leave the task's cancel
+    pending."""
+    import os
+    import signal
+
+    async def main():
+        seen = []
+        async with aio.Client(server.uri) as c:
+            lk = c.lock(key, ttl=1.0, auto_renew=True, cancel_on_lost=True,
+                        on_lost=seen.append)
+            t0 = time.monotonic()
+            try:
+                with pytest.raises(distlock.LockLost) as ei:
+                    async with lk:
+                        os.kill(server.proc.pid, signal.SIGSTOP)
+                        await asyncio.sleep(30)  # cancelled on loss
+            finally:
+                os.kill(server.proc.pid, signal.SIGCONT)
+            assert isinstance(ei.value.__cause__, asyncio.CancelledError)
+            assert asyncio.current_task().cancelling() == 0
+            assert seen == [lk] and lk.lost
+            return time.monotonic() - t0
+
+    took = run(main())
+    assert took < 5.0
+
+
 def test_lost_without_cancel_raises_on_exit(server, r, key):
     async def main():
         async with aio.Client(server.uri) as c:
