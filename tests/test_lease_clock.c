@@ -5,7 +5,9 @@
 #include "test_common.h"
 #include "test_review_b.h"
 
+#include <stdatomic.h>
 #include <sys/resource.h>
+#include <unistd.h>
 
 DEFINE_PROXY_GROUP(3)
 
@@ -66,6 +68,74 @@ static void test_renewal_confirmed_by_a_quorum_in_time_is_not_lost(void **state)
     distlock_client_free(c);
 }
 
+/* Two lost callbacks at once, one on each background thread: lock B is
+ * found gone by the renewal thread, and its callback (slow here, which only
+ * widens the window) holds that thread, so lock A's validity ends unrenewed
+ * and the lease clock calls A's callback, which frees B's handle. distlock.h:
+ * "Freeing the handle elsewhere unregisters the callback and waits for a call
+ * under way, so fn never receives a freed handle". distlock_lock_free() skips
+ * that wait on either background thread (distlock__watchdog_is_self), so it
+ * returns while B's callback still runs with the handle it just freed. */
+static struct {
+    distlock_lock *lb;
+    atomic_int b_running, b_done, a_called, free_returned_while_b_ran;
+} two;
+
+static void cb_b(distlock_lock *l, void *arg)
+{
+    (void)l, (void)arg;
+    atomic_store(&two.b_running, 1);
+    /* up to 2 s, or until A's callback says it has freed us */
+    for (int i = 0; i < 200 && !atomic_load(&two.a_called); i++)
+        rh_sleep_ms(10);
+    atomic_store(&two.b_running, 0);
+    atomic_store(&two.b_done, 1);
+}
+
+static void cb_a(distlock_lock *l, void *arg)
+{
+    (void)l, (void)arg;
+    distlock_lock *lb = two.lb;
+    two.lb = NULL;
+    if (lb) {
+        distlock_lock_free(lb);
+        if (atomic_load(&two.b_running))
+            atomic_store(&two.free_returned_while_b_ran, 1);
+    }
+    atomic_store(&two.a_called, 1);
+}
+
+static void test_freeing_a_handle_from_the_other_threads_callback_waits_for_its_callback(void **state)
+{
+    rb_env *e = *state;
+    distlock_client *c = new_client(rh_uris(e->rc));
+    distlock_lock *la = NULL, *lb = NULL;
+    memset(&two, 0, sizeof two);
+    assert_rc(distlock_acquire(c, "lc:two:a", 600, 0, DISTLOCK_AUTO_RENEW, &la), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "lc:two:b", 600, 0, DISTLOCK_AUTO_RENEW, &lb), DISTLOCK_OK);
+    two.lb = lb;
+    assert_rc(distlock_lock_on_lost(la, cb_a, NULL), DISTLOCK_OK);
+    assert_rc(distlock_lock_on_lost(lb, cb_b, NULL), DISTLOCK_OK);
+    for (int i = 0; i < e->rc->n; i++)
+        freeReplyObject(rh_command(e->rc, i, 0, "DEL lc:two:b"));
+    long long t0 = rh_now_ms();
+    while (rh_now_ms() - t0 < 5000 && !(atomic_load(&two.a_called) && atomic_load(&two.b_done)))
+        rh_sleep_ms(10);
+    printf("# A's callback %s, B's callback %s; free(B) from A's callback returned %s\n",
+           atomic_load(&two.a_called) ? "ran" : "did not run",
+           atomic_load(&two.b_done) ? "returned" : "did not return",
+           atomic_load(&two.free_returned_while_b_ran) ? "while B's callback still ran"
+                                                       : "after B's callback");
+    assert_true(atomic_load(&two.a_called) && atomic_load(&two.b_done));
+    if (atomic_load(&two.free_returned_while_b_ran)) {
+        print_error("distlock_lock_free(B) returned while B's lost callback was still running "
+                    "with that handle\n");
+        fail();
+    }
+    distlock_lock_free(la);
+    distlock_client_free(c);
+}
+
 /* 1000 auto-renewed locks with a 60 s ttl: between renewals (every 20 s)
  * neither background thread should use measurable CPU. */
 static void test_many_auto_renewed_locks_leave_the_process_idle(void **state)
@@ -105,6 +175,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_renewal_confirmed_by_a_quorum_in_time_is_not_lost, heal),
+        cmocka_unit_test_setup(test_freeing_a_handle_from_the_other_threads_callback_waits_for_its_callback, heal),
         cmocka_unit_test_setup(test_many_auto_renewed_locks_leave_the_process_idle, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
