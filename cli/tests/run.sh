@@ -1451,9 +1451,9 @@ t_cluster() {
 # distlock (forwarded; this command ignores it, which the README allows: the
 # lock is held "until the command has really exited"), and after -k SIGKILL
 # to timeout's own process group. distlock is in that group; since the command
-# got a group of its own it is not, so distlock dies and the command runs on
-# while its lease runs out (--ttl 1s). The README's promise: once the lease is
-# gone the command is stopped (--on-lost=term, the default).
+# got a group of its own it is not, so only distlock dies; the command, set
+# to get SIGKILL when distlock dies (PR_SET_PDEATHSIG), must not run on while
+# its lease runs out (--ttl 1s).
 t_command_does_not_run_on_after_timeout_kills_distlock() {
   local k=cli:timeoutk:$RANDOM
   timeout -k 0.5 1 "$DL" run --ttl 1s "$k" -- sh -c '
@@ -1472,26 +1472,35 @@ t_command_does_not_run_on_after_timeout_kills_distlock() {
 }
 
 # A command that exits normally but leaves work running in its process group
-# (a script's '&' child): distlock releases the lock while that work still
-# runs, and a second holder gets the key at once. The README kills what the
-# command left in its group only after a loss; after a normal exit the group
-# runs on with the lock released (flock(1)'s child keeps the lock: it inherits
-# the descriptor).
+# (a script's '&' child): flock(1)'s lock lasts while any inheritor of the
+# descriptor lives, so distlock holds (and renews) the lock until the
+# command's process group is empty, then releases it and exits with the
+# command's status. Here the worker outlives the TTL three times over
+# (workload), reads the key, and waits for $D/release.
 t_lock_is_not_released_while_the_commands_group_runs_on() {
   local k=cli:leftover:$RANDOM
-  "$DL" run --ttl 2s "$k" -- sh -c '
+  "$DL" run --ttl 1s "$k" -- sh -c '
+    echo "$DISTLOCK_TOKEN" > "$0/token"
     sh -c "echo \$\$ > \"\$0/worker.tmp\" && mv \"\$0/worker.tmp\" \"\$0/worker\"
+           sleep 3
+           redis-cli -p \"\$REDIS_PORT\" get \"\$DISTLOCK_KEY\" > \"\$0/after\"
            while [ ! -e \"\$0/release\" ]; do sleep 0.02; done" "$0" &
     while [ ! -s "$0/worker" ]; do sleep 0.02; done
-    exit 0' "$D" 2>"$D/run.err" &
+    exit 3' "$D" 2>"$D/run.err" &
   local pid=$!; track "$pid"
   wait_until 10 "[ -s '$D/worker' ]" || return 1
   local worker; worker=$(cat "$D/worker"); track "$worker"
+  # the command has exited (distlock says so) while the worker runs on
+  wait_until 10 "grep -q 'the command exited; holding' '$D/run.err'" || return 1
+  wait_until 10 "[ -s '$D/after' ]" || return 1
+  alive "$pid" || fail "distlock exited while the command's worker (pid $worker) still runs: $(cat "$D/run.err")" || return 1
+  [ "$(cat "$D/after")" = "$(cat "$D/token")" ] ||
+    fail "3 TTLs after the command exited, with its worker running, redis holds '$(cat "$D/after")', not our token" || return 1
+  expect 75 "$DL" run "$k" -- true || return 1
+  touch "$D/release"
   wait_exit "$pid" 10 || return 1
-  if alive "$worker"; then
-    [ "$(rcli exists "$k")" = 1 ] ||
-      fail "distlock exited $ST and released '$k' while the command's worker (pid $worker, same process group) still runs" || return 1
-  fi
+  [ "$ST" = 3 ] || fail "exit $ST, expected the command's 3: $(cat "$D/run.err")" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released once the group was empty"
 }
 
 # in_pty SHELL SCRIPT ARGS...: run SHELL -c SCRIPT ARGS as the session leader
@@ -1547,12 +1556,10 @@ track_cmd_and_distlock() {
 }
 
 # distlock in a pipeline at the terminal (`list | distlock run ...`): its
-# stdin is a pipe, so the command is put in a process group of its own that
-# is NOT the terminal's foreground group. A command that reads the terminal
-# itself (as sudo or ssh do for a password) is stopped by SIGTTIN, and stays
-# stopped: distlock leaves a command stopped without the terminal as it is,
-# holding (and renewing) the lock forever. Before the command had its own
-# group it was in the foreground job and read the terminal.
+# stdin is a pipe, but it has a controlling terminal (/dev/tty) and is in the
+# foreground, so the command's process group gets the terminal and a command
+# that reads the terminal itself (as sudo or ssh do for a password) reads it,
+# rather than being stopped by SIGTTIN while distlock holds the lock forever.
 t_command_in_a_pipeline_reads_the_terminal() {
   local k=cli:ptypipe:$RANDOM
   in_pty sh 'echo | "$1" run "$2" -- sh -c "echo \$\$ > \"\$0/cmd\"; read x </dev/tty; echo got \$x" "$3"; echo "exit $?"' \
@@ -1564,9 +1571,9 @@ t_command_in_a_pipeline_reads_the_terminal() {
 
 # `distlock run ... &` at an interactive shell, then `fg`: the command reads
 # the terminal. distlock started in the background gives the command no
-# terminal; its read stops it (SIGTTIN); `fg` continues and gives the
-# terminal to distlock's group only, so the command stays stopped and the
-# job never ends (the lock renewed all along).
+# terminal; its read stops it (SIGTTIN) and it stays stopped (the lock
+# renewed) until `fg` gives the terminal to distlock's group, which distlock
+# passes on to the command's group, continuing it.
 t_background_run_brought_to_the_foreground_reads_the_terminal() {
   local k=cli:ptybg:$RANDOM
   in_pty bash 'set -m; "$1" run "$2" -- sh -c "echo \$\$ > \"\$0/cmd\"; read x </dev/tty; echo got \$x" "$3" & sleep 0.5; fg; echo "exit $?"' \
