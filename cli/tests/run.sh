@@ -1491,8 +1491,8 @@ t_lock_is_not_released_while_the_commands_group_runs_on() {
   wait_until 10 "[ -s '$D/worker' ]" || return 1
   local worker; worker=$(cat "$D/worker"); track "$worker"
   # the command has exited (distlock says so) while the worker runs on
-  wait_until 10 "grep -q 'the command exited; holding' '$D/run.err'" || return 1
-  wait_until 10 "[ -s '$D/after' ]" || return 1
+  wait_until 10 "grep -q 'the command exited; holding' '$D/run.err' || ! alive $pid" || return 1
+  wait_until 10 "[ -s '$D/after' ] || ! alive $pid" || return 1
   alive "$pid" || fail "distlock exited while the command's worker (pid $worker) still runs: $(cat "$D/run.err")" || return 1
   [ "$(cat "$D/after")" = "$(cat "$D/token")" ] ||
     fail "3 TTLs after the command exited, with its worker running, redis holds '$(cat "$D/after")', not our token" || return 1
