@@ -12,12 +12,16 @@
  *
  * The command runs in a process group of its own, so that stopping it on a
  * lost lease (and forwarding a signal) reaches everything it started: a
- * shell script's programs as well as the shell. When distlock's standard
- * input is its terminal and distlock is in the foreground, that group is
- * made the terminal's foreground group (as a shell does for a job), so the
- * command reads from the terminal and Ctrl-C / Ctrl-Z reach it directly;
- * distlock takes the terminal back when it stops or exits (SIGTTOU blocked,
- * so it may while in the background). HUP, INT, QUIT, TERM, USR1 or USR2
+ * shell script's programs as well as the shell. When distlock has a
+ * controlling terminal (/dev/tty, whatever stdin is) and is in the
+ * foreground, that group is made the terminal's foreground group (as a
+ * shell does for a job), so the command reads from the terminal and Ctrl-C /
+ * Ctrl-Z reach it directly; distlock takes the terminal back when it stops
+ * or exits (SIGTTOU blocked, so it may while in the background), and gives
+ * it to the command's group when brought to the foreground later
+ * (continued(), stopped_command()). The command dies with distlock
+ * (PR_SET_PDEATHSIG, exec_command()), and the lock is released only once
+ * the command's group is empty (supervise()). HUP, INT, QUIT, TERM, USR1 or USR2
  * that reach distlock are forwarded to the command's group: with the
  * terminal given to the command, a terminal-generated one reaches distlock
  * only when the command is not in the foreground, and then the command has
@@ -37,6 +41,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -48,6 +53,10 @@ extern char **environ;
 
 /* Without the lost-fd, how often the lost flag is polled. */
 #define LOST_POLL_MS 250
+
+/* Once the command has exited, how often distlock checks whether what it
+ * left running in its process group has exited too (kill(-pgid, 0)). */
+#define GROUP_POLL_MS 100
 
 /* Each step of `run` below returns RUN_GO_ON to go on to the next one, or the
  * exit status to end with. A step leaves what it acquired in the run_state,
@@ -224,8 +233,9 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
 
 /* Read every pending signal. Before the command starts (child <= 0) the
  * first terminating one is returned in *stop; afterwards signals are
- * forwarded to the command. *chld is set on SIGCHLD. */
-static void take_signals(int sfd, pid_t child, int *stop, int *chld, int verbose)
+ * forwarded to the command. *chld is set on SIGCHLD, *cont (if given) on
+ * SIGCONT, which is never forwarded as such. */
+static void take_signals(int sfd, pid_t child, int *stop, int *chld, int *cont, int verbose)
 {
     struct signalfd_siginfo si;
     for (;;) {
@@ -235,6 +245,11 @@ static void take_signals(int sfd, pid_t child, int *stop, int *chld, int verbose
         int sig = (int)si.ssi_signo;
         if (sig == SIGCHLD) {
             *chld = 1;
+            continue;
+        }
+        if (sig == SIGCONT) {  /* distlock continued (fg, bg): see continued() */
+            if (cont)
+                *cont = 1;
             continue;
         }
         if (child <= 0) {
@@ -292,7 +307,11 @@ struct run_state {
     char **env;                /* the command's environment: environ's entries... */
     char *env_own[NENV];       /* ...and these, which are ours to free */
     pid_t pid;                 /* the command, once started: also its process group */
-    int tty;                   /* the terminal given to the command's group, or -1 */
+    int give_tty;              /* distlock was in the foreground at the start */
+    int tty_stopped;           /* the command is stopped by SIGTTIN/SIGTTOU, distlock
+                                * in the background: watch for the foreground */
+    pid_t parent;              /* distlock's pid, for the child's PR_SET_PDEATHSIG check */
+    int tty;                   /* distlock's controlling terminal (/dev/tty), or -1 */
     long t_start;              /* when it was started */
     int status;                /* its wait status, once reaped */
     int lost;                  /* the lock was found lost */
@@ -320,6 +339,8 @@ static void run_state_free(struct run_state *st)
     distlock_client_free(st->c);
     if (st->sfd >= 0)
         close(st->sfd);
+    if (st->tty >= 0)
+        close(st->tty);
     for (int i = 0; i < NENV; i++)
         free(st->env_own[i]);
     free(st->env);
@@ -340,6 +361,9 @@ static int block_signals(struct run_state *st)
     for (int i = 0; i < NFORWARDED; i++)
         sigaddset(&set, forwarded[i]);
     sigaddset(&set, SIGCHLD);
+    /* SIGCONT still continues distlock when blocked; taken from the
+     * signalfd it says that distlock was continued (continued()). */
+    sigaddset(&set, SIGCONT);
     sigprocmask(SIG_BLOCK, &set, &st->orig_mask);
     /* Blocked, not taken: distlock gives the terminal to the command's
      * group and takes it back from the background (tcsetpgrp), which
@@ -459,7 +483,7 @@ static int try_acquire(struct run_state *st, int *stop)
                     cli_fmt_ms(o->wait_ms, d, sizeof d));
     }
     if (is_conflict(rc) && o->wait_ms != 0) {
-        take_signals(st->sfd, 0, stop, &chld, 0);  /* any that came during the first try */
+        take_signals(st->sfd, 0, stop, &chld, NULL, 0);  /* any that came during the first try */
         long left = o->wait_ms;
         if (left != DISTLOCK_WAIT_FOREVER && (left -= now_ms() - t0) < 1)
             left = 1;
@@ -468,7 +492,7 @@ static int try_acquire(struct run_state *st, int *stop)
     }
     st->waited_ms = now_ms() - t0;
     if (rc == DISTLOCK_OK)
-        take_signals(st->sfd, 0, stop, &chld, 0);
+        take_signals(st->sfd, 0, stop, &chld, NULL, 0);
     return rc;
 }
 
@@ -580,8 +604,18 @@ static void exec_command(const struct run_state *st, int errfd)
     /* Its own group (the parent sets it too: whichever runs first), given
      * the terminal before it can read from it. */
     setpgid(0, 0);
-    if (st->tty >= 0)
+    if (st->give_tty)
         (void)tcsetpgrp(st->tty, getpid());
+    /* distlock renews the lease only while it lives: if it dies (SIGKILL,
+     * as `timeout -k` sends to its own group, which the command is no longer
+     * in; OOM killer), the lease runs out within the TTL while nothing stops
+     * the command. SIGKILL, not SIGTERM: nobody is left to send SIGKILL
+     * after a grace, and a command that ignores SIGTERM would run on without
+     * the lock for as long as it likes. It reaches the command only, not
+     * what the command started (its group). Checked after it is set: a
+     * distlock that died before would never send it. */
+    if (prctl(PR_SET_PDEATHSIG, SIGKILL) < 0 || getppid() != st->parent)
+        _exit(CLI_EXIT_SOFTWARE);
     sigaction(SIGCHLD, &st->old_chld, NULL);
     sigaction(SIGPIPE, &st->old_pipe, NULL);
     sigprocmask(SIG_SETMASK, &st->orig_mask, NULL);
@@ -613,10 +647,14 @@ static int spawn_command(struct run_state *st)
      * the resolver's pipe), and so are ours (sfd, errpipe). The command gets
      * exactly the caller's descriptors, as with flock(1); cli/tests/run.sh
      * t_descriptors checks it. */
-    /* The terminal goes to the command only if it is distlock's, and
-     * distlock is in its foreground (not a background job). */
-    if (isatty(STDIN_FILENO) && tcgetpgrp(STDIN_FILENO) == getpgrp())
-        st->tty = STDIN_FILENO;
+    /* The controlling terminal, whatever stdin is (`echo | distlock run`
+     * at a prompt has one too, and a command may read it, as sudo and ssh
+     * do). It goes to the command's group now only if distlock is in its
+     * foreground (not a background job); continued() gives it later when
+     * distlock is brought to the foreground. */
+    st->tty = open("/dev/tty", O_RDWR | O_NOCTTY | O_CLOEXEC);
+    st->give_tty = st->tty >= 0 && tcgetpgrp(st->tty) == getpgrp();
+    st->parent = getpid();
     st->t_start = now_ms();
     st->pid = fork();
     if (st->pid < 0) {
@@ -631,7 +669,7 @@ static int spawn_command(struct run_state *st)
     }
     close(errpipe[1]);
     setpgid(st->pid, st->pid);  /* EACCES once it has exec'd: it did it itself */
-    if (st->tty >= 0)
+    if (st->give_tty)
         (void)tcsetpgrp(st->tty, st->pid);
     int exec_errno = 0;
     for (;;) {
@@ -689,18 +727,44 @@ static long on_lost(struct run_state *st)
     return -1;
 }
 
-/* The command stopped (Ctrl-Z reaches its group, which has the terminal):
- * as a shell's job would, distlock takes the terminal back and stops itself,
- * so the shell that started it sees its job stopped and gets the terminal.
- * When continued (fg or bg) it gives the terminal back if it is in the
- * foreground, and continues the command's group. Without the terminal the
- * command was stopped by someone else's signal: left as it is. */
-static void stopped_command(struct run_state *st)
+/* distlock was continued (SIGCONT: the shell's fg or bg, or stopped_command
+ * resuming). In the foreground (the terminal is distlock's group's) the
+ * terminal goes to the command's group, which is continued: a command a
+ * background distlock saw stopped by SIGTTIN now reads the terminal. In the
+ * background nothing changes. */
+static void continued(struct run_state *st)
+{
+    if (st->tty < 0 || tcgetpgrp(st->tty) != getpgrp())
+        return;
+    st->tty_stopped = 0;
+    (void)tcsetpgrp(st->tty, st->pid);
+    kill(-st->pid, SIGCONT);
+}
+
+/* The command stopped. With the terminal (Ctrl-Z reaches its group), as a
+ * shell's job would: distlock takes the terminal back and stops itself, so
+ * the shell that started it sees its job stopped and gets the terminal;
+ * when continued (fg or bg) it gives the terminal back if it is in the
+ * foreground, and continues the command's group. Stopped by SIGTTIN or
+ * SIGTTOU (it used the terminal without having it): if distlock is in the
+ * foreground the terminal goes to the command's group, which is continued;
+ * if distlock is a background job the command stays stopped, as a shell
+ * leaves such a job, while distlock goes on renewing, and is resumed when
+ * distlock is brought to the foreground (continued(), or the check every
+ * GROUP_POLL_MS in supervise(): `fg` sends no SIGCONT to a job that is not
+ * stopped). Stopped by someone else's signal: left as it is. */
+static void stopped_command(struct run_state *st, int sig)
 {
     if (st->tty < 0)
         return;
-    if (tcgetpgrp(st->tty) == st->pid)
-        (void)tcsetpgrp(st->tty, getpgrp());
+    if (sig == SIGTTIN || sig == SIGTTOU) {
+        st->tty_stopped = 1;
+        continued(st);
+        return;
+    }
+    if (tcgetpgrp(st->tty) != st->pid)
+        return;
+    (void)tcsetpgrp(st->tty, getpgrp());
     kill(getpid(), SIGSTOP);
     if (tcgetpgrp(st->tty) == getpgrp())
         (void)tcsetpgrp(st->tty, st->pid);
@@ -719,9 +783,20 @@ static void command_done(struct run_state *st)
         kill(-st->pid, SIGKILL);
 }
 
-/* Until the command has exited: forward signals to it, watch for the loss
- * of the lock (on_lost; SIGKILL once --grace has passed), reap it into
- * st->status. The lock is renewed meanwhile by the library's thread. */
+/* Is anything left in the command's process group? Only ESRCH says no (EPERM:
+ * a member runs as another user). */
+static int group_alive(pid_t pgid)
+{
+    return kill(-pgid, 0) == 0 || errno != ESRCH;
+}
+
+/* Until the command has exited, and then until what it left running in its
+ * process group (`worker &`) has exited too, as flock(1)'s lock lasts while
+ * any inheritor of the descriptor lives: forward signals to the group, watch
+ * for the loss of the lock (on_lost; SIGKILL once --grace has passed), reap
+ * the command into st->status. The group is polled every GROUP_POLL_MS
+ * once the command is reaped. The lock is renewed meanwhile by the library's
+ * thread. */
 static void supervise(struct run_state *st)
 {
     int reaped = 0, stop = 0;
@@ -737,6 +812,8 @@ static void supervise(struct run_state *st)
         int timeout = -1;
         if (st->lost_fd < 0 && !st->lost)
             timeout = LOST_POLL_MS;
+        if ((reaped || st->tty_stopped) && (timeout < 0 || GROUP_POLL_MS < timeout))
+            timeout = GROUP_POLL_MS;
         if (kill_deadline >= 0) {
             long left = kill_deadline - now_ms();
             if (left < 0) left = 0;
@@ -746,16 +823,25 @@ static void supervise(struct run_state *st)
             cli_err("poll: %s", strerror(errno));
             break; /* still reap the child below */
         }
-        int chld = 0;
-        take_signals(st->sfd, st->pid, &stop, &chld, st->o.co.verbose);
-        if (chld && waitpid(st->pid, &st->status, WNOHANG | WUNTRACED) == st->pid) {
+        int chld = 0, cont = 0;
+        take_signals(st->sfd, st->pid, &stop, &chld, &cont, st->o.co.verbose);
+        if ((cont || st->tty_stopped) && !reaped)
+            continued(st);
+        if (chld && !reaped && waitpid(st->pid, &st->status, WNOHANG | WUNTRACED) == st->pid) {
             if (WIFSTOPPED(st->status)) {
-                stopped_command(st);
+                stopped_command(st, WSTOPSIG(st->status));
                 continue;
             }
             reaped = 1;
-            break;
+            command_done(st);
+            if (st->killed_for_lost || !group_alive(st->pid))
+                return;
+            if (!st->o.co.quiet)
+                cli_err("the command exited; holding '%s' until what it left running in its "
+                        "process group (%ld) has exited too", st->key, (long)st->pid);
         }
+        if (reaped && !group_alive(st->pid))
+            return;
         int fd_says = 0;
         if (n > 1 && (pf[1].revents & POLLIN)) {
             uint64_t cnt;
@@ -763,8 +849,11 @@ static void supervise(struct run_state *st)
             (void)r;
             fd_says = 1;
         }
-        if (!st->lost && (fd_says || distlock_lock_lost(st->lock)))
+        if (!st->lost && (fd_says || distlock_lock_lost(st->lock))) {
             kill_deadline = on_lost(st);
+            if (reaped && st->o.on_lost == ON_LOST_IGNORE)
+                return;  /* --on-lost=ignore: nothing left to hold */
+        }
         if (kill_deadline >= 0 && now_ms() >= kill_deadline) {
             cli_err("the command (pid %ld) is still running %s after losing the lock "
                     "(--grace); sending SIGKILL to its process group", (long)st->pid,
@@ -777,8 +866,8 @@ static void supervise(struct run_state *st)
         /* poll failed: wait for the command the plain way. */
         while (waitpid(st->pid, &st->status, 0) < 0 && errno == EINTR)
             ;
+        command_done(st);
     }
-    command_done(st);
 }
 
 /* The exit status a shell would give for the command's wait status. */

@@ -1447,6 +1447,169 @@ t_cluster() {
   bash "$HARNESS" stop "$D/cluster"
 }
 
+# distlock under timeout(1) -k: at the time limit timeout sends TERM to
+# distlock (forwarded; this command ignores it, which the README allows: the
+# lock is held "until the command has really exited"), and after -k SIGKILL
+# to timeout's own process group. distlock is in that group; since the command
+# got a group of its own it is not, so only distlock dies; the command, set
+# to get SIGKILL when distlock dies (PR_SET_PDEATHSIG), must not run on while
+# its lease runs out (--ttl 1s).
+t_command_does_not_run_on_after_timeout_kills_distlock() {
+  local k=cli:timeoutk:$RANDOM
+  timeout -k 0.5 1 "$DL" run --ttl 1s "$k" -- sh -c '
+    trap "" TERM
+    echo $$ > "$0/cmd.tmp" && mv "$0/cmd.tmp" "$0/cmd"
+    while [ ! -e "$0/release" ]; do sleep 0.02; done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/cmd' ]" || return 1
+  local cmd; cmd=$(cat "$D/cmd"); track "$cmd"
+  wait_exit "$pid" 10 || return 1
+  echo "    timeout exited $ST" >&2
+  # the lease runs out on the server (nobody renews it)
+  wait_until 5 "[ \"\$(rcli exists '$k')\" = 0 ]" || return 1
+  wait_until 3 "! alive $cmd" ||
+    fail "the command (pid $cmd) still runs after distlock was killed and key '$k' expired: $(grep -v '^  ' "$D/run.err")"
+}
+
+# A command that exits normally but leaves work running in its process group
+# (a script's '&' child): flock(1)'s lock lasts while any inheritor of the
+# descriptor lives, so distlock holds (and renews) the lock until the
+# command's process group is empty, then releases it and exits with the
+# command's status. Here the worker outlives the TTL three times over
+# (workload), reads the key, and waits for $D/release.
+t_lock_is_not_released_while_the_commands_group_runs_on() {
+  local k=cli:leftover:$RANDOM
+  "$DL" run --ttl 1s "$k" -- sh -c '
+    echo "$DISTLOCK_TOKEN" > "$0/token"
+    sh -c "echo \$\$ > \"\$0/worker.tmp\" && mv \"\$0/worker.tmp\" \"\$0/worker\"
+           sleep 3
+           redis-cli -p \"\$REDIS_PORT\" get \"\$DISTLOCK_KEY\" > \"\$0/after\"
+           while [ ! -e \"\$0/release\" ]; do sleep 0.02; done" "$0" &
+    while [ ! -s "$0/worker" ]; do sleep 0.02; done
+    exit 3' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -s '$D/worker' ]" || return 1
+  local worker; worker=$(cat "$D/worker"); track "$worker"
+  # the command has exited (distlock says so) while the worker runs on
+  wait_until 10 "grep -q 'the command exited; holding' '$D/run.err' || ! alive $pid" || return 1
+  wait_until 10 "[ -s '$D/after' ] || ! alive $pid" || return 1
+  alive "$pid" || fail "distlock exited while the command's worker (pid $worker) still runs: $(cat "$D/run.err")" || return 1
+  [ "$(cat "$D/after")" = "$(cat "$D/token")" ] ||
+    fail "3 TTLs after the command exited, with its worker running, redis holds '$(cat "$D/after")', not our token" || return 1
+  expect 75 "$DL" run "$k" -- true || return 1
+  touch "$D/release"
+  wait_exit "$pid" 10 || return 1
+  [ "$ST" = 3 ] || fail "exit $ST, expected the command's 3: $(cat "$D/run.err")" || return 1
+  [ "$(rcli exists "$k")" = 0 ] || fail "not released once the group was empty"
+}
+
+# in_pty SHELL SCRIPT ARGS...: run SHELL -c SCRIPT ARGS as the session leader
+# of a new pseudo-terminal (its controlling terminal, its group in the
+# foreground, as a login shell's); type "hello" into the terminal after
+# 1.5 s; the terminal's output into $D/pty.out, until "got hello" appears,
+# the shell exits, or 8 s pass.
+in_pty() {
+  python3 - "$D/pty.out" "$@" <<'PY'
+import os, pty, select, sys, time
+out_path, shell, script, args = sys.argv[1], sys.argv[2], sys.argv[3], sys.argv[4:]
+pid, fd = pty.fork()
+if pid == 0:
+    os.execvp(shell, [shell, "-c", script, shell] + args)
+out, t0, sent = b"", time.time(), False
+while time.time() - t0 < 8 and b"got hello" not in out:
+    if select.select([fd], [], [], 0.1)[0]:
+        try:
+            b = os.read(fd, 1024)
+        except OSError:
+            break
+        if not b:
+            break
+        out += b
+    if not sent and time.time() - t0 > 1.5:
+        os.write(fd, b"hello\n")
+        sent = True
+    if os.waitpid(pid, os.WNOHANG)[0]:
+        while select.select([fd], [], [], 0.2)[0]:  # what it wrote before exiting
+            try:
+                b = os.read(fd, 1024)
+            except OSError:
+                break
+            if not b:
+                break
+            out += b
+        break
+open(out_path, "wb").write(out)
+try:
+    os.kill(pid, 9)
+except OSError:
+    pass
+PY
+}
+# track_cmd_and_distlock: the command's pid (in $D/cmd) and its parent's.
+track_cmd_and_distlock() {
+  [ -s "$D/cmd" ] || return 0
+  local c; c=$(cat "$D/cmd"); track "$c"
+  alive "$c" && echo "    the command (pid $c) is in state $(sed 's/.*) //' /proc/$c/stat | cut -d' ' -f1)" >&2
+  local pp; pp=$(sed 's/.*) //' "/proc/$c/stat" 2>/dev/null | cut -d' ' -f2)
+  [ -n "$pp" ] && [ "$pp" != 1 ] && track "$pp"
+  return 0
+}
+
+# distlock in a pipeline at the terminal (`list | distlock run ...`): its
+# stdin is a pipe, but it has a controlling terminal (/dev/tty) and is in the
+# foreground, so the command's process group gets the terminal and a command
+# that reads the terminal itself (as sudo or ssh do for a password) reads it,
+# rather than being stopped by SIGTTIN while distlock holds the lock forever.
+t_command_in_a_pipeline_reads_the_terminal() {
+  local k=cli:ptypipe:$RANDOM
+  in_pty sh 'echo | "$1" run "$2" -- sh -c "echo \$\$ > \"\$0/cmd\"; read x </dev/tty; echo got \$x" "$3"; echo "exit $?"' \
+    "$DL" "$k" "$D"
+  track_cmd_and_distlock || true
+  grep -q "got hello" "$D/pty.out" ||
+    fail "the command never read the terminal in 8 s (terminal: $(tr -d '\r' <"$D/pty.out" | tr '\n' '|'); key '$k' exists: $(rcli exists "$k"))"
+}
+
+# `distlock run ... &` at an interactive shell, then `fg`: the command reads
+# the terminal. distlock started in the background gives the command no
+# terminal; its read stops it (SIGTTIN) and it stays stopped (the lock
+# renewed) until `fg` gives the terminal to distlock's group, which distlock
+# passes on to the command's group, continuing it.
+t_background_run_brought_to_the_foreground_reads_the_terminal() {
+  local k=cli:ptybg:$RANDOM
+  in_pty bash 'set -m; "$1" run "$2" -- sh -c "echo \$\$ > \"\$0/cmd\"; read x </dev/tty; echo got \$x" "$3" & sleep 0.5; fg; echo "exit $?"' \
+    "$DL" "$k" "$D"
+  track_cmd_and_distlock || true
+  grep -q "got hello" "$D/pty.out" ||
+    fail "after fg the command never read the terminal in 8 s (terminal: $(tr -d '\r' <"$D/pty.out" | tr '\n' '|'); key '$k' exists: $(rcli exists "$k"))"
+}
+
+# One node of three freezes while the command runs (--ttl 1s, the default
+# --timeout 500ms): the two others confirm each renewal at once, a quorum,
+# long before the lease's validity ends. "One hung node of three still
+# leaves a quorum" (README, exit 69), and a lock is lost only when it is gone
+# or its validity ended before a renewal was confirmed. But each renewal
+# round waits for the frozen node until --timeout, the next renewal is
+# sent only after that, and the lease clock calls the lock lost and the
+# command is stopped (79), while a quorum holds the key with our token.
+t_one_frozen_node_of_three_does_not_stop_a_running_command() {
+  local k=cli:frozenrun:$RANDOM uris
+  start_proxy || return 1
+  uris=$(proxy_uris 0 1 2)
+  "$DL" run --servers "$uris" --ttl 1s "$k" -- sh -c '
+    touch "$0/started"
+    i=0; while [ $i -lt 60 ]; do sleep 0.05; i=$((i + 1)); done' "$D" 2>"$D/run.err" &
+  local pid=$!; track "$pid"
+  wait_until 10 "[ -e '$D/started' ]" || return 1
+  fpctl hold 2 || return 1
+  wait_exit "$pid" 30 || return 1
+  [ "$ST" = 0 ] ||
+    fail "exit $ST with node 2 of 3 frozen and the two others answering: $(grep -v '^  ' "$D/run.err")"
+}
+
+# A command that makes itself a new session (setsid) leaves the group that
+# --on-lost signals: recorded as the README's limit (signals reach the
+# command's group), not a promise.
+
 # ------------------------------------------------------------------ runner
 ALL=$(declare -F | awk '{print $3}' | grep '^t_')
 [ $# -gt 0 ] && ALL="$*"
