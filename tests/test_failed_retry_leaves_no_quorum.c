@@ -1,5 +1,5 @@
-/* test_failed_retry_leaves_no_quorum.c -- attack round 2, item 1 (acquire
- * undo, acquire.c undo_node()).
+/* test_failed_retry_leaves_no_quorum.c -- a failed acquire's undo (acquire.c
+ * undo_node()) after a token pair's retry.
  *
  * undo_node() leaves an unanswered node alone when ANOTHER node's reply
  * showed our token there before this attempt ("prior"), reasoning that the

@@ -1,5 +1,5 @@
-/* test_refused_resend_undo.c -- attack round 2, item 1 (acquire undo,
- * acquire.c undo_node()).
+/* test_refused_resend_undo.c -- a failed acquire's undo (acquire.c
+ * undo_node()) where a resend was refused.
  *
  * undo_node() leaves a node alone when its reply is a refusal (an error:
  * OOM, NOPERM, READONLY, LOADING...), on the ground that the refused
