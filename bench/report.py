@@ -127,10 +127,14 @@ def write_report(args, impls, res, why, mem, renew, meta):
     R = Results(res, why, impls)
     day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
     os.makedirs(args.out, exist_ok=True)
-    md_path = os.path.join(args.out, day + ("-quick" if args.quick else "") + ".md")
+    # Only a full run writes DATE.md (bench/check-results.py reads the newest
+    # one); a quick or partial run must never overwrite it.
+    suffix = ("-quick" if args.quick else "") + ("-partial" if getattr(args, "only", "") else "")
+    md_path = os.path.join(args.out, day + suffix + ".md")
     png_path = md_path[:-3] + ".png"
     o = []
-    o.append("# distlock benchmarks, %s%s" % (day, " (--quick)" if args.quick else ""))
+    o.append("# distlock benchmarks, %s%s%s" % (day, " (--quick)" if args.quick else "",
+                                               " (--only %s)" % args.only if getattr(args, "only", "") else ""))
     o.append("")
     o.append("Produced by `%s` on this machine at %s UTC, in %.0f s of measurement. This machine is shared and "
              "noisy, so compare ratios, not absolute figures, and every ratio is taken between runs close in "

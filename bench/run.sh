@@ -169,6 +169,6 @@ cluster_r_uri=$("${pin_srv[@]}" bash "$repo/tests/harness/redis.sh" cluster "$rd
   && args+=(--cluster-replicas-uri "$cluster_r_uri") || say "no cluster+replicas column: that cluster did not start"
 
 say "running (build log: $log)"
-cmdline="bash bench/run.sh${quick:+ $quick}"
+cmdline="bash bench/run.sh${quick:+ $quick}${only[1]:+ --only ${only[1]}}"
 "${pin_cli[@]}" /usr/bin/python3 "$bench/bench.py" --uris "$uris" $quick --command "$cmdline" \
   --pinning "$pinning" "${only[@]}" "${args[@]}"
