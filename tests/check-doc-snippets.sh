@@ -59,9 +59,9 @@ fi
 # 1. The blocks: $work/blocks/N.{c,sh,php,py} and a manifest "N<TAB>lang<TAB>file:line".
 mkdir -p "$work/blocks"
 tag_errors=0
-python3 - "$work/blocks" "${files[@]}" <<'PY' || tag_errors=$?
-import re, sys
-out, files = sys.argv[1], sys.argv[2:]
+python3 - "$work/blocks" "$root/README.md" "${files[@]}" <<'PY' || tag_errors=$?
+import os, re, sys
+out, top_readme, files = sys.argv[1], os.path.realpath(sys.argv[2]), sys.argv[3:]
 run = {"c": "c", "sh": "sh", "php": "php", "python": "py"}
 # A runnable language under another name: say which tag to use instead.
 aliases = {"bash": "sh", "shell": "sh", "zsh": "sh", "py": "python", "python3": "python",
@@ -70,10 +70,17 @@ bad, n = [], 0
 manifest = open(out + "/manifest", "w")
 for path in files:
     lines = open(path, encoding="utf-8").read().split("\n")
+    # The top README's quick start (its first sh block under a "Quick start"
+    # heading, the block ../shared/tools/fresh-debian runs) is scripts/test.sh
+    # itself: listed, not run here.
+    quick_start = os.path.realpath(path) == top_readme
+    heading = ""
     i = 0
     while i < len(lines):
         m = re.match(r"^(\s*)(```+|~~~+)(.*)$", lines[i])
         if not m:
+            if lines[i].startswith("#"):
+                heading = lines[i]
             i += 1
             continue
         indent, fence, info = m.group(1), m.group(2), m.group(3).strip()
@@ -93,6 +100,9 @@ for path in files:
         elif tag in aliases:
             bad.append("%s: tag '%s': write '%s' (it then runs) or text/console (it does not)"
                        % (where, tag, aliases[tag]))
+        elif tag == "sh" and quick_start and re.search(r"[Qq]uick start", heading):
+            quick_start = False
+            manifest.write("0\tquickstart\t%s\n" % where)
         elif tag in run:
             n += 1
             with open("%s/%d.%s" % (out, n, run[tag]), "w", encoding="utf-8") as f:
@@ -105,7 +115,7 @@ sys.exit(1 if bad else 0)
 PY
 [ -s "$work/blocks/manifest" ] || { echo "no runnable block found in: ${files[*]}" >&2; exit 1; }
 count() { grep -c "	$1	" "$work/blocks/manifest" || true; }
-echo "== docs: $(wc -l < "$work/blocks/manifest") blocks to run ($(count c) c, $(count sh) sh, $(count php) php, $(count python) python) from ${#files[@]} files"
+echo "== docs: $(grep -vc '	quickstart	' "$work/blocks/manifest") blocks to run ($(count c) c, $(count sh) sh, $(count php) php, $(count python) python) from ${#files[@]} files"
 
 # 2. What they run against.
 core=${DISTLOCK_CORE_BUILD:-$build_root/core}
@@ -116,8 +126,9 @@ if [ -z "${DISTLOCK_CORE_BUILD:-}" ]; then
     > "$build_root/core-build.log" 2>&1 || { tail -n 40 "$build_root/core-build.log"; exit 1; }
 fi
 core=$(cd "$core" && pwd)
-[ -f "$core/core/libdistlock.so" ] && [ -x "$core/cli/distlock" ] \
-  || { echo "$core: no core/libdistlock.so or cli/distlock built" >&2; exit 1; }
+if [ ! -f "$core/core/libdistlock.so" ] || [ ! -x "$core/cli/distlock" ]; then
+  echo "$core: no core/libdistlock.so or cli/distlock built" >&2; exit 1
+fi
 if [ "$(count php)" -gt 0 ]; then
   echo "== docs: building the PHP extension (php-ext/build.sh)"
   php_so=$(bash "$root/php-ext/build.sh" --core-build "$core" | tail -n 1)
@@ -138,7 +149,7 @@ echo "== docs: redis-servers on ${ports[*]} stand for 127.0.0.1:6379, :6380, :63
 failed=0 ran=0
 while IFS=$'\t' read -r n lang where; do
   case $lang in c) src=$work/blocks/$n.c ;; python) src=$work/blocks/$n.py ;; *) src=$work/blocks/$n.$lang ;; esac
-  if [ "$where" = README.md:$(awk '/^#+ .*[Qq]uick start/ {q=1} q && /^```sh/ {print NR; exit}' README.md) ]; then
+  if [ "$lang" = quickstart ]; then
     echo "skip $where (sh): the quick start, run by the demo suite and .ci/run"
     continue
   fi
