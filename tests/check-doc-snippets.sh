@@ -22,7 +22,15 @@
 # (tests/harness/redis.sh) and rewrites those three addresses to its servers'
 # ports; DISTLOCK_SERVERS (the default of python and the CLI) and PHP's
 # distlock.servers name the first. The servers are emptied (FLUSHALL) before
-# each block, so no block sees another's locks.
+# each block, so no block sees another's locks. Only when a block uses them,
+# it also brings up (with the same harness) and rewrites to:
+#   rediss://127.0.0.1:6390        a TLS server (certs.sh's throwaway CA);
+#     /etc/ssl/redis-ca.pem, /etc/ssl/redis-client.pem, /etc/ssl/redis-client.key
+#     become that CA and a client certificate and key it signed
+#   redis-sentinel://127.0.0.1:26379/mymaster
+#                                  a Sentinel group (one master, one sentinel)
+#   redis-cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
+#                                  a Redis Cluster of three masters
 #
 # One block is not run here: README.md's quick start (scripts/demo.sh and
 # scripts/test.sh, which runs this check): the demo suite and .ci/run run it.
@@ -44,7 +52,10 @@ build_root=${DISTLOCK_TEST_BUILD_ROOT:-$root}/build-docs
 mkdir -p "$build_root"
 work=$(mktemp -d "${TMPDIR:-/tmp}/distlock-docs.XXXXXX")
 cleanup() {
-  bash "$root/tests/harness/redis.sh" stop "$work/redis" >/dev/null 2>&1 || true
+  local d
+  for d in redis tls sentinel cluster; do
+    [ -d "$work/$d" ] && bash "$root/tests/harness/redis.sh" stop "$work/$d" >/dev/null 2>&1
+  done
   rm -rf "$work"
 }
 trap cleanup EXIT
@@ -144,6 +155,44 @@ read -r -a ports < <(bash "$redis" start "$work/redis" 3)
 export DISTLOCK_SERVERS=redis://127.0.0.1:${ports[0]}
 export PATH=$core/cli:$PATH
 echo "== docs: redis-servers on ${ports[*]} stand for 127.0.0.1:6379, :6380, :6381"
+# Each documented address becomes a placeholder first, then the real one, so a
+# real port never matches another documented address.
+rewrite=$work/rewrite.sed final=$work/rewrite-final.sed nmap=0
+: > "$rewrite"; : > "$final"
+map() {  # map DOCUMENTED REAL: sed-escaped DOCUMENTED (a path or host:port) to REAL
+  nmap=$((nmap + 1))
+  printf 's|%s\\b|@DOCSADDR%d@|g\n' "$1" "$nmap" >> "$rewrite"
+  printf 's|@DOCSADDR%d@|%s|g\n' "$nmap" "$2" >> "$final"
+}
+map '127\.0\.0\.1:6379' "127.0.0.1:${ports[0]}"
+map '127\.0\.0\.1:6380' "127.0.0.1:${ports[1]}"
+map '127\.0\.0\.1:6381' "127.0.0.1:${ports[2]}"
+uses() { grep -q "$1" "$work"/blocks/[0-9]*; }
+if uses 'rediss://127\.0\.0\.1:6390'; then
+  bash "$root/tests/harness/certs.sh" "$work/certs"
+  DISTLOCK_TLS_CERTS=$work/certs bash "$redis" start "$work/tls" 1 >/dev/null
+  tls_port=$(cat "$work"/tls/redis-*.tlsport)
+  map '127\.0\.0\.1:6390' "127.0.0.1:$tls_port"
+  map '/etc/ssl/redis-ca\.pem' "$work/certs/ca.crt"
+  map '/etc/ssl/redis-client\.pem' "$work/certs/client.crt"
+  map '/etc/ssl/redis-client\.key' "$work/certs/client.key"
+  echo "== docs: a TLS redis-server on $tls_port stands for rediss://127.0.0.1:6390"
+fi
+if uses 'redis-sentinel://127\.0\.0\.1:26379'; then
+  uri=$(bash "$redis" sentinels "$work/sentinel" --replicas 0 --sentinels 1 --quorum 1)
+  sentinel=${uri#redis-sentinel://}; sentinel=${sentinel%%/*}
+  map '127\.0\.0\.1:26379' "$sentinel"
+  echo "== docs: a Sentinel group, $uri, stands for redis-sentinel://127.0.0.1:26379/mymaster"
+fi
+if uses 'redis-cluster://127\.0\.0\.1:7000'; then
+  uri=$(bash "$redis" cluster "$work/cluster" 3 0)
+  IFS=, read -r -a masters <<< "${uri#redis-cluster://}"
+  map '127\.0\.0\.1:7000' "${masters[0]}"
+  map '127\.0\.0\.1:7001' "${masters[1]}"
+  map '127\.0\.0\.1:7002' "${masters[2]}"
+  echo "== docs: a Redis Cluster, $uri, stands for 127.0.0.1:7000, :7001, :7002"
+fi
+cat "$final" >> "$rewrite"
 
 # 3. Each block, alone.
 failed=0 ran=0
@@ -153,8 +202,7 @@ while IFS=$'\t' read -r n lang where; do
     echo "skip $where (sh): the quick start, run by the demo suite and .ci/run"
     continue
   fi
-  sed -i "s/127\.0\.0\.1:6379/127.0.0.1:${ports[0]}/g; s/127\.0\.0\.1:6380/127.0.0.1:${ports[1]}/g;
-          s/127\.0\.0\.1:6381/127.0.0.1:${ports[2]}/g" "$src"
+  sed -i -f "$rewrite" "$src"
   for p in "${ports[@]}"; do redis-cli -p "$p" flushall >/dev/null; done
   dir=$work/run-$n
   mkdir -p "$dir"
