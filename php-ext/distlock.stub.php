@@ -21,7 +21,7 @@ namespace Distlock {
     /**
      * Base of every exception the extension throws (besides the compat \Exception 500002).
      * Its constants are the codes; which status throws which class with which code is
-     * the table in README.md ("Statuses in each front end").
+     * the table in docs/errors.md ("Statuses in each front end").
      */
     class Exception extends \RuntimeException
     {

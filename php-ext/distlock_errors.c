@@ -12,7 +12,7 @@
  * (EINVAL -1 -> 500011 ... ESYS -10 -> 500020), so no code collides with
  * 500002.
  *
- * The same table is written out for every front end in README.md ("Statuses
+ * The same table is written out for every front end in docs/errors.md ("Statuses
  * in each front end"); Python's (python/distlock/_errors.py) and the CLI's
  * (cli/src/common.c) agree with it.
  *
@@ -87,7 +87,7 @@ static dl_status_row dl_row(int st)
 
 /* Throw for a core error. The core's per-thread detail names the server
  * ("redis://127.0.0.1:6379: Connection refused"), passwords masked by the
- * core (README "Errors"); the status text says what kind of failure it was.
+ * core (docs/errors.md); the status text says what kind of failure it was.
  * EINVAL left after our own checks is a bad argument: ValueError, like any
  * PHP function's. */
 void dl_throw_status(int st, const char *what, const char *key, size_t key_len)

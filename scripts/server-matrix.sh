@@ -22,7 +22,7 @@
 # Logs: $DISTLOCK_MATRIX_LOGS (default a new /tmp/distlock-matrix.XXXXXX),
 # one per version and part. Exits 1 if any cell failed.
 #
-# Example (the matrix in README.md, "Server versions"):
+# Example (the matrix in docs/servers.md, "Server versions"):
 #   scripts/server-matrix.sh /work/redis-src/redis-5.0.14 /work/redis-src/valkey-8.0.1 \
 #     -- test_single test_cluster_release_wakes cli:t_list_bounded_on_big_keyspace
 set -uo pipefail

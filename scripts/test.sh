@@ -24,11 +24,13 @@
 #   pydist    its sdist and wheel installed into fresh venvs
 #   cli       the distlock command
 #   demo      the quick-start demo itself
+#   docs      every c, sh, php and python snippet of the docs, run
+#             (tests/check-doc-snippets.sh)
 #   deb       the Debian packages (built, lintian, installed with apt,
 #             checked, purged: packaging/test-debs.sh)
 #
-# quick = c-quick, php, python-quick, cli: every behaviour once against real Redis,
-# the C tests under ASan+UBSan, each front end's suite. The full run adds the
+# quick = c-quick, php, python-quick, cli, docs: every behaviour once against real
+# Redis, the C tests under ASan+UBSan, each front end's suite, the docs' snippets. The full run adds the
 # slow C tests, TSan, valgrind, the stack budget, fuzz, packaging (install,
 # release, pecl, pydist, deb) and the demo.
 #
@@ -37,10 +39,10 @@
 # install, cli and php. Independent suites run in lanes at once (2 cores; the
 # C and front-end tests mostly wait on their redis-servers, the sanitizer
 # builds widen their time bounds with DISTLOCK_TEST_SLOW):
-#   full:  c-asan, c-valgrind, php | c-tsan, python, demo |
+#   full:  c-asan, c-valgrind, php | c-tsan, python, demo, docs |
 #          c-stack, release, install, fuzz, pydist, pecl, cli; then deb, last
 #          and alone (it installs the packages system-wide with apt)
-#   quick: c-quick, cli | php, python-quick
+#   quick: c-quick, cli | php, python-quick, docs
 # Each suite's output goes to a log, printed whole when the suite ends.
 # Exits non-zero if any suite fails.
 set -uo pipefail
@@ -84,6 +86,7 @@ run_suite() {
     pydist)  bash python/tests/dist.sh ;;
     cli)     build_shared && DISTLOCK_CLI=$shared/cli/distlock bash cli/tests/run.sh ;;
     demo)    bash scripts/demo.sh ;;
+    docs)    build_shared && DISTLOCK_CORE_BUILD=$shared bash tests/check-doc-snippets.sh ;;
     deb)     bash packaging/test-debs.sh ;;
     *)       echo "unknown suite $1" >&2; return 2 ;;
   esac
@@ -116,7 +119,7 @@ if [ $# -eq 0 ]; then
   build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
   lane c-asan c-valgrind php &
   l1=$!
-  lane c-tsan python demo &
+  lane c-tsan python demo docs &
   l2=$!
   lane c-stack release install fuzz pydist pecl cli &
   l3=$!
@@ -126,7 +129,7 @@ elif [ "$1" = quick ] && [ $# -eq 1 ]; then
   build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
   lane c-quick cli &
   l1=$!
-  lane php python-quick &
+  lane php python-quick docs &
   l2=$!
   wait $l1 $l2
 else

@@ -8,7 +8,7 @@
  * down); without a quorum, it is EPROTO unless a majority said "not ours"
  * or "held" (then the lock is gone, or taken).
  *
- * And the README's "ACL permissions": a user with exactly the documented
+ * And docs/servers.md's "ACL permissions": a user with exactly the documented
  * set runs every feature (plain lock, a wait woken by pub/sub, fencing,
  * fair mode, owner metadata, auto-renewal, the admin calls).
  *
@@ -22,7 +22,7 @@ DEFINE_GROUP(N)
 
 #define USER "dlacl"
 #define PASS "acl-pw-1"
-/* The README's set (section "ACL permissions"), found by trial on Redis 7.0:
+/* docs/servers.md's set (section "ACL permissions"), found by trial on Redis 7.0:
  * without any one of these, some feature below fails. @connection: SELECT
  * (the feature test runs in database 1), CLIENT ID / KILL, WAIT. */
 #define MINIMAL_ACL "~* &* +@connection +@keyspace +@scripting +@string +@pubsub +@hash " \

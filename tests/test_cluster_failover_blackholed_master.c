@@ -3,7 +3,7 @@
  * but black-holes (a host that is gone: its SYNs are dropped, as for a
  * Kubernetes pod's IP or a cloud VM that was removed).
  *
- * README: "Masters come and go (pods rescheduled, failovers)"; "A master
+ * docs/cluster.md: "Masters come and go (pods rescheduled, failovers)"; "A master
  * that refuses connections is marked down and its slots forgotten: its
  * keys go to another master, whose MOVED names the new owner after a
  * failover". A master that never answers is not marked down (round.c: a

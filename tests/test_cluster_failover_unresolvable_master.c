@@ -4,7 +4,7 @@
  * Kubernetes pods) follows a failover also when the dead master's name no
  * longer resolves (its pod is gone, and so is its DNS record).
  *
- * README: "Masters come and go (pods rescheduled, failovers)"; "A master
+ * docs/cluster.md: "Masters come and go (pods rescheduled, failovers)"; "A master
  * that refuses connections is marked down and its slots forgotten: its
  * keys go to another master, whose MOVED names the new owner after a
  * failover". A master whose name fails to resolve is not marked down

@@ -2,7 +2,7 @@
  * is woken by the release at once (SSUBSCRIBE on its slot's master), also
  * after its slot's master was named at more than 64 addresses over time.
  *
- * README: "A waiter is woken 0-2 ms after a release (its re-check set 5 s
+ * docs/cluster.md: "A waiter is woken 0-2 ms after a release (its re-check set 5 s
  * apart; SSUBSCRIBEd on the key's master)"; "Masters come and go ... once
  * 64 addresses were named (pods rescheduled, failovers), a new one takes the
  * entry of a master that owns no slot". The transport's table of masters

@@ -2,7 +2,7 @@
  * caller gets when nodes freeze (issue 11, item 2). The PHP, Python and CLI
  * suites play the same scenarios (php-ext/tests/072_frozen_node.phpt,
  * python/tests/test_frozen_node.py, cli/tests/run.sh t_frozen_*, t_granted_after_ttl), and
- * README.md "Statuses in each front end" is the table they all follow.
+ * docs/errors.md "Statuses in each front end" is the table they all follow.
  *
  * Three real redis-servers behind the fault-injecting proxy; a "frozen" node
  * is a listener whose traffic the proxy holds in both directions (the

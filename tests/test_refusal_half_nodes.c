@@ -1,9 +1,9 @@
 /* test_refusal_half_nodes.c -- Redlock over an even number of nodes: when do
  * "held" and "not the owner" win over a refusal?
  *
- * The tester's reading (README "Errors" said "a majority of nodes saying so
+ * The tester's reading (the README's "Errors" said "a majority of nodes saying so
  * positively") expected EPROTO for 2 of 4. The rule kept (quorum.c
- * distlock__verdict, README "Errors" now says it): "held" / "not the owner"
+ * distlock__verdict, docs/errors.md now says it): "held" / "not the owner"
  * when the nodes saying so positively rule a quorum out BY THEMSELVES, i.e.
  * more than N - quorum of them -- a majority for an odd N, half for an even
  * N. The refusal then cannot change the answer: had the refusing node

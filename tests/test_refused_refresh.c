@@ -1,5 +1,5 @@
 /* test_refused_refresh.c -- a refusal never releases a lock behind its
- * holder's back (SPEC; README "Errors": "a refusal is an error, never a
+ * holder's back (SPEC; docs/errors.md: "a refusal is an error, never a
  * loss"). The token pair's acquire, given the token the key already holds,
  * refreshes it (distlock.h: "idempotent retry after a lost reply"); a
  * refresh the server refuses must leave the held lock where it is.

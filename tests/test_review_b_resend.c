@@ -1,7 +1,7 @@
 /* test_review_b_resend.c -- review B, item 9: resend and undo gaps.
  *
  * A call whose connection breaks after the request went out is re-sent once
- * on a fresh connection (README, "How it works"). Whatever that resend
+ * on a fresh connection (docs/guarantees.md, "Release, extend and resends"). Whatever that resend
  * finds, the outcome must be true to what happened on the servers:
  *  - an acquire that returns anything but DISTLOCK_OK leaves no key of ours
  *    behind on any node; one that returns OK holds the key on a quorum;

@@ -1,5 +1,5 @@
 /* test_sentinel_faults.c -- faults against "Following the sentinels' word"
- * (README, Redis Sentinel): from the moment the sentinels name another
+ * (docs/sentinel.md): from the moment the sentinels name another
  * master, no new grant is taken from the old one beyond a short grace
  * (200 ms). Real processes only: tests/harness/sentinels.py (1 master, 2
  * replicas, 3 sentinels, the other replica's resync delayed so the old
@@ -304,7 +304,7 @@ static void test_client_free_is_bounded_while_a_sentinel_name_resolves(void **st
 
 /* The sentinels were unreachable from the client for 12 s (a network
  * partition between the client and the sentinels' hosts; the data nodes
- * stay reachable), then the network heals. The README: retried every 1-2 s
+ * stay reachable), then the network heals. docs/sentinel.md: retried every 1-2 s
  * while they fail. A doubling backoff (1, 2, 4, 8, 16 s ... up to 30 s)
  * would be at 8-16 s by then, so for that long after the heal nothing is
  * heard although every sentinel is up and
@@ -393,7 +393,7 @@ static void test_silent_subscriptions_are_replaced(void **state)
 
 /* ------------------------------------------------------------ 6 */
 
-/* README: "each sentinel gets an equal share of what is left of [the
+/* docs/sentinel.md: "each sentinel gets an equal share of what is left of [the
  * lookup's budget], so a hung sentinel costs its share and the next one is
  * asked". A sentinel whose host name does not resolve in time (DNS slow or
  * failing after 8 s), listed first, before two healthy ones. */

@@ -125,7 +125,7 @@ int cli_usage_error(const char *verb, const char *fmt, ...) __attribute__((forma
 int cli_client(const struct cli_common *co, distlock_client **out);
 
 /* The exit status for a library status: the one mapping of the command, the
- * CLI column of README.md's "Statuses in each front end" (OK 0; held by
+ * CLI column of docs/errors.md's "Statuses in each front end" (OK 0; held by
  * another owner, also once --wait ran out, 75 and only that; invalid 64;
  * unreachable / no quorum / server error / granted after the ttl was used up
  * 69; not the owner 1; cancelled 130; anything else 70). */

@@ -10,7 +10,7 @@
  *    expects of a counter) and a reader never sees half a file;
  *  - `distlock stats [--prometheus] [FILE]` prints FILE, as it is or in the
  *    Prometheus text exposition format (for node_exporter's textfile
- *    collector: README "Metrics").
+ *    collector: docs/observability.md "Metrics").
  */
 #include <errno.h>
 #include <fcntl.h>

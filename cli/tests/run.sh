@@ -824,7 +824,7 @@ t_redlock_node_down() {
 
 # One meaning per status (issue 11): frozen nodes (the proxy holds every byte
 # of a listener both ways) tell the same story as in C, PHP and Python
-# (README.md "Statuses in each front end"). Only a real holder exits 75.
+# (docs/errors.md "Statuses in each front end"). Only a real holder exits 75.
 FZ=(--timeout 300ms --connect-timeout 300ms)
 
 # The lease is lost under a shell script whose work runs in a child of the
@@ -1155,7 +1155,7 @@ t_server_reply_quoting_a_long_password() {
 
 # A server list the library refuses is echoed by the command as given, masked
 # by distlock_servers_mask() ("bad --servers/DISTLOCK_SERVERS '...'"). The
-# library's rule (README "Errors"): everything between "scheme://" and the
+# library's rule (docs/errors.md "Passwords are never shown"): everything between "scheme://" and the
 # entry's last '@' is masked, and the value of every query parameter that is
 # not a known non-secret option, whatever its name's spelling (case,
 # %-escapes). The echo must hide at least as much as the library's message.

@@ -101,7 +101,7 @@ DISTLOCK_API const char *distlock_last_error(void);
 
 /*
  * `servers` (a server list, as given to distlock_client_new(), valid or not)
- * as messages show it: the library's one masking rule (README "Errors"):
+ * as messages show it: the library's one masking rule (docs/errors.md):
  * everything between "scheme://" and an entry's last '@' (user included)
  * and the value of every query option but the non-secret ones become
  * "***"; the rest is copied as given. For a front end that echoes a server
@@ -160,7 +160,7 @@ DISTLOCK_API void distlock_client_abandon(distlock_client *c);
  * Releases send no WAIT. The watchdog's renewals are extends: a node whose
  * replicas did not acknowledge a renewal does not count for it. Each node's
  * budget becomes its timeout + t. WAIT does not make Redis strongly
- * consistent: see README.md, "WAIT for replicas". */
+ * consistent: see docs/wait.md. */
 typedef enum {
     DISTLOCK_OPT_CONNECT_TIMEOUT_MS = 1, /* default 1000: connect + first reply */
     DISTLOCK_OPT_COMMAND_TIMEOUT_MS = 2, /* default 500: one node's reply */
@@ -186,7 +186,7 @@ typedef enum {
     DISTLOCK_OPT_USERNAME = 100,         /* string: ACL user for every node */
     DISTLOCK_OPT_PASSWORD = 101,         /* string: password for every node */
 
-    /* --- TLS (rediss:// nodes; see README "## TLS") ---------------------
+    /* --- TLS (rediss:// nodes; see docs/tls.md) ---------------------------
      * Client-wide defaults; a node's URI query option (tls_ca_file=...,
      * tls_insecure=0|1, ...) wins for that node. Changing one re-makes the
      * connections (when next used) and their TLS contexts. A bad file makes
@@ -312,7 +312,7 @@ DISTLOCK_API const char *distlock_lock_token(const distlock_lock *lock);
 
 /* Fencing token of this ownership (acquired with DISTLOCK_FENCING), else -1.
  * Strictly greater than that of every earlier owner of the key that got one
- * (see README "Fencing tokens" for the exact guarantee). */
+ * (see docs/guarantees.md "Fencing tokens" for the exact guarantee). */
 DISTLOCK_API int64_t distlock_lock_fence(const distlock_lock *lock);
 
 /* 1 if the lock was found lost (by auto-renewal or extend), else 0. When it
@@ -425,7 +425,7 @@ typedef struct distlock_stat {
  * into *count (they depend only on the node count: size a buffer with
  * out = NULL, cap = 0, which returns DISTLOCK_OK). Returns DISTLOCK_EINVAL
  * when cap is too small (the first cap entries are filled, *count says how
- * many there are). Entries, in this order (see README "Metrics"):
+ * many there are). Entries, in this order (see docs/observability.md):
  *   acquire_granted_total, acquire_refused_total (NOTACQUIRED),
  *   release_total, release_failed_total, extend_total, extend_failed_total,
  *   renewal_total, renewal_failed_total (watchdog, per lock), lost_total,

@@ -1105,7 +1105,7 @@ static int follow(distlock__transport *t, distlock__connset *cs, distlock__resul
     r->reresolved = 1;
     r->resent |= r->sent;
     /* The sentinels' lookup and the connection to the master they name
-     * have budgets of their own (the README's bound for Sentinel nodes). */
+     * have budgets of their own (docs/sentinel.md's bound for Sentinel nodes). */
     start_node(t, cs, call, r, i, distlock__now_us(), 0);
     return 1;
 }

@@ -4,7 +4,7 @@ distlock: phpinfo() shows distlock.servers masked at least as much as the librar
 distlock
 --FILE--
 <?php
-// The library's rule (README "Errors"): everything between "scheme://" and
+// The library's rule (docs/errors.md): everything between "scheme://" and
 // the entry's last '@' is masked, and the value of every query parameter
 // that is not a known non-secret option, whatever its name's spelling.
 foreach (['redis://S3CRETPW@127.0.0.1:6379',

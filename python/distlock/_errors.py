@@ -4,7 +4,7 @@ The C statuses map to these classes in one place: ``STATUS_ERRORS`` below is
 handed to the SWIG module at import, and its ``distlock_py_raise()`` raises
 the class registered for a status, with the library's per-thread detail.
 The same table, with the PHP extension's classes and the CLI's exit
-statuses, is in README.md ("Statuses in each front end"): the three agree.
+statuses, is in docs/errors.md ("Statuses in each front end"): the three agree.
 
 Only DISTLOCK_NOTACQUIRED means "held by another owner", and it is not an
 exception: ``Lock.acquire()`` returns False, ``with lock:`` raises
@@ -30,7 +30,7 @@ class Error(Exception):
     value, or ``None`` for errors raised by the Python layer itself) and
     ``detail`` the library's detail message (may be empty); ``message`` is
     the text without the detail. The library masks the passwords in its
-    detail (README "Errors"); the package adds no text that holds one.
+    detail (docs/errors.md); the package adds no text that holds one.
     """
 
     def __init__(self, message: str, status: Optional[int] = None, detail: str = "") -> None:

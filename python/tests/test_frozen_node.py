@@ -1,7 +1,7 @@
 """One meaning per status (issue 11): frozen nodes tell the same, correct
 story in Python as in C (tests/test_frozen_node.c), PHP
 (php-ext/tests/072_frozen_node.phpt) and the CLI (cli/tests/run.sh
-t_frozen_*), following README.md "Statuses in each front end".
+t_frozen_*), following docs/errors.md "Statuses in each front end".
 
 Three real redis-servers behind the fault-injecting proxy
 (tests/harness/faultproxy.py); a frozen node is a listener whose traffic the
@@ -162,9 +162,9 @@ def test_granted_after_ttl(fp, three, key):
 
 
 def test_status_table_matches_readme():
-    """README.md's table names the exception of every status; the mapping
+    """docs/errors.md's table names the exception of every status; the mapping
     handed to the C layer is exactly that."""
-    with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    with open(os.path.join(REPO, "docs", "errors.md"), encoding="utf-8") as f:
         text = f.read()
     section = text.split("## Statuses in each front end", 1)[1].split("\n## ", 1)[0]
     rows = [r for r in section.splitlines() if re.match(r"\| `[A-Z]+` \(-?\d+\)", r)]
