@@ -265,12 +265,12 @@ static void test_bad_token_calls(void **state)
     assert_fails(distlock_token_generate(tok, 0), DISTLOCK_EINVAL);
 
     /* Admin calls. */
-    assert_fails(distlock_inspect(c, "k", 1, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_inspect(c, "k", -1, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_inspect(c, "", 0, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_inspect(NULL, "k", 0, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_force_release(c, "", NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_force_release(NULL, "k", NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, "k", 1, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, "k", -2, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, "", 0, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(NULL, "k", 0, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_force_release(c, "", NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_force_release(NULL, "k", NULL), DISTLOCK_EINVAL);
     distlock_client_free(c);
 }
 
@@ -309,7 +309,7 @@ static void test_connection_refused(void **state)
     r = distlock_release_token(c, "k", "t");
     assert_true(r < 0 && r != DISTLOCK_ENOTOWNER);
     assert_non_null(strstr(distlock_last_error(), needle));
-    r = distlock_inspect(c, "k", 0, NULL, 0, NULL);
+    r = distlock_admin_holder(c, "k", 0, NULL);
     assert_true(r < 0);
     distlock_client_free(c);
 }

@@ -55,7 +55,7 @@ static void test_review12_no_password_in_errors(void **state)
     check_text("acquire error (wrong password in the URI)", uri, distlock_last_error());
     assert_true(distlock_acquire(c, "k12", 30000, 200, 0, &l) != DISTLOCK_OK);
     check_text("waiting acquire error (wrong password in the URI)", uri, distlock_last_error());
-    assert_true(distlock_inspect(c, "k12", 0, NULL, 0, NULL) < 0);
+    assert_true(distlock_admin_holder(c, "k12", 0, NULL) < 0);
     check_text("inspect error (wrong password in the URI)", uri, distlock_last_error());
     check_text("distlock_client_node_uri", uri, distlock_client_node_uri(c, 0));
     distlock_client_free(c);

@@ -19,8 +19,9 @@ static void check_db(rh_cluster *rc, const char *uri, int db)
     for (int other = 0; other < 8; other++)
         if (other != db) assert_int_equal(rh_get(rc, 0, other, "dbkey", NULL, 0), 0);
     /* Inspect goes to the same db. */
-    assert_rc(distlock_inspect(c, "dbkey", 0, buf, sizeof buf, NULL), 1);
-    assert_string_equal(buf, distlock_lock_token(l));
+    distlock_holder_info h = { .size = sizeof h };
+    assert_rc(distlock_admin_holder(c, "dbkey", 0, &h), 1);
+    assert_string_equal(h.token, distlock_lock_token(l));
     assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_int_equal(rh_get(rc, 0, db, "dbkey", NULL, 0), 0);
     distlock_lock_free(l);
