@@ -57,7 +57,7 @@ static void test_bad_uris(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         distlock_client *c = NULL;
-        int r = distlock_client_new(&c, bad[i]);
+        int r = distlock_client_new(bad[i], &c);
         if (r != DISTLOCK_EINVAL || c != NULL) {
             print_error("distlock_client_new(\"%s\") = %d (%s), client %p; expected EINVAL\n",
                         bad[i], r, distlock_strerror(r), (void *)c);
@@ -77,11 +77,11 @@ static void test_bad_uris(void **state)
     memcpy(huge, "redis://", 8);
     huge[big] = '\0';
     distlock_client *c = NULL;
-    assert_fails(distlock_client_new(&c, huge), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_new(huge, &c), DISTLOCK_EINVAL);
     assert_null(c);
     free(huge);
-    assert_fails(distlock_client_new(NULL, "redis://127.0.0.1:1"), DISTLOCK_EINVAL);
-    assert_fails(distlock_client_new(&c, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_new("redis://127.0.0.1:1", NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_new(NULL, &c), DISTLOCK_EINVAL);
     assert_null(c);
 }
 
@@ -95,7 +95,7 @@ static void test_good_uris_parse(void **state)
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         distlock_client *c = NULL;
-        int r = distlock_client_new(&c, good[i]);
+        int r = distlock_client_new(good[i], &c);
         if (r != DISTLOCK_OK) {
             print_error("distlock_client_new(\"%s\") = %d: %s\n", good[i], r, distlock_last_error());
             fail();

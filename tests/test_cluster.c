@@ -741,7 +741,7 @@ static void note_call(struct shared *sh, long long t0, int rc)
 static void contender(struct shared *sh, const char (*keys)[64], unsigned flags, int id)
 {
     distlock_client *c = NULL;
-    if (distlock_client_new(&c, CL->uri) != DISTLOCK_OK) {
+    if (distlock_client_new(CL->uri, &c) != DISTLOCK_OK) {
         atomic_fetch_add(&sh->errors, 1);
         _exit(1);
     }

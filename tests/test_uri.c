@@ -37,7 +37,7 @@ static void test_tcp_default_db(void **state)
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d/", rc->node[0].port);
     /* A trailing slash with no db: either db 0 or refused, never another db. */
     distlock_client *c = NULL;
-    int r = distlock_client_new(&c, uri);
+    int r = distlock_client_new(uri, &c);
     if (r == DISTLOCK_OK) {
         distlock_client_free(c);
         check_db(rc, uri, 0);

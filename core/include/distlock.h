@@ -11,9 +11,8 @@
  *    distlock_last_error() gives this thread's detail message for the last
  *    failing call.
  *  - Times are milliseconds, measured with the monotonic clock.
- *  - Output parameters come last (distlock_acquire(..., &lock)); the one
- *    exception, distlock_client_new(&out, servers), keeps its released
- *    order for ABI and source compatibility.
+ *  - Output parameters come last, with no exception
+ *    (distlock_client_new(servers, &c), distlock_acquire(..., &lock)).
  *  - Strings passed in are copied; the library never keeps caller pointers.
  *    Strings returned are owned by the object they come from and stay valid
  *    until that object is freed.
@@ -129,7 +128,7 @@ typedef struct distlock_lock distlock_lock;
  * lazily and re-made after failures). *out receives the client, which the
  * caller frees with distlock_client_free(). Thread-safe; does not block.
  */
-DISTLOCK_API int distlock_client_new(distlock_client **out, const char *servers);
+DISTLOCK_API int distlock_client_new(const char *servers, distlock_client **out);
 
 /* Release every lock still held through this client (best effort, bounded by
  * the timeouts), stop its background thread, close its sockets and free it.
