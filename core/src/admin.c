@@ -163,6 +163,15 @@ static int fail_unanswered(const distlock_client *c, const distlock__result *res
 #define HOLDER_INFO_MIN_SIZE (offsetof(distlock_holder_info, taken) + sizeof(int))
 #define OWNER_INFO_MIN_SIZE (offsetof(distlock_owner_info, pttl_ms) + sizeof(long))
 
+/* Today's structs are their 0.1.0 layouts: a size check_size() accepts
+ * holds every field this version fills, so the calls write them in place
+ * in the caller's struct (no copy on the stack: the owner record is 800
+ * bytes, and every entry point stays within 4 KB of stack). A field added
+ * later must be written only when the caller's size holds it. */
+_Static_assert(HOLDER_INFO_MIN_SIZE == sizeof(distlock_holder_info) &&
+               OWNER_INFO_MIN_SIZE == sizeof(distlock_owner_info),
+               "a field added to a result struct: fill it only when out->size holds it");
+
 /* The caller's struct `out` (NULL: none asked) declares its size in its
  * first field: refuse one smaller than the 0.1.0 layout, before anything is
  * written or sent. */
@@ -179,20 +188,16 @@ static int check_size(const void *out, size_t min, const char *type)
     return DISTLOCK_OK;
 }
 
-/* Copy this version's result `in` (a struct of `known` bytes, the same
- * type as out) into the caller's struct: the fields after `size` as far as
- * the caller's size goes, then zeros for the fields of a later header.
- * Never writes past the caller's size, nor to its size field. */
-static void put_sized(void *out, const void *in, size_t known)
+/* Zero the caller's struct (size checked) after its size field, up to its
+ * size: the fields of this version, and those of a later header that this
+ * version does not fill. Never past the caller's size, nor its size field. */
+static void clear_sized(void *out)
 {
-    size_t size, n;
+    size_t size;
     if (out == NULL)
         return;
     memcpy(&size, out, sizeof size);
-    n = size < known ? size : known;
-    memcpy((char *)out + sizeof size, (const char *)in + sizeof size, n - sizeof size);
-    if (size > known)
-        memset((char *)out + known, 0, size - known);
+    memset((char *)out + sizeof size, 0, size - sizeof size);
 }
 
 /* ------------------------------------------------------------ holder */
@@ -278,13 +283,14 @@ int distlock_admin_holder(distlock_client *c, const char *key, int node,
 {
     int rc;
     distlock__connset *cs;
-    distlock_holder_info info;
+    distlock_holder_info scratch;  /* when the caller wants the verdict alone */
+    distlock_holder_info *info = out ? out : &scratch;
 
     distlock__clear_error();
     if ((rc = check_size(out, HOLDER_INFO_MIN_SIZE, "distlock_holder_info")) != DISTLOCK_OK)
         return rc;
-    memset(&info, 0, sizeof info);
-    put_sized(out, &info, sizeof info);
+    scratch.size = sizeof scratch;
+    clear_sized(info);
     if (c && (node < -1 || node >= c->n))
         return distlock__fail(DISTLOCK_EINVAL, "node %d out of range -1..%d", node, c->n - 1);
     /* No early stop: the answer is who holds it where, so hear every node
@@ -292,9 +298,8 @@ int distlock_admin_holder(distlock_client *c, const char *key, int node,
     if ((rc = inspect_round(c, key, node, &cs)) != DISTLOCK_OK)
         return rc;
     distlock__result *res = cs->res_a;
-    rc = node < 0 ? all_nodes_holder(c, res, key, &info)
-                  : one_node_holder(c, &res[node], node, &info);
-    put_sized(out, &info, sizeof info);
+    rc = node < 0 ? all_nodes_holder(c, res, key, info)
+                  : one_node_holder(c, &res[node], node, info);
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
     return rc;
@@ -329,6 +334,8 @@ static int owner_of(const distlock__result *r, distlock_owner_info *out)
     const redisReply *h = r->reply->element[2], *t = hash_field(h, "token");
     if (t == NULL || !same_token(t, node_token(r)))
         return 0;  /* none, or a stale record of an earlier holder */
+    if (out == NULL)
+        return 1;
     const redisReply *pid = hash_field(h, "pid"), *since = hash_field(h, "since");
     copy_field(out->host, sizeof(out->host), hash_field(h, "host"));
     copy_field(out->program, sizeof(out->program), hash_field(h, "program"));
@@ -346,13 +353,11 @@ int distlock_admin_owner(distlock_client *c, const char *key, int node,
     int rc;
     distlock__connset *cs;
     char ok[DISTLOCK__SIDEKEY_MAX];
-    distlock_owner_info info;
 
     distlock__clear_error();
     if ((rc = check_size(out, OWNER_INFO_MIN_SIZE, "distlock_owner_info")) != DISTLOCK_OK)
         return rc;
-    memset(&info, 0, sizeof info);
-    put_sized(out, &info, sizeof info);
+    clear_sized(out);
     if (c && (node < -1 || node >= c->n))
         return distlock__fail(DISTLOCK_EINVAL, "node %d out of range -1..%d", node, c->n - 1);
     if ((rc = admin_begin(c, key, &cs)) != DISTLOCK_OK)
@@ -372,7 +377,7 @@ int distlock_admin_owner(distlock_client *c, const char *key, int node,
         if (node >= 0 && i != node)
             continue;
         heard += node_state(&res[i]) != NODE_NONE;
-        rc = owner_of(&res[i], &info);
+        rc = owner_of(&res[i], out);
     }
     if (rc == 0 && heard == 0) {
         /* nobody answered: say why (the first failure; a refusal first, as
@@ -392,8 +397,6 @@ int distlock_admin_owner(distlock_client *c, const char *key, int node,
             }
         }
     }
-    if (rc == 1)
-        put_sized(out, &info, sizeof info);
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
     return rc;
