@@ -34,9 +34,8 @@
 %threadallow distlock_acquire_token;
 %threadallow distlock_release_token;
 %threadallow distlock_extend_token;
-%threadallow distlock_inspect;
-%threadallow distlock_force_release;
-%threadallow distlock_holder;
+%threadallow distlock_admin_holder;
+%threadallow distlock_admin_force_release;
 %threadallow distlock_py_acquire_call;
 
 %{
@@ -208,10 +207,8 @@ static PyObject *distlock_py_set_errors(PyObject *base, PyObject *by_status)
                    : (Py_INCREF(Py_None), Py_None));
 }
 
-%typemap(in, numinputs=0) long *validity_ms (long tmp = 0), long *pttl_ms (long tmp = 0) {
-    $1 = &tmp;
-}
-%typemap(argout) long *validity_ms, long *pttl_ms {
+%typemap(in, numinputs=0) long *validity_ms (long tmp = 0) { $1 = &tmp; }
+%typemap(argout) long *validity_ms {
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
 }
 %typemap(in, numinputs=0) int *deleted (int tmp = 0) { $1 = &tmp; }
@@ -219,16 +216,6 @@ static PyObject *distlock_py_set_errors(PyObject *base, PyObject *by_status)
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
 }
 
-/* inspect's token buffer: big enough for any token we or others write. */
-%typemap(in, numinputs=0) (char *token_buf, size_t size) (char buf[DISTLOCK_TOKEN_MAX + 2]) {
-    buf[0] = '\0';
-    $1 = buf;
-    $2 = sizeof buf;
-}
-%typemap(argout) (char *token_buf, size_t size) {
-    $result = SWIG_Python_AppendOutput($result,
-        PyUnicode_DecodeUTF8(buf$argnum, (Py_ssize_t)strlen(buf$argnum), "surrogateescape"));
-}
 /* token_generate: returns the token string. */
 %typemap(in, numinputs=0) (char *buf, size_t size) (char buf[64]) {
     buf[0] = '\0';
@@ -241,10 +228,10 @@ static PyObject *distlock_py_set_errors(PyObject *base, PyObject *by_status)
 
 /* Calls whose only non-error status is DISTLOCK_OK return just their OUT
  * values (or None); calls that can answer DISTLOCK_NOTACQUIRED (1) or, for
- * inspect, 0/1, return the status first. */
+ * admin_holder, 0/1, return the status first. */
 %typemap(out) int distlock_client_new, int distlock_client_set, int distlock_client_set_str,
               int distlock_extend, int distlock_extend_token, int distlock_token_generate,
-              int distlock_force_release, int distlock_release, int distlock_release_token {
+              int distlock_admin_force_release, int distlock_release, int distlock_release_token {
     $result = (Py_INCREF(Py_None), Py_None);
 }
 
@@ -278,28 +265,35 @@ DL_CHECKED(distlock_acquire_token)
 DL_CHECKED(distlock_release_token)
 DL_CHECKED(distlock_extend_token)
 DL_CHECKED(distlock_token_generate)
-DL_CHECKED(distlock_inspect)
-DL_CHECKED(distlock_force_release)
+DL_CHECKED(distlock_admin_force_release)
 DL_CHECKED(distlock_client_node_count)
 DL_CHECKED(distlock_client_quorum)
 
-/* ---- distlock_holder / distlock_ttl_from_seconds (issue 11 item 4) ----
- * holder(c, key) -> (status 0/1, token, nodes, pttl_ms, answered, taken);
- * its token buffer is the (char *token_buf, size_t size) typemap above.
- * ttl_from_seconds(seconds) -> ttl_ms. */
-%typemap(in, numinputs=0) int *nodes (int tmp = 0), int *answered (int tmp = 0),
-                          int *taken (int tmp = 0) {
-    $1 = &tmp;
+/* ---- distlock_admin_holder / distlock_ttl_from_seconds ----
+ * admin_holder(c, key, node) -> (status 0/1, token, nodes, pttl_ms,
+ * answered, taken): the fields of its distlock_holder_info, made here with
+ * its size. ttl_from_seconds(seconds) -> ttl_ms. */
+%typemap(in, numinputs=0) distlock_holder_info *out (distlock_holder_info info) {
+    memset(&info, 0, sizeof info);
+    info.size = sizeof info;
+    $1 = &info;
 }
-%typemap(argout) int *nodes, int *answered, int *taken {
-    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
+%typemap(argout) distlock_holder_info *out {
+    $result = SWIG_Python_AppendOutput($result,
+        PyUnicode_DecodeUTF8(info$argnum.token, (Py_ssize_t)strlen(info$argnum.token),
+                             "surrogateescape"));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.nodes));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.pttl_ms));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.answered));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.taken));
 }
+%ignore distlock_holder_info;
 %typemap(in, numinputs=0) long *ttl_ms (long tmp = 0) { $1 = &tmp; }
 %typemap(argout) long *ttl_ms {
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(tmp$argnum));
 }
 %typemap(out) int distlock_ttl_from_seconds { $result = (Py_INCREF(Py_None), Py_None); }
-DL_CHECKED(distlock_holder)
+DL_CHECKED(distlock_admin_holder)
 DL_CHECKED(distlock_ttl_from_seconds)
 
 /* ---- metrics (issue 15 item 4): distlock_client_stats() as a dict
@@ -412,19 +406,19 @@ static int distlock_py_async_raise(unsigned long ident, PyObject *exc)
  * (distlock_py_catch_signals above). */
 /* ---- listing (the CLI's `list` and `status --json`): not wrapped yet; a
  * Python client.list()/scan would be a dict-returning helper like stats(). */
-%ignore distlock_scan;
+%ignore distlock_admin_scan;
 %ignore distlock_key_fn;
-%ignore distlock_fence_counter;
-/* owner metadata: read with `distlock status` (the C API distlock_owner);
+%ignore distlock_admin_fence;
+/* owner metadata: read with `distlock status` (the C API distlock_admin_owner);
  * Python turns it on with Client(owner_info=..., owner_label=...) */
-%ignore distlock_owner;
+%ignore distlock_admin_owner;
 %ignore distlock_owner_info;
 %ignore distlock_client_cancel;
 %ignore distlock_client_on_interrupt;
 %ignore distlock_interrupt_fn;
 /* Not wrapped yet: a Redis Cluster node's route of a key (`distlock status`
  * shows it; the Python layer has no status view). */
-%ignore distlock_cluster_route;
+%ignore distlock_admin_cluster_route;
 /* A server list as messages show it: for front ends that echo one (the CLI,
  * PHP's phpinfo()); the Python layer shows only the library's texts. */
 %ignore distlock_servers_mask;

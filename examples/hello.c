@@ -10,7 +10,7 @@ int main(int argc, char **argv)
     distlock_lock *lock;
     const char *servers = argc > 1 ? argv[1] : "redis://127.0.0.1:6379";
 
-    if (distlock_client_new(&client, servers) != DISTLOCK_OK) {
+    if (distlock_client_new(servers, &client) != DISTLOCK_OK) {
         fprintf(stderr, "bad servers: %s\n", distlock_last_error());
         return 2;
     }

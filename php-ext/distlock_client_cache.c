@@ -157,7 +157,7 @@ distlock_client *dl_client_for(const dl_config *cfg)
         return (distlock_client *)le->ptr;
     }
 
-    st = distlock_client_new(&c, cfg->servers);
+    st = distlock_client_new(cfg->servers, &c);
     if (st != DISTLOCK_OK) {
         dl_throw_config(st, "invalid servers (distlock.servers or Client's $servers)");
         smart_str_free(&key);

@@ -253,7 +253,7 @@ static void test_wrongtype_one_node(void **state)
     /* a fence counter of another type */
     make_hash(rc, 0, "{ar:wt3}:fence");
     assert_fails(distlock_acquire(c, "ar:wt3", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_EPROTO);
-    assert_fails(distlock_fence_counter(c, "ar:wt3", 0, &fence), DISTLOCK_EPROTO);
+    assert_fails(distlock_admin_fence(c, "ar:wt3", 0, &fence), DISTLOCK_EPROTO);
     assert_int_equal(rh_count_holding(rc, "ar:wt3", NULL), 0);
     distlock_client_free(c);
 }
@@ -406,9 +406,8 @@ static void every_feature(rh_cluster *rc, unsigned mask)
     set_user(rc, mask, MINIMAL_ACL);
     distlock_client *c = user_client_db(rc, mask, 1);
     distlock_lock *l = NULL, *l2 = NULL;
-    char tok[DISTLOCK_TOKEN_MAX + 1];
-    int nodes = 0, answered = 0, taken = 0, deleted = 0;
-    long pttl = 0;
+    distlock_holder_info h = { .size = sizeof h };
+    int deleted = 0;
     int64_t fence = 0;
 
     /* plain lock */
@@ -448,7 +447,7 @@ static void every_feature(rh_cluster *rc, unsigned mask)
     distlock_lock_free(l);
     assert_rc(distlock_acquire(c, "ms:fence", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
     assert_true(distlock_lock_fence(l) > f1);
-    assert_rc(distlock_fence_counter(c, "ms:fence", 0, &fence), 1);
+    assert_rc(distlock_admin_fence(c, "ms:fence", 0, &fence), 1);
     assert_true(fence >= distlock_lock_fence(l) - (n > 1 ? 1 : 0));
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
@@ -463,12 +462,12 @@ static void every_feature(rh_cluster *rc, unsigned mask)
     distlock_lock_free(l2);
 
     /* owner metadata */
-    distlock_owner_info info;
+    distlock_owner_info info = { .size = sizeof info };
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1), DISTLOCK_OK);
     assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_OWNER_LABEL, "acl test"), DISTLOCK_OK);
     assert_rc(distlock_acquire(c, "ms:owner", 30000, 0, 0, &l), DISTLOCK_OK);
     assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
-    assert_rc(distlock_owner(c, "ms:owner", -1, &info), 1);
+    assert_rc(distlock_admin_owner(c, "ms:owner", -1, &info), 1);
     assert_string_equal(info.label, "acl test");
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
@@ -483,19 +482,19 @@ static void every_feature(rh_cluster *rc, unsigned mask)
     assert_int_equal(stat_of(c, "renewal_failed_total"), 0);
     assert_int_equal(distlock_lock_lost(l), 0);
 
-    /* admin: holder, inspect, scan, force release */
-    assert_rc(distlock_holder(c, "ms:renew", tok, sizeof tok, &nodes, &pttl, &answered, &taken),
-              1);
-    assert_string_equal(tok, distlock_lock_token(l));
-    assert_int_equal(answered, n);
-    assert_rc(distlock_inspect(c, "ms:renew", 0, tok, sizeof tok, &pttl), 1);
+    /* admin: holder (every node, then node 0 alone), scan, force release */
+    assert_rc(distlock_admin_holder(c, "ms:renew", -1, &h), 1);
+    assert_string_equal(h.token, distlock_lock_token(l));
+    assert_int_equal(h.answered, n);
+    assert_rc(distlock_admin_holder(c, "ms:renew", 0, &h), 1);
+    assert_string_equal(h.token, distlock_lock_token(l));
     unsigned long long cursor = 0;
     int found = 0;
     do
-        assert_true(distlock_scan(c, 0, "ms:*", 100, &cursor, count_key, &found) >= 0);
+        assert_true(distlock_admin_scan(c, 0, "ms:*", 100, &cursor, count_key, &found) >= 0);
     while (cursor != 0);
     assert_true(found >= 1);
-    assert_rc(distlock_force_release(c, "ms:renew", &deleted), DISTLOCK_OK);
+    assert_rc(distlock_admin_force_release(c, "ms:renew", &deleted), DISTLOCK_OK);
     assert_int_equal(deleted, n);
     distlock_lock_free(l);
     distlock_client_free(c);

@@ -47,16 +47,14 @@ static distlock_client *user_client(rh_cluster *rc, unsigned mask)
     return c;
 }
 
-/* distlock_holder: the inspect script cannot GET the key (-get) on every
+/* distlock_admin_holder: the inspect script cannot GET the key (-get) on every
  * node of the client. */
 static void holder_refused(rh_cluster *rc, unsigned mask)
 {
     set_user(rc, mask, "-get");
     distlock_client *c = user_client(rc, mask);
-    char tok[DISTLOCK_TOKEN_MAX + 1];
-    int nodes = 0, answered = 0, taken = 0;
-    long pttl = 0;
-    int st = distlock_holder(c, "adm:holder", tok, sizeof tok, &nodes, &pttl, &answered, &taken);
+    distlock_holder_info h = { .size = sizeof h };
+    int st = distlock_admin_holder(c, "adm:holder", -1, &h);
     printf("holder, %d node(s) refusing: %d (%s): \"%s\"\n", __builtin_popcount(mask), st,
            distlock_strerror(st), distlock_last_error());
     assert_rc(st, DISTLOCK_EPROTO);
@@ -73,7 +71,7 @@ static void test_holder_refused_three_nodes(void **state)
     holder_refused(*state, 0x7);
 }
 
-/* distlock_force_release: DEL refused (-del) on every node. */
+/* distlock_admin_force_release: DEL refused (-del) on every node. */
 static void force_release_refused(rh_cluster *rc, unsigned mask)
 {
     for (int i = 0; i < rc->n; i++)
@@ -82,7 +80,7 @@ static void force_release_refused(rh_cluster *rc, unsigned mask)
     set_user(rc, mask, "-del");
     distlock_client *c = user_client(rc, mask);
     int deleted = -1;
-    int st = distlock_force_release(c, "adm:force", &deleted);
+    int st = distlock_admin_force_release(c, "adm:force", &deleted);
     printf("force release, %d node(s) refusing: %d (%s): \"%s\"\n", __builtin_popcount(mask),
            st, distlock_strerror(st), distlock_last_error());
     assert_rc(st, DISTLOCK_EPROTO);

@@ -57,7 +57,7 @@ static void test_bad_uris(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         distlock_client *c = NULL;
-        int r = distlock_client_new(&c, bad[i]);
+        int r = distlock_client_new(bad[i], &c);
         if (r != DISTLOCK_EINVAL || c != NULL) {
             print_error("distlock_client_new(\"%s\") = %d (%s), client %p; expected EINVAL\n",
                         bad[i], r, distlock_strerror(r), (void *)c);
@@ -77,11 +77,11 @@ static void test_bad_uris(void **state)
     memcpy(huge, "redis://", 8);
     huge[big] = '\0';
     distlock_client *c = NULL;
-    assert_fails(distlock_client_new(&c, huge), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_new(huge, &c), DISTLOCK_EINVAL);
     assert_null(c);
     free(huge);
-    assert_fails(distlock_client_new(NULL, "redis://127.0.0.1:1"), DISTLOCK_EINVAL);
-    assert_fails(distlock_client_new(&c, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_new("redis://127.0.0.1:1", NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_new(NULL, &c), DISTLOCK_EINVAL);
     assert_null(c);
 }
 
@@ -95,7 +95,7 @@ static void test_good_uris_parse(void **state)
     };
     for (size_t i = 0; i < sizeof good / sizeof good[0]; i++) {
         distlock_client *c = NULL;
-        int r = distlock_client_new(&c, good[i]);
+        int r = distlock_client_new(good[i], &c);
         if (r != DISTLOCK_OK) {
             print_error("distlock_client_new(\"%s\") = %d: %s\n", good[i], r, distlock_last_error());
             fail();
@@ -265,12 +265,12 @@ static void test_bad_token_calls(void **state)
     assert_fails(distlock_token_generate(tok, 0), DISTLOCK_EINVAL);
 
     /* Admin calls. */
-    assert_fails(distlock_inspect(c, "k", 1, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_inspect(c, "k", -1, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_inspect(c, "", 0, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_inspect(NULL, "k", 0, NULL, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_force_release(c, "", NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_force_release(NULL, "k", NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, "k", 1, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, "k", -2, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, "", 0, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(NULL, "k", 0, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_force_release(c, "", NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_force_release(NULL, "k", NULL), DISTLOCK_EINVAL);
     distlock_client_free(c);
 }
 
@@ -309,7 +309,7 @@ static void test_connection_refused(void **state)
     r = distlock_release_token(c, "k", "t");
     assert_true(r < 0 && r != DISTLOCK_ENOTOWNER);
     assert_non_null(strstr(distlock_last_error(), needle));
-    r = distlock_inspect(c, "k", 0, NULL, 0, NULL);
+    r = distlock_admin_holder(c, "k", 0, NULL);
     assert_true(r < 0);
     distlock_client_free(c);
 }

@@ -137,28 +137,28 @@ static void test_all_slots(void **state)
     int masters = 0;
     for (int i = 0; i < 6; i++) masters += per_master[i] > 0;
     assert_int_equal(masters, 3);
-    /* distlock_cluster_route: the slot, and the master that owns it */
+    /* distlock_admin_cluster_route: the slot, and the master that owns it */
     for (int slot = 50; slot < 16384; slot += 4000) {
         rh_rcl_key_in_slot(CL, "route", slot, key, sizeof key);
         distlock_lock *l = NULL;
         assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
         int got = -1;
         char master[64], want[64];
-        assert_int_equal(distlock_cluster_route(c, key, 0, &got, master, sizeof master), 1);
+        assert_int_equal(distlock_admin_cluster_route(c, key, 0, &got, master, sizeof master), 1);
         assert_int_equal(got, slot);
         snprintf(want, sizeof want, "127.0.0.1:%d", CL->rc->node[rh_rcl_owner(CL, 0, slot)].port);
         assert_string_equal(master, want);
         assert_rc(distlock_release(l), DISTLOCK_OK);
         distlock_lock_free(l);
     }
-    assert_int_equal(distlock_cluster_route(c, "k", 1, NULL, NULL, 0), DISTLOCK_EINVAL);
-    assert_int_equal(distlock_cluster_route(c, "", 0, NULL, NULL, 0), DISTLOCK_EINVAL);
+    assert_int_equal(distlock_admin_cluster_route(c, "k", 1, NULL, NULL, 0), DISTLOCK_EINVAL);
+    assert_int_equal(distlock_admin_cluster_route(c, "", 0, NULL, NULL, 0), DISTLOCK_EINVAL);
     distlock_client_free(c);
     char plain[64];
     snprintf(plain, sizeof plain, "redis://127.0.0.1:%d", CL->rc->node[0].port);
     c = new_client(plain);
     int slot = -7;
-    assert_int_equal(distlock_cluster_route(c, "k", 0, &slot, NULL, 0), 0);  /* not a cluster */
+    assert_int_equal(distlock_admin_cluster_route(c, "k", 0, &slot, NULL, 0), 0);  /* not a cluster */
     assert_int_equal(slot, -7);
     distlock_client_free(c);
 }
@@ -741,7 +741,7 @@ static void note_call(struct shared *sh, long long t0, int rc)
 static void contender(struct shared *sh, const char (*keys)[64], unsigned flags, int id)
 {
     distlock_client *c = NULL;
-    if (distlock_client_new(&c, CL->uri) != DISTLOCK_OK) {
+    if (distlock_client_new(CL->uri, &c) != DISTLOCK_OK) {
         atomic_fetch_add(&sh->errors, 1);
         _exit(1);
     }

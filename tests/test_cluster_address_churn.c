@@ -130,7 +130,7 @@ static void test_moved_to_new_master_followed_after_many_dead_addresses(void **s
         /* learnt (the release, refused there, forgets it again: down) */
         snprintf(want, sizeof want, "127.0.0.1:%d", dead[k]);
         int slot = -1;
-        if (distlock_cluster_route(c, key, 0, &slot, route, sizeof route) == 1 &&
+        if (distlock_admin_cluster_route(c, key, 0, &slot, route, sizeof route) == 1 &&
             strcmp(route, want) == 0)
             learned++;
         assert_rc(distlock_release(l), DISTLOCK_OK);
@@ -153,7 +153,7 @@ static void test_moved_to_new_master_followed_after_many_dead_addresses(void **s
     assert_int_equal(rh_get(CL->rc, spare, 0, key, buf, sizeof buf), 1);
     assert_string_equal(buf, distlock_lock_token(l));
     int slot = -1;
-    assert_int_equal(distlock_cluster_route(c, key, 0, &slot, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, key, 0, &slot, route, sizeof route), 1);
     snprintf(want, sizeof want, "127.0.0.1:%d", CL->rc->node[spare].port);
     assert_string_equal(route, want);
     assert_rc(distlock_release(l), DISTLOCK_OK);

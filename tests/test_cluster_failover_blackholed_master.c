@@ -92,7 +92,7 @@ static void test_failover_followed_when_dead_master_address_blackholes(void **st
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     char route[64];
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# slot %d routed to %s (master %d through P; replica %d at 127.0.0.1:%d)\n", s, route,
            x, rx, CL->rc->node[rx].port);
 
@@ -126,7 +126,7 @@ static void test_failover_followed_when_dead_master_address_blackholes(void **st
         snprintf(last, sizeof last, "%s", distlock_last_error());
         rh_sleep_ms(200);
     }
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# after the failover: %d after %d tries in %lld ms (%s); routed to %s\n", rc, tries,
            rh_now_ms() - t0, rc == DISTLOCK_OK ? "granted" : last, route);
     if (l) {

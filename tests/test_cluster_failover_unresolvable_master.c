@@ -102,7 +102,7 @@ static void test_failover_followed_when_dead_master_name_no_longer_resolves(void
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     char route[64];
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# slot %d routed to %s (master %d; replica %d is %s)\n", s, route, x, rx, rxname);
 
     /* X's pod is gone: the server and its name */
@@ -135,7 +135,7 @@ static void test_failover_followed_when_dead_master_name_no_longer_resolves(void
         snprintf(last, sizeof last, "%s", distlock_last_error());
         rh_sleep_ms(200);
     }
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# after the failover: %d after %d tries in %lld ms (%s); routed to %s\n", rc, tries,
            rh_now_ms() - t0, rc == DISTLOCK_OK ? "granted" : last, route);
     if (l) {

@@ -421,7 +421,7 @@ static void test_mixed_sentinel(void **state)
      * resumed, the master keeps nothing (before: the write stayed until its
      * TTL, 30 s). */
     int64_t v0 = -1;
-    assert_int_equal(distlock_fence_counter(c, "msent{3}", 2, &v0), 1);
+    assert_int_equal(distlock_admin_fence(c, "msent{3}", 2, &v0), 1);
     char v1[32];
     snprintf(v1, sizeof v1, "%lld", (long long)v0 + 1);
     assert_int_equal(rh_sentinels_signal(g, gm, 1), 0);
@@ -503,7 +503,7 @@ static void test_fencing(void **state)
                                      (v = strtoll(buf, NULL, 10)) == last, 1000);
             assert_true(v >= 1 && v <= last);
             int64_t counter = -1;
-            assert_int_equal(distlock_fence_counter(a, key, k, &counter), 1);
+            assert_int_equal(distlock_admin_fence(a, key, k, &counter), 1);
             assert_true(counter == v);
             at_last += seen;
         }

@@ -144,7 +144,7 @@ static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse
     assert_rc(distlock_acquire_token(c, K, 60000, T, 0, &validity), DISTLOCK_OK);
     char route[64], want[64];
     snprintf(want, sizeof want, "127.0.0.1:%d", p);
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     assert_string_equal(route, want);
     assert_rc(distlock_acquire_token(c, K, 60000, T, 0, &validity), DISTLOCK_OK);
     int conn = fp_last_conn(fp, 0);
@@ -164,7 +164,7 @@ static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse
     assert_int_equal(fp_cmd(fp, NULL, 0, "reset-after 0:next up 0"), 0);
     lock_and_release(c, k2);
     snprintf(want, sizeof want, "127.0.0.1:%d", xport);
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# slot %d now routed to %s (X at %s)\n", s, route, want);
 
     /* 3. Y announces CHURN dead ports, each learnt then refused: the table
@@ -191,7 +191,7 @@ static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse
     freeReplyObject(r);
     lock_and_release(c, ykey);
     snprintf(want, sizeof want, "127.0.0.1:%d", p);
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# slot %d routed to %s again (P = %s)\n", s, route, want);
     assert_string_equal(route, want);
 

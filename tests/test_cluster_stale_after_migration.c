@@ -105,7 +105,7 @@ static void test_release_left_behind_never_deletes_later_grant_after_slot_moves_
     assert_rc(distlock_acquire_token(c, K, 60000, T, 0, &validity), DISTLOCK_OK);
     char route[64], want[64];
     snprintf(want, sizeof want, "127.0.0.1:%d", p);
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     assert_string_equal(route, want);
     int conn = fp_last_conn(fp, 0);
     assert_true(conn > 0);
@@ -130,7 +130,7 @@ static void test_release_left_behind_never_deletes_later_grant_after_slot_moves_
     assert_rc(distlock_release(l2), DISTLOCK_OK);
     distlock_lock_free(l2);
     rc = distlock_acquire_token(c, K, 60000, T, 0, &validity);
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# slot %d moved to Y (127.0.0.1:%d); acquire of K with T again: %d (%s), routed to "
            "%s\n", s, CL->rc->node[y].port, rc,
            rc == DISTLOCK_OK ? "granted" : distlock_last_error(), route);

@@ -109,7 +109,7 @@ static void test_release_left_behind_via_seed_never_deletes_later_grant_via_anno
     assert_rc(distlock_acquire_token(c, K, 60000, T, 0, &validity), DISTLOCK_OK);
     char route[64], want[64];
     snprintf(want, sizeof want, "127.0.0.1:%d", p1);
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     assert_string_equal(route, want);
     int conn = fp_last_conn(fp, 0);
     assert_true(conn > 0);
@@ -135,7 +135,7 @@ static void test_release_left_behind_via_seed_never_deletes_later_grant_via_anno
     assert_rc(distlock_acquire(c, k2, 30000, 0, 0, &l2), DISTLOCK_OK);
     assert_rc(distlock_release(l2), DISTLOCK_OK);
     distlock_lock_free(l2);
-    assert_int_equal(distlock_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# slot %d routed to %s (P0 = 127.0.0.1:%d, P1 = %s)\n", s, route, p0, want);
 
     /* 4. the same token again: the held release must never run after it */

@@ -73,7 +73,7 @@ static void assert_on_owner(distlock_client *c, const char *key, const char *tok
         assert_int_equal(got, 0);
     }
     int cslot = -1;
-    assert_int_equal(distlock_cluster_route(c, key, 0, &cslot, buf, sizeof buf), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, key, 0, &cslot, buf, sizeof buf), 1);
     assert_int_equal(cslot, slot);
     snprintf(want, sizeof want, "127.0.0.1:%d", CL->rc->node[m].tls_port);
     assert_string_equal(buf, want);

@@ -79,7 +79,7 @@ static void assert_on_master(distlock_client *c, const char *key, int m, const c
         assert_int_equal(got, 0);
     }
     int slot = -1;
-    assert_int_equal(distlock_cluster_route(c, key, 0, &slot, buf, sizeof buf), 1);
+    assert_int_equal(distlock_admin_cluster_route(c, key, 0, &slot, buf, sizeof buf), 1);
     snprintf(want, sizeof want, "127.0.0.%d:%d", m + 2, CL->rc->node[m].tls_port);
     assert_string_equal(buf, want);
 }

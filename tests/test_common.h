@@ -66,7 +66,7 @@
 static inline distlock_client *new_client(const char *uris)
 {
     distlock_client *c = NULL;
-    int rc = distlock_client_new(&c, uris);
+    int rc = distlock_client_new(uris, &c);
     if (rc != DISTLOCK_OK) {
         print_error("distlock_client_new(%s) = %d: %s\n", uris, rc, distlock_last_error());
         fail();

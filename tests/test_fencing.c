@@ -89,7 +89,7 @@ static long res_changes(struct resource *r)
 static void owner_loop(struct resource *r, const char *uris, long target)
 {
     distlock_client *c = NULL;
-    if (distlock_client_new(&c, uris) != DISTLOCK_OK) _exit(10);
+    if (distlock_client_new(uris, &c) != DISTLOCK_OK) _exit(10);
     distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 300);
     distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300);
     long long deadline = rh_now_ms() + 120000;

@@ -12,7 +12,7 @@
 static void shown(const char *list, int n, int i, char *out, size_t size)
 {
     distlock_client *c = NULL;
-    int r = distlock_client_new(&c, list);
+    int r = distlock_client_new(list, &c);
     if (r == DISTLOCK_OK) {
         assert_int_equal(distlock_client_node_count(c), n);
         snprintf(out, size, "%s", distlock_client_node_uri(c, i));
@@ -29,7 +29,7 @@ static void shown(const char *list, int n, int i, char *out, size_t size)
 static void refused(const char *list, const char *needle)
 {
     distlock_client *c = NULL;
-    int r = distlock_client_new(&c, list);
+    int r = distlock_client_new(list, &c);
     if (r != DISTLOCK_EINVAL || strstr(distlock_last_error(), needle) == NULL)
         fail_msg("'%s': got %d (%s), expected EINVAL mentioning '%s'", list, r,
                  distlock_last_error(), needle);
@@ -41,7 +41,7 @@ static void test_separators(void **state)
     (void)state;
     distlock_client *c = NULL;
     /* comma + scheme, whitespace, both */
-    assert_rc(distlock_client_new(&c, "redis://a:1,redis://b:2 redis://c:3 ,  redis://d:4"),
+    assert_rc(distlock_client_new("redis://a:1,redis://b:2 redis://c:3 ,  redis://d:4", &c),
               DISTLOCK_OK);
     assert_int_equal(distlock_client_node_count(c), 4);
     assert_string_equal(distlock_client_node_uri(c, 2), "redis://c:3");
@@ -126,7 +126,7 @@ static void test_passwords_never_shown(void **state)
     };
     for (size_t k = 0; k < sizeof lists / sizeof lists[0]; k++) {
         distlock_client *c = NULL;
-        assert_int_equal(distlock_client_new(&c, lists[k]), DISTLOCK_EINVAL);
+        assert_int_equal(distlock_client_new(lists[k], &c), DISTLOCK_EINVAL);
         if (strstr(distlock_last_error(), "TOP"))
             fail_msg("password in '%s'", distlock_last_error());
     }

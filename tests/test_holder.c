@@ -1,6 +1,8 @@
-/* test_holder.c -- distlock_holder(): who holds a key, on how many nodes, for
- * how long, from one round to every node; distlock_scan() and
- * distlock_fence_counter() (what `distlock list` and `status --json` read);
+/* test_holder.c -- distlock_admin_holder(): who holds a key, on how many
+ * nodes, for how long, from one round to every node (node -1) or from one
+ * node alone; its growable distlock_holder_info (a size too small refused,
+ * nothing written past the caller's size); distlock_admin_scan() and
+ * distlock_admin_fence() (what `distlock list` and `status --json` read);
  * and distlock_ttl_from_seconds(), the one seconds-to-milliseconds TTL rule
  * of every front end.
  *
@@ -21,13 +23,29 @@ typedef struct seen {
     char token[TOK_BUF];
 } seen;
 
-static seen holder(distlock_client *c, const char *key)
+/* distlock_admin_holder(c, key, node) with every field of its info
+ * pre-filled with garbage: each must be written. */
+static seen holder_of(distlock_client *c, const char *key, int node)
 {
     seen s;
-    memset(&s, 0x55, sizeof s);  /* every output must be written */
-    s.rc = distlock_holder(c, key, s.token, sizeof s.token, &s.nodes, &s.pttl, &s.answered,
-                           &s.taken);
+    distlock_holder_info h;
+    memset(&h, 0x55, sizeof h);
+    h.size = sizeof h;
+    s.rc = distlock_admin_holder(c, key, node, &h);
+    assert_int_equal(h.size, sizeof h);  /* the caller's, never changed */
+    s.nodes = h.nodes;
+    s.answered = h.answered;
+    s.taken = h.taken;
+    s.pttl = h.pttl_ms;
+    assert_non_null(memchr(h.token, '\0', sizeof h.token));
+    memcpy(s.token, h.token, sizeof s.token);
     return s;
+}
+
+/* The verdict of every node. */
+static seen holder(distlock_client *c, const char *key)
+{
+    return holder_of(c, key, -1);
 }
 
 static distlock_client *client_of(rh_cluster *rc, unsigned mask, long timeout_ms)
@@ -70,12 +88,16 @@ static void test_one_node(void **state)
     assert_true(s.pttl > 20000 && s.pttl <= 30000);
     assert_int_equal(s.answered, 1);
     assert_int_equal(s.taken, 1);
-    /* truncated token, NULL outputs */
-    char small[5];
-    assert_rc(distlock_holder(c, "h1", small, sizeof small, NULL, NULL, NULL, NULL), 1);
-    assert_int_equal(strlen(small), 4);
-    assert_memory_equal(small, distlock_lock_token(l), 4);
-    assert_rc(distlock_holder(c, "h1", NULL, 0, NULL, NULL, NULL, NULL), 1);
+    /* node 0 alone says the same; no info wanted: the answer alone */
+    s = holder_of(c, "h1", 0);
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, distlock_lock_token(l));
+    assert_int_equal(s.nodes, 1);
+    assert_true(s.pttl > 20000 && s.pttl <= 30000);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.taken, 1);
+    assert_rc(distlock_admin_holder(c, "h1", -1, NULL), 1);
+    assert_rc(distlock_admin_holder(c, "h1", 0, NULL), 1);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     assert_rc(holder(c, "h1").rc, 0);
@@ -109,11 +131,15 @@ static void test_bad_input(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = client_of(rc, 0x1, 1000);
-    int nodes = 7;
-    assert_fails(distlock_holder(NULL, "k", NULL, 0, &nodes, NULL, NULL, NULL), DISTLOCK_EINVAL);
-    assert_int_equal(nodes, 0);
-    assert_fails(distlock_holder(c, "", NULL, 0, NULL, NULL, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_holder(c, NULL, NULL, 0, NULL, NULL, NULL, NULL), DISTLOCK_EINVAL);
+    seen s = holder_of(NULL, "k", -1);
+    assert_fails(s.rc, DISTLOCK_EINVAL);
+    assert_int_equal(s.nodes, 0);  /* zeroed on every return */
+    assert_string_equal(s.token, "");
+    assert_fails(distlock_admin_holder(c, "", -1, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, NULL, -1, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_holder(c, "k", 1, NULL), DISTLOCK_EINVAL);  /* one node: 0 */
+    assert_fails(distlock_admin_holder(c, "k", -2, NULL), DISTLOCK_EINVAL);
+    assert_non_null(strstr(distlock_last_error(), "node -2 out of range -1..0"));
     distlock_client_free(c);
 }
 
@@ -275,6 +301,150 @@ static void test_three_two_stopped(void **state)
     distlock_client_free(c);
 }
 
+/* node = i: that node alone, whatever the others hold or whether they
+ * answer. */
+static void test_three_each_node(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 500);
+    assert_int_equal(rh_set(rc, 0, 0, "he", "tokA", 0), 0);
+    make_wrongtype(rc, 1, "he");
+    seen s = holder_of(c, "he", 0);
+    assert_rc(s.rc, 1);
+    assert_string_equal(s.token, "tokA");
+    assert_int_equal(s.nodes, 1);
+    assert_int_equal(s.pttl, -1);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.taken, 1);
+    /* another type: taken, answered, no token, no error */
+    s = holder_of(c, "he", 1);
+    assert_rc(s.rc, 0);
+    assert_string_equal(s.token, "");
+    assert_int_equal(s.nodes, 0);
+    assert_int_equal(s.pttl, 0);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.taken, 1);
+    s = holder_of(c, "he", 2);
+    assert_rc(s.rc, 0);
+    assert_int_equal(s.answered, 1);
+    assert_int_equal(s.taken, 0);
+    /* a hung node: its own error; the others are not asked */
+    assert_int_equal(rh_pause(rc, 2), 0);
+    s = holder_of(c, "he", 2);
+    assert_fails(s.rc, DISTLOCK_ECONN);
+    assert_int_equal(s.answered, 0);
+    assert_rc(holder_of(c, "he", 0).rc, 1);
+    assert_int_equal(rh_resume(rc, 2), 0);
+    distlock_client_free(c);
+}
+
+/* ------------------------------------------------------------ the info's size */
+
+/* distlock_holder_info as 0.1.0 declares it: what a program built against
+ * 0.1.0 passes to every later library, whatever later headers add. */
+typedef struct holder_info_0_1_0 {
+    size_t size;
+    char token[DISTLOCK_TOKEN_MAX + 1];
+    int nodes;
+    long pttl_ms;
+    int answered;
+    int taken;
+} holder_info_0_1_0;
+/* ... which is today's header's, field for field */
+_Static_assert(offsetof(holder_info_0_1_0, token) == offsetof(distlock_holder_info, token) &&
+               offsetof(holder_info_0_1_0, nodes) == offsetof(distlock_holder_info, nodes) &&
+               offsetof(holder_info_0_1_0, pttl_ms) == offsetof(distlock_holder_info, pttl_ms) &&
+               offsetof(holder_info_0_1_0, answered) == offsetof(distlock_holder_info, answered) &&
+               offsetof(holder_info_0_1_0, taken) == offsetof(distlock_holder_info, taken),
+               "distlock_holder_info no longer starts with its 0.1.0 layout");
+
+#define GUARD 0xA5
+#define GUARD_BYTES 64
+
+/* The 0.1.0 struct with guard bytes right after it. */
+typedef struct guarded_holder {
+    holder_info_0_1_0 info;
+    unsigned char guard[GUARD_BYTES];
+} guarded_holder;
+
+static void assert_guard(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != GUARD) {
+            print_error("byte %zu past the caller's size was written: 0x%02x\n", i, p[i]);
+            fail();
+        }
+}
+
+/* Size = the 0.1.0 layout: every field filled, not one byte after it. */
+static void test_info_written_within_size(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "hz", 30000, 0, 0, &l), DISTLOCK_OK);
+    guarded_holder g;
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info;
+    assert_rc(distlock_admin_holder(c, "hz", -1, (distlock_holder_info *)&g.info), 1);
+    assert_string_equal(g.info.token, distlock_lock_token(l));
+    assert_int_equal(g.info.nodes, 3);
+    assert_true(g.info.pttl_ms > 20000 && g.info.pttl_ms <= 30000);
+    assert_int_equal(g.info.answered, 3);
+    assert_int_equal(g.info.taken, 3);
+    assert_int_equal(g.info.size, sizeof g.info);
+    assert_guard(g.guard, sizeof g.guard);
+    /* one node, and an error return (zeroed fields): the same bound */
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info;
+    assert_rc(distlock_admin_holder(c, "hz", 2, (distlock_holder_info *)&g.info), 1);
+    assert_string_equal(g.info.token, distlock_lock_token(l));
+    assert_guard(g.guard, sizeof g.guard);
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info;
+    assert_fails(distlock_admin_holder(c, "hz", 3, (distlock_holder_info *)&g.info),
+                 DISTLOCK_EINVAL);
+    assert_int_equal(g.info.nodes, 0);
+    assert_guard(g.guard, sizeof g.guard);
+
+    /* a later header's bigger struct: this version's fields, zeros after
+     * them up to its size, nothing past it */
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info + 16;
+    assert_rc(distlock_admin_holder(c, "hz", -1, (distlock_holder_info *)&g.info), 1);
+    assert_string_equal(g.info.token, distlock_lock_token(l));
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(g.guard[i], 0);
+    assert_guard(g.guard + 16, sizeof g.guard - 16);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* A size smaller than the 0.1.0 layout (a caller that forgot it, or a
+ * struct of some other type): refused, with a detail that says how to set
+ * it, before anything is written or sent. */
+static void test_info_size_too_small(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    size_t sizes[] = { 0, sizeof(size_t), offsetof(holder_info_0_1_0, taken),
+                       offsetof(holder_info_0_1_0, taken) + sizeof(int) - 1 };
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        guarded_holder g, before;
+        memset(&g, GUARD, sizeof g);
+        g.info.size = sizes[k];
+        before = g;
+        assert_fails(distlock_admin_holder(c, "hz", -1, (distlock_holder_info *)&g.info),
+                     DISTLOCK_EINVAL);
+        print_message("size %zu: \"%s\"\n", sizes[k], distlock_last_error());
+        assert_non_null(strstr(distlock_last_error(), "distlock_holder_info.size"));
+        assert_non_null(strstr(distlock_last_error(), "sizeof(distlock_holder_info)"));
+        assert_memory_equal(&g, &before, sizeof g);  /* not one byte written */
+    }
+    distlock_client_free(c);
+}
+
 /* ------------------------------------------------------------ the TTL rule */
 
 static void ttl_ok(double s, long want)
@@ -381,7 +551,7 @@ static void test_scan(void **state)
     unsigned long long cursor = 0;
     int steps = 0, total = 0, r;
     do {
-        r = distlock_scan(c, 1, "sc:*", 10, &cursor, collect, &f);
+        r = distlock_admin_scan(c, 1, "sc:*", 10, &cursor, collect, &f);
         assert_true(r >= 0);
         total += r;
         steps++;
@@ -404,7 +574,7 @@ static void test_scan(void **state)
     int counters = 0;
     do {
         found g = {0};
-        r = distlock_scan(c, 1, "{*", 1000, &cursor, collect, &g);
+        r = distlock_admin_scan(c, 1, "{*", 1000, &cursor, collect, &g);
         assert_true(r >= 0);
         counters += g.n;
         assert_false(has_key(&g, "{sc:fenced}:fence"));
@@ -412,14 +582,14 @@ static void test_scan(void **state)
     assert_int_equal(counters, 1);  /* {sc:x} only */
     cursor = 0;
     do {
-        assert_true(distlock_scan(c, 1, NULL, 1000, &cursor, NULL, NULL) >= 0);
+        assert_true(distlock_admin_scan(c, 1, NULL, 1000, &cursor, NULL, NULL) >= 0);
     } while (cursor != 0);
 
     /* stop early: fn's nonzero return ends the step */
     found one = {.stop_at = 1};
     cursor = 0;
     do {
-        r = distlock_scan(c, 1, "sc:*", 1000, &cursor, collect, &one);
+        r = distlock_admin_scan(c, 1, "sc:*", 1000, &cursor, collect, &one);
         assert_true(r >= 0 && r <= 1);
     } while (cursor != 0 && one.n == 0);
     assert_int_equal(one.n, 1);
@@ -427,35 +597,35 @@ static void test_scan(void **state)
     /* fence counters, per node */
     int64_t fence = -7;
     for (int i = 0; i < N; i++) {
-        assert_rc(distlock_fence_counter(c, "sc:fenced", i, &fence), 1);
+        assert_rc(distlock_admin_fence(c, "sc:fenced", i, &fence), 1);
         assert_int_equal(fence, distlock_lock_fence(l));
     }
-    assert_rc(distlock_fence_counter(c, "sc:0", 1, &fence), 0);
+    assert_rc(distlock_admin_fence(c, "sc:0", 1, &fence), 0);
     assert_int_equal(fence, 0);
-    assert_rc(distlock_fence_counter(c, "sc:{t}x", 1, &fence), 1);
+    assert_rc(distlock_admin_fence(c, "sc:{t}x", 1, &fence), 1);
     assert_int_equal(fence, 5);
     assert_int_equal(rh_set(rc, 0, 0, "{sc:bad}:fence", "x", 0), 0);
-    assert_fails(distlock_fence_counter(c, "sc:bad", 0, &fence), DISTLOCK_EPROTO);
+    assert_fails(distlock_admin_fence(c, "sc:bad", 0, &fence), DISTLOCK_EPROTO);
     assert_non_null(strstr(distlock_last_error(), "not an integer"));
 
     /* bad input */
     cursor = 0;
-    assert_fails(distlock_scan(NULL, 0, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_scan(c, 3, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_scan(c, -1, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_scan(c, 0, "*", 0, &cursor, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_scan(c, 0, "*", 100001, &cursor, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_scan(c, 0, "", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_scan(c, 0, "*", 10, NULL, NULL, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_fence_counter(c, "", 0, &fence), DISTLOCK_EINVAL);
-    assert_fails(distlock_fence_counter(c, "k", 5, &fence), DISTLOCK_EINVAL);
-    assert_fails(distlock_fence_counter(NULL, "k", 0, &fence), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_scan(NULL, 0, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_scan(c, 3, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_scan(c, -1, "*", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_scan(c, 0, "*", 0, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_scan(c, 0, "*", 100001, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_scan(c, 0, "", 10, &cursor, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_scan(c, 0, "*", 10, NULL, NULL, NULL), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_fence(c, "", 0, &fence), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_fence(c, "k", 5, &fence), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_fence(NULL, "k", 0, &fence), DISTLOCK_EINVAL);
 
     /* a stopped node: its own error, bounded by the timeout */
     assert_int_equal(rh_pause(rc, 2), 0);
     cursor = 0;
-    assert_fails(distlock_scan(c, 2, "*", 10, &cursor, NULL, NULL), DISTLOCK_ECONN);
-    assert_fails(distlock_fence_counter(c, "sc:fenced", 2, &fence), DISTLOCK_ECONN);
+    assert_fails(distlock_admin_scan(c, 2, "*", 10, &cursor, NULL, NULL), DISTLOCK_ECONN);
+    assert_fails(distlock_admin_fence(c, "sc:fenced", 2, &fence), DISTLOCK_ECONN);
     assert_int_equal(rh_resume(rc, 2), 0);
 
     assert_rc(distlock_release(l), DISTLOCK_OK);
@@ -474,6 +644,9 @@ int main(void)
         cmocka_unit_test_setup(test_three_wrongtype, heal),
         cmocka_unit_test_setup(test_three_one_stopped, heal),
         cmocka_unit_test_setup(test_three_two_stopped, heal),
+        cmocka_unit_test_setup(test_three_each_node, heal),
+        cmocka_unit_test_setup(test_info_written_within_size, heal),
+        cmocka_unit_test_setup(test_info_size_too_small, heal),
         cmocka_unit_test(test_ttl_rule),
         cmocka_unit_test_setup(test_ttl_rule_on_server, heal),
         cmocka_unit_test_setup(test_scan, heal),

@@ -226,7 +226,7 @@ static void test_no_password_byte_in_any_message(void **state)
             printf("seed %llu, case %d\n", (unsigned long long)seed, k);
             failures++;
         }
-        if (distlock_client_new(&c, b.s) == DISTLOCK_OK) {
+        if (distlock_client_new(b.s, &c) == DISTLOCK_OK) {
             accepted++;
             for (int i = 0; i < distlock_client_node_count(c) && !leak; i++)
                 if (leaks_in(distlock_client_node_uri(c, i)))
@@ -278,7 +278,7 @@ static void test_malformed_spellings(void **state)
     };
     for (size_t k = 0; k < sizeof(lists) / sizeof(lists[0]); k++) {
         distlock_client *c = NULL;
-        int rc = distlock_client_new(&c, lists[k]);
+        int rc = distlock_client_new(lists[k], &c);
         const char *msg = rc == DISTLOCK_OK ? distlock_client_node_uri(c, 0)
                                             : distlock_last_error();
         printf("# %s -> %d \"%s\"\n", lists[k], rc, msg);
@@ -313,7 +313,7 @@ static void test_servers_mask_shows_what_messages_show(void **state)
         printf("# %s -> %s\n", cases[k].list, out);
         assert_string_equal(out, cases[k].shown);
         distlock_client *c = NULL;
-        if (distlock_client_new(&c, cases[k].list) != DISTLOCK_OK)  /* the message agrees */
+        if (distlock_client_new(cases[k].list, &c) != DISTLOCK_OK)  /* the message agrees */
             assert_non_null(strstr(distlock_last_error(), k == 4 ? "redis://***@h:1" : out));
         distlock_client_free(c);
     }

@@ -82,7 +82,7 @@ static distlock_client *connected_client(fixture *f, const char *key)
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000 * slow_factor()),
               DISTLOCK_OK);
     for (int i = 0; i < N; i++)
-        assert_int_equal(distlock_inspect(c, key, i, NULL, 0, NULL), 0);
+        assert_int_equal(distlock_admin_holder(c, key, i, NULL), 0);
     return c;
 }
 

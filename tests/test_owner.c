@@ -1,7 +1,8 @@
 /* test_owner.c -- owner metadata (DISTLOCK_OPT_OWNER_INFO): the hash
  * {key}:owner beside a lock, written, renewed and deleted by the lock's own
- * scripts with the lock's TTL; distlock_owner() reads it back, and only for
- * the token the lock key holds now.
+ * scripts with the lock's TTL; distlock_admin_owner() reads it back, and only
+ * for the token the lock key holds now, into a growable distlock_owner_info
+ * (a size too small refused, nothing written past the caller's size).
  *
  * Real redis-servers; the keys are read behind the library's back
  * (rh_pttl, EXISTS, HGET) to check what is on the node. */
@@ -83,15 +84,17 @@ static void test_stored_with_same_ttl(void **state)
     assert_true(ok - lk >= -1 && ok - lk <= 1);
 
     distlock_owner_info o;
-    memset(&o, 0x55, sizeof o);
-    assert_rc(distlock_owner(c, "o1", -1, &o), 1);
+    memset(&o, 0x55, sizeof o);  /* every field must be written */
+    o.size = sizeof o;
+    assert_rc(distlock_admin_owner(c, "o1", -1, &o), 1);
+    assert_int_equal(o.size, sizeof o);  /* the caller's, never changed */
     assert_string_equal(o.host, host);
     assert_int_equal(o.pid, getpid());
     assert_string_equal(o.program, "test_owner");
     assert_string_equal(o.label, "job 42");
     assert_true(o.since_ms >= before - 1000 && o.since_ms <= wall_ms() + 1000);
     assert_true(o.pttl_ms > 20000 && o.pttl_ms <= 30000);
-    assert_rc(distlock_owner(c, "o1", 0, NULL), 1);
+    assert_rc(distlock_admin_owner(c, "o1", 0, NULL), 1);
 
     /* extend renews the record with the lock */
     assert_rc(distlock_extend(l, 90000), DISTLOCK_OK);
@@ -104,7 +107,7 @@ static void test_stored_with_same_ttl(void **state)
     distlock_lock_free(l);
     assert_int_equal(exists(rc, 0, "o1"), 0);
     assert_int_equal(exists(rc, 0, "{o1}:owner"), 0);
-    assert_rc(distlock_owner(c, "o1", -1, &o), 0);
+    assert_rc(distlock_admin_owner(c, "o1", -1, &o), 0);
     assert_string_equal(o.host, "");
     distlock_client_free(c);
 }
@@ -131,8 +134,8 @@ static void test_watchdog_renews(void **state)
         long long p = rh_pttl(rc, i, 0, "{o2}:owner");
         assert_true(p > 0 && p <= 600);
     }
-    distlock_owner_info o;
-    assert_rc(distlock_owner(c, "o2", -1, &o), 1);
+    distlock_owner_info o = { .size = sizeof o };
+    assert_rc(distlock_admin_owner(c, "o2", -1, &o), 1);
     assert_string_equal(o.label, "");
     assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_rc(distlock_release(l2), DISTLOCK_OK);
@@ -157,7 +160,7 @@ static void test_gone_after_expiry(void **state)
         rh_sleep_ms(20);
     assert_int_equal(exists(rc, 0, "o3"), 0);
     assert_int_equal(exists(rc, 0, "{o3}:owner"), 0);
-    assert_rc(distlock_owner(c, "o3", -1, NULL), 0);
+    assert_rc(distlock_admin_owner(c, "o3", -1, NULL), 0);
     assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
     distlock_lock_free(l);
     distlock_client_free(c);
@@ -171,14 +174,14 @@ static void test_absent_without_option(void **state)
     assert_rc(distlock_acquire(c, "o4", 30000, 0, 0, &l), DISTLOCK_OK);
     assert_int_equal(exists(rc, 0, "o4"), 1);
     assert_int_equal(exists(rc, 0, "{o4}:owner"), 0);
-    distlock_owner_info o;
-    assert_rc(distlock_owner(c, "o4", -1, &o), 0);
+    distlock_owner_info o = { .size = sizeof o };
+    assert_rc(distlock_admin_owner(c, "o4", -1, &o), 0);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
 
     /* a foreign holder (a plain token string: old client, PHP seed code) */
     assert_int_equal(rh_set(rc, 0, 0, "o4", "foreign-token", 30000), 0);
-    assert_rc(distlock_owner(c, "o4", 0, &o), 0);
+    assert_rc(distlock_admin_owner(c, "o4", 0, &o), 0);
     /* a stale record of an earlier holder is not shown for a new one */
     distlock_client *c2 = owner_client(rc, 0x1, 1, NULL);
     assert_int_equal(rh_del(rc, 0, 0, "o4"), 1);
@@ -186,7 +189,7 @@ static void test_absent_without_option(void **state)
     assert_int_equal(rh_del(rc, 0, 0, "o4"), 1);
     assert_int_equal(rh_set(rc, 0, 0, "o4", "another-token", 30000), 0);
     assert_int_equal(exists(rc, 0, "{o4}:owner"), 1);
-    assert_rc(distlock_owner(c2, "o4", -1, &o), 0);
+    assert_rc(distlock_admin_owner(c2, "o4", -1, &o), 0);
     distlock_lock_free(l);
     distlock_client_free(c2);
     distlock_client_free(c);
@@ -199,8 +202,8 @@ static void test_label(void **state)
     distlock_client *c = owner_client(rc, 0x1, 1, label);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "o5", 30000, 0, 0, &l), DISTLOCK_OK);
-    distlock_owner_info o;
-    assert_rc(distlock_owner(c, "o5", -1, &o), 1);
+    distlock_owner_info o = { .size = sizeof o };
+    assert_rc(distlock_admin_owner(c, "o5", -1, &o), 1);
     assert_string_equal(o.label, label);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
@@ -215,17 +218,17 @@ static void test_label(void **state)
     assert_fails(distlock_client_set_str(c, DISTLOCK_OPT_OWNER_LABEL, big), DISTLOCK_EINVAL);
     assert_non_null(strstr(distlock_last_error(), "at most 256"));
     assert_rc(distlock_acquire(c, "o5", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_owner(c, "o5", -1, &o), 1);
+    assert_rc(distlock_admin_owner(c, "o5", -1, &o), 1);
     assert_int_equal(strlen(o.label), DISTLOCK_OWNER_LABEL_MAX);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     /* bad values of the switch, bad nodes */
     assert_fails(distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 2), DISTLOCK_EINVAL);
     assert_fails(distlock_client_set(c, DISTLOCK_OPT_OWNER_LABEL, 1), DISTLOCK_EINVAL);
-    assert_fails(distlock_owner(c, "o5", 1, &o), DISTLOCK_EINVAL);
-    assert_fails(distlock_owner(c, "o5", -2, &o), DISTLOCK_EINVAL);
-    assert_fails(distlock_owner(NULL, "o5", -1, &o), DISTLOCK_EINVAL);
-    assert_fails(distlock_owner(c, "", -1, &o), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_owner(c, "o5", 1, &o), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_owner(c, "o5", -2, &o), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_owner(NULL, "o5", -1, &o), DISTLOCK_EINVAL);
+    assert_fails(distlock_admin_owner(c, "", -1, &o), DISTLOCK_EINVAL);
     distlock_client_free(c);
 }
 
@@ -245,8 +248,8 @@ static void test_fair_and_fenced(void **state)
             long long p = rh_pttl(rc, i, 0, "{o6}:owner");
             assert_true(p > 20000 && p <= 30000);
         }
-        distlock_owner_info o;
-        assert_rc(distlock_owner(c, "o6", -1, &o), 1);
+        distlock_owner_info o = { .size = sizeof o };
+        assert_rc(distlock_admin_owner(c, "o6", -1, &o), 1);
         assert_string_equal(o.label, "ff");
         assert_rc(distlock_release(l), DISTLOCK_OK);
         distlock_lock_free(l);
@@ -272,10 +275,105 @@ static void test_undo_takes_it_back(void **state)
         assert_int_equal(exists(rc, 0, "{o7}:owner"), 0);
         for (int i = 1; i < N; i++)
             assert_int_equal(exists(rc, i, "{o7}:owner"), 0);
-        assert_rc(distlock_owner(c, "o7", -1, NULL), 0);
+        assert_rc(distlock_admin_owner(c, "o7", -1, NULL), 0);
         for (int i = 1; i < N; i++)
             assert_int_equal(rh_del(rc, i, 0, "o7"), 1);
     }
+    distlock_client_free(c);
+}
+
+/* distlock_owner_info as 0.1.0 declares it: what a program built against
+ * 0.1.0 passes to every later library, whatever later headers add. */
+typedef struct owner_info_0_1_0 {
+    size_t size;
+    char host[256];
+    long pid;
+    char program[256];
+    long long since_ms;
+    char label[DISTLOCK_OWNER_LABEL_MAX + 1];
+    long pttl_ms;
+} owner_info_0_1_0;
+/* ... which is today's header's, field for field */
+_Static_assert(offsetof(owner_info_0_1_0, host) == offsetof(distlock_owner_info, host) &&
+               offsetof(owner_info_0_1_0, pid) == offsetof(distlock_owner_info, pid) &&
+               offsetof(owner_info_0_1_0, program) == offsetof(distlock_owner_info, program) &&
+               offsetof(owner_info_0_1_0, since_ms) == offsetof(distlock_owner_info, since_ms) &&
+               offsetof(owner_info_0_1_0, label) == offsetof(distlock_owner_info, label) &&
+               offsetof(owner_info_0_1_0, pttl_ms) == offsetof(distlock_owner_info, pttl_ms),
+               "distlock_owner_info no longer starts with its 0.1.0 layout");
+
+#define GUARD 0xA5
+
+/* The 0.1.0 struct with guard bytes right after it. */
+typedef struct guarded_owner {
+    owner_info_0_1_0 info;
+    unsigned char guard[64];
+} guarded_owner;
+
+static void assert_guard(const unsigned char *p, size_t n)
+{
+    for (size_t i = 0; i < n; i++)
+        if (p[i] != GUARD) {
+            print_error("byte %zu past the caller's size was written: 0x%02x\n", i, p[i]);
+            fail();
+        }
+}
+
+/* Size = the 0.1.0 layout: every field filled, not one byte after it; a
+ * later header's bigger struct: zeros after this version's fields, up to
+ * its size; a size smaller than the 0.1.0 layout: refused, nothing
+ * written. */
+static void test_info_size(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = owner_client(rc, 0x7, 1, "sized");
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "o8", 30000, 0, 0, &l), DISTLOCK_OK);
+    guarded_owner g;
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info;
+    assert_rc(distlock_admin_owner(c, "o8", -1, (distlock_owner_info *)&g.info), 1);
+    assert_string_equal(g.info.label, "sized");
+    assert_int_equal(g.info.pid, getpid());
+    assert_true(g.info.pttl_ms > 20000 && g.info.pttl_ms <= 30000);
+    assert_int_equal(g.info.size, sizeof g.info);
+    assert_guard(g.guard, sizeof g.guard);
+    /* none (zeroed), and an error return: the same bound */
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info;
+    assert_rc(distlock_admin_owner(c, "o8-free", 1, (distlock_owner_info *)&g.info), 0);
+    assert_string_equal(g.info.host, "");
+    assert_guard(g.guard, sizeof g.guard);
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info;
+    assert_fails(distlock_admin_owner(c, "o8", 3, (distlock_owner_info *)&g.info),
+                 DISTLOCK_EINVAL);
+    assert_guard(g.guard, sizeof g.guard);
+
+    memset(&g, GUARD, sizeof g);
+    g.info.size = sizeof g.info + 16;
+    assert_rc(distlock_admin_owner(c, "o8", 0, (distlock_owner_info *)&g.info), 1);
+    assert_string_equal(g.info.label, "sized");
+    for (int i = 0; i < 16; i++)
+        assert_int_equal(g.guard[i], 0);
+    assert_guard(g.guard + 16, sizeof g.guard - 16);
+
+    size_t sizes[] = { 0, sizeof(size_t), offsetof(owner_info_0_1_0, pttl_ms),
+                       offsetof(owner_info_0_1_0, pttl_ms) + sizeof(long) - 1 };
+    for (size_t k = 0; k < sizeof sizes / sizeof *sizes; k++) {
+        guarded_owner before;
+        memset(&g, GUARD, sizeof g);
+        g.info.size = sizes[k];
+        before = g;
+        assert_fails(distlock_admin_owner(c, "o8", -1, (distlock_owner_info *)&g.info),
+                     DISTLOCK_EINVAL);
+        print_message("size %zu: \"%s\"\n", sizes[k], distlock_last_error());
+        assert_non_null(strstr(distlock_last_error(), "distlock_owner_info.size"));
+        assert_non_null(strstr(distlock_last_error(), "sizeof(distlock_owner_info)"));
+        assert_memory_equal(&g, &before, sizeof g);  /* not one byte written */
+    }
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
     distlock_client_free(c);
 }
 
@@ -288,6 +386,7 @@ int main(void)
         cmocka_unit_test_setup(test_absent_without_option, heal),
         cmocka_unit_test_setup(test_label, heal),
         cmocka_unit_test_setup(test_fair_and_fenced, heal),
+        cmocka_unit_test_setup(test_info_size, heal),
         cmocka_unit_test_setup(test_undo_takes_it_back, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

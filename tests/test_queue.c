@@ -14,7 +14,7 @@ DEFINE_GROUP(3)
 static distlock_client *new_client_fast(const char *uris)
 {
     distlock_client *c = NULL;
-    assert_rc(distlock_client_new(&c, uris), DISTLOCK_OK);
+    assert_rc(distlock_client_new(uris, &c), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 300), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
     return c;
@@ -47,7 +47,7 @@ static void test_dead_waiter_leaves_queue(void **state)
     if (pid == 0) {
         distlock_client *c = NULL;
         distlock_lock *l = NULL;
-        if (distlock_client_new(&c, uri) != DISTLOCK_OK)
+        if (distlock_client_new(uri, &c) != DISTLOCK_OK)
             _exit(2);
         distlock_acquire(c, "q:dead", 30000, DISTLOCK_WAIT_FOREVER, DISTLOCK_FAIR, &l);
         _exit(3);  /* not reached while the holder holds it */

@@ -99,9 +99,8 @@ static void test_slow_moved_stays_within_deadline(void **state)
 
     /* Connected, handshake done and slot map learnt while nothing is slow:
      * the redirects below are followed on an established connection. */
-    char tok[64];
-    long pttl = 0;
-    int rc = distlock_inspect(c, e->key, 0, tok, sizeof tok, &pttl);
+    distlock_holder_info h = { .size = sizeof h };
+    int rc = distlock_admin_holder(c, e->key, 0, &h);
     printf("# warm-up inspect through the MOVED loop: %d (%s)\n", rc,
            rc < 0 ? distlock_last_error() : "");
     assert_true(rc < 0);  /* the redirect bound ends it */
@@ -147,9 +146,8 @@ static void test_slow_moved_waiting_acquire_stays_within_wait(void **state)
     distlock_client *c = new_client(uri);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, CMD_MS), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CMD_MS), DISTLOCK_OK);
-    char tok[64];
-    long pttl = 0;
-    assert_true(distlock_inspect(c, e->key, 0, tok, sizeof tok, &pttl) < 0);
+    distlock_holder_info h = { .size = sizeof h };
+    assert_true(distlock_admin_holder(c, e->key, 0, &h) < 0);
     assert_int_equal(fp_cmd(e->fp, rep, sizeof rep, "delay 0 %d down", MOVED_DELAY_MS), 0);
     distlock_lock *l = NULL;
     long long t0 = rh_now_ms();

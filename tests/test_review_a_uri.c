@@ -55,7 +55,7 @@ static void test_review12_no_password_in_errors(void **state)
     check_text("acquire error (wrong password in the URI)", uri, distlock_last_error());
     assert_true(distlock_acquire(c, "k12", 30000, 200, 0, &l) != DISTLOCK_OK);
     check_text("waiting acquire error (wrong password in the URI)", uri, distlock_last_error());
-    assert_true(distlock_inspect(c, "k12", 0, NULL, 0, NULL) < 0);
+    assert_true(distlock_admin_holder(c, "k12", 0, NULL) < 0);
     check_text("inspect error (wrong password in the URI)", uri, distlock_last_error());
     check_text("distlock_client_node_uri", uri, distlock_client_node_uri(c, 0));
     distlock_client_free(c);
@@ -133,7 +133,7 @@ static void test_review12_no_password_in_errors(void **state)
     };
     for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
         c = NULL;
-        int r = distlock_client_new(&c, bad[i]);
+        int r = distlock_client_new(bad[i], &c);
         if (r == DISTLOCK_OK) {
             /* Not malformed after all; its shown URIs must still hide it. */
             for (int n = 0; n < distlock_client_node_count(c); n++)
@@ -153,7 +153,7 @@ static void test_review12_no_password_in_errors(void **state)
     snprintf(list, big + 1, "redis://admin:" SECRET "@10.0.0.1:6379");
     memset(list + strlen(list), 'x', big - strlen(list));
     list[big] = '\0';
-    assert_rc(distlock_client_new(&c, list), DISTLOCK_EINVAL);
+    assert_rc(distlock_client_new(list, &c), DISTLOCK_EINVAL);
     check_text("distlock_client_new error", "(70000-byte list)", distlock_last_error());
     free(list);
 
@@ -169,7 +169,7 @@ static void test_review12_no_password_in_errors(void **state)
 static int refused_at_new(const char *list)
 {
     distlock_client *c = NULL;
-    int r = distlock_client_new(&c, list);
+    int r = distlock_client_new(list, &c);
     if (r == DISTLOCK_EINVAL && c == NULL && distlock_last_error()[0] != '\0') return 1;
     print_error("distlock_client_new(\"%s\") = %d (%s), %d node(s) quorum %d: one server "
                 "named twice was accepted\n", list, r, distlock_strerror(r),
@@ -213,7 +213,7 @@ static void expect_same_server(rh_cluster *rc, const char *a, const char *b, int
     snprintf(sa, sizeof sa, "%s:%d", a, p);
     snprintf(sb, sizeof sb, "%s:%d", b, p);
     distlock_client *c = NULL;
-    int r = distlock_client_new(&c, list);
+    int r = distlock_client_new(list, &c);
     if (r == DISTLOCK_EINVAL) return;   /* caught even earlier */
     assert_rc(r, DISTLOCK_OK);
     distlock_lock *l = NULL;
@@ -283,14 +283,14 @@ static void test_review14_unix_path_too_long(void **state)
     distlock_client *c = NULL;
     /* 107 bytes (+ NUL) is what sockaddr_un holds: fine. */
     unix_uri(uri, sizeof uri, 107);
-    assert_rc(distlock_client_new(&c, uri), DISTLOCK_OK);
+    assert_rc(distlock_client_new(uri, &c), DISTLOCK_OK);
     distlock_client_free(c);
     const size_t lens[] = { 108, 109, 200, 400 };
     int ok = 1;
     for (size_t i = 0; i < sizeof lens / sizeof lens[0]; i++) {
         c = NULL;
         unix_uri(uri, sizeof uri, lens[i]);
-        int r = distlock_client_new(&c, uri);
+        int r = distlock_client_new(uri, &c);
         const char *d = distlock_last_error();
         if (r != DISTLOCK_EINVAL) {
             print_error("unix socket path of %zu bytes: distlock_client_new = %d (%s); it would be "

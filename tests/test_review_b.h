@@ -82,7 +82,7 @@ static inline void sync_conns(distlock_client *c)
 {
     int n = distlock_client_node_count(c);
     for (int i = 0; i < n; i++) {
-        int r = distlock_inspect(c, "rb:sync", i, NULL, 0, NULL);
+        int r = distlock_admin_holder(c, "rb:sync", i, NULL);
         if (r != 0) {
             print_error("sync inspect of node %d: %d (%s)\n", i, r, distlock_last_error());
             fail();

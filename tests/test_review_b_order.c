@@ -40,7 +40,7 @@ struct busy_arg {
 static void *busy_main(void *p)
 {
     struct busy_arg *a = p;
-    a->rc = distlock_inspect(a->c, "rb:other", 0, NULL, 0, NULL);
+    a->rc = distlock_admin_holder(a->c, "rb:other", 0, NULL);
     atomic_store(&a->done, 1);
     return NULL;
 }

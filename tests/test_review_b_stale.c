@@ -191,7 +191,7 @@ struct inspect_arg {
 static void *inspect_main(void *p)
 {
     struct inspect_arg *a = p;
-    a->rc = distlock_inspect(a->c, "rb:other", 0, NULL, 0, NULL);
+    a->rc = distlock_admin_holder(a->c, "rb:other", 0, NULL);
     atomic_store(&a->done, 1);
     return NULL;
 }

@@ -1,4 +1,4 @@
-/* test_scan_string_keys.c -- distlock_scan() (what `distlock list` reads)
+/* test_scan_string_keys.c -- distlock_admin_scan() (what `distlock list` reads)
  * gives exactly the string keys of a node, whatever the server version:
  *   - Redis 6.0+ filters with SCAN ... TYPE string; Redis 5.0 refuses TYPE
  *     (a syntax error) and the library falls back to a script that does
@@ -158,7 +158,7 @@ static void test_fallback_script_keeps_string_keys(void **state)
     keyset_free(&by_client);
 }
 
-/* distlock_scan gives the string keys only, fence counters left out, on
+/* distlock_admin_scan gives the string keys only, fence counters left out, on
  * whatever server is on PATH (5.0: through the fallback). */
 static void test_scan_gives_string_keys(void **state)
 {
@@ -169,14 +169,14 @@ static void test_scan_gives_string_keys(void **state)
     unsigned long long cursor = 0;
     int steps = 0, r;
     do {
-        r = distlock_scan(c, 0, "*", 10, &cursor, collect, &got);
+        r = distlock_admin_scan(c, 0, "*", 10, &cursor, collect, &got);
         if (r < 0) {
-            print_error("distlock_scan = %d (%s): %s\n", r, distlock_strerror(r), distlock_last_error());
+            print_error("distlock_admin_scan = %d (%s): %s\n", r, distlock_strerror(r), distlock_last_error());
             fail();
         }
         steps++;
     } while (cursor != 0 && steps < 10000);
-    printf("distlock_scan: %d keys in %d steps\n", got.n, steps);
+    printf("distlock_admin_scan: %d keys in %d steps\n", got.n, steps);
     assert_int_equal(cursor, 0);
     assert_int_equal(got.n, NKEYS);
     assert_true(keyset_has(&got, "sk:str:0") && keyset_has(&got, "sk:str:299"));

@@ -361,32 +361,26 @@ static void test_foreign_holder(void **state)
     distlock_client_free(c);
 }
 
-static void test_inspect_force(void **state)
+static void test_node_holder_and_force_release(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     distlock_lock *l = NULL;
-    char tok[64];
-    long pttl = 0;
-    assert_rc(distlock_inspect(c, "insp", 0, tok, sizeof tok, &pttl), 0);
+    distlock_holder_info h = { .size = sizeof h };
+    assert_rc(distlock_admin_holder(c, "insp", 0, &h), 0);
     assert_rc(distlock_acquire(c, "insp", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_inspect(c, "insp", 0, tok, sizeof tok, &pttl), 1);
-    assert_string_equal(tok, distlock_lock_token(l));
-    assert_true(pttl > 0 && pttl <= 30000);
-    /* Truncated copy. */
-    char small[5];
-    assert_rc(distlock_inspect(c, "insp", 0, small, sizeof small, NULL), 1);
-    assert_int_equal(strlen(small), 4);
-    assert_memory_equal(small, distlock_lock_token(l), 4);
+    assert_rc(distlock_admin_holder(c, "insp", 0, &h), 1);
+    assert_string_equal(h.token, distlock_lock_token(l));
+    assert_true(h.pttl_ms > 0 && h.pttl_ms <= 30000);
     int deleted = -1;
-    assert_rc(distlock_force_release(c, "insp", &deleted), DISTLOCK_OK);
+    assert_rc(distlock_admin_force_release(c, "insp", &deleted), DISTLOCK_OK);
     assert_int_equal(deleted, 1);
     assert_int_equal(rh_get(rc, 0, 0, "insp", NULL, 0), 0);
     assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
     /* No expiry: pttl -1. */
     assert_int_equal(rh_set(rc, 0, 0, "insp", "x", 0), 0);
-    assert_rc(distlock_inspect(c, "insp", 0, NULL, 0, &pttl), 1);
-    assert_int_equal(pttl, -1);
+    assert_rc(distlock_admin_holder(c, "insp", 0, &h), 1);
+    assert_int_equal(h.pttl_ms, -1);
     distlock_lock_free(l);
     distlock_client_free(c);
 }
@@ -454,7 +448,7 @@ int main(void)
         cmocka_unit_test_setup(test_double_release, heal),
         cmocka_unit_test_setup(test_release_after_replaced, heal),
         cmocka_unit_test_setup(test_foreign_holder, heal),
-        cmocka_unit_test_setup(test_inspect_force, heal),
+        cmocka_unit_test_setup(test_node_holder_and_force_release, heal),
         cmocka_unit_test_setup(test_client_free_releases, heal),
         cmocka_unit_test_setup(test_key_bytes, heal),
     };

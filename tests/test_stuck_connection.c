@@ -128,14 +128,14 @@ static void test_stuck_connection_replaced_in_redlock(void **state)
 
     /* A call that waits for node 2 costs one timeout there... */
     long long t0 = rh_now_ms();
-    assert_fails(distlock_inspect(c, key, 2, NULL, 0, NULL), DISTLOCK_ECONN);
+    assert_fails(distlock_admin_holder(c, key, 2, NULL), DISTLOCK_ECONN);
     long long took = rh_now_ms() - t0;
     printf("# node 2's connection stuck: inspect ECONN in %lld ms\n", took);
     assert_true(took >= CMD_MS - 50 && took < BOUND_MS);
 
     /* ...then node 2 answers the next one, on a new connection. */
     t0 = rh_now_ms();
-    int rc = distlock_inspect(c, key, 2, NULL, 0, NULL);
+    int rc = distlock_admin_holder(c, key, 2, NULL);
     took = rh_now_ms() - t0;
     printf("# next inspect of node 2: %d in %lld ms (\"%s\")\n", rc, took,
            rc == 0 ? "" : distlock_last_error());

@@ -91,7 +91,7 @@ static void test_stuck_connection_replaced_after_restart_kills_no_innocent_clien
     fp_ok(e->fp, "hold 0:%d", stuck);
 
     /* One timeout on the stuck connection: it is now known to be late. */
-    assert_fails(distlock_inspect(c, "stuck:restart", 0, NULL, 0, NULL), DISTLOCK_ECONN);
+    assert_fails(distlock_admin_holder(c, "stuck:restart", 0, NULL), DISTLOCK_ECONN);
     printf("# stuck connection (server ids of the library's: max %lld): inspect ECONN (\"%s\")\n",
            max_id, distlock_last_error());
 
@@ -118,7 +118,7 @@ static void test_stuck_connection_replaced_after_restart_kills_no_innocent_clien
 
     /* The next call replaces the stuck connection: CLIENT KILL ID <old id>
      * on the restarted server. */
-    int rc = distlock_inspect(c, "stuck:restart", 0, NULL, 0, NULL);
+    int rc = distlock_admin_holder(c, "stuck:restart", 0, NULL);
     printf("# next call: %d (\"%s\")\n", rc, rc == 0 ? "" : distlock_last_error());
 
     int killed = 0;
@@ -244,7 +244,7 @@ static void test_stuck_connection_replaced_on_another_server_after_dns_change(vo
     /* DNS failover: the name now points at B. The next call replaces the
      * stuck connection with one to B and "kills" its id there. */
     slowdns_set("flip.test=0=127.0.0.2");
-    int rc = distlock_inspect(c, "stuck:dns:probe", 0, NULL, 0, NULL);
+    int rc = distlock_admin_holder(c, "stuck:dns:probe", 0, NULL);
     printf("# next call (on B): %d (\"%s\")\n", rc, rc == 0 ? "" : distlock_last_error());
     {
         /* it was served by B: B has run the library's handshake (CLIENT ID)
@@ -315,7 +315,7 @@ static void test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_r
     /* the replacement's CLIENT KILL is held on its way to the server */
     fp_ok(e->fp, "hold-match 0:next up %s", fp_hex("KILL", hex, sizeof hex));
     long long t0 = rh_now_ms();
-    int rc = distlock_inspect(c, "stuck:killheld:probe", 0, NULL, 0, NULL);
+    int rc = distlock_admin_holder(c, "stuck:killheld:probe", 0, NULL);
     printf("# call whose replacement's kill is held: %d in %lld ms (\"%s\")\n", rc,
            rh_now_ms() - t0, rc == 0 ? "" : distlock_last_error());
     int second = lib_conn(e, 0);

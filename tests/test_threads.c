@@ -130,7 +130,7 @@ static void *own_client(void *arg)
     const char *uris = arg;
     for (int i = 0; i < 20; i++) {
         distlock_client *c = NULL;
-        if (distlock_client_new(&c, uris) != DISTLOCK_OK) return (void *)1;
+        if (distlock_client_new(uris, &c) != DISTLOCK_OK) return (void *)1;
         distlock_lock *l = NULL;
         if (distlock_acquire(c, "", 1000, 0, 0, &l) != DISTLOCK_EINVAL) return (void *)2;
         if (distlock_last_error()[0] == '\0') return (void *)3;

@@ -19,8 +19,9 @@ static void check_db(rh_cluster *rc, const char *uri, int db)
     for (int other = 0; other < 8; other++)
         if (other != db) assert_int_equal(rh_get(rc, 0, other, "dbkey", NULL, 0), 0);
     /* Inspect goes to the same db. */
-    assert_rc(distlock_inspect(c, "dbkey", 0, buf, sizeof buf, NULL), 1);
-    assert_string_equal(buf, distlock_lock_token(l));
+    distlock_holder_info h = { .size = sizeof h };
+    assert_rc(distlock_admin_holder(c, "dbkey", 0, &h), 1);
+    assert_string_equal(h.token, distlock_lock_token(l));
     assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_int_equal(rh_get(rc, 0, db, "dbkey", NULL, 0), 0);
     distlock_lock_free(l);
@@ -36,7 +37,7 @@ static void test_tcp_default_db(void **state)
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d/", rc->node[0].port);
     /* A trailing slash with no db: either db 0 or refused, never another db. */
     distlock_client *c = NULL;
-    int r = distlock_client_new(&c, uri);
+    int r = distlock_client_new(uri, &c);
     if (r == DISTLOCK_OK) {
         distlock_client_free(c);
         check_db(rc, uri, 0);

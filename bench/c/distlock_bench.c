@@ -32,7 +32,7 @@
 static distlock_client *client(const char *uris)
 {
     distlock_client *c = NULL;
-    int rc = distlock_client_new(&c, uris);
+    int rc = distlock_client_new(uris, &c);
     if (rc != DISTLOCK_OK) die("distlock_client_new", distlock_last_error());
     return c;
 }

@@ -71,7 +71,7 @@ static void *worker_main(void *arg)
 static void child(const char *uris, thread_log *logs, int threads)
 {
     distlock_client *c = NULL;
-    if (distlock_client_new(&c, uris) != DISTLOCK_OK) die("distlock_client_new", distlock_last_error());
+    if (distlock_client_new(uris, &c) != DISTLOCK_OK) die("distlock_client_new", distlock_last_error());
     /* connect and load the scripts before the clock starts */
     char wkey[160];
     snprintf(wkey, sizeof wkey, "%s:warm:%d", g_key, (int)getpid());

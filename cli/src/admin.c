@@ -1,6 +1,6 @@
 /*
  * admin.c -- `distlock status` (who holds a key, for how long: the core's
- * verdict from one round, distlock_holder(); then each node's view for
+ * verdict from one round, distlock_admin_holder(); then each node's view for
  * display) and `distlock release` (administrative release).
  */
 #include <ctype.h>
@@ -10,8 +10,6 @@
 #include <time.h>
 
 #include "cli.h"
-
-#define TOKEN_BUF (DISTLOCK_TOKEN_MAX + 1)
 
 /* Tokens written by other implementations may hold any bytes: print them
  * with C-style escapes so the output stays one line per node. */
@@ -73,36 +71,37 @@ static int status_extra(int opt, const char *arg, void *ctx)
     return cli_usage_error("status", "unexpected option");
 }
 
-/* One node's line of the table under the verdict: read with its own
- * distlock_inspect() after the verdict, for display only (the lock may have
- * changed in between; the verdict and the exit status never use it). */
+/* One node's line of the table under the verdict: read on its own
+ * (distlock_admin_holder() of node i) after the verdict, for display only
+ * (the lock may have changed in between; the verdict and the exit status
+ * never use it). */
 static void print_node_line(distlock_client *c, const char *key, int i)
 {
-    char token[TOKEN_BUF], d[32];
-    long pttl = 0;
-    int st = distlock_inspect(c, key, i, token, sizeof token, &pttl);
+    char d[32];
+    distlock_holder_info h = { .size = sizeof h };
+    int st = distlock_admin_holder(c, key, i, &h);
     const char *uri = distlock_client_node_uri(c, i);  /* masked by the library */
     printf("  %s  ", uri ? uri : "?");
-    if (st == DISTLOCK_EPROTO && strstr(distlock_last_error(), "WRONGTYPE")) {
-        printf("taken  by a value of another type (not a lock token)\n");
-    } else if (st < 0) {
+    if (st < 0) {
         const char *detail = distlock_last_error();  /* masked by the library */
         printf("error: %s%s%s\n", distlock_strerror(st), *detail ? ": " : "", detail);
+    } else if (st == 0 && h.taken) {
+        printf("taken  by a value of another type (not a lock token)\n");
     } else if (st == 0) {
         printf("free\n");
     } else {
-        if (pttl >= 0)
-            printf("held  expires in %s  token ", cli_fmt_ms(pttl, d, sizeof d));
+        if (h.pttl_ms >= 0)
+            printf("held  expires in %s  token ", cli_fmt_ms(h.pttl_ms, d, sizeof d));
         else
             printf("held  no expiry  token ");
-        print_token(stdout, token);
+        print_token(stdout, h.token);
         putchar('\n');
     }
     /* A Redis Cluster node: the key's slot and its master (learnt by the
      * inspect above). */
     int slot = 0;
     char master[300];
-    if (distlock_cluster_route(c, key, i, &slot, master, sizeof master) == 1)
+    if (distlock_admin_cluster_route(c, key, i, &slot, master, sizeof master) == 1)
         printf("    slot %d, master %s\n", slot, master[0] ? master : "not known");
 }
 
@@ -122,10 +121,8 @@ int cli_status(int argc, char **argv)
 
     /* The verdict is the core's, from one round to every node. */
     int n = distlock_client_node_count(c), quorum = distlock_client_quorum(c);
-    char token[TOKEN_BUF];
-    int nodes = 0, answered = 0, taken = 0;
-    long pttl = 0;
-    int st = distlock_holder(c, key, token, sizeof token, &nodes, &pttl, &answered, &taken);
+    distlock_holder_info h = { .size = sizeof h };
+    int st = distlock_admin_holder(c, key, -1, &h);
     if (st == DISTLOCK_EINVAL) {
         char what[128];
         snprintf(what, sizeof what, "'%.80s'", key);
@@ -137,7 +134,7 @@ int cli_status(int argc, char **argv)
     if (st == 1) {
         verdict = "held";
         rc = CLI_EXIT_OK;
-    } else if (st == 0 && taken == 0) {
+    } else if (st == 0 && h.taken == 0) {
         verdict = "free";
         rc = CLI_EXIT_NO;
     } else if (st == 0) {
@@ -152,30 +149,30 @@ int cli_status(int argc, char **argv)
     }
     if (json) {
         /* -q still prints the JSON: it is what was asked for. */
-        cli_status_json(c, key, st, token, nodes, pttl, answered, taken);
+        cli_status_json(c, key, st, &h);
     } else if (!co.quiet) {
         char d[32];
         printf("%s: %s", key, verdict);
         if (st == 1) {
             printf(" by ");
-            print_token(stdout, token);
+            print_token(stdout, h.token);
         }
-        printf(" (held on %d of %d node%s, quorum %d", nodes, n, n == 1 ? "" : "s", quorum);
-        if (answered < n)
-            printf(", %d not answering", n - answered);
-        if (st == 1 && pttl >= 0)
-            printf("; expires in %s", cli_fmt_ms(pttl, d, sizeof d));
+        printf(" (held on %d of %d node%s, quorum %d", h.nodes, n, n == 1 ? "" : "s", quorum);
+        if (h.answered < n)
+            printf(", %d not answering", n - h.answered);
+        if (st == 1 && h.pttl_ms >= 0)
+            printf("; expires in %s", cli_fmt_ms(h.pttl_ms, d, sizeof d));
         else if (st == 1)
             printf("; no expiry");
-        else if (nodes > 0) {
+        else if (h.nodes > 0) {
             printf("; most common token ");
-            print_token(stdout, token);
+            print_token(stdout, h.token);
         }
-        if (taken > nodes)
-            printf("; other tokens or values on %d", taken - nodes);
+        if (h.taken > h.nodes)
+            printf("; other tokens or values on %d", h.taken - h.nodes);
         printf(")\n");
-        distlock_owner_info o;
-        if (st == 1 && distlock_owner(c, key, -1, &o) == 1) {
+        distlock_owner_info o = { .size = sizeof o };
+        if (st == 1 && distlock_admin_owner(c, key, -1, &o) == 1) {
             char since[64];
             time_t t = (time_t)(o.since_ms / 1000);
             struct tm tm;
@@ -266,7 +263,7 @@ int cli_release(int argc, char **argv)
         rc = cli_exit_for_status(rc); /* 0, 1 (not that token's) or the error's */
     } else {
         int deleted = 0;
-        rc = distlock_force_release(c, key, &deleted);
+        rc = distlock_admin_force_release(c, key, &deleted);
         if (rc == DISTLOCK_OK) {
             if (!co.quiet) {
                 if (deleted > 0)

@@ -158,9 +158,9 @@ void cli_help_status(FILE *f);
 void cli_help_release(FILE *f);
 void cli_help_list(FILE *f);                  /* list.c */
 
-/* `status --json` (list.c): the verdict distlock_holder() gave (st and its
- * outputs), then each node read on its own, as one JSON object on stdout. */
-void cli_status_json(distlock_client *c, const char *key, int st, const char *token, int nodes,
-                     long pttl, int answered, int taken);
+/* `status --json` (list.c): the verdict distlock_admin_holder() gave (st and
+ * its info), then each node read on its own, as one JSON object on stdout. */
+void cli_status_json(distlock_client *c, const char *key, int st,
+                     const distlock_holder_info *h);
 
 #endif

@@ -308,7 +308,7 @@ int cli_getopt_error(const char *verb, int opt, char **argv)
 int cli_client(const struct cli_common *co, distlock_client **out)
 {
     distlock_client *c = NULL;
-    int rc = distlock_client_new(&c, co->servers);
+    int rc = distlock_client_new(co->servers, &c);
     if (rc != DISTLOCK_OK) {
         /* Shown as the library's message shows it (distlock_servers_mask):
          * masked before it is cut short, so a cut never leaves a piece of

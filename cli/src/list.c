@@ -17,7 +17,7 @@
  * so any token (another implementation's) gives valid JSON.
  *
  * `list` is bounded: each SCAN step asks the server for O(--count) work
- * (distlock_scan: MATCH, COUNT, TYPE string), it stops once --limit keys
+ * (distlock_admin_scan: MATCH, COUNT, TYPE string), it stops once --limit keys
  * were found, and every key found costs one round for the verdict plus one
  * read per node (and, when held, one round for its owner metadata).
  */
@@ -27,8 +27,6 @@
 #include <string.h>
 
 #include "cli.h"
-
-#define TOKEN_BUF (DISTLOCK_TOKEN_MAX + 1)
 
 /* ------------------------------------------------------------ JSON out */
 
@@ -71,40 +69,39 @@ static void json_route(FILE *f, distlock_client *c, const char *key, int i)
 {
     int slot = 0;
     char master[300];
-    if (distlock_cluster_route(c, key, i, &slot, master, sizeof master) != 1)
+    if (distlock_admin_cluster_route(c, key, i, &slot, master, sizeof master) != 1)
         return;
     fprintf(f, ", \"slot\": %d, \"master\": ", slot);
     json_cstr(f, master[0] ? master : NULL);
 }
 
-/* One node's object: read on its own (distlock_inspect, then its fence
- * counter). Returns that node's fence counter, or -1. */
+/* One node's object: read on its own (distlock_admin_holder of node i,
+ * then its fence counter). Returns that node's fence counter, or -1. */
 static int64_t json_node(FILE *f, distlock_client *c, const char *key, int i)
 {
-    char token[TOKEN_BUF];
-    long pttl = 0;
+    distlock_holder_info h = { .size = sizeof h };
     int64_t fence = -1, v = 0;
-    int st = distlock_inspect(c, key, i, token, sizeof token, &pttl);
+    int st = distlock_admin_holder(c, key, i, &h);
     char *err = st < 0 ? error_text(st) : NULL;
-    int wrongtype = st == DISTLOCK_EPROTO && strstr(distlock_last_error(), "WRONGTYPE");
-    if (st >= 0 && distlock_fence_counter(c, key, i, &v) == 1)
+    if (st >= 0 && distlock_admin_fence(c, key, i, &v) == 1)
         fence = v;
     const char *uri = distlock_client_node_uri(c, i);  /* masked by the library */
     fputs("{\"uri\": ", f);
     json_cstr(f, uri ? uri : "?");
     json_route(f, c, key, i);
-    fprintf(f, ", \"state\": \"%s\"", wrongtype ? "taken" : st < 0 ? "error" : st ? "held" : "free");
+    fprintf(f, ", \"state\": \"%s\"",
+            st < 0 ? "error" : st ? "held" : h.taken ? "taken" : "free");
     fputs(", \"token\": ", f);
-    json_cstr(f, st == 1 ? token : NULL);
+    json_cstr(f, st == 1 ? h.token : NULL);
     if (st == 1)
-        fprintf(f, ", \"ttl_ms\": %ld", pttl);
+        fprintf(f, ", \"ttl_ms\": %ld", h.pttl_ms);
     else
         fputs(", \"ttl_ms\": null", f);
     if (fence >= 0)
         fprintf(f, ", \"fence\": %lld", (long long)fence);
     else
         fputs(", \"fence\": null", f);
-    if (st < 0 && !wrongtype) {
+    if (st < 0) {
         fputs(", \"error\": ", f);
         json_cstr(f, err ? err : distlock_strerror(st));
     }
@@ -124,28 +121,28 @@ static const char *verdict_name(int st, int taken)
 }
 
 /* The whole object for one key: the core's verdict from one round
- * (distlock_holder), then each node read on its own. `err` is the verdict's
- * error text (st < 0), or NULL. */
-static void json_key(FILE *f, distlock_client *c, const char *key, int st, const char *token,
-                     int nodes, long pttl, int answered, int taken, const char *err)
+ * (distlock_admin_holder, node -1), then each node read on its own. `err`
+ * is the verdict's error text (st < 0), or NULL. */
+static void json_key(FILE *f, distlock_client *c, const char *key, int st,
+                     const distlock_holder_info *h, const char *err)
 {
     int n = distlock_client_node_count(c);
     int64_t fence = -1;
     fputs("{\"key\": ", f);
     json_cstr(f, key);
-    fprintf(f, ", \"verdict\": \"%s\", \"held\": %s", verdict_name(st, taken),
+    fprintf(f, ", \"verdict\": \"%s\", \"held\": %s", verdict_name(st, h->taken),
             st == 1 ? "true" : "false");
     fputs(", \"token\": ", f);
-    json_cstr(f, nodes > 0 ? token : NULL);
+    json_cstr(f, h->nodes > 0 ? h->token : NULL);
     fprintf(f, ", \"holder_nodes\": %d, \"nodes_total\": %d, \"quorum\": %d, \"answered\": %d",
-            nodes, n, distlock_client_quorum(c), answered);
+            h->nodes, n, distlock_client_quorum(c), h->answered);
     if (st == 1)
-        fprintf(f, ", \"ttl_ms\": %ld", pttl);
+        fprintf(f, ", \"ttl_ms\": %ld", h->pttl_ms);
     else
         fputs(", \"ttl_ms\": null", f);
-    distlock_owner_info o;
+    distlock_owner_info o = { .size = sizeof o };
     fputs(", \"owner\": ", f);
-    if (st == 1 && distlock_owner(c, key, -1, &o) == 1) {
+    if (st == 1 && distlock_admin_owner(c, key, -1, &o) == 1) {
         fputs("{\"host\": ", f);
         json_cstr(f, o.host);
         fprintf(f, ", \"pid\": %ld, \"program\": ", o.pid);
@@ -177,12 +174,11 @@ static void json_key(FILE *f, distlock_client *c, const char *key, int st, const
         fputs(", \"fence\": null}", f);
 }
 
-void cli_status_json(distlock_client *c, const char *key, int st, const char *token, int nodes,
-                     long pttl, int answered, int taken)
+void cli_status_json(distlock_client *c, const char *key, int st,
+                     const distlock_holder_info *h)
 {
     char *err = st < 0 ? error_text(st) : NULL;
-    json_key(stdout, c, key, st, token, nodes, pttl, answered, taken,
-             st < 0 ? (err ? err : distlock_strerror(st)) : NULL);
+    json_key(stdout, c, key, st, h, st < 0 ? (err ? err : distlock_strerror(st)) : NULL);
     fputc('\n', stdout);
     fflush(stdout);
     free(err);
@@ -302,7 +298,7 @@ static int scan_nodes(distlock_client *c, const struct list_opts *o, struct keys
                 *truncated = 1;
                 break;
             }
-            int r = distlock_scan(c, i, o->pattern, o->count, &cursor, on_key, &sc);
+            int r = distlock_admin_scan(c, i, o->pattern, o->count, &cursor, on_key, &sc);
             if (r < 0) {
                 const char *uri = distlock_client_node_uri(c, i);  /* masked */
                 char what[200];
@@ -325,19 +321,18 @@ static int cmp_str(const void *a, const void *b)
 }
 
 /* One line of the text listing: the verdict, then each node's view. */
-static void text_key(distlock_client *c, const char *key, int st, const char *token, int nodes,
-                     long pttl, int taken)
+static void text_key(distlock_client *c, const char *key, int st, const distlock_holder_info *h)
 {
     int n = distlock_client_node_count(c);
-    char d[32], tok[TOKEN_BUF];
-    printf("%s  %s", key, verdict_name(st, taken));
-    if (nodes > 0)
-        printf("  %d/%d", nodes, n);
+    char d[32];
+    printf("%s  %s", key, verdict_name(st, h->taken));
+    if (h->nodes > 0)
+        printf("  %d/%d", h->nodes, n);
     if (st == 1)
-        printf("  %s", pttl >= 0 ? cli_fmt_ms(pttl, d, sizeof d) : "no-expiry");
-    if (nodes > 0) {
+        printf("  %s", h->pttl_ms >= 0 ? cli_fmt_ms(h->pttl_ms, d, sizeof d) : "no-expiry");
+    if (h->nodes > 0) {
         printf("  token ");
-        for (const unsigned char *p = (const unsigned char *)token; *p; p++) {
+        for (const unsigned char *p = (const unsigned char *)h->token; *p; p++) {
             if (*p > 0x20 && *p < 0x7f && *p != '\\')
                 putchar(*p);
             else
@@ -346,11 +341,11 @@ static void text_key(distlock_client *c, const char *key, int st, const char *to
     }
     printf("  [");
     for (int i = 0; i < n; i++) {
-        long t = 0;
-        int r = distlock_inspect(c, key, i, tok, sizeof tok, &t);
+        distlock_holder_info one = { .size = sizeof one };
+        int r = distlock_admin_holder(c, key, i, &one);
         printf("%s%s", i ? " " : "",
-               r == 1 ? (t >= 0 ? cli_fmt_ms(t, d, sizeof d) : "no-expiry")
-                      : r == 0 ? "free" : "error");
+               r == 1 ? (one.pttl_ms >= 0 ? cli_fmt_ms(one.pttl_ms, d, sizeof d) : "no-expiry")
+                      : r < 0 ? "error" : one.taken ? "taken" : "free");
     }
     printf("]\n");
 }
@@ -446,21 +441,17 @@ static void print_keys(distlock_client *c, const struct list_opts *o, struct key
     }
     int shown = 0;
     for (size_t i = 0; i < ks->n; i++) {
-        char token[TOKEN_BUF];
-        int nodes = 0, answered = 0, taken = 0;
-        long pttl = 0;
-        int st = distlock_holder(c, ks->keys[i], token, sizeof token, &nodes, &pttl, &answered,
-                                 &taken);
-        if (st == 0 && taken == 0)
+        distlock_holder_info h = { .size = sizeof h };
+        int st = distlock_admin_holder(c, ks->keys[i], -1, &h);
+        if (st == 0 && h.taken == 0)
             continue;  /* gone since the scan found it (released, expired) */
         if (o->json) {
             char *err = st < 0 ? error_text(st) : NULL;
             fputs(shown ? ",\n  " : "\n  ", stdout);
-            json_key(stdout, c, ks->keys[i], st, token, nodes, pttl, answered, taken,
-                     st < 0 ? (err ? err : distlock_strerror(st)) : NULL);
+            json_key(stdout, c, ks->keys[i], st, &h, st < 0 ? (err ? err : distlock_strerror(st)) : NULL);
             free(err);
         } else {
-            text_key(c, ks->keys[i], st, token, nodes, pttl, taken);
+            text_key(c, ks->keys[i], st, &h);
         }
         shown++;
     }

@@ -271,13 +271,13 @@ static int explain_conflict(distlock_client *c, const char *key, char *buf, size
     int n = distlock_client_node_count(c);
     buf[0] = '\0';
     for (int i = 0; i < n; i++) {
-        long pttl = 0;
-        int r = distlock_inspect(c, key, i, NULL, 0, &pttl);
+        distlock_holder_info h = { .size = sizeof h };
+        int r = distlock_admin_holder(c, key, i, &h);
         if (r == 1) {
             char d[32];
-            if (pttl >= 0)
+            if (h.pttl_ms >= 0)
                 snprintf(buf, size, " (it expires in %s unless renewed)",
-                         cli_fmt_ms(pttl, d, sizeof d));
+                         cli_fmt_ms(h.pttl_ms, d, sizeof d));
             else
                 snprintf(buf, size, " (it has no expiry)");
             return 1;

@@ -984,7 +984,7 @@ t_granted_after_ttl() {
 }
 
 # The verdict of `status` is the library's, from one round to every node
-# (distlock_holder); the per-node lines under it are for display.
+# (distlock_admin_holder); the per-node lines under it are for display.
 t_status_verdict_one_round() {
   local k=cli:verdict:$RANDOM p
   local ports; ports=$(echo "$URIS3" | tr ',' '\n' | sed 's/.*://')

@@ -11,9 +11,8 @@
  *    distlock_last_error() gives this thread's detail message for the last
  *    failing call.
  *  - Times are milliseconds, measured with the monotonic clock.
- *  - Output parameters come last (distlock_acquire(..., &lock)); the one
- *    exception, distlock_client_new(&out, servers), keeps its released
- *    order for ABI and source compatibility.
+ *  - Output parameters come last, with no exception
+ *    (distlock_client_new(servers, &c), distlock_acquire(..., &lock)).
  *  - Strings passed in are copied; the library never keeps caller pointers.
  *    Strings returned are owned by the object they come from and stay valid
  *    until that object is freed.
@@ -129,7 +128,7 @@ typedef struct distlock_lock distlock_lock;
  * lazily and re-made after failures). *out receives the client, which the
  * caller frees with distlock_client_free(). Thread-safe; does not block.
  */
-DISTLOCK_API int distlock_client_new(distlock_client **out, const char *servers);
+DISTLOCK_API int distlock_client_new(const char *servers, distlock_client **out);
 
 /* Release every lock still held through this client (best effort, bounded by
  * the timeouts), stop its background thread, close its sockets and free it.
@@ -441,80 +440,72 @@ typedef struct distlock_stat {
 DISTLOCK_API int distlock_client_stats(distlock_client *c, distlock_stat *out, size_t cap,
                                        size_t *count);
 
-/* ------------------------------------------------------------- admin */
+/* ------------------------------------------------------------- nodes */
 /* Node i (0..N-1) as a URI with any password replaced by "***". */
 DISTLOCK_API const char *distlock_client_node_uri(const distlock_client *c, int i);
 
-/* Who holds `key` on node i: returns 1 (held; token copied to token_buf,
- * truncated to size-1, pttl in *pttl_ms, -1 if no expiry), 0 (free) or an
- * error. token_buf / pttl_ms may be NULL. Blocks on that one node. */
-DISTLOCK_API int distlock_inspect(distlock_client *c, const char *key, int node,
-                                  char *token_buf, size_t size, long *pttl_ms);
+/* ------------------------------------------------------------- admin */
+/*
+ * What an operator asks about keys (`distlock status`, `distlock list`,
+ * `distlock release --force`): every call is distlock_admin_*. None of them
+ * takes or gives up a lock of the caller's; all are thread-safe.
+ *
+ * Result structs that can grow (distlock_holder_info, distlock_owner_info):
+ * the caller sets the first field, `size`, to sizeof its struct before the
+ * call, e.g. `distlock_holder_info info = { .size = sizeof info };`. The
+ * library refuses a size smaller than the 0.1.0 layout of the struct
+ * (DISTLOCK_EINVAL, the detail says so; nothing written), fills the fields
+ * it knows that fit in `size`, writes zeros after them up to `size` (fields
+ * of a later header), never writes past `size` and never changes `size`.
+ * Later versions add fields only at the end.
+ */
 
-/* Node i is a Redis Cluster (redis-cluster://): the hash slot of `key` in
- * *slot, and the master that owns it as this client last learnt it (a call
- * on the key, e.g. distlock_inspect(), learns it) as "host:port" in buf
- * (truncated to size-1; "" if not known yet). Returns 1, or 0 when node i is
- * not a cluster (nothing written), or DISTLOCK_EINVAL. Does not block on
- * the network. slot / buf may be NULL. */
-DISTLOCK_API int distlock_cluster_route(distlock_client *c, const char *key, int node, int *slot,
-                                        char *buf, size_t size);
+/* Who holds a key, as distlock_admin_holder() saw it. */
+typedef struct distlock_holder_info {
+    size_t size;                         /* set by the caller: sizeof(distlock_holder_info) */
+    char token[DISTLOCK_TOKEN_MAX + 1];  /* the token held on the most nodes (ties: the first
+                                          * in node order), "" if none; any bytes but NUL */
+    int nodes;                           /* nodes holding that token */
+    long pttl_ms;                        /* shortest remaining TTL among them, -1 if none
+                                          * expires, 0 if not held */
+    int answered;                        /* nodes that answered */
+    int taken;                           /* nodes where the key exists at all (any token,
+                                          * or a value of another type) */
+} distlock_holder_info;
 
-/* Who holds `key`, asked of every node in ONE parallel round (the verdict
- * of `distlock status`). Returns 1 when one token holds it on a quorum, 0
- * when no token does, or an error:
+/*
+ * Who holds `key`.
+ * node = -1: every node asked in ONE parallel round (the verdict of
+ * `distlock status`). Returns 1 when one token holds it on a quorum, 0 when
+ * no token does, or an error:
  *  - DISTLOCK_ENOQUORUM (N > 1) when the nodes that did not answer could
  *    change the verdict (always when fewer than a quorum answered; with 3
  *    nodes and one silent, a token on both others is held, a free key is
  *    free, but one token on one of them is no verdict);
+ *  - DISTLOCK_EPROTO instead when, that way, a node refused the request
+ *    (an ACL without GET): the operator's to fix;
  *  - with N = 1, that node's error (DISTLOCK_ECONN, DISTLOCK_EPROTO).
+ * node = i (0..N-1): node i alone. Returns 1 when it holds a token, 0 when
+ * it does not (answered is then 1; taken 1 for a value of another type), or
+ * that node's error (DISTLOCK_ECONN, DISTLOCK_EPROTO).
  * A key of another type (a hash, a list...) is taken by someone else: the
  * node answered, and holds no token.
- * Outputs, filled on every return after the round (also on ENOQUORUM, from
- * the nodes that answered), each may be NULL:
- *  token_buf  the token held on the most nodes (ties: the first in node
- *             order), "" if no node holds one; truncated to size-1 bytes;
- *  nodes      how many nodes hold that token;
- *  pttl_ms    the shortest remaining TTL among them, -1 if none expires
- *             (0 when no node holds a token);
- *  answered   how many nodes answered;
- *  taken      on how many nodes the key exists at all (any token, or a
- *             value of another type): 0 means free everywhere that answered.
- * Blocks: one round, bounded by the per-node timeouts. Thread-safe. */
-DISTLOCK_API int distlock_holder(distlock_client *c, const char *key, char *token_buf,
-                                 size_t size, int *nodes, long *pttl_ms, int *answered,
-                                 int *taken);
-
-/* The fence counter of `key` on node i ({key}:fence, kept by DISTLOCK_FENCING
- * acquires): the last fence granted there for this key. Returns 1 and
- * *fence, 0 when the node has no counter for it (no fencing acquire was
- * made there), or an error (EPROTO when the value is not an integer).
- * Blocks on that one node. Thread-safe. */
-DISTLOCK_API int distlock_fence_counter(distlock_client *c, const char *key, int node,
-                                        int64_t *fence);
-
-/* Keys that may be locks, for listing: one SCAN step on node i,
- * `SCAN *cursor MATCH pattern COUNT count TYPE string` (Redis >= 6; Redis 5
- * refuses TYPE, and runs the same step as a script that keeps the string
- * keys), so the server does O(count) work per call and never blocks on a
- * big keyspace.
- * fn(key, len, arg) is called for each string key of the step that matches,
- * except the fence counters of locks; a nonzero return from fn skips the
- * rest of this step. *cursor: 0 to start; on return the cursor of the next
- * step, 0 when the scan of that node is complete (SCAN's guarantees: a key
- * present for the whole scan is returned at least once, maybe more).
- * pattern: a Redis glob (NULL: "*"); count: 1..100000 (a hint to the
- * server). Returns the number of keys passed to fn, or an error. Blocks on
- * that one node. Thread-safe. */
-typedef int (*distlock_key_fn)(const char *key, size_t len, void *arg);
-DISTLOCK_API int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
-                               unsigned long long *cursor, distlock_key_fn fn, void *arg);
+ * *out (may be NULL: the verdict alone; else its size set, see above) is
+ * filled on every return after the round (also on ENOQUORUM, from the nodes
+ * that answered), and zeroed on the others (but a refused size).
+ * DISTLOCK_EINVAL: NULL client, bad key, node not in -1..N-1, out->size too
+ * small. Blocks: one round, bounded by the per-node timeouts. Thread-safe.
+ */
+DISTLOCK_API int distlock_admin_holder(distlock_client *c, const char *key, int node,
+                                       distlock_holder_info *out);
 
 /* Owner metadata (DISTLOCK_OPT_OWNER_INFO): who holds a lock, kept in
  * the hash {key}:owner beside it (same slot, same TTL), written, renewed
- * and deleted by the same scripts as the lock. Filled by distlock_owner. */
+ * and deleted by the same scripts as the lock. Read by
+ * distlock_admin_owner(). */
 #define DISTLOCK_OWNER_LABEL_MAX 256
 typedef struct distlock_owner_info {
+    size_t size;             /* set by the caller: sizeof(distlock_owner_info) */
     char host[256];          /* gethostname() of the holder */
     long pid;                /* its process id */
     char program[256];       /* its program name (program_invocation_short_name) */
@@ -528,15 +519,60 @@ typedef struct distlock_owner_info {
  * in node order, whose record belongs to the token that node holds, asked
  * of every node in one round. Returns 1 (*out filled), 0 when there is
  * none (free, a foreign lock, a lock taken without DISTLOCK_OPT_OWNER_INFO,
- * or a stale record of an earlier holder), or an error. A record is shown
- * only when it names the token the lock key holds now. Blocks: one round.
+ * or a stale record of an earlier holder; *out zeroed), or an error (no
+ * node answered: the first one's). A record is shown only when it names
+ * the token the lock key holds now. out may be NULL (the answer alone);
+ * else its size is set (see above). DISTLOCK_EINVAL: NULL client, bad key,
+ * node not in -1..N-1, out->size too small. Blocks: one round.
  * Thread-safe. */
-DISTLOCK_API int distlock_owner(distlock_client *c, const char *key, int node,
-                                distlock_owner_info *out);
+DISTLOCK_API int distlock_admin_owner(distlock_client *c, const char *key, int node,
+                                      distlock_owner_info *out);
+
+/* The fence counter of `key` on node i ({key}:fence, kept by DISTLOCK_FENCING
+ * acquires): the last fence granted there for this key. Returns 1 and
+ * *fence, 0 when the node has no counter for it (no fencing acquire was
+ * made there; *fence 0), or an error (EPROTO when the value is not an
+ * integer; EINVAL: NULL client, bad key, node not in 0..N-1). fence may be
+ * NULL. Blocks on that one node. Thread-safe. */
+DISTLOCK_API int distlock_admin_fence(distlock_client *c, const char *key, int node,
+                                      int64_t *fence);
+
+/* Keys that may be locks, for listing: one SCAN step on node i,
+ * `SCAN *cursor MATCH pattern COUNT count TYPE string` (Redis >= 6; Redis 5
+ * refuses TYPE, and runs the same step as a script that keeps the string
+ * keys), so the server does O(count) work per call and never blocks on a
+ * big keyspace.
+ * fn(key, len, arg) is called for each string key of the step that matches,
+ * except the fence counters of locks; a nonzero return from fn skips the
+ * rest of this step. fn runs in the calling thread, with no library lock
+ * held. *cursor: 0 to start; on return the cursor of the next step, 0 when
+ * the scan of that node is complete (SCAN's guarantees: a key present for
+ * the whole scan is returned at least once, maybe more).
+ * pattern: a Redis glob (NULL: "*"); count: 1..100000 (a hint to the
+ * server). Returns the number of keys passed to fn, or an error. Blocks on
+ * that one node. Thread-safe. */
+typedef int (*distlock_key_fn)(const char *key, size_t len, void *arg);
+DISTLOCK_API int distlock_admin_scan(distlock_client *c, int node, const char *pattern,
+                                     long count, unsigned long long *cursor, distlock_key_fn fn,
+                                     void *arg);
 
 /* Delete `key` on every node whoever holds it (administrative override).
- * *deleted (may be NULL) receives the number of nodes it was deleted on. */
-DISTLOCK_API int distlock_force_release(distlock_client *c, const char *key, int *deleted);
+ * *deleted (may be NULL) receives the number of nodes it was deleted on.
+ * Returns DISTLOCK_OK when every node answered (deleted or not there), else
+ * EPROTO when a node refused the DEL (an ACL without it), ENOQUORUM when
+ * nodes did not answer (one node: its own error); *deleted counts the
+ * others. Blocks: one round. Thread-safe. */
+DISTLOCK_API int distlock_admin_force_release(distlock_client *c, const char *key,
+                                              int *deleted);
+
+/* Node i is a Redis Cluster (redis-cluster://): the hash slot of `key` in
+ * *slot, and the master that owns it as this client last learnt it (a call
+ * on the key, e.g. distlock_admin_holder(), learns it) as "host:port" in
+ * buf (truncated to size-1; "" if not known yet). Returns 1, or 0 when node
+ * i is not a cluster (nothing written), or DISTLOCK_EINVAL. Does not block
+ * (no network I/O). slot / buf may be NULL. Thread-safe. */
+DISTLOCK_API int distlock_admin_cluster_route(distlock_client *c, const char *key, int node,
+                                              int *slot, char *buf, size_t size);
 
 #ifdef __cplusplus
 }

@@ -9,6 +9,7 @@
  */
 #include <float.h>
 #include <math.h>  /* isfinite: a macro */
+#include <stddef.h>  /* offsetof */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -154,29 +155,83 @@ static int fail_unanswered(const distlock_client *c, const distlock__result *res
     return distlock__fail(status, "%s", buf);
 }
 
-int distlock_holder(distlock_client *c, const char *key, char *token_buf, size_t size,
-                    int *nodes, long *pttl_ms, int *answered, int *taken)
+/* ------------------------------------------------------------ growable results */
+
+/* The 0.1.0 layouts of the result structs: the smallest size a caller may
+ * give. They end at the last field of 0.1.0, and stay so when later
+ * versions add fields. */
+#define HOLDER_INFO_MIN_SIZE (offsetof(distlock_holder_info, taken) + sizeof(int))
+#define OWNER_INFO_MIN_SIZE (offsetof(distlock_owner_info, pttl_ms) + sizeof(long))
+
+/* Today's structs are their 0.1.0 layouts: a size check_size() accepts
+ * holds every field this version fills, so the calls write them in place
+ * in the caller's struct (no copy on the stack: the owner record is 800
+ * bytes, and every entry point stays within 4 KB of stack). A field added
+ * later must be written only when the caller's size holds it. */
+_Static_assert(HOLDER_INFO_MIN_SIZE == sizeof(distlock_holder_info) &&
+               OWNER_INFO_MIN_SIZE == sizeof(distlock_owner_info),
+               "a field added to a result struct: fill it only when out->size holds it");
+
+/* The caller's struct `out` (NULL: none asked) declares its size in its
+ * first field: refuse one smaller than the 0.1.0 layout, before anything is
+ * written or sent. */
+static int check_size(const void *out, size_t min, const char *type)
 {
-    int rc;
+    size_t size;
+    if (out == NULL)
+        return DISTLOCK_OK;
+    memcpy(&size, out, sizeof size);
+    if (size < min)
+        return distlock__fail(DISTLOCK_EINVAL,
+                              "%s.size is %zu, less than the %zu bytes of its 0.1.0 layout: set "
+                              "it to sizeof(%s)", type, size, min, type);
+    return DISTLOCK_OK;
+}
 
-    distlock__clear_error();
-    if (token_buf && size > 0)
-        token_buf[0] = '\0';
-    if (nodes)
-        *nodes = 0;
-    if (pttl_ms)
-        *pttl_ms = 0;
-    if (answered)
-        *answered = 0;
-    if (taken)
-        *taken = 0;
-    /* No early stop: the answer is who holds it where, so hear every node
-     * (each bounded by its own timeout). */
-    distlock__connset *cs;
-    if ((rc = inspect_round(c, key, -1, &cs)) != DISTLOCK_OK)
-        return rc;
-    distlock__result *res = cs->res_a;
+/* Zero the caller's struct (size checked) after its size field, up to its
+ * size: the fields of this version, and those of a later header that this
+ * version does not fill. Never past the caller's size, nor its size field. */
+static void clear_sized(void *out)
+{
+    size_t size;
+    if (out == NULL)
+        return;
+    memcpy(&size, out, sizeof size);
+    memset((char *)out + sizeof size, 0, size - sizeof size);
+}
 
+/* ------------------------------------------------------------ holder */
+
+/* What node i alone says (distlock_admin_holder with node = i): 1 holds a
+ * token, 0 does not, or that node's error. */
+static int one_node_holder(const distlock_client *c, const distlock__result *r, int node,
+                           distlock_holder_info *info)
+{
+    int s = node_state(r);
+    if (s == NODE_NONE) {
+        if (r->state == DISTLOCK__R_FAILED)
+            return distlock__fail(r->status, "%s", r->err);
+        return distlock__fail(DISTLOCK_EPROTO, "%s: %s", c->nodes[node].uri,
+                              r->reply->type == REDIS_REPLY_ERROR ? r->reply->str
+                                                                  : "unexpected reply");
+    }
+    info->answered = 1;
+    info->taken = s == NODE_TOKEN || s == NODE_OTHER;
+    if (s != NODE_TOKEN)
+        return 0;
+    const redisReply *t = node_token(r);
+    size_t n = t->len < sizeof info->token - 1 ? t->len : sizeof info->token - 1;
+    memcpy(info->token, t->str, n);
+    info->token[n] = '\0';
+    info->nodes = 1;
+    info->pttl_ms = node_pttl(r);
+    return 1;
+}
+
+/* The verdict over every node (distlock_admin_holder with node = -1). */
+static int all_nodes_holder(const distlock_client *c, const distlock__result *res,
+                            const char *key, distlock_holder_info *info)
+{
     /* The token seen on the most nodes (ties: the first in node order). */
     int heard = 0, held = 0, best = 0, best_i = -1;
     long best_pttl = 0;
@@ -201,63 +256,50 @@ int distlock_holder(distlock_client *c, const char *key, char *token_buf, size_t
             best_pttl = pttl;
         }
     }
-    if (best_i >= 0 && token_buf && size > 0) {
+    if (best_i >= 0) {
         const redisReply *t = node_token(&res[best_i]);
-        size_t n = t->len < size - 1 ? t->len : size - 1;
-        memcpy(token_buf, t->str, n);
-        token_buf[n] = '\0';
+        size_t n = t->len < sizeof info->token - 1 ? t->len : sizeof info->token - 1;
+        memcpy(info->token, t->str, n);
+        info->token[n] = '\0';
     }
-    if (nodes)
-        *nodes = best;
-    if (pttl_ms)
-        *pttl_ms = best_i >= 0 ? best_pttl : 0;
-    if (answered)
-        *answered = heard;
-    if (taken)
-        *taken = held;
+    info->nodes = best;
+    info->pttl_ms = best_i >= 0 ? best_pttl : 0;
+    info->answered = heard;
+    info->taken = held;
 
     /* Held once one token is on a quorum: the silent nodes cannot undo that.
      * Not held once no token could reach a quorum even if every silent node
      * held it. In between, the silent nodes decide: no verdict. */
     int silent = c->n - heard;
     if (best >= c->quorum)
-        rc = 1;
-    else if (best + silent < c->quorum)
-        rc = 0;
-    else
-        rc = fail_unanswered(c, res, key, heard);
-    distlock__round_clear(res, c->n);
-    distlock__checkin(c, cs);
-    return rc;
+        return 1;
+    if (best + silent < c->quorum)
+        return 0;
+    return fail_unanswered(c, res, key, heard);
 }
 
-/* ------------------------------------------------------------ one node, or all */
-
-int distlock_inspect(distlock_client *c, const char *key, int node, char *token_buf, size_t size,
-                     long *pttl_ms)
+int distlock_admin_holder(distlock_client *c, const char *key, int node,
+                          distlock_holder_info *out)
 {
     int rc;
     distlock__connset *cs;
+    distlock_holder_info scratch;  /* when the caller wants the verdict alone */
+    distlock_holder_info *info = out ? out : &scratch;
 
     distlock__clear_error();
-    if (c && (node < 0 || node >= c->n))
-        return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
+    if ((rc = check_size(out, HOLDER_INFO_MIN_SIZE, "distlock_holder_info")) != DISTLOCK_OK)
+        return rc;
+    scratch.size = sizeof scratch;
+    clear_sized(info);
+    if (c && (node < -1 || node >= c->n))
+        return distlock__fail(DISTLOCK_EINVAL, "node %d out of range -1..%d", node, c->n - 1);
+    /* No early stop: the answer is who holds it where, so hear every node
+     * asked (each bounded by its own timeout). */
     if ((rc = inspect_round(c, key, node, &cs)) != DISTLOCK_OK)
         return rc;
     distlock__result *res = cs->res_a;
-    const distlock__result *r = &res[node];
-    if (r->state == DISTLOCK__R_FAILED) {
-        rc = distlock__fail(r->status, "%s", r->err);
-    } else if (r->reply->type == REDIS_REPLY_ERROR) {
-        rc = distlock__fail(DISTLOCK_EPROTO, "%s: %s", c->nodes[node].uri, r->reply->str);
-    } else {
-        const redisReply *x = r->reply;
-        rc = x->elements >= 1 && x->element[0]->type == REDIS_REPLY_STRING;
-        if (token_buf && size > 0)
-            snprintf(token_buf, size, "%s", rc ? x->element[0]->str : "");
-        if (pttl_ms)
-            *pttl_ms = rc ? (long)distlock__reply_int(r, 1) : 0;
-    }
+    rc = node < 0 ? all_nodes_holder(c, res, key, info)
+                  : one_node_holder(c, &res[node], node, info);
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
     return rc;
@@ -295,7 +337,6 @@ static int owner_of(const distlock__result *r, distlock_owner_info *out)
     if (out == NULL)
         return 1;
     const redisReply *pid = hash_field(h, "pid"), *since = hash_field(h, "since");
-    memset(out, 0, sizeof(*out));
     copy_field(out->host, sizeof(out->host), hash_field(h, "host"));
     copy_field(out->program, sizeof(out->program), hash_field(h, "program"));
     copy_field(out->label, sizeof(out->label), hash_field(h, "label"));
@@ -306,15 +347,17 @@ static int owner_of(const distlock__result *r, distlock_owner_info *out)
     return 1;
 }
 
-int distlock_owner(distlock_client *c, const char *key, int node, distlock_owner_info *out)
+int distlock_admin_owner(distlock_client *c, const char *key, int node,
+                         distlock_owner_info *out)
 {
     int rc;
     distlock__connset *cs;
     char ok[DISTLOCK__SIDEKEY_MAX];
 
     distlock__clear_error();
-    if (out)
-        memset(out, 0, sizeof(*out));
+    if ((rc = check_size(out, OWNER_INFO_MIN_SIZE, "distlock_owner_info")) != DISTLOCK_OK)
+        return rc;
+    clear_sized(out);
     if (c && (node < -1 || node >= c->n))
         return distlock__fail(DISTLOCK_EINVAL, "node %d out of range -1..%d", node, c->n - 1);
     if ((rc = admin_begin(c, key, &cs)) != DISTLOCK_OK)
@@ -394,7 +437,7 @@ static int node_arg(const distlock_client *c, int node)
     return DISTLOCK_OK;
 }
 
-int distlock_fence_counter(distlock_client *c, const char *key, int node, int64_t *fence)
+int distlock_admin_fence(distlock_client *c, const char *key, int node, int64_t *fence)
 {
     int rc;
     char fk[DISTLOCK__SIDEKEY_MAX];
@@ -459,8 +502,8 @@ static int scan_reply(const distlock_client *c, int node, const redisReply *x,
     return given;
 }
 
-int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
-                  unsigned long long *cursor, distlock_key_fn fn, void *arg)
+int distlock_admin_scan(distlock_client *c, int node, const char *pattern, long count,
+                        unsigned long long *cursor, distlock_key_fn fn, void *arg)
 {
     int rc;
     char cur[24], cnt[24];
@@ -505,8 +548,8 @@ int distlock_scan(distlock_client *c, int node, const char *pattern, long count,
     return rc;
 }
 
-int distlock_cluster_route(distlock_client *c, const char *key, int node, int *slot, char *buf,
-                           size_t size)
+int distlock_admin_cluster_route(distlock_client *c, const char *key, int node, int *slot,
+                                 char *buf, size_t size)
 {
     int rc;
     distlock__clear_error();
@@ -533,7 +576,7 @@ int distlock_cluster_route(distlock_client *c, const char *key, int node, int *s
     return 1;
 }
 
-int distlock_force_release(distlock_client *c, const char *key, int *deleted)
+int distlock_admin_force_release(distlock_client *c, const char *key, int *deleted)
 {
     int rc, del = 0, failed = 0;
     distlock__connset *cs;

@@ -8,7 +8,7 @@
 
 #include "internal.h"
 
-int distlock_client_new(distlock_client **out, const char *servers)
+int distlock_client_new(const char *servers, distlock_client **out)
 {
     distlock_client *c;
     int rc;

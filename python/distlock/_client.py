@@ -429,19 +429,24 @@ class Client:
 
     # -- admin
     def inspect(self, key: KeyType, node: int = 0) -> Optional[Tuple[str, Optional[float]]]:
-        """Who holds ``key`` on node ``node``: None if free, else
-        ``(token, seconds_left)`` (seconds_left None: no expiry)."""
+        """Who holds ``key`` on node ``node`` (0..N-1) alone: None if no
+        token holds it there, else ``(token, seconds_left)`` (seconds_left
+        None: no expiry). holder() gives the verdict of every node."""
         _check_key(key)
         if isinstance(node, bool) or not isinstance(node, int):
             raise TypeError("node must be int, not %s" % type(node).__name__)
-        held, token, pttl = self._call(_core.distlock_inspect, key, node)
+        if node < 0:
+            # the core reads -1 as "every node" (holder()); here it is a node number
+            raise _invalid("node %d out of range 0..%d" % (node, self.node_count - 1))
+        held, token, _nodes, pttl, _answered, _taken = self._call(
+            _core.distlock_admin_holder, key, node)
         if not held:
             return None
         return token, (None if pttl < 0 else pttl / 1000.0)
 
     def holder(self, key: KeyType) -> "Holder":
         """Who holds ``key``: every node asked in one parallel round, the
-        verdict is the library's (distlock_holder). ``Holder.held`` is True
+        verdict is the library's (distlock_admin_holder). ``Holder.held`` is True
         when one token holds it on a quorum; ``token`` is the token on the
         most nodes (None if no node holds one), ``nodes`` how many hold it,
         ``ttl`` the shortest lease left among them in seconds (None: no
@@ -449,7 +454,7 @@ class Client:
         key at all. Raises NoQuorum when the nodes that did not answer could
         change the verdict (one node: its own error)."""
         _check_key(key)
-        st, token, nodes, pttl, answered, taken = self._call(_core.distlock_holder, key)
+        st, token, nodes, pttl, answered, taken = self._call(_core.distlock_admin_holder, key, -1)
         return Holder(held=st == 1, token=token if nodes else None, nodes=nodes,
                       ttl=(None if pttl < 0 else pttl / 1000.0) if nodes else None,
                       answered=answered, taken=taken)
@@ -458,7 +463,7 @@ class Client:
         """Delete ``key`` on every node whoever holds it (administrative
         override). Returns the number of nodes it was deleted on."""
         _check_key(key)
-        return int(self._call(_core.distlock_force_release, key))
+        return int(self._call(_core.distlock_admin_force_release, key))
 
 
 def _warn_unreleased(kind: str, key: KeyType, ttl_ms: int, source: Any) -> None:

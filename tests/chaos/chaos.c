@@ -695,7 +695,7 @@ static void worker_process(int p, int nthreads, const char *uris, uint64_t seed,
     signal(SIGTERM, SIG_DFL);  /* not the parent's flag-setting handler */
     uint64_t rng = seed ^ (0x1000193ULL * (uint64_t)(p + 1));
     distlock_client *c = NULL;
-    if (distlock_client_new(&c, uris) != DISTLOCK_OK) {
+    if (distlock_client_new(uris, &c) != DISTLOCK_OK) {
         fprintf(stderr, "chaos: worker %d: client: %s\n", p, distlock_last_error());
         _exit(4);
     }

@@ -38,7 +38,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
 
     distlock_client *cl = NULL;
-    if (distlock_client_new(&cl, text) == DISTLOCK_OK) {
+    if (distlock_client_new(text, &cl) == DISTLOCK_OK) {
         int count = distlock_client_node_count(cl);
         if (count < 1 || distlock_client_quorum(cl) != count / 2 + 1)
             abort();

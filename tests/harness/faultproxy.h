@@ -4,7 +4,7 @@
  *
  *     rh_cluster *rc = rh_start(3);
  *     fp_proxy *fp = fp_front(rc);              // listener L = node L
- *     distlock_client_new(&c, fp_uris(fp));     // the library talks to the proxy
+ *     distlock_client_new(fp_uris(fp), &c);     // the library talks to the proxy
  *     fp_cmd(fp, NULL, 0, "hold-match 1 up %s", hex);   // 0 once in effect
  *     ...
  *     fp_stop(fp);                               // kills and reaps the process
