@@ -174,7 +174,7 @@ typedef enum {
     DISTLOCK_OPT_STATS = 40,             /* default 1: keep distlock_client_stats()'s
                                           * counters; 0: stop counting (they keep
                                           * their values) */
-    /* -- owner metadata (ids 50..59; see "distlock_owner" below) -- */
+    /* -- owner metadata (ids 50..59; see "distlock_admin_owner" below) -- */
     DISTLOCK_OPT_OWNER_INFO = 50,        /* default 0 (off); 1: every acquire through
                                           * this client also stores who holds the
                                           * lock in its side key {key}:owner */
