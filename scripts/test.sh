@@ -14,6 +14,7 @@
 #             chaos)
 #   install   install/packaging into a prefix (pkg-config, CMake)
 #   release   one version everywhere, the ABI against its baseline
+#             and the newest bench/results file a full run with every figure
 #   fuzz      libFuzzer targets under ASan+UBSan, under a minute
 #             (DISTLOCK_FUZZ_SECONDS per target for longer)
 #   php       the PHP extension's phpt suite
@@ -77,7 +78,7 @@ run_suite() {
     c-stack) DISTLOCK_TEST_STAGES=stack bash tests/run-c-tests.sh ;;
     install) build_shared && bash packaging/test-install.sh "$shared" ;;
     release) bash scripts/check-version.sh; local v=$?
-             bash packaging/abi/check-abi.sh && [ $v -eq 0 ] ;;
+             bash packaging/abi/check-abi.sh && python3 bench/check-results.py && [ $v -eq 0 ] ;;
     fuzz)    bash tests/fuzz/run.sh ;;
     php)     build_shared && DISTLOCK_CORE_BUILD=$shared bash php-ext/tests/run.sh ;;
     pecl)    bash packaging/test-pecl.sh ;;
