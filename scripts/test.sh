@@ -11,7 +11,7 @@
 #             the tests labeled threads under TSan, those labeled valgrind
 #             under valgrind, the stack budget of every entry point
 #   c-quick   the ASan+UBSan pass without the tests labeled slow (failovers,
-#             chaos)
+#             chaos); both run check_layers (tests/check-layers.py)
 #   install   install/packaging into a prefix (pkg-config, CMake)
 #   release   one version everywhere, the ABI against its baseline
 #   fuzz      libFuzzer targets under ASan+UBSan, under a minute

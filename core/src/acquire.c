@@ -1,9 +1,11 @@
-/* acquire.c -- layer 5: one acquire attempt on N nodes, and its undo.
+/* acquire.c -- one acquire attempt on N nodes, and its undo.
  *
  * An attempt is one round (SET NX GET, or the acquire / fair script), then,
  * only when needed: a refresh of nodes that already held our own token, a
  * second fencing round, leaving the queues of a fair lock won elsewhere,
- * and the undo of a lost attempt on every node it may have reached. */
+ * and the undo of a lost attempt on every node it may have reached.
+ *
+ * Layer: 5 operations */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>

@@ -4,8 +4,10 @@
  * administrative delete, and the one TTL rule the front ends use to turn
  * seconds into milliseconds.
  *
- * Layer 7 (API): it uses the transport's round (distlock__round) and the
+ * It uses the transport's round (distlock__round) and the
  * inspect script of the protocol's table; nothing below calls it.
+ *
+ * Layer: 7 API
  */
 #include <float.h>
 #include <math.h>  /* isfinite: a macro */

@@ -1,4 +1,4 @@
-/* cluster.c -- layer 1: a Redis Cluster node's slot routing.
+/* cluster.c -- a Redis Cluster node's slot routing.
  *
  * A node of kind DISTLOCK__NODE_CLUSTER is one Redlock node made of several
  * masters: a call goes to the master that owns its key's hash slot. This is
@@ -55,7 +55,9 @@
  * request is gone. What cannot be closed in time fails the call unsent.
  *
  * TLS: each master's certificate is checked against its own host, not the
- * node's first seed (round.c passes distlock__cl_host to tls.c). */
+ * node's first seed (round.c passes distlock__cl_host to tls.c).
+ *
+ * Layer: 1 transport */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,7 +1,9 @@
-/* conn.c -- one connection's bookkeeping (transport): the FIFO of replies
+/* conn.c -- one connection's bookkeeping: the FIFO of replies
  * it owes, the transport-wide list of tagged requests left behind (see the
  * ordering rules at the top of round.c), and closing a connection without
- * losing track of what it still carries. */
+ * losing track of what it still carries.
+ *
+ * Layer: 1 transport */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>

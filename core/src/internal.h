@@ -7,14 +7,17 @@
  *   layer 3  quorum        quorum.c                           (quorum.h)
  *   layer 2  protocol      protocol.c                         (protocol.h)
  *   layer 1  transport     pool.c round.c request.c conn.c resp.c net.c
- *                          resolve.c sentinel.c               (transport.h)
- *   layer 0  base          error.c clock.c token.c uri.c      (base.h)
+ *                          resolve.c sentinel.c tls.c cluster.c  (transport.h)
+ *   layer 0  base          error.c clock.c token.c uri.c slot.c  (base.h)
  *                          stats.c (counters, histograms)     (stats.h)
  *
  * A file calls only into its own layer and the layers below; nothing below
  * the client state knows a lock handle or a client. The background layer's
  * after-fork hooks are reached through function pointers set by the API
- * layer (client.c), not by name. See core/README.md. */
+ * layer (client.c), not by name. Each .c file declares its layer on a
+ * "Layer: N name" line of its header comment; tests/check-layers.py checks
+ * the objects' references against them, and this map and core/README.md's
+ * against the declarations. See core/README.md. */
 #ifndef DISTLOCK_INTERNAL_H
 #define DISTLOCK_INTERNAL_H
 

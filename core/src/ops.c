@@ -1,6 +1,8 @@
-/* ops.c -- layer 5: release, extend and leave-the-queue of one ownership
+/* ops.c -- release, extend and leave-the-queue of one ownership
  * (key and token) on N nodes, each one round and the quorum's verdict.
- * Shared by handles (handle.c), the token pair (pair.c) and the watchdog. */
+ * Shared by handles (handle.c), the token pair (pair.c) and the watchdog.
+ *
+ * Layer: 5 operations */
 #include <stdlib.h>
 #include <string.h>
 

@@ -1,5 +1,7 @@
-/* pair.c -- layer 7 (API): the token-carrying pair, for callers that keep
- * the token themselves (the PHP compatibility functions, the CLI). */
+/* pair.c -- the token-carrying pair, for callers that keep
+ * the token themselves (the PHP compatibility functions, the CLI).
+ *
+ * Layer: 7 API */
 #include <stdio.h>
 #include <string.h>
 

@@ -2,7 +2,9 @@
  *
  * Each operation checks a connection set (one connection per node) out of
  * the pool and returns it afterwards, so threads sharing a transport run
- * their round trips in parallel and never interleave on one socket. */
+ * their round trips in parallel and never interleave on one socket.
+ *
+ * Layer: 1 transport */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

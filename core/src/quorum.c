@@ -1,5 +1,7 @@
-/* quorum.c -- layer 3: what N nodes' replies add up to. One code path
- * serves 1..N nodes: N = 1 is simply quorum 1. */
+/* quorum.c -- what N nodes' replies add up to. One code path
+ * serves 1..N nodes: N = 1 is simply quorum 1.
+ *
+ * Layer: 3 quorum */
 #include <stdio.h>
 
 #include "quorum.h"

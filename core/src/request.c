@@ -2,7 +2,9 @@
  * (AUTH, SELECT, CLIENT ID, INFO server, SCRIPT LOAD of the owner's
  * scripts), a call (EVALSHA, or EVAL while the SHA1 is unknown), CLIENT
  * KILL; and what it learns from the handshake's replies (SHA1s, the
- * server's identity, its run_id). */
+ * server's identity, its run_id).
+ *
+ * Layer: 1 transport */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -10,7 +10,9 @@
  *
  * The same helper runs other lookups that end in an address: a Sentinel
  * node's master (sentinel.c gives the function, which may also give a
- * port). */
+ * port).
+ *
+ * Layer: 1 transport */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>

@@ -96,6 +96,8 @@
  * the call is not sent; if it is not answered the call times out unsent.
  * One that never completed its handshake is not replaced (the node does
  * not answer at all): the node fails at once until STALE_CLOSE_US.
+ *
+ * Layer: 1 transport
  */
 #include <errno.h>
 #include <poll.h>

@@ -1,4 +1,4 @@
-/* sentinel.c -- (transport) where a Sentinel-managed node's master is.
+/* sentinel.c -- where a Sentinel-managed node's master is.
  *
  * A node given as redis-sentinel://h1:p1,h2:p2/NAME has no fixed address.
  * Its master is asked of the sentinels in turn with
@@ -25,6 +25,8 @@
  * connection asks the sentinels again.
  *
  * May call: resolve.c, net.c, tls.c, resp.c (this layer), base.
+ *
+ * Layer: 1 transport
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* tls.c -- the TLS stream under a connection (transport), with OpenSSL.
+/* tls.c -- the TLS stream under a connection, with OpenSSL.
  *
  * A rediss:// node's connection is the same non-blocking socket and the
  * same hiredis context (output buffer, reply reader) as a plain one; only
@@ -31,6 +31,8 @@
  *
  * Fork: a child frees its parent's sessions without a byte written
  * (SSL_free without SSL_shutdown; the BIO does not close the fd).
+ *
+ * Layer: 1 transport
  */
 #include <arpa/inet.h>
 #include <errno.h>

@@ -1,5 +1,7 @@
 /* token.c -- lock tokens from the OS CSPRNG (getrandom, as libuv does), so
- * no other client can guess ours and release our lock. */
+ * no other client can guess ours and release our lock.
+ *
+ * Layer: 0 base */
 #include <errno.h>
 #include <fcntl.h>
 #include <string.h>

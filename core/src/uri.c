@@ -1,4 +1,4 @@
-/* uri.c -- the server list (base layer). The grammar is SPEC.md's:
+/* uri.c -- the server list. The grammar is SPEC.md's:
  *   redis://[user[:password]@]host[:port][/db]
  *   rediss://[user[:password]@]host[:port][/db][?tls options]
  *   unix:///path/to.sock[?db=N]
@@ -10,7 +10,9 @@
  * any other comma separates the hosts of one (Sentinel or Cluster) URI. Options:
  * tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
  * tls_insecure=0|1 (TLS schemes), sentinel_user, sentinel_password
- * (Sentinel schemes), db (unix://). Values are %-decoded. */
+ * (Sentinel schemes), db (unix://). Values are %-decoded.
+ *
+ * Layer: 0 base */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <sys/un.h>

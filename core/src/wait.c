@@ -33,6 +33,8 @@
  * thread connects (and resolves names, off-thread, see resolve.c) unlocked,
  * and only formats requests into buffers while it holds the mutex. Its
  * connections live in the client (c->sub), so a forked child can drop them.
+ *
+ * Layer: 6 background
  */
 #include <errno.h>
 #include <fcntl.h>

@@ -18,7 +18,9 @@
  * lost the moment its validity ends with no renewal confirmed, also while
  * the renewal thread is still waiting for that renewal's replies (slow or
  * silent servers, a long command timeout): the owner must not go on past
- * the lease it can vouch for. */
+ * the lease it can vouch for.
+ *
+ * Layer: 6 background */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
