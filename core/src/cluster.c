@@ -430,7 +430,6 @@ int distlock__cl_redirect(distlock__transport *t, int i, int from, const char *e
     pthread_mutex_unlock(&t->mu);
     if (m < 0)
         return m == -1 ? -1 : 0;
-    atomic_fetch_add(moved ? &map->moved : &map->asked, 1);
     *ask = m;
     return moved ? 1 : 2;
 }
@@ -468,7 +467,6 @@ void distlock__cl_learn(distlock__transport *t, int i, int m, const redisReply *
             map->owner[s] = (unsigned char)(x + 1);
     }
     pthread_mutex_unlock(&t->mu);
-    atomic_fetch_add(&map->refreshed, 1);
 }
 
 int distlock__cl_where(distlock__transport *t, int i, const char *key, char *host,
@@ -499,11 +497,4 @@ int distlock__cl_slot_master(distlock__transport *t, int i, unsigned slot)
         m = -1;
     pthread_mutex_unlock(&t->mu);
     return m;
-}
-
-void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
-                         unsigned long *asked)
-{
-    *moved = is_cluster(t, i) ? atomic_load(&t->cl[i]->moved) : 0;
-    *asked = is_cluster(t, i) ? atomic_load(&t->cl[i]->asked) : 0;
 }

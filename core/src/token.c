@@ -10,7 +10,7 @@
 
 #include "base.h"
 
-int distlock__random_bytes(void *buf, size_t n)
+static int random_bytes(void *buf, size_t n)
 {
     unsigned char *p = buf;
     while (n > 0) {
@@ -29,7 +29,7 @@ int distlock__random_bytes(void *buf, size_t n)
 uint64_t distlock__random_u64(void)
 {
     uint64_t v = 0;
-    (void)distlock__random_bytes(&v, sizeof(v));
+    (void)random_bytes(&v, sizeof(v));
     return v;
 }
 
@@ -45,7 +45,7 @@ static int token_bytes(unsigned char out[16])
 {
     pid_t me = distlock__getpid();
     if (pool_left < 16 || pool_pid != me) {
-        int rc = distlock__random_bytes(pool, sizeof(pool));
+        int rc = random_bytes(pool, sizeof(pool));
         if (rc != DISTLOCK_OK)
             return rc;
         pool_left = sizeof(pool);

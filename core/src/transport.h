@@ -399,7 +399,6 @@ typedef struct distlock__clmap {
     int nm;
     int nseeds;             /* m[0..nseeds): the URI's seeds, never given away */
     unsigned next_gen;
-    _Atomic unsigned long moved, asked, refreshed;  /* for tests and status */
 } distlock__clmap;
 /* A connection set's connections to one cluster node's masters: the one in
  * use is in conns[i] (master `cur`), the others wait here. */
@@ -500,9 +499,6 @@ int distlock__cl_where(distlock__transport *t, int i, const char *key, char *hos
  * down). Two slots with the same index are served by one connection: the
  * watchdog batches their keys into one call per master. */
 int distlock__cl_slot_master(distlock__transport *t, int i, unsigned slot);
-/* Redirects followed so far by node i (MOVED, ASK); 0 for other nodes. */
-void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
-                         unsigned long *asked);
 
 /* round.c */
 /* Send calls[i] (NULL: nothing for node i) to every node in parallel and
