@@ -22,7 +22,8 @@ typedef struct sidekeys {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
         ch[DISTLOCK__SIDEKEY_MAX], sh[DISTLOCK__SIDEKEY_MAX];  /* sh: ch on a cluster */
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
-    char ok[DISTLOCK__SIDEKEY_MAX], host[256], pid[24], prog[256], since[24],
+    char ok[DISTLOCK__SIDEKEY_MAX], host[DISTLOCK__HOST_LEN], pid[DISTLOCK__NUM_LEN], prog[256],
+        since[DISTLOCK__NUM_LEN],
         label[DISTLOCK_OWNER_LABEL_MAX + 1];
     /* the first round's script arguments (up to 5 keys and 10 values) */
     const char *argv[16];
@@ -42,7 +43,7 @@ typedef struct attempt_ctx {
      * (distlock__reply_held_own): `own`; of those, `prior` on the request's
      * first send (not resent), so the key held it before this attempt. */
     uint64_t own, prior;
-    char ttl[24], qttl[24];
+    char ttl[DISTLOCK__NUM_LEN], qttl[DISTLOCK__NUM_LEN];
 } attempt_ctx;
 
 /* Who we are, for the owner metadata of an acquire. */
@@ -315,7 +316,7 @@ static int raise_fence(attempt_ctx *a, const distlock__result *res, distlock__ta
             at_max++;
     if (at_max == t.ok)
         return DISTLOCK_OK;
-    char fv[24];
+    char fv[DISTLOCK__NUM_LEN];
     distlock__result *res2 = a->cs->res_b;
     const distlock__call **calls2 = a->cs->calls_b;
     snprintf(fv, sizeof(fv), "%" PRId64, *fence);

@@ -411,7 +411,7 @@ int distlock__cl_redirect(distlock__transport *t, int i, int from, const char *e
     int moved = strncmp(err, "MOVED ", 6) == 0, asked = strncmp(err, "ASK ", 4) == 0;
     if (!is_cluster(t, i) || !(moved || asked))
         return 0;
-    char host[256];
+    char host[DISTLOCK__HOST_LEN];
     int slot, port;
     if (parse_redirect(err, &slot, host, sizeof(host), &port) != 0)
         return 0;

@@ -23,6 +23,10 @@
 
 #include "quorum.h"
 
+/* Token-pair acquires remembered per client (pair.c): a ring, the oldest
+ * replaced first. */
+#define DISTLOCK__TP_RECENT 32
+
 typedef struct distlock__waiter distlock__waiter;
 typedef struct distlock__held distlock__held;
 
@@ -54,7 +58,7 @@ struct distlock_client {
 
     /* token pair (pair.c, mu): the nodes the latest acquires may hold,
      * so their releases skip a hung node they never reached */
-    struct { uint64_t tag, maybe, until; } tp_recent[32];
+    struct { uint64_t tag, maybe, until; } tp_recent[DISTLOCK__TP_RECENT];
     int tp_next;
 
     /* locks acquired through this client and not yet released; for renewal,

@@ -50,7 +50,7 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us)
 {
-    char ttl[24];
+    char ttl[DISTLOCK__NUM_LEN];
     distlock__connset *cs;
     int rc;
 

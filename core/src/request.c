@@ -121,7 +121,7 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
  * far (the call's included) or t ms passed. No tag: it writes nothing. */
 static __attribute__((noinline)) int append_wait(distlock__conn *conn, distlock__result *owner, const distlock__call *call)
 {
-    char n[24], ms[24];
+    char n[DISTLOCK__NUM_LEN], ms[DISTLOCK__NUM_LEN];
     if (call->wait_replicas <= 0)
         return 0;
     const char *argv[3] = { "WAIT", n, ms };
@@ -142,7 +142,7 @@ static __attribute__((noinline)) int append_script(distlock__transport *t, int i
         script = call->cl_script, sharded = 1;
     const char *sargv[16], **argv = sargv;
     size_t slen[16], *len = slen;
-    char nk[24];
+    char nk[DISTLOCK__NUM_LEN];
     int k = 0, rc;
 
     if (call->argc + 3 > 16) {  /* batched renewals */
@@ -192,7 +192,7 @@ int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id,
                           int why)
 {
-    char id[24];
+    char id[DISTLOCK__NUM_LEN];
     const char *argv[4] = { "CLIENT", "KILL", "ID", id };
     size_t len[4] = { 6, 4, 2, distlock__ltoa(id, srv_id) };
     return distlock__append_cmd(conn, owner, DISTLOCK__K_KILL, why, (uint64_t)srv_id, 4, argv, len);
@@ -268,7 +268,7 @@ int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
     } else {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        char ip[48] = "";
+        char ip[DISTLOCK__ADDR_LEN] = "";
         if (getpeername(conn->ctx->fd, (struct sockaddr *)&ss, &sl) == 0) {
             if (ss.ss_family == AF_INET)
                 inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));

@@ -188,12 +188,18 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     return 0;
 }
 
+/* Server-side ids of connections carrying earlier requests with a call's
+ * tag, looked up per call (distlock__stale_find); more of them fail it. */
+#define STALE_IDS_MAX 16
+/* TRYAGAIN resends: the pause doubles this many times at most (2 .. 64 ms). */
+#define TRYAGAIN_DOUBLINGS 5
+
 /* Before the call: close the server-side connections that carry earlier
  * requests with its tag (see the top of this file). */
 static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock__conn *conn,
                                                distlock__result *r, int i)
 {
-    long long ids[16];
+    long long ids[STALE_IDS_MAX];
     int elsewhere;
     const distlock__call *call = r->call;
     /* A client id names a connection only on the server incarnation that
@@ -228,7 +234,7 @@ static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock_
     }
     if (call->tag == 0 || !distlock__stale_maybe(t, i, call->tag))
         return 0;
-    int n = distlock__stale_find(t, i, call->tag, conn, ids, 16, &elsewhere);
+    int n = distlock__stale_find(t, i, call->tag, conn, ids, STALE_IDS_MAX, &elsewhere);
     if (n < 0) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                     "an earlier request for this lock may still arrive on a lost connection "
@@ -292,7 +298,8 @@ static inline __attribute__((always_inline)) int try_send(distlock__transport *t
  * (pauses of 2, 4, 8 .. 64 ms). */
 static int tryagain(distlock__result *r)
 {
-    uint64_t pause = 2000u << (r->tries < 5 ? r->tries : 5), now = distlock__now_us();
+    int doublings = r->tries < TRYAGAIN_DOUBLINGS ? r->tries : TRYAGAIN_DOUBLINGS;
+    uint64_t pause = 2000u << doublings, now = distlock__now_us();
     if (now + pause + 2000u >= r->deadline_us)
         return 0;
     r->tries++;
@@ -522,7 +529,7 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
 /* Open the connection to node i at its numeric address(es) and queue the
  * handshake; the call follows once the handshake succeeded. */
 static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
-                    char (*addr)[48], int naddr, int port, unsigned ep_state)
+                    char (*addr)[DISTLOCK__ADDR_LEN], int naddr, int port, unsigned ep_state)
 {
     distlock__conn *conn = &cs->conns[i];
     int st = DISTLOCK_ECONN;
@@ -568,7 +575,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     distlock__conn *conn = &cs->conns[i];
     /* On the heap: a lookup is rare, and every entry point keeps its stack
      * small (a write failure below restarts the node: a deep chain). */
-    struct { char addr[DISTLOCK__RESOLVE_MAX][48], err[192]; } *lk = malloc(sizeof(*lk));
+    struct { char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192]; } *lk = malloc(sizeof(*lk));
     int naddr = 0;
     if (lk == NULL) {
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
@@ -627,10 +634,10 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
 static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i,
                           const distlock__call *call)
 {
-    long long ids[16];
+    long long ids[STALE_IDS_MAX];
     int elsewhere = 0;
     int n = distlock__stale_maybe(t, i, call->tag)
-                ? distlock__stale_find(t, i, call->tag, conn, ids, 16, &elsewhere) : 0;
+                ? distlock__stale_find(t, i, call->tag, conn, ids, STALE_IDS_MAX, &elsewhere) : 0;
     if (!(call->must_mask & (1ull << i)) && !distlock__owes_tag(conn, call->tag) && n == 0 &&
         !elsewhere)
         return;
@@ -803,7 +810,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         r->fresh = 1;
         set_deadline(r, now, connect_ms, wait_us);
         if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
-            char addr[1][48];
+            char addr[1][DISTLOCK__ADDR_LEN];
             int port = 0;
             unsigned st = 0;
             if (distlock__ep_get(t, i, addr[0], &port, &st)) {
@@ -841,7 +848,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             r->deferred = 1;
             return;
         }
-        char addr[1][48];
+        char addr[1][DISTLOCK__ADDR_LEN];
         if (cfg->host)
             snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
         open_at(t, cs, r, i, cfg->host ? addr : NULL, 1, 0, 0);
@@ -875,7 +882,7 @@ static __attribute__((noinline)) int cl_open(distlock__transport *t, distlock__c
                                              const distlock__call *call)
 {
     distlock__conn *conn = &cs->conns[i];
-    char addr[1][48];
+    char addr[1][DISTLOCK__ADDR_LEN];
     int port;
     unsigned ep_state;
     int kind = distlock__cl_target(t, cs, i, addr[0], &port, &ep_state);

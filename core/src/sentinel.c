@@ -51,7 +51,7 @@ typedef struct job {
     char err[192];
     /* a promotion under way (ep_announce): the lookup's answer without
      * asking, the replica (port > 0), or why not now (fail[0]) */
-    char addr[48];
+    char addr[DISTLOCK__ADDR_LEN];
     int port;
     char fail[192];
 } job;
@@ -139,7 +139,7 @@ typedef struct sentinel_link {
 /* Resolve host before deadline_us: numeric at once, a name on a detached
  * helper (resolve.c), abandoned at the deadline (the helper ends on its
  * own; nothing waits for getaddrinfo). 0, or -1 with err. */
-static int resolve_within(const char *host, char (*addr)[48], int *naddr, uint64_t deadline_us,
+static int resolve_within(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, uint64_t deadline_us,
                           char *err, size_t errlen)
 {
     *naddr = 0;
@@ -176,7 +176,7 @@ static int resolve_within(const char *host, char (*addr)[48], int *naddr, uint64
  * "sentinel host:port". Nothing here blocks (the connect is non-blocking;
  * the caller polls). */
 static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostport *s,
-                                   char (*addr)[48], int naddr, distlock__tls **tls, int *want,
+                                   char (*addr)[DISTLOCK__ADDR_LEN], int naddr, distlock__tls **tls, int *want,
                                    char *what, size_t whatlen, char *err, size_t errlen)
 {
     const distlock__node_cfg *node = l->node;
@@ -231,7 +231,7 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     char what[160];
     distlock__tls *tls;
     int want, rc = -1, naddr = 0;
-    char addr[DISTLOCK__RESOLVE_MAX][48];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN];
     /* a name that does not resolve in time costs this sentinel's share */
     if (resolve_within(s->host, addr, &naddr, deadline_us, err, errlen) != 0) {
         char e[192];
@@ -291,7 +291,7 @@ out:
     return rc;
 }
 
-static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err, size_t errlen)
+static int lookup(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *port, char *err, size_t errlen)
 {
     const job *j = arg;
     const distlock__node_cfg *cfg = j->cfg;
@@ -505,7 +505,7 @@ static long watch_timeout_ms(distlock__transport *t, int command)
 }
 
 /* The address is known: start connecting and queue AUTH + SUBSCRIBE. */
-static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[48], int naddr,
+static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTLOCK__ADDR_LEN], int naddr,
                           uint64_t now)
 {
     distlock__transport *t = w->t;
@@ -551,7 +551,7 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[48], 
 /* Its name lookup ended (or the name is numeric). */
 static void watch_resolved(distlock__watch *w, watch_node *wn, uint64_t now)
 {
-    char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192];
     int naddr = 0;
     int rc = distlock__resolve_take(wn->res, addr, &naddr, err, sizeof(err));
     if (rc == 1)
@@ -577,7 +577,7 @@ static void watch_step(distlock__watch *w, watch_node *wn, uint64_t now)
         const char *host = t->nodes[wn->node].sentinels[wn->sentinel].host;
         wn->deadline_us = now + (uint64_t)watch_timeout_ms(t, 0) * 1000u;
         if (distlock__host_is_numeric(host)) {
-            char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+            char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192];
             int naddr = 0;
             if (distlock__resolve_now(host, addr, &naddr, err, sizeof(err)) != 0)
                 watch_fail(wn, now);
@@ -640,7 +640,7 @@ static uint64_t watch_next_timer(const watch_node *wn)
 static void ep_announce(distlock__transport *t, int i, const char *newip, int newport,
                         const char *oldip, int oldport, int done)
 {
-    char addr[DISTLOCK__RESOLVE_MAX][48], old[DISTLOCK__RESOLVE_MAX][48], err[192];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], old[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192];
     int naddr = 0, nold = 0;
     /* announce-hostnames: a name, resolved within the connect timeout */
     uint64_t deadline = distlock__now_us() + (uint64_t)watch_timeout_ms(t, 0) * 1000u;

@@ -319,7 +319,7 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const 
     const char *own = host ? host
                       : cfg->kind == DISTLOCK__NODE_CLUSTER || cfg->host == NULL ? peer
                                                                                  : cfg->host;
-    char namebuf[256];
+    char namebuf[DISTLOCK__HOST_LEN];
     snprintf(namebuf, sizeof(namebuf), "%s", name ? name : own ? own : "");
     pthread_mutex_unlock(&t->mu);
     if (ctx == NULL)

@@ -27,16 +27,16 @@ distlock__resolve *distlock__resolve_start(const char *host);
 /* Readable once the result is in. */
 int distlock__resolve_fd(const distlock__resolve *r);
 /* 0: addresses in addr[0..*naddr); -1: failed (err says why); 1: not yet. */
-int distlock__resolve_take(distlock__resolve *r, char (*addr)[48], int *naddr, char *err,
+int distlock__resolve_take(distlock__resolve *r, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, char *err,
                            size_t errlen);
 void distlock__resolve_drop(distlock__resolve *r);
 /* getaddrinfo now, on this thread (helper threads only); 0 or -1. */
-int distlock__resolve_now(const char *host, char (*addr)[48], int *naddr, char *err,
+int distlock__resolve_now(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, char *err,
                           size_t errlen);
 /* Run another lookup that ends in addresses on the helper thread: fn fills
  * addr/naddr (and *port, else 0: the node's own) or err; free_arg(arg) runs
  * when neither side needs it any more. NULL on ENOMEM (arg freed). */
-typedef int (*distlock__resolve_fn)(void *arg, char (*addr)[48], int *naddr, int *port,
+typedef int (*distlock__resolve_fn)(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *port,
                                     char *err, size_t errlen);
 distlock__resolve *distlock__resolve_start_fn(distlock__resolve_fn fn, void *arg,
                                               void (*free_arg)(void *));
@@ -361,12 +361,12 @@ typedef struct distlock__stale {
  * KILL (round.c); one to another server does not need to (see there). */
 typedef struct distlock__endpoint {
     _Atomic unsigned state;
-    char addr[48];          /* under tp.mu */
+    char addr[DISTLOCK__ADDR_LEN];          /* under tp.mu */
     int port;
     /* The master a sentinel's announcement replaced (under tp.mu), while
      * the generation is still announced_gen: sentinel.c's rule for a
      * lookup that names it. */
-    char replaced_addr[48];
+    char replaced_addr[DISTLOCK__ADDR_LEN];
     int replaced_port;
     unsigned announced_gen;
     /* A promotion announced before it is done: until then (monotonic us,
@@ -387,7 +387,7 @@ typedef struct distlock__endpoint {
                                     entry of one that owns no slot, and can no longer
                                     receive a request of ours, to a new address) */
 typedef struct distlock__clmaster {
-    char host[256];
+    char host[DISTLOCK__HOST_LEN];
     int port;
     int down;               /* a connection to it failed: route its slots elsewhere */
     unsigned gen;

@@ -667,7 +667,7 @@ static void canonical_host(const char *host, char *out, size_t size)
 
 static int same_hostport(const char *host_a, int port_a, const char *host_b, int port_b)
 {
-    char ha[256], hb[256];
+    char ha[DISTLOCK__HOST_LEN], hb[DISTLOCK__HOST_LEN];
     if (port_a != port_b)
         return 0;
     canonical_host(host_a, ha, sizeof(ha));
@@ -764,8 +764,8 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
                                 shown);
             goto fail;
         }
-        if (n >= 64) {
-            rc = distlock__fail(DISTLOCK_EINVAL, "more than 64 servers");
+        if (n >= DISTLOCK__MAX_NODES) {
+            rc = distlock__fail(DISTLOCK_EINVAL, "more than %d servers", DISTLOCK__MAX_NODES);
             goto fail;
         }
         distlock__node_cfg *grown = realloc(nodes, sizeof(*nodes) * (size_t)(n + 1));

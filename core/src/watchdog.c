@@ -67,7 +67,7 @@ static int renewable(const distlock_client *c, const distlock__held *h)
 typedef struct due {
     distlock__held *h;
     char *key, *token;
-    char ttl[24];
+    char ttl[DISTLOCK__NUM_LEN];
     long ttl_ms;
     unsigned slot;   /* Redis Cluster hash slot of key */
     const char *okey;  /* its owner metadata key (owner info on) */
