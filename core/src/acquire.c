@@ -65,7 +65,7 @@ static void owner_fields(distlock_client *c, const char *key, sidekeys *sk)
 }
 
 distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
-                                        const char *key, const char *token, const int *which,
+                                        const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe)
 {
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
@@ -102,7 +102,7 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
     if (sh)
         distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
     for (int i = 0; i < c->n; i++)
-        calls[i] = (which == NULL || which[i]) ? &call : NULL;
+        calls[i] = (which >> i & 1) ? &call : NULL;
     distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
     free(sh);
     if (ch != sch)
@@ -414,12 +414,13 @@ static void undo(attempt_ctx *a, const distlock__result *res)
 {
     distlock_client *c = a->c;
     distlock__result *res3 = a->cs->res_b;
-    int which[c->n], any = 0;  /* n <= 64 */
+    uint64_t which = 0;  /* bit i: node i (n <= DISTLOCK__MAX_NODES) */
 
     for (int i = 0; i < c->n; i++)
-        any |= which[i] = a->rq->fair ? res[i].sent && distlock__reply_verdict(&res[i]) != 0
-                                      : undo_node(a, &res[i], i);
-    if (!any)
+        if (a->rq->fair ? res[i].sent && distlock__reply_verdict(&res[i]) != 0
+                        : undo_node(a, &res[i], i))
+            which |= 1ull << i;
+    if (which == 0)
         return;
     if (a->rq->fair && a->rq->queue_ttl_ms > 0) {
         const distlock__call **calls3 = a->cs->calls_b;
@@ -439,7 +440,7 @@ static void undo(attempt_ctx *a, const distlock__result *res)
         if (c->tp.cl != NULL)  /* the channel: argv[4], or [5] after the owner key */
             distlock__call_sharded(&fu, DISTLOCK__S_FAIR_UNDO_SH, nk + 1, a->sk->sh, a->rq->key);
         for (int i = 0; i < c->n; i++)
-            calls3[i] = which[i] ? &fu : NULL;
+            calls3[i] = (which >> i & 1) ? &fu : NULL;
         distlock__round(&c->tp, a->cs, calls3, res3, distlock__decide_quorum, &c->q);
     } else {
         (void)distlock__release_round(c, a->cs, a->rq->key, a->rq->token, which, res3, ~0ull);

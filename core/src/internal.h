@@ -188,10 +188,11 @@ typedef struct distlock__attempt {
 
 /* acquire.c: one attempt on every node; a lost one is undone. */
 int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att);
-/* Send the release script to the nodes `which` selects (all if NULL),
- * queued even to a node known hung where `maybe` says it may hold it. */
+/* Send the release script to the nodes `which` selects (bit i: node i;
+ * ~0ull: all), queued even to a node known hung where `maybe` says it may
+ * hold it. */
 distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
-                                        const char *key, const char *token, const int *which,
+                                        const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent

@@ -29,7 +29,7 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
     uint64_t t0 = distlock__now_us();
     if (sent_us)
         *sent_us = t0;
-    distlock__tally t = distlock__release_round(c, cs, key, token, NULL, res, maybe);
+    distlock__tally t = distlock__release_round(c, cs, key, token, ~0ull, res, maybe);
     if (t0 < valid_until_us) {
         /* A release resent on a fresh connection (the first one broke after
          * sending) finds the key gone if the first one ran. While the lease

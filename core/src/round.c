@@ -1124,8 +1124,8 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                      distlock__decide_fn decide, void *arg)
 {
     int n = t->n;
-    struct pollfd pfd[n];  /* n <= 64 (uri.c) */
-    int idx[n];
+    struct pollfd *pfd = cs->pfd;
+    int *idx = cs->pfd_node;
     uint64_t now = distlock__now_us();
 
     for (int i = 0; i < n; i++) {

@@ -338,6 +338,11 @@ typedef struct distlock__connset {
      * follow-up round (b). */
     distlock__result *res_a, *res_b;
     const distlock__call **calls_a, **calls_b;
+    /* distlock__round's poll set: a descriptor per node and the node each
+     * one is for (on the heap: N may be up to DISTLOCK__MAX_NODES, and the
+     * round is on the deepest path of the entry points' stack budget) */
+    struct pollfd *pfd;
+    int *pfd_node;
     struct distlock__clconns **cl;  /* n entries (NULL: not a cluster node), or NULL if none is */
     distlock__conn conns[];  /* n of them */
 } distlock__connset;
