@@ -283,7 +283,7 @@ DL_CHECKED(distlock_force_release)
 DL_CHECKED(distlock_client_node_count)
 DL_CHECKED(distlock_client_quorum)
 
-/* ---- distlock_holder / distlock_ttl_from_seconds (issue 11 item 4) ----
+/* ---- distlock_holder / distlock_ttl_from_seconds ----
  * holder(c, key) -> (status 0/1, token, nodes, pttl_ms, answered, taken);
  * its token buffer is the (char *token_buf, size_t size) typemap above.
  * ttl_from_seconds(seconds) -> ttl_ms. */
@@ -302,7 +302,7 @@ DL_CHECKED(distlock_client_quorum)
 DL_CHECKED(distlock_holder)
 DL_CHECKED(distlock_ttl_from_seconds)
 
-/* ---- metrics (issue 15 item 4): distlock_client_stats() as a dict
+/* ---- metrics: distlock_client_stats() as a dict
  * {name: value}, names as in the C header (labels included). */
 %ignore distlock_client_stats;
 %ignore distlock_stat;
@@ -333,7 +333,7 @@ static PyObject *distlock_py_stats(distlock_client *c)
 }
 %}
 
-/* ---- lost leases and asyncio (issue 15) ----
+/* ---- lost leases and asyncio ----
  * Not wrapped: the lost callback (it runs on the renewal thread; the Python
  * layer watches the lost fd instead, from a thread of its own or from the
  * event loop: distlock/_lost.py, distlock/aio.py). */

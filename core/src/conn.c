@@ -49,7 +49,8 @@ int distlock__owes_tag(distlock__conn *conn, uint64_t tag)
 
 static unsigned stale_bucket(int node, uint64_t tag)
 {
-    return (unsigned)((tag ^ (tag >> 29) ^ ((uint64_t)node * 0x9e3779b97f4a7c15ull)) & 255u);
+    return (unsigned)((tag ^ (tag >> 29) ^ ((uint64_t)node * 0x9e3779b97f4a7c15ull)) &
+                      (DISTLOCK__STALE_BUCKETS - 1u));
 }
 
 /* Might the list hold an entry for this node and tag? (no lock) */

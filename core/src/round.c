@@ -45,10 +45,11 @@
  * cannot be told apart there). All of this paragraph is per server; a
  * Cluster node's keys move between its masters, so there a request left
  * behind on another master is closed there first (cl_clear_first).
- * Requests left behind are listed per client (distlock__stale, under c->mu);
- * the list is empty in steady state (but for requests left on a server
- * incarnation not met since), so the common path only reads an atomic
- * flag.
+ * Requests left behind are listed per transport (distlock__stale, under
+ * the transport's own lock t->mu, not the client's c->mu); the list is
+ * empty in steady state (but for requests left on a server incarnation not
+ * met since), and a counting filter over (node, tag) beside it lets the
+ * common path read one atomic counter instead of taking the lock.
  *
  * Sentinel nodes (sentinel.c). The node's server can change: its cached
  * master carries a generation that changes with the address, and so do the

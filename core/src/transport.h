@@ -436,10 +436,11 @@ typedef struct distlock__transport {
     _Atomic int *sha_ok;        /* sha[s] is set (then immutable) */
 
     /* requests left behind with a tag, and a counting filter over (node,
-     * tag) so most requests skip the list (and its lock) */
+     * tag) so most requests skip the list (and its lock); a power of 2 */
+#define DISTLOCK__STALE_BUCKETS 256
     distlock__stale *stale;
     int nstale, stale_cap;
-    _Atomic unsigned short stale_filter[256];
+    _Atomic unsigned short stale_filter[DISTLOCK__STALE_BUCKETS];
     _Atomic uint64_t conn_serial;
 
     /* node i's server as seen when connected ("ip:port" or "unix:dev:ino"),
