@@ -16,18 +16,20 @@
 
 #include "internal.h"
 
+/* The first round's script arguments at most: 5 keys, 10 values, NULL. */
+#define FIRST_ROUND_ARGS 16
+
 /* Side keys and channel: only fair, fencing and owner-metadata acquires
  * need them (on the heap: 4 KB the common path's stack does not carry). */
 typedef struct sidekeys {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
         ch[DISTLOCK__SIDEKEY_MAX], sh[DISTLOCK__SIDEKEY_MAX];  /* sh: ch on a cluster */
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
-    char ok[DISTLOCK__SIDEKEY_MAX], host[DISTLOCK__HOST_LEN], pid[DISTLOCK__NUM_LEN], prog[256],
-        since[DISTLOCK__NUM_LEN],
-        label[DISTLOCK_OWNER_LABEL_MAX + 1];
+    char ok[DISTLOCK__SIDEKEY_MAX], host[DISTLOCK__HOST_LEN], pid[DISTLOCK__NUM_LEN],
+        prog[256], since[DISTLOCK__NUM_LEN], label[DISTLOCK_OWNER_LABEL_MAX + 1];
     /* the first round's script arguments (up to 5 keys and 10 values) */
-    const char *argv[16];
-    size_t len[16];
+    const char *argv[FIRST_ROUND_ARGS];
+    size_t len[FIRST_ROUND_ARGS];
 } sidekeys;
 
 /* What an attempt sends, for the steps after the first round. */

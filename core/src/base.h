@@ -69,6 +69,7 @@ uint64_t distlock__random_u64(void);
 #define DISTLOCK__NUM_LEN 24    /* a 64-bit integer in decimal: sign, 20 digits, NUL */
 #define DISTLOCK__ADDR_LEN 48   /* a numeric address (INET6_ADDRSTRLEN is 46) */
 #define DISTLOCK__HOST_LEN 256  /* a host name (DNS allows 253 bytes) and its NUL */
+#define DISTLOCK__ERR_LEN 192   /* one node's failure: a round's result, a lookup's error */
 
 /* ------------------------------------------------------------ uri.c */
 /* Nodes of one client at most: a set of nodes is a uint64_t bit mask

@@ -156,7 +156,7 @@ static __attribute__((noinline)) int append_script(distlock__transport *t, int i
     }
     if (!force_eval && atomic_load_explicit(&t->sha_ok[script], memory_order_acquire)) {
         argv[k] = "EVALSHA", len[k] = 7, k++;
-        argv[k] = t->sha[script], len[k] = 40, k++;
+        argv[k] = t->sha[script], len[k] = DISTLOCK__SHA1_HEX, k++;
     } else {
         argv[k] = "EVAL", len[k] = 4, k++;
         argv[k] = t->scripts[script].body;
@@ -200,13 +200,13 @@ int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long lo
 
 void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep)
 {
-    if (rep->type != REDIS_REPLY_STRING || rep->len != 40 ||
+    if (rep->type != REDIS_REPLY_STRING || rep->len != DISTLOCK__SHA1_HEX ||
         atomic_load_explicit(&t->sha_ok[s], memory_order_acquire))
         return;
     pthread_mutex_lock(&t->mu);
     if (!atomic_load_explicit(&t->sha_ok[s], memory_order_relaxed)) {
-        memcpy(t->sha[s], rep->str, 40);
-        t->sha[s][40] = '\0';
+        memcpy(t->sha[s], rep->str, DISTLOCK__SHA1_HEX);
+        t->sha[s][DISTLOCK__SHA1_HEX] = '\0';
         atomic_store_explicit(&t->sha_ok[s], 1, memory_order_release);
     }
     pthread_mutex_unlock(&t->mu);

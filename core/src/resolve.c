@@ -34,7 +34,7 @@ struct distlock__resolve {
     int naddr;
     char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN];
     int port;                 /* 0: the node's own (a job may find another) */
-    char err[192];
+    char err[DISTLOCK__ERR_LEN];
     distlock__resolve_fn fn;  /* a lookup of another kind (sentinel.c), or NULL */
     void *arg;
     void (*free_arg)(void *);
@@ -100,7 +100,7 @@ int distlock__resolve_now(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], in
 static void *resolve_main(void *arg)
 {
     distlock__resolve *r = arg;
-    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192] = "";
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN] = "";
     int naddr = 0, port = 0;
     if (r->fn)
         (void)r->fn(r->arg, addr, &naddr, &port, err, sizeof(err));

@@ -537,7 +537,7 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
     /* On the heap: a connect is rare, and this frame sits on the deepest
      * path of every entry point (a reroute inside a release inside an
      * acquire); the stack stage counts it. */
-    char *err = calloc(1, 192);
+    char *err = calloc(1, DISTLOCK__ERR_LEN);
     if (err == NULL) {
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
         return;
@@ -549,7 +549,7 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
     /* Loopback refusals are reported at once: try the next address then. */
     for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
         conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at_port, host,
-                                           &conn->tls, &st, err, 192);
+                                           &conn->tls, &st, err, DISTLOCK__ERR_LEN);
     free(host);
     conn->ep_state = ep_state;
     if (conn->ctx == NULL) {
@@ -576,7 +576,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     distlock__conn *conn = &cs->conns[i];
     /* On the heap: a lookup is rare, and every entry point keeps its stack
      * small (a write failure below restarts the node: a deep chain). */
-    struct { char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192]; } *lk = malloc(sizeof(*lk));
+    struct { char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN]; } *lk = malloc(sizeof(*lk));
     int naddr = 0;
     if (lk == NULL) {
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");

@@ -48,12 +48,12 @@ typedef struct job {
     struct ssl_ctx_st *ctx;
     char *server_name;
     int insecure;
-    char err[192];
+    char err[DISTLOCK__ERR_LEN];
     /* a promotion under way (ep_announce): the lookup's answer without
      * asking, the replica (port > 0), or why not now (fail[0]) */
     char addr[DISTLOCK__ADDR_LEN];
     int port;
-    char fail[192];
+    char fail[DISTLOCK__ERR_LEN];
 } job;
 
 static void watch_start(distlock__transport *t);
@@ -234,7 +234,7 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN];
     /* a name that does not resolve in time costs this sentinel's share */
     if (resolve_within(s->host, addr, &naddr, deadline_us, err, errlen) != 0) {
-        char e[192];
+        char e[DISTLOCK__ERR_LEN];
         snprintf(e, sizeof(e), "%s", err);
         snprintf(err, errlen, "sentinel %.60s:%d: %.120s", s->host, s->port, e);
         return -1;
@@ -512,7 +512,7 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTL
     const distlock__node_cfg *cfg = &t->nodes[wn->node];
     const distlock__hostport *s = &cfg->sentinels[wn->sentinel];
     sentinel_link link = { cfg, NULL, NULL, 0 };
-    char *server_name = NULL, what[160], err[192];
+    char *server_name = NULL, what[160], err[DISTLOCK__ERR_LEN];
     int st, want = 0;
     if (cfg->tls.enabled) {
         link.ctx = distlock__tls_ctx_new(t, wn->node, &server_name, &link.insecure, &st, err,
@@ -551,7 +551,7 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTL
 /* Its name lookup ended (or the name is numeric). */
 static void watch_resolved(distlock__watch *w, watch_node *wn, uint64_t now)
 {
-    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
     int naddr = 0;
     int rc = distlock__resolve_take(wn->res, addr, &naddr, err, sizeof(err));
     if (rc == 1)
@@ -577,7 +577,7 @@ static void watch_step(distlock__watch *w, watch_node *wn, uint64_t now)
         const char *host = t->nodes[wn->node].sentinels[wn->sentinel].host;
         wn->deadline_us = now + (uint64_t)watch_timeout_ms(t, 0) * 1000u;
         if (distlock__host_is_numeric(host)) {
-            char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192];
+            char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
             int naddr = 0;
             if (distlock__resolve_now(host, addr, &naddr, err, sizeof(err)) != 0)
                 watch_fail(wn, now);
@@ -640,7 +640,7 @@ static uint64_t watch_next_timer(const watch_node *wn)
 static void ep_announce(distlock__transport *t, int i, const char *newip, int newport,
                         const char *oldip, int oldport, int done)
 {
-    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], old[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], old[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
     int naddr = 0, nold = 0;
     /* announce-hostnames: a name, resolved within the connect timeout */
     uint64_t deadline = distlock__now_us() + (uint64_t)watch_timeout_ms(t, 0) * 1000u;

@@ -280,7 +280,7 @@ typedef struct distlock__result {
      * go there; then the call is routed again (round.c cl_clear_first). */
     int clearing;
     const distlock__call *call;   /* valid only while the round runs */
-    char err[192];       /* for FAILED: what went wrong on this node */
+    char err[DISTLOCK__ERR_LEN];       /* for FAILED: what went wrong on this node */
 } distlock__result;
 
 /* Decides whether a round can stop before every node answered; `res` has
@@ -432,7 +432,8 @@ typedef struct distlock__transport {
     _Atomic unsigned cred_gen;  /* bumped when the credentials change */
 
     /* SHA1 of each script, learnt from the servers' SCRIPT LOAD replies */
-    char (*sha)[41];
+#define DISTLOCK__SHA1_HEX 40   /* a script's SHA1 as SCRIPT LOAD gives it */
+    char (*sha)[DISTLOCK__SHA1_HEX + 1];
     _Atomic int *sha_ok;        /* sha[s] is set (then immutable) */
 
     /* requests left behind with a tag, and a counting filter over (node,

@@ -192,7 +192,7 @@ static redisContext *connect_at(distlock_client *c, int i, char (*addr)[DISTLOCK
                                 distlock__tls **tls)
 {
     int st;
-    char err[192];
+    char err[DISTLOCK__ERR_LEN];
     redisContext *ctx = NULL;
     distlock__node_cfg at = c->nodes[i];
     if (port > 0)
@@ -696,7 +696,7 @@ static void *subscriber_main(void *arg)
                 continue;
             }
             if (sn->resolving) {
-                char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[192];
+                char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
                 int naddr = 0;
                 int rc = distlock__resolve_take(sn->resolving, addr, &naddr, err, sizeof(err));
                 if (rc > 0)
