@@ -258,7 +258,7 @@ int distlock__version_of(const redisReply *rep)
  * same server once resolved and connected, so this is checked here. */
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
 {
-    char me[64] = "";
+    char me[DISTLOCK__PEER_LEN] = "";
     const distlock__node_cfg *cfg = &t->nodes[i];
     if (cfg->path) {
         struct stat st;

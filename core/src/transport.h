@@ -446,7 +446,8 @@ typedef struct distlock__transport {
 
     /* node i's server as seen when connected ("ip:port" or "unix:dev:ino"),
      * to refuse two nodes that are one server */
-    char (*peer)[64];
+#define DISTLOCK__PEER_LEN 64  /* "ip:port" or "unix:dev:ino" */
+    char (*peer)[DISTLOCK__PEER_LEN];
     _Atomic int config_error;   /* two nodes are one server: unusable */
     distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
     struct distlock__watch *watch;  /* the announcements thread (sentinel.c), under mu */
