@@ -296,7 +296,7 @@ DL_CHECKED(distlock_client_quorum)
 DL_CHECKED(distlock_admin_holder)
 DL_CHECKED(distlock_ttl_from_seconds)
 
-/* ---- metrics (issue 15 item 4): distlock_client_stats() as a dict
+/* ---- metrics: distlock_client_stats() as a dict
  * {name: value}, names as in the C header (labels included). */
 %ignore distlock_client_stats;
 %ignore distlock_stat;
@@ -327,7 +327,7 @@ static PyObject *distlock_py_stats(distlock_client *c)
 }
 %}
 
-/* ---- lost leases and asyncio (issue 15) ----
+/* ---- lost leases and asyncio ----
  * Not wrapped: the lost callback (it runs on the renewal thread; the Python
  * layer watches the lost fd instead, from a thread of its own or from the
  * event loop: distlock/_lost.py, distlock/aio.py). */

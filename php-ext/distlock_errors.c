@@ -16,7 +16,7 @@
  * in each front end"); Python's (python/distlock/_errors.py) and the CLI's
  * (cli/src/common.c) agree with it.
  *
- * Three failures a lock's owner must tell apart (issue 15) get three classes:
+ * Three failures a lock's owner must tell apart get three classes:
  * acquiring failed (AcquireException: a ConnectionException thrown by an
  * acquire; "held" stays LockTimeoutException / null / 500002), renewing
  * failed (RenewalException: a ConnectionException thrown by extend(); the

@@ -4,7 +4,7 @@
  * constructed, cloned or serialized. A Lock that goes away while held
  * releases it (locks are never persistent).
  *
- * A lost lease (issue 15). The core finds an AUTO_RENEW lock lost on its
+ * A lost lease. The core finds an AUTO_RENEW lock lost on its
  * renewal thread, where no PHP code may run; it sets the lock's flag (an
  * atomic the core keeps, read by isLost()), and that is all. A Lock with an
  * onLost callback is on a list (module globals); every function and method

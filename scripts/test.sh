@@ -11,7 +11,7 @@
 #             the tests labeled threads under TSan, those labeled valgrind
 #             under valgrind, the stack budget of every entry point
 #   c-quick   the ASan+UBSan pass without the tests labeled slow (failovers,
-#             chaos)
+#             chaos); both run check_layers (tests/check-layers.py)
 #   install   install/packaging into a prefix (pkg-config, CMake)
 #   release   one version everywhere, the ABI against its baseline
 #             and the newest bench/results file a full run with every figure

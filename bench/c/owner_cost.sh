@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Owner metadata (issue 15 item 3): what DISTLOCK_OPT_OWNER_INFO costs the
+# Owner metadata: what DISTLOCK_OPT_OWNER_INFO costs the
 # uncontended path when it is OFF (it must cost nothing), and when on.
 # Starts one redis-server (tests/harness/redis.sh), builds libdistlock and
 # bench/c/distlock_bench of this tree, and of a base tree (default: the

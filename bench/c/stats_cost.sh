@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Metrics: what counting costs the uncontended path (issue 15 item 4).
+# Metrics: what counting costs the uncontended path.
 # Starts one redis-server (tests/harness/redis.sh), builds libdistlock and
 # bench/c/distlock_bench into BUILD (default /tmp/distlock-statscost), then:
 #  1. callgrind: instructions of exactly PAIRS acquire/release pairs on 1 node

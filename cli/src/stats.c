@@ -1,5 +1,5 @@
 /*
- * stats.c -- the client's metrics in the distlock command (issue 15 item 4).
+ * stats.c -- the client's metrics in the distlock command.
  *
  * A `distlock run` process is short-lived, so there is nothing to scrape
  * while it runs. What it can do:

@@ -118,10 +118,20 @@ typedef struct distlock_client distlock_client;
 typedef struct distlock_lock distlock_lock;
 
 /*
- * Create a client for `servers`: one URI or a comma-separated list of N
- * independent masters (N >= 1; quorum N/2+1):
+ * Create a client for `servers`: one URI or a list of N independent nodes
+ * (N >= 1, at most 64; quorum N/2+1), separated by whitespace or by a comma
+ * before the next "scheme://" (other commas separate the hosts of one
+ * Sentinel or Cluster URI):
  *     redis://[user[:password]@]host[:port][/db]
+ *     rediss://[user[:password]@]host[:port][/db][?tls options]   (TLS)
  *     unix:///path/to.sock[?db=N]
+ *     redis-sentinel://[user[:password]@]host[:port][,host[:port]...]/MASTER[/db][?options]
+ *     rediss-sentinel://...   (TLS to the sentinels and to the master)
+ *     redis-cluster://[user[:password]@]host[:port][,host[:port]...][?options]
+ *     rediss-cluster://...    (a Redis Cluster, given by its seed nodes)
+ * Query options: tls_ca_file, tls_ca_dir, tls_cert, tls_key,
+ * tls_server_name, tls_insecure=0|1 (TLS schemes); sentinel_user,
+ * sentinel_password (Sentinel schemes); db (unix://). Values are %-decoded.
  * Duplicate nodes are rejected (also 127.1 vs 127.0.0.1); names that prove
  * to be one server when connected make operations fail with DISTLOCK_EINVAL.
  * Messages never contain a password. Does not connect (connections are made

@@ -1,9 +1,11 @@
-/* acquire.c -- layer 5: one acquire attempt on N nodes, and its undo.
+/* acquire.c -- one acquire attempt on N nodes, and its undo.
  *
  * An attempt is one round (SET NX GET, or the acquire / fair script), then,
  * only when needed: a refresh of nodes that already held our own token, a
  * second fencing round, leaving the queues of a fair lock won elsewhere,
- * and the undo of a lost attempt on every node it may have reached. */
+ * and the undo of a lost attempt on every node it may have reached.
+ *
+ * Layer: 5 operations */
 #include <errno.h>
 #include <inttypes.h>
 #include <stdio.h>
@@ -14,17 +16,20 @@
 
 #include "internal.h"
 
+/* The first round's script arguments at most: 5 keys, 10 values, NULL. */
+#define FIRST_ROUND_ARGS 16
+
 /* Side keys and channel: only fair, fencing and owner-metadata acquires
  * need them (on the heap: 4 KB the common path's stack does not carry). */
 typedef struct sidekeys {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
         ch[DISTLOCK__SIDEKEY_MAX], sh[DISTLOCK__SIDEKEY_MAX];  /* sh: ch on a cluster */
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
-    char ok[DISTLOCK__SIDEKEY_MAX], host[256], pid[24], prog[256], since[24],
-        label[DISTLOCK_OWNER_LABEL_MAX + 1];
+    char ok[DISTLOCK__SIDEKEY_MAX], host[DISTLOCK__HOST_LEN], pid[DISTLOCK__NUM_LEN],
+        prog[256], since[DISTLOCK__NUM_LEN], label[DISTLOCK_OWNER_LABEL_MAX + 1];
     /* the first round's script arguments (up to 5 keys and 10 values) */
-    const char *argv[16];
-    size_t len[16];
+    const char *argv[FIRST_ROUND_ARGS];
+    size_t len[FIRST_ROUND_ARGS];
 } sidekeys;
 
 /* What an attempt sends, for the steps after the first round. */
@@ -40,7 +45,7 @@ typedef struct attempt_ctx {
      * (distlock__reply_held_own): `own`; of those, `prior` on the request's
      * first send (not resent), so the key held it before this attempt. */
     uint64_t own, prior;
-    char ttl[24], qttl[24];
+    char ttl[DISTLOCK__NUM_LEN], qttl[DISTLOCK__NUM_LEN];
 } attempt_ctx;
 
 /* Who we are, for the owner metadata of an acquire. */
@@ -62,7 +67,7 @@ static void owner_fields(distlock_client *c, const char *key, sidekeys *sk)
 }
 
 distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
-                                        const char *key, const char *token, const int *which,
+                                        const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe)
 {
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
@@ -99,7 +104,7 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
     if (sh)
         distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
     for (int i = 0; i < c->n; i++)
-        calls[i] = (which == NULL || which[i]) ? &call : NULL;
+        calls[i] = (which >> i & 1) ? &call : NULL;
     distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
     free(sh);
     if (ch != sch)
@@ -313,7 +318,7 @@ static int raise_fence(attempt_ctx *a, const distlock__result *res, distlock__ta
             at_max++;
     if (at_max == t.ok)
         return DISTLOCK_OK;
-    char fv[24];
+    char fv[DISTLOCK__NUM_LEN];
     distlock__result *res2 = a->cs->res_b;
     const distlock__call **calls2 = a->cs->calls_b;
     snprintf(fv, sizeof(fv), "%" PRId64, *fence);
@@ -411,12 +416,13 @@ static void undo(attempt_ctx *a, const distlock__result *res)
 {
     distlock_client *c = a->c;
     distlock__result *res3 = a->cs->res_b;
-    int which[c->n], any = 0;  /* n <= 64 */
+    uint64_t which = 0;  /* bit i: node i (n <= DISTLOCK__MAX_NODES) */
 
     for (int i = 0; i < c->n; i++)
-        any |= which[i] = a->rq->fair ? res[i].sent && distlock__reply_verdict(&res[i]) != 0
-                                      : undo_node(a, &res[i], i);
-    if (!any)
+        if (a->rq->fair ? res[i].sent && distlock__reply_verdict(&res[i]) != 0
+                        : undo_node(a, &res[i], i))
+            which |= 1ull << i;
+    if (which == 0)
         return;
     if (a->rq->fair && a->rq->queue_ttl_ms > 0) {
         const distlock__call **calls3 = a->cs->calls_b;
@@ -436,7 +442,7 @@ static void undo(attempt_ctx *a, const distlock__result *res)
         if (c->tp.cl != NULL)  /* the channel: argv[4], or [5] after the owner key */
             distlock__call_sharded(&fu, DISTLOCK__S_FAIR_UNDO_SH, nk + 1, a->sk->sh, a->rq->key);
         for (int i = 0; i < c->n; i++)
-            calls3[i] = which[i] ? &fu : NULL;
+            calls3[i] = (which >> i & 1) ? &fu : NULL;
         distlock__round(&c->tp, a->cs, calls3, res3, distlock__decide_quorum, &c->q);
     } else {
         (void)distlock__release_round(c, a->cs, a->rq->key, a->rq->token, which, res3, ~0ull);

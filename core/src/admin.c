@@ -4,8 +4,10 @@
  * administrative delete, and the one TTL rule the front ends use to turn
  * seconds into milliseconds.
  *
- * Layer 7 (API): it uses the transport's round (distlock__round) and the
+ * It uses the transport's round (distlock__round) and the
  * inspect script of the protocol's table; nothing below calls it.
+ *
+ * Layer: 7 API
  */
 #include <float.h>
 #include <math.h>  /* isfinite: a macro */
@@ -502,11 +504,14 @@ static int scan_reply(const distlock_client *c, int node, const redisReply *x,
     return given;
 }
 
+/* SCAN's COUNT hint at most (distlock.h): one step's reply stays bounded. */
+#define SCAN_COUNT_MAX 100000
+
 int distlock_admin_scan(distlock_client *c, int node, const char *pattern, long count,
                         unsigned long long *cursor, distlock_key_fn fn, void *arg)
 {
     int rc;
-    char cur[24], cnt[24];
+    char cur[DISTLOCK__NUM_LEN], cnt[DISTLOCK__NUM_LEN];
     distlock__connset *cs;
 
     distlock__clear_error();
@@ -514,8 +519,9 @@ int distlock_admin_scan(distlock_client *c, int node, const char *pattern, long 
         return rc;
     if (cursor == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "cursor must not be NULL");
-    if (count < 1 || count > 100000)
-        return distlock__fail(DISTLOCK_EINVAL, "count %ld out of range 1..100000", count);
+    if (count < 1 || count > SCAN_COUNT_MAX)
+        return distlock__fail(DISTLOCK_EINVAL, "count %ld out of range 1..%d", count,
+                              SCAN_COUNT_MAX);
     if (pattern == NULL)
         pattern = "*";
     if (!*pattern || strlen(pattern) > DISTLOCK_KEY_MAX)
@@ -561,7 +567,7 @@ int distlock_admin_cluster_route(distlock_client *c, const char *key, int node, 
         return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
     if (c->nodes[node].kind != DISTLOCK__NODE_CLUSTER)
         return 0;
-    char host[256] = "";
+    char host[DISTLOCK__HOST_LEN] = "";
     int port = 0, s = 0;
     int known = distlock__cl_where(&c->tp, node, key, host, sizeof(host), &port, &s) == 0;
     if (slot)

@@ -63,10 +63,18 @@ pid_t distlock__getpid(void);     /* cached; reset in a forked child */
 int distlock__eventfd_renew(int fd);
 
 /* ------------------------------------------------------------ token.c */
-int distlock__random_bytes(void *buf, size_t n);
 uint64_t distlock__random_u64(void);
 
+/* Text buffers shared across files, named for what they hold. */
+#define DISTLOCK__NUM_LEN 24    /* a 64-bit integer in decimal: sign, 20 digits, NUL */
+#define DISTLOCK__ADDR_LEN 48   /* a numeric address (INET6_ADDRSTRLEN is 46) */
+#define DISTLOCK__HOST_LEN 256  /* a host name (DNS allows 253 bytes) and its NUL */
+#define DISTLOCK__ERR_LEN 192   /* one node's failure: a round's result, a lookup's error */
+
 /* ------------------------------------------------------------ uri.c */
+/* Nodes of one client at most: a set of nodes is a uint64_t bit mask
+ * (node i: bit i) throughout the core. */
+#define DISTLOCK__MAX_NODES 64
 enum { DISTLOCK__NODE_MASTER = 0, DISTLOCK__NODE_SENTINEL = 1, DISTLOCK__NODE_CLUSTER = 2 };
 
 /* slot.c: the Redis Cluster hash slot of a key (0..16383): CRC16 (XModem)

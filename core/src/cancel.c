@@ -20,7 +20,9 @@
  * called before each sleep and when a signal interrupts one. To close the
  * race "signal just before the sleep", the check and the sleep run with the
  * thread's signals blocked and ppoll() unblocks them atomically for the
- * sleep: a signal pending by then interrupts it at once. */
+ * sleep: a signal pending by then interrupts it at once.
+ *
+ * Layer: 6 background */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

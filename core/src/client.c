@@ -1,6 +1,8 @@
-/* client.c -- layer 7 (API): the client. Its nodes, options and lifetime;
+/* client.c -- the client. Its nodes, options and lifetime;
  * it wires the layers together: the transport gets the protocol's scripts,
- * the client's state gets the background threads' after-fork hooks. */
+ * the client's state gets the background threads' after-fork hooks.
+ *
+ * Layer: 7 API */
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>

@@ -1,6 +1,8 @@
-/* clock.c -- time and the process (base layer). Every duration is measured
+/* clock.c -- time and the process. Every duration is measured
  * on CLOCK_MONOTONIC: wall-clock jumps must not stretch or shrink a lock's
- * validity. The pid is cached and fork noticed; eventfds renewed in a child. */
+ * validity. The pid is cached and fork noticed; eventfds renewed in a child.
+ *
+ * Layer: 0 base */
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <time.h>

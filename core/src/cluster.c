@@ -1,4 +1,4 @@
-/* cluster.c -- layer 1: a Redis Cluster node's slot routing.
+/* cluster.c -- a Redis Cluster node's slot routing.
  *
  * A node of kind DISTLOCK__NODE_CLUSTER is one Redlock node made of several
  * masters: a call goes to the master that owns its key's hash slot. This is
@@ -55,7 +55,9 @@
  * request is gone. What cannot be closed in time fails the call unsent.
  *
  * TLS: each master's certificate is checked against its own host, not the
- * node's first seed (round.c passes distlock__cl_host to tls.c). */
+ * node's first seed (round.c passes distlock__cl_host to tls.c).
+ *
+ * Layer: 1 transport */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -409,7 +411,7 @@ int distlock__cl_redirect(distlock__transport *t, int i, int from, const char *e
     int moved = strncmp(err, "MOVED ", 6) == 0, asked = strncmp(err, "ASK ", 4) == 0;
     if (!is_cluster(t, i) || !(moved || asked))
         return 0;
-    char host[256];
+    char host[DISTLOCK__HOST_LEN];
     int slot, port;
     if (parse_redirect(err, &slot, host, sizeof(host), &port) != 0)
         return 0;
@@ -428,7 +430,6 @@ int distlock__cl_redirect(distlock__transport *t, int i, int from, const char *e
     pthread_mutex_unlock(&t->mu);
     if (m < 0)
         return m == -1 ? -1 : 0;
-    atomic_fetch_add(moved ? &map->moved : &map->asked, 1);
     *ask = m;
     return moved ? 1 : 2;
 }
@@ -466,7 +467,6 @@ void distlock__cl_learn(distlock__transport *t, int i, int m, const redisReply *
             map->owner[s] = (unsigned char)(x + 1);
     }
     pthread_mutex_unlock(&t->mu);
-    atomic_fetch_add(&map->refreshed, 1);
 }
 
 int distlock__cl_where(distlock__transport *t, int i, const char *key, char *host,
@@ -497,11 +497,4 @@ int distlock__cl_slot_master(distlock__transport *t, int i, unsigned slot)
         m = -1;
     pthread_mutex_unlock(&t->mu);
     return m;
-}
-
-void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
-                         unsigned long *asked)
-{
-    *moved = is_cluster(t, i) ? atomic_load(&t->cl[i]->moved) : 0;
-    *asked = is_cluster(t, i) ? atomic_load(&t->cl[i]->asked) : 0;
 }

@@ -1,7 +1,9 @@
-/* conn.c -- one connection's bookkeeping (transport): the FIFO of replies
+/* conn.c -- one connection's bookkeeping: the FIFO of replies
  * it owes, the transport-wide list of tagged requests left behind (see the
  * ordering rules at the top of round.c), and closing a connection without
- * losing track of what it still carries. */
+ * losing track of what it still carries.
+ *
+ * Layer: 1 transport */
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -47,7 +49,8 @@ int distlock__owes_tag(distlock__conn *conn, uint64_t tag)
 
 static unsigned stale_bucket(int node, uint64_t tag)
 {
-    return (unsigned)((tag ^ (tag >> 29) ^ ((uint64_t)node * 0x9e3779b97f4a7c15ull)) & 255u);
+    return (unsigned)((tag ^ (tag >> 29) ^ ((uint64_t)node * 0x9e3779b97f4a7c15ull)) &
+                      (DISTLOCK__STALE_BUCKETS - 1u));
 }
 
 /* Might the list hold an entry for this node and tag? (no lock) */

@@ -1,6 +1,8 @@
 /* error.c -- static status texts and the per-thread detail message.
  * The detail lives in thread-local storage (libgit2's git_error_last model),
- * not on the client, because one client is shared by many threads. */
+ * not on the client, because one client is shared by many threads.
+ *
+ * Layer: 0 base */
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>

@@ -4,7 +4,9 @@
  * A handle points at a `held` record: one ownership (key, token) of this
  * client. Reentrant acquisitions by the same owner share one record and
  * count; only the last release reaches Redis, so the key stays a plain
- * token string on the wire. */
+ * token string on the wire.
+ *
+ * Layer: 7 API */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,6 +1,8 @@
-/* held.c -- layer 5: the records of ownerships held through a client
+/* held.c -- the records of ownerships held through a client
  * (one per key and token), shared by handles and the watchdog, and the
- * signals that one was lost. */
+ * signals that one was lost.
+ *
+ * Layer: 5 operations */
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>

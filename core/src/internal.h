@@ -7,18 +7,25 @@
  *   layer 3  quorum        quorum.c                           (quorum.h)
  *   layer 2  protocol      protocol.c                         (protocol.h)
  *   layer 1  transport     pool.c round.c request.c conn.c resp.c net.c
- *                          resolve.c sentinel.c               (transport.h)
- *   layer 0  base          error.c clock.c token.c uri.c      (base.h)
+ *                          resolve.c sentinel.c tls.c cluster.c  (transport.h)
+ *   layer 0  base          error.c clock.c token.c uri.c slot.c  (base.h)
  *                          stats.c (counters, histograms)     (stats.h)
  *
  * A file calls only into its own layer and the layers below; nothing below
  * the client state knows a lock handle or a client. The background layer's
  * after-fork hooks are reached through function pointers set by the API
- * layer (client.c), not by name. See core/README.md. */
+ * layer (client.c), not by name. Each .c file declares its layer on a
+ * "Layer: N name" line of its header comment; tests/check-layers.py checks
+ * the objects' references against them, and this map and core/README.md's
+ * against the declarations. See core/README.md. */
 #ifndef DISTLOCK_INTERNAL_H
 #define DISTLOCK_INTERNAL_H
 
 #include "quorum.h"
+
+/* Token-pair acquires remembered per client (pair.c): a ring, the oldest
+ * replaced first. */
+#define DISTLOCK__TP_RECENT 32
 
 typedef struct distlock__waiter distlock__waiter;
 typedef struct distlock__held distlock__held;
@@ -51,7 +58,7 @@ struct distlock_client {
 
     /* token pair (pair.c, mu): the nodes the latest acquires may hold,
      * so their releases skip a hung node they never reached */
-    struct { uint64_t tag, maybe, until; } tp_recent[32];
+    struct { uint64_t tag, maybe, until; } tp_recent[DISTLOCK__TP_RECENT];
     int tp_next;
 
     /* locks acquired through this client and not yet released; for renewal,
@@ -181,10 +188,11 @@ typedef struct distlock__attempt {
 
 /* acquire.c: one attempt on every node; a lost one is undone. */
 int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att);
-/* Send the release script to the nodes `which` selects (all if NULL),
- * queued even to a node known hung where `maybe` says it may hold it. */
+/* Send the release script to the nodes `which` selects (bit i: node i;
+ * ~0ull: all), queued even to a node known hung where `maybe` says it may
+ * hold it. */
 distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
-                                        const char *key, const char *token, const int *which,
+                                        const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent

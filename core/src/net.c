@@ -1,7 +1,9 @@
-/* net.c -- connecting to one node (transport). Connections are non-blocking so that one
+/* net.c -- connecting to one node. Connections are non-blocking so that one
  * thread can talk to N nodes at once; the connect itself completes inside
  * the round's poll() loop and is bounded by the connect timeout there. Host
- * names are resolved beforehand (resolve.c): here addresses are numeric. */
+ * names are resolved beforehand (resolve.c): here addresses are numeric.
+ *
+ * Layer: 1 transport */
 #include <errno.h>
 #include <fcntl.h>
 #include <poll.h>

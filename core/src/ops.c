@@ -1,6 +1,8 @@
-/* ops.c -- layer 5: release, extend and leave-the-queue of one ownership
+/* ops.c -- release, extend and leave-the-queue of one ownership
  * (key and token) on N nodes, each one round and the quorum's verdict.
- * Shared by handles (handle.c), the token pair (pair.c) and the watchdog. */
+ * Shared by handles (handle.c), the token pair (pair.c) and the watchdog.
+ *
+ * Layer: 5 operations */
 #include <stdlib.h>
 #include <string.h>
 
@@ -27,7 +29,7 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
     uint64_t t0 = distlock__now_us();
     if (sent_us)
         *sent_us = t0;
-    distlock__tally t = distlock__release_round(c, cs, key, token, NULL, res, maybe);
+    distlock__tally t = distlock__release_round(c, cs, key, token, ~0ull, res, maybe);
     if (t0 < valid_until_us) {
         /* A release resent on a fresh connection (the first one broke after
          * sending) finds the key gone if the first one ran. While the lease
@@ -48,7 +50,7 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us)
 {
-    char ttl[24];
+    char ttl[DISTLOCK__NUM_LEN];
     distlock__connset *cs;
     int rc;
 

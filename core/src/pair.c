@@ -1,5 +1,7 @@
-/* pair.c -- layer 7 (API): the token-carrying pair, for callers that keep
- * the token themselves (the PHP compatibility functions, the CLI). */
+/* pair.c -- the token-carrying pair, for callers that keep
+ * the token themselves (the PHP compatibility functions, the CLI).
+ *
+ * Layer: 7 API */
 #include <stdio.h>
 #include <string.h>
 
@@ -33,7 +35,7 @@ static int held_now(distlock_client *c, uint64_t tag)
     uint64_t now = distlock__now_us();
     int held = 0;
     pthread_mutex_lock(&c->mu);
-    for (int k = 0; k < 32; k++)
+    for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
         if (c->tp_recent[k].tag == tag && c->tp_recent[k].until > now)
             held = 1;
     pthread_mutex_unlock(&c->mu);
@@ -65,7 +67,7 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
         c->tp_recent[c->tp_next].tag = tag;
         c->tp_recent[c->tp_next].maybe = att.maybe;
         c->tp_recent[c->tp_next].until = until;
-        c->tp_next = (c->tp_next + 1) % 32;
+        c->tp_next = (c->tp_next + 1) % DISTLOCK__TP_RECENT;
         pthread_mutex_unlock(&c->mu);
     }
     return rc;
@@ -92,7 +94,7 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
      * its first send ran is then recognised). */
     uint64_t tag = distlock__lock_tag(key, token), maybe = ~0ull, until = 0;
     distlock__lock(c);
-    for (int k = 0; k < 32; k++)
+    for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
         if (c->tp_recent[k].tag == tag) {
             maybe = c->tp_recent[k].maybe;
             until = c->tp_recent[k].until;
@@ -101,7 +103,7 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
     rc = distlock__release_keytoken(c, key, token, until, 0, maybe);
     if (rc == DISTLOCK_OK) {  /* released: no longer held (held_now) */
         distlock__lock(c);
-        for (int k = 0; k < 32; k++)
+        for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
             if (c->tp_recent[k].tag == tag)
                 c->tp_recent[k].until = 0;
         pthread_mutex_unlock(&c->mu);

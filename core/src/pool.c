@@ -2,7 +2,10 @@
  *
  * Each operation checks a connection set (one connection per node) out of
  * the pool and returns it afterwards, so threads sharing a transport run
- * their round trips in parallel and never interleave on one socket. */
+ * their round trips in parallel and never interleave on one socket.
+ *
+ * Layer: 1 transport */
+#include <poll.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -62,6 +65,8 @@ static void free_sets(distlock__transport *t)
         distlock__cl_set_free(t, cs);
         free(cs->res_a);
         free(cs->calls_a);
+        free(cs->pfd);
+        free(cs->pfd_node);
         free(cs);
         cs = next;
     }
@@ -197,10 +202,15 @@ static distlock__connset *take_locked(distlock__transport *t)
         cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * n);
         distlock__result *res = calloc(2 * n, sizeof(*res));
         const distlock__call **calls = calloc(2 * n, sizeof(*calls));
-        if (cs == NULL || res == NULL || calls == NULL || distlock__cl_set_init(t, cs) != 0) {
+        struct pollfd *pfd = calloc(n, sizeof(*pfd));
+        int *pfd_node = calloc(n, sizeof(*pfd_node));
+        if (cs == NULL || res == NULL || calls == NULL || pfd == NULL || pfd_node == NULL ||
+            distlock__cl_set_init(t, cs) != 0) {
             free(cs);
             free(res);
             free(calls);
+            free(pfd);
+            free(pfd_node);
             distlock__fail(DISTLOCK_ENOMEM, "out of memory");
             return NULL;
         }
@@ -208,6 +218,8 @@ static distlock__connset *take_locked(distlock__transport *t)
         cs->res_b = res + n;
         cs->calls_a = calls;
         cs->calls_b = calls + n;
+        cs->pfd = pfd;
+        cs->pfd_node = pfd_node;
         cs->id = ++t->next_set_id;
         cs->all_next = t->all_sets;
         t->all_sets = cs;

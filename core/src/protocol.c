@@ -1,11 +1,13 @@
-/* protocol.c -- layer 2: the lock protocol on one node. The Lua scripts
+/* protocol.c -- the lock protocol on one node. The Lua scripts
  * (one table, handed to the transport, which keeps them loaded), the names
  * kept beside a lock key, the ordering tag of an ownership, and what a
  * node's reply means.
  *
  * The value of a lock key is the owner's token as a plain string, so the
  * seed PHP code, redis-py, node-redlock, redsync and symfony/lock exclude us
- * and we exclude them on the same key. */
+ * and we exclude them on the same key.
+ *
+ * Layer: 2 protocol */
 #include <stdio.h>
 #include <string.h>
 

@@ -1,5 +1,7 @@
-/* quorum.c -- layer 3: what N nodes' replies add up to. One code path
- * serves 1..N nodes: N = 1 is simply quorum 1. */
+/* quorum.c -- what N nodes' replies add up to. One code path
+ * serves 1..N nodes: N = 1 is simply quorum 1.
+ *
+ * Layer: 3 quorum */
 #include <stdio.h>
 
 #include "quorum.h"
@@ -155,21 +157,21 @@ int distlock__verdict(const distlock__quorum *q, const distlock__result *res, di
     return distlock__fail_nodes(q, res, refused, msg);
 }
 
-long distlock__drift_ms(const distlock__quorum *q, long ttl_ms)
+static long drift_ms(const distlock__quorum *q, long ttl_ms)
 {
     return (long)((int64_t)ttl_ms * q->drift_ppm / 1000000) + q->drift_min_ms;
 }
 
 uint64_t distlock__valid_until(const distlock__quorum *q, uint64_t t0_us, long ttl_ms)
 {
-    long drift = distlock__drift_ms(q, ttl_ms);
+    long drift = drift_ms(q, ttl_ms);
     return ttl_ms > drift ? t0_us + (uint64_t)(ttl_ms - drift) * 1000u : 0;
 }
 
 uint64_t distlock__renew_at(const distlock__quorum *q, uint64_t until_us, uint64_t done_us,
                            long ttl_ms)
 {
-    long drift = distlock__drift_ms(q, ttl_ms);
+    long drift = drift_ms(q, ttl_ms);
     uint64_t life = ttl_ms > drift ? (uint64_t)(ttl_ms - drift) * 1000u : 0;
     if (until_us < life)
         return 0;
@@ -190,9 +192,9 @@ int distlock__check_ttl(const distlock__quorum *q, long ttl_ms)
         return distlock__fail(DISTLOCK_EINVAL, "ttl_ms %ld out of range 1..%ld", ttl_ms,
                               (long)DISTLOCK_TTL_MAX);
     /* A lease no longer than the clock-drift allowance can never be valid. */
-    if (q && ttl_ms <= distlock__drift_ms(q, ttl_ms))
+    if (q && ttl_ms <= drift_ms(q, ttl_ms))
         return distlock__fail(DISTLOCK_EINVAL,
                               "ttl_ms %ld is not above the clock-drift allowance of %ld ms",
-                              ttl_ms, distlock__drift_ms(q, ttl_ms));
+                              ttl_ms, drift_ms(q, ttl_ms));
     return DISTLOCK_OK;
 }

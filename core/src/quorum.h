@@ -42,7 +42,6 @@ int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res,
 
 /* The one validity rule: a lease taken (or renewed) by requests sent at
  * t0_us for ttl_ms lasts until t0 + ttl - drift; 0 if that is not positive. */
-long distlock__drift_ms(const distlock__quorum *q, long ttl_ms);
 uint64_t distlock__valid_until(const distlock__quorum *q, uint64_t t0_us, long ttl_ms);
 /* The one renewal schedule, for a lease valid until until_us (taken or
  * renewed by requests sent at until - (ttl - drift), confirmed at done_us):

@@ -2,7 +2,9 @@
  * (AUTH, SELECT, CLIENT ID, INFO server, SCRIPT LOAD of the owner's
  * scripts), a call (EVALSHA, or EVAL while the SHA1 is unknown), CLIENT
  * KILL; and what it learns from the handshake's replies (SHA1s, the
- * server's identity, its run_id). */
+ * server's identity, its run_id).
+ *
+ * Layer: 1 transport */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -119,7 +121,7 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
  * far (the call's included) or t ms passed. No tag: it writes nothing. */
 static __attribute__((noinline)) int append_wait(distlock__conn *conn, distlock__result *owner, const distlock__call *call)
 {
-    char n[24], ms[24];
+    char n[DISTLOCK__NUM_LEN], ms[DISTLOCK__NUM_LEN];
     if (call->wait_replicas <= 0)
         return 0;
     const char *argv[3] = { "WAIT", n, ms };
@@ -140,7 +142,7 @@ static __attribute__((noinline)) int append_script(distlock__transport *t, int i
         script = call->cl_script, sharded = 1;
     const char *sargv[16], **argv = sargv;
     size_t slen[16], *len = slen;
-    char nk[24];
+    char nk[DISTLOCK__NUM_LEN];
     int k = 0, rc;
 
     if (call->argc + 3 > 16) {  /* batched renewals */
@@ -154,7 +156,7 @@ static __attribute__((noinline)) int append_script(distlock__transport *t, int i
     }
     if (!force_eval && atomic_load_explicit(&t->sha_ok[script], memory_order_acquire)) {
         argv[k] = "EVALSHA", len[k] = 7, k++;
-        argv[k] = t->sha[script], len[k] = 40, k++;
+        argv[k] = t->sha[script], len[k] = DISTLOCK__SHA1_HEX, k++;
     } else {
         argv[k] = "EVAL", len[k] = 4, k++;
         argv[k] = t->scripts[script].body;
@@ -190,7 +192,7 @@ int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id,
                           int why)
 {
-    char id[24];
+    char id[DISTLOCK__NUM_LEN];
     const char *argv[4] = { "CLIENT", "KILL", "ID", id };
     size_t len[4] = { 6, 4, 2, distlock__ltoa(id, srv_id) };
     return distlock__append_cmd(conn, owner, DISTLOCK__K_KILL, why, (uint64_t)srv_id, 4, argv, len);
@@ -198,13 +200,13 @@ int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long lo
 
 void distlock__learn_sha(distlock__transport *t, int s, const redisReply *rep)
 {
-    if (rep->type != REDIS_REPLY_STRING || rep->len != 40 ||
+    if (rep->type != REDIS_REPLY_STRING || rep->len != DISTLOCK__SHA1_HEX ||
         atomic_load_explicit(&t->sha_ok[s], memory_order_acquire))
         return;
     pthread_mutex_lock(&t->mu);
     if (!atomic_load_explicit(&t->sha_ok[s], memory_order_relaxed)) {
-        memcpy(t->sha[s], rep->str, 40);
-        t->sha[s][40] = '\0';
+        memcpy(t->sha[s], rep->str, DISTLOCK__SHA1_HEX);
+        t->sha[s][DISTLOCK__SHA1_HEX] = '\0';
         atomic_store_explicit(&t->sha_ok[s], 1, memory_order_release);
     }
     pthread_mutex_unlock(&t->mu);
@@ -256,7 +258,7 @@ int distlock__version_of(const redisReply *rep)
  * same server once resolved and connected, so this is checked here. */
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
 {
-    char me[64] = "";
+    char me[DISTLOCK__PEER_LEN] = "";
     const distlock__node_cfg *cfg = &t->nodes[i];
     if (cfg->path) {
         struct stat st;
@@ -266,7 +268,7 @@ int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
     } else {
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
-        char ip[48] = "";
+        char ip[DISTLOCK__ADDR_LEN] = "";
         if (getpeername(conn->ctx->fd, (struct sockaddr *)&ss, &sl) == 0) {
             if (ss.ss_family == AF_INET)
                 inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));

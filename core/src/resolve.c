@@ -10,7 +10,9 @@
  *
  * The same helper runs other lookups that end in an address: a Sentinel
  * node's master (sentinel.c gives the function, which may also give a
- * port). */
+ * port).
+ *
+ * Layer: 1 transport */
 #include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
@@ -30,9 +32,9 @@ struct distlock__resolve {
     int fds[2];               /* the thread writes one byte when done */
     char *host;
     int naddr;
-    char addr[DISTLOCK__RESOLVE_MAX][48];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN];
     int port;                 /* 0: the node's own (a job may find another) */
-    char err[192];
+    char err[DISTLOCK__ERR_LEN];
     distlock__resolve_fn fn;  /* a lookup of another kind (sentinel.c), or NULL */
     void *arg;
     void (*free_arg)(void *);
@@ -60,7 +62,7 @@ static void job_unref(distlock__resolve *r)
     free(r);
 }
 
-int distlock__resolve_now(const char *host, char (*addr)[48], int *naddr, char *err,
+int distlock__resolve_now(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, char *err,
                           size_t errlen)
 {
     struct addrinfo hints, *res = NULL;
@@ -98,7 +100,7 @@ int distlock__resolve_now(const char *host, char (*addr)[48], int *naddr, char *
 static void *resolve_main(void *arg)
 {
     distlock__resolve *r = arg;
-    char addr[DISTLOCK__RESOLVE_MAX][48], err[192] = "";
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN] = "";
     int naddr = 0, port = 0;
     if (r->fn)
         (void)r->fn(r->arg, addr, &naddr, &port, err, sizeof(err));
@@ -178,7 +180,7 @@ int distlock__resolve_fd(const distlock__resolve *r)
     return r->fds[0];
 }
 
-int distlock__resolve_take(distlock__resolve *r, char (*addr)[48], int *naddr, char *err,
+int distlock__resolve_take(distlock__resolve *r, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, char *err,
                            size_t errlen)
 {
     pthread_mutex_lock(&r->mu);

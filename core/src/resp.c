@@ -1,7 +1,9 @@
-/* resp.c -- the one RESP encoder (transport). Requests are encoded here,
+/* resp.c -- the one RESP encoder. Requests are encoded here,
  * straight into the output buffer: hiredis' redisFormatSdsCommandArgv
  * (sdscatfmt per argument) was ~40% of the client's instructions per
- * lock+unlock. */
+ * lock+unlock.
+ *
+ * Layer: 1 transport */
 #include <stdlib.h>
 #include <string.h>
 

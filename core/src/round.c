@@ -45,10 +45,11 @@
  * cannot be told apart there). All of this paragraph is per server; a
  * Cluster node's keys move between its masters, so there a request left
  * behind on another master is closed there first (cl_clear_first).
- * Requests left behind are listed per client (distlock__stale, under c->mu);
- * the list is empty in steady state (but for requests left on a server
- * incarnation not met since), so the common path only reads an atomic
- * flag.
+ * Requests left behind are listed per transport (distlock__stale, under
+ * the transport's own lock t->mu, not the client's c->mu); the list is
+ * empty in steady state (but for requests left on a server incarnation not
+ * met since), and a counting filter over (node, tag) beside it lets the
+ * common path read one atomic counter instead of taking the lock.
  *
  * Sentinel nodes (sentinel.c). The node's server can change: its cached
  * master carries a generation that changes with the address, and so do the
@@ -96,6 +97,8 @@
  * the call is not sent; if it is not answered the call times out unsent.
  * One that never completed its handshake is not replaced (the node does
  * not answer at all): the node fails at once until STALE_CLOSE_US.
+ *
+ * Layer: 1 transport
  */
 #include <errno.h>
 #include <poll.h>
@@ -186,12 +189,18 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     return 0;
 }
 
+/* Server-side ids of connections carrying earlier requests with a call's
+ * tag, looked up per call (distlock__stale_find); more of them fail it. */
+#define STALE_IDS_MAX 16
+/* TRYAGAIN resends: the pause doubles this many times at most (2 .. 64 ms). */
+#define TRYAGAIN_DOUBLINGS 5
+
 /* Before the call: close the server-side connections that carry earlier
  * requests with its tag (see the top of this file). */
 static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock__conn *conn,
                                                distlock__result *r, int i)
 {
-    long long ids[16];
+    long long ids[STALE_IDS_MAX];
     int elsewhere;
     const distlock__call *call = r->call;
     /* A client id names a connection only on the server incarnation that
@@ -226,7 +235,7 @@ static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock_
     }
     if (call->tag == 0 || !distlock__stale_maybe(t, i, call->tag))
         return 0;
-    int n = distlock__stale_find(t, i, call->tag, conn, ids, 16, &elsewhere);
+    int n = distlock__stale_find(t, i, call->tag, conn, ids, STALE_IDS_MAX, &elsewhere);
     if (n < 0) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                     "an earlier request for this lock may still arrive on a lost connection "
@@ -290,7 +299,8 @@ static inline __attribute__((always_inline)) int try_send(distlock__transport *t
  * (pauses of 2, 4, 8 .. 64 ms). */
 static int tryagain(distlock__result *r)
 {
-    uint64_t pause = 2000u << (r->tries < 5 ? r->tries : 5), now = distlock__now_us();
+    int doublings = r->tries < TRYAGAIN_DOUBLINGS ? r->tries : TRYAGAIN_DOUBLINGS;
+    uint64_t pause = 2000u << doublings, now = distlock__now_us();
     if (now + pause + 2000u >= r->deadline_us)
         return 0;
     r->tries++;
@@ -520,14 +530,14 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
 /* Open the connection to node i at its numeric address(es) and queue the
  * handshake; the call follows once the handshake succeeded. */
 static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
-                    char (*addr)[48], int naddr, int port, unsigned ep_state)
+                    char (*addr)[DISTLOCK__ADDR_LEN], int naddr, int port, unsigned ep_state)
 {
     distlock__conn *conn = &cs->conns[i];
     int st = DISTLOCK_ECONN;
     /* On the heap: a connect is rare, and this frame sits on the deepest
      * path of every entry point (a reroute inside a release inside an
      * acquire); the stack stage counts it. */
-    char *err = calloc(1, 192);
+    char *err = calloc(1, DISTLOCK__ERR_LEN);
     if (err == NULL) {
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
         return;
@@ -539,7 +549,7 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
     /* Loopback refusals are reported at once: try the next address then. */
     for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
         conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at_port, host,
-                                           &conn->tls, &st, err, 192);
+                                           &conn->tls, &st, err, DISTLOCK__ERR_LEN);
     free(host);
     conn->ep_state = ep_state;
     if (conn->ctx == NULL) {
@@ -566,7 +576,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     distlock__conn *conn = &cs->conns[i];
     /* On the heap: a lookup is rare, and every entry point keeps its stack
      * small (a write failure below restarts the node: a deep chain). */
-    struct { char addr[DISTLOCK__RESOLVE_MAX][48], err[192]; } *lk = malloc(sizeof(*lk));
+    struct { char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN]; } *lk = malloc(sizeof(*lk));
     int naddr = 0;
     if (lk == NULL) {
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
@@ -625,10 +635,10 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
 static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i,
                           const distlock__call *call)
 {
-    long long ids[16];
+    long long ids[STALE_IDS_MAX];
     int elsewhere = 0;
     int n = distlock__stale_maybe(t, i, call->tag)
-                ? distlock__stale_find(t, i, call->tag, conn, ids, 16, &elsewhere) : 0;
+                ? distlock__stale_find(t, i, call->tag, conn, ids, STALE_IDS_MAX, &elsewhere) : 0;
     if (!(call->must_mask & (1ull << i)) && !distlock__owes_tag(conn, call->tag) && n == 0 &&
         !elsewhere)
         return;
@@ -801,7 +811,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         r->fresh = 1;
         set_deadline(r, now, connect_ms, wait_us);
         if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
-            char addr[1][48];
+            char addr[1][DISTLOCK__ADDR_LEN];
             int port = 0;
             unsigned st = 0;
             if (distlock__ep_get(t, i, addr[0], &port, &st)) {
@@ -839,7 +849,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
             r->deferred = 1;
             return;
         }
-        char addr[1][48];
+        char addr[1][DISTLOCK__ADDR_LEN];
         if (cfg->host)
             snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
         open_at(t, cs, r, i, cfg->host ? addr : NULL, 1, 0, 0);
@@ -873,7 +883,7 @@ static __attribute__((noinline)) int cl_open(distlock__transport *t, distlock__c
                                              const distlock__call *call)
 {
     distlock__conn *conn = &cs->conns[i];
-    char addr[1][48];
+    char addr[1][DISTLOCK__ADDR_LEN];
     int port;
     unsigned ep_state;
     int kind = distlock__cl_target(t, cs, i, addr[0], &port, &ep_state);
@@ -1115,8 +1125,8 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
                      distlock__decide_fn decide, void *arg)
 {
     int n = t->n;
-    struct pollfd pfd[n];  /* n <= 64 (uri.c) */
-    int idx[n];
+    struct pollfd *pfd = cs->pfd;
+    int *idx = cs->pfd_node;
     uint64_t now = distlock__now_us();
 
     for (int i = 0; i < n; i++) {

@@ -1,4 +1,4 @@
-/* sentinel.c -- (transport) where a Sentinel-managed node's master is.
+/* sentinel.c -- where a Sentinel-managed node's master is.
  *
  * A node given as redis-sentinel://h1:p1,h2:p2/NAME has no fixed address.
  * Its master is asked of the sentinels in turn with
@@ -25,6 +25,8 @@
  * connection asks the sentinels again.
  *
  * May call: resolve.c, net.c, tls.c, resp.c (this layer), base.
+ *
+ * Layer: 1 transport
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -46,12 +48,12 @@ typedef struct job {
     struct ssl_ctx_st *ctx;
     char *server_name;
     int insecure;
-    char err[192];
+    char err[DISTLOCK__ERR_LEN];
     /* a promotion under way (ep_announce): the lookup's answer without
      * asking, the replica (port > 0), or why not now (fail[0]) */
-    char addr[48];
+    char addr[DISTLOCK__ADDR_LEN];
     int port;
-    char fail[192];
+    char fail[DISTLOCK__ERR_LEN];
 } job;
 
 static void watch_start(distlock__transport *t);
@@ -137,7 +139,7 @@ typedef struct sentinel_link {
 /* Resolve host before deadline_us: numeric at once, a name on a detached
  * helper (resolve.c), abandoned at the deadline (the helper ends on its
  * own; nothing waits for getaddrinfo). 0, or -1 with err. */
-static int resolve_within(const char *host, char (*addr)[48], int *naddr, uint64_t deadline_us,
+static int resolve_within(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, uint64_t deadline_us,
                           char *err, size_t errlen)
 {
     *naddr = 0;
@@ -174,7 +176,7 @@ static int resolve_within(const char *host, char (*addr)[48], int *naddr, uint64
  * "sentinel host:port". Nothing here blocks (the connect is non-blocking;
  * the caller polls). */
 static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostport *s,
-                                   char (*addr)[48], int naddr, distlock__tls **tls, int *want,
+                                   char (*addr)[DISTLOCK__ADDR_LEN], int naddr, distlock__tls **tls, int *want,
                                    char *what, size_t whatlen, char *err, size_t errlen)
 {
     const distlock__node_cfg *node = l->node;
@@ -229,10 +231,10 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     char what[160];
     distlock__tls *tls;
     int want, rc = -1, naddr = 0;
-    char addr[DISTLOCK__RESOLVE_MAX][48];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN];
     /* a name that does not resolve in time costs this sentinel's share */
     if (resolve_within(s->host, addr, &naddr, deadline_us, err, errlen) != 0) {
-        char e[192];
+        char e[DISTLOCK__ERR_LEN];
         snprintf(e, sizeof(e), "%s", err);
         snprintf(err, errlen, "sentinel %.60s:%d: %.120s", s->host, s->port, e);
         return -1;
@@ -289,7 +291,7 @@ out:
     return rc;
 }
 
-static int lookup(void *arg, char (*addr)[48], int *naddr, int *port, char *err, size_t errlen)
+static int lookup(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *port, char *err, size_t errlen)
 {
     const job *j = arg;
     const distlock__node_cfg *cfg = j->cfg;
@@ -503,14 +505,14 @@ static long watch_timeout_ms(distlock__transport *t, int command)
 }
 
 /* The address is known: start connecting and queue AUTH + SUBSCRIBE. */
-static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[48], int naddr,
+static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTLOCK__ADDR_LEN], int naddr,
                           uint64_t now)
 {
     distlock__transport *t = w->t;
     const distlock__node_cfg *cfg = &t->nodes[wn->node];
     const distlock__hostport *s = &cfg->sentinels[wn->sentinel];
     sentinel_link link = { cfg, NULL, NULL, 0 };
-    char *server_name = NULL, what[160], err[192];
+    char *server_name = NULL, what[160], err[DISTLOCK__ERR_LEN];
     int st, want = 0;
     if (cfg->tls.enabled) {
         link.ctx = distlock__tls_ctx_new(t, wn->node, &server_name, &link.insecure, &st, err,
@@ -549,7 +551,7 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[48], 
 /* Its name lookup ended (or the name is numeric). */
 static void watch_resolved(distlock__watch *w, watch_node *wn, uint64_t now)
 {
-    char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
     int naddr = 0;
     int rc = distlock__resolve_take(wn->res, addr, &naddr, err, sizeof(err));
     if (rc == 1)
@@ -575,7 +577,7 @@ static void watch_step(distlock__watch *w, watch_node *wn, uint64_t now)
         const char *host = t->nodes[wn->node].sentinels[wn->sentinel].host;
         wn->deadline_us = now + (uint64_t)watch_timeout_ms(t, 0) * 1000u;
         if (distlock__host_is_numeric(host)) {
-            char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+            char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
             int naddr = 0;
             if (distlock__resolve_now(host, addr, &naddr, err, sizeof(err)) != 0)
                 watch_fail(wn, now);
@@ -638,7 +640,7 @@ static uint64_t watch_next_timer(const watch_node *wn)
 static void ep_announce(distlock__transport *t, int i, const char *newip, int newport,
                         const char *oldip, int oldport, int done)
 {
-    char addr[DISTLOCK__RESOLVE_MAX][48], old[DISTLOCK__RESOLVE_MAX][48], err[192];
+    char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], old[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
     int naddr = 0, nold = 0;
     /* announce-hostnames: a name, resolved within the connect timeout */
     uint64_t deadline = distlock__now_us() + (uint64_t)watch_timeout_ms(t, 0) * 1000u;

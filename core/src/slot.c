@@ -1,10 +1,12 @@
-/* slot.c -- layer 0: the Redis Cluster hash slot of a key.
+/* slot.c -- the Redis Cluster hash slot of a key.
  *
  * As the Cluster specification defines it (keyHashSlot): if the key has a
  * '{' followed later by a '}' with at least one byte between them, only the
  * bytes between the first '{' and the first '}' after it are hashed; else
  * the whole key. The hash is CRC16-CCITT (XModem: polynomial 0x1021, initial
- * value 0), modulo 16384. */
+ * value 0), modulo 16384.
+ *
+ * Layer: 0 base */
 #include <string.h>
 
 #include "base.h"

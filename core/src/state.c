@@ -1,7 +1,9 @@
-/* state.c -- layer 4: the client's shared state. Its lock, which notices a
+/* state.c -- the client's shared state. Its lock, which notices a
  * fork and resets what came from the parent before anything else runs in
  * the child; the transport's pool behind that check; argument checks every
- * entry point shares. */
+ * entry point shares.
+ *
+ * Layer: 4 client state */
 #include <sched.h>
 #include <string.h>
 

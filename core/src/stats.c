@@ -1,10 +1,12 @@
-/* stats.c -- layer 0 (base): a client's counters and histograms (stats.h).
+/* stats.c -- a client's counters and histograms (stats.h).
  *
  * Relaxed atomics: each counter is exact on its own; a reader sees every
  * event that happened before its call, but no consistent cut across
  * counters (a histogram's _count may run one ahead of its buckets while an
  * event is being recorded). That is what a scraper needs, at the cost of
- * one uncontended atomic add per event. */
+ * one uncontended atomic add per event.
+ *
+ * Layer: 0 base */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>

@@ -1,4 +1,4 @@
-/* tls.c -- the TLS stream under a connection (transport), with OpenSSL.
+/* tls.c -- the TLS stream under a connection, with OpenSSL.
  *
  * A rediss:// node's connection is the same non-blocking socket and the
  * same hiredis context (output buffer, reply reader) as a plain one; only
@@ -31,6 +31,8 @@
  *
  * Fork: a child frees its parent's sessions without a byte written
  * (SSL_free without SSL_shutdown; the BIO does not close the fd).
+ *
+ * Layer: 1 transport
  */
 #include <arpa/inet.h>
 #include <errno.h>
@@ -317,7 +319,7 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const 
     const char *own = host ? host
                       : cfg->kind == DISTLOCK__NODE_CLUSTER || cfg->host == NULL ? peer
                                                                                  : cfg->host;
-    char namebuf[256];
+    char namebuf[DISTLOCK__HOST_LEN];
     snprintf(namebuf, sizeof(namebuf), "%s", name ? name : own ? own : "");
     pthread_mutex_unlock(&t->mu);
     if (ctx == NULL)

@@ -27,16 +27,16 @@ distlock__resolve *distlock__resolve_start(const char *host);
 /* Readable once the result is in. */
 int distlock__resolve_fd(const distlock__resolve *r);
 /* 0: addresses in addr[0..*naddr); -1: failed (err says why); 1: not yet. */
-int distlock__resolve_take(distlock__resolve *r, char (*addr)[48], int *naddr, char *err,
+int distlock__resolve_take(distlock__resolve *r, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, char *err,
                            size_t errlen);
 void distlock__resolve_drop(distlock__resolve *r);
 /* getaddrinfo now, on this thread (helper threads only); 0 or -1. */
-int distlock__resolve_now(const char *host, char (*addr)[48], int *naddr, char *err,
+int distlock__resolve_now(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, char *err,
                           size_t errlen);
 /* Run another lookup that ends in addresses on the helper thread: fn fills
  * addr/naddr (and *port, else 0: the node's own) or err; free_arg(arg) runs
  * when neither side needs it any more. NULL on ENOMEM (arg freed). */
-typedef int (*distlock__resolve_fn)(void *arg, char (*addr)[48], int *naddr, int *port,
+typedef int (*distlock__resolve_fn)(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *port,
                                     char *err, size_t errlen);
 distlock__resolve *distlock__resolve_start_fn(distlock__resolve_fn fn, void *arg,
                                               void (*free_arg)(void *));
@@ -280,7 +280,7 @@ typedef struct distlock__result {
      * go there; then the call is routed again (round.c cl_clear_first). */
     int clearing;
     const distlock__call *call;   /* valid only while the round runs */
-    char err[192];       /* for FAILED: what went wrong on this node */
+    char err[DISTLOCK__ERR_LEN];       /* for FAILED: what went wrong on this node */
 } distlock__result;
 
 /* Decides whether a round can stop before every node answered; `res` has
@@ -338,6 +338,11 @@ typedef struct distlock__connset {
      * follow-up round (b). */
     distlock__result *res_a, *res_b;
     const distlock__call **calls_a, **calls_b;
+    /* distlock__round's poll set: a descriptor per node and the node each
+     * one is for (on the heap: N may be up to DISTLOCK__MAX_NODES, and the
+     * round is on the deepest path of the entry points' stack budget) */
+    struct pollfd *pfd;
+    int *pfd_node;
     struct distlock__clconns **cl;  /* n entries (NULL: not a cluster node), or NULL if none is */
     distlock__conn conns[];  /* n of them */
 } distlock__connset;
@@ -361,12 +366,12 @@ typedef struct distlock__stale {
  * KILL (round.c); one to another server does not need to (see there). */
 typedef struct distlock__endpoint {
     _Atomic unsigned state;
-    char addr[48];          /* under tp.mu */
+    char addr[DISTLOCK__ADDR_LEN];          /* under tp.mu */
     int port;
     /* The master a sentinel's announcement replaced (under tp.mu), while
      * the generation is still announced_gen: sentinel.c's rule for a
      * lookup that names it. */
-    char replaced_addr[48];
+    char replaced_addr[DISTLOCK__ADDR_LEN];
     int replaced_port;
     unsigned announced_gen;
     /* A promotion announced before it is done: until then (monotonic us,
@@ -387,7 +392,7 @@ typedef struct distlock__endpoint {
                                     entry of one that owns no slot, and can no longer
                                     receive a request of ours, to a new address) */
 typedef struct distlock__clmaster {
-    char host[256];
+    char host[DISTLOCK__HOST_LEN];
     int port;
     int down;               /* a connection to it failed: route its slots elsewhere */
     unsigned gen;
@@ -399,7 +404,6 @@ typedef struct distlock__clmap {
     int nm;
     int nseeds;             /* m[0..nseeds): the URI's seeds, never given away */
     unsigned next_gen;
-    _Atomic unsigned long moved, asked, refreshed;  /* for tests and status */
 } distlock__clmap;
 /* A connection set's connections to one cluster node's masters: the one in
  * use is in conns[i] (master `cur`), the others wait here. */
@@ -428,19 +432,22 @@ typedef struct distlock__transport {
     _Atomic unsigned cred_gen;  /* bumped when the credentials change */
 
     /* SHA1 of each script, learnt from the servers' SCRIPT LOAD replies */
-    char (*sha)[41];
+#define DISTLOCK__SHA1_HEX 40   /* a script's SHA1 as SCRIPT LOAD gives it */
+    char (*sha)[DISTLOCK__SHA1_HEX + 1];
     _Atomic int *sha_ok;        /* sha[s] is set (then immutable) */
 
     /* requests left behind with a tag, and a counting filter over (node,
-     * tag) so most requests skip the list (and its lock) */
+     * tag) so most requests skip the list (and its lock); a power of 2 */
+#define DISTLOCK__STALE_BUCKETS 256
     distlock__stale *stale;
     int nstale, stale_cap;
-    _Atomic unsigned short stale_filter[256];
+    _Atomic unsigned short stale_filter[DISTLOCK__STALE_BUCKETS];
     _Atomic uint64_t conn_serial;
 
     /* node i's server as seen when connected ("ip:port" or "unix:dev:ino"),
      * to refuse two nodes that are one server */
-    char (*peer)[64];
+#define DISTLOCK__PEER_LEN 64  /* "ip:port" or "unix:dev:ino" */
+    char (*peer)[DISTLOCK__PEER_LEN];
     _Atomic int config_error;   /* two nodes are one server: unusable */
     distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
     struct distlock__watch *watch;  /* the announcements thread (sentinel.c), under mu */
@@ -500,9 +507,6 @@ int distlock__cl_where(distlock__transport *t, int i, const char *key, char *hos
  * down). Two slots with the same index are served by one connection: the
  * watchdog batches their keys into one call per master. */
 int distlock__cl_slot_master(distlock__transport *t, int i, unsigned slot);
-/* Redirects followed so far by node i (MOVED, ASK); 0 for other nodes. */
-void distlock__cl_counts(distlock__transport *t, int i, unsigned long *moved,
-                         unsigned long *asked);
 
 /* round.c */
 /* Send calls[i] (NULL: nothing for node i) to every node in parallel and

@@ -1,4 +1,4 @@
-/* uri.c -- the server list (base layer). The grammar is SPEC.md's:
+/* uri.c -- the server list. The grammar is SPEC.md's:
  *   redis://[user[:password]@]host[:port][/db]
  *   rediss://[user[:password]@]host[:port][/db][?tls options]
  *   unix:///path/to.sock[?db=N]
@@ -10,7 +10,9 @@
  * any other comma separates the hosts of one (Sentinel or Cluster) URI. Options:
  * tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
  * tls_insecure=0|1 (TLS schemes), sentinel_user, sentinel_password
- * (Sentinel schemes), db (unix://). Values are %-decoded. */
+ * (Sentinel schemes), db (unix://). Values are %-decoded.
+ *
+ * Layer: 0 base */
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <sys/un.h>
@@ -665,7 +667,7 @@ static void canonical_host(const char *host, char *out, size_t size)
 
 static int same_hostport(const char *host_a, int port_a, const char *host_b, int port_b)
 {
-    char ha[256], hb[256];
+    char ha[DISTLOCK__HOST_LEN], hb[DISTLOCK__HOST_LEN];
     if (port_a != port_b)
         return 0;
     canonical_host(host_a, ha, sizeof(ha));
@@ -762,8 +764,8 @@ int distlock__parse_servers(const char *servers, distlock__node_cfg **out, int *
                                 shown);
             goto fail;
         }
-        if (n >= 64) {
-            rc = distlock__fail(DISTLOCK_EINVAL, "more than 64 servers");
+        if (n >= DISTLOCK__MAX_NODES) {
+            rc = distlock__fail(DISTLOCK_EINVAL, "more than %d servers", DISTLOCK__MAX_NODES);
             goto fail;
         }
         distlock__node_cfg *grown = realloc(nodes, sizeof(*nodes) * (size_t)(n + 1));

@@ -33,6 +33,8 @@
  * thread connects (and resolves names, off-thread, see resolve.c) unlocked,
  * and only formats requests into buffers while it holds the mutex. Its
  * connections live in the client (c->sub), so a forked child can drop them.
+ *
+ * Layer: 6 background
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -58,7 +60,7 @@ enum { NODE_IDLE = 0, NODE_UP, NODE_FAILED };
 
 /* A Redis Cluster node: the connection to one of its masters. */
 typedef struct shard_conn {
-    char host[48];           /* numeric */
+    char host[DISTLOCK__ADDR_LEN];           /* numeric */
     int port;
     redisContext *ctx;
     distlock__tls *tls;
@@ -86,7 +88,7 @@ typedef struct sub_chan {
     char *shard;
     int slot;
     signed char *at;
-    char moved_host[48];     /* a MOVED answer's master, tried first */
+    char moved_host[DISTLOCK__ADDR_LEN];     /* a MOVED answer's master, tried first */
     int moved_port, moved;
     uint64_t place_at_us;    /* not placed again before */
 } sub_chan;
@@ -186,11 +188,11 @@ static void node_greet(distlock_client *c, int i)
 
 /* Unlocked: connect node i at addr (NULL: its Unix socket), at port (0:
  * the node's own; a Sentinel node's master has the sentinels' port). */
-static redisContext *connect_at(distlock_client *c, int i, char (*addr)[48], int naddr, int port,
+static redisContext *connect_at(distlock_client *c, int i, char (*addr)[DISTLOCK__ADDR_LEN], int naddr, int port,
                                 distlock__tls **tls)
 {
     int st;
-    char err[192];
+    char err[DISTLOCK__ERR_LEN];
     redisContext *ctx = NULL;
     distlock__node_cfg at = c->nodes[i];
     if (port > 0)
@@ -337,7 +339,7 @@ static void shard_place(distlock_client *c, int i, uint64_t now)
     for (sub_chan *ch = c->sub->chans; ch; ch = ch->next) {
         if (ch->at == NULL || ch->at[i] >= 0 || now < ch->place_at_us)
             continue;
-        char host[256];
+        char host[DISTLOCK__HOST_LEN];
         int port = 0, slot, k = -1;
         if (ch->moved_port > 0) {
             snprintf(host, sizeof(host), "%s", ch->moved_host);
@@ -365,7 +367,7 @@ static void shard_place(distlock_client *c, int i, uint64_t now)
 static void shard_moved(distlock_client *c, int i, int k, const char *err, uint64_t now)
 {
     int slot = -1, port = 0;
-    char host[48] = "";
+    char host[DISTLOCK__ADDR_LEN] = "";
     const char *sp = strchr(err + 6, ' '), *colon = sp ? strrchr(sp, ':') : NULL;
     slot = atoi(err + 6);
     if (sp && colon && colon > sp && (size_t)(colon - sp - 1) < sizeof(host)) {
@@ -470,7 +472,7 @@ static int shard_due(distlock_client *c, int i, int k, uint64_t now)
  * authenticate and SSUBSCRIBE its channels. */
 static void shard_open(distlock_client *c, int i, int k)
 {
-    char addr[1][48];
+    char addr[1][DISTLOCK__ADDR_LEN];
     shard_conn *sc = &c->sub->nodes[i].sc[k];
     int port = sc->port;
     distlock__tls *tls = NULL;
@@ -607,7 +609,7 @@ static void *subscriber_main(void *arg)
                 } else if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
                     res = distlock__resolve_start(cfg->host);
                 } else {
-                    char addr[1][48];
+                    char addr[1][DISTLOCK__ADDR_LEN];
                     if (cfg->host)
                         snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
                     ctx = connect_at(c, i, cfg->host ? addr : NULL, 1, 0, &tls);
@@ -694,7 +696,7 @@ static void *subscriber_main(void *arg)
                 continue;
             }
             if (sn->resolving) {
-                char addr[DISTLOCK__RESOLVE_MAX][48], err[192];
+                char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN];
                 int naddr = 0;
                 int rc = distlock__resolve_take(sn->resolving, addr, &naddr, err, sizeof(err));
                 if (rc > 0)

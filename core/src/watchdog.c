@@ -18,7 +18,9 @@
  * lost the moment its validity ends with no renewal confirmed, also while
  * the renewal thread is still waiting for that renewal's replies (slow or
  * silent servers, a long command timeout): the owner must not go on past
- * the lease it can vouch for. */
+ * the lease it can vouch for.
+ *
+ * Layer: 6 background */
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
@@ -65,7 +67,7 @@ static int renewable(const distlock_client *c, const distlock__held *h)
 typedef struct due {
     distlock__held *h;
     char *key, *token;
-    char ttl[24];
+    char ttl[DISTLOCK__NUM_LEN];
     long ttl_ms;
     unsigned slot;   /* Redis Cluster hash slot of key */
     const char *okey;  /* its owner metadata key (owner info on) */

@@ -80,8 +80,11 @@ def _check_key(key: Any, what: str = "key") -> None:
 class Client:
     """A connection to N >= 1 independent Redis masters (quorum N/2+1).
 
-    ``servers`` is one URI, a comma-separated list, or a list of URIs:
-    ``redis://[user[:password]@]host[:port][/db]`` or
+    ``servers`` is one URI, a comma-separated list, or a list of URIs, each
+    ``redis://``, ``rediss://`` (TLS), ``unix://``, ``redis-sentinel://``,
+    ``rediss-sentinel://``, ``redis-cluster://`` or ``rediss-cluster://``,
+    in the C library's grammar (``distlock_client_new`` in ``distlock.h``),
+    e.g. ``redis://[user[:password]@]host[:port][/db]`` or
     ``unix:///path/to.sock[?db=N]``. Connections are made lazily.
 
     Options (seconds unless noted; None keeps the library default):

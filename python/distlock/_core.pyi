@@ -118,7 +118,7 @@ def distlock_ttl_from_seconds(seconds: float) -> int: ...
 # number of nodes it was deleted on
 def distlock_admin_force_release(c: _ClientHandle, key: _Str) -> int: ...
 
-# -- lost leases and asyncio (issue 15) --
+# -- lost leases and asyncio --
 class _CallHandle: ...    # SwigPyObject wrapping distlock_py_call *
 
 # The client's lost eventfd (created on first call; readable when one of its
