@@ -152,9 +152,13 @@ int distlock__option_parse_long(const distlock_option_info *o, const char *text,
      * nothing around it. The value is not secret (integer options only). */
     errno = 0;
     *v = text ? strtol(text, &end, 10) : 0;
-    if (text == NULL || *text == '\0' || *end != '\0' || isspace((unsigned char)text[0]) || errno == ERANGE)
+    if (text == NULL || *text == '\0' || *end != '\0' || isspace((unsigned char)text[0]) ||
+        errno == ERANGE) {
+        /* echoed, unless it might be a URI with a password given by mistake */
+        int hide = text && (strchr(text, '@') || strstr(text, "://"));
         return distlock__fail(DISTLOCK_EINVAL, "option \"%s\" takes an integer, got \"%.40s\"",
-                              o->name, text ? text : "(null)");
+                              o->name, text == NULL ? "(null)" : hide ? "(not shown)" : text);
+    }
     return distlock__option_check_long(o, *v);
 }
 
