@@ -296,6 +296,45 @@ DL_CHECKED(distlock_client_quorum)
 DL_CHECKED(distlock_admin_holder)
 DL_CHECKED(distlock_ttl_from_seconds)
 
+/* ---- the option table: rows as tuples (name, id, type, min, max, default,
+ * summary); an unknown name raises InvalidArgument with the core's detail
+ * (which names it and the closest known name). The Client looks its keyword
+ * arguments up here instead of keeping a list of its own. */
+%ignore distlock_option_by_name;
+%ignore distlock_option_by_id;
+%ignore distlock_option_at;
+%ignore distlock_option_info;
+%{
+static PyObject *distlock_py_option_row(const distlock_option_info *o)
+{
+    return Py_BuildValue("(siillls)", o->name, (int)o->id, (int)o->type, o->min, o->max,
+                         o->default_value, o->summary);
+}
+%}
+%inline %{
+static PyObject *distlock_py_option(const char *name)
+{
+    const distlock_option_info *o = distlock_option_by_name(name);
+    if (o == NULL) {
+        distlock_py_raise(DISTLOCK_EINVAL);
+        return NULL;
+    }
+    return distlock_py_option_row(o);
+}
+static PyObject *distlock_py_options(void)
+{
+    const distlock_option_info *o;
+    PyObject *l = PyList_New(0);
+    for (size_t i = 0; l && (o = distlock_option_at(i)) != NULL; i++) {
+        PyObject *row = distlock_py_option_row(o);
+        if (row == NULL || PyList_Append(l, row) < 0)
+            Py_CLEAR(l);
+        Py_XDECREF(row);
+    }
+    return l;
+}
+%}
+
 /* ---- metrics: distlock_client_stats() as a dict
  * {name: value}, names as in the C header (labels included). */
 %ignore distlock_client_stats;

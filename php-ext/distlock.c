@@ -88,38 +88,48 @@ static ZEND_INI_DISP(dl_display_password)
 PHP_INI_BEGIN()
     STD_PHP_INI_ENTRY_EX("distlock.servers", "redis://127.0.0.1:6379", PHP_INI_ALL, OnUpdateString,
                          servers, zend_distlock_globals, distlock_globals, dl_display_servers)
-    STD_PHP_INI_ENTRY("distlock.connect_timeout_ms", "1000", PHP_INI_ALL, OnUpdateLong,
-                      connect_timeout_ms, zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.command_timeout_ms", "500", PHP_INI_ALL, OnUpdateLong,
-                      command_timeout_ms, zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.username", "", PHP_INI_ALL, OnUpdateString,
-                      username, zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY_EX("distlock.password", "", PHP_INI_ALL, OnUpdateString,
-                         password, zend_distlock_globals, distlock_globals, dl_display_password)
-    /* TLS */
-    STD_PHP_INI_ENTRY("distlock.tls_ca_file", "", PHP_INI_ALL, OnUpdateString,
-                      tls[0], zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.tls_ca_dir", "", PHP_INI_ALL, OnUpdateString,
-                      tls[1], zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.tls_cert", "", PHP_INI_ALL, OnUpdateString,
-                      tls[2], zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.tls_key", "", PHP_INI_ALL, OnUpdateString,
-                      tls[3], zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.tls_server_name", "", PHP_INI_ALL, OnUpdateString,
-                      tls[4], zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.tls_verify", "1", PHP_INI_ALL, OnUpdateLong,
-                      tls_verify, zend_distlock_globals, distlock_globals)
-    /* WAIT for replicas */
-    STD_PHP_INI_ENTRY("distlock.wait_replicas", "0", PHP_INI_ALL, OnUpdateLong,
-                      wait_replicas, zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.wait_timeout_ms", "100", PHP_INI_ALL, OnUpdateLong,
-                      wait_timeout_ms, zend_distlock_globals, distlock_globals)
-    /* owner metadata */
-    STD_PHP_INI_BOOLEAN("distlock.owner_info", "0", PHP_INI_ALL, OnUpdateBool,
-                        owner_info, zend_distlock_globals, distlock_globals)
-    STD_PHP_INI_ENTRY("distlock.owner_label", "", PHP_INI_ALL, OnUpdateString,
-                      owner_label, zend_distlock_globals, distlock_globals)
 PHP_INI_END()
+
+/* distlock.<name> for every row of the library's option table, made from
+ * the table at MINIT: "" (the default) leaves the option at the library's
+ * default; the library checks a value when a client is made with it
+ * (Distlock\ConfigurationException naming the option). */
+static zend_ini_entry_def dl_option_ini[DL_OPTIONS_MAX + 1];
+static char dl_option_ini_names[DL_OPTIONS_MAX][96];
+
+static ZEND_INI_MH(dl_on_update_option)
+{
+    (void)entry; (void)mh_arg2; (void)mh_arg3; (void)stage;
+    DISTLOCK_G(opt_ini)[(uintptr_t)mh_arg1] = new_value ? ZSTR_VAL(new_value) : NULL;
+    return SUCCESS;
+}
+
+static zend_result dl_register_option_ini(int type, int module_number)
+{
+    const distlock_option_info *o;
+    size_t n = 0;
+
+    for (; (o = distlock_option_at(n)) != NULL; n++) {
+        if (n == DL_OPTIONS_MAX) {
+            php_error_docref(NULL, E_CORE_ERROR, "distlock: the library has more than %d options;"
+                             " rebuild the extension against it", DL_OPTIONS_MAX);
+            return FAILURE;
+        }
+        zend_ini_entry_def *d = &dl_option_ini[n];
+        snprintf(dl_option_ini_names[n], sizeof dl_option_ini_names[n], "distlock.%s", o->name);
+        d->name = dl_option_ini_names[n];
+        d->name_length = (uint16_t)strlen(d->name);
+        d->on_modify = dl_on_update_option;
+        d->mh_arg1 = (void *)(uintptr_t)n;
+        d->value = "";
+        d->value_length = 0;
+        d->modifiable = PHP_INI_ALL;
+        /* the one secret among them: phpinfo() shows *** */
+        d->displayer = o->id == DISTLOCK_OPT_PASSWORD ? dl_display_password : NULL;
+    }
+    memset(&dl_option_ini[n], 0, sizeof dl_option_ini[n]);
+    return zend_register_ini_entries_ex(dl_option_ini, module_number, type);
+}
 
 static PHP_GINIT_FUNCTION(distlock)
 {
@@ -139,6 +149,9 @@ static PHP_GSHUTDOWN_FUNCTION(distlock)
 PHP_MINIT_FUNCTION(distlock)
 {
     REGISTER_INI_ENTRIES();
+    if (dl_register_option_ini(type, module_number) != SUCCESS) {
+        return FAILURE;
+    }
 
     dl_client_cache_minit(module_number);
 

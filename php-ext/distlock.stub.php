@@ -138,8 +138,10 @@ namespace Distlock {
 
         /**
          * $servers: one redis:// or unix:// URI or a comma list (Redlock);
-         * null takes distlock.servers. $options: connect_timeout_ms,
-         * command_timeout_ms, username, password (default: the INI values).
+         * null takes distlock.servers. $options: the library's options by
+         * name (connect_timeout_ms, username, wait_replicas, ...; `distlock
+         * --help` lists them), int, bool or string; default: the INI values
+         * distlock.<name>, else the library's defaults.
          * Both are #[\SensitiveParameter]: stack traces don't show them.
          */
         public function __construct(#[\SensitiveParameter] ?string $servers = null, #[\SensitiveParameter] array $options = []) {}

@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: fc2abc00d59727f3785693e21d0068ffa060b2ca */
+ * Stub hash: 5c6f29fe11d6726f5152c3b0580995f73158170a */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")

@@ -51,39 +51,49 @@ static distlock_client *dl_this_client(zval *this_zv)
     return o->c;
 }
 
-static bool dl_option_long(zval *v, const char *name, zend_long *out)
+/* $options[name] = v into cfg: the row comes from the library's option
+ * table (an unknown name: ValueError with the library's message, which names
+ * the closest known one); the value's PHP type picks the setter (int and
+ * bool: an integer, string: text, which the library parses for an integer
+ * option). The library checks the value when the client is made. */
+static bool dl_option(dl_config *cfg, zend_string *name, zval *v)
 {
-    if (Z_TYPE_P(v) != IS_LONG) {
-        zend_argument_type_error(2, "option \"%s\" must be of type int, %s given", name,
-                                 zend_zval_type_name(v));
-        return false;
-    }
-    *out = Z_LVAL_P(v);
-    return true;
-}
+    const distlock_option_info *o = distlock_option_by_name(ZSTR_VAL(name));
+    size_t i = 0;
 
-static bool dl_option_string(zval *v, const char *name, const char **out)
-{
-    if (Z_TYPE_P(v) != IS_STRING) {
-        zend_argument_type_error(2, "option \"%s\" must be of type string, %s given", name,
-                                 zend_zval_type_name(v));
+    if (o == NULL || memchr(ZSTR_VAL(name), '\0', ZSTR_LEN(name)) != NULL) {
+        zend_argument_value_error(2, "has an %s", o ? "option name with a null byte"
+                                                     : distlock_last_error());
         return false;
     }
-    if (memchr(Z_STRVAL_P(v), '\0', Z_STRLEN_P(v)) != NULL) {
-        zend_argument_value_error(2, "option \"%s\" must not contain any null bytes", name);
+    while (distlock_option_at(i) != o)
+        i++;
+    if (i >= DL_OPTIONS_MAX) {   /* MINIT refuses a table this long */
+        zend_argument_value_error(2, "has option \"%s\" this build cannot hold", o->name);
         return false;
     }
-    *out = Z_STRVAL_P(v);
-    return true;
-}
-
-/* Index of a TLS string option's name, -1 if it is not one. */
-static int dl_tls_option(const zend_string *name)
-{
-    for (int k = 0; k < 5; k++)
-        if (zend_string_equals_cstr(name, dl_tls_names[k], strlen(dl_tls_names[k])))
-            return k;
-    return -1;
+    switch (Z_TYPE_P(v)) {
+    case IS_NULL:   /* the INI value, else the library's default */
+        return true;
+    case IS_LONG:
+    case IS_TRUE:
+    case IS_FALSE:
+        cfg->kind[i] = DL_OPT_LONG;
+        cfg->lv[i] = Z_TYPE_P(v) == IS_LONG ? Z_LVAL_P(v) : Z_TYPE_P(v) == IS_TRUE;
+        return true;
+    case IS_STRING:
+        if (memchr(Z_STRVAL_P(v), '\0', Z_STRLEN_P(v)) != NULL) {
+            zend_argument_value_error(2, "option \"%s\" must not contain any null bytes", o->name);
+            return false;
+        }
+        cfg->kind[i] = DL_OPT_TEXT;
+        cfg->sv[i] = Z_STRVAL_P(v);
+        return true;
+    default:
+        zend_argument_type_error(2, "option \"%s\" must be of type int|string|bool, %s given",
+                                 o->name, zend_zval_type_name(v));
+        return false;
+    }
 }
 
 PHP_METHOD(Distlock_Client, __construct)
@@ -114,47 +124,10 @@ PHP_METHOD(Distlock_Client, __construct)
         ZEND_HASH_FOREACH_STR_KEY_VAL(options, name, v) {
             ZVAL_DEREF(v);
             if (name == NULL) {
-                zend_argument_value_error(2, "must have string keys (connect_timeout_ms, "
-                                             "command_timeout_ms, username, password, tls_ca_file, tls_ca_dir, tls_cert, tls_key, "
-                                             "tls_server_name, tls_verify)");
+                zend_argument_value_error(2, "must have string keys (the library's option names)");
                 RETURN_THROWS();
             }
-            if (zend_string_equals_literal(name, "connect_timeout_ms")) {
-                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.connect_ms)) RETURN_THROWS();
-            } else if (zend_string_equals_literal(name, "command_timeout_ms")) {
-                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.command_ms)) RETURN_THROWS();
-            } else if (zend_string_equals_literal(name, "username")) {
-                if (!dl_option_string(v, ZSTR_VAL(name), &cfg.username)) RETURN_THROWS();
-            } else if (zend_string_equals_literal(name, "password")) {
-                if (!dl_option_string(v, ZSTR_VAL(name), &cfg.password)) RETURN_THROWS();
-            } else if (zend_string_equals_literal(name, "tls_verify")) {   /* TLS */
-                if (Z_TYPE_P(v) != IS_TRUE && Z_TYPE_P(v) != IS_FALSE) {
-                    zend_argument_type_error(2, "option \"tls_verify\" must be of type bool, %s given",
-                                             zend_zval_type_name(v));
-                    RETURN_THROWS();
-                }
-                cfg.tls_verify = Z_TYPE_P(v) == IS_TRUE;
-            } else if (dl_tls_option(name) >= 0) {
-                if (!dl_option_string(v, ZSTR_VAL(name), &cfg.tls[dl_tls_option(name)])) RETURN_THROWS();
-            /* WAIT for replicas */
-            } else if (zend_string_equals_literal(name, "wait_replicas")) {
-                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_replicas)) RETURN_THROWS();
-            } else if (zend_string_equals_literal(name, "wait_timeout_ms")) {
-                if (!dl_option_long(v, ZSTR_VAL(name), &cfg.wait_ms)) RETURN_THROWS();
-            /* owner metadata */
-            } else if (zend_string_equals_literal(name, "owner_info")) {
-                if (Z_TYPE_P(v) != IS_TRUE && Z_TYPE_P(v) != IS_FALSE) {
-                    zend_argument_type_error(2, "option \"owner_info\" must be of type bool, %s given",
-                                             zend_zval_type_name(v));
-                    RETURN_THROWS();
-                }
-                cfg.owner_info = Z_TYPE_P(v) == IS_TRUE;
-            } else if (zend_string_equals_literal(name, "owner_label")) {
-                if (!dl_option_string(v, ZSTR_VAL(name), &cfg.owner_label)) RETURN_THROWS();
-            } else {
-                zend_argument_value_error(2, "has an unknown option \"%s\" (known: connect_timeout_ms, "
-                                             "command_timeout_ms, username, password, tls_ca_file, tls_ca_dir, tls_cert, tls_key, "
-                                             "tls_server_name, tls_verify, wait_replicas, wait_timeout_ms, owner_info, owner_label)", ZSTR_VAL(name));
+            if (!dl_option(&cfg, name, v)) {
                 RETURN_THROWS();
             }
         } ZEND_HASH_FOREACH_END();

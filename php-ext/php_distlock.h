@@ -27,32 +27,21 @@ extern zend_module_entry distlock_module_entry;
 #define DISTLOCK_PHP_CODE_CANCELED (DISTLOCK_PHP_CODE_BASE + 9)
 #define DISTLOCK_PHP_CODE_SYSTEM   (DISTLOCK_PHP_CODE_BASE + 10)
 
+/* Room for the rows of the library's option table (checked at MINIT). */
+#define DL_OPTIONS_MAX 48
+
 ZEND_BEGIN_MODULE_GLOBALS(distlock)
     char *servers;               /* distlock.servers */
-    zend_long connect_timeout_ms; /* distlock.connect_timeout_ms */
-    zend_long command_timeout_ms; /* distlock.command_timeout_ms */
-    char *username;              /* distlock.username */
-    char *password;              /* distlock.password */
-    /* TLS (rediss:// nodes): distlock.tls_ca_file, tls_ca_dir, tls_cert,
-     * tls_key, tls_server_name ("" = not set), distlock.tls_verify */
-    char *tls[5];
-    zend_long tls_verify;
-    /* WAIT for replicas */
-    zend_long wait_replicas;     /* distlock.wait_replicas */
-    zend_long wait_timeout_ms;   /* distlock.wait_timeout_ms */
-    /* owner metadata */
-    bool owner_info;             /* distlock.owner_info */
-    char *owner_label;           /* distlock.owner_label ("" = none) */
-    /* The client of the last configuration used, so that calls with an
-     * unchanged configuration skip building the persistent-list key. */
+    /* distlock.<name> of every row of the library's option table
+     * (distlock_option_at(i)): the INI text, NULL when empty (the library's
+     * default) */
+    char *opt_ini[DL_OPTIONS_MAX];
+    /* The client of the last configuration used (its persistent-list key,
+     * pemalloc'd), so that calls with an unchanged configuration skip the
+     * persistent-list lookup. */
     struct {
-        char *servers, *username, *password; /* pemalloc'd copies */
-        char *tls[5];                        /* TLS: pemalloc'd copies */
-        zend_long tls_verify;
-        zend_long connect_ms, command_ms;
-        zend_long wait_replicas, wait_ms;    /* WAIT for replicas */
-        bool owner_info;                     /* owner metadata */
-        char *owner_label;                   /* pemalloc'd copy */
+        char *key;
+        size_t key_len;
         void *client;                        /* distlock_client *, owned by the list */
     } last;
     /* Locks with an onLost callback not yet called (distlock_lock.c): a

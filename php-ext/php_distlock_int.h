@@ -49,25 +49,18 @@ bool dl_ttl_from_seconds(uint32_t argn, double s, long *out);
 
 /* ------------------------------------- distlock_client_cache.c: clients */
 
-/* One configuration: the INI values, or a Client's constructor arguments. */
+/* One configuration: the INI values, or a Client's constructor arguments.
+ * Options by their row in the library's option table (distlock_option_at):
+ * the extension keeps no list, range or default of its own; the core checks
+ * each value when the client is made. */
+typedef enum { DL_OPT_UNSET = 0, DL_OPT_LONG, DL_OPT_TEXT } dl_opt_kind;
 typedef struct {
     const char *servers;
-    zend_long connect_ms;
-    zend_long command_ms;
-    const char *username;
-    const char *password;
-    /* TLS: ca_file, ca_dir, cert, key, server_name ("" = not set), verify */
-    const char *tls[5];
-    zend_long tls_verify;
-    /* WAIT for replicas (DISTLOCK_OPT_WAIT_*) */
-    zend_long wait_replicas;
-    zend_long wait_ms;
-    /* owner metadata (DISTLOCK_OPT_OWNER_*); a label implies owner_info */
-    bool owner_info;
-    const char *owner_label;
+    unsigned char kind[DL_OPTIONS_MAX];  /* dl_opt_kind */
+    zend_long lv[DL_OPTIONS_MAX];        /* DL_OPT_LONG: an int (a bool is 0/1) */
+    const char *sv[DL_OPTIONS_MAX];      /* DL_OPT_TEXT: as given (the core parses an
+                                          * integer option's text) */
 } dl_config;
-/* Names of the TLS options (INI distlock.<name>, Client option <name>). */
-extern const char *const dl_tls_names[5];
 
 void dl_config_from_ini(dl_config *cfg);
 /* The worker's persistent client for this configuration (created on first

@@ -129,7 +129,9 @@ static void test_options(void **state)
     /* Type mix-ups. */
     assert_fails(distlock_client_set(c, DISTLOCK_OPT_USERNAME, 1), DISTLOCK_EINVAL);
     assert_fails(distlock_client_set(c, DISTLOCK_OPT_PASSWORD, 1), DISTLOCK_EINVAL);
-    assert_fails(distlock_client_set_str(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, "100"), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_set_str(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, "100ms"), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_set_str(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, ""), DISTLOCK_EINVAL);
+    assert_fails(distlock_client_set_str(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, NULL), DISTLOCK_EINVAL);
     assert_fails(distlock_client_set_str(c, (distlock_option)999, "x"), DISTLOCK_EINVAL);
     assert_fails(distlock_client_set(NULL, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 100), DISTLOCK_EINVAL);
     assert_fails(distlock_client_set_str(NULL, DISTLOCK_OPT_USERNAME, "u"), DISTLOCK_EINVAL);

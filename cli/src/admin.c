@@ -109,7 +109,7 @@ int cli_status(int argc, char **argv)
 {
     struct cli_common co;
     int json = 0;
-    cli_common_init(&co);
+    cli_common_init(&co, "status");
     int rc = parse_common_only(argc, argv, "status", &co, status_longopts,
                                ":" CLI_COMMON_SHORTOPTS, status_extra, &json, cli_help_status);
     if (rc >= 0)
@@ -229,7 +229,7 @@ int cli_release(int argc, char **argv)
 {
     struct cli_common co;
     struct release_ctx r = {0, NULL};
-    cli_common_init(&co);
+    cli_common_init(&co, "release");
     int rc = parse_common_only(argc, argv, "release", &co, release_longopts,
                                ":" CLI_COMMON_SHORTOPTS "fT:", release_extra, &r,
                                cli_help_release);

@@ -31,36 +31,49 @@ enum {
 #define CLI_DEFAULT_SERVERS "redis://127.0.0.1:6379"
 #define CLI_DEFAULT_TTL_MS 30000L
 
+/* One library option to set on the client, from a flag or the environment.
+ * The option table (distlock_option_by_name) says what the option is and
+ * the library checks the value when cli_client() sets it: the command keeps
+ * no ranges or defaults of its own. */
+enum cli_value_kind {
+    CLI_VALUE_LONG,      /* `value` (a flag's duration already in ms, a switch) */
+    CLI_VALUE_TEXT,      /* `text`, given to the library as it is */
+    CLI_VALUE_DURATION   /* `text`, a duration (cli_parse_duration) from the environment */
+};
+struct cli_setting {
+    const char *flag;    /* as the user wrote it ("--timeout", "DISTLOCK_WAIT_REPLICAS",
+                          * "--option"), for messages; never the value */
+    const distlock_option_info *opt;
+    enum cli_value_kind kind;
+    const char *text;
+    long value;
+};
+#define CLI_SETTINGS_MAX 64
+
 /* Options every verb accepts. */
 struct cli_common {
+    const char *verb;            /* "run", ... for usage errors */
     const char *servers;         /* --servers, else $DISTLOCK_SERVERS, else the default */
-    long connect_timeout_ms;     /* --connect-timeout; -1 = library default */
-    long timeout_ms;             /* --timeout; -1 = library default */
     int verbose;                 /* -v */
     int quiet;                   /* -q */
-    /* TLS (rediss:// nodes): --tls-ca-file, --tls-ca-dir, --tls-cert,
-     * --tls-key, --tls-server-name, else $DISTLOCK_TLS_CA_FILE, ...; NULL:
-     * not set. tls_insecure: --tls-insecure or $DISTLOCK_TLS_INSECURE=1. */
-    const char *tls[5];
-    int tls_insecure;
-    /* WAIT for replicas: --wait-replicas / --wait-replicas-timeout, else
-     * $DISTLOCK_WAIT_REPLICAS / $DISTLOCK_WAIT_REPLICAS_TIMEOUT (checked in
-     * cli_client); -1 = library default */
-    long wait_replicas;
-    long wait_timeout_ms;
-    /* owner metadata: --owner-info, --owner-label TEXT (implies it) */
-    int owner_info;
-    const char *owner_label;
+    /* Library options, set in this order (so a later one wins): the
+     * environment's first (DISTLOCK_WAIT_REPLICAS, DISTLOCK_TLS_*, ...), then
+     * the flags (--timeout, --tls-ca-file, --option NAME=VALUE, ...). */
+    struct cli_setting set[CLI_SETTINGS_MAX];
+    int nset;
 };
 
 extern const char *cli_prog;     /* "distlock" */
 
-void cli_common_init(struct cli_common *co);
+void cli_common_init(struct cli_common *co, const char *verb);
 
 /* Handle one of the common options (returns 1 if `opt` was one, 0 if not,
  * -1 after printing a usage error). The long option table entries for them
  * are CLI_COMMON_LONGOPTS; their short letters are in CLI_COMMON_SHORTOPTS. */
 int cli_common_option(struct cli_common *co, int opt, const char *arg);
+/* The common options' help: the flags, then the library's option table
+ * (names, defaults, summaries) for --option. */
+const char *cli_common_help(void);
 #define CLI_OPT_CONNECT_TIMEOUT 1000
 #define CLI_OPT_TIMEOUT 1001
 #define CLI_OPT_TLS_FIRST 1010   /* TLS: 1010..1014 the strings, 1015 --tls-insecure */
@@ -69,6 +82,7 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg);
 #define CLI_OPT_WAIT_REPLICAS_TIMEOUT 1021
 #define CLI_OPT_OWNER_INFO 1030             /* owner metadata */
 #define CLI_OPT_OWNER_LABEL 1031
+#define CLI_OPT_OPTION 1040                 /* --option NAME=VALUE: any library option */
 #define CLI_COMMON_SHORTOPTS "s:vqh"
 #define CLI_COMMON_LONGOPTS \
     {"servers", required_argument, NULL, 's'}, \
@@ -78,6 +92,7 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg);
     {"wait-replicas-timeout", required_argument, NULL, CLI_OPT_WAIT_REPLICAS_TIMEOUT}, \
     {"owner-info", no_argument, NULL, CLI_OPT_OWNER_INFO}, \
     {"owner-label", required_argument, NULL, CLI_OPT_OWNER_LABEL}, \
+    {"option", required_argument, NULL, CLI_OPT_OPTION}, \
     {"verbose", no_argument, NULL, 'v'}, \
     {"quiet", no_argument, NULL, 'q'}, \
     {"help", no_argument, NULL, 'h'}, \

@@ -18,36 +18,53 @@
 
 const char *cli_prog = "distlock";
 
-void cli_common_init(struct cli_common *co)
+/* Queue a library option. The names are the option table's; a name the
+ * table lacks is a bug of this file, reported like any unknown option. */
+static int add_setting(struct cli_common *co, const char *flag, const char *name,
+                       enum cli_value_kind kind, const char *text, long value)
 {
-    const char *env = getenv("DISTLOCK_SERVERS");
-    co->servers = (env && *env) ? env : CLI_DEFAULT_SERVERS;
-    co->connect_timeout_ms = -1;
-    co->timeout_ms = -1;
-    co->verbose = 0;
-    co->quiet = 0;
-    co->owner_info = 0;
-    co->owner_label = NULL;
-    /* TLS */
-    static const char *const tls_env[5] = { "DISTLOCK_TLS_CA_FILE", "DISTLOCK_TLS_CA_DIR",
-                                            "DISTLOCK_TLS_CERT", "DISTLOCK_TLS_KEY",
-                                            "DISTLOCK_TLS_SERVER_NAME" };
-    for (int k = 0; k < 5; k++) {
-        const char *e = getenv(tls_env[k]);
-        co->tls[k] = e && *e ? e : NULL;
+    const distlock_option_info *o = distlock_option_by_name(name);
+    if (o == NULL) {
+        cli_err("%s: %s", flag, distlock_last_error());
+        return -1;
     }
-    env = getenv("DISTLOCK_TLS_INSECURE");
-    co->tls_insecure = env && strcmp(env, "1") == 0;
-    co->wait_replicas = -1;
-    co->wait_timeout_ms = -1;
+    if (co->nset == CLI_SETTINGS_MAX) {
+        cli_err("%s: more than %d options", flag, CLI_SETTINGS_MAX);
+        return -1;
+    }
+    co->set[co->nset++] = (struct cli_setting){ flag, o, kind, text, value };
+    return 0;
 }
 
-/* WAIT for replicas: a count (0..64) or a duration (1ms..60s). */
-static int parse_wait(int replicas, const char *s, long *out)
+void cli_common_init(struct cli_common *co, const char *verb)
 {
-    if (replicas)
-        return cli_parse_int(s, 0, 64, out);
-    return cli_parse_duration(s, 0, out) || *out < 1 || *out > 60000 ? -1 : 0;
+    const char *env = getenv("DISTLOCK_SERVERS");
+    co->verb = verb;
+    co->servers = (env && *env) ? env : CLI_DEFAULT_SERVERS;
+    co->verbose = 0;
+    co->quiet = 0;
+    co->nset = 0;
+    /* The environment first, so the flags (queued later) win. */
+    static const struct { const char *env, *name; enum cli_value_kind kind; } envs[] = {
+        { "DISTLOCK_TLS_CA_FILE", "tls_ca_file", CLI_VALUE_TEXT },
+        { "DISTLOCK_TLS_CA_DIR", "tls_ca_dir", CLI_VALUE_TEXT },
+        { "DISTLOCK_TLS_CERT", "tls_cert", CLI_VALUE_TEXT },
+        { "DISTLOCK_TLS_KEY", "tls_key", CLI_VALUE_TEXT },
+        { "DISTLOCK_TLS_SERVER_NAME", "tls_server_name", CLI_VALUE_TEXT },
+        { "DISTLOCK_WAIT_REPLICAS", "wait_replicas", CLI_VALUE_TEXT },
+        { "DISTLOCK_WAIT_REPLICAS_TIMEOUT", "wait_timeout_ms", CLI_VALUE_DURATION },
+        /* credentials from the environment keep them out of `ps` output */
+        { "DISTLOCK_USERNAME", "username", CLI_VALUE_TEXT },
+        { "DISTLOCK_PASSWORD", "password", CLI_VALUE_TEXT },
+    };
+    for (size_t k = 0; k < sizeof envs / sizeof envs[0]; k++) {
+        const char *e = getenv(envs[k].env);
+        if (e && *e)
+            (void)add_setting(co, envs[k].env, envs[k].name, envs[k].kind, e, 0);
+    }
+    env = getenv("DISTLOCK_TLS_INSECURE");
+    if (env && strcmp(env, "1") == 0)
+        (void)add_setting(co, "DISTLOCK_TLS_INSECURE", "tls_verify", CLI_VALUE_LONG, NULL, 0);
 }
 
 const char *cli_arg_shown(const char *arg, char *buf, size_t size)
@@ -206,6 +223,10 @@ const char *cli_fmt_ms(long ms, char *buf, size_t size)
 
 int cli_common_option(struct cli_common *co, int opt, const char *arg)
 {
+    static const char *const tls_flag[5] = { "--tls-ca-file", "--tls-ca-dir", "--tls-cert",
+                                             "--tls-key", "--tls-server-name" };
+    static const char *const tls_name[5] = { "tls_ca_file", "tls_ca_dir", "tls_cert", "tls_key",
+                                             "tls_server_name" };
     long v;
     switch (opt) {
     case 's':
@@ -217,14 +238,21 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
         return 1;
     case CLI_OPT_CONNECT_TIMEOUT:
     case CLI_OPT_TIMEOUT:
-        if (cli_parse_duration(arg, 0, &v) || v < 1 || v > INT_MAX) {
-            cli_err("invalid %s '%s' (a duration such as 500ms or 2s)",
-                    opt == CLI_OPT_TIMEOUT ? "--timeout" : "--connect-timeout", arg);
+    case CLI_OPT_WAIT_REPLICAS_TIMEOUT: {
+        const char *flag = opt == CLI_OPT_TIMEOUT ? "--timeout"
+                           : opt == CLI_OPT_CONNECT_TIMEOUT ? "--connect-timeout"
+                                                            : "--wait-replicas-timeout";
+        /* the duration's syntax is the command's; its range the library's */
+        if (cli_parse_duration(arg, 0, &v)) {
+            cli_err("invalid %s '%s' (a duration such as 500ms or 2s)", flag, arg);
             return -1;
         }
-        if (opt == CLI_OPT_TIMEOUT) co->timeout_ms = v;
-        else co->connect_timeout_ms = v;
-        return 1;
+        return add_setting(co, flag,
+                           opt == CLI_OPT_TIMEOUT ? "command_timeout_ms"
+                           : opt == CLI_OPT_CONNECT_TIMEOUT ? "connect_timeout_ms"
+                                                            : "wait_timeout_ms",
+                           CLI_VALUE_LONG, NULL, v) ? -1 : 1;
+    }
     case CLI_OPT_TLS_FIRST:   /* TLS */
     case CLI_OPT_TLS_FIRST + 1:
     case CLI_OPT_TLS_FIRST + 2:
@@ -234,28 +262,39 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
             cli_err("--tls-* options need a value");
             return -1;
         }
-        co->tls[opt - CLI_OPT_TLS_FIRST] = arg;
-        return 1;
+        return add_setting(co, tls_flag[opt - CLI_OPT_TLS_FIRST], tls_name[opt - CLI_OPT_TLS_FIRST],
+                           CLI_VALUE_TEXT, arg, 0) ? -1 : 1;
     case CLI_OPT_TLS_INSECURE:
-        co->tls_insecure = 1;
-        return 1;
+        return add_setting(co, "--tls-insecure", "tls_verify", CLI_VALUE_LONG, NULL, 0) ? -1 : 1;
     case CLI_OPT_WAIT_REPLICAS:
-    case CLI_OPT_WAIT_REPLICAS_TIMEOUT: {
-        int replicas = opt == CLI_OPT_WAIT_REPLICAS;
-        if (parse_wait(replicas, arg, replicas ? &co->wait_replicas : &co->wait_timeout_ms)) {
-            cli_err(replicas ? "invalid --wait-replicas '%s' (a number of replicas, 0 to 64)"
-                             : "invalid --wait-replicas-timeout '%s' (a duration from 1ms to 60s)",
-                    arg);
+        return add_setting(co, "--wait-replicas", "wait_replicas", CLI_VALUE_TEXT, arg, 0) ? -1 : 1;
+    case CLI_OPT_OWNER_LABEL:  /* a label implies --owner-info */
+        if (add_setting(co, "--owner-label", "owner_label", CLI_VALUE_TEXT, arg, 0))
+            return -1;
+        return add_setting(co, "--owner-label", "owner_info", CLI_VALUE_LONG, NULL, 1) ? -1 : 1;
+    case CLI_OPT_OWNER_INFO:
+        return add_setting(co, "--owner-info", "owner_info", CLI_VALUE_LONG, NULL, 1) ? -1 : 1;
+    case CLI_OPT_OPTION: {
+        /* --option NAME=VALUE: the name is looked up now (a usage error
+         * names it, and the closest known name); the value, as text, is the
+         * library's to check. Messages show the name, never the value. */
+        const char *eq = strchr(arg, '=');
+        char name[64];
+        if (eq == NULL || eq == arg || (size_t)(eq - arg) >= sizeof name) {
+            char buf[512];
+            cli_err("--option '%s': NAME=VALUE expected (see --help)",
+                            cli_arg_shown(eq ? "(too long)" : arg, buf, sizeof buf));
             return -1;
         }
-        return 1;
+        memcpy(name, arg, (size_t)(eq - arg));
+        name[eq - arg] = '\0';
+        const distlock_option_info *o = distlock_option_by_name(name);
+        if (o == NULL) {
+            cli_err("--option: %s", distlock_last_error());
+            return -1;
+        }
+        return add_setting(co, "--option", o->name, CLI_VALUE_TEXT, eq + 1, 0) ? -1 : 1;
     }
-    case CLI_OPT_OWNER_INFO:
-    case CLI_OPT_OWNER_LABEL:
-        co->owner_info = 1;
-        if (opt == CLI_OPT_OWNER_LABEL)
-            co->owner_label = arg;
-        return 1;
     case 'v':
         co->verbose = 1;
         co->quiet = 0;
@@ -266,6 +305,56 @@ int cli_common_option(struct cli_common *co, int opt, const char *arg)
         return 1;
     }
     return 0;
+}
+
+const char *cli_common_help(void)
+{
+    static char text[8192];
+    static const char flags[] =
+"  -s, --servers URIS          comma-separated Redis URIs (default: $DISTLOCK_SERVERS,\n"
+"                              else " CLI_DEFAULT_SERVERS ")\n"
+"      --connect-timeout DUR   per-node connect timeout (connect_timeout_ms)\n"
+"      --timeout DUR           per-node reply timeout (command_timeout_ms)\n"
+"      --wait-replicas N       a node's grant counts only once N of its replicas\n"
+"                              acknowledged it (WAIT; wait_replicas, 0: off;\n"
+"                              $DISTLOCK_WAIT_REPLICAS)\n"
+"      --wait-replicas-timeout DUR\n"
+"                              how long WAIT waits for them (wait_timeout_ms;\n"
+"                              $DISTLOCK_WAIT_REPLICAS_TIMEOUT)\n"
+"      --owner-info            locks taken also store who holds them (host, pid,\n"
+"                              program, since) in KEY's side key {KEY}:owner,\n"
+"                              same TTL; `distlock status` shows it\n"
+"      --owner-label TEXT      a label stored with it (implies --owner-info)\n"
+"      --option NAME=VALUE     set any library option below (repeatable; the\n"
+"                              last one wins, flags and environment included)\n"
+"  -v, --verbose               say what happens on stderr\n"
+"  -q, --quiet                 no messages, only the exit status\n"
+"  -h, --help                  this help\n"
+"TLS (rediss:// nodes; a URI's own tls_* options win):\n"
+"      --tls-ca-file FILE      trusted CAs, PEM (default: the system store)\n"
+"      --tls-ca-dir DIR        trusted CAs, hashed directory\n"
+"      --tls-cert FILE         client certificate, PEM (mutual TLS)\n"
+"      --tls-key FILE          its private key (default: in --tls-cert)\n"
+"      --tls-server-name NAME  name to verify and send as SNI (default: the host)\n"
+"      --tls-insecure          DO NOT verify the server's certificate (warns)\n"
+"  Environment: DISTLOCK_TLS_CA_FILE, _CA_DIR, _CERT, _KEY, _SERVER_NAME,\n"
+"  DISTLOCK_TLS_INSECURE=1 (the flags win).\n"
+"Library options (--option NAME=VALUE; the library's table: default, range):\n";
+    if (text[0])
+        return text;
+    size_t off = (size_t)snprintf(text, sizeof text, "%s", flags);
+    const distlock_option_info *o;
+    for (size_t i = 0; (o = distlock_option_at(i)) != NULL && off < sizeof text; i++) {
+        if (o->type == DISTLOCK_OPTION_LONG)
+            off += (size_t)snprintf(text + off, sizeof text - off,
+                                    "  %-18s %ld (%ld..%ld): %s\n", o->name, o->default_value,
+                                    o->min, o->max, o->summary);
+        else
+            off += (size_t)snprintf(text + off, sizeof text - off,
+                                    "  %-18s text, up to %ld bytes: %s\n", o->name, o->max,
+                                    o->summary);
+    }
+    return text;
 }
 
 int cli_exit_for_status(int status)
@@ -320,76 +409,33 @@ int cli_client(const struct cli_common *co, distlock_client **out)
                  strlen(shown) > 200 ? "..." : "");
         return cli_report(what, rc);
     }
-    if (co->connect_timeout_ms > 0 &&
-        (rc = distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, co->connect_timeout_ms))) {
-        rc = cli_report("--connect-timeout", rc); /* before the free: it reads the detail */
-        distlock_client_free(c);
-        return rc;
-    }
-    if (co->timeout_ms > 0 &&
-        (rc = distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, co->timeout_ms))) {
-        rc = cli_report("--timeout", rc);
-        distlock_client_free(c);
-        return rc;
-    }
-    /* WAIT for replicas: the options, else the environment */
-    static const char *const wait_env[2] = { "DISTLOCK_WAIT_REPLICAS",
-                                             "DISTLOCK_WAIT_REPLICAS_TIMEOUT" };
-    for (int k = 0; k < 2; k++) {
-        long v = k == 0 ? co->wait_replicas : co->wait_timeout_ms;
-        const char *env = getenv(wait_env[k]);
-        if (v < 0 && env && *env && parse_wait(k == 0, env, &v)) {
-            cli_err(k == 0 ? "invalid %s '%s' (a number of replicas, 0 to 64)"
-                           : "invalid %s '%s' (a duration from 1ms to 60s)", wait_env[k], env);
+    /* The options, each checked by the library; of an option given more
+     * than once (the environment, a flag, --option) only the last counts. */
+    for (int k = 0; k < co->nset; k++) {
+        const struct cli_setting *st = &co->set[k];
+        long v = st->value;
+        int later = 0;
+        for (int j = k + 1; j < co->nset && !later; j++)
+            later = co->set[j].opt == st->opt;
+        if (later)
+            continue;
+        if (st->kind == CLI_VALUE_DURATION && cli_parse_duration(st->text, 0, &v)) {
+            cli_err("invalid %s '%s' (a duration such as 500ms or 2s)", st->flag, st->text);
             distlock_client_free(c);
             return CLI_EXIT_USAGE;
         }
-        if (v >= 0 && (rc = distlock_client_set(c, k == 0 ? DISTLOCK_OPT_WAIT_REPLICAS
-                                                          : DISTLOCK_OPT_WAIT_TIMEOUT_MS, v))) {
-            rc = cli_report(k == 0 ? "--wait-replicas" : "--wait-replicas-timeout", rc);
+        rc = st->kind == CLI_VALUE_TEXT ? distlock_client_set_str(c, st->opt->id, st->text)
+                                        : distlock_client_set(c, st->opt->id, v);
+        if (rc != DISTLOCK_OK) {
+            /* before the free: the detail is read here. A bad value is a
+             * usage error (64), said with the library's message. */
+            if (rc == DISTLOCK_EINVAL)
+                rc = cli_usage_error(co->verb, "%s: %s", st->flag, distlock_last_error());
+            else
+                rc = cli_report(st->flag, rc);
             distlock_client_free(c);
             return rc;
         }
-    }
-    /* owner metadata: the library checks the label (EINVAL when too long) */
-    if (co->owner_info && ((rc = distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1)) ||
-                           (co->owner_label && (rc = distlock_client_set_str(
-                                                    c, DISTLOCK_OPT_OWNER_LABEL, co->owner_label))))) {
-        rc = cli_report("--owner-label", rc);
-        distlock_client_free(c);
-        return rc;
-    }
-    /* Credentials from the environment keep them out of `ps` output. */
-    const char *user = getenv("DISTLOCK_USERNAME");
-    const char *pass = getenv("DISTLOCK_PASSWORD");
-    if (user && *user && (rc = distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, user))) {
-        rc = cli_report("DISTLOCK_USERNAME", rc);
-        distlock_client_free(c);
-        return rc;
-    }
-    if (pass && *pass && (rc = distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, pass))) {
-        rc = cli_report("DISTLOCK_PASSWORD", rc);
-        distlock_client_free(c);
-        return rc;
-    }
-    /* TLS */
-    static const distlock_option tls_opt[5] = {
-        DISTLOCK_OPT_TLS_CA_FILE, DISTLOCK_OPT_TLS_CA_DIR, DISTLOCK_OPT_TLS_CERT,
-        DISTLOCK_OPT_TLS_KEY, DISTLOCK_OPT_TLS_SERVER_NAME
-    };
-    static const char *const tls_flag[5] = { "--tls-ca-file", "--tls-ca-dir", "--tls-cert",
-                                             "--tls-key", "--tls-server-name" };
-    for (int k = 0; k < 5; k++) {
-        if (co->tls[k] && (rc = distlock_client_set_str(c, tls_opt[k], co->tls[k]))) {
-            rc = cli_report(tls_flag[k], rc);
-            distlock_client_free(c);
-            return rc;
-        }
-    }
-    if (co->tls_insecure && (rc = distlock_client_set(c, DISTLOCK_OPT_TLS_VERIFY, 0))) {
-        rc = cli_report("--tls-insecure", rc);
-        distlock_client_free(c);
-        return rc;
     }
     if (co->verbose) {
         int n = distlock_client_node_count(c), q = distlock_client_quorum(c);

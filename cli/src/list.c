@@ -388,7 +388,7 @@ void cli_help_list(FILE *f)
 static int parse_list(int argc, char **argv, struct list_opts *o)
 {
     int opt;
-    cli_common_init(&o->co);
+    cli_common_init(&o->co, "list");
     o->limit = 100;
     o->count = 1000;
     o->json = 0;

@@ -40,35 +40,6 @@ void cli_help_main(FILE *f)
 "'distlock VERB --help' describes each verb.\n", CLI_DEFAULT_SERVERS);
 }
 
-static const char common_help[] =
-"  -s, --servers URIS          comma-separated Redis URIs (default: $DISTLOCK_SERVERS,\n"
-"                              else " CLI_DEFAULT_SERVERS ")\n"
-"      --connect-timeout DUR   per-node connect timeout (default 1s)\n"
-"      --timeout DUR           per-node reply timeout (default 500ms)\n"
-"      --wait-replicas N       a node's grant counts only once N of its replicas\n"
-"                              acknowledged it (WAIT; default 0: off;\n"
-"                              $DISTLOCK_WAIT_REPLICAS)\n"
-"      --wait-replicas-timeout DUR\n"
-"                              how long WAIT waits for them (default 100ms;\n"
-"                              $DISTLOCK_WAIT_REPLICAS_TIMEOUT)\n"
-"      --owner-info            locks taken also store who holds them (host, pid,\n"
-"                              program, since) in KEY's side key {KEY}:owner,\n"
-"                              same TTL; `distlock status` shows it\n"
-"      --owner-label TEXT      a label stored with it (implies --owner-info;\n"
-"                              at most 256 bytes)\n"
-"  -v, --verbose               say what happens on stderr\n"
-"  -q, --quiet                 no messages, only the exit status\n"
-"  -h, --help                  this help\n"
-"TLS (rediss:// nodes; a URI's own tls_* options win):\n"
-"      --tls-ca-file FILE      trusted CAs, PEM (default: the system store)\n"
-"      --tls-ca-dir DIR        trusted CAs, hashed directory\n"
-"      --tls-cert FILE         client certificate, PEM (mutual TLS)\n"
-"      --tls-key FILE          its private key (default: in --tls-cert)\n"
-"      --tls-server-name NAME  name to verify and send as SNI (default: the host)\n"
-"      --tls-insecure          DO NOT verify the server's certificate (warns)\n"
-"  Environment: DISTLOCK_TLS_CA_FILE, _CA_DIR, _CERT, _KEY, _SERVER_NAME,\n"
-"  DISTLOCK_TLS_INSECURE=1 (the flags win).\n";
-
 void cli_help_run(FILE *f)
 {
     fprintf(f,
@@ -118,7 +89,7 @@ void cli_help_run(FILE *f)
 "64 bad arguments; 69 servers unreachable or silent, no quorum, or the lock\n"
 "granted only after the ttl was used up (nothing held); 70 internal error;\n"
 "126 COMMAND not executable; 127 COMMAND not found; 128+N killed by signal N.\n",
-        common_help);
+        cli_common_help());
 }
 
 void cli_help_status(FILE *f)
@@ -141,7 +112,7 @@ void cli_help_status(FILE *f)
 "%s"
 "\n"
 "Exit status: 0 held (one token on a quorum of nodes); 1 not held; 69 unknown\n"
-"(the nodes that did not answer could change the verdict); 64 bad arguments.\n", common_help);
+"(the nodes that did not answer could change the verdict); 64 bad arguments.\n", cli_common_help());
 }
 
 void cli_help_release(FILE *f)
@@ -160,7 +131,7 @@ void cli_help_release(FILE *f)
 "%s"
 "\n"
 "Exit status: 0 released; 1 nothing to release (not held / other token);\n"
-"69 servers unreachable or no quorum; 64 bad arguments.\n", common_help);
+"69 servers unreachable or no quorum; 64 bad arguments.\n", cli_common_help());
 }
 
 /* The verbs: one table for dispatch and help. */

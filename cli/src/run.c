@@ -136,7 +136,7 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
 {
     int opt;
     long v;
-    cli_common_init(&o->co);
+    cli_common_init(&o->co, "run");
     o->ttl_ms = CLI_DEFAULT_TTL_MS;
     o->wait_ms = 0;
     o->conflict_exit = CLI_EXIT_CONFLICT;

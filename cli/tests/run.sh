@@ -1235,9 +1235,9 @@ t_wait_replicas() {
   expect 0 "$DL" run --servers "$master" --wait-replicas 1 --wait-replicas-timeout 5s "$k" -- \
     sh -c '[ "$(redis-cli -p '"$r"' get "$DISTLOCK_KEY")" = "$DISTLOCK_TOKEN" ]'
   expect 64 "$DL" run --servers "$master" --wait-replicas 65 "$k" -- true
-  contains "$D/err" "invalid --wait-replicas '65'"
+  contains "$D/err" '--wait-replicas: option "wait_replicas": value 65 out of range 0..64'
   DISTLOCK_WAIT_REPLICAS=x expect 64 "$DL" run --servers "$master" "$k" -- true
-  contains "$D/err" "invalid DISTLOCK_WAIT_REPLICAS 'x'"
+  contains "$D/err" 'DISTLOCK_WAIT_REPLICAS: option "wait_replicas" takes an integer, got "x"'
   # replica stopped: exit 69, the node and the count in the message, no key left
   kill -STOP "$rpid"; STOPPED_PID=$rpid
   DISTLOCK_WAIT_REPLICAS=1 DISTLOCK_WAIT_REPLICAS_TIMEOUT=100ms \
@@ -1248,6 +1248,31 @@ t_wait_replicas() {
   # --wait-replicas 0 overrides the environment: granted on the master alone
   DISTLOCK_WAIT_REPLICAS=1 expect 0 "$DL" run --servers "$master" --wait-replicas 0 "$k" -- true
   kill -CONT "$rpid"; STOPPED_PID=""
+}
+
+# Library options by name (--option NAME=VALUE), and the flags that stand for
+# them: each mistake is a usage error (64) with the library's own message,
+# before anything is acquired or run; --help lists the library's table.
+t_option_errors_from_the_library() {
+  local k=opt:$RANDOM
+  expect 64 "$DL" run --option nope=1 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" 'unknown option "nope"' || return 1
+  expect 64 "$DL" status --option wait_replica=1 "$k" || return 1
+  contains "$D/err" 'unknown option "wait_replica" (did you mean "wait_replicas"?)' || return 1
+  expect 64 "$DL" run --option wait_replicas=65 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" '--option: option "wait_replicas": value 65 out of range 0..64' || return 1
+  expect 64 "$DL" run --timeout 0 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" '--timeout: option "command_timeout_ms": value 0 out of range 1..3600000' || return 1
+  expect 64 "$DL" run --option connect_timeout_ms=1s "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" 'option "connect_timeout_ms" takes an integer, got "1s"' || return 1
+  expect 64 "$DL" run --option username "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "NAME=VALUE expected" || return 1
+  absent "$D/ran" || return 1
+  # a good value is taken: the last of a flag and --option wins
+  expect 0 "$DL" run --timeout 0 --option command_timeout_ms=2000 "$k" -- touch "$D/ran" || return 1
+  [ -e "$D/ran" ] || fail "the command did not run" || return 1
+  expect 0 "$DL" run --help || return 1
+  contains "$D/out" "wait_replicas *0 (0..64)" || return 1
 }
 
 # Metrics (issue 15 item 4): -v prints this run's counters at exit; runs with

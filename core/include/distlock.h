@@ -156,7 +156,20 @@ DISTLOCK_API void distlock_client_free(distlock_client *c);
  * or after this. */
 DISTLOCK_API void distlock_client_abandon(distlock_client *c);
 
-/* WAIT for replicas (DISTLOCK_OPT_WAIT_*, numeric ids 20..29):
+/* ---------------------------------------------------------------- options
+ * Every option is one row of the library's option table (name, id, type,
+ * range, default, summary; distlock_option_by_name() and friends below).
+ * The table is the one place the rules live: distlock_client_set() and
+ * distlock_client_set_str() check against it, and front ends look options up
+ * in it by name (PHP's options array keys, Python's keyword arguments, the
+ * CLI's --option NAME=VALUE) instead of keeping their own list or ranges.
+ *
+ * Ids are grouped by type: an id below DISTLOCK_OPT_STRING_FIRST is an
+ * integer option (distlock_client_set), an id >= DISTLOCK_OPT_STRING_FIRST
+ * (100) is a string option (distlock_client_set_str). New options take the
+ * next free id of their group.
+ *
+ * WAIT for replicas (DISTLOCK_OPT_WAIT_*):
  * DISTLOCK_OPT_WAIT_REPLICAS = n > 0: after every acquire, extend and fence
  * raise on a node, `WAIT n t` is sent pipelined right behind it on the same
  * connection (no extra round trip), t = DISTLOCK_OPT_WAIT_TIMEOUT_MS. A node
@@ -169,59 +182,91 @@ DISTLOCK_API void distlock_client_abandon(distlock_client *c);
  * Releases send no WAIT. The watchdog's renewals are extends: a node whose
  * replicas did not acknowledge a renewal does not count for it. Each node's
  * budget becomes its timeout + t. WAIT does not make Redis strongly
- * consistent: see docs/wait.md. */
+ * consistent: see docs/wait.md.
+ *
+ * TLS (rediss:// nodes; see docs/tls.md): the TLS options are
+ * client-wide defaults; a node's URI query option (tls_ca_file=...,
+ * tls_insecure=0|1, ...) wins for that node. Changing one re-makes the
+ * connections (when next used) and their TLS contexts. A bad file makes
+ * the node's operations fail with DISTLOCK_EINVAL naming the node, the
+ * file and the reason; a failed handshake (certificate not trusted,
+ * expired, name mismatch, a server not speaking TLS) fails that node
+ * with DISTLOCK_ECONN "<node>: TLS: <reason>".
+ *
+ * Owner metadata (DISTLOCK_OPT_OWNER_*; see "distlock_admin_owner" below).
+ */
+#define DISTLOCK_OPT_STRING_FIRST 100  /* an id >= 100 is a string option */
 typedef enum {
+    /* -- integer options (ids 1..99): distlock_client_set -- */
     DISTLOCK_OPT_CONNECT_TIMEOUT_MS = 1, /* default 1000: connect + first reply */
     DISTLOCK_OPT_COMMAND_TIMEOUT_MS = 2, /* default 500: one node's reply */
     DISTLOCK_OPT_DRIFT_PPM = 3,          /* default 10000: drift = ttl*ppm/1e6 + min */
     DISTLOCK_OPT_DRIFT_MIN_MS = 4,       /* default 2 */
     DISTLOCK_OPT_RETRY_MIN_MS = 5,       /* default 2: first backoff step while waiting */
     DISTLOCK_OPT_RETRY_MAX_MS = 6,       /* default 100: backoff cap = re-check interval */
-    /* -- WAIT for replicas (ids 20..29; see the comment above) -- */
-    DISTLOCK_OPT_WAIT_REPLICAS = 20,     /* default 0 (off); 0..64 replicas */
-    DISTLOCK_OPT_WAIT_TIMEOUT_MS = 21,   /* default 100; 1..60000 ms */
-    /* -- end WAIT for replicas -- */
-    DISTLOCK_OPT_STATS = 40,             /* default 1: keep distlock_client_stats()'s
-                                          * counters; 0: stop counting (they keep
-                                          * their values) */
-    /* -- owner metadata (ids 50..59; see "distlock_admin_owner" below) -- */
-    DISTLOCK_OPT_OWNER_INFO = 50,        /* default 0 (off); 1: every acquire through
-                                          * this client also stores who holds the
-                                          * lock in its side key {key}:owner */
-    DISTLOCK_OPT_OWNER_LABEL = 110,      /* string: a label stored with the owner
-                                          * (at most DISTLOCK_OWNER_LABEL_MAX bytes;
-                                          * NULL or "": none) */
-    /* -- end owner metadata -- */
-    DISTLOCK_OPT_USERNAME = 100,         /* string: ACL user for every node */
-    DISTLOCK_OPT_PASSWORD = 101,         /* string: password for every node */
-
-    /* --- TLS (rediss:// nodes; see docs/tls.md) ---------------------------
-     * Client-wide defaults; a node's URI query option (tls_ca_file=...,
-     * tls_insecure=0|1, ...) wins for that node. Changing one re-makes the
-     * connections (when next used) and their TLS contexts. A bad file makes
-     * the node's operations fail with DISTLOCK_EINVAL naming the node, the
-     * file and the reason; a failed handshake (certificate not trusted,
-     * expired, name mismatch, a server not speaking TLS) fails that node
-     * with DISTLOCK_ECONN "<node>: TLS: <reason>". */
     DISTLOCK_OPT_TLS_VERIFY = 7,         /* default 1: verify the server's certificate
                                           * chain and name. 0: DO NOT verify (anyone on
                                           * the path can impersonate the node); each TLS
                                           * context built so writes one warning line to
                                           * stderr. Same as tls_insecure=1 in a URI. */
-    DISTLOCK_OPT_TLS_CA_FILE = 102,      /* string: PEM file of trusted CAs (default:
-                                          * the system store) */
-    DISTLOCK_OPT_TLS_CA_DIR = 103,       /* string: hashed directory of trusted CAs */
-    DISTLOCK_OPT_TLS_CERT = 104,         /* string: client certificate chain, PEM (mutual TLS) */
-    DISTLOCK_OPT_TLS_KEY = 105,          /* string: its private key, PEM (default: in TLS_CERT) */
-    DISTLOCK_OPT_TLS_SERVER_NAME = 106   /* string: name sent as SNI and checked against the
+    DISTLOCK_OPT_WAIT_REPLICAS = 8,      /* default 0 (off); 0..64 replicas */
+    DISTLOCK_OPT_WAIT_TIMEOUT_MS = 9,    /* default 100; 1..60000 ms */
+    DISTLOCK_OPT_STATS = 10,             /* default 1: keep distlock_client_stats()'s
+                                          * counters; 0: stop counting (they keep
+                                          * their values) */
+    DISTLOCK_OPT_OWNER_INFO = 11,        /* default 0 (off); 1: every acquire through
+                                          * this client also stores who holds the
+                                          * lock in its side key {key}:owner */
+    /* -- string options (ids 100..199): distlock_client_set_str; NULL or ""
+     *    unsets (the default) -- */
+    DISTLOCK_OPT_USERNAME = 100,         /* ACL user for every node */
+    DISTLOCK_OPT_PASSWORD = 101,         /* password for every node */
+    DISTLOCK_OPT_TLS_CA_FILE = 102,      /* PEM file of trusted CAs (default: the
+                                          * system store) */
+    DISTLOCK_OPT_TLS_CA_DIR = 103,       /* hashed directory of trusted CAs */
+    DISTLOCK_OPT_TLS_CERT = 104,         /* client certificate chain, PEM (mutual TLS) */
+    DISTLOCK_OPT_TLS_KEY = 105,          /* its private key, PEM (default: in TLS_CERT) */
+    DISTLOCK_OPT_TLS_SERVER_NAME = 106,  /* name sent as SNI and checked against the
                                           * certificate (default: the URI's host; an IP
                                           * address is checked against the IP entries) */
-    /* --- end TLS --- */
+    DISTLOCK_OPT_OWNER_LABEL = 107       /* a label stored with the owner (at most
+                                          * DISTLOCK_OWNER_LABEL_MAX bytes) */
 } distlock_option;
 
-/* Set a numeric / string option. Applies to operations started afterwards.
- * Unknown options, values out of range and string options given to the
- * numeric setter (and vice versa) give DISTLOCK_EINVAL. Thread-safe. */
+typedef enum { DISTLOCK_OPTION_LONG = 1, DISTLOCK_OPTION_STRING = 2 } distlock_option_type;
+
+/* One row of the option table. Owned by the library, static (never freed,
+ * never changes); later versions may add fields at the end only. */
+typedef struct distlock_option_info {
+    const char *name;          /* "connect_timeout_ms": lower case, underscores; the
+                                * spelling every front end uses */
+    distlock_option id;
+    distlock_option_type type; /* LONG iff id < DISTLOCK_OPT_STRING_FIRST */
+    long min, max;             /* LONG: accepted range (inclusive); STRING: 0 and the
+                                * longest value accepted, in bytes */
+    long default_value;        /* LONG: the default; STRING: 0 (default is unset/NULL) */
+    const char *summary;       /* one line, for --help and docs */
+} distlock_option_info;
+
+/* The option called `name` ("connect_timeout_ms"). NULL if there is none,
+ * with a detail naming it (and the closest known name, if one is close).
+ * Thread-safe; does not block. */
+DISTLOCK_API const distlock_option_info *distlock_option_by_name(const char *name);
+/* The option with id `id`. NULL if there is none, with a detail naming it. */
+DISTLOCK_API const distlock_option_info *distlock_option_by_id(distlock_option id);
+/* The i-th row of the table (0, 1, ...: integer options first, by id, then
+ * string options, by id); NULL after the last. Sets no detail. */
+DISTLOCK_API const distlock_option_info *distlock_option_at(size_t i);
+
+/* Set an integer / string option. Applies to operations started afterwards.
+ * Checked against the option table: an unknown id, an integer out of the
+ * row's min..max, a string longer than its max, and a string option given
+ * to the integer setter give DISTLOCK_EINVAL with a detail naming the option
+ * ("option \"wait_replicas\": value 65 out of range 0..64").
+ * distlock_client_set_str() also takes an integer option, as its value in
+ * decimal ("500"; the front ends pass configuration text through as it
+ * comes), and refuses text that is not exactly one integer ("500ms", "").
+ * Thread-safe. */
 DISTLOCK_API int distlock_client_set(distlock_client *c, distlock_option opt, long value);
 DISTLOCK_API int distlock_client_set_str(distlock_client *c, distlock_option opt,
                                          const char *value);

@@ -1,16 +1,13 @@
 /* admin.c -- questions an operator asks about a key, answered by the core in
  * one round (who holds it, on how many nodes, for how long; what one node
- * holds; its fence counter), which keys may be locks (SCAN, bounded), the
- * administrative delete, and the one TTL rule the front ends use to turn
- * seconds into milliseconds.
+ * holds; its fence counter), which keys may be locks (SCAN, bounded) and the
+ * administrative delete.
  *
  * It uses the transport's round (distlock__round) and the
  * inspect script of the protocol's table; nothing below calls it.
  *
  * Layer: 7 API
  */
-#include <float.h>
-#include <math.h>  /* isfinite: a macro */
 #include <stddef.h>  /* offsetof */
 #include <stdio.h>
 #include <stdlib.h>
@@ -618,47 +615,4 @@ int distlock_admin_force_release(distlock_client *c, const char *key, int *delet
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
     return rc;
-}
-
-/* ------------------------------------------------------------ the TTL rule */
-
-/* The shortest decimal text that reads back as v, so a detail names the
- * value the caller wrote (0.07, not 0.070000000000000007). */
-static void fmt_double(char *buf, size_t size, double v)
-{
-    for (int prec = 6; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v)
-            return;
-    }
-}
-
-int distlock_ttl_from_seconds(double seconds, long *ttl_ms)
-{
-    char v[40];
-
-    distlock__clear_error();
-    if (ttl_ms == NULL)
-        return distlock__fail(DISTLOCK_EINVAL, "ttl_ms must not be NULL");
-    if (!isfinite(seconds) || !(seconds > 0.0)) {
-        fmt_double(v, sizeof v, seconds);
-        return distlock__fail(DISTLOCK_EINVAL,
-                              "ttl must be a finite number of seconds > 0, got %s", v);
-    }
-    double ms = seconds * 1000.0;
-    /* (truncation is floor here: ms > 0; and no libm needed) */
-    double whole = ms < (double)DISTLOCK_TTL_MAX + 1.0 ? (double)(long)ms : ms;
-    /* Rounded up, so a lease is never shorter than asked -- except for the
-     * error of the binary product itself: 0.07 s is 70.00000000000001 ms in
-     * doubles, and is 70 ms, not 71. A few ulps of tolerance. */
-    if (ms - whole > whole * 4 * DBL_EPSILON)
-        whole += 1.0;
-    if (whole > (double)DISTLOCK_TTL_MAX) {
-        fmt_double(v, sizeof v, seconds);
-        return distlock__fail(DISTLOCK_EINVAL,
-                              "ttl must be at most %ld.%03ld seconds (DISTLOCK_TTL_MAX ms), got %s",
-                              DISTLOCK_TTL_MAX / 1000, DISTLOCK_TTL_MAX % 1000, v);
-    }
-    *ttl_ms = (long)whole;
-    return DISTLOCK_OK;
 }

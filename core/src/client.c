@@ -10,6 +10,8 @@
 
 #include "internal.h"
 
+static void apply_long(distlock_client *c, distlock_option opt, long v);
+
 int distlock_client_new(const char *servers, distlock_client **out)
 {
     distlock_client *c;
@@ -43,13 +45,9 @@ int distlock_client_new(const char *servers, distlock_client **out)
         return rc;
     }
     c->quorum = c->n / 2 + 1;
-    c->q = (distlock__quorum){ .n = c->n, .quorum = c->quorum, .nodes = c->nodes,
-                               .drift_ppm = 10000, .drift_min_ms = 2 };
+    c->q = (distlock__quorum){ .n = c->n, .quorum = c->quorum, .nodes = c->nodes };
     c->pid = distlock__getpid();
     c->tp.stats = &c->stats;  /* the transport counts its nodes' errors there */
-    c->retry_min_ms = 2;
-    c->retry_max_ms = 100;
-    atomic_store(&c->wait_timeout_ms, 100);  /* WAIT: off until replicas are asked for */
     c->lost_fd = -1;
     c->sub_wake[0] = c->sub_wake[1] = -1;
     c->after_fork[0] = distlock__watchdog_after_fork;
@@ -61,6 +59,12 @@ int distlock_client_new(const char *servers, distlock_client **out)
     pthread_condattr_setclock(&ca, CLOCK_MONOTONIC);  /* its waits are deadlines */
     pthread_cond_init(&c->wd_cond, &ca);
     pthread_condattr_destroy(&ca);
+    /* Every integer option starts at its table default: the table is the
+     * one place defaults are written. */
+    const distlock_option_info *o;
+    for (size_t i = 0; (o = distlock_option_at(i)) != NULL; i++)
+        if (o->type == DISTLOCK_OPTION_LONG)
+            apply_long(c, o->id, o->default_value);
     *out = c;
     return DISTLOCK_OK;
 }
@@ -112,73 +116,29 @@ void distlock_client_abandon(distlock_client *c)
     client_free(c, 0);
 }
 
-int distlock_client_set(distlock_client *c, distlock_option opt, long v)
+/* Store an integer option already checked against the table. */
+static void apply_long(distlock_client *c, distlock_option opt, long v)
 {
-    long *slot = NULL, lo = 1, hi = 3600000;
-    int timeout = -1;
+    long *slot = NULL;
 
-    distlock__clear_error();
-    if (c == NULL)
-        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     switch (opt) {
-    case DISTLOCK_OPT_CONNECT_TIMEOUT_MS: timeout = 0; break;
-    case DISTLOCK_OPT_COMMAND_TIMEOUT_MS: timeout = 1; break;
-    case DISTLOCK_OPT_DRIFT_PPM: slot = &c->q.drift_ppm; lo = 0; hi = 500000; break;
-    case DISTLOCK_OPT_DRIFT_MIN_MS: slot = &c->q.drift_min_ms; lo = 0; break;
-    case DISTLOCK_OPT_RETRY_MIN_MS: slot = &c->retry_min_ms; break;
-    case DISTLOCK_OPT_RETRY_MAX_MS: slot = &c->retry_max_ms; break;
-    case DISTLOCK_OPT_WAIT_REPLICAS:
-    case DISTLOCK_OPT_WAIT_TIMEOUT_MS: {
-        /* WAIT for replicas: operations read these atomically */
-        int replicas = opt == DISTLOCK_OPT_WAIT_REPLICAS;
-        if (v < (replicas ? 0 : 1) || v > (replicas ? 64 : 60000))
-            return distlock__fail(DISTLOCK_EINVAL, "%s: value %ld out of range %d..%d",
-                                  replicas ? "wait replicas (DISTLOCK_OPT_WAIT_REPLICAS)"
-                                           : "wait timeout (DISTLOCK_OPT_WAIT_TIMEOUT_MS)",
-                                  v, replicas ? 0 : 1, replicas ? 64 : 60000);
-        atomic_store(replicas ? &c->wait_replicas : &c->wait_timeout_ms, v);
-        return DISTLOCK_OK;
-    }
-    case DISTLOCK_OPT_STATS:
-        if (v != 0 && v != 1)
-            return distlock__fail(DISTLOCK_EINVAL, "stats (DISTLOCK_OPT_STATS): value %ld: 0 or 1",
-                                  v);
-        atomic_store(&c->stats.on, (int)v);
-        return DISTLOCK_OK;
-    case DISTLOCK_OPT_OWNER_INFO:
-        if (v != 0 && v != 1)
-            return distlock__fail(DISTLOCK_EINVAL,
-                                  "owner info (DISTLOCK_OPT_OWNER_INFO): value %ld: 0 or 1", v);
-        atomic_store(&c->owner_info, (int)v);
-        return DISTLOCK_OK;
-    /* TLS */
+    case DISTLOCK_OPT_CONNECT_TIMEOUT_MS: distlock__tp_set_timeout(&c->tp, 0, v); return;
+    case DISTLOCK_OPT_COMMAND_TIMEOUT_MS: distlock__tp_set_timeout(&c->tp, 1, v); return;
+    /* WAIT for replicas, stats, owner metadata: operations read these atomically */
+    case DISTLOCK_OPT_WAIT_REPLICAS: atomic_store(&c->wait_replicas, v); return;
+    case DISTLOCK_OPT_WAIT_TIMEOUT_MS: atomic_store(&c->wait_timeout_ms, v); return;
+    case DISTLOCK_OPT_STATS: atomic_store(&c->stats.on, (int)v); return;
+    case DISTLOCK_OPT_OWNER_INFO: atomic_store(&c->owner_info, (int)v); return;
     case DISTLOCK_OPT_TLS_VERIFY:
-        if (v != 0 && v != 1)
-            return distlock__fail(DISTLOCK_EINVAL, "option %d: value %ld: 0 or 1", (int)opt, v);
         distlock__lock(c);  /* in a forked child, resets the transport first */
         pthread_mutex_unlock(&c->mu);
         distlock__tp_set_tls_verify(&c->tp, (int)v);
-        return DISTLOCK_OK;
-    case DISTLOCK_OPT_TLS_CA_FILE:
-    case DISTLOCK_OPT_TLS_CA_DIR:
-    case DISTLOCK_OPT_TLS_CERT:
-    case DISTLOCK_OPT_TLS_KEY:
-    case DISTLOCK_OPT_TLS_SERVER_NAME:
-    /* end TLS */
-    case DISTLOCK_OPT_USERNAME:
-    case DISTLOCK_OPT_PASSWORD:
-    case DISTLOCK_OPT_OWNER_LABEL:
-        return distlock__fail(DISTLOCK_EINVAL, "option %d is a string: use distlock_client_set_str",
-                              (int)opt);
-    default:
-        return distlock__fail(DISTLOCK_EINVAL, "unknown option %d", (int)opt);
-    }
-    if (v < lo || v > hi)
-        return distlock__fail(DISTLOCK_EINVAL, "option %d: value %ld out of range %ld..%ld",
-                              (int)opt, v, lo, hi);
-    if (timeout >= 0) {
-        distlock__tp_set_timeout(&c->tp, timeout, v);
-        return DISTLOCK_OK;
+        return;
+    case DISTLOCK_OPT_DRIFT_PPM: slot = &c->q.drift_ppm; break;
+    case DISTLOCK_OPT_DRIFT_MIN_MS: slot = &c->q.drift_min_ms; break;
+    case DISTLOCK_OPT_RETRY_MIN_MS: slot = &c->retry_min_ms; break;
+    case DISTLOCK_OPT_RETRY_MAX_MS: slot = &c->retry_max_ms; break;
+    default: return;  /* every integer row of the table has a case above */
     }
     distlock__lock(c);
     *slot = v;
@@ -189,6 +149,53 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
             c->retry_min_ms = v;
     }
     pthread_mutex_unlock(&c->mu);
+}
+
+int distlock__client_option_value(distlock_client *c, distlock_option opt, long *v)
+{
+    switch (opt) {
+    case DISTLOCK_OPT_CONNECT_TIMEOUT_MS:
+    case DISTLOCK_OPT_COMMAND_TIMEOUT_MS:
+    case DISTLOCK_OPT_TLS_VERIFY:
+        pthread_mutex_lock(&c->tp.mu);
+        *v = opt == DISTLOCK_OPT_CONNECT_TIMEOUT_MS   ? c->tp.connect_timeout_ms
+             : opt == DISTLOCK_OPT_COMMAND_TIMEOUT_MS ? c->tp.command_timeout_ms
+                                                      : c->tp.tls_verify;
+        pthread_mutex_unlock(&c->tp.mu);
+        return DISTLOCK_OK;
+    case DISTLOCK_OPT_WAIT_REPLICAS: *v = atomic_load(&c->wait_replicas); return DISTLOCK_OK;
+    case DISTLOCK_OPT_WAIT_TIMEOUT_MS: *v = atomic_load(&c->wait_timeout_ms); return DISTLOCK_OK;
+    case DISTLOCK_OPT_STATS: *v = atomic_load(&c->stats.on); return DISTLOCK_OK;
+    case DISTLOCK_OPT_OWNER_INFO: *v = atomic_load(&c->owner_info); return DISTLOCK_OK;
+    case DISTLOCK_OPT_DRIFT_PPM:
+    case DISTLOCK_OPT_DRIFT_MIN_MS:
+    case DISTLOCK_OPT_RETRY_MIN_MS:
+    case DISTLOCK_OPT_RETRY_MAX_MS:
+        distlock__lock(c);
+        *v = opt == DISTLOCK_OPT_DRIFT_PPM      ? c->q.drift_ppm
+             : opt == DISTLOCK_OPT_DRIFT_MIN_MS ? c->q.drift_min_ms
+             : opt == DISTLOCK_OPT_RETRY_MIN_MS ? c->retry_min_ms
+                                                : c->retry_max_ms;
+        pthread_mutex_unlock(&c->mu);
+        return DISTLOCK_OK;
+    default:
+        return distlock__fail(DISTLOCK_EINVAL, "option %d is not an integer option", (int)opt);
+    }
+}
+
+int distlock_client_set(distlock_client *c, distlock_option opt, long v)
+{
+    const distlock_option_info *o;
+    int rc;
+
+    distlock__clear_error();
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((o = distlock_option_by_id(opt)) == NULL)
+        return DISTLOCK_EINVAL;
+    if ((rc = distlock__option_check_long(o, v)) != DISTLOCK_OK)
+        return rc;
+    apply_long(c, opt, v);
     return DISTLOCK_OK;
 }
 
@@ -196,10 +203,6 @@ int distlock_client_set(distlock_client *c, distlock_option opt, long v)
 static int set_owner_label(distlock_client *c, const char *v)
 {
     size_t n = v ? strlen(v) : 0;
-    if (n > DISTLOCK_OWNER_LABEL_MAX)
-        return distlock__fail(DISTLOCK_EINVAL,
-                              "owner label (DISTLOCK_OPT_OWNER_LABEL): %zu bytes, at most %d", n,
-                              DISTLOCK_OWNER_LABEL_MAX);
     distlock__lock(c);
     memcpy(c->owner_label, v ? v : "", n + 1);
     pthread_mutex_unlock(&c->mu);
@@ -208,28 +211,36 @@ static int set_owner_label(distlock_client *c, const char *v)
 
 int distlock_client_set_str(distlock_client *c, distlock_option opt, const char *v)
 {
-    int which;
+    const distlock_option_info *o;
+    int which, rc;
+    long n;
 
     distlock__clear_error();
     if (c == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if ((o = distlock_option_by_id(opt)) == NULL)
+        return DISTLOCK_EINVAL;
+    if (o->type == DISTLOCK_OPTION_LONG) {
+        /* an integer option given as text (a command line, an ini file) */
+        if ((rc = distlock__option_parse_long(o, v, &n)) != DISTLOCK_OK)
+            return rc;
+        apply_long(c, opt, n);
+        return DISTLOCK_OK;
+    }
+    if ((rc = distlock__option_check_string(o, v)) != DISTLOCK_OK)
+        return rc;
     switch (opt) {
     case DISTLOCK_OPT_USERNAME: which = 0; break;
     case DISTLOCK_OPT_PASSWORD: which = 1; break;
-    /* TLS */
     case DISTLOCK_OPT_TLS_CA_FILE: which = 10 + DISTLOCK__TLS_CA_FILE; break;
     case DISTLOCK_OPT_TLS_CA_DIR: which = 10 + DISTLOCK__TLS_CA_DIR; break;
     case DISTLOCK_OPT_TLS_CERT: which = 10 + DISTLOCK__TLS_CERT; break;
     case DISTLOCK_OPT_TLS_KEY: which = 10 + DISTLOCK__TLS_KEY; break;
     case DISTLOCK_OPT_TLS_SERVER_NAME: which = 10 + DISTLOCK__TLS_SERVER_NAME; break;
-    /* end TLS */
-    case DISTLOCK_OPT_OWNER_LABEL:
-        return set_owner_label(c, v);
-    default:
-        return distlock__fail(DISTLOCK_EINVAL, "option %d is not a string option", (int)opt);
+    case DISTLOCK_OPT_OWNER_LABEL: return set_owner_label(c, v);
+    default:  /* every string row of the table has a case above */
+        return distlock__fail(DISTLOCK_EINVAL, "option \"%s\" cannot be set", o->name);
     }
-    if (v && strlen(v) > 4096)
-        return distlock__fail(DISTLOCK_EINVAL, "option %d: string longer than 4096 bytes", (int)opt);
     distlock__lock(c);  /* in a forked child, resets the transport first */
     pthread_mutex_unlock(&c->mu);
     if (which >= 10)

@@ -1,6 +1,6 @@
 /* internal.h -- the core's layers, and who may call what.
  *
- *   layer 7  API           client.c handle.c pair.c admin.c   (distlock.h)
+ *   layer 7  API           options.c client.c handle.c pair.c admin.c ttl.c (distlock.h)
  *   layer 6  background    wait.c watchdog.c cancel.c
  *   layer 5  operations    acquire.c ops.c held.c
  *   layer 4  client state  state.c                            (this file)
@@ -93,6 +93,19 @@ struct distlock_client {
     distlock_interrupt_fn intr_fn;    /* distlock_client_on_interrupt (c->mu) */
     void *intr_arg;
 };
+
+/* ------------------------------------------------------------ options.c */
+/* The table's row for id; NULL (no detail) if there is none. */
+const distlock_option_info *distlock__option_find(distlock_option id);
+/* EINVAL with the detail naming the option unless v fits its row: an
+ * integer option and min <= v <= max. */
+int distlock__option_check_long(const distlock_option_info *o, long v);
+/* An integer option's value from text (a decimal integer), then checked. */
+int distlock__option_parse_long(const distlock_option_info *o, const char *text, long *v);
+/* A string option's value: at most max bytes. */
+int distlock__option_check_string(const distlock_option_info *o, const char *v);
+/* client.c: an integer option's current value on c (for tests). */
+int distlock__client_option_value(distlock_client *c, distlock_option opt, long *v);
 
 /* ------------------------------------------------------------ state.c */
 /* Lock c->mu; in a forked child, first reset what came from the parent

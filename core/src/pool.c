@@ -22,14 +22,13 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
     t->nodes = nodes;
     t->scripts = scripts;
     t->nscripts = nscripts;
-    t->connect_timeout_ms = 1000;
-    t->command_timeout_ms = 500;
+    /* the timeouts and tls_verify: the option table's defaults, which
+     * distlock_client_new() applies */
     t->peer = calloc((size_t)n, sizeof(*t->peer));
     t->ep = calloc((size_t)n, sizeof(*t->ep));
     t->sha = calloc((size_t)nscripts + 1, sizeof(*t->sha));
     t->sha_ok = calloc((size_t)nscripts + 1, sizeof(*t->sha_ok));
     t->tls_ctx = calloc((size_t)n, sizeof(*t->tls_ctx));
-    t->tls_verify = 1;
     if (t->peer == NULL || t->ep == NULL || t->sha == NULL || t->sha_ok == NULL ||
         t->tls_ctx == NULL) {
         free(t->tls_ctx);

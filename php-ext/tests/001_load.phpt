@@ -1,5 +1,5 @@
 --TEST--
-distlock: loaded, the compat signatures carry the seed's defaults, INI entries exist
+distlock: loaded, the compat signatures carry the seed's defaults, INI entries exist (an option's is empty: the library's default)
 --EXTENSIONS--
 distlock
 --FILE--
@@ -23,8 +23,8 @@ var_dump(phpversion('distlock'));
 distributedLock(string $key = '', int $ttl = 60, string|int|null $random = NULL, string $tipMsg = ''): string|int
 distributedUnlock(string $key = '', string|int $random = 0): int|true
 string(22) "redis://127.0.0.1:6379"
-string(4) "1000"
-string(3) "500"
+string(0) ""
+string(0) ""
 string(0) ""
 string(0) ""
 Distlock\ConnectionException: Distlock\Exception < RuntimeException < Exception

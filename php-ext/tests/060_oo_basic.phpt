@@ -142,8 +142,8 @@ ttl NAN: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be a fi
 ttl huge: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be at most 2147483.647 seconds (DISTLOCK_TTL_MAX ms), got 1e+12
 bad flags: ValueError: Distlock\Client::tryLock(): Argument #3 ($flags) must be 0 or a combination of Client::FENCING and Client::AUTO_RENEW
 timeout -1: ValueError: Distlock\Client::lock(): Argument #3 ($timeout) must be between 0.000 and 2147483.647 seconds
-bad option: ValueError: Distlock\Client::__construct(): Argument #2 ($options) has an unknown option "nope" (known: connect_timeout_ms, command_timeout_ms, username, password, tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name, tls_verify, wait_replicas, wait_timeout_ms, owner_info, owner_label)
-bad type: TypeError: Distlock\Client::__construct(): Argument #2 ($options) option "connect_timeout_ms" must be of type int, string given
+bad option: ValueError: Distlock\Client::__construct(): Argument #2 ($options) has an unknown option "nope"
+bad type: Distlock\ConfigurationException: distlock: invalid client option: option "connect_timeout_ms" takes an integer, got "1s"
 bad uri: Distlock\ConfigurationException: distlock: invalid servers (distlock.servers or Client's $servers): %s
 empty uri: ValueError: Distlock\Client::__construct(): Argument #1 ($servers) must be a non-empty server list without null bytes
 int(0)

@@ -37,7 +37,7 @@ $c = new Distlock\Client($uri, ['tls_ca_file' => "$certs/ca.crt", 'tls_server_na
 try { $c->tryLock($k, 30); echo "no exception\n"; }
 catch (Exception $e) { var_dump(str_contains($e->getMessage(), 'hostname mismatch')); }
 // Options are type-checked.
-try { new Distlock\Client($uri, ['tls_verify' => 'no']); } catch (TypeError $e) { echo $e->getMessage(), "\n"; }
+try { new Distlock\Client($uri, ['tls_verify' => 'no']); } catch (Distlock\ConfigurationException $e) { echo $e->getMessage(), "\n"; }
 ?>
 --EXPECT--
 bool(true)
@@ -49,4 +49,4 @@ Distlock\AcquireException
 bool(true)
 bool(true)
 bool(true)
-Distlock\Client::__construct(): Argument #2 ($options) option "tls_verify" must be of type bool, string given
+distlock: invalid client option: option "tls_verify" takes an integer, got "no"

@@ -28,7 +28,7 @@ $l = $c->tryLock($k, 30);
 var_dump($replica->get($k) === $l->token());
 var_dump($l->release());
 try { new Distlock\Client($master, ['wait_replicas' => 'one']); }
-catch (TypeError $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }
+catch (Distlock\ConfigurationException $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }
 try { (new Distlock\Client($master, ['wait_replicas' => -1]))->tryLock($k, 30); }
 catch (Exception $e) { echo get_class($e), ": ", str_contains($e->getMessage(), 'out of range 0..64') ? 'range named' : $e->getMessage(), "\n"; }
 
@@ -59,7 +59,7 @@ bool(true)
 bool(true)
 bool(true)
 bool(true)
-TypeError: Distlock\Client::__construct(): Argument #2 ($options) option "wait_replicas" must be of type int, string given
+Distlock\ConfigurationException: distlock: invalid client option: option "wait_replicas" takes an integer, got "one"
 Distlock\ConfigurationException: range named
 Distlock\AcquireException
 bool(true)

@@ -43,8 +43,8 @@ var_dump($r->hGet($ok, 'token') === $t, $r->hGet($ok, 'label'));
 var_dump(distributedUnlock($k, $t), $r->exists($ok));
 ini_set('distlock.owner_info', '0');
 
-try { new Client($uri, ['owner_info' => 1]); }
-catch (TypeError $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }
+try { new Client($uri, ['owner_info' => 2]); }
+catch (Distlock\ConfigurationException $e) { echo get_class($e), ": ", $e->getMessage(), "\n"; }
 try { (new Client($uri, ['owner_label' => str_repeat('x', 257)]))->tryLock($k, 30); }
 catch (Exception $e) { echo get_class($e), ": ", str_contains($e->getMessage(), 'at most 256') ? 'limit named' : $e->getMessage(), "\n"; }
 var_dump($r->exists($k));
@@ -64,6 +64,6 @@ bool(true)
 string(0) ""
 bool(true)
 int(0)
-TypeError: Distlock\Client::__construct(): Argument #2 ($options) option "owner_info" must be of type bool, int given
+Distlock\ConfigurationException: distlock: invalid client option: option "owner_info": value 2 out of range 0..1
 Distlock\ConfigurationException: limit named
 int(0)

@@ -20,7 +20,7 @@ except ImportError as e:  # e.g. the source tree shadowing the installed package
 from ._errors import (CancelledError, ClosedError, ConnectionError, Error, InvalidArgument,
                       LockLost, LockNotAcquired, NoQuorum, NotHeld, OutOfMemory, ProtocolError,
                       ResourceError, TimeoutError, RenewalFailed, LockLostInterrupt)
-from ._client import Client, Holder, Lock
+from ._client import Client, Holder, Lock, options
 
 __version__: str = _core.distlock_version_string()
 """Version of the C library compiled into the package."""
@@ -29,7 +29,7 @@ KEY_MAX: int = _core.DISTLOCK_KEY_MAX
 TOKEN_MAX: int = _core.DISTLOCK_TOKEN_MAX
 
 __all__ = [
-    "Client", "Holder", "Lock", "Error", "InvalidArgument", "OutOfMemory", "ConnectionError",
+    "Client", "Holder", "Lock", "options", "Error", "InvalidArgument", "OutOfMemory", "ConnectionError",
     "TimeoutError", "NoQuorum", "LockLost", "ProtocolError", "ClosedError",
     "CancelledError", "ResourceError", "LockNotAcquired", "NotHeld", "RenewalFailed", "LockLostInterrupt", "KEY_MAX", "TOKEN_MAX",
     "__version__",

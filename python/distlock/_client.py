@@ -6,6 +6,7 @@ the Python-side checks (types, NaN...) and the threading.Lock-like behaviour.
 """
 import contextlib
 import math
+import sys
 import threading
 import warnings
 import weakref
@@ -18,7 +19,7 @@ from ._errors import (ClosedError, ConnectionError, InvalidArgument, LockLost,
                       LockLostInterrupt, LockNotAcquired, NotHeld, RenewalFailed)
 from ._lost import LostWatcher, report_callback_error
 
-__all__ = ["Client", "Holder", "Lock"]
+__all__ = ["Client", "Holder", "Lock", "options"]
 
 Servers = Union[str, Sequence[str]]
 KeyType = Union[str, bytes]
@@ -28,7 +29,6 @@ _R = TypeVar("_R")
 _OK = _core.DISTLOCK_OK
 _EINVAL = _core.DISTLOCK_EINVAL
 _FOREVER = _core.DISTLOCK_WAIT_FOREVER
-_TTL_MAX_S = _core.DISTLOCK_TTL_MAX / 1000.0
 _WAIT_FOREVER_ABOVE_MS = 10 ** 12  # ~31 years: treat as "forever"
 
 
@@ -37,13 +37,12 @@ def _invalid(detail: str) -> InvalidArgument:
 
 
 def _seconds_to_ms(value: Any, what: str) -> int:
-    """Seconds (int/float, >= 0) to whole milliseconds, rounded up."""
+    """Seconds (int/float) to whole milliseconds, rounded up; the range is
+    the library's to check."""
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         raise TypeError("%s must be a number of seconds, not %s" % (what, type(value).__name__))
     if math.isnan(value) or math.isinf(value):
         raise _invalid("%s must be finite, got %r" % (what, value))
-    if value < 0:
-        raise _invalid("%s must be >= 0 seconds, got %r" % (what, value))
     return int(math.ceil(value * 1000))
 
 
@@ -53,17 +52,22 @@ def _ttl_ms(ttl: Any) -> int:
     if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise TypeError("ttl must be a number of seconds, not %s" % type(ttl).__name__)
     try:
-        seconds = float(ttl)
-    except OverflowError:  # an int beyond any double (so beyond the maximum, or < 0)
-        raise _invalid("ttl must be a finite number of seconds > 0 and at most %.3f, got %r"
-                       % (_TTL_MAX_S, ttl)) from None
-    return int(_core.distlock_ttl_from_seconds(seconds))
+        return int(_core.distlock_ttl_from_seconds(float(ttl)))
+    except OverflowError:  # an int beyond any double: the largest double of its sign
+        pass               # breaks the same rule; the detail names the int given
+    try:
+        return int(_core.distlock_ttl_from_seconds(sys.float_info.max if ttl > 0 else -sys.float_info.max))
+    except InvalidArgument as e:
+        raise InvalidArgument(e.message, e.status,
+                              "%s, got %r" % (e.detail.rsplit(", got ", 1)[0], ttl)) from None
 
 
 def _wait_ms(wait: Any, what: str) -> int:
     if wait is None:
         return _FOREVER
     ms = _seconds_to_ms(wait, what)
+    if ms < 0:  # C reads -1 as "forever": a negative wait is a mistake, not that
+        raise _invalid("%s must be >= 0 seconds or None, got %r" % (what, wait))
     return _FOREVER if ms > _WAIT_FOREVER_ABOVE_MS else ms
 
 
@@ -77,6 +81,46 @@ def _check_key(key: Any, what: str = "key") -> None:
         raise TypeError("%s must be str or bytes, not %s" % (what, type(key).__name__))
 
 
+def options() -> List[Tuple[str, int, int, int, int, int, str]]:
+    """The library's option table: (name, id, type, min, max, default,
+    summary) per option; type is DISTLOCK_OPTION_LONG or _STRING, min/max/
+    default are in the C unit (ms for a name ending in ``_ms``)."""
+    return _core.distlock_py_options()
+
+
+def _option_setting(name: str, value: Any) -> Tuple[int, Union[int, str], str, Any]:
+    """Client's keyword `name` = `value` as (option id, value for C, name,
+    value as given): the row comes from the library's table; this only
+    converts Python's units (seconds, a fraction, bool) to the table's.
+    The library checks ranges and types when the value is set."""
+    if name == "drift_factor":
+        if isinstance(value, bool) or not isinstance(value, (int, float)) \
+                or math.isnan(value) or math.isinf(value):
+            raise TypeError("drift_factor must be a finite number, not %r" % (value,))
+        return _core.DISTLOCK_OPT_DRIFT_PPM, int(round(value * 1e6)), name, value
+    row = None
+    if not name.endswith("_ms"):
+        try:
+            row = _core.distlock_py_option(name + "_ms")
+        except InvalidArgument:
+            pass
+    if row is not None:
+        return row[1], _seconds_to_ms(value, name), name, value
+    if name == "drift_ppm" or name.endswith("_ms"):
+        raise TypeError("%s: Python spells it %s" % (
+            name, "drift_factor (a fraction)" if name == "drift_ppm"
+            else "%s (seconds)" % name[:-3]))
+    try:
+        row = _core.distlock_py_option(name)
+    except InvalidArgument as e:  # an unknown keyword argument: Python's TypeError
+        raise TypeError("Client(): %s" % e.detail) from None
+    if isinstance(value, (int, str)):  # bool is an int: True is 1
+        return row[1], int(value) if isinstance(value, int) else value, name, value
+    raise TypeError("%s must be %s, not %s" % (
+        name, "int or str" if row[2] == _core.DISTLOCK_OPTION_LONG else "str",
+        type(value).__name__))
+
+
 class Client:
     """A connection to N >= 1 independent Redis masters (quorum N/2+1).
 
@@ -87,22 +131,30 @@ class Client:
     e.g. ``redis://[user[:password]@]host[:port][/db]`` or
     ``unix:///path/to.sock[?db=N]``. Connections are made lazily.
 
-    Options (seconds unless noted; None keeps the library default):
-    ``connect_timeout`` (1.0), ``command_timeout`` (0.5) per node;
-    ``drift_factor`` (0.01) and ``drift_min`` (0.002) for the Redlock clock
-    drift; ``retry_min`` (0.002) and ``retry_max`` (0.1) for the backoff of
-    waiting acquires; ``username`` / ``password`` for every node (ACL).
-    WAIT for replicas: ``wait_replicas`` (int, 0 = off) and ``wait_timeout``
-    (0.1): each node's grant, extend or fence counts only once that many of
-    its replicas acknowledged it within ``wait_timeout``; otherwise it is
-    undone and the error says "<node>: 0 of 1 replicas acknowledged within
-    100 ms".
+    Options are keyword arguments named as in the library's option table
+    (``distlock.options()`` lists them, with their ranges and defaults; None
+    keeps the library default), in Python's units: an option whose C name
+    ends in ``_ms`` drops the suffix and takes seconds (``connect_timeout``
+    for ``connect_timeout_ms``: 1.0, rounded up to whole ms), and
+    ``drift_factor`` (0.01) is ``drift_ppm`` as a fraction. Integer options
+    take an int (or a bool: ``tls_verify``, ``owner_info``, ``stats``),
+    string options a str. The library checks every value: an unknown name
+    raises TypeError, a value out of range or of the wrong type
+    InvalidArgument, each with the library's message naming the option.
+    Among them: ``connect_timeout`` / ``command_timeout`` per node;
+    ``drift_factor`` / ``drift_min`` for the Redlock clock drift;
+    ``retry_min`` / ``retry_max`` for the backoff of waiting acquires;
+    ``username`` / ``password`` for every node (ACL).
+    WAIT for replicas: ``wait_replicas`` (0 = off) and ``wait_timeout``:
+    each node's grant, extend or fence counts only once that many of its
+    replicas acknowledged it within ``wait_timeout``; otherwise it is undone
+    and the error says "<node>: 0 of 1 replicas acknowledged within 100 ms".
 
     Owner metadata: ``owner_info=True`` makes every acquire also store who
-    holds the lock (host, pid, program, since, and ``owner_label`` if given,
-    at most 256 bytes; giving a label turns it on) in the hash ``{key}:owner``
-    beside it, with the lock's TTL; ``distlock status KEY`` shows it. Off by
-    default: nothing else is written.
+    holds the lock (host, pid, program, since, and ``owner_label`` if given;
+    giving a label turns it on) in the hash ``{key}:owner`` beside it, with
+    the lock's TTL; ``distlock status KEY`` shows it. Off by default: nothing
+    else is written.
 
     TLS (``rediss://`` nodes; a node's URI options win): ``tls_ca_file`` /
     ``tls_ca_dir`` (trusted CAs; default: the system store), ``tls_cert`` /
@@ -118,19 +170,7 @@ class Client:
     show ``***`` in their place, and a client can't be pickled.
     """
 
-    def __init__(self, servers: Servers, *, connect_timeout: Optional[float] = None,
-                 command_timeout: Optional[float] = None,
-                 drift_factor: Optional[float] = None, drift_min: Optional[float] = None,
-                 retry_min: Optional[float] = None, retry_max: Optional[float] = None,
-                 username: Optional[str] = None, password: Optional[str] = None,
-                 tls_ca_file: Optional[str] = None, tls_ca_dir: Optional[str] = None,
-                 tls_cert: Optional[str] = None, tls_key: Optional[str] = None,
-                 tls_server_name: Optional[str] = None,
-                 tls_verify: Optional[bool] = None,
-                 wait_replicas: Optional[int] = None,
-                 wait_timeout: Optional[float] = None,
-                 owner_info: bool = False,
-                 owner_label: Optional[str] = None) -> None:
+    def __init__(self, servers: Servers, **options: Any) -> None:
         self._h: Any = None
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
@@ -148,113 +188,36 @@ class Client:
         elif not isinstance(servers, str):
             raise TypeError("servers must be str or a list of str, not %s"
                             % type(servers).__name__)
+        # Every name is looked up before the client exists: a typo costs nothing.
+        settings = [_option_setting(name, value) for name, value in options.items()
+                    if value is not None]
         # (the library's detail quotes the configuration masked)
-        self._configure(servers, connect_timeout, command_timeout, drift_factor, drift_min,
-                        retry_min, retry_max, username, password)
-        self._configure_tls(tls_ca_file, tls_ca_dir, tls_cert, tls_key, tls_server_name,
-                            tls_verify)
-        self._configure_wait(wait_replicas, wait_timeout)
-        self._configure_owner(owner_info, owner_label)
-
-    def _configure(self, servers: str, connect_timeout: Optional[float],
-                   command_timeout: Optional[float], drift_factor: Optional[float],
-                   drift_min: Optional[float], retry_min: Optional[float],
-                   retry_max: Optional[float], username: Optional[str],
-                   password: Optional[str]) -> None:
         self._h = _core.distlock_client_new(servers)
         try:
             # Ctrl-C (any signal whose handler raises) ends a waiting
             # acquire() in the main thread promptly; nothing is left held.
             _core.distlock_py_catch_signals(self._h, threading.main_thread().ident or 0)
-            for opt, value, what in (
-                    (_core.DISTLOCK_OPT_CONNECT_TIMEOUT_MS, connect_timeout, "connect_timeout"),
-                    (_core.DISTLOCK_OPT_COMMAND_TIMEOUT_MS, command_timeout, "command_timeout"),
-                    (_core.DISTLOCK_OPT_DRIFT_MIN_MS, drift_min, "drift_min"),
-                    (_core.DISTLOCK_OPT_RETRY_MIN_MS, retry_min, "retry_min"),
-                    (_core.DISTLOCK_OPT_RETRY_MAX_MS, retry_max, "retry_max")):
-                if value is not None:
-                    self._set(opt, _seconds_to_ms(value, what), what, value)
-            if drift_factor is not None:
-                if isinstance(drift_factor, bool) or not isinstance(drift_factor, (int, float)):
-                    raise TypeError("drift_factor must be a number")
-                if not 0 <= drift_factor < 1:
-                    raise _invalid("drift_factor must be in [0, 1), got %r" % (drift_factor,))
-                self._set(_core.DISTLOCK_OPT_DRIFT_PPM, int(round(drift_factor * 1e6)),
-                          "drift_factor", drift_factor)
-            for opt, text, what in ((_core.DISTLOCK_OPT_USERNAME, username, "username"),
-                                    (_core.DISTLOCK_OPT_PASSWORD, password, "password")):
-                if text is not None:
-                    if not isinstance(text, str):
-                        raise TypeError("%s must be str, not %s" % (what, type(text).__name__))
-                    _core.distlock_client_set_str(self._h, opt, text)
-        except BaseException:
-            h, self._h = self._h, None
-            _core.distlock_client_free(h)
-            raise
-
-    def _configure_tls(self, ca_file: Optional[str], ca_dir: Optional[str],
-                       cert: Optional[str], key: Optional[str], server_name: Optional[str],
-                       verify: Optional[bool]) -> None:
-        try:
-            for opt, text, what in ((_core.DISTLOCK_OPT_TLS_CA_FILE, ca_file, "tls_ca_file"),
-                                    (_core.DISTLOCK_OPT_TLS_CA_DIR, ca_dir, "tls_ca_dir"),
-                                    (_core.DISTLOCK_OPT_TLS_CERT, cert, "tls_cert"),
-                                    (_core.DISTLOCK_OPT_TLS_KEY, key, "tls_key"),
-                                    (_core.DISTLOCK_OPT_TLS_SERVER_NAME, server_name,
-                                     "tls_server_name")):
-                if text is not None:
-                    if not isinstance(text, str):
-                        raise TypeError("%s must be str, not %s" % (what, type(text).__name__))
-                    _core.distlock_client_set_str(self._h, opt, text)
-            if verify is not None:
-                if not isinstance(verify, bool):
-                    raise TypeError("tls_verify must be bool, not %s" % type(verify).__name__)
-                _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_TLS_VERIFY, int(verify))
-        except BaseException:
-            h, self._h = self._h, None
-            _core.distlock_client_free(h)
-            raise
-
-    # WAIT for replicas
-    def _configure_wait(self, replicas: Optional[int], timeout: Optional[float]) -> None:
-        try:
-            if replicas is not None:
-                if isinstance(replicas, bool) or not isinstance(replicas, int):
-                    raise TypeError("wait_replicas must be int, not %s" % type(replicas).__name__)
-                self._set(_core.DISTLOCK_OPT_WAIT_REPLICAS, replicas, "wait_replicas", replicas)
-            if timeout is not None:
-                self._set(_core.DISTLOCK_OPT_WAIT_TIMEOUT_MS,
-                          _seconds_to_ms(timeout, "wait_timeout"), "wait_timeout", timeout)
-        except BaseException:
-            h, self._h = self._h, None
-            _core.distlock_client_free(h)
-            raise
-
-    # owner metadata
-    def _configure_owner(self, on: bool, label: Optional[str]) -> None:
-        try:
-            if not isinstance(on, bool):
-                raise TypeError("owner_info must be bool, not %s" % type(on).__name__)
-            if label is not None:
-                if not isinstance(label, str):
-                    raise TypeError("owner_label must be str, not %s" % type(label).__name__)
-                if "\0" in label:
-                    raise _invalid("owner_label must not contain NUL")
-                _core.distlock_client_set_str(self._h, _core.DISTLOCK_OPT_OWNER_LABEL, label)
-                on = True
-            if on:
+            label = False
+            for opt, value, what, given in settings:
+                self._set(opt, value, what, given)
+                label = label or (opt == _core.DISTLOCK_OPT_OWNER_LABEL and value != "")
+            if label and options.get("owner_info") is None:  # a label turns it on
                 _core.distlock_client_set(self._h, _core.DISTLOCK_OPT_OWNER_INFO, 1)
         except BaseException:
             h, self._h = self._h, None
             _core.distlock_client_free(h)
             raise
 
-    def _set(self, opt: int, ms: int, what: str, value: Any) -> None:
+    def _set(self, opt: int, value: Union[int, str], what: str, given: Any) -> None:
         try:
-            _core.distlock_client_set(self._h, opt, ms)
-        except InvalidArgument as e:  # name the Python option, not its C number
+            if isinstance(value, str):
+                _core.distlock_client_set_str(self._h, opt, value)
+            else:
+                _core.distlock_client_set(self._h, opt, value)
+        except InvalidArgument as e:  # name the Python option and its value, as given
+            shown = "***" if what == "password" else repr(given)
             raise InvalidArgument(e.message, e.status,
-                                  "%s=%r: %s" % (what, value, e.detail)) from None
+                                  "%s=%s: %s" % (what, shown, e.detail)) from None
 
     # -- in-flight accounting: close() must not free the C client under a
     #    call that another thread is making with the GIL released.

@@ -3,7 +3,7 @@
 # raises the distlock exception registered for a negative status; the ones
 # below that return an int status can only return DISTLOCK_OK or
 # DISTLOCK_NOTACQUIRED (inspect: 1 held / 0 free).
-from typing import Mapping, Optional, Tuple, Type
+from typing import List, Mapping, Optional, Tuple, Type
 
 class _ClientHandle: ...  # SwigPyObject wrapping distlock_client *
 class _LockHandle: ...    # SwigPyObject wrapping distlock_lock *
@@ -53,6 +53,13 @@ DISTLOCK_OPT_TLS_CA_DIR: int
 DISTLOCK_OPT_TLS_CERT: int
 DISTLOCK_OPT_TLS_KEY: int
 DISTLOCK_OPT_TLS_SERVER_NAME: int
+DISTLOCK_OPT_STRING_FIRST: int
+DISTLOCK_OPTION_LONG: int
+DISTLOCK_OPTION_STRING: int
+# the option table: (name, id, type, min, max, default, summary)
+_OptionRow = Tuple[str, int, int, int, int, int, str]
+def distlock_py_option(name: str) -> _OptionRow: ...
+def distlock_py_options() -> List[_OptionRow]: ...
 
 DISTLOCK_KEY_MAX: int
 DISTLOCK_TOKEN_MAX: int

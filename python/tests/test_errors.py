@@ -1,5 +1,6 @@
 """Bad input gets a clear exception, never a crash."""
 import math
+import re
 
 import pytest
 
@@ -69,8 +70,45 @@ def test_bad_options():
         distlock.Client("redis://127.0.0.1:1", drift_factor=2)
     with pytest.raises(distlock.InvalidArgument, match="command_timeout=0"):
         distlock.Client("redis://127.0.0.1:1", command_timeout=0)  # range checked in C
-    with pytest.raises(TypeError):
+    with pytest.raises(distlock.InvalidArgument, match='"password" takes a string'):
         distlock.Client("redis://127.0.0.1:1", password=123)
+    with pytest.raises(TypeError, match="Python spells it connect_timeout"):
+        distlock.Client("redis://127.0.0.1:1", connect_timeout_ms=100)
+
+
+# The option rules are the library's: its table names the options, and its
+# message (naming the option) is what each kind of mistake raises.
+def test_unknown_option_gets_the_library_message():
+    with pytest.raises(TypeError, match=re.escape('unknown option "nope"')):
+        distlock.Client("redis://127.0.0.1:1", nope=1)
+    with pytest.raises(TypeError, match=re.escape(
+            'unknown option "wait_replica" (did you mean "wait_replicas"?)')):
+        distlock.Client("redis://127.0.0.1:1", wait_replica=1)
+
+
+def test_option_out_of_range_gets_the_library_message():
+    with pytest.raises(distlock.InvalidArgument, match=re.escape(
+            'wait_replicas=65: option "wait_replicas": value 65 out of range 0..64')):
+        distlock.Client("redis://127.0.0.1:1", wait_replicas=65)
+    with pytest.raises(distlock.InvalidArgument, match=re.escape(
+            'wait_timeout=61: option "wait_timeout_ms": value 61000 out of range 1..60000')):
+        distlock.Client("redis://127.0.0.1:1", wait_timeout=61)
+
+
+def test_string_for_integer_option_gets_the_library_message():
+    with pytest.raises(distlock.InvalidArgument, match=re.escape(
+            'wait_replicas=\'x\': option "wait_replicas" takes an integer, got "x"')):
+        distlock.Client("redis://127.0.0.1:1", wait_replicas="x")
+    # text that is an integer is one (as from a config file)
+    with distlock.Client("redis://127.0.0.1:1", wait_replicas="2", stats=False):
+        pass
+
+
+def test_options_lists_the_library_table():
+    rows = {r[0]: r for r in distlock.options()}
+    assert rows["connect_timeout_ms"][5] == 1000
+    assert rows["wait_replicas"][3:5] == (0, 64)
+    assert all((r[1] < 100) == (r[2] == 1) for r in rows.values())
 
 
 def test_unreachable_server_raises_connection_error(server_factory, key):

@@ -2,6 +2,7 @@
 a lock in the hash {key}:owner beside it with the lock's TTL (read here with
 redis-py from the real server); off by default; the release deletes it."""
 import os
+import re
 import socket
 
 import pytest
@@ -41,5 +42,6 @@ def test_owner_off_by_default(client, r, key):
 def test_owner_bad_label(server):
     with pytest.raises(distlock.InvalidArgument, match="at most 256"):
         distlock.Client(server.uri, owner_label="x" * 257)
-    with pytest.raises(TypeError):
-        distlock.Client(server.uri, owner_info=1)  # type: ignore[arg-type]
+    with pytest.raises(distlock.InvalidArgument, match=re.escape(
+            'option "owner_info": value 2 out of range 0..1')):
+        distlock.Client(server.uri, owner_info=2)
