@@ -80,8 +80,9 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
         if (rc == DISTLOCK_OK)
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
-        rc = cancelled(key, now0, rc == DISTLOCK_OK ? "; the lock won meanwhile was released"
-                                                    : "");
+        rc = distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled while its first "
+                            "attempt was out%s", key, rc == DISTLOCK_OK ?
+                            "; the lock won meanwhile was released" : "");
         goto leave_queue;
     }
     /* A grant that came after the ttl was used up was undone: within a wait
