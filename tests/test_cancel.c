@@ -740,6 +740,7 @@ static void won_while_fired(rh_cluster *rc, const char *key, long wait)
     assert_rc(distlock_client_set(wc, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
     assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 30000), DISTLOCK_OK);
     assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(wc, count_asked, NULL), DISTLOCK_OK);
     connect_every_node(rc, wc, "c:warm");
     distlock_cancel *k = NULL;
     assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
@@ -750,7 +751,10 @@ static void won_while_fired(rh_cluster *rc, const char *key, long wait)
     if (wait != 0) {
         assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &hl), DISTLOCK_OK);
         start_waiter(&t, &w);
-        until_waiting(rc, key, 1);  /* its SUBSCRIBE (with the key in it) went out */
+        /* Its second sleep: subscribed (the SUBSCRIBE carries the key), tried
+         * again, and asleep until a wake-up; nothing of it is on the wire. */
+        until_waiting(rc, key, 1);
+        assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
     }
     /* The next request carrying the key, on every node: the attempt. */
     for (int l = 0; l < rc->n; l++)
