@@ -680,8 +680,10 @@ static void test_own_cancel_from_signal_handler(void **state)
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
     distlock_lock *hl = NULL;
+    distlock_lock *hl2 = NULL;
     assert_rc(distlock_acquire(holder, "c:ksig", 30000, 0, 0, &hl), DISTLOCK_OK);
-    distlock_client *wc = slow_client(rc);
+    assert_rc(distlock_acquire(holder, "c:ksig2", 30000, 0, 0, &hl2), DISTLOCK_OK);
+    distlock_client *wc = still_client(rh_uris(rc));
     distlock_cancel *k1 = NULL, *k2 = NULL;
     assert_rc(distlock_cancel_new(&k1), DISTLOCK_OK);
     assert_rc(distlock_cancel_new(&k2), DISTLOCK_OK);
@@ -695,18 +697,20 @@ static void test_own_cancel_from_signal_handler(void **state)
     struct waiter w = { .c = wc, .key = "c:ksig", .wait = DISTLOCK_WAIT_FOREVER, .cancel = k1 };
     pthread_t t;
     start_waiter(&t, &w);
-    until_waiting(rc, "c:ksig", 1);
+    /* the first waiter of its key: its second sleep is its wait */
+    assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
     long long t0 = rh_now_ms();
     assert_int_equal(pthread_kill(t, SIGUSR1), 0);
     pthread_join(t, NULL);
     check_cancelled(&w, t0, "own cancel fired by a handler on the waiting thread");
 
     /* On this thread: the handler runs inside raise(), and errno survives
-     * the fire. */
+     * the fire. Another key, so that the waiter is again the first of its
+     * key and countably asleep. */
     sig_cancel = k2;
-    struct waiter w2 = { .c = wc, .key = "c:ksig", .wait = DISTLOCK_WAIT_FOREVER, .cancel = k2 };
+    struct waiter w2 = { .c = wc, .key = "c:ksig2", .wait = DISTLOCK_WAIT_FOREVER, .cancel = k2 };
     start_waiter(&t, &w2);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, "c:ksig") >= 1, 10000));
+    assert_true(RH_WAIT_UNTIL(atomic_load(&w2.asked) >= 2, 10000));
     t0 = rh_now_ms();
     errno = EDOM;
     assert_int_equal(raise(SIGUSR1), 0);
@@ -717,6 +721,8 @@ static void test_own_cancel_from_signal_handler(void **state)
 
     sigaction(SIGUSR1, &old, NULL);
     assert_holding(rc, "c:ksig", distlock_lock_token(hl), rc->n);
+    assert_holding(rc, "c:ksig2", distlock_lock_token(hl2), rc->n);
+    distlock_lock_free(hl2);
     distlock_cancel_free(k1);
     distlock_cancel_free(k2);
     distlock_lock_free(hl);
