@@ -24,7 +24,6 @@
 
 %nothreadallow;
 %threadallow distlock_acquire;
-%threadallow distlock_acquire_owner;
 %threadallow distlock_release;
 %threadallow distlock_extend;
 %threadallow distlock_lock_free;
@@ -36,10 +35,9 @@
 %threadallow distlock_extend_token;
 %threadallow distlock_admin_holder;
 %threadallow distlock_admin_force_release;
-%threadallow distlock_py_acquire_call;
+%threadallow distlock_py_acquire_with;
 
 %{
-#include <stdatomic.h>
 #include <string.h>
 #include "distlock.h"
 
@@ -106,17 +104,6 @@ static int distlock_py_cstr(PyObject *o, const char *what, int allow_none, const
     return 0;
 }
 
-/* One cancellable acquire of the asyncio layer (distlock/aio.py). The
- * core's distlock_client_cancel() interrupts every waiting call of a client;
- * the flag says which one was meant: the call marked here returns
- * DISTLOCK_ECANCELED, the others come back ECANCELED too and the Python
- * layer runs them again with their remaining budget. The flag also covers
- * a cancel that came before the call noted the client's cancel generation:
- * the interrupt hook reads it (through a thread-local pointer) before each
- * sleep. */
-typedef struct distlock_py_call { atomic_int cancelled; } distlock_py_call;
-static _Thread_local distlock_py_call *dl_py_current_call;
-
 /* Ctrl-C during a waiting acquire. Python's C-level signal handler only
  * sets a flag; the main thread, waiting in C with the GIL released, is woken
  * by the signal (EINTR) and the library calls this hook there, and before
@@ -127,12 +114,6 @@ static _Thread_local distlock_py_call *dl_py_current_call;
  * once, without taking the GIL. */
 static int distlock_py_interrupt(void *main_ident)
 {
-    /* An acquire made through distlock_py_acquire_call() (the asyncio
-     * layer) whose call was cancelled: stop at this sleep. Checked first,
-     * without the GIL. */
-    distlock_py_call *call = dl_py_current_call;
-    if (call != NULL && atomic_load(&call->cancelled))
-        return 1;
     if (PyThread_get_thread_ident() != (unsigned long)(uintptr_t)main_ident)
         return 0;
     PyGILState_STATE g = PyGILState_Ensure();
@@ -258,7 +239,6 @@ DL_CHECKED(distlock_client_set_str)
 }
 %enddef
 DL_CHECKED_INTERRUPTIBLE(distlock_acquire)
-DL_CHECKED_INTERRUPTIBLE(distlock_acquire_owner)
 DL_CHECKED(distlock_release)
 DL_CHECKED(distlock_extend)
 DL_CHECKED(distlock_acquire_token)
@@ -377,60 +357,39 @@ static PyObject *distlock_py_stats(distlock_client *c)
     if (result < 0) { distlock_py_raise_msg(DISTLOCK_ESYS, distlock_last_error()); SWIG_fail; }
 }
 
-/* ECANCELED is an answer here (the caller tells its own cancel from the
- * others'), not an exception. */
-%exception distlock_py_acquire_call {
+/* A call's own cancel (the asyncio layer: one per waiting acquire).
+ * distlock_cancel_new() -> the cancel; distlock_cancel_fire(cancel) does not
+ * block (an atomic exchange and a write()); distlock_cancel_free(cancel)
+ * only once the call that carries it has returned. */
+%typemap(in, numinputs=0) distlock_cancel **out (distlock_cancel *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) distlock_cancel **out {
+    $result = SWIG_Python_AppendOutput($result,
+        tmp$argnum ? SWIG_NewPointerObj(tmp$argnum, SWIGTYPE_p_distlock_cancel, 0)
+                   : (Py_INCREF(Py_None), Py_None));
+}
+%typemap(out) int distlock_cancel_new, int distlock_cancel_fire {
+    $result = (Py_INCREF(Py_None), Py_None);
+}
+DL_CHECKED(distlock_cancel_new)
+DL_CHECKED(distlock_cancel_fire)
+
+/* distlock_acquire_with() with its args as parameters (owner, cancel: None
+ * for none). ECANCELED is an answer here, not an exception: the caller knows
+ * whether it fired the cancel (a task cancelled) or closed the client. */
+%ignore distlock_acquire_with;
+%ignore distlock_acquire_args;
+%exception distlock_py_acquire_with {
     $action
     if (result < 0 && result != DISTLOCK_ECANCELED) { distlock_py_raise(result); SWIG_fail; }
 }
 
 %inline %{
-static distlock_py_call *distlock_py_call_new(void)
-{
-    distlock_py_call *call = calloc(1, sizeof *call);
-    if (call == NULL) { PyErr_NoMemory(); return NULL; }
-    atomic_init(&call->cancelled, 0);
-    return call;
-}
-
-static void distlock_py_call_free(distlock_py_call *call)
-{
-    free(call);
-}
-
-/* Mark call cancelled, then wake the client's waiting calls. Does not
- * block (an atomic store, an atomic add and a write()). */
-static void distlock_py_call_cancel(distlock_py_call *call, distlock_client *c)
-{
-    atomic_store(&call->cancelled, 1);
-    (void)distlock_client_cancel(c);
-}
-
-static int distlock_py_call_cancelled(distlock_py_call *call)
-{
-    return atomic_load(&call->cancelled);
-}
-
-/* distlock_acquire_owner() on behalf of call: a cancelled call returns
- * DISTLOCK_ECANCELED with nothing held, also when it won the lock just
- * before the cancel came (given back here). Any other call that a cancel
- * interrupted returns DISTLOCK_ECANCELED as well (see above). */
-static int distlock_py_acquire_call(distlock_client *c, const char *key, long ttl_ms,
+static int distlock_py_acquire_with(distlock_client *c, const char *key, long ttl_ms,
                                     long wait_ms, unsigned flags, const char *owner,
-                                    distlock_py_call *call, distlock_lock **out)
+                                    distlock_cancel *cancel, distlock_lock **out)
 {
-    if (atomic_load(&call->cancelled))
-        return DISTLOCK_ECANCELED;
-    dl_py_current_call = call;
-    int rc = distlock_acquire_owner(c, key, ttl_ms, wait_ms, flags, owner, out);
-    dl_py_current_call = NULL;
-    if (rc == DISTLOCK_OK && atomic_load(&call->cancelled)) {
-        (void)distlock_release(*out);
-        distlock_lock_free(*out);
-        *out = NULL;
-        rc = DISTLOCK_ECANCELED;
-    }
-    return rc;
+    distlock_acquire_args a = { .size = sizeof a, .owner = owner, .cancel = cancel };
+    return distlock_acquire_with(c, key, ttl_ms, wait_ms, flags, &a, out);
 }
 
 /* PyThreadState_SetAsyncExc: raise exc (a class) in the thread whose

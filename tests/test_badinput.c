@@ -171,8 +171,19 @@ static void test_bad_acquire(void **state)
     assert_fails(distlock_acquire(c, "k", 1000, 0, 1u << 31, &l), DISTLOCK_EINVAL);
     assert_fails(distlock_acquire(c, "k", 1000, 0, 0xffffffffu, &l), DISTLOCK_EINVAL);
     assert_fails(distlock_acquire(c, "k", 1000, 0, 0, NULL), DISTLOCK_EINVAL);
-    assert_fails(distlock_acquire_owner(c, "k", 1000, 0, 1u << 9, "me", &l), DISTLOCK_EINVAL);
-    assert_fails(distlock_acquire_owner(c, "", 1000, 0, 0, "me", &l), DISTLOCK_EINVAL);
+    assert_fails(acquire_as(c, "k", 1000, 0, 1u << 9, "me", &l), DISTLOCK_EINVAL);
+    assert_fails(acquire_as(c, "", 1000, 0, 0, "me", &l), DISTLOCK_EINVAL);
+    /* args: a size below the 0.1.0 layout is not that layout */
+    distlock_acquire_args small = { .size = sizeof(distlock_acquire_args) - 1, .owner = "me" };
+    assert_fails(distlock_acquire_with(c, "k", 1000, 0, DISTLOCK_REENTRANT, &small, &l),
+                 DISTLOCK_EINVAL);
+    assert_non_null(strstr(distlock_last_error(), "args->size"));
+    small.size = 0;
+    assert_fails(distlock_acquire_with(c, "k", 1000, 0, DISTLOCK_REENTRANT, &small, &l),
+                 DISTLOCK_EINVAL);
+    assert_rc(distlock_cancel_new(NULL), DISTLOCK_EINVAL);
+    assert_rc(distlock_cancel_fire(NULL), DISTLOCK_EINVAL);
+    distlock_cancel_free(NULL);
     assert_null(l);
     /* None of them reached the server. */
     assert_int_equal(rh_get(rc, 0, 0, "k", NULL, 0), 0);

@@ -1,13 +1,18 @@
 /* test_cancel.c -- cancelling a waiting acquire: distlock_client_cancel()
  * from another thread and from a signal handler, the interrupt hook (a
  * flag-only signal handler, as in Python), calls started after a cancel,
- * fair waiters leaving the queue, a cancel racing a release, and fork.
+ * fair waiters leaving the queue, a cancel racing a release, and fork; and a
+ * call's own cancel (distlock_acquire_with's args->cancel): it ends the
+ * calls that carry it and wakes no other, fired before the call, from a
+ * signal handler, while the winning attempt's replies are on the wire, and
+ * for a fair waiter.
  *
  * "The waiter is waiting" is observed on the server: its subscriber
  * connection shows up in PUBSUB NUMSUB distlock:<key> (it subscribes before
  * it sleeps). Re-checks are set seconds apart, so a prompt return can only
  * come from the cancel. */
 #include "test_common.h"
+#include "harness/faultproxy.h"
 
 #include <errno.h>
 #include <pthread.h>
@@ -78,6 +83,9 @@ struct waiter {
     long wait;
     unsigned flags;
     int pre_flag;          /* set *flag before acquiring (a signal just before the sleep) */
+    distlock_cancel *cancel;  /* the call's own cancel (distlock_acquire_with), or NULL */
+    atomic_int asked;      /* interrupt hook calls (count_asked): one before each sleep,
+                            * and one right after an attempt that won */
     int rc;
     char detail[256];
     long long t_done;
@@ -86,13 +94,16 @@ struct waiter {
 };
 
 static atomic_int intr_flag;
+static _Thread_local struct waiter *this_waiter;
 
 static void *waiter_main(void *arg)
 {
     struct waiter *w = arg;
+    this_waiter = w;
     if (w->pre_flag)
         atomic_store(&intr_flag, 1);
-    w->rc = distlock_acquire(w->c, w->key, 30000, w->wait, w->flags, &w->lock);
+    distlock_acquire_args a = { .size = sizeof a, .cancel = w->cancel };
+    w->rc = distlock_acquire_with(w->c, w->key, 30000, w->wait, w->flags, &a, &w->lock);
     w->t_done = rh_now_ms();
     snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
     atomic_store(&w->done, 1);
@@ -529,6 +540,325 @@ static void test_fork_separate(void **state)
     distlock_client_free(holder);
 }
 
+/* ------------------------------------------------ a call's own cancel */
+
+/* An interrupt hook that only counts: it runs in the waiting thread before
+ * each of its sleeps (so a call woken by anything but a release sleeps again
+ * and counts), and once right after an attempt that won. */
+static int count_asked(void *arg)
+{
+    (void)arg;
+    if (this_waiter)
+        atomic_fetch_add(&this_waiter->asked, 1);
+    return 0;
+}
+
+/* A client whose waits never re-check on their own within a test (30 s):
+ * a sleep that ends was ended by a release or a cancel. */
+static distlock_client *still_client(const char *uris)
+{
+    distlock_client *c = new_client(uris);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(c, count_asked, NULL), DISTLOCK_OK);
+    return c;
+}
+
+/* Two waiters on one client, one cancel each: firing A's ends A while the
+ * holder still holds the key; B is not even woken, and gets the lock on the
+ * release. */
+static void test_own_cancel_ends_only_its_call(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:own", 60000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = still_client(rh_uris(rc));
+    distlock_cancel *ka = NULL, *kb = NULL;
+    assert_rc(distlock_cancel_new(&ka), DISTLOCK_OK);
+    assert_rc(distlock_cancel_new(&kb), DISTLOCK_OK);
+    struct waiter a = { .c = wc, .key = "c:own", .wait = DISTLOCK_WAIT_FOREVER, .cancel = ka };
+    struct waiter b = { .c = wc, .key = "c:own", .wait = DISTLOCK_WAIT_FOREVER, .cancel = kb };
+    pthread_t ta, tb;
+    /* A, the first waiter of the key, sleeps once until its subscription is
+     * confirmed, then once until a wake-up: its second sleep means the
+     * channel is confirmed. B then joins a confirmed channel without a
+     * sleep, so its first sleep is its wait for a wake-up. */
+    start_waiter(&ta, &a);
+    until_waiting(rc, "c:own", 1);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&a.asked) >= 2, 10000));
+    start_waiter(&tb, &b);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&b.asked) >= 1, 10000));
+    assert_int_equal(atomic_load(&b.asked), 1);
+
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(ka), DISTLOCK_OK);
+    pthread_join(ta, NULL);
+    check_cancelled(&a, t0, "own cancel of one of two waiters");
+    assert_holding(rc, "c:own", distlock_lock_token(hl), rc->n);  /* still the holder's */
+    assert_int_equal(atomic_load(&b.done), 0);
+
+    assert_rc(distlock_release(hl), DISTLOCK_OK);
+    pthread_join(tb, NULL);
+    assert_rc(b.rc, DISTLOCK_OK);
+    /* B slept once, was woken by the release and won: a wake-up by A's
+     * cancel would have been one more sleep. */
+    printf("# the other waiter: interrupt hook asked %d time(s): its one sleep and the check "
+           "after winning\n", atomic_load(&b.asked));
+    assert_int_equal(atomic_load(&b.asked), 2);
+    assert_holding(rc, "c:own", distlock_lock_token(b.lock), rc->n);
+    /* Firing a cancel whose call is over changes nothing. */
+    assert_rc(distlock_cancel_fire(kb), DISTLOCK_OK);
+    assert_rc(distlock_release(b.lock), DISTLOCK_OK);
+    assert_holding(rc, "c:own", NULL, 0);
+    distlock_lock_free(b.lock);
+    distlock_cancel_free(ka);
+    distlock_cancel_free(kb);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* Sticky: a call that starts after its cancel was fired returns ECANCELED at
+ * once and takes nothing, whether it would wait, try once, or re-enter a
+ * reentrant ownership; the same cancel ends every later call too, and the
+ * client serves calls without it as usual. */
+static void test_own_cancel_fired_before_the_call(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_cancel *k = NULL;
+    distlock_lock *l = NULL, *owned = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);  /* idempotent */
+    distlock_acquire_args a = { .size = sizeof a, .cancel = k };
+    long waits[] = { DISTLOCK_WAIT_FOREVER, 5000, 0 };
+    for (size_t i = 0; i < sizeof waits / sizeof waits[0]; i++) {
+        long long t0 = rh_now_ms();
+        int r = distlock_acquire_with(c, "c:before", 30000, waits[i], 0, &a, &l);
+        long long took = rh_now_ms() - t0;
+        printf("# fired before a call with wait %ld: rc %d in %lld ms (\"%s\")\n", waits[i], r,
+               took, distlock_last_error());
+        assert_rc(r, DISTLOCK_ECANCELED);
+        assert_null(l);
+        assert_non_null(strstr(distlock_last_error(), "nothing was sent"));
+        assert_true(took <= prompt_ms());
+        assert_holding(rc, "c:before", NULL, 0);  /* a free key, not taken */
+    }
+    /* A reentrant owner's re-acquire is cancelled too, before its extend:
+     * the ownership keeps its one count. */
+    assert_rc(acquire_as(c, "c:before", 30000, 0, DISTLOCK_REENTRANT, "job", &owned),
+              DISTLOCK_OK);
+    distlock_acquire_args ra = { .size = sizeof ra, .owner = "job", .cancel = k };
+    assert_rc(distlock_acquire_with(c, "c:before", 30000, 0, DISTLOCK_REENTRANT, &ra, &l),
+              DISTLOCK_ECANCELED);
+    assert_null(l);
+    assert_rc(distlock_release(owned), DISTLOCK_OK);
+    assert_holding(rc, "c:before", NULL, 0);  /* the only count is gone */
+    distlock_lock_free(owned);
+    /* Without the cancel: served. */
+    assert_rc(distlock_acquire(c, "c:before", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_holding(rc, "c:before", distlock_lock_token(l), rc->n);
+    distlock_lock_free(l);
+    distlock_cancel_free(k);
+    distlock_client_free(c);
+}
+
+/* A signal handler fires a call's cancel: on the waiting thread, and on
+ * another thread (errno there is left as it was). */
+static distlock_cancel *volatile sig_cancel;
+
+static void on_usr1_fire(int sig)
+{
+    (void)sig;
+    distlock_cancel_fire(sig_cancel);
+}
+
+static void test_own_cancel_from_signal_handler(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    distlock_lock *hl2 = NULL;
+    assert_rc(distlock_acquire(holder, "c:ksig", 30000, 0, 0, &hl), DISTLOCK_OK);
+    assert_rc(distlock_acquire(holder, "c:ksig2", 30000, 0, 0, &hl2), DISTLOCK_OK);
+    distlock_client *wc = still_client(rh_uris(rc));
+    distlock_cancel *k1 = NULL, *k2 = NULL;
+    assert_rc(distlock_cancel_new(&k1), DISTLOCK_OK);
+    assert_rc(distlock_cancel_new(&k2), DISTLOCK_OK);
+    struct sigaction sa, old;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_usr1_fire;
+    sigemptyset(&sa.sa_mask);
+    assert_int_equal(sigaction(SIGUSR1, &sa, &old), 0);
+
+    sig_cancel = k1;
+    struct waiter w = { .c = wc, .key = "c:ksig", .wait = DISTLOCK_WAIT_FOREVER, .cancel = k1 };
+    pthread_t t;
+    start_waiter(&t, &w);
+    /* the first waiter of its key: its second sleep is its wait */
+    assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
+    long long t0 = rh_now_ms();
+    assert_int_equal(pthread_kill(t, SIGUSR1), 0);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "own cancel fired by a handler on the waiting thread");
+
+    /* On this thread: the handler runs inside raise(), and errno survives
+     * the fire. Another key, so that the waiter is again the first of its
+     * key and countably asleep. */
+    sig_cancel = k2;
+    struct waiter w2 = { .c = wc, .key = "c:ksig2", .wait = DISTLOCK_WAIT_FOREVER, .cancel = k2 };
+    start_waiter(&t, &w2);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&w2.asked) >= 2, 10000));
+    t0 = rh_now_ms();
+    errno = EDOM;
+    assert_int_equal(raise(SIGUSR1), 0);
+    int e = errno;
+    pthread_join(t, NULL);
+    assert_int_equal(e, EDOM);
+    check_cancelled(&w2, t0, "own cancel fired by a handler on another thread");
+
+    sigaction(SIGUSR1, &old, NULL);
+    assert_holding(rc, "c:ksig", distlock_lock_token(hl), rc->n);
+    assert_holding(rc, "c:ksig2", distlock_lock_token(hl2), rc->n);
+    distlock_lock_free(hl2);
+    distlock_cancel_free(k1);
+    distlock_cancel_free(k2);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* The cancel is fired while the winning attempt's replies are held on the
+ * wire (the fault proxy): the servers already hold the waiter's token when
+ * the fire comes. The call gives it back: ECANCELED, nothing held on any
+ * node. wait: a waiting call (the key held first, then released) or a
+ * try-once call (the key free). */
+static void won_while_fired(rh_cluster *rc, const char *key, long wait)
+{
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    distlock_client *wc = new_client(fp_uris(fp));
+    /* a reply held here must not time out */
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(wc, count_asked, NULL), DISTLOCK_OK);
+    connect_every_node(rc, wc, "c:warm");
+    distlock_cancel *k = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    struct waiter w = { .c = wc, .key = key, .wait = wait, .cancel = k };
+    pthread_t t;
+    char hex[64];
+    fp_hex(key, hex, sizeof hex);
+    if (wait != 0) {
+        assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &hl), DISTLOCK_OK);
+        start_waiter(&t, &w);
+        /* Its second sleep: subscribed (the SUBSCRIBE carries the key), tried
+         * again, and asleep until a wake-up; nothing of it is on the wire. */
+        until_waiting(rc, key, 1);
+        assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
+    }
+    /* The next request carrying the key, on every node: the attempt. */
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match %d up %s", l, hex), 0);
+    if (wait != 0)
+        assert_rc(distlock_release(hl), DISTLOCK_OK);  /* wakes the waiter: it tries */
+    else
+        start_waiter(&t, &w);
+    int conn[8];
+    for (int l = 0; l < rc->n; l++) {
+        assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held %d up 1 15000", l), 0);
+        fp_conn cs[64];
+        int nc = fp_conns(fp, l, cs, 64);
+        conn[l] = -1;
+        for (int i = 0; i < nc; i++)
+            if (cs[i].held_up > 0)
+                conn[l] = cs[i].id;
+        assert_true(conn[l] > 0);
+        /* it runs on the server now; its reply waits */
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold %d:%d down", l, conn[l]), 0);
+        assert_int_equal(fp_cmd(fp, NULL, 0, "unhold %d:%d up", l, conn[l]), 0);
+        assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held %d:%d down 1 10000", l, conn[l]), 0);
+    }
+    /* Won on the servers: every node holds a token, not the holder's. */
+    char v[64];
+    for (int l = 0; l < rc->n; l++) {
+        assert_int_equal(rh_get(rc, l, 0, key, v, sizeof v), 1);
+        if (hl)
+            assert_string_not_equal(v, distlock_lock_token(hl));
+    }
+    assert_int_equal(atomic_load(&w.done), 0);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "unhold %d:%d down", l, conn[l]), 0);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, wait ? "own cancel while the waiter's winning replies were held"
+                                 : "own cancel while a try-once's winning replies were held");
+    assert_non_null(strstr(w.detail, "was released"));
+    assert_holding(rc, key, NULL, 0);
+    distlock_cancel_free(k);
+    if (hl)
+        distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+    fp_stop(fp);
+}
+
+static void test_own_cancel_while_won_waiting(void **state)
+{
+    won_while_fired(*state, "c:kwon", DISTLOCK_WAIT_FOREVER);
+}
+
+static void test_own_cancel_while_won_try_once(void **state)
+{
+    won_while_fired(*state, "c:kwon0", 0);
+}
+
+/* A fair waiter cancelled by its own cancel leaves the queue: the waiter
+ * behind it is served when the holder releases. */
+static void test_own_cancel_fair_waiter_leaves_queue(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:kfair", 30000, 0, DISTLOCK_FAIR, &hl), DISTLOCK_OK);
+    distlock_client *wc = still_client(rh_uris(rc));
+    distlock_cancel *ka = NULL;
+    assert_rc(distlock_cancel_new(&ka), DISTLOCK_OK);
+    struct waiter a = { .c = wc, .key = "c:kfair", .wait = DISTLOCK_WAIT_FOREVER,
+                        .flags = DISTLOCK_FAIR, .cancel = ka };
+    struct waiter b = { .c = wc, .key = "c:kfair", .wait = DISTLOCK_WAIT_FOREVER,
+                        .flags = DISTLOCK_FAIR };
+    pthread_t ta, tb;
+    start_waiter(&ta, &a);
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(queue_len(rc, i, "c:kfair") == 1, 10000));
+    start_waiter(&tb, &b);  /* second in the queue, behind a */
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(queue_len(rc, i, "c:kfair") == 2, 10000));
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(ka), DISTLOCK_OK);
+    pthread_join(ta, NULL);
+    check_cancelled(&a, t0, "fair waiter, own cancel");
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(queue_len(rc, i, "c:kfair") == 1, 3000));
+    assert_int_equal(atomic_load(&b.done), 0);
+    assert_rc(distlock_release(hl), DISTLOCK_OK);
+    pthread_join(tb, NULL);
+    assert_rc(b.rc, DISTLOCK_OK);
+    assert_holding(rc, "c:kfair", distlock_lock_token(b.lock), rc->n);
+    distlock_lock_free(b.lock);
+    distlock_cancel_free(ka);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest one[] = {
@@ -540,11 +870,20 @@ int main(void)
         cmocka_unit_test_setup(test_fair_waiter_leaves_queue, heal),
         cmocka_unit_test_setup(test_cancel_races_release, heal),
         cmocka_unit_test_setup(test_fork_separate, heal),
+        cmocka_unit_test_setup(test_own_cancel_ends_only_its_call, heal),
+        cmocka_unit_test_setup(test_own_cancel_fired_before_the_call, heal),
+        cmocka_unit_test_setup(test_own_cancel_from_signal_handler, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_won_waiting, heal),
+        cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
     };
     const struct CMUnitTest three[] = {
         cmocka_unit_test_setup(test_cancel_from_thread, heal),
         cmocka_unit_test_setup(test_fair_waiter_leaves_queue, heal),
         cmocka_unit_test_setup(test_cancel_races_release, heal),
+        cmocka_unit_test_setup(test_own_cancel_ends_only_its_call, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_won_waiting, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_won_try_once, heal),
+        cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
     };
     int failed = cmocka_run_group_tests_name("cancel, 1 node", one, group_setup1, group_teardown);
     failed += cmocka_run_group_tests_name("cancel, 3 nodes", three, group_setup3, group_teardown);

@@ -76,6 +76,14 @@ static inline distlock_client *new_client(const char *uris)
 }
 
 /* Default drift for ttl (DISTLOCK_OPT_DRIFT_PPM 10000, DRIFT_MIN_MS 2). */
+/* distlock_acquire_with() for an explicit DISTLOCK_REENTRANT owner id. */
+static inline int acquire_as(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                             unsigned flags, const char *owner, distlock_lock **out)
+{
+    distlock_acquire_args a = { .size = sizeof a, .owner = owner };
+    return distlock_acquire_with(c, key, ttl_ms, wait_ms, flags, &a, out);
+}
+
 static inline long default_drift(long ttl)
 {
     return (long)((long long)ttl * 10000 / 1000000) + 2;

@@ -96,7 +96,7 @@ struct owner_arg {
 static void *owner_thread(void *arg)
 {
     struct owner_arg *o = arg;
-    o->rc = distlock_acquire_owner(o->c, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-7", &o->lock);
+    o->rc = acquire_as(o->c, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-7", &o->lock);
     return NULL;
 }
 
@@ -106,7 +106,7 @@ static void test_explicit_owner(void **state)
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     distlock_lock *a = NULL, *x = NULL;
-    assert_rc(distlock_acquire_owner(c, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-7", &a),
+    assert_rc(acquire_as(c, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-7", &a),
               DISTLOCK_OK);
     struct owner_arg o = { .c = c };
     pthread_t t;
@@ -115,12 +115,12 @@ static void test_explicit_owner(void **state)
     assert_rc(o.rc, DISTLOCK_OK);
     assert_string_equal(distlock_lock_token(o.lock), distlock_lock_token(a));
     /* A different owner id is refused. */
-    assert_rc(distlock_acquire_owner(c, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-8", &x),
+    assert_rc(acquire_as(c, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-8", &x),
               DISTLOCK_NOTACQUIRED);
     assert_null(x);
     /* A different client (another process, in effect) never re-enters. */
     distlock_client *c2 = new_client(rh_uris(rc));
-    assert_rc(distlock_acquire_owner(c2, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-7", &x),
+    assert_rc(acquire_as(c2, "re3", 30000, 0, DISTLOCK_REENTRANT, "job-7", &x),
               DISTLOCK_NOTACQUIRED);
     distlock_client_free(c2);
     assert_rc(distlock_release(o.lock), DISTLOCK_OK);

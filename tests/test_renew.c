@@ -190,8 +190,8 @@ static void test_abandon_reentrant_counts(void **state)
     char tokbuf[64];
     const char *tok = tokbuf;
     unsigned f = DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT;
-    assert_rc(distlock_acquire_owner(c, "abr", 600, 0, f, "me", &outer), DISTLOCK_OK);
-    assert_rc(distlock_acquire_owner(c, "abr", 600, 0, f, "me", &inner), DISTLOCK_OK);
+    assert_rc(acquire_as(c, "abr", 600, 0, f, "me", &outer), DISTLOCK_OK);
+    assert_rc(acquire_as(c, "abr", 600, 0, f, "me", &inner), DISTLOCK_OK);
     snprintf(tokbuf, sizeof tokbuf, "%s", distlock_lock_token(outer));
     distlock_lock_abandon(inner);
     /* Renewed past several TTLs by the outer handle. */
@@ -218,8 +218,8 @@ struct reacquire_arg {
 static void *reacquire_thread(void *arg)
 {
     struct reacquire_arg *a = arg;
-    a->rc = distlock_acquire_owner(a->c, "abx", 6000, 0,
-                                   DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT, "me", &a->lock);
+    a->rc = acquire_as(a->c, "abx", 6000, 0,
+                       DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT, "me", &a->lock);
     return NULL;
 }
 
@@ -240,7 +240,7 @@ static void test_reentrant_acquire_racing_an_abandon_is_renewed(void **state)
     connect_every_node(rc, c, "abx:warm");
     unsigned f = DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT;
     distlock_lock *outer = NULL;
-    assert_rc(distlock_acquire_owner(c, "abx", 6000, 0, f, "me", &outer), DISTLOCK_OK);
+    assert_rc(acquire_as(c, "abx", 6000, 0, f, "me", &outer), DISTLOCK_OK);
     char tokbuf[64];
     const char *tok = tokbuf;
     snprintf(tokbuf, sizeof tokbuf, "%s", distlock_lock_token(outer));

@@ -308,21 +308,58 @@ DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
  * is spent (*out = NULL), or an error. Within a wait budget, an attempt
  * granted only after its ttl was used up (undone) is tried once more before
  * DISTLOCK_ETIMEDOUT is returned. Blocks; thread-safe.
- * A wait can be interrupted: see distlock_client_cancel() (DISTLOCK_ECANCELED).
+ * A wait can be interrupted: see distlock_client_cancel() (DISTLOCK_ECANCELED),
+ * and distlock_acquire_with() for a cancel of one call.
  */
 DISTLOCK_API int distlock_acquire(distlock_client *c, const char *key, long ttl_ms,
                                   long wait_ms, unsigned flags, distlock_lock **out);
 
-/* As distlock_acquire(), with an explicit owner id for DISTLOCK_REENTRANT
- * (default owner: the calling thread). owner may be NULL.
- * DISTLOCK_REENTRANT: when the owner already holds key, the lease is
- * extended to ttl_ms on a quorum (one round trip) and a counted handle of
- * the same ownership returned; DISTLOCK_ENOTOWNER (and the lock marked
- * lost) if the lease is no longer ours. The re-acquire may add
- * DISTLOCK_AUTO_RENEW, not DISTLOCK_FENCING (DISTLOCK_EINVAL). */
-DISTLOCK_API int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms,
-                                        long wait_ms, unsigned flags, const char *owner,
-                                        distlock_lock **out);
+/* A cancel for chosen calls (distlock_acquire_with()'s args->cancel): firing
+ * it ends every call that carries it, and only those. Made with
+ * distlock_cancel_new() (DISTLOCK_OK and *out, DISTLOCK_ENOMEM or
+ * DISTLOCK_ESYS when no eventfd can be made; does not block), freed with
+ * distlock_cancel_free() (NULL: no-op), which must not run while a call that
+ * carries it is under way or may still start. A cancel belongs to the
+ * process that made it (not shared across fork()).
+ * distlock_cancel_fire(): async-signal-safe (an atomic exchange and at most
+ * one write(); errno is preserved and this thread's detail message is left
+ * alone), thread-safe, idempotent and sticky: once fired it stays fired, so
+ * a call that starts afterwards returns DISTLOCK_ECANCELED at once. Returns
+ * DISTLOCK_OK, or DISTLOCK_EINVAL for NULL (no detail message). */
+typedef struct distlock_cancel distlock_cancel;
+DISTLOCK_API int distlock_cancel_new(distlock_cancel **out);
+DISTLOCK_API int distlock_cancel_fire(distlock_cancel *cancel);
+DISTLOCK_API void distlock_cancel_free(distlock_cancel *cancel);
+
+/* Optional arguments of distlock_acquire_with(). The caller sets `size` to
+ * sizeof(distlock_acquire_args) and zeroes what it does not use; a size
+ * smaller than this 0.1.0 layout gives DISTLOCK_EINVAL. Later versions add
+ * fields only at the end, and read only the fields that fit in `size`. */
+typedef struct distlock_acquire_args {
+    size_t size;              /* sizeof(distlock_acquire_args) */
+    const char *owner;        /* DISTLOCK_REENTRANT owner id, 1..256 bytes; NULL: the
+                               * calling thread. Needs DISTLOCK_REENTRANT. */
+    distlock_cancel *cancel;  /* NULL: none; fired: this call returns DISTLOCK_ECANCELED */
+} distlock_acquire_args;
+
+/* As distlock_acquire(), with args (NULL: none, as distlock_acquire()).
+ * args->owner, DISTLOCK_REENTRANT: when the owner already holds key, the
+ * lease is extended to ttl_ms on a quorum (one round trip) and a counted
+ * handle of the same ownership returned; DISTLOCK_ENOTOWNER (and the lock
+ * marked lost) if the lease is no longer ours. The re-acquire may add
+ * DISTLOCK_AUTO_RENEW, not DISTLOCK_FENCING (DISTLOCK_EINVAL).
+ * args->cancel: with the guarantees of distlock_client_cancel(), for this
+ * call alone: when it is fired, the call returns DISTLOCK_ECANCELED promptly
+ * with nothing held (an attempt that won meanwhile is released, a
+ * DISTLOCK_FAIR waiter leaves the queue). A round trip already on the wire
+ * ends first. Fired before the call starts: DISTLOCK_ECANCELED at once,
+ * nothing sent, also for a try-once call (wait_ms 0); fired while a try-once
+ * attempt is on the wire: DISTLOCK_ECANCELED once it is back (a lock it won
+ * is released). Other calls of the client, with another cancel or none, are
+ * not woken. */
+DISTLOCK_API int distlock_acquire_with(distlock_client *c, const char *key, long ttl_ms,
+                                       long wait_ms, unsigned flags,
+                                       const distlock_acquire_args *args, distlock_lock **out);
 
 /* Release (compare-and-delete on every node). DISTLOCK_OK when it was still
  * held on a quorum; DISTLOCK_ENOTOWNER when it had expired, was lost or was
@@ -410,7 +447,7 @@ DISTLOCK_API int distlock_client_lost_fd(distlock_client *c);
 /* ---------------------------------------------------------- cancellation */
 /*
  * Interrupt the waiting calls of c that are under way: every
- * distlock_acquire() / distlock_acquire_owner() of c that is waiting for a
+ * distlock_acquire() / distlock_acquire_with() of c that is waiting for a
  * lock (wait_ms != 0, first try refused) when this is called, in any thread,
  * returns DISTLOCK_ECANCELED promptly, with nothing held: an attempt that won
  * the lock meanwhile is released, a DISTLOCK_FAIR waiter leaves the queue.
@@ -421,6 +458,7 @@ DISTLOCK_API int distlock_client_lost_fd(distlock_client *c);
  * write(); errno is preserved and this thread's detail message is left
  * alone). Thread-safe. Returns DISTLOCK_OK, or DISTLOCK_EINVAL for a NULL
  * client (with no detail message). Not during or after distlock_client_free().
+ * To cancel one call and not the others: distlock_acquire_with()'s cancel.
  */
 DISTLOCK_API int distlock_client_cancel(distlock_client *c);
 

@@ -15,6 +15,13 @@
  * it writes, and the drain happens after the write, under c->mu, where it
  * finds every sleeper registered by then.
  *
+ * A call's own cancel (distlock_cancel, distlock_acquire_with) is simpler:
+ * it concerns only the calls that carry it, so it needs no generation and no
+ * passing on. Its eventfd is written once, by the first fire, and never
+ * read: it stays readable for good, so every sleeper that carries it polls
+ * it as a third descriptor and wakes, now or at any later sleep (sticky),
+ * and the `fired` flag answers the re-checks between sleeps.
+ *
  * Runtimes whose signal handlers only set a flag (Python) cannot call
  * distlock_client_cancel() from the handler; they install an interrupt hook,
  * called before each sleep and when a signal interrupts one. To close the
@@ -27,6 +34,7 @@
 #include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
+#include <stdlib.h>
 #include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
@@ -94,6 +102,62 @@ int distlock_client_cancel(distlock_client *c)
     return DISTLOCK_OK;
 }
 
+struct distlock_cancel {
+    atomic_int fired;  /* 0, then 1 for good */
+    int fd;            /* eventfd, written by the first fire, never read */
+};
+
+int distlock_cancel_new(distlock_cancel **out)
+{
+    distlock__clear_error();
+    if (out == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    *out = NULL;
+    distlock_cancel *k = calloc(1, sizeof(*k));
+    if (k == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    atomic_init(&k->fired, 0);
+    k->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (k->fd < 0) {
+        int e = errno;
+        free(k);
+        return distlock__fail(DISTLOCK_ESYS, "cannot create the cancel's eventfd: %s",
+                              strerror(e));
+    }
+    *out = k;
+    return DISTLOCK_OK;
+}
+
+int distlock_cancel_fire(distlock_cancel *k)
+{
+    /* Async-signal-safe: an atomic exchange and one write(); no lock, no
+     * allocation, and the thread's detail message is left alone. The flag
+     * first: a sleeper woken by the write finds it set. */
+    if (k == NULL)
+        return DISTLOCK_EINVAL;
+    int saved = errno;
+    if (atomic_exchange(&k->fired, 1) == 0) {
+        uint64_t one = 1;
+        ssize_t w = write(k->fd, &one, sizeof one);
+        (void)w;  /* cannot fail short of EBADF: the counter goes 0 -> 1 */
+    }
+    errno = saved;
+    return DISTLOCK_OK;
+}
+
+void distlock_cancel_free(distlock_cancel *k)
+{
+    if (k == NULL)
+        return;
+    close(k->fd);
+    free(k);
+}
+
+int distlock__cancel_fired(const distlock_cancel *k)
+{
+    return k != NULL && atomic_load(&k->fired) != 0;
+}
+
 int distlock_client_on_interrupt(distlock_client *c, distlock_interrupt_fn fn, void *arg)
 {
     distlock__clear_error();
@@ -111,8 +175,10 @@ unsigned distlock__cancel_gen(distlock_client *c)
     return atomic_load(&c->cancel_gen);
 }
 
-void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen)
+void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                            distlock_cancel *cancel)
 {
+    s->cancel = cancel;
     /* Without an eventfd (EMFILE) the call still works: it sees a cancel
      * or a release at its next re-check instead of at once. */
     s->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
@@ -148,7 +214,7 @@ void distlock__sleeper_wake(distlock__sleeper *s)
 
 int distlock__cancelled(distlock_client *c, const distlock__sleeper *s, int ask_hook)
 {
-    if (atomic_load(&c->cancel_gen) != s->gen)
+    if (atomic_load(&c->cancel_gen) != s->gen || distlock__cancel_fired(s->cancel))
         return 1;
     if (!ask_hook)
         return 0;
@@ -187,14 +253,17 @@ int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_
         pthread_sigmask(SIG_BLOCK, &block, &old);
     }
     int rc = 0;
-    if (atomic_load(&c->cancel_gen) != s->gen || (fn && fn(arg) != 0)) {
+    if (atomic_load(&c->cancel_gen) != s->gen || distlock__cancel_fired(s->cancel) ||
+        (fn && fn(arg) != 0)) {
         rc = DISTLOCK_ECANCELED;
     } else {
-        struct pollfd pfd[2] = { { s->fd, POLLIN, 0 }, { c->cancel_fd, POLLIN, 0 } };
+        /* poll() skips a negative fd: no own cancel, no third descriptor */
+        struct pollfd pfd[3] = { { s->fd, POLLIN, 0 }, { c->cancel_fd, POLLIN, 0 },
+                                 { s->cancel ? s->cancel->fd : -1, POLLIN, 0 } };
         uint64_t now = distlock__now_us();
         uint64_t left = deadline_us > now ? deadline_us - now : 0;
         struct timespec ts = { (time_t)(left / 1000000u), (long)(left % 1000000u) * 1000 };
-        int pr = ppoll(pfd, 2, deadline_us == UINT64_MAX ? NULL : &ts, fn ? &old : NULL);
+        int pr = ppoll(pfd, 3, deadline_us == UINT64_MAX ? NULL : &ts, fn ? &old : NULL);
         if (pr < 0 && errno == EINTR && fn && fn(arg) != 0)
             rc = DISTLOCK_ECANCELED;
         if (pr > 0 && (pfd[0].revents & POLLIN)) {
@@ -204,7 +273,7 @@ int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_
         }
         if (pr > 0 && (pfd[1].revents & POLLIN))
             pass_on_cancel(c);
-        if (atomic_load(&c->cancel_gen) != s->gen)
+        if (atomic_load(&c->cancel_gen) != s->gen || distlock__cancel_fired(s->cancel))
             rc = DISTLOCK_ECANCELED;
     }
     if (fn)

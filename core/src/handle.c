@@ -58,29 +58,42 @@ static int cancelled(const char *key, uint64_t t0_us, const char *what)
  * its token: it is its place in the queue; the transport orders its
  * requests (round.c).
  *
- * Cancellation (cancel.c): the call notes the cancel generation when it
- * starts, and its every sleep is interrupted by a cancel; a cancel that
- * comes while an attempt is on the wire is seen before the next sleep, or
- * right after the attempt if it won: then the lock is given back, since the
- * caller asked to stop. Either way nothing is held and a fair waiter leaves
- * the queue. */
+ * Cancellation (cancel.c): the call notes the client's cancel generation
+ * when it starts, and its every sleep is interrupted by a client cancel or
+ * by its own cancel (`cancel`, may be NULL); a cancel that comes while an
+ * attempt is on the wire is seen before the next sleep, or right after the
+ * attempt if it won: then the lock is given back, since the caller asked to
+ * stop. Either way nothing is held and a fair waiter leaves the queue. The
+ * call's own cancel also ends a first attempt that it saw out (try-once
+ * included): it was fired for this call alone, so no later call can have
+ * been meant instead. */
 static int acquire_wait(distlock_client *c, const char *key, char *token, long ttl_ms,
-                        long wait_ms, unsigned flags, distlock__attempt *att)
+                        long wait_ms, unsigned flags, distlock_cancel *cancel,
+                        distlock__attempt *att)
 {
     int fair = (flags & DISTLOCK_FAIR) != 0;
     unsigned gen = distlock__cancel_gen(c);  /* cancels from now on concern this call */
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
                              .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0 };
     int rc = distlock__acquire_once(c, &rq, att);
+    uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
+    uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
+    if ((rc == DISTLOCK_OK || rc == DISTLOCK_NOTACQUIRED) && distlock__cancel_fired(cancel)) {
+        if (rc == DISTLOCK_OK)
+            (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
+                                             att->maybe);
+        rc = distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled while its first "
+                            "attempt was out%s", key, rc == DISTLOCK_OK ?
+                            "; the lock won meanwhile was released" : "");
+        goto leave_queue;
+    }
     /* A grant that came after the ttl was used up was undone: within a wait
      * budget it is tried again, once (a passing slowness); twice in a row
      * says the ttl is too short for this network, and is returned. */
     int late = rc == DISTLOCK_ETIMEDOUT;
     if ((rc != DISTLOCK_NOTACQUIRED && !late) || wait_ms == 0)
         return rc;
-    uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
 
-    uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
     if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
         deadline = now0 + (uint64_t)wait_ms * 1000u;
     char *ch = malloc(DISTLOCK__SIDEKEY_MAX);  /* waiting is not the hot path */
@@ -94,7 +107,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
     w.channel = ch;
     w.token = fair ? token : NULL;
     w.head = att->head;
-    distlock__sleeper_start(c, &w.sl, gen);
+    distlock__sleeper_start(c, &w.sl, gen, cancel);
     int sub = distlock__waiter_add(c, &w);
     int subscribed = sub == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
@@ -306,9 +319,9 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
 /* *t_start, *t_end: when the first attempt went out and when the grant was
  * checked (distlock__attempt), 0 if none (the metrics' wait; the hold time
  * starts at *t_end). */
-static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                         unsigned flags, const char *owner, distlock_lock **out,
-                         uint64_t *t_start, uint64_t *t_end)
+static int acquire_with(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                        unsigned flags, const distlock_acquire_args *args, distlock_lock **out,
+                        uint64_t *t_start, uint64_t *t_end)
 {
     char tok[33], tid[64];
     int rc;
@@ -320,6 +333,15 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if (out == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    /* Growth rule: a caller built against a later header may pass a bigger
+     * struct (its added fields are not read here); a smaller one is not the
+     * 0.1.0 layout at all. */
+    if (args && args->size < sizeof(distlock_acquire_args))
+        return distlock__fail(DISTLOCK_EINVAL, "args->size %zu is smaller than "
+                              "sizeof(distlock_acquire_args) (%zu): set it to sizeof",
+                              args->size, sizeof(distlock_acquire_args));
+    const char *owner = args ? args->owner : NULL;
+    distlock_cancel *cancel = args ? args->cancel : NULL;
     if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(&c->q, ttl_ms)))
         return rc;
     if (wait_ms < 0 && wait_ms != DISTLOCK_WAIT_FOREVER)
@@ -331,6 +353,11 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
         return distlock__fail(DISTLOCK_EINVAL, "owner id must be 1..256 bytes");
     if (owner && !(flags & DISTLOCK_REENTRANT))
         return distlock__fail(DISTLOCK_EINVAL, "an owner id needs DISTLOCK_REENTRANT");
+    /* Sticky: a cancel fired before the call ends it before anything is
+     * sent (a reentrant re-acquire's extend included). */
+    if (distlock__cancel_fired(cancel))
+        return distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled before it started; "
+                              "nothing was sent", key);
 
     if (flags & DISTLOCK_REENTRANT) {
         if (owner == NULL) {
@@ -363,7 +390,7 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
         h->thread = pthread_self();
 
     distlock__attempt att;
-    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, &att);
+    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, cancel, &att);
     uint64_t until = att.valid_until_us;
     *t_start = att.t0_us;
     *t_end = att.t1_us;
@@ -406,11 +433,11 @@ static int acquire_owner(distlock_client *c, const char *key, long ttl_ms, long 
 }
 
 /* The outcome and the duration of every call are counted (stats.c). */
-int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                           unsigned flags, const char *owner, distlock_lock **out)
+int distlock_acquire_with(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
+                          unsigned flags, const distlock_acquire_args *args, distlock_lock **out)
 {
     uint64_t t0 = 0, t1 = 0;
-    int rc = acquire_owner(c, key, ttl_ms, wait_ms, flags, owner, out, &t0, &t1);
+    int rc = acquire_with(c, key, ttl_ms, wait_ms, flags, args, out, &t0, &t1);
     if (c && distlock__stats_on(&c->stats))
         distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
     return rc;
@@ -419,7 +446,7 @@ int distlock_acquire_owner(distlock_client *c, const char *key, long ttl_ms, lon
 int distlock_acquire(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
                      unsigned flags, distlock_lock **out)
 {
-    return distlock_acquire_owner(c, key, ttl_ms, wait_ms, flags, NULL, out);
+    return distlock_acquire_with(c, key, ttl_ms, wait_ms, flags, NULL, out);
 }
 
 /* The handle can act here: its client lives and this process owns it. */

@@ -246,6 +246,7 @@ typedef struct distlock__sleeper {
     struct distlock__sleeper *next;   /* c->sleepers (c->mu) */
     int fd;                           /* eventfd: a release or a cancel wakes it; -1 if none */
     unsigned gen;                     /* c->cancel_gen when the call started */
+    distlock_cancel *cancel;          /* the call's own cancel (distlock_acquire_with), or NULL */
 } distlock__sleeper;
 
 int distlock__cancel_init(distlock_client *c);        /* distlock_client_new */
@@ -254,14 +255,18 @@ void distlock__cancel_after_fork(distlock_client *c); /* c->mu held, in the chil
 unsigned distlock__cancel_gen(distlock_client *c);
 /* Register / unregister a waiting call (c->mu not held). Never fails: without
  * an eventfd the sleeper still sees a cancel at its next re-check. */
-void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen);
+void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                            distlock_cancel *cancel);
+/* Nonzero once cancel (NULL: none) was fired; no lock, any thread. */
+int distlock__cancel_fired(const distlock_cancel *cancel);
 void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s);
 /* Wake the sleeper (any thread; c->mu held or not, s registered). */
 void distlock__sleeper_wake(distlock__sleeper *s);
 /* Sleep until woken, deadline_us (UINT64_MAX: none) or a cancel: 0, or
  * DISTLOCK_ECANCELED (no detail set). Calls the interrupt hook (c->mu not held). */
 int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_us);
-/* Nonzero if the call of s is cancelled; ask_hook: ask the interrupt hook too. */
+/* Nonzero if the call of s is cancelled (the client's cancel since it
+ * started, or its own cancel); ask_hook: ask the interrupt hook too. */
 int distlock__cancelled(distlock_client *c, const distlock__sleeper *s, int ask_hook);
 
 /* ------------------------------------------------------------ wait.c */

@@ -11,13 +11,10 @@ How the event loop is kept free (never blocked, no polling sleeps):
  - a waiting acquire runs in a thread of its own, sleeping in the core (which
    wakes on the release notification, never busy-polls). Cancelling the
    awaiting task (``task.cancel()``, ``asyncio.timeout()``, ``wait_for``)
-   cancels that wait in C at once (``distlock_client_cancel`` plus a per-call
-   flag read by the client's interrupt hook, bindings/distlock.i); the task
-   waits the few ms until the thread has given back anything it won, so a
-   cancelled acquire never leaves a key behind. The core's cancel wakes every
-   waiting call of the C client: the others see it was not meant for them and
-   wait again with what is left of their budget (so this Client has its own C
-   client, separate from any blocking ``distlock.Client``);
+   cancels that wait in C at once: each acquire carries its own
+   ``distlock_cancel``, which ends that call and no other; the task waits the
+   few ms until the thread has given back anything it won, so a cancelled
+   acquire never leaves a key behind;
  - lost leases: the C client's lost eventfd is watched by the loop itself
    (``loop.add_reader``); a lost lock calls its ``on_lost`` and, with
    ``cancel_on_lost=True``, cancels the task running under ``async with``.
@@ -90,7 +87,7 @@ class Client:
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._watched: "weakref.WeakSet[Lock]" = weakref.WeakSet()
         self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
-        self._calls: Dict[int, Any] = {}  # acquires under way, by id (event loop thread)
+        self._calls: Dict[int, Any] = {}  # acquires under way: id -> their cancel (loop thread)
         self._owners: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = \
             weakref.WeakKeyDictionary()
         self._closing = False
@@ -128,8 +125,8 @@ class Client:
         self._loop = None
         # Waiting acquires end now (ClosedError), not when their wait would
         # (the blocking client's close() waits for the calls under way).
-        for call in list(self._calls.values()):
-            self._sync._call(lambda c, call=call: _core.distlock_py_call_cancel(call, c))
+        for cancel in list(self._calls.values()):
+            _core.distlock_cancel_fire(cancel)
         fut = asyncio.get_running_loop().run_in_executor(self._pool, self._sync.close)
         await _settled(fut)
         self._pool.shutdown(wait=False)
@@ -213,7 +210,7 @@ class Client:
         wait_ms. Cancelling the awaiting task cancels the call (see the
         module doc) and gives back anything it won before re-raising."""
         loop = self._bind()
-        call = _core.distlock_py_call_new()
+        cancel = _core.distlock_cancel_new()
         done: "asyncio.Future[Tuple[int, Any]]" = loop.create_future()
 
         def settle(result: Optional[Tuple[int, Any]], exc: Optional[BaseException]) -> None:
@@ -228,10 +225,12 @@ class Client:
             except RuntimeError:  # the loop is closed: nobody will take it
                 if result is not None and result[1] is not None:
                     _core.distlock_lock_free(result[1])
+                _core.distlock_cancel_free(cancel)  # the call is over
 
         def attempt(budget: int) -> Tuple[Optional[Tuple[int, Any]], Optional[BaseException]]:
             try:
-                return self._acquire_blocking(key, ttl_ms, budget, flags, owner, call), None
+                return self._sync._call(_core.distlock_py_acquire_with, key, ttl_ms, budget,
+                                        flags, owner, cancel), None
             except BaseException as e:  # delivered to the awaiting task
                 return None, e
 
@@ -241,11 +240,12 @@ class Client:
         def first_try() -> None:
             # In a pool thread: one try. Refused and allowed to wait: the wait
             # gets a thread of its own (started here: Thread.start() waits for
-            # the new thread, which must not hold up the event loop).
+            # the new thread, which must not hold up the event loop). A cancel
+            # fired meanwhile ends the waiting call at once (it is sticky).
             t0 = _monotonic()
             result, exc = attempt(0)
             if (exc is None and result is not None and result[0] == _core.DISTLOCK_NOTACQUIRED
-                    and wait_ms != 0 and not _core.distlock_py_call_cancelled(call)):
+                    and wait_ms != 0):
                 left = wait_ms if wait_ms == _FOREVER else \
                     max(0, wait_ms - int((_monotonic() - t0) * 1000))
                 if left != 0:
@@ -257,43 +257,31 @@ class Client:
                         result, exc = None, e
             deliver(result, exc)
 
-        self._calls[id(call)] = call
+        # The cancel is freed once done is settled: the C call is over then.
+        self._calls[id(cancel)] = cancel
         self._pool.submit(first_try)
         try:
             status, h = await asyncio.shield(done)
         except asyncio.CancelledError:
-            self._sync._call(lambda c: _core.distlock_py_call_cancel(call, c))
+            _core.distlock_cancel_fire(cancel)
             await _settled(done)
-            self._calls.pop(id(call), None)
-            _core.distlock_py_call_free(call)
+            self._calls.pop(id(cancel), None)
+            _core.distlock_cancel_free(cancel)
             if not done.cancelled() and done.exception() is None:
                 st, won = done.result()
                 if won is not None:  # won just before the cancel came: give it back
                     await _settled(loop.run_in_executor(self._pool, _release_free, won))
             raise
         except BaseException:
-            self._calls.pop(id(call), None)
-            _core.distlock_py_call_free(call)
+            self._calls.pop(id(cancel), None)
+            _core.distlock_cancel_free(cancel)
             raise
-        self._calls.pop(id(call), None)
-        _core.distlock_py_call_free(call)
+        self._calls.pop(id(cancel), None)
+        _core.distlock_cancel_free(cancel)
         if status == _ECANCELED:  # ours, and the task was not cancelled: close()
             raise ClosedError("client closed while waiting for %r" % (key,),
                               _core.DISTLOCK_ECLOSED)
         return h if status == _OK else None
-
-    def _acquire_blocking(self, key: KeyType, ttl_ms: int, wait_ms: int, flags: int,
-                          owner: Optional[str], call: Any) -> Tuple[int, Any]:
-        t0 = _monotonic()
-        budget = wait_ms
-        while True:
-            status, h = self._sync._call(_core.distlock_py_acquire_call, key, ttl_ms, budget,
-                                         flags, owner, call)
-            if status != _ECANCELED or _core.distlock_py_call_cancelled(call):
-                return status, h
-            # Another task's cancel woke this wait too: wait on with what is left.
-            if wait_ms != _FOREVER:
-                budget = max(0, wait_ms - int((_monotonic() - t0) * 1000))
 
 
 def _release_free(h: Any) -> None:

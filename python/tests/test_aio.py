@@ -206,6 +206,53 @@ def test_cancel_is_prompt_and_leaves_no_key(server, r, key):
     assert _numsub_sync(r, key) == 0
 
 
+def test_cancelling_one_waiter_leaves_the_other_call_alone(server, r, key):
+    """Two tasks wait on one aio client; cancelling one ends its C call
+    only: the other's call is never interrupted (the client counts one
+    cancelled acquire, not two), it gets the lock on the release, and the
+    cancelled one holds nothing."""
+    holder = distlock.Client(server.uri)
+    held = holder.lock(key, ttl=60)
+    assert held.acquire(blocking=False)
+
+    async def main():
+        # re-checks 30 s apart: within the test only a release or a cancel
+        # ends a sleep
+        async with aio.Client(server.uri, retry_min=30, retry_max=30) as c:
+            lk = c.lock(key, ttl=30)
+            other = c.lock(key, ttl=30)
+            before = _lock_attempts(r)
+            t1 = asyncio.ensure_future(lk.acquire())
+            t2 = asyncio.ensure_future(other.acquire())
+            assert await _until(lambda: _numsub(r, key)), "the waiters never subscribed"
+
+            async def both_asleep():
+                # each: the try-once, the waiting call's first try, and its
+                # try after subscribing; then it sleeps
+                return _lock_attempts(r) - before >= 6
+            assert await _until(both_asleep), "the waiters never tried the key"
+            t1.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await t1
+            assert not t2.done()
+            assert r.get(key) == held.token and not lk.held
+            held.release()
+            assert await asyncio.wait_for(t2, 10)
+            assert r.get(key) == other.token
+            stats = c._sync.stats()
+            await other.release()
+            assert not lk.held and lk.token is None
+            return stats
+
+    stats = run(main())
+    holder.close()
+    cancelled = stats.get('acquire_failed_total{status="ECANCELED"}', 0)
+    print("\n# aio: two waiters, one cancelled: cancelled C acquires %d, granted %d"
+          % (cancelled, stats.get("acquire_granted_total", 0)))
+    assert cancelled == 1  # the cancelled task's call, and no other
+    assert r.exists(key) == 0
+
+
 def _numsub_sync(r, key):
     ch = "distlock:" + key
     return dict(r.pubsub_numsub(ch)).get(ch, 0)
