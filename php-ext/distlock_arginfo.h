@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: e65d0a5ce0f15b5f3c1e981cf23fc0f412f6560a */
+ * Stub hash: 554856c0c0a29485be06572e114f8c8459406f59 */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
