@@ -171,9 +171,11 @@ namespace Distlock {
          * Both arguments are #[\SensitiveParameter]: stack traces don't show them.
          * @param string|null $servers one URI (redis://, rediss://, unix://, redis-sentinel://,
          *        redis-cluster://) or a comma list (Redlock); null takes distlock.servers
-         * @param array $options name => value: connect_timeout_ms, command_timeout_ms, username,
-         *        password (default: the INI values)
-         * @throws Distlock\ConfigurationException invalid servers or options (passwords masked)
+         * @param array $options name => value, the names of the library's option table
+         *        (connect_timeout_ms, command_timeout_ms, username, password, tls_ca_file...);
+         *        an option not given takes its INI value distlock.<name>
+         * @throws Distlock\ConfigurationException invalid servers or option values (passwords masked)
+         * @throws \ValueError an option key that is not an option
          */
         public function __construct(#[\SensitiveParameter] ?string $servers = null, #[\SensitiveParameter] array $options = []) {}
 

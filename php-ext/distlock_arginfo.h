@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: 554856c0c0a29485be06572e114f8c8459406f59 */
+ * Stub hash: c6b8aa4536f5f457aaf1d556b19b494bde86597d */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
