@@ -24,7 +24,9 @@ if [ -z "$lib" ]; then
   lib=$build/core/libdistlock.so
   if [ ! -e "$lib" ]; then
     mkdir -p "$build"
-    flock "$build/.cmake.lock" cmake -S "$top" -B "$build" -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
+    # scripts/test.sh's configuration of build/, so neither re-configures the other
+    flock "$build/.cmake.lock" cmake -S "$top" -B "$build" -DDISTLOCK_BUILD_TESTS=ON \
+      -DCMAKE_BUILD_TYPE=RelWithDebInfo >/dev/null
     flock "$build/.cmake.lock" cmake --build "$build" -j2 --target distlock >/dev/null
   fi
 fi
