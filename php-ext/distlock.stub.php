@@ -8,12 +8,29 @@
 namespace {
     /**
      * Drop-in for the ERP userland Process_RequestCounter::distributedLock():
-     * same defaults, same results. Throws \Exception (code 500002) when the
-     * key is held, Distlock\ConnectionException when Redis cannot be reached.
+     * same defaults, same results. Takes the lock once (no waiting) on the servers
+     * of distlock.servers; blocks for one round trip (the INI timeouts).
+     * @param string $key the lock's key (1..1024 bytes)
+     * @param int $ttl seconds the lock lives
+     * @param string|int|null $random the token to hold it with (null: a fresh random one)
+     * @param string $tipMsg the message of the \Exception thrown when the key is held
+     * @return string|int the token holding the lock
+     * @throws \Exception code 500002 (Distlock\Exception::HELD): the key is held by another token
+     * @throws Distlock\AcquireException the servers gave no usable answer; nothing is held
+     * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
+     * @throws \ValueError an invalid key or ttl
      */
     function distributedLock(string $key = '', int $ttl = 60, string|int|null $random = null, string $tipMsg = ''): string|int {}
 
-    /** true when this token held the key and it is now released, int 1 otherwise. */
+    /**
+     * Releases $key if $random holds it (compare-and-delete); blocks for one round trip.
+     * @param string $key the lock's key
+     * @param string|int $random the token distributedLock() returned
+     * @return true|int true when this token held the key and it is now released, int 1 otherwise
+     * @throws Distlock\ConnectionException the servers gave no usable answer
+     * @throws Distlock\Exception out of memory, not usable in this process
+     * @throws \ValueError an invalid key or token
+     */
     function distributedUnlock(string $key = '', string|int $random = 0): true|int {}
 }
 
@@ -32,16 +49,19 @@ namespace Distlock {
          */
         public const HELD = UNKNOWN;
         /**
+         * An invalid argument or configuration (ConfigurationException, or a \ValueError's cause).
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_INVALID
          */
         public const INVALID = UNKNOWN;
         /**
+         * Out of memory (Distlock\Exception).
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_NOMEM
          */
         public const NO_MEMORY = UNKNOWN;
         /**
+         * A node could not be reached or did not reply in time (ConnectionException).
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_CONN
          */
@@ -54,21 +74,25 @@ namespace Distlock {
          */
         public const TIMED_OUT = UNKNOWN;
         /**
+         * Fewer than a quorum of nodes answered (ConnectionException).
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_NOQUORUM
          */
         public const NO_QUORUM = UNKNOWN;
         /**
+         * Not the owner: the lease expired, was lost or released (LockLostException).
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_NOTOWNER
          */
         public const NOT_OWNER = UNKNOWN;
         /**
+         * A node refused (authentication, ACL) or answered unexpectedly (ConnectionException).
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_PROTO
          */
         public const PROTOCOL = UNKNOWN;
         /**
+         * Used after close, or in a forked child (Distlock\Exception).
          * @var int
          * @cvalue DISTLOCK_PHP_CODE_CLOSED
          */
@@ -122,39 +146,76 @@ namespace Distlock {
     /** Client::lock() did not get the lock within its timeout: held by another owner (code HELD). */
     class LockTimeoutException extends Exception {}
 
-    /** @not-serializable */
+    /**
+     * A client of one or more Redis nodes (Redlock over N), kept per process and reused
+     * across requests (persistent). Not serializable.
+     * @not-serializable
+     */
     final class Client
     {
         /**
+         * Flag: also get a fencing token (Lock::fence()), greater than every earlier owner's.
          * @var int
          * @cvalue DISTLOCK_FENCING
          */
         public const FENCING = UNKNOWN;
         /**
+         * Flag: renew the lock in the background at ttl/3 until it is released (or found lost).
          * @var int
          * @cvalue DISTLOCK_AUTO_RENEW
          */
         public const AUTO_RENEW = UNKNOWN;
 
         /**
-         * $servers: one redis:// or unix:// URI or a comma list (Redlock);
-         * null takes distlock.servers. $options: the library's options by
-         * name (connect_timeout_ms, username, wait_replicas, ...; `distlock
-         * --help` lists them), int, bool or string; default: the INI values
-         * distlock.<name>, else the library's defaults.
-         * Both are #[\SensitiveParameter]: stack traces don't show them.
+         * A client for $servers; does not connect (connections are made on first use).
+         * Both arguments are #[\SensitiveParameter]: stack traces don't show them.
+         * @param string|null $servers one URI (redis://, rediss://, unix://, redis-sentinel://,
+         *        redis-cluster://) or a comma list (Redlock); null takes distlock.servers
+         * @param array $options name => value, the names of the library's option table
+         *        (connect_timeout_ms, command_timeout_ms, username, password, tls_ca_file...;
+         *        `distlock --help` lists them), int, bool or string;
+         *        an option not given takes its INI value distlock.<name>
+         * @throws Distlock\ConfigurationException invalid servers or option values (passwords masked)
+         * @throws \ValueError an option key that is not an option
          */
         public function __construct(#[\SensitiveParameter] ?string $servers = null, #[\SensitiveParameter] array $options = []) {}
 
-        /** One attempt; null when someone else holds the key. */
+        /**
+         * One attempt to take $key (no waiting); blocks for one round trip.
+         * @param string $key the lock's key (1..1024 bytes)
+         * @param float $ttl seconds the lock lives (rounded up to whole ms)
+         * @param int $flags Client::FENCING | Client::AUTO_RENEW, or 0
+         * @return Lock|null the lock, or null when someone else holds the key
+         * @throws Distlock\AcquireException the servers gave no usable answer; nothing is held
+         * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
+         * @throws \ValueError an invalid key, ttl or flags
+         */
         public function tryLock(string $key, float $ttl = 60.0, int $flags = 0): ?Lock {}
 
-        /** Waits up to $timeout seconds (null: no limit); LockTimeoutException after that. */
+        /**
+         * Takes $key, waiting up to $timeout seconds for it (woken by its release; no polling).
+         * @param string $key the lock's key (1..1024 bytes)
+         * @param float $ttl seconds the lock lives (rounded up to whole ms)
+         * @param float|null $timeout seconds to wait at most (null: no limit)
+         * @param int $flags Client::FENCING | Client::AUTO_RENEW, or 0
+         * @return Lock the lock
+         * @throws Distlock\LockTimeoutException still held by another owner after $timeout (code HELD)
+         * @throws Distlock\AcquireException the servers gave no usable answer; nothing is held
+         * @throws Distlock\Exception the wait was cancelled (CANCELED), out of memory, not usable here
+         * @throws \ValueError an invalid key, ttl, timeout or flags
+         */
         public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
 
-        /** @return array<int, string> node URIs, passwords masked */
+        /**
+         * The client's nodes, without I/O.
+         * @return array<int, string> node URIs, passwords masked
+         */
         public function servers(): array {}
 
+        /**
+         * How many nodes must grant a lock: N/2+1 of N. No I/O.
+         * @return int the quorum
+         */
         public function quorum(): int {}
 
         /**
@@ -162,36 +223,71 @@ namespace Distlock {
          * I/O: name => value, the names of C's distlock_client_stats() (e.g.
          * "acquire_granted_total", "acquire_failed_total{status=\"ECONN\"}",
          * cumulative "acquire_wait_us_bucket{le=\"1024\"}").
-         * @return array<string, int>
+         * @return array<string, int> name => value
+         * @throws \Error the library could not read them (out of memory)
          */
         public function stats(): array {}
     }
 
-    /** @not-serializable */
+    /**
+     * A held lock, from Client::tryLock() or Client::lock(). Destroying it releases the
+     * lock if still held. Not serializable, not constructible directly.
+     * @not-serializable
+     */
     final class Lock
     {
+        /**
+         * Not constructible: use Client::tryLock() or Client::lock().
+         * @throws \Error always
+         */
         private function __construct() {}
 
-        /** true if it was still held and is now released; false if it had expired or was released before. */
+        /**
+         * Releases the lock (compare-and-delete on every node); blocks for one round trip.
+         * @return bool true if it was still held and is now released; false if it had expired
+         *         or was released before
+         * @throws Distlock\ConnectionException the servers gave no usable answer
+         * @throws Distlock\Exception not usable in this process (a forked child), out of memory
+         */
         public function release(): bool {}
 
-        /** New TTL in seconds (null: the acquire TTL); returns the new validity in seconds. */
+        /**
+         * Resets the lock's TTL on a quorum; blocks for one round trip.
+         * @param float|null $ttl the new TTL in seconds (null: the acquire TTL)
+         * @return float the new validity in seconds
+         * @throws Distlock\LockLostException the lease was lost, expired or released
+         * @throws Distlock\RenewalException the servers gave no usable answer; the lease is not
+         *         known lost and stays valid for validity() seconds
+         * @throws Distlock\Exception not usable in this process, out of memory
+         * @throws \ValueError an invalid ttl
+         */
         public function extend(?float $ttl = null): float {}
 
-        /** Seconds of validity left (0.0 once released, lost or expired). */
+        /**
+         * Seconds of validity left; no I/O.
+         * @return float the seconds left (0.0 once released, lost or expired)
+         */
         public function validity(): float {}
 
+        /**
+         * Whether the lock is still held as far as this process knows; no I/O.
+         * @return bool true while not released, not found lost and its validity not run out
+         */
         public function isHeld(): bool {}
 
         /**
          * true once the lease was found lost: by the renewal thread of an AUTO_RENEW lock
-         * (in the background, also while PHP runs other code), or by extend().
+         * (in the background, also while PHP runs other code), or by extend(). No I/O.
+         * @return bool true once found lost
          */
         public function isLost(): bool {}
 
         /**
          * Throws LockLostException when this lock is no longer held: found lost, its
          * validity run out, or released. Runs any onLost callbacks due first (a safe point).
+         * No I/O.
+         * @return void
+         * @throws Distlock\LockLostException the lock is no longer held (code NOT_OWNER)
          */
         public function check(): void {}
 
@@ -201,14 +297,27 @@ namespace Distlock {
          * function and method of this extension (distributedLock(), distributedUnlock(),
          * every Client and Lock method) and check(). An exception it throws propagates from
          * that call, which then does nothing else.
+         * @param callable|null $callback function (Lock $lock): void, or null to remove it
+         * @return void
          */
         public function onLost(?callable $callback): void {}
 
+        /**
+         * The key this lock was taken for.
+         * @return string the key
+         */
         public function key(): string {}
 
+        /**
+         * The token the key holds while the lock is ours (32 hex characters).
+         * @return string the token
+         */
         public function token(): string {}
 
-        /** Fencing token when acquired with Client::FENCING, else null. */
+        /**
+         * The fencing token of this ownership.
+         * @return int|null the fencing token when acquired with Client::FENCING, else null
+         */
         public function fence(): ?int {}
     }
 }

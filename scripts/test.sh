@@ -13,8 +13,9 @@
 #   c-quick   the ASan+UBSan pass without the tests labeled slow (failovers,
 #             chaos); both run check_layers (tests/check-layers.py)
 #   install   install/packaging into a prefix (pkg-config, CMake)
-#   release   one version everywhere, the ABI against its baseline
-#             and the newest bench/results file a full run with every figure
+#   release   one version everywhere, the ABI against its baseline, a reference
+#             page (docs/reference/) for every exported function, and the newest
+#             bench/results file a full run with every figure
 #   fuzz      libFuzzer targets under ASan+UBSan, under a minute
 #             (DISTLOCK_FUZZ_SECONDS per target for longer)
 #   php       the PHP extension's phpt suite
@@ -78,7 +79,8 @@ run_suite() {
     c-stack) DISTLOCK_TEST_STAGES=stack bash tests/run-c-tests.sh ;;
     install) build_shared && bash packaging/test-install.sh "$shared" ;;
     release) bash scripts/check-version.sh; local v=$?
-             bash packaging/abi/check-abi.sh && python3 bench/check-results.py && [ $v -eq 0 ] ;;
+             bash tests/check-reference.sh; local r=$?
+             bash packaging/abi/check-abi.sh && python3 bench/check-results.py && [ $v -eq 0 ] && [ $r -eq 0 ] ;;
     fuzz)    bash tests/fuzz/run.sh ;;
     php)     build_shared && DISTLOCK_CORE_BUILD=$shared bash php-ext/tests/run.sh ;;
     pecl)    bash packaging/test-pecl.sh ;;

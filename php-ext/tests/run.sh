@@ -30,6 +30,10 @@ if ! grep -q "Stub hash: $stub_sha" "$ext_src/distlock_arginfo.h"; then
   exit 1
 fi
 
+# The stub carries the docs: a docblock on every function, method, class and
+# constant, with its @param and @return.
+php "$here/check-stub-docs.php" "$ext_src/distlock.stub.php"
+
 # packaging/package.xml (PECL) must list exactly the extension's sources and
 # tests, and the core's sources it bundles (core/..., from the top-level core/;
 # packaging/pecl-package.sh stages them the same way).

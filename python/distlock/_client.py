@@ -284,6 +284,7 @@ class Client:
 
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` was called (or the client was collected)."""
         return self._closed
 
     def _lost_watcher(self) -> LostWatcher:
@@ -296,9 +297,11 @@ class Client:
             return self._watcher
 
     def __enter__(self) -> "Client":
+        """The client itself; leaving the ``with`` block closes it (:meth:`close`)."""
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Close the client (:meth:`close`): locks still held through it are released."""
         self.close()
 
     def __del__(self) -> None:
@@ -319,10 +322,12 @@ class Client:
     # -- information
     @property
     def node_count(self) -> int:
+        """Number of nodes N given to the constructor (no I/O)."""
         return int(self._call(_core.distlock_client_node_count))
 
     @property
     def quorum(self) -> int:
+        """Nodes that must grant a lock: N/2+1 of N (no I/O)."""
         return int(self._call(_core.distlock_client_quorum))
 
     @property
@@ -500,10 +505,12 @@ class Lock(contextlib.ContextDecorator):
 
     @property
     def key(self) -> KeyType:
+        """The key this lock is for (as given: str or bytes)."""
         return self._key
 
     @property
     def ttl(self) -> float:
+        """The TTL each acquire asks for, in seconds (whole milliseconds)."""
         return self._ttl_ms / 1000.0
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
@@ -709,11 +716,16 @@ class Lock(contextlib.ContextDecorator):
                 report_callback_error("the on_lost callback of %r" % (self,), e, cb)
 
     def __enter__(self) -> "Lock":
+        """Acquire (waiting as the Lock's ``wait`` says); the Lock itself.
+
+        Raises LockNotAcquired when another owner still holds it after the
+        wait, and the errors of :meth:`acquire`."""
         if not self.acquire():
             raise LockNotAcquired("lock %r is held by another owner" % (self._key,))
         return self
 
     def __exit__(self, *exc: Any) -> None:
+        """Release the lock (:meth:`release`), whatever the block raised."""
         self.release()
 
     def _drop(self) -> None:

@@ -95,18 +95,22 @@ class Client:
     # -- information (no network)
     @property
     def closed(self) -> bool:
+        """True once :meth:`close` was called (or the client was collected). No I/O."""
         return self._closing or self._sync.closed
 
     @property
     def node_count(self) -> int:
+        """Number of nodes N given to the constructor. No I/O."""
         return self._sync.node_count
 
     @property
     def quorum(self) -> int:
+        """Nodes that must grant a lock: N/2+1 of N. No I/O."""
         return self._sync.quorum
 
     @property
     def nodes(self) -> List[str]:
+        """Node URIs, with any password replaced by ``***`` (by the library). No I/O."""
         return self._sync.nodes
 
     def __repr__(self) -> str:
@@ -135,9 +139,11 @@ class Client:
         fut.result()
 
     async def __aenter__(self) -> "Client":
+        """The client itself; leaving the ``async with`` block closes it (:meth:`close`)."""
         return self
 
     async def __aexit__(self, *exc: Any) -> None:
+        """Close the client (``await close()``): locks still held through it are released."""
         await self.close()
 
     def __del__(self) -> None:
@@ -169,6 +175,10 @@ class Client:
         return await self._in_pool(self._sync.holder, key)
 
     async def force_release(self, key: KeyType) -> int:
+        """Delete ``key`` on every node, whoever holds it (administrative
+        override; see :meth:`distlock.Client.force_release`): the number of
+        nodes it was deleted on. Runs in the client's thread pool; raises
+        the errors of the blocking call."""
         return await self._in_pool(self._sync.force_release, key)
 
     # -- machinery
@@ -334,10 +344,12 @@ class Lock:
 
     @property
     def key(self) -> KeyType:
+        """The key this lock is for (as given: str or bytes)."""
         return self._key
 
     @property
     def ttl(self) -> float:
+        """The TTL each acquire asks for, in seconds (whole milliseconds)."""
         return self._ttl_ms / 1000.0
 
     def _top(self) -> Any:
@@ -464,17 +476,20 @@ class Lock:
     # -- state (no network, never blocks)
     @property
     def held(self) -> bool:
+        """True while acquired, not found lost and its validity not run out. No I/O."""
         h = self._top()
         return (h is not None and not _core.distlock_lock_lost(h)
                 and _core.distlock_lock_validity_ms(h) > 0)
 
     @property
     def token(self) -> Optional[str]:
+        """The token the key holds while this lock is ours; None when not held. No I/O."""
         h = self._top()
         return None if h is None else _core.distlock_lock_token(h)
 
     @property
     def fence(self) -> Optional[int]:
+        """The fencing token of this ownership (``fencing=True``), else None. No I/O."""
         h = self._top()
         if h is None:
             return None
@@ -483,6 +498,7 @@ class Lock:
 
     @property
     def validity(self) -> float:
+        """Seconds of validity left; 0.0 when not held, lost or expired. No I/O."""
         h = self._top()
         return 0.0 if h is None else _core.distlock_lock_validity_ms(h) / 1000.0
 
@@ -526,6 +542,10 @@ class Lock:
 
     # -- async with / decorator
     async def __aenter__(self) -> "Lock":
+        """Acquire (waiting as the Lock's ``wait`` says); the Lock itself.
+
+        Raises LockNotAcquired when another owner still holds it after the
+        wait, and the errors of :meth:`acquire`."""
         if not await self.acquire():
             raise LockNotAcquired("lock %r is held by another owner" % (self._key,))
         self._bodies.append((asyncio.current_task(), [False]))
@@ -533,6 +553,9 @@ class Lock:
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:
+        """Release the lock. Raises LockLost when the lease was found lost
+        while the block ran (with ``cancel_on_lost``, the task was cancelled
+        and the block ends with LockLost instead of CancelledError)."""
         task, flag = self._bodies.pop()
         cancelled_by_loss = flag[0]
         lost: Optional[LockLost] = None
@@ -558,6 +581,8 @@ class Lock:
             raise lost from (exc if isinstance(exc, asyncio.CancelledError) else None)
 
     def __call__(self, fn: _F) -> _F:
+        """Decorate a coroutine function: each call runs under ``async with
+        self``. TypeError for a function that is not a coroutine function."""
         if not inspect.iscoroutinefunction(fn):
             raise TypeError("a distlock.aio.Lock decorates coroutine functions")
 
