@@ -2,6 +2,7 @@
 #ifndef DISTLOCK_TEST_COMMON_H
 #define DISTLOCK_TEST_COMMON_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "distlock.h"
@@ -45,6 +47,66 @@
             fail();                                                           \
         }                                                                     \
     } while (0)
+
+/* 1 under ASan or TSan (GCC and clang spellings). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#  define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define TEST_SANITIZED 1
+#  endif
+#endif
+#ifndef TEST_SANITIZED
+#  define TEST_SANITIZED 0
+#endif
+
+/* Sanitizer builds (DISTLOCK_TEST_SLOW) get wider time bounds. */
+static inline long slow_bound(long normal, long slow)
+{
+    return getenv("DISTLOCK_TEST_SLOW") ? slow : normal;
+}
+
+/* Run a command on node i and require a +OK / status reply. */
+static inline void node_command_ok(const rh_cluster *rc, int i, const char *fmt, ...)
+{
+    redisContext *ctx = rh_connect(rc, i, 0);
+    assert_non_null(ctx);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    redisFree(ctx);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        print_error("node %d: %s -> %s\n", i, fmt, r ? r->str : "no reply");
+        if (r) freeReplyObject(r);
+        fail();
+    }
+    freeReplyObject(r);
+}
+
+/* Block until the monotonic time t_ms (rh_now_ms() scale). Only for a
+ * scenario's own timing (how long a holder keeps a lock), never to wait for
+ * something to happen. */
+static inline void sleep_until_ms(long long t_ms)
+{
+    struct timespec ts = { (time_t)(t_ms / 1000), (long)(t_ms % 1000) * 1000000L };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+/* Nodes where key holds token and has more than min_pttl ms left. */
+static inline int count_pttl_above(const rh_cluster *rc, const char *key,
+                                   const char *token, long long min_pttl)
+{
+    int n = 0;
+    char buf[512];
+    for (int i = 0; i < rc->n; i++) {
+        if (rc->node[i].pid <= 0 || rc->node[i].stopped) continue;
+        if (rh_get(rc, i, 0, key, buf, sizeof buf) == 1 && strcmp(buf, token) == 0 &&
+            rh_pttl(rc, i, 0, key) > min_pttl)
+            n++;
+    }
+    return n;
+}
 
 /* Start/stop a cluster of N nodes as the cmocka group state. */
 #define DEFINE_GROUP(N)                                                       \
@@ -146,6 +208,25 @@ static inline long script_calls(const rh_cluster *rc, int i)
     }
     freeReplyObject(r);
     return total;
+}
+
+/* Like script_calls(), but -1 instead of a failure when node i does not
+ * answer: for polling a node that may be paused. */
+static inline long long script_calls_or_error(const rh_cluster *rc, int i)
+{
+    redisReply *r = rh_command(rc, i, 0, "INFO commandstats");
+    long long n = 0;
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(r->str, names[k]);
+        if (p) n += strtoll(p + strlen(names[k]), NULL, 10);
+    }
+    freeReplyObject(r);
+    return n;
 }
 
 /* Wait (up to 30 s) until the client's watchdog renewed nk locks `passes`

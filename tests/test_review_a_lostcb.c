@@ -7,7 +7,7 @@
  * handle that registered the callback. Fixed: freeing a handle unregisters
  * its callback. (Its own file: under ASan the report ends the process.) */
 #include "test_common.h"
-#include "test_review_a.h"
+#include "test_thread_control.h"
 
 #include <stdatomic.h>
 #include <stdint.h>
@@ -24,7 +24,7 @@ static void on_lost_rec(distlock_lock *l, void *arg)
     struct cbrec *r = arg;
     int i = atomic_fetch_add(&r->calls, 1);
     if (i < 8) r->seen[i] = l;
-#if REVIEW_SANITIZED
+#if TEST_SANITIZED
     /* What any real callback does with its handle: under ASan a freed one
      * is a heap-use-after-free reported right here. */
     (void)distlock_lock_key(l);

@@ -7,7 +7,7 @@
  * succeeds and the sanitizers are quiet. (Its own file: a sanitizer report
  * ends the process.) */
 #include "test_common.h"
-#include "test_review_a.h"
+#include "test_thread_control.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -72,7 +72,7 @@ static void test_review5_set_password_while_connecting(void **state)
 {
     rh_cluster *rc = *state;
     /* A user with two valid passwords: every value the setter writes works. */
-    review_status(rc, 0, "ACL SETUSER u5 reset on >%s >%s ~* &* +@all", PW_A, PW_B);
+    node_command_ok(rc, 0, "ACL SETUSER u5 reset on >%s >%s ~* &* +@all", PW_A, PW_B);
     distlock_client *c = new_client(rh_uris(rc));
     assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, "u5"), DISTLOCK_OK);
     assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, PW_A), DISTLOCK_OK);
@@ -89,7 +89,7 @@ static void test_review5_set_password_while_connecting(void **state)
     void *setter_rc = NULL;
     pthread_join(ts, &setter_rc);
     distlock_client_free(c);
-    review_status(rc, 0, "ACL DELUSER u5");
+    node_command_ok(rc, 0, "ACL DELUSER u5");
 
     printf("# %ld + %ld acquire/release pairs while the password was being set\n",
            w[0].iterations, w[1].iterations);

@@ -9,7 +9,7 @@
  * did not ask for is DISTLOCK_EINVAL; adding DISTLOCK_AUTO_RENEW turns
  * renewal on. */
 #include "test_common.h"
-#include "test_review_a.h"
+#include "test_thread_control.h"
 
 DEFINE_GROUP(3)
 
@@ -114,14 +114,14 @@ static void test_review2_reacquire_new_ttl(void **state)
     assert_rc(distlock_acquire(c, "r2l", 30000, 0, DISTLOCK_REENTRANT, &b), DISTLOCK_OK);
     assert_string_equal(distlock_lock_token(b), tok);
     /* Extended on a quorum before the call returned, on every node soon after. */
-    int now_q = review_count_pttl_above(rc, "r2l", tok, 20000);
+    int now_q = count_pttl_above(rc, "r2l", tok, 20000);
     if (now_q < distlock_client_quorum(c)) {
         print_error("after the re-acquire with ttl 30000 the key has > 20000 ms left on %d "
                     "node(s) (PTTL node0 %lld ms); need a quorum (%d)\n", now_q,
                     rh_pttl(rc, 0, 0, "r2l"), distlock_client_quorum(c));
         fail();
     }
-    assert_true(RH_WAIT_UNTIL(review_count_pttl_above(rc, "r2l", tok, 20000) == 3, 3000));
+    assert_true(RH_WAIT_UNTIL(count_pttl_above(rc, "r2l", tok, 20000) == 3, 3000));
     long v = distlock_lock_validity_ms(b);
     if (v <= 2000 || v > 30000) {
         print_error("validity after the re-acquire with ttl 30000: %ld ms\n", v);
@@ -129,7 +129,7 @@ static void test_review2_reacquire_new_ttl(void **state)
     }
     /* Inner release keeps the (long) lease, the outer one ends it. */
     assert_rc(distlock_release(b), DISTLOCK_OK);
-    assert_true(review_count_pttl_above(rc, "r2l", tok, 20000) >= 2);
+    assert_true(count_pttl_above(rc, "r2l", tok, 20000) >= 2);
     assert_rc(distlock_release(a), DISTLOCK_OK);
     assert_holding(rc, "r2l", NULL, 0);
     distlock_lock_free(b);

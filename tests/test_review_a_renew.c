@@ -10,7 +10,7 @@
  *  6b failing renewals back off instead of retrying every 50 ms inside the
  *     ttl/6 batching slack (a spin of thousands of EVALSHAs per second). */
 #include "test_common.h"
-#include "test_review_a.h"
+#include "test_thread_control.h"
 
 
 DEFINE_GROUP(3)
@@ -94,7 +94,7 @@ static void replace_with_hash(rh_cluster *rc, const char *key)
 {
     /* Atomic on each node: no renewal ever sees the key missing. */
     for (int i = 0; i < rc->n; i++)
-        review_status(rc, i, "EVAL %s 1 %s",
+        node_command_ok(rc, i, "EVAL %s 1 %s",
                       "redis.call('DEL', KEYS[1]) redis.call('HSET', KEYS[1], 'f', 'v') "
                       "return 'OK'", key);
 }
@@ -146,12 +146,12 @@ static int no_renewal_spin(rh_cluster *rc, long long base, const char *what)
 {
     const long long cap = 60;
     long long s1 = -1, n = 0;
-    if (!RH_WAIT_UNTIL((s1 = review_eval_calls(rc, 0)) > base, 3000)) {
+    if (!RH_WAIT_UNTIL((s1 = script_calls_or_error(rc, 0)) > base, 3000)) {
         print_error("%s: no renewal attempt reached node 0\n", what);
         return -1;
     }
     long long t1 = rh_now_ms();
-    int spun = RH_WAIT_UNTIL((n = review_eval_calls(rc, 0) - s1) > cap, 2000);
+    int spun = RH_WAIT_UNTIL((n = script_calls_or_error(rc, 0) - s1) > cap, 2000);
     long long dt = rh_now_ms() - t1;
     printf("# %s: %lld EVAL/EVALSHA on the live node in %lld ms\n", what, n, dt);
     if (spun) {
@@ -171,7 +171,7 @@ static void test_review6b_renewal_backoff_paused(void **state)
     assert_rc(distlock_acquire(c, "x6b", 3000, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
     const char *tok = distlock_lock_token(l);
     assert_holding(rc, "x6b", tok, 3);
-    long long base = review_eval_calls(rc, 0);
+    long long base = script_calls_or_error(rc, 0);
     assert_true(base >= 0);
     assert_int_equal(rh_pause(rc, 1), 0);
     assert_int_equal(rh_pause(rc, 2), 0);
@@ -185,18 +185,18 @@ static void test_review6b_renewal_backoff_paused(void **state)
 
     /* Back: renewal recovers while validity remains, or the lock is flagged
      * lost once it ends; either way without a spin. */
-    long long s2 = review_eval_calls(rc, 0);
+    long long s2 = script_calls_or_error(rc, 0);
     assert_int_equal(rh_resume(rc, 1), 0);
     assert_int_equal(rh_resume(rc, 2), 0);
     long long t0 = rh_now_ms();
     if (!RH_WAIT_UNTIL(distlock_lock_lost(l) == 1 ||
-                       review_count_pttl_above(rc, "x6b", tok, 1500) >= 2, 6000)) {
+                       count_pttl_above(rc, "x6b", tok, 1500) >= 2, 6000)) {
         print_error("nodes resumed: after %lld ms neither renewed (on %d node(s) with > 1500 "
                     "ms left) nor flagged lost\n", rh_now_ms() - t0,
-                    review_count_pttl_above(rc, "x6b", tok, 1500));
+                    count_pttl_above(rc, "x6b", tok, 1500));
         fail();
     }
-    long long s3 = review_eval_calls(rc, 0);
+    long long s3 = script_calls_or_error(rc, 0);
     printf("# after resuming: %s, %lld EVAL/EVALSHA on node 0 meanwhile\n",
            distlock_lock_lost(l) ? "lost" : "renewed", s3 - s2);
     assert_true(s3 - s2 <= 60);
@@ -216,7 +216,7 @@ static void test_review6b_renewal_backoff_killed(void **state)
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "x6k", 3000, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
     assert_holding(rc, "x6k", distlock_lock_token(l), 3);
-    long long base = review_eval_calls(rc, 0);
+    long long base = script_calls_or_error(rc, 0);
     assert_true(base >= 0);
     assert_int_equal(rh_kill(rc, 1), 0);
     assert_int_equal(rh_kill(rc, 2), 0);

@@ -11,7 +11,7 @@
  *  14  a Unix socket path longer than sun_path holds (107 bytes) is
  *      DISTLOCK_EINVAL naming the limit (it was silently truncated). */
 #include "test_common.h"
-#include "test_review_a.h"
+#include "test_thread_control.h"
 
 DEFINE_GROUP(1)
 
@@ -47,7 +47,7 @@ static void test_review12_no_password_in_errors(void **state)
     leaks = 0;
 
     /* Errors from a real server refusing the password (ACL). */
-    review_status(rc, 0, "ACL SETUSER u12 reset on >R1ghtOne ~* &* +@all");
+    node_command_ok(rc, 0, "ACL SETUSER u12 reset on >R1ghtOne ~* &* +@all");
     snprintf(uri, sizeof uri, "redis://u12:" SECRET "@127.0.0.1:%d", port);
     distlock_client *c = new_client(uri);
     distlock_lock *l = NULL;
@@ -69,7 +69,7 @@ static void test_review12_no_password_in_errors(void **state)
     check_text("extend_token error (wrong DISTLOCK_OPT_PASSWORD)", "set_str(PASSWORD)",
                distlock_last_error());
     distlock_client_free(c);
-    review_status(rc, 0, "ACL DELUSER u12");
+    node_command_ok(rc, 0, "ACL DELUSER u12");
 
     /* Shown node URIs. */
     const char *good[] = {

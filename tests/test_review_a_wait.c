@@ -6,7 +6,7 @@
  *      gets its confirmation (it waited out the connect timeout).
  *  14  wait_ms = LONG_MAX waits (the deadline overflowed: NOTACQUIRED at once). */
 #include "test_common.h"
-#include "test_review_a.h"
+#include "test_thread_control.h"
 
 #include <dirent.h>
 #include <limits.h>
@@ -50,7 +50,7 @@ static void test_review8a_waiter_without_channel_rights(void **state)
 {
     rh_cluster *rc = *state;
     /* Redis 7's default for a new user: no channels ("resetchannels"). */
-    review_status(rc, 0, "ACL SETUSER u8 reset on >pw8 ~* resetchannels +@all");
+    node_command_ok(rc, 0, "ACL SETUSER u8 reset on >pw8 ~* resetchannels +@all");
     char uri[128];
     snprintf(uri, sizeof uri, "redis://u8:pw8@127.0.0.1:%d", rc->node[0].port);
     distlock_client *holder = new_client(rh_uris(rc)), *wc = new_client(uri);
@@ -66,17 +66,17 @@ static void test_review8a_waiter_without_channel_rights(void **state)
     assert_int_equal(pthread_create(&t, NULL, waiter_main, &w), 0);
     /* The waiter has tried once (its connection ran the SET). */
     int tried = RH_WAIT_UNTIL(rh_new_lib_conns(rc, 0, "set", before, nbefore) >= 1, 5000);
-    review_until(t0 + 300);   /* the holder's critical section */
+    sleep_until_ms(t0 + 300);   /* the holder's critical section */
     long long t_rel = rh_now_ms();
     assert_rc(distlock_release(l), DISTLOCK_OK);
     pthread_join(t, NULL);
-    review_status(rc, 0, "ACL DELUSER u8");
+    node_command_ok(rc, 0, "ACL DELUSER u8");
     assert_true(tried);
     assert_rc(w.rc, DISTLOCK_OK);
     long long took = w.t_done - w.t_start;
     printf("# waiter without channel rights: lock after %lld ms (released at +%lld ms)\n",
            took, t_rel - w.t_start);
-    const long bound = review_slow(800, 1500);   /* the connect timeout is 2000 */
+    const long bound = slow_bound(800, 1500);   /* the connect timeout is 2000 */
     if (took >= bound) {
         print_error("the waiter (SUBSCRIBE refused: NOPERM) got the lock %lld ms after it "
                     "started, %lld ms after the release (bound %ld ms; connect timeout 2000)\n",
@@ -119,7 +119,7 @@ static void *holder8_main(void *arg)
             pthread_cond_broadcast(&h->cond);
             while (h->step != 3 && h->step != 4) pthread_cond_wait(&h->cond, &h->mu);
             pthread_mutex_unlock(&h->mu);
-            review_until(rh_now_ms() + h->hold_ms);   /* the holder's critical section */
+            sleep_until_ms(rh_now_ms() + h->hold_ms);   /* the holder's critical section */
             r = l ? distlock_release(l) : DISTLOCK_OK;
             distlock_lock_free(l);
             pthread_mutex_lock(&h->mu);
@@ -190,7 +190,7 @@ static int review_loop_8b(rh_cluster *rc, int rounds, long bound)
 static void test_review8b_rewait_loops(void **state)
 {
     rh_cluster *rc = *state;
-    const long bound = review_slow(500, 900);
+    const long bound = slow_bound(500, 900);
     /* First the loop the review ran (it rarely loses the race here)... */
     int slow_review = review_loop_8b(rc, 20, bound);
     /* ...then the tight one. */
@@ -280,7 +280,7 @@ static void test_review8b_rewait_subscriber_descheduled(void **state)
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 2000), DISTLOCK_OK);
-    review_pause_init();
+    thread_pause_init();
 
     struct w8d w = { .c = c, .ctx = rh_connect(rc, 0, 0) };
     assert_non_null(w.ctx);
@@ -304,7 +304,7 @@ static void test_review8b_rewait_subscriber_descheduled(void **state)
         why = "the subscriber thread is never idle in poll()";
     int paused = 0;
     if (!why) {
-        while (paused < nsub && review_pause(sub[paused]) == 0) paused++;
+        while (paused < nsub && thread_pause(sub[paused]) == 0) paused++;
         if (paused < nsub) why = "could not hold the subscriber thread";
     }
     if (!why) {
@@ -323,13 +323,13 @@ static void test_review8b_rewait_subscriber_descheduled(void **state)
     }
     /* Let the subscriber run again; a few ms later the holder releases K
      * the way distlock does (DEL + PUBLISH). */
-    review_resume(paused);
-    if (!why) review_until(rh_now_ms() + 3);
-    review_status(rc, 0, "EVAL %s 1 w8d",
+    thread_resume(paused);
+    if (!why) sleep_until_ms(rh_now_ms() + 3);
+    node_command_ok(rc, 0, "EVAL %s 1 w8d",
                   "redis.call('DEL', KEYS[1]) redis.pcall('PUBLISH', 'distlock:' .. KEYS[1], '') "
                   "return 'OK'");
     pthread_join(t, NULL);
-    review_pause_fini();
+    thread_pause_fini();
     redisFree(w.ctx);
     distlock_lock_free(w.l1);
     distlock_lock_free(w.l2);
@@ -343,7 +343,7 @@ static void test_review8b_rewait_subscriber_descheduled(void **state)
     assert_rc(w.rc1, DISTLOCK_OK);
     assert_rc(w.rc2, DISTLOCK_OK);
     long long took = w.t2_done - w.t2_start;
-    const long bound = review_slow(500, 900);
+    const long bound = slow_bound(500, 900);
     printf("# W2 (joined while W1's channel was still subscribed) got the lock after %lld ms\n",
            took);
     if (took >= bound) {
