@@ -124,6 +124,17 @@ static inline int count_pttl_above(const rh_cluster *rc, const char *key,
     /* Per test: every node up, empty, no cached scripts. */                  \
     static int heal(void **state) { return rh_heal(*state) == 0 ? 0 : -1; }
 
+/* A further group of N nodes in the same binary, after DEFINE_GROUP (whose
+ * teardown and heal it shares): group_setup_N, for cases that need another
+ * number of nodes than the file's main group. */
+#define DEFINE_GROUP_SETUP(N)                                                 \
+    static int group_setup_##N(void **state) {                                \
+        rh_cluster *rc = rh_start(N);                                         \
+        if (!rc) return -1;                                                   \
+        *state = rc;                                                          \
+        return 0;                                                             \
+    }
+
 /* New client on the given URI list, with optional short timeouts. */
 static inline distlock_client *new_client(const char *uris)
 {
