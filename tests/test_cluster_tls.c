@@ -1,4 +1,4 @@
-/* test_cluster_tls.c -- rediss-cluster:// (issues 12 + 13): a real Redis
+/* test_cluster_tls.c -- rediss-cluster://: a real Redis
  * Cluster of 3 masters + 3 replicas whose clients speak TLS only (tls-cluster yes:
  * CLUSTER SLOTS asked over TLS announces the TLS ports; the plain ports
  * serve the harness's own checks; tests/harness/cluster_harness.h

@@ -1,5 +1,5 @@
 /* test_frozen_node.c -- one meaning per status, seen from the C API: what a
- * caller gets when nodes freeze (issue 11, item 2). The PHP, Python and CLI
+ * caller gets when nodes freeze. The PHP, Python and CLI
  * suites play the same scenarios (php-ext/tests/072_frozen_node.phpt,
  * python/tests/test_frozen_node.py, cli/tests/run.sh t_frozen_*, t_granted_after_ttl), and
  * README.md "Statuses in each front end" is the table they all follow.

@@ -365,7 +365,7 @@ static void *work_main(void *arg)
     return NULL;
 }
 
-/* The bound the issue sets: down-after + failover time + one per-node
+/* The bound a failover must meet: down-after + failover time + one per-node
  * timeout; failover time here is what the sentinels took (measured by the
  * harness), and a second per-node budget for asking the sentinels. */
 static void run_failover(rh_sentinels *g, int kill_master)

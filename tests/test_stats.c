@@ -1,5 +1,5 @@
 /* test_stats.c -- distlock_client_stats(): the counters and histograms move
- * exactly as the scenario says (issue 15, item 4).
+ * exactly as the scenario says.
  *
  * Three real redis-servers behind the fault-injecting proxy. Each test takes
  * a snapshot, plays one scenario, and compares the deltas with what the
