@@ -46,21 +46,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static void command_ok(int i, const char *fmt, int arg)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && !ok) print_error("server %d: %s\n", i, r->str);
-    if (r) freeReplyObject(r);
-    assert_true(ok);
-}
-
-static void announce(int i, int port)
-{
-    command_ok(i, "CONFIG SET cluster-announce-bus-port %d", CL->rc->node[i].port + 10000);
-    command_ok(i, "CONFIG SET cluster-announce-port %d", port);
-}
-
 struct waiter_arg {
     distlock_client *c;
     const char *key;
@@ -111,7 +96,7 @@ static void test_waiter_woken_at_once_after_more_than_64_master_addresses(void *
     int late = 0, first_late = -1;
     long worst = 0;
     for (int k = 0; k < NADDR; k++) {
-        announce(y, addr[k]);
+        assert_true(rh_rcl_announce_port(CL, y, addr[k]));
         /* every client connection to Y closes: the next ones ask CLUSTER
          * SLOTS in their handshake and learn the new address */
         redisReply *r = rh_command(CL->rc, y, 0, "CLIENT KILL TYPE normal SKIPME yes");
@@ -144,7 +129,7 @@ static void test_waiter_woken_at_once_after_more_than_64_master_addresses(void *
     }
     printf("# %d master addresses in turn: %d waiters not woken within %d ms (first: address "
            "%d), worst %ld ms\n", NADDR, late, WAKE_BOUND_MS, first_late + 1, worst);
-    announce(y, 0);
+    assert_true(rh_rcl_announce_port(CL, y, 0));
     distlock_client_free(w);
     distlock_client_free(h);
     for (int j = 0; j < NPROXY; j++)

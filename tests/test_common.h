@@ -148,6 +148,38 @@ static inline distlock_client *new_client(const char *uris)
     return c;
 }
 
+/* One acquire (ttl 30 s) and release of key, both asserted. */
+static inline void lock_and_release(distlock_client *c, const char *key)
+{
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+}
+
+/* Try to acquire key (ttl_ms, no wait) every 200 ms until granted or
+ * within_ms have passed, as a caller does while a cluster settles after a
+ * failover. Returns the last status (*l is the lock when DISTLOCK_OK);
+ * *tries counts the attempts, last gets the last failure's detail. */
+static inline int acquire_retrying(distlock_client *c, const char *key, long ttl_ms,
+                                   long within_ms, distlock_lock **l, int *tries,
+                                   char *last, size_t size)
+{
+    long long t0 = rh_now_ms();
+    int rc = -1;
+    *tries = 0;
+    while (rh_now_ms() - t0 < within_ms) {
+        *l = NULL;
+        rc = distlock_acquire(c, key, ttl_ms, 0, 0, l);
+        (*tries)++;
+        if (rc == DISTLOCK_OK)
+            break;
+        snprintf(last, size, "%s", distlock_last_error());
+        rh_sleep_ms(200);
+    }
+    return rc;
+}
+
 /* Default drift for ttl (DISTLOCK_OPT_DRIFT_PPM 10000, DRIFT_MIN_MS 2). */
 static inline long default_drift(long ttl)
 {

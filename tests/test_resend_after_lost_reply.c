@@ -115,7 +115,7 @@ static void test_undo_after_script_error(void **state)
     const char *K = "resend:9b2";
     distlock_client *c = proxied_client(e);
     assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
-    assert_int_equal(rh_set(e->rc, 2, 0, "{rb:9b2}:fence", "not-a-number", 0), 0);
+    assert_int_equal(rh_set(e->rc, 2, 0, "{resend:9b2}:fence", "not-a-number", 0), 0);
 
     distlock_lock *l = NULL;
     int r = distlock_acquire(c, K, 10000, 0, DISTLOCK_FENCING, &l);

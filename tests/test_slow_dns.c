@@ -90,7 +90,7 @@ static void check_slow_third_node(rh_cluster *rc, const char *third, const char 
         snprintf(detail, sizeof detail, "%s", distlock_last_error());
         printf("# acquire with node 1 held by another owner: %d (%s)\n", r, detail);
         if (r == DISTLOCK_OK)
-            snprintf(why, sizeof why, "acquired rb:7x with one granting node\n");
+            snprintf(why, sizeof why, "acquired dns:7x with one granting node\n");
         else if (strstr(detail, healthy[0]) || strstr(detail, healthy[1]))
             snprintf(why, sizeof why, "the detail blames a healthy node: \"%s\"\n", detail);
         distlock_lock_free(l);

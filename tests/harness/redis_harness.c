@@ -640,3 +640,14 @@ int rh_dbsize(const rh_cluster *rc, int i)
     if (r) freeReplyObject(r);
     return n;
 }
+
+int rh_port_refused(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int refused = connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno == ECONNREFUSED;
+    close(fd);
+    return refused;
+}

@@ -156,5 +156,7 @@ int rh_is_hex32(const char *s);
 int rh_replicate(rh_cluster *rc, int replica, int master);
 /* DBSIZE of node i, -1 on error. */
 int rh_dbsize(const rh_cluster *rc, int i);
+/* 1 if a TCP connect to 127.0.0.1:port is refused at once (nothing listens). */
+int rh_port_refused(int port);
 
 #endif
