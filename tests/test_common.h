@@ -180,6 +180,47 @@ static inline int acquire_retrying(distlock_client *c, const char *key, long ttl
     return rc;
 }
 
+/* ACL SETUSER user reset on >pass ~* &* +@all [rule] on the nodes of rc in
+ * mask (bit i: node i); rule NULL: none. */
+static inline void acl_set_user(const rh_cluster *rc, unsigned mask, const char *user,
+                                const char *pass, const char *rule)
+{
+    char pw[256];
+    snprintf(pw, sizeof pw, ">%s", pass);
+    for (int i = 0; i < rc->n; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        const char *argv[] = { "ACL", "SETUSER", user, "reset", "on", pw, "~*", "&*",
+                               "+@all", rule };
+        redisContext *ctx = rh_connect(rc, i, 0);
+        assert_non_null(ctx);
+        redisReply *r = redisCommandArgv(ctx, rule ? 10 : 9, argv, NULL);
+        if (r == NULL || r->type != REDIS_REPLY_STATUS) {
+            print_error("ACL SETUSER %s on node %d: %s\n", rule ? rule : "", i,
+                        r ? r->str : ctx->errstr);
+            fail();
+        }
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+}
+
+/* A client of the nodes of rc in mask that logs in as user (command
+ * timeout 2 s). */
+static inline distlock_client *acl_user_client(const rh_cluster *rc, unsigned mask,
+                                               const char *user, const char *pass)
+{
+    char uris[1024];
+    size_t o = 0;
+    for (int i = 0; i < rc->n; i++)
+        if (mask & (1u << i))
+            o += (size_t)snprintf(uris + o, sizeof uris - o, "%sredis://%s:%s@127.0.0.1:%d",
+                                  o ? "," : "", user, pass, rc->node[i].port);
+    distlock_client *c = new_client(uris);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000), DISTLOCK_OK);
+    return c;
+}
+
 /* Default drift for ttl (DISTLOCK_OPT_DRIFT_PPM 10000, DRIFT_MIN_MS 2). */
 static inline long default_drift(long ttl)
 {

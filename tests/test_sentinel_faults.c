@@ -193,6 +193,30 @@ static int probe_on_old(distlock_client *c, const char *key, int old, int now_ma
     return bad;
 }
 
+/* Sentinel 0 fails the group over (another master is named), then c
+ * probes key (probe_on_old): 1 if the old master granted it. *named_ms
+ * (unless NULL) gets when the new master was first named. */
+static int probe_after_naming(rh_sentinels *g, distlock_client *c, const char *key, int old,
+                              long long *named_ms)
+{
+    long long named = 0;
+    int now_master = failover_via(g, 0, old, &named);
+    assert_true(now_master > 0);
+    if (named_ms) *named_ms = named;
+    long long started;
+    int rc;
+    return probe_on_old(c, key, old, now_master, named, &rc, &started);
+}
+
+/* The group's URI with its three sentinels reached through fp's listeners. */
+static void proxied_group_uri(char *buf, size_t size, fp_proxy *fp)
+{
+    char hosts[256];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(buf, size, hosts);
+}
+
 /* ------------------------------------------------------------ 1 */
 
 /* A client whose master is not known when the failover is under way (a
@@ -264,12 +288,7 @@ static void test_unresolvable_sentinel_name_does_not_mute_the_others(void **stat
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed to sentinels 0 and 1 */
-    long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-dns", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-dns", old, NULL);
     long long f0 = rh_now_ms();
     distlock_client_free(c);
     printf("faults: distlock_client_free took %lld ms\n", rh_now_ms() - f0);
@@ -317,10 +336,8 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
     assert_int_equal(old, g->data_port[0]);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -335,12 +352,7 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
     }
     assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
     rh_sleep_ms(2000);  /* reachable again for 2 s */
-    long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-outage", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-outage", old, NULL);
     char reply[512] = "";
     fp_cmd(fp, reply, sizeof reply, "accepted");
     printf("faults: sentinels unreachable for 12 s, healed 2 s before the failover; proxy %s\n", reply);
@@ -363,10 +375,8 @@ static void test_silent_subscriptions_are_replaced(void **state)
     assert_int_equal(old, g->data_port[0]);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -379,12 +389,7 @@ static void test_silent_subscriptions_are_replaced(void **state)
             cut++;
     printf("faults: %d subscription connection(s) silenced\n", cut);
     rh_sleep_ms(5000);  /* silent for 5 s (5 PING periods); new connections work */
-    long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-silent", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-silent", old, NULL);
     distlock_client_free(c);
     fp_stop(fp);
     assert_int_equal(cut, 3);
@@ -702,10 +707,8 @@ static void test_forked_child_leaves_the_parents_subscriptions_alone(void **stat
     assert_int_equal(old, g->data_port[0]);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -792,10 +795,8 @@ static void announcement(rh_sentinels *g, const char *group, const char *name, i
     assert_int_equal(slowdns_set(rule), 0);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -865,10 +866,8 @@ static void test_hung_sentinel_does_not_mute_the_others(void **state)
     assert_int_equal(old, g->data_port[0]);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = new_client(uri);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 2000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_MS), DISTLOCK_OK);
@@ -884,11 +883,7 @@ static void test_hung_sentinel_does_not_mute_the_others(void **state)
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 2 %d 5000", acc + 1), 0);
     long long t_open = rh_now_ms();
     long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-hung", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-hung", old, &named);
     printf("faults: sentinel 2 hung; the thread's attempt at it began %lld ms before the "
            "naming; probe on the old master %d\n", named - t_open, on_old);
     distlock_client_free(c);
@@ -957,10 +952,8 @@ static void test_stale_announcements_after_two_failovers(void **state)
     assert_int_equal(a, g->data_port[0]);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     struct looper *lp = calloc(1, sizeof *lp);
     lp->c = sentinel_client(uri);
     /* Subscriptions are PINGed and replaced when silent for the command
