@@ -15,7 +15,7 @@
  * refused. 70 dead addresses in all, each learnt and refused. Then X's slot moves to the spare, at an address the client
  * never saw: X answers MOVED there, and the client must follow it. */
 #include "test_common.h"
-#include "cluster_harness.h"
+#include "test_cluster_group.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,22 +26,7 @@
 #define DEAD_ADDRESSES 70
 #define SLOT 6000
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_spares(3, 1);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_spares(3, 1))
 
 static void test_moved_to_new_master_followed_after_many_dead_addresses(void **state)
 {

@@ -22,25 +22,10 @@
  * 10 s. (With P refusing instead, the MOVED is followed at once.) */
 #include "test_common.h"
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/faultproxy.h"
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 1);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 1))
 
 static void test_failover_followed_when_dead_master_address_blackholes(void **state)
 {

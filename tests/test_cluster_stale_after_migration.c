@@ -23,27 +23,12 @@
  * (rebalancing). The held release then runs on X and deletes the grant. */
 #include "test_common.h"
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/faultproxy.h"
 
 #define CMD_MS 500L
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 0);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 0))
 
 static void test_release_left_behind_never_deletes_later_grant_after_slot_moves_back(void **state)
 {

@@ -21,7 +21,7 @@
 
 #include <pthread.h>
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/faultproxy.h"
 
 #define NPROXY 5
@@ -29,22 +29,7 @@
 #define NADDR (NPROXY * PER_PROXY)
 #define WAKE_BOUND_MS 1000
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 0);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 0))
 
 struct waiter_arg {
     distlock_client *c;
