@@ -651,3 +651,23 @@ int rh_port_refused(int port)
     close(fd);
     return refused;
 }
+
+redisContext *rh_auth_connect(int port, const char *user, const char *pass)
+{
+    struct timeval tv = { 2, 0 };
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!ctx || ctx->err) {
+        if (ctx) redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    redisReply *r = user ? redisCommand(ctx, "AUTH %s %s", user, pass)
+                         : redisCommand(ctx, "AUTH %s", pass);
+    int ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r) freeReplyObject(r);
+    if (!ok) {
+        redisFree(ctx);
+        return NULL;
+    }
+    return ctx;
+}
