@@ -14,47 +14,14 @@ DEFINE_GROUP(N)
 #define USER "dladm"
 #define PASS "adm-pw-1"
 
-/* ACL SETUSER USER reset on >PASS ~* &* +@all RULE on the nodes in mask. */
-static void set_user(rh_cluster *rc, unsigned mask, const char *rule)
-{
-    for (int i = 0; i < rc->n; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        const char *argv[] = { "ACL", "SETUSER", USER, "reset", "on", ">" PASS, "~*", "&*",
-                               "+@all", rule };
-        redisContext *ctx = rh_connect(rc, i, 0);
-        assert_non_null(ctx);
-        redisReply *r = redisCommandArgv(ctx, 10, argv, NULL);
-        if (r == NULL || r->type != REDIS_REPLY_STATUS) {
-            print_error("ACL SETUSER %s on node %d: %s\n", rule, i, r ? r->str : ctx->errstr);
-            fail();
-        }
-        freeReplyObject(r);
-        redisFree(ctx);
-    }
-}
-
-static distlock_client *user_client(rh_cluster *rc, unsigned mask)
-{
-    char uris[1024];
-    size_t o = 0;
-    for (int i = 0; i < rc->n; i++)
-        if (mask & (1u << i))
-            o += (size_t)snprintf(uris + o, sizeof uris - o, "%sredis://" USER ":" PASS
-                                  "@127.0.0.1:%d", o ? "," : "", rc->node[i].port);
-    distlock_client *c = new_client(uris);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000), DISTLOCK_OK);
-    return c;
-}
-
 /* distlock_admin_holder: the inspect script cannot GET the key (-get) on every
  * node of the client. */
 static void holder_refused(rh_cluster *rc, unsigned mask)
 {
-    set_user(rc, mask, "-get");
-    distlock_client *c = user_client(rc, mask);
-    distlock_holder_info h = { .size = sizeof h };
-    int st = distlock_admin_holder(c, "adm:holder", -1, &h);
+    acl_set_user(rc, mask, USER, PASS, "-get");
+    distlock_client *c = acl_user_client(rc, mask, USER, PASS);
+    distlock_holder_info info = { .size = sizeof info };
+    int st = distlock_admin_holder(c, "adm:holder", -1, &info);
     printf("holder, %d node(s) refusing: %d (%s): \"%s\"\n", __builtin_popcount(mask), st,
            distlock_strerror(st), distlock_last_error());
     assert_rc(st, DISTLOCK_EPROTO);
@@ -77,8 +44,8 @@ static void force_release_refused(rh_cluster *rc, unsigned mask)
     for (int i = 0; i < rc->n; i++)
         if (mask & (1u << i))
             assert_int_equal(rh_set(rc, i, 0, "adm:force", "sometoken", 30000), 0);
-    set_user(rc, mask, "-del");
-    distlock_client *c = user_client(rc, mask);
+    acl_set_user(rc, mask, USER, PASS, "-del");
+    distlock_client *c = acl_user_client(rc, mask, USER, PASS);
     int deleted = -1;
     int st = distlock_admin_force_release(c, "adm:force", &deleted);
     printf("force release, %d node(s) refusing: %d (%s): \"%s\"\n", __builtin_popcount(mask),

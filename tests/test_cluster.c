@@ -1,4 +1,4 @@
-/* test_cluster.c -- Redis Cluster nodes (issue 13): a real cluster of 3
+/* test_cluster.c -- Redis Cluster nodes: a real cluster of 3
  * masters + 3 replicas (tests/harness/cluster_harness.h).
  *   - the slot function against CLUSTER KEYSLOT of the server, many keys;
  *   - locks on keys spread over all slots, stored on the slot's owner;

@@ -15,7 +15,7 @@
  * refused. 70 dead addresses in all, each learnt and refused. Then X's slot moves to the spare, at an address the client
  * never saw: X answers MOVED there, and the client must follow it. */
 #include "test_common.h"
-#include "cluster_harness.h"
+#include "test_cluster_group.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -26,66 +26,7 @@
 #define DEAD_ADDRESSES 70
 #define SLOT 6000
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_spares(3, 1);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
-
-/* Nothing listens on 127.0.0.1:port (a connection is refused). */
-static int port_refused(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int refused = connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno == ECONNREFUSED;
-    close(fd);
-    return refused;
-}
-
-/* The port server i's CLUSTER SLOTS gives for slot's master (-1: none). */
-static int slot_port(int i, int slot)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, "CLUSTER SLOTS");
-    int port = -1;
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        redisReply *e = r->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
-        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-            port = (int)e->element[2]->element[1]->integer;
-    }
-    if (r) freeReplyObject(r);
-    return port;
-}
-
-static int command_ok(int i, const char *fmt, int arg)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && !ok) print_error("server %d: %s\n", i, r->str);
-    if (r) freeReplyObject(r);
-    return ok;
-}
-
-static void lock_and_release(distlock_client *c, const char *key)
-{
-    distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_spares(3, 1))
 
 static void test_moved_to_new_master_followed_after_many_dead_addresses(void **state)
 {
@@ -111,15 +52,15 @@ static void test_moved_to_new_master_followed_after_many_dead_addresses(void **s
      * ephemeral ones, so none appears there while this runs */
     int dead[DEAD_ADDRESSES], nd = 0;
     for (int p = 1023; p > 0 && nd < DEAD_ADDRESSES; p -= 7)
-        if (port_refused(p))
+        if (rh_port_refused(p))
             dead[nd++] = p;
     assert_int_equal(nd, DEAD_ADDRESSES);
 
     int learned = 0;
     long long t0 = rh_now_ms();
     for (int k = 0; k < DEAD_ADDRESSES; k++) {
-        assert_true(command_ok(x, "CONFIG SET cluster-announce-port %d", dead[k]));
-        assert_true(RH_WAIT_UNTIL(slot_port(x, SLOT) == dead[k], 5000));
+        assert_true(rh_rcl_command_ok(CL, x, "CONFIG SET cluster-announce-port %d", dead[k]));
+        assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, x, SLOT) == dead[k], 5000));
         /* the client's next connection to X is a new one: its handshake
          * asks CLUSTER SLOTS */
         redisReply *r = rh_command(CL->rc, x, 0, "CLIENT KILL TYPE normal SKIPME yes");
@@ -141,8 +82,8 @@ static void test_moved_to_new_master_followed_after_many_dead_addresses(void **s
 
     /* X at its own port again; its slot moves to the spare, whose address
      * the client never saw: X answers MOVED there */
-    assert_true(command_ok(x, "CONFIG SET cluster-announce-port %d", 0));
-    assert_true(RH_WAIT_UNTIL(slot_port(x, SLOT) == CL->rc->node[x].port, 5000));
+    assert_true(rh_rcl_command_ok(CL, x, "CONFIG SET cluster-announce-port %d", 0));
+    assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, x, SLOT) == CL->rc->node[x].port, 5000));
     assert_int_equal(rh_rcl_migrate_slot(CL, SLOT, x, spare, 10, NULL, NULL), 0);
     distlock_lock *l = NULL;
     int rc = distlock_acquire(c, key, 30000, 0, 0, &l);

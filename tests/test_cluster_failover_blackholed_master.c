@@ -3,7 +3,7 @@
  * but black-holes (a host that is gone: its SYNs are dropped, as for a
  * Kubernetes pod's IP or a cloud VM that was removed).
  *
- * docs/cluster.md: "Masters come and go (pods rescheduled, failovers)"; "A master
+ * README: "Masters come and go (pods rescheduled, failovers)"; "A master
  * that refuses connections is marked down and its slots forgotten: its
  * keys go to another master, whose MOVED names the new owner after a
  * failover". A master that never answers is not marked down (round.c: a
@@ -22,49 +22,10 @@
  * 10 s. (With P refusing instead, the MOVED is followed at once.) */
 #include "test_common.h"
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/faultproxy.h"
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 1);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
-
-static void command_ok(int i, const char *fmt, int arg)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && !ok) print_error("server %d: %s\n", i, r->str);
-    if (r) freeReplyObject(r);
-    assert_true(ok);
-}
-
-/* The port server i's CLUSTER SLOTS gives for slot's master (-1: none). */
-static int slot_port(int i, int slot)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, "CLUSTER SLOTS");
-    int port = -1;
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        redisReply *e = r->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
-        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-            port = (int)e->element[2]->element[1]->integer;
-    }
-    if (r) freeReplyObject(r);
-    return port;
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 1))
 
 static void test_failover_followed_when_dead_master_address_blackholes(void **state)
 {
@@ -80,11 +41,10 @@ static void test_failover_followed_when_dead_master_address_blackholes(void **st
     fp_proxy *fp = fp_start(&xport, 1);
     assert_non_null(fp);
     int p = fp_port(fp, 0);
-    command_ok(x, "CONFIG SET cluster-announce-bus-port %d", xport + 10000);
-    command_ok(x, "CONFIG SET cluster-announce-port %d", p);
+    assert_true(rh_rcl_announce_port(CL, x, p));
     for (int i = 0; i < n; i++)
         if (rh_rcl_is_master(CL, i))
-            assert_true(RH_WAIT_UNTIL(slot_port(i, s) == p, 10000));
+            assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, i, s) == p, 10000));
 
     distlock_client *c = new_client(CL->uri);
     distlock_lock *l = NULL;
@@ -106,26 +66,17 @@ static void test_failover_followed_when_dead_master_address_blackholes(void **st
     fp = NULL;
 #endif
     long long t_kill = rh_now_ms();
-    assert_true(RH_WAIT_UNTIL(rh_rcl_is_master(CL, rx), 30000));
-    assert_int_equal(rh_rcl_wait_ok(CL, 30000), 0);
+    assert_int_equal(rh_rcl_wait_promoted(CL, rx, 30000), 0);
     for (int i = 0; i < n; i++)
         if (i != x && rh_rcl_is_master(CL, i))
-            assert_true(RH_WAIT_UNTIL(slot_port(i, s) == CL->rc->node[rx].port, 10000));
+            assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, i, s) == CL->rc->node[rx].port, 10000));
     printf("# master %d killed, replica %d promoted and named by every master after %lld ms\n", x,
            rx, rh_now_ms() - t_kill);
 
     long long t0 = rh_now_ms();
-    int rc = -1, tries = 0;
+    int tries = 0;
     char last[300] = "";
-    while (rh_now_ms() - t0 < 10000) {
-        l = NULL;
-        rc = distlock_acquire(c, K, 10000, 0, 0, &l);
-        tries++;
-        if (rc == DISTLOCK_OK)
-            break;
-        snprintf(last, sizeof last, "%s", distlock_last_error());
-        rh_sleep_ms(200);
-    }
+    int rc = acquire_retrying(c, K, 10000, 10000, &l, &tries, last, sizeof last);
     assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# after the failover: %d after %d tries in %lld ms (%s); routed to %s\n", rc, tries,
            rh_now_ms() - t0, rc == DISTLOCK_OK ? "granted" : last, route);

@@ -4,7 +4,7 @@
  * Kubernetes pods) follows a failover also when the dead master's name no
  * longer resolves (its pod is gone, and so is its DNS record).
  *
- * docs/cluster.md: "Masters come and go (pods rescheduled, failovers)"; "A master
+ * README: "Masters come and go (pods rescheduled, failovers)"; "A master
  * that refuses connections is marked down and its slots forgotten: its
  * keys go to another master, whose MOVED names the new owner after a
  * failover". A master whose name fails to resolve is not marked down
@@ -22,49 +22,16 @@
  * refused connection marks X down and the MOVED is followed.) */
 #include "test_common.h"
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/slowdns.h"
 
-static rh_rcl *CL;
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 1))
 
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 1);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
-
-static void command_ok(int i, const char *fmt, const char *arg)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && !ok) print_error("server %d: %s\n", i, r->str);
-    if (r) freeReplyObject(r);
-    assert_true(ok);
-}
-
-/* Server i's CLUSTER SLOTS names slot's master by host name. */
+/* Server i's CLUSTER SLOTS names want as slot's master. */
 static int named(int i, int slot, const char *want)
 {
-    redisReply *r = rh_command(CL->rc, i, 0, "CLUSTER SLOTS");
-    int ok = 0;
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        redisReply *e = r->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
-        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer &&
-            e->element[2]->element[0]->type == REDIS_REPLY_STRING)
-            ok = strcmp(e->element[2]->element[0]->str, want) == 0;
-    }
-    if (r) freeReplyObject(r);
-    return ok;
+    char host[256];
+    return rh_rcl_slot_host(CL, i, slot, host, sizeof host) == 0 && strcmp(host, want) == 0;
 }
 
 static void test_failover_followed_when_dead_master_name_no_longer_resolves(void **state)
@@ -80,8 +47,9 @@ static void test_failover_followed_when_dead_master_name_no_longer_resolves(void
     for (int i = 0; i < n; i++) {
         char name[32];
         snprintf(name, sizeof name, "n%d.test", i);
-        command_ok(i, "CONFIG SET cluster-announce-hostname %s", name);
-        command_ok(i, "CONFIG SET cluster-preferred-endpoint-type %s", "hostname");
+        assert_true(rh_rcl_command_ok(CL, i, "CONFIG SET cluster-announce-hostname %s", name));
+        assert_true(rh_rcl_command_ok(CL, i, "CONFIG SET cluster-preferred-endpoint-type %s",
+                                      "hostname"));
     }
     const char *K = "fo:name";
     int s = rh_rcl_keyslot(CL, K);
@@ -115,8 +83,7 @@ static void test_failover_followed_when_dead_master_name_no_longer_resolves(void
     assert_int_equal(slowdns_set(rules), 0);
 #endif
     long long t_kill = rh_now_ms();
-    assert_true(RH_WAIT_UNTIL(rh_rcl_is_master(CL, rx), 30000));
-    assert_int_equal(rh_rcl_wait_ok(CL, 30000), 0);
+    assert_int_equal(rh_rcl_wait_promoted(CL, rx, 30000), 0);
     for (int i = 0; i < n; i++)
         if (i != x && rh_rcl_is_master(CL, i))
             assert_true(RH_WAIT_UNTIL(named(i, s, rxname), 10000));
@@ -124,17 +91,9 @@ static void test_failover_followed_when_dead_master_name_no_longer_resolves(void
            rh_now_ms() - t_kill);
 
     long long t0 = rh_now_ms();
-    int rc = -1, tries = 0;
+    int tries = 0;
     char last[300] = "";
-    while (rh_now_ms() - t0 < 10000) {
-        l = NULL;
-        rc = distlock_acquire(c, K, 10000, 0, 0, &l);
-        tries++;
-        if (rc == DISTLOCK_OK)
-            break;
-        snprintf(last, sizeof last, "%s", distlock_last_error());
-        rh_sleep_ms(200);
-    }
+    int rc = acquire_retrying(c, K, 10000, 10000, &l, &tries, last, sizeof last);
     assert_int_equal(distlock_admin_cluster_route(c, K, 0, NULL, route, sizeof route), 1);
     printf("# after the failover: %d after %d tries in %lld ms (%s); routed to %s\n", rc, tries,
            rh_now_ms() - t0, rc == DISTLOCK_OK ? "granted" : last, route);

@@ -1,5 +1,5 @@
-/* test_cluster_redlock.c -- a Redlock whose nodes are Redis Clusters (issue 13
- * item 5): quorum over the N nodes, each cluster one vote.
+/* test_cluster_redlock.c -- a Redlock whose nodes are Redis Clusters:
+ * quorum over the N nodes, each cluster one vote.
  *
  * Three small clusters of 3 masters and no replicas each
  * (rh_rcl_start_n(3, 0)): 9 redis-server processes, which a 2-core machine

@@ -27,7 +27,7 @@
  * then runs on X and deletes the grant the client was just given. */
 #include "test_common.h"
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/faultproxy.h"
 
 #include <arpa/inet.h>
@@ -41,71 +41,7 @@
 #define CHURN 62
 #endif
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 0);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
-
-static int port_refused(int port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    if (fd < 0) return 0;
-    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
-    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    int refused = connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno == ECONNREFUSED;
-    close(fd);
-    return refused;
-}
-
-/* The port server i's CLUSTER SLOTS gives for slot's master (-1: none). */
-static int slot_port(int i, int slot)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, "CLUSTER SLOTS");
-    int port = -1;
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        redisReply *e = r->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
-        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-            port = (int)e->element[2]->element[1]->integer;
-    }
-    if (r) freeReplyObject(r);
-    return port;
-}
-
-static void command_ok(int i, const char *fmt, int arg)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && !ok) print_error("server %d: %s\n", i, r->str);
-    if (r) freeReplyObject(r);
-    assert_true(ok);
-}
-
-static void announce(int i, int port)
-{
-    command_ok(i, "CONFIG SET cluster-announce-bus-port %d", CL->rc->node[i].port + 10000);
-    command_ok(i, "CONFIG SET cluster-announce-port %d", port);
-}
-
-static void lock_and_release(distlock_client *c, const char *key)
-{
-    distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 0))
 
 static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse(void **state)
 {
@@ -128,8 +64,9 @@ static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse
     fp_proxy *fp = fp_start(&xport, 1);
     assert_non_null(fp);
     int p = fp_port(fp, 0);
-    announce(x, p);
-    assert_true(RH_WAIT_UNTIL(slot_port(y, s) == p && slot_port(x, s) == p, 10000));
+    assert_true(rh_rcl_announce_port(CL, x, p));
+    assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, y, s) == p &&
+                                  rh_rcl_slot_port(CL, x, s) == p, 10000));
 
     /* seeds: Y first (the fallback of an unknown slot), then X, then Z */
     char uri[256];
@@ -159,8 +96,9 @@ static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse
     assert_int_equal(rh_get(CL->rc, x, 0, K, buf, sizeof buf), 1);  /* not run yet */
 
     /* 2. X back at its real port; P refused once: down, no slot */
-    announce(x, 0);
-    assert_true(RH_WAIT_UNTIL(slot_port(y, s) == xport && slot_port(x, s) == xport, 10000));
+    assert_true(rh_rcl_announce_port(CL, x, 0));
+    assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, y, s) == xport &&
+                                  rh_rcl_slot_port(CL, x, s) == xport, 10000));
     assert_int_equal(fp_cmd(fp, NULL, 0, "reset-after 0:next up 0"), 0);
     lock_and_release(c, k2);
     snprintf(want, sizeof want, "127.0.0.1:%d", xport);
@@ -171,21 +109,22 @@ static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse
      * of 64 fills and P's entry goes to another address */
     int dead[CHURN], nd = 0;
     for (int q = 1023; q > 0 && nd < CHURN; q -= 7)
-        if (port_refused(q))
+        if (rh_port_refused(q))
             dead[nd++] = q;
     assert_int_equal(nd, CHURN);
     for (int k = 0; k < CHURN; k++) {
-        announce(y, dead[k]);
+        assert_true(rh_rcl_announce_port(CL, y, dead[k]));
         redisReply *r = rh_command(CL->rc, y, 0, "CLIENT KILL TYPE normal SKIPME yes");
         assert_true(r && r->type == REDIS_REPLY_INTEGER);
         freeReplyObject(r);
         lock_and_release(c, ykey);
     }
-    announce(y, 0);
+    assert_true(rh_rcl_announce_port(CL, y, 0));
 
     /* 4. X announces P again: learnt as a new entry (new generation) */
-    announce(x, p);
-    assert_true(RH_WAIT_UNTIL(slot_port(y, s) == p && slot_port(x, s) == p, 10000));
+    assert_true(rh_rcl_announce_port(CL, x, p));
+    assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, y, s) == p &&
+                                  rh_rcl_slot_port(CL, x, s) == p, 10000));
     redisReply *r = rh_command(CL->rc, y, 0, "CLIENT KILL TYPE normal SKIPME yes");
     assert_true(r && r->type == REDIS_REPLY_INTEGER);
     freeReplyObject(r);
@@ -214,7 +153,7 @@ static void test_release_left_behind_never_deletes_later_grant_after_entry_reuse
                     "new generation, so its left-behind request was forgotten, not killed\n", p);
         fail();
     }
-    announce(x, 0);
+    assert_true(rh_rcl_announce_port(CL, x, 0));
     distlock_client_free(c);
     fp_stop(fp);
 }

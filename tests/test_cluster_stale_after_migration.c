@@ -23,57 +23,12 @@
  * (rebalancing). The held release then runs on X and deletes the grant. */
 #include "test_common.h"
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/faultproxy.h"
 
 #define CMD_MS 500L
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 0);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
-
-/* The port server i's CLUSTER SLOTS gives for slot's master (-1: none). */
-static int slot_port(int i, int slot)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, "CLUSTER SLOTS");
-    int port = -1;
-    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
-        redisReply *e = r->element[k];
-        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
-        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
-            port = (int)e->element[2]->element[1]->integer;
-    }
-    if (r) freeReplyObject(r);
-    return port;
-}
-
-static void command_ok(int i, const char *fmt, int arg)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && !ok) print_error("server %d: %s\n", i, r->str);
-    if (r) freeReplyObject(r);
-    assert_true(ok);
-}
-
-static void announce(int i, int port)
-{
-    command_ok(i, "CONFIG SET cluster-announce-bus-port %d", CL->rc->node[i].port + 10000);
-    command_ok(i, "CONFIG SET cluster-announce-port %d", port);
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 0))
 
 static void test_release_left_behind_never_deletes_later_grant_after_slot_moves_back(void **state)
 {
@@ -89,8 +44,9 @@ static void test_release_left_behind_never_deletes_later_grant_after_slot_moves_
     fp_proxy *fp = fp_start(&xport, 1);
     assert_non_null(fp);
     int p = fp_port(fp, 0);
-    announce(x, p);
-    assert_true(RH_WAIT_UNTIL(slot_port(y, s) == p && slot_port(x, s) == p, 10000));
+    assert_true(rh_rcl_announce_port(CL, x, p));
+    assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, y, s) == p &&
+                                  rh_rcl_slot_port(CL, x, s) == p, 10000));
 
     char uri[256];
     snprintf(uri, sizeof uri, "redis-cluster://127.0.0.1:%d,127.0.0.1:%d",
@@ -137,9 +93,9 @@ static void test_release_left_behind_never_deletes_later_grant_after_slot_moves_
 
     /* 3. the slot migrates back to X (K with it), then the held release
      * arrives at X */
-    announce(x, 0);  /* (the harness finds X by its own port) */
-    assert_true(RH_WAIT_UNTIL(slot_port(y, s) == CL->rc->node[y].port &&
-                              slot_port(y, 0) >= 0, 10000));
+    assert_true(rh_rcl_announce_port(CL, x, 0));  /* (the harness finds X by its own port) */
+    assert_true(RH_WAIT_UNTIL(rh_rcl_slot_port(CL, y, s) == CL->rc->node[y].port &&
+                              rh_rcl_slot_port(CL, y, 0) >= 0, 10000));
     assert_int_equal(rh_rcl_migrate_slot(CL, s, y, x, 10, NULL, NULL), 0);
     assert_int_equal(rh_get(CL->rc, x, 0, K, buf, sizeof buf), 1);
     char rep[256];
@@ -155,7 +111,7 @@ static void test_release_left_behind_never_deletes_later_grant_after_slot_moves_
                     "generation), and the key came back to X\n");
         fail();
     }
-    announce(x, 0);
+    assert_true(rh_rcl_announce_port(CL, x, 0));
     distlock_client_free(c);
     fp_stop(fp);
 }

@@ -1,4 +1,4 @@
-/* test_cluster_tls.c -- rediss-cluster:// (issues 12 + 13): a real Redis
+/* test_cluster_tls.c -- rediss-cluster://: a real Redis
  * Cluster of 3 masters + 3 replicas whose clients speak TLS only (tls-cluster yes:
  * CLUSTER SLOTS asked over TLS announces the TLS ports; the plain ports
  * serve the harness's own checks; tests/harness/cluster_harness.h
@@ -16,45 +16,21 @@
  *   (f) each master has a replica (replication over TLS); CLUSTER FAILOVER
  *       of one: the client follows to the promoted replica's TLS port. */
 #include "test_common.h"
-#include "cluster_harness.h"
+#include "test_tls_cluster.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
-static char certs[64];
-static rh_rcl *CL;
-static char uri[700];   /* CL->uri?tls_ca_file=certs/ca.crt */
-
-/* Under valgrind (DISTLOCK_TEST_SLOW) a first handshake takes longer. */
-static long connect_ms(void)
+/* 3 masters with a replica each. */
+static rh_rcl *start_with_replicas(const char *dir)
 {
-    return getenv("DISTLOCK_TEST_SLOW") ? 20000 : 1000;
+    return rh_rcl_start_tls(3, 1, dir);
 }
 
 static int group_setup(void **state)
 {
     (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (rh_make_certs(certs, sizeof certs) != 0) return -1;
-    CL = rh_rcl_start_tls(3, 1, certs);
-    if (!CL) return -1;
-    snprintf(uri, sizeof uri, "%s?tls_ca_file=%s/ca.crt", CL->uri, certs);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    rh_remove_certs(certs);
-    return 0;
-}
-
-static distlock_client *tls_client(const char *u)
-{
-    distlock_client *c = new_client(u);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, connect_ms()), DISTLOCK_OK);
-    return c;
+    return tls_cluster_setup(start_with_replicas);
 }
 
 /* Does the master that owns key's slot hold it with this value (asked over
@@ -64,19 +40,11 @@ static void assert_on_owner(distlock_client *c, const char *key, const char *tok
 {
     int slot = rh_rcl_keyslot(CL, key), m = rh_rcl_owner(CL, 0, slot);
     assert_true(m >= 0);
-    char buf[128], want[64];
-    int got = rh_get(CL->rc, m, 0, key, buf, sizeof buf);
-    if (token) {
-        assert_int_equal(got, 1);
-        assert_string_equal(buf, token);
-    } else {
-        assert_int_equal(got, 0);
-    }
-    int cslot = -1;
-    assert_int_equal(distlock_admin_cluster_route(c, key, 0, &cslot, buf, sizeof buf), 1);
-    assert_int_equal(cslot, slot);
+    char want[64];
     snprintf(want, sizeof want, "127.0.0.1:%d", CL->rc->node[m].tls_port);
-    assert_string_equal(buf, want);
+    int cslot = -1;
+    assert_held_and_routed(c, key, m, token, want, &cslot);
+    assert_int_equal(cslot, slot);
 }
 
 /* (a) */
@@ -161,28 +129,6 @@ static void test_moved(void **state)
 }
 
 /* (c) */
-struct waiter_arg {
-    distlock_client *c;
-    const char *key;
-    int rc;
-    long long got_ms;
-    char detail[300];
-};
-
-static void *waiter(void *p)
-{
-    struct waiter_arg *w = p;
-    distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, w->key, 30000, 20000, 0, &l);
-    w->got_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
-    if (l) {
-        distlock_release(l);
-        distlock_lock_free(l);
-    }
-    return NULL;
-}
-
 /* The master has an SSUBSCRIBE client that came in on its TLS port
  * (CLIENT LIST: laddr=127.0.0.1:TLSPORT ... cmd=ssubscribe). */
 static int subscriber_on_tls_port(int m)

@@ -15,46 +15,17 @@
  *   (d) with tls_server_name set, that name is what every master is checked
  *       against: 127.0.0.2 serves, the other two are refused. */
 #include "test_common.h"
-#include "cluster_harness.h"
+#include "test_tls_cluster.h"
 
 #include <pthread.h>
 #include <unistd.h>
 
-static char certs[64];
-static rh_rcl *CL;
-static char uri[700];   /* CL->uri?tls_ca_file=certs/ca.crt */
-
-/* Under valgrind (DISTLOCK_TEST_SLOW) a first handshake takes longer. */
-static long connect_ms(void)
-{
-    return getenv("DISTLOCK_TEST_SLOW") ? 20000 : 1000;
-}
-
 static int group_setup(void **state)
 {
     (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    if (rh_make_certs(certs, sizeof certs) != 0) return -1;
-    CL = rh_rcl_start_tls_own_ips(certs);
-    if (!CL) return -1;
-    snprintf(uri, sizeof uri, "%s?tls_ca_file=%s/ca.crt", CL->uri, certs);
-    printf("cluster: %s\n", CL->uri);
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    rh_remove_certs(certs);
-    return 0;
-}
-
-static distlock_client *tls_client(const char *u)
-{
-    distlock_client *c = new_client(u);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, connect_ms()), DISTLOCK_OK);
-    return c;
+    int r = tls_cluster_setup(rh_rcl_start_tls_own_ips);
+    if (r == 0) printf("cluster: %s\n", CL->uri);
+    return r;
 }
 
 /* The master (server index) that owns slot: server 0's CLUSTER SLOTS, its
@@ -70,18 +41,10 @@ static int owner(int slot)
  * and m holds key with token (NULL: not at all). */
 static void assert_on_master(distlock_client *c, const char *key, int m, const char *token)
 {
-    char buf[128], want[64];
-    int got = rh_get(CL->rc, m, 0, key, buf, sizeof buf);
-    if (token) {
-        assert_int_equal(got, 1);
-        assert_string_equal(buf, token);
-    } else {
-        assert_int_equal(got, 0);
-    }
-    int slot = -1;
-    assert_int_equal(distlock_admin_cluster_route(c, key, 0, &slot, buf, sizeof buf), 1);
+    char want[64];
     snprintf(want, sizeof want, "127.0.0.%d:%d", m + 2, CL->rc->node[m].tls_port);
-    assert_string_equal(buf, want);
+    int slot = -1;
+    assert_held_and_routed(c, key, m, token, want, &slot);
 }
 
 /* (a) */
@@ -110,28 +73,6 @@ static void test_each_master_with_own_certificate(void **state)
 }
 
 /* (b) */
-struct waiter_arg {
-    distlock_client *c;
-    const char *key;
-    int rc;
-    long long got_ms;
-    char detail[300];
-};
-
-static void *waiter(void *p)
-{
-    struct waiter_arg *w = p;
-    distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, w->key, 30000, 20000, 0, &l);
-    w->got_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
-    if (l) {
-        distlock_release(l);
-        distlock_lock_free(l);
-    }
-    return NULL;
-}
-
 /* A key (prefix:N) of a slot whose owner is not the first seed (127.0.0.2),
  * and its shard channel; returns the owner. */
 static int key_off_first_seed(const char *prefix, char *key, size_t ksize, char *sch, size_t ssize)

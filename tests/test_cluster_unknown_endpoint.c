@@ -15,24 +15,9 @@
  * given one seed; a lock on a key of each master's slots. */
 #include "test_common.h"
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 0);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 0))
 
 static void test_moved_without_endpoint_followed_to_the_port_given(void **state)
 {

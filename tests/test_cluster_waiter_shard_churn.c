@@ -21,7 +21,7 @@
 
 #include <pthread.h>
 
-#include "harness/cluster_harness.h"
+#include "test_cluster_group.h"
 #include "harness/faultproxy.h"
 
 #define NPROXY 5
@@ -29,37 +29,7 @@
 #define NADDR (NPROXY * PER_PROXY)
 #define WAKE_BOUND_MS 1000
 
-static rh_rcl *CL;
-
-static int group_setup(void **state)
-{
-    (void)state;
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    CL = rh_rcl_start_n(3, 0);
-    return CL ? 0 : -1;
-}
-
-static int group_teardown(void **state)
-{
-    (void)state;
-    rh_rcl_stop(CL);
-    return 0;
-}
-
-static void command_ok(int i, const char *fmt, int arg)
-{
-    redisReply *r = rh_command(CL->rc, i, 0, fmt, arg);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r && !ok) print_error("server %d: %s\n", i, r->str);
-    if (r) freeReplyObject(r);
-    assert_true(ok);
-}
-
-static void announce(int i, int port)
-{
-    command_ok(i, "CONFIG SET cluster-announce-bus-port %d", CL->rc->node[i].port + 10000);
-    command_ok(i, "CONFIG SET cluster-announce-port %d", port);
-}
+DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 0))
 
 struct waiter_arg {
     distlock_client *c;
@@ -111,7 +81,7 @@ static void test_waiter_woken_at_once_after_more_than_64_master_addresses(void *
     int late = 0, first_late = -1;
     long worst = 0;
     for (int k = 0; k < NADDR; k++) {
-        announce(y, addr[k]);
+        assert_true(rh_rcl_announce_port(CL, y, addr[k]));
         /* every client connection to Y closes: the next ones ask CLUSTER
          * SLOTS in their handshake and learn the new address */
         redisReply *r = rh_command(CL->rc, y, 0, "CLIENT KILL TYPE normal SKIPME yes");
@@ -144,7 +114,7 @@ static void test_waiter_woken_at_once_after_more_than_64_master_addresses(void *
     }
     printf("# %d master addresses in turn: %d waiters not woken within %d ms (first: address "
            "%d), worst %ld ms\n", NADDR, late, WAKE_BOUND_MS, first_late + 1, worst);
-    announce(y, 0);
+    assert_true(rh_rcl_announce_port(CL, y, 0));
     distlock_client_free(w);
     distlock_client_free(h);
     for (int j = 0; j < NPROXY; j++)

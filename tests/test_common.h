@@ -2,6 +2,7 @@
 #ifndef DISTLOCK_TEST_COMMON_H
 #define DISTLOCK_TEST_COMMON_H
 
+#include <errno.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -9,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <cmocka.h>
 
 #include "distlock.h"
@@ -46,6 +48,66 @@
         }                                                                     \
     } while (0)
 
+/* 1 under ASan or TSan (GCC and clang spellings). */
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#  define TEST_SANITIZED 1
+#elif defined(__has_feature)
+#  if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer)
+#    define TEST_SANITIZED 1
+#  endif
+#endif
+#ifndef TEST_SANITIZED
+#  define TEST_SANITIZED 0
+#endif
+
+/* Sanitizer builds (DISTLOCK_TEST_SLOW) get wider time bounds. */
+static inline long slow_bound(long normal, long slow)
+{
+    return getenv("DISTLOCK_TEST_SLOW") ? slow : normal;
+}
+
+/* Run a command on node i and require a +OK / status reply. */
+static inline void node_command_ok(const rh_cluster *rc, int i, const char *fmt, ...)
+{
+    redisContext *ctx = rh_connect(rc, i, 0);
+    assert_non_null(ctx);
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    redisFree(ctx);
+    if (!r || r->type == REDIS_REPLY_ERROR) {
+        print_error("node %d: %s -> %s\n", i, fmt, r ? r->str : "no reply");
+        if (r) freeReplyObject(r);
+        fail();
+    }
+    freeReplyObject(r);
+}
+
+/* Block until the monotonic time t_ms (rh_now_ms() scale). Only for a
+ * scenario's own timing (how long a holder keeps a lock), never to wait for
+ * something to happen. */
+static inline void sleep_until_ms(long long t_ms)
+{
+    struct timespec ts = { (time_t)(t_ms / 1000), (long)(t_ms % 1000) * 1000000L };
+    while (clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &ts, NULL) == EINTR) {}
+}
+
+/* Nodes where key holds token and has more than min_pttl ms left. */
+static inline int count_pttl_above(const rh_cluster *rc, const char *key,
+                                   const char *token, long long min_pttl)
+{
+    int n = 0;
+    char buf[512];
+    for (int i = 0; i < rc->n; i++) {
+        if (rc->node[i].pid <= 0 || rc->node[i].stopped) continue;
+        if (rh_get(rc, i, 0, key, buf, sizeof buf) == 1 && strcmp(buf, token) == 0 &&
+            rh_pttl(rc, i, 0, key) > min_pttl)
+            n++;
+    }
+    return n;
+}
+
 /* Start/stop a cluster of N nodes as the cmocka group state. */
 #define DEFINE_GROUP(N)                                                       \
     static int group_setup(void **state) {                                    \
@@ -62,6 +124,17 @@
     /* Per test: every node up, empty, no cached scripts. */                  \
     static int heal(void **state) { return rh_heal(*state) == 0 ? 0 : -1; }
 
+/* A further group of N nodes in the same binary, after DEFINE_GROUP (whose
+ * teardown and heal it shares): group_setup_N, for cases that need another
+ * number of nodes than the file's main group. */
+#define DEFINE_GROUP_SETUP(N)                                                 \
+    static int group_setup_##N(void **state) {                                \
+        rh_cluster *rc = rh_start(N);                                         \
+        if (!rc) return -1;                                                   \
+        *state = rc;                                                          \
+        return 0;                                                             \
+    }
+
 /* New client on the given URI list, with optional short timeouts. */
 static inline distlock_client *new_client(const char *uris)
 {
@@ -72,6 +145,79 @@ static inline distlock_client *new_client(const char *uris)
         fail();
     }
     assert_non_null(c);
+    return c;
+}
+
+/* One acquire (ttl 30 s) and release of key, both asserted. */
+static inline void lock_and_release(distlock_client *c, const char *key)
+{
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, key, 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+}
+
+/* Try to acquire key (ttl_ms, no wait) every 200 ms until granted or
+ * within_ms have passed, as a caller does while a cluster settles after a
+ * failover. Returns the last status (*l is the lock when DISTLOCK_OK);
+ * *tries counts the attempts, last gets the last failure's detail. */
+static inline int acquire_retrying(distlock_client *c, const char *key, long ttl_ms,
+                                   long within_ms, distlock_lock **l, int *tries,
+                                   char *last, size_t size)
+{
+    long long t0 = rh_now_ms();
+    int rc = -1;
+    *tries = 0;
+    while (rh_now_ms() - t0 < within_ms) {
+        *l = NULL;
+        rc = distlock_acquire(c, key, ttl_ms, 0, 0, l);
+        (*tries)++;
+        if (rc == DISTLOCK_OK)
+            break;
+        snprintf(last, size, "%s", distlock_last_error());
+        rh_sleep_ms(200);
+    }
+    return rc;
+}
+
+/* ACL SETUSER user reset on >pass ~* &* +@all [rule] on the nodes of rc in
+ * mask (bit i: node i); rule NULL: none. */
+static inline void acl_set_user(const rh_cluster *rc, unsigned mask, const char *user,
+                                const char *pass, const char *rule)
+{
+    char pw[256];
+    snprintf(pw, sizeof pw, ">%s", pass);
+    for (int i = 0; i < rc->n; i++) {
+        if (!(mask & (1u << i)))
+            continue;
+        const char *argv[] = { "ACL", "SETUSER", user, "reset", "on", pw, "~*", "&*",
+                               "+@all", rule };
+        redisContext *ctx = rh_connect(rc, i, 0);
+        assert_non_null(ctx);
+        redisReply *r = redisCommandArgv(ctx, rule ? 10 : 9, argv, NULL);
+        if (r == NULL || r->type != REDIS_REPLY_STATUS) {
+            print_error("ACL SETUSER %s on node %d: %s\n", rule ? rule : "", i,
+                        r ? r->str : ctx->errstr);
+            fail();
+        }
+        freeReplyObject(r);
+        redisFree(ctx);
+    }
+}
+
+/* A client of the nodes of rc in mask that logs in as user (command
+ * timeout 2 s). */
+static inline distlock_client *acl_user_client(const rh_cluster *rc, unsigned mask,
+                                               const char *user, const char *pass)
+{
+    char uris[1024];
+    size_t o = 0;
+    for (int i = 0; i < rc->n; i++)
+        if (mask & (1u << i))
+            o += (size_t)snprintf(uris + o, sizeof uris - o, "%sredis://%s:%s@127.0.0.1:%d",
+                                  o ? "," : "", user, pass, rc->node[i].port);
+    distlock_client *c = new_client(uris);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000), DISTLOCK_OK);
     return c;
 }
 
@@ -154,6 +300,25 @@ static inline long script_calls(const rh_cluster *rc, int i)
     }
     freeReplyObject(r);
     return total;
+}
+
+/* Like script_calls(), but -1 instead of a failure when node i does not
+ * answer: for polling a node that may be paused. */
+static inline long long script_calls_or_error(const rh_cluster *rc, int i)
+{
+    redisReply *r = rh_command(rc, i, 0, "INFO commandstats");
+    long long n = 0;
+    if (!r || r->type != REDIS_REPLY_STRING) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=" };
+    for (int k = 0; k < 2; k++) {
+        const char *p = strstr(r->str, names[k]);
+        if (p) n += strtoll(p + strlen(names[k]), NULL, 10);
+    }
+    freeReplyObject(r);
+    return n;
 }
 
 /* Wait (up to 30 s) until the client's watchdog renewed nk locks `passes`

@@ -15,11 +15,11 @@
  *
  * Three real redis-servers behind the fault-injecting proxy. */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(3)
 
-static void failed_retry(rb_env *e, const char *K, unsigned flags)
+static void failed_retry(proxy_env *e, const char *K, unsigned flags)
 {
     char hex[128], chan[64];
     distlock_client *c = proxied_client(e);

@@ -1,5 +1,5 @@
 /* test_frozen_node.c -- one meaning per status, seen from the C API: what a
- * caller gets when nodes freeze (issue 11, item 2). The PHP, Python and CLI
+ * caller gets when nodes freeze. The PHP, Python and CLI
  * suites play the same scenarios (php-ext/tests/072_frozen_node.phpt,
  * python/tests/test_frozen_node.py, cli/tests/run.sh t_frozen_*, t_granted_after_ttl), and
  * docs/errors.md "Statuses in each front end" is the table they all follow.
@@ -21,7 +21,7 @@
  *     grant is undone (nothing held) -- the only meaning ETIMEDOUT has.
  */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(3)
 
@@ -29,7 +29,7 @@ DEFINE_PROXY_GROUP(3)
 #define CONNECT_MS 300L
 #define BOUND_MS 2000LL  /* "about the command timeout", on a busy 2-core box under ASan */
 
-static distlock_client *client_on(rb_env *e, unsigned mask)
+static distlock_client *client_on(proxy_env *e, unsigned mask)
 {
     char uris[256];
     distlock_client *c = new_client(fp_uris_mask(e->fp, mask, uris, sizeof uris));
@@ -62,7 +62,7 @@ static void assert_detail_not_held(void)
 
 static void test_one_of_three_frozen(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "fz:one-of-three";
     distlock_client *a = client_on(e, 0x7), *b = client_on(e, 0x7);
     distlock_lock *la = NULL, *lb = NULL;
@@ -102,7 +102,7 @@ static void test_one_of_three_frozen(void **state)
 
 static void test_only_node_frozen(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "fz:only-node";
     distlock_client *c = client_on(e, 0x1);
     distlock_lock *held = NULL, *l = NULL;
@@ -136,7 +136,7 @@ static void test_only_node_frozen(void **state)
 
 static void test_two_of_three_frozen(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "fz:two-of-three";
     distlock_client *c = client_on(e, 0x7);
     distlock_lock *l = NULL;
@@ -162,7 +162,7 @@ static void test_two_of_three_frozen(void **state)
 
 static void test_granted_after_ttl(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "fz:too-late";
     distlock_client *c = new_client(fp_uris(e->fp));   /* default timeouts: 1000 / 500 ms */
     distlock_lock *l = NULL;

@@ -12,12 +12,12 @@
 #include <pthread.h>
 
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(1)
 
 typedef struct inject_arg {
-    rb_env *e;
+    proxy_env *e;
     const char *hex;
     int ok;
     char rep[512];
@@ -36,7 +36,7 @@ static void *inject_before_reply(void *p)
 
 static void huge_header(void **state, const char *header, const char *count)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     distlock_client *c = proxied_client(e);
     /* A long reply timeout: without the cap the call would sit out all of
      * it waiting for the elements and end in ECONN, not EPROTO. */

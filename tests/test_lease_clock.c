@@ -3,7 +3,7 @@
  * confirmed; and many auto-renewed locks do not keep the process busy.
  * Three real redis-servers behind the fault-injecting proxy. */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 #include <stdatomic.h>
 #include <sys/resource.h>
@@ -31,7 +31,7 @@ static void connect_all(distlock_client *c, const char *key)
  * the lock; with a command timeout over the ttl it was lost either way.) */
 static void test_renewal_confirmed_by_a_quorum_in_time_is_not_lost(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "lc:quorum-in-time";
     distlock_client *c = new_client(fp_uris(e->fp));
     connect_all(c, key);
@@ -108,7 +108,7 @@ static void cb_a(distlock_lock *l, void *arg)
 
 static void test_freeing_a_handle_from_the_other_threads_callback_waits_for_its_callback(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     distlock_client *c = new_client(rh_uris(e->rc));
     distlock_lock *la = NULL, *lb = NULL;
     memset(&two, 0, sizeof two);
@@ -141,7 +141,7 @@ static void test_freeing_a_handle_from_the_other_threads_callback_waits_for_its_
  * neither background thread should use measurable CPU. */
 static void test_many_auto_renewed_locks_leave_the_process_idle(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     enum { N = 1000 };
     distlock_client *c = new_client(rh_uris(e->rc));
     distlock_lock **l = calloc(N, sizeof *l);

@@ -1,21 +1,25 @@
 /* test_lost_callback.c -- the contract of distlock_lock_on_lost() as
- * distlock.h states it (issue 15 item 2, C):
+ * distlock.h states it:
  *  - called once per lost lock, on the client's renewal thread (not the
  *    caller's), after the flag is set and the lost fd made readable;
  *  - it may call the library on that lock and on the client (release,
  *    another acquire, even distlock_lock_free of its own handle);
  *  - the other locks of the client go on being renewed;
  *  - a loss found by distlock_extend() is returned to that caller and shown
- *    by the flag and the fd, with no callback.
- * (test_review_a_lostcb.c covers a callback never getting a freed handle.) */
+ *    by the flag and the fd, with no callback;
+ *  - it never receives a freed handle: freeing a handle unregisters its
+ *    callback, even while the record lives on through another reentrant
+ *    handle (three nodes). */
 #include "test_common.h"
 
 #include <poll.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <unistd.h>
+#include <stdint.h>
 
 DEFINE_GROUP(1)
+DEFINE_GROUP_SETUP(3)
 
 struct seen {
     distlock_client *c;
@@ -152,6 +156,63 @@ static void test_loss_found_by_extend_calls_no_callback(void **state)
     assert_int_equal(atomic_load(&s.calls), 0);
 }
 
+struct cbrec {
+    atomic_int calls;
+    distlock_lock *seen[8];
+};
+
+static void on_lost_rec(distlock_lock *l, void *arg)
+{
+    struct cbrec *r = arg;
+    int i = atomic_fetch_add(&r->calls, 1);
+    if (i < 8) r->seen[i] = l;
+#if TEST_SANITIZED
+    /* What any real callback does with its handle: under ASan a freed one
+     * is a heap-use-after-free reported right here. */
+    (void)distlock_lock_key(l);
+    (void)distlock_lock_lost(l);
+#endif
+}
+
+static void test_no_callback_with_freed_handle(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_lock *a = NULL, *b = NULL;
+    struct cbrec rec = { 0 };
+    const unsigned fl = DISTLOCK_REENTRANT | DISTLOCK_AUTO_RENEW;
+    /* Two handles of one record (same thread, reentrant). */
+    assert_rc(distlock_acquire(c, "x4", 600, 0, fl, &a), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "x4", 600, 0, fl, &b), DISTLOCK_OK);
+    assert_string_equal(distlock_lock_token(a), distlock_lock_token(b));
+    assert_rc(distlock_lock_on_lost(a, on_lost_rec, &rec), DISTLOCK_OK);
+    uintptr_t freed = (uintptr_t)a;
+    distlock_lock_free(a);   /* the record lives on through b */
+    assert_holding(rc, "x4", distlock_lock_token(b), 3);
+
+    /* Lost behind its back. */
+    for (int i = 0; i < rc->n; i++) assert_int_equal(rh_del(rc, i, 0, "x4"), 1);
+    if (!RH_WAIT_UNTIL(distlock_lock_lost(b) == 1, 5000)) {
+        print_error("the deleted lock was not found lost\n");
+        fail();
+    }
+    distlock_lock_free(b);
+    /* Joins the renewal thread: every callback it was going to make is done. */
+    distlock_client_free(c);
+
+    int n = atomic_load(&rec.calls), bad = 0;
+    for (int i = 0; i < n && i < 8; i++) {
+        if ((uintptr_t)rec.seen[i] == freed) {
+            print_error("lost callback #%d received the handle freed before the loss (%p)\n",
+                        i + 1, (void *)freed);
+            bad = 1;
+        }
+    }
+    printf("# lost callback invoked %d time(s)\n", n);
+    if (bad) fail();
+    assert_true(n <= 1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -159,5 +220,10 @@ int main(void)
         cmocka_unit_test_setup(test_free_own_handle_inside_callback, heal),
         cmocka_unit_test_setup(test_loss_found_by_extend_calls_no_callback, heal),
     };
-    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+    const struct CMUnitTest tests_3_nodes[] = {
+        cmocka_unit_test_setup(test_no_callback_with_freed_handle, heal),
+    };
+    int failed = cmocka_run_group_tests(tests, group_setup, group_teardown);
+    failed += cmocka_run_group_tests(tests_3_nodes, group_setup_3, group_teardown);
+    return failed;
 }

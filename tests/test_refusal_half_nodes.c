@@ -32,50 +32,19 @@ DEFINE_GROUP(N)
 #define USER "dlhalf"
 #define PASS "half-pw-1"
 
-static void set_user(rh_cluster *rc, unsigned mask, const char *rule)
-{
-    for (int i = 0; i < rc->n; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        const char *argv[] = { "ACL", "SETUSER", USER, "reset", "on", ">" PASS, "~*", "&*",
-                               "+@all", rule };
-        redisContext *ctx = rh_connect(rc, i, 0);
-        assert_non_null(ctx);
-        redisReply *r = redisCommandArgv(ctx, rule ? 10 : 9, argv, NULL);
-        if (r == NULL || r->type != REDIS_REPLY_STATUS) {
-            print_error("ACL SETUSER on node %d: %s\n", i, r ? r->str : ctx->errstr);
-            fail();
-        }
-        freeReplyObject(r);
-        redisFree(ctx);
-    }
-}
-
-static distlock_client *user_client(rh_cluster *rc)
-{
-    char uris[1024];
-    size_t o = 0;
-    for (int i = 0; i < rc->n; i++)
-        o += (size_t)snprintf(uris + o, sizeof uris - o, "%sredis://" USER ":" PASS
-                              "@127.0.0.1:%d", o ? "," : "", rc->node[i].port);
-    distlock_client *c = new_client(uris);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000), DISTLOCK_OK);
-    return c;
-}
-
 /* Held on all 4; then the key is gone from nodes 0 and 1 (restarted without
  * persistence, say), node 2 refuses, node 3 renews. */
 static void test_extend_two_not_ours_one_refused_one_renewed(void **state)
 {
     rh_cluster *rc = *state;
-    set_user(rc, 0xf, NULL);
-    distlock_client *c = user_client(rc);
+    acl_set_user(rc, 0xf, USER, PASS, NULL);
+    distlock_client *c = acl_user_client(rc, 0xf, USER, PASS);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "half:ext", 30000, 0, 0, &l), DISTLOCK_OK);
     assert_holding(rc, "half:ext", distlock_lock_token(l), 4);
     assert_int_equal(rh_del(rc, 0, 0, "half:ext"), 1);
     assert_int_equal(rh_del(rc, 1, 0, "half:ext"), 1);
-    set_user(rc, 0x4, "-get");
+    acl_set_user(rc, 0x4, USER, PASS, "-get");
     int st = distlock_extend(l, 30000);
     printf("extend, 2 of 4 not ours, 1 refused, 1 renewed: %d (%s), lost %d: \"%s\"\n", st,
            distlock_strerror(st), distlock_lock_lost(l), distlock_last_error());
@@ -91,13 +60,13 @@ static void test_extend_two_not_ours_one_refused_one_renewed(void **state)
 static void test_extend_one_not_ours_one_refused(void **state)
 {
     rh_cluster *rc = *state;
-    set_user(rc, 0xf, NULL);
-    distlock_client *c = user_client(rc);
+    acl_set_user(rc, 0xf, USER, PASS, NULL);
+    distlock_client *c = acl_user_client(rc, 0xf, USER, PASS);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "half:ext1", 30000, 0, 0, &l), DISTLOCK_OK);
     assert_holding(rc, "half:ext1", distlock_lock_token(l), 4);
     assert_int_equal(rh_del(rc, 0, 0, "half:ext1"), 1);
-    set_user(rc, 0x4, "-get");
+    acl_set_user(rc, 0x4, USER, PASS, "-get");
     int st = distlock_extend(l, 30000);
     printf("extend, 1 of 4 not ours, 1 refused, 2 renewed: %d (%s), lost %d: \"%s\"\n", st,
            distlock_strerror(st), distlock_lock_lost(l), distlock_last_error());
@@ -111,11 +80,11 @@ static void test_extend_one_not_ours_one_refused(void **state)
 static void test_acquire_two_held_one_refused_one_granted(void **state)
 {
     rh_cluster *rc = *state;
-    set_user(rc, 0xf, NULL);
+    acl_set_user(rc, 0xf, USER, PASS, NULL);
     assert_int_equal(rh_set(rc, 0, 0, "half:acq", "othertoken", 30000), 0);
     assert_int_equal(rh_set(rc, 1, 0, "half:acq", "othertoken", 30000), 0);
-    set_user(rc, 0x4, "-set");
-    distlock_client *c = user_client(rc);
+    acl_set_user(rc, 0x4, USER, PASS, "-set");
+    distlock_client *c = acl_user_client(rc, 0xf, USER, PASS);
     distlock_lock *l = NULL;
     int st = distlock_acquire(c, "half:acq", 30000, 0, 0, &l);
     printf("acquire, 2 of 4 held by another, 1 refused, 1 granted: %d (%s): \"%s\"\n", st,

@@ -13,39 +13,6 @@ DEFINE_GROUP(N)
 #define USER "dlrefresh"
 #define PASS "refresh-pw-1"
 
-/* ACL SETUSER USER reset on >PASS ~* &* +@all RULE on the nodes in mask. */
-static void set_user(rh_cluster *rc, unsigned mask, const char *rule)
-{
-    for (int i = 0; i < rc->n; i++) {
-        if (!(mask & (1u << i)))
-            continue;
-        const char *argv[] = { "ACL", "SETUSER", USER, "reset", "on", ">" PASS, "~*", "&*",
-                               "+@all", rule };
-        redisContext *ctx = rh_connect(rc, i, 0);
-        assert_non_null(ctx);
-        redisReply *r = redisCommandArgv(ctx, 10, argv, NULL);
-        if (r == NULL || r->type != REDIS_REPLY_STATUS) {
-            print_error("ACL SETUSER %s on node %d: %s\n", rule, i, r ? r->str : ctx->errstr);
-            fail();
-        }
-        freeReplyObject(r);
-        redisFree(ctx);
-    }
-}
-
-static distlock_client *user_client(rh_cluster *rc, unsigned mask)
-{
-    char uris[1024];
-    size_t o = 0;
-    for (int i = 0; i < rc->n; i++)
-        if (mask & (1u << i))
-            o += (size_t)snprintf(uris + o, sizeof uris - o, "%sredis://" USER ":" PASS
-                                  "@127.0.0.1:%d", o ? "," : "", rc->node[i].port);
-    distlock_client *c = new_client(uris);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000), DISTLOCK_OK);
-    return c;
-}
-
 /* An idempotent re-acquire with the token the key already holds (the
  * token pair's "refreshes the TTL and succeeds", distlock.h) whose refresh
  * is refused (an ACL without PEXPIRE: SET NX GET still works, the extend
@@ -54,8 +21,8 @@ static distlock_client *user_client(rh_cluster *rc, unsigned mask)
  * node. */
 static void reacquire_refused(rh_cluster *rc, unsigned mask)
 {
-    set_user(rc, mask, "-pexpire");
-    distlock_client *c = user_client(rc, mask);
+    acl_set_user(rc, mask, USER, PASS, "-pexpire");
+    distlock_client *c = acl_user_client(rc, mask, USER, PASS);
     const char *tok = "0123456789abcdef0123456789abcdef";
     assert_rc(distlock_acquire_token(c, "rr:pair", 30000, tok, 0, NULL), DISTLOCK_OK);
     assert_holding(rc, "rr:pair", tok, __builtin_popcount(mask));
@@ -92,8 +59,8 @@ static void reacquire_set_refused(rh_cluster *rc, unsigned mask)
     for (int i = 0; i < rc->n; i++)
         if (mask & (1u << i))
             assert_int_equal(rh_set(rc, i, 0, "rr:noset", tok, 30000), 0);
-    set_user(rc, mask, "-set");
-    distlock_client *c = user_client(rc, mask);
+    acl_set_user(rc, mask, USER, PASS, "-set");
+    distlock_client *c = acl_user_client(rc, mask, USER, PASS);
     int st = distlock_acquire_token(c, "rr:noset", 30000, tok, 0, NULL);
     printf("re-acquire, SET refused, %d node(s): %d (%s): \"%s\"\n", __builtin_popcount(mask),
            st, distlock_strerror(st), distlock_last_error());
@@ -123,8 +90,8 @@ static void test_reacquire_set_refused_keeps_the_lock_three_nodes(void **state)
 static void test_reacquire_refused_silent_node_keeps_the_lock(void **state)
 {
     rh_cluster *rc = *state;
-    set_user(rc, 0x7, "-pexpire");
-    distlock_client *c = user_client(rc, 0x7);
+    acl_set_user(rc, 0x7, USER, PASS, "-pexpire");
+    distlock_client *c = acl_user_client(rc, 0x7, USER, PASS);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 200), DISTLOCK_OK);
     const char *tok = "00112233445566778899aabbccddeeff";
     assert_rc(distlock_acquire_token(c, "rr:silent", 30000, tok, 0, NULL), DISTLOCK_OK);
@@ -158,9 +125,9 @@ static void test_reacquire_script_refused_keeps_the_lock(void **state)
     assert_int_equal(rh_set(rc, 0, 0, "rr:script", tok, 30000), 0);
     assert_int_equal(rh_set(rc, 1, 0, "rr:script", tok, 30000), 0);
     assert_int_equal(rh_set(rc, 2, 0, "rr:script", "someoneelse", 30000), 0);
-    set_user(rc, 0x1, "+@all");
-    set_user(rc, 0x6, "-hset");
-    distlock_client *c = user_client(rc, 0x7);
+    acl_set_user(rc, 0x1, USER, PASS, "+@all");
+    acl_set_user(rc, 0x6, USER, PASS, "-hset");
+    distlock_client *c = acl_user_client(rc, 0x7, USER, PASS);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1), DISTLOCK_OK);
     int st = distlock_acquire_token(c, "rr:script", 30000, tok, 0, NULL);
     printf("re-acquire by script: 1 refreshed, 1 refused, 1 held by another: %d (%s): \"%s\"\n",

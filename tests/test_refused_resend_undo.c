@@ -18,11 +18,11 @@
 #include <pthread.h>
 
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(3)
 
-static void set_maxmemory(rb_env *e, int i, const char *v)
+static void set_maxmemory(proxy_env *e, int i, const char *v)
 {
     redisReply *r = rh_command(e->rc, i, 0, "CONFIG SET maxmemory %s", v);
     assert_non_null(r);
@@ -44,7 +44,7 @@ static void *acquire_thread(void *p)
 
 static void test_failed_acquire_undoes_a_node_whose_resend_was_refused(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *K = "ar2:refused-resend";
     char hex[64];
     distlock_client *c = proxied_client(e);

@@ -365,7 +365,7 @@ static void *work_main(void *arg)
     return NULL;
 }
 
-/* The bound the issue sets: down-after + failover time + one per-node
+/* The bound a failover must meet: down-after + failover time + one per-node
  * timeout; failover time here is what the sentinels took (measured by the
  * harness), and a second per-node budget for asking the sentinels. */
 static void run_failover(rh_sentinels *g, int kill_master)
@@ -606,32 +606,12 @@ static int setup_slow_resync(void **state)
     return 0;
 }
 
-/* An authenticated connection to a data node or a sentinel, or NULL. */
-static redisContext *auth_conn(int port, const char *user, const char *pass)
-{
-    struct timeval tv = { 2, 0 };
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!ctx || ctx->err) {
-        if (ctx) redisFree(ctx);
-        return NULL;
-    }
-    redisSetTimeout(ctx, tv);
-    redisReply *r = user ? redisCommand(ctx, "AUTH %s %s", user, pass) : redisCommand(ctx, "AUTH %s", pass);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r) freeReplyObject(r);
-    if (!ok) {
-        redisFree(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
 /* A command on *ctx (made at port if NULL, made again once if broken). */
 static redisReply *keep_cmd(redisContext **ctx, int port, const char *user, const char *pass,
                             const char *fmt, const char *arg)
 {
     for (int k = 0; k < 2; k++) {
-        if (*ctx == NULL && (*ctx = auth_conn(port, user, pass)) == NULL)
+        if (*ctx == NULL && (*ctx = rh_auth_connect(port, user, pass)) == NULL)
             continue;
         redisReply *r = arg ? redisCommand(*ctx, fmt, arg) : redisCommand(*ctx, fmt);
         if (r) return r;

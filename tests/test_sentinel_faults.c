@@ -1,5 +1,5 @@
 /* test_sentinel_faults.c -- faults against "Following the sentinels' word"
- * (docs/sentinel.md): from the moment the sentinels name another
+ * (README, Redis Sentinel): from the moment the sentinels name another
  * master, no new grant is taken from the old one beyond a short grace
  * (200 ms). Real processes only: tests/harness/sentinels.py (1 master, 2
  * replicas, 3 sentinels, the other replica's resync delayed so the old
@@ -49,29 +49,10 @@ static int teardown(void **state)
     return 0;
 }
 
-static redisContext *auth_conn(int port, const char *user, const char *pass)
-{
-    struct timeval tv = { 2, 0 };
-    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
-    if (!ctx || ctx->err) {
-        if (ctx) redisFree(ctx);
-        return NULL;
-    }
-    redisSetTimeout(ctx, tv);
-    redisReply *r = user ? redisCommand(ctx, "AUTH %s %s", user, pass) : redisCommand(ctx, "AUTH %s", pass);
-    int ok = r && r->type != REDIS_REPLY_ERROR;
-    if (r) freeReplyObject(r);
-    if (!ok) {
-        redisFree(ctx);
-        return NULL;
-    }
-    return ctx;
-}
-
 /* The value of key on the data node at port: 1 (copied), 0 absent, -1 error. */
 static int data_get(int port, const char *key, char *buf, size_t size)
 {
-    redisContext *c = auth_conn(port, NULL, DATA_PASS);
+    redisContext *c = rh_auth_connect(port, NULL, DATA_PASS);
     if (!c) return -1;
     redisReply *r = redisCommand(c, "GET %s", key);
     redisFree(c);
@@ -84,7 +65,7 @@ static int data_get(int port, const char *key, char *buf, size_t size)
 
 static int role_is(int port, const char *role)
 {
-    redisContext *c = auth_conn(port, NULL, DATA_PASS);
+    redisContext *c = rh_auth_connect(port, NULL, DATA_PASS);
     if (!c) return 0;
     redisReply *r = redisCommand(c, "ROLE");
     redisFree(c);
@@ -96,7 +77,7 @@ static int role_is(int port, const char *role)
 /* The master sentinel k names (port), 0 on error. */
 static int sentinel_names(rh_sentinels *g, int k)
 {
-    redisContext *c = auth_conn(g->sentinel_port[k], SENT_USER, SENT_PASS);
+    redisContext *c = rh_auth_connect(g->sentinel_port[k], SENT_USER, SENT_PASS);
     if (!c) return 0;
     redisReply *r = redisCommand(c, "SENTINEL GET-MASTER-ADDR-BY-NAME mymaster");
     redisFree(c);
@@ -105,11 +86,19 @@ static int sentinel_names(rh_sentinels *g, int k)
     return port;
 }
 
+/* The group's master before a test's failover: the first data node. */
+static int first_master(rh_sentinels *g)
+{
+    int old = rh_sentinels_master(g);
+    assert_int_equal(old, g->data_port[0]);
+    return old;
+}
+
 /* SENTINEL FAILOVER to sentinel k; waits until k names another master than
  * old: its port, and *named_ms when it was first seen. -1 on failure. */
 static int failover_via(rh_sentinels *g, int k, int old, long long *named_ms)
 {
-    redisContext *c = auth_conn(g->sentinel_port[k], SENT_USER, SENT_PASS);
+    redisContext *c = rh_auth_connect(g->sentinel_port[k], SENT_USER, SENT_PASS);
     if (!c) return -1;
     int ok = 0;
     for (int tries = 0; tries < 200 && !ok; tries++) {
@@ -193,7 +182,29 @@ static int probe_on_old(distlock_client *c, const char *key, int old, int now_ma
     return bad;
 }
 
-/* ------------------------------------------------------------ 1 */
+/* Sentinel 0 fails the group over (another master is named), then c
+ * probes key (probe_on_old): 1 if the old master granted it. *named_ms
+ * (unless NULL) gets when the new master was first named. */
+static int probe_after_naming(rh_sentinels *g, distlock_client *c, const char *key, int old,
+                              long long *named_ms)
+{
+    long long named = 0;
+    int now_master = failover_via(g, 0, old, &named);
+    assert_true(now_master > 0);
+    if (named_ms) *named_ms = named;
+    long long started;
+    int rc;
+    return probe_on_old(c, key, old, now_master, named, &rc, &started);
+}
+
+/* The group's URI with its three sentinels reached through fp's listeners. */
+static void proxied_group_uri(char *buf, size_t size, fp_proxy *fp)
+{
+    char hosts[256];
+    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
+             fp_port(fp, 1), fp_port(fp, 2));
+    group_uri(buf, size, hosts);
+}
 
 /* A client whose master is not known when the failover is under way (a
  * fresh one here; the same holds for one whose connection broke) asks its
@@ -207,8 +218,7 @@ static int probe_on_old(distlock_client *c, const char *key, int old, int now_ma
 static void test_fresh_client_does_not_take_the_old_master_from_a_lagging_sentinel(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     /* client 1: subscribed, pooled on the old master */
     distlock_client *c1 = sentinel_client(g->uri);
     warm(c1);
@@ -245,8 +255,6 @@ static void test_fresh_client_does_not_take_the_old_master_from_a_lagging_sentin
     assert_false(c1_old);
 }
 
-/* ------------------------------------------------------------ 2 */
-
 /* One sentinel of the URI has a host name that does not resolve (its DNS
  * answers a failure after 8 s: a zone whose servers time out). The thread
  * that listens to every sentinel resolves it on each retry, blocking in
@@ -254,8 +262,7 @@ static void test_fresh_client_does_not_take_the_old_master_from_a_lagging_sentin
 static void test_unresolvable_sentinel_name_does_not_mute_the_others(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     assert_int_equal(slowdns_set("dead-sentinel.test=8000=fail"), 0);
     char hosts[256], uri[512];
     snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,dead-sentinel.test:26379",
@@ -264,20 +271,13 @@ static void test_unresolvable_sentinel_name_does_not_mute_the_others(void **stat
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed to sentinels 0 and 1 */
-    long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-dns", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-dns", old, NULL);
     long long f0 = rh_now_ms();
     distlock_client_free(c);
     printf("faults: distlock_client_free took %lld ms\n", rh_now_ms() - f0);
     slowdns_set(NULL);
     assert_false(on_old);
 }
-
-/* ------------------------------------------------------------ 3 */
 
 /* distlock_client_free while the listening thread is inside a sentinel's
  * name lookup: bounded by the connect timeout like the rest of the thread's
@@ -300,11 +300,9 @@ static void test_client_free_is_bounded_while_a_sentinel_name_resolves(void **st
     assert_true(took <= 1000);
 }
 
-/* ------------------------------------------------------------ 4 */
-
 /* The sentinels were unreachable from the client for 12 s (a network
  * partition between the client and the sentinels' hosts; the data nodes
- * stay reachable), then the network heals. docs/sentinel.md: retried every 1-2 s
+ * stay reachable), then the network heals. The README: retried every 1-2 s
  * while they fail. A doubling backoff (1, 2, 4, 8, 16 s ... up to 30 s)
  * would be at 8-16 s by then, so for that long after the heal nothing is
  * heard although every sentinel is up and
@@ -313,14 +311,11 @@ static void test_client_free_is_bounded_while_a_sentinel_name_resolves(void **st
 static void test_sentinels_heard_again_soon_after_an_outage(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -335,12 +330,7 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
     }
     assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
     rh_sleep_ms(2000);  /* reachable again for 2 s */
-    long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-outage", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-outage", old, NULL);
     char reply[512] = "";
     fp_cmd(fp, reply, sizeof reply, "accepted");
     printf("faults: sentinels unreachable for 12 s, healed 2 s before the failover; proxy %s\n", reply);
@@ -348,8 +338,6 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
     fp_stop(fp);
     assert_false(on_old);
 }
-
-/* ------------------------------------------------------------ 5 */
 
 /* Every subscription goes silent without a FIN or RST (the sentinels' hosts
  * rebooted, or a middlebox dropped the idle connections' state): the
@@ -359,14 +347,11 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
 static void test_silent_subscriptions_are_replaced(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -379,21 +364,14 @@ static void test_silent_subscriptions_are_replaced(void **state)
             cut++;
     printf("faults: %d subscription connection(s) silenced\n", cut);
     rh_sleep_ms(5000);  /* silent for 5 s (5 PING periods); new connections work */
-    long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-silent", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-silent", old, NULL);
     distlock_client_free(c);
     fp_stop(fp);
     assert_int_equal(cut, 3);
     assert_false(on_old);
 }
 
-/* ------------------------------------------------------------ 6 */
-
-/* docs/sentinel.md: "each sentinel gets an equal share of what is left of [the
+/* README: "each sentinel gets an equal share of what is left of [the
  * lookup's budget], so a hung sentinel costs its share and the next one is
  * asked". A sentinel whose host name does not resolve in time (DNS slow or
  * failing after 8 s), listed first, before two healthy ones. */
@@ -432,8 +410,6 @@ static void test_unresolvable_first_sentinel_costs_only_its_share(void **state)
     slowdns_set(NULL);
     assert_true(first_ok >= 0 && first_ok <= 2 * CONNECT_MS + COMMAND_MS + 500);
 }
-
-/* ------------------------------------------------------------ 7 */
 
 /* A failover aborted after +failover-state-wait-promotion: the replica the
  * leader selected refuses SLAVEOF NO ONE (its default user may not run it,
@@ -477,10 +453,9 @@ static void *loop_main(void *arg)
 static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     for (int k = 1; k < 3; k++) {
-        redisContext *d = auth_conn(g->data_port[k], NULL, DATA_PASS);
+        redisContext *d = rh_auth_connect(g->data_port[k], NULL, DATA_PASS);
         assert_non_null(d);
         redisReply *r = redisCommand(d, "ACL SETUSER default -slaveof -replicaof");
         assert_true(r && r->type == REDIS_REPLY_STATUS);
@@ -491,7 +466,7 @@ static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
     lp->c = sentinel_client(g->uri);
     warm(lp->c);
     rh_sleep_ms(1500);
-    redisContext *sub = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    redisContext *sub = rh_auth_connect(g->sentinel_port[0], SENT_USER, SENT_PASS);
     assert_non_null(sub);
     struct timeval tv = { 20, 0 };
     redisSetTimeout(sub, tv);
@@ -503,7 +478,7 @@ static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
         assert_int_equal(redisGetReply(sub, &p), REDIS_OK);
         freeReplyObject(p);
     }
-    redisContext *sc = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    redisContext *sc = rh_auth_connect(g->sentinel_port[0], SENT_USER, SENT_PASS);
     r = redisCommand(sc, "SENTINEL FAILOVER mymaster");
     assert_true(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
@@ -556,8 +531,6 @@ static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
     assert_true(ok_after > 0 && first_ok_after <= 1000);
 }
 
-/* ------------------------------------------------------------ 8 */
-
 /* The replica the leader selected is slow to run SLAVEOF NO ONE (busy: here
  * CLIENT PAUSE 1500 ALL on it just before the failover, as a long command,
  * a fork or a stall would): the leader announces
@@ -606,13 +579,12 @@ static void *granter_main(void *arg)
 static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     struct granter *gr = calloc(1, sizeof *gr);
     gr->c = sentinel_client(g->uri);
     warm(gr->c);
     rh_sleep_ms(1500);
-    redisContext *sub = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    redisContext *sub = rh_auth_connect(g->sentinel_port[0], SENT_USER, SENT_PASS);
     assert_non_null(sub);
     struct timeval tv = { 20, 0 };
     redisSetTimeout(sub, tv);
@@ -626,13 +598,13 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     assert_int_equal(pthread_create(&th, NULL, granter_main, gr), 0);
     rh_sleep_ms(300);
     /* the replica to be promoted (data[1], by priority) is busy for 1.5 s */
-    redisContext *d = auth_conn(g->data_port[1], NULL, DATA_PASS);
+    redisContext *d = rh_auth_connect(g->data_port[1], NULL, DATA_PASS);
     assert_non_null(d);
     r = redisCommand(d, "CLIENT PAUSE 1500 ALL");
     assert_true(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
     redisFree(d);
-    redisContext *sc = auth_conn(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    redisContext *sc = rh_auth_connect(g->sentinel_port[0], SENT_USER, SENT_PASS);
     r = redisCommand(sc, "SENTINEL FAILOVER mymaster");
     assert_true(r && r->type == REDIS_REPLY_STATUS);
     freeReplyObject(r);
@@ -690,22 +662,17 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     assert_int_equal(lost_late, 0);
 }
 
-/* ------------------------------------------------------------ 9 */
-
 /* fork() with the listening thread running: the child uses the client
  * (its own lookup, its own thread) and frees it; it writes nothing on the
  * parent's subscriptions, and the parent still follows the next failover. */
 static void test_forked_child_leaves_the_parents_subscriptions_alone(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -756,8 +723,6 @@ static void test_forked_child_leaves_the_parents_subscriptions_alone(void **stat
     assert_int_equal(on_old, 0);
 }
 
-/* ------------------------------------------------------------ 10 */
-
 /* Sentinel with announce-hostnames yes names servers by host name (in
  * +switch-master, +promoted-slave, GET-MASTER-ADDR-BY-NAME); Kubernetes
  * FQDNs are often longer than 63 characters
@@ -769,7 +734,7 @@ static void test_forked_child_leaves_the_parents_subscriptions_alone(void **stat
  * asks the sentinels again: no harm, but the connection shows it moved). */
 static long long connections_received(int port)
 {
-    redisContext *c = auth_conn(port, NULL, DATA_PASS);
+    redisContext *c = rh_auth_connect(port, NULL, DATA_PASS);
     if (!c) return -1;
     redisReply *r = redisCommand(c, "INFO stats");
     redisFree(c);
@@ -784,18 +749,15 @@ static long long connections_received(int port)
 
 static void announcement(rh_sentinels *g, const char *group, const char *name, int expect_moved)
 {
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     int target = g->data_port[1];
     char rule[256];
     snprintf(rule, sizeof rule, "%s=0=127.0.0.1", name);
     assert_int_equal(slowdns_set(rule), 0);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
     rh_sleep_ms(1500);  /* subscribed */
@@ -849,8 +811,6 @@ static void test_long_hostname_announcement_moves_the_client(void **state)
     announcement(*state, "mymaster", "redis-node-1.redis-sentinel-headless.payments-prod.svc.cluster.local", 1);
 }
 
-/* ------------------------------------------------------------ 11 */
-
 /* One sentinel of three is partitioned from the client (its host gone:
  * connections accepted by the proxy, nothing ever answers). The thread
  * subscribes one sentinel at a time and waits up to the connect timeout
@@ -861,14 +821,11 @@ static void test_long_hostname_announcement_moves_the_client(void **state)
 static void test_hung_sentinel_does_not_mute_the_others(void **state)
 {
     rh_sentinels *g = *state;
-    int old = rh_sentinels_master(g);
-    assert_int_equal(old, g->data_port[0]);
+    int old = first_master(g);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = new_client(uri);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 2000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_MS), DISTLOCK_OK);
@@ -884,19 +841,13 @@ static void test_hung_sentinel_does_not_mute_the_others(void **state)
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 2 %d 5000", acc + 1), 0);
     long long t_open = rh_now_ms();
     long long named = 0;
-    int now_master = failover_via(g, 0, old, &named);
-    assert_true(now_master > 0);
-    long long started;
-    int rc;
-    int on_old = probe_on_old(c, "s-hung", old, now_master, named, &rc, &started);
+    int on_old = probe_after_naming(g, c, "s-hung", old, &named);
     printf("faults: sentinel 2 hung; the thread's attempt at it began %lld ms before the "
            "naming; probe on the old master %d\n", named - t_open, on_old);
     distlock_client_free(c);
     fp_stop(fp);
     assert_false(on_old);
 }
-
-/* ------------------------------------------------------------ 12 */
 
 /* distlock_client_free while the thread waits on a hung sentinel (connect
  * timeout 5 s): it stops on its wake pipe at once. And 40 clients on one
@@ -944,8 +895,6 @@ static void test_free_while_waiting_on_a_hung_sentinel_and_many_clients(void **s
     assert_true(took_many < 2000);
 }
 
-/* ------------------------------------------------------------ 13 */
-
 /* A -> B -> A with one sentinel's announcements held back (its connection
  * to the client slow, TCP intact) and delivered late, after both failovers:
  * the stale +switch-master of the first failover (naming B, now a replica)
@@ -957,10 +906,8 @@ static void test_stale_announcements_after_two_failovers(void **state)
     assert_int_equal(a, g->data_port[0]);
     fp_proxy *fp = fp_start(g->sentinel_port, 3);
     assert_non_null(fp);
-    char hosts[256], uri[512];
-    snprintf(hosts, sizeof hosts, "127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d", fp_port(fp, 0),
-             fp_port(fp, 1), fp_port(fp, 2));
-    group_uri(uri, sizeof uri, hosts);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
     struct looper *lp = calloc(1, sizeof *lp);
     lp->c = sentinel_client(uri);
     /* Subscriptions are PINGed and replaced when silent for the command
@@ -977,7 +924,7 @@ static void test_stale_announcements_after_two_failovers(void **state)
     assert_true(b > 0);
     assert_true(RH_WAIT_UNTIL(role_is(a, "slave"), 30000));
     {   /* A is the replica the next failover promotes */
-        redisContext *d = auth_conn(a, NULL, DATA_PASS);
+        redisContext *d = rh_auth_connect(a, NULL, DATA_PASS);
         assert_non_null(d);
         redisReply *r = redisCommand(d, "CONFIG SET replica-priority 1");
         assert_true(r && r->type == REDIS_REPLY_STATUS);

@@ -1,5 +1,5 @@
 /* test_stats.c -- distlock_client_stats(): the counters and histograms move
- * exactly as the scenario says (issue 15, item 4).
+ * exactly as the scenario says.
  *
  * Three real redis-servers behind the fault-injecting proxy. Each test takes
  * a snapshot, plays one scenario, and compares the deltas with what the
@@ -21,7 +21,7 @@
 #include <regex.h>
 
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(3)
 
@@ -86,7 +86,7 @@ static void assert_only_moved(const snap *a, const snap *b, const char *const *m
     }
 }
 
-static distlock_client *proxied(rb_env *e)
+static distlock_client *proxied(proxy_env *e)
 {
     distlock_client *c = proxied_client(e);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, CMD_MS), DISTLOCK_OK);
@@ -96,7 +96,7 @@ static distlock_client *proxied(rb_env *e)
 
 static void test_outcomes(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "st:outcomes";
     distlock_client *a = proxied(e), *b = proxied(e);
     distlock_lock *la = NULL, *lb = NULL;
@@ -163,7 +163,7 @@ static void test_outcomes(void **state)
  * at once. Each frozen node: 2 errors, both timeouts; the live one none. */
 static void test_node_timeouts(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     distlock_client *c = proxied(e);
     distlock_lock *l = NULL;
     warm_up(c);
@@ -206,7 +206,7 @@ static void test_node_timeouts(void **state)
  * no node error, the acquire succeeds). */
 static void test_reconnect(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     distlock_client *c = proxied(e);
     distlock_lock *l = NULL;
     warm_up(c);
@@ -230,7 +230,7 @@ static void test_reconnect(void **state)
 
 static void test_renew_and_lost(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "st:renew";
     distlock_client *c = new_client(rh_uris(e->rc));
     distlock_lock *l = NULL;
@@ -264,7 +264,7 @@ static void test_renew_and_lost(void **state)
 
 static void test_the_call(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     distlock_client *c = new_client(rh_uris(e->rc));
     size_t n = 0;
     assert_fails(distlock_client_stats(NULL, NULL, 0, &n), DISTLOCK_EINVAL);

@@ -18,14 +18,14 @@
  *     command timeout, not the (longer) connect timeout.
  */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(3)
 
 #define CMD_MS 300L
 #define BOUND_MS 2000LL  /* "about the command timeout", on a busy 2-core box under ASan */
 
-static distlock_client *client_on(rb_env *e, unsigned mask, long connect_ms)
+static distlock_client *client_on(proxy_env *e, unsigned mask, long connect_ms)
 {
     char uris[256];
     distlock_client *c = new_client(fp_uris_mask(e->fp, mask, uris, sizeof uris));
@@ -34,7 +34,7 @@ static distlock_client *client_on(rb_env *e, unsigned mask, long connect_ms)
     return c;
 }
 
-static long long accepted(rb_env *e, int l)
+static long long accepted(proxy_env *e, int l)
 {
     char rep[128];
     long long n = -1;
@@ -45,7 +45,7 @@ static long long accepted(rb_env *e, int l)
 
 /* Clients connected to node i, as the server counts them (the helper's own
  * connection included, the same way each time). */
-static long long server_clients(rb_env *e, int i)
+static long long server_clients(proxy_env *e, int i)
 {
     redisReply *r = rh_command(e->rc, i, 0, "INFO clients");
     assert_true(r && r->type == REDIS_REPLY_STRING);
@@ -58,7 +58,7 @@ static long long server_clients(rb_env *e, int i)
 
 static void test_stuck_connection_replaced_single_node(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:single", *tok = "stuck-single-owner";
     distlock_client *c = client_on(e, 0x1, CMD_MS);
     warm_up(c);
@@ -118,7 +118,7 @@ static void test_stuck_connection_replaced_single_node(void **state)
 
 static void test_stuck_connection_replaced_in_redlock(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:redlock", *tok = "stuck-redlock-owner";
     distlock_client *c = client_on(e, 0x7, CMD_MS);
     warm_up(c);
@@ -158,7 +158,7 @@ static void test_stuck_connection_replaced_in_redlock(void **state)
  * command timeout (300 ms), not the connect timeout (1000 ms). */
 static void test_reconnect_inside_call_bounded_by_command_timeout(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:reconnect", *tok = "stuck-reconnect-owner";
     const long connect_ms = 1000;
     distlock_client *c = client_on(e, 0x1, connect_ms);

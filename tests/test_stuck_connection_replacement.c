@@ -34,7 +34,7 @@
  *     late, must not delete the child's grant.
  */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 #include <hiredis/hiredis.h>
 #include <fcntl.h>
@@ -77,7 +77,7 @@ static int alive(redisContext *x)
 
 static void test_stuck_connection_replaced_after_restart_kills_no_innocent_client(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     char uris[256];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
     warm_up(c);
@@ -142,7 +142,7 @@ static void test_stuck_connection_replaced_after_restart_kills_no_innocent_clien
 
 static void test_stuck_connection_kill_refused_no_stale_release_after_regrant(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:refused", *tok = "stuck-refused-owner";
     redisReply *x = rh_command(e->rc, 0, 0,
                                "ACL SETUSER app on >pw ~* &* +@all -client|kill");
@@ -214,7 +214,7 @@ static pid_t start_server_on(const char *addr, int port)
 
 static void test_stuck_connection_replaced_on_another_server_after_dns_change(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:dns", *tok = "stuck-dns-owner";
     int port = fp_port(e->fp, 0);
     /* server A: node 0 behind the proxy at 127.0.0.1:port; server B at
@@ -302,7 +302,7 @@ static void test_stuck_connection_replaced_on_another_server_after_dns_change(vo
 
 static void test_stuck_connection_kill_unanswered_then_replaced_again_no_stale_release(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:killheld", *tok = "stuck-killheld-owner";
     char uris[256], hex[64];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
@@ -384,7 +384,7 @@ static void *hammer(void *p)
 
 static void test_stuck_connections_many_threads_each_one_timeout(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     char uris[256];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
     /* open several connection sets */
@@ -425,7 +425,7 @@ static void test_stuck_connections_many_threads_each_one_timeout(void **state)
 
 static void test_stuck_connection_redlock_one_stuck_one_slow(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:redlock", *tok = "stuck-redlock-owner";
     distlock_client *c = client_uri(fp_uris(e->fp));
     warm_up(c);
@@ -453,7 +453,7 @@ static void test_stuck_connection_redlock_one_stuck_one_slow(void **state)
 
 static void test_stuck_connection_watchdog_renewal_replaced_lock_kept(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:watchdog";
     char uris[256], hex[64];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));
@@ -486,7 +486,7 @@ static void test_stuck_connection_watchdog_renewal_replaced_lock_kept(void **sta
 
 static void test_stuck_connection_fork_child_regrant_not_deleted_by_parent_release(void **state)
 {
-    rb_env *e = *state;
+    proxy_env *e = *state;
     const char *key = "stuck:fork", *tok = "stuck-fork-owner";
     char uris[256];
     distlock_client *c = client_uri(fp_uris_mask(e->fp, 0x1, uris, sizeof uris));

@@ -562,7 +562,7 @@ t_lost_lock_kills_with_option() {
   [ "$(cat "$D/got" 2>/dev/null)" = INT ] || fail "command did not get SIGINT"
 }
 
-# --on-lost (issue 15): term sends SIGTERM, then SIGKILL once --grace has
+# --on-lost: term sends SIGTERM, then SIGKILL once --grace has
 # passed; kill sends SIGKILL at once; ignore lets the command run on. The
 # lease is lost for real: the key is deleted under the running command and
 # the renewal finds it gone.
@@ -822,7 +822,7 @@ t_redlock_node_down() {
   kill -CONT "$STOPPED_PID"; STOPPED_PID=""
 }
 
-# One meaning per status (issue 11): frozen nodes (the proxy holds every byte
+# One meaning per status: frozen nodes (the proxy holds every byte
 # of a listener both ways) tell the same story as in C, PHP and Python
 # (docs/errors.md "Statuses in each front end"). Only a real holder exits 75.
 FZ=(--timeout 300ms --connect-timeout 300ms)
@@ -1275,7 +1275,7 @@ t_option_errors_from_the_library() {
   contains "$D/out" "wait_replicas *0 (0..64)" || return 1
 }
 
-# Metrics (issue 15 item 4): -v prints this run's counters at exit; runs with
+# Metrics: -v prints this run's counters at exit; runs with
 # --stats-file add theirs to one file; `stats --prometheus` prints it in the
 # text exposition format (every line checked against the format's grammar).
 t_stats_verbose_and_prometheus() {
@@ -1324,7 +1324,7 @@ t_stats_verbose_and_prometheus() {
 jget() { python3 -c 'import json,sys; d=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$@"; }
 jvalid() { python3 -m json.tool "$1" >/dev/null || fail "$1 is not valid JSON: $(head -c 400 "$1")"; }
 
-# status --json (issue 15): the documented fields, from the library's
+# status --json: the documented fields, from the library's
 # verdict and each node's own read; a fence when a fencing acquire made one.
 t_status_json() {
   local k=cli:json:$RANDOM
@@ -1360,7 +1360,7 @@ t_status_json() {
   expect 64 "$DL" status --json || return 1
 }
 
-# Owner metadata (issue 15 item 3): --owner-label stores who holds the lock
+# Owner metadata: --owner-label stores who holds the lock
 # in {KEY}:owner with the lock's TTL; status shows it (text and --json),
 # null when the holder stored none; the release deletes it. JSON strings
 # carry one \u00XX per byte (list.c), so the label's bytes are latin-1 there.
@@ -1394,7 +1394,7 @@ t_status_owner() {
   [ "$(rcli exists "$k")" = 0 ] || fail "locked despite the bad label"
 }
 
-# list PATTERN (issue 15): SCAN in COUNT-bounded steps, never KEYS; on a
+# list PATTERN: SCAN in COUNT-bounded steps, never KEYS; on a
 # keyspace of 100,000 unrelated keys it finds the locks within a budget, the
 # server never runs one long command, --limit bounds what is listed.
 t_list_bounded_on_big_keyspace() {

@@ -11,7 +11,7 @@ import pytest
 import distlock
 import distlock.aio as aio
 
-LAG_BUDGET = 0.005     # the loop's worst lag, seconds (issue 15)
+LAG_BUDGET = 0.005     # the loop's worst lag, seconds
 CANCEL_BUDGET = 0.050  # cancel -> the awaiting task is done, seconds
 
 

@@ -1,4 +1,4 @@
-"""One meaning per status (issue 11): frozen nodes tell the same, correct
+"""One meaning per status: frozen nodes tell the same, correct
 story in Python as in C (tests/test_frozen_node.c), PHP
 (php-ext/tests/072_frozen_node.phpt) and the CLI (cli/tests/run.sh
 t_frozen_*), following docs/errors.md "Statuses in each front end".

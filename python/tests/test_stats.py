@@ -1,4 +1,4 @@
-"""Metrics (issue 15 item 4): client.stats() is the C core's
+"""Metrics: client.stats() is the C core's
 distlock_client_stats() as a dict, and its counters move exactly as the
 scenario says: grants, refusals, failures by status, releases, the wait and
 hold histograms, and a node that does not answer (its timeouts)."""

@@ -1,5 +1,6 @@
 /* cluster_harness.c -- see cluster_harness.h. */
 #include <signal.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -363,4 +364,69 @@ int rh_rcl_migrate_slot(rh_rcl *c, int slot, int from, int to, int batch,
         if (i != from && i != to && c->rc->node[i].pid > 0 && rh_rcl_is_master(c, i))
             ok_reply(rh_command(c->rc, i, 0, "CLUSTER SETSLOT %d NODE %s", slot, tid));
     return RH_WAIT_UNTIL(all_agree(c, slot), 10000) ? 0 : -1;
+}
+
+/* The master entry of server i's CLUSTER SLOTS that covers slot (NULL if
+ * none); *all is the reply to free. */
+static redisReply *slot_master(rh_rcl *c, int i, int slot, redisReply **all)
+{
+    redisReply *r = rh_command(c->rc, i, 0, "CLUSTER SLOTS"), *m = NULL;
+    for (size_t k = 0; r && r->type == REDIS_REPLY_ARRAY && k < r->elements; k++) {
+        redisReply *e = r->element[k];
+        if (e->type != REDIS_REPLY_ARRAY || e->elements < 3) continue;
+        if (slot >= e->element[0]->integer && slot <= e->element[1]->integer)
+            m = e->element[2];
+    }
+    *all = r;
+    return m;
+}
+
+int rh_rcl_slot_port(rh_rcl *c, int i, int slot)
+{
+    redisReply *all;
+    redisReply *m = slot_master(c, i, slot, &all);
+    int port = m ? (int)m->element[1]->integer : -1;
+    if (all) freeReplyObject(all);
+    return port;
+}
+
+int rh_rcl_slot_host(rh_rcl *c, int i, int slot, char *host, size_t size)
+{
+    redisReply *all;
+    redisReply *m = slot_master(c, i, slot, &all);
+    int ok = m && m->element[0]->type == REDIS_REPLY_STRING;
+    if (ok) snprintf(host, size, "%s", m->element[0]->str);
+    if (all) freeReplyObject(all);
+    return ok ? 0 : -1;
+}
+
+int rh_rcl_command_ok(rh_rcl *c, int i, const char *fmt, ...)
+{
+    redisContext *ctx = rh_connect(c->rc, i, 0);
+    if (!ctx) {
+        fprintf(stderr, "server %d: cannot connect\n", i);
+        return 0;
+    }
+    va_list ap;
+    va_start(ap, fmt);
+    redisReply *r = redisvCommand(ctx, fmt, ap);
+    va_end(ap);
+    redisFree(ctx);
+    int ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r && !ok) fprintf(stderr, "server %d: %s\n", i, r->str);
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
+int rh_rcl_announce_port(rh_rcl *c, int i, int port)
+{
+    return rh_rcl_command_ok(c, i, "CONFIG SET cluster-announce-bus-port %d",
+                             c->rc->node[i].port + 10000) &&
+           rh_rcl_command_ok(c, i, "CONFIG SET cluster-announce-port %d", port);
+}
+
+int rh_rcl_wait_promoted(rh_rcl *c, int replica, long timeout_ms)
+{
+    if (!RH_WAIT_UNTIL(rh_rcl_is_master(c, replica), timeout_ms)) return -1;
+    return rh_rcl_wait_ok(c, timeout_ms);
 }

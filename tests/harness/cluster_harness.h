@@ -71,4 +71,19 @@ int rh_rcl_is_master(rh_rcl *c, int i);
 /* Server index listening on port (plain or TLS), -1 if none. */
 int rh_rcl_index_of_port(rh_rcl *c, int port);
 
+/* The port / the host name (the endpoint, written to host) that server i's
+ * CLUSTER SLOTS gives for slot's master: -1 if none (rh_rcl_slot_host: or
+ * if the endpoint is not a string). */
+int rh_rcl_slot_port(rh_rcl *c, int i, int slot);
+int rh_rcl_slot_host(rh_rcl *c, int i, int slot, char *host, size_t size);
+/* 1 if server i answered the command without an error (else the error is
+ * printed to stderr and 0 returned). */
+int rh_rcl_command_ok(rh_rcl *c, int i, const char *fmt, ...);
+/* Server i announces `port` to the cluster (and its own bus port, port +
+ * 10000 of the port it listens on): 1 on success, as rh_rcl_command_ok. */
+int rh_rcl_announce_port(rh_rcl *c, int i, int port);
+/* After its master died: wait until server `replica` is a master and the
+ * cluster is ok again (timeout_ms for each). 0 on success. */
+int rh_rcl_wait_promoted(rh_rcl *c, int replica, long timeout_ms);
+
 #endif

@@ -640,3 +640,34 @@ int rh_dbsize(const rh_cluster *rc, int i)
     if (r) freeReplyObject(r);
     return n;
 }
+
+int rh_port_refused(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return 0;
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    int refused = connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0 && errno == ECONNREFUSED;
+    close(fd);
+    return refused;
+}
+
+redisContext *rh_auth_connect(int port, const char *user, const char *pass)
+{
+    struct timeval tv = { 2, 0 };
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+    if (!ctx || ctx->err) {
+        if (ctx) redisFree(ctx);
+        return NULL;
+    }
+    redisSetTimeout(ctx, tv);
+    redisReply *r = user ? redisCommand(ctx, "AUTH %s %s", user, pass)
+                         : redisCommand(ctx, "AUTH %s", pass);
+    int ok = r && r->type != REDIS_REPLY_ERROR;
+    if (r) freeReplyObject(r);
+    if (!ok) {
+        redisFree(ctx);
+        return NULL;
+    }
+    return ctx;
+}

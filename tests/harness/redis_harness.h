@@ -156,5 +156,10 @@ int rh_is_hex32(const char *s);
 int rh_replicate(rh_cluster *rc, int replica, int master);
 /* DBSIZE of node i, -1 on error. */
 int rh_dbsize(const rh_cluster *rc, int i);
+/* A connection to 127.0.0.1:port (2 s timeouts) authenticated with AUTH
+ * [user] pass (user NULL: the default user), or NULL. */
+redisContext *rh_auth_connect(int port, const char *user, const char *pass);
+/* 1 if a TCP connect to 127.0.0.1:port is refused at once (nothing listens). */
+int rh_port_refused(int port);
 
 #endif

@@ -1,4 +1,4 @@
-/* test_review_b_order.c -- review B, item 11: a release must never overtake
+/* test_release_order.c -- a release must never overtake
  * its acquire.
  *
  * An acquire returns at quorum while its request to node 2 is still held
@@ -12,7 +12,7 @@
  * another thread keeps the connection set longer than the command timeout;
  * distlock_client_set_str(PASSWORD) between acquire and release. */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,7 +23,7 @@ DEFINE_PROXY_GROUP(3)
  * bytes go out. The proxy forwards what it already read before it executes
  * a later control command, so a release the library sent on another
  * connection reaches node 2 before the held acquire does. */
-static void deliver_held(rb_env *e, int l, int id)
+static void deliver_held(proxy_env *e, int l, int id)
 {
     proxy_settle(e);
     fp_unhold_or_killed(e->fp, "unhold %d:%d up", l, id);
@@ -40,7 +40,7 @@ struct busy_arg {
 static void *busy_main(void *p)
 {
     struct busy_arg *a = p;
-    a->rc = distlock_admin_holder(a->c, "rb:other", 0, NULL);
+    a->rc = distlock_admin_holder(a->c, "order:other", 0, NULL);
     atomic_store(&a->done, 1);
     return NULL;
 }
@@ -49,8 +49,8 @@ static void *busy_main(void *p)
  * request to node 2 is queued on, and the release follows it there. */
 static void test_release_after_held_acquire(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:11a";
+    proxy_env *e = *state;
+    const char *K = "order:11a";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int c2 = lib_conn(e, 2);
@@ -73,8 +73,8 @@ static void test_release_after_held_acquire(void **state)
  * the first lock must still not overtake its acquire. */
 static void test_release_after_held_acquire_conn_remade(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:11e";
+    proxy_env *e = *state;
+    const char *K = "order:11e";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int c2 = lib_conn(e, 2);
@@ -84,7 +84,7 @@ static void test_release_after_held_acquire_conn_remade(void **state)
     int pairs = 0;
     for (; pairs < 400 && fp_last_conn(e->fp, 2) == c2; pairs++) {
         distlock_lock *o = NULL;
-        assert_rc(distlock_acquire(c, "rb:11e-other", 10000, 0, 0, &o), DISTLOCK_OK);
+        assert_rc(distlock_acquire(c, "order:11e-other", 10000, 0, 0, &o), DISTLOCK_OK);
         assert_rc(distlock_release(o), DISTLOCK_OK);
         distlock_lock_free(o);
     }
@@ -102,8 +102,8 @@ static void test_release_after_held_acquire_conn_remade(void **state)
  * and succeeds on nodes 0 and 1; the release follows. */
 static void test_release_after_fencing_timeout(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:11f";
+    proxy_env *e = *state;
+    const char *K = "order:11f";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int c2 = lib_conn(e, 2);
@@ -124,8 +124,8 @@ static void test_release_after_fencing_timeout(void **state)
  * call on the connection set that carries the held acquire. */
 static void test_release_after_fencing_timeout_other_thread(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:11b";
+    proxy_env *e = *state;
+    const char *K = "order:11b";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int c0 = lib_conn(e, 0), c2 = lib_conn(e, 2);
@@ -157,8 +157,8 @@ static void test_release_after_fencing_timeout_other_thread(void **state)
  * its call reconnects to node 0 and that handshake is held. */
 static void test_release_after_held_acquire_set_busy(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:11c";
+    proxy_env *e = *state;
+    const char *K = "order:11c";
     distlock_client *c = proxied_client(e);
     /* the other thread's reconnect may take far longer than a command */
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
@@ -192,8 +192,8 @@ static void test_release_after_held_acquire_set_busy(void **state)
  * connections, the one carrying the held acquire among them). */
 static void test_release_after_held_acquire_set_str(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:11d";
+    proxy_env *e = *state;
+    const char *K = "order:11d";
     char uris[512];
     size_t off = 0;
     for (int i = 0; i < 3; i++) {

@@ -1,4 +1,4 @@
-/* test_review_b_paused.c -- review B, item 15: a paused node must not stall
+/* test_paused_node.c -- a paused node must not stall
  * callers.
  *
  * Three real redis-servers, one of them SIGSTOPped (the kernel still
@@ -31,7 +31,7 @@ static void test_paused_node_many_pairs(void **state)
     for (int i = 0; i < PAIRS; i++) {
         distlock_lock *l = NULL;
         long long t0 = rh_now_ms();
-        int ra = distlock_acquire(c, "rb:15", 10000, 0, 0, &l);
+        int ra = distlock_acquire(c, "paused:15", 10000, 0, 0, &l);
         if (ra != DISTLOCK_OK && !bad_rc)
             snprintf(detail, sizeof detail, "pair %d: acquire %d (%s)", i, ra,
                      distlock_last_error());
@@ -87,11 +87,11 @@ static void test_paused_node_fresh_client(void **state)
     distlock_client *c = new_client(rh_uris(rc));
     distlock_lock *l = NULL;
     long long t0 = rh_now_ms();
-    int r = distlock_acquire(c, "rb:15f", 10000, 0, 0, &l);
+    int r = distlock_acquire(c, "paused:15f", 10000, 0, 0, &l);
     long long took = rh_now_ms() - t0;
     char detail[512];
     snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
-    int held = rh_count_holding(rc, "rb:15f", r == DISTLOCK_OK ? distlock_lock_token(l) : NULL);
+    int held = rh_count_holding(rc, "paused:15f", r == DISTLOCK_OK ? distlock_lock_token(l) : NULL);
     distlock_lock_free(l);
     distlock_client_free(c);
     assert_int_equal(rh_resume(rc, 2), 0);

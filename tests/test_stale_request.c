@@ -1,4 +1,4 @@
-/* test_review_b_stale.c -- review B, item 1: no request sent for an earlier
+/* test_stale_request.c -- no request sent for an earlier
  * attempt, or an earlier ownership, may delete, shorten or overwrite a later
  * grant, whatever connections are used or re-made in between, with or
  * without concurrent threads, for handles and for the token pair.
@@ -10,7 +10,7 @@
  * does the proxy deliver the held bytes to node 2. A later grant must still
  * be held on a quorum while it is valid, and nobody else may get the key. */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -23,7 +23,7 @@ DEFINE_PROXY_GROUP(3)
  * (-1: none) has let go. A later attempt that failed must have left
  * nothing behind. Returns 0, or 1 with the reason in why (the caller frees
  * its client and threads first, then fails). */
-static int check_later_grant(rb_env *e, const char *key, const char *token, int r2,
+static int check_later_grant(proxy_env *e, const char *key, const char *token, int r2,
                              long validity, long long t_granted, int foreign, char *why,
                              size_t size)
 {
@@ -78,8 +78,8 @@ static int check_later_grant(rb_env *e, const char *key, const char *token, int 
  * and 2; then the first attempt's undo reaches node 2. */
 static void test_stale_undo_token_pair(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:1a";
+    proxy_env *e = *state;
+    const char *K = "stale:1a";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int c2 = lib_conn(e, 2);
@@ -133,8 +133,8 @@ static void *waiter_main(void *p)
 
 static void test_stale_undo_waiting_handle(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:1b";
+    proxy_env *e = *state;
+    const char *K = "stale:1b";
     distlock_client *c = proxied_client(e);
     /* Node 2's connection must stay until the test drops it: with the
      * default 500 ms a retry of the waiter would find it owing a reply
@@ -191,15 +191,15 @@ struct inspect_arg {
 static void *inspect_main(void *p)
 {
     struct inspect_arg *a = p;
-    a->rc = distlock_admin_holder(a->c, "rb:other", 0, NULL);
+    a->rc = distlock_admin_holder(a->c, "stale:other", 0, NULL);
     atomic_store(&a->done, 1);
     return NULL;
 }
 
 static void test_stale_undo_other_connection_set(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:1c";
+    proxy_env *e = *state;
+    const char *K = "stale:1c";
     distlock_client *c = proxied_client(e);
     /* A wide window for the second thread's round on S1. */
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 1500), DISTLOCK_OK);
@@ -245,8 +245,8 @@ static void test_stale_undo_other_connection_set(void **state)
  * ownership 1's release reaches node 2. */
 static void test_stale_release_earlier_ownership(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:1d";
+    proxy_env *e = *state;
+    const char *K = "stale:1d";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int c2 = lib_conn(e, 2);
@@ -278,8 +278,8 @@ static void test_stale_release_earlier_ownership(void **state)
  * after ownership 2 (same token, 30 s) was granted, it must not shorten it. */
 static void test_stale_extend_earlier_ownership(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:1d2";
+    proxy_env *e = *state;
+    const char *K = "stale:1d2";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int c2 = lib_conn(e, 2);

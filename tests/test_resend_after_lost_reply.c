@@ -1,4 +1,4 @@
-/* test_review_b_resend.c -- review B, item 9: resend and undo gaps.
+/* test_resend_after_lost_reply.c -- resend and undo after a lost reply.
  *
  * A call whose connection breaks after the request went out is re-sent once
  * on a fresh connection (docs/guarantees.md, "Release, extend and resends"). Whatever that resend
@@ -10,11 +10,11 @@
  * the library's connection right when the reply comes back (the request has
  * run on the server, the reply is lost). */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(3)
 
-static long proxy_resets(rb_env *e)
+static long proxy_resets(proxy_env *e)
 {
     return (long)fp_stat(e->fp, "resets");
 }
@@ -22,7 +22,7 @@ static long proxy_resets(rb_env *e)
 /* After an acquire that returned r: OK -> held on a quorum; anything else
  * -> no key of ours anywhere (waiting up to 3 s for requests still on
  * their way). Returns 0, or 1 with the reason in why. */
-static int check_acquire_outcome(rb_env *e, const char *key, const char *token, int r,
+static int check_acquire_outcome(proxy_env *e, const char *key, const char *token, int r,
                                  char *why, size_t size)
 {
     int n = -1;
@@ -58,8 +58,8 @@ static int check_acquire_outcome(rb_env *e, const char *key, const char *token, 
  * and the resend on fresh connections finds our own token. */
 static void test_strict_acquire_lost_reply(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:9a";
+    proxy_env *e = *state;
+    const char *K = "resend:9a";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);
@@ -84,8 +84,8 @@ static void test_strict_acquire_lost_reply(void **state)
  * the acquire cannot win; its undo must cover node 1 too. */
 static void test_undo_after_reset(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:9b";
+    proxy_env *e = *state;
+    const char *K = "resend:9b";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int id1 = lib_conn(e, 1);
@@ -111,11 +111,11 @@ static void test_undo_after_reset(void **state)
  * node 2 (nor on node 1). */
 static void test_undo_after_script_error(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:9b2";
+    proxy_env *e = *state;
+    const char *K = "resend:9b2";
     distlock_client *c = proxied_client(e);
     assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
-    assert_int_equal(rh_set(e->rc, 2, 0, "{rb:9b2}:fence", "not-a-number", 0), 0);
+    assert_int_equal(rh_set(e->rc, 2, 0, "{resend:9b2}:fence", "not-a-number", 0), 0);
 
     distlock_lock *l = NULL;
     int r = distlock_acquire(c, K, 10000, 0, DISTLOCK_FENCING, &l);
@@ -147,8 +147,8 @@ static void test_undo_after_script_error(void **state)
  * every node: the release did release, so it returns OK. */
 static void test_release_lost_reply(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:9c";
+    proxy_env *e = *state;
+    const char *K = "resend:9c";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);
@@ -181,8 +181,8 @@ static void test_release_lost_reply(void **state)
  * two nodes says it released. */
 static void test_release_token_lost_reply(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:9d";
+    proxy_env *e = *state;
+    const char *K = "resend:9d";
     distlock_client *c = proxied_client(e);
     warm_up(c);
     int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);

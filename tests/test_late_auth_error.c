@@ -1,4 +1,4 @@
-/* test_review_b_auth.c -- review B, item 14 (part): an AUTH failure that
+/* test_late_auth_error.c -- an AUTH failure that
  * arrives after its handshake timed out must not be swallowed.
  *
  * The server has an ACL user "app"; the client's URI carries a wrong
@@ -12,7 +12,7 @@
  * DISTLOCK_ECONN, a detail that says so and does not contain the
  * password), never succeed. */
 #include "test_common.h"
-#include "test_review_b.h"
+#include "test_proxy_cluster.h"
 
 DEFINE_PROXY_GROUP(1)
 
@@ -20,8 +20,8 @@ DEFINE_PROXY_GROUP(1)
 
 static void test_late_auth_error_not_swallowed(void **state)
 {
-    rb_env *e = *state;
-    const char *K = "rb:14";
+    proxy_env *e = *state;
+    const char *K = "auth:14";
     char uri[128], why[1024] = "";
     redisReply *x = rh_command(e->rc, 0, 0, "ACL SETUSER app on >right-pass ~* &* +@all");
     assert_non_null(x);

@@ -1,18 +1,18 @@
-/* test_review_b.h -- shared bits of the review-B regression tests
- * (test_review_b_*.c): a 3-node cluster with the fault-injecting proxy in
- * front of it (listener L -> node L), and helpers to drive the proxy.
- * Include after test_common.h. */
-#ifndef DISTLOCK_TEST_REVIEW_B_H
-#define DISTLOCK_TEST_REVIEW_B_H
+/* test_proxy_cluster.h -- real redis-servers with the fault-injecting proxy
+ * in front of them (listener L -> node L), and helpers to drive the proxy
+ * and to read the library's proxied connections. Include after
+ * test_common.h. */
+#ifndef DISTLOCK_TEST_PROXY_CLUSTER_H
+#define DISTLOCK_TEST_PROXY_CLUSTER_H
 
 #include <strings.h>
 
 #include "harness/faultproxy.h"
 
-typedef struct rb_env {
+typedef struct proxy_env {
     rh_cluster *rc;
     fp_proxy *fp;
-} rb_env;
+} proxy_env;
 
 /* Assert a proxy command answered ok (it has taken effect when it returns). */
 #define fp_ok(fp, ...) do {                                                   \
@@ -35,7 +35,7 @@ typedef struct rb_env {
 #define DEFINE_PROXY_GROUP(NODES)                                             \
     static int group_setup(void **state) {                                    \
         setvbuf(stdout, NULL, _IOLBF, 0);                                     \
-        rb_env *e = calloc(1, sizeof *e);                                     \
+        proxy_env *e = calloc(1, sizeof *e);                                     \
         if (!e) return -1;                                                    \
         e->rc = rh_start(NODES);                                              \
         if (!e->rc) { free(e); return -1; }                                   \
@@ -45,7 +45,7 @@ typedef struct rb_env {
         return 0;                                                             \
     }                                                                         \
     static int group_teardown(void **state) {                                 \
-        rb_env *e = *state;                                                   \
+        proxy_env *e = *state;                                                   \
         fp_stop(e->fp);                                                       \
         rh_stop_all(e->rc);                                                   \
         free(e);                                                              \
@@ -54,7 +54,7 @@ typedef struct rb_env {
     /* Per test: no fault left in the proxy; every node up, empty, no        \
      * cached scripts, no ACL user of an earlier test. */                    \
     static int heal(void **state) {                                           \
-        rb_env *e = *state;                                                   \
+        proxy_env *e = *state;                                                   \
         if (fp_cmd(e->fp, NULL, 0, "heal") != 0) return -1;                   \
         if (rh_heal(e->rc) != 0) return -1;                                   \
         for (int i = 0; i < e->rc->n; i++) {                                  \
@@ -69,7 +69,7 @@ typedef struct rb_env {
     }
 
 /* A client on the proxy's listeners (every node behind the proxy). */
-static inline distlock_client *proxied_client(rb_env *e)
+static inline distlock_client *proxied_client(proxy_env *e)
 {
     return new_client(fp_uris(e->fp));
 }
@@ -82,7 +82,7 @@ static inline void sync_conns(distlock_client *c)
 {
     int n = distlock_client_node_count(c);
     for (int i = 0; i < n; i++) {
-        int r = distlock_admin_holder(c, "rb:sync", i, NULL);
+        int r = distlock_admin_holder(c, "proxy:sync", i, NULL);
         if (r != 0) {
             print_error("sync inspect of node %d: %d (%s)\n", i, r, distlock_last_error());
             fail();
@@ -94,14 +94,14 @@ static inline void sync_conns(distlock_client *c)
  * open and authenticated on every node afterwards, with no reply owed. */
 static inline void warm_up(distlock_client *c)
 {
-    assert_rc(distlock_acquire_token(c, "rb:warm", 10000, "warm", 0, NULL), DISTLOCK_OK);
-    assert_rc(distlock_release_token(c, "rb:warm", "warm"), DISTLOCK_OK);
+    assert_rc(distlock_acquire_token(c, "proxy:warm", 10000, "warm", 0, NULL), DISTLOCK_OK);
+    assert_rc(distlock_release_token(c, "proxy:warm", "warm"), DISTLOCK_OK);
     sync_conns(c);
 }
 
 /* The newest connection of listener l: after warm_up() from one thread,
  * the library's connection to node l. */
-static inline int lib_conn(rb_env *e, int l)
+static inline int lib_conn(proxy_env *e, int l)
 {
     int id = fp_last_conn(e->fp, l);
     if (id < 0) {
@@ -112,7 +112,7 @@ static inline int lib_conn(rb_env *e, int l)
 }
 
 /* One proxy connection's counters (-1 id if it is gone). */
-static inline fp_conn conn_info(rb_env *e, int l, int id)
+static inline fp_conn conn_info(proxy_env *e, int l, int id)
 {
     fp_conn all[256], none;
     memset(&none, 0, sizeof none);
@@ -126,7 +126,7 @@ static inline fp_conn conn_info(rb_env *e, int l, int id)
 /* The proxy has read everything the library wrote so far: a control round
  * trip is answered only after the proxy's loop has taken in data that was
  * already waiting on its sockets (held bytes are counted then). */
-static inline void proxy_settle(rb_env *e)
+static inline void proxy_settle(proxy_env *e)
 {
     fp_ok(e->fp, "ping");
     fp_ok(e->fp, "ping");
@@ -134,7 +134,7 @@ static inline void proxy_settle(rb_env *e)
 
 /* How many library connections (not the harness's) of node i last ran a
  * command starting with `cmd` (CLIENT LIST). */
-static inline int node_ran(rb_env *e, int i, const char *cmd)
+static inline int node_ran(proxy_env *e, int i, const char *cmd)
 {
     long long ids[64];
     return rh_lib_conn_ids(e->rc, i, cmd, ids, 64);

@@ -1,5 +1,5 @@
 --TEST--
-distlock OO: a lost lease reaches the owner (issue 15): isLost(), onLost at safe points only, check() throws LockLostException; acquire / renewal / loss are three classes
+distlock OO: a lost lease reaches the owner: isLost(), onLost at safe points only, check() throws LockLostException; acquire / renewal / loss are three classes
 --EXTENSIONS--
 distlock
 redis

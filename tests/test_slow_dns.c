@@ -1,4 +1,4 @@
-/* test_review_b_dns.c -- review B, item 7: a node whose name is slow to
+/* test_slow_dns.c -- a node whose name is slow to
  * resolve costs only that node.
  *
  * Three nodes: two real redis-servers by address and a third by a name the
@@ -59,7 +59,7 @@ static void check_slow_third_node(rh_cluster *rc, const char *third, const char 
     for (int i = 0; i < 6 && (!why[0] || i < 2); i++) {
         distlock_lock *l = NULL;
         long long t0 = rh_now_ms();
-        int r = distlock_acquire(c, "rb:7", 10000, 0, 0, &l);
+        int r = distlock_acquire(c, "dns:7", 10000, 0, 0, &l);
         long long took = rh_now_ms() - t0;
         char detail[512];
         snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
@@ -82,15 +82,15 @@ static void check_slow_third_node(rh_cluster *rc, const char *third, const char 
     }
 
     /* A failure whose detail may name only the slow node. */
-    assert_int_equal(rh_set(rc, 1, 0, "rb:7x", "foreign", 60000), 0);
+    assert_int_equal(rh_set(rc, 1, 0, "dns:7x", "foreign", 60000), 0);
     if (!why[0]) {
         distlock_lock *l = NULL;
-        int r = distlock_acquire(c, "rb:7x", 10000, 0, 0, &l);
+        int r = distlock_acquire(c, "dns:7x", 10000, 0, 0, &l);
         char detail[512];
         snprintf(detail, sizeof detail, "%s", distlock_last_error());
         printf("# acquire with node 1 held by another owner: %d (%s)\n", r, detail);
         if (r == DISTLOCK_OK)
-            snprintf(why, sizeof why, "acquired rb:7x with one granting node\n");
+            snprintf(why, sizeof why, "acquired dns:7x with one granting node\n");
         else if (strstr(detail, healthy[0]) || strstr(detail, healthy[1]))
             snprintf(why, sizeof why, "the detail blames a healthy node: \"%s\"\n", detail);
         distlock_lock_free(l);
@@ -134,7 +134,7 @@ static void *waiter_main(void *p)
 {
     struct wait_arg *a = p;
     distlock_lock *l = NULL;
-    a->rc = distlock_acquire(a->c, "rb:7w", 10000, 1500, 0, &l);
+    a->rc = distlock_acquire(a->c, "dns:7w", 10000, 1500, 0, &l);
     distlock_lock_free(l);
     atomic_store(&a->done, 1);
     return NULL;
@@ -152,13 +152,13 @@ static void test_validity_while_subscriber_resolves(void **state)
     assert_int_equal(slowdns_set("slow.test=0=127.0.0.1"), 0);
     distlock_client *c = new_client(uris);
     distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, "rb:7v", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "dns:7v", 30000, 0, 0, &l), DISTLOCK_OK);
     /* A quorum at least: this first call may end before the connection to
      * the last node is up, and then its request there is not sent. */
-    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, "rb:7v", distlock_lock_token(l)) >= 2, 3000));
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, "dns:7v", distlock_lock_token(l)) >= 2, 3000));
 
-    assert_int_equal(rh_set(rc, 0, 0, "rb:7w", "foreign", 60000), 0);
-    assert_int_equal(rh_set(rc, 1, 0, "rb:7w", "foreign", 60000), 0);
+    assert_int_equal(rh_set(rc, 0, 0, "dns:7w", "foreign", 60000), 0);
+    assert_int_equal(rh_set(rc, 1, 0, "dns:7w", "foreign", 60000), 0);
     assert_int_equal(slowdns_set("slow.test=1000=127.0.0.1"), 0);
     slowdns_reset_calls();
     struct wait_arg w = { c, -100, 0 };
