@@ -132,7 +132,10 @@ case "$cmd" in
     # Its stdin stays open while this holder lives: EOF stops the group.
     sleep infinity >"$dir/sentinels.in" &
     echo $! > "$dir/sentinels-hold.pid"
-    for _ in $(seq 1 3000); do
+    # up to 150 s: sentinels.py starts the group again on fresh ports
+    # (up to 3 times, 40 s each at most) when a start fails
+    end=$((SECONDS + 150))
+    while [ $SECONDS -lt $end ]; do
       if grep -q '^ready ' "$dir/sentinels.out" 2>/dev/null; then
         sed -n 's/^ready .* uri=//p' "$dir/sentinels.out"
         exit 0
