@@ -45,7 +45,7 @@
 #          then deb, last and alone (it installs the packages system-wide
 #          with apt). The critical path is c-asan: test_sentinel_faults
 #          alone takes 200 s of it.
-#   quick: c-quick | cli | python-quick, php
+#   quick: c-quick (ctest -j3) | cli | python-quick, php
 # Each suite's output goes to a log, printed whole when the suite ends.
 # Exits non-zero if any suite fails.
 set -uo pipefail
@@ -73,7 +73,8 @@ build_shared() {
 run_suite() {
   case "$1" in
     c)       bash tests/run-c-tests.sh ;;
-    c-quick) DISTLOCK_TEST_STAGES=asan DISTLOCK_TEST_QUICK=1 bash tests/run-c-tests.sh ;;
+    c-quick) DISTLOCK_TEST_STAGES=asan DISTLOCK_TEST_QUICK=1 DISTLOCK_TEST_JOBS=${DISTLOCK_TEST_JOBS:-3} \
+               bash tests/run-c-tests.sh ;;
     c-asan)  DISTLOCK_TEST_STAGES=asan DISTLOCK_TEST_JOBS=${DISTLOCK_TEST_JOBS:-3} \
                bash tests/run-c-tests.sh ;;
     c-tsan)  DISTLOCK_TEST_STAGES=tsan bash tests/run-c-tests.sh ;;
