@@ -40,11 +40,12 @@
 # (the quick tier used 100 s of CPU in 300 s), so 2 cores carry four lanes;
 # the sanitizer builds widen their time bounds with DISTLOCK_TEST_SLOW, and
 # the C stages run their tests with ctest -j, longest first (COST):
-#   full:  c-asan (ctest -j3) | c-tsan (-j2), php, demo | c-valgrind, cli |
-#          c-stack, release, install, fuzz, pydist, pecl, python;
+#   full:  c-asan (ctest -j3), python | c-tsan (-j2), demo | c-valgrind, cli |
+#          c-stack, release, install, fuzz, pydist, pecl, php;
 #          then deb, last and alone (it installs the packages system-wide
-#          with apt). The critical path is c-asan: test_sentinel_faults
-#          alone takes 200 s of it.
+#          with apt). The lanes take 400-450 s each on a loaded 2-core
+#          machine; none can be shorter than c-asan's build and its
+#          longest test, test_sentinel_faults (about 270 s together).
 #   quick: c-quick (ctest -j3) | cli | python-quick, php
 # Each suite's output goes to a log, printed whole when the suite ends.
 # Exits non-zero if any suite fails.
@@ -120,13 +121,13 @@ lane() { local s; for s in "$@"; do suite "$s"; done; }
 
 t0=$(date +%s)
 if [ $# -eq 0 ]; then
-  lane c-asan &
+  lane c-asan python &
   l1=$!
-  lane c-tsan php demo &
+  lane c-tsan demo &
   l2=$!
   lane c-valgrind cli &
   l3=$!
-  lane c-stack release install fuzz pydist pecl python &
+  lane c-stack release install fuzz pydist pecl php &
   l4=$!
   wait $l1 $l2 $l3 $l4
   lane deb
