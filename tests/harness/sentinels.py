@@ -277,7 +277,7 @@ class Group:
                       % (attempt, ATTEMPTS, e), file=sys.stderr, flush=True)
 
     def check_alive(self):
-        """Raises GroupFailed if a server of this start has exited (the first
+        """Raises GroupFailed if a server of this start has exited (the last
         line of its log says why, e.g. its port was taken)."""
         for port, p in self.procs.items():
             if p.poll() is not None:
