@@ -38,13 +38,21 @@
 #
 # Each configuration is built once: build/ (RelWithDebInfo: the library, the
 # distlock command, the valgrind binaries) is shared by the C valgrind stage,
-# install, cli and php. Independent suites run in lanes at once (2 cores; the
-# C and front-end tests mostly wait on their redis-servers, the sanitizer
-# builds widen their time bounds with DISTLOCK_TEST_SLOW):
-#   full:  c-asan, c-valgrind, php | c-tsan, python, demo, docs |
-#          c-stack, release, install, fuzz, pydist, pecl, cli; then deb, last
-#          and alone (it installs the packages system-wide with apt)
-#   quick: c-quick, cli | php, python-quick, docs
+# install, cli and php; whichever needs it first builds it (under its lock,
+# build/.cmake.lock), the others find it built. Independent suites run in
+# lanes at once: the C and front-end tests mostly wait on their redis-servers
+# (the quick tier used 100 s of CPU in 300 s), so 2 cores carry four lanes;
+# the sanitizer builds widen their time bounds with DISTLOCK_TEST_SLOW, and
+# the C stages run their tests with ctest -j, longest first (COST):
+#   full:  c-asan (ctest -j3), python, docs | c-tsan (-j2), demo | c-valgrind, cli |
+#          c-stack, release, install, fuzz, pydist, pecl, php;
+#          then deb, last and alone (it installs the packages system-wide
+#          with apt). The lanes take 400-450 s each on a loaded 2-core
+#          machine; none can be shorter than c-asan's build and its
+#          longest test, test_sentinel_faults (about 270 s together).
+#   quick: c-quick (ctest -j3) | cli | python-quick, php, docs
+# (docs builds the Python package in the source tree, as python does: the
+# two share a lane so they never build it at once)
 # Each suite's output goes to a log, printed whole when the suite ends.
 # Exits non-zero if any suite fails.
 set -uo pipefail
@@ -64,7 +72,7 @@ mkdir -p "$logs"
 build_shared() {
   mkdir -p "$shared"
   flock "$shared/.cmake.lock" cmake -S "$top" -B "$shared" -DDISTLOCK_BUILD_TESTS=ON \
-    -DCMAKE_BUILD_TYPE=RelWithDebInfo >"$logs/build-shared.log" 2>&1 &&
+    -DCMAKE_BUILD_TYPE=RelWithDebInfo >>"$logs/build-shared.log" 2>&1 &&
   flock "$shared/.cmake.lock" cmake --build "$shared" -j2 --target distlock distlock_static distlock_cli \
     >>"$logs/build-shared.log" 2>&1 || { tail -n 40 "$logs/build-shared.log"; return 1; }
 }
@@ -72,8 +80,10 @@ build_shared() {
 run_suite() {
   case "$1" in
     c)       bash tests/run-c-tests.sh ;;
-    c-quick) DISTLOCK_TEST_STAGES=asan DISTLOCK_TEST_QUICK=1 bash tests/run-c-tests.sh ;;
-    c-asan)  DISTLOCK_TEST_STAGES=asan bash tests/run-c-tests.sh ;;
+    c-quick) DISTLOCK_TEST_STAGES=asan DISTLOCK_TEST_QUICK=1 DISTLOCK_TEST_JOBS=${DISTLOCK_TEST_JOBS:-3} \
+               bash tests/run-c-tests.sh ;;
+    c-asan)  DISTLOCK_TEST_STAGES=asan DISTLOCK_TEST_JOBS=${DISTLOCK_TEST_JOBS:-3} \
+               bash tests/run-c-tests.sh ;;
     c-tsan)  DISTLOCK_TEST_STAGES=tsan bash tests/run-c-tests.sh ;;
     c-valgrind) DISTLOCK_TEST_STAGES=valgrind bash tests/run-c-tests.sh ;;
     c-stack) DISTLOCK_TEST_STAGES=stack bash tests/run-c-tests.sh ;;
@@ -97,6 +107,7 @@ run_suite() {
 
 results=$logs/results
 : >"$results"
+: >"$logs/build-shared.log"   # build_shared appends: several suites call it
 
 # suite NAME: run it, its output in $logs/NAME.log, printed when it ends;
 # its verdict and seconds appended to $results.
@@ -118,23 +129,24 @@ lane() { local s; for s in "$@"; do suite "$s"; done; }
 
 t0=$(date +%s)
 if [ $# -eq 0 ]; then
-  # Lane 1 starts with the build the valgrind stage, cli and php share.
-  build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
-  lane c-asan c-valgrind php &
+  lane c-asan python docs &
   l1=$!
-  lane c-tsan python demo docs &
+  lane c-tsan demo &
   l2=$!
-  lane c-stack release install fuzz pydist pecl cli &
+  lane c-valgrind cli &
   l3=$!
-  wait $l1 $l2 $l3
+  lane c-stack release install fuzz pydist pecl php &
+  l4=$!
+  wait $l1 $l2 $l3 $l4
   lane deb
 elif [ "$1" = quick ] && [ $# -eq 1 ]; then
-  build_shared >"$logs/build-shared.out" 2>&1 || { cat "$logs/build-shared.out"; exit 1; }
-  lane c-quick cli &
+  lane c-quick &
   l1=$!
-  lane php python-quick docs &
+  lane cli &
   l2=$!
-  wait $l1 $l2
+  lane python-quick php docs &
+  l3=$!
+  wait $l1 $l2 $l3
 else
   lane "$@"
 fi

@@ -23,8 +23,10 @@
 #   DISTLOCK_TEST_STAGES      subset of "normal asan tsan valgrind stack" to run
 #                             (default "asan tsan valgrind stack")
 #   DISTLOCK_TEST_QUICK       1: the asan stage leaves out the tests labeled slow
-#   DISTLOCK_TEST_JOBS        ctest -j for the asan and normal stages (default 2:
-#                             the tests mostly wait on their redis-servers)
+#   DISTLOCK_TEST_JOBS        ctest -j for the asan, tsan and normal stages (default
+#                             2: the tests mostly wait on their redis-servers;
+#                             the longest start first, by their COST in
+#                             tests/CMakeLists.txt, then by ctest's measured times)
 set -uo pipefail
 
 top=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
@@ -104,11 +106,11 @@ stage_tsan() {
   mapfile -t tests < <(labeled "$b" threads)
   [ ${#tests[@]} -gt 0 ] || { echo "no test labeled threads"; return 1; }
   build "$b" "${tests[@]}" || return 1
-  log "the ${#tests[@]} tests labeled threads, under ThreadSanitizer"
+  log "the ${#tests[@]} tests labeled threads, under ThreadSanitizer (ctest -j$ctest_jobs)"
   (cd "$b/tests" && \
     TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" \
     DISTLOCK_TEST_SLOW=1 DISTLOCK_TEST_ITERATIONS=60 \
-    ctest --output-on-failure -L '^threads$')
+    ctest --output-on-failure -j"$ctest_jobs" -L '^threads$')
 }
 
 stage_valgrind() {
@@ -118,9 +120,11 @@ stage_valgrind() {
   [ ${#tests[@]} -gt 0 ] || { echo "no test labeled valgrind"; return 1; }
   build "$b" "${tests[@]}" || return 1
   for t in "${tests[@]}"; do
+    local t0=$SECONDS
     log "valgrind $t"
     DISTLOCK_TEST_SLOW=1 valgrind -q --error-exitcode=1 --leak-check=full \
       --errors-for-leak-kinds=definite "$b/tests/$t" || rc=1
+    log "valgrind $t: $((SECONDS - t0)) s"
   done
   return $rc
 }

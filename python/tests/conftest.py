@@ -35,10 +35,13 @@ class RedisServer:
                  "--unixsocket", sock, "--unixsocketperm", "700",
                  "--logfile", os.path.join(self.workdir, "redis-%d.log" % port)],
                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            # Ready when it answers on its own Unix socket (bound after its
+            # port): on the port, while ours exits for want of it, the server
+            # of a parallel test that took it would answer.
             deadline = time.monotonic() + 10
             while time.monotonic() < deadline and proc.poll() is None:
                 try:
-                    if redis.Redis(port=port, socket_timeout=0.5).ping():
+                    if redis.Redis(unix_socket_path=sock, socket_timeout=0.5).ping():
                         self.proc, self.port, self.sock = proc, port, sock
                         return self
                 except redis.exceptions.ConnectionError:

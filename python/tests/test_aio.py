@@ -492,6 +492,14 @@ def test_redlock_cancel_leaves_no_key_on_any_node(server_factory, key):
                 k = "%s:%d" % (key, i)
                 held = holder.lock(k, ttl=30)
                 assert held.acquire(blocking=False)
+
+                # The acquire returns once a quorum granted; its request to
+                # the last node may still be on the way.
+                async def on_all(k=k, token=held.token):
+                    return [r.get(k) for r in rs] == [token] * 3
+
+                assert await _until(on_all, 3.0), "iteration %d: %s" % (
+                    i, [r.get(k) for r in rs])
                 t = asyncio.ensure_future(c.lock(k, ttl=30).acquire())
                 assert await _until(lambda: _numsub(rs[0], k))
                 t0 = time.monotonic()

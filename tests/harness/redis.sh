@@ -52,6 +52,8 @@ start_one() {
   local dir=$1 port pid tries
   for tries in $(seq 1 50); do
     port=$(( port_lo + (RANDOM * 32768 + RANDOM) % port_span ))
+    # REDIS_SH_TRY_PORT: the first try's port (a test makes it a taken one)
+    [ "$tries" = 1 ] && [ -n "${REDIS_SH_TRY_PORT:-}" ] && port=$REDIS_SH_TRY_PORT
     [ -e "$dir/redis-$port.pid" ] && continue
     local tls=()
     if [ -n "${cluster_mode:-}" ]; then
@@ -72,10 +74,13 @@ start_one() {
       --unixsocket "$dir/redis-$port.sock" --unixsocketperm 700 \
       "${debug_opt[@]}" --daemonize no >/dev/null 2>&1 &
     pid=$!
-    # Ready when it answers PING; gone when the port was taken.
+    # Ready when it answers PING on its own Unix socket (it listens there
+    # only once every listener, the TCP port too, is bound); gone when the
+    # port was taken. Not a PING on the port: while ours is still exiting,
+    # the server that took the port (a parallel test's) would answer it.
     for _ in $(seq 1 200); do
       if ! kill -0 "$pid" 2>/dev/null; then break; fi
-      if redis-cli -p "$port" ping 2>/dev/null | grep -q PONG; then
+      if redis-cli -s "$dir/redis-$port.sock" ping 2>/dev/null | grep -q PONG; then
         echo "$pid" > "$dir/redis-$port.pid"
         [ -z "${tport:-}" ] || echo "$tport" > "$dir/redis-$port.tlsport"
         echo "$port"
@@ -132,7 +137,10 @@ case "$cmd" in
     # Its stdin stays open while this holder lives: EOF stops the group.
     sleep infinity >"$dir/sentinels.in" &
     echo $! > "$dir/sentinels-hold.pid"
-    for _ in $(seq 1 3000); do
+    # up to 150 s: sentinels.py starts the group again on fresh ports
+    # (up to 3 times, 40 s each at most) when a start fails
+    end=$((SECONDS + 150))
+    while [ $SECONDS -lt $end ]; do
       if grep -q '^ready ' "$dir/sentinels.out" 2>/dev/null; then
         sed -n 's/^ready .* uri=//p' "$dir/sentinels.out"
         exit 0

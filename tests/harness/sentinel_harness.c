@@ -132,7 +132,9 @@ rh_sentinels *rh_sentinels_start(const rh_sentinels_opts *o)
     s->in_fd = in[1];
     s->out_fd = out[0];
     char line[1024];
-    if (read_line(s, line, sizeof line, now_ms() + 60000) != 0 || strncmp(line, "ready ", 6) != 0 ||
+    /* sentinels.py may start the group up to 3 times (40 s each at most) on
+     * fresh ports when a start fails: its ready line can take that long. */
+    if (read_line(s, line, sizeof line, now_ms() + 150000) != 0 || strncmp(line, "ready ", 6) != 0 ||
         parse_ports(line, "data=", s->data_port) != 0 ||
         parse_ports(line, "sentinels=", s->sentinel_port) != 0 || !strstr(line, "uri=")) {
         fprintf(stderr, "sentinels.py did not start: %s\n", line);

@@ -47,12 +47,18 @@ answering one line each (`ok ...` or `err ...`) after the fact is true:
     has PORT KEY VALUE    -> ok 1 / 2 / 0     KEY on that data node: VALUE / another / absent
     channels PORT         -> ok N             PUBSUB CHANNELS on that data node: how many
 
+The servers listen on ports below the kernel's ephemeral range. A start
+whose server exits (its port taken by a parallel test meanwhile) or that is
+not ready within READY_S is stopped and made again on fresh ports, up to
+ATTEMPTS times, with a note on stderr; the last failure is the `err` line.
+
 It stops everything when stdin closes (or on SIGTERM); the servers die with it
 (PR_SET_PDEATHSIG) even if it is killed.
 """
 import argparse
 import ctypes
 import os
+import random
 import shutil
 import signal
 import socket
@@ -64,18 +70,53 @@ import time
 
 PR_SET_PDEATHSIG = 1
 
+# Group.start: how many starts on fresh ports, and how long each may take to
+# become ready (servers up, replicas in sync, every sentinel knowing the rest;
+# a few seconds on an idle machine).
+ATTEMPTS = 3
+READY_S = 40
+
 
 def _pdeathsig():
     libc = ctypes.CDLL("libc.so.6", use_errno=True)
     libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
+def port_range():
+    """Ports for the servers, outside the kernel's ephemeral range (as
+    redis_harness.c's port_range does): a port found free by a bind to port 0
+    is in that range, and any outgoing connection on the machine (a parallel
+    test's client, a sentinel's own links) can take it as its local port
+    before our server binds it; that server then exits at start-up."""
+    lo, hi = 32768, 60999
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            lo, hi = (int(x) for x in f.read().split()[:2])
+    except (OSError, ValueError):
+        pass
+    if lo - 10000 >= 2000:
+        return 10000, lo - 1
+    return hi + 1, 65535
+
+
+def free_port(ip="127.0.0.1", taken=()):
+    """A port nobody holds on ip right now, not in taken. A hint only: another
+    harness may still take it first (then our server exits, and Group.start
+    starts the group again on fresh ports)."""
+    lo, hi = port_range()
+    for _ in range(200):
+        p = random.randint(lo, hi)
+        if p in taken:
+            continue
+        s = socket.socket()
+        try:
+            s.bind((ip, p))
+        except OSError:
+            continue
+        finally:
+            s.close()
+        return p
+    raise RuntimeError("no free port in %d..%d" % (lo, hi))
 
 
 def debug_command_option():
@@ -135,10 +176,19 @@ class Conn:
         raise ConnectionError("bad reply %r" % line)
 
 
-def poll_until(what, fn, timeout_s):
+class GroupFailed(Exception):
+    """This start of the group cannot become ready (a process exited, or
+    the group did not converge in time); another one on fresh ports may."""
+
+
+def poll_until(what, fn, timeout_s, check=None):
+    """fn() until it is true, within timeout_s; check() first on every turn
+    (it raises to give up at once, e.g. when a server of the group exited)."""
     end = time.monotonic() + timeout_s
     last = None
     while time.monotonic() < end:
+        if check is not None:
+            check()
         try:
             v = fn()
             if v:
@@ -152,10 +202,11 @@ def poll_until(what, fn, timeout_s):
 class Group:
     def __init__(self, a):
         self.a = a
-        self.dir = tempfile.mkdtemp(prefix="distlock-sentinel-")
+        self.dir = None
         self.procs = {}
-        self.data = [free_port() for _ in range(1 + a.replicas)]
-        self.sent = [free_port() for _ in range(a.sentinels)]
+        self.data = []
+        self.sent = []
+        self.attempts = 0
         self.tls = self.data_tls = None
         self.data_ip = a.data_ip or "127.0.0.1"
         if a.tls_dir:
@@ -196,6 +247,53 @@ class Group:
         return Conn(port, self.a.sentinel_user, self.a.sentinel_pass, tls=self.tls)
 
     def start(self):
+        """Starts the group and waits until it is ready. A start whose server
+        exits (its port taken between free_port() and its bind, by another
+        harness on a shared machine) or that does not converge within
+        READY_S (under load, a sentinel that never hears of the others) is
+        stopped and made again on a fresh set of ports, up to ATTEMPTS
+        times: what failed is the start, not what the tests check."""
+        for attempt in range(1, ATTEMPTS + 1):
+            self.attempts = attempt
+            taken = set()
+            self.data = []
+            for _ in range(1 + self.a.replicas):
+                self.data.append(free_port(self.data_ip, taken))
+                taken.add(self.data[-1])
+            self.sent = []
+            for _ in range(self.a.sentinels):
+                self.sent.append(free_port("127.0.0.1", taken))
+                taken.add(self.sent[-1])
+            self.dir = tempfile.mkdtemp(prefix="distlock-sentinel-")
+            try:
+                self.spawn_all()
+                self.wait_ready(time.monotonic() + READY_S)
+                return
+            except (GroupFailed, TimeoutError) as e:
+                self.stop()
+                if attempt == ATTEMPTS:
+                    raise GroupFailed("%s (attempt %d of %d)" % (e, attempt, ATTEMPTS)) from e
+                print("sentinels.py: start %d of %d failed (%s); again on fresh ports"
+                      % (attempt, ATTEMPTS, e), file=sys.stderr, flush=True)
+
+    def check_alive(self):
+        """Raises GroupFailed if a server of this start has exited (the last
+        line of its log says why, e.g. its port was taken)."""
+        for port, p in self.procs.items():
+            if p.poll() is not None:
+                why = ""
+                for name in ("redis-%d.log" % port, "sentinel-%d.log" % port, "out-%d.log" % port):
+                    try:
+                        with open(os.path.join(self.dir, name), errors="replace") as f:
+                            lines = [x.strip() for x in f if x.strip()]
+                        why = lines[-1] if lines else why
+                    except OSError:
+                        continue
+                    if why:
+                        break
+                raise GroupFailed("server %d exited (%s): %s" % (port, p.returncode, why))
+
+    def spawn_all(self):
         a = self.a
         for k, port in enumerate(self.data):
             argv = ["redis-server", "--bind", self.data_ip, "--save", "",
@@ -240,9 +338,29 @@ class Group:
             with open(conf, "w") as f:
                 f.write("\n".join(lines) + "\n")
             self.spawn(port, ["redis-server", conf, "--sentinel"])
-        self.wait_ready()
 
-    def wait_ready(self):
+    def own(self, port, conn):
+        """The server on port is the one this start spawned, not another
+        harness's that holds the port (ours then exits, or has not bound yet)."""
+        try:
+            c = conn(port)
+        except RuntimeError:  # refused our AUTH: not ours
+            return False
+        try:
+            info = c.cmd("INFO", "server")
+        finally:
+            c.close()
+        return isinstance(info, str) and ("process_id:%d\r" % self.procs[port].pid) in info
+
+    def wait_ready(self, deadline):
+        def left():
+            return max(0.0, deadline - time.monotonic())
+        for port in self.data:
+            poll_until("data node %d answers as ours" % port,
+                       lambda port=port: self.own(port, self.data_conn), left(), self.check_alive)
+        for port in self.sent:
+            poll_until("sentinel %d answers as ours" % port,
+                       lambda port=port: self.own(port, self.sent_conn), left(), self.check_alive)
         for port in self.data[1:]:
             def synced(port=port):
                 c = self.data_conn(port)
@@ -250,7 +368,7 @@ class Group:
                     return "master_link_status:up" in c.cmd("INFO", "replication")
                 finally:
                     c.close()
-            poll_until("replica %d in sync" % port, synced, 30)
+            poll_until("replica %d in sync" % port, synced, left(), self.check_alive)
         for port in self.sent:
             def knows(port=port):
                 c = self.sent_conn(port)
@@ -264,7 +382,7 @@ class Group:
                             and d.get("num-other-sentinels") == str(len(self.sent) - 1))
                 finally:
                     c.close()
-            poll_until("sentinel %d knows the group" % port, knows, 30)
+            poll_until("sentinel %d knows the group" % port, knows, left(), self.check_alive)
 
     def sentinel_master(self):
         for port in self.sent:
@@ -345,7 +463,10 @@ class Group:
                 p.kill()
         for p in self.procs.values():
             p.wait()
-        shutil.rmtree(self.dir, ignore_errors=True)
+        self.procs = {}
+        if self.dir:
+            shutil.rmtree(self.dir, ignore_errors=True)
+        self.dir = None
 
     def uri(self):
         a = self.a
