@@ -18,7 +18,8 @@ commented out with its default) or `roff` (man page paragraphs).
 Without --check the blocks are rewritten in place; with --check nothing is
 written and the exit status is 1 when a committed block differs from what the
 table gives (a diff is printed). FILEs default to every page known to carry a
-block (PAGES below). The table is read by compiling a small C program against
+block (PAGES below). tests/check-doc-snippets.sh (the `docs` suite) runs the
+check. The table is read by compiling a small C program against
 core/include/distlock.h and LIBDISTLOCK.so (default build/core/libdistlock.so).
 """
 import argparse
