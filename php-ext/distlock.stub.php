@@ -173,7 +173,7 @@ namespace Distlock {
          *        redis-cluster://) or a comma list (Redlock); null takes distlock.servers
          * @param array $options name => value, the names of the library's option table
          *        (connect_timeout_ms, command_timeout_ms, username, password, tls_ca_file...;
-         *        `distlock --help` lists them), int, bool or string;
+         *        Client::options() lists them), int, bool or string;
          *        an option not given takes its INI value distlock.<name>
          * @throws Distlock\ConfigurationException invalid servers or option values (passwords masked)
          * @throws \ValueError an option key that is not an option
@@ -205,6 +205,17 @@ namespace Distlock {
          * @throws \ValueError an invalid key, ttl, timeout or flags
          */
         public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
+
+        /**
+         * The library's option table, without I/O: every option a Client takes (as an
+         * options key or an INI entry distlock.<name>), in the library's order (integer
+         * options first). Each row: 'type' 'int' or 'string'; 'min', 'max' the accepted
+         * range (a string option: 0 and its most bytes); 'default' the library's default
+         * (null for a string option: unset); 'summary' one line of what it does.
+         * @return array<string, array{type: string, min: int, max: int, default: int|null, summary: string}>
+         *         name => row
+         */
+        public static function options(): array {}
 
         /**
          * The client's nodes, without I/O.

@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: a5769bba8066d7af8811bdd0d99d5f24b28aaf16 */
+ * Stub hash: 357528a7d5a4d7d61ae9a44639f29fec897860ef */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
@@ -31,13 +31,15 @@ ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lock, 0, 1,
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
 ZEND_END_ARG_INFO()
 
-ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_servers, 0, 0, IS_ARRAY, 0)
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_options, 0, 0, IS_ARRAY, 0)
 ZEND_END_ARG_INFO()
+
+#define arginfo_class_Distlock_Client_servers arginfo_class_Distlock_Client_options
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_quorum, 0, 0, IS_LONG, 0)
 ZEND_END_ARG_INFO()
 
-#define arginfo_class_Distlock_Client_stats arginfo_class_Distlock_Client_servers
+#define arginfo_class_Distlock_Client_stats arginfo_class_Distlock_Client_options
 
 ZEND_BEGIN_ARG_INFO_EX(arginfo_class_Distlock_Lock___construct, 0, 0, 0)
 ZEND_END_ARG_INFO()
@@ -77,6 +79,7 @@ ZEND_FUNCTION(distributedUnlock);
 ZEND_METHOD(Distlock_Client, __construct);
 ZEND_METHOD(Distlock_Client, tryLock);
 ZEND_METHOD(Distlock_Client, lock);
+ZEND_METHOD(Distlock_Client, options);
 ZEND_METHOD(Distlock_Client, servers);
 ZEND_METHOD(Distlock_Client, quorum);
 ZEND_METHOD(Distlock_Client, stats);
@@ -139,6 +142,7 @@ static const zend_function_entry class_Distlock_Client_methods[] = {
 	ZEND_ME(Distlock_Client, __construct, arginfo_class_Distlock_Client___construct, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, tryLock, arginfo_class_Distlock_Client_tryLock, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, lock, arginfo_class_Distlock_Client_lock, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, options, arginfo_class_Distlock_Client_options, ZEND_ACC_PUBLIC|ZEND_ACC_STATIC)
 	ZEND_ME(Distlock_Client, servers, arginfo_class_Distlock_Client_servers, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, quorum, arginfo_class_Distlock_Client_quorum, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, stats, arginfo_class_Distlock_Client_stats, ZEND_ACC_PUBLIC)

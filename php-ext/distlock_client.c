@@ -220,6 +220,32 @@ PHP_METHOD(Distlock_Client, lock)
     dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, wait_ms, flags, true, timeout);
 }
 
+/* The table itself, not a copy: a row the library adds shows up here with
+ * no change to the extension. */
+PHP_METHOD(Distlock_Client, options)
+{
+    const distlock_option_info *o;
+
+    ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
+    array_init(return_value);
+    for (size_t i = 0; (o = distlock_option_at(i)) != NULL; i++) {
+        zval row;
+        int is_long = o->type == DISTLOCK_OPTION_LONG;
+
+        array_init_size(&row, 5);
+        add_assoc_string(&row, "type", is_long ? "int" : "string");
+        add_assoc_long(&row, "min", o->min);
+        add_assoc_long(&row, "max", o->max);
+        if (is_long)
+            add_assoc_long(&row, "default", o->default_value);
+        else
+            add_assoc_null(&row, "default");
+        add_assoc_string(&row, "summary", o->summary);
+        add_assoc_zval(return_value, o->name, &row);
+    }
+}
+
 PHP_METHOD(Distlock_Client, servers)
 {
     distlock_client *c;

@@ -35,6 +35,10 @@
 # One block is not run here: README.md's quick start (scripts/demo.sh and
 # scripts/test.sh, which runs this check): the demo suite and .ci/run run it.
 #
+# The option lists (docs/servers.md, docs/reference/distlock_option.md,
+# php-ext/README.md, packaging/distlock.1) are checked against the library's
+# option table first: scripts/gen-option-docs.py --check.
+#
 # A failing block is reported as FILE:LINE (the line of its opening fence)
 # with its output; the exit status is 1 if any block failed.
 #
@@ -140,6 +144,8 @@ core=$(cd "$core" && pwd)
 if [ ! -f "$core/core/libdistlock.so" ] || [ ! -x "$core/cli/distlock" ]; then
   echo "$core: no core/libdistlock.so or cli/distlock built" >&2; exit 1
 fi
+# The option lists of the pages (marked blocks) are what the library's table gives.
+python3 "$root/scripts/gen-option-docs.py" --check --lib "$core/core/libdistlock.so" || opt_stale=1
 if [ "$(count php)" -gt 0 ]; then
   echo "== docs: building the PHP extension (php-ext/build.sh)"
   php_so=$(bash "$root/php-ext/build.sh" --core-build "$core" | tail -n 1)
@@ -235,5 +241,6 @@ while IFS=$'\t' read -r n lang where; do
 done < "$work/blocks/manifest"
 
 [ $tag_errors -ne 0 ] && echo "untagged or mis-tagged fences: see the FAIL lines at the top"
+[ "${opt_stale:-0}" -ne 0 ] && echo "option lists differ from the library's table: see the top (scripts/gen-option-docs.py)"
 echo "docs: $ran blocks ran, $failed failed"
-[ $failed -eq 0 ] && [ $tag_errors -eq 0 ]
+[ $failed -eq 0 ] && [ $tag_errors -eq 0 ] && [ "${opt_stale:-0}" -eq 0 ]

@@ -134,9 +134,9 @@ class Client:
     Options are keyword arguments named as in the library's option table
     (``distlock.options()`` lists them, with their ranges and defaults; None
     keeps the library default), in Python's units: an option whose C name
-    ends in ``_ms`` drops the suffix and takes seconds (``connect_timeout``
-    for ``connect_timeout_ms``: 1.0, rounded up to whole ms), and
-    ``drift_factor`` (0.01) is ``drift_ppm`` as a fraction. Integer options
+    ends in ``_ms`` drops the suffix and takes seconds, rounded up to whole
+    ms (``connect_timeout=2.5`` sets ``connect_timeout_ms`` 2500), and
+    ``drift_factor`` is ``drift_ppm`` as a fraction (0.02 is 20000 ppm). Integer options
     take an int (or a bool: ``tls_verify``, ``owner_info``, ``stats``),
     string options a str. The library checks every value: an unknown name
     raises TypeError, a value out of range or of the wrong type
