@@ -196,25 +196,28 @@ DISTLOCK_API void distlock_client_abandon(distlock_client *c);
  * Owner metadata (DISTLOCK_OPT_OWNER_*; see "distlock_admin_owner" below).
  */
 #define DISTLOCK_OPT_STRING_FIRST 100  /* an id >= 100 is a string option */
+/* Defaults and ranges are not repeated here: they are the option table's
+ * (distlock_option_by_id(); docs/reference/distlock_option.md is generated
+ * from it). */
 typedef enum {
     /* -- integer options (ids 1..99): distlock_client_set -- */
-    DISTLOCK_OPT_CONNECT_TIMEOUT_MS = 1, /* default 1000: connect + first reply */
-    DISTLOCK_OPT_COMMAND_TIMEOUT_MS = 2, /* default 500: one node's reply */
-    DISTLOCK_OPT_DRIFT_PPM = 3,          /* default 10000: drift = ttl*ppm/1e6 + min */
-    DISTLOCK_OPT_DRIFT_MIN_MS = 4,       /* default 2 */
-    DISTLOCK_OPT_RETRY_MIN_MS = 5,       /* default 2: first backoff step while waiting */
-    DISTLOCK_OPT_RETRY_MAX_MS = 6,       /* default 100: backoff cap = re-check interval */
-    DISTLOCK_OPT_TLS_VERIFY = 7,         /* default 1: verify the server's certificate
+    DISTLOCK_OPT_CONNECT_TIMEOUT_MS = 1, /* connect + first reply, per node */
+    DISTLOCK_OPT_COMMAND_TIMEOUT_MS = 2, /* one node's reply */
+    DISTLOCK_OPT_DRIFT_PPM = 3,          /* drift = ttl*ppm/1e6 + min */
+    DISTLOCK_OPT_DRIFT_MIN_MS = 4,       /* the drift's fixed part */
+    DISTLOCK_OPT_RETRY_MIN_MS = 5,       /* first backoff step while waiting */
+    DISTLOCK_OPT_RETRY_MAX_MS = 6,       /* backoff cap = re-check interval */
+    DISTLOCK_OPT_TLS_VERIFY = 7,         /* 1: verify the server's certificate
                                           * chain and name. 0: DO NOT verify (anyone on
                                           * the path can impersonate the node); each TLS
                                           * context built so writes one warning line to
                                           * stderr. Same as tls_insecure=1 in a URI. */
-    DISTLOCK_OPT_WAIT_REPLICAS = 8,      /* default 0 (off); 0..64 replicas */
-    DISTLOCK_OPT_WAIT_TIMEOUT_MS = 9,    /* default 100; 1..60000 ms */
-    DISTLOCK_OPT_STATS = 10,             /* default 1: keep distlock_client_stats()'s
+    DISTLOCK_OPT_WAIT_REPLICAS = 8,      /* replicas to wait for; 0: off */
+    DISTLOCK_OPT_WAIT_TIMEOUT_MS = 9,    /* how long to wait for them */
+    DISTLOCK_OPT_STATS = 10,             /* 1: keep distlock_client_stats()'s
                                           * counters; 0: stop counting (they keep
                                           * their values) */
-    DISTLOCK_OPT_OWNER_INFO = 11,        /* default 0 (off); 1: every acquire through
+    DISTLOCK_OPT_OWNER_INFO = 11,        /* 1: every acquire through
                                           * this client also stores who holds the
                                           * lock in its side key {key}:owner */
     /* -- string options (ids 100..199): distlock_client_set_str; NULL or ""
