@@ -148,7 +148,15 @@ class Client:
 
     def __del__(self) -> None:
         # Collected, not closed: the locks still held are abandoned, not
-        # released (distlock.Client._close).
+        # released (distlock.Client._close). The loop's reader goes first:
+        # the fd closes with the C client, and a number the loop still
+        # watches would be reused by the next socket opened.
+        try:
+            loop = getattr(self, "_loop", None)
+            if loop is not None and not loop.is_closed() and not self._closing:
+                loop.remove_reader(self._lost_fd)
+        except Exception:  # interpreter shutdown
+            pass
         try:
             self._pool.shutdown(wait=False)
             self._sync._close(release=False)
@@ -187,7 +195,9 @@ class Client:
         if self._closing:
             raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
         if self._loop is None:
-            loop.add_reader(self._lost_fd, self._lost_fd_ready)
+            # A weak reference: the loop must not keep an unreferenced client
+            # alive (its __del__ removes the reader).
+            loop.add_reader(self._lost_fd, _lost_fd_ready, weakref.ref(self))
             self._loop = loop
         elif self._loop is not loop:
             raise RuntimeError("a distlock.aio.Client is used from the event loop it was "
@@ -292,6 +302,12 @@ class Client:
             raise ClosedError("client closed while waiting for %r" % (key,),
                               _core.DISTLOCK_ECLOSED)
         return h if status == _OK else None
+
+
+def _lost_fd_ready(ref: "weakref.ReferenceType[Client]") -> None:
+    client = ref()
+    if client is not None:
+        client._lost_fd_ready()
 
 
 def _release_free(h: Any) -> None:
