@@ -493,6 +493,11 @@ class Lock(contextlib.ContextDecorator):
         self._local = threading.Lock()   # held while this object holds the lock
         self._hm = threading.Lock()      # guards the C handle: one thread at a time
         self._h: Any = None
+        # A release of self._h failed without the servers saying "not the
+        # owner": the handle is kept so that release() can try again (by
+        # key and token: the C handle's own release was spent), and the
+        # local mutex is free again (a new acquire drops the old handle).
+        self._retry = False
         self._was_lost = False
         if on_lost is not None and not callable(on_lost):
             raise TypeError("on_lost must be callable, not %s" % type(on_lost).__name__)
@@ -550,7 +555,9 @@ class Lock(contextlib.ContextDecorator):
             self._local.release()
             return False
         with self._hm:
-            self._h = h
+            old, self._h, self._retry = self._h, h, False
+            if old is not None:  # a failed release never retried: its key runs out by its TTL
+                _core.distlock_lock_free(old)
             self._was_lost = False
             self._lost_seen = False
         if self._on_lost is not None:
@@ -560,7 +567,10 @@ class Lock(contextlib.ContextDecorator):
     def release(self) -> None:
         """Release (compare-and-delete). Raises LockLost if the lock had
         expired or was taken meanwhile (another owner's key is untouched),
-        NotHeld if this object does not hold it."""
+        NotHeld if this object does not hold it. Any other error (no
+        quorum, a node refusing, timeouts) leaves the lock to this object:
+        call release() again once the servers answer (the token stays
+        readable meanwhile); an acquire() in between gives it up to its TTL."""
         with self._hm:
             h = self._h
             if h is None:
@@ -568,17 +578,28 @@ class Lock(contextlib.ContextDecorator):
                     raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
                 raise NotHeld("release of %r, which this Lock object does not hold"
                               % (self._key,))
-            self._h = None
+            retry = self._retry
+            lost: Optional[LockLost] = None
             try:
-                self._client._call_handle(_core.distlock_release, h)
-            except LockLost:
-                self._was_lost = True
+                if retry:
+                    self._client._call(_core.distlock_release_token, self._key,
+                                       _core.distlock_lock_token(h))
+                else:
+                    self._client._call_handle(_core.distlock_release, h)
+            except LockLost as e:
+                lost = e
+            except BaseException:
+                if not retry:
+                    self._retry = True
+                    self._local.release()
                 raise
-            finally:
-                if not self._was_lost:
-                    self._was_lost = bool(_core.distlock_lock_lost(h))
-                _core.distlock_lock_free(h)  # already released: no network
+            self._h, self._retry = None, False
+            self._was_lost = lost is not None or bool(_core.distlock_lock_lost(h))
+            _core.distlock_lock_free(h)  # already released: no network
+            if not retry:
                 self._local.release()
+            if lost is not None:
+                raise lost
 
     def extend(self, ttl: Optional[float] = None) -> float:
         """Reset the TTL to ``ttl`` seconds (default: the lock's ttl) on every
@@ -734,7 +755,9 @@ class Lock(contextlib.ContextDecorator):
             h, self._h = self._h, None
             if h is not None:
                 _core.distlock_lock_free(h)
-                self._local.release()
+                if not self._retry:  # else released when the release failed
+                    self._local.release()
+                self._retry = False
 
     def __del__(self) -> None:
         # Garbage-collected while held: NOT released. The collector is not

@@ -148,7 +148,15 @@ class Client:
 
     def __del__(self) -> None:
         # Collected, not closed: the locks still held are abandoned, not
-        # released (distlock.Client._close).
+        # released (distlock.Client._close). The loop's reader goes first:
+        # the fd closes with the C client, and a number the loop still
+        # watches would be reused by the next socket opened.
+        try:
+            loop = getattr(self, "_loop", None)
+            if loop is not None and not loop.is_closed() and not self._closing:
+                loop.remove_reader(self._lost_fd)
+        except Exception:  # interpreter shutdown
+            pass
         try:
             self._pool.shutdown(wait=False)
             self._sync._close(release=False)
@@ -187,7 +195,9 @@ class Client:
         if self._closing:
             raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
         if self._loop is None:
-            loop.add_reader(self._lost_fd, self._lost_fd_ready)
+            # A weak reference: the loop must not keep an unreferenced client
+            # alive (its __del__ removes the reader).
+            loop.add_reader(self._lost_fd, _lost_fd_ready, weakref.ref(self))
             self._loop = loop
         elif self._loop is not loop:
             raise RuntimeError("a distlock.aio.Client is used from the event loop it was "
@@ -294,6 +304,12 @@ class Client:
         return h if status == _OK else None
 
 
+def _lost_fd_ready(ref: "weakref.ReferenceType[Client]") -> None:
+    client = ref()
+    if client is not None:
+        client._lost_fd_ready()
+
+
 def _release_free(h: Any) -> None:
     try:
         _core.distlock_release(h)
@@ -336,6 +352,10 @@ class Lock:
         self._local: Optional[asyncio.Lock] = None  # made in the loop (Python < 3.10)
         self._hm = threading.Lock()     # the handles vs. pool threads
         self._handles: List[Any] = []   # a stack: reentrant acquires of one task
+        # The handle of a release that failed without the servers saying "not
+        # the owner" (see distlock.Lock._retry): release() tries again by key
+        # and token; the next acquire drops it (its key runs out by its TTL).
+        self._unreleased: Any = None
         self._owner_task: "Optional[asyncio.Task[Any]]" = None
         self._was_lost = False
         self._lost_seen = False
@@ -353,7 +373,7 @@ class Lock:
         return self._ttl_ms / 1000.0
 
     def _top(self) -> Any:
-        return self._handles[-1] if self._handles else None
+        return self._handles[-1] if self._handles else self._unreleased
 
     async def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Take the lock: True when acquired, False when another owner still
@@ -407,10 +427,14 @@ class Lock:
         if h is None:
             return False
         with self._hm:
+            old = None
             if not self._handles:
                 self._was_lost = False
                 self._lost_seen = False
+                old, self._unreleased = self._unreleased, None
             self._handles.append(h)
+        if old is not None:  # a failed release never retried: no network
+            _core.distlock_lock_free(old)
         if self._on_lost is not None or self._cancel_on_lost:
             self._client._watched.add(self)
             self._lost_event()  # a loss before we watched
@@ -421,33 +445,49 @@ class Lock:
         expired or was taken meanwhile (another owner's key is untouched),
         NotHeld if this object does not hold it."""
         with self._hm:
-            if not self._handles:
+            retry = not self._handles and self._unreleased is not None
+            if retry:
+                h, self._unreleased = self._unreleased, None
+                last = False  # the local lock and the loss watch went with the failed release
+            elif not self._handles:
                 if self._client.closed:
                     raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
                 raise NotHeld("release of %r, which this Lock object does not hold"
                               % (self._key,))
-            h = self._handles.pop()
-            last = not self._handles
+            else:
+                h = self._handles.pop()
+                last = not self._handles
         if last:
             self._client._watched.discard(self)
             self._owner_task = None
             if self._local is not None and self._local.locked():
                 self._local.release()
         fut = asyncio.get_running_loop().run_in_executor(self._client._pool,
-                                                         self._release_blocking, h)
-        await _settled(fut)  # the handle is gone either way: finish even if cancelled
+                                                         self._release_blocking, h, retry)
+        await _settled(fut)  # finish even if cancelled: the handle is freed or kept
         fut.result()
 
-    def _release_blocking(self, h: Any) -> None:
+    def _release_blocking(self, h: Any, retry: bool) -> None:
         try:
-            self._client._sync._call_handle(_core.distlock_release, h)
+            if retry:
+                self._client._sync._call(_core.distlock_release_token, self._key,
+                                         _core.distlock_lock_token(h))
+            else:
+                self._client._sync._call_handle(_core.distlock_release, h)
         except LockLost:
             self._was_lost = True
-            raise
-        finally:
-            if _core.distlock_lock_lost(h):
-                self._was_lost = True
             _core.distlock_lock_free(h)
+            raise
+        except BaseException:
+            with self._hm:  # kept for a retry, unless a new acquire came meanwhile
+                if self._handles or self._unreleased is not None:
+                    _core.distlock_lock_free(h)
+                else:
+                    self._unreleased = h
+            raise
+        if _core.distlock_lock_lost(h):
+            self._was_lost = True
+        _core.distlock_lock_free(h)
 
     async def extend(self, ttl: Optional[float] = None) -> float:
         """Reset the TTL (default: the lock's) on every node where it is
@@ -600,6 +640,9 @@ class Lock:
         """Client.close(): the C client released the locks; free the handles."""
         with self._hm:
             handles, self._handles = self._handles, []
+            if self._unreleased is not None:
+                handles.append(self._unreleased)
+                self._unreleased = None
         for h in handles:
             _core.distlock_lock_free(h)
 
@@ -608,6 +651,10 @@ class Lock:
         # __del__): the lease runs to its TTL, its renewal stops, and a
         # ResourceWarning names the key.
         handles = getattr(self, "_handles", None)
+        unreleased = getattr(self, "_unreleased", None)
+        if unreleased is not None:  # a failed release, never retried
+            handles = [unreleased] + (handles or [])
+            self._unreleased = None
         if not handles:
             return
         self._handles = []
