@@ -101,6 +101,53 @@ static void make_hash(rh_cluster *rc, int i, const char *key)
     freeReplyObject(r);
 }
 
+/* ------------------------------------------------------------ release */
+
+/* A release the servers refused (no EVALSHA/EVAL: NOPERM) said nothing
+ * about who holds the key: it is EPROTO, the key keeps our token, and the
+ * same handle can release it once the servers take the script again (a
+ * retry that answered "already released" would leave the key to its TTL
+ * while telling the caller it is not the owner). */
+static void release_refused_then_retried(rh_cluster *rc, unsigned mask)
+{
+    set_user(rc, mask, FULL_ACL);
+    distlock_client *c = user_client(rc, mask);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "acl:rel", 30000, 0, 0, &l), DISTLOCK_OK);
+    char tok[DISTLOCK_TOKEN_MAX + 1];
+    snprintf(tok, sizeof tok, "%s", distlock_lock_token(l));
+    RH_WAIT_UNTIL(rh_count_holding(rc, "acl:rel", tok) == nodes_of(mask), 3000);
+    int held = rh_count_holding(rc, "acl:rel", tok);
+
+    set_user(rc, mask, FULL_ACL " -evalsha -eval");
+    int r = distlock_release(l);
+    printf("release, %d node(s) refusing the script: %d (%s): \"%s\"\n", nodes_of(mask), r,
+           distlock_strerror(r), distlock_last_error());
+    assert_rc(r, DISTLOCK_EPROTO);
+    assert_int_equal(rh_count_holding(rc, "acl:rel", tok), held);
+
+    set_user(rc, mask, FULL_ACL);
+    r = distlock_release(l);
+    printf("the same handle's release, retried: %d (%s): \"%s\"\n", r, distlock_strerror(r),
+           distlock_last_error());
+    assert_rc(r, DISTLOCK_OK);
+    assert_int_equal(rh_count_holding(rc, "acl:rel", tok), 0);
+    /* Done now: a third release is the plain "already released". */
+    assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+static void test_release_refused_then_retried_one_node(void **state)
+{
+    release_refused_then_retried(*state, 0x1);
+}
+
+static void test_release_refused_then_retried_three_nodes(void **state)
+{
+    release_refused_then_retried(*state, 0x7);
+}
+
 /* ------------------------------------------------------------ extend */
 
 /* The tracker's case: a user allowed everything but GET. SET NX GET
@@ -513,6 +560,8 @@ static void test_documented_set_every_feature_three_nodes(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test_setup(test_release_refused_then_retried_one_node, heal),
+        cmocka_unit_test_setup(test_release_refused_then_retried_three_nodes, heal),
         cmocka_unit_test_setup(test_extend_refused_one_node, heal),
         cmocka_unit_test_setup(test_extend_refused_three_nodes, heal),
         cmocka_unit_test_setup(test_renewal_refused_one_node, heal),

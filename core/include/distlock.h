@@ -372,7 +372,12 @@ DISTLOCK_API int distlock_acquire_with(distlock_client *c, const char *key, long
  * An ownership one of whose handles was abandoned (distlock_lock_abandon())
  * is never deleted by its other handles: their last release returns
  * DISTLOCK_OK, stops the renewal and sends nothing, so the key keeps the
- * token the abandoned handle was promised until its TTL runs out. Blocks. */
+ * token the abandoned handle was promised until its TTL runs out.
+ * A release that ends without a verdict from the servers (DISTLOCK_ECONN,
+ * ENOQUORUM, EPROTO...: the key may still hold the token) may be retried
+ * with the same handle, which sends it again; the renewal stopped at the
+ * first try, so until a retry succeeds the key lasts at most its TTL.
+ * distlock_lock_free() retries such a release once. Blocks. */
 DISTLOCK_API int distlock_release(distlock_lock *lock);
 
 /* Release if still held (errors ignored), then free. NULL is a no-op. */

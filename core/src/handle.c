@@ -470,7 +470,7 @@ static int release_handle(distlock_lock *l, int check_thread)
         return rc;
     distlock__held *h = l->h;
     distlock_client *c = h->client;
-    if (l->released)
+    if (l->released && !l->resend)
         return distlock__fail(DISTLOCK_ENOTOWNER, "'%s' was already released through this handle",
                               h->key);
     if (check_thread && h->owner_thread && !pthread_equal(h->thread, pthread_self()))
@@ -478,27 +478,36 @@ static int release_handle(distlock_lock *l, int check_thread)
                               "'%s' is a reentrant lock of another thread: only its owner "
                               "releases it", h->key);
     pthread_mutex_lock(&c->mu);
-    l->released = 1;
-    if (--h->count > 0) {  /* reentrant: an outer acquisition still holds it */
-        pthread_mutex_unlock(&c->mu);
-        return DISTLOCK_OK;
+    if (!l->released) {
+        l->released = 1;
+        if (--h->count > 0) {  /* reentrant: an outer acquisition still holds it */
+            pthread_mutex_unlock(&c->mu);
+            return DISTLOCK_OK;
+        }
+        h->released = 1;       /* the watchdog stops renewing it */
+        if (h->abandoned) {
+            /* A handle of this ownership was abandoned with the promise that
+             * the key keeps its token until its TTL: the last release gives up
+             * its count and the renewal, and sends nothing. */
+            pthread_mutex_unlock(&c->mu);
+            return DISTLOCK_OK;
+        }
     }
-    h->released = 1;       /* the watchdog stops renewing it */
-    if (h->abandoned) {
-        /* A handle of this ownership was abandoned with the promise that
-         * the key keeps its token until its TTL: the last release gives up
-         * its count and the renewal, and sends nothing. */
-        pthread_mutex_unlock(&c->mu);
-        return DISTLOCK_OK;
-    }
+    /* Else a retry of a release the servers gave no verdict on: the count
+     * and the renewal were given up by the first try; send it again. */
+    int retry = l->resend;
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
     uint64_t sent = 0;  /* the hold ends when the release goes out */
     rc = distlock__release_keytoken_at(c, h->key, h->token, until, h->set_pref, h->maybe, &sent);
+    /* Only "deleted" and "not ours" are verdicts; after anything else (a
+     * refusal, no quorum, no reply) the key may still hold our token, so
+     * the handle stays releasable rather than answer "already released". */
+    l->resend = rc != DISTLOCK_OK && rc != DISTLOCK_ENOTOWNER;
     if (distlock__stats_on(&c->stats)) {
         distlock__stats_inc_on(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_RELEASED
                                                             : DISTLOCK__ST_RELEASE_FAILED);
-        if (h->acquired_us != 0 && sent > h->acquired_us)
+        if (!retry && h->acquired_us != 0 && sent > h->acquired_us)
             distlock__stats_observe_on(&c->stats, DISTLOCK__H_HOLD, sent - h->acquired_us);
     }
     return rc;
@@ -522,7 +531,7 @@ void distlock_lock_free(distlock_lock *l)
         distlock__lock(c);
         pthread_mutex_unlock(&c->mu);
     }
-    if (!l->released && c && h->pid == distlock__getpid())
+    if ((!l->released || l->resend) && c && h->pid == distlock__getpid())
         (void)release_handle(l, 0);
     if (c && h->pid == distlock__getpid()) {
         pthread_mutex_lock(&c->mu);
@@ -565,6 +574,7 @@ void distlock_lock_abandon(distlock_lock *l)
         pthread_mutex_unlock(&c->mu);
     }
     l->released = 1;
+    l->resend = 0;         /* a failed release is not retried: nothing is sent */
     distlock_lock_free(l);
 }
 

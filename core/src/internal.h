@@ -166,6 +166,8 @@ struct distlock__held {
 struct distlock_lock {
     distlock__held *h;
     int released;             /* this handle's release done */
+    int resend;               /* ... but the servers gave no verdict (refused,
+                               * unreachable): the next release sends again */
 };
 
 /* One acquire attempt: what it asks for. */

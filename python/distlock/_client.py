@@ -494,9 +494,9 @@ class Lock(contextlib.ContextDecorator):
         self._hm = threading.Lock()      # guards the C handle: one thread at a time
         self._h: Any = None
         # A release of self._h failed without the servers saying "not the
-        # owner": the handle is kept so that release() can try again (by
-        # key and token: the C handle's own release was spent), and the
-        # local mutex is free again (a new acquire drops the old handle).
+        # owner": the handle is kept so that release() can try again (the
+        # core re-sends a release that got no verdict), and the local mutex
+        # is free again (a new acquire drops the old handle).
         self._retry = False
         self._was_lost = False
         if on_lost is not None and not callable(on_lost):
@@ -556,7 +556,7 @@ class Lock(contextlib.ContextDecorator):
             return False
         with self._hm:
             old, self._h, self._retry = self._h, h, False
-            if old is not None:  # a failed release never retried: its key runs out by its TTL
+            if old is not None:  # a failed release never retried: freeing it tries once more
                 _core.distlock_lock_free(old)
             self._was_lost = False
             self._lost_seen = False
@@ -581,11 +581,9 @@ class Lock(contextlib.ContextDecorator):
             retry = self._retry
             lost: Optional[LockLost] = None
             try:
-                if retry:
-                    self._client._call(_core.distlock_release_token, self._key,
-                                       _core.distlock_lock_token(h))
-                else:
-                    self._client._call_handle(_core.distlock_release, h)
+                # A retry goes through the same handle: the core sends the
+                # release again when the last one got no verdict.
+                self._client._call_handle(_core.distlock_release, h)
             except LockLost as e:
                 lost = e
             except BaseException:

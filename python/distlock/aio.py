@@ -353,8 +353,8 @@ class Lock:
         self._hm = threading.Lock()     # the handles vs. pool threads
         self._handles: List[Any] = []   # a stack: reentrant acquires of one task
         # The handle of a release that failed without the servers saying "not
-        # the owner" (see distlock.Lock._retry): release() tries again by key
-        # and token; the next acquire drops it (its key runs out by its TTL).
+        # the owner" (see distlock.Lock._retry): release() tries again through
+        # it; the next acquire frees it (which tries once more).
         self._unreleased: Any = None
         self._owner_task: "Optional[asyncio.Task[Any]]" = None
         self._was_lost = False
@@ -463,17 +463,15 @@ class Lock:
             if self._local is not None and self._local.locked():
                 self._local.release()
         fut = asyncio.get_running_loop().run_in_executor(self._client._pool,
-                                                         self._release_blocking, h, retry)
+                                                         self._release_blocking, h)
         await _settled(fut)  # finish even if cancelled: the handle is freed or kept
         fut.result()
 
-    def _release_blocking(self, h: Any, retry: bool) -> None:
+    def _release_blocking(self, h: Any) -> None:
         try:
-            if retry:
-                self._client._sync._call(_core.distlock_release_token, self._key,
-                                         _core.distlock_lock_token(h))
-            else:
-                self._client._sync._call_handle(_core.distlock_release, h)
+            # A retry goes through the same handle: the core sends the
+            # release again when the last one got no verdict.
+            self._client._sync._call_handle(_core.distlock_release, h)
         except LockLost:
             self._was_lost = True
             _core.distlock_lock_free(h)

@@ -19,7 +19,15 @@ def test_unreferenced_client_is_collected_while_its_loop_runs(server, r, key):
         assert len(loop._selector.get_map()) == readers_before + 1  # type: ignore[attr-defined]
         ref = weakref.ref(c)
         del c, lk
-        gc.collect()
+        # The pool thread that ran the release drops its work item (which
+        # holds the Lock, so the client) only after the awaited future is
+        # done: poll until that reference is gone, with a deadline.
+        deadline = loop.time() + 5
+        while True:
+            gc.collect()
+            if ref() is None or loop.time() > deadline:
+                break
+            await asyncio.sleep(0.01)
         assert ref() is None, "the event loop keeps an unreferenced aio.Client alive"
         # Its reader went with it: the loop watches no fd of a freed client.
         assert len(loop._selector.get_map()) == readers_before  # type: ignore[attr-defined]
