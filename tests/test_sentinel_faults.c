@@ -86,6 +86,74 @@ static int sentinel_names(rh_sentinels *g, int k)
     return port;
 }
 
+/* sentinel.c's thread subscribes each sentinel to five announcement
+ * channels: in the sentinel's CLIENT LIST such a connection shows sub=5 (a
+ * test's own SUBSCRIBE connection, with fewer channels, does not count). */
+#define ANNOUNCEMENT_CHANNELS 5
+
+/* On sentinel k: how many connections are subscribed to the announcement
+ * channels, and the newest one's CLIENT id (ids only grow); -1 on error. */
+static int subscriptions_on(rh_sentinels *g, int k, long long *newest)
+{
+    redisContext *c = rh_auth_connect(g->sentinel_port[k], SENT_USER, SENT_PASS);
+    if (!c) return -1;
+    redisReply *r = redisCommand(c, "CLIENT LIST");
+    redisFree(c);
+    if (!r || (r->type != REDIS_REPLY_STRING && r->type != 14 /* VERB */)) {
+        if (r) freeReplyObject(r);
+        return -1;
+    }
+    char want[32];
+    snprintf(want, sizeof want, " sub=%d ", ANNOUNCEMENT_CHANNELS);
+    int n = 0;
+    long long top = 0;
+    for (const char *line = r->str; line && *line;) {
+        const char *end = strchr(line, '\n');
+        size_t len = end ? (size_t)(end - line) : strlen(line);
+        const char *hit = strstr(line, want);
+        if (hit && hit < line + len && strncmp(line, "id=", 3) == 0) {
+            n++;
+            long long id = atoll(line + 3);
+            if (id > top) top = id;
+        }
+        line = end ? end + 1 : NULL;
+    }
+    freeReplyObject(r);
+    if (newest) *newest = top;
+    return n;
+}
+
+/* Every sentinel k in mask has a subscription newer than since[k] (NULL:
+ * any) and at least at_least of them. */
+static int subscribed(rh_sentinels *g, unsigned mask, const long long *since, int at_least)
+{
+    for (int k = 0; k < 3; k++) {
+        if (!(mask & (1u << k))) continue;
+        long long newest = 0;
+        int n = subscriptions_on(g, k, &newest);
+        if (n < at_least || n < 1 || (since && newest <= since[k])) return 0;
+    }
+    return 1;
+}
+
+/* The newest subscription's id on each sentinel now (0: none). */
+static void newest_subscriptions(rh_sentinels *g, long long ids[3])
+{
+    for (int k = 0; k < 3; k++) {
+        ids[k] = 0;
+        (void)subscriptions_on(g, k, &ids[k]);
+    }
+}
+
+/* Wait until the client's listening thread is subscribed to the sentinels
+ * in mask (what the sentinels say, not a guess of how long it takes). */
+#define ALL_SENTINELS 0x7u
+#define SUBSCRIBE_WAIT_MS 10000
+static void wait_subscribed(rh_sentinels *g, unsigned mask)
+{
+    assert_true(RH_WAIT_UNTIL(subscribed(g, mask, NULL, 1), SUBSCRIBE_WAIT_MS));
+}
+
 /* The group's master before a test's failover: the first data node. */
 static int first_master(rh_sentinels *g)
 {
@@ -105,7 +173,7 @@ static int failover_via(rh_sentinels *g, int k, int old, long long *named_ms)
         redisReply *r = redisCommand(c, "SENTINEL FAILOVER mymaster");
         ok = r && r->type == REDIS_REPLY_STATUS;
         if (r) freeReplyObject(r);
-        if (!ok) rh_sleep_ms(50);
+        if (!ok) rh_sleep_ms(50);  /* retry pace while the sentinel refuses (a failover under way) */
     }
     if (!ok) {
         redisFree(c);
@@ -122,7 +190,7 @@ static int failover_via(rh_sentinels *g, int k, int old, long long *named_ms)
             port = p;
             break;
         }
-        rh_sleep_ms(2);
+        rh_sleep_ms(2);  /* the polling interval: the naming time's resolution */
     }
     redisFree(c);
     return port;
@@ -160,7 +228,7 @@ static int probe_on_old(distlock_client *c, const char *key, int old, int now_ma
                         long long named, int *rc_out, long long *started)
 {
     long long at = named + GRACE_BOUND_MS + 50;
-    while (rh_now_ms() < at) rh_sleep_ms(1);
+    while (rh_now_ms() < at) rh_sleep_ms(1);  /* the probe's moment is what is tested */
     distlock_lock *l = NULL;
     *started = rh_now_ms() - named;
     int rc = distlock_acquire(c, key, 30000, 0, 0, &l);
@@ -222,7 +290,7 @@ static void test_fresh_client_does_not_take_the_old_master_from_a_lagging_sentin
     /* client 1: subscribed, pooled on the old master */
     distlock_client *c1 = sentinel_client(g->uri);
     warm(c1);
-    rh_sleep_ms(1500);  /* its subscriptions are up */
+    wait_subscribed(g, ALL_SENTINELS);
     long long named = 0;
     int now_master = failover_via(g, 2, old, &named);  /* sentinel 2 leads */
     assert_true(now_master > 0);
@@ -233,7 +301,7 @@ static void test_fresh_client_does_not_take_the_old_master_from_a_lagging_sentin
             s0_switched = rh_now_ms() - named;
             break;
         }
-        rh_sleep_ms(2);
+        rh_sleep_ms(2);  /* the polling interval */
     }
     int rc1 = -1, rc2 = -1, c1_old = 0, c2_old = 0;
     long long t1 = 0, t2 = 0;
@@ -270,7 +338,7 @@ static void test_unresolvable_sentinel_name_does_not_mute_the_others(void **stat
     group_uri(uri, sizeof uri, hosts);
     distlock_client *c = sentinel_client(uri);
     warm(c);
-    rh_sleep_ms(1500);  /* subscribed to sentinels 0 and 1 */
+    wait_subscribed(g, 0x3u);
     int on_old = probe_after_naming(g, c, "s-dns", old, NULL);
     long long f0 = rh_now_ms();
     distlock_client_free(c);
@@ -291,7 +359,8 @@ static void test_client_free_is_bounded_while_a_sentinel_name_resolves(void **st
     group_uri(uri, sizeof uri, hosts);
     distlock_client *c = sentinel_client(uri);
     warm(c);
-    rh_sleep_ms(500);
+    /* the listening thread is inside the lookup (8 s) */
+    assert_true(RH_WAIT_UNTIL(slowdns_calls("dead-sentinel.test") >= 1, 5000));
     long long f0 = rh_now_ms();
     distlock_client_free(c);
     long long took = rh_now_ms() - f0;
@@ -318,7 +387,9 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
     proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
-    rh_sleep_ms(1500);  /* subscribed */
+    wait_subscribed(g, ALL_SENTINELS);
+    long long before_cut[3];
+    newest_subscriptions(g, before_cut);
     /* the partition: the subscriptions break (reset), reconnections are
      * black-holed */
     assert_int_equal(fp_cmd(fp, NULL, 0, "partition * on"), 0);
@@ -326,16 +397,23 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
     long long cut = rh_now_ms();
     while (rh_now_ms() - cut < 12000) {
         warm(c);  /* the client keeps working on the master meanwhile */
-        rh_sleep_ms(500);
+        rh_sleep_ms(500);  /* its pace: the outage's length is what is tested */
     }
     assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
-    rh_sleep_ms(2000);  /* reachable again for 2 s */
+    long long healed = rh_now_ms();
+    /* every sentinel subscribed again (new connections): README, retried
+     * every 1-2 s while they fail; a doubling backoff would be at 8-16 s */
+    int back = RH_WAIT_UNTIL(subscribed(g, ALL_SENTINELS, before_cut, 1), 20000);
+    long long back_ms = rh_now_ms() - healed;
     int on_old = probe_after_naming(g, c, "s-outage", old, NULL);
     char reply[512] = "";
     fp_cmd(fp, reply, sizeof reply, "accepted");
-    printf("faults: sentinels unreachable for 12 s, healed 2 s before the failover; proxy %s\n", reply);
+    printf("faults: sentinels unreachable for 12 s; subscribed again %lld ms after the heal; "
+           "proxy %s\n", back_ms, reply);
     distlock_client_free(c);
     fp_stop(fp);
+    assert_true(back);
+    assert_true(back_ms <= 5000);
     assert_false(on_old);
 }
 
@@ -354,7 +432,9 @@ static void test_silent_subscriptions_are_replaced(void **state)
     proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
-    rh_sleep_ms(1500);  /* subscribed */
+    wait_subscribed(g, ALL_SENTINELS);
+    long long silenced[3];
+    newest_subscriptions(g, silenced);
     /* black-hole the connections open now (the subscriptions), only them */
     fp_conn conns[32];
     int n = fp_conns(fp, -1, conns, 32), cut = 0;
@@ -363,11 +443,15 @@ static void test_silent_subscriptions_are_replaced(void **state)
             fp_cmd(fp, NULL, 0, "partition %d:%d on", conns[k].l, conns[k].id) == 0)
             cut++;
     printf("faults: %d subscription connection(s) silenced\n", cut);
-    rh_sleep_ms(5000);  /* silent for 5 s (5 PING periods); new connections work */
+    /* new connections work: each silent one is replaced by a new subscription */
+    long long t_cut = rh_now_ms();
+    int replaced = RH_WAIT_UNTIL(subscribed(g, ALL_SENTINELS, silenced, 1), 20000);
+    printf("faults: replaced after %lld ms\n", rh_now_ms() - t_cut);
     int on_old = probe_after_naming(g, c, "s-silent", old, NULL);
     distlock_client_free(c);
     fp_stop(fp);
     assert_int_equal(cut, 3);
+    assert_true(replaced);
     assert_false(on_old);
 }
 
@@ -434,8 +518,10 @@ static void *loop_main(void *arg)
         char key[32];
         snprintf(key, sizeof key, "s-abort-%d", lp->n);  /* one a release missed blocks no other */
         int rc = distlock_acquire(lp->c, key, 10000, 0, 0, &l);
-        lp->t[lp->n] = rh_now_ms();
-        lp->rc[lp->n++] = rc;
+        int k = atomic_load(&lp->n);
+        lp->t[k] = rh_now_ms();
+        lp->rc[k] = rc;
+        atomic_store(&lp->n, k + 1);  /* after the record: the main thread reads records < n */
         if (rc != DISTLOCK_OK) {
             if (!lp->first_err[0])
                 snprintf(lp->first_err, sizeof lp->first_err, "%d '%s'", rc, distlock_last_error());
@@ -445,9 +531,18 @@ static void *loop_main(void *arg)
             distlock_release(l);
             distlock_lock_free(l);
         }
-        rh_sleep_ms(5);
+        rh_sleep_ms(5);  /* the pace of an application's calls, not a synchronisation */
     }
     return NULL;
+}
+
+/* The looper's newest call (since from: its index) was granted. */
+static int looper_granted_since(struct looper *lp, int from, long long after_ms)
+{
+    int n = atomic_load(&lp->n);
+    for (int k = from; k < n; k++)
+        if (lp->rc[k] == DISTLOCK_OK && lp->t[k] >= after_ms) return 1;
+    return 0;
 }
 
 static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
@@ -465,7 +560,7 @@ static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
     struct looper *lp = calloc(1, sizeof *lp);
     lp->c = sentinel_client(g->uri);
     warm(lp->c);
-    rh_sleep_ms(1500);
+    wait_subscribed(g, ALL_SENTINELS);
     redisContext *sub = rh_auth_connect(g->sentinel_port[0], SENT_USER, SENT_PASS);
     assert_non_null(sub);
     struct timeval tv = { 20, 0 };
@@ -503,7 +598,8 @@ static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
     }
     redisFree(sub);
     if (started) {
-        rh_sleep_ms(3000);
+        /* until the first grant after the abort (at most 3 s) */
+        (void)RH_WAIT_UNTIL(t_abort && looper_granted_since(lp, 0, t_abort), 3000);
         atomic_store(&lp->stop, 1);
         pthread_join(th, NULL);
     }
@@ -520,8 +616,8 @@ static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
         }
     }
     printf("faults: aborted %lld ms after wait-promotion; sentinels name %d (old %d, still master %d); "
-           "between: %d granted %d failed; in the 3 s after the abort: %d granted (first %lld ms "
-           "after) %d failed\n", t_abort - t_wp, names, old, still, ok_before, fails_before,
+           "between: %d granted %d failed; after the abort, until its first grant (at most 3 s): %d "
+           "granted (first %lld ms after) %d failed\n", t_abort - t_wp, names, old, still, ok_before, fails_before,
            ok_after, first_ok_after, fails_after);
     printf("faults: first failure %s; last failure %s\n", lp->first_err, lp->last_err);
     distlock_client_free(lp->c);
@@ -548,6 +644,7 @@ struct grant_rec {
 struct granter {
     distlock_client *c;
     atomic_int stop;
+    atomic_int granted;  /* the main thread waits for the first grant */
     int n, failed;
     struct grant_rec g[20000];
 };
@@ -568,10 +665,11 @@ static void *granter_main(void *arg)
             snprintf(g->key, sizeof g->key, "%s", key);
             snprintf(g->token, sizeof g->token, "%s", distlock_lock_token(l));
             distlock_lock_abandon(l);  /* kept: is it still there after the failover? */
+            atomic_fetch_add(&gr->granted, 1);
         } else {
             gr->failed++;
         }
-        rh_sleep_ms(2);
+        rh_sleep_ms(2);  /* the pace of an application's calls, not a synchronisation */
     }
     return NULL;
 }
@@ -583,7 +681,7 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     struct granter *gr = calloc(1, sizeof *gr);
     gr->c = sentinel_client(g->uri);
     warm(gr->c);
-    rh_sleep_ms(1500);
+    wait_subscribed(g, ALL_SENTINELS);
     redisContext *sub = rh_auth_connect(g->sentinel_port[0], SENT_USER, SENT_PASS);
     assert_non_null(sub);
     struct timeval tv = { 20, 0 };
@@ -596,7 +694,7 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     freeReplyObject(p);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, granter_main, gr), 0);
-    rh_sleep_ms(300);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&gr->granted) >= 1, 5000));  /* it is granting */
     /* the replica to be promoted (data[1], by priority) is busy for 1.5 s */
     redisContext *d = rh_auth_connect(g->data_port[1], NULL, DATA_PASS);
     assert_non_null(d);
@@ -622,12 +720,12 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
         freeReplyObject(m);
     }
     redisFree(sub);
-    /* a little after the promotion, then until the old master is converted */
+    /* a second more of grants after the promotion (what is measured), then
+     * until the old master is converted */
     rh_sleep_ms(1000);
     atomic_store(&gr->stop, 1);
     pthread_join(th, NULL);
     int converted = RH_WAIT_UNTIL(role_is(old, "slave"), 30000);
-    rh_sleep_ms(500);
     int now_master = g->data_port[1];
     int late = 0, lost = 0, lost_late = 0;
     long long last_late = -1, last_lost = -1;
@@ -662,9 +760,11 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     assert_int_equal(lost_late, 0);
 }
 
-/* fork() with the listening thread running: the child uses the client
- * (its own lookup, its own thread) and frees it; it writes nothing on the
- * parent's subscriptions, and the parent still follows the next failover. */
+/* fork() with the listening thread running: the child uses the client and
+ * frees it; it writes nothing on the parent's subscriptions, and the parent
+ * still follows the next failover. (The child keeps the master it knew: it
+ * makes no lookup, so its listening thread does not start -- the sentinels'
+ * CLIENT LIST shows no subscription of its own.) */
 static void test_forked_child_leaves_the_parents_subscriptions_alone(void **state)
 {
     rh_sentinels *g = *state;
@@ -675,7 +775,7 @@ static void test_forked_child_leaves_the_parents_subscriptions_alone(void **stat
     proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
-    rh_sleep_ms(1500);  /* subscribed */
+    wait_subscribed(g, ALL_SENTINELS);
     fp_conn before[32], after[32];
     int nb = fp_conns(fp, -1, before, 32);
     long long t_before = rh_now_ms();
@@ -687,7 +787,6 @@ static void test_forked_child_leaves_the_parents_subscriptions_alone(void **stat
             distlock_release(l);
             distlock_lock_free(l);
         }
-        rh_sleep_ms(1500);  /* the child's own thread subscribes meanwhile */
         distlock_client_free(c);
         _exit(rc == DISTLOCK_OK ? 0 : 1);
     }
@@ -760,7 +859,7 @@ static void announcement(rh_sentinels *g, const char *group, const char *name, i
     proxied_group_uri(uri, sizeof uri, fp);
     distlock_client *c = sentinel_client(uri);
     warm(c);
-    rh_sleep_ms(1500);  /* subscribed */
+    wait_subscribed(g, ALL_SENTINELS);
     fp_conn conns[32];
     int n = fp_conns(fp, -1, conns, 32), ns = 0;
     char text[512], msg[1024], hex[2100];
@@ -773,6 +872,9 @@ static void announcement(rh_sentinels *g, const char *group, const char *name, i
         if (strcmp(conns[k].state, "open") == 0 &&
             fp_cmd(fp, NULL, 0, "inject %d:%d down %s", conns[k].l, conns[k].id, hex) == 0)
             ns++;
+    /* The thread reads the injected announcement: nothing public shows when
+     * it has (and for another group nothing is to happen at all), so this
+     * one stays a pause; see the report on waits. */
     rh_sleep_ms(300);
     distlock_lock *l = NULL;
     int rc = distlock_acquire(c, "s-hostname", 10000, 0, 0, &l);
@@ -830,7 +932,7 @@ static void test_hung_sentinel_does_not_mute_the_others(void **state)
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 2000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_MS), DISTLOCK_OK);
     warm(c);
-    rh_sleep_ms(1500);  /* subscribed to all three */
+    wait_subscribed(g, ALL_SENTINELS);
     char reply[128] = "";
     assert_int_equal(fp_cmd(fp, reply, sizeof reply, "accepted 2"), 0);
     int acc = atoi(reply + 3);
@@ -865,8 +967,8 @@ static void test_free_while_waiting_on_a_hung_sentinel_and_many_clients(void **s
     distlock_client *c = new_client(uri);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
     warm(c);
+    /* the thread's connection to sentinel 2 is open: it waits on it */
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 2 1 5000"), 0);
-    rh_sleep_ms(200);  /* the thread is waiting on sentinel 2 */
     long long f0 = rh_now_ms();
     distlock_client_free(c);
     long long took = rh_now_ms() - f0;
@@ -884,15 +986,43 @@ static void test_free_while_waiting_on_a_hung_sentinel_and_many_clients(void **s
             distlock_lock_free(l);
         }
     }
-    rh_sleep_ms(1000);
+    long long granted_at = rh_now_ms();
+    /* all 40 threads subscribed to every sentinel (120 subscriptions) */
+    int all_sub = RH_WAIT_UNTIL(subscribed(g, ALL_SENTINELS, NULL, NC), 20000);
     long long f1 = rh_now_ms();
     for (int k = 0; k < NC; k++) distlock_client_free(cs[k]);
     long long took_many = rh_now_ms() - f1;
     printf("faults: free while waiting on a hung sentinel: %lld ms; %d clients: %d granted in "
-           "%lld ms, freed in %lld ms\n", took, NC, ok, f1 - m0 - 1000, took_many);
+           "%lld ms, all subscribed %lld ms later (%d), freed in %lld ms\n", took, NC, ok,
+           granted_at - m0, f1 - granted_at, all_sub, took_many);
     assert_true(took < 500);
     assert_int_equal(ok, NC);
+    assert_true(all_sub);
     assert_true(took_many < 2000);
+}
+
+/* Sentinel k's view (SENTINEL REPLICAS, from its INFO polls) gives the
+ * replica at port this replica-priority. */
+static int sentinel_sees_priority(rh_sentinels *g, int k, int port, int priority)
+{
+    redisContext *c = rh_auth_connect(g->sentinel_port[k], SENT_USER, SENT_PASS);
+    if (!c) return 0;
+    redisReply *r = redisCommand(c, "SENTINEL REPLICAS mymaster");
+    redisFree(c);
+    int seen = 0;
+    for (size_t i = 0; r && r->type == REDIS_REPLY_ARRAY && i < r->elements && !seen; i++) {
+        const redisReply *e = r->element[i];
+        int p = 0, prio = -1;
+        for (size_t j = 0; e->type == REDIS_REPLY_ARRAY && j + 1 < e->elements; j += 2) {
+            if (e->element[j]->type != REDIS_REPLY_STRING || e->element[j + 1]->type != REDIS_REPLY_STRING)
+                continue;
+            if (strcmp(e->element[j]->str, "port") == 0) p = atoi(e->element[j + 1]->str);
+            if (strcmp(e->element[j]->str, "slave-priority") == 0) prio = atoi(e->element[j + 1]->str);
+        }
+        seen = p == port && prio == priority;
+    }
+    if (r) freeReplyObject(r);
+    return seen;
 }
 
 /* A -> B -> A with one sentinel's announcements held back (its connection
@@ -915,7 +1045,7 @@ static void test_stale_announcements_after_two_failovers(void **state)
      * stale announcements do arrive late (the case under test). */
     assert_rc(distlock_client_set(lp->c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 60000), DISTLOCK_OK);
     warm(lp->c);
-    rh_sleep_ms(1500);
+    wait_subscribed(g, ALL_SENTINELS);
     int sub2 = fp_last_conn(fp, 2);
     assert_true(sub2 > 0);
     assert_int_equal(fp_cmd(fp, NULL, 0, "hold 2:%d down", sub2), 0);
@@ -931,24 +1061,26 @@ static void test_stale_announcements_after_two_failovers(void **state)
         freeReplyObject(r);
         redisFree(d);
     }
-    rh_sleep_ms(2500);  /* the sentinels' INFO has it */
+    /* the leader (sentinel 0) has it from its INFO polls */
+    assert_true(RH_WAIT_UNTIL(sentinel_sees_priority(g, 0, a, 1), 30000));
     int back = failover_via(g, 0, b, &named);
     assert_int_equal(back, a);
     assert_true(RH_WAIT_UNTIL(role_is(b, "slave"), 30000));
-    rh_sleep_ms(1000);
     char held[256] = "";
     fp_cmd(fp, held, sizeof held, "conns 2");
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, loop_main, lp), 0);
-    rh_sleep_ms(500);
-    int n0 = lp->n;
+    /* the client works on A again before the stale announcements arrive */
+    assert_true(RH_WAIT_UNTIL(looper_granted_since(lp, 0, 0), 10000));
+    int n0 = atomic_load(&lp->n);
     long long t_unhold = rh_now_ms();
     assert_int_equal(fp_cmd(fp, NULL, 0, "unhold 2:%d down", sub2), 0);
-    rh_sleep_ms(2000);
+    rh_sleep_ms(2000);  /* the calls after the late delivery: what is measured */
     atomic_store(&lp->stop, 1);
     pthread_join(th, NULL);
     int fails_after = 0, ok_after = 0;
-    for (int k = n0; k < lp->n; k++)
+    int n_end = atomic_load(&lp->n);
+    for (int k = n0; k < n_end; k++)
         if (lp->t[k] >= t_unhold) {
             if (lp->rc[k] == DISTLOCK_OK) ok_after++; else fails_after++;
         }

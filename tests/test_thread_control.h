@@ -140,4 +140,76 @@ static inline void thread_resume(int n)
     }
 }
 
+/* Hold threads tids[0..n) where they are (a ptrace stop by a helper
+ * process) until thread_unhold(), as if the scheduler had stopped running
+ * them: unlike thread_pause() this needs no signal delivered to the thread,
+ * so it holds the library's own threads, which block every signal
+ * (base.h distlock__thread_create). Returns the helper's pid once every
+ * thread is stopped, -1 if one could not be (the helper is gone then). A
+ * helper whose test dies sees its pipe close and lets the threads go. */
+#include <sys/prctl.h>
+#include <sys/ptrace.h>
+#include <sys/wait.h>
+
+__attribute__((unused)) static int hold_go_fd = -1;
+
+static inline pid_t thread_hold(const pid_t *tids, int n)
+{
+    int ack[2], go[2];
+    if (pipe(ack) != 0) return -1;
+    if (pipe(go) != 0) {
+        close(ack[0]);
+        close(ack[1]);
+        return -1;
+    }
+    pid_t pid = fork();
+    if (pid == 0) {
+        /* only system calls here: the child of a threaded process */
+        char ok = 'h', ch;
+        int held = 0;
+        close(ack[0]);
+        close(go[1]);
+        if (read(go[0], &ch, 1) != 1) _exit(0);  /* the parent let us trace it */
+        for (; held < n; held++) {
+            int st;
+            if (ptrace(PTRACE_SEIZE, tids[held], 0, 0) != 0) break;
+            if (ptrace(PTRACE_INTERRUPT, tids[held], 0, 0) != 0 ||
+                waitpid(tids[held], &st, __WALL) != tids[held]) {
+                held++;
+                break;
+            }
+        }
+        if (held < n || n <= 0) ok = 'f';
+        if (write(ack[1], &ok, 1) != 1) {}
+        if (ok == 'h' && read(go[0], &ch, 1) < 0) {}
+        for (int i = 0; i < held; i++) ptrace(PTRACE_DETACH, tids[i], 0, 0);
+        _exit(0);
+    }
+    close(ack[1]);
+    close(go[0]);
+    char ok = 'f', may = 'm';
+    /* Yama's ptrace_scope 1 lets only an ancestor trace, unless named here
+     * (EINVAL without Yama: nothing to do) */
+    if (pid > 0) (void)prctl(PR_SET_PTRACER, (unsigned long)pid, 0, 0, 0);
+    if (pid < 0 || write(go[1], &may, 1) != 1 || read(ack[0], &ok, 1) != 1 || ok != 'h') {
+        close(ack[0]);
+        close(go[1]);
+        if (pid > 0) waitpid(pid, NULL, 0);
+        return -1;
+    }
+    close(ack[0]);
+    hold_go_fd = go[1];
+    return pid;
+}
+
+/* Let the threads thread_hold() stopped go on (helper: its pid; -1: none). */
+static inline void thread_unhold(pid_t helper)
+{
+    if (helper <= 0) return;
+    close(hold_go_fd);   /* EOF: the helper detaches and exits */
+    hold_go_fd = -1;
+    waitpid(helper, NULL, 0);
+    (void)prctl(PR_SET_PTRACER, 0UL, 0, 0, 0);
+}
+
 #endif
