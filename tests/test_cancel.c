@@ -84,6 +84,7 @@ struct waiter {
     unsigned flags;
     int pre_flag;          /* set *flag before acquiring (a signal just before the sleep) */
     distlock_cancel *cancel;  /* the call's own cancel (distlock_acquire_with), or NULL */
+    const char *owner;     /* a DISTLOCK_REENTRANT owner id, or NULL */
     atomic_int asked;      /* interrupt hook calls (count_asked): one before each sleep,
                             * and one right after an attempt that won */
     int rc;
@@ -102,7 +103,7 @@ static void *waiter_main(void *arg)
     this_waiter = w;
     if (w->pre_flag)
         atomic_store(&intr_flag, 1);
-    distlock_acquire_args a = { .size = sizeof a, .cancel = w->cancel };
+    distlock_acquire_args a = { .size = sizeof a, .owner = w->owner, .cancel = w->cancel };
     w->rc = distlock_acquire_with(w->c, w->key, 30000, w->wait, w->flags, &a, &w->lock);
     w->t_done = rh_now_ms();
     snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
@@ -859,6 +860,56 @@ static void test_own_cancel_fair_waiter_leaves_queue(void **state)
     distlock_client_free(holder);
 }
 
+/* A reentrant owner's re-acquire is cancelled while its extend (the
+ * check that the lease is still ours) is held on the wire: the call returns
+ * ECANCELED with no new handle, so the ownership keeps its one count and
+ * the owner's one release frees the key on every node. */
+static void test_own_cancel_while_reentrant_extend_on_wire(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "c:kre";
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *c = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+    connect_every_node(rc, c, "c:warm");
+    distlock_lock *owned = NULL;
+    assert_rc(acquire_as(c, key, 30000, 0, DISTLOCK_REENTRANT, "job", &owned), DISTLOCK_OK);
+    assert_holding(rc, key, distlock_lock_token(owned), rc->n);
+    distlock_cancel *k = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    char hex[64];
+    fp_hex(key, hex, sizeof hex);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match %d up %s", l, hex), 0);
+    struct waiter w = { .c = c, .key = key, .wait = 0, .flags = DISTLOCK_REENTRANT,
+                        .owner = "job", .cancel = k };
+    pthread_t t;
+    start_waiter(&t, &w);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held %d up 1 15000", l), 0);
+    assert_int_equal(atomic_load(&w.done), 0);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "unhold %d", l), 0);
+    pthread_join(t, NULL);
+    if (w.lock) {
+        print_error("re-acquire cancelled during its extend returned rc %d (%s) and a "
+                    "handle\n", w.rc, w.detail);
+        distlock_lock_free(w.lock);
+        w.lock = NULL;
+    }
+    check_cancelled(&w, t0, "own cancel while a reentrant re-acquire's extend was held");
+    /* One count: the owner's one release frees the key everywhere. */
+    assert_rc(distlock_release(owned), DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 0);
+    distlock_lock_free(owned);
+    distlock_cancel_free(k);
+    distlock_client_free(c);
+    fp_stop(fp);
+}
+
 int main(void)
 {
     const struct CMUnitTest one[] = {
@@ -875,6 +926,7 @@ int main(void)
         cmocka_unit_test_setup(test_own_cancel_from_signal_handler, heal),
         cmocka_unit_test_setup(test_own_cancel_while_won_waiting, heal),
         cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_reentrant_extend_on_wire, heal),
     };
     const struct CMUnitTest three[] = {
         cmocka_unit_test_setup(test_cancel_from_thread, heal),
@@ -884,6 +936,7 @@ int main(void)
         cmocka_unit_test_setup(test_own_cancel_while_won_waiting, heal),
         cmocka_unit_test_setup(test_own_cancel_while_won_try_once, heal),
         cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_reentrant_extend_on_wire, heal),
     };
     int failed = cmocka_run_group_tests_name("cancel, 1 node", one, group_setup1, group_teardown);
     failed += cmocka_run_group_tests_name("cancel, 3 nodes", three, group_setup3, group_teardown);
