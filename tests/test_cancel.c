@@ -910,6 +910,47 @@ static void test_own_cancel_while_reentrant_extend_on_wire(void **state)
     fp_stop(fp);
 }
 
+/* A cancel belongs to the process that made it: a forked child that fires
+ * its copy neither ends nor wakes the parent's call that carries it (no
+ * wake-up at all: the call sleeps on, once, until its own process fires the
+ * cancel, which still ends it promptly). */
+static void test_own_cancel_fired_in_forked_child(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:kfork", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = still_client(rh_uris(rc));
+    distlock_cancel *k = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    struct waiter w = { .c = wc, .key = "c:kfork", .wait = DISTLOCK_WAIT_FOREVER, .cancel = k };
+    pthread_t t;
+    start_waiter(&t, &w);
+    /* the first waiter of its key: its second sleep is its wait */
+    assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0)
+        _exit(distlock_cancel_fire(k) == DISTLOCK_OK ? 0 : 1);
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    /* A wake-up would be a new sleep (the hook counts each); none may come. */
+    int woken = RH_WAIT_UNTIL(atomic_load(&w.asked) > 2 || atomic_load(&w.done), 1000);
+    printf("# parent's call after the child fired its copy: done %d, slept %d time(s)\n",
+           atomic_load(&w.done), atomic_load(&w.asked));
+    assert_false(woken);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "own cancel fired by its own process after a child fired its copy");
+    assert_holding(rc, "c:kfork", distlock_lock_token(hl), rc->n);
+    distlock_cancel_free(k);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest one[] = {
@@ -927,6 +968,7 @@ int main(void)
         cmocka_unit_test_setup(test_own_cancel_while_won_waiting, heal),
         cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
         cmocka_unit_test_setup(test_own_cancel_while_reentrant_extend_on_wire, heal),
+        cmocka_unit_test_setup(test_own_cancel_fired_in_forked_child, heal),
     };
     const struct CMUnitTest three[] = {
         cmocka_unit_test_setup(test_cancel_from_thread, heal),
