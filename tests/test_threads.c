@@ -1,6 +1,7 @@
 /* test_threads.c -- one client shared by 8 threads; the distributed lock is
  * the only thing protecting a plain read-modify-write counter per key.
- * Also the ThreadSanitizer target. */
+ * Also the ThreadSanitizer target: integer options (timeouts, drift, retry
+ * steps) set while other threads acquire and wait, with no data race. */
 #include "test_common.h"
 
 #include <pthread.h>
