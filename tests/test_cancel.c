@@ -930,11 +930,17 @@ static void test_own_cancel_fired_in_forked_child(void **state)
     assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
     pid_t pid = fork();
     assert_true(pid >= 0);
-    if (pid == 0)
-        _exit(distlock_cancel_fire(k) == DISTLOCK_OK ? 0 : 1);
+    if (pid == 0) {
+        /* Dies at once by SIGKILL: a forked copy of a threaded process has
+         * nothing to clean up, and valgrind's leak check (the parent's
+         * blocks, still in use there) is not for this copy. */
+        if (distlock_cancel_fire(k) != DISTLOCK_OK)
+            _exit(1);
+        raise(SIGKILL);
+    }
     int st = 0;
     assert_int_equal(waitpid(pid, &st, 0), pid);
-    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 0);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
     /* A wake-up would be a new sleep (the hook counts each); none may come. */
     int woken = RH_WAIT_UNTIL(atomic_load(&w.asked) > 2 || atomic_load(&w.done), 1000);
     printf("# parent's call after the child fired its copy: done %d, slept %d time(s)\n",
