@@ -957,6 +957,80 @@ static void test_own_cancel_fired_in_forked_child(void **state)
     distlock_client_free(holder);
 }
 
+/* The cancel is fired while the attempt is on the wire, and the attempt
+ * then fails (its request is held until the reply times out): the
+ * call still returns ECANCELED, as it would had the attempt won or lost,
+ * not the node's error. wait: a try-once call (the key free), or a waiting
+ * call whose re-check is the attempt (the key held, then released). */
+static void failed_while_fired(rh_cluster *rc, const char *key, long wait)
+{
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    distlock_client *wc = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(wc, count_asked, NULL), DISTLOCK_OK);
+    connect_every_node(rc, wc, "c:warm");
+    /* after the warm-up: a held request fails after this long */
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 1000 * slow_factor()),
+              DISTLOCK_OK);
+    distlock_cancel *k = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    struct waiter w = { .c = wc, .key = key, .wait = wait, .cancel = k };
+    pthread_t t;
+    char hex[64];
+    fp_hex(key, hex, sizeof hex);
+    if (wait != 0) {
+        assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &hl), DISTLOCK_OK);
+        start_waiter(&t, &w);
+        until_waiting(rc, key, 1);
+        assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
+    }
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match %d up %s", l, hex), 0);
+    if (wait != 0)
+        assert_rc(distlock_release(hl), DISTLOCK_OK);  /* wakes the waiter: it tries */
+    else
+        start_waiter(&t, &w);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held %d up 1 15000", l), 0);
+    assert_int_equal(atomic_load(&w.done), 0);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    pthread_join(t, NULL);  /* the held request is never answered: the attempt fails */
+    printf("# own cancel while a %s attempt was out, then failed: rc %d after %lld ms (\"%s\")\n",
+           wait ? "waiting call's" : "try-once", w.rc, w.t_done - t0, w.detail);
+    if (w.rc != DISTLOCK_ECANCELED) {
+        print_error("rc %d (%s), expected DISTLOCK_ECANCELED: %s\n", w.rc,
+                    distlock_strerror(w.rc), w.detail);
+        fail();
+    }
+    assert_null(w.lock);
+    for (int l = 0; l < rc->n; l++) {  /* the held request never runs */
+        assert_int_equal(fp_cmd(fp, NULL, 0, "reset %d", l), 0);
+        assert_int_equal(fp_cmd(fp, NULL, 0, "heal %d", l), 0);
+    }
+    assert_holding(rc, key, NULL, 0);
+    distlock_cancel_free(k);
+    if (hl)
+        distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+    fp_stop(fp);
+}
+
+static void test_own_cancel_while_try_once_fails(void **state)
+{
+    failed_while_fired(*state, "c:kfail0", 0);
+}
+
+static void test_own_cancel_while_waiting_attempt_fails(void **state)
+{
+    failed_while_fired(*state, "c:kfail", DISTLOCK_WAIT_FOREVER);
+}
+
 int main(void)
 {
     const struct CMUnitTest one[] = {
@@ -975,6 +1049,8 @@ int main(void)
         cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
         cmocka_unit_test_setup(test_own_cancel_while_reentrant_extend_on_wire, heal),
         cmocka_unit_test_setup(test_own_cancel_fired_in_forked_child, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_try_once_fails, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_waiting_attempt_fails, heal),
     };
     const struct CMUnitTest three[] = {
         cmocka_unit_test_setup(test_cancel_from_thread, heal),

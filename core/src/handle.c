@@ -78,7 +78,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
     int rc = distlock__acquire_once(c, &rq, att);
     uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
     uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
-    if ((rc == DISTLOCK_OK || rc == DISTLOCK_NOTACQUIRED) && distlock__cancel_fired(cancel)) {
+    if (distlock__cancel_fired(cancel)) {  /* won, lost, or failed: cancelled */
         if (rc == DISTLOCK_OK)
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
@@ -132,6 +132,12 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
             rc = cancelled(key, now0, "; the lock won meanwhile was released");
+            break;
+        }
+        /* an attempt that failed while a cancel came: the call was
+         * cancelled, whatever the nodes said (nothing is held) */
+        if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && distlock__cancelled(c, &w.sl, 0)) {
+            rc = cancelled(key, now0, "");
             break;
         }
         if (rc == DISTLOCK_ETIMEDOUT ? late++ > 0 : rc != DISTLOCK_NOTACQUIRED)
