@@ -84,6 +84,7 @@ struct waiter {
     unsigned flags;
     int pre_flag;          /* set *flag before acquiring (a signal just before the sleep) */
     distlock_cancel *cancel;  /* the call's own cancel (distlock_acquire_with), or NULL */
+    const char *owner;     /* a DISTLOCK_REENTRANT owner id, or NULL */
     atomic_int asked;      /* interrupt hook calls (count_asked): one before each sleep,
                             * and one right after an attempt that won */
     int rc;
@@ -102,7 +103,7 @@ static void *waiter_main(void *arg)
     this_waiter = w;
     if (w->pre_flag)
         atomic_store(&intr_flag, 1);
-    distlock_acquire_args a = { .size = sizeof a, .cancel = w->cancel };
+    distlock_acquire_args a = { .size = sizeof a, .owner = w->owner, .cancel = w->cancel };
     w->rc = distlock_acquire_with(w->c, w->key, 30000, w->wait, w->flags, &a, &w->lock);
     w->t_done = rh_now_ms();
     snprintf(w->detail, sizeof w->detail, "%s", distlock_last_error());
@@ -859,6 +860,177 @@ static void test_own_cancel_fair_waiter_leaves_queue(void **state)
     distlock_client_free(holder);
 }
 
+/* A reentrant owner's re-acquire is cancelled while its extend (the
+ * check that the lease is still ours) is held on the wire: the call returns
+ * ECANCELED with no new handle, so the ownership keeps its one count and
+ * the owner's one release frees the key on every node. */
+static void test_own_cancel_while_reentrant_extend_on_wire(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "c:kre";
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *c = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+    connect_every_node(rc, c, "c:warm");
+    distlock_lock *owned = NULL;
+    assert_rc(acquire_as(c, key, 30000, 0, DISTLOCK_REENTRANT, "job", &owned), DISTLOCK_OK);
+    assert_holding(rc, key, distlock_lock_token(owned), rc->n);
+    distlock_cancel *k = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    char hex[64];
+    fp_hex(key, hex, sizeof hex);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match %d up %s", l, hex), 0);
+    struct waiter w = { .c = c, .key = key, .wait = 0, .flags = DISTLOCK_REENTRANT,
+                        .owner = "job", .cancel = k };
+    pthread_t t;
+    start_waiter(&t, &w);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held %d up 1 15000", l), 0);
+    assert_int_equal(atomic_load(&w.done), 0);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "unhold %d", l), 0);
+    pthread_join(t, NULL);
+    if (w.lock) {
+        print_error("re-acquire cancelled during its extend returned rc %d (%s) and a "
+                    "handle\n", w.rc, w.detail);
+        distlock_lock_free(w.lock);
+        w.lock = NULL;
+    }
+    check_cancelled(&w, t0, "own cancel while a reentrant re-acquire's extend was held");
+    /* One count: the owner's one release frees the key everywhere. */
+    assert_rc(distlock_release(owned), DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 0);
+    distlock_lock_free(owned);
+    distlock_cancel_free(k);
+    distlock_client_free(c);
+    fp_stop(fp);
+}
+
+/* A cancel belongs to the process that made it: a forked child that fires
+ * its copy neither ends nor wakes the parent's call that carries it (no
+ * wake-up at all: the call sleeps on, once, until its own process fires the
+ * cancel, which still ends it promptly). */
+static void test_own_cancel_fired_in_forked_child(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    assert_rc(distlock_acquire(holder, "c:kfork", 30000, 0, 0, &hl), DISTLOCK_OK);
+    distlock_client *wc = still_client(rh_uris(rc));
+    distlock_cancel *k = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    struct waiter w = { .c = wc, .key = "c:kfork", .wait = DISTLOCK_WAIT_FOREVER, .cancel = k };
+    pthread_t t;
+    start_waiter(&t, &w);
+    /* the first waiter of its key: its second sleep is its wait */
+    assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* Dies at once by SIGKILL: a forked copy of a threaded process has
+         * nothing to clean up, and valgrind's leak check (the parent's
+         * blocks, still in use there) is not for this copy. */
+        if (distlock_cancel_fire(k) != DISTLOCK_OK)
+            _exit(1);
+        raise(SIGKILL);
+    }
+    int st = 0;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGKILL);
+    /* A wake-up would be a new sleep (the hook counts each); none may come. */
+    int woken = RH_WAIT_UNTIL(atomic_load(&w.asked) > 2 || atomic_load(&w.done), 1000);
+    printf("# parent's call after the child fired its copy: done %d, slept %d time(s)\n",
+           atomic_load(&w.done), atomic_load(&w.asked));
+    assert_false(woken);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    check_cancelled(&w, t0, "own cancel fired by its own process after a child fired its copy");
+    assert_holding(rc, "c:kfork", distlock_lock_token(hl), rc->n);
+    distlock_cancel_free(k);
+    distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+}
+
+/* The cancel is fired while the attempt is on the wire, and the attempt
+ * then fails (its request is held until the reply times out): the
+ * call still returns ECANCELED, as it would had the attempt won or lost,
+ * not the node's error. wait: a try-once call (the key free), or a waiting
+ * call whose re-check is the attempt (the key held, then released). */
+static void failed_while_fired(rh_cluster *rc, const char *key, long wait)
+{
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_lock *hl = NULL;
+    distlock_client *wc = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, 30000), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(wc, count_asked, NULL), DISTLOCK_OK);
+    connect_every_node(rc, wc, "c:warm");
+    /* after the warm-up: a held request fails after this long */
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 1000 * slow_factor()),
+              DISTLOCK_OK);
+    distlock_cancel *k = NULL;
+    assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
+    struct waiter w = { .c = wc, .key = key, .wait = wait, .cancel = k };
+    pthread_t t;
+    char hex[64];
+    fp_hex(key, hex, sizeof hex);
+    if (wait != 0) {
+        assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &hl), DISTLOCK_OK);
+        start_waiter(&t, &w);
+        until_waiting(rc, key, 1);
+        assert_true(RH_WAIT_UNTIL(atomic_load(&w.asked) >= 2, 10000));
+    }
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match %d up %s", l, hex), 0);
+    if (wait != 0)
+        assert_rc(distlock_release(hl), DISTLOCK_OK);  /* wakes the waiter: it tries */
+    else
+        start_waiter(&t, &w);
+    for (int l = 0; l < rc->n; l++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held %d up 1 15000", l), 0);
+    assert_int_equal(atomic_load(&w.done), 0);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(k), DISTLOCK_OK);
+    pthread_join(t, NULL);  /* the held request is never answered: the attempt fails */
+    printf("# own cancel while a %s attempt was out, then failed: rc %d after %lld ms (\"%s\")\n",
+           wait ? "waiting call's" : "try-once", w.rc, w.t_done - t0, w.detail);
+    if (w.rc != DISTLOCK_ECANCELED) {
+        print_error("rc %d (%s), expected DISTLOCK_ECANCELED: %s\n", w.rc,
+                    distlock_strerror(w.rc), w.detail);
+        fail();
+    }
+    assert_null(w.lock);
+    for (int l = 0; l < rc->n; l++) {  /* the held request never runs */
+        assert_int_equal(fp_cmd(fp, NULL, 0, "reset %d", l), 0);
+        assert_int_equal(fp_cmd(fp, NULL, 0, "heal %d", l), 0);
+    }
+    assert_holding(rc, key, NULL, 0);
+    distlock_cancel_free(k);
+    if (hl)
+        distlock_lock_free(hl);
+    distlock_client_free(wc);
+    distlock_client_free(holder);
+    fp_stop(fp);
+}
+
+static void test_own_cancel_while_try_once_fails(void **state)
+{
+    failed_while_fired(*state, "c:kfail0", 0);
+}
+
+static void test_own_cancel_while_waiting_attempt_fails(void **state)
+{
+    failed_while_fired(*state, "c:kfail", DISTLOCK_WAIT_FOREVER);
+}
+
 int main(void)
 {
     const struct CMUnitTest one[] = {
@@ -875,6 +1047,10 @@ int main(void)
         cmocka_unit_test_setup(test_own_cancel_from_signal_handler, heal),
         cmocka_unit_test_setup(test_own_cancel_while_won_waiting, heal),
         cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_reentrant_extend_on_wire, heal),
+        cmocka_unit_test_setup(test_own_cancel_fired_in_forked_child, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_try_once_fails, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_waiting_attempt_fails, heal),
     };
     const struct CMUnitTest three[] = {
         cmocka_unit_test_setup(test_cancel_from_thread, heal),
@@ -884,6 +1060,7 @@ int main(void)
         cmocka_unit_test_setup(test_own_cancel_while_won_waiting, heal),
         cmocka_unit_test_setup(test_own_cancel_while_won_try_once, heal),
         cmocka_unit_test_setup(test_own_cancel_fair_waiter_leaves_queue, heal),
+        cmocka_unit_test_setup(test_own_cancel_while_reentrant_extend_on_wire, heal),
     };
     int failed = cmocka_run_group_tests_name("cancel, 1 node", one, group_setup1, group_teardown);
     failed += cmocka_run_group_tests_name("cancel, 3 nodes", three, group_setup3, group_teardown);

@@ -199,6 +199,35 @@ static void test_types_enforced(void **state)
     distlock_client_free(c);
 }
 
+/* Never a password in a message: a name or an integer option's text that may
+ * carry one (a URI, user@secret, name=value) is refused without being
+ * echoed; other text is quoted, so that a typo is easy to see. */
+static void assert_detail_lacks(const char *secret)
+{
+    if (strstr(distlock_last_error(), secret) != NULL) {
+        print_error("detail \"%s\" shows \"%s\"\n", distlock_last_error(), secret);
+        fail();
+    }
+}
+
+static void test_secrets_in_names_and_values_never_echoed(void **state)
+{
+    (void)state;
+    const char *secret[] = { "redis://:s3cret@db:6379", "rediss://bob:s3cret@db", "bob@s3cret",
+                             "password=s3cret" };
+    distlock_client *c = fresh();
+    for (size_t i = 0; i < sizeof secret / sizeof secret[0]; i++) {
+        assert_null(distlock_option_by_name(secret[i]));
+        assert_detail_has("unknown option");
+        assert_detail_lacks("s3cret");
+        assert_fails(distlock_client_set_str(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, secret[i]),
+                     DISTLOCK_EINVAL);
+        assert_detail_has("option \"connect_timeout_ms\" takes an integer");
+        assert_detail_lacks("s3cret");
+    }
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -208,6 +237,7 @@ int main(void)
         cmocka_unit_test(test_defaults_are_what_a_fresh_client_uses),
         cmocka_unit_test(test_ranges_enforced_at_both_edges),
         cmocka_unit_test(test_types_enforced),
+        cmocka_unit_test(test_secrets_in_names_and_values_never_echoed),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -6,7 +6,9 @@
  * thread-safe, while other threads make fresh connections (one node): a
  * handshake on another thread must never read a password being freed (a
  * use-after-free under ASan, a data race under TSan, now and then an AUTH
- * with garbage, WRONGPASS, in a plain build); every operation succeeds. */
+ * with garbage, WRONGPASS, in a plain build); every operation succeeds.
+ * And integer options (timeouts, drift, retry steps) set while other
+ * threads acquire and wait, with no data race. */
 #include "test_common.h"
 
 #include <pthread.h>
@@ -260,12 +262,72 @@ static void test_set_password_while_connecting(void **state)
     }
 }
 
+/* distlock_client_set(), documented thread-safe, while other threads acquire
+ * and wait: the options a call reads (timeouts, drift, retry steps) are set
+ * on one thread and read on another with nothing ordering the two, a data
+ * race under TSan unless the library reads them atomically; every
+ * operation succeeds either way. */
+struct setter {
+    distlock_client *c;
+    atomic_int stop;
+    int failed;
+};
+
+static void *set_options_main(void *arg)
+{
+    struct setter *s = arg;
+    for (long i = 0; !atomic_load(&s->stop); i++) {
+        long odd = i & 1;
+        if (distlock_client_set(s->c, DISTLOCK_OPT_DRIFT_PPM, 10000 + odd) != DISTLOCK_OK ||
+            distlock_client_set(s->c, DISTLOCK_OPT_DRIFT_MIN_MS, 2 + odd) != DISTLOCK_OK ||
+            distlock_client_set(s->c, DISTLOCK_OPT_RETRY_MIN_MS, 1 + odd) != DISTLOCK_OK ||
+            distlock_client_set(s->c, DISTLOCK_OPT_RETRY_MAX_MS, 3 + odd) != DISTLOCK_OK ||
+            distlock_client_set(s->c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000 + odd) !=
+                DISTLOCK_OK ||
+            distlock_client_set(s->c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000 + odd) !=
+                DISTLOCK_OK)
+            s->failed = 1;
+        sched_yield();
+    }
+    return NULL;
+}
+
+static void test_options_set_while_acquiring(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    distlock_client *holder = new_client(rh_uris(rc));
+    struct setter s = { .c = c };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, set_options_main, &s), 0);
+    for (int i = 0; i < 20; i++) {
+        distlock_lock *l = NULL;
+        assert_rc(distlock_acquire(c, "t:opts", 10000, 0, 0, &l), DISTLOCK_OK);
+        assert_rc(distlock_release(l), DISTLOCK_OK);
+        distlock_lock_free(l);
+    }
+    /* A waiter that re-checks every few ms until the holder's lease expires. */
+    distlock_lock *hl = NULL, *l = NULL;
+    assert_rc(distlock_acquire(holder, "t:opts", 300, 0, 0, &hl), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "t:opts", 10000, 10000, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    atomic_store(&s.stop, 1);
+    pthread_join(t, NULL);
+    assert_int_equal(s.failed, 0);
+    assert_int_equal(rh_count_holding(rc, "t:opts", NULL), 0);
+    distlock_lock_free(l);
+    distlock_lock_free(hl);
+    distlock_client_free(holder);
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_threads_one_node, heal),
         cmocka_unit_test_setup(test_threads_three_nodes, heal),
         cmocka_unit_test_setup(test_threads_own_clients, heal),
+        cmocka_unit_test_setup(test_options_set_while_acquiring, heal),
     };
     const struct CMUnitTest tests_1_nodes[] = {
         cmocka_unit_test_setup(test_set_password_while_connecting, heal),

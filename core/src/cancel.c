@@ -20,7 +20,12 @@
  * passing on. Its eventfd is written once, by the first fire, and never
  * read: it stays readable for good, so every sleeper that carries it polls
  * it as a third descriptor and wakes, now or at any later sleep (sticky),
- * and the `fired` flag answers the re-checks between sleeps.
+ * and the `fired` flag answers the re-checks between sleeps. The eventfd
+ * is shared with a forked child, the flag is not: only the process that made
+ * the cancel writes or polls it, so that a copy fired on one side of a fork
+ * neither ends nor wakes (over and over: the eventfd stays readable) the
+ * other side's calls. A child's calls see its copy fired at their next
+ * re-check.
  *
  * Runtimes whose signal handlers only set a flag (Python) cannot call
  * distlock_client_cancel() from the handler; they install an interrupt hook,
@@ -105,6 +110,7 @@ int distlock_client_cancel(distlock_client *c)
 struct distlock_cancel {
     atomic_int fired;  /* 0, then 1 for good */
     int fd;            /* eventfd, written by the first fire, never read */
+    pid_t pid;         /* the process that made it: the only one to use fd */
 };
 
 int distlock_cancel_new(distlock_cancel **out)
@@ -117,6 +123,7 @@ int distlock_cancel_new(distlock_cancel **out)
     if (k == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     atomic_init(&k->fired, 0);
+    k->pid = getpid();
     k->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (k->fd < 0) {
         int e = errno;
@@ -130,13 +137,13 @@ int distlock_cancel_new(distlock_cancel **out)
 
 int distlock_cancel_fire(distlock_cancel *k)
 {
-    /* Async-signal-safe: an atomic exchange and one write(); no lock, no
+    /* Async-signal-safe: an atomic exchange, getpid() and one write(); no lock, no
      * allocation, and the thread's detail message is left alone. The flag
      * first: a sleeper woken by the write finds it set. */
     if (k == NULL)
         return DISTLOCK_EINVAL;
     int saved = errno;
-    if (atomic_exchange(&k->fired, 1) == 0) {
+    if (atomic_exchange(&k->fired, 1) == 0 && getpid() == k->pid) {
         uint64_t one = 1;
         ssize_t w = write(k->fd, &one, sizeof one);
         (void)w;  /* cannot fail short of EBADF: the counter goes 0 -> 1 */
@@ -259,7 +266,8 @@ int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_
     } else {
         /* poll() skips a negative fd: no own cancel, no third descriptor */
         struct pollfd pfd[3] = { { s->fd, POLLIN, 0 }, { c->cancel_fd, POLLIN, 0 },
-                                 { s->cancel ? s->cancel->fd : -1, POLLIN, 0 } };
+                                 { s->cancel && s->cancel->pid == distlock__getpid()
+                                       ? s->cancel->fd : -1, POLLIN, 0 } };
         uint64_t now = distlock__now_us();
         uint64_t left = deadline_us > now ? deadline_us - now : 0;
         struct timespec ts = { (time_t)(left / 1000000u), (long)(left % 1000000u) * 1000 };

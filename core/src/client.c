@@ -119,7 +119,7 @@ void distlock_client_abandon(distlock_client *c)
 /* Store an integer option already checked against the table. */
 static void apply_long(distlock_client *c, distlock_option opt, long v)
 {
-    long *slot = NULL;
+    _Atomic long *slot = NULL;
 
     switch (opt) {
     case DISTLOCK_OPT_CONNECT_TIMEOUT_MS: distlock__tp_set_timeout(&c->tp, 0, v); return;

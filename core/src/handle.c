@@ -78,7 +78,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
     int rc = distlock__acquire_once(c, &rq, att);
     uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
     uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
-    if ((rc == DISTLOCK_OK || rc == DISTLOCK_NOTACQUIRED) && distlock__cancel_fired(cancel)) {
+    if (distlock__cancel_fired(cancel)) {  /* won, lost, or failed: cancelled */
         if (rc == DISTLOCK_OK)
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
@@ -132,6 +132,12 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
             rc = cancelled(key, now0, "; the lock won meanwhile was released");
+            break;
+        }
+        /* an attempt that failed while a cancel came: the call was
+         * cancelled, whatever the nodes said (nothing is held) */
+        if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && distlock__cancelled(c, &w.sl, 0)) {
+            rc = cancelled(key, now0, "");
             break;
         }
         if (rc == DISTLOCK_ETIMEDOUT ? late++ > 0 : rc != DISTLOCK_NOTACQUIRED)
@@ -242,9 +248,11 @@ static int held_extend(distlock__held *h, long ttl_ms)
 /* DISTLOCK_REENTRANT: the same owner acquiring a key it holds gets another
  * counted handle of the same ownership, once Redis confirms the lease is
  * still ours (the extend to the new ttl is that check). Returns 1 when it
- * found no such ownership. */
+ * found no such ownership. The call's own cancel, fired while the extend
+ * was out, ends it as it ends an attempt that won: no new handle, so the
+ * ownership keeps the count it had. */
 static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned flags,
-                     const char *owner, distlock_lock **out)
+                     const char *owner, distlock_cancel *cancel, distlock_lock **out)
 {
     distlock__held *h = NULL;
     distlock__lock(c);
@@ -275,6 +283,15 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
     int rc = held_extend(h, ttl_ms);
     distlock_lock *l = NULL;
     pthread_mutex_lock(&c->mu);
+    if (rc == DISTLOCK_OK && distlock__cancel_fired(cancel)) {
+        /* before the released case below: a cancelled call takes no
+         * abandoned ownership back, and starts no fresh acquire */
+        distlock__held_unref_locked(c, h);
+        pthread_mutex_unlock(&c->mu);
+        return distlock__fail(DISTLOCK_ECANCELED, "re-acquiring '%s' cancelled while its "
+                              "extend was out; no new handle, the ownership keeps its count",
+                              key);
+    }
     if (rc == DISTLOCK_OK && h->released) {
         /* The last other handle went while the extend was out. Released:
          * its compare-and-delete is on its way, so this ownership is over;
@@ -364,7 +381,7 @@ static int acquire_with(distlock_client *c, const char *key, long ttl_ms, long w
             thread_owner(tid, sizeof(tid));
             owner = tid;
         }
-        if ((rc = reacquire(c, key, ttl_ms, flags, owner, out)) != 1)
+        if ((rc = reacquire(c, key, ttl_ms, flags, owner, cancel, out)) != 1)
             return rc;
     }
 

@@ -45,8 +45,9 @@ struct distlock_client {
      * threads), set by distlock_client_new; called with mu held */
     void (*after_fork[3])(distlock_client *c);
 
-    long retry_min_ms;
-    long retry_max_ms;
+    /* set under mu (kept ordered), read by waiting calls without it: atomic */
+    _Atomic long retry_min_ms;
+    _Atomic long retry_max_ms;
     _Atomic int no_set_get;  /* a node rejected SET ... NX GET (Redis < 7) */
     /* WAIT for replicas (DISTLOCK_OPT_WAIT_*): read by operations without mu */
     _Atomic long wait_replicas;

@@ -107,6 +107,17 @@ static size_t distance(const char *a, const char *b)
     return row[lb];
 }
 
+/* The caller's text, as a message may quote it: cut, and not at all when it
+ * may carry a secret (a URI, user@password, name=value given whole). */
+static const char *shown(const char *text)
+{
+    if (text == NULL)
+        return "(null)";
+    if (strchr(text, '@') || strstr(text, "://") || strchr(text, '='))
+        return "(not shown)";
+    return text;
+}
+
 const distlock_option_info *distlock_option_by_name(const char *name)
 {
     const distlock_option_info *near = NULL;
@@ -126,12 +137,11 @@ const distlock_option_info *distlock_option_by_name(const char *name)
             near = &table[i];
         }
     }
-    /* the name is the caller's text: quoted, cut, never a secret of ours */
     if (near)
-        distlock__fail(DISTLOCK_EINVAL, "unknown option \"%.64s\" (did you mean \"%s\"?)", name,
-                       near->name);
+        distlock__fail(DISTLOCK_EINVAL, "unknown option \"%.64s\" (did you mean \"%s\"?)",
+                       shown(name), near->name);
     else
-        distlock__fail(DISTLOCK_EINVAL, "unknown option \"%.64s\"", name);
+        distlock__fail(DISTLOCK_EINVAL, "unknown option \"%.64s\"", shown(name));
     return NULL;
 }
 
@@ -156,10 +166,8 @@ int distlock__option_parse_long(const distlock_option_info *o, const char *text,
     *v = text ? strtol(text, &end, 10) : 0;
     if (text == NULL || *text == '\0' || *end != '\0' || isspace((unsigned char)text[0]) ||
         errno == ERANGE) {
-        /* echoed, unless it might be a URI with a password given by mistake */
-        int hide = text && (strchr(text, '@') || strstr(text, "://"));
         return distlock__fail(DISTLOCK_EINVAL, "option \"%s\" takes an integer, got \"%.40s\"",
-                              o->name, text == NULL ? "(null)" : hide ? "(not shown)" : text);
+                              o->name, shown(text));
     }
     return distlock__option_check_long(o, *v);
 }

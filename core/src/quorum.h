@@ -13,8 +13,10 @@ typedef struct distlock__quorum {
     int n;
     int quorum;                       /* n/2 + 1 */
     const distlock__node_cfg *nodes;  /* for the detail messages */
-    long drift_ppm;                   /* clock drift allowance: ttl*ppm/1e6 + min */
-    long drift_min_ms;
+    /* clock drift allowance: ttl*ppm/1e6 + min; set by distlock_client_set()
+     * while other threads' calls read them: atomic */
+    _Atomic long drift_ppm;
+    _Atomic long drift_min_ms;
 } distlock__quorum;
 
 typedef struct distlock__tally { int ok, no, failed, silent; } distlock__tally;

@@ -425,8 +425,9 @@ typedef struct distlock__transport {
     distlock__connset *all_sets;
     uint64_t next_set_id;
 
-    long connect_timeout_ms;  /* connect + first reply */
-    long command_timeout_ms;  /* one node's reply */
+    /* set under mu, read by rounds without it: atomic */
+    _Atomic long connect_timeout_ms;  /* connect + first reply */
+    _Atomic long command_timeout_ms;  /* one node's reply */
     char *username;
     char *password;
     _Atomic unsigned cred_gen;  /* bumped when the credentials change */

@@ -61,6 +61,27 @@ async def _settled(fut: "asyncio.Future[Any]") -> None:
             continue
 
 
+class _CallCancel:
+    """One acquire's distlock_cancel, shared by the awaiting coroutine and the
+    thread that runs the C call: each lets go of it once (drop), and the last
+    one frees it. The loop may close, or the coroutine be collected, while
+    the call runs on; and the call may end after the coroutine gave up."""
+
+    __slots__ = ("ptr", "_refs", "_mu")
+
+    def __init__(self) -> None:
+        self.ptr = _core.distlock_cancel_new()
+        self._refs = 2
+        self._mu = threading.Lock()
+
+    def drop(self) -> None:
+        with self._mu:
+            self._refs -= 1
+            last = self._refs == 0
+        if last:
+            _core.distlock_cancel_free(self.ptr)
+
+
 class Client:
     """An asyncio client: the same servers and options as
     :class:`distlock.Client` (see there), and ``async with``/``await close()``.
@@ -230,7 +251,8 @@ class Client:
         wait_ms. Cancelling the awaiting task cancels the call (see the
         module doc) and gives back anything it won before re-raising."""
         loop = self._bind()
-        cancel = _core.distlock_cancel_new()
+        k = _CallCancel()
+        cancel = k.ptr
         done: "asyncio.Future[Tuple[int, Any]]" = loop.create_future()
 
         def settle(result: Optional[Tuple[int, Any]], exc: Optional[BaseException]) -> None:
@@ -245,7 +267,8 @@ class Client:
             except RuntimeError:  # the loop is closed: nobody will take it
                 if result is not None and result[1] is not None:
                     _core.distlock_lock_free(result[1])
-                _core.distlock_cancel_free(cancel)  # the call is over
+            finally:
+                k.drop()  # the call is over
 
         def attempt(budget: int) -> Tuple[Optional[Tuple[int, Any]], Optional[BaseException]]:
             try:
@@ -277,7 +300,7 @@ class Client:
                         result, exc = None, e
             deliver(result, exc)
 
-        # The cancel is freed once done is settled: the C call is over then.
+        # Listed (for close()) while this coroutine holds its share of it.
         self._calls[id(cancel)] = cancel
         self._pool.submit(first_try)
         try:
@@ -286,18 +309,22 @@ class Client:
             _core.distlock_cancel_fire(cancel)
             await _settled(done)
             self._calls.pop(id(cancel), None)
-            _core.distlock_cancel_free(cancel)
+            k.drop()
             if not done.cancelled() and done.exception() is None:
                 st, won = done.result()
                 if won is not None:  # won just before the cancel came: give it back
                     await _settled(loop.run_in_executor(self._pool, _release_free, won))
             raise
         except BaseException:
+            # an error of the call, or this coroutine closed under it (the
+            # loop closed, then the task collected): end the call, if it
+            # still runs, with nothing held
+            _core.distlock_cancel_fire(cancel)
             self._calls.pop(id(cancel), None)
-            _core.distlock_cancel_free(cancel)
+            k.drop()
             raise
         self._calls.pop(id(cancel), None)
-        _core.distlock_cancel_free(cancel)
+        k.drop()
         if status == _ECANCELED:  # ours, and the task was not cancelled: close()
             raise ClosedError("client closed while waiting for %r" % (key,),
                               _core.DISTLOCK_ECLOSED)

@@ -526,3 +526,57 @@ def test_redlock_cancel_leaves_no_key_on_any_node(server_factory, key):
 
     run(main())
     holder.close()
+
+
+_LOOP_CLOSED_CHILD = r'''
+import asyncio, gc, sys, threading, time
+import distlock, distlock.aio, redis
+
+uri, port, key = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+r = redis.Redis(port=port)
+
+def until(pred):
+    deadline = time.monotonic() + 10
+    while not pred():
+        if time.monotonic() > deadline:
+            sys.exit("timed out")
+        time.sleep(0.01)
+
+holder = distlock.Client(uri)
+hl = holder.lock(key, 30)
+assert hl.acquire(blocking=False)
+client = distlock.aio.Client(uri)
+loop = asyncio.new_event_loop()
+task = loop.create_task(client.lock(key, 30).acquire())
+ch = "distlock:" + key
+
+async def until_waiting():  # the loop runs while the acquire starts
+    deadline = time.monotonic() + 10
+    while r.pubsub_numsub(ch)[0][1] < 1:  # waiting in C
+        if time.monotonic() > deadline:
+            sys.exit("timed out")
+        await asyncio.sleep(0.01)
+
+loop.run_until_complete(until_waiting())
+loop.close()  # with the task pending: never resumed
+hl.release()  # the waiter wins, in its thread, for a closed loop
+until(lambda: not any(t.name == "distlock-aio-wait" for t in threading.enumerate()))
+assert not r.exists(key), "the won lock was not given back"
+asyncio.run(client.close())  # fires the cancels of the acquires under way
+del task
+gc.collect()  # the pending coroutine is closed
+holder.close()
+print("clean")
+'''
+
+
+def test_loop_closed_with_a_waiter_then_client_closed(server, r, key):
+    """The loop closes while an acquire waits in C; the call then wins for
+    nobody (the lock is given back), the client is closed on another loop and
+    the pending task collected: the call's cancel is freed once, after both
+    the call and the coroutine are done with it (no crash)."""
+    import subprocess
+    p = subprocess.run([sys.executable, "-c", _LOOP_CLOSED_CHILD, server.uri,
+                        str(server.port), key], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0 and p.stdout.strip() == "clean", (p.returncode, p.stdout,
+                                                                  p.stderr[-2000:])
