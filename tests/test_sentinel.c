@@ -771,6 +771,16 @@ static int replica_streaming(int port)
     return ok;
 }
 
+/* The replica on port has the fenced key's counter (replicated from the
+ * master): what the fences' check needs of a replica that may be promoted. */
+static int replica_has_fence(int port)
+{
+    redisReply *r = data_cmd(port, "GET {s-fenced}:fence");
+    int ok = r && r->type == REDIS_REPLY_STRING && atoll(r->str) >= 1;
+    if (r) freeReplyObject(r);
+    return ok;
+}
+
 static void test_no_grant_on_old_master_once_another_is_named(void **state)
 {
     rh_sentinels *g = *state;
@@ -794,9 +804,13 @@ static void test_no_grant_on_old_master_once_another_is_named(void **state)
     int warm = RH_WAIT_UNTIL(atomic_load(&w[0].n) >= 50, 10000);
     /* The fences' check needs the promoted replica to have the old master's
      * counter: on a busy machine a replica's initial sync may still be under
-     * way after 50 grants, and one promoted then starts from nothing. */
+     * way after 50 grants (or start again after its link dropped), and one
+     * promoted then starts from nothing. Wait for the counter itself on both
+     * replicas, not only for a link said connected. */
     warm = warm && RH_WAIT_UNTIL(replica_streaming(g->data_port[1]) &&
-                                 replica_streaming(g->data_port[2]), 30000);
+                                 replica_streaming(g->data_port[2]) &&
+                                 replica_has_fence(g->data_port[1]) &&
+                                 replica_has_fence(g->data_port[2]), 30000);
     long long cmd_ms = rh_now_ms();
     int now_master = warm ? rh_sentinels_failover(g) : -1;
     long long confirmed_ms = rh_now_ms();
