@@ -1,9 +1,10 @@
 /* sentinel.c -- where a Sentinel-managed node's master is.
  *
  * A node given as redis-sentinel://h1:p1,h2:p2/NAME has no fixed address.
- * Its master is asked of the sentinels in turn with
- * SENTINEL GET-MASTER-ADDR-BY-NAME NAME (after AUTH with the sentinels' own
- * credentials, if given), on the resolver's helper thread (resolve.c), so a
+ * Its master is asked of every sentinel in turn with
+ * SENTINEL GET-MASTER-ADDR-BY-NAME NAME and SENTINEL MASTER NAME (after AUTH
+ * with the sentinels' own credentials, if given), the answer with the
+ * highest config epoch taken (lookup), on the resolver's helper thread (resolve.c), so a
  * slow or hung sentinel costs only that node's budget, never the caller's
  * thread: each sentinel gets an equal share of what is left of the budget,
  * then the next is tried. The connections go through net.c like every
