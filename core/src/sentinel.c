@@ -1,9 +1,10 @@
 /* sentinel.c -- where a Sentinel-managed node's master is.
  *
  * A node given as redis-sentinel://h1:p1,h2:p2/NAME has no fixed address.
- * Its master is asked of the sentinels in turn with
- * SENTINEL GET-MASTER-ADDR-BY-NAME NAME (after AUTH with the sentinels' own
- * credentials, if given), on the resolver's helper thread (resolve.c), so a
+ * Its master is asked of every sentinel in turn with
+ * SENTINEL GET-MASTER-ADDR-BY-NAME NAME and SENTINEL MASTER NAME (after AUTH
+ * with the sentinels' own credentials, if given), the answer with the
+ * highest config epoch taken (lookup), on the resolver's helper thread (resolve.c), so a
  * slow or hung sentinel costs only that node's budget, never the caller's
  * thread: each sentinel gets an equal share of what is left of the budget,
  * then the next is tried. The connections go through net.c like every
@@ -222,9 +223,31 @@ static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostp
     return ctx;
 }
 
-/* Ask one sentinel. 0 with the master's host and port, else -1 and err. */
+/* The config-epoch field of a SENTINEL MASTER reply (a flat list of names
+ * and values), or -1 if it has none (refused, e.g. by an ACL that allows
+ * GET-MASTER-ADDR-BY-NAME only). */
+static long long config_epoch(const redisReply *r)
+{
+    if (r == NULL || r->type != REDIS_REPLY_ARRAY)
+        return -1;
+    for (size_t k = 0; k + 1 < r->elements; k += 2) {
+        const redisReply *name = r->element[k], *value = r->element[k + 1];
+        if (name->type == REDIS_REPLY_STRING && value->type == REDIS_REPLY_STRING &&
+            strcmp(name->str, "config-epoch") == 0) {
+            char *end;
+            long long e = strtoll(value->str, &end, 10);
+            return end != value->str && *end == '\0' && e >= 0 ? e : -1;
+        }
+    }
+    return -1;
+}
+
+/* Ask one sentinel. 0 with the master's host and port and the config
+ * epoch of that answer (-1: unknown), else -1 and err. The address and
+ * the epoch come from one pipeline: the sentinel answers both from the
+ * same state. */
 static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_us, char *host,
-                   size_t hostlen, int *port, char *err, size_t errlen)
+                   size_t hostlen, int *port, long long *epoch, char *err, size_t errlen)
 {
     const distlock__node_cfg *node = j->cfg;
     const sentinel_link link = { node, j->ctx, j->server_name, j->insecure };
@@ -250,14 +273,18 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     argv[2] = node->master, len[2] = strlen(node->master);
     if (distlock__resp_append(ctx, 3, argv, len) != 0)
         goto out_oom;
-    want++;
-    redisReply *rep[2] = { NULL, NULL };
+    argv[1] = "MASTER", len[1] = 6;
+    if (distlock__resp_append(ctx, 3, argv, len) != 0)
+        goto out_oom;
+    want += 2;
+    redisReply *rep[3] = { NULL, NULL, NULL };
     char xerr[160] = "";
     if (exchange(ctx, tls, want, rep, deadline_us, -1, xerr, sizeof(xerr)) != 0) {
         snprintf(err, errlen, "%.60s: %.150s", what, xerr);
         goto out;
     }
-    redisReply *auth = want == 2 ? rep[0] : NULL, *r = rep[want - 1];
+    redisReply *auth = want == 3 ? rep[0] : NULL, *r = rep[want - 2];
+    *epoch = config_epoch(rep[want - 1]);
     if (auth && auth->type == REDIS_REPLY_ERROR) {
         /* its first word only: the server's text may quote the password */
         char why[160];
@@ -303,8 +330,9 @@ static int lookup(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *
         *naddr = 0;
         return -1;
     }
-    /* a master named by a host name of any length (NI_MAXHOST) */
-    char *host = malloc(NI_MAXHOST);
+    /* a master named by a host name of any length (NI_MAXHOST): the
+     * answer being read, then the best so far */
+    char *host = malloc(2 * NI_MAXHOST);
     if (host == NULL) {
         snprintf(err, errlen, "out of memory");
         *naddr = 0;
@@ -323,6 +351,14 @@ static int lookup(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *
         free(host);
         return 0;
     }
+    /* Every sentinel is asked, not only the first that answers: one that
+     * has not heard of a failover yet (it switches on the leader's next
+     * hello) still names the old master, which keeps granting until it is
+     * converted. The answer with the highest config epoch wins (the epoch
+     * a failover's promotion sets; equal ones: URI order). */
+    char *best = host + NI_MAXHOST;
+    int best_port = 0, answered = 0;
+    long long best_epoch = -2;
     for (int k = 0; k < cfg->nsentinels; k++) {
         uint64_t now = distlock__now_us();
         if (now >= end)
@@ -330,17 +366,30 @@ static int lookup(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *
         /* an equal share of what is left: a hung sentinel costs its share */
         uint64_t share = (end - now) / (uint64_t)(cfg->nsentinels - k);
         char e[256] = "";
+        long long epoch = -1;
+        int p = 0;
         asked++;
-        if (ask_one(j, &cfg->sentinels[k], now + share, host, NI_MAXHOST, port, e,
+        if (ask_one(j, &cfg->sentinels[k], now + share, host, NI_MAXHOST, &p, &epoch, e,
                     sizeof(e)) == 0) {
-            /* the master's name (announce-hostnames) within what is left */
-            if (resolve_within(host, addr, naddr, end, e, sizeof(e)) == 0) {
-                free(host);
-                return 0;
+            answered++;
+            if (epoch > best_epoch) {
+                best_epoch = epoch;
+                best_port = p;
+                memcpy(best, host, strlen(host) + 1);  /* shorter than NI_MAXHOST */
             }
-        }
-        if (first[0] == '\0')
+        } else if (first[0] == '\0') {
             snprintf(first, sizeof(first), "%s", e);
+        }
+    }
+    if (answered > 0) {
+        char e[256] = "";
+        /* the master's name (announce-hostnames) within what is left */
+        if (resolve_within(best, addr, naddr, end, e, sizeof(e)) == 0) {
+            *port = best_port;
+            free(host);
+            return 0;
+        }
+        snprintf(first, sizeof(first), "%s", e);
     }
     free(host);
     *naddr = 0;
