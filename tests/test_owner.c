@@ -43,6 +43,9 @@ static long long exists(rh_cluster *rc, int i, const char *key)
 
 /* The lock's TTL and its owner record's, read in one MULTI so they are
  * taken at the same instant. */
+/* How far apart the lock's and its record's PTTLs may read (see below). */
+#define SAME_TTL_SLACK_MS 50
+
 static void both_pttl(rh_cluster *rc, const char *key, const char *okey, long long *lk,
                       long long *ok)
 {
@@ -79,9 +82,12 @@ static void test_stored_with_same_ttl(void **state)
     both_pttl(rc, "o1", "{o1}:owner", &lk, &ok);
     assert_true(lk > 20000 && lk <= 30000);
     /* Same PX, same script. Redis 7.0 reads the clock for each command's
-     * expiry, so the millisecond may tick between the two (fresh-debian saw
-     * 30000 and 29999 once): at most 1 ms apart, never more. */
-    assert_true(ok - lk >= -1 && ok - lk <= 1);
+     * expiry, so the clock may move between the two: by a millisecond
+     * usually, by more when the server is descheduled inside the script on
+     * a loaded machine (fresh-debian under its valgrind lane saw more than
+     * 1 ms). A record set apart from the lock, or with another TTL, would
+     * be off by far more than SAME_TTL_SLACK_MS. */
+    assert_true(ok - lk >= -SAME_TTL_SLACK_MS && ok - lk <= SAME_TTL_SLACK_MS);
 
     distlock_owner_info o;
     memset(&o, 0x55, sizeof o);  /* every field must be written */
@@ -100,7 +106,7 @@ static void test_stored_with_same_ttl(void **state)
     assert_rc(distlock_extend(l, 90000), DISTLOCK_OK);
     both_pttl(rc, "o1", "{o1}:owner", &lk, &ok);
     assert_true(lk > 60000);
-    assert_true(ok - lk >= -1 && ok - lk <= 1);
+    assert_true(ok - lk >= -SAME_TTL_SLACK_MS && ok - lk <= SAME_TTL_SLACK_MS);
 
     /* release deletes it in the same script */
     assert_rc(distlock_release(l), DISTLOCK_OK);
