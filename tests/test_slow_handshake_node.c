@@ -13,6 +13,14 @@
  * connection, not a new one, and a call sent once its handshake is in. */
 #include "test_common.h"
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include "harness/faultproxy.h"
 
 #define N 3
@@ -157,11 +165,137 @@ static void test_back_to_back_acquires_reach_slow_node(void **state)
     FP(f, "heal");
 }
 
+/* ---------------------------------------- a TCP connect slower than a round
+ *
+ * A listener whose accept queue is full drops a new connection's SYN: the
+ * client's connect stays in progress until the kernel resends the SYN (1 s
+ * later) into a queue with room again. Its connection to node 2 is then made
+ * by this test, which relays it to node 2's real server. */
+
+typedef struct relay {
+    int a, b;              /* the client's side, the server's side */
+    int stop[2];           /* a pipe: written to end the relay */
+    atomic_llong up, down; /* bytes relayed each way */
+    pthread_t th;
+} relay;
+
+static void *relay_main(void *arg)
+{
+    relay *r = arg;
+    char buf[16384];
+    for (;;) {
+        struct pollfd p[3] = { { r->a, POLLIN, 0 }, { r->b, POLLIN, 0 }, { r->stop[0], POLLIN, 0 } };
+        if (poll(p, 3, -1) < 0 || p[2].revents)
+            break;
+        int from = p[0].revents ? 0 : p[1].revents ? 1 : -1;
+        if (from < 0)
+            continue;
+        ssize_t n = read(from == 0 ? r->a : r->b, buf, sizeof buf);
+        if (n <= 0 || write(from == 0 ? r->b : r->a, buf, (size_t)n) != n)
+            break;
+        atomic_fetch_add(from == 0 ? &r->up : &r->down, n);
+    }
+    return NULL;
+}
+
+static int tcp_connect(int port)
+{
+    int fd = socket(AF_INET, SOCK_STREAM, 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET, .sin_port = htons((uint16_t)port) };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    if (fd >= 0 && connect(fd, (struct sockaddr *)&sa, sizeof sa) != 0) {
+        close(fd);
+        fd = -1;
+    }
+    return fd;
+}
+
+/* Node 2's TCP connect takes about a second (its SYN is dropped once); the
+ * first acquire ends at the quorum of nodes 0 and 1 with that connect still
+ * in progress, so the handshake has not left. Later acquires, more than the
+ * command timeout after it, must write it once the connect is done, and the
+ * one after its replies must be on all three nodes. */
+static void test_handshake_left_behind_by_a_slow_connect_is_sent(void **state)
+{
+    fixture *f = *state;
+    int lfd = socket(AF_INET, SOCK_STREAM, 0);
+    assert_true(lfd >= 0);
+    struct sockaddr_in sa = { .sin_family = AF_INET };
+    sa.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t sl = sizeof sa;
+    assert_int_equal(bind(lfd, (struct sockaddr *)&sa, sizeof sa), 0);
+    assert_int_equal(listen(lfd, 0), 0);  /* room for one connection in the queue */
+    assert_int_equal(getsockname(lfd, (struct sockaddr *)&sa, &sl), 0);
+    int lport = ntohs(sa.sin_port);
+    int filler = tcp_connect(lport);  /* fills the queue: the next SYN is dropped */
+    assert_true(filler >= 0);
+
+    char uris[256];
+    snprintf(uris, sizeof uris, "redis://127.0.0.1:%d,redis://127.0.0.1:%d,redis://127.0.0.1:%d",
+             f->rc->node[0].port, f->rc->node[1].port, lport);
+    distlock_client *c = new_client(uris);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
+    distlock_lock *l1 = NULL;
+    assert_rc(distlock_acquire(c, "slowconn:1", 30000, 0, 0, &l1), DISTLOCK_OK);
+
+    /* Room in the queue again: the client's resent SYN gets in. */
+    int fa = accept(lfd, NULL, NULL);
+    assert_true(fa >= 0);
+    close(fa);
+    close(filler);
+    struct pollfd lp = { lfd, POLLIN, 0 };
+    assert_int_equal(poll(&lp, 1, 5000), 1);
+    relay r = { .a = accept(lfd, NULL, NULL), .b = tcp_connect(f->rc->node[2].port) };
+    assert_true(r.a >= 0 && r.b >= 0);
+    assert_int_equal(pipe(r.stop), 0);
+    assert_int_equal(pthread_create(&r.th, NULL, relay_main, &r), 0);
+    long long t_conn = rh_now_ms();
+
+    /* The connect is done, a second after the handshake was queued: the
+     * next acquire writes it (it is not a node that failed to answer). */
+    int first = 0;
+    char key[32];
+    distlock_lock *ls[ACQUIRES + 1] = { 0 };
+    for (int k = 2; k <= ACQUIRES && first == 0; k++) {
+        snprintf(key, sizeof key, "slowconn:%d", k);
+        assert_rc(distlock_acquire(c, key, 30000, 0, 0, &ls[k]), DISTLOCK_OK);
+        /* the next acquire only once node 2's handshake replies went back */
+        RH_WAIT_UNTIL(atomic_load(&r.down) > 0, 500);
+        if (rh_count_holding(f->rc, key, distlock_lock_token(ls[k])) == N ||
+            RH_WAIT_UNTIL(rh_count_holding(f->rc, key, distlock_lock_token(ls[k])) == N, 50))
+            first = k;
+    }
+    printf("# connect done ~1 s after acquire 1: node 2 sent %lld byte(s), got %lld; "
+           "first acquire on all 3 nodes: #%d (%lld ms after the connect)\n",
+           (long long)atomic_load(&r.down), (long long)atomic_load(&r.up), first,
+           rh_now_ms() - t_conn);
+    /* #2 writes the handshake; #3 at the latest finds its replies in */
+    assert_true(first == 2 || first == 3);
+
+    assert_rc(distlock_release(l1), DISTLOCK_OK);
+    distlock_lock_free(l1);
+    for (int k = 2; k <= ACQUIRES; k++)
+        if (ls[k]) {
+            assert_rc(distlock_release(ls[k]), DISTLOCK_OK);
+            distlock_lock_free(ls[k]);
+        }
+    distlock_client_free(c);
+    assert_int_equal(write(r.stop[1], "x", 1), 1);
+    pthread_join(r.th, NULL);
+    close(r.a);
+    close(r.b);
+    close(r.stop[0]);
+    close(r.stop[1]);
+    close(lfd);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_slow_handshake_node_gets_later_requests),
         cmocka_unit_test(test_back_to_back_acquires_reach_slow_node),
+        cmocka_unit_test(test_handshake_left_behind_by_a_slow_connect_is_sent),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
