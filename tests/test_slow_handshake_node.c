@@ -237,7 +237,22 @@ static void test_handshake_left_behind_by_a_slow_connect_is_sent(void **state)
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
     distlock_lock *l1 = NULL;
+    long long t1 = rh_now_ms();
     assert_rc(distlock_acquire(c, "slowconn:1", 30000, 0, 0, &l1), DISTLOCK_OK);
+
+    /* Past the command timeout with the connect still not done: the node is
+     * failed at once, as a node that does not accept always was (its
+     * connect is not waited for again). */
+    assert_true(RH_WAIT_UNTIL(rh_now_ms() > t1 + 400, 1000));
+    distlock_lock *l0 = NULL;
+    long long t2 = rh_now_ms();
+    assert_rc(distlock_acquire(c, "slowconn:0", 30000, 0, 0, &l0), DISTLOCK_OK);
+    long long still_connecting_ms = rh_now_ms() - t2;
+    printf("# acquire while node 2's connect is still in progress, 400 ms on: %lld ms\n",
+           still_connecting_ms);
+    assert_true(still_connecting_ms < 300);
+    assert_rc(distlock_release(l0), DISTLOCK_OK);
+    distlock_lock_free(l0);
 
     /* Room in the queue again: the client's resent SYN gets in. */
     int fa = accept(lfd, NULL, NULL);
