@@ -105,6 +105,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <hiredis/sds.h>
 
 #include "conn.h"
 
@@ -527,6 +528,24 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
     return 0;
 }
 
+/* A connection whose TCP connect was still in progress when its round
+ * ended (at quorum, with this node's connect slower than the others' whole
+ * round) has not sent its handshake: nothing drives it between calls, and
+ * its replies, owed since it was queued, are not late but never asked for.
+ * Failing it as overdue (start_node) would fail every later call the same
+ * way and never write it: the node would get no request until the
+ * connection is given up. So write it now if the connect is done since, and
+ * count its wait from now. Still connecting: as before (overdue once the
+ * command timeout is spent: a node that does not accept costs no more). */
+static __attribute__((noinline)) void send_unsent_handshake(distlock__conn *conn, uint64_t now)
+{
+    int done = 0;
+    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK || !done)
+        return;
+    for (int k = 0; k < conn->qlen; k++)
+        distlock__q_at(conn, k)->sent_us = now;
+}
+
 /* Open the connection to node i at its numeric address(es) and queue the
  * handshake; the call follows once the handshake succeeded. */
 static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
@@ -751,6 +770,8 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         if (r->state != DISTLOCK__R_PENDING)
             return;  /* e.g. a failed authentication, reported now */
     }
+    if (conn->ctx && conn->hs_pending > 0 && sdslen(conn->ctx->obuf) > 0)
+        send_unsent_handshake(conn, now);
     if (conn->ctx && conn->qlen > 0) {
         uint64_t owed_since = distlock__q_at(conn, 0)->sent_us;
         int overdue = conn->late || now - owed_since >
