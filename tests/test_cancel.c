@@ -749,12 +749,9 @@ static void won_while_fired(rh_cluster *rc, const char *key, long wait)
     assert_non_null(fp);
     distlock_client *holder = new_client(rh_uris(rc));
     distlock_lock *hl = NULL;
-    distlock_client *wc = new_client(fp_uris(fp));
+    distlock_client *wc = still_client(fp_uris(fp));
     /* a reply held here must not time out */
     assert_rc(distlock_client_set(wc, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 30000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, 30000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(wc, count_asked, NULL), DISTLOCK_OK);
     connect_every_node(rc, wc, "c:warm");
     distlock_cancel *k = NULL;
     assert_rc(distlock_cancel_new(&k), DISTLOCK_OK);
@@ -975,10 +972,7 @@ static void failed_while_fired(rh_cluster *rc, const char *key, long wait)
     assert_non_null(fp);
     distlock_client *holder = new_client(rh_uris(rc));
     distlock_lock *hl = NULL;
-    distlock_client *wc = new_client(fp_uris(fp));
-    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, 30000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, 30000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(wc, count_asked, NULL), DISTLOCK_OK);
+    distlock_client *wc = still_client(fp_uris(fp));
     connect_every_node(rc, wc, "c:warm");
     /* after the warm-up: a held request fails after this long */
     assert_rc(distlock_client_set(wc, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 1000 * slow_factor()),

@@ -21,52 +21,26 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include "harness/faultproxy.h"
+#include "test_proxy_cluster.h"
 
 #define N 3
 #define ACQUIRES 20
 /* Far longer than a quorum round of the two fast nodes (under 1 ms). */
 #define SLOW_ACCEPT_MS 300
 
-typedef struct fixture {
-    rh_cluster *rc;
-    fp_proxy *fp;
-} fixture;
+DEFINE_PROXY_GROUP(N)
 
-static int group_setup(void **state)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    fixture *f = calloc(1, sizeof *f);
-    if (!f) return -1;
-    f->rc = rh_start(N);
-    if (!f->rc) { free(f); return -1; }
-    f->fp = fp_front(f->rc);
-    if (!f->fp) { rh_stop_all(f->rc); free(f); return -1; }
-    *state = f;
-    return 0;
-}
-
-static int group_teardown(void **state)
-{
-    fixture *f = *state;
-    fp_stop(f->fp);
-    rh_stop_all(f->rc);
-    free(f);
-    return 0;
-}
-
-#define FP(f, ...) assert_int_equal(fp_cmd((f)->fp, NULL, 0, __VA_ARGS__), 0)
 
 /* Bytes node 2's server has sent on the client's connection so far (the
  * proxy forwards them at once: slow-accept delays only the start). */
-static long long node2_down_bytes(fixture *f)
+static long long node2_down_bytes(proxy_env *f)
 {
     fp_conn cs[4];
     int k = fp_conns(f->fp, 2, cs, 4);
     return k == 1 ? cs[0].down_bytes : -1;
 }
 
-static long long accepted(fixture *f, int l)
+static long long accepted(proxy_env *f, int l)
 {
     char reply[64];
     if (fp_cmd(f->fp, reply, sizeof reply, "accepted %d", l) != 0)
@@ -79,8 +53,8 @@ static long long accepted(fixture *f, int l)
  * every later acquire is on all three nodes, over that one connection. */
 static void test_slow_handshake_node_gets_later_requests(void **state)
 {
-    fixture *f = *state;
-    FP(f, "slow-accept 2 %d", SLOW_ACCEPT_MS);
+    proxy_env *f = *state;
+    fp_ok(f->fp, "slow-accept 2 %d", SLOW_ACCEPT_MS);
     distlock_client *c = new_client(fp_uris(f->fp));
     /* a timeout that the slow handshake stays well inside, even under load */
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000 * slow_factor()),
@@ -110,7 +84,7 @@ static void test_slow_handshake_node_gets_later_requests(void **state)
         distlock_lock_free(locks[k]);
     }
     distlock_client_free(c);
-    FP(f, "heal");
+    fp_ok(f->fp, "heal");
 }
 
 /* Back to back, 5 ms apart, each lock kept (a release would wait for node
@@ -122,8 +96,8 @@ static void test_slow_handshake_node_gets_later_requests(void **state)
 #define KEPT_MAX 4096
 static void test_back_to_back_acquires_reach_slow_node(void **state)
 {
-    fixture *f = *state;
-    FP(f, "slow-accept 2 %d", SLOW_ACCEPT_MS);
+    proxy_env *f = *state;
+    fp_ok(f->fp, "slow-accept 2 %d", SLOW_ACCEPT_MS);
     distlock_client *c = new_client(fp_uris(f->fp));
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 2000 * slow_factor()),
               DISTLOCK_OK);
@@ -162,7 +136,7 @@ static void test_back_to_back_acquires_reach_slow_node(void **state)
     }
     free(kept);
     distlock_client_free(c);
-    FP(f, "heal");
+    fp_ok(f->fp, "heal");
 }
 
 /* ---------------------------------------- a TCP connect slower than a round
@@ -217,7 +191,7 @@ static int tcp_connect(int port)
  * one after its replies must be on all three nodes. */
 static void test_handshake_left_behind_by_a_slow_connect_is_sent(void **state)
 {
-    fixture *f = *state;
+    proxy_env *f = *state;
     int lfd = socket(AF_INET, SOCK_STREAM, 0);
     assert_true(lfd >= 0);
     struct sockaddr_in sa = { .sin_family = AF_INET };
@@ -308,9 +282,9 @@ static void test_handshake_left_behind_by_a_slow_connect_is_sent(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_slow_handshake_node_gets_later_requests),
-        cmocka_unit_test(test_back_to_back_acquires_reach_slow_node),
-        cmocka_unit_test(test_handshake_left_behind_by_a_slow_connect_is_sent),
+        cmocka_unit_test_setup(test_slow_handshake_node_gets_later_requests, heal),
+        cmocka_unit_test_setup(test_back_to_back_acquires_reach_slow_node, heal),
+        cmocka_unit_test_setup(test_handshake_left_behind_by_a_slow_connect_is_sent, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
