@@ -158,6 +158,8 @@ static void test_bad_input_and_other_kinds(void **state)
     assert_non_null(strstr(distlock_last_error(), "is a semaphore, not a lock"));
     assert_null(w);
     assert_int_equal(zcard(rc, 0, "kind:sem"), 2);
+    distlock_lock_free(l);
+    l = NULL;
 
     assert_rc(distlock_acquire(c, "kind:read", 10000, 0, DISTLOCK_SHARED, &w), DISTLOCK_OK);
     assert_fails(distlock_semaphore_acquire(c, "kind:read", 3, 1000, 0, 0, NULL, &l),
