@@ -269,3 +269,26 @@ def test_aio_collected_multilock_abandons_its_keys(server, r, key):
     token = asyncio.run(main())
     assert r.mget(keys) == [token, token]
     r.delete(*keys)
+
+
+def test_aio_cancelled_waiting_acquire_leaves_no_key(nodes, key):
+    a, b = keyset(key, 2)
+
+    async def main():
+        async with aio.Client(node_uris(nodes)) as c:
+            holder = c.lock(b, ttl=30)
+            assert await holder.acquire(blocking=False)
+            many = c.lock_many([a, b], ttl=30)
+            task = asyncio.ensure_future(many.acquire(timeout=30))
+            deadline = time.monotonic() + 10
+            while subscribers(nodes, b) < 1:
+                assert time.monotonic() < deadline, "the waiter never waited"
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+            assert not many.held
+            left = [s.redis().exists(a) for s in nodes]
+            await holder.release()
+            return left
+    assert asyncio.run(main()) == [0] * len(nodes)

@@ -255,3 +255,25 @@ def test_aio_collected_semaphore_abandons_its_permit(server, r, key):
     assert r.zscore(key, token) is not None
     r.delete(key)
 
+
+
+def test_aio_cancelled_waiting_acquire_leaves_no_permit(nodes, key):
+    async def main():
+        async with aio.Client(node_uris(nodes)) as c:
+            holder = c.semaphore(key, 1, ttl=30)
+            assert await holder.acquire(blocking=False)
+            waiter = c.semaphore(key, 1, ttl=30)
+            task = asyncio.ensure_future(waiter.acquire(timeout=30))
+            deadline = time.monotonic() + 10
+            while subscribers(nodes, key) < 1:
+                assert time.monotonic() < deadline, "the waiter never waited"
+                await asyncio.sleep(0.01)
+            task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await asyncio.wait_for(task, 10)
+            assert not waiter.held
+            tokens = live_tokens(nodes, key)
+            await holder.release()
+            return holder.token, tokens
+    token, tokens = asyncio.run(main())
+    assert all(t <= {token} for t in tokens), tokens
