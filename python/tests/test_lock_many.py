@@ -75,10 +75,11 @@ def test_one_fence_per_key(nodes, key):
             first = many.fences
         assert first is not None and len(first) == 3 and all(f > 0 for f in first)
         with c.lock(keys[1], ttl=10, fencing=True) as single:
-            assert single.fence > first[1]
+            between = single.fence  # a plain lock of one key shares its fence counter
+        assert between > first[1]
         with many:
             again = many.fences
-        assert again[0] > first[0] and again[1] > single.fence and again[2] > first[2]
+        assert again[0] > first[0] and again[1] > between and again[2] > first[2]
         assert many.fences is None  # released
 
 
@@ -133,7 +134,20 @@ def test_release_wakes_a_waiter(nodes, key):
         t.join(30)
         assert got and got[0][0] is True
         assert got[0][1] - t0 < 2.0, "woken %.3f s after the release" % (got[0][1] - t0)
+
+        # and the set's release wakes a waiter of any of its keys
+        single = waiting.lock(a, ttl=30)  # the slow retrier: only a wake is fast
+        got.clear()
+        t = threading.Thread(target=lambda: got.append((single.acquire(timeout=30),
+                                                         time.monotonic())))
+        t.start()
+        assert wait_until(lambda: subscribers(nodes, a) >= 1, 10.0), "the waiter never waited"
+        t0 = time.monotonic()
         many.release()
+        t.join(30)
+        assert got and got[0][0] is True
+        assert got[0][1] - t0 < 2.0, "woken %.3f s after the release" % (got[0][1] - t0)
+        single.release()
 
 
 def test_killed_holders_keys_come_back_after_their_ttl(nodes, key):
