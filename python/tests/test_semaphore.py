@@ -272,8 +272,8 @@ def test_aio_cancelled_waiting_acquire_leaves_no_permit(nodes, key):
             with pytest.raises(asyncio.CancelledError):
                 await asyncio.wait_for(task, 10)
             assert not waiter.held
-            tokens = live_tokens(nodes, key)
+            tokens, token = live_tokens(nodes, key), holder.token
             await holder.release()
-            return holder.token, tokens
+            return token, tokens
     token, tokens = asyncio.run(main())
     assert all(t <= {token} for t in tokens), tokens
