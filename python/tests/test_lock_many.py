@@ -306,3 +306,21 @@ def test_aio_cancelled_waiting_acquire_leaves_no_key(nodes, key):
             await holder.release()
             return left
     assert asyncio.run(main()) == [0] * len(nodes)
+
+
+def test_a_key_of_another_kind_is_an_error_never_a_grant(client, r, key):
+    a, b = keyset(key, 2)
+    with client.semaphore(b, 2, ttl=10) as sem:
+        with pytest.raises(distlock.ProtocolError) as e:
+            client.lock_many([a, b], ttl=10).acquire(blocking=False)
+        assert b in str(e.value), e.value
+        assert r.exists(a) == 0 and r.zscore(b, sem.token) is not None
+    with client.lock(b, ttl=10, shared=True):
+        with pytest.raises(distlock.ProtocolError):
+            client.lock_many([a, b], ttl=10).acquire(blocking=False)
+        assert r.exists(a) == 0
+    with client.lock_many([a, b], ttl=10) as many:
+        with pytest.raises(distlock.ProtocolError) as e:
+            client.semaphore(b, 2).acquire(blocking=False)
+        assert "holds a lock, not a semaphore" in str(e.value)
+        assert r.get(b) == many.token
