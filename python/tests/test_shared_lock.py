@@ -97,7 +97,7 @@ def test_last_readers_release_wakes_a_waiting_writer(nodes, key):
 
 
 def test_killed_readers_lease_comes_back_after_its_ttl(nodes, key):
-    ttl = 1.5
+    ttl = 2.5  # long enough that the first check comes while it is still held, under load
     uris = node_uris(nodes)
     t_spawn = time.monotonic()
     proc, token = spawn_holder(uris, ttl, "shared", key)
