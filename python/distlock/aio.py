@@ -193,9 +193,9 @@ class Client:
         """A :class:`Lock` on ``key`` (nothing is sent until acquired).
         As :meth:`distlock.Client.lock` (``shared=True``: a read lock),
         plus ``reentrant`` (a task that holds ``key`` through this client
-        acquires it again, counted: per task, not per thread), ``on_lost(lock)`` (called in the event
-        loop once per ownership found lost; a coroutine function is
-        scheduled as a task) and ``cancel_on_lost`` (cancel the task running
+        acquires it again, counted: per task, not per thread),
+        ``on_lost(lock)`` (called in the event loop once per ownership found
+        lost; a coroutine function is scheduled as a task) and ``cancel_on_lost`` (cancel the task running
         under ``async with lock:`` when the lease is found lost; the block
         then ends with :class:`distlock.LockLost`)."""
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
