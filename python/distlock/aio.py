@@ -195,9 +195,10 @@ class Client:
         plus ``reentrant`` (a task that holds ``key`` through this client
         acquires it again, counted: per task, not per thread),
         ``on_lost(lock)`` (called in the event loop once per ownership found
-        lost; a coroutine function is scheduled as a task) and ``cancel_on_lost`` (cancel the task running
-        under ``async with lock:`` when the lease is found lost; the block
-        then ends with :class:`distlock.LockLost`)."""
+        lost; a coroutine function is scheduled as a task) and
+        ``cancel_on_lost`` (cancel the task running under ``async with
+        lock:`` when the lease is found lost; the block then ends with
+        :class:`distlock.LockLost`)."""
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
                     reentrant=reentrant, shared=shared, on_lost=on_lost,
                     cancel_on_lost=cancel_on_lost)
