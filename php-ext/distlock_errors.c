@@ -149,9 +149,9 @@ void dl_throw_held(zend_string *msg)
  * its lease within its timeout: other owners held it (NOTACQUIRED) all
  * along. `doing` is what it could not do ("lock", "get a permit of"), `key`
  * the key (the first of several: `more` counts the others), `why_held` who
- * holds it, followed for several keys by the core's detail, which names
- * the key found held. (A single key's NOTACQUIRED needs no detail, and the
- * thread's detail may then be a node's failure within the same round.) */
+ * holds it; for several keys the core's detail instead, which names the key
+ * found held. (A single key's NOTACQUIRED needs no detail, and the thread's
+ * detail may then be a node's failure within the same round.) */
 void dl_throw_wait_timeout(const char *doing, const char *key, size_t key_len, size_t more,
                            double timeout_s, const char *why_held)
 {
@@ -164,10 +164,9 @@ void dl_throw_wait_timeout(const char *doing, const char *key, size_t key_len, s
         snprintf(others, sizeof(others), " and %zu more key%s", more, more > 1 ? "s" : "");
     }
     zend_throw_exception_ex(*row.ce, row.code,
-                            "%scould not %s \"%.*s%s\"%s within %.3F seconds: %s%s%s%s",
+                            "%scould not %s \"%.*s%s\"%s within %.3F seconds: %s",
                             "distlock: ", doing, shown, key, key_len > (size_t)shown ? "..." : "",
-                            others, timeout_s, why_held, *detail ? " (" : "", detail,
-                            *detail ? ")" : "");
+                            others, timeout_s, *detail ? detail : why_held);
 }
 
 /* Lock::check(): the lease is gone (why: "was found lost", "expired"...). */

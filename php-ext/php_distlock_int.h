@@ -88,8 +88,8 @@ void dl_throw_config(int st, const char *what);
 /* The compat \Exception($msg, 500002): the key is held by another owner. */
 void dl_throw_held(zend_string *msg);
 /* Distlock\LockTimeoutException: a waiting acquire gave up after timeout_s
- * ("could not <doing> "<key>" [and <more> more keys] within ...: <why_held>
- * [(the core's detail, for several keys)]"). */
+ * ("could not <doing> "<key>" [and <more> more keys] within ...: <why_held>",
+ * for several keys the core's detail, naming the key held, after the colon). */
 void dl_throw_wait_timeout(const char *doing, const char *key, size_t key_len, size_t more,
                            double timeout_s, const char *why_held);
 

@@ -100,7 +100,7 @@ array(3) {
   [2]=>
   bool(false)
 }
-Distlock\LockTimeoutException 500002: distlock: could not lock "phpt:%x:many-a" and 2 more keys within 0.300 seconds: held by another owner%A
+Distlock\LockTimeoutException 500002: distlock: could not lock "phpt:%x:many-a" and 2 more keys within 0.300 seconds: 'phpt:%x:many-b' (a key of the set) still held by another owner after 300 ms
 array(3) {
   [0]=>
   bool(false)
@@ -122,6 +122,7 @@ bool(true)
 bool(true)
 bool(true)
 bool(true)
+bool(false)
 Distlock\LockLostException
 bool(false)
 int(0)

@@ -86,4 +86,46 @@ var_dump($r->get($lock) === $held->token(), $r->zCard($sem), $r->zCard($read), $
 var_dump($held->release(), $permit->release(), $reader->release());
 ?>
 --EXPECTF--
-%A
+permits 0: ValueError: distlock: semaphore: permits 0: use 1..1000000 (DISTLOCK_PERMITS_MAX)
+permits -1: ValueError: distlock: semaphore: permits -1: use 1..1000000 (DISTLOCK_PERMITS_MAX)
+permits too many: ValueError: distlock: semaphore: permits 1000001: use 1..1000000 (DISTLOCK_PERMITS_MAX)
+permits huge: ValueError: distlock: semaphore: permits 9223372036854775807: use 1..1000000 (DISTLOCK_PERMITS_MAX)
+permits text: TypeError: Distlock\Client::trySemaphore(): Argument #2 ($permits) must be of type int, string given
+semaphore FENCING: ValueError: distlock: semaphore: flags 0x1: a semaphore permit takes DISTLOCK_AUTO_RENEW only
+semaphore SHARED: ValueError: distlock: semaphore: flags 0x10: a semaphore permit takes DISTLOCK_AUTO_RENEW only
+semaphore flags: ValueError: Distlock\Client::semaphore(): Argument #5 ($flags) must be 0 or a combination of Client::FENCING, Client::AUTO_RENEW and Client::SHARED
+semaphore key: ValueError: Distlock\Client::trySemaphore(): Argument #1 ($key) must not be empty
+semaphore ttl: ValueError: Distlock\Client::trySemaphore(): Argument #3 ($ttl) must be a finite number of seconds > 0, got 0
+semaphore timeout: ValueError: Distlock\Client::semaphore(): Argument #4 ($timeout) must be between 0.000 and 2147483.647 seconds
+SHARED|FENCING: ValueError: distlock: lock: DISTLOCK_SHARED (a read lock) does not take DISTLOCK_FENCING, DISTLOCK_FAIR or DISTLOCK_REENTRANT
+no keys: ValueError: distlock: tryLockMany: nkeys 0 out of range 1..256
+too many keys: ValueError: distlock: tryLockMany: nkeys 257 out of range 1..256
+repeated key: ValueError: distlock: tryLockMany: key 'phpt:%x:bad-prima' appears twice (keys[0] and keys[2])
+empty key in list: ValueError: distlock: tryLockMany: keys[1]: key must not be empty
+long key in list: ValueError: distlock: lockMany: keys[1]: key longer than 1024 bytes
+NUL in a key: ValueError: Distlock\Client::tryLockMany(): Argument #1 ($keys) must not contain keys with null bytes
+int key: TypeError: Distlock\Client::tryLockMany(): Argument #1 ($keys) must contain only strings, int given
+null key: TypeError: Distlock\Client::lockMany(): Argument #1 ($keys) must contain only strings, null given
+many SHARED: ValueError: distlock: tryLockMany: DISTLOCK_SHARED is not for distlock_acquire_many() (it takes DISTLOCK_FENCING and DISTLOCK_AUTO_RENEW)
+many flags: ValueError: Distlock\Client::tryLockMany(): Argument #3 ($flags) must be 0 or a combination of Client::FENCING, Client::AUTO_RENEW and Client::SHARED
+many ttl: ValueError: Distlock\Client::tryLockMany(): Argument #2 ($ttl) must be a finite number of seconds > 0, got -1
+many timeout: ValueError: Distlock\Client::lockMany(): Argument #3 ($timeout) must be between 0.000 and 2147483.647 seconds
+int(0)
+float(1000000)
+bool(true)
+int(256)
+bool(true)
+semaphore on a lock: Distlock\AcquireException 500017: distlock: semaphore "phpt:%x:kind-lock" failed: acquire of 'phpt:%x:kind-lock' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-lock' holds a lock, not a semaphore (server error or unexpected reply)
+semaphore on read locks: Distlock\AcquireException 500017: distlock: semaphore "phpt:%x:kind-read" failed: acquire of 'phpt:%x:kind-read' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-read' holds read locks, not a semaphore (server error or unexpected reply)
+read lock on a semaphore: Distlock\AcquireException 500017: distlock: lock "phpt:%x:kind-sem" failed: acquire of 'phpt:%x:kind-sem' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-sem' is a semaphore, not a lock (server error or unexpected reply)
+lock on a semaphore: Distlock\AcquireException 500017: distlock: lock "phpt:%x:kind-sem" failed: acquire of 'phpt:%x:kind-sem' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-sem' is a semaphore, not a lock (server error or unexpected reply)
+distributedLock on a semaphore: Distlock\AcquireException 500017: distlock: distributedLock "phpt:%x:kind-sem" failed: acquire of 'phpt:%x:kind-sem' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-sem' is a semaphore, not a lock (server error or unexpected reply)
+keys with a semaphore: Distlock\AcquireException 500017: distlock: tryLockMany "phpt:%x:kind-lock-free" failed: acquire of 'phpt:%x:kind-lock-free' failed; redis://127.0.0.1:%d: WRONGTYPE key 'phpt:%x:kind-sem' holds a value of another type, not a lock (server error or unexpected reply)
+keys with read locks: Distlock\AcquireException 500017: distlock: lockMany "phpt:%x:kind-read" failed: acquire of 'phpt:%x:kind-read' failed; redis://127.0.0.1:%d: WRONGTYPE key 'phpt:%x:kind-read' holds a value of another type, not a lock (server error or unexpected reply)
+bool(true)
+int(2)
+int(1)
+int(0)
+bool(true)
+bool(true)
+bool(true)
