@@ -513,6 +513,7 @@ static void test_fences_per_key(void **state)
     for (int i = 0; i < 5; i++) {
         distlock_lock *o = NULL;
         assert_rc(distlock_acquire(c, "f:b", 30000, 0, DISTLOCK_FENCING, &o), DISTLOCK_OK);
+        last[1] = distlock_lock_fence(o);  /* the set's f:b fence must pass it */
         distlock_lock_free(o);
     }
     for (int r = 0; r < 4; r++) {
@@ -540,11 +541,15 @@ static void test_fences_per_key(void **state)
               DISTLOCK_OK);
     assert_true(distlock_lock_fence_at(l, 0) > last[0]);
     assert_true(distlock_lock_fence_at(l, 1) > last[1]);
-    /* a plain fenced lock of a key of the set continues its sequence */
-    int64_t fa = distlock_lock_fence_at(l, 0);
+    /* a plain fenced lock of each key of the set continues that key's
+     * sequence (each key has its own counter) */
+    int64_t fa = distlock_lock_fence_at(l, 0), fb = distlock_lock_fence_at(l, 1);
     distlock_lock_free(l);
     assert_rc(distlock_acquire(c, "f:a", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
     assert_true(distlock_lock_fence(l) > fa);
+    distlock_lock_free(l);
+    assert_rc(distlock_acquire(c, "f:b", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
+    assert_true(distlock_lock_fence(l) > fb);
     distlock_lock_free(l);
     distlock_client_free(c);
 }
