@@ -1,5 +1,5 @@
 --TEST--
-distlock OO: a semaphore of P permits on one node admits P holders, a release frees one, permits are leases (extend, expiry, AUTO_RENEW), P may change
+distlock OO: a semaphore of P permits on one node admits P holders, a release frees one, permits are leases (extend, expiry, AUTO_RENEW, found lost), P may change
 --EXTENSIONS--
 distlock
 redis
@@ -78,6 +78,15 @@ var_dump($alive, $kept->isHeld(), $plain->isHeld(), $plain->validity());
 $again = $c->trySemaphore($k, 2, 10);      // the expired permit came back
 var_dump($again instanceof Lock, $r->zScore($k, $plain->token()));
 var_dump($plain->release(), $kept->release(), $again->release());
+// A permit removed behind its back (ZREM of its token) is found lost by the
+// renewal: isLost(), the onLost callback at the next call, extend() throws.
+$k = dl_test_key('sem-lost');
+$l = $c->trySemaphore($k, 2, 0.3, Client::AUTO_RENEW);
+$l->onLost(function (Lock $lost) { echo "onLost: ", $lost->key() === $GLOBALS['k'] ? 'this key' : 'another key', "\n"; });
+$r->zRem($k, $l->token());
+var_dump(dl_test_wait_for(fn() => $l->isLost(), 3.0), $l->isHeld());
+try { $l->extend(); echo "extended\n"; } catch (Distlock\LockLostException $e) { echo get_class($e), "\n"; }
+var_dump($l->release());
 ?>
 --EXPECTF--
 bool(true)
@@ -123,3 +132,8 @@ bool(false)
 bool(false)
 bool(true)
 bool(true)
+onLost: this key
+bool(true)
+bool(false)
+Distlock\LockLostException
+bool(false)

@@ -1,5 +1,5 @@
 --TEST--
-distlock OO: Client::SHARED read locks on one node share a key and exclude writers (tryLock, lock, distributedLock); a writer excludes readers; read locks are leases
+distlock OO: Client::SHARED read locks on one node share a key and exclude writers (tryLock, lock, distributedLock); a writer excludes readers; read locks are leases (extend, AUTO_RENEW, found lost)
 --EXTENSIONS--
 distlock
 redis
@@ -58,6 +58,15 @@ while (microtime(true) < $end) {        // the passing of time is what is tested
     usleep(20000);
 }
 var_dump($alive, $rr->isHeld(), $rr->release());
+// A read lock removed behind its back (ZREM of its token) is found lost by the
+// renewal: isLost(), the onLost callback at the next call, extend() throws.
+$k = dl_test_key('rw-lost');
+$l = $c->tryLock($k, 0.3, Client::SHARED | Client::AUTO_RENEW);
+$l->onLost(function (Lock $lost) { echo "onLost: ", $lost->key() === $GLOBALS['k'] ? 'this key' : 'another key', "\n"; });
+$r->zRem($k, $l->token());
+var_dump(dl_test_wait_for(fn() => $l->isLost(), 3.0), $l->isHeld());
+try { $l->extend(); echo "extended\n"; } catch (Distlock\LockLostException $e) { echo get_class($e), "\n"; }
+var_dump($l->release());
 ?>
 --EXPECTF--
 bool(true)
@@ -91,3 +100,8 @@ bool(true)
 bool(true)
 bool(true)
 bool(true)
+onLost: this key
+bool(true)
+bool(false)
+Distlock\LockLostException
+bool(false)
