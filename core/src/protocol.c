@@ -395,17 +395,45 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * {1, fence1..fencem} (-1 without fencing), or {0, pttl, i}: key i
          * (1-based) is held by another owner for pttl ms. Our own token on
          * a key (a resend whose first send ran: each attempt has a fresh
-         * token) counts as free. */
+         * token) counts as free. Each key is taken as a writer: a key of
+         * read locks (a sorted set of tokens scored by expiry, ms since the
+         * epoch; symfony/lock's format) is held while a member other than
+         * __write__ is live (pttl: until the last one expires), and once
+         * none is, the sorted set gives way to the lock's string; a
+         * semaphore's sorted set (its __distlock_semaphore__ member) is
+         * refused, never taken. Expired members are removed first, as every
+         * script on such a key does. */
         "local fencing = ARGV[3] == '1'\n"
         "local m = #KEYS\n"
         "if fencing then m = m / 2 end\n"
+        "local fresh, zs, now = {}, {}, nil\n"
         "for i = 1, m do\n"
         "  local v = redis.pcall('GET', KEYS[i])\n"
         "  if type(v) == 'table' and v.err then\n"
-        "    return redis.error_reply('WRONGTYPE key \\'' .. KEYS[i] .. '\\' holds a value of "
+        "    local t = redis.call('TYPE', KEYS[i]).ok\n"
+        "    if t ~= 'zset' then\n"
+        "      return redis.error_reply('WRONGTYPE key \\'' .. KEYS[i] .. '\\' holds a value of "
         "another type, not a lock')\n"
+        "    end\n"
+        "    if redis.call('ZSCORE', KEYS[i], '__distlock_semaphore__') then\n"
+        "      return redis.error_reply('WRONGTYPE \\'' .. KEYS[i] .. '\\' is a semaphore, "
+        "not a lock')\n"
+        "    end\n"
+        "    if not now then\n"
+        "      local tm = redis.call('TIME')\n"
+        "      now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "    end\n"
+        "    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)\n"
+        "    local live = redis.call('ZCARD', KEYS[i])\n"
+        "    if redis.call('ZSCORE', KEYS[i], '__write__') then live = live - 1 end\n"
+        "    if live > 0 then\n"
+        "      local top = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')\n"
+        "      return {0, math.max(tonumber(top[2]) - now, 1), i}\n"
+        "    end\n"
+        "    zs[i], v = true, false\n"
         "  end\n"
         "  if v and v ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[i]), i} end\n"
+        "  fresh[i] = (v == false)\n"
         "  if fencing then\n"
         "    local f = redis.pcall('GET', KEYS[m + i])\n"
         "    if f and (type(f) == 'table' or not tonumber(f)) then\n"
@@ -417,9 +445,10 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "for i = 1, m do\n"
         "  local fv = -1\n"
         "  if fencing then\n"
-        "    if redis.call('GET', KEYS[i]) == false then fv = redis.call('INCR', KEYS[m + i])\n"
+        "    if fresh[i] then fv = redis.call('INCR', KEYS[m + i])\n"
         "    else fv = tonumber(redis.call('GET', KEYS[m + i]) or '0') end\n"
         "  end\n"
+        "  if zs[i] then redis.call('DEL', KEYS[i]) end\n"
         "  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
         "  r[i + 1] = fv\n"
         "end\n"
