@@ -1,5 +1,5 @@
 --TEST--
-distlock OO: read locks and writers interoperate with Debian's symfony/lock RedisStore (5.4, phpredis) on one key, both ways; a waiting writer's intent stops new readers of both
+distlock OO: read locks and writers interoperate with Debian's symfony/lock RedisStore (5.4, phpredis) on one key, both ways; a waiting writer's intent stops new readers of both; a set of keys is a writer to symfony
 --EXTENSIONS--
 distlock
 redis
@@ -81,6 +81,17 @@ pcntl_waitpid($pid, $status);
 echo 'writer exit: ', pcntl_wexitstatus($status), "\n";
 var_dump($late->acquireRead());
 $late->release();
+// A set of keys takes each key as a writer: a symfony reader on one of them
+// holds the set off (nothing of it is written), and the set's keys make
+// symfony's readers conflict.
+$ks = [dl_test_key('sf-set-a'), dl_test_key('sf-set-b')];
+$sr = $factory->createLock($ks[1], 30);
+var_dump($sr->acquireRead(), $c->tryLockMany($ks, 30), $r->exists($ks[0]));
+$sr->release();
+$set = $c->tryLockMany($ks, 30);
+$sr = $factory->createLock($ks[0], 30);
+var_dump($set instanceof Distlock\Lock, $sr->acquireRead(), $set->release(), $sr->acquireRead());
+$sr->release();
 ?>
 --EXPECT--
 bool(true)
@@ -114,4 +125,11 @@ bool(true)
 bool(true)
 string(18) "written:string key"
 writer exit: 0
+bool(true)
+bool(true)
+NULL
+int(0)
+bool(true)
+bool(false)
+bool(true)
 bool(true)

@@ -1,5 +1,5 @@
 --TEST--
-distlock OO: bad arguments of semaphores, read locks and tryLockMany/lockMany get a clear error naming them, and a key of another kind is refused (PROTOCOL), never granted; nothing is written
+distlock OO: bad arguments of semaphores, read locks and tryLockMany/lockMany get a clear error naming them, and a key of another kind is refused (PROTOCOL), never granted (a set meets read locks as a writer: held); nothing is written
 --EXTENSIONS--
 distlock
 redis
@@ -72,7 +72,9 @@ $kinds = [
     'lock on a semaphore'        => fn() => $c->lock($sem, 10, 1.0),
     'distributedLock on a semaphore' => fn() => distributedLock($sem, 10),
     'keys with a semaphore'      => fn() => $c->tryLockMany([$lock . '-free', $sem], 10),
+    // ... but a set takes each key as a writer: read locks hold it (waited for).
     'keys with read locks'       => fn() => $c->lockMany([$read, $lock . '-free'], 10, 1.0),
+    'keys with read locks, try'  => fn() => $c->tryLockMany([$lock . '-free', $read], 10),
 ];
 foreach ($kinds as $name => $f) {
     try {
@@ -120,8 +122,9 @@ semaphore on read locks: Distlock\AcquireException 500017: distlock: semaphore "
 read lock on a semaphore: Distlock\AcquireException 500017: distlock: lock "phpt:%x:kind-sem" failed: acquire of 'phpt:%x:kind-sem' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-sem' is a semaphore, not a lock (server error or unexpected reply)
 lock on a semaphore: Distlock\AcquireException 500017: distlock: lock "phpt:%x:kind-sem" failed: acquire of 'phpt:%x:kind-sem' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-sem' is a semaphore, not a lock (server error or unexpected reply)
 distributedLock on a semaphore: Distlock\AcquireException 500017: distlock: distributedLock "phpt:%x:kind-sem" failed: acquire of 'phpt:%x:kind-sem' failed; redis://127.0.0.1:%d: 'phpt:%x:kind-sem' is a semaphore, not a lock (server error or unexpected reply)
-keys with a semaphore: Distlock\AcquireException 500017: distlock: tryLockMany "phpt:%x:kind-lock-free" failed: acquire of 'phpt:%x:kind-lock-free' failed; redis://127.0.0.1:%d: WRONGTYPE key 'phpt:%x:kind-sem' holds a value of another type, not a lock (server error or unexpected reply)
-keys with read locks: Distlock\AcquireException 500017: distlock: lockMany "phpt:%x:kind-read" failed: acquire of 'phpt:%x:kind-read' failed; redis://127.0.0.1:%d: WRONGTYPE key 'phpt:%x:kind-read' holds a value of another type, not a lock (server error or unexpected reply)
+keys with a semaphore: Distlock\AcquireException 500017: distlock: tryLockMany "phpt:%x:kind-lock-free" failed: acquire of 'phpt:%x:kind-lock-free' failed; redis://127.0.0.1:%d: WRONGTYPE 'phpt:%x:kind-sem' is a semaphore, not a lock (server error or unexpected reply)
+keys with read locks: Distlock\LockTimeoutException 500002: distlock: could not lock "phpt:%x:kind-read" and 1 more key within 1.000 seconds: 'phpt:%x:kind-read' (a key of the set) still held by another owner after 1000 ms
+keys with read locks, try: NULL
 bool(true)
 int(2)
 int(1)
