@@ -266,9 +266,10 @@ namespace Distlock {
          * @param float $ttl seconds the lock lives (rounded up to whole ms)
          * @param int $flags Client::FENCING (one fence per key, fences()) | Client::AUTO_RENEW, or 0
          * @return Lock|null the lock on every key, or null when some key is held by another
-         *         owner (then none is held)
-         * @throws Distlock\AcquireException the servers gave no usable answer, or a key holds a
-         *         semaphore or read locks (PROTOCOL); nothing is held
+         *         owner: a lock, or read locks (the set takes each key as a writer); then none
+         *         is held
+         * @throws Distlock\AcquireException the servers gave no usable answer, or a key is a
+         *         semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
          * @throws \ValueError an invalid, empty or repeated key, too many keys, an invalid ttl or flags
          * @throws \TypeError a key that is not a string
@@ -285,8 +286,8 @@ namespace Distlock {
          * @param int $flags Client::FENCING | Client::AUTO_RENEW, or 0
          * @return Lock the lock on every key
          * @throws Distlock\LockTimeoutException some key still held by another owner after $timeout (code HELD)
-         * @throws Distlock\AcquireException the servers gave no usable answer, or a key holds a
-         *         semaphore or read locks (PROTOCOL); nothing is held
+         * @throws Distlock\AcquireException the servers gave no usable answer, or a key is a
+         *         semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception the wait was cancelled (CANCELED), out of memory, not usable here
          * @throws \ValueError an invalid, empty or repeated key, too many keys, an invalid ttl,
          *         timeout or flags
