@@ -40,6 +40,16 @@
         "  local t = redis.call('TIME')\n" \
         "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
         "end\n"
+/* Another library's sorted set under the key (a leaderboard, a fair
+ * queue: scores that are no expiry in ms since the epoch) is a key of
+ * another type, as a list or a hash is (guarantees.md): refused, never
+ * swept as expired leases. Every member of ours (tokens, `__write__`) is
+ * scored above 10^12; the semaphore's marker is checked before this. */
+#define ZSET_FOREIGN_CHECK \
+        "  if redis.call('ZCOUNT', k, '-inf', 1000000000000) > 0 then\n" \
+        "    return redis.error_reply(\"'\" .. k .. \"' holds a sorted set of another kind, " \
+        "not a lock\")\n" \
+        "  end\n"
 /* zset_extend(k, token, ttl): nil if k is not a zset (the caller keeps its
  * WRONGTYPE), 0 if token is no live member, else 1: rescored now + ttl. */
 #define ZSET_EXTEND_FN ZSET_NOW_FN \
@@ -247,6 +257,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  if redis.call('ZSCORE', k, '__distlock_semaphore__') then\n"
         "    return redis.error_reply(\"'\" .. k .. \"' is a semaphore, not a lock\")\n"
         "  end\n"
+        ZSET_FOREIGN_CHECK
         "  local now = zset_now()\n"
         "  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)\n"
         "  local w = redis.call('ZSCORE', k, '__write__')\n"
@@ -406,6 +417,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "local mine\n"
         "if ARGV[3] == 'r' then\n"
         "  if sem then return redis.error_reply(\"'\" .. k .. \"' is a semaphore, not a lock\") end\n"
+        ZSET_FOREIGN_CHECK
         "  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)\n"
         "  mine = redis.call('ZSCORE', k, tok)\n"
         "  if not mine and redis.call('ZSCORE', k, '__write__') then\n"
