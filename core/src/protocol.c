@@ -214,10 +214,21 @@
         "if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end\n" \
         PUB "ARGV[1], '')\n" \
         "return 1\n"
+/* A set's release or extend: a node that refuses reading a key (an ACL
+ * without GET, a key not served here) said nothing about who holds it, so
+ * the refusal is the answer, before anything is written (errors.md: a
+ * refusal is an error, never a loss); a key of another type is not ours. */
+#define MANY_REFUSED_FIRST \
+        "for i = 1, #KEYS do\n" \
+        "  local v = redis.pcall('GET', KEYS[i])\n" \
+        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then " \
+        "return v end\n" \
+        "end\n"
 #define BODY_RELEASE_MANY(PUB) \
         /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
          * key of a set, each waking its own waiters. 1 when every key held \
          * our token, else 0 (the ones that did are deleted all the same). */ \
+        MANY_REFUSED_FIRST \
         "local all = 1\n" \
         "for i = 1, #KEYS do\n" \
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n" \
@@ -459,6 +470,9 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "if fencing then m = m / 2 end\n"
         "for i = 1, m do\n"
         "  local v = redis.pcall('GET', KEYS[i])\n"
+        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then\n"
+        "    return v\n"
+        "  end\n"
         "  if type(v) == 'table' and v.err then\n"
         "    return redis.error_reply('WRONGTYPE key \\'' .. KEYS[i] .. '\\' holds a value of "
         "another type, not a lock')\n"
@@ -490,6 +504,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * token (each one renewed), else 0: the set is one lease, not held
          * on this node once a key is gone (the ones still ours are renewed
          * anyway: harmless, they expire or are released with the set). */
+        MANY_REFUSED_FIRST
         "local all = 1\n"
         "for i = 1, #KEYS do\n"
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n"
