@@ -4,7 +4,8 @@
  * lock's name (another library's structure) is treated as held by someone
  * else"; errors.md: WRONGTYPE is EPROTO. So a lock, a read lock, a permit
  * and a set of keys on it are never granted, and the sorted set is left
- * exactly as it was (both members, their scores, no expiry). */
+ * exactly as it was (both members, their scores, no expiry); the holder
+ * report calls it a value of another type. */
 #include "test_common.h"
 
 #define N 1
@@ -94,6 +95,24 @@ static void test_permit_and_set_on_foreign_sorted_set_not_granted(void **state)
     distlock_client_free(c);
 }
 
+/* distlock_admin_holder(): a value of another type (DISTLOCK_HOLDER_OTHER,
+ * taken), not read locks with 0 holders. */
+static void test_holder_says_other_type(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    make_board(rc, "board:holder");
+    distlock_holder_info info = { .size = sizeof info };
+    int r = distlock_admin_holder(c, "board:holder", 0, &info);
+    printf("holder of a leaderboard: %d, kind %d, taken %d, holders %ld\n", r, info.kind,
+           info.taken, info.holders);
+    assert_int_equal(r, 0);
+    assert_int_equal(info.kind, DISTLOCK_HOLDER_OTHER);
+    assert_int_equal(info.taken, 1);
+    assert_board_intact(rc, "board:holder");
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -101,6 +120,7 @@ int main(void)
         cmocka_unit_test_setup(test_waiting_lock_on_foreign_sorted_set_not_granted, heal),
         cmocka_unit_test_setup(test_read_lock_on_foreign_sorted_set_not_granted, heal),
         cmocka_unit_test_setup(test_permit_and_set_on_foreign_sorted_set_not_granted, heal),
+        cmocka_unit_test_setup(test_holder_says_other_type, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
