@@ -352,6 +352,11 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  local t = redis.call('TIME')\n"
         "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
         "  local p = redis.call('ZSCORE', k, '__distlock_semaphore__')\n"
+        /* another library's sorted set (ZSET_FOREIGN_CHECK): a value of
+         * another type, as admin.c reads a WRONGTYPE */
+        "  if not p and redis.call('ZCOUNT', k, '-inf', 1000000000000) > 0 then\n"
+        "    return redis.error_reply('WRONGTYPE a sorted set of another kind')\n"
+        "  end\n"
         "  local live = redis.call('ZCOUNT', k, '(' .. math.max(now, 1000000), '+inf')\n"
         "  local w = redis.call('ZSCORE', k, '__write__')\n"
         "  if w and tonumber(w) > now then live = live - 1 end\n"
