@@ -106,10 +106,58 @@ static void test_writer_keeps_intent_when_another_writer_gives_up(void **state)
     distlock_client_free(d);
 }
 
+/* The same when the other writer wins: writer 1 takes the key after the
+ * readers (the zset and its intent go), then releases it; writer 2, which
+ * has waited since before, still keeps a reader arriving now out. */
+static void test_writer_keeps_intent_when_another_writer_wins(void **state)
+{
+    proxy_env *e = *state;
+    rh_cluster *rc = e->rc;
+    distlock_client *d = new_client(rh_uris(rc));
+    distlock_client *p = new_client(fp_uris(e->fp));
+    assert_rc(distlock_client_set(p, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+
+    distlock_lock *r0 = NULL, *r1 = NULL;
+    assert_rc(distlock_acquire(d, "wg", 30000, 0, DISTLOCK_SHARED, &r0), DISTLOCK_OK);
+    writer w2 = { .c = p, .wait_ms = 25000 };
+    pthread_t t2, t1;
+    assert_int_equal(pthread_create(&t2, NULL, write_wait, &w2), 0);
+    assert_true(RH_WAIT_UNTIL(has_intent(rc) && numsub(rc) >= 1, 10000));
+    writer w1 = { .c = d, .wait_ms = 25000 };
+    assert_int_equal(pthread_create(&t1, NULL, write_wait, &w1), 0);
+    assert_true(RH_WAIT_UNTIL(numsub(rc) >= 2, 10000));
+
+    /* writer 2's attempts stay in the proxy: writer 1 gets the key */
+    fp_ok(e->fp, "hold 0 up");
+    assert_rc(distlock_release(r0), DISTLOCK_OK);
+    pthread_join(t1, NULL);
+    assert_rc(w1.rc, DISTLOCK_OK);
+    assert_rc(distlock_release(w1.l), DISTLOCK_OK);
+
+    int r = distlock_acquire(d, "wg", 30000, 0, DISTLOCK_SHARED, &r1);
+    printf("writer 1 won and released; writer 2 still waiting; a new reader: %s\n",
+           distlock_strerror(r));
+    fp_ok(e->fp, "unhold 0 up");
+    if (r1) {
+        assert_rc(distlock_release(r1), DISTLOCK_OK);
+        distlock_lock_free(r1);
+    }
+    pthread_join(t2, NULL);
+    assert_rc(w2.rc, DISTLOCK_OK);
+    distlock_lock_free(w2.l);
+    distlock_lock_free(w1.l);
+    distlock_lock_free(r0);
+
+    assert_rc(r, DISTLOCK_NOTACQUIRED);
+    distlock_client_free(p);
+    distlock_client_free(d);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_writer_keeps_intent_when_another_writer_gives_up, heal),
+        cmocka_unit_test_setup(test_writer_keeps_intent_when_another_writer_wins, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
