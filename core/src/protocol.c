@@ -51,16 +51,26 @@
         "not a lock\")\n" \
         "  end\n"
 /* zset_extend(k, token, ttl): nil if k is not a zset (the caller keeps its
- * WRONGTYPE), 0 if token is no live member, else 1: rescored now + ttl. */
+ * WRONGTYPE), 0 if token is no live member, else 1: rescored now + ttl; a
+ * command the node refuses (an ACL without ZADD) is that key's answer, an
+ * error element: pcall, so it does not abort the renewal of the other keys
+ * of the batch (S_EXTEND, S_EXTEND_MULTI). */
 #define ZSET_EXTEND_FN ZSET_NOW_FN \
         "local function zset_extend(k, tok, ttl)\n" \
-        "  if redis.call('TYPE', k).ok ~= 'zset' then return nil end\n" \
+        "  local ty = redis.pcall('TYPE', k)\n" \
+        "  if ty.err then return ty end\n" \
+        "  if ty.ok ~= 'zset' then return nil end\n" \
         "  if string.sub(tok, 1, 2) == '__' then return 0 end\n" \
         "  local now = zset_now()\n" \
-        "  local s = redis.call('ZSCORE', k, tok)\n" \
+        "  local s = redis.pcall('ZSCORE', k, tok)\n" \
+        "  if type(s) == 'table' then return s end\n" \
         "  if not s or tonumber(s) <= now then return 0 end\n" \
-        "  redis.call('ZADD', k, now + tonumber(ttl), tok)\n" \
-        "  redis.call('PEXPIREAT', k, redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')[2])\n" \
+        "  local r = redis.pcall('ZADD', k, now + tonumber(ttl), tok)\n" \
+        "  if type(r) == 'table' then return r end\n" \
+        "  r = redis.pcall('ZRANGE', k, -1, -1, 'WITHSCORES')\n" \
+        "  if r.err then return r end\n" \
+        "  r = redis.pcall('PEXPIREAT', k, r[2])\n" \
+        "  if type(r) == 'table' then return r end\n" \
         "  return 1\n" \
         "end\n"
 
