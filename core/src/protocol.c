@@ -508,6 +508,12 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "      return redis.error_reply('WRONGTYPE \\'' .. KEYS[i] .. '\\' is a semaphore, "
         "not a lock')\n"
         "    end\n"
+        /* another library's sorted set (scores that are no expiry of ours:
+         * ZSET_FOREIGN_CHECK's rule) is a key of another type, never swept */
+        "    if redis.call('ZCOUNT', KEYS[i], '-inf', 1000000000000) > 0 then\n"
+        "      return redis.error_reply('WRONGTYPE \\'' .. KEYS[i] .. '\\' holds a sorted set "
+        "of another kind, not a lock')\n"
+        "    end\n"
         "    if not now then\n"
         "      local tm = redis.call('TIME')\n"
         "      now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
