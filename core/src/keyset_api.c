@@ -60,6 +60,38 @@ static int check_keys(const char *const *keys, size_t nkeys)
     return DISTLOCK_OK;
 }
 
+/* With DISTLOCK_FENCING key i's fence counter is the key {key}:fence
+ * (protocol.c): a set naming that counter as one of its keys too would
+ * write its token over the counter, and its release would delete it, so
+ * key i's next fence would start again from 1. Refused. Only keys ending
+ * in the suffix are compared (the side key is made on the heap: the entry
+ * point's stack stays small). */
+static int check_fence_keys(const char *const *keys, size_t nkeys)
+{
+    const size_t sl = strlen(DISTLOCK__FENCE_SUFFIX);
+    char *side = NULL;
+    int rc = DISTLOCK_OK;
+    for (size_t j = 0; j < nkeys && rc == DISTLOCK_OK; j++) {
+        size_t len = strlen(keys[j]);
+        if (len <= sl || memcmp(keys[j] + len - sl, DISTLOCK__FENCE_SUFFIX, sl) != 0)
+            continue;
+        if (side == NULL && (side = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL)
+            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        for (size_t i = 0; i < nkeys; i++) {
+            distlock__sidekey(side, keys[i], DISTLOCK__FENCE_SUFFIX);
+            if (strcmp(side, keys[j]) == 0) {
+                rc = distlock__fail(DISTLOCK_EINVAL,
+                                    "keys[%zu] '%.200s' is the fence counter of keys[%zu] "
+                                    "'%.200s': a fenced set cannot also lock it", j, keys[j],
+                                    i, keys[i]);
+                break;
+            }
+        }
+    }
+    free(side);
+    return rc;
+}
+
 static int cancelled(const char *key, uint64_t t0_us, const char *what)
 {
     long ms = (long)((distlock__now_us() - t0_us) / 1000u);
@@ -228,7 +260,8 @@ static int acquire_many(distlock_client *c, const char *const *keys, size_t nkey
                               "distlock_acquire_many() does not take");
     distlock_cancel *cancel = args ? args->cancel : NULL;
     if ((rc = check_keys(keys, nkeys)) || (rc = distlock__check_ttl(&c->q, ttl_ms)) ||
-        (rc = check_flags(flags)))
+        (rc = check_flags(flags)) ||
+        ((flags & DISTLOCK_FENCING) && (rc = check_fence_keys(keys, nkeys))))
         return rc;
     if (wait_ms < 0 && wait_ms != DISTLOCK_WAIT_FOREVER)
         return distlock__fail(DISTLOCK_EINVAL, "wait_ms %ld: use >= 0 or DISTLOCK_WAIT_FOREVER",

@@ -40,17 +40,37 @@
         "  local t = redis.call('TIME')\n" \
         "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
         "end\n"
+/* Another library's sorted set under the key (a leaderboard, a fair
+ * queue: scores that are no expiry in ms since the epoch) is a key of
+ * another type, as a list or a hash is (guarantees.md): refused, never
+ * swept as expired leases. Every member of ours (tokens, `__write__`) is
+ * scored above 10^12; the semaphore's marker is checked before this. */
+#define ZSET_FOREIGN_CHECK \
+        "  if redis.call('ZCOUNT', k, '-inf', 1000000000000) > 0 then\n" \
+        "    return redis.error_reply(\"'\" .. k .. \"' holds a sorted set of another kind, " \
+        "not a lock\")\n" \
+        "  end\n"
 /* zset_extend(k, token, ttl): nil if k is not a zset (the caller keeps its
- * WRONGTYPE), 0 if token is no live member, else 1: rescored now + ttl. */
+ * WRONGTYPE), 0 if token is no live member, else 1: rescored now + ttl; a
+ * command the node refuses (an ACL without ZADD) is that key's answer, an
+ * error element: pcall, so it does not abort the renewal of the other keys
+ * of the batch (S_EXTEND, S_EXTEND_MULTI). */
 #define ZSET_EXTEND_FN ZSET_NOW_FN \
         "local function zset_extend(k, tok, ttl)\n" \
-        "  if redis.call('TYPE', k).ok ~= 'zset' then return nil end\n" \
+        "  local ty = redis.pcall('TYPE', k)\n" \
+        "  if ty.err then return ty end\n" \
+        "  if ty.ok ~= 'zset' then return nil end\n" \
         "  if string.sub(tok, 1, 2) == '__' then return 0 end\n" \
         "  local now = zset_now()\n" \
-        "  local s = redis.call('ZSCORE', k, tok)\n" \
+        "  local s = redis.pcall('ZSCORE', k, tok)\n" \
+        "  if type(s) == 'table' then return s end\n" \
         "  if not s or tonumber(s) <= now then return 0 end\n" \
-        "  redis.call('ZADD', k, now + tonumber(ttl), tok)\n" \
-        "  redis.call('PEXPIREAT', k, redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')[2])\n" \
+        "  local r = redis.pcall('ZADD', k, now + tonumber(ttl), tok)\n" \
+        "  if type(r) == 'table' then return r end\n" \
+        "  r = redis.pcall('ZRANGE', k, -1, -1, 'WITHSCORES')\n" \
+        "  if r.err then return r end\n" \
+        "  r = redis.pcall('PEXPIREAT', k, r[2])\n" \
+        "  if type(r) == 'table' then return r end\n" \
         "  return 1\n" \
         "end\n"
 
@@ -204,10 +224,21 @@
         "if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end\n" \
         PUB "ARGV[1], '')\n" \
         "return 1\n"
+/* A set's release or extend: a node that refuses reading a key (an ACL
+ * without GET, a key not served here) said nothing about who holds it, so
+ * the refusal is the answer, before anything is written (errors.md: a
+ * refusal is an error, never a loss); a key of another type is not ours. */
+#define MANY_REFUSED_FIRST \
+        "for i = 1, #KEYS do\n" \
+        "  local v = redis.pcall('GET', KEYS[i])\n" \
+        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then " \
+        "return v end\n" \
+        "end\n"
 #define BODY_RELEASE_MANY(PUB) \
         /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
          * key of a set, each waking its own waiters. 1 when every key held \
          * our token, else 0 (the ones that did are deleted all the same). */ \
+        MANY_REFUSED_FIRST \
         "local all = 1\n" \
         "for i = 1, #KEYS do\n" \
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n" \
@@ -247,6 +278,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  if redis.call('ZSCORE', k, '__distlock_semaphore__') then\n"
         "    return redis.error_reply(\"'\" .. k .. \"' is a semaphore, not a lock\")\n"
         "  end\n"
+        ZSET_FOREIGN_CHECK
         "  local now = zset_now()\n"
         "  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)\n"
         "  local w = redis.call('ZSCORE', k, '__write__')\n"
@@ -331,6 +363,11 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  local t = redis.call('TIME')\n"
         "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
         "  local p = redis.call('ZSCORE', k, '__distlock_semaphore__')\n"
+        /* another library's sorted set (ZSET_FOREIGN_CHECK): a value of
+         * another type, as admin.c reads a WRONGTYPE */
+        "  if not p and redis.call('ZCOUNT', k, '-inf', 1000000000000) > 0 then\n"
+        "    return redis.error_reply('WRONGTYPE a sorted set of another kind')\n"
+        "  end\n"
         "  local live = redis.call('ZCOUNT', k, '(' .. math.max(now, 1000000), '+inf')\n"
         "  local w = redis.call('ZSCORE', k, '__write__')\n"
         "  local wl = 0\n"
@@ -408,6 +445,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "local mine\n"
         "if ARGV[3] == 'r' then\n"
         "  if sem then return redis.error_reply(\"'\" .. k .. \"' is a semaphore, not a lock\") end\n"
+        ZSET_FOREIGN_CHECK
         "  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)\n"
         "  mine = redis.call('ZSCORE', k, tok)\n"
         "  if not mine and redis.call('ZSCORE', k, '__write__') then\n"
@@ -457,6 +495,9 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "local fresh, zs, now = {}, {}, nil\n"
         "for i = 1, m do\n"
         "  local v = redis.pcall('GET', KEYS[i])\n"
+        "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) ~= 'WRONGTYPE' then\n"
+        "    return v\n"
+        "  end\n"
         "  if type(v) == 'table' and v.err then\n"
         "    local t = redis.call('TYPE', KEYS[i]).ok\n"
         "    if t ~= 'zset' then\n"
@@ -466,6 +507,12 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "    if redis.call('ZSCORE', KEYS[i], '__distlock_semaphore__') then\n"
         "      return redis.error_reply('WRONGTYPE \\'' .. KEYS[i] .. '\\' is a semaphore, "
         "not a lock')\n"
+        "    end\n"
+        /* another library's sorted set (scores that are no expiry of ours:
+         * ZSET_FOREIGN_CHECK's rule) is a key of another type, never swept */
+        "    if redis.call('ZCOUNT', KEYS[i], '-inf', 1000000000000) > 0 then\n"
+        "      return redis.error_reply('WRONGTYPE \\'' .. KEYS[i] .. '\\' holds a sorted set "
+        "of another kind, not a lock')\n"
         "    end\n"
         "    if not now then\n"
         "      local tm = redis.call('TIME')\n"
@@ -509,6 +556,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * token (each one renewed), else 0: the set is one lease, not held
          * on this node once a key is gone (the ones still ours are renewed
          * anyway: harmless, they expire or are released with the set). */
+        MANY_REFUSED_FIRST
         "local all = 1\n"
         "for i = 1, #KEYS do\n"
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n"
