@@ -71,6 +71,20 @@ static int status_extra(int opt, const char *arg, void *ctx)
     return cli_usage_error("status", "unexpected option");
 }
 
+/* A read lock's or a semaphore's holders, "2 of 3 permits held" / "2
+ * readers, a writer waiting", into buf; "" for other kinds. Returns buf. */
+static const char *members_text(const distlock_holder_info *h, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        snprintf(buf, size, "%ld of %ld permit%s held", h->holders, h->permits,
+                 h->permits == 1 ? "" : "s");
+    else if (h->kind == DISTLOCK_HOLDER_READERS)
+        snprintf(buf, size, "%ld reader%s%s", h->holders, h->holders == 1 ? "" : "s",
+                 writer_waits(h) ? ", a writer waiting" : "");
+    return buf;
+}
+
 /* One node's line of the table under the verdict: read on its own
  * (distlock_admin_holder() of node i) after the verdict, for display only
  * (the lock may have changed in between; the verdict and the exit status
@@ -85,6 +99,9 @@ static void print_node_line(distlock_client *c, const char *key, int i)
     if (st < 0) {
         const char *detail = distlock_last_error();  /* masked by the library */
         printf("error: %s%s%s\n", distlock_strerror(st), *detail ? ": " : "", detail);
+    } else if (h.kind == DISTLOCK_HOLDER_SEMAPHORE || h.kind == DISTLOCK_HOLDER_READERS) {
+        char m[128];
+        printf("%s  %s\n", cli_kind_name(h.kind), members_text(&h, m, sizeof m));
     } else if (st == 0 && h.taken) {
         printf("taken  by a value of another type (not a lock token)\n");
     } else if (st == 0) {
@@ -171,6 +188,10 @@ int cli_status(int argc, char **argv)
         if (h.taken > h.nodes)
             printf("; other tokens or values on %d", h.taken - h.nodes);
         printf(")\n");
+        char m[128];
+        if (members_text(&h, m, sizeof m)[0])
+            printf("%s: %s\n", h.kind == DISTLOCK_HOLDER_SEMAPHORE ? "semaphore" : "read locks",
+                   m);
         distlock_owner_info o = { .size = sizeof o };
         if (st == 1 && distlock_admin_owner(c, key, -1, &o) == 1) {
             char since[64];

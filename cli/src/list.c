@@ -30,6 +30,28 @@
 
 /* ------------------------------------------------------------ JSON out */
 
+const char *cli_kind_name(int kind)
+{
+    switch (kind) {
+    case DISTLOCK_HOLDER_FREE: return "free";
+    case DISTLOCK_HOLDER_LOCK: return "lock";
+    case DISTLOCK_HOLDER_READERS: return "readers";
+    case DISTLOCK_HOLDER_SEMAPHORE: return "semaphore";
+    default: return "other";
+    }
+}
+
+/* "kind", and for read locks and semaphores "holders" and "permits" (as
+ * distlock_holder_info has them: live members, the latest acquire's P). */
+static void json_kind(FILE *f, const distlock_holder_info *h)
+{
+    fprintf(f, ", \"kind\": \"%s\"", cli_kind_name(h->kind));
+    if (h->kind == DISTLOCK_HOLDER_READERS || h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        fprintf(f, ", \"holders\": %ld", h->holders);
+    if (h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        fprintf(f, ", \"permits\": %ld", h->permits);
+}
+
 static void json_str(FILE *f, const char *s, size_t n)
 {
     fputc('"', f);
@@ -91,6 +113,8 @@ static int64_t json_node(FILE *f, distlock_client *c, const char *key, int i)
     json_route(f, c, key, i);
     fprintf(f, ", \"state\": \"%s\"",
             st < 0 ? "error" : st ? "held" : h.taken ? "taken" : "free");
+    if (st >= 0)
+        json_kind(f, &h);
     fputs(", \"token\": ", f);
     json_cstr(f, st == 1 ? h.token : NULL);
     if (st == 1)
@@ -132,6 +156,7 @@ static void json_key(FILE *f, distlock_client *c, const char *key, int st,
     json_cstr(f, key);
     fprintf(f, ", \"verdict\": \"%s\", \"held\": %s", verdict_name(st, h->taken),
             st == 1 ? "true" : "false");
+    json_kind(f, h);
     fputs(", \"token\": ", f);
     json_cstr(f, h->nodes > 0 ? h->token : NULL);
     fprintf(f, ", \"holder_nodes\": %d, \"nodes_total\": %d, \"quorum\": %d, \"answered\": %d",
