@@ -350,7 +350,15 @@ static void text_key(distlock_client *c, const char *key, int st, const distlock
 {
     int n = distlock_client_node_count(c);
     char d[32];
-    printf("%s  %s", key, verdict_name(st, h->taken));
+    int members = st == 0 && (h->kind == DISTLOCK_HOLDER_SEMAPHORE ||
+                              h->kind == DISTLOCK_HOLDER_READERS);
+    printf("%s  %s", key, cli_kind_name(h->kind));
+    if (members && h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        printf("  %ld/%ld permits", h->holders, h->permits);
+    else if (members)
+        printf("  %ld reader%s", h->holders, h->holders == 1 ? "" : "s");
+    else
+        printf("  %s", verdict_name(st, h->taken));
     if (h->nodes > 0)
         printf("  %d/%d", h->nodes, n);
     if (st == 1)
@@ -368,9 +376,14 @@ static void text_key(distlock_client *c, const char *key, int st, const distlock
     for (int i = 0; i < n; i++) {
         distlock_holder_info one = { .size = sizeof one };
         int r = distlock_admin_holder(c, key, i, &one);
-        printf("%s%s", i ? " " : "",
-               r == 1 ? (one.pttl_ms >= 0 ? cli_fmt_ms(one.pttl_ms, d, sizeof d) : "no-expiry")
-                      : r < 0 ? "error" : one.taken ? "taken" : "free");
+        if (r == 0 && one.kind == DISTLOCK_HOLDER_SEMAPHORE)
+            printf("%s%ld/%ld", i ? " " : "", one.holders, one.permits);
+        else if (r == 0 && one.kind == DISTLOCK_HOLDER_READERS)
+            printf("%s%ld", i ? " " : "", one.holders);
+        else
+            printf("%s%s", i ? " " : "",
+                   r == 1 ? (one.pttl_ms >= 0 ? cli_fmt_ms(one.pttl_ms, d, sizeof d) : "no-expiry")
+                          : r < 0 ? "error" : one.taken ? "taken" : "free");
     }
     printf("]\n");
 }

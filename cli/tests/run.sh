@@ -1427,7 +1427,7 @@ t_list_bounded_on_big_keyspace() {
   [ "$(jget "$D/out" '(len(d["locks"]), d["truncated"], d["complete"])')" = "(5, True, False)" ] || fail "limit: $(cat "$D/out")" || return 1
   expect 0 "$DL" list --limit 5 --servers "$srv" 'lk:*' || return 1
   [ "$(wc -l <"$D/out")" = 5 ] && contains "$D/err" "stopped at --limit 5" || return 1
-  contains "$D/out" "^lk:[0-9]*  held  1/1  [0-9.]*s  token tok[0-9]*  \[[0-9.]*s\]$" || return 1
+  contains "$D/out" "^lk:[0-9]*  lock  held  1/1  [0-9.]*s  token tok[0-9]*  \[[0-9.]*s\]$" || return 1
   # Nothing matches: an empty list, exit 0.
   expect 0 "$DL" list --json --servers "$srv" 'nomatch:*' && jvalid "$D/out" || return 1
   [ "$(jget "$D/out" 'd["locks"]')" = "[]" ] || return 1
@@ -1811,7 +1811,7 @@ t_shared_waiting_writer_is_not_starved() {
   expect 75 "$DL" run --shared "$k" -- touch "$D/ran" || return 1
   absent "$D/ran" || return 1
   expect 0 "$DL" status "$k" || return 1
-  contains "$D/out" "^read locks: 1 reader, a writer waiting$" || return 1
+  contains "$D/out" "^$k: read locks: 1 reader (1 of 1 node answered, quorum 1)$" || return 1
   unhold r1 || return 1
   wait_exit "$w" 20 || return 1
   [ "$ST" = 0 ] && [ -e "$D/writer.ran" ] || fail "writer exit $ST: $(cat "$D/writer.err")"
@@ -1916,11 +1916,11 @@ t_status_and_list_show_kinds() {
   holdn r1 --shared "$p:read" || return 1
   holdn r2 --shared "$p:read" || return 1
   holdn l1 "$p:lock" || return 1
-  "$DL" status "$p:sem" >"$D/out" 2>"$D/err"
-  contains "$D/out" "^semaphore: 2 of 3 permits held$" || return 1
+  expect 0 "$DL" status "$p:sem" || return 1
+  contains "$D/out" "^$p:sem: semaphore: 2 of 3 permits held (1 of 1 node answered, quorum 1)$" || return 1
   contains "$D/out" "  semaphore  2 of 3 permits held$" || return 1
-  "$DL" status "$p:read" >"$D/out" 2>"$D/err"
-  contains "$D/out" "^read locks: 2 readers$" || return 1
+  expect 0 "$DL" status "$p:read" || return 1
+  contains "$D/out" "^$p:read: read locks: 2 readers (1 of 1 node answered, quorum 1)$" || return 1
   "$DL" status --json "$p:sem" >"$D/out" 2>"$D/err"
   jvalid "$D/out" || return 1
   [ "$(jget "$D/out" '(d["kind"], d["holders"], d["permits"], d["nodes"][0]["kind"])')" = "('semaphore', 2, 3, 'semaphore')" ] ||
@@ -1931,8 +1931,11 @@ t_status_and_list_show_kinds() {
   [ "$(jget "$D/out" 'd["kind"]')" = lock ] || fail "lock json: $(cat "$D/out")" || return 1
   expect 0 "$DL" list "$p:*" || return 1
   contains "$D/out" "^$p:lock  lock  held" || return 1
-  contains "$D/out" "^$p:sem  semaphore  " || return 1
-  contains "$D/out" "^$p:read  readers  " || return 1
+  contains "$D/out" "^$p:sem  semaphore  2/3 permits  \[2/3\]$" || return 1
+  contains "$D/out" "^$p:read  readers  2 readers  \[2\]$" || return 1
+  # Once released: a free semaphore is "not held" (exit 1).
+  unhold s1 && unhold s2 || return 1
+  expect 1 "$DL" status "$p:sem" || return 1
 }
 
 # ------------------------------------------------------------------ runner
