@@ -414,6 +414,24 @@ DISTLOCK_API const char *distlock_lock_token(const distlock_lock *lock);
  * (see docs/guarantees.md "Fencing tokens" for the exact guarantee). */
 DISTLOCK_API int64_t distlock_lock_fence(const distlock_lock *lock);
 
+#define DISTLOCK_KEYS_MAX 256           /* keys of distlock_acquire_many(): 1..this */
+
+/* All of keys[0..nkeys-1] (1..DISTLOCK_KEYS_MAX distinct keys) or none, as
+ * one lease: one token, one ttl; release, extend and renewal cover every
+ * key; lost when any key is lost. flags: DISTLOCK_FENCING (one fence per key,
+ * distlock_lock_fence_at()), DISTLOCK_AUTO_RENEW (others: DISTLOCK_EINVAL).
+ * DISTLOCK_NOTACQUIRED when some key stays held by another owner (the detail
+ * names it); nothing is held then. Blocks; thread-safe. */
+DISTLOCK_API int distlock_acquire_many(distlock_client *c, const char *const *keys, size_t nkeys,
+                                       long ttl_ms, long wait_ms, unsigned flags,
+                                       const distlock_acquire_args *args, distlock_lock **out);
+
+/* Keys of a lock: 1 for a lock, a read lock or a permit; nkeys for
+ * distlock_acquire_many(). key_at/fence_at: NULL / -1 for i out of range. */
+DISTLOCK_API size_t distlock_lock_key_count(const distlock_lock *lock);
+DISTLOCK_API const char *distlock_lock_key_at(const distlock_lock *lock, size_t i);
+DISTLOCK_API int64_t distlock_lock_fence_at(const distlock_lock *lock, size_t i);
+
 /* 1 if the lock was found lost (by auto-renewal or extend), else 0. When it
  * returns 1 it also sets this thread's distlock_last_error() to why, in
  * words a front end can show as they are: the servers said the key no

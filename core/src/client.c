@@ -88,8 +88,7 @@ static void client_free(distlock_client *c, int release)
         distlock__held *next = h->next;
         if (release && !h->abandoned && !h->released && h->pid == distlock__getpid() &&
             !atomic_load(&h->lost))
-            (void)distlock__release_keytoken(c, h->key, h->token, atomic_load(&h->valid_until_us),
-                                             h->set_pref, h->maybe);
+            (void)distlock__held_release(c, h, atomic_load(&h->valid_until_us), NULL);
         h->released = 1;
         h->client = NULL;  /* handles left report DISTLOCK_ECLOSED */
         h->next = NULL;

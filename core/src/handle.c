@@ -36,9 +36,9 @@ static long queue_ttl(const distlock_client *c)
     return 3 * c->retry_max_ms + 2 * c->tp.command_timeout_ms;
 }
 
-/* Full-jitter backoff between lo/2 and lo: waiters spread their re-checks
- * instead of retrying together. */
-static uint64_t jitter_us(long ms)
+/* Full-jitter backoff between ms/2 and ms: waiters spread their re-checks
+ * instead of retrying together (keyset_api.c's waiters too). */
+uint64_t distlock__jitter_us(long ms)
 {
     uint64_t span = (uint64_t)ms * 1000u;
     return span / 2 + distlock__random_u64() % (span / 2 + 1);
@@ -159,8 +159,8 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
              * random pause, so they agree. Anything else that lost keeps
              * its place and waits below, woken by a release or a leave. */
             (void)distlock__leave_queue(c, key, token);
-            if (distlock__waiter_wait(c, &w, now + jitter_us(4 * c->retry_min_ms + 2), 0) ==
-                DISTLOCK_ECANCELED) {
+            uint64_t pause = now + distlock__jitter_us(4 * c->retry_min_ms + 2);
+            if (distlock__waiter_wait(c, &w, pause, 0) == DISTLOCK_ECANCELED) {
                 rc = cancelled(key, now0, "");
                 break;
             }
@@ -170,7 +170,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
          * held by implementations that publish nothing) we rely on the
          * re-check, at most retry_max apart and never later than the
          * holder's remaining TTL. */
-        uint64_t next = now + jitter_us(backoff);
+        uint64_t next = now + distlock__jitter_us(backoff);
         if (att->holder_pttl > 0 && now + (uint64_t)att->holder_pttl * 1000u + 500u < next)
             next = now + (uint64_t)att->holder_pttl * 1000u + 500u;
         if (next > deadline)
@@ -214,7 +214,7 @@ static int held_extend(distlock__held *h, long ttl_ms)
     h->gen++;
     pthread_mutex_unlock(&c->mu);
 
-    int rc = distlock__extend_keytoken(c, h->key, h->token, ttl_ms, &until);
+    int rc = distlock__held_extend(c, h, ttl_ms, &until);
     distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_EXTENDED
                                                      : DISTLOCK__ST_EXTEND_FAILED);
 
@@ -516,7 +516,7 @@ static int release_handle(distlock_lock *l, int check_thread)
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
     uint64_t sent = 0;  /* the hold ends when the release goes out */
-    rc = distlock__release_keytoken_at(c, h->key, h->token, until, h->set_pref, h->maybe, &sent);
+    rc = distlock__held_release(c, h, until, &sent);
     /* Only "deleted" and "not ours" are verdicts; after anything else (a
      * refusal, no quorum, no reply) the key may still hold our token, so
      * the handle stays releasable rather than answer "already released". */

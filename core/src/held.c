@@ -13,6 +13,10 @@
 
 void distlock__held_free(distlock__held *h)
 {
+    for (size_t i = 0; h->keys && i < h->nkeys; i++)
+        free(h->keys[i]);
+    free(h->keys);
+    free(h->fences);
     free(h->key);
     free(h->token);
     free(h->owner);

@@ -1,8 +1,9 @@
 /* internal.h -- the core's layers, and who may call what.
  *
- *   layer 7  API           options.c client.c handle.c pair.c admin.c ttl.c (distlock.h)
+ *   layer 7  API           options.c client.c handle.c pair.c admin.c ttl.c keyset_api.c
+ *                          (distlock.h)
  *   layer 6  background    wait.c watchdog.c cancel.c
- *   layer 5  operations    acquire.c ops.c held.c
+ *   layer 5  operations    acquire.c ops.c held.c keyset.c
  *   layer 4  client state  state.c                            (this file)
  *   layer 3  quorum        quorum.c                           (quorum.h)
  *   layer 2  protocol      protocol.c                         (protocol.h)
@@ -133,6 +134,12 @@ struct distlock__held {
     distlock_client *client;
     char *key;
     char *token;
+    /* distlock_acquire_many(): its nkeys keys, in the caller's order
+     * (keys[0] is `key` too), and with DISTLOCK_FENCING one fence per key;
+     * NULL for a single-key lock (nkeys 1) */
+    char **keys;
+    int64_t *fences;
+    size_t nkeys;
     long ttl_ms;
     unsigned flags;
     _Atomic uint64_t valid_until_us;  /* monotonic */
@@ -236,6 +243,40 @@ enum { DISTLOCK__LOST_GONE = 1, DISTLOCK__LOST_UNCONFIRMED = 2 };
 /* Mark h lost for `why`: flag, and the client's lost eventfd. Returns 1 if
  * this call marked it, 0 if it was lost already (its first reason stays). */
 int distlock__mark_lost(distlock__held *h, int why);
+
+/* keyset.c: all keys of a set or none (distlock_acquire_many), one token */
+typedef struct distlock__many_req {
+    const char *const *keys;
+    size_t nkeys;
+    const char *token;
+    long ttl_ms;
+    unsigned flags;          /* DISTLOCK_FENCING is read */
+} distlock__many_req;
+typedef struct distlock__many_attempt {
+    size_t held_at;          /* NOTACQUIRED: the key another owner holds (index) */
+    long holder_pttl;        /* its remaining TTL seen, ms (0: unknown) */
+    int64_t *fences;         /* FENCING: the caller's array of nkeys, filled on success */
+    uint64_t valid_until_us, set_id, maybe, t0_us, t1_us;  /* as distlock__attempt */
+} distlock__many_attempt;
+/* One attempt: every node (every slot group, in ascending slot order, on a
+ * Redis Cluster) or none; a refused or lost attempt is undone. */
+int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq,
+                                distlock__many_attempt *att);
+int distlock__release_many(distlock_client *c, const char *const *keys, size_t nkeys,
+                           const char *token, uint64_t valid_until_us, uint64_t set_pref,
+                           uint64_t maybe, uint64_t *sent_us);
+int distlock__extend_many(distlock_client *c, const char *const *keys, size_t nkeys,
+                          const char *token, long ttl_ms, uint64_t *valid_until_us);
+/* The release / extend of a held record, whatever it holds (one key or a
+ * set): the one place that tells them apart. */
+int distlock__held_release(distlock_client *c, const distlock__held *h, uint64_t valid_until_us,
+                           uint64_t *sent_us);
+int distlock__held_extend(distlock_client *c, const distlock__held *h, long ttl_ms,
+                          uint64_t *valid_until_us);
+
+/* ------------------------------------------------------------ handle.c */
+/* A waiter's next re-check: between ms/2 and ms, at random. */
+uint64_t distlock__jitter_us(long ms);
 
 /* ------------------------------------------------------------ watchdog.c */
 int distlock__watchdog_start(distlock_client *c);   /* c->mu held */

@@ -143,6 +143,21 @@
         "end\n" \
         "return 1\n"
 
+#define BODY_RELEASE_MANY(PUB) \
+        /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
+         * key of a set, each waking its own waiters. 1 when every key held \
+         * our token, else 0 (the ones that did are deleted all the same). */ \
+        "local all = 1\n" \
+        "for i = 1, #KEYS do\n" \
+        "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n" \
+        "    redis.call('DEL', KEYS[i])\n" \
+        "    " PUB "ARGV[i + 1], '')\n" \
+        "  else\n" \
+        "    all = 0\n" \
+        "  end\n" \
+        "end\n" \
+        "return all\n"
+
 /* Every script is atomic on its node. KEYS[1] is always the lock key. */
 const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_ACQUIRE] = { "acquire",
@@ -259,6 +274,75 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  end\n"
         "end\n"
         "return r\n" },
+    /* ---- several keys: each key is a plain lock (a string holding the
+     * set's one token), so every other client sees today's locks. */
+    [DISTLOCK__S_ACQUIRE_MANY] = { "acquire_many",
+        /* KEYS: k1..km [f1..fm]; ARGV: token ttl_ms fencing (1: the fence
+         * counters follow the keys). All or nothing on this node: every key
+         * is checked before anything is written, so a key held by another
+         * owner (or of another type) leaves the node as it was. Replies
+         * {1, fence1..fencem} (-1 without fencing), or {0, pttl, i}: key i
+         * (1-based) is held by another owner for pttl ms. Our own token on
+         * a key (a resend whose first send ran: each attempt has a fresh
+         * token) counts as free. */
+        "local fencing = ARGV[3] == '1'\n"
+        "local m = #KEYS\n"
+        "if fencing then m = m / 2 end\n"
+        "for i = 1, m do\n"
+        "  local v = redis.pcall('GET', KEYS[i])\n"
+        "  if type(v) == 'table' and v.err then\n"
+        "    return redis.error_reply('WRONGTYPE key \\'' .. KEYS[i] .. '\\' holds a value of "
+        "another type, not a lock')\n"
+        "  end\n"
+        "  if v and v ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[i]), i} end\n"
+        "  if fencing then\n"
+        "    local f = redis.pcall('GET', KEYS[m + i])\n"
+        "    if f and (type(f) == 'table' or not tonumber(f)) then\n"
+        "      return redis.error_reply('fence counter ' .. KEYS[m + i] .. ' is not an integer')\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
+        "local r = {1}\n"
+        "for i = 1, m do\n"
+        "  local fv = -1\n"
+        "  if fencing then\n"
+        "    if redis.call('GET', KEYS[i]) == false then fv = redis.call('INCR', KEYS[m + i])\n"
+        "    else fv = tonumber(redis.call('GET', KEYS[m + i]) or '0') end\n"
+        "  end\n"
+        "  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
+        "  r[i + 1] = fv\n"
+        "end\n"
+        "return r\n" },
+    [DISTLOCK__S_RELEASE_MANY] = { "release_many", BODY_RELEASE_MANY(PUB_CLASSIC) },
+    [DISTLOCK__S_RELEASE_MANY_SH] = { "release_many_sh",
+        PUBLISH_SHARD_FN BODY_RELEASE_MANY(PUB_SHARD) },
+    [DISTLOCK__S_EXTEND_MANY] = { "extend_many",
+        /* KEYS: k1..km; ARGV: token ttl_ms. 1 when every key held our
+         * token (each one renewed), else 0: the set is one lease, not held
+         * on this node once a key is gone (the ones still ours are renewed
+         * anyway: harmless, they expire or are released with the set). */
+        "local all = 1\n"
+        "for i = 1, #KEYS do\n"
+        "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n"
+        "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
+        "  else\n"
+        "    all = 0\n"
+        "  end\n"
+        "end\n"
+        "return all\n" },
+    [DISTLOCK__S_RAISE_MANY] = { "raise_many",
+        /* KEYS: k1..km f1..fm; ARGV: token F1..Fm. The second fencing round
+         * for N > 1, per key as S_RAISE: only where every key of the set
+         * still holds our token. */
+        "local m = #KEYS / 2\n"
+        "for i = 1, m do\n"
+        "  if redis.pcall('GET', KEYS[i]) ~= ARGV[1] then return 0 end\n"
+        "end\n"
+        "for i = 1, m do\n"
+        "  local cur = tonumber(redis.call('GET', KEYS[m + i]) or '0')\n"
+        "  if cur < tonumber(ARGV[i + 1]) then redis.call('SET', KEYS[m + i], ARGV[i + 1]) end\n"
+        "end\n"
+        "return 1\n" },
 };
 
 /* ------------------------------------------------------------ names */
@@ -393,7 +477,8 @@ static int verdict_of_reply(const distlock__result *r)
          * so a waiting acquire backs off and tries again within its budget.
          * (For a release or an extend it stays a failure.) */
         if (x->type == REDIS_REPLY_ERROR && strncmp(x->str, "TRYAGAIN", 8) == 0 &&
-            (r->script == DISTLOCK__S_ACQUIRE || r->script == DISTLOCK__S_FAIR))
+            (r->script == DISTLOCK__S_ACQUIRE || r->script == DISTLOCK__S_FAIR ||
+             r->script == DISTLOCK__S_ACQUIRE_MANY))
             return 0;
         if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
             x->element[0]->type == REDIS_REPLY_INTEGER)

@@ -16,7 +16,12 @@ enum {
     DISTLOCK__S_RELEASE_SH, DISTLOCK__S_FAIR_SH, DISTLOCK__S_LEAVE_SH,
     DISTLOCK__S_FAIR_UNDO_SH,
     /* batched renewal of keys of many slots on one cluster master (watchdog) */
-    DISTLOCK__S_EXTEND_MULTI, DISTLOCK__S_COUNT
+    DISTLOCK__S_EXTEND_MULTI,
+    /* several keys (distlock_acquire_many, keyset.c): one call per node, or
+     * per hash slot on a Redis Cluster node, for all keys of the set */
+    DISTLOCK__S_ACQUIRE_MANY, DISTLOCK__S_RELEASE_MANY, DISTLOCK__S_RELEASE_MANY_SH,
+    DISTLOCK__S_EXTEND_MANY, DISTLOCK__S_RAISE_MANY,
+    DISTLOCK__S_COUNT
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
 

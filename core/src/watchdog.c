@@ -64,6 +64,12 @@ static int renewable(const distlock_client *c, const distlock__held *h)
            !h->renewing && h->pid == c->pid;
 }
 
+/* Keys of a record: a set (distlock_acquire_many) renews each of them. */
+static size_t held_keys(const distlock__held *h)
+{
+    return h->keys ? h->nkeys : 1;
+}
+
 typedef struct due {
     distlock__held *h;
     char *key, *token;
@@ -268,7 +274,7 @@ static void *watchdog_main(void *arg)
             if (!renewable(c, h))
                 continue;
             if (renewal_due(h, now))
-                m++;
+                m += (int)held_keys(h);
             else if (h->renew_at_us < next)
                 next = h->renew_at_us;
         }
@@ -298,15 +304,21 @@ static void *watchdog_main(void *arg)
         for (distlock__held *h = c->held; h && k < m; h = h->next) {
             if (!renewable(c, h) || !renewal_due(h, now))
                 continue;
+            /* a set's keys go in one batch (the next pass takes a set
+             * that no longer fits) */
+            int nk = (int)held_keys(h);
+            if (k + nk > m)
+                continue;
             h->refs++;  /* keep it alive while we work unlocked */
             h->renewing = 1;
             h->inflight_until_us = distlock__valid_until(&c->q, now, h->ttl_ms);
-            d[k].h = h;
-            d[k].key = h->key;
-            d[k].token = h->token;
-            d[k].ttl_ms = h->ttl_ms;
-            snprintf(d[k].ttl, sizeof(d[k].ttl), "%ld", h->ttl_ms);
-            k++;
+            for (int j = 0; j < nk; j++, k++) {
+                d[k].h = h;
+                d[k].key = h->keys ? h->keys[j] : h->key;
+                d[k].token = h->token;
+                d[k].ttl_ms = h->ttl_ms;
+                snprintf(d[k].ttl, sizeof(d[k].ttl), "%ld", h->ttl_ms);
+            }
         }
         m = k;
         pthread_mutex_unlock(&c->mu);
@@ -317,11 +329,20 @@ static void *watchdog_main(void *arg)
 
         pthread_mutex_lock(&c->mu);
         int nl = 0;
-        for (k = 0; k < m; k++) {
+        for (k = 0; k < m; k += (int)held_keys(d[k].h)) {
             distlock__held *h = d[k].h;
             h->renewing = 0;
             if (h->released || atomic_load(&h->lost))
                 continue;
+            /* A set is one lease: renewed when every key is renewed on a
+             * quorum, gone when any key is (each key is a lock, and the
+             * set is held only while all of them are). */
+            for (int j = 1; j < (int)held_keys(h); j++) {
+                if (ok[k + j] < ok[k])
+                    ok[k] = ok[k + j];
+                if (no[k + j] > no[k])
+                    no[k] = no[k + j];
+            }
             uint64_t until = distlock__valid_until(&c->q, t0, d[k].ttl_ms);
             uint64_t valid = atomic_load(&h->valid_until_us);
             if (ok[k] >= c->quorum && t1 < until) {
@@ -364,8 +385,11 @@ static void *watchdog_main(void *arg)
                 lc[i].h->cb_running = 0;
             pthread_cond_broadcast(&c->wd_cond);
         }
-        for (k = 0; k < m; k++)
-            distlock__held_unref_locked(c, d[k].h);
+        for (k = 0; k < m;) {
+            distlock__held *h = d[k].h;
+            k += (int)held_keys(h);
+            distlock__held_unref_locked(c, h);
+        }
         free(d), free(ok), free(no), free(lc);
     }
     pthread_mutex_unlock(&c->mu);
