@@ -509,9 +509,8 @@ static const char *conflict_text(const struct run_state *st, char *buf, size_t s
                  st->key);
         break;
     case KIND_MANY:
-        snprintf(buf, size, "one of the %zu keys is locked by another owner%s%s%s (nothing "
-                 "is held)", st->nkeys, st->detail[0] ? " (" : "", st->detail,
-                 st->detail[0] ? ")" : "");
+        snprintf(buf, size, "one of the %zu keys is locked by another owner%s%s; nothing "
+                 "is held", st->nkeys, st->detail[0] ? ": " : "", st->detail);
         break;
     default:
         snprintf(buf, size, "'%s' is locked by another owner", st->key);

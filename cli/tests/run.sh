@@ -1836,12 +1836,12 @@ t_several_keys_all_or_none() {
       for k in "$DISTLOCK_KEY_1" "$DISTLOCK_KEY_2" "$DISTLOCK_KEY_3"; do
         redis-cli -p "$REDIS_PORT" get "$k"; redis-cli -p "$REDIS_PORT" get "{$k}:fence"; done
       echo "$DISTLOCK_TOKEN"; } > "$0/env"' "$D" || return 1
-  local tok; tok=$(sed -n 10p "$D/env")
+  local tok; tok=$(sed -n 11p "$D/env")
   [ "$(sed -n 1,2p "$D/env" | tr '\n' ' ')" = "3 $a $a $b $c " ] || fail "keys: $(cat "$D/env")" || return 1
-  [ "$(sed -n 3p "$D/env")" = "$(sed -n '5p;7p;9p' "$D/env" | tr '\n' ' ' | sed 's/ $//')" ] ||
+  [ "$(sed -n 3p "$D/env")" = "$(sed -n '6p;8p;10p' "$D/env" | tr '\n' ' ' | sed 's/ $//')" ] ||
     fail "fences are not the keys' counters: $(cat "$D/env")" || return 1
   [ "$(sed -n 4p "$D/env")" = "fence=unset" ] || fail "DISTLOCK_FENCE set for several keys" || return 1
-  [ "$(sed -n '4p;6p;8p' "$D/env" | sort -u)" = "$tok" ] || fail "keys do not hold the run's token: $(cat "$D/env")" || return 1
+  [ "$(sed -n '5p;7p;9p' "$D/env" | sort -u)" = "$tok" ] || fail "keys do not hold the run's token: $(cat "$D/env")" || return 1
   [ "$(rcli exists "$a" "$b" "$c")" = 0 ] || fail "not released"
 }
 
