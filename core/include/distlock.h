@@ -299,6 +299,13 @@ DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
 #define DISTLOCK_AUTO_RENEW (1u << 1)  /* background renewal at ttl/3 until release */
 #define DISTLOCK_REENTRANT  (1u << 2)  /* same owner re-acquiring gets a counted handle */
 #define DISTLOCK_FAIR       (1u << 3)  /* waiters are served in arrival order */
+/* acquire flag: a read lock (distlock_acquire / distlock_acquire_with): it
+ * shares `key` with other readers and excludes writers (a plain acquire of
+ * the same key). Not with DISTLOCK_FENCING, DISTLOCK_FAIR, DISTLOCK_REENTRANT
+ * (DISTLOCK_EINVAL). See docs/shared-locks.md. */
+#define DISTLOCK_SHARED     (1u << 4)
+
+#define DISTLOCK_PERMITS_MAX 1000000L   /* permits of a semaphore: 1..this */
 
 /*
  * Acquire `key` for `ttl_ms` (1..DISTLOCK_TTL_MAX) with a fresh 128-bit token.
@@ -363,6 +370,18 @@ typedef struct distlock_acquire_args {
 DISTLOCK_API int distlock_acquire_with(distlock_client *c, const char *key, long ttl_ms,
                                        long wait_ms, unsigned flags,
                                        const distlock_acquire_args *args, distlock_lock **out);
+
+/* One permit of the semaphore `key` with `permits` permits (1..DISTLOCK_PERMITS_MAX):
+ * granted while fewer than `permits` unexpired permits are held. Each permit
+ * is a lease like a lock (ttl_ms, wait_ms, AUTO_RENEW, release, extend,
+ * lost). flags: DISTLOCK_AUTO_RENEW only (others: DISTLOCK_EINVAL). args as
+ * distlock_acquire_with() (cancel; owner is refused). DISTLOCK_NOTACQUIRED when
+ * all permits stay taken. On N nodes a permit needs more than N*P/(P+1) nodes
+ * (docs/semaphores.md). Blocks; thread-safe. */
+DISTLOCK_API int distlock_semaphore_acquire(distlock_client *c, const char *key, long permits,
+                                            long ttl_ms, long wait_ms, unsigned flags,
+                                            const distlock_acquire_args *args,
+                                            distlock_lock **out);
 
 /* Release (compare-and-delete on every node). DISTLOCK_OK when it was still
  * held on a quorum; DISTLOCK_ENOTOWNER when it had expired, was lost or was
@@ -590,7 +609,21 @@ typedef struct distlock_holder_info {
     int answered;                        /* nodes that answered */
     int taken;                           /* nodes where the key exists at all (any token,
                                           * or a value of another type) */
+    int kind;       /* DISTLOCK_HOLDER_FREE 0, _LOCK 1 (a string token),
+                     * _READERS 2 (read locks, maybe a writer's __write__), _SEMAPHORE 3,
+                     * _OTHER 4 (a value of another type) -- on the node(s) counted */
+    long holders;   /* _READERS / _SEMAPHORE: live members (tokens), max over nodes that answered */
+    long permits;   /* _SEMAPHORE: permits as the latest acquire set them; else 0 */
 } distlock_holder_info;
+
+/* distlock_holder_info.kind */
+enum distlock_holder_kind {
+    DISTLOCK_HOLDER_FREE = 0,
+    DISTLOCK_HOLDER_LOCK = 1,
+    DISTLOCK_HOLDER_READERS = 2,
+    DISTLOCK_HOLDER_SEMAPHORE = 3,
+    DISTLOCK_HOLDER_OTHER = 4
+};
 
 /*
  * Who holds `key`.
@@ -657,12 +690,15 @@ DISTLOCK_API int distlock_admin_fence(distlock_client *c, const char *key, int n
                                       int64_t *fence);
 
 /* Keys that may be locks, for listing: one SCAN step on node i,
- * `SCAN *cursor MATCH pattern COUNT count TYPE string` (Redis >= 6; Redis 5
- * refuses TYPE, and runs the same step as a script that keeps the string
- * keys), so the server does O(count) work per call and never blocks on a
- * big keyspace.
- * fn(key, len, arg) is called for each string key of the step that matches,
- * except the fence counters of locks; a nonzero return from fn skips the
+ * `SCAN *cursor MATCH pattern COUNT count` and the TYPE of each key it
+ * found, run as one script (EVAL) in the server, so the server does
+ * O(count) work per call and never blocks on a big keyspace.
+ * fn(key, len, arg) is called for each key of the step that matches and is
+ * a string (a lock), or a sorted set holding read locks or a semaphore
+ * (its member `__distlock_semaphore__` or `__write__`, or a lowest score
+ * above 10^12: tokens scored by their expiry in ms since the epoch;
+ * distlock_admin_holder() tells which), except the fence counters of
+ * locks; a nonzero return from fn skips the
  * rest of this step. fn runs in the calling thread, with no library lock
  * held. *cursor: 0 to start; on return the cursor of the next step, 0 when
  * the scan of that node is complete (SCAN's guarantees: a key present for

@@ -70,6 +70,14 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
                                         const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe)
 {
+    return distlock__release_round_q(c, &c->q, cs, key, token, which, res, maybe);
+}
+
+distlock__tally distlock__release_round_q(distlock_client *c, const distlock__quorum *q,
+                                          distlock__connset *cs, const char *key,
+                                          const char *token, uint64_t which,
+                                          distlock__result *res, uint64_t maybe)
+{
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
     /* The channel: on the stack for the usual short keys, else the heap
      * (keys go up to 1 KB; every entry point keeps under 4 KB of stack). */
@@ -105,7 +113,7 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
         distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
     for (int i = 0; i < c->n; i++)
         calls[i] = (which >> i & 1) ? &call : NULL;
-    distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
+    distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, (void *)q);
     free(sh);
     if (ch != sch)
         free(ch);
@@ -165,8 +173,8 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     const distlock__acq_req *rq = a->rq;
     /* a plain acquire's script has 4 arguments; the others take theirs
      * from the heap (sk), so the common path's stack stays small */
-    const char *argv_plain[4];
-    size_t len_plain[4];
+    const char *argv_plain[5];
+    size_t len_plain[5];
     const char **argv = a->sk ? a->sk->argv : argv_plain;
     size_t *len = a->sk ? a->sk->len : len_plain;
     int k = 0, nkeys;
@@ -198,6 +206,10 @@ static void first_round(attempt_ctx *a, distlock__result *res)
         argv[k++] = a->sk->since;
         argv[k++] = a->sk->label;
     }
+    /* the acquire script's last argument: how long a waiting writer's
+     * intent stands on a key holding read locks (0: trying once) */
+    if (!rq->fair)
+        argv[k++] = a->qttl;
     for (int i = 0; i < k; i++)
         len[i] = strlen(argv[i]);
     distlock__call script = { .script = rq->fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE,
@@ -208,8 +220,11 @@ static void first_round(attempt_ctx *a, distlock__result *res)
                                rq->key);
     const char *pargv[7] = { "SET", rq->key, rq->token, "NX", "PX", a->ttl, "GET" };
     size_t plen[7] = { 3, len[0], strlen(rq->token), 2, 2, ttllen, 3 };
+    /* WRONGTYPE: the key holds read locks (a zset), which the script
+     * handles; the hot path stays one SET on a string key */
     distlock__call plain = { .script = -1, .argc = 7, .argv = pargv, .argvlen = plen,
                              .fallback = &script, .fallback_on = DISTLOCK__SYNTAX_ERROR,
+                             .fallback_also = "WRONGTYPE",
                              .fallback_below = DISTLOCK__SET_GET_SINCE, .tag = a->tag };
     distlock__set_wait(c, &script);
     distlock__set_wait(c, &plain);
@@ -219,8 +234,30 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     distlock__round(&c->tp, a->cs, a->cs->calls_a, res,
                     a->fencing ? distlock__decide_cannot_win : distlock__decide_quorum, &c->q);
     for (int i = 0; i < c->n; i++)
-        if (res[i].fell_back)
+        if (res[i].fell_back == 1)
             atomic_store(&c->no_set_get, 1);  /* Redis < 7: the script from now on */
+}
+
+/* The first round of a read lock or a semaphore permit: the zset script
+ * (protocol.c), stopped once its quorum q granted or no longer can. */
+static void first_round_zset(attempt_ctx *a, distlock__result *res, distlock__quorum *q)
+{
+    distlock_client *c = a->c;
+    const distlock__acq_req *rq = a->rq;
+    char permits[DISTLOCK__NUM_LEN];
+    distlock__ltoa(a->ttl, rq->ttl_ms);
+    distlock__ltoa(permits, rq->permits);
+    const char *argv[5] = { rq->key, rq->token, a->ttl, rq->kind == DISTLOCK__READ ? "r" : "s",
+                            permits };
+    size_t len[5];
+    for (int i = 0; i < 5; i++)
+        len[i] = strlen(argv[i]);
+    distlock__call script = { .script = DISTLOCK__S_ZACQUIRE, .nkeys = 1, .argc = 5,
+                              .argv = argv, .argvlen = len, .tag = a->tag };
+    distlock__set_wait(c, &script);
+    for (int i = 0; i < c->n; i++)
+        a->cs->calls_a[i] = &script;
+    distlock__round(&c->tp, a->cs, a->cs->calls_a, res, distlock__decide_quorum, q);
 }
 
 /* What the attempt saw, for the wait loop. */
@@ -232,8 +269,13 @@ static void observe(const attempt_ctx *a, const distlock__result *res, distlock_
     att->holder_pttl = 0;
     att->head = 0;
     att->split = 0;
+    att->readers = 0;
     for (int i = 0; i < a->c->n; i++) {
         int v = distlock__reply_verdict(&res[i]);
+        const redisReply *x = res[i].reply;
+        if (v == 0 && !a->rq->fair && x && x->type == REDIS_REPLY_ARRAY && x->elements >= 4 &&
+            x->element[3]->type == REDIS_REPLY_STRING)
+            att->readers = 1;  /* the acquire script's {0, pttl, 0, 'r'} */
         if (v == 1 && a->rq->fair)
             att->head = 1;  /* we were first there */
         if (v != 0)
@@ -486,9 +528,15 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     if (a.owner)
         owner_fields(c, rq->key, a.sk);
     distlock__result *res = a.cs->res_a;
+    distlock__quorum qk;  /* the grants this lease needs (a permit: more) */
+    distlock__quorum_with(&c->q, rq->quorum > 0 ? rq->quorum : c->quorum, &qk);
+    distlock__ltoa(a.qttl, rq->queue_ttl_ms);
 
     uint64_t t0 = att->t0_us = distlock__now_us();
-    first_round(&a, res);
+    if (rq->kind != DISTLOCK__LOCK)
+        first_round_zset(&a, res, &qk);
+    else
+        first_round(&a, res);
     for (int i = 0; i < c->n; i++) {
         if (!distlock__reply_held_own(&res[i], rq->token))
             continue;
@@ -496,7 +544,7 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
         if (!res[i].resent)
             a.prior |= 1ull << i;
     }
-    if (!rq->fair)
+    if (!rq->fair && rq->kind == DISTLOCK__LOCK)
         refresh_own(&a, res);
     distlock__tally t = distlock__count(res, c->n);
     observe(&a, res, t, att);
@@ -504,13 +552,13 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
         t.ok = 0;
     else
-        rc = distlock__verdict(&c->q, res, t, DISTLOCK_NOTACQUIRED, "acquire", rq->key);
+        rc = distlock__verdict(&qk, res, t, DISTLOCK_NOTACQUIRED, "acquire", rq->key);
     if (rc == DISTLOCK_OK && a.fencing)
         rc = raise_fence(&a, res, t, &att->fence);
     if (rc == DISTLOCK_OK && rq->fair && t.ok < c->n)
         leave_where_lost(&a, res);
     if (rc == DISTLOCK_OK) {
-        att->valid_until_us = distlock__valid_until(&c->q, t0, rq->ttl_ms);
+        att->valid_until_us = distlock__valid_until(&qk, t0, rq->ttl_ms);
         if ((att->t1_us = distlock__now_us()) >= att->valid_until_us)
             rc = distlock__fail(DISTLOCK_ETIMEDOUT,
                                 "'%s' acquired on %d of %d nodes but its %ld ms ttl was used up",

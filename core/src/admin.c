@@ -51,7 +51,8 @@ static int inspect_round(distlock_client *c, const char *key, int node, distlock
 enum { NODE_NONE = 0,   /* no answer: failed, or an error reply */
        NODE_FREE,       /* the key does not exist */
        NODE_TOKEN,      /* a string: a lock token (ours or anyone's) */
-       NODE_OTHER };    /* a value of another type: someone else's, no token */
+       NODE_OTHER,      /* a value of another type: someone else's, no token */
+       NODE_ZSET };     /* read locks or a semaphore: {kind, pttl, holders, permits} */
 
 static int node_state(const distlock__result *r)
 {
@@ -64,6 +65,8 @@ static int node_state(const distlock__result *r)
         return strstr(x->str, "WRONGTYPE") ? NODE_OTHER : NODE_NONE;
     if (x->type != REDIS_REPLY_ARRAY || x->elements < 1)
         return NODE_NONE;
+    if (x->element[0]->type == REDIS_REPLY_INTEGER && x->elements == 4)
+        return NODE_ZSET;
     if (x->element[0]->type == REDIS_REPLY_STRING)
         return NODE_TOKEN;
     return x->element[0]->type == REDIS_REPLY_NIL ? NODE_FREE : NODE_NONE;
@@ -167,9 +170,41 @@ static int fail_unanswered(const distlock_client *c, const distlock__result *res
  * in the caller's struct (no copy on the stack: the owner record is 800
  * bytes, and every entry point stays within 4 KB of stack). A field added
  * later must be written only when the caller's size holds it. */
-_Static_assert(HOLDER_INFO_MIN_SIZE == sizeof(distlock_holder_info) &&
-               OWNER_INFO_MIN_SIZE == sizeof(distlock_owner_info),
+_Static_assert(OWNER_INFO_MIN_SIZE == sizeof(distlock_owner_info),
                "a field added to a result struct: fill it only when out->size holds it");
+/* distlock_holder_info grew kind, holders, permits (0.2): written only
+ * when the caller's size holds them (kind_fields). */
+#define HOLDER_INFO_KIND_SIZE (offsetof(distlock_holder_info, permits) + sizeof(long))
+_Static_assert(HOLDER_INFO_KIND_SIZE == sizeof(distlock_holder_info),
+               "a field added to distlock_holder_info: fill it only when out->size holds it");
+
+/* What the nodes counted say the key is (distlock_holder_kind): a token on
+ * them, else the zset lease seen (holders: the most live tokens a node
+ * had), else another type, else free. Only into a caller's struct that
+ * holds these fields. */
+static void kind_fields(const distlock__result *res, int from, int to, int token,
+                        distlock_holder_info *info)
+{
+    if (info->size < HOLDER_INFO_KIND_SIZE)
+        return;
+    int kind = token ? DISTLOCK_HOLDER_LOCK : DISTLOCK_HOLDER_FREE;
+    for (int i = from; i < to && !token; i++) {
+        int s = node_state(&res[i]);
+        if (s == NODE_ZSET) {
+            const redisReply *x = res[i].reply;
+            kind = (int)x->element[0]->integer;
+            if (x->element[2]->type == REDIS_REPLY_INTEGER &&
+                x->element[2]->integer > info->holders)
+                info->holders = (long)x->element[2]->integer;
+            if (kind == DISTLOCK_HOLDER_SEMAPHORE && x->element[3]->type == REDIS_REPLY_INTEGER &&
+                x->element[3]->integer > info->permits)
+                info->permits = (long)x->element[3]->integer;
+        } else if (s == NODE_OTHER && kind == DISTLOCK_HOLDER_FREE) {
+            kind = DISTLOCK_HOLDER_OTHER;
+        }
+    }
+    info->kind = kind;
+}
 
 /* The caller's struct `out` (NULL: none asked) declares its size in its
  * first field: refuse one smaller than the 0.1.0 layout, before anything is
@@ -215,7 +250,8 @@ static int one_node_holder(const distlock_client *c, const distlock__result *r, 
                                                                   : "unexpected reply");
     }
     info->answered = 1;
-    info->taken = s == NODE_TOKEN || s == NODE_OTHER;
+    info->taken = s == NODE_TOKEN || s == NODE_OTHER || s == NODE_ZSET;
+    kind_fields(r, 0, 1, s == NODE_TOKEN, info);
     if (s != NODE_TOKEN)
         return 0;
     const redisReply *t = node_token(r);
@@ -237,7 +273,7 @@ static int all_nodes_holder(const distlock_client *c, const distlock__result *re
     for (int i = 0; i < c->n; i++) {
         int s = node_state(&res[i]);
         heard += s != NODE_NONE;
-        held += s == NODE_TOKEN || s == NODE_OTHER;
+        held += s == NODE_TOKEN || s == NODE_OTHER || s == NODE_ZSET;
         if (s != NODE_TOKEN)
             continue;
         int same = 0;
@@ -265,6 +301,7 @@ static int all_nodes_holder(const distlock_client *c, const distlock__result *re
     info->pttl_ms = best_i >= 0 ? best_pttl : 0;
     info->answered = heard;
     info->taken = held;
+    kind_fields(res, 0, c->n, best_i >= 0, info);
 
     /* Held once one token is on a quorum: the silent nodes cannot undo that.
      * Not held once no token could reach a quorum even if every silent node
@@ -525,21 +562,16 @@ int distlock_admin_scan(distlock_client *c, int node, const char *pattern, long 
         return distlock__fail(DISTLOCK_EINVAL, "pattern must be 1..%d bytes", DISTLOCK_KEY_MAX);
     snprintf(cur, sizeof cur, "%llu", *cursor);
     snprintf(cnt, sizeof cnt, "%ld", count);
-    const char *argv[8] = { "SCAN", cur, "MATCH", pattern, "COUNT", cnt, "TYPE", "string" };
-    size_t len[8];
-    for (int i = 0; i < 8; i++)
-        len[i] = strlen(argv[i]);
-    /* Redis 5 has no SCAN ... TYPE (a syntax error): the same step and
-     * filter by a script, in the same round */
-    const char *sargv[6] = { "EVAL", distlock__scan_strings_script, "0", cur, pattern, cnt };
-    size_t slen[6];
+    /* One SCAN step and a TYPE per key in the server (the same one round
+     * trip per step): string keys, and the zsets that are read locks or
+     * semaphores (protocol.h), which SCAN ... TYPE cannot pick in one step. */
+    const char *argv[6] = { "EVAL", distlock__scan_leases_script, "0", cur, pattern, cnt };
+    size_t len[6];
     for (int i = 0; i < 6; i++)
-        slen[i] = strlen(sargv[i]);
-    distlock__call untyped = { .script = -1, .argc = 6, .argv = sargv, .argvlen = slen };
+        len[i] = strlen(argv[i]);
     if ((rc = distlock__begin(c, &cs)) != DISTLOCK_OK)
         return rc;
-    distlock__call call = { .script = -1, .argc = 8, .argv = argv, .argvlen = len,
-                            .fallback = &untyped, .fallback_on = DISTLOCK__SYNTAX_ERROR };
+    distlock__call call = { .script = -1, .argc = 6, .argv = argv, .argvlen = len };
     for (int i = 0; i < c->n; i++)
         cs->calls_a[i] = i == node ? &call : NULL;
     distlock__round(&c->tp, cs, cs->calls_a, cs->res_a, NULL, NULL);

@@ -14,7 +14,8 @@
 
 #include "internal.h"
 
-#define KNOWN_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT | DISTLOCK_FAIR)
+#define KNOWN_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT | DISTLOCK_FAIR | \
+                     DISTLOCK_SHARED)
 
 static void thread_owner(char *buf, size_t n)
 {
@@ -67,15 +68,18 @@ static int cancelled(const char *key, uint64_t t0_us, const char *what)
  * call's own cancel also ends a first attempt that it saw out (try-once
  * included): it was fired for this call alone, so no later call can have
  * been meant instead. */
-static int acquire_wait(distlock_client *c, const char *key, char *token, long ttl_ms,
-                        long wait_ms, unsigned flags, distlock_cancel *cancel,
-                        distlock__attempt *att)
+static int acquire_wait(distlock_client *c, const distlock__held *h, char *token, long wait_ms,
+                        distlock_cancel *cancel, distlock__attempt *att)
 {
+    const char *key = h->key;
+    unsigned flags = h->flags;
     int fair = (flags & DISTLOCK_FAIR) != 0;
     unsigned gen = distlock__cancel_gen(c);  /* cancels from now on concern this call */
-    distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
-                             .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0 };
+    distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = h->ttl_ms, .flags = flags,
+                             .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0,
+                             .kind = h->kind, .permits = h->permits, .quorum = h->quorum };
     int rc = distlock__acquire_once(c, &rq, att);
+    int readers = att->readers;  /* a writer kept out by read locks: its intent may stand */
     uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
     uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
     if (distlock__cancel_fired(cancel)) {  /* won, lost, or failed: cancelled */
@@ -128,6 +132,7 @@ static int acquire_wait(distlock_client *c, const char *key, char *token, long t
         rq.queue_ttl_ms = queue_ttl(c);
         unsigned named = fair ? distlock__waiter_named(c, &w) : 0;
         rc = distlock__acquire_once(c, &rq, att);
+        readers |= att->readers;
         if (rc == DISTLOCK_OK && distlock__cancelled(c, &w.sl, 1)) {
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
@@ -187,6 +192,14 @@ out:
     distlock__sleeper_end(c, &w.sl);
     free(ch);
 leave_queue:
+    if (readers && rc != DISTLOCK_OK) {
+        /* a writer that gives up withdraws its intent: the readers it kept
+         * out need not wait for the intent's end */
+        char *detail = distlock__error_copy();
+        distlock__write_leave(c, key);
+        distlock__fail(rc, "%s", detail ? detail : "");
+        free(detail);
+    }
     if (fair && rc != DISTLOCK_OK) {
         char *detail = distlock__error_copy();
         (void)distlock__leave_queue(c, key, token);
@@ -336,9 +349,9 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
 /* *t_start, *t_end: when the first attempt went out and when the grant was
  * checked (distlock__attempt), 0 if none (the metrics' wait; the hold time
  * starts at *t_end). */
-static int acquire_with(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                        unsigned flags, const distlock_acquire_args *args, distlock_lock **out,
-                        uint64_t *t_start, uint64_t *t_end)
+static int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
+                        long wait_ms, unsigned flags, const distlock_acquire_args *args,
+                        distlock_lock **out, uint64_t *t_start, uint64_t *t_end)
 {
     char tok[33], tid[64];
     int rc;
@@ -366,6 +379,15 @@ static int acquire_with(distlock_client *c, const char *key, long ttl_ms, long w
                               wait_ms);
     if (flags & ~KNOWN_FLAGS)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x", flags & ~KNOWN_FLAGS);
+    if ((flags & DISTLOCK_SHARED) &&
+        (flags & (DISTLOCK_FENCING | DISTLOCK_FAIR | DISTLOCK_REENTRANT)))
+        return distlock__fail(DISTLOCK_EINVAL, "DISTLOCK_SHARED (a read lock) does not take "
+                              "DISTLOCK_FENCING, DISTLOCK_FAIR or DISTLOCK_REENTRANT");
+    if (permits > 0 && (flags & ~(unsigned)DISTLOCK_AUTO_RENEW))
+        return distlock__fail(DISTLOCK_EINVAL, "flags 0x%x: a semaphore permit takes "
+                              "DISTLOCK_AUTO_RENEW only", flags);
+    if (permits > 0 && owner)
+        return distlock__fail(DISTLOCK_EINVAL, "a semaphore permit takes no owner id");
     if (owner && (owner[0] == '\0' || strlen(owner) > 256))
         return distlock__fail(DISTLOCK_EINVAL, "owner id must be 1..256 bytes");
     if (owner && !(flags & DISTLOCK_REENTRANT))
@@ -400,6 +422,10 @@ static int acquire_with(distlock_client *c, const char *key, long ttl_ms, long w
     h->ttl_ms = ttl_ms;
     h->flags = flags;
     h->fence = -1;
+    h->kind = permits > 0 ? DISTLOCK__PERMIT
+            : (flags & DISTLOCK_SHARED) ? DISTLOCK__READ : DISTLOCK__LOCK;
+    h->permits = permits;
+    h->quorum = distlock__lease_quorum(&c->q, permits);
     h->pid = distlock__getpid();
     h->count = 1;
     h->owner_thread = (flags & DISTLOCK_REENTRANT) && owner == tid;
@@ -407,7 +433,7 @@ static int acquire_with(distlock_client *c, const char *key, long ttl_ms, long w
         h->thread = pthread_self();
 
     distlock__attempt att;
-    rc = acquire_wait(c, key, tok, ttl_ms, wait_ms, flags, cancel, &att);
+    rc = acquire_wait(c, h, tok, wait_ms, cancel, &att);
     uint64_t until = att.valid_until_us;
     *t_start = att.t0_us;
     *t_end = att.t1_us;
@@ -454,7 +480,25 @@ int distlock_acquire_with(distlock_client *c, const char *key, long ttl_ms, long
                           unsigned flags, const distlock_acquire_args *args, distlock_lock **out)
 {
     uint64_t t0 = 0, t1 = 0;
-    int rc = acquire_with(c, key, ttl_ms, wait_ms, flags, args, out, &t0, &t1);
+    int rc = acquire_with(c, key, 0, ttl_ms, wait_ms, flags, args, out, &t0, &t1);
+    if (c && distlock__stats_on(&c->stats))
+        distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
+    return rc;
+}
+
+int distlock_semaphore_acquire(distlock_client *c, const char *key, long permits, long ttl_ms,
+                               long wait_ms, unsigned flags, const distlock_acquire_args *args,
+                               distlock_lock **out)
+{
+    uint64_t t0 = 0, t1 = 0;
+    if (permits < 1 || permits > DISTLOCK_PERMITS_MAX) {
+        distlock__clear_error();
+        if (out)
+            *out = NULL;
+        return distlock__fail(DISTLOCK_EINVAL, "permits %ld: use 1..%ld (DISTLOCK_PERMITS_MAX)",
+                              permits, (long)DISTLOCK_PERMITS_MAX);
+    }
+    int rc = acquire_with(c, key, permits, ttl_ms, wait_ms, flags, args, out, &t0, &t1);
     if (c && distlock__stats_on(&c->stats))
         distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
     return rc;

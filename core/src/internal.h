@@ -146,6 +146,9 @@ struct distlock__held {
     uint64_t set_pref;           /* connection set of its acquire (distlock__tp_checkout_pref) */
     uint64_t maybe;              /* nodes that may hold it (distlock__attempt) */
     int64_t fence;
+    int kind;                    /* DISTLOCK__LOCK, _READ (zset), _PERMIT (zset) */
+    long permits;                /* _PERMIT: the semaphore's permits, else 0 */
+    int quorum;                  /* grants it needs (distlock__lease_quorum) */
     uint64_t acquired_us;        /* monotonic, for the hold-time histogram (0: not counted) */
     _Atomic int lost;            /* 0, or why: DISTLOCK__LOST_GONE / _UNCONFIRMED */
     int released;
@@ -186,14 +189,23 @@ typedef struct distlock__acq_req {
     unsigned flags;          /* DISTLOCK_FENCING, DISTLOCK_STRICT are read */
     int fair;                /* the fair script: served in arrival order */
     long queue_ttl_ms;       /* fair: how long our queue entry lives; 0: try only */
+    int kind;                /* DISTLOCK__LOCK, DISTLOCK__READ, DISTLOCK__PERMIT */
+    long permits;            /* DISTLOCK__PERMIT: the semaphore's permits */
+    int quorum;              /* grants it needs (distlock__lease_quorum) */
     int held_known;          /* this client was granted key+token and the lease has not
                                 ended (pair.c's recent grants): only then does a node
                                 that already held our token prove the caller held it */
 } distlock__acq_req;
 
+/* What a lease is: a lock (a string key), a read lock or a semaphore
+ * permit (members of a zset at the key: protocol.c). */
+enum { DISTLOCK__LOCK = 0, DISTLOCK__READ, DISTLOCK__PERMIT };
+
 /* What it got, and saw (for the wait loop). */
 typedef struct distlock__attempt {
     int granted;             /* nodes that granted */
+    int readers;             /* a lock: some node held read locks at the key (its
+                                writer intent may be there) */
     int behind;              /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;        /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;                /* fair: first in the queue on some node */
@@ -217,6 +229,11 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
 distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
                                         const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe);
+/* The same, the round stopped by quorum q (a lease needing more grants). */
+distlock__tally distlock__release_round_q(distlock_client *c, const distlock__quorum *q,
+                                          distlock__connset *cs, const char *key,
+                                          const char *token, uint64_t which,
+                                          distlock__result *res, uint64_t maybe);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent
  * after its first send ran is then recognised as done. */
@@ -229,6 +246,15 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
                                   uint64_t *sent_us);
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
+/* The same for a lease needing `need` grants (0: the quorum; a permit's:
+ * distlock__lease_quorum). */
+int distlock__release_lease(distlock_client *c, int need, const char *key, const char *token,
+                            uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
+                            uint64_t *sent_us);
+int distlock__extend_lease(distlock_client *c, int need, const char *key, const char *token,
+                           long ttl_ms, uint64_t *valid_until_us);
+/* A writer that waited for readers gives up: its intent goes (protocol.c). */
+void distlock__write_leave(distlock_client *c, const char *key);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
 /* held.c: the records of held ownerships (c->mu held for all three) */
 /* Free a record that was never linked. */

@@ -442,8 +442,8 @@ int distlock__held_release(distlock_client *c, const distlock__held *h, uint64_t
     if (h->keys != NULL)
         return distlock__release_many(c, (const char *const *)h->keys, h->nkeys, h->token,
                                       valid_until_us, h->set_pref, h->maybe, sent_us);
-    return distlock__release_keytoken_at(c, h->key, h->token, valid_until_us, h->set_pref,
-                                         h->maybe, sent_us);
+    return distlock__release_lease(c, h->quorum, h->key, h->token, valid_until_us, h->set_pref,
+                                   h->maybe, sent_us);
 }
 
 int distlock__held_extend(distlock_client *c, const distlock__held *h, long ttl_ms,
@@ -452,5 +452,5 @@ int distlock__held_extend(distlock_client *c, const distlock__held *h, long ttl_
     if (h->keys != NULL)
         return distlock__extend_many(c, (const char *const *)h->keys, h->nkeys, h->token,
                                      ttl_ms, valid_until_us);
-    return distlock__extend_keytoken(c, h->key, h->token, ttl_ms, valid_until_us);
+    return distlock__extend_lease(c, h->quorum, h->key, h->token, ttl_ms, valid_until_us);
 }

@@ -18,7 +18,25 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
                                   uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
                                   uint64_t *sent_us)
 {
+    return distlock__release_lease(c, 0, key, token, valid_until_us, set_pref, maybe, sent_us);
+}
+
+/* The verdicts of a lease needing `need` grants: q itself, or *tmp. */
+static const distlock__quorum *lease_q(const distlock_client *c, int need, distlock__quorum *tmp)
+{
+    if (need <= 0 || need == c->quorum)
+        return &c->q;
+    distlock__quorum_with(&c->q, need, tmp);
+    return tmp;
+}
+
+int distlock__release_lease(distlock_client *c, int need, const char *key, const char *token,
+                            uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
+                            uint64_t *sent_us)
+{
     int rc;
+    distlock__quorum tmp;
+    const distlock__quorum *q = lease_q(c, need, &tmp);
 
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
         return rc;
@@ -29,7 +47,7 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
     uint64_t t0 = distlock__now_us();
     if (sent_us)
         *sent_us = t0;
-    distlock__tally t = distlock__release_round(c, cs, key, token, ~0ull, res, maybe);
+    distlock__tally t = distlock__release_round_q(c, q, cs, key, token, ~0ull, res, maybe);
     if (t0 < valid_until_us) {
         /* A release resent on a fresh connection (the first one broke after
          * sending) finds the key gone if the first one ran. While the lease
@@ -41,7 +59,7 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
                 t.no--;
             }
     }
-    rc = distlock__verdict(&c->q, res, t, DISTLOCK_ENOTOWNER, "release", key);
+    rc = distlock__verdict(q, res, t, DISTLOCK_ENOTOWNER, "release", key);
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
     return rc;
@@ -50,7 +68,16 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us)
 {
+    return distlock__extend_lease(c, 0, key, token, ttl_ms, valid_until_us);
+}
+
+/* The extend script renews a zset lease's member too (protocol.c). */
+int distlock__extend_lease(distlock_client *c, int need, const char *key, const char *token,
+                           long ttl_ms, uint64_t *valid_until_us)
+{
     char ttl[DISTLOCK__NUM_LEN];
+    distlock__quorum tmp;
+    const distlock__quorum *q = lease_q(c, need, &tmp);
     distlock__connset *cs;
     int rc;
 
@@ -74,11 +101,10 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
     for (int i = 0; i < c->n; i++)
         cs->calls_a[i] = &call;
     uint64_t t0 = distlock__now_us();
-    distlock__round(&c->tp, cs, cs->calls_a, res, distlock__decide_quorum, &c->q);
-    rc = distlock__verdict(&c->q, res, distlock__count(res, c->n), DISTLOCK_ENOTOWNER, "extend",
-                           key);
+    distlock__round(&c->tp, cs, cs->calls_a, res, distlock__decide_quorum, (void *)q);
+    rc = distlock__verdict(q, res, distlock__count(res, c->n), DISTLOCK_ENOTOWNER, "extend", key);
     if (rc == DISTLOCK_OK) {
-        uint64_t until = distlock__valid_until(&c->q, t0, ttl_ms);
+        uint64_t until = distlock__valid_until(q, t0, ttl_ms);
         if (distlock__now_us() >= until)
             rc = distlock__fail(DISTLOCK_ETIMEDOUT, "extend of '%.200s' took longer than its ttl",
                                 key);
@@ -122,4 +148,27 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
     distlock__checkin(c, cs);
     free(sk);
     return DISTLOCK_OK;
+}
+
+void distlock__write_leave(distlock_client *c, const char *key)
+{
+    char *ch = malloc(2 * DISTLOCK__SIDEKEY_MAX);  /* channel, shard channel */
+    distlock__connset *cs = ch ? distlock__checkout(c) : NULL;
+    if (cs == NULL) {
+        free(ch);
+        return;  /* the intent expires with its score */
+    }
+    const char *argv[2] = { key, ch };
+    size_t len[2] = { strlen(key), distlock__channel_name(ch, key) };
+    distlock__call call = { .script = DISTLOCK__S_WRITE_LEAVE, .nkeys = 1, .argc = 2,
+                            .argv = argv, .argvlen = len };
+    if (c->tp.cl != NULL)
+        distlock__call_sharded(&call, DISTLOCK__S_WRITE_LEAVE_SH, 1, ch + DISTLOCK__SIDEKEY_MAX,
+                               key);
+    for (int i = 0; i < c->n; i++)
+        cs->calls_a[i] = &call;
+    distlock__round(&c->tp, cs, cs->calls_a, cs->res_a, NULL, NULL);
+    distlock__round_clear(cs->res_a, c->n);
+    distlock__checkin(c, cs);
+    free(ch);
 }

@@ -27,10 +27,55 @@
         "  local r = redis.pcall('SPUBLISH', ch, msg)\n" \
         "  if type(r) == 'table' and r.err then redis.pcall('PUBLISH', ch, msg) end\n" \
         "end\n"
+/* Zset leases (read locks and semaphore permits, docs/shared-locks.md and
+ * docs/semaphores.md): a sorted set at the key, members = tokens scored by
+ * their expiry in ms since the epoch (the server's TIME), the key's
+ * PEXPIREAT = the highest score. `__write__`: a writer holds the key
+ * (symfony/lock: with its token at the same score) or waits for the
+ * readers (ours: alone, an intent); `__distlock_semaphore__`, scored P,
+ * marks a semaphore of P permits. Member names starting with "__" are
+ * never a token (tokens are hex). */
+#define ZSET_NOW_FN \
+        "local function zset_now()\n" \
+        "  local t = redis.call('TIME')\n" \
+        "  return tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n" \
+        "end\n"
+/* zset_extend(k, token, ttl): nil if k is not a zset (the caller keeps its
+ * WRONGTYPE), 0 if token is no live member, else 1: rescored now + ttl. */
+#define ZSET_EXTEND_FN ZSET_NOW_FN \
+        "local function zset_extend(k, tok, ttl)\n" \
+        "  if redis.call('TYPE', k).ok ~= 'zset' then return nil end\n" \
+        "  if string.sub(tok, 1, 2) == '__' then return 0 end\n" \
+        "  local now = zset_now()\n" \
+        "  local s = redis.call('ZSCORE', k, tok)\n" \
+        "  if not s or tonumber(s) <= now then return 0 end\n" \
+        "  redis.call('ZADD', k, now + tonumber(ttl), tok)\n" \
+        "  redis.call('PEXPIREAT', k, redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')[2])\n" \
+        "  return 1\n" \
+        "end\n"
+
 #define BODY_RELEASE(PUB) \
         /* KEYS: key [owner]; ARGV: token channel. Compare-and-delete, then \
          * wake waiters. pcall: a user without channel rights still releases. */ \
-        "if redis.call('GET', KEYS[1]) == ARGV[1] then\n" \
+        "local v = redis.pcall('GET', KEYS[1])\n" \
+        "if type(v) == 'table' and v.err then\n" \
+        /* a zset lease (read lock, permit: ZSET_LEASE_NOTE): its member */ \
+        "  if string.sub(v.err, 1, 9) ~= 'WRONGTYPE' or " \
+        "redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return v end\n" \
+        "  local s = redis.call('ZSCORE', KEYS[1], ARGV[1])\n" \
+        "  if not s or string.sub(ARGV[1], 1, 2) == '__' then return 0 end\n" \
+        "  redis.call('ZREM', KEYS[1], ARGV[1])\n" \
+        "  local left = redis.call('ZCARD', KEYS[1])\n" \
+        "  if left == 0 or (left == 1 and redis.call('ZSCORE', KEYS[1], '__distlock_semaphore__')) " \
+        "then redis.call('DEL', KEYS[1]) end\n" \
+        "  " PUB "ARGV[2], '')\n" \
+        "  local t = redis.call('TIME')\n" \
+        /* expired (not swept yet): gone, as an expired lock key is */ \
+        "  if tonumber(s) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " \
+        "then return 0 end\n" \
+        "  return 1\n" \
+        "end\n" \
+        "if v == ARGV[1] then\n" \
         "  redis.call('DEL', KEYS[1])\n" \
         "  if KEYS[2] then redis.call('DEL', KEYS[2]) end\n" \
         "  " PUB "ARGV[2], '')\n" \
@@ -48,6 +93,10 @@
          * When the head takes the lock, the new head \
          * is told by name, so a release needs to wake only it. queue_ttl 0: \
          * try only. */ \
+        "if redis.call('TYPE', KEYS[1]).ok == 'zset' then\n" \
+        "  return redis.error_reply(\"'\" .. KEYS[1] .. \"' holds read locks or a semaphore: " \
+        "a fair (DISTLOCK_FAIR) acquire does not wait for them\")\n" \
+        "end\n" \
         "local fk = KEYS[4]\n" \
         "if ARGV[10] and #KEYS < 5 then fk = nil end\n" \
         "if fk then\n" \
@@ -158,6 +207,19 @@
         "end\n" \
         "return all\n"
 
+#define BODY_WRITE_LEAVE(PUB) \
+        /* KEYS: key; ARGV: channel. A writer that waited for readers gives \
+         * up: its intent (`__write__` alone at its score; a symfony \
+         * writer's has its token beside it) goes, and the readers it kept \
+         * out are woken. */ \
+        "if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end\n" \
+        "local w = redis.call('ZSCORE', KEYS[1], '__write__')\n" \
+        "if not w or redis.call('ZCOUNT', KEYS[1], w, w) > 1 then return 0 end\n" \
+        "redis.call('ZREM', KEYS[1], '__write__')\n" \
+        "if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end\n" \
+        PUB "ARGV[1], '')\n" \
+        "return 1\n"
+
 /* Every script is atomic on its node. KEYS[1] is always the lock key. */
 const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_ACQUIRE] = { "acquire",
@@ -171,6 +233,37 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * before anything is written. The lock key's SET is the last call:
          * a refusal (an ACL without HSET or INCR, OOM) comes before it, so a
          * refused acquire never wrote the lock key (acquire.c's undo). */
+        ZSET_NOW_FN
+        /* The writer of read locks (a zset at the key): held while a live
+         * member other than `__write__` is there; a waiting acquire (the
+         * last ARGV after the owner fields: intent ms > 0) marks its
+         * intent with `__write__` (alone at its score, refreshed), so
+         * readers arriving now are refused and the writer is not starved.
+         * Only an intent or nothing live left: the zset goes, the lock is
+         * taken below as on a free key. The reply says 'r' (readers). */
+        "local intent = 0\n"
+        "if #ARGV == 4 or #ARGV == 9 then intent = tonumber(ARGV[#ARGV]) end\n"
+        "if redis.call('TYPE', KEYS[1]).ok == 'zset' then\n"
+        "  local k = KEYS[1]\n"
+        "  if redis.call('ZSCORE', k, '__distlock_semaphore__') then\n"
+        "    return redis.error_reply(\"'\" .. k .. \"' is a semaphore, not a lock\")\n"
+        "  end\n"
+        "  local now = zset_now()\n"
+        "  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)\n"
+        "  local w = redis.call('ZSCORE', k, '__write__')\n"
+        "  local live = redis.call('ZCARD', k)\n"
+        "  if w then live = live - 1 end\n"
+        "  if live > 0 then\n"
+        "    if intent > 0 and (not w or (redis.call('ZCOUNT', k, w, w) == 1 and"
+        " tonumber(w) < now + intent)) then\n"
+        "      redis.call('ZADD', k, now + intent, '__write__')\n"
+        "    end\n"
+        "    local top = redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')[2]\n"
+        "    redis.call('PEXPIREAT', k, top)\n"
+        "    return {0, tonumber(top) - now, 0, 'r'}\n"
+        "  end\n"
+        "  redis.call('DEL', k)\n"
+        "end\n"
         "local f, fk = false, KEYS[2]\n"
         "if ARGV[8] and #KEYS < 3 then fk = nil end\n"
         "if fk then\n"
@@ -205,11 +298,13 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * the renewal of the other keys of the batch; it is that key's
          * answer, an error element, so it reads as a refusal, never as
          * "not ours" (1 renewed, 0 not ours, error: refused). */
+        ZSET_EXTEND_FN
         "local r, m = {}, #ARGV / 2\n"
         "for i = 1, m do\n"
         "  local v = redis.pcall('GET', KEYS[i])\n"
         "  if type(v) == 'table' and v.err then\n"
-        "    r[i] = v\n"
+        "    r[i] = string.sub(v.err, 1, 9) == 'WRONGTYPE' and"
+        " zset_extend(KEYS[i], ARGV[2*i-1], ARGV[2*i]) or v\n"
         "  elseif v == ARGV[2*i-1] then\n"
         "    redis.call('PEXPIRE', KEYS[i], ARGV[2*i])\n"
         "    if KEYS[m+i] then redis.pcall('PEXPIRE', KEYS[m+i], ARGV[2*i]) end\n"
@@ -227,7 +322,20 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "if cur < tonumber(ARGV[2]) then redis.call('SET', KEYS[2], ARGV[2]) end\n"
         "return 1\n" },
     [DISTLOCK__S_INSPECT] = { "inspect",
-        /* KEYS: key [owner]: {value, pttl [, owner hash fields, owner pttl]} */
+        /* KEYS: key [owner]: {value, pttl [, owner hash fields, owner pttl]};
+         * a zset lease key (KEYS: key): {kind, pttl, holders, permits},
+         * kind 2 read locks (holders: live tokens), 3 a semaphore (permits:
+         * its marker's score) -- distlock_holder_kind */
+        "if not KEYS[2] and redis.call('TYPE', KEYS[1]).ok == 'zset' then\n"
+        "  local k = KEYS[1]\n"
+        "  local t = redis.call('TIME')\n"
+        "  local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)\n"
+        "  local p = redis.call('ZSCORE', k, '__distlock_semaphore__')\n"
+        "  local live = redis.call('ZCOUNT', k, '(' .. math.max(now, 1000000), '+inf')\n"
+        "  local w = redis.call('ZSCORE', k, '__write__')\n"
+        "  if w and tonumber(w) > now then live = live - 1 end\n"
+        "  return {p and 3 or 2, redis.call('PTTL', k), live, tonumber(p or '0')}\n"
+        "end\n"
         "local r = {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n"
         "if KEYS[2] then\n"
         "  local o = redis.pcall('HGETALL', KEYS[2])\n"
@@ -255,6 +363,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
          * by its own slot's route. Per key: 1 renewed, 0 not ours, -1 not
          * served here, a WRONGTYPE error element: refused (as S_EXTEND
          * answers it). pcall: no key aborts the others. */
+        ZSET_EXTEND_FN
         "local ow = tonumber(ARGV[1])\n"
         "local s = 3 + ow\n"
         "local r = {}\n"
@@ -262,7 +371,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  local b = 2 + (i - 1) * s\n"
         "  local v = redis.pcall('GET', ARGV[b])\n"
         "  if type(v) == 'table' and v.err and string.sub(v.err, 1, 9) == 'WRONGTYPE' then\n"
-        "    r[i] = v\n"
+        "    r[i] = zset_extend(ARGV[b], ARGV[b+1], ARGV[b+2]) or v\n"
         "  elseif type(v) == 'table' and v.err then\n"
         "    r[i] = -1\n"
         "  elseif v == ARGV[b+1] then\n"
@@ -343,6 +452,55 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  if cur < tonumber(ARGV[i + 1]) then redis.call('SET', KEYS[m + i], ARGV[i + 1]) end\n"
         "end\n"
         "return 1\n" },
+    /* zset leases */
+    [DISTLOCK__S_ZACQUIRE] = { "zacquire", ZSET_NOW_FN
+        /* KEYS: key; ARGV: token ttl_ms kind permits (kind 'r': a read
+         * lock; 's': a permit of a semaphore of `permits`). Expired
+         * members are swept first (a semaphore's from above its marker's
+         * score). Replies as S_ACQUIRE: {1, -1, ours before} granted,
+         * {0, pttl, 0} held (pttl: a lock's PTTL; for readers kept out by
+         * a writer, the highest score's; for a full semaphore, when its
+         * earliest permit ends); a key of the other kind: an error. */
+        "local k, tok, now = KEYS[1], ARGV[1], zset_now()\n"
+        "local ty = redis.call('TYPE', k).ok\n"
+        "if ty == 'string' then\n"
+        "  if ARGV[3] == 's' then\n"
+        "    return redis.error_reply(\"'\" .. k .. \"' holds a lock, not a semaphore\")\n"
+        "  end\n"
+        "  return {0, redis.call('PTTL', k), 0}\n"
+        "end\n"
+        "if ty ~= 'zset' and ty ~= 'none' then\n"
+        "  return redis.error_reply(\"'\" .. k .. \"' holds a \" .. ty .. \", not a lock\")\n"
+        "end\n"
+        "local sem = redis.call('ZSCORE', k, '__distlock_semaphore__')\n"
+        "local mine\n"
+        "if ARGV[3] == 'r' then\n"
+        "  if sem then return redis.error_reply(\"'\" .. k .. \"' is a semaphore, not a lock\") end\n"
+        "  redis.call('ZREMRANGEBYSCORE', k, '-inf', now)\n"
+        "  mine = redis.call('ZSCORE', k, tok)\n"
+        "  if not mine and redis.call('ZSCORE', k, '__write__') then\n"
+        "    return {0, tonumber(redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')[2]) - now, 0}\n"
+        "  end\n"
+        "else\n"
+        "  if not sem and redis.call('ZCARD', k) > 0 then\n"
+        "    return redis.error_reply(\"'\" .. k .. \"' holds read locks, not a semaphore\")\n"
+        "  end\n"
+        "  redis.call('ZREMRANGEBYSCORE', k, '(1000000', now)\n"
+        "  mine = redis.call('ZSCORE', k, tok)\n"
+        "  local held = redis.call('ZCARD', k)\n"
+        "  if sem then held = held - 1 end\n"
+        "  if not mine and held >= tonumber(ARGV[4]) then\n"
+        "    local e = redis.call('ZRANGEBYSCORE', k, '(1000000', '+inf', 'WITHSCORES', 'LIMIT', 0, 1)\n"
+        "    return {0, tonumber(e[2]) - now, 0}\n"
+        "  end\n"
+        "  redis.call('ZADD', k, ARGV[4], '__distlock_semaphore__')\n"
+        "end\n"
+        "redis.call('ZADD', k, now + tonumber(ARGV[2]), tok)\n"
+        "redis.call('PEXPIREAT', k, redis.call('ZRANGE', k, -1, -1, 'WITHSCORES')[2])\n"
+        "return {1, -1, mine and 1 or 0}\n" },
+    [DISTLOCK__S_WRITE_LEAVE] = { "write_leave", BODY_WRITE_LEAVE(PUB_CLASSIC) },
+    [DISTLOCK__S_WRITE_LEAVE_SH] = { "write_leave_sh",
+        PUBLISH_SHARD_FN BODY_WRITE_LEAVE(PUB_SHARD) },
 };
 
 /* ------------------------------------------------------------ names */
@@ -547,6 +705,22 @@ int64_t distlock__reply_int(const distlock__result *r, size_t idx)
  * the same one round trip per step, where a filter in the client would
  * ask TYPE once per key. The keys come from this node's SCAN, so they are
  * local on a cluster node too. */
+const char distlock__scan_leases_script[] =
+    "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])\n"
+    "local keys = {}\n"
+    "for _, k in ipairs(r[2]) do\n"
+    "  local ty = redis.call('TYPE', k).ok\n"
+    "  if ty == 'string' then\n"
+    "    keys[#keys + 1] = k\n"
+    "  elseif ty == 'zset' then\n"
+    "    local low = redis.call('ZRANGE', k, 0, 0, 'WITHSCORES')\n"
+    "    if redis.call('ZSCORE', k, '__distlock_semaphore__') or"
+    " redis.call('ZSCORE', k, '__write__') or"
+    " (low[2] and tonumber(low[2]) > 1000000000000) then keys[#keys + 1] = k end\n"
+    "  end\n"
+    "end\n"
+    "return {r[1], keys}\n";
+
 const char distlock__scan_strings_script[] =
     "local r = redis.call('SCAN', ARGV[1], 'MATCH', ARGV[2], 'COUNT', ARGV[3])\n"
     "local keys = {}\n"

@@ -21,6 +21,9 @@ enum {
      * per hash slot on a Redis Cluster node, for all keys of the set */
     DISTLOCK__S_ACQUIRE_MANY, DISTLOCK__S_RELEASE_MANY, DISTLOCK__S_RELEASE_MANY_SH,
     DISTLOCK__S_EXTEND_MANY, DISTLOCK__S_RAISE_MANY,
+    /* zset leases: a read lock's or a semaphore permit's acquire; a
+     * waiting writer's intent withdrawn (and its _SH variant) */
+    DISTLOCK__S_ZACQUIRE, DISTLOCK__S_WRITE_LEAVE, DISTLOCK__S_WRITE_LEAVE_SH,
     DISTLOCK__S_COUNT
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;
@@ -36,6 +39,10 @@ extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HID
  * keys and ARGV cursor pattern count; answers as SCAN does ({cursor,
  * keys}), keeping only the string keys of the step. */
 extern const char distlock__scan_strings_script[] DISTLOCK__HIDDEN;
+/* The same step keeping the string keys and the zsets that are read locks
+ * or semaphores (the semaphore marker, `__write__`, or a lowest score above
+ * 10^12: tokens scored by their expiry in ms since the epoch). */
+extern const char distlock__scan_leases_script[] DISTLOCK__HIDDEN;
 
 /* Keys kept beside a lock key (queue, fence counter) in the same Redis
  * Cluster hash slot; buf must hold DISTLOCK__SIDEKEY_MAX bytes. */

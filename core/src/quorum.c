@@ -198,3 +198,21 @@ int distlock__check_ttl(const distlock__quorum *q, long ttl_ms)
                               ttl_ms, drift_ms(q, ttl_ms));
     return DISTLOCK_OK;
 }
+
+int distlock__lease_quorum(const distlock__quorum *q, long permits)
+{
+    /* H holders with k grants each need H * k grants; a node carries at
+     * most P: H * k <= n * P, so with k > n * P / (P + 1) never P + 1. */
+    if (permits <= 0)
+        return q->quorum;
+    return (int)((long long)q->n * permits / (permits + 1)) + 1;
+}
+
+void distlock__quorum_with(const distlock__quorum *q, int need, distlock__quorum *out)
+{
+    out->n = q->n;
+    out->quorum = need;
+    out->nodes = q->nodes;
+    atomic_init(&out->drift_ppm, atomic_load(&q->drift_ppm));
+    atomic_init(&out->drift_min_ms, atomic_load(&q->drift_min_ms));
+}

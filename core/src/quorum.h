@@ -52,6 +52,14 @@ uint64_t distlock__valid_until(const distlock__quorum *q, uint64_t t0_us, long t
  * while the lease is still valid. A time already past means "now". */
 uint64_t distlock__renew_at(const distlock__quorum *q, uint64_t until_us, uint64_t done_us,
                            long ttl_ms);
+/* The grants one lease needs on n nodes: `permits` 0 (a lock, a read
+ * lock), the quorum n/2 + 1; a permit of a semaphore of `permits`,
+ * floor(n * P / (P + 1)) + 1, so P + 1 holders never fit on n nodes of P
+ * permits each (docs/semaphores.md). */
+int distlock__lease_quorum(const distlock__quorum *q, long permits);
+/* *out = q with quorum `need` (the verdict and the stoppers of one lease). */
+void distlock__quorum_with(const distlock__quorum *q, int need, distlock__quorum *out);
+
 /* The one TTL check: 1..DISTLOCK_TTL_MAX and above the drift allowance. */
 int distlock__check_ttl(const distlock__quorum *q, long ttl_ms);
 

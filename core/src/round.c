@@ -484,13 +484,17 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
                 distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "READONLY: not the master");
                 return -1;
             }
+            int also = is_err && r->call->fallback_also &&
+                       strncmp(rep->str, r->call->fallback_also,
+                               strlen(r->call->fallback_also)) == 0;
             if (is_err && !r->retried && r->call->fallback &&
-                strncmp(rep->str, r->call->fallback_on, strlen(r->call->fallback_on)) == 0) {
+                (also || strncmp(rep->str, r->call->fallback_on,
+                                 strlen(r->call->fallback_on)) == 0)) {
                 /* The caller's alternative for this error (e.g. a syntax
                  * an older server lacks). */
                 freeReplyObject(rep);
                 r->retried = 1;
-                r->fell_back = 1;
+                r->fell_back = also ? 2 : 1;
                 r->call = r->call->fallback;
                 if (send_call(t, cs, r, i, r->call, 0) != 0)
                     return -1;

@@ -192,6 +192,10 @@ typedef struct distlock__call {
      * result then says fell_back. */
     const struct distlock__call *fallback;
     const char *fallback_on;
+    /* A second error prefix that brings the same fallback (or NULL); the
+     * result then says fell_back = 2 (a reply about this key, not about
+     * the server's version). */
+    const char *fallback_also;
     /* The fallback is also sent in the call's place, without trying the
      * call first, on a server whose handshake said its version is below
      * this (major * 10000 + minor * 100 + patch; 0: never). A refusal costs
@@ -235,7 +239,7 @@ typedef struct distlock__result {
     redisReply *reply;   /* for DONE: the reply (may be an error reply) */
     int sent;            /* the request was written: it may have run */
     int resent;          /* sent again on a fresh connection after the first broke */
-    int fell_back;       /* the call's fallback was sent instead */
+    int fell_back;       /* the call's fallback was sent instead (2: for fallback_also) */
     int script;          /* the script index of the call that was sent (-1: a plain
                           * command); read this, not call->script: `call` points at
                           * the caller's request, often gone once the round returned */

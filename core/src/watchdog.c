@@ -345,7 +345,9 @@ static void *watchdog_main(void *arg)
             }
             uint64_t until = distlock__valid_until(&c->q, t0, d[k].ttl_ms);
             uint64_t valid = atomic_load(&h->valid_until_us);
-            if (ok[k] >= c->quorum && t1 < until) {
+            /* a semaphore permit needs more grants than the quorum */
+            int need = h->quorum > 0 ? h->quorum : c->quorum;
+            if (ok[k] >= need && t1 < until) {
                 atomic_store(&h->valid_until_us, until);
                 /* from the send (t0, in until), not from the confirmation */
                 h->renew_at_us = distlock__renew_at(&c->q, until, t1, d[k].ttl_ms);
@@ -354,7 +356,7 @@ static void *watchdog_main(void *arg)
                 continue;
             }
             distlock__stats_inc(&c->stats, DISTLOCK__ST_RENEW_FAILED);
-            int gone = no[k] > c->n - c->quorum;
+            int gone = no[k] > c->n - need;
             if (gone || t1 >= valid) {
                 if (distlock__mark_lost(h, gone ? DISTLOCK__LOST_GONE
                                                 : DISTLOCK__LOST_UNCONFIRMED) &&
