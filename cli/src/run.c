@@ -317,8 +317,9 @@ static void take_signals(int sfd, pid_t child, int *stop, int *chld, int *cont, 
     }
 }
 
-/* Best effort: why is the key not ours? "held by another owner for 12.3s".
- * Returns 0 when no node shows a holder (any more). */
+/* Best effort: why is the key not ours? "held by another owner for 12.3s",
+ * or by how many read locks. Returns 0 when no node shows a holder (any
+ * more). */
 static int explain_conflict(distlock_client *c, const char *key, char *buf, size_t size)
 {
     int n = distlock_client_node_count(c);
@@ -333,6 +334,14 @@ static int explain_conflict(distlock_client *c, const char *key, char *buf, size
                          cli_fmt_ms(h.pttl_ms, d, sizeof d));
             else
                 snprintf(buf, size, " (it has no expiry)");
+            return 1;
+        }
+        /* Read locks (or a semaphore's permits) hold it: each a lease. */
+        if (r == 0 && h.holders > 0 && (h.kind == DISTLOCK_HOLDER_READERS ||
+                                        h.kind == DISTLOCK_HOLDER_SEMAPHORE)) {
+            snprintf(buf, size, " (%ld %s%s)", h.holders,
+                     h.kind == DISTLOCK_HOLDER_READERS ? "read lock" : "permit",
+                     h.holders == 1 ? "" : "s");
             return 1;
         }
     }
@@ -501,8 +510,8 @@ static const char *conflict_text(const struct run_state *st, char *buf, size_t s
 {
     switch (st->kind) {
     case KIND_READ:
-        snprintf(buf, size, "'%s' is locked for writing by another owner (or a writer waits "
-                 "for it)", st->key);
+        snprintf(buf, size, "'%s' is locked for writing by another owner, or a writer waits "
+                 "for it", st->key);
         break;
     case KIND_PERMIT:
         snprintf(buf, size, "all %ld permits of the semaphore '%s' are taken", st->o.permits,
@@ -632,6 +641,8 @@ static int acquire_lock(struct run_state *st)
             conflict_text(st, held, sizeof held);
             /* A lock: when it expires, read again (the wait may have
              * ended just as its holder released it). */
+            if (st->kind == KIND_READ)
+                (void)explain_conflict(st->c, key, why, sizeof why);
             if (st->kind == KIND_LOCK && !explain_conflict(st->c, key, why, sizeof why))
                 cli_err("'%s' was locked by another owner, who released it since (or "
                         "holds it only on nodes that no longer answer); not running the "

@@ -1784,13 +1784,13 @@ t_shared_runs_overlap_and_a_plain_run_excludes_them() {
     [ -e "$D/overlap" ] || fail "the second reader did not run alongside the first ($srv)" || return 1
     rm -f "$D/overlap"
     expect 75 "$DL" run --servers "$srv" "$k" -- touch "$D/ran" || return 1
-    contains "$D/err" "'$k' is locked by another owner" || return 1
+    contains "$D/err" "'$k' is locked by another owner (1 read lock); not running the command" || return 1
     absent "$D/ran" || return 1
     unhold r1 || return 1
     [ "$ST" = 0 ] || fail "reader exited $ST: $(cat "$D/r1.err")" || return 1
     holdn w --servers "$srv" "$k" || return 1
     expect 75 "$DL" run --servers "$srv" --shared "$k" -- touch "$D/ran" || return 1
-    contains "$D/err" "'$k' is locked for writing by another owner" || return 1
+    contains "$D/err" "'$k' is locked for writing by another owner, or a writer waits for it (it expires in" || return 1
     absent "$D/ran" || return 1
     unhold w || return 1
     expect 0 "$DL" run --servers "$srv" --shared "$k" -- touch "$D/ran" || return 1
