@@ -1830,6 +1830,8 @@ t_several_keys_all_or_none() {
   [ "$(rcli exists "$a" "$c")" = 0 ] || fail "a partial set was left behind" || return 1
   [ "$(rcli get "$b")" = "$(cat "$D/hb.ready")" ] || fail "the holder's key was touched" || return 1
   unhold hb || return 1
+  # Counters that differ, so each key's fence is told from the others'.
+  rcli set "{$a}:fence" 10 >/dev/null && rcli set "{$b}:fence" 41 >/dev/null
   expect 0 "$DL" run --fence "$a" "$b" "$c" -- sh -c '
     { echo "$DISTLOCK_KEY_COUNT $DISTLOCK_KEY"; echo "$DISTLOCK_KEY_1 $DISTLOCK_KEY_2 $DISTLOCK_KEY_3"
       echo "$DISTLOCK_FENCE_1 $DISTLOCK_FENCE_2 $DISTLOCK_FENCE_3"; echo "fence=${DISTLOCK_FENCE-unset}"
@@ -1840,6 +1842,7 @@ t_several_keys_all_or_none() {
   [ "$(sed -n 1,2p "$D/env" | tr '\n' ' ')" = "3 $a $a $b $c " ] || fail "keys: $(cat "$D/env")" || return 1
   [ "$(sed -n 3p "$D/env")" = "$(sed -n '6p;8p;10p' "$D/env" | tr '\n' ' ' | sed 's/ $//')" ] ||
     fail "fences are not the keys' counters: $(cat "$D/env")" || return 1
+  [ "$(sed -n 3p "$D/env")" = "11 42 1" ] || fail "fences: $(sed -n 3p "$D/env")" || return 1
   [ "$(sed -n 4p "$D/env")" = "fence=unset" ] || fail "DISTLOCK_FENCE set for several keys" || return 1
   [ "$(sed -n '5p;7p;9p' "$D/env" | sort -u)" = "$tok" ] || fail "keys do not hold the run's token: $(cat "$D/env")" || return 1
   [ "$(rcli exists "$a" "$b" "$c")" = 0 ] || fail "not released"
