@@ -6,7 +6,9 @@
  * added): one object per key,
  *   {"key", "verdict": "held"|"free"|"not_held"|"unknown", "held": bool,
  *    "token": the token on the most nodes or null, "holder_nodes",
- *    "nodes_total", "quorum", "answered", "ttl_ms": the holder's shortest
+ *    "nodes_total", "quorum", "answered", "kind": "lock"|"readers"|
+ *    "semaphore"|"other"|"free", "holders" and "permits" (readers and
+ *    semaphores only), "ttl_ms": the holder's shortest
  *    TTL left (-1: no expiry) or null, "fence": the highest fence counter
  *    or null, "owner": the holder's owner metadata {"host", "pid",
  *    "program", "since_ms", "label", "ttl_ms"} or null (none stored, or
@@ -17,7 +19,7 @@
  * so any token (another implementation's) gives valid JSON.
  *
  * `list` is bounded: each SCAN step asks the server for O(--count) work
- * (distlock_admin_scan: MATCH, COUNT, TYPE string), it stops once --limit keys
+ * (distlock_admin_scan: MATCH, COUNT, the type of each key), it stops once --limit keys
  * were found, and every key found costs one round for the verdict plus one
  * read per node (and, when held, one round for its owner metadata).
  */
@@ -402,11 +404,14 @@ void cli_help_list(FILE *f)
 "Usage: distlock list [options] PATTERN\n"
 "\n"
 "Show the locks whose keys match PATTERN (a Redis glob: job:*, backup-?), each with\n"
-"the library's verdict (held / not_held / unknown), how many nodes hold it, the\n"
-"holder's TTL left and token, and each node's TTL left. Keys are found with SCAN\n"
-"(MATCH, COUNT, TYPE string) on every node, a bounded amount of server work per\n"
-"step, never KEYS: safe on a big keyspace. Every string key that matches is shown\n"
-"(Redis cannot tell a lock from another string): give a pattern that names locks.\n"
+"its kind (lock, readers, semaphore, other), the library's verdict (held /\n"
+"not_held / unknown; a semaphore's permits held/N, read locks' count), how many\n"
+"nodes hold it, the holder's TTL left and token, and each node's TTL left (or\n"
+"count). Keys are found with SCAN (MATCH, COUNT, and each key's type) on every\n"
+"node, a bounded amount of server work per step, never KEYS: safe on a big\n"
+"keyspace. Every string key that matches is shown (Redis cannot tell a lock from\n"
+"another string), and the sorted sets of read locks and semaphores: give a\n"
+"pattern that names locks.\n"
 "Fence counters ({KEY}:fence) are left out. Reads only.\n"
 "\n"
 "Options:\n"
