@@ -475,7 +475,8 @@ static int parse_list(int argc, char **argv, struct list_opts *o)
 static void print_keys(distlock_client *c, const struct list_opts *o, struct keyset *ks,
                        int truncated, int complete)
 {
-    qsort(ks->keys, ks->n, sizeof *ks->keys, cmp_str);
+    if (ks->n > 0)  /* no keys: ks->keys is NULL, which qsort must not get */
+        qsort(ks->keys, ks->n, sizeof *ks->keys, cmp_str);
     if (o->json) {
         fputs("{\"pattern\": ", stdout);
         json_cstr(stdout, o->pattern);
