@@ -158,6 +158,8 @@ static void test_bad_input_and_other_kinds(void **state)
     assert_non_null(strstr(distlock_last_error(), "is a semaphore, not a lock"));
     assert_null(w);
     assert_int_equal(zcard(rc, 0, "kind:sem"), 2);
+    distlock_lock_free(l);
+    l = NULL;
 
     assert_rc(distlock_acquire(c, "kind:read", 10000, 0, DISTLOCK_SHARED, &w), DISTLOCK_OK);
     assert_fails(distlock_semaphore_acquire(c, "kind:read", 3, 1000, 0, 0, NULL, &l),
@@ -348,6 +350,23 @@ static long long numsub(const rh_cluster *rc, const char *channel)
     return v;
 }
 
+/* Scripts run on node 0 so far (EVALSHA and EVAL calls). */
+static long long script_runs(const rh_cluster *rc)
+{
+    redisReply *r = rh_command(rc, 0, 0, "INFO commandstats");
+    long long n = 0;
+    if (r && r->type == REDIS_REPLY_STRING) {
+        const char *p;
+        if ((p = strstr(r->str, "cmdstat_evalsha:calls=")))
+            n += atoll(p + 22);
+        if ((p = strstr(r->str, "cmdstat_eval:calls=")))
+            n += atoll(p + 19);
+    }
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
 typedef struct waiter { distlock_client *c; long long got_ms; int rc; distlock_lock *l; } waiter;
 
 static void *wait_permit(void *arg)
@@ -363,14 +382,21 @@ static void test_release_wakes_waiter(void **state)
     rh_cluster *rc = *state;
     for (int nodes = 1; nodes <= 3; nodes += 2) {
         distlock_client *c = client_on(rc, nodes), *c2 = client_on(rc, nodes);
+        /* its re-checks far apart: only the release's message wakes it soon */
+        assert_rc(distlock_client_set(c2, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
+        assert_rc(distlock_client_set(c2, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
         distlock_lock *l = NULL;
         assert_rc(distlock_semaphore_acquire(c, "sem:wake", 1, 10000, 0, 0, NULL, &l),
                   DISTLOCK_OK);
+        long long runs0 = script_runs(rc);
         waiter w = { .c = c2 };
         pthread_t t;
         assert_int_equal(pthread_create(&t, NULL, wait_permit, &w), 0);
-        /* the waiter has subscribed to the key's channel */
-        assert_true(RH_WAIT_UNTIL(numsub(rc, "distlock:sem:wake") >= 1, 5000));
+        /* the waiter has subscribed to the key's channel, and has been
+         * refused by node 0 after that (its first try, then the one after
+         * subscribing): it is going to sleep */
+        assert_true(RH_WAIT_UNTIL(numsub(rc, "distlock:sem:wake") >= 1 &&
+                                  script_runs(rc) >= runs0 + 2, 5000));
         long long t0 = rh_now_ms();
         assert_rc(distlock_release(l), DISTLOCK_OK);
         pthread_join(t, NULL);

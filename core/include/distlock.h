@@ -641,7 +641,9 @@ enum distlock_holder_kind {
  * it does not (answered is then 1; taken 1 for a value of another type), or
  * that node's error (DISTLOCK_ECONN, DISTLOCK_EPROTO).
  * A key of another type (a hash, a list...) is taken by someone else: the
- * node answered, and holds no token.
+ * node answered, and holds no token. Read locks and a semaphore hold no
+ * single token either (0); out->kind says which, with the live holders
+ * (docs/shared-locks.md, docs/semaphores.md).
  * *out (may be NULL: the verdict alone; else its size set, see above) is
  * filled on every return after the round (also on ENOQUORUM, from the nodes
  * that answered), and zeroed on the others (but a refused size).

@@ -239,8 +239,10 @@ static void first_round(attempt_ctx *a, distlock__result *res)
 }
 
 /* The first round of a read lock or a semaphore permit: the zset script
- * (protocol.c), stopped once its quorum q granted or no longer can. */
-static void first_round_zset(attempt_ctx *a, distlock__result *res, distlock__quorum *q)
+ * (protocol.c), stopped once its quorum q granted or no longer can. Not
+ * inlined: its arrays stay off the frame of the lock's path. */
+static __attribute__((noinline)) void first_round_zset(attempt_ctx *a, distlock__result *res,
+                                                        const distlock__quorum *q)
 {
     distlock_client *c = a->c;
     const distlock__acq_req *rq = a->rq;
@@ -257,7 +259,7 @@ static void first_round_zset(attempt_ctx *a, distlock__result *res, distlock__qu
     distlock__set_wait(c, &script);
     for (int i = 0; i < c->n; i++)
         a->cs->calls_a[i] = &script;
-    distlock__round(&c->tp, a->cs, a->cs->calls_a, res, distlock__decide_quorum, q);
+    distlock__round(&c->tp, a->cs, a->cs->calls_a, res, distlock__decide_quorum, (void *)q);
 }
 
 /* What the attempt saw, for the wait loop. */
@@ -528,13 +530,24 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     if (a.owner)
         owner_fields(c, rq->key, a.sk);
     distlock__result *res = a.cs->res_a;
-    distlock__quorum qk;  /* the grants this lease needs (a permit: more) */
-    distlock__quorum_with(&c->q, rq->quorum > 0 ? rq->quorum : c->quorum, &qk);
+    /* the grants this lease needs: the quorum, or a permit's more (its
+     * verdict's copy on the heap: off the lock path's stack) */
+    const distlock__quorum *q = &c->q;
+    distlock__quorum *qk = NULL;
+    if (rq->quorum > 0 && rq->quorum != c->quorum) {
+        if ((qk = malloc(sizeof(*qk))) == NULL) {
+            distlock__checkin(c, a.cs);
+            free(a.sk);
+            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        }
+        distlock__quorum_with(&c->q, rq->quorum, qk);
+        q = qk;
+    }
     distlock__ltoa(a.qttl, rq->queue_ttl_ms);
 
     uint64_t t0 = att->t0_us = distlock__now_us();
     if (rq->kind != DISTLOCK__LOCK)
-        first_round_zset(&a, res, &qk);
+        first_round_zset(&a, res, q);
     else
         first_round(&a, res);
     for (int i = 0; i < c->n; i++) {
@@ -552,13 +565,13 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
         t.ok = 0;
     else
-        rc = distlock__verdict(&qk, res, t, DISTLOCK_NOTACQUIRED, "acquire", rq->key);
+        rc = distlock__verdict(q, res, t, DISTLOCK_NOTACQUIRED, "acquire", rq->key);
     if (rc == DISTLOCK_OK && a.fencing)
         rc = raise_fence(&a, res, t, &att->fence);
     if (rc == DISTLOCK_OK && rq->fair && t.ok < c->n)
         leave_where_lost(&a, res);
     if (rc == DISTLOCK_OK) {
-        att->valid_until_us = distlock__valid_until(&qk, t0, rq->ttl_ms);
+        att->valid_until_us = distlock__valid_until(q, t0, rq->ttl_ms);
         if ((att->t1_us = distlock__now_us()) >= att->valid_until_us)
             rc = distlock__fail(DISTLOCK_ETIMEDOUT,
                                 "'%s' acquired on %d of %d nodes but its %ld ms ttl was used up",
@@ -577,5 +590,6 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     distlock__round_clear(res, c->n);
     distlock__checkin(c, a.cs);
     free(a.sk);
+    free(qk);
     return rc;
 }
