@@ -349,6 +349,9 @@ static void test_killed_holder_keys_expire(void **state)
 {
     rh_cluster *rc = *state;
     const char *keys[] = { "k:a", "k:b", "k:c" };
+    /* long enough for the kill to come while the keys are held, on a
+     * loaded machine under a sanitizer too */
+    long ttl = slow_bound(1500, 4000);
     int p[2];
     assert_int_equal(pipe(p), 0);
     pid_t pid = fork();
@@ -357,7 +360,7 @@ static void test_killed_holder_keys_expire(void **state)
         distlock_client *c = NULL;
         distlock_lock *l = NULL;
         if (distlock_client_new(rh_uris(rc), &c) != DISTLOCK_OK ||
-            distlock_acquire_many(c, keys, 3, 1500, 0, 0, NULL, &l) != DISTLOCK_OK)
+            distlock_acquire_many(c, keys, 3, ttl, 0, 0, NULL, &l) != DISTLOCK_OK)
             _exit(1);
         char one = 1;
         if (write(p[1], &one, 1) != 1)
@@ -375,10 +378,10 @@ static void test_killed_holder_keys_expire(void **state)
     distlock_client *c = new_client(rh_uris(rc));
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire_many(c, keys, 3, 30000, 0, 0, NULL, &l), DISTLOCK_NOTACQUIRED);
-    assert_rc(distlock_acquire_many(c, keys, 3, 30000, 10000, 0, NULL, &l), DISTLOCK_OK);
+    assert_rc(distlock_acquire_many(c, keys, 3, 30000, ttl + 10000, 0, NULL, &l), DISTLOCK_OK);
     long long waited = rh_now_ms() - t_kill;
-    printf("keys of a SIGKILLed holder (ttl 1500 ms) back after %lld ms\n", waited);
-    assert_true(waited < 1500 + slow_bound(2000, 4000));
+    printf("keys of a SIGKILLed holder (ttl %ld ms) back after %lld ms\n", ttl, waited);
+    assert_true(waited < ttl + slow_bound(2000, 4000));
     for (int k = 0; k < 3; k++)
         assert_holding(rc, keys[k], distlock_lock_token(l), N);
     distlock_lock_free(l);
