@@ -1875,6 +1875,53 @@ t_several_keys_overlapping_sets_exclude_each_other() {
   done
 }
 
+# A signal ends a wait for a permit or for several keys at once (128+N),
+# the command never runs, and what others hold is left alone.
+t_signal_ends_a_wait_for_a_permit_or_keys() {
+  local k=cli-sigsem-$RANDOM a=cli-siga-$RANDOM b=cli-sigb-$RANDOM
+  holdn sem -n 1 "$k" || return 1
+  holdn key "$b" || return 1
+  local args
+  for args in "-n 1 $k" "$a $b"; do
+    rm -f "$D/waiter.err"
+    # shellcheck disable=SC2086
+    "$DL" run -v --wait forever $args -- touch "$D/ran" 2>"$D/waiter.err" &
+    local w=$!; track "$w"
+    wait_until 10 "grep -q 'waiting for it' '$D/waiter.err' 2>/dev/null" || return 1
+    local t0; t0=$(date +%s%N)
+    kill -TERM "$w"
+    wait_exit "$w" 5 || return 1
+    [ "$ST" = 143 ] || fail "waiter ($args) exit $ST after SIGTERM, expected 143: $(cat "$D/waiter.err")" || return 1
+    echo "    ($args) the wait ended $(since_ms "$t0") ms after SIGTERM" >&2
+    absent "$D/ran" || return 1
+  done
+  [ "$(rcli zscore "$k" "$(cat "$D/sem.ready")")" != "" ] || fail "the holder's permit was disturbed" || return 1
+  [ "$(rcli get "$b")" = "$(cat "$D/key.ready")" ] || fail "the holder's key was disturbed" || return 1
+  [ "$(rcli exists "$a")" = 0 ] || fail "the waiter left '$a' held"
+}
+
+# A permit, a read lock or a set of keys lost while the command runs stops
+# it (--on-lost term, exit 79) and says what was lost.
+t_lost_permit_read_lock_or_keys_stops_the_command() {
+  local k=cli-lostsem-$RANDOM r=cli-lostread-$RANDOM a=cli-losta-$RANDOM b=cli-lostb-$RANDOM
+  holdn sem -n 2 --ttl 1s "$k" || return 1
+  holdn read --shared --ttl 1s "$r" || return 1
+  holdn keys --ttl 1s "$a" "$b" || return 1
+  expect 0 "$DL" release --force "$k" || return 1
+  expect 0 "$DL" release --force "$r" || return 1
+  expect 0 "$DL" release --force "$b" || return 1
+  local n
+  for n in sem read keys; do
+    wait_exit "$(cat "$D/$n.pid")" 10 || return 1
+    [ "$ST" = 79 ] || fail "$n: exit $ST, expected 79: $(cat "$D/$n.err")" || return 1
+  done
+  contains "$D/sem.err" "lost a permit of the semaphore '$k' while the command was running" || return 1
+  contains "$D/read.err" "lost the read lock on '$r' while the command was running" || return 1
+  contains "$D/keys.err" "lost the locks on '$a' and '$b' while the command was running" || return 1
+  # The set's other key is released too (its release ran at exit).
+  [ "$(rcli exists "$a")" = 0 ] || fail "'$a' left held after the set was lost"
+}
+
 # Bad input: a clear message, exit 64, the command never run.
 t_primitives_bad_input() {
   local k=cli-bad-$RANDOM ran=$D/ran
