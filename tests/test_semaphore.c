@@ -248,6 +248,16 @@ static void fill(rh_cluster *rc, int i, const char *key)
                     until, until, until);
 }
 
+/* Live tokens (scored above the marker) of key on node i. */
+static long long live_tokens(const rh_cluster *rc, int i, const char *key)
+{
+    redisReply *r = rh_command(rc, i, 0, "ZCOUNT %s (1000000 +inf", key);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    freeReplyObject(r);
+    return v;
+}
+
 static void unfill(rh_cluster *rc, int i, const char *key)
 {
     redisReply *r = rh_command(rc, i, 0, "ZREM %s f1 f2 f3", key);
@@ -279,6 +289,9 @@ static void test_five_nodes_three_permits_needs_four_grants(void **state)
     }
     printf("# 5 nodes, P=3, each holder on 3 nodes: %d holders\n", held);
     assert_true(held <= 3);
+    /* a refused attempt undid its grants: no live token of ours anywhere */
+    for (int i = 0; i < 5; i++)
+        assert_int_equal(live_tokens(rc, i, "sem:rule"), held);
     /* each next one reaches 4 nodes (one full): 3 holders, not a 4th */
     for (int j = 0; j < 5; j++) {
         fill(rc, j, "sem:rule");
@@ -450,6 +463,45 @@ static void test_killed_holder_permit_comes_back(void **state)
     distlock_client_free(c);
 }
 
+typedef struct cancel_arg { distlock_client *c; distlock_cancel *cancel; int rc; } cancel_arg;
+
+static void *wait_cancellable(void *arg)
+{
+    cancel_arg *a = arg;
+    distlock_lock *l = NULL;
+    distlock_acquire_args args = { .size = sizeof args, .cancel = a->cancel };
+    a->rc = distlock_semaphore_acquire(a->c, "sem:cancel", 1, 10000, DISTLOCK_WAIT_FOREVER, 0,
+                                       &args, &l);
+    distlock_lock_free(l);
+    return NULL;
+}
+
+/* A waiting permit is cancelled by its own cancel: ECANCELED, nothing held. */
+static void test_cancel_waiting_permit(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_on(rc, 3), *wc = client_on(rc, 3);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_semaphore_acquire(c, "sem:cancel", 1, 10000, 0, 0, NULL, &l), DISTLOCK_OK);
+    cancel_arg a = { .c = wc, .rc = -99 };
+    assert_rc(distlock_cancel_new(&a.cancel), DISTLOCK_OK);
+    long long runs0 = script_runs(rc);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, wait_cancellable, &a), 0);
+    assert_true(RH_WAIT_UNTIL(script_runs(rc) >= runs0 + 2, 5000));
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(a.cancel), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    printf("# a waiting permit cancelled: returned in %lld ms\n", rh_now_ms() - t0);
+    assert_rc(a.rc, DISTLOCK_ECANCELED);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(live_tokens(rc, i, "sem:cancel"), 1);  /* the holder's only */
+    distlock_cancel_free(a.cancel);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    distlock_client_free(wc);
+}
+
 static void test_auto_renew_keeps_permit(void **state)
 {
     rh_cluster *rc = *state;
@@ -483,6 +535,7 @@ int main(void)
         cmocka_unit_test_setup(test_node_down_paused_restarted, heal),
         cmocka_unit_test_setup(test_release_wakes_waiter, heal),
         cmocka_unit_test_setup(test_killed_holder_permit_comes_back, heal),
+        cmocka_unit_test_setup(test_cancel_waiting_permit, heal),
         cmocka_unit_test_setup(test_auto_renew_keeps_permit, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

@@ -356,6 +356,47 @@ static void test_writer_intent_and_give_up(void **state)
     distlock_client_free(c);
 }
 
+typedef struct cancel_arg { distlock_client *c; distlock_cancel *cancel; int rc; } cancel_arg;
+
+static void *writer_cancellable(void *arg)
+{
+    cancel_arg *a = arg;
+    distlock_lock *l = NULL;
+    distlock_acquire_args args = { .size = sizeof args, .cancel = a->cancel };
+    a->rc = distlock_acquire_with(a->c, "rcancel", 10000, DISTLOCK_WAIT_FOREVER, 0, &args, &l);
+    distlock_lock_free(l);
+    return NULL;
+}
+
+/* A writer waiting behind a reader is cancelled: ECANCELED, and its
+ * intent is withdrawn, so readers come in again at once. */
+static void test_cancelled_writer_withdraws_intent(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_on(rc, 3), *wc = client_on(rc, 3);
+    distlock_lock *r = NULL, *r2 = NULL;
+    assert_rc(distlock_acquire(c, "rcancel", 10000, 0, DISTLOCK_SHARED, &r), DISTLOCK_OK);
+    cancel_arg a = { .c = wc, .rc = -99 };
+    assert_rc(distlock_cancel_new(&a.cancel), DISTLOCK_OK);
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, writer_cancellable, &a), 0);
+    assert_true(RH_WAIT_UNTIL(zscore(rc, 0, "rcancel", "__write__") > 0 &&
+                              zscore(rc, 1, "rcancel", "__write__") > 0, 5000));
+    assert_rc(distlock_acquire(c, "rcancel", 10000, 0, DISTLOCK_SHARED, &r2),
+              DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_cancel_fire(a.cancel), DISTLOCK_OK);
+    pthread_join(t, NULL);
+    assert_rc(a.rc, DISTLOCK_ECANCELED);
+    for (int i = 0; i < 3; i++)
+        assert_true(RH_WAIT_UNTIL(zscore(rc, i, "rcancel", "__write__") < 0, 3000));
+    assert_rc(distlock_acquire(c, "rcancel", 10000, 0, DISTLOCK_SHARED, &r2), DISTLOCK_OK);
+    distlock_cancel_free(a.cancel);
+    distlock_lock_free(r2);
+    distlock_lock_free(r);
+    distlock_client_free(c);
+    distlock_client_free(wc);
+}
+
 /* symfony/lock's RedisStore writer (its token and `__write__` at the same
  * score) holds the key: our readers and writers wait; a symfony reader
  * (a member alone) keeps our writer out. */
@@ -514,6 +555,7 @@ int main(void)
         cmocka_unit_test_setup(test_readers_and_writers_never_together, heal),
         cmocka_unit_test_setup(test_writer_not_starved_by_readers, heal),
         cmocka_unit_test_setup(test_writer_intent_and_give_up, heal),
+        cmocka_unit_test_setup(test_cancelled_writer_withdraws_intent, heal),
         cmocka_unit_test_setup(test_symfony_members, heal),
         cmocka_unit_test_setup(test_killed_reader_comes_back, heal),
         cmocka_unit_test_setup(test_auto_renew_keeps_read_lock, heal),
