@@ -4,7 +4,8 @@
  *     key_at, fence_at; release deletes every key;
  *   - a key held by another owner: nothing of the set is written, on any
  *     node (the detail names the key); a key of another type: EPROTO
- *     naming it, nothing held;
+ *     naming it, nothing held; a key of live read locks is held (a set
+ *     is a writer), one of a semaphore refused;
  *   - threads taking overlapping sets never hold a common key together
  *     (a marker per key) and never deadlock;
  *   - a release of the refusing key wakes a waiter (re-checks 10 s apart,
@@ -143,6 +144,61 @@ static void test_wrong_type_key(void **state)
     /* a waiting acquire stops on it too (an error, not "held") */
     assert_fails(distlock_acquire_many(c, keys, 2, 30000, 2000, 0, NULL, &l), DISTLOCK_EPROTO);
     assert_int_equal(exists_on(rc, 0, "w:a"), 0);
+    distlock_client_free(c);
+}
+
+/* The server's clock, ms since the epoch (read locks are scored by it). */
+static long long server_ms(rh_cluster *rc, int i)
+{
+    redisReply *r = rh_command(rc, i, 0, "TIME");
+    assert_true(r && r->type == REDIS_REPLY_ARRAY && r->elements == 2);
+    long long ms = atoll(r->element[0]->str) * 1000 + atoll(r->element[1]->str) / 1000;
+    freeReplyObject(r);
+    return ms;
+}
+
+static void zadd(rh_cluster *rc, const char *key, long long score, const char *member)
+{
+    redisReply *r = rh_command(rc, 0, 0, "ZADD %s %lld %s", key, score, member);
+    assert_true(r && r->type == REDIS_REPLY_INTEGER);
+    freeReplyObject(r);
+}
+
+/* A key of read locks (symfony/lock's sorted set: tokens scored by their
+ * expiry) is held by its live readers: the set waits for them as a writer
+ * does; with none left (expired readers, a writer's __write__ intent), the
+ * set takes the key as a plain lock. A semaphore's key is refused. */
+static void test_read_locked_and_semaphore_keys(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = one_node(rc);
+    const char *keys[] = { "z:a", "z:read" };
+    long long now = server_ms(rc, 0);
+    zadd(rc, "z:read", now + 30000, "reader-1");
+    distlock_lock *l = NULL;
+    assert_fails(distlock_acquire_many(c, keys, 2, 30000, 0, 0, NULL, &l), DISTLOCK_NOTACQUIRED);
+    assert_non_null(strstr(distlock_last_error(), "'z:read'"));
+    assert_int_equal(exists_on(rc, 0, "z:a"), 0);
+    redisReply *r = rh_command(rc, 0, 0, "ZCARD z:read");
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+    /* the reader gone (expired), a writer's intent left: the set takes it */
+    assert_int_equal(rh_del(rc, 0, 0, "z:read"), 1);
+    zadd(rc, "z:read", now - 1000, "reader-1");
+    zadd(rc, "z:read", now + 30000, "__write__");
+    assert_rc(distlock_acquire_many(c, keys, 2, 30000, 0, DISTLOCK_FENCING, NULL, &l),
+              DISTLOCK_OK);
+    assert_true(holds(rc, 0, "z:read", distlock_lock_token(l)));
+    assert_true(distlock_lock_fence_at(l, 1) >= 1);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    /* a semaphore's key: an error naming it, nothing held */
+    zadd(rc, "z:sem", 3, "__distlock_semaphore__");
+    zadd(rc, "z:sem", now + 30000, "permit-1");
+    const char *sem[] = { "z:a", "z:sem" };
+    assert_fails(distlock_acquire_many(c, sem, 2, 30000, 0, 0, NULL, &l), DISTLOCK_EPROTO);
+    assert_non_null(strstr(distlock_last_error(), "'z:sem' is a semaphore"));
+    assert_int_equal(exists_on(rc, 0, "z:a"), 0);
     distlock_client_free(c);
 }
 
@@ -513,6 +569,7 @@ static void test_fences_per_key(void **state)
     for (int i = 0; i < 5; i++) {
         distlock_lock *o = NULL;
         assert_rc(distlock_acquire(c, "f:b", 30000, 0, DISTLOCK_FENCING, &o), DISTLOCK_OK);
+        last[1] = distlock_lock_fence(o);  /* the set's f:b fence must pass it */
         distlock_lock_free(o);
     }
     for (int r = 0; r < 4; r++) {
@@ -540,11 +597,15 @@ static void test_fences_per_key(void **state)
               DISTLOCK_OK);
     assert_true(distlock_lock_fence_at(l, 0) > last[0]);
     assert_true(distlock_lock_fence_at(l, 1) > last[1]);
-    /* a plain fenced lock of a key of the set continues its sequence */
-    int64_t fa = distlock_lock_fence_at(l, 0);
+    /* a plain fenced lock of each key of the set continues that key's
+     * sequence (each key has its own counter) */
+    int64_t fa = distlock_lock_fence_at(l, 0), fb = distlock_lock_fence_at(l, 1);
     distlock_lock_free(l);
     assert_rc(distlock_acquire(c, "f:a", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
     assert_true(distlock_lock_fence(l) > fa);
+    distlock_lock_free(l);
+    assert_rc(distlock_acquire(c, "f:b", 30000, 0, DISTLOCK_FENCING, &l), DISTLOCK_OK);
+    assert_true(distlock_lock_fence(l) > fb);
     distlock_lock_free(l);
     distlock_client_free(c);
 }
@@ -555,6 +616,7 @@ int main(void)
         cmocka_unit_test_setup(test_set_is_plain_locks, heal),
         cmocka_unit_test_setup(test_held_key_writes_nothing, heal),
         cmocka_unit_test_setup(test_wrong_type_key, heal),
+        cmocka_unit_test_setup(test_read_locked_and_semaphore_keys, heal),
         cmocka_unit_test_setup(test_bad_input, heal),
         cmocka_unit_test_setup(test_overlapping_sets_one_node, heal),
         cmocka_unit_test_setup(test_overlapping_sets_three_nodes, heal),

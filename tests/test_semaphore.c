@@ -348,6 +348,37 @@ static void test_node_down_paused_restarted(void **state)
     distlock_client_free(c);
 }
 
+/* A full node alone rules a permit out when it needs every node (N=3,
+ * P=2: k=3): that is "held", also while another node has not answered yet
+ * (paused: the round ends on node 0's answer, before node 2's connection
+ * is ready), so a waiting acquire waits on instead of failing. */
+static void test_full_node_is_held_while_another_is_silent(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_on(rc, 3);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
+    long long exp = epoch_ms() + 60000;
+    node_command_ok(rc, 0, "ZADD %s 2 __distlock_semaphore__ %lld f1 %lld f2", "sem:fullnode",
+                    exp, exp);
+    assert_int_equal(rh_pause(rc, 2), 0);
+    distlock_lock *x = NULL;
+    int r = distlock_semaphore_acquire(c, "sem:fullnode", 2, 30000, 0, 0, NULL, &x);
+    printf("# try once, node 0 full, node 2 paused: %s (%s)\n", distlock_strerror(r),
+           distlock_last_error());
+    assert_rc(r, DISTLOCK_NOTACQUIRED);
+    assert_null(x);
+    /* once node 2 is known silent, its failure alone rules k = 3 out: that
+     * is "unreachable" (ENOQUORUM) as well, the order of the answers picks
+     * which of the two true statements a round makes; with every node up
+     * again a waiting acquire waits for the full node and says "held" */
+    assert_int_equal(rh_resume(rc, 2), 0);
+    r = distlock_semaphore_acquire(c, "sem:fullnode", 2, 30000, 400, 0, NULL, &x);
+    assert_rc(r, DISTLOCK_NOTACQUIRED);
+    assert_null(x);
+    assert_int_equal(zcard(rc, 1, "sem:fullnode"), 0);  /* node 1's grants were undone */
+    distlock_client_free(c);
+}
+
 /* ------------------------------------------------------------ waiting */
 
 /* Subscribers of channel on node 0. */
@@ -533,6 +564,7 @@ int main(void)
         cmocka_unit_test_setup(test_never_more_than_p_holders_five_nodes, heal),
         cmocka_unit_test_setup(test_five_nodes_three_permits_needs_four_grants, heal),
         cmocka_unit_test_setup(test_node_down_paused_restarted, heal),
+        cmocka_unit_test_setup(test_full_node_is_held_while_another_is_silent, heal),
         cmocka_unit_test_setup(test_release_wakes_waiter, heal),
         cmocka_unit_test_setup(test_killed_holder_permit_comes_back, heal),
         cmocka_unit_test_setup(test_cancel_waiting_permit, heal),

@@ -17,6 +17,10 @@
  *   distlock_bench statscost URIS SLICE_MS ROUNDS KEY
  *       Metrics: pairs/s of a client with DISTLOCK_OPT_STATS = 1 (the default)
  *       against one with 0, alternating slices of one run; bench/c/stats_cost.sh.
+ *   distlock_bench manycost URIS SLICE_MS ROUNDS KEY
+ *       Several keys: pairs/s of distlock_acquire_many() of 1 key and of 4
+ *       keys (acquire + release + free) against a plain lock's, alternating
+ *       slices of one run, one client; bench/c/many_cost.sh.
  *   distlock_bench count URIS PAIRS KEY STATS
  *       Exactly PAIRS pairs in run_pairs() (for callgrind --toggle-collect);
  *       STATS 0/1 sets DISTLOCK_OPT_STATS, "-" leaves the client as it is (a
@@ -262,6 +266,67 @@ static int mode_waitcost(int argc, char **argv)
     return ab_slices(off, on, key, slice_ms, rounds, "wait_replicas=0", on_name, "wait/no-wait");
 }
 
+/* One acquire_many of keys[0..n) (wait 0) + release + free. */
+static int one_many_pair(distlock_client *c, const char *const *keys, size_t n)
+{
+    distlock_lock *l = NULL;
+    int rc = distlock_acquire_many(c, keys, n, 30000, 0, 0, NULL, &l);
+    if (rc != DISTLOCK_OK) return rc;
+    rc = distlock_release(l);
+    distlock_lock_free(l);
+    return rc;
+}
+
+/* pairs/s of a slice: n 0 is a plain lock of keys[0], else a set of n keys */
+static double many_slice(distlock_client *c, const char *const *keys, size_t n, long slice_ms)
+{
+    long pairs = 0;
+    int64_t t0 = now_ns(), end = t0 + (int64_t)slice_ms * 1000000;
+    while (now_ns() < end) {
+        int rc = n ? one_many_pair(c, keys, n) : one_pair(c, keys[0], 0, NULL);
+        if (rc != DISTLOCK_OK) fail(n ? "acquire_many pair" : "pair", rc);
+        pairs++;
+    }
+    return pairs * 1e9 / (double)(now_ns() - t0);
+}
+
+static int mode_manycost(int argc, char **argv)
+{
+    if (argc < 6) die("usage", "manycost URIS SLICE_MS ROUNDS KEY");
+    distlock_client *c = client(argv[2]);
+    long slice_ms = atol(argv[3]);
+    int rounds = atoi(argv[4]);
+    if (rounds < 1 || rounds > 100) die("usage", "ROUNDS 1..100");
+    char names[4][128];
+    const char *keys[4];
+    for (int i = 0; i < 4; i++) {
+        snprintf(names[i], sizeof names[i], "%s:%d", argv[5], i);
+        keys[i] = names[i];
+    }
+    static const size_t sizes[3] = { 0, 1, 4 };
+    static const char *const label[3] = { "lock", "acquire_many 1 key", "acquire_many 4 keys" };
+    double r[3][100];
+    for (int w = 0; w < 200; w++)
+        for (int v = 0; v < 3; v++) {
+            int rc = sizes[v] ? one_many_pair(c, keys, sizes[v]) : one_pair(c, keys[0], 0, NULL);
+            if (rc != DISTLOCK_OK) fail("warm-up pair", rc);
+        }
+    for (int k = 0; k < rounds; k++)
+        for (int v = 0; v < 3; v++)
+            r[v][k] = many_slice(c, keys, sizes[v], slice_ms);
+    double med[3];
+    for (int v = 0; v < 3; v++) {
+        qsort(r[v], (size_t)rounds, sizeof(double), cmp_double);
+        med[v] = r[v][rounds / 2];
+        printf("%s pairs/s median %.0f (min %.0f max %.0f)\n", label[v], med[v], r[v][0],
+               r[v][rounds - 1]);
+    }
+    printf("ratio 1 key/lock %.3f, 4 keys/lock %.3f over %d slices of %ld ms each\n",
+           med[1] / med[0], med[2] / med[0], rounds, slice_ms);
+    distlock_client_free(c);
+    return 0;
+}
+
 #ifndef DISTLOCK_OPT_STATS
 #define DISTLOCK_OPT_STATS 40  /* built against a header without it: the call fails */
 #endif
@@ -328,6 +393,7 @@ int main(int argc, char **argv)
     if (!strcmp(argv[1], "renew")) return mode_hold(argc, argv, 1);
     if (!strcmp(argv[1], "connect")) return mode_connect(argc, argv);   /* TLS row */
     if (!strcmp(argv[1], "waitcost")) return mode_waitcost(argc, argv);
+    if (!strcmp(argv[1], "manycost")) return mode_manycost(argc, argv);
     if (!strcmp(argv[1], "statscost")) return mode_statscost(argc, argv);
     if (!strcmp(argv[1], "count")) return mode_count(argc, argv);
     if (!strcmp(argv[1], "vs")) return mode_vs(argc, argv);             /* cluster row */

@@ -19,7 +19,7 @@
 static const struct { unsigned bit; const char *name; } not_for_sets[] = {
     { DISTLOCK_REENTRANT, "DISTLOCK_REENTRANT" },
     { DISTLOCK_FAIR, "DISTLOCK_FAIR" },
-    { 1u << 4, "DISTLOCK_SHARED" },  /* the read-lock flag's bit */
+    { DISTLOCK_SHARED, "DISTLOCK_SHARED" },
 };
 
 static int check_flags(unsigned flags)

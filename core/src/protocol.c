@@ -192,6 +192,18 @@
         "end\n" \
         "return 1\n"
 
+#define BODY_WRITE_LEAVE(PUB) \
+        /* KEYS: key; ARGV: channel. A writer that waited for readers gives \
+         * up: its intent (`__write__` alone at its score; a symfony \
+         * writer's has its token beside it) goes, and the readers it kept \
+         * out are woken. */ \
+        "if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end\n" \
+        "local w = redis.call('ZSCORE', KEYS[1], '__write__')\n" \
+        "if not w or redis.call('ZCOUNT', KEYS[1], w, w) > 1 then return 0 end\n" \
+        "redis.call('ZREM', KEYS[1], '__write__')\n" \
+        "if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end\n" \
+        PUB "ARGV[1], '')\n" \
+        "return 1\n"
 #define BODY_RELEASE_MANY(PUB) \
         /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
          * key of a set, each waking its own waiters. 1 when every key held \
@@ -206,19 +218,6 @@
         "  end\n" \
         "end\n" \
         "return all\n"
-
-#define BODY_WRITE_LEAVE(PUB) \
-        /* KEYS: key; ARGV: channel. A writer that waited for readers gives \
-         * up: its intent (`__write__` alone at its score; a symfony \
-         * writer's has its token beside it) goes, and the readers it kept \
-         * out are woken. */ \
-        "if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end\n" \
-        "local w = redis.call('ZSCORE', KEYS[1], '__write__')\n" \
-        "if not w or redis.call('ZCOUNT', KEYS[1], w, w) > 1 then return 0 end\n" \
-        "redis.call('ZREM', KEYS[1], '__write__')\n" \
-        "if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end\n" \
-        PUB "ARGV[1], '')\n" \
-        "return 1\n"
 
 /* Every script is atomic on its node. KEYS[1] is always the lock key. */
 const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
@@ -383,75 +382,6 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  end\n"
         "end\n"
         "return r\n" },
-    /* ---- several keys: each key is a plain lock (a string holding the
-     * set's one token), so every other client sees today's locks. */
-    [DISTLOCK__S_ACQUIRE_MANY] = { "acquire_many",
-        /* KEYS: k1..km [f1..fm]; ARGV: token ttl_ms fencing (1: the fence
-         * counters follow the keys). All or nothing on this node: every key
-         * is checked before anything is written, so a key held by another
-         * owner (or of another type) leaves the node as it was. Replies
-         * {1, fence1..fencem} (-1 without fencing), or {0, pttl, i}: key i
-         * (1-based) is held by another owner for pttl ms. Our own token on
-         * a key (a resend whose first send ran: each attempt has a fresh
-         * token) counts as free. */
-        "local fencing = ARGV[3] == '1'\n"
-        "local m = #KEYS\n"
-        "if fencing then m = m / 2 end\n"
-        "for i = 1, m do\n"
-        "  local v = redis.pcall('GET', KEYS[i])\n"
-        "  if type(v) == 'table' and v.err then\n"
-        "    return redis.error_reply('WRONGTYPE key \\'' .. KEYS[i] .. '\\' holds a value of "
-        "another type, not a lock')\n"
-        "  end\n"
-        "  if v and v ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[i]), i} end\n"
-        "  if fencing then\n"
-        "    local f = redis.pcall('GET', KEYS[m + i])\n"
-        "    if f and (type(f) == 'table' or not tonumber(f)) then\n"
-        "      return redis.error_reply('fence counter ' .. KEYS[m + i] .. ' is not an integer')\n"
-        "    end\n"
-        "  end\n"
-        "end\n"
-        "local r = {1}\n"
-        "for i = 1, m do\n"
-        "  local fv = -1\n"
-        "  if fencing then\n"
-        "    if redis.call('GET', KEYS[i]) == false then fv = redis.call('INCR', KEYS[m + i])\n"
-        "    else fv = tonumber(redis.call('GET', KEYS[m + i]) or '0') end\n"
-        "  end\n"
-        "  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
-        "  r[i + 1] = fv\n"
-        "end\n"
-        "return r\n" },
-    [DISTLOCK__S_RELEASE_MANY] = { "release_many", BODY_RELEASE_MANY(PUB_CLASSIC) },
-    [DISTLOCK__S_RELEASE_MANY_SH] = { "release_many_sh",
-        PUBLISH_SHARD_FN BODY_RELEASE_MANY(PUB_SHARD) },
-    [DISTLOCK__S_EXTEND_MANY] = { "extend_many",
-        /* KEYS: k1..km; ARGV: token ttl_ms. 1 when every key held our
-         * token (each one renewed), else 0: the set is one lease, not held
-         * on this node once a key is gone (the ones still ours are renewed
-         * anyway: harmless, they expire or are released with the set). */
-        "local all = 1\n"
-        "for i = 1, #KEYS do\n"
-        "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n"
-        "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
-        "  else\n"
-        "    all = 0\n"
-        "  end\n"
-        "end\n"
-        "return all\n" },
-    [DISTLOCK__S_RAISE_MANY] = { "raise_many",
-        /* KEYS: k1..km f1..fm; ARGV: token F1..Fm. The second fencing round
-         * for N > 1, per key as S_RAISE: only where every key of the set
-         * still holds our token. */
-        "local m = #KEYS / 2\n"
-        "for i = 1, m do\n"
-        "  if redis.pcall('GET', KEYS[i]) ~= ARGV[1] then return 0 end\n"
-        "end\n"
-        "for i = 1, m do\n"
-        "  local cur = tonumber(redis.call('GET', KEYS[m + i]) or '0')\n"
-        "  if cur < tonumber(ARGV[i + 1]) then redis.call('SET', KEYS[m + i], ARGV[i + 1]) end\n"
-        "end\n"
-        "return 1\n" },
     /* zset leases */
     [DISTLOCK__S_ZACQUIRE] = { "zacquire", ZSET_NOW_FN
         /* KEYS: key; ARGV: token ttl_ms kind permits (kind 'r': a read
@@ -501,6 +431,104 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_WRITE_LEAVE] = { "write_leave", BODY_WRITE_LEAVE(PUB_CLASSIC) },
     [DISTLOCK__S_WRITE_LEAVE_SH] = { "write_leave_sh",
         PUBLISH_SHARD_FN BODY_WRITE_LEAVE(PUB_SHARD) },
+    /* ---- several keys: each key is a plain lock (a string holding the
+     * set's one token), so every other client sees today's locks. */
+    [DISTLOCK__S_ACQUIRE_MANY] = { "acquire_many",
+        /* KEYS: k1..km [f1..fm]; ARGV: token ttl_ms fencing (1: the fence
+         * counters follow the keys). All or nothing on this node: every key
+         * is checked before anything is written, so a key held by another
+         * owner (or of another type) leaves the node as it was. Replies
+         * {1, fence1..fencem} (-1 without fencing), or {0, pttl, i}: key i
+         * (1-based) is held by another owner for pttl ms. Our own token on
+         * a key (a resend whose first send ran: each attempt has a fresh
+         * token) counts as free. Each key is taken as a writer: a key of
+         * read locks (a sorted set of tokens scored by expiry, ms since the
+         * epoch; symfony/lock's format) is held while a member other than
+         * __write__ is live (pttl: until the last one expires), and once
+         * none is, the sorted set gives way to the lock's string; a
+         * semaphore's sorted set (its __distlock_semaphore__ member) is
+         * refused, never taken. Expired members are removed first, as every
+         * script on such a key does. */
+        "local fencing = ARGV[3] == '1'\n"
+        "local m = #KEYS\n"
+        "if fencing then m = m / 2 end\n"
+        "local fresh, zs, now = {}, {}, nil\n"
+        "for i = 1, m do\n"
+        "  local v = redis.pcall('GET', KEYS[i])\n"
+        "  if type(v) == 'table' and v.err then\n"
+        "    local t = redis.call('TYPE', KEYS[i]).ok\n"
+        "    if t ~= 'zset' then\n"
+        "      return redis.error_reply('WRONGTYPE key \\'' .. KEYS[i] .. '\\' holds a value of "
+        "another type, not a lock')\n"
+        "    end\n"
+        "    if redis.call('ZSCORE', KEYS[i], '__distlock_semaphore__') then\n"
+        "      return redis.error_reply('WRONGTYPE \\'' .. KEYS[i] .. '\\' is a semaphore, "
+        "not a lock')\n"
+        "    end\n"
+        "    if not now then\n"
+        "      local tm = redis.call('TIME')\n"
+        "      now = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)\n"
+        "    end\n"
+        "    redis.call('ZREMRANGEBYSCORE', KEYS[i], '-inf', now)\n"
+        "    local live = redis.call('ZCARD', KEYS[i])\n"
+        "    if redis.call('ZSCORE', KEYS[i], '__write__') then live = live - 1 end\n"
+        "    if live > 0 then\n"
+        "      local top = redis.call('ZRANGE', KEYS[i], -1, -1, 'WITHSCORES')\n"
+        "      return {0, math.max(tonumber(top[2]) - now, 1), i}\n"
+        "    end\n"
+        "    zs[i], v = true, false\n"
+        "  end\n"
+        "  if v and v ~= ARGV[1] then return {0, redis.call('PTTL', KEYS[i]), i} end\n"
+        "  fresh[i] = (v == false)\n"
+        "  if fencing then\n"
+        "    local f = redis.pcall('GET', KEYS[m + i])\n"
+        "    if f and (type(f) == 'table' or not tonumber(f)) then\n"
+        "      return redis.error_reply('fence counter ' .. KEYS[m + i] .. ' is not an integer')\n"
+        "    end\n"
+        "  end\n"
+        "end\n"
+        "local r = {1}\n"
+        "for i = 1, m do\n"
+        "  local fv = -1\n"
+        "  if fencing then\n"
+        "    if fresh[i] then fv = redis.call('INCR', KEYS[m + i])\n"
+        "    else fv = tonumber(redis.call('GET', KEYS[m + i]) or '0') end\n"
+        "  end\n"
+        "  if zs[i] then redis.call('DEL', KEYS[i]) end\n"
+        "  redis.call('SET', KEYS[i], ARGV[1], 'PX', ARGV[2])\n"
+        "  r[i + 1] = fv\n"
+        "end\n"
+        "return r\n" },
+    [DISTLOCK__S_RELEASE_MANY] = { "release_many", BODY_RELEASE_MANY(PUB_CLASSIC) },
+    [DISTLOCK__S_RELEASE_MANY_SH] = { "release_many_sh",
+        PUBLISH_SHARD_FN BODY_RELEASE_MANY(PUB_SHARD) },
+    [DISTLOCK__S_EXTEND_MANY] = { "extend_many",
+        /* KEYS: k1..km; ARGV: token ttl_ms. 1 when every key held our
+         * token (each one renewed), else 0: the set is one lease, not held
+         * on this node once a key is gone (the ones still ours are renewed
+         * anyway: harmless, they expire or are released with the set). */
+        "local all = 1\n"
+        "for i = 1, #KEYS do\n"
+        "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n"
+        "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
+        "  else\n"
+        "    all = 0\n"
+        "  end\n"
+        "end\n"
+        "return all\n" },
+    [DISTLOCK__S_RAISE_MANY] = { "raise_many",
+        /* KEYS: k1..km f1..fm; ARGV: token F1..Fm. The second fencing round
+         * for N > 1, per key as S_RAISE: only where every key of the set
+         * still holds our token. */
+        "local m = #KEYS / 2\n"
+        "for i = 1, m do\n"
+        "  if redis.pcall('GET', KEYS[i]) ~= ARGV[1] then return 0 end\n"
+        "end\n"
+        "for i = 1, m do\n"
+        "  local cur = tonumber(redis.call('GET', KEYS[m + i]) or '0')\n"
+        "  if cur < tonumber(ARGV[i + 1]) then redis.call('SET', KEYS[m + i], ARGV[i + 1]) end\n"
+        "end\n"
+        "return 1\n" },
 };
 
 /* ------------------------------------------------------------ names */

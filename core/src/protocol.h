@@ -17,13 +17,13 @@ enum {
     DISTLOCK__S_FAIR_UNDO_SH,
     /* batched renewal of keys of many slots on one cluster master (watchdog) */
     DISTLOCK__S_EXTEND_MULTI,
+    /* zset leases: a read lock's or a semaphore permit's acquire; a
+     * waiting writer's intent withdrawn (and its _SH variant) */
+    DISTLOCK__S_ZACQUIRE, DISTLOCK__S_WRITE_LEAVE, DISTLOCK__S_WRITE_LEAVE_SH,
     /* several keys (distlock_acquire_many, keyset.c): one call per node, or
      * per hash slot on a Redis Cluster node, for all keys of the set */
     DISTLOCK__S_ACQUIRE_MANY, DISTLOCK__S_RELEASE_MANY, DISTLOCK__S_RELEASE_MANY_SH,
     DISTLOCK__S_EXTEND_MANY, DISTLOCK__S_RAISE_MANY,
-    /* zset leases: a read lock's or a semaphore permit's acquire; a
-     * waiting writer's intent withdrawn (and its _SH variant) */
-    DISTLOCK__S_ZACQUIRE, DISTLOCK__S_WRITE_LEAVE, DISTLOCK__S_WRITE_LEAVE_SH,
     DISTLOCK__S_COUNT
 };
 extern const distlock__script distlock__scripts[DISTLOCK__S_COUNT] DISTLOCK__HIDDEN;

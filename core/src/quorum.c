@@ -126,7 +126,14 @@ int distlock__verdict(const distlock__quorum *q, const distlock__result *res, di
      * again, whatever the refusing node would say: the lock is lost when
      * its current lease runs out, and saying so now is the safe side for
      * its holder. */
-    if (t.failed > q->n - q->quorum || (refusals > 0 && t.no <= q->n - q->quorum)) {
+    /* More than n - quorum nodes saying "held" (or "not ours") decide it by
+     * themselves, whatever the others would say: a round that stopped on
+     * them leaves the rest unsent or unheard, not failed. This matters
+     * when the quorum is more than a majority (a semaphore's permit on N
+     * nodes may need all of them): one full node is "held" even while
+     * another node's connection is still being made. With a majority
+     * quorum, failures and "held" cannot both pass n - quorum. */
+    if (t.no <= q->n - q->quorum && (t.failed > q->n - q->quorum || refusals > 0)) {
         if (q->n == 1)  /* the node's own failure follows */
             snprintf(msg, sizeof(msg), "%s of '%.200s' failed", op, key);
         else if (refusals > 0)
