@@ -407,15 +407,18 @@ static void test_info_written_within_size(void **state)
     assert_int_equal(g.info.nodes, 0);
     assert_guard(g.guard, sizeof g.guard);
 
-    /* a later header's bigger struct: this version's fields, zeros after
-     * them up to its size, nothing past it */
-    memset(&g, GUARD, sizeof g);
-    g.info.size = sizeof g.info + 16;
-    assert_rc(distlock_admin_holder(c, "hz", -1, (distlock_holder_info *)&g.info), 1);
-    assert_string_equal(g.info.token, distlock_lock_token(l));
+    /* a later header's bigger struct: this version's fields (those added
+     * after 0.1.0 too: kind...), zeros after them up to its size, nothing
+     * past it */
+    struct { distlock_holder_info info; unsigned char guard[GUARD_BYTES]; } g2;
+    memset(&g2, GUARD, sizeof g2);
+    g2.info.size = sizeof g2.info + 16;
+    assert_rc(distlock_admin_holder(c, "hz", -1, &g2.info), 1);
+    assert_string_equal(g2.info.token, distlock_lock_token(l));
+    assert_int_equal(g2.info.kind, DISTLOCK_HOLDER_LOCK);
     for (int i = 0; i < 16; i++)
-        assert_int_equal(g.guard[i], 0);
-    assert_guard(g.guard + 16, sizeof g.guard - 16);
+        assert_int_equal(g2.guard[i], 0);
+    assert_guard(g2.guard + 16, sizeof g2.guard - 16);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     distlock_client_free(c);

@@ -504,9 +504,20 @@ static void test_holder_kinds(void **state)
     assert_int_equal(h.holders, 2);
     assert_int_equal(h.permits, 0);
     assert_int_equal(h.taken, 3);
+    assert_int_equal(h.writer, 0);
     assert_rc(distlock_admin_holder(c, "hk:r", 1, &h), 0);
     assert_int_equal(h.kind, DISTLOCK_HOLDER_READERS);
     assert_int_equal(h.holders, 2);
+    /* a writer's intent on node 1: a writer waits; an expired one is none */
+    node_command_ok(rc, 1, "ZADD hk:r %lld __write__", epoch_ms() + 10000);
+    assert_rc(distlock_admin_holder(c, "hk:r", 1, &h), 0);
+    assert_int_equal(h.writer, 1);
+    assert_int_equal(h.holders, 2);
+    assert_rc(distlock_admin_holder(c, "hk:r", -1, &h), 0);
+    assert_int_equal(h.writer, 1);
+    node_command_ok(rc, 1, "ZADD hk:r %lld __write__", epoch_ms() - 1);
+    assert_rc(distlock_admin_holder(c, "hk:r", 1, &h), 0);
+    assert_int_equal(h.writer, 0);
     assert_rc(distlock_semaphore_acquire(c, "hk:s", 4, 10000, 0, 0, NULL, &s), DISTLOCK_OK);
     assert_rc(distlock_admin_holder(c, "hk:s", -1, &h), 0);
     assert_int_equal(h.kind, DISTLOCK_HOLDER_SEMAPHORE);
@@ -527,6 +538,16 @@ static void test_holder_kinds(void **state)
     old.h.size = offsetof(distlock_holder_info, taken) + sizeof(int);
     assert_rc(distlock_admin_holder(c, "hk:s", -1, &old.h), 0);
     const unsigned char *p = (const unsigned char *)&old.h + old.h.size;
+    for (size_t i = 0; i < sizeof old - old.h.size; i++)
+        assert_int_equal(p[i], 0x5a);
+    /* ... and one whose struct ends before `writer`: kind and the counts
+     * written, nothing after them */
+    memset(&old, 0x5a, sizeof old);
+    old.h.size = offsetof(distlock_holder_info, writer);
+    assert_rc(distlock_admin_holder(c, "hk:s", -1, &old.h), 0);
+    assert_int_equal(old.h.kind, DISTLOCK_HOLDER_SEMAPHORE);
+    assert_int_equal(old.h.permits, 4);
+    p = (const unsigned char *)&old.h + old.h.size;
     for (size_t i = 0; i < sizeof old - old.h.size; i++)
         assert_int_equal(p[i], 0x5a);
     /* distlock_admin_scan lists the read locks and the semaphore, not a

@@ -614,6 +614,8 @@ typedef struct distlock_holder_info {
                      * _OTHER 4 (a value of another type) -- on the node(s) counted */
     long holders;   /* _READERS / _SEMAPHORE: live members (tokens), max over nodes that answered */
     long permits;   /* _SEMAPHORE: permits as the latest acquire set them; else 0 */
+    int writer;     /* _READERS: 1 when a live `__write__` is on a node counted (a writer
+                     * waits for the readers, or a symfony writer holds the key); else 0 */
 } distlock_holder_info;
 
 /* distlock_holder_info.kind */

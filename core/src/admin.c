@@ -65,7 +65,7 @@ static int node_state(const distlock__result *r)
         return strstr(x->str, "WRONGTYPE") ? NODE_OTHER : NODE_NONE;
     if (x->type != REDIS_REPLY_ARRAY || x->elements < 1)
         return NODE_NONE;
-    if (x->element[0]->type == REDIS_REPLY_INTEGER && x->elements == 4)
+    if (x->element[0]->type == REDIS_REPLY_INTEGER && x->elements == 5)
         return NODE_ZSET;
     if (x->element[0]->type == REDIS_REPLY_STRING)
         return NODE_TOKEN;
@@ -172,10 +172,12 @@ static int fail_unanswered(const distlock_client *c, const distlock__result *res
  * later must be written only when the caller's size holds it. */
 _Static_assert(OWNER_INFO_MIN_SIZE == sizeof(distlock_owner_info),
                "a field added to a result struct: fill it only when out->size holds it");
-/* distlock_holder_info grew kind, holders, permits (0.2): written only
- * when the caller's size holds them (kind_fields). */
-#define HOLDER_INFO_KIND_SIZE (offsetof(distlock_holder_info, permits) + sizeof(long))
-_Static_assert(HOLDER_INFO_KIND_SIZE == sizeof(distlock_holder_info),
+/* distlock_holder_info grew kind, holders, permits, writer after its 0.1.0
+ * layout: each written only when the caller's size holds it (kind_fields). */
+#define HOLDER_HOLDS(info, f) ((info)->size >= offsetof(distlock_holder_info, f) + \
+                               sizeof((info)->f))
+_Static_assert(offsetof(distlock_holder_info, writer) + sizeof(int) >
+               sizeof(distlock_holder_info) - sizeof(long),  /* writer is the last field */
                "a field added to distlock_holder_info: fill it only when out->size holds it");
 
 /* What the nodes counted say the key is (distlock_holder_kind): a token on
@@ -185,25 +187,32 @@ _Static_assert(HOLDER_INFO_KIND_SIZE == sizeof(distlock_holder_info),
 static void kind_fields(const distlock__result *res, int from, int to, int token,
                         distlock_holder_info *info)
 {
-    if (info->size < HOLDER_INFO_KIND_SIZE)
-        return;
-    int kind = token ? DISTLOCK_HOLDER_LOCK : DISTLOCK_HOLDER_FREE;
+    int kind = token ? DISTLOCK_HOLDER_LOCK : DISTLOCK_HOLDER_FREE, writer = 0;
+    long holders = 0, permits = 0;
     for (int i = from; i < to && !token; i++) {
         int s = node_state(&res[i]);
         if (s == NODE_ZSET) {
             const redisReply *x = res[i].reply;
             kind = (int)x->element[0]->integer;
-            if (x->element[2]->type == REDIS_REPLY_INTEGER &&
-                x->element[2]->integer > info->holders)
-                info->holders = (long)x->element[2]->integer;
+            if (x->element[2]->type == REDIS_REPLY_INTEGER && x->element[2]->integer > holders)
+                holders = (long)x->element[2]->integer;
             if (kind == DISTLOCK_HOLDER_SEMAPHORE && x->element[3]->type == REDIS_REPLY_INTEGER &&
-                x->element[3]->integer > info->permits)
-                info->permits = (long)x->element[3]->integer;
+                x->element[3]->integer > permits)
+                permits = (long)x->element[3]->integer;
+            if (x->element[4]->type == REDIS_REPLY_INTEGER && x->element[4]->integer == 1)
+                writer = 1;
         } else if (s == NODE_OTHER && kind == DISTLOCK_HOLDER_FREE) {
             kind = DISTLOCK_HOLDER_OTHER;
         }
     }
-    info->kind = kind;
+    if (HOLDER_HOLDS(info, kind))
+        info->kind = kind;
+    if (HOLDER_HOLDS(info, holders))
+        info->holders = holders;
+    if (HOLDER_HOLDS(info, permits))
+        info->permits = permits;
+    if (HOLDER_HOLDS(info, writer))
+        info->writer = kind == DISTLOCK_HOLDER_READERS ? writer : 0;
 }
 
 /* The caller's struct `out` (NULL: none asked) declares its size in its

@@ -322,9 +322,10 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "return 1\n" },
     [DISTLOCK__S_INSPECT] = { "inspect",
         /* KEYS: key [owner]: {value, pttl [, owner hash fields, owner pttl]};
-         * a zset lease key (KEYS: key): {kind, pttl, holders, permits},
-         * kind 2 read locks (holders: live tokens), 3 a semaphore (permits:
-         * its marker's score) -- distlock_holder_kind */
+         * a zset lease key (KEYS: key): {kind, pttl, holders, permits,
+         * writer}, kind 2 read locks (holders: live tokens; writer 1: a
+         * live `__write__`), 3 a semaphore (permits: its marker's score)
+         * -- distlock_holder_kind */
         "if not KEYS[2] and redis.call('TYPE', KEYS[1]).ok == 'zset' then\n"
         "  local k = KEYS[1]\n"
         "  local t = redis.call('TIME')\n"
@@ -332,8 +333,9 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  local p = redis.call('ZSCORE', k, '__distlock_semaphore__')\n"
         "  local live = redis.call('ZCOUNT', k, '(' .. math.max(now, 1000000), '+inf')\n"
         "  local w = redis.call('ZSCORE', k, '__write__')\n"
-        "  if w and tonumber(w) > now then live = live - 1 end\n"
-        "  return {p and 3 or 2, redis.call('PTTL', k), live, tonumber(p or '0')}\n"
+        "  local wl = 0\n"
+        "  if w and tonumber(w) > now then live, wl = live - 1, 1 end\n"
+        "  return {p and 3 or 2, redis.call('PTTL', k), live, tonumber(p or '0'), wl}\n"
         "end\n"
         "local r = {redis.call('GET', KEYS[1]), redis.call('PTTL', KEYS[1])}\n"
         "if KEYS[2] then\n"
