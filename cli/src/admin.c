@@ -72,7 +72,8 @@ static int status_extra(int opt, const char *arg, void *ctx)
 }
 
 /* A read lock's or a semaphore's holders, "2 of 3 permits held" / "2
- * readers", into buf; "" for other kinds. Returns buf. */
+ * readers, a writer waiting" (a live `__write__`: our writer's intent, or a
+ * symfony writer), into buf; "" for other kinds. Returns buf. */
 static const char *members_text(const distlock_holder_info *h, char *buf, size_t size)
 {
     buf[0] = '\0';
@@ -80,7 +81,8 @@ static const char *members_text(const distlock_holder_info *h, char *buf, size_t
         snprintf(buf, size, "%ld of %ld permit%s held", h->holders, h->permits,
                  h->permits == 1 ? "" : "s");
     else if (h->kind == DISTLOCK_HOLDER_READERS)
-        snprintf(buf, size, "%ld reader%s", h->holders, h->holders == 1 ? "" : "s");
+        snprintf(buf, size, "%ld reader%s%s", h->holders, h->holders == 1 ? "" : "s",
+                 h->writer ? ", a writer waiting" : "");
     return buf;
 }
 

@@ -8,7 +8,8 @@
  *    "token": the token on the most nodes or null, "holder_nodes",
  *    "nodes_total", "quorum", "answered", "kind": "lock"|"readers"|
  *    "semaphore"|"other"|"free", "holders" and "permits" (readers and
- *    semaphores only), "ttl_ms": the holder's shortest
+ *    semaphores only), "writer" (readers only: a writer waits or holds),
+ *    "ttl_ms": the holder's shortest
  *    TTL left (-1: no expiry) or null, "fence": the highest fence counter
  *    or null, "owner": the holder's owner metadata {"host", "pid",
  *    "program", "since_ms", "label", "ttl_ms"} or null (none stored, or
@@ -52,6 +53,8 @@ static void json_kind(FILE *f, const distlock_holder_info *h)
         fprintf(f, ", \"holders\": %ld", h->holders);
     if (h->kind == DISTLOCK_HOLDER_SEMAPHORE)
         fprintf(f, ", \"permits\": %ld", h->permits);
+    if (h->kind == DISTLOCK_HOLDER_READERS)
+        fprintf(f, ", \"writer\": %s", h->writer ? "true" : "false");
 }
 
 static void json_str(FILE *f, const char *s, size_t n)
@@ -358,7 +361,8 @@ static void text_key(distlock_client *c, const char *key, int st, const distlock
     if (members && h->kind == DISTLOCK_HOLDER_SEMAPHORE)
         printf("  %ld/%ld permits", h->holders, h->permits);
     else if (members)
-        printf("  %ld reader%s", h->holders, h->holders == 1 ? "" : "s");
+        printf("  %ld reader%s%s", h->holders, h->holders == 1 ? "" : "s",
+               h->writer ? ", a writer waiting" : "");
     else
         printf("  %s", verdict_name(st, h->taken));
     if (h->nodes > 0)

@@ -133,7 +133,7 @@ void cli_help_status(FILE *f)
 "Options:\n"
 "      --json                  one JSON object instead: key, verdict, held, token,\n"
 "                              holder_nodes, nodes_total, quorum, answered, ttl_ms,\n"
-"                              kind, holders, permits,\n"
+"                              kind, holders, permits, writer,\n"
 "                              fence, owner (host, pid, program, since_ms, label,\n"
 "                              ttl_ms; null if none), nodes[] (uri, state, token,\n"
 "                              ttl_ms, fence);\n"

@@ -1811,7 +1811,10 @@ t_shared_waiting_writer_is_not_starved() {
   expect 75 "$DL" run --shared "$k" -- touch "$D/ran" || return 1
   absent "$D/ran" || return 1
   expect 0 "$DL" status "$k" || return 1
-  contains "$D/out" "^$k: read locks: 1 reader (1 of 1 node answered, quorum 1)$" || return 1
+  contains "$D/out" "^$k: read locks: 1 reader, a writer waiting (1 of 1 node answered, quorum 1)$" || return 1
+  expect 0 "$DL" status --json "$k" || return 1
+  [ "$(jget "$D/out" '(d["kind"], d["holders"], d["writer"])')" = "('readers', 1, True)" ] ||
+    fail "json with a writer waiting: $(cat "$D/out")" || return 1
   unhold r1 || return 1
   wait_exit "$w" 20 || return 1
   [ "$ST" = 0 ] && [ -e "$D/writer.ran" ] || fail "writer exit $ST: $(cat "$D/writer.err")"
@@ -1976,7 +1979,7 @@ t_status_and_list_show_kinds() {
   [ "$(jget "$D/out" '(d["kind"], d["holders"], d["permits"], d["nodes"][0]["kind"])')" = "('semaphore', 2, 3, 'semaphore')" ] ||
     fail "sem json: $(cat "$D/out")" || return 1
   "$DL" status --json "$p:read" >"$D/out" 2>"$D/err"
-  [ "$(jget "$D/out" '(d["kind"], d["holders"])')" = "('readers', 2)" ] || fail "read json: $(cat "$D/out")" || return 1
+  [ "$(jget "$D/out" '(d["kind"], d["holders"], d["writer"])')" = "('readers', 2, False)" ] || fail "read json: $(cat "$D/out")" || return 1
   expect 0 "$DL" status --json "$p:lock" || return 1
   [ "$(jget "$D/out" 'd["kind"]')" = lock ] || fail "lock json: $(cat "$D/out")" || return 1
   expect 0 "$DL" list "$p:*" || return 1
