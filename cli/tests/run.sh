@@ -1727,6 +1727,8 @@ t_semaphore_all_permits_taken_is_a_conflict() {
   holdn b -n 2 "$k" || return 1
   expect 75 "$DL" run -n 2 "$k" -- touch "$D/ran" || return 1
   contains "$D/err" "all 2 permits of the semaphore '$k' are taken; not running the command" || return 1
+  # --nonblock (no short form: -n is the permits) overrides an earlier --wait.
+  expect 75 "$DL" run --wait 30s --nonblock -n 2 "$k" -- touch "$D/ran" || return 1
   absent "$D/ran" || return 1
   [ "$(rcli zcard "$k")" = 3 ] || fail "zset: $(rcli zrange "$k" 0 -1 withscores | tr '\n' ' ')" || return 1
   unhold a || return 1
