@@ -351,8 +351,9 @@ static int explain_conflict(distlock_client *c, const char *key, char *buf, size
 /* ---------------------------------------------------------------- state */
 
 /* The variables distlock sets for the command (any the caller had are
- * dropped: without --fence there is no DISTLOCK_FENCE at all). Each of the
- * *_N ones stands for a family: DISTLOCK_KEY_1, DISTLOCK_KEY_2, ... */
+ * dropped: without --fence there is no DISTLOCK_FENCE at all, and a run
+ * inside a run of several keys does not see the outer DISTLOCK_KEY_2).
+ * env_families are the numbered ones: DISTLOCK_KEY_1, DISTLOCK_FENCE_1... */
 static const char *const env_names[] = {"DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_FENCE",
                                         "DISTLOCK_KEY_COUNT", "DISTLOCK_PERMITS"};
 static const char *const env_families[] = {"DISTLOCK_KEY_", "DISTLOCK_FENCE_"};
