@@ -1927,6 +1927,17 @@ t_lost_permit_read_lock_or_keys_stops_the_command() {
   [ "$(rcli exists "$a")" = 0 ] || fail "'$a' left held after the set was lost"
 }
 
+# A run inside a run of several keys (or a caller with stale values) does
+# not pass the outer run's numbered variables on: each run's own only.
+t_numbered_variables_are_each_runs_own() {
+  local a=cli-enva-$RANDOM b=cli-envb-$RANDOM
+  DISTLOCK_KEY_3=stale DISTLOCK_FENCE_2=stale DISTLOCK_KEY_COUNT=9 DISTLOCK_PERMITS=9 \
+    expect 0 "$DL" run --fence "$a" "$b" -- "$DL" run "$a-inner" -- sh -c 'env > "$0/env"' "$D" || return 1
+  ! grep -E '^DISTLOCK_(KEY_[0-9]+|FENCE(_[0-9]+)?|KEY_COUNT|PERMITS)=' "$D/env" ||
+    fail "the inner run sees the outer run's variables" || return 1
+  grep -qx "DISTLOCK_KEY=$a-inner" "$D/env" || fail "DISTLOCK_KEY: $(grep DISTLOCK_KEY= "$D/env")"
+}
+
 # Bad input: a clear message, exit 64, the command never run.
 t_primitives_bad_input() {
   local k=cli-bad-$RANDOM ran=$D/ran
