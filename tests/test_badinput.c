@@ -167,7 +167,7 @@ static void test_bad_acquire(void **state)
     assert_fails(distlock_acquire(c, "k", -9223372036854775807L - 1, 0, 0, &l), DISTLOCK_EINVAL);
     assert_fails(distlock_acquire(c, "k", 1000, -2, 0, &l), DISTLOCK_EINVAL);
     assert_fails(distlock_acquire(c, "k", 1000, -1000, 0, &l), DISTLOCK_EINVAL);
-    assert_fails(distlock_acquire(c, "k", 1000, 0, 1u << 4, &l), DISTLOCK_EINVAL);
+    assert_fails(distlock_acquire(c, "k", 1000, 0, 1u << 5, &l), DISTLOCK_EINVAL);  /* the first unknown bit */
     assert_fails(distlock_acquire(c, "k", 1000, 0, 1u << 31, &l), DISTLOCK_EINVAL);
     assert_fails(distlock_acquire(c, "k", 1000, 0, 0xffffffffu, &l), DISTLOCK_EINVAL);
     assert_fails(distlock_acquire(c, "k", 1000, 0, 0, NULL), DISTLOCK_EINVAL);
