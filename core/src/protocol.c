@@ -236,19 +236,22 @@
         "end\n"
 #define BODY_RELEASE_MANY(PUB) \
         /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
-         * key of a set, each waking its own waiters. 1 when every key held \
-         * our token, else 0 (the ones that did are deleted all the same). */ \
+         * key of a set, each waking its own waiters. Answers per key, {r1.. \
+         * rm}: 1 deleted (it held our token), 0 not ours: the caller needs \
+         * each key's quorum, and one node may have lost one key while it \
+         * still holds another (keyset.c). */ \
         MANY_REFUSED_FIRST \
-        "local all = 1\n" \
+        "local r = {}\n" \
         "for i = 1, #KEYS do\n" \
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n" \
         "    redis.call('DEL', KEYS[i])\n" \
         "    " PUB "ARGV[i + 1], '')\n" \
+        "    r[i] = 1\n" \
         "  else\n" \
-        "    all = 0\n" \
+        "    r[i] = 0\n" \
         "  end\n" \
         "end\n" \
-        "return all\n"
+        "return r\n"
 
 /* Every script is atomic on its node. KEYS[1] is always the lock key. */
 const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
@@ -552,20 +555,23 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_RELEASE_MANY_SH] = { "release_many_sh",
         PUBLISH_SHARD_FN BODY_RELEASE_MANY(PUB_SHARD) },
     [DISTLOCK__S_EXTEND_MANY] = { "extend_many",
-        /* KEYS: k1..km; ARGV: token ttl_ms. 1 when every key held our
-         * token (each one renewed), else 0: the set is one lease, not held
-         * on this node once a key is gone (the ones still ours are renewed
-         * anyway: harmless, they expire or are released with the set). */
+        /* KEYS: k1..km; ARGV: token ttl_ms. Answers per key, {r1..rm}: 1
+         * renewed (it held our token), 0 not ours. The set is held while
+         * each key is held on a quorum, not only on the nodes that hold
+         * every key: a node that lost key a still renews key b, and the
+         * caller tallies each key's quorum (keyset.c), as the watchdog
+         * does with S_EXTEND. */
         MANY_REFUSED_FIRST
-        "local all = 1\n"
+        "local r = {}\n"
         "for i = 1, #KEYS do\n"
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n"
         "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
+        "    r[i] = 1\n"
         "  else\n"
-        "    all = 0\n"
+        "    r[i] = 0\n"
         "  end\n"
         "end\n"
-        "return all\n" },
+        "return r\n" },
     [DISTLOCK__S_RAISE_MANY] = { "raise_many",
         /* KEYS: k1..km f1..fm; ARGV: token F1..Fm. The second fencing round
          * for N > 1, per key as S_RAISE: only where every key of the set
@@ -716,11 +722,40 @@ static int verdict_of_reply(const distlock__result *r)
             (r->script == DISTLOCK__S_ACQUIRE || r->script == DISTLOCK__S_FAIR ||
              r->script == DISTLOCK__S_ACQUIRE_MANY))
             return 0;
+        /* A set's release or extend answers per key: the node did
+         * something for the set when any key was ours there (what the set
+         * needs is each key's quorum: distlock__reply_key_verdict). */
+        if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+            (r->script == DISTLOCK__S_EXTEND_MANY || r->script == DISTLOCK__S_RELEASE_MANY ||
+             r->script == DISTLOCK__S_RELEASE_MANY_SH)) {
+            int any = 0;
+            for (size_t j = 0; j < x->elements; j++) {
+                if (x->element[j]->type != REDIS_REPLY_INTEGER)
+                    return -1;
+                any |= x->element[j]->integer == 1;
+            }
+            return any;
+        }
         if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
             x->element[0]->type == REDIS_REPLY_INTEGER)
             return x->element[0]->integer == 1;
         return -1;
     }
+}
+
+int distlock__reply_key_verdict(const distlock__result *r, size_t j)
+{
+    if (r->state != DISTLOCK__R_DONE)
+        return r->state == DISTLOCK__R_FAILED ? -1 : -2;
+    const redisReply *x = r->reply;
+    if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements <= j ||
+        x->element[j]->type != REDIS_REPLY_INTEGER ||
+        (x->element[j]->integer != 0 && x->element[j]->integer != 1))
+        return -1;
+    if (x->element[j]->integer == 0)
+        return 0;
+    /* renewed or deleted, but the WAIT behind it fell short: failed there */
+    return r->wait_n > 0 && r->acked < r->wait_n ? -1 : 1;
 }
 
 int distlock__wait_short(const distlock__result *r)
