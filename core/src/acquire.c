@@ -24,7 +24,9 @@
 typedef struct sidekeys {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
         ch[DISTLOCK__SIDEKEY_MAX], sh[DISTLOCK__SIDEKEY_MAX];  /* sh: ch on a cluster */
-    char wk[DISTLOCK__SIDEKEY_MAX];  /* a waiting writer: the registry of waiting writers */
+    /* a waiting writer: the registry of waiting writers, else "" (no field
+     * in attempt_ctx: its frame is on the deepest path of the stack budget) */
+    char wk[DISTLOCK__SIDEKEY_MAX];
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
     char ok[DISTLOCK__SIDEKEY_MAX], host[DISTLOCK__HOST_LEN], pid[DISTLOCK__NUM_LEN],
         prog[256], since[DISTLOCK__NUM_LEN], label[DISTLOCK_OWNER_LABEL_MAX + 1];
@@ -41,8 +43,7 @@ typedef struct attempt_ctx {
     uint64_t tag;
     int fencing;
     int owner;          /* store owner metadata (sk->ok and the fields) */
-    int writers;        /* a waiting writer: note it in sk->wk (rq->writer) */
-    sidekeys *sk;       /* fair, fencing, owner or writers, else NULL */
+    sidekeys *sk;       /* fair, fencing, owner or a waiting writer, else NULL */
     /* Nodes whose first-round reply showed our own token already there
      * (distlock__reply_held_own): `own`; of those, `prior` on the request's
      * first send (not resent), so the key held it before this attempt. */
@@ -180,6 +181,7 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     const char **argv = a->sk ? a->sk->argv : argv_plain;
     size_t *len = a->sk ? a->sk->len : len_plain;
     int k = 0, nkeys;
+    int writers = a->sk && a->sk->wk[0];
     size_t ttllen = distlock__ltoa(a->ttl, rq->ttl_ms);
 
     argv[k++] = rq->key;
@@ -191,7 +193,7 @@ static void first_round(attempt_ctx *a, distlock__result *res)
         argv[k++] = a->sk->fk;
     if (a->owner)
         argv[k++] = a->sk->ok;  /* the last key but the writers' registry */
-    if (a->writers)
+    if (writers)
         argv[k++] = a->sk->wk;  /* the script finds it by its last argument */
     nkeys = k;
     argv[k++] = rq->token;
@@ -214,7 +216,7 @@ static void first_round(attempt_ctx *a, distlock__result *res)
      * intent stands on a key holding read locks (0: trying once) */
     if (!rq->fair)
         argv[k++] = a->qttl;
-    if (a->writers)
+    if (writers)
         argv[k++] = rq->writer;
     for (int i = 0; i < k; i++)
         len[i] = strlen(argv[i]);
@@ -522,9 +524,10 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
     /* A waiting writer notes itself in the key's registry of waiting
      * writers (protocol.c); a cluster key whose side keys are not in its
      * slot has none: its writers keep the one shared intent. */
-    a.writers = rq->writer != NULL && rq->kind == DISTLOCK__LOCK && !rq->fair &&
-                rq->queue_ttl_ms > 0 && (c->tp.cl == NULL || distlock__sidekeys_in_slot(rq->key));
-    if ((rq->fair || a.fencing || a.owner || a.writers) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
+    int writers = rq->writer != NULL && rq->kind == DISTLOCK__LOCK && !rq->fair &&
+                  rq->queue_ttl_ms > 0 &&
+                  (c->tp.cl == NULL || distlock__sidekeys_in_slot(rq->key));
+    if ((rq->fair || a.fencing || a.owner || writers) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     if ((a.cs = distlock__checkout(c)) == NULL) {
         free(a.sk);
@@ -540,8 +543,10 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
         distlock__sidekey(a.sk->fk, rq->key, DISTLOCK__FENCE_SUFFIX);
     if (a.owner)
         owner_fields(c, rq->key, a.sk);
-    if (a.writers)
+    if (writers)
         distlock__sidekey(a.sk->wk, rq->key, DISTLOCK__WRITERS_SUFFIX);
+    else if (a.sk)
+        a.sk->wk[0] = '\0';
     distlock__result *res = a.cs->res_a;
     /* the grants this lease needs: the quorum, or a permit's more (its
      * verdict's copy on the heap: off the lock path's stack) */
