@@ -52,6 +52,10 @@ void distlock__sidekey(char *buf, const char *key, const char *suffix);
 #define DISTLOCK__FENCE_SUFFIX ":fence"
 /* The suffix of a lock's owner metadata ({key}:owner, a hash). */
 #define DISTLOCK__OWNER_SUFFIX ":owner"
+/* The suffix of a key's registry of waiting writers ({key}:writers, a
+ * sorted set: writer -> the end of its intent), kept so that one writer's
+ * leave does not withdraw the intent the others still need. */
+#define DISTLOCK__WRITERS_SUFFIX ":writers"
 /* 1 if k (len bytes) is the side key `suffix` of some lock key (as
  * distlock__sidekey names it), else 0. */
 int distlock__is_sidekey(const char *k, size_t len, const char *suffix);
