@@ -52,11 +52,63 @@ static void test_extend_agrees_with_renewal_when_keys_lost_on_different_nodes(vo
     distlock_client_free(c);
 }
 
+/* The release counts per key too: each key deleted on a quorum is a
+ * released set, and no node keeps any key of it. */
+static void test_release_of_keys_lost_on_different_nodes(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    const char *keys[] = { "relapart:a", "relapart:b" };
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire_many(c, keys, 2, 30000, 0, 0, NULL, &l), DISTLOCK_OK);
+    assert_int_equal(rh_del(rc, 0, 0, "relapart:a"), 1);
+    assert_int_equal(rh_del(rc, 1, 0, "relapart:b"), 1);
+    int r = distlock_release(l);
+    printf("release of a set whose keys were lost on different nodes: %s (%s)\n",
+           distlock_strerror(r), r == DISTLOCK_OK ? "" : distlock_last_error());
+    assert_rc(r, DISTLOCK_OK);
+    assert_holding(rc, "relapart:a", NULL, 0);
+    assert_holding(rc, "relapart:b", NULL, 0);
+    /* released: another owner takes the set at once */
+    distlock_lock *l2 = NULL;
+    assert_rc(distlock_acquire_many(c, keys, 2, 30000, 0, 0, NULL, &l2), DISTLOCK_OK);
+    assert_rc(distlock_release(l2), DISTLOCK_OK);
+    distlock_lock_free(l2);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+/* One key gone from a quorum of nodes: another owner can take that key, so
+ * the set is not ours any more: the extend says so (and marks it lost), and
+ * so does the release, which still deletes the key that was ours. */
+static void test_key_lost_on_a_quorum_is_not_ours(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    const char *keys[] = { "quolost:a", "quolost:b" };
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire_many(c, keys, 2, 30000, 0, 0, NULL, &l), DISTLOCK_OK);
+    const char *t = distlock_lock_token(l);
+    assert_holding(rc, "quolost:b", t, N);
+    assert_int_equal(rh_del(rc, 0, 0, "quolost:a"), 1);
+    assert_int_equal(rh_del(rc, 1, 0, "quolost:a"), 1);
+    assert_rc(distlock_extend(l, 30000), DISTLOCK_ENOTOWNER);
+    assert_non_null(strstr(distlock_last_error(), "quolost:a"));
+    assert_int_equal(distlock_lock_lost(l), 1);
+    assert_rc(distlock_release(l), DISTLOCK_ENOTOWNER);
+    assert_holding(rc, "quolost:a", NULL, 0);
+    assert_holding(rc, "quolost:b", NULL, 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_extend_agrees_with_renewal_when_keys_lost_on_different_nodes,
                                heal),
+        cmocka_unit_test_setup(test_release_of_keys_lost_on_different_nodes, heal),
+        cmocka_unit_test_setup(test_key_lost_on_a_quorum_is_not_ours, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

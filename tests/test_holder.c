@@ -573,6 +573,13 @@ static void test_scan(void **state)
     /* The fence counter of sc:fenced ({sc:fenced}:fence) is never given,
      * though it is a string the pattern matches; fn may be NULL. */
     assert_int_equal(rh_set(rc, 1, 0, "{sc:x}", "a lock", 0), 0);
+    /* Nor is the registry of writers waiting for read locks of sc:rw
+     * ({sc:rw}:writers): a zset of tokens scored by expiry, which would
+     * read as read locks. */
+    redisReply *zr = rh_command(rc, 1, 0, "ZADD {sc:rw}:writers 9999999999999 abc123");
+    assert_non_null(zr);
+    assert_int_equal(zr->type, REDIS_REPLY_INTEGER);
+    freeReplyObject(zr);
     cursor = 0;
     int counters = 0;
     do {
@@ -581,6 +588,7 @@ static void test_scan(void **state)
         assert_true(r >= 0);
         counters += g.n;
         assert_false(has_key(&g, "{sc:fenced}:fence"));
+        assert_false(has_key(&g, "{sc:rw}:writers"));
     } while (cursor != 0);
     assert_int_equal(counters, 1);  /* {sc:x} only */
     cursor = 0;

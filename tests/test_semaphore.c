@@ -105,6 +105,39 @@ static void test_permits_on_one_node(void **state)
     distlock_client_free(c);
 }
 
+/* P may change between acquires: each acquire admits while fewer than its
+ * own P are held, so a smaller P admits no one new until enough permits
+ * are released, and a larger one admits more at once. */
+static void test_permits_changed_between_acquires(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client_on(rc, 1);
+    distlock_lock *h[3] = { 0 }, *x = NULL, *y = NULL;
+    for (int i = 0; i < 3; i++)
+        assert_rc(distlock_semaphore_acquire(c, "sem:resize", 3, 10000, 0, 0, NULL, &h[i]),
+                  DISTLOCK_OK);
+    assert_rc(distlock_semaphore_acquire(c, "sem:resize", 2, 10000, 0, 0, NULL, &x),
+              DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_release(h[0]), DISTLOCK_OK);  /* 2 held: still not under 2 */
+    assert_rc(distlock_semaphore_acquire(c, "sem:resize", 2, 10000, 0, 0, NULL, &x),
+              DISTLOCK_NOTACQUIRED);
+    assert_null(x);
+    assert_rc(distlock_release(h[1]), DISTLOCK_OK);  /* 1 held */
+    assert_rc(distlock_semaphore_acquire(c, "sem:resize", 2, 10000, 0, 0, NULL, &x),
+              DISTLOCK_OK);
+    assert_true(zscore(rc, 0, "sem:resize", "__distlock_semaphore__") == 2);
+    assert_rc(distlock_semaphore_acquire(c, "sem:resize", 2, 10000, 0, 0, NULL, &y),
+              DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_semaphore_acquire(c, "sem:resize", 3, 10000, 0, 0, NULL, &y),
+              DISTLOCK_OK);  /* a larger P admits a third again */
+    assert_true(zscore(rc, 0, "sem:resize", "__distlock_semaphore__") == 3);
+    distlock_lock_free(y);
+    distlock_lock_free(x);
+    for (int i = 0; i < 3; i++)
+        distlock_lock_free(h[i]);
+    distlock_client_free(c);
+}
+
 static void test_bad_input_and_other_kinds(void **state)
 {
     rh_cluster *rc = *state;
@@ -559,6 +592,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_permits_on_one_node, heal),
+        cmocka_unit_test_setup(test_permits_changed_between_acquires, heal),
         cmocka_unit_test_setup(test_bad_input_and_other_kinds, heal),
         cmocka_unit_test_setup(test_never_more_than_p_holders_one_node, heal),
         cmocka_unit_test_setup(test_never_more_than_p_holders_five_nodes, heal),

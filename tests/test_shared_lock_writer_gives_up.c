@@ -1,17 +1,25 @@
 /* test_shared_lock_writer_gives_up.c -- two writers wait for the readers of
- * one key and one of them gives up (cancelled), against a real
- * redis-server; the other writer's connection goes through the fault proxy,
- * which holds its next attempt (a slow link, or simply the race every
- * release starts: its wake-up and the readers' both go out at once).
+ * one key, against a real redis-server; the second writer's connection
+ * goes through the fault proxy, which holds its next attempt (a slow link,
+ * or simply the race every release starts: its wake-up and the readers'
+ * both go out at once).
  * docs/shared-locks.md: "A writer that waits and finds readers marks its
  * intent ... Readers that arrive from then on are refused, so the writer
  * gets the key once the readers already in are gone: within one reader TTL
- * after it starts waiting." The writer still waiting must keep that: a
- * reader arriving after the other writer gave up is refused. */
+ * after it starts waiting."
+ *   - the other writer gives up (cancelled): the writer still waiting keeps
+ *     the intent (the registry of waiting writers, {key}:writers, still
+ *     names it), so a reader arriving then is refused; each writer leaves
+ *     the registry, the winner too;
+ *   - the other writer wins, then releases: its release wakes the readers
+ *     and the writer alike and readers get in first, but the writer's next
+ *     attempt puts the intent back, so it gets the key within one reader
+ *     TTL after that release although readers keep arriving. */
 #include "test_common.h"
 #include "test_proxy_cluster.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 
 DEFINE_PROXY_GROUP(1)
 
@@ -21,6 +29,7 @@ typedef struct writer {
     long wait_ms;
     int rc;
     long long waited_ms;
+    long long done_ms;   /* rh_now_ms() when its acquire returned */
     distlock_lock *l;
 } writer;
 
@@ -30,7 +39,8 @@ static void *write_wait(void *arg)
     distlock_acquire_args a = { .size = sizeof a, .cancel = w->cancel };
     long long t0 = rh_now_ms();
     w->rc = distlock_acquire_with(w->c, "wg", 30000, w->wait_ms, 0, &a, &w->l);
-    w->waited_ms = rh_now_ms() - t0;
+    w->done_ms = rh_now_ms();
+    w->waited_ms = w->done_ms - t0;
     return NULL;
 }
 
@@ -41,6 +51,16 @@ static int has_intent(const rh_cluster *rc)
     int yes = r->type == REDIS_REPLY_STRING;
     freeReplyObject(r);
     return yes;
+}
+
+/* Members of the registry of waiting writers of "wg" (its side key). */
+static long registered_writers(const rh_cluster *rc)
+{
+    redisReply *r = rh_command(rc, 0, 0, "ZCARD {wg}:writers");
+    assert_non_null(r);
+    long n = r->type == REDIS_REPLY_INTEGER ? (long)r->integer : -1;
+    freeReplyObject(r);
+    return n;
 }
 
 static long numsub(const rh_cluster *rc)
@@ -82,11 +102,12 @@ static void test_writer_keeps_intent_when_another_writer_gives_up(void **state)
     pthread_join(t1, NULL);
     assert_rc(w1.rc, DISTLOCK_ECANCELED);
     int intent = has_intent(rc);
+    long still = registered_writers(rc);  /* writer 2 only: writer 1 left */
 
     /* writer 2 still waits: a reader arriving now is refused */
     int r = distlock_acquire(d, "wg", 30000, 0, DISTLOCK_SHARED, &r1);
-    printf("writer 1 gave up; writer 2 still waiting; intent left: %d; a new reader: %s\n",
-           intent, distlock_strerror(r));
+    printf("writer 1 gave up; writer 2 still waiting; intent left: %d; writers registered: "
+           "%ld; a new reader: %s\n", intent, still, distlock_strerror(r));
 
     fp_ok(e->fp, "unhold 0 up");
     if (r1) {
@@ -97,30 +118,68 @@ static void test_writer_keeps_intent_when_another_writer_gives_up(void **state)
     pthread_join(t2, NULL);
     printf("writer 2: %s after %lld ms\n", distlock_strerror(w2.rc), w2.waited_ms);
     assert_rc(w2.rc, DISTLOCK_OK);
+    /* the winner left the registry too: nothing keeps a later intent up */
+    long left = registered_writers(rc);
+    printf("writers registered after writer 2 won: %ld\n", left);
+    assert_rc(distlock_release(w2.l), DISTLOCK_OK);
     distlock_lock_free(w2.l);
     distlock_lock_free(r0);
     distlock_cancel_free(w1.cancel);
 
     assert_rc(r, DISTLOCK_NOTACQUIRED);
+    assert_true(intent);
+    assert_int_equal(still, 1);
+    assert_int_equal(left, 0);
     distlock_client_free(p);
     distlock_client_free(d);
 }
 
-/* The same when the other writer wins: writer 1 takes the key after the
- * readers (the zset and its intent go), then releases it; writer 2, which
- * has waited since before, still keeps a reader arriving now out. */
-static void test_writer_keeps_intent_when_another_writer_wins(void **state)
+#define READER_TTL 1000
+
+typedef struct stream {
+    distlock_client *c;
+    atomic_int stop, reads, errors;
+} stream;
+
+/* Readers keep arriving: each takes a read lock, holds it 150 ms, and a
+ * next one comes before it leaves, so the key is never free of readers. */
+static void *reader_stream(void *arg)
+{
+    stream *s = arg;
+    while (!atomic_load(&s->stop)) {
+        distlock_lock *l = NULL;
+        int r = distlock_acquire(s->c, "wg", READER_TTL, 200, DISTLOCK_SHARED, &l);
+        if (r == DISTLOCK_OK) {
+            atomic_fetch_add(&s->reads, 1);
+            sleep_until_ms(rh_now_ms() + 150);  /* the scenario: a read takes 150 ms */
+            (void)distlock_release(l);
+            distlock_lock_free(l);
+        } else if (r != DISTLOCK_NOTACQUIRED) {
+            atomic_fetch_add(&s->errors, 1);
+        }
+    }
+    return NULL;
+}
+
+/* Writer 1 takes the key after the readers (the zset and the intent go:
+ * the key is its string lock) and releases it while readers keep
+ * arriving; writer 2, which has waited since before, is woken by that
+ * release as the readers are, and its attempt is the slower one (held in
+ * the proxy until readers are in). The promise: writer 2 gets the key
+ * within one reader TTL after writer 1's release. */
+static void test_writer_gets_key_within_reader_ttl_after_another_writer_releases(void **state)
 {
     proxy_env *e = *state;
     rh_cluster *rc = e->rc;
     distlock_client *d = new_client(rh_uris(rc));
     distlock_client *p = new_client(fp_uris(e->fp));
     assert_rc(distlock_client_set(p, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+    stream s = { .c = new_client(rh_uris(rc)) };
 
-    distlock_lock *r0 = NULL, *r1 = NULL;
+    distlock_lock *r0 = NULL;
     assert_rc(distlock_acquire(d, "wg", 30000, 0, DISTLOCK_SHARED, &r0), DISTLOCK_OK);
     writer w2 = { .c = p, .wait_ms = 25000 };
-    pthread_t t2, t1;
+    pthread_t t2, t1, tr[4];
     assert_int_equal(pthread_create(&t2, NULL, write_wait, &w2), 0);
     assert_true(RH_WAIT_UNTIL(has_intent(rc) && numsub(rc) >= 1, 10000));
     writer w1 = { .c = d, .wait_ms = 25000 };
@@ -132,23 +191,34 @@ static void test_writer_keeps_intent_when_another_writer_wins(void **state)
     assert_rc(distlock_release(r0), DISTLOCK_OK);
     pthread_join(t1, NULL);
     assert_rc(w1.rc, DISTLOCK_OK);
-    assert_rc(distlock_release(w1.l), DISTLOCK_OK);
 
-    int r = distlock_acquire(d, "wg", 30000, 0, DISTLOCK_SHARED, &r1);
-    printf("writer 1 won and released; writer 2 still waiting; a new reader: %s\n",
-           distlock_strerror(r));
+    /* readers come, wait behind writer 1, and keep arriving once it goes */
+    for (int i = 0; i < 4; i++)
+        assert_int_equal(pthread_create(&tr[i], NULL, reader_stream, &s), 0);
+    long long released = rh_now_ms();
+    assert_rc(distlock_release(w1.l), DISTLOCK_OK);
+    /* the readers won the race the release started */
+    int readers_in = RH_WAIT_UNTIL(atomic_load(&s.reads) >= 1, 10000);
     fp_ok(e->fp, "unhold 0 up");
-    if (r1) {
-        assert_rc(distlock_release(r1), DISTLOCK_OK);
-        distlock_lock_free(r1);
-    }
     pthread_join(t2, NULL);
+    long long after_release = w2.done_ms - released;
+    int reads_before = atomic_load(&s.reads);
+    atomic_store(&s.stop, 1);
+    for (int i = 0; i < 4; i++)
+        pthread_join(tr[i], NULL);
+    printf("writer 1 won and released; readers got in: %d; writer 2: %s %lld ms after that "
+           "release (reader ttl %d ms, %d reads before it)\n", readers_in,
+           distlock_strerror(w2.rc), after_release, READER_TTL, reads_before);
     assert_rc(w2.rc, DISTLOCK_OK);
+    assert_rc(distlock_release(w2.l), DISTLOCK_OK);
     distlock_lock_free(w2.l);
     distlock_lock_free(w1.l);
     distlock_lock_free(r0);
 
-    assert_rc(r, DISTLOCK_NOTACQUIRED);
+    assert_true(readers_in);
+    assert_int_equal(atomic_load(&s.errors), 0);
+    assert_true(after_release < READER_TTL + slow_bound(300, 1500));
+    distlock_client_free(s.c);
     distlock_client_free(p);
     distlock_client_free(d);
 }
@@ -157,7 +227,8 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_writer_keeps_intent_when_another_writer_gives_up, heal),
-        cmocka_unit_test_setup(test_writer_keeps_intent_when_another_writer_wins, heal),
+        cmocka_unit_test_setup(
+            test_writer_gets_key_within_reader_ttl_after_another_writer_releases, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

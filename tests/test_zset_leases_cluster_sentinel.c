@@ -5,7 +5,11 @@
  *     (5 s apart here): on the Cluster through the key's shard channel;
  *   - auto-renewal keeps permits and read locks of several slots alive
  *     (the batched per-master renewal, S_EXTEND_MULTI);
- *   - a writer behind read locks gets the key when the reader leaves. */
+ *   - a writer behind read locks gets the key when the reader leaves;
+ *   - two writers waiting there: the one that gives up leaves the other's
+ *     intent standing (the registry {key}:writers, in the key's slot); a
+ *     key whose side keys are not in its slot ("a}b") keeps the one shared
+ *     intent, with no registry and no CROSSSLOT. */
 #include "test_common.h"
 #include "cluster_harness.h"
 #include "sentinel_harness.h"
@@ -197,6 +201,108 @@ static void test_cluster_auto_renew_many_slots(void **state)
     distlock_client_free(c);
 }
 
+typedef struct cancellable {
+    distlock_client *c;
+    const char *key;
+    distlock_cancel *cancel;
+    int rc;
+} cancellable;
+
+static void *write_until_cancelled(void *arg)
+{
+    cancellable *w = arg;
+    distlock_lock *l = NULL;
+    distlock_acquire_args a = { .size = sizeof a, .cancel = w->cancel };
+    w->rc = distlock_acquire_with(w->c, w->key, 10000, DISTLOCK_WAIT_FOREVER, 0, &a, &l);
+    distlock_lock_free(l);
+    return NULL;
+}
+
+/* A command's integer reply on the master that serves slot_key's slot. */
+static long long owner_int(const char *slot_key, const char *fmt, const char *arg)
+{
+    int owner = rh_rcl_owner(CL, 0, rh_rcl_keyslot(CL, slot_key));
+    redisReply *r = rh_command(CL->rc, owner, 0, fmt, arg);
+    assert_non_null(r);
+    long long v = r->type == REDIS_REPLY_INTEGER ? r->integer
+                  : r->type == REDIS_REPLY_STRING ? 1 : 0;  /* ZSCORE: a score */
+    freeReplyObject(r);
+    return v;
+}
+
+/* 1 if key exists on master i. */
+static long long exists_on(int i, const char *key)
+{
+    redisReply *e = rh_command(CL->rc, i, 0, "EXISTS %s", key);
+    assert_non_null(e);
+    long long n = e->type == REDIS_REPLY_INTEGER ? e->integer : 0;
+    freeReplyObject(e);
+    return n;
+}
+
+static void test_cluster_waiting_writers_keep_intent(void **state)
+{
+    (void)state;
+    const char *keys[2] = { "cl:ww", "cl:a}b" };
+    const char *regs[2] = { "{cl:ww}:writers", "cl:a}b:writers" };
+    for (int k = 0; k < 2; k++) {
+        distlock_client *c = new_client(CL->uri), *c1 = new_client(CL->uri),
+                        *c2 = new_client(CL->uri);
+        distlock_lock *r = NULL, *x = NULL;
+        assert_rc(distlock_acquire(c, keys[k], 10000, 0, DISTLOCK_SHARED, &r), DISTLOCK_OK);
+        cancellable w1 = { .c = c1, .key = keys[k], .rc = -99 };
+        cancellable w2 = { .c = c2, .key = keys[k], .rc = -99 };
+        assert_rc(distlock_cancel_new(&w1.cancel), DISTLOCK_OK);
+        assert_rc(distlock_cancel_new(&w2.cancel), DISTLOCK_OK);
+        pthread_t t1, t2;
+        assert_int_equal(pthread_create(&t1, NULL, write_until_cancelled, &w1), 0);
+        assert_int_equal(pthread_create(&t2, NULL, write_until_cancelled, &w2), 0);
+        /* both writers are waiting: the intent is up; in the key's slot,
+         * both are registered */
+        int up = RH_WAIT_UNTIL(owner_int(keys[k], "ZSCORE %s __write__", keys[k]) &&
+                               (k == 1 || owner_int(keys[k], "ZCARD %s", regs[k]) == 2),
+                               10000);
+        long long reg_waiting = 0;  /* registries on the masters while both wait */
+        for (int i = 0; i < 3; i++)
+            reg_waiting += exists_on(i, regs[k]);
+        assert_rc(distlock_cancel_fire(w1.cancel), DISTLOCK_OK);
+        pthread_join(t1, NULL);
+        int reader_while_w2 = distlock_acquire(c, keys[k], 10000, 0, DISTLOCK_SHARED, &x);
+        distlock_lock_free(x);
+        x = NULL;
+        assert_rc(distlock_cancel_fire(w2.cancel), DISTLOCK_OK);
+        pthread_join(t2, NULL);
+        int reader_after = distlock_acquire(c, keys[k], 10000, 0, DISTLOCK_SHARED, &x);
+        long long reg_left = 0;  /* on no master, whatever its slot */
+        for (int i = 0; i < 3; i++)
+            reg_left += exists_on(i, regs[k]);
+        printf("# cluster '%s': registries while two writers wait: %lld; writer 1 gave up, "
+               "writer 2 waiting: a new reader %s; both gave up: a new reader %s; registries "
+               "left: %lld\n", keys[k], reg_waiting, distlock_strerror(reader_while_w2),
+               distlock_strerror(reader_after), reg_left);
+        assert_true(up);
+        /* both waited (no CROSSSLOT) until cancelled */
+        assert_rc(w1.rc, DISTLOCK_ECANCELED);
+        assert_rc(w2.rc, DISTLOCK_ECANCELED);
+        /* in the slot: one registry, and the intent stays for writer 2.
+         * "a}b": none; the first writer to leave withdrew the intent (then
+         * writer 2's next attempt, woken by that leave, races the reader:
+         * either may come first) */
+        assert_int_equal(reg_waiting, k == 0 ? 1 : 0);
+        if (k == 0)
+            assert_rc(reader_while_w2, DISTLOCK_NOTACQUIRED);
+        assert_rc(reader_after, DISTLOCK_OK);
+        assert_int_equal(reg_left, 0);
+        distlock_lock_free(x);
+        distlock_lock_free(r);
+        distlock_cancel_free(w1.cancel);
+        distlock_cancel_free(w2.cancel);
+        distlock_client_free(c2);
+        distlock_client_free(c1);
+        distlock_client_free(c);
+    }
+}
+
 static void test_sentinel_permits_read_locks(void **state)
 {
     (void)state;
@@ -225,6 +331,7 @@ int main(void)
         cmocka_unit_test(test_cluster_permits_and_wakeup),
         cmocka_unit_test(test_cluster_read_locks_and_writer),
         cmocka_unit_test(test_cluster_auto_renew_many_slots),
+        cmocka_unit_test(test_cluster_waiting_writers_keep_intent),
         cmocka_unit_test(test_sentinel_permits_read_locks),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);

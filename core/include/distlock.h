@@ -702,7 +702,8 @@ DISTLOCK_API int distlock_admin_fence(distlock_client *c, const char *key, int n
  * (its member `__distlock_semaphore__` or `__write__`, or a lowest score
  * above 10^12: tokens scored by their expiry in ms since the epoch;
  * distlock_admin_holder() tells which), except the fence counters of
- * locks; a nonzero return from fn skips the
+ * locks and the registries of waiting writers ({key}:writers, beside read
+ * locks); a nonzero return from fn skips the
  * rest of this step. fn runs in the calling thread, with no library lock
  * held. *cursor: 0 to start; on return the cursor of the next step, 0 when
  * the scan of that node is complete (SCAN's guarantees: a key present for

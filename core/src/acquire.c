@@ -24,6 +24,9 @@
 typedef struct sidekeys {
     char fk[DISTLOCK__SIDEKEY_MAX], q[DISTLOCK__SIDEKEY_MAX], qt[DISTLOCK__SIDEKEY_MAX],
         ch[DISTLOCK__SIDEKEY_MAX], sh[DISTLOCK__SIDEKEY_MAX];  /* sh: ch on a cluster */
+    /* a waiting writer: the registry of waiting writers, else "" (no field
+     * in attempt_ctx: its frame is on the deepest path of the stack budget) */
+    char wk[DISTLOCK__SIDEKEY_MAX];
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO): its key and fields */
     char ok[DISTLOCK__SIDEKEY_MAX], host[DISTLOCK__HOST_LEN], pid[DISTLOCK__NUM_LEN],
         prog[256], since[DISTLOCK__NUM_LEN], label[DISTLOCK_OWNER_LABEL_MAX + 1];
@@ -40,7 +43,7 @@ typedef struct attempt_ctx {
     uint64_t tag;
     int fencing;
     int owner;          /* store owner metadata (sk->ok and the fields) */
-    sidekeys *sk;       /* fair, fencing or owner, else NULL */
+    sidekeys *sk;       /* fair, fencing, owner or a waiting writer, else NULL */
     /* Nodes whose first-round reply showed our own token already there
      * (distlock__reply_held_own): `own`; of those, `prior` on the request's
      * first send (not resent), so the key held it before this attempt. */
@@ -178,6 +181,7 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     const char **argv = a->sk ? a->sk->argv : argv_plain;
     size_t *len = a->sk ? a->sk->len : len_plain;
     int k = 0, nkeys;
+    int writers = a->sk && a->sk->wk[0];
     size_t ttllen = distlock__ltoa(a->ttl, rq->ttl_ms);
 
     argv[k++] = rq->key;
@@ -188,7 +192,9 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     if (a->fencing)
         argv[k++] = a->sk->fk;
     if (a->owner)
-        argv[k++] = a->sk->ok;  /* always the last key */
+        argv[k++] = a->sk->ok;  /* the last key but the writers' registry */
+    if (writers)
+        argv[k++] = a->sk->wk;  /* the script finds it by its last argument */
     nkeys = k;
     argv[k++] = rq->token;
     argv[k++] = a->ttl;
@@ -210,6 +216,8 @@ static void first_round(attempt_ctx *a, distlock__result *res)
      * intent stands on a key holding read locks (0: trying once) */
     if (!rq->fair)
         argv[k++] = a->qttl;
+    if (writers)
+        argv[k++] = rq->writer;
     for (int i = 0; i < k; i++)
         len[i] = strlen(argv[i]);
     distlock__call script = { .script = rq->fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE,
@@ -513,7 +521,13 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
                               "and owner record cannot share its Redis Cluster slot (use a key "
                               "with a non-empty {tag}, or one without '}')", rq->key);
     a.tag = distlock__lock_tag(rq->key, rq->token);
-    if ((rq->fair || a.fencing || a.owner) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
+    /* A waiting writer notes itself in the key's registry of waiting
+     * writers (protocol.c); a cluster key whose side keys are not in its
+     * slot has none: its writers keep the one shared intent. */
+    int writers = rq->writer != NULL && rq->kind == DISTLOCK__LOCK && !rq->fair &&
+                  rq->queue_ttl_ms > 0 &&
+                  (c->tp.cl == NULL || distlock__sidekeys_in_slot(rq->key));
+    if ((rq->fair || a.fencing || a.owner || writers) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     if ((a.cs = distlock__checkout(c)) == NULL) {
         free(a.sk);
@@ -529,6 +543,10 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
         distlock__sidekey(a.sk->fk, rq->key, DISTLOCK__FENCE_SUFFIX);
     if (a.owner)
         owner_fields(c, rq->key, a.sk);
+    if (writers)
+        distlock__sidekey(a.sk->wk, rq->key, DISTLOCK__WRITERS_SUFFIX);
+    else if (a.sk)
+        a.sk->wk[0] = '\0';
     distlock__result *res = a.cs->res_a;
     /* the grants this lease needs: the quorum, or a permit's more (its
      * verdict's copy on the heap: off the lock path's stack) */

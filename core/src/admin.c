@@ -521,7 +521,8 @@ int distlock_admin_fence(distlock_client *c, const char *key, int node, int64_t 
 }
 
 /* The keys of one SCAN reply ({cursor, {keys...}}) to fn, fence counters
- * left out; the next cursor in *cursor. Returns the count or EPROTO. */
+ * and registries of waiting writers (a zset of tokens: it would read as
+ * read locks) left out; the next cursor in *cursor. Returns the count or EPROTO. */
 static int scan_reply(const distlock_client *c, int node, const redisReply *x,
                       unsigned long long *cursor, distlock_key_fn fn, void *arg)
 {
@@ -537,7 +538,8 @@ static int scan_reply(const distlock_client *c, int node, const redisReply *x,
     for (size_t i = 0; i < keys->elements; i++) {
         const redisReply *k = keys->element[i];
         if (k->type != REDIS_REPLY_STRING ||
-            distlock__is_sidekey(k->str, k->len, DISTLOCK__FENCE_SUFFIX))
+            distlock__is_sidekey(k->str, k->len, DISTLOCK__FENCE_SUFFIX) ||
+            distlock__is_sidekey(k->str, k->len, DISTLOCK__WRITERS_SUFFIX))
             continue;
         given++;
         if (fn && fn(k->str, k->len, arg) != 0)

@@ -76,9 +76,14 @@ int acquire_wait(distlock_client *c, const distlock__held *h, char *token, long 
     unsigned flags = h->flags;
     int fair = (flags & DISTLOCK_FAIR) != 0;
     unsigned gen = distlock__cancel_gen(c);  /* cancels from now on concern this call */
+    /* a waiting writer's name in the registry of waiting writers: its
+     * first token (copied below the first attempt: the token changes) */
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = h->ttl_ms, .flags = flags,
                              .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0,
-                             .kind = h->kind, .permits = h->permits, .quorum = h->quorum };
+                             .kind = h->kind, .permits = h->permits, .quorum = h->quorum,
+                             .writer = wait_ms && !fair && h->kind == DISTLOCK__LOCK ? token
+                                                                                  : NULL };
+    char *ch = NULL;  /* the channel, then the writer's name */
     int rc = distlock__acquire_once(c, &rq, att);
     int readers = att->readers;  /* a writer kept out by read locks: its intent may stand */
     uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
@@ -101,12 +106,16 @@ int acquire_wait(distlock_client *c, const distlock__held *h, char *token, long 
 
     if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
         deadline = now0 + (uint64_t)wait_ms * 1000u;
-    char *ch = malloc(DISTLOCK__SIDEKEY_MAX);  /* waiting is not the hot path */
+    ch = malloc(DISTLOCK__SIDEKEY_MAX + 33);  /* waiting is not the hot path */
     if (ch == NULL) {
         rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
         goto leave_queue;
     }
     distlock__channel_name(ch, key);
+    if (rq.writer) {
+        memcpy(ch + DISTLOCK__SIDEKEY_MAX, token, 33);
+        rq.writer = ch + DISTLOCK__SIDEKEY_MAX;
+    }
     distlock__waiter w;
     memset(&w, 0, sizeof(w));
     w.channel = ch;
@@ -191,16 +200,23 @@ out:
     if (subscribed)
         distlock__waiter_remove(c, &w);
     distlock__sleeper_end(c, &w.sl);
-    free(ch);
 leave_queue:
     if (readers && rc != DISTLOCK_OK) {
-        /* a writer that gives up withdraws its intent: the readers it kept
-         * out need not wait for the intent's end */
+        /* a writer that gives up leaves the registry of waiting writers and
+         * withdraws the intent if no other writer still waits: the readers
+         * it kept out need not wait for the intent's end */
         char *detail = distlock__error_copy();
-        distlock__write_leave(c, key);
+        distlock__write_leave(c, key, rq.writer);
         distlock__fail(rc, "%s", detail ? detail : "");
         free(detail);
+    } else if (readers && rq.writer) {
+        /* a writer that won leaves the registry (the acquire script did if
+         * it won on the zset; not if the readers were gone and the key
+         * free): its entry would keep a later intent up after the writer
+         * that set it gave up */
+        distlock__write_leave(c, key, rq.writer);
     }
+    free(ch);
     if (fair && rc != DISTLOCK_OK) {
         char *detail = distlock__error_copy();
         (void)distlock__leave_queue(c, key, token);

@@ -192,6 +192,9 @@ typedef struct distlock__acq_req {
     int kind;                /* DISTLOCK__LOCK, DISTLOCK__READ, DISTLOCK__PERMIT */
     long permits;            /* DISTLOCK__PERMIT: the semaphore's permits */
     int quorum;              /* grants it needs (distlock__lease_quorum) */
+    const char *writer;      /* a waiting writer (a lock): its name in the key's registry
+                                of waiting writers for its whole wait (its first token;
+                                the token changes each attempt), else NULL */
     int held_known;          /* this client was granted key+token and the lease has not
                                 ended (pair.c's recent grants): only then does a node
                                 that already held our token prove the caller held it */
@@ -254,7 +257,7 @@ int distlock__release_lease(distlock_client *c, int need, const char *key, const
 int distlock__extend_lease(distlock_client *c, int need, const char *key, const char *token,
                            long ttl_ms, uint64_t *valid_until_us);
 /* A writer that waited for readers gives up: its intent goes (protocol.c). */
-void distlock__write_leave(distlock_client *c, const char *key);
+void distlock__write_leave(distlock_client *c, const char *key, const char *writer);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
 /* held.c: the records of held ownerships (c->mu held for all three) */
 /* Free a record that was never linked. */

@@ -108,9 +108,9 @@ static int cluster_node(const distlock_client *c, int i)
 /* Compare-and-delete group g's keys on the nodes `which` selects, each key
  * waking its waiters (PUBLISH, or SPUBLISH in its slot on a cluster node).
  * Queued even to a node known hung where `maybe` says it may hold them. */
-static distlock__tally release_group(distlock_client *c, distlock__connset *cs, plan *p,
-                                     const char *const *keys, size_t g, const char *token,
-                                     uint64_t which, uint64_t maybe, distlock__result *res)
+static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
+                          const char *const *keys, size_t g, const char *token,
+                          uint64_t which, uint64_t maybe, distlock__result *res)
 {
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
     size_t b = p->gstart[g], m = p->gstart[g + 1] - b;
@@ -150,10 +150,50 @@ static distlock__tally release_group(distlock_client *c, distlock__connset *cs, 
     }
     for (int i = 0; i < c->n; i++)
         calls[i] = (which >> i & 1) ? (cluster_node(c, i) ? &shcall : &call) : NULL;
-    distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, &c->q);
+    distlock__keys_quorum kq = { &c->q, m };
+    distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum_keys, &kq);
     free(sav);
     free(slen);
-    return distlock__count(res, c->n);
+}
+
+/* The verdict of group g's release or extend round: each key needs its own
+ * quorum of nodes that answered "done" for it (a node that lost key a may
+ * still hold key b: the set stays protected while every key is held on a
+ * quorum, as the watchdog counts). ENOTOWNER (the set is not ours) when
+ * some key's answers prove it, whatever the other keys' failures; else the
+ * first key without a quorum gives the status (EPROTO for a refusal,
+ * ENOQUORUM). resent_ran: a resent release that finds a key gone counts as
+ * ours having run there (ops.c). */
+static int group_verdict(distlock_client *c, const plan *p, const char *const *keys, size_t g,
+                         const distlock__result *res, int refused, const char *op,
+                         int resent_ran)
+{
+    size_t b = p->gstart[g], m = p->gstart[g + 1] - b;
+    int first = DISTLOCK_OK;
+    char *detail = NULL;
+    for (size_t j = 0; j < m; j++) {
+        distlock__tally t = distlock__count_key(res, c->n, j);
+        for (int i = 0; resent_ran && i < c->n; i++)
+            if (res[i].resent && distlock__reply_key_verdict(&res[i], j) == 0) {
+                t.ok++;
+                t.no--;
+            }
+        if (t.ok >= c->q.quorum)
+            continue;
+        int r = distlock__verdict(&c->q, res, t, refused, op, keys[p->ord[b + j]]);
+        if (r == refused) {
+            free(detail);
+            return r;
+        }
+        if (first == DISTLOCK_OK) {
+            first = r;
+            detail = distlock__error_copy();
+        }
+    }
+    if (first != DISTLOCK_OK)
+        distlock__fail(first, "%s", detail ? detail : "");
+    free(detail);
+    return first;
 }
 
 /* Does the undo of a lost attempt release node i for this group? Each
@@ -327,8 +367,8 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
         char *detail = distlock__error_copy();
         for (size_t k = 0; k < g; k++)
             if (undo_mask[k]) {
-                (void)release_group(c, cs, &p, rq->keys, k, rq->token, undo_mask[k], ~0ull,
-                                    cs->res_b);
+                release_group(c, cs, &p, rq->keys, k, rq->token, undo_mask[k], ~0ull,
+                              cs->res_b);
                 distlock__round_clear(cs->res_b, c->n);
             }
         distlock__fail(rc, "%s", detail ? detail : "");
@@ -361,21 +401,17 @@ int distlock__release_many(distlock_client *c, const char *const *keys, size_t n
     if (sent_us)
         *sent_us = t0;
     /* every group is released, whatever the others answered; the first
-     * failure is the call's */
+     * failure is the call's (the first "not ours" before any other: a key
+     * proved not ours is the set's verdict) */
     for (size_t g = 0; g < p.ng; g++) {
-        distlock__tally t = release_group(c, cs, &p, keys, g, token, ~0ull, maybe, res);
-        if (t0 < valid_until_us) {
-            /* a resent release finding the keys gone: ours ran (ops.c) */
-            for (int i = 0; i < c->n; i++)
-                if (res[i].resent && distlock__reply_verdict(&res[i]) == 0) {
-                    t.ok++;
-                    t.no--;
-                }
-        }
-        int r = distlock__verdict(&c->q, res, t, DISTLOCK_ENOTOWNER, "release",
-                                  keys[p.ord[p.gstart[g]]]);
+        release_group(c, cs, &p, keys, g, token, ~0ull, maybe, res);
+        /* within the lease, a resent release finding a key gone: ours ran */
+        int r = group_verdict(c, &p, keys, g, res, DISTLOCK_ENOTOWNER, "release",
+                              t0 < valid_until_us);
         distlock__round_clear(res, c->n);
-        if (r != DISTLOCK_OK && rc == DISTLOCK_OK) {
+        if (r != DISTLOCK_OK && (rc == DISTLOCK_OK ||
+                                 (r == DISTLOCK_ENOTOWNER && rc != DISTLOCK_ENOTOWNER))) {
+            free(detail);
             rc = r;
             detail = distlock__error_copy();
         }
@@ -417,13 +453,15 @@ int distlock__extend_many(distlock_client *c, const char *const *keys, size_t nk
         distlock__set_wait(c, &call);
         for (int i = 0; i < c->n; i++)
             cs->calls_a[i] = &call;
-        distlock__round(&c->tp, cs, cs->calls_a, res, distlock__decide_quorum, &c->q);
-        rc = distlock__verdict(&c->q, res, distlock__count(res, c->n), DISTLOCK_ENOTOWNER,
-                               "extend", keys[p.ord[b]]);
+        distlock__keys_quorum kq = { &c->q, m };
+        distlock__round(&c->tp, cs, cs->calls_a, res, distlock__decide_quorum_keys, &kq);
+        rc = group_verdict(c, &p, keys, g, res, DISTLOCK_ENOTOWNER, "extend", 0);
         distlock__round_clear(res, c->n);
     }
     if (rc == DISTLOCK_OK) {
-        /* from the first group's send: the earliest any key was renewed */
+        /* Each key's quorum was renewed by requests sent at or after t0
+         * (the first group's send): the shortest per-key validity, the one
+         * the watchdog computes from its batch's send. */
         uint64_t until = distlock__valid_until(&c->q, t0, ttl_ms);
         if (distlock__now_us() >= until)
             rc = distlock__fail(DISTLOCK_ETIMEDOUT, "extend of the %zu keys of '%.200s' took "

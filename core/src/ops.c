@@ -150,21 +150,32 @@ int distlock__leave_queue(distlock_client *c, const char *key, const char *token
     return DISTLOCK_OK;
 }
 
-void distlock__write_leave(distlock_client *c, const char *key)
+void distlock__write_leave(distlock_client *c, const char *key, const char *writer)
 {
-    char *ch = malloc(2 * DISTLOCK__SIDEKEY_MAX);  /* channel, shard channel */
+    /* channel, shard channel, the registry of waiting writers */
+    char *ch = malloc(3 * DISTLOCK__SIDEKEY_MAX);
     distlock__connset *cs = ch ? distlock__checkout(c) : NULL;
     if (cs == NULL) {
         free(ch);
-        return;  /* the intent expires with its score */
+        return;  /* the intent and the registry entry expire with their scores */
     }
-    const char *argv[2] = { key, ch };
-    size_t len[2] = { strlen(key), distlock__channel_name(ch, key) };
-    distlock__call call = { .script = DISTLOCK__S_WRITE_LEAVE, .nkeys = 1, .argc = 2,
-                            .argv = argv, .argvlen = len };
+    char *wk = ch + 2 * DISTLOCK__SIDEKEY_MAX;
+    /* without the registry (a cluster key whose side keys are not in its
+     * slot: acquire.c did not note the writer) the intent goes as before */
+    int reg = writer != NULL && (c->tp.cl == NULL || distlock__sidekeys_in_slot(key));
+    if (reg)
+        distlock__sidekey(wk, key, DISTLOCK__WRITERS_SUFFIX);
+    const char *argv[4] = { key, reg ? wk : ch, reg ? ch : NULL, reg ? writer : NULL };
+    size_t len[4] = { strlen(key), 0, 0, 0 };
+    size_t chlen = distlock__channel_name(ch, key);
+    len[1] = reg ? strlen(wk) : chlen;
+    if (reg)
+        len[2] = chlen, len[3] = strlen(writer);
+    distlock__call call = { .script = DISTLOCK__S_WRITE_LEAVE, .nkeys = reg ? 2 : 1,
+                            .argc = reg ? 4 : 2, .argv = argv, .argvlen = len };
     if (c->tp.cl != NULL)
-        distlock__call_sharded(&call, DISTLOCK__S_WRITE_LEAVE_SH, 1, ch + DISTLOCK__SIDEKEY_MAX,
-                               key);
+        distlock__call_sharded(&call, DISTLOCK__S_WRITE_LEAVE_SH, reg ? 2 : 1,
+                               ch + DISTLOCK__SIDEKEY_MAX, key);
     for (int i = 0; i < c->n; i++)
         cs->calls_a[i] = &call;
     distlock__round(&c->tp, cs, cs->calls_a, cs->res_a, NULL, NULL);

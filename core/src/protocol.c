@@ -213,15 +213,28 @@
         "return 1\n"
 
 #define BODY_WRITE_LEAVE(PUB) \
-        /* KEYS: key; ARGV: channel. A writer that waited for readers gives \
-         * up: its intent (`__write__` alone at its score; a symfony \
-         * writer's has its token beside it) goes, and the readers it kept \
-         * out are woken. */ \
-        "if redis.call('TYPE', KEYS[1]).ok ~= 'zset' then return 0 end\n" \
-        "local w = redis.call('ZSCORE', KEYS[1], '__write__')\n" \
-        "if not w or redis.call('ZCOUNT', KEYS[1], w, w) > 1 then return 0 end\n" \
-        "redis.call('ZREM', KEYS[1], '__write__')\n" \
-        "if redis.call('ZCARD', KEYS[1]) == 0 then redis.call('DEL', KEYS[1]) end\n" \
+        /* KEYS: key [writers]; ARGV: channel [writer]. A writer that \
+         * waited for readers gives up, or won: it leaves the registry of \
+         * waiting writers; its intent (`__write__` alone at its score; a \
+         * symfony writer's has its token beside it) goes only when no \
+         * other writer is still waiting (writers kept beside the key: a \
+         * cluster key whose side keys are not in its slot has none, and \
+         * the first writer to leave withdraws the intent), and the readers \
+         * it kept out are woken. pcall on the registry: a key of another \
+         * type under its name leaves the intent to the old rule. */ \
+        ZSET_NOW_FN \
+        "local k, wk = KEYS[1], KEYS[2]\n" \
+        "if wk then redis.pcall('ZREM', wk, ARGV[2]) end\n" \
+        "if redis.call('TYPE', k).ok ~= 'zset' then return 0 end\n" \
+        "local w = redis.call('ZSCORE', k, '__write__')\n" \
+        "if not w or redis.call('ZCOUNT', k, w, w) > 1 then return 0 end\n" \
+        "if wk then\n" \
+        "  redis.pcall('ZREMRANGEBYSCORE', wk, '-inf', zset_now())\n" \
+        "  local n = redis.pcall('ZCARD', wk)\n" \
+        "  if type(n) == 'number' and n > 0 then return 0 end\n" \
+        "end\n" \
+        "redis.call('ZREM', k, '__write__')\n" \
+        "if redis.call('ZCARD', k) == 0 then redis.call('DEL', k) end\n" \
         PUB "ARGV[1], '')\n" \
         "return 1\n"
 /* A set's release or extend: a node that refuses reading a key (an ACL
@@ -236,19 +249,22 @@
         "end\n"
 #define BODY_RELEASE_MANY(PUB) \
         /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
-         * key of a set, each waking its own waiters. 1 when every key held \
-         * our token, else 0 (the ones that did are deleted all the same). */ \
+         * key of a set, each waking its own waiters. Answers per key, {r1.. \
+         * rm}: 1 deleted (it held our token), 0 not ours: the caller needs \
+         * each key's quorum, and one node may have lost one key while it \
+         * still holds another (keyset.c). */ \
         MANY_REFUSED_FIRST \
-        "local all = 1\n" \
+        "local r = {}\n" \
         "for i = 1, #KEYS do\n" \
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n" \
         "    redis.call('DEL', KEYS[i])\n" \
         "    " PUB "ARGV[i + 1], '')\n" \
+        "    r[i] = 1\n" \
         "  else\n" \
-        "    all = 0\n" \
+        "    r[i] = 0\n" \
         "  end\n" \
         "end\n" \
-        "return all\n"
+        "return r\n"
 
 /* Every script is atomic on its node. KEYS[1] is always the lock key. */
 const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
@@ -266,13 +282,22 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         ZSET_NOW_FN
         /* The writer of read locks (a zset at the key): held while a live
          * member other than `__write__` is there; a waiting acquire (the
-         * last ARGV after the owner fields: intent ms > 0) marks its
-         * intent with `__write__` (alone at its score, refreshed), so
-         * readers arriving now are refused and the writer is not starved.
-         * Only an intent or nothing live left: the zset goes, the lock is
-         * taken below as on a free key. The reply says 'r' (readers). */
-        "local intent = 0\n"
-        "if #ARGV == 4 or #ARGV == 9 then intent = tonumber(ARGV[#ARGV]) end\n"
+         * intent ms > 0 after the owner fields) marks its intent with
+         * `__write__` (alone at its score, refreshed), so readers arriving
+         * now are refused and the writer is not starved. With the registry
+         * of waiting writers (the last key; the last ARGV: the writer's
+         * name for its whole wait, after the intent) it also notes itself
+         * there, until its intent's end, so another writer's leave keeps
+         * `__write__` while it waits (S_WRITE_LEAVE). Only an intent or
+         * nothing live left: the zset goes, the writer leaves the
+         * registry, the lock is taken below as on a free key. The reply
+         * says 'r' (readers). */
+        "local intent, wid, wk, nk = 0, nil, nil, #KEYS\n"
+        "if #ARGV == 5 or #ARGV == 10 then\n"
+        "  intent, wid, wk, nk = tonumber(ARGV[#ARGV - 1]), ARGV[#ARGV], KEYS[#KEYS], #KEYS - 1\n"
+        "elseif #ARGV == 4 or #ARGV == 9 then\n"
+        "  intent = tonumber(ARGV[#ARGV])\n"
+        "end\n"
         "if redis.call('TYPE', KEYS[1]).ok == 'zset' then\n"
         "  local k = KEYS[1]\n"
         "  if redis.call('ZSCORE', k, '__distlock_semaphore__') then\n"
@@ -285,6 +310,14 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "  local live = redis.call('ZCARD', k)\n"
         "  if w then live = live - 1 end\n"
         "  if live > 0 then\n"
+        "    if intent > 0 and wk then\n"
+        /* pcall: a key of another type under the registry's name leaves
+         * the intent to the old rule (the first leave withdraws it) */
+        "      redis.pcall('ZREMRANGEBYSCORE', wk, '-inf', now)\n"
+        "      if type(redis.pcall('ZADD', wk, now + intent, wid)) == 'number' then\n"
+        "        redis.call('PEXPIREAT', wk, redis.call('ZRANGE', wk, -1, -1, 'WITHSCORES')[2])\n"
+        "      end\n"
+        "    end\n"
         "    if intent > 0 and (not w or (redis.call('ZCOUNT', k, w, w) == 1 and"
         " tonumber(w) < now + intent)) then\n"
         "      redis.call('ZADD', k, now + intent, '__write__')\n"
@@ -293,10 +326,11 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "    redis.call('PEXPIREAT', k, top)\n"
         "    return {0, tonumber(top) - now, 0, 'r'}\n"
         "  end\n"
+        "  if wk then redis.pcall('ZREM', wk, wid) end\n"
         "  redis.call('DEL', k)\n"
         "end\n"
-        "local f, fk = false, KEYS[2]\n"
-        "if ARGV[8] and #KEYS < 3 then fk = nil end\n"
+        "local f, fk = false, nil\n"
+        "if nk >= 2 and not (ARGV[8] and nk < 3) then fk = KEYS[2] end\n"
         "if fk then\n"
         "  f = redis.call('GET', fk)\n"
         "  if f and not tonumber(f) then\n"
@@ -306,7 +340,7 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
         "local v = redis.call('GET', KEYS[1])\n"
         "if v == false or (v == ARGV[1] and ARGV[3] == '0') then\n"
         "  if ARGV[8] then\n"
-        "    local o = KEYS[#KEYS]\n"
+        "    local o = KEYS[nk]\n"
         "    redis.call('DEL', o)\n"
         "    redis.call('HSET', o, 'token', ARGV[1], 'host', ARGV[4], 'pid', ARGV[5],"
         " 'program', ARGV[6], 'since', ARGV[7], 'label', ARGV[8])\n"
@@ -552,20 +586,23 @@ const distlock__script distlock__scripts[DISTLOCK__S_COUNT] = {
     [DISTLOCK__S_RELEASE_MANY_SH] = { "release_many_sh",
         PUBLISH_SHARD_FN BODY_RELEASE_MANY(PUB_SHARD) },
     [DISTLOCK__S_EXTEND_MANY] = { "extend_many",
-        /* KEYS: k1..km; ARGV: token ttl_ms. 1 when every key held our
-         * token (each one renewed), else 0: the set is one lease, not held
-         * on this node once a key is gone (the ones still ours are renewed
-         * anyway: harmless, they expire or are released with the set). */
+        /* KEYS: k1..km; ARGV: token ttl_ms. Answers per key, {r1..rm}: 1
+         * renewed (it held our token), 0 not ours. The set is held while
+         * each key is held on a quorum, not only on the nodes that hold
+         * every key: a node that lost key a still renews key b, and the
+         * caller tallies each key's quorum (keyset.c), as the watchdog
+         * does with S_EXTEND. */
         MANY_REFUSED_FIRST
-        "local all = 1\n"
+        "local r = {}\n"
         "for i = 1, #KEYS do\n"
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n"
         "    redis.call('PEXPIRE', KEYS[i], ARGV[2])\n"
+        "    r[i] = 1\n"
         "  else\n"
-        "    all = 0\n"
+        "    r[i] = 0\n"
         "  end\n"
         "end\n"
-        "return all\n" },
+        "return r\n" },
     [DISTLOCK__S_RAISE_MANY] = { "raise_many",
         /* KEYS: k1..km f1..fm; ARGV: token F1..Fm. The second fencing round
          * for N > 1, per key as S_RAISE: only where every key of the set
@@ -632,7 +669,7 @@ int distlock__is_sidekey(const char *k, size_t len, const char *suffix)
 int distlock__sidekeys_in_slot(const char *key)
 {
     static const char *const suffixes[] = { DISTLOCK__FENCE_SUFFIX, ":q", ":qt",
-                                            DISTLOCK__OWNER_SUFFIX };
+                                            DISTLOCK__OWNER_SUFFIX, DISTLOCK__WRITERS_SUFFIX };
     char buf[DISTLOCK__SIDEKEY_MAX];
     unsigned slot = distlock__key_slot(key, strlen(key));
     for (size_t k = 0; k < sizeof(suffixes) / sizeof(suffixes[0]); k++) {
@@ -716,11 +753,40 @@ static int verdict_of_reply(const distlock__result *r)
             (r->script == DISTLOCK__S_ACQUIRE || r->script == DISTLOCK__S_FAIR ||
              r->script == DISTLOCK__S_ACQUIRE_MANY))
             return 0;
+        /* A set's release or extend answers per key: the node did
+         * something for the set when any key was ours there (what the set
+         * needs is each key's quorum: distlock__reply_key_verdict). */
+        if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
+            (r->script == DISTLOCK__S_EXTEND_MANY || r->script == DISTLOCK__S_RELEASE_MANY ||
+             r->script == DISTLOCK__S_RELEASE_MANY_SH)) {
+            int any = 0;
+            for (size_t j = 0; j < x->elements; j++) {
+                if (x->element[j]->type != REDIS_REPLY_INTEGER)
+                    return -1;
+                any |= x->element[j]->integer == 1;
+            }
+            return any;
+        }
         if (x->type == REDIS_REPLY_ARRAY && x->elements >= 1 &&
             x->element[0]->type == REDIS_REPLY_INTEGER)
             return x->element[0]->integer == 1;
         return -1;
     }
+}
+
+int distlock__reply_key_verdict(const distlock__result *r, size_t j)
+{
+    if (r->state != DISTLOCK__R_DONE)
+        return r->state == DISTLOCK__R_FAILED ? -1 : -2;
+    const redisReply *x = r->reply;
+    if (x == NULL || x->type != REDIS_REPLY_ARRAY || x->elements <= j ||
+        x->element[j]->type != REDIS_REPLY_INTEGER ||
+        (x->element[j]->integer != 0 && x->element[j]->integer != 1))
+        return -1;
+    if (x->element[j]->integer == 0)
+        return 0;
+    /* renewed or deleted, but the WAIT behind it fell short: failed there */
+    return r->wait_n > 0 && r->acked < r->wait_n ? -1 : 1;
 }
 
 int distlock__wait_short(const distlock__result *r)

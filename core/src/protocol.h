@@ -52,6 +52,10 @@ void distlock__sidekey(char *buf, const char *key, const char *suffix);
 #define DISTLOCK__FENCE_SUFFIX ":fence"
 /* The suffix of a lock's owner metadata ({key}:owner, a hash). */
 #define DISTLOCK__OWNER_SUFFIX ":owner"
+/* The suffix of a key's registry of waiting writers ({key}:writers, a
+ * sorted set: writer -> the end of its intent), kept so that one writer's
+ * leave does not withdraw the intent the others still need. */
+#define DISTLOCK__WRITERS_SUFFIX ":writers"
 /* 1 if k (len bytes) is the side key `suffix` of some lock key (as
  * distlock__sidekey names it), else 0. */
 int distlock__is_sidekey(const char *k, size_t len, const char *suffix);
@@ -82,6 +86,10 @@ uint64_t distlock__lock_tag(const char *key, const char *token);
  * command the server refused (an ACL without a command it needs, WRONGTYPE
  * for a key of another type, OOM) says nothing about who holds the key. */
 int distlock__reply_verdict(const distlock__result *r);
+/* The same for key j (0-based) of a reply that answers per key (a set's
+ * release or extend: {r1..rm}, 1 done, 0 not ours); an error reply, or
+ * an element other than 0 or 1, is a failure (-1) of every key. */
+int distlock__reply_key_verdict(const distlock__result *r, size_t j);
 /* A grant whose WAIT saw fewer replicas acknowledge than asked (or failed):
  * reply_verdict says -1 for it. */
 int distlock__wait_short(const distlock__result *r);

@@ -60,6 +60,35 @@ int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg)
     return cannot_win(res, n, q, distlock__count(res, n));
 }
 
+distlock__tally distlock__count_key(const distlock__result *res, int n, size_t j)
+{
+    distlock__tally t = { 0, 0, 0, 0 };
+    for (int i = 0; i < n; i++) {
+        if (res[i].state == DISTLOCK__R_UNSENT)
+            continue;
+        switch (distlock__reply_key_verdict(&res[i], j)) {
+        case 1: t.ok++; break;
+        case 0: t.no++; break;
+        case -1: t.failed++; break;
+        default: t.silent++; break;
+        }
+    }
+    return t;
+}
+
+int distlock__decide_quorum_keys(const distlock__result *res, int n, void *arg)
+{
+    const distlock__keys_quorum *kq = arg;
+    int all = 1;
+    for (size_t j = 0; j < kq->m; j++) {
+        distlock__tally t = distlock__count_key(res, n, j);
+        if (cannot_win(res, n, kq->q, t))
+            return 1;  /* the set's verdict is settled by this key */
+        all &= t.ok >= kq->q->quorum;
+    }
+    return all;
+}
+
 int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res, int status,
                          const char *what)
 {
