@@ -6,6 +6,7 @@
  * own first try emptied answer "not ours" on the retry.
  *   - a plain lock on 3 nodes (quorum 2) with 2 nodes down on the first try,
  *     both back for the retry, or only one of them;
+ *   - a set of two keys, the same with one node still down;
  *   - a semaphore permit on 3 nodes, P = 2 (k = 3: every node), with 1 down.
  * Nodes run with appendonly (rh_start_aof): a restarted node keeps the
  * lease, as a node back from a network partition does. */
@@ -99,6 +100,23 @@ static void test_lock_release_retried_with_one_node_still_down(void **state)
     distlock_client_free(c);
 }
 
+/* A set, likewise: each key's quorum counts the nodes the first try
+ * emptied (both keys checked on every node). */
+static void test_set_release_retried_with_one_node_still_down(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = client3(rc);
+    distlock_lock *l = NULL;
+    const char *keys[2] = { "retry:set:a", "retry:set:b" };
+    assert_rc(distlock_acquire_many(c, keys, 2, 60000, 0, 0, NULL, &l), DISTLOCK_OK);
+    int down[2] = { 1, 2 };
+    release_then_retry(rc, c, l, "retry:set:a", down, 2, 1);
+    assert_int_equal(exists_on(rc, 0, "retry:set:b"), 0);
+    assert_int_equal(exists_on(rc, 1, "retry:set:b"), 0);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
 static void test_permit_release_retried_after_one_node_down(void **state)
 {
     rh_cluster *rc = *state;
@@ -116,6 +134,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_lock_release_retried_after_two_nodes_down, heal),
         cmocka_unit_test_setup(test_lock_release_retried_with_one_node_still_down, heal),
+        cmocka_unit_test_setup(test_set_release_retried_with_one_node_still_down, heal),
         cmocka_unit_test_setup(test_permit_release_retried_after_one_node_down, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
