@@ -74,6 +74,16 @@ static void release_then_retry(const rh_cluster *rc_, distlock_client *c, distlo
                                const char *key, const int *down, int ndown, int nback)
 {
     rh_cluster *rc = (rh_cluster *)rc_;
+    /* an acquire returns once a quorum granted: the last node's grant may
+     * still be on its way; the nodes killed below must hold the lease */
+    struct timespec t0, now, pause = { 0, 2000000 };
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (int i = 0; i < N; i++)
+        while (exists_on(rc, i, key) != 1) {
+            clock_gettime(CLOCK_MONOTONIC, &now);
+            assert_true(now.tv_sec - t0.tv_sec < 20);  /* granted on every node within 20 s */
+            nanosleep(&pause, NULL);
+        }
     for (int d = 0; d < ndown; d++)
         assert_int_equal(rh_kill(rc, down[d]), 0);
     int r = distlock_release(l);
