@@ -36,6 +36,8 @@
 %threadallow distlock_admin_holder;
 %threadallow distlock_admin_force_release;
 %threadallow distlock_py_acquire_with;
+%threadallow distlock_py_semaphore_acquire;
+%threadallow distlock_py_acquire_many;
 
 %{
 #include <string.h>
@@ -382,6 +384,74 @@ DL_CHECKED(distlock_cancel_fire)
     $action
     if (result < 0 && result != DISTLOCK_ECANCELED) { distlock_py_raise(result); SWIG_fail; }
 }
+
+/* ---- semaphores and several keys (distlock_semaphore_acquire,
+ * distlock_acquire_many) with their args as parameters, as
+ * distlock_py_acquire_with above: cancel None for none. The blocking
+ * layer passes None and gets the waiting acquire's behaviour (Ctrl-C: the
+ * signal handler's exception propagates); the asyncio layer passes its
+ * cancel and reads ECANCELED as an answer. */
+%ignore distlock_semaphore_acquire;
+%ignore distlock_acquire_many;
+%define DL_CHECKED_WITH_CANCEL(fn, cancel_arg)
+%exception fn {
+    $action
+    if (result < 0) {
+        if (result == DISTLOCK_ECANCELED && PyErr_Occurred())
+            SWIG_fail;  /* a signal handler raised while waiting: that one */
+        if (result != DISTLOCK_ECANCELED || cancel_arg == NULL) {
+            distlock_py_raise(result);
+            SWIG_fail;
+        }
+    }
+}
+%enddef
+DL_CHECKED_WITH_CANCEL(distlock_py_semaphore_acquire, arg7)
+DL_CHECKED_WITH_CANCEL(distlock_py_acquire_many, arg7)
+
+/* A key list in: any sequence of str/bytes but a str or bytes itself (that
+ * would be a list of one-letter keys), held as a tuple for the call, so the
+ * pointers stay valid while the GIL is released even if the caller's list
+ * changes meanwhile. Count and contents are the core's to check. */
+%typemap(in) (const char *const *keys, size_t nkeys) (PyObject *seq = NULL, const char **arr = NULL) {
+    Py_ssize_t i, n;
+    if (PyUnicode_Check($input) || PyBytes_Check($input)) {
+        PyErr_SetString(PyExc_TypeError, "keys must be a list of str or bytes, not a single key");
+        SWIG_fail;
+    }
+    seq = PySequence_Tuple($input);
+    if (seq == NULL) SWIG_fail;
+    n = PyTuple_GET_SIZE(seq);
+    arr = PyMem_Calloc(n > 0 ? (size_t)n : 1, sizeof *arr);
+    if (arr == NULL) { PyErr_NoMemory(); SWIG_fail; }
+    for (i = 0; i < n; i++)
+        if (distlock_py_cstr(PyTuple_GET_ITEM(seq, i), "key", 0, &arr[i]) < 0) SWIG_fail;
+    $1 = (const char *const *)arr;
+    $2 = (size_t)n;
+}
+%typemap(freearg) (const char *const *keys, size_t nkeys) {
+    PyMem_Free((void *)arr$argnum);
+    Py_XDECREF(seq$argnum);
+}
+
+%inline %{
+static int distlock_py_semaphore_acquire(distlock_client *c, const char *key, long permits,
+                                         long ttl_ms, long wait_ms, unsigned flags,
+                                         distlock_cancel *cancel, distlock_lock **out)
+{
+    distlock_acquire_args a = { .size = sizeof a, .cancel = cancel };
+    return distlock_semaphore_acquire(c, key, permits, ttl_ms, wait_ms, flags, &a, out);
+}
+
+static int distlock_py_acquire_many(distlock_client *c, const char *const *keys, size_t nkeys,
+                                    long ttl_ms, long wait_ms, unsigned flags,
+                                    distlock_cancel *cancel, distlock_lock **out)
+{
+    distlock_acquire_args a = { .size = sizeof a, .cancel = cancel };
+    return distlock_acquire_many(c, keys, nkeys, ttl_ms, wait_ms, flags, &a, out);
+}
+%}
+
 
 %inline %{
 static int distlock_py_acquire_with(distlock_client *c, const char *key, long ttl_ms,

@@ -165,6 +165,15 @@ namespace Distlock {
          * @cvalue DISTLOCK_AUTO_RENEW
          */
         public const AUTO_RENEW = UNKNOWN;
+        /**
+         * Flag of tryLock()/lock(): a read lock. It shares the key with other readers
+         * (ours and symfony/lock's RedisStore::saveRead()) and excludes writers (a lock
+         * taken without this flag). Not with Client::FENCING (a ValueError).
+         * See docs/shared-locks.md.
+         * @var int
+         * @cvalue DISTLOCK_SHARED
+         */
+        public const SHARED = UNKNOWN;
 
         /**
          * A client for $servers; does not connect (connections are made on first use).
@@ -184,9 +193,12 @@ namespace Distlock {
          * One attempt to take $key (no waiting); blocks for one round trip.
          * @param string $key the lock's key (1..1024 bytes)
          * @param float $ttl seconds the lock lives (rounded up to whole ms)
-         * @param int $flags Client::FENCING | Client::AUTO_RENEW, or 0
-         * @return Lock|null the lock, or null when someone else holds the key
-         * @throws Distlock\AcquireException the servers gave no usable answer; nothing is held
+         * @param int $flags Client::FENCING | Client::AUTO_RENEW, or Client::SHARED |
+         *        Client::AUTO_RENEW for a read lock, or 0
+         * @return Lock|null the lock, or null when someone else holds the key (a writer,
+         *         or for a lock without Client::SHARED also readers)
+         * @throws Distlock\AcquireException the servers gave no usable answer, or the key is
+         *         a semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
          * @throws \ValueError an invalid key, ttl or flags
          */
@@ -197,14 +209,91 @@ namespace Distlock {
          * @param string $key the lock's key (1..1024 bytes)
          * @param float $ttl seconds the lock lives (rounded up to whole ms)
          * @param float|null $timeout seconds to wait at most (null: no limit)
-         * @param int $flags Client::FENCING | Client::AUTO_RENEW, or 0
+         * @param int $flags Client::FENCING | Client::AUTO_RENEW, or Client::SHARED |
+         *        Client::AUTO_RENEW for a read lock, or 0. A writer (no Client::SHARED) that
+         *        waits on readers marks its intent: readers arriving meanwhile wait for it.
          * @return Lock the lock
          * @throws Distlock\LockTimeoutException still held by another owner after $timeout (code HELD)
-         * @throws Distlock\AcquireException the servers gave no usable answer; nothing is held
+         * @throws Distlock\AcquireException the servers gave no usable answer, or the key is
+         *         a semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception the wait was cancelled (CANCELED), out of memory, not usable here
          * @throws \ValueError an invalid key, ttl, timeout or flags
          */
         public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
+
+        /**
+         * One attempt to take a permit of the semaphore $key (no waiting): granted while
+         * fewer than $permits unexpired permits are held. Each permit is a lease like a
+         * lock (release, extend, validity, AUTO_RENEW). On N nodes a permit needs
+         * floor(N*P/(P+1))+1 of them (docs/semaphores.md). Blocks for one round trip.
+         * @param string $key the semaphore's key (1..1024 bytes)
+         * @param int $permits how many holders at most, 1..1000000 (the latest acquire's
+         *        value is the one the key keeps)
+         * @param float $ttl seconds the permit lives (rounded up to whole ms)
+         * @param int $flags Client::AUTO_RENEW, or 0
+         * @return Lock|null the permit, or null when all permits are held
+         * @throws Distlock\AcquireException the servers gave no usable answer, or the key holds
+         *         a lock or read locks (PROTOCOL); nothing is held
+         * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
+         * @throws \ValueError an invalid key, permits, ttl or flags
+         */
+        public function trySemaphore(string $key, int $permits, float $ttl = 60.0, int $flags = 0): ?Lock {}
+
+        /**
+         * Takes a permit of the semaphore $key, waiting up to $timeout seconds for one
+         * (woken by a release; no polling). As trySemaphore() otherwise.
+         * @param string $key the semaphore's key (1..1024 bytes)
+         * @param int $permits how many holders at most, 1..1000000
+         * @param float $ttl seconds the permit lives (rounded up to whole ms)
+         * @param float|null $timeout seconds to wait at most (null: no limit)
+         * @param int $flags Client::AUTO_RENEW, or 0
+         * @return Lock the permit
+         * @throws Distlock\LockTimeoutException all permits still held after $timeout (code HELD)
+         * @throws Distlock\AcquireException the servers gave no usable answer, or the key holds
+         *         a lock or read locks (PROTOCOL); nothing is held
+         * @throws Distlock\Exception the wait was cancelled (CANCELED), out of memory, not usable here
+         * @throws \ValueError an invalid key, permits, ttl, timeout or flags
+         */
+        public function semaphore(string $key, int $permits, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
+
+        /**
+         * One attempt to take all of $keys or none (no waiting), as one lease: one token,
+         * one ttl; release(), extend() and AUTO_RENEW cover every key, and it is lost when
+         * any key is lost. Each key is a plain lock: other clients see today's locks.
+         * Blocks for one round trip per node (per hash slot on Cluster).
+         * @param string[] $keys 1..256 distinct keys (1..1024 bytes each), in
+         *        the order keys() returns them
+         * @param float $ttl seconds the lock lives (rounded up to whole ms)
+         * @param int $flags Client::FENCING (one fence per key, fences()) | Client::AUTO_RENEW, or 0
+         * @return Lock|null the lock on every key, or null when some key is held by another
+         *         owner: a lock, or read locks (the set takes each key as a writer); then none
+         *         is held
+         * @throws Distlock\AcquireException the servers gave no usable answer, or a key is a
+         *         semaphore (PROTOCOL); nothing is held
+         * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
+         * @throws \ValueError an invalid, empty or repeated key, too many keys, an invalid ttl or flags
+         * @throws \TypeError a key that is not a string
+         */
+        public function tryLockMany(array $keys, float $ttl = 60.0, int $flags = 0): ?Lock {}
+
+        /**
+         * Takes all of $keys or none, waiting up to $timeout seconds (never while holding
+         * some of them: woken by the release of the key that was held). As tryLockMany()
+         * otherwise.
+         * @param string[] $keys 1..256 distinct keys (1..1024 bytes each)
+         * @param float $ttl seconds the lock lives (rounded up to whole ms)
+         * @param float|null $timeout seconds to wait at most (null: no limit)
+         * @param int $flags Client::FENCING | Client::AUTO_RENEW, or 0
+         * @return Lock the lock on every key
+         * @throws Distlock\LockTimeoutException some key still held by another owner after $timeout (code HELD)
+         * @throws Distlock\AcquireException the servers gave no usable answer, or a key is a
+         *         semaphore (PROTOCOL); nothing is held
+         * @throws Distlock\Exception the wait was cancelled (CANCELED), out of memory, not usable here
+         * @throws \ValueError an invalid, empty or repeated key, too many keys, an invalid ttl,
+         *         timeout or flags
+         * @throws \TypeError a key that is not a string
+         */
+        public function lockMany(array $keys, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
 
         /**
          * The library's option table, without I/O: every option a Client takes (as an
@@ -241,8 +330,10 @@ namespace Distlock {
     }
 
     /**
-     * A held lock, from Client::tryLock() or Client::lock(). Destroying it releases the
-     * lock if still held. Not serializable, not constructible directly.
+     * A held lease: a lock or a read lock (Client::tryLock(), lock()), a permit of a
+     * semaphore (trySemaphore(), semaphore()) or a lock on several keys (tryLockMany(),
+     * lockMany()). Destroying it releases it if still held. Not serializable, not
+     * constructible directly.
      * @not-serializable
      */
     final class Lock
@@ -314,10 +405,17 @@ namespace Distlock {
         public function onLost(?callable $callback): void {}
 
         /**
-         * The key this lock was taken for.
+         * The key this lock was taken for (the first of tryLockMany()'s / lockMany()'s keys).
          * @return string the key
          */
         public function key(): string {}
+
+        /**
+         * Every key this lock holds: its one key, or tryLockMany()'s / lockMany()'s keys in
+         * their order.
+         * @return array<int, string> the keys
+         */
+        public function keys(): array {}
 
         /**
          * The token the key holds while the lock is ours (32 hex characters).
@@ -330,5 +428,12 @@ namespace Distlock {
          * @return int|null the fencing token when acquired with Client::FENCING, else null
          */
         public function fence(): ?int {}
+
+        /**
+         * One fencing token per key, in the order of keys(): each greater than every
+         * earlier owner's of that key.
+         * @return array<int, int>|null the fences when acquired with Client::FENCING, else null
+         */
+        public function fences(): ?array {}
     }
 }

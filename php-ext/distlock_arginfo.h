@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: 357528a7d5a4d7d61ae9a44639f29fec897860ef */
+ * Stub hash: ab6bc4567d75d9677faaedb43b56193be8fd2343 */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
@@ -26,6 +26,34 @@ ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lock, 0, 1, Distlock\\Lock, 0)
 	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 1, "null")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_trySemaphore, 0, 2, Distlock\\Lock, 1)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, permits, IS_LONG, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_semaphore, 0, 2, Distlock\\Lock, 0)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, permits, IS_LONG, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 1, "null")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_tryLockMany, 0, 1, Distlock\\Lock, 1)
+	ZEND_ARG_TYPE_INFO(0, keys, IS_ARRAY, 0)
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lockMany, 0, 1, Distlock\\Lock, 0)
+	ZEND_ARG_TYPE_INFO(0, keys, IS_ARRAY, 0)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 1, "null")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
@@ -68,9 +96,14 @@ ZEND_END_ARG_INFO()
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_key, 0, 0, IS_STRING, 0)
 ZEND_END_ARG_INFO()
 
+#define arginfo_class_Distlock_Lock_keys arginfo_class_Distlock_Client_options
+
 #define arginfo_class_Distlock_Lock_token arginfo_class_Distlock_Lock_key
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_fence, 0, 0, IS_LONG, 1)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_fences, 0, 0, IS_ARRAY, 1)
 ZEND_END_ARG_INFO()
 
 
@@ -79,6 +112,10 @@ ZEND_FUNCTION(distributedUnlock);
 ZEND_METHOD(Distlock_Client, __construct);
 ZEND_METHOD(Distlock_Client, tryLock);
 ZEND_METHOD(Distlock_Client, lock);
+ZEND_METHOD(Distlock_Client, trySemaphore);
+ZEND_METHOD(Distlock_Client, semaphore);
+ZEND_METHOD(Distlock_Client, tryLockMany);
+ZEND_METHOD(Distlock_Client, lockMany);
 ZEND_METHOD(Distlock_Client, options);
 ZEND_METHOD(Distlock_Client, servers);
 ZEND_METHOD(Distlock_Client, quorum);
@@ -92,8 +129,10 @@ ZEND_METHOD(Distlock_Lock, isLost);
 ZEND_METHOD(Distlock_Lock, check);
 ZEND_METHOD(Distlock_Lock, onLost);
 ZEND_METHOD(Distlock_Lock, key);
+ZEND_METHOD(Distlock_Lock, keys);
 ZEND_METHOD(Distlock_Lock, token);
 ZEND_METHOD(Distlock_Lock, fence);
+ZEND_METHOD(Distlock_Lock, fences);
 
 
 static const zend_function_entry ext_functions[] = {
@@ -142,6 +181,10 @@ static const zend_function_entry class_Distlock_Client_methods[] = {
 	ZEND_ME(Distlock_Client, __construct, arginfo_class_Distlock_Client___construct, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, tryLock, arginfo_class_Distlock_Client_tryLock, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, lock, arginfo_class_Distlock_Client_lock, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, trySemaphore, arginfo_class_Distlock_Client_trySemaphore, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, semaphore, arginfo_class_Distlock_Client_semaphore, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, tryLockMany, arginfo_class_Distlock_Client_tryLockMany, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, lockMany, arginfo_class_Distlock_Client_lockMany, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, options, arginfo_class_Distlock_Client_options, ZEND_ACC_PUBLIC|ZEND_ACC_STATIC)
 	ZEND_ME(Distlock_Client, servers, arginfo_class_Distlock_Client_servers, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, quorum, arginfo_class_Distlock_Client_quorum, ZEND_ACC_PUBLIC)
@@ -160,8 +203,10 @@ static const zend_function_entry class_Distlock_Lock_methods[] = {
 	ZEND_ME(Distlock_Lock, check, arginfo_class_Distlock_Lock_check, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, onLost, arginfo_class_Distlock_Lock_onLost, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, key, arginfo_class_Distlock_Lock_key, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, keys, arginfo_class_Distlock_Lock_keys, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, token, arginfo_class_Distlock_Lock_token, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, fence, arginfo_class_Distlock_Lock_fence, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, fences, arginfo_class_Distlock_Lock_fences, ZEND_ACC_PUBLIC)
 	ZEND_FE_END
 };
 
@@ -320,6 +365,12 @@ static zend_class_entry *register_class_Distlock_Client(void)
 	zend_string *const_AUTO_RENEW_name = zend_string_init_interned("AUTO_RENEW", sizeof("AUTO_RENEW") - 1, 1);
 	zend_declare_class_constant_ex(class_entry, const_AUTO_RENEW_name, &const_AUTO_RENEW_value, ZEND_ACC_PUBLIC, NULL);
 	zend_string_release(const_AUTO_RENEW_name);
+
+	zval const_SHARED_value;
+	ZVAL_LONG(&const_SHARED_value, DISTLOCK_SHARED);
+	zend_string *const_SHARED_name = zend_string_init_interned("SHARED", sizeof("SHARED") - 1, 1);
+	zend_declare_class_constant_ex(class_entry, const_SHARED_name, &const_SHARED_value, ZEND_ACC_PUBLIC, NULL);
+	zend_string_release(const_SHARED_name);
 
 
 	zend_add_parameter_attribute(zend_hash_str_find_ptr(&class_entry->function_table, "__construct", sizeof("__construct") - 1), 0, ZSTR_KNOWN(ZEND_STR_SENSITIVEPARAMETER), 0);

@@ -1,8 +1,9 @@
 /*
  * distlock_client.c -- the Distlock\Client class: a handle on the worker's
  * persistent client of one configuration (distlock_client_cache.c), from
- * the INI or the constructor's arguments; tryLock() / lock() make
- * Distlock\Lock objects (distlock_lock.c).
+ * the INI or the constructor's arguments; tryLock() / lock() (locks and
+ * read locks), trySemaphore() / semaphore() (permits) and tryLockMany() /
+ * lockMany() (several keys) make Distlock\Lock objects (distlock_lock.c).
  */
 #ifdef HAVE_CONFIG_H
 #include "config.h"
@@ -14,8 +15,12 @@
 
 #include "php_distlock_int.h"
 
-/* Flags Client::tryLock()/lock() accept. */
-#define DL_OO_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW)
+/* Client's flag constants: a bit outside them is a ValueError here. Which
+ * of them each acquire takes (SHARED not with FENCING, a semaphore only
+ * AUTO_RENEW...) is the core's rule: its EINVAL, with a detail naming the
+ * flag, is the ValueError then. */
+#define DL_OO_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW | DISTLOCK_SHARED)
+#define DL_OO_FLAGS_TEXT "Client::FENCING, Client::AUTO_RENEW and Client::SHARED"
 
 static zend_object_handlers dl_client_handlers;
 
@@ -138,6 +143,47 @@ PHP_METHOD(Distlock_Client, __construct)
     dl_client_from(Z_OBJ_P(ZEND_THIS))->c = c;
 }
 
+/* The outcome of an acquire of the core, for all of Client's: a Lock, null
+ * (held, no waiting), a LockTimeoutException (held after the wait), or the
+ * status table's exception. `what` names the call in messages, `key` the
+ * (first) key, `more` how many keys follow it, `doing` and `why_held` the
+ * words of the timeout. */
+typedef struct {
+    const char *what, *doing, *why_held;
+    const char *key;
+    size_t key_len, more;
+} dl_acquire_words;
+
+static void dl_acquired(zval *return_value, int st, distlock_lock *l, long ttl_ms, bool blocking,
+                        double timeout_s, const dl_acquire_words *w)
+{
+    if (st == DISTLOCK_OK) {
+        dl_lock_wrap(return_value, l, ttl_ms);
+        return;
+    }
+    /* Held by other owners (after the wait, for a waiting call); every other
+     * status, ETIMEDOUT included ("granted too late, nothing held"), is the
+     * error the status table (distlock_errors.c) maps it to. */
+    if (st == DISTLOCK_NOTACQUIRED) {
+        if (!blocking) {
+            ZVAL_NULL(return_value);
+            return;
+        }
+        dl_throw_wait_timeout(w->doing, w->key, w->key_len, w->more, timeout_s, w->why_held);
+        return;
+    }
+    dl_throw_status_in(st, DL_IN_ACQUIRE, w->what, w->key, w->key_len);
+}
+
+static bool dl_check_flags(uint32_t argn, zend_long flags)
+{
+    if ((flags & ~(zend_long)DL_OO_FLAGS) != 0) {
+        zend_argument_value_error(argn, "must be 0 or a combination of " DL_OO_FLAGS_TEXT);
+        return false;
+    }
+    return true;
+}
+
 static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double ttl, long wait_ms,
                        zend_long flags, bool blocking, double timeout_s)
 {
@@ -145,6 +191,7 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
     distlock_lock *l = NULL;
     long ttl_ms;
     int st;
+    dl_acquire_words w = { "lock", "lock", "held by another owner", ZSTR_VAL(key), ZSTR_LEN(key), 0 };
 
     if ((c = dl_this_client(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
@@ -155,28 +202,11 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
     if (!dl_ttl_from_seconds(2, ttl, &ttl_ms)) {
         RETURN_THROWS();
     }
-    if ((flags & ~(zend_long)DL_OO_FLAGS) != 0) {
-        zend_argument_value_error(blocking ? 4 : 3,
-                                  "must be 0 or a combination of Client::FENCING and Client::AUTO_RENEW");
+    if (!dl_check_flags(blocking ? 4 : 3, flags)) {
         RETURN_THROWS();
     }
     st = distlock_acquire(c, ZSTR_VAL(key), ttl_ms, wait_ms, (unsigned)flags, &l);
-    if (st == DISTLOCK_OK) {
-        dl_lock_wrap(return_value, l, ttl_ms);
-        return;
-    }
-    /* Held by another owner (after the wait, for lock()); every other status,
-     * ETIMEDOUT included ("granted too late, nothing held"), is the error the
-     * status table (distlock_errors.c) maps it to. */
-    if (st == DISTLOCK_NOTACQUIRED) {
-        if (!blocking) {
-            RETURN_NULL();
-        }
-        dl_throw_lock_timeout(key, timeout_s);
-        RETURN_THROWS();
-    }
-    dl_throw_status_in(st, DL_IN_ACQUIRE, "lock", ZSTR_VAL(key), ZSTR_LEN(key));
-    RETURN_THROWS();
+    dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
 }
 
 PHP_METHOD(Distlock_Client, tryLock)
@@ -218,6 +248,178 @@ PHP_METHOD(Distlock_Client, lock)
         RETURN_THROWS();
     }
     dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, wait_ms, flags, true, timeout);
+}
+
+/* A permit of a semaphore: the same shape as a lock, with the permits
+ * (checked by the core: 1..DISTLOCK_PERMITS_MAX) after the key. */
+static void dl_acquire_permit(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, zend_long permits,
+                              double ttl, long wait_ms, zend_long flags, bool blocking,
+                              double timeout_s)
+{
+    distlock_client *c;
+    distlock_lock *l = NULL;
+    long ttl_ms;
+    int st;
+    dl_acquire_words w = { "semaphore", "get a permit of", "all its permits are held",
+                           ZSTR_VAL(key), ZSTR_LEN(key), 0 };
+
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_key(1, key)) {
+        RETURN_THROWS();
+    }
+    if (!dl_ttl_from_seconds(3, ttl, &ttl_ms)) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_flags(blocking ? 5 : 4, flags)) {
+        RETURN_THROWS();
+    }
+    st = distlock_semaphore_acquire(c, ZSTR_VAL(key), (long)permits, ttl_ms, wait_ms,
+                                    (unsigned)flags, NULL, &l);
+    dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
+}
+
+PHP_METHOD(Distlock_Client, trySemaphore)
+{
+    zend_string *key;
+    zend_long permits;
+    double ttl = 60.0;
+    zend_long flags = 0;
+
+    ZEND_PARSE_PARAMETERS_START(2, 4)
+        Z_PARAM_STR(key)
+        Z_PARAM_LONG(permits)
+        Z_PARAM_OPTIONAL
+        Z_PARAM_DOUBLE(ttl)
+        Z_PARAM_LONG(flags)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    dl_acquire_permit(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, permits, ttl, 0, flags, false, 0.0);
+}
+
+PHP_METHOD(Distlock_Client, semaphore)
+{
+    zend_string *key;
+    zend_long permits;
+    double ttl = 60.0;
+    double timeout = 0.0;
+    bool timeout_null = true;
+    zend_long flags = 0;
+    long wait_ms = DISTLOCK_WAIT_FOREVER;
+
+    ZEND_PARSE_PARAMETERS_START(2, 5)
+        Z_PARAM_STR(key)
+        Z_PARAM_LONG(permits)
+        Z_PARAM_OPTIONAL
+        Z_PARAM_DOUBLE(ttl)
+        Z_PARAM_DOUBLE_OR_NULL(timeout, timeout_null)
+        Z_PARAM_LONG(flags)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    if (!timeout_null && !dl_seconds_to_ms(4, timeout, 0, DISTLOCK_TTL_MAX, &wait_ms)) {
+        RETURN_THROWS();
+    }
+    dl_acquire_permit(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, permits, ttl, wait_ms, flags, true,
+                      timeout);
+}
+
+/* All of $keys or none. The array's values, in its order, are the keys; a
+ * value that is not a string is a TypeError, a null byte a ValueError (the
+ * C API takes C strings). Their count, length, emptiness and repetition are
+ * the core's rules (EINVAL naming the key: a ValueError). */
+static void dl_acquire_keys(INTERNAL_FUNCTION_PARAMETERS, HashTable *keys, double ttl,
+                            long wait_ms, zend_long flags, bool blocking, double timeout_s)
+{
+    distlock_client *c;
+    distlock_lock *l = NULL;
+    const char **ks;
+    size_t n = 0;
+    long ttl_ms;
+    int st;
+    zval *v;
+    dl_acquire_words w = { blocking ? "lockMany" : "tryLockMany", "lock",
+                           "held by another owner", "", 0, 0 };
+
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (!dl_ttl_from_seconds(2, ttl, &ttl_ms)) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_flags(blocking ? 4 : 3, flags)) {
+        RETURN_THROWS();
+    }
+    ks = safe_emalloc(zend_hash_num_elements(keys) ? zend_hash_num_elements(keys) : 1,
+                      sizeof(*ks), 0);
+    ZEND_HASH_FOREACH_VAL(keys, v) {
+        ZVAL_DEREF(v);
+        if (Z_TYPE_P(v) != IS_STRING) {
+            zend_argument_type_error(1, "must contain only strings, %s given",
+                                     zend_zval_type_name(v));
+            efree(ks);
+            RETURN_THROWS();
+        }
+        if (memchr(Z_STRVAL_P(v), '\0', Z_STRLEN_P(v)) != NULL) {
+            zend_argument_value_error(1, "must not contain keys with null bytes");
+            efree(ks);
+            RETURN_THROWS();
+        }
+        ks[n++] = Z_STRVAL_P(v);
+    } ZEND_HASH_FOREACH_END();
+    if (n > 0) {
+        w.key = ks[0];
+        w.key_len = strlen(ks[0]);
+        w.more = n - 1;
+    }
+    st = distlock_acquire_many(c, ks, n, ttl_ms, wait_ms, (unsigned)flags, NULL, &l);
+    /* w names the array's strings: they outlive the call (the array is the
+     * caller's, held by the call frame). */
+    dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
+    efree(ks);
+}
+
+PHP_METHOD(Distlock_Client, tryLockMany)
+{
+    HashTable *keys;
+    double ttl = 60.0;
+    zend_long flags = 0;
+
+    ZEND_PARSE_PARAMETERS_START(1, 3)
+        Z_PARAM_ARRAY_HT(keys)
+        Z_PARAM_OPTIONAL
+        Z_PARAM_DOUBLE(ttl)
+        Z_PARAM_LONG(flags)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    dl_acquire_keys(INTERNAL_FUNCTION_PARAM_PASSTHRU, keys, ttl, 0, flags, false, 0.0);
+}
+
+PHP_METHOD(Distlock_Client, lockMany)
+{
+    HashTable *keys;
+    double ttl = 60.0;
+    double timeout = 0.0;
+    bool timeout_null = true;
+    zend_long flags = 0;
+    long wait_ms = DISTLOCK_WAIT_FOREVER;
+
+    ZEND_PARSE_PARAMETERS_START(1, 4)
+        Z_PARAM_ARRAY_HT(keys)
+        Z_PARAM_OPTIONAL
+        Z_PARAM_DOUBLE(ttl)
+        Z_PARAM_DOUBLE_OR_NULL(timeout, timeout_null)
+        Z_PARAM_LONG(flags)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    if (!timeout_null && !dl_seconds_to_ms(3, timeout, 0, DISTLOCK_TTL_MAX, &wait_ms)) {
+        RETURN_THROWS();
+    }
+    dl_acquire_keys(INTERNAL_FUNCTION_PARAM_PASSTHRU, keys, ttl, wait_ms, flags, true, timeout);
 }
 
 /* The table itself, not a copy: a row the library adds shows up here with

@@ -50,7 +50,7 @@ typedef struct {
  * false). NOTACQUIRED, and only it, means "held by another owner": the
  * seed's \Exception 500002 from distributedLock() (dl_throw_held), a
  * LockTimeoutException 500002 from a lock() that waited in vain
- * (dl_throw_lock_timeout). ETIMEDOUT is never "held": a quorum granted only
+ * (dl_throw_wait_timeout). ETIMEDOUT is never "held": a quorum granted only
  * after the ttl was used up, and nothing is held. A configuration the core
  * refused is ConfigurationException with the status's code
  * (dl_throw_config). */
@@ -145,17 +145,28 @@ void dl_throw_held(zend_string *msg)
     zend_throw_exception_object(&ex);
 }
 
-/* Client::lock() did not get the lock within its timeout: another owner
- * held it (NOTACQUIRED) all along. */
-void dl_throw_lock_timeout(const zend_string *key, double timeout_s)
+/* A waiting acquire (Client::lock(), semaphore(), lockMany()) did not get
+ * its lease within its timeout: other owners held it (NOTACQUIRED) all
+ * along. `doing` is what it could not do ("lock", "get a permit of"), `key`
+ * the key (the first of several: `more` counts the others), `why_held` who
+ * holds it; for several keys the core's detail instead, which names the key
+ * found held. (A single key's NOTACQUIRED needs no detail, and the thread's
+ * detail may then be a node's failure within the same round.) */
+void dl_throw_wait_timeout(const char *doing, const char *key, size_t key_len, size_t more,
+                           double timeout_s, const char *why_held)
 {
     dl_status_row row = dl_row(DISTLOCK_NOTACQUIRED);
+    const char *detail = more > 0 ? distlock_last_error() : "";
+    int shown = key_len > 64 ? 64 : (int)key_len;
+    char others[64] = "";
 
+    if (more > 0) {
+        snprintf(others, sizeof(others), " and %zu more key%s", more, more > 1 ? "s" : "");
+    }
     zend_throw_exception_ex(*row.ce, row.code,
-                            "%scould not lock \"%.*s%s\" within %.3F seconds: "
-                            "held by another owner", "distlock: ",
-                            (int)MIN(ZSTR_LEN(key), 64), ZSTR_VAL(key),
-                            ZSTR_LEN(key) > 64 ? "..." : "", timeout_s);
+                            "%scould not %s \"%.*s%s\"%s within %.3F seconds: %s",
+                            "distlock: ", doing, shown, key, key_len > (size_t)shown ? "..." : "",
+                            others, timeout_s, *detail ? detail : why_held);
 }
 
 /* Lock::check(): the lease is gone (why: "was found lost", "expired"...). */

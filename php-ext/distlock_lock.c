@@ -1,6 +1,7 @@
 /*
- * distlock_lock.c -- the Distlock\Lock class: one held lock, obtained from
- * Distlock\Client::tryLock() / lock() (distlock_client.c), never
+ * distlock_lock.c -- the Distlock\Lock class: one held lease (a lock, a
+ * read lock, a semaphore's permit or a lock on several keys: one handle of
+ * the core for all), obtained from Distlock\Client (distlock_client.c), never
  * constructed, cloned or serialized. A Lock that goes away while held
  * releases it (locks are never persistent).
  *
@@ -375,6 +376,23 @@ PHP_METHOD(Distlock_Lock, key)
     RETURN_STRING(distlock_lock_key(l));
 }
 
+PHP_METHOD(Distlock_Lock, keys)
+{
+    distlock_lock *l;
+    size_t i, n;
+
+    ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
+    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    n = distlock_lock_key_count(l);
+    array_init_size(return_value, (uint32_t)n);
+    for (i = 0; i < n; i++) {
+        add_next_index_string(return_value, distlock_lock_key_at(l, i));
+    }
+}
+
 PHP_METHOD(Distlock_Lock, token)
 {
     distlock_lock *l;
@@ -404,6 +422,27 @@ PHP_METHOD(Distlock_Lock, fence)
     RETURN_LONG((zend_long)f);
 }
 
+PHP_METHOD(Distlock_Lock, fences)
+{
+    distlock_lock *l;
+    size_t i, n;
+
+    ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
+    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    /* Fenced or not is one flag for every key: the first key says it. */
+    if (distlock_lock_fence_at(l, 0) < 0) {
+        RETURN_NULL();
+    }
+    n = distlock_lock_key_count(l);
+    array_init_size(return_value, (uint32_t)n);
+    for (i = 0; i < n; i++) {
+        add_next_index_long(return_value, (zend_long)distlock_lock_fence_at(l, i));
+    }
+}
+
 /* var_dump() / print_r(): what a developer wants to see; never the token
  * (debug output ends up in logs, and the token is what releases the lock). */
 static HashTable *dl_lock_debug_info(zend_object *obj, int *is_temp)
@@ -424,6 +463,16 @@ static HashTable *dl_lock_debug_info(zend_object *obj, int *is_temp)
             add_assoc_long(&arr, "fence", (zend_long)f);
         } else {
             add_assoc_null(&arr, "fence");
+        }
+        /* A lock on several keys shows them all (key and fence: the first). */
+        if (distlock_lock_key_count(o->l) > 1) {
+            zval keys;
+
+            array_init(&keys);
+            for (size_t i = 0; i < distlock_lock_key_count(o->l); i++) {
+                add_next_index_string(&keys, distlock_lock_key_at(o->l, i));
+            }
+            add_assoc_zval(&arr, "keys", &keys);
         }
     }
     return Z_ARRVAL(arr);

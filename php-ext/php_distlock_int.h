@@ -87,8 +87,11 @@ void dl_throw_lost(const char *key, size_t key_len, const char *why);
 void dl_throw_config(int st, const char *what);
 /* The compat \Exception($msg, 500002): the key is held by another owner. */
 void dl_throw_held(zend_string *msg);
-/* Distlock\LockTimeoutException: Client::lock() gave up after timeout_s. */
-void dl_throw_lock_timeout(const zend_string *key, double timeout_s);
+/* Distlock\LockTimeoutException: a waiting acquire gave up after timeout_s
+ * ("could not <doing> "<key>" [and <more> more keys] within ...: <why_held>",
+ * for several keys the core's detail, naming the key held, after the colon). */
+void dl_throw_wait_timeout(const char *doing, const char *key, size_t key_len, size_t more,
+                           double timeout_s, const char *why_held);
 
 /* --------------------------------- distlock_client.c / distlock_lock.c */
 

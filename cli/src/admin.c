@@ -71,6 +71,21 @@ static int status_extra(int opt, const char *arg, void *ctx)
     return cli_usage_error("status", "unexpected option");
 }
 
+/* A read lock's or a semaphore's holders, "2 of 3 permits held" / "2
+ * readers, a writer waiting" (a live `__write__`: our writer's intent, or a
+ * symfony writer), into buf; "" for other kinds. Returns buf. */
+static const char *members_text(const distlock_holder_info *h, char *buf, size_t size)
+{
+    buf[0] = '\0';
+    if (h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        snprintf(buf, size, "%ld of %ld permit%s held", h->holders, h->permits,
+                 h->permits == 1 ? "" : "s");
+    else if (h->kind == DISTLOCK_HOLDER_READERS)
+        snprintf(buf, size, "%ld reader%s%s", h->holders, h->holders == 1 ? "" : "s",
+                 h->writer ? ", a writer waiting" : "");
+    return buf;
+}
+
 /* One node's line of the table under the verdict: read on its own
  * (distlock_admin_holder() of node i) after the verdict, for display only
  * (the lock may have changed in between; the verdict and the exit status
@@ -85,6 +100,9 @@ static void print_node_line(distlock_client *c, const char *key, int i)
     if (st < 0) {
         const char *detail = distlock_last_error();  /* masked by the library */
         printf("error: %s%s%s\n", distlock_strerror(st), *detail ? ": " : "", detail);
+    } else if (h.kind == DISTLOCK_HOLDER_SEMAPHORE || h.kind == DISTLOCK_HOLDER_READERS) {
+        char m[128];
+        printf("%s  %s\n", cli_kind_name(h.kind), members_text(&h, m, sizeof m));
     } else if (st == 0 && h.taken) {
         printf("taken  by a value of another type (not a lock token)\n");
     } else if (st == 0) {
@@ -131,7 +149,14 @@ int cli_status(int argc, char **argv)
         return rc;
     }
     const char *verdict;
-    if (st == 1) {
+    /* A semaphore or read locks: no token holds the key (the verdict is
+     * 0); its live members do, as many as the library counted. */
+    int members = st == 0 && (h.kind == DISTLOCK_HOLDER_SEMAPHORE ||
+                              h.kind == DISTLOCK_HOLDER_READERS);
+    if (members) {
+        verdict = h.kind == DISTLOCK_HOLDER_SEMAPHORE ? "semaphore" : "read locks";
+        rc = h.holders > 0 ? CLI_EXIT_OK : CLI_EXIT_NO;
+    } else if (st == 1) {
         verdict = "held";
         rc = CLI_EXIT_OK;
     } else if (st == 0 && h.taken == 0) {
@@ -151,26 +176,32 @@ int cli_status(int argc, char **argv)
         /* -q still prints the JSON: it is what was asked for. */
         cli_status_json(c, key, st, &h);
     } else if (!co.quiet) {
-        char d[32];
-        printf("%s: %s", key, verdict);
-        if (st == 1) {
-            printf(" by ");
-            print_token(stdout, h.token);
+        char d[32], m[128];
+        if (members) {
+            printf("%s: %s: %s (%d of %d node%s answered, quorum %d)\n", key, verdict,
+                   members_text(&h, m, sizeof m), h.answered, n, n == 1 ? "" : "s", quorum);
+        } else {
+            printf("%s: %s", key, verdict);
+            if (st == 1) {
+                printf(" by ");
+                print_token(stdout, h.token);
+            }
+            printf(" (held on %d of %d node%s, quorum %d", h.nodes, n, n == 1 ? "" : "s",
+                   quorum);
+            if (h.answered < n)
+                printf(", %d not answering", n - h.answered);
+            if (st == 1 && h.pttl_ms >= 0)
+                printf("; expires in %s", cli_fmt_ms(h.pttl_ms, d, sizeof d));
+            else if (st == 1)
+                printf("; no expiry");
+            else if (h.nodes > 0) {
+                printf("; most common token ");
+                print_token(stdout, h.token);
+            }
+            if (h.taken > h.nodes)
+                printf("; other tokens or values on %d", h.taken - h.nodes);
+            printf(")\n");
         }
-        printf(" (held on %d of %d node%s, quorum %d", h.nodes, n, n == 1 ? "" : "s", quorum);
-        if (h.answered < n)
-            printf(", %d not answering", n - h.answered);
-        if (st == 1 && h.pttl_ms >= 0)
-            printf("; expires in %s", cli_fmt_ms(h.pttl_ms, d, sizeof d));
-        else if (st == 1)
-            printf("; no expiry");
-        else if (h.nodes > 0) {
-            printf("; most common token ");
-            print_token(stdout, h.token);
-        }
-        if (h.taken > h.nodes)
-            printf("; other tokens or values on %d", h.taken - h.nodes);
-        printf(")\n");
         distlock_owner_info o = { .size = sizeof o };
         if (st == 1 && distlock_admin_owner(c, key, -1, &o) == 1) {
             char since[64];

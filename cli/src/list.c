@@ -6,7 +6,10 @@
  * added): one object per key,
  *   {"key", "verdict": "held"|"free"|"not_held"|"unknown", "held": bool,
  *    "token": the token on the most nodes or null, "holder_nodes",
- *    "nodes_total", "quorum", "answered", "ttl_ms": the holder's shortest
+ *    "nodes_total", "quorum", "answered", "kind": "lock"|"readers"|
+ *    "semaphore"|"other"|"free", "holders" and "permits" (readers and
+ *    semaphores only), "writer" (readers only: a writer waits or holds),
+ *    "ttl_ms": the holder's shortest
  *    TTL left (-1: no expiry) or null, "fence": the highest fence counter
  *    or null, "owner": the holder's owner metadata {"host", "pid",
  *    "program", "since_ms", "label", "ttl_ms"} or null (none stored, or
@@ -17,7 +20,7 @@
  * so any token (another implementation's) gives valid JSON.
  *
  * `list` is bounded: each SCAN step asks the server for O(--count) work
- * (distlock_admin_scan: MATCH, COUNT, TYPE string), it stops once --limit keys
+ * (distlock_admin_scan: MATCH, COUNT, the type of each key), it stops once --limit keys
  * were found, and every key found costs one round for the verdict plus one
  * read per node (and, when held, one round for its owner metadata).
  */
@@ -29,6 +32,30 @@
 #include "cli.h"
 
 /* ------------------------------------------------------------ JSON out */
+
+const char *cli_kind_name(int kind)
+{
+    switch (kind) {
+    case DISTLOCK_HOLDER_FREE: return "free";
+    case DISTLOCK_HOLDER_LOCK: return "lock";
+    case DISTLOCK_HOLDER_READERS: return "readers";
+    case DISTLOCK_HOLDER_SEMAPHORE: return "semaphore";
+    default: return "other";
+    }
+}
+
+/* "kind", and for read locks and semaphores "holders" and "permits" (as
+ * distlock_holder_info has them: live members, the latest acquire's P). */
+static void json_kind(FILE *f, const distlock_holder_info *h)
+{
+    fprintf(f, ", \"kind\": \"%s\"", cli_kind_name(h->kind));
+    if (h->kind == DISTLOCK_HOLDER_READERS || h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        fprintf(f, ", \"holders\": %ld", h->holders);
+    if (h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        fprintf(f, ", \"permits\": %ld", h->permits);
+    if (h->kind == DISTLOCK_HOLDER_READERS)
+        fprintf(f, ", \"writer\": %s", h->writer ? "true" : "false");
+}
 
 static void json_str(FILE *f, const char *s, size_t n)
 {
@@ -91,6 +118,8 @@ static int64_t json_node(FILE *f, distlock_client *c, const char *key, int i)
     json_route(f, c, key, i);
     fprintf(f, ", \"state\": \"%s\"",
             st < 0 ? "error" : st ? "held" : h.taken ? "taken" : "free");
+    if (st >= 0)
+        json_kind(f, &h);
     fputs(", \"token\": ", f);
     json_cstr(f, st == 1 ? h.token : NULL);
     if (st == 1)
@@ -132,6 +161,7 @@ static void json_key(FILE *f, distlock_client *c, const char *key, int st,
     json_cstr(f, key);
     fprintf(f, ", \"verdict\": \"%s\", \"held\": %s", verdict_name(st, h->taken),
             st == 1 ? "true" : "false");
+    json_kind(f, h);
     fputs(", \"token\": ", f);
     json_cstr(f, h->nodes > 0 ? h->token : NULL);
     fprintf(f, ", \"holder_nodes\": %d, \"nodes_total\": %d, \"quorum\": %d, \"answered\": %d",
@@ -325,7 +355,16 @@ static void text_key(distlock_client *c, const char *key, int st, const distlock
 {
     int n = distlock_client_node_count(c);
     char d[32];
-    printf("%s  %s", key, verdict_name(st, h->taken));
+    int members = st == 0 && (h->kind == DISTLOCK_HOLDER_SEMAPHORE ||
+                              h->kind == DISTLOCK_HOLDER_READERS);
+    printf("%s  %s", key, cli_kind_name(h->kind));
+    if (members && h->kind == DISTLOCK_HOLDER_SEMAPHORE)
+        printf("  %ld/%ld permits", h->holders, h->permits);
+    else if (members)
+        printf("  %ld reader%s%s", h->holders, h->holders == 1 ? "" : "s",
+               h->writer ? ", a writer waiting" : "");
+    else
+        printf("  %s", verdict_name(st, h->taken));
     if (h->nodes > 0)
         printf("  %d/%d", h->nodes, n);
     if (st == 1)
@@ -343,9 +382,14 @@ static void text_key(distlock_client *c, const char *key, int st, const distlock
     for (int i = 0; i < n; i++) {
         distlock_holder_info one = { .size = sizeof one };
         int r = distlock_admin_holder(c, key, i, &one);
-        printf("%s%s", i ? " " : "",
-               r == 1 ? (one.pttl_ms >= 0 ? cli_fmt_ms(one.pttl_ms, d, sizeof d) : "no-expiry")
-                      : r < 0 ? "error" : one.taken ? "taken" : "free");
+        if (r == 0 && one.kind == DISTLOCK_HOLDER_SEMAPHORE)
+            printf("%s%ld/%ld", i ? " " : "", one.holders, one.permits);
+        else if (r == 0 && one.kind == DISTLOCK_HOLDER_READERS)
+            printf("%s%ld", i ? " " : "", one.holders);
+        else
+            printf("%s%s", i ? " " : "",
+                   r == 1 ? (one.pttl_ms >= 0 ? cli_fmt_ms(one.pttl_ms, d, sizeof d) : "no-expiry")
+                          : r < 0 ? "error" : one.taken ? "taken" : "free");
     }
     printf("]\n");
 }
@@ -364,11 +408,14 @@ void cli_help_list(FILE *f)
 "Usage: distlock list [options] PATTERN\n"
 "\n"
 "Show the locks whose keys match PATTERN (a Redis glob: job:*, backup-?), each with\n"
-"the library's verdict (held / not_held / unknown), how many nodes hold it, the\n"
-"holder's TTL left and token, and each node's TTL left. Keys are found with SCAN\n"
-"(MATCH, COUNT, TYPE string) on every node, a bounded amount of server work per\n"
-"step, never KEYS: safe on a big keyspace. Every string key that matches is shown\n"
-"(Redis cannot tell a lock from another string): give a pattern that names locks.\n"
+"its kind (lock, readers, semaphore, other), the library's verdict (held /\n"
+"not_held / unknown; a semaphore's permits held/N, read locks' count), how many\n"
+"nodes hold it, the holder's TTL left and token, and each node's TTL left (or\n"
+"count). Keys are found with SCAN (MATCH, COUNT, and each key's type) on every\n"
+"node, a bounded amount of server work per step, never KEYS: safe on a big\n"
+"keyspace. Every string key that matches is shown (Redis cannot tell a lock from\n"
+"another string), and the sorted sets of read locks and semaphores: give a\n"
+"pattern that names locks.\n"
 "Fence counters ({KEY}:fence) are left out. Reads only.\n"
 "\n"
 "Options:\n"
@@ -432,7 +479,8 @@ static int parse_list(int argc, char **argv, struct list_opts *o)
 static void print_keys(distlock_client *c, const struct list_opts *o, struct keyset *ks,
                        int truncated, int complete)
 {
-    qsort(ks->keys, ks->n, sizeof *ks->keys, cmp_str);
+    if (ks->n > 0)  /* no keys: ks->keys is NULL, which qsort must not get */
+        qsort(ks->keys, ks->n, sizeof *ks->keys, cmp_str);
     if (o->json) {
         fputs("{\"pattern\": ", stdout);
         json_cstr(stdout, o->pattern);

@@ -35,6 +35,7 @@
  */
 #include <errno.h>
 #include <fcntl.h>
+#include <limits.h>
 #include <getopt.h>
 #include <poll.h>
 #include <signal.h>
@@ -74,6 +75,9 @@ struct run_opts {
     long grace_ms;        /* then SIGKILL after this (--grace, --kill-after); 0: never */
     int fence;
     const char *stats_file;  /* --stats-file, else $DISTLOCK_STATS_FILE, else NULL */
+    long permits;         /* -n N: a permit of the semaphore KEY (N permits); 0: not one */
+    int permits_given;    /* -n was given (its value is the library's to check) */
+    int shared;           /* --shared: a read lock on KEY */
 };
 
 static const int forwarded[] = {SIGHUP, SIGINT, SIGQUIT, SIGTERM, SIGUSR1, SIGUSR2};
@@ -88,7 +92,7 @@ static long now_ms(void)
 
 enum {
     OPT_LOST_EXIT = 2000, OPT_KILL_SIGNAL, OPT_KILL_AFTER, OPT_FENCE, OPT_STATS_FILE,
-    OPT_ON_LOST
+    OPT_ON_LOST, OPT_NONBLOCK, OPT_SHARED
 };
 
 /* --on-lost: the lease is gone while the command runs. The default is
@@ -116,7 +120,9 @@ static const struct option run_longopts[] = {
     CLI_COMMON_LONGOPTS,
     {"ttl", required_argument, NULL, 't'},
     {"wait", required_argument, NULL, 'w'},
-    {"nonblock", no_argument, NULL, 'n'},
+    {"nonblock", no_argument, NULL, OPT_NONBLOCK},
+    {"permits", required_argument, NULL, 'n'},
+    {"shared", no_argument, NULL, OPT_SHARED},
     {"conflict-exit-code", required_argument, NULL, 'E'},
     {"lost-exit-code", required_argument, NULL, OPT_LOST_EXIT},
     {"kill-on-lost", no_argument, NULL, 'k'},
@@ -129,9 +135,12 @@ static const struct option run_longopts[] = {
     {NULL, 0, NULL, 0}
 };
 
-/* Parse the options into *o and find KEY and the command's argv. Returns
- * RUN_GO_ON, else an exit status (--help, or a usage error said). */
-static int parse_run(int argc, char **argv, struct run_opts *o, const char **key,
+/* Parse the options into *o and find the keys and the command's argv.
+ * KEY [--] COMMAND is one key; KEY1 KEY2 ... -- COMMAND (the first "--"
+ * after KEY1 ends the list) several, all or none. Without a "--" the first
+ * word is the one KEY, the rest the command, as always. Returns RUN_GO_ON,
+ * else an exit status (--help, or a usage error said). */
+static int parse_run(int argc, char **argv, struct run_opts *o, char ***keys, size_t *nkeys,
                      char ***cmd_argv)
 {
     int opt;
@@ -146,10 +155,13 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
     o->grace_ms = 10000;
     o->fence = 0;
     o->stats_file = getenv("DISTLOCK_STATS_FILE");
+    o->permits = 0;
+    o->permits_given = 0;
+    o->shared = 0;
 
     opterr = 0;
     optind = 1;
-    while ((opt = getopt_long(argc, argv, "+:" CLI_COMMON_SHORTOPTS "t:w:nE:k",
+    while ((opt = getopt_long(argc, argv, "+:" CLI_COMMON_SHORTOPTS "t:w:n:E:k",
                               run_longopts, NULL)) != -1) {
         int r = cli_common_option(&o->co, opt, optarg);
         if (r < 0)
@@ -172,8 +184,22 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
                 return cli_usage_error("run", "invalid --wait '%s' (a duration such as 10s, "
                                        "or 'forever')", optarg);
             break;
-        case 'n':
+        case OPT_NONBLOCK:
             o->wait_ms = 0;
+            break;
+        case 'n':
+            /* Any integer: its range (1..DISTLOCK_PERMITS_MAX) is the
+             * library's rule, said in its words when acquiring. */
+            if (cli_parse_int(optarg, LONG_MIN, LONG_MAX, &o->permits))
+                return cli_usage_error("run", "invalid -n/--permits '%s' (the number of "
+                                       "permits of the semaphore KEY, 1..%ld; to fail at once "
+                                       "when the lock is held: --nonblock, the default)",
+                                       cli_arg_shown(optarg, (char[256]){0}, 256),
+                                       (long)DISTLOCK_PERMITS_MAX);
+            o->permits_given = 1;
+            break;
+        case OPT_SHARED:
+            o->shared = 1;
             break;
         case 'E':
         case OPT_LOST_EXIT:
@@ -216,17 +242,44 @@ static int parse_run(int argc, char **argv, struct run_opts *o, const char **key
         return cli_usage_error("run", "missing KEY and COMMAND");
     if (!argv[optind][0])
         return cli_usage_error("run", "KEY is empty");
-    *key = argv[optind];
+    /* The keys end at the first "--" after KEY1; none: KEY1 alone. */
     int cmd = optind + 1;
+    for (int i = optind + 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--")) {
+            cmd = i;
+            break;
+        }
+    }
+    *keys = argv + optind;
+    *nkeys = (size_t)(cmd - optind);
     if (cmd < argc && !strcmp(argv[cmd], "--"))
         cmd++;
+    /* No key or command name starts with '-': this is an option put after
+     * KEY. */
+    for (int i = optind + 1; i < cmd && i < argc; i++)
+        if (argv[i][0] == '-' && strcmp(argv[i], "--"))
+            return cli_usage_error("run", "'%s' after KEY: options go before KEY "
+                                   "(distlock run [options] KEY... -- COMMAND; the first "
+                                   "'--' ends the keys: a COMMAND with a '--' of its own "
+                                   "needs one right after KEY)",
+                                   cli_arg_shown(argv[i], (char[256]){0}, 256));
     if (cmd >= argc)
         return cli_usage_error("run", "missing COMMAND after KEY");
-    /* No command name starts with '-': this is an option put after KEY. */
     if (argv[cmd][0] == '-')
         return cli_usage_error("run", "'%s' after KEY: options go before KEY "
-                               "(distlock run [options] KEY -- COMMAND)",
+                               "(distlock run [options] KEY... -- COMMAND)",
                                cli_arg_shown(argv[cmd], (char[256]){0}, 256));
+    /* Which primitive: the library has no semaphore or read lock over
+     * several keys, nor a shared semaphore. */
+    if (o->permits_given && *nkeys > 1)
+        return cli_usage_error("run", "-n/--permits takes one KEY (a semaphore), not %zu "
+                               "keys", *nkeys);
+    if (o->shared && *nkeys > 1)
+        return cli_usage_error("run", "--shared takes one KEY (a read lock), not %zu keys",
+                               *nkeys);
+    if (o->shared && o->permits_given)
+        return cli_usage_error("run", "--shared and -n/--permits exclude each other (a read "
+                               "lock or a permit of a semaphore)");
     *cmd_argv = argv + cmd;
     return RUN_GO_ON;
 }
@@ -264,8 +317,9 @@ static void take_signals(int sfd, pid_t child, int *stop, int *chld, int *cont, 
     }
 }
 
-/* Best effort: why is the key not ours? "held by another owner for 12.3s".
- * Returns 0 when no node shows a holder (any more). */
+/* Best effort: why is the key not ours? "held by another owner for 12.3s",
+ * or by how many read locks. Returns 0 when no node shows a holder (any
+ * more). */
 static int explain_conflict(distlock_client *c, const char *key, char *buf, size_t size)
 {
     int n = distlock_client_node_count(c);
@@ -282,6 +336,14 @@ static int explain_conflict(distlock_client *c, const char *key, char *buf, size
                 snprintf(buf, size, " (it has no expiry)");
             return 1;
         }
+        /* Read locks (or a semaphore's permits) hold it: each a lease. */
+        if (r == 0 && h.holders > 0 && (h.kind == DISTLOCK_HOLDER_READERS ||
+                                        h.kind == DISTLOCK_HOLDER_SEMAPHORE)) {
+            snprintf(buf, size, " (%ld %s%s)", h.holders,
+                     h.kind == DISTLOCK_HOLDER_READERS ? "read lock" : "permit",
+                     h.holders == 1 ? "" : "s");
+            return 1;
+        }
     }
     return 0;
 }
@@ -289,13 +351,26 @@ static int explain_conflict(distlock_client *c, const char *key, char *buf, size
 /* ---------------------------------------------------------------- state */
 
 /* The variables distlock sets for the command (any the caller had are
- * dropped: without --fence there is no DISTLOCK_FENCE at all). */
-enum { ENV_KEY, ENV_TOKEN, ENV_FENCE, NENV };
-static const char *const env_names[NENV] = {"DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_FENCE"};
+ * dropped: without --fence there is no DISTLOCK_FENCE at all, and a run
+ * inside a run of several keys does not see the outer DISTLOCK_KEY_2).
+ * env_families are the numbered ones: DISTLOCK_KEY_1, DISTLOCK_FENCE_1... */
+static const char *const env_names[] = {"DISTLOCK_KEY", "DISTLOCK_TOKEN", "DISTLOCK_FENCE",
+                                        "DISTLOCK_KEY_COUNT", "DISTLOCK_PERMITS"};
+static const char *const env_families[] = {"DISTLOCK_KEY_", "DISTLOCK_FENCE_"};
+#define NENV_NAMES (sizeof env_names / sizeof env_names[0])
+
+/* What `run` holds while the command runs. */
+enum run_kind { KIND_LOCK, KIND_READ, KIND_PERMIT, KIND_MANY };
 
 struct run_state {
     struct run_opts o;
-    const char *key;
+    const char *key;           /* the first key (the only one but with several) */
+    char **keys;               /* every key, as given (argv) */
+    size_t nkeys;
+    enum run_kind kind;
+    char what[400];            /* "the lock on 'k'", for messages (describe()) */
+    char name[400];            /* "'k'" for a lock, else as `what` */
+    char detail[512];          /* the library's detail of the last failed acquire */
     char **cmd;                /* the command's argv */
     sigset_t orig_mask;        /* the caller's signal mask, for the command */
     struct sigaction old_chld, old_pipe; /* the caller's dispositions, likewise */
@@ -305,7 +380,8 @@ struct run_state {
     long waited_ms;            /* how long acquiring took */
     int lost_fd;               /* the client's lost eventfd, or -1: poll the flag */
     char **env;                /* the command's environment: environ's entries... */
-    char *env_own[NENV];       /* ...and these, which are ours to free */
+    char **env_own;            /* ...and these, which are ours to free */
+    size_t nenv_own;
     pid_t pid;                 /* the command, once started: also its process group */
     int give_tty;              /* distlock was in the foreground at the start */
     int tty_stopped;           /* the command is stopped by SIGTTIN/SIGTTOU, distlock
@@ -341,8 +417,9 @@ static void run_state_free(struct run_state *st)
         close(st->sfd);
     if (st->tty >= 0)
         close(st->tty);
-    for (int i = 0; i < NENV; i++)
+    for (size_t i = 0; i < st->nenv_own; i++)
         free(st->env_own[i]);
+    free(st->env_own);
     free(st->env);
 }
 
@@ -406,6 +483,51 @@ static int is_conflict(int rc)
 
 /* ------------------------------------------------- the cancellable wait */
 
+/* One library acquire of what the options ask for: a permit of a semaphore
+ * (-n), all of several keys, a read lock (--shared, a flag) or a lock.
+ * Which flags each takes is the library's rule (DISTLOCK_EINVAL names a
+ * flag it refuses, e.g. --fence with -n). */
+static int acquire_call(struct run_state *st, long wait_ms, unsigned flags)
+{
+    const struct run_opts *o = &st->o;
+    int rc;
+    if (st->kind == KIND_PERMIT)
+        rc = distlock_semaphore_acquire(st->c, st->key, o->permits, o->ttl_ms, wait_ms, flags,
+                                        NULL, &st->lock);
+    else if (st->kind == KIND_MANY)
+        rc = distlock_acquire_many(st->c, (const char *const *)st->keys, st->nkeys, o->ttl_ms,
+                                   wait_ms, flags, NULL, &st->lock);
+    else
+        rc = distlock_acquire(st->c, st->key, o->ttl_ms, wait_ms,
+                              flags | (st->kind == KIND_READ ? DISTLOCK_SHARED : 0), &st->lock);
+    /* The library's detail (which key of several is held), for the message. */
+    snprintf(st->detail, sizeof st->detail, "%s", rc ? distlock_last_error() : "");
+    return rc;
+}
+
+/* "'k' is locked by another owner", or what stands for it for a read lock,
+ * a permit or several keys, into buf. Returns buf. */
+static const char *conflict_text(const struct run_state *st, char *buf, size_t size)
+{
+    switch (st->kind) {
+    case KIND_READ:
+        snprintf(buf, size, "'%s' is locked for writing by another owner, or a writer waits "
+                 "for it", st->key);
+        break;
+    case KIND_PERMIT:
+        snprintf(buf, size, "all %ld permits of the semaphore '%s' are taken", st->o.permits,
+                 st->key);
+        break;
+    case KIND_MANY:
+        snprintf(buf, size, "one of the %zu keys is locked by another owner%s%s; nothing "
+                 "is held", st->nkeys, st->detail[0] ? ": " : "", st->detail);
+        break;
+    default:
+        snprintf(buf, size, "'%s' is locked by another owner", st->key);
+    }
+    return buf;
+}
+
 /* The client whose wait a signal cancels, and the first such signal. */
 static distlock_client *volatile wait_client;
 static volatile sig_atomic_t wait_signal;
@@ -451,7 +573,7 @@ static int wait_cancellable(struct run_state *st, long wait_ms, unsigned flags, 
     }
     distlock_client_on_interrupt(st->c, wait_interrupted, NULL);
     sigprocmask(SIG_UNBLOCK, &set, NULL);
-    int rc = distlock_acquire(st->c, st->key, st->o.ttl_ms, wait_ms, flags, &st->lock);
+    int rc = acquire_call(st, wait_ms, flags);
     sigprocmask(SIG_BLOCK, &set, NULL);
     distlock_client_on_interrupt(st->c, NULL, NULL);
     for (int i = 0; i < NFORWARDED; i++)
@@ -474,12 +596,13 @@ static int try_acquire(struct run_state *st, int *stop)
     long t0 = now_ms();
     int chld = 0;
     char d[32];
-    int rc = distlock_acquire(st->c, st->key, o->ttl_ms, 0, flags, &st->lock);
+    int rc = acquire_call(st, 0, flags);
     if (is_conflict(rc) && o->wait_ms != 0 && o->co.verbose) {
+        char held[700];
         if (o->wait_ms == DISTLOCK_WAIT_FOREVER)
-            cli_err("'%s' is locked by another owner; waiting for it", st->key);
+            cli_err("%s; waiting for it", conflict_text(st, held, sizeof held));
         else
-            cli_err("'%s' is locked by another owner; waiting up to %s", st->key,
+            cli_err("%s; waiting up to %s", conflict_text(st, held, sizeof held),
                     cli_fmt_ms(o->wait_ms, d, sizeof d));
     }
     if (is_conflict(rc) && o->wait_ms != 0) {
@@ -509,41 +632,52 @@ static int acquire_lock(struct run_state *st)
     int rc = try_acquire(st, &stop);
     if (stop) {
         if (!o->co.quiet)
-            cli_err("%s while %s '%s'; not running the command", strsignal(stop),
-                    rc == DISTLOCK_OK ? "holding" : "waiting for", key);
+            cli_err("%s while %s %s; not running the command", strsignal(stop),
+                    rc == DISTLOCK_OK ? "holding" : "waiting for", st->name);
         return 128 + stop;
     }
     if (is_conflict(rc)) {
         if (!o->co.quiet) {
-            char why[96];
-            if (!explain_conflict(st->c, key, why, sizeof why))
+            char why[96] = "", held[700];
+            conflict_text(st, held, sizeof held);
+            /* A lock: when it expires, read again (the wait may have
+             * ended just as its holder released it). */
+            if (st->kind == KIND_READ)
+                (void)explain_conflict(st->c, key, why, sizeof why);
+            if (st->kind == KIND_LOCK && !explain_conflict(st->c, key, why, sizeof why))
                 cli_err("'%s' was locked by another owner, who released it since (or "
                         "holds it only on nodes that no longer answer); not running the "
                         "command", key);
             else if (o->wait_ms != 0)
-                cli_err("'%s' is locked by another owner%s; gave up after waiting %s; "
-                        "not running the command", key, why,
+                cli_err("%s%s; gave up after waiting %s; not running the command", held, why,
                         cli_fmt_ms(st->waited_ms, d1, sizeof d1));
             else
-                cli_err("'%s' is locked by another owner%s; not running the command",
-                        key, why);
+                cli_err("%s%s; not running the command", held, why);
         }
         return (int)o->conflict_exit;
     }
     if (rc != DISTLOCK_OK) {
-        char what[160];
+        const char *take = st->kind == KIND_LOCK ? "lock" : "take";
+        char what[600];
         if (rc == DISTLOCK_ETIMEDOUT)  /* not "held": granted too late, and undone */
-            snprintf(what, sizeof what, "cannot lock '%.80s' (nothing is held; is a --ttl of "
-                     "%s too short for these servers?)", key, cli_fmt_ms(o->ttl_ms, d1, sizeof d1));
+            snprintf(what, sizeof what, "cannot %s %s (nothing is held; is a --ttl of "
+                     "%s too short for these servers?)", take, st->name,
+                     cli_fmt_ms(o->ttl_ms, d1, sizeof d1));
         else
-            snprintf(what, sizeof what, "cannot lock '%.80s'", key);
+            snprintf(what, sizeof what, "cannot %s %s", take, st->name);
         return cli_report(what, rc);
     }
     if (o->co.verbose) {
-        char fb[40] = "";
-        if (o->fence)
+        char fb[200] = "";
+        if (o->fence && st->nkeys > 1) {
+            size_t off = (size_t)snprintf(fb, sizeof fb, ", fences");
+            for (size_t i = 0; i < st->nkeys && off < sizeof fb; i++)
+                off += (size_t)snprintf(fb + off, sizeof fb - off, "%s%lld", i ? "," : " ",
+                                        (long long)distlock_lock_fence_at(st->lock, i));
+        } else if (o->fence) {
             snprintf(fb, sizeof fb, ", fence %lld", (long long)distlock_lock_fence(st->lock));
-        cli_err("acquired '%s' after %s (token %s%s, ttl %s, renewed every %s)", key,
+        }
+        cli_err("acquired %s after %s (token %s%s, ttl %s, renewed every %s)", st->name,
                 cli_fmt_ms(st->waited_ms, d1, sizeof d1), distlock_lock_token(st->lock), fb,
                 cli_fmt_ms(o->ttl_ms, d2, sizeof d2),
                 cli_fmt_ms(o->ttl_ms / 3 ? o->ttl_ms / 3 : 1, d3, sizeof d3));
@@ -551,46 +685,85 @@ static int acquire_lock(struct run_state *st)
     return RUN_GO_ON;
 }
 
-static char *env_entry(int i, const char *value)
+/* Is environ's entry e one distlock sets (env_names, env_families)? */
+static int env_is_ours(const char *e)
 {
-    char *s;
-    return asprintf(&s, "%s=%s", env_names[i], value) < 0 ? NULL : s;
+    for (size_t k = 0; k < NENV_NAMES; k++) {
+        size_t l = strlen(env_names[k]);
+        if (!strncmp(e, env_names[k], l) && e[l] == '=')
+            return 1;
+    }
+    for (size_t k = 0; k < sizeof env_families / sizeof env_families[0]; k++) {
+        size_t l = strlen(env_families[k]);
+        if (strncmp(e, env_families[k], l))
+            continue;
+        const char *p = e + l;
+        while (*p >= '0' && *p <= '9')
+            p++;
+        if (p > e + l && *p == '=')
+            return 1;
+    }
+    return 0;
 }
 
-/* The command's environment in st->env: ours without any env_names entry,
- * then DISTLOCK_KEY, DISTLOCK_TOKEN and (with --fence) DISTLOCK_FENCE.
- * Returns 0, or -1 when out of memory. */
+/* Add "NAME=VALUE" (NAME_i when i > 0) to st->env_own. Returns 0 or -1 when
+ * out of memory. */
+static int env_add(struct run_state *st, const char *name, size_t i, const char *value)
+{
+    char *s;
+    if ((i ? asprintf(&s, "%s_%zu=%s", name, i, value)
+           : asprintf(&s, "%s=%s", name, value)) < 0)
+        return -1;
+    st->env_own[st->nenv_own++] = s;
+    return 0;
+}
+
+/* The command's environment in st->env: ours without any variable distlock
+ * sets, then DISTLOCK_KEY (the first key), DISTLOCK_TOKEN, DISTLOCK_FENCE
+ * (one key, --fence); several keys: DISTLOCK_KEY_COUNT, DISTLOCK_KEY_1..N
+ * in the order given and, with --fence, DISTLOCK_FENCE_1..N (the fence of
+ * DISTLOCK_KEY_i; no DISTLOCK_FENCE: a set has no single fence); a permit:
+ * DISTLOCK_PERMITS. Returns 0, or -1 when out of memory. */
 static int make_env(struct run_state *st)
 {
-    size_t n = 0;
+    size_t n = 0, most = 5 + 2 * st->nkeys;
     while (environ[n])
         n++;
-    st->env = calloc(n + NENV + 1, sizeof *st->env);
-    if (!st->env)
+    st->env = calloc(n + most + 1, sizeof *st->env);
+    st->env_own = calloc(most, sizeof *st->env_own);
+    if (!st->env || !st->env_own)
         return -1;
     size_t j = 0;
-    for (size_t i = 0; i < n; i++) {
-        int ours = 0;
-        for (int k = 0; k < NENV && !ours; k++) {
-            size_t l = strlen(env_names[k]);
-            ours = !strncmp(environ[i], env_names[k], l) && environ[i][l] == '=';
-        }
-        if (!ours)
+    for (size_t i = 0; i < n; i++)
+        if (!env_is_ours(environ[i]))
             st->env[j++] = environ[i];
-    }
-    long long fence = st->o.fence ? (long long)distlock_lock_fence(st->lock) : -1;
-    st->env_own[ENV_KEY] = env_entry(ENV_KEY, st->key);
-    st->env_own[ENV_TOKEN] = env_entry(ENV_TOKEN, distlock_lock_token(st->lock));
-    if (fence >= 0) {
-        char f[24];
-        snprintf(f, sizeof f, "%lld", fence);
-        st->env_own[ENV_FENCE] = env_entry(ENV_FENCE, f);
-    }
-    if (!st->env_own[ENV_KEY] || !st->env_own[ENV_TOKEN] || (fence >= 0 && !st->env_own[ENV_FENCE]))
+    char v[32];
+    if (env_add(st, "DISTLOCK_KEY", 0, st->key) ||
+        env_add(st, "DISTLOCK_TOKEN", 0, distlock_lock_token(st->lock)))
         return -1;
-    for (int k = 0; k < NENV; k++)
-        if (st->env_own[k])
-            st->env[j++] = st->env_own[k];
+    if (st->kind == KIND_MANY) {
+        snprintf(v, sizeof v, "%zu", st->nkeys);
+        if (env_add(st, "DISTLOCK_KEY_COUNT", 0, v))
+            return -1;
+        for (size_t i = 0; i < st->nkeys; i++) {
+            if (env_add(st, "DISTLOCK_KEY", i + 1, st->keys[i]))
+                return -1;
+            snprintf(v, sizeof v, "%lld", (long long)distlock_lock_fence_at(st->lock, i));
+            if (st->o.fence && env_add(st, "DISTLOCK_FENCE", i + 1, v))
+                return -1;
+        }
+    } else if (st->o.fence) {
+        snprintf(v, sizeof v, "%lld", (long long)distlock_lock_fence(st->lock));
+        if (env_add(st, "DISTLOCK_FENCE", 0, v))
+            return -1;
+    }
+    if (st->kind == KIND_PERMIT) {
+        snprintf(v, sizeof v, "%ld", st->o.permits);
+        if (env_add(st, "DISTLOCK_PERMITS", 0, v))
+            return -1;
+    }
+    for (size_t k = 0; k < st->nenv_own; k++)
+        st->env[j++] = st->env_own[k];
     st->env[j] = NULL;
     return 0;
 }
@@ -709,16 +882,16 @@ static long on_lost(struct run_state *st)
     int sig = o->on_lost == ON_LOST_KILL ? SIGKILL : o->kill_sig;
     st->lost = 1;
     if (o->on_lost == ON_LOST_IGNORE) {
-        cli_err("lost the lock on '%s' while the command was running: %s; the command goes "
-                "on WITHOUT the lock (--on-lost=ignore)", st->key, lost_why(st));
+        cli_err("lost %s while the command was running: %s; the command goes "
+                "on WITHOUT the lock (--on-lost=ignore)", st->what, lost_why(st));
         return -1;
     }
     char g[32], then[48] = "";
     if (o->on_lost == ON_LOST_TERM && sig != SIGKILL && o->grace_ms > 0)
         snprintf(then, sizeof then, ", SIGKILL after %s", cli_fmt_ms(o->grace_ms, g, sizeof g));
-    cli_err("lost the lock on '%s' while the command was running: %s; stopping the command "
+    cli_err("lost %s while the command was running: %s; stopping the command "
             "(pid %ld): %s now%s (--on-lost=%s)",
-            st->key, lost_why(st), (long)st->pid, sig == SIGKILL ? "SIGKILL" : strsignal(sig),
+            st->what, lost_why(st), (long)st->pid, sig == SIGKILL ? "SIGKILL" : strsignal(sig),
             then, on_lost_names[o->on_lost]);
     kill(-st->pid, sig);
     st->killed_for_lost = 1;
@@ -837,8 +1010,8 @@ static void supervise(struct run_state *st)
             if (st->killed_for_lost || !group_alive(st->pid))
                 return;
             if (!st->o.co.quiet)
-                cli_err("the command exited; holding '%s' until what it left running in its "
-                        "process group (%ld) has exited too", st->key, (long)st->pid);
+                cli_err("the command exited; holding %s until what it left running in its "
+                        "process group (%ld) has exited too", st->name, (long)st->pid);
         }
         if (reaped && !group_alive(st->pid))
             return;
@@ -884,34 +1057,67 @@ static int command_exit_status(int wstatus)
  * nothing is held rather than "it expires by itself". */
 static void release_lock(struct run_state *st)
 {
-    const char *key = st->key;
     long ran = now_ms() - st->t_start;
     char d[32];
     int rc = distlock_release(st->lock);
     if (rc == DISTLOCK_ENOTOWNER) {
         if (!st->lost)
-            cli_err("lost the lock on '%s' before the command ended: %s; the command "
-                    "finished WITHOUT the lock", key, lost_why(st));
+            cli_err("lost %s before the command ended: %s; the command "
+                    "finished WITHOUT the lock", st->what, lost_why(st));
         st->lost = 1;
     } else if (rc != DISTLOCK_OK) {
-        char what[200];
+        char what[600];
         if (st->lost || distlock_lock_lost(st->lock))
-            snprintf(what, sizeof what, "could not release '%.80s', lost earlier (its lease has "
-                     "already ended: nothing is held)", key);
+            snprintf(what, sizeof what, "could not release %s, lost earlier (its lease has "
+                     "already ended: nothing is held)", st->name);
         else
-            snprintf(what, sizeof what, "could not release '%.80s' (it expires by itself "
-                     "within %s)", key, cli_fmt_ms(st->o.ttl_ms, d, sizeof d));
+            snprintf(what, sizeof what, "could not release %s (it expires by itself "
+                     "within %s)", st->name, cli_fmt_ms(st->o.ttl_ms, d, sizeof d));
         cli_report(what, rc);
     }
     if (st->o.co.verbose) {
         const char *what = rc == DISTLOCK_OK ? "released" : "did not release";
         if (WIFSIGNALED(st->status))
-            cli_err("%s '%s'; the command ran %s and was killed by %s", what, key,
+            cli_err("%s %s; the command ran %s and was killed by %s", what, st->name,
                     cli_fmt_ms(ran, d, sizeof d), strsignal(WTERMSIG(st->status)));
         else
-            cli_err("%s '%s'; the command ran %s and exited with status %d", what, key,
+            cli_err("%s %s; the command ran %s and exited with status %d", what, st->name,
                     cli_fmt_ms(ran, d, sizeof d), command_exit_status(st->status));
     }
+}
+
+/* What is held, in st->kind and, for messages, st->what: "the lock on
+ * 'k'", "the read lock on 'k'", "a permit of the semaphore 'k'", "the
+ * locks on 'a', 'b' and 'c'" (the first keys and a count past 300 bytes). */
+static void describe(struct run_state *st)
+{
+    const struct run_opts *o = &st->o;
+    st->kind = o->permits_given ? KIND_PERMIT : st->nkeys > 1 ? KIND_MANY
+             : o->shared ? KIND_READ : KIND_LOCK;
+    if (st->kind == KIND_LOCK)
+        snprintf(st->what, sizeof st->what, "the lock on '%.200s'", st->key);
+    else if (st->kind == KIND_READ)
+        snprintf(st->what, sizeof st->what, "the read lock on '%.200s'", st->key);
+    else if (st->kind == KIND_PERMIT)
+        snprintf(st->what, sizeof st->what, "a permit of the semaphore '%.200s'", st->key);
+    if (st->kind == KIND_LOCK)
+        snprintf(st->name, sizeof st->name, "'%.200s'", st->key);
+    if (st->kind != KIND_MANY) {
+        if (st->kind != KIND_LOCK)
+            memcpy(st->name, st->what, sizeof st->name);
+        return;
+    }
+    size_t off = (size_t)snprintf(st->what, sizeof st->what, "the locks on");
+    for (size_t i = 0; i < st->nkeys; i++) {
+        const char *sep = i == 0 ? " " : i + 1 == st->nkeys ? " and " : ", ";
+        if (off + strlen(st->keys[i]) + 8 > 300) {
+            snprintf(st->what + off, sizeof st->what - off, " and %zu more keys", st->nkeys - i);
+            break;
+        }
+        off += (size_t)snprintf(st->what + off, sizeof st->what - off, "%s'%s'", sep,
+                                st->keys[i]);
+    }
+    memcpy(st->name, st->what, sizeof st->name);
 }
 
 /* parse -> block signals -> make the client -> acquire -> spawn -> supervise
@@ -921,9 +1127,11 @@ int cli_run(int argc, char **argv)
 {
     struct run_state st;
     run_state_init(&st);
-    int rc = parse_run(argc, argv, &st.o, &st.key, &st.cmd);
+    int rc = parse_run(argc, argv, &st.o, &st.keys, &st.nkeys, &st.cmd);
     if (rc != RUN_GO_ON)
         goto out;
+    st.key = st.keys[0];
+    describe(&st);
     if ((rc = block_signals(&st)) != RUN_GO_ON ||
         (rc = make_client(&st)) != RUN_GO_ON ||
         (rc = acquire_lock(&st)) != RUN_GO_ON ||

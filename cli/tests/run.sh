@@ -1427,7 +1427,7 @@ t_list_bounded_on_big_keyspace() {
   [ "$(jget "$D/out" '(len(d["locks"]), d["truncated"], d["complete"])')" = "(5, True, False)" ] || fail "limit: $(cat "$D/out")" || return 1
   expect 0 "$DL" list --limit 5 --servers "$srv" 'lk:*' || return 1
   [ "$(wc -l <"$D/out")" = 5 ] && contains "$D/err" "stopped at --limit 5" || return 1
-  contains "$D/out" "^lk:[0-9]*  held  1/1  [0-9.]*s  token tok[0-9]*  \[[0-9.]*s\]$" || return 1
+  contains "$D/out" "^lk:[0-9]*  lock  held  1/1  [0-9.]*s  token tok[0-9]*  \[[0-9.]*s\]$" || return 1
   # Nothing matches: an empty list, exit 0.
   expect 0 "$DL" list --json --servers "$srv" 'nomatch:*' && jvalid "$D/out" || return 1
   [ "$(jget "$D/out" 'd["locks"]')" = "[]" ] || return 1
@@ -1634,6 +1634,375 @@ t_one_frozen_node_of_three_does_not_stop_a_running_command() {
 # A command that makes itself a new session (setsid) leaves the group that
 # --on-lost signals: recorded as the README's limit (signals reach the
 # command's group), not a promise.
+
+# ------------------------------------------------------ semaphores, read
+# locks, several keys (run -n N, run --shared, run K1 K2 -- CMD)
+
+# holdn NAME ARGS...: a background `distlock run ARGS -- CMD` (ARGS: its
+# options and keys) whose command writes its token to $D/NAME.ready, then
+# runs until $D/NAME.release exists. Its pid in $D/NAME.pid.
+holdn() {
+  local name=$1; shift
+  "$DL" run "$@" -- sh -c '
+    echo "$DISTLOCK_TOKEN" > "$0/$1.tmp" && mv "$0/$1.tmp" "$0/$1.ready"
+    while [ ! -e "$0/$1.release" ] && [ ! -e "$0/release" ]; do sleep 0.02; done' \
+    "$D" "$name" 2>"$D/$name.err" &
+  echo $! >"$D/$name.pid"
+  track $!
+  wait_until 10 "[ -s '$D/$name.ready' ]" || { cat "$D/$name.err" >&2; return 1; }
+}
+# unhold NAME: let it release, and wait for it (its status in $ST).
+unhold() {
+  touch "$D/$1.release"
+  wait_exit "$(cat "$D/$1.pid")" 20
+}
+
+# The command every contending run below executes: it marks itself inside
+# ($D/in/KEY.PID for each key of $DISTLOCK_KEY_1.. or $DISTLOCK_KEY), counts
+# who else is inside on the same key, records each count in $D/seen.KEY
+# and a count above LIMIT in $D/over, stays (at least 100 ms) until STAY
+# holders are inside its first key or every other run has finished (a
+# bounded loop of 5 s), counts again, then leaves and marks itself done.
+# Args: D LIMIT STAY RUNS
+INSIDE='D=$0 LIMIT=$1 STAY=$2 RUNS=$3
+keys=$DISTLOCK_KEY
+if [ -n "${DISTLOCK_KEY_COUNT:-}" ]; then
+  keys=; i=1
+  while [ $i -le "$DISTLOCK_KEY_COUNT" ]; do eval "keys=\"\$keys \$DISTLOCK_KEY_$i\""; i=$((i + 1)); done
+fi
+count() { n=0; for f in "$D/in/$1".*; do [ -e "$f" ] && n=$((n + 1)); done; echo $n; }
+for k in $keys; do touch "$D/in/$k.$$"; done
+for k in $keys; do
+  n=$(count "$k"); echo "$n" >> "$D/seen.$k"
+  [ "$n" -le "$LIMIT" ] || echo "$k: $n inside" >> "$D/over"
+done
+i=0
+while [ $i -lt 250 ]; do
+  [ $i -ge 5 ] && [ "$(count "$DISTLOCK_KEY")" -ge "$STAY" ] && break
+  done_runs=0; for f in "$D"/done.*; do [ -e "$f" ] && done_runs=$((done_runs + 1)); done
+  [ $done_runs -ge $((RUNS - 1)) ] && break
+  sleep 0.02; i=$((i + 1))
+done
+for k in $keys; do
+  n=$(count "$k"); echo "$n" >> "$D/seen.$k"
+  [ "$n" -le "$LIMIT" ] || echo "$k: $n inside" >> "$D/over"
+done
+for k in $keys; do rm -f "$D/in/$k.$$"; done
+touch "$D/done.$$"'
+
+# max_seen KEY: the largest count of holders inside KEY that any saw.
+max_seen() { sort -n "$D/seen.$1" | tail -1; }
+
+# -n 2: five runs contend (each waits); never three inside at once, and two
+# are inside together (the semaphore admits two, not one). On 1 node and
+# on 3 (a permit needs all three there: floor(3*2/3)+1).
+t_semaphore_two_permits_never_three_inside() {
+  local srv k i pids
+  for srv in "$DISTLOCK_SERVERS" "$URIS3"; do
+    k=cli-sem-$RANDOM
+    rm -rf "$D/in" "$D"/seen.* "$D"/done.* "$D/over"; mkdir -p "$D/in"
+    pids=""
+    for i in 1 2 3 4 5; do
+      "$DL" run --servers "$srv" -n 2 --ttl 10s --wait 60s "$k" -- sh -c "$INSIDE" "$D" 2 2 5 \
+        2>"$D/sem.$i.err" &
+      pids="$pids $!"; track $!
+    done
+    for i in $pids; do
+      wait_exit "$i" 90 || return 1
+      [ "$ST" = 0 ] || fail "a run exited $ST: $(cat "$D"/sem.*.err)" || return 1
+    done
+    [ ! -e "$D/over" ] || fail "more than 2 inside ($srv): $(cat "$D/over")" || return 1
+    [ "$(max_seen "$k")" = 2 ] || fail "never 2 inside together ($srv): max $(max_seen "$k")" || return 1
+    [ "$(ls "$D"/done.* | wc -l)" = 5 ] || fail "not every command ran" || return 1
+    echo "    $srv: max $(max_seen "$k") inside with -n 2, 5 runs" >&2
+  done
+  [ "$(rcli exists "$k")" = 0 ] || fail "semaphore key left behind"
+}
+
+# A permit's run gets $DISTLOCK_PERMITS; all taken is "held elsewhere" (75),
+# the command not run, the message says the permits are taken.
+t_semaphore_all_permits_taken_is_a_conflict() {
+  local k=cli-semfull-$RANDOM
+  holdn a -n 2 "$k" || return 1
+  holdn b -n 2 "$k" || return 1
+  expect 75 "$DL" run -n 2 "$k" -- touch "$D/ran" || return 1
+  contains "$D/err" "all 2 permits of the semaphore '$k' are taken; not running the command" || return 1
+  # --nonblock (no short form: -n is the permits) overrides an earlier --wait.
+  expect 75 "$DL" run --wait 30s --nonblock -n 2 "$k" -- touch "$D/ran" || return 1
+  absent "$D/ran" || return 1
+  [ "$(rcli zcard "$k")" = 3 ] || fail "zset: $(rcli zrange "$k" 0 -1 withscores | tr '\n' ' ')" || return 1
+  unhold a || return 1
+  expect 0 "$DL" run -n 2 "$k" -- sh -c 'echo "$DISTLOCK_PERMITS $DISTLOCK_KEY" > "$0/env"' "$D" || return 1
+  [ "$(cat "$D/env")" = "2 $k" ] || fail "env: $(cat "$D/env")"
+}
+
+# A waiting run gets the permit a release frees, at once (not at the TTL).
+t_semaphore_wait_wakes_on_release() {
+  local k=cli-semwait-$RANDOM
+  holdn a -n 1 --ttl 30s "$k" || return 1
+  "$DL" run -v -n 1 --wait 20s "$k" -- sh -c 'date +%s%N > "$0/got"' "$D" 2>"$D/waiter.err" &
+  local waiter=$!; track "$waiter"
+  wait_until 10 "grep -q 'waiting up to' '$D/waiter.err' 2>/dev/null" || return 1
+  local t_rel; t_rel=$(date +%s%N)
+  unhold a || return 1
+  wait_exit "$waiter" 20 || return 1
+  [ "$ST" = 0 ] || fail "waiter exited $ST: $(cat "$D/waiter.err")" || return 1
+  local lat=$(( ($(cat "$D/got") - t_rel) / 1000000 ))
+  echo "    waiter ran ${lat} ms after the holder was told to release" >&2
+  [ "$lat" -lt 3000 ] || fail "waiter took ${lat} ms after the release (ttl 30s)"
+}
+
+# A SIGKILLed run's permit comes back when its TTL ends, not before.
+t_killed_runs_permit_comes_back_after_the_ttl() {
+  local k=cli-semkill-$RANDOM
+  holdn live -n 2 --ttl 30s "$k" || return 1
+  holdn dead -n 2 --ttl 2s "$k" || return 1
+  local t_kill; t_kill=$(date +%s%N)
+  kill -9 "$(cat "$D/dead.pid")"
+  wait_exit "$(cat "$D/dead.pid")" 10 || return 1
+  # Both permits still taken: the dead run's lease has not ended.
+  expect 75 "$DL" run -n 2 "$k" -- touch "$D/ran" || return 1
+  absent "$D/ran" || return 1
+  expect 0 "$DL" run -n 2 --wait 20s "$k" -- touch "$D/ran" || return 1
+  local ms; ms=$(since_ms "$t_kill")
+  echo "    the killed run's permit came back ${ms} ms after SIGKILL (ttl 2s)" >&2
+  [ -e "$D/ran" ] || fail "command not run" || return 1
+  [ "$ms" -ge 1000 ] || fail "permit back ${ms} ms after the kill, before its ttl" || return 1
+  [ "$ms" -lt 8000 ] || fail "permit back only ${ms} ms after the kill with --ttl 2s" || return 1
+  unhold live
+}
+
+# --shared: readers overlap; a plain run (a writer) is refused while they
+# hold it, and a reader while a writer holds it. On 1 and on 3 nodes.
+t_shared_runs_overlap_and_a_plain_run_excludes_them() {
+  local srv k
+  for srv in "$DISTLOCK_SERVERS" "$URIS3"; do
+    k=cli-shared-$RANDOM
+    rm -f "$D"/*.ready "$D"/*.release "$D/ran"
+    holdn r1 --servers "$srv" --shared "$k" || return 1
+    # A second reader runs while the first holds it.
+    expect 0 "$DL" run --servers "$srv" --shared "$k" -- sh -c '
+      [ -s "$0/r1.ready" ] && [ ! -e "$0/r1.release" ] && touch "$0/overlap"' "$D" || return 1
+    [ -e "$D/overlap" ] || fail "the second reader did not run alongside the first ($srv)" || return 1
+    rm -f "$D/overlap"
+    expect 75 "$DL" run --servers "$srv" "$k" -- touch "$D/ran" || return 1
+    contains "$D/err" "'$k' is locked by another owner (1 read lock); not running the command" || return 1
+    absent "$D/ran" || return 1
+    unhold r1 || return 1
+    [ "$ST" = 0 ] || fail "reader exited $ST: $(cat "$D/r1.err")" || return 1
+    holdn w --servers "$srv" "$k" || return 1
+    expect 75 "$DL" run --servers "$srv" --shared "$k" -- touch "$D/ran" || return 1
+    contains "$D/err" "'$k' is locked for writing by another owner, or a writer waits for it (it expires in" || return 1
+    absent "$D/ran" || return 1
+    unhold w || return 1
+    expect 0 "$DL" run --servers "$srv" --shared "$k" -- touch "$D/ran" || return 1
+    [ -e "$D/ran" ] || fail "reader did not run once the writer left ($srv)"
+    rm -f "$D/ran"
+  done
+}
+
+# A writer waiting behind a reader (--wait) keeps new readers out: the
+# reader that arrives after it is refused, and the writer runs once the
+# first reader leaves; status shows the readers and the waiting writer.
+t_shared_waiting_writer_is_not_starved() {
+  local k=cli-writer-$RANDOM
+  holdn r1 --shared --ttl 30s "$k" || return 1
+  "$DL" run -v --wait 30s "$k" -- touch "$D/writer.ran" 2>"$D/writer.err" &
+  local w=$!; track "$w"
+  wait_until 10 "grep -q 'waiting up to' '$D/writer.err' 2>/dev/null" || return 1
+  expect 75 "$DL" run --shared "$k" -- touch "$D/ran" || return 1
+  absent "$D/ran" || return 1
+  expect 0 "$DL" status "$k" || return 1
+  contains "$D/out" "^$k: read locks: 1 reader, a writer waiting (1 of 1 node answered, quorum 1)$" || return 1
+  expect 0 "$DL" status --json "$k" || return 1
+  [ "$(jget "$D/out" '(d["kind"], d["holders"], d["writer"])')" = "('readers', 1, True)" ] ||
+    fail "json with a writer waiting: $(cat "$D/out")" || return 1
+  unhold r1 || return 1
+  wait_exit "$w" 20 || return 1
+  [ "$ST" = 0 ] && [ -e "$D/writer.ran" ] || fail "writer exit $ST: $(cat "$D/writer.err")"
+}
+
+# Several keys: all or none. A set with one key held elsewhere runs nothing
+# and leaves none of its keys behind; the message names the held key. The
+# command gets each key and, with --fence, each key's fence.
+t_several_keys_all_or_none() {
+  local a=cli-ma-$RANDOM b=cli-mb-$RANDOM c=cli-mc-$RANDOM
+  holdn hb "$b" || return 1
+  expect 75 "$DL" run "$a" "$b" "$c" -- touch "$D/ran" || return 1
+  contains "$D/err" "one of the 3 keys is locked by another owner" || return 1
+  contains "$D/err" "$b" || return 1
+  absent "$D/ran" || return 1
+  [ "$(rcli exists "$a" "$c")" = 0 ] || fail "a partial set was left behind" || return 1
+  [ "$(rcli get "$b")" = "$(cat "$D/hb.ready")" ] || fail "the holder's key was touched" || return 1
+  unhold hb || return 1
+  # Counters that differ, so each key's fence is told from the others'.
+  rcli set "{$a}:fence" 10 >/dev/null && rcli set "{$b}:fence" 41 >/dev/null
+  expect 0 "$DL" run --fence "$a" "$b" "$c" -- sh -c '
+    { echo "$DISTLOCK_KEY_COUNT $DISTLOCK_KEY"; echo "$DISTLOCK_KEY_1 $DISTLOCK_KEY_2 $DISTLOCK_KEY_3"
+      echo "$DISTLOCK_FENCE_1 $DISTLOCK_FENCE_2 $DISTLOCK_FENCE_3"; echo "fence=${DISTLOCK_FENCE-unset}"
+      for k in "$DISTLOCK_KEY_1" "$DISTLOCK_KEY_2" "$DISTLOCK_KEY_3"; do
+        redis-cli -p "$REDIS_PORT" get "$k"; redis-cli -p "$REDIS_PORT" get "{$k}:fence"; done
+      echo "$DISTLOCK_TOKEN"; } > "$0/env"' "$D" || return 1
+  local tok; tok=$(sed -n 11p "$D/env")
+  [ "$(sed -n 1,2p "$D/env" | tr '\n' ' ')" = "3 $a $a $b $c " ] || fail "keys: $(cat "$D/env")" || return 1
+  [ "$(sed -n 3p "$D/env")" = "$(sed -n '6p;8p;10p' "$D/env" | tr '\n' ' ' | sed 's/ $//')" ] ||
+    fail "fences are not the keys' counters: $(cat "$D/env")" || return 1
+  [ "$(sed -n 3p "$D/env")" = "11 42 1" ] || fail "fences: $(sed -n 3p "$D/env")" || return 1
+  [ "$(sed -n 4p "$D/env")" = "fence=unset" ] || fail "DISTLOCK_FENCE set for several keys" || return 1
+  [ "$(sed -n '5p;7p;9p' "$D/env" | sort -u)" = "$tok" ] || fail "keys do not hold the run's token: $(cat "$D/env")" || return 1
+  [ "$(rcli exists "$a" "$b" "$c")" = 0 ] || fail "not released"
+}
+
+# Overlapping sets run concurrently, each waiting: no key ever has two
+# holders, and every run ends (no deadlock). On 1 and on 3 nodes.
+t_several_keys_overlapping_sets_exclude_each_other() {
+  local srv a b c i pids set
+  for srv in "$DISTLOCK_SERVERS" "$URIS3"; do
+    a=cli-oa-$RANDOM b=cli-ob-$RANDOM c=cli-oc-$RANDOM
+    rm -rf "$D/in" "$D"/seen.* "$D"/done.* "$D/over"; mkdir -p "$D/in"
+    pids=""; i=0
+    for set in "$a $b" "$b $c" "$c $a" "$a $b $c" "$c $b"; do
+      i=$((i + 1))
+      # shellcheck disable=SC2086
+      "$DL" run --servers "$srv" --ttl 10s --wait 60s $set -- sh -c "$INSIDE" "$D" 1 2 5 \
+        2>"$D/m.$i.err" &
+      pids="$pids $!"; track $!
+    done
+    for i in $pids; do
+      wait_exit "$i" 90 || return 1
+      [ "$ST" = 0 ] || fail "a run exited $ST: $(cat "$D"/m.*.err)" || return 1
+    done
+    [ ! -e "$D/over" ] || fail "a key had two holders ($srv): $(cat "$D/over")" || return 1
+    [ "$(ls "$D"/done.* | wc -l)" = 5 ] || fail "not every command ran ($srv)" || return 1
+    for k in "$a" "$b" "$c"; do
+      [ "$(max_seen "$k")" = 1 ] || fail "$k: max $(max_seen "$k") ($srv)" || return 1
+    done
+  done
+}
+
+# A signal ends a wait for a permit or for several keys at once (128+N),
+# the command never runs, and what others hold is left alone.
+t_signal_ends_a_wait_for_a_permit_or_keys() {
+  local k=cli-sigsem-$RANDOM a=cli-siga-$RANDOM b=cli-sigb-$RANDOM
+  holdn sem -n 1 "$k" || return 1
+  holdn key "$b" || return 1
+  local args
+  for args in "-n 1 $k" "$a $b"; do
+    rm -f "$D/waiter.err"
+    # shellcheck disable=SC2086
+    "$DL" run -v --wait forever $args -- touch "$D/ran" 2>"$D/waiter.err" &
+    local w=$!; track "$w"
+    wait_until 10 "grep -q 'waiting for it' '$D/waiter.err' 2>/dev/null" || return 1
+    local t0; t0=$(date +%s%N)
+    kill -TERM "$w"
+    wait_exit "$w" 5 || return 1
+    [ "$ST" = 143 ] || fail "waiter ($args) exit $ST after SIGTERM, expected 143: $(cat "$D/waiter.err")" || return 1
+    echo "    ($args) the wait ended $(since_ms "$t0") ms after SIGTERM" >&2
+    absent "$D/ran" || return 1
+  done
+  [ "$(rcli zscore "$k" "$(cat "$D/sem.ready")")" != "" ] || fail "the holder's permit was disturbed" || return 1
+  [ "$(rcli get "$b")" = "$(cat "$D/key.ready")" ] || fail "the holder's key was disturbed" || return 1
+  [ "$(rcli exists "$a")" = 0 ] || fail "the waiter left '$a' held"
+}
+
+# A permit, a read lock or a set of keys lost while the command runs stops
+# it (--on-lost term, exit 79) and says what was lost.
+t_lost_permit_read_lock_or_keys_stops_the_command() {
+  local k=cli-lostsem-$RANDOM r=cli-lostread-$RANDOM a=cli-losta-$RANDOM b=cli-lostb-$RANDOM
+  holdn sem -n 2 --ttl 1s "$k" || return 1
+  holdn read --shared --ttl 1s "$r" || return 1
+  holdn keys --ttl 1s "$a" "$b" || return 1
+  expect 0 "$DL" release --force "$k" || return 1
+  expect 0 "$DL" release --force "$r" || return 1
+  expect 0 "$DL" release --force "$b" || return 1
+  local n
+  for n in sem read keys; do
+    wait_exit "$(cat "$D/$n.pid")" 10 || return 1
+    [ "$ST" = 79 ] || fail "$n: exit $ST, expected 79: $(cat "$D/$n.err")" || return 1
+  done
+  contains "$D/sem.err" "lost a permit of the semaphore '$k' while the command was running" || return 1
+  contains "$D/read.err" "lost the read lock on '$r' while the command was running" || return 1
+  contains "$D/keys.err" "lost the locks on '$a' and '$b' while the command was running" || return 1
+  # The set's other key is released too (its release ran at exit).
+  [ "$(rcli exists "$a")" = 0 ] || fail "'$a' left held after the set was lost"
+}
+
+# A run inside a run of several keys (or a caller with stale values) does
+# not pass the outer run's numbered variables on: each run's own only.
+t_numbered_variables_are_each_runs_own() {
+  local a=cli-enva-$RANDOM b=cli-envb-$RANDOM
+  DISTLOCK_KEY_3=stale DISTLOCK_FENCE_2=stale DISTLOCK_KEY_COUNT=9 DISTLOCK_PERMITS=9 \
+    expect 0 "$DL" run --fence "$a" "$b" -- "$DL" run "$a-inner" -- sh -c 'env > "$0/env"' "$D" || return 1
+  ! grep -E '^DISTLOCK_(KEY_[0-9]+|FENCE(_[0-9]+)?|KEY_COUNT|PERMITS)=' "$D/env" ||
+    fail "the inner run sees the outer run's variables" || return 1
+  grep -qx "DISTLOCK_KEY=$a-inner" "$D/env" || fail "DISTLOCK_KEY: $(grep DISTLOCK_KEY= "$D/env")"
+}
+
+# Bad input: a clear message, exit 64, the command never run.
+t_primitives_bad_input() {
+  local k=cli-bad-$RANDOM ran=$D/ran
+  expect 64 "$DL" run -n 0 "$k" -- touch "$ran" && contains "$D/err" "permits" || return 1
+  expect 64 "$DL" run -n 1000001 "$k" -- touch "$ran" && contains "$D/err" "permits" || return 1
+  expect 64 "$DL" run -n -3 "$k" -- touch "$ran" && contains "$D/err" "permits" || return 1
+  expect 64 "$DL" run -n 99999999999999999999 "$k" -- touch "$ran" &&
+    contains "$D/err" "invalid -n/--permits '99999999999999999999'" || return 1
+  expect 64 "$DL" run -n two "$k" -- touch "$ran" && contains "$D/err" "invalid -n/--permits 'two'" || return 1
+  expect 64 "$DL" run -n 2 "$k" "$k-2" -- touch "$ran" && contains "$D/err" "-n/--permits takes one KEY" || return 1
+  expect 64 "$DL" run --shared "$k" "$k-2" -- touch "$ran" && contains "$D/err" "--shared takes one KEY" || return 1
+  expect 64 "$DL" run --shared -n 2 "$k" -- touch "$ran" && contains "$D/err" "exclude each other" || return 1
+  expect 64 "$DL" run "$k" "$k-2" "$k" -- touch "$ran" && contains "$D/err" "'$k' appears twice" || return 1
+  expect 64 "$DL" run "$k" "" -- touch "$ran" || return 1
+  expect 64 "$DL" run --fence -n 2 "$k" -- touch "$ran" || return 1
+  expect 64 "$DL" run --fence --shared "$k" -- touch "$ran" || return 1
+  expect 64 "$DL" run "$k" "$k-2" --ttl 5 -- touch "$ran" && contains "$D/err" "options go before KEY" || return 1
+  absent "$ran" || return 1
+  [ "$(rcli exists "$k" "$k-2")" = 0 ] || fail "bad input wrote a key"
+}
+
+# A key of the other kind: a clear error (69, the library's words), never a
+# grant, never a crash.
+t_key_of_another_kind_is_refused() {
+  local k=cli-kind-$RANDOM ran=$D/ran
+  holdn sem -n 2 "$k" || return 1
+  expect 69 "$DL" run "$k" -- touch "$ran" && contains "$D/err" "semaphore" || return 1
+  expect 69 "$DL" run --shared "$k" -- touch "$ran" && contains "$D/err" "semaphore" || return 1
+  unhold sem || return 1
+  holdn lock "$k" || return 1
+  expect 69 "$DL" run -n 2 "$k" -- touch "$ran" && contains "$D/err" "holds a lock, not a semaphore" || return 1
+  unhold lock || return 1
+  absent "$ran"
+}
+
+# status shows a semaphore's permits held / P and a key's readers; --json
+# has kind, holders, permits; list shows each key's kind.
+t_status_and_list_show_kinds() {
+  local p=cli-kinds-$RANDOM
+  holdn s1 -n 3 "$p:sem" || return 1
+  holdn s2 -n 3 "$p:sem" || return 1
+  holdn r1 --shared "$p:read" || return 1
+  holdn r2 --shared "$p:read" || return 1
+  holdn l1 "$p:lock" || return 1
+  expect 0 "$DL" status "$p:sem" || return 1
+  contains "$D/out" "^$p:sem: semaphore: 2 of 3 permits held (1 of 1 node answered, quorum 1)$" || return 1
+  contains "$D/out" "  semaphore  2 of 3 permits held$" || return 1
+  expect 0 "$DL" status "$p:read" || return 1
+  contains "$D/out" "^$p:read: read locks: 2 readers (1 of 1 node answered, quorum 1)$" || return 1
+  "$DL" status --json "$p:sem" >"$D/out" 2>"$D/err"
+  jvalid "$D/out" || return 1
+  [ "$(jget "$D/out" '(d["kind"], d["holders"], d["permits"], d["nodes"][0]["kind"])')" = "('semaphore', 2, 3, 'semaphore')" ] ||
+    fail "sem json: $(cat "$D/out")" || return 1
+  "$DL" status --json "$p:read" >"$D/out" 2>"$D/err"
+  [ "$(jget "$D/out" '(d["kind"], d["holders"], d["writer"])')" = "('readers', 2, False)" ] || fail "read json: $(cat "$D/out")" || return 1
+  expect 0 "$DL" status --json "$p:lock" || return 1
+  [ "$(jget "$D/out" 'd["kind"]')" = lock ] || fail "lock json: $(cat "$D/out")" || return 1
+  expect 0 "$DL" list "$p:*" || return 1
+  contains "$D/out" "^$p:lock  lock  held" || return 1
+  contains "$D/out" "^$p:sem  semaphore  2/3 permits  \[2/3\]$" || return 1
+  contains "$D/out" "^$p:read  readers  2 readers  \[2\]$" || return 1
+  # Once released: a free semaphore is "not held" (exit 1).
+  unhold s1 && unhold s2 || return 1
+  expect 1 "$DL" status "$p:sem" || return 1
+}
 
 # ------------------------------------------------------------------ runner
 ALL=$(declare -F | awk '{print $3}' | grep '^t_')

@@ -140,7 +140,7 @@ empty key: ValueError: Distlock\Client::tryLock(): Argument #1 ($key) must not b
 ttl 0: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be a finite number of seconds > 0, got 0
 ttl NAN: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be a finite number of seconds > 0, got nan
 ttl huge: ValueError: Distlock\Client::tryLock(): Argument #2 ($ttl) must be at most 2147483.647 seconds (DISTLOCK_TTL_MAX ms), got 1e+12
-bad flags: ValueError: Distlock\Client::tryLock(): Argument #3 ($flags) must be 0 or a combination of Client::FENCING and Client::AUTO_RENEW
+bad flags: ValueError: Distlock\Client::tryLock(): Argument #3 ($flags) must be 0 or a combination of Client::FENCING, Client::AUTO_RENEW and Client::SHARED
 timeout -1: ValueError: Distlock\Client::lock(): Argument #3 ($timeout) must be between 0.000 and 2147483.647 seconds
 bad option: ValueError: Distlock\Client::__construct(): Argument #2 ($options) has an unknown option "nope"
 bad type: Distlock\ConfigurationException: distlock: invalid client option: option "connect_timeout_ms" takes an integer, got "1s"

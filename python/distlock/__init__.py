@@ -10,6 +10,8 @@ The C library is compiled into the extension module ``distlock._core``
 
 Constants: ``KEY_MAX`` and ``TOKEN_MAX``, the most bytes of a key and of a
 caller's token (the C library's DISTLOCK_KEY_MAX and DISTLOCK_TOKEN_MAX);
+``PERMITS_MAX`` and ``KEYS_MAX``, the most permits of a semaphore and keys
+of a lock_many() (DISTLOCK_PERMITS_MAX, DISTLOCK_KEYS_MAX);
 ``__version__``, the version of the C library compiled into the package.
 """
 from ._origin import check as _check_origin
@@ -24,17 +26,20 @@ except ImportError as e:  # e.g. the source tree shadowing the installed package
 from ._errors import (CancelledError, ClosedError, ConnectionError, Error, InvalidArgument,
                       LockLost, LockNotAcquired, NoQuorum, NotHeld, OutOfMemory, ProtocolError,
                       ResourceError, TimeoutError, RenewalFailed, LockLostInterrupt)
-from ._client import Client, Holder, Lock, options
+from ._client import Client, Holder, Lock, MultiLock, Semaphore, options
 
 __version__: str = _core.distlock_version_string()
 """Version of the C library compiled into the package."""
 
 KEY_MAX: int = _core.DISTLOCK_KEY_MAX
 TOKEN_MAX: int = _core.DISTLOCK_TOKEN_MAX
+PERMITS_MAX: int = _core.DISTLOCK_PERMITS_MAX
+KEYS_MAX: int = _core.DISTLOCK_KEYS_MAX
 
 __all__ = [
-    "Client", "Holder", "Lock", "options", "Error", "InvalidArgument", "OutOfMemory", "ConnectionError",
-    "TimeoutError", "NoQuorum", "LockLost", "ProtocolError", "ClosedError",
-    "CancelledError", "ResourceError", "LockNotAcquired", "NotHeld", "RenewalFailed", "LockLostInterrupt", "KEY_MAX", "TOKEN_MAX",
-    "__version__",
+    "Client", "Holder", "Lock", "MultiLock", "Semaphore", "options",
+    "Error", "InvalidArgument", "OutOfMemory", "ConnectionError", "TimeoutError", "NoQuorum",
+    "LockLost", "ProtocolError", "ClosedError", "CancelledError", "ResourceError",
+    "LockNotAcquired", "NotHeld", "RenewalFailed", "LockLostInterrupt",
+    "KEY_MAX", "TOKEN_MAX", "PERMITS_MAX", "KEYS_MAX", "__version__",
 ]

@@ -19,7 +19,7 @@ from ._errors import (ClosedError, ConnectionError, InvalidArgument, LockLost,
                       LockLostInterrupt, LockNotAcquired, NotHeld, RenewalFailed)
 from ._lost import LostWatcher, report_callback_error
 
-__all__ = ["Client", "Holder", "Lock", "options"]
+__all__ = ["Client", "Holder", "Lock", "MultiLock", "Semaphore", "options"]
 
 Servers = Union[str, Sequence[str]]
 KeyType = Union[str, bytes]
@@ -345,7 +345,7 @@ class Client:
 
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
-             auto_renew: bool = False, fencing: bool = False,
+             auto_renew: bool = False, fencing: bool = False, shared: bool = False,
              on_lost: Optional[OnLost] = None) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until it is acquired).
 
@@ -354,13 +354,37 @@ class Client:
         (None: wait without limit; 0: try once).
         ``auto_renew``: renew in the background at ttl/3 while held.
         ``fencing``: get a fencing token (``lock.fence``) with each acquire.
+        ``shared``: a read lock: it shares ``key`` with other readers and
+        excludes writers (a plain lock of the same key); symfony/lock's
+        shared locks interoperate (docs/shared-locks.md). Not with
+        ``fencing`` (the acquire raises InvalidArgument).
         ``on_lost``: ``on_lost(lock)`` is called once per ownership when the
         lease is found lost (by the auto-renewal or an extend), in the
         client's lost-watcher thread (see :meth:`Lock.run` to interrupt the
         owner instead).
         """
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
-                    on_lost=on_lost)
+                    shared=shared, on_lost=on_lost)
+
+    def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
+                  wait: Optional[float] = None, auto_renew: bool = False,
+                  on_lost: Optional[OnLost] = None) -> "Semaphore":
+        """A :class:`Semaphore`: one permit of the semaphore ``key`` with
+        ``permits`` permits (1..DISTLOCK_PERMITS_MAX, checked by the library
+        when acquired). ``ttl``, ``wait``, ``auto_renew`` and ``on_lost`` as
+        for :meth:`lock`: each permit is a lease."""
+        return Semaphore(self, key, permits, ttl, wait=wait, auto_renew=auto_renew,
+                         on_lost=on_lost)
+
+    def lock_many(self, keys: Sequence[KeyType], ttl: float = 30.0, *,
+                  wait: Optional[float] = None, auto_renew: bool = False,
+                  fencing: bool = False, on_lost: Optional[OnLost] = None) -> "MultiLock":
+        """A :class:`MultiLock` on every key of ``keys`` (1..DISTLOCK_KEYS_MAX
+        distinct keys, checked by the library when acquired): all or none,
+        one lease. ``fencing``: one fence per key (``fences``). The other
+        arguments as for :meth:`lock`."""
+        return MultiLock(self, keys, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
+                         on_lost=on_lost)
 
     # -- the token-carrying pair (caller keeps the token)
     def acquire_token(self, key: KeyType, token: KeyType, ttl: float = 30.0, *,
@@ -480,7 +504,8 @@ class Lock(contextlib.ContextDecorator):
 
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
-                 fencing: bool = False, on_lost: Optional[OnLost] = None) -> None:
+                 fencing: bool = False, shared: bool = False,
+                 on_lost: Optional[OnLost] = None) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.Client")
         _check_key(key)
@@ -488,8 +513,12 @@ class Lock(contextlib.ContextDecorator):
         self._key = key
         self._ttl_ms = _ttl_ms(ttl)
         self._wait_ms = _wait_ms(wait, "wait")
+        # Which flags go with which primitive is the library's rule: a
+        # combination it does not take fails the acquire with its detail.
         self._flags = ((_core.DISTLOCK_AUTO_RENEW if auto_renew else 0)
-                       | (_core.DISTLOCK_FENCING if fencing else 0))
+                       | (_core.DISTLOCK_FENCING if fencing else 0)
+                       | (_core.DISTLOCK_SHARED if shared else 0))
+        self._refused_detail = ""  # the library's detail of the last refusal
         self._local = threading.Lock()   # held while this object holds the lock
         self._hm = threading.Lock()      # guards the C handle: one thread at a time
         self._h: Any = None
@@ -514,9 +543,36 @@ class Lock(contextlib.ContextDecorator):
         return self._key
 
     @property
+    def shared(self) -> bool:
+        """True for a read lock (``shared=True``): it shares the key with
+        other readers and excludes writers (plain locks of the same key)."""
+        return bool(self._flags & _core.DISTLOCK_SHARED)
+
+    @property
     def ttl(self) -> float:
         """The TTL each acquire asks for, in seconds (whole milliseconds)."""
         return self._ttl_ms / 1000.0
+
+    # -- what the subclasses (Semaphore, MultiLock) change: the C acquire
+    #    and how messages name the lease
+    def _c_acquire(self, wait_ms: int) -> Tuple[int, Any]:
+        """One acquire call in C: (status, handle)."""
+        status, h = self._client._call(_core.distlock_acquire, self._key, self._ttl_ms, wait_ms,
+                                       self._flags)
+        return int(status), h
+
+    def _shown(self) -> Any:
+        """The key(s) as messages quote them."""
+        return self._key
+
+    def _what(self) -> str:
+        return "%s %r" % ("read lock" if self.shared else "lock", self._key)
+
+    def _repr_extra(self) -> str:
+        return " shared" if self.shared else ""
+
+    def _refused_text(self) -> str:
+        return "%s is held by another owner" % (self._what(),)
 
     def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
         """Take the lock. Returns True when acquired, False when another
@@ -546,8 +602,9 @@ class Lock(contextlib.ContextDecorator):
         try:
             if self._on_lost is not None:  # the fd must exist before a loss
                 self._client._lost_watcher()
-            status, h = self._client._call(_core.distlock_acquire, self._key,
-                                           self._ttl_ms, wait_ms, self._flags)
+            status, h = self._c_acquire(wait_ms)
+            if status != _OK:  # read in this thread, before any other call
+                self._refused_detail = _core.distlock_last_error()
         except BaseException:
             self._local.release()
             raise
@@ -576,8 +633,8 @@ class Lock(contextlib.ContextDecorator):
             if h is None:
                 if self._client.closed:
                     raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
-                raise NotHeld("release of %r, which this Lock object does not hold"
-                              % (self._key,))
+                raise NotHeld("release of %r, which this %s object does not hold"
+                              % (self._shown(), type(self).__name__))
             retry = self._retry
             lost: Optional[LockLost] = None
             try:
@@ -606,14 +663,14 @@ class Lock(contextlib.ContextDecorator):
         ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
         with self._hm:
             if self._h is None:
-                raise NotHeld("extend of %r, which this Lock object does not hold"
-                              % (self._key,))
+                raise NotHeld("extend of %r, which this %s object does not hold"
+                              % (self._shown(), type(self).__name__))
             try:
                 self._client._call_handle(_core.distlock_extend, self._h, ms)
             except (LockLost, RenewalFailed):
                 raise
             except ConnectionError as e:  # no usable answer: not lost, not an acquire error
-                raise RenewalFailed("renewal of %r failed: %s" % (self._key, e.message),
+                raise RenewalFailed("renewal of %r failed: %s" % (self._shown(), e.message),
                                     e.status, e.detail) from e
             return _core.distlock_lock_validity_ms(self._h) / 1000.0
 
@@ -665,15 +722,15 @@ class Lock(contextlib.ContextDecorator):
             h = self._h
             if h is None:
                 if self._was_lost:
-                    raise LockLost("lock %r was lost" % (self._key,),
+                    raise LockLost("%s was lost" % (self._what(),),
                                    _core.DISTLOCK_ENOTOWNER)
-                raise NotHeld("check of %r, which this Lock object does not hold"
-                              % (self._key,))
+                raise NotHeld("check of %r, which this %s object does not hold"
+                              % (self._shown(), type(self).__name__))
             if _core.distlock_lock_lost(h):
-                raise LockLost("lock %r was lost (found by renewal or extend)" % (self._key,),
+                raise LockLost("%s was lost (found by renewal or extend)" % (self._what(),),
                                _core.DISTLOCK_ENOTOWNER)
             if _core.distlock_lock_validity_ms(h) <= 0:
-                raise LockLost("lock %r: its validity ran out" % (self._key,),
+                raise LockLost("%s: its validity ran out" % (self._what(),),
                                _core.DISTLOCK_ENOTOWNER)
 
     def run(self, fn: Callable[..., _R], *args: Any, **kwargs: Any) -> _R:
@@ -690,7 +747,8 @@ class Lock(contextlib.ContextDecorator):
         ident = threading.get_ident()
         with self._run_mu:
             if self._run_ident is not None:
-                raise RuntimeError("Lock.run() of %r is already running" % (self._key,))
+                raise RuntimeError("%s.run() of %r is already running"
+                                   % (type(self).__name__, self._shown()))
             self._run_ident, self._run_raised = ident, False
         try:
             try:
@@ -707,7 +765,7 @@ class Lock(contextlib.ContextDecorator):
         except LockLostInterrupt:
             with self._run_mu:  # in case it landed inside the disarming block
                 self._run_ident = None
-            raise LockLost("lock %r was lost while %s ran" % (self._key, _name(fn)),
+            raise LockLost("%s was lost while %s ran" % (self._what(), _name(fn)),
                            _core.DISTLOCK_ENOTOWNER) from None
         finally:
             if self._on_lost is None:
@@ -740,7 +798,8 @@ class Lock(contextlib.ContextDecorator):
         Raises LockNotAcquired when another owner still holds it after the
         wait, and the errors of :meth:`acquire`."""
         if not self.acquire():
-            raise LockNotAcquired("lock %r is held by another owner" % (self._key,))
+            # the library's detail of the refusal (which key, after how long)
+            raise LockNotAcquired(self._refused_text(), None, self._refused_detail)
         return self
 
     def __exit__(self, *exc: Any) -> None:
@@ -768,7 +827,7 @@ class Lock(contextlib.ContextDecorator):
         if h is None:
             return
         self._h = None
-        _warn_unreleased("distlock.Lock", self._key, self._ttl_ms, self)
+        _warn_unreleased("distlock." + type(self).__name__, self._shown(), self._ttl_ms, self)
         try:
             self._client._enter()
         except Exception:  # client closed or shutdown
@@ -787,5 +846,139 @@ class Lock(contextlib.ContextDecorator):
 
     def __repr__(self) -> str:
         state = "held" if self._h is not None else "not held"
-        return "<distlock.Lock %r ttl=%gs %s>" % (self._key, self.ttl, state)
+        return "<distlock.%s %r%s ttl=%gs %s>" % (type(self).__name__, self._shown(),
+                                                 self._repr_extra(), self.ttl, state)
 
+
+
+def _permits(permits: Any) -> int:
+    """A semaphore's permits as given (an int; its range is the library's
+    rule, checked when it is acquired)."""
+    if isinstance(permits, bool) or not isinstance(permits, int):
+        raise TypeError("permits must be int, not %s" % type(permits).__name__)
+    return permits
+
+
+def _c_long(value: int) -> int:
+    """An int C's long can carry: one beyond it becomes the nearest long,
+    which breaks the library's range just the same (see _long_detail)."""
+    return max(-sys.maxsize - 1, min(sys.maxsize, value))
+
+
+def _long_detail(e: InvalidArgument, given: int) -> InvalidArgument:
+    """The library's detail about a clamped value (_c_long), naming the value given."""
+    shown = _c_long(given)
+    if shown == given:
+        return e
+    return InvalidArgument(e.message, e.status, e.detail.replace(str(shown), str(given)))
+
+
+def _keys(keys: Any) -> Tuple[KeyType, ...]:
+    """The keys of lock_many() as a tuple, in the order given; how many and
+    which (empty, duplicates, too long) is the library's rule."""
+    if isinstance(keys, (str, bytes)):
+        raise TypeError("keys must be a list of str or bytes, not a single %s key"
+                        % type(keys).__name__)
+    try:
+        got = tuple(keys)
+    except TypeError:
+        raise TypeError("keys must be a list of str or bytes, not %s"
+                        % type(keys).__name__) from None
+    for k in got:
+        _check_key(k)
+    return got
+
+
+class Semaphore(Lock):
+    """One permit of a distributed semaphore, made by :meth:`Client.semaphore`.
+
+    At most ``permits`` holders at once across processes and hosts; each
+    permit is a lease like a lock (ttl, extend, auto-renew, lost), so a
+    crashed holder's permit comes back when its TTL ends. Lock's whole
+    surface: ``acquire()`` (False when every permit stays taken) /
+    ``release()``, ``with``, ``@sem``. One object holds at most one permit
+    at a time (threads sharing it queue on it, as on a Lock); make one
+    object per concurrent holder. On N nodes a permit needs grants on more
+    than N*P/(P+1) of them (docs/semaphores.md).
+    """
+
+    def __init__(self, client: Client, key: KeyType, permits: int, ttl: float = 30.0, *,
+                 wait: Optional[float] = None, auto_renew: bool = False,
+                 on_lost: Optional[OnLost] = None) -> None:
+        self._permits = _permits(permits)
+        Lock.__init__(self, client, key, ttl, wait=wait, auto_renew=auto_renew,
+                      on_lost=on_lost)
+
+    @property
+    def permits(self) -> int:
+        """The permits P this object asks for (as given)."""
+        return self._permits
+
+    def _c_acquire(self, wait_ms: int) -> Tuple[int, Any]:
+        try:
+            status, h = self._client._call(_core.distlock_py_semaphore_acquire, self._key,
+                                           _c_long(self._permits), self._ttl_ms, wait_ms,
+                                           self._flags, None)
+            return int(status), h
+        except InvalidArgument as e:
+            raise _long_detail(e, self._permits) from None
+
+    def _what(self) -> str:
+        return "semaphore %r" % (self._key,)
+
+    def _repr_extra(self) -> str:
+        return " permits=%d" % self._permits
+
+    def _refused_text(self) -> str:
+        return "semaphore %r: all %d permits are held" % (self._key, self._permits)
+
+
+class MultiLock(Lock):
+    """Several keys locked all or none, as one lease, made by
+    :meth:`Client.lock_many`: one token and one ttl for every key;
+    ``release()``, ``extend()`` and the auto-renewal cover them all, and it
+    is lost when any key is lost. Each key is a plain lock that other
+    clients see as today's. Lock's whole surface, plus ``keys`` and
+    ``fences`` (``fencing=True``: one fence per key)."""
+
+    def __init__(self, client: Client, keys: Sequence[KeyType], ttl: float = 30.0, *,
+                 wait: Optional[float] = None, auto_renew: bool = False,
+                 fencing: bool = False, on_lost: Optional[OnLost] = None) -> None:
+        self._keys = _keys(keys)
+        Lock.__init__(self, client, self._keys[0] if self._keys else "", ttl, wait=wait,
+                      auto_renew=auto_renew, fencing=fencing, on_lost=on_lost)
+
+    @property
+    def key(self) -> KeyType:
+        """The first key (as given)."""
+        return self._key
+
+    @property
+    def keys(self) -> Tuple[KeyType, ...]:
+        """Every key, in the order given (as given: str or bytes)."""
+        return self._keys
+
+    @property
+    def fences(self) -> Optional[List[int]]:
+        """One fencing token per key, in the order of :attr:`keys`
+        (``fencing=True`` and held), else None."""
+        with self._hm:
+            h = self._h
+            if h is None or not self._flags & _core.DISTLOCK_FENCING:
+                return None
+            return [int(_core.distlock_lock_fence_at(h, i))
+                    for i in range(_core.distlock_lock_key_count(h))]
+
+    def _c_acquire(self, wait_ms: int) -> Tuple[int, Any]:
+        status, h = self._client._call(_core.distlock_py_acquire_many, self._keys, self._ttl_ms,
+                                       wait_ms, self._flags, None)
+        return int(status), h
+
+    def _shown(self) -> Any:
+        return list(self._keys)
+
+    def _what(self) -> str:
+        return "locks %r" % (list(self._keys),)
+
+    def _refused_text(self) -> str:
+        return "locks %r: a key is held by another owner" % (list(self._keys),)

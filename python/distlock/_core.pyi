@@ -3,7 +3,7 @@
 # raises the distlock exception registered for a negative status; the ones
 # below that return an int status can only return DISTLOCK_OK or
 # DISTLOCK_NOTACQUIRED (inspect: 1 held / 0 free).
-from typing import List, Mapping, Optional, Tuple, Type
+from typing import List, Mapping, Optional, Sequence, Tuple, Type
 
 class _ClientHandle: ...  # SwigPyObject wrapping distlock_client *
 class _LockHandle: ...    # SwigPyObject wrapping distlock_lock *
@@ -70,6 +70,14 @@ DISTLOCK_AUTO_RENEW: int
 DISTLOCK_REENTRANT: int
 DISTLOCK_FAIR: int
 DISTLOCK_STRICT: int
+DISTLOCK_SHARED: int
+DISTLOCK_PERMITS_MAX: int
+DISTLOCK_KEYS_MAX: int
+DISTLOCK_HOLDER_FREE: int
+DISTLOCK_HOLDER_LOCK: int
+DISTLOCK_HOLDER_READERS: int
+DISTLOCK_HOLDER_SEMAPHORE: int
+DISTLOCK_HOLDER_OTHER: int
 
 def distlock_py_set_errors(base: Type[BaseException],
                            by_status: Mapping[int, Type[BaseException]]) -> None: ...
@@ -137,3 +145,16 @@ def distlock_py_acquire_with(c: _ClientHandle, key: _Str, ttl_ms: int, wait_ms: 
                              flags: int, owner: Optional[_Str], cancel: Optional[_CancelHandle]
                              ) -> Tuple[int, Optional[_LockHandle]]: ...
 def distlock_py_async_raise(ident: int, exc: Optional[Type[BaseException]]) -> int: ...
+
+# distlock_semaphore_acquire / distlock_acquire_many: (status, lock): status
+# DISTLOCK_OK or DISTLOCK_NOTACQUIRED, or DISTLOCK_ECANCELED when the cancel
+# given fired (without a cancel, ECANCELED raises like any error).
+def distlock_py_semaphore_acquire(c: _ClientHandle, key: _Str, permits: int, ttl_ms: int,
+                                  wait_ms: int, flags: int, cancel: Optional[_CancelHandle]
+                                  ) -> Tuple[int, Optional[_LockHandle]]: ...
+def distlock_py_acquire_many(c: _ClientHandle, keys: Sequence[_Str], ttl_ms: int, wait_ms: int,
+                             flags: int, cancel: Optional[_CancelHandle]
+                             ) -> Tuple[int, Optional[_LockHandle]]: ...
+def distlock_lock_key_count(lock: _LockHandle) -> int: ...
+def distlock_lock_key_at(lock: _LockHandle, i: int) -> Optional[str]: ...
+def distlock_lock_fence_at(lock: _LockHandle, i: int) -> int: ...

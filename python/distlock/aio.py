@@ -30,18 +30,19 @@ import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from time import monotonic as _monotonic
-from typing import Any, Awaitable, Callable, Dict, List, Optional, Tuple, Type, TypeVar, cast
+from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type,
+                    TypeVar, cast)
 from types import TracebackType
 
 from . import _core
 from ._client import Client as _SyncClient
-from ._client import (Holder, KeyType, Servers, _check_key, _ttl_ms, _wait_ms,
-                      _warn_unreleased)
-from ._errors import (ClosedError, ConnectionError, Error, LockLost, LockNotAcquired, NotHeld,
-                      RenewalFailed)
+from ._client import (Holder, KeyType, Servers, _c_long, _check_key, _keys, _long_detail,
+                      _permits, _ttl_ms, _wait_ms, _warn_unreleased)
+from ._errors import (ClosedError, ConnectionError, Error, InvalidArgument, LockLost,
+                      LockNotAcquired, NotHeld, RenewalFailed)
 from ._lost import report_callback_error
 
-__all__ = ["Client", "Lock"]
+__all__ = ["Client", "Lock", "MultiLock", "Semaphore"]
 
 _OK = _core.DISTLOCK_OK
 _ECANCELED = _core.DISTLOCK_ECANCELED
@@ -187,17 +188,40 @@ class Client:
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
              auto_renew: bool = False, fencing: bool = False, reentrant: bool = False,
-             on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False) -> "Lock":
+             shared: bool = False, on_lost: Optional[OnLost] = None,
+             cancel_on_lost: bool = False) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until acquired).
-        As :meth:`distlock.Client.lock`, plus ``reentrant`` (a task that
-        holds ``key`` through this client acquires it again, counted:
-        per task, not per thread), ``on_lost(lock)`` (called in the event
-        loop once per ownership found lost; a coroutine function is
-        scheduled as a task) and ``cancel_on_lost`` (cancel the task running
-        under ``async with lock:`` when the lease is found lost; the block
-        then ends with :class:`distlock.LockLost`)."""
+        As :meth:`distlock.Client.lock` (``shared=True``: a read lock),
+        plus ``reentrant`` (a task that holds ``key`` through this client
+        acquires it again, counted: per task, not per thread),
+        ``on_lost(lock)`` (called in the event loop once per ownership found
+        lost; a coroutine function is scheduled as a task) and
+        ``cancel_on_lost`` (cancel the task running under ``async with
+        lock:`` when the lease is found lost; the block then ends with
+        :class:`distlock.LockLost`)."""
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
-                    reentrant=reentrant, on_lost=on_lost, cancel_on_lost=cancel_on_lost)
+                    reentrant=reentrant, shared=shared, on_lost=on_lost,
+                    cancel_on_lost=cancel_on_lost)
+
+    def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
+                  wait: Optional[float] = None, auto_renew: bool = False,
+                  on_lost: Optional[OnLost] = None,
+                  cancel_on_lost: bool = False) -> "Semaphore":
+        """A :class:`Semaphore`: one permit of the semaphore ``key`` with
+        ``permits`` permits (see :meth:`distlock.Client.semaphore`);
+        ``on_lost`` and ``cancel_on_lost`` as for :meth:`lock`."""
+        return Semaphore(self, key, permits, ttl, wait=wait, auto_renew=auto_renew,
+                         on_lost=on_lost, cancel_on_lost=cancel_on_lost)
+
+    def lock_many(self, keys: Sequence[KeyType], ttl: float = 30.0, *,
+                  wait: Optional[float] = None, auto_renew: bool = False,
+                  fencing: bool = False, on_lost: Optional[OnLost] = None,
+                  cancel_on_lost: bool = False) -> "MultiLock":
+        """A :class:`MultiLock` on every key of ``keys``, all or none, one
+        lease (see :meth:`distlock.Client.lock_many`); ``on_lost`` and
+        ``cancel_on_lost`` as for :meth:`lock`."""
+        return MultiLock(self, keys, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
+                         on_lost=on_lost, cancel_on_lost=cancel_on_lost)
 
     async def holder(self, key: KeyType) -> Holder:
         """Who holds ``key`` (see :meth:`distlock.Client.holder`)."""
@@ -245,23 +269,26 @@ class Client:
         for lk in list(self._watched):
             lk._lost_event()
 
-    async def _acquire(self, key: KeyType, ttl_ms: int, wait_ms: int, flags: int,
-                       owner: Optional[str]) -> Any:
-        """The C handle, or None when still held by another owner after
-        wait_ms. Cancelling the awaiting task cancels the call (see the
-        module doc) and gives back anything it won before re-raising."""
+    async def _acquire(self, shown: Any, wait_ms: int,
+                       call: Callable[[int, Any], Tuple[int, Any]]) -> Tuple[Any, str]:
+        """(the C handle, "") or, when still held by another owner after
+        wait_ms, (None, the library's detail of the refusal). ``call(budget,
+        cancel)`` is the C acquire (a lock's, a semaphore's, several keys'),
+        run in pool threads. Cancelling the awaiting task cancels the call
+        (see the module doc) and gives back anything it won before re-raising."""
         loop = self._bind()
         k = _CallCancel()
         cancel = k.ptr
-        done: "asyncio.Future[Tuple[int, Any]]" = loop.create_future()
+        done: "asyncio.Future[Tuple[int, Any, str]]" = loop.create_future()
 
-        def settle(result: Optional[Tuple[int, Any]], exc: Optional[BaseException]) -> None:
+        def settle(result: Optional[Tuple[int, Any, str]], exc: Optional[BaseException]) -> None:
             if exc is not None:
                 done.set_exception(exc)
             else:
-                done.set_result(cast(Tuple[int, Any], result))
+                done.set_result(cast(Tuple[int, Any, str], result))
 
-        def deliver(result: Optional[Tuple[int, Any]], exc: Optional[BaseException]) -> None:
+        def deliver(result: Optional[Tuple[int, Any, str]],
+                    exc: Optional[BaseException]) -> None:
             try:
                 loop.call_soon_threadsafe(settle, result, exc)
             except RuntimeError:  # the loop is closed: nobody will take it
@@ -270,10 +297,12 @@ class Client:
             finally:
                 k.drop()  # the call is over
 
-        def attempt(budget: int) -> Tuple[Optional[Tuple[int, Any]], Optional[BaseException]]:
+        def attempt(budget: int
+                    ) -> Tuple[Optional[Tuple[int, Any, str]], Optional[BaseException]]:
             try:
-                return self._sync._call(_core.distlock_py_acquire_with, key, ttl_ms, budget,
-                                        flags, owner, cancel), None
+                status, h = call(budget, cancel)
+                # the refusal's detail, read in this thread before any other call
+                return (status, h, _core.distlock_last_error() if status != _OK else ""), None
             except BaseException as e:  # delivered to the awaiting task
                 return None, e
 
@@ -304,14 +333,14 @@ class Client:
         self._calls[id(cancel)] = cancel
         self._pool.submit(first_try)
         try:
-            status, h = await asyncio.shield(done)
+            status, h, detail = await asyncio.shield(done)
         except asyncio.CancelledError:
             _core.distlock_cancel_fire(cancel)
             await _settled(done)
             self._calls.pop(id(cancel), None)
             k.drop()
             if not done.cancelled() and done.exception() is None:
-                st, won = done.result()
+                st, won, _ = done.result()
                 if won is not None:  # won just before the cancel came: give it back
                     await _settled(loop.run_in_executor(self._pool, _release_free, won))
             raise
@@ -326,9 +355,9 @@ class Client:
         self._calls.pop(id(cancel), None)
         k.drop()
         if status == _ECANCELED:  # ours, and the task was not cancelled: close()
-            raise ClosedError("client closed while waiting for %r" % (key,),
+            raise ClosedError("client closed while waiting for %r" % (shown,),
                               _core.DISTLOCK_ECLOSED)
-        return h if status == _OK else None
+        return (h, "") if status == _OK else (None, detail)
 
 
 def _lost_fd_ready(ref: "weakref.ReferenceType[Client]") -> None:
@@ -359,7 +388,7 @@ class Lock:
 
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
-                 fencing: bool = False, reentrant: bool = False,
+                 fencing: bool = False, reentrant: bool = False, shared: bool = False,
                  on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.aio.Client")
@@ -370,9 +399,13 @@ class Lock:
         self._key = key
         self._ttl_ms = _ttl_ms(ttl)
         self._wait_ms = _wait_ms(wait, "wait")
+        # Which flags go with which primitive is the library's rule: a
+        # combination it does not take fails the acquire with its detail.
         self._flags = ((_core.DISTLOCK_AUTO_RENEW if auto_renew else 0)
                        | (_core.DISTLOCK_FENCING if fencing else 0)
-                       | (_core.DISTLOCK_REENTRANT if reentrant else 0))
+                       | (_core.DISTLOCK_REENTRANT if reentrant else 0)
+                       | (_core.DISTLOCK_SHARED if shared else 0))
+        self._refused_detail = ""  # the library's detail of the last refusal
         self._reentrant = reentrant
         self._on_lost = on_lost
         self._cancel_on_lost = bool(cancel_on_lost)
@@ -395,9 +428,33 @@ class Lock:
         return self._key
 
     @property
+    def shared(self) -> bool:
+        """True for a read lock (``shared=True``; see :meth:`distlock.Client.lock`)."""
+        return bool(self._flags & _core.DISTLOCK_SHARED)
+
+    @property
     def ttl(self) -> float:
         """The TTL each acquire asks for, in seconds (whole milliseconds)."""
         return self._ttl_ms / 1000.0
+
+    # -- what the subclasses (Semaphore, MultiLock) change: the C acquire
+    #    (run in the client's threads) and how messages name the lease
+    def _c_acquire(self, budget: int, cancel: Any, owner: Optional[str]) -> Tuple[int, Any]:
+        status, h = self._client._sync._call(_core.distlock_py_acquire_with, self._key,
+                                             self._ttl_ms, budget, self._flags, owner, cancel)
+        return int(status), h
+
+    def _shown(self) -> Any:
+        return self._key
+
+    def _what(self) -> str:
+        return "%s %r" % ("read lock" if self.shared else "lock", self._key)
+
+    def _repr_extra(self) -> str:
+        return " shared" if self.shared else ""
+
+    def _refused_text(self) -> str:
+        return "%s is held by another owner" % (self._what(),)
 
     def _top(self) -> Any:
         return self._handles[-1] if self._handles else self._unreleased
@@ -450,7 +507,8 @@ class Lock:
     async def _take(self, wait_ms: int, owner: Optional[str]) -> bool:
         if self._on_lost is not None or self._cancel_on_lost:
             self._client._bind()  # the lost fd is watched before any loss
-        h = await self._client._acquire(self._key, self._ttl_ms, wait_ms, self._flags, owner)
+        h, self._refused_detail = await self._client._acquire(
+            self._shown(), wait_ms, functools.partial(self._c_acquire, owner=owner))
         if h is None:
             return False
         with self._hm:
@@ -479,8 +537,8 @@ class Lock:
             elif not self._handles:
                 if self._client.closed:
                     raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
-                raise NotHeld("release of %r, which this Lock object does not hold"
-                              % (self._key,))
+                raise NotHeld("release of %r, which this %s object does not hold"
+                              % (self._shown(), type(self).__name__))
             else:
                 h = self._handles.pop()
                 last = not self._handles
@@ -520,21 +578,22 @@ class Lock:
         lost, RenewalFailed if no quorum answered, NotHeld if not held."""
         ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
         if not self._handles:
-            raise NotHeld("extend of %r, which this Lock object does not hold" % (self._key,))
+            raise NotHeld("extend of %r, which this %s object does not hold"
+                          % (self._shown(), type(self).__name__))
         return await self._client._in_pool(self._extend_blocking, ms)
 
     def _extend_blocking(self, ms: int) -> float:
         with self._hm:
             h = self._top()
             if h is None:
-                raise NotHeld("extend of %r, which this Lock object does not hold"
-                              % (self._key,))
+                raise NotHeld("extend of %r, which this %s object does not hold"
+                              % (self._shown(), type(self).__name__))
             try:
                 self._client._sync._call_handle(_core.distlock_extend, h, ms)
             except (LockLost, RenewalFailed):
                 raise
             except ConnectionError as e:
-                raise RenewalFailed("renewal of %r failed: %s" % (self._key, e.message),
+                raise RenewalFailed("renewal of %r failed: %s" % (self._shown(), e.message),
                                     e.status, e.detail) from e
             return _core.distlock_lock_validity_ms(h) / 1000.0
 
@@ -580,10 +639,11 @@ class Lock:
         h = self._top()
         if h is None:
             if self._was_lost:
-                raise LockLost("lock %r was lost" % (self._key,), _core.DISTLOCK_ENOTOWNER)
-            raise NotHeld("check of %r, which this Lock object does not hold" % (self._key,))
+                raise LockLost("%s was lost" % (self._what(),), _core.DISTLOCK_ENOTOWNER)
+            raise NotHeld("check of %r, which this %s object does not hold"
+                          % (self._shown(), type(self).__name__))
         if _core.distlock_lock_lost(h) or _core.distlock_lock_validity_ms(h) <= 0:
-            raise LockLost("lock %r was lost" % (self._key,), _core.DISTLOCK_ENOTOWNER)
+            raise LockLost("%s was lost" % (self._what(),), _core.DISTLOCK_ENOTOWNER)
 
     # -- loss (the event loop, through Client._lost_fd_ready)
     def _lost_event(self) -> None:
@@ -612,7 +672,8 @@ class Lock:
         Raises LockNotAcquired when another owner still holds it after the
         wait, and the errors of :meth:`acquire`."""
         if not await self.acquire():
-            raise LockNotAcquired("lock %r is held by another owner" % (self._key,))
+            # the library's detail of the refusal (which key, after how long)
+            raise LockNotAcquired(self._refused_text(), None, self._refused_detail)
         self._bodies.append((asyncio.current_task(), [False]))
         return self
 
@@ -625,8 +686,8 @@ class Lock:
         cancelled_by_loss = flag[0]
         lost: Optional[LockLost] = None
         if cancelled_by_loss or self.lost:
-            lost = LockLost("lock %r was lost while held%s" % (
-                self._key, "; the task was cancelled" if cancelled_by_loss else ""),
+            lost = LockLost("%s was lost while held%s" % (
+                self._what(), "; the task was cancelled" if cancelled_by_loss else ""),
                 _core.DISTLOCK_ENOTOWNER)
         try:
             await self.release()
@@ -659,7 +720,8 @@ class Lock:
 
     def __repr__(self) -> str:
         state = "held" if self._handles else "not held"
-        return "<distlock.aio.Lock %r ttl=%gs %s>" % (self._key, self.ttl, state)
+        return "<distlock.aio.%s %r%s ttl=%gs %s>" % (type(self).__name__, self._shown(),
+                                                     self._repr_extra(), self.ttl, state)
 
     def _drop(self) -> None:
         """Client.close(): the C client released the locks; free the handles."""
@@ -683,7 +745,8 @@ class Lock:
         if not handles:
             return
         self._handles = []
-        _warn_unreleased("distlock.aio.Lock", self._key, self._ttl_ms, self)
+        _warn_unreleased("distlock.aio." + type(self).__name__, self._shown(), self._ttl_ms,
+                         self)
         sync = self._client._sync
         while handles:
             try:
@@ -696,3 +759,90 @@ class Lock:
                         _core.distlock_lock_free(h)
                 return
             handles.pop()
+
+
+class Semaphore(Lock):
+    """One permit of a distributed semaphore for asyncio, made by
+    :meth:`Client.semaphore` (see :class:`distlock.Semaphore`): Lock's whole
+    surface (``await acquire()``, ``async with``, ``@sem``...) plus
+    ``permits``. Tasks sharing one object queue on it; make one object per
+    concurrent holder."""
+
+    def __init__(self, client: Client, key: KeyType, permits: int, ttl: float = 30.0, *,
+                 wait: Optional[float] = None, auto_renew: bool = False,
+                 on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False) -> None:
+        self._permits = _permits(permits)
+        Lock.__init__(self, client, key, ttl, wait=wait, auto_renew=auto_renew,
+                      on_lost=on_lost, cancel_on_lost=cancel_on_lost)
+
+    @property
+    def permits(self) -> int:
+        """The permits P this object asks for (as given)."""
+        return self._permits
+
+    def _c_acquire(self, budget: int, cancel: Any, owner: Optional[str]) -> Tuple[int, Any]:
+        try:
+            status, h = self._client._sync._call(_core.distlock_py_semaphore_acquire, self._key,
+                                                 _c_long(self._permits), self._ttl_ms, budget,
+                                                 self._flags, cancel)
+            return int(status), h
+        except InvalidArgument as e:
+            raise _long_detail(e, self._permits) from None
+
+    def _what(self) -> str:
+        return "semaphore %r" % (self._key,)
+
+    def _repr_extra(self) -> str:
+        return " permits=%d" % self._permits
+
+    def _refused_text(self) -> str:
+        return "semaphore %r: all %d permits are held" % (self._key, self._permits)
+
+
+class MultiLock(Lock):
+    """Several keys locked all or none as one lease, for asyncio, made by
+    :meth:`Client.lock_many` (see :class:`distlock.MultiLock`): Lock's whole
+    surface plus ``keys`` and ``fences``."""
+
+    def __init__(self, client: Client, keys: Sequence[KeyType], ttl: float = 30.0, *,
+                 wait: Optional[float] = None, auto_renew: bool = False,
+                 fencing: bool = False, on_lost: Optional[OnLost] = None,
+                 cancel_on_lost: bool = False) -> None:
+        self._keys = _keys(keys)
+        Lock.__init__(self, client, self._keys[0] if self._keys else "", ttl, wait=wait,
+                      auto_renew=auto_renew, fencing=fencing, on_lost=on_lost,
+                      cancel_on_lost=cancel_on_lost)
+
+    @property
+    def key(self) -> KeyType:
+        """The first key (as given)."""
+        return self._key
+
+    @property
+    def keys(self) -> Tuple[KeyType, ...]:
+        """Every key, in the order given (as given: str or bytes)."""
+        return self._keys
+
+    @property
+    def fences(self) -> Optional[List[int]]:
+        """One fencing token per key, in the order of :attr:`keys`
+        (``fencing=True`` and held), else None. No I/O."""
+        h = self._top()
+        if h is None or not self._flags & _core.DISTLOCK_FENCING:
+            return None
+        return [int(_core.distlock_lock_fence_at(h, i))
+                for i in range(_core.distlock_lock_key_count(h))]
+
+    def _c_acquire(self, budget: int, cancel: Any, owner: Optional[str]) -> Tuple[int, Any]:
+        status, h = self._client._sync._call(_core.distlock_py_acquire_many, self._keys,
+                                             self._ttl_ms, budget, self._flags, cancel)
+        return int(status), h
+
+    def _shown(self) -> Any:
+        return list(self._keys)
+
+    def _what(self) -> str:
+        return "locks %r" % (list(self._keys),)
+
+    def _refused_text(self) -> str:
+        return "locks %r: a key is held by another owner" % (list(self._keys),)

@@ -119,3 +119,36 @@ def wait_until(cond, timeout: float, interval: float = 0.01) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+@pytest.fixture(scope="module", params=[1, 3], ids=["1node", "3nodes"])
+def nodes(request, server_factory):
+    """One node, then three independent nodes (Redlock), for a module's
+    tests of the primitives: the servers are started once per module."""
+    return [server_factory() for _ in range(request.param)]
+
+
+def node_uris(nodes) -> str:
+    return ",".join(s.uri for s in nodes)
+
+
+HOLDER = os.path.join(os.path.dirname(__file__), "_primitive_holder.py")
+
+
+def spawn_holder(uris: str, ttl: float, kind: str, *args: str):
+    """A process that holds a primitive (_primitive_holder.py) until it is
+    killed: (the process, its token)."""
+    import sys
+    proc = subprocess.Popen([sys.executable, HOLDER, uris, str(ttl), kind, *args], text=True,
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE)
+    words = proc.stdout.readline().split()
+    if not words or words[0] != "held":
+        proc.kill()
+        proc.wait()
+        raise AssertionError("holder process did not get it: %r" % (words,))
+    return proc, words[1]
+
+
+def subscribers(nodes, key: str) -> int:
+    """Waiters subscribed to the release channel of key, over every node."""
+    return sum(s.redis().pubsub_numsub("distlock:" + key)[0][1] for s in nodes)

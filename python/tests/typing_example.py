@@ -1,7 +1,7 @@
 """Type-checked by run.sh with mypy --strict against the installed package
 (py.typed, _core.pyi): user code written against the public API must check
 cleanly. Not run; not a pytest module."""
-from typing import Optional
+from typing import List, Optional, Tuple, Union
 
 import distlock
 
@@ -32,3 +32,17 @@ def decorated(c: distlock.Client) -> int:
     held = c.inspect("job")
     left: Optional[float] = held[1] if held is not None else None
     return job(21) + (0 if left is None else 1) + c.force_release("job")
+
+
+def primitives(c: distlock.Client) -> int:
+    sem: distlock.Semaphore = c.semaphore("pool", 3, ttl=10, wait=1.0, auto_renew=True)
+    permits: int = sem.permits
+    reader: distlock.Lock = c.lock("doc", 10, shared=True)
+    shared: bool = reader.shared
+    many: distlock.MultiLock = c.lock_many(["a", b"b"], ttl=5, fencing=True)
+    with many:
+        fences: Optional[List[int]] = many.fences
+        keys: Tuple[Union[str, bytes], ...] = many.keys
+    with sem, reader:
+        pass
+    return permits + int(shared) + len(keys) + (0 if fences is None else len(fences))

@@ -54,3 +54,16 @@ def sync_lost(c: distlock.Client) -> str:
     with lk:
         lk.check()
         return lk.run(work, "done")
+
+
+async def primitives(c: distlock.aio.Client) -> int:
+    sem: distlock.aio.Semaphore = c.semaphore("pool", 3, ttl=10, cancel_on_lost=True)
+    many: distlock.aio.MultiLock = c.lock_many(["a", "b"], fencing=True)
+    reader: distlock.aio.Lock = c.lock("doc", 10, shared=True)
+    async with sem, reader:
+        pass
+    if await many.acquire(timeout=1.0):
+        fences = many.fences
+        await many.release()
+        return sem.permits + len(many.keys) + (0 if fences is None else len(fences))
+    return 0
