@@ -73,13 +73,13 @@ distlock__tally distlock__release_round(distlock_client *c, distlock__connset *c
                                         const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe)
 {
-    return distlock__release_round_q(c, &c->q, cs, key, token, which, res, maybe);
+    return distlock__release_round_q(c, &c->q, cs, key, token, which, res, maybe, 0);
 }
 
 distlock__tally distlock__release_round_q(distlock_client *c, const distlock__quorum *q,
                                           distlock__connset *cs, const char *key,
                                           const char *token, uint64_t which,
-                                          distlock__result *res, uint64_t maybe)
+                                          distlock__result *res, uint64_t maybe, int hear_all)
 {
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
     /* The channel: on the stack for the usual short keys, else the heap
@@ -116,7 +116,8 @@ distlock__tally distlock__release_round_q(distlock_client *c, const distlock__qu
         distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
     for (int i = 0; i < c->n; i++)
         calls[i] = (which >> i & 1) ? &call : NULL;
-    distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum, (void *)q);
+    distlock__round(&c->tp, cs, calls, res,
+                    hear_all ? distlock__decide_granted : distlock__decide_quorum, (void *)q);
     free(sh);
     if (ch != sch)
         free(ch);

@@ -88,7 +88,7 @@ static void client_free(distlock_client *c, int release)
         distlock__held *next = h->next;
         if (release && !h->abandoned && !h->released && h->pid == distlock__getpid() &&
             !atomic_load(&h->lost))
-            (void)distlock__held_release(c, h, atomic_load(&h->valid_until_us), NULL);
+            (void)distlock__held_release(c, h, atomic_load(&h->valid_until_us), 0, NULL);
         h->released = 1;
         h->client = NULL;  /* handles left report DISTLOCK_ECLOSED */
         h->next = NULL;

@@ -580,7 +580,7 @@ static int release_handle(distlock_lock *l, int check_thread)
     uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
     uint64_t sent = 0;  /* the hold ends when the release goes out */
-    rc = distlock__held_release(c, h, until, &sent);
+    rc = distlock__held_release(c, h, until, retry, &sent);
     /* Only "deleted" and "not ours" are verdicts; after anything else (a
      * refusal, no quorum, no reply) the key may still hold our token, so
      * the handle stays releasable rather than answer "already released". */

@@ -232,11 +232,12 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
 distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
                                         const char *key, const char *token, uint64_t which,
                                         distlock__result *res, uint64_t maybe);
-/* The same, the round stopped by quorum q (a lease needing more grants). */
+/* The same, the round stopped by quorum q (a lease needing more grants);
+ * hear_all: stopped only once q granted (a retried release). */
 distlock__tally distlock__release_round_q(distlock_client *c, const distlock__quorum *q,
                                           distlock__connset *cs, const char *key,
                                           const char *token, uint64_t which,
-                                          distlock__result *res, uint64_t maybe);
+                                          distlock__result *res, uint64_t maybe, int hear_all);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent
  * after its first send ran is then recognised as done. */
@@ -250,10 +251,11 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
 int distlock__extend_keytoken(distlock_client *c, const char *key, const char *token,
                               long ttl_ms, uint64_t *valid_until_us);
 /* The same for a lease needing `need` grants (0: the quorum; a permit's:
- * distlock__lease_quorum). */
+ * distlock__lease_quorum). retried: this release is sent again after one
+ * that got no verdict (its "not ours" within the lease are its own). */
 int distlock__release_lease(distlock_client *c, int need, const char *key, const char *token,
                             uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
-                            uint64_t *sent_us);
+                            int retried, uint64_t *sent_us);
 int distlock__extend_lease(distlock_client *c, int need, const char *key, const char *token,
                            long ttl_ms, uint64_t *valid_until_us);
 /* A writer that waited for readers gives up: its intent goes (protocol.c). */
@@ -293,13 +295,13 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
                                 distlock__many_attempt *att);
 int distlock__release_many(distlock_client *c, const char *const *keys, size_t nkeys,
                            const char *token, uint64_t valid_until_us, uint64_t set_pref,
-                           uint64_t maybe, uint64_t *sent_us);
+                           uint64_t maybe, int retried, uint64_t *sent_us);
 int distlock__extend_many(distlock_client *c, const char *const *keys, size_t nkeys,
                           const char *token, long ttl_ms, uint64_t *valid_until_us);
 /* The release / extend of a held record, whatever it holds (one key or a
  * set): the one place that tells them apart. */
 int distlock__held_release(distlock_client *c, const distlock__held *h, uint64_t valid_until_us,
-                           uint64_t *sent_us);
+                           int retried, uint64_t *sent_us);
 int distlock__held_extend(distlock_client *c, const distlock__held *h, long ttl_ms,
                           uint64_t *valid_until_us);
 

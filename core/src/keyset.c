@@ -110,7 +110,7 @@ static int cluster_node(const distlock_client *c, int i)
  * Queued even to a node known hung where `maybe` says it may hold them. */
 static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
                           const char *const *keys, size_t g, const char *token,
-                          uint64_t which, uint64_t maybe, distlock__result *res)
+                          uint64_t which, uint64_t maybe, int hear_all, distlock__result *res)
 {
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
     size_t b = p->gstart[g], m = p->gstart[g + 1] - b;
@@ -151,7 +151,8 @@ static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
     for (int i = 0; i < c->n; i++)
         calls[i] = (which >> i & 1) ? (cluster_node(c, i) ? &shcall : &call) : NULL;
     distlock__keys_quorum kq = { &c->q, m };
-    distlock__round(&c->tp, cs, calls, res, distlock__decide_quorum_keys, &kq);
+    distlock__round(&c->tp, cs, calls, res,
+                    hear_all ? distlock__decide_granted_keys : distlock__decide_quorum_keys, &kq);
     free(sav);
     free(slen);
 }
@@ -163,7 +164,8 @@ static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
  * some key's answers prove it, whatever the other keys' failures; else the
  * first key without a quorum gives the status (EPROTO for a refusal,
  * ENOQUORUM). resent_ran: a resent release that finds a key gone counts as
- * ours having run there (ops.c). */
+ * ours having run there (ops.c); 2: every node's, the release being a
+ * retry of one that got no verdict. */
 static int group_verdict(distlock_client *c, const plan *p, const char *const *keys, size_t g,
                          const distlock__result *res, int refused, const char *op,
                          int resent_ran)
@@ -174,7 +176,8 @@ static int group_verdict(distlock_client *c, const plan *p, const char *const *k
     for (size_t j = 0; j < m; j++) {
         distlock__tally t = distlock__count_key(res, c->n, j);
         for (int i = 0; resent_ran && i < c->n; i++)
-            if (res[i].resent && distlock__reply_key_verdict(&res[i], j) == 0) {
+            if ((res[i].resent || resent_ran == 2) &&
+                distlock__reply_key_verdict(&res[i], j) == 0) {
                 t.ok++;
                 t.no--;
             }
@@ -367,7 +370,7 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
         char *detail = distlock__error_copy();
         for (size_t k = 0; k < g; k++)
             if (undo_mask[k]) {
-                release_group(c, cs, &p, rq->keys, k, rq->token, undo_mask[k], ~0ull,
+                release_group(c, cs, &p, rq->keys, k, rq->token, undo_mask[k], ~0ull, 0,
                               cs->res_b);
                 distlock__round_clear(cs->res_b, c->n);
             }
@@ -382,7 +385,7 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
 
 int distlock__release_many(distlock_client *c, const char *const *keys, size_t nkeys,
                            const char *token, uint64_t valid_until_us, uint64_t set_pref,
-                           uint64_t maybe, uint64_t *sent_us)
+                           uint64_t maybe, int retried, uint64_t *sent_us)
 {
     int rc;
     plan p;
@@ -404,10 +407,12 @@ int distlock__release_many(distlock_client *c, const char *const *keys, size_t n
      * failure is the call's (the first "not ours" before any other: a key
      * proved not ours is the set's verdict) */
     for (size_t g = 0; g < p.ng; g++) {
-        release_group(c, cs, &p, keys, g, token, ~0ull, maybe, res);
-        /* within the lease, a resent release finding a key gone: ours ran */
+        release_group(c, cs, &p, keys, g, token, ~0ull, maybe, retried && t0 < valid_until_us,
+                      res);
+        /* within the lease, a resent (or retried) release finding a key
+         * gone: ours ran */
         int r = group_verdict(c, &p, keys, g, res, DISTLOCK_ENOTOWNER, "release",
-                              t0 < valid_until_us);
+                              t0 < valid_until_us ? (retried ? 2 : 1) : 0);
         distlock__round_clear(res, c->n);
         if (r != DISTLOCK_OK && (rc == DISTLOCK_OK ||
                                  (r == DISTLOCK_ENOTOWNER && rc != DISTLOCK_ENOTOWNER))) {
@@ -475,13 +480,13 @@ int distlock__extend_many(distlock_client *c, const char *const *keys, size_t nk
 }
 
 int distlock__held_release(distlock_client *c, const distlock__held *h, uint64_t valid_until_us,
-                           uint64_t *sent_us)
+                           int retried, uint64_t *sent_us)
 {
     if (h->keys != NULL)
         return distlock__release_many(c, (const char *const *)h->keys, h->nkeys, h->token,
-                                      valid_until_us, h->set_pref, h->maybe, sent_us);
+                                      valid_until_us, h->set_pref, h->maybe, retried, sent_us);
     return distlock__release_lease(c, h->quorum, h->key, h->token, valid_until_us, h->set_pref,
-                                   h->maybe, sent_us);
+                                   h->maybe, retried, sent_us);
 }
 
 int distlock__held_extend(distlock_client *c, const distlock__held *h, long ttl_ms,

@@ -115,7 +115,7 @@ static int many_wait(distlock_client *c, distlock__many_req *rq, char *token, lo
     if (distlock__cancel_fired(cancel)) {
         if (rc == DISTLOCK_OK)
             (void)distlock__release_many(c, rq->keys, rq->nkeys, token, att->valid_until_us,
-                                         att->set_id, att->maybe, NULL);
+                                         att->set_id, att->maybe, 0, NULL);
         return distlock__fail(DISTLOCK_ECANCELED, "acquiring the keys of '%s' cancelled while "
                               "its first attempt was out%s", key0, rc == DISTLOCK_OK ?
                               "; the keys won meanwhile were released" : "");
@@ -154,7 +154,7 @@ static int many_wait(distlock_client *c, distlock__many_req *rq, char *token, lo
         rc = distlock__acquire_many_once(c, rq, att);
         if (rc == DISTLOCK_OK && distlock__cancelled(c, &w.sl, 1)) {
             (void)distlock__release_many(c, rq->keys, rq->nkeys, token, att->valid_until_us,
-                                         att->set_id, att->maybe, NULL);
+                                         att->set_id, att->maybe, 0, NULL);
             rc = cancelled(key0, now0, "; the keys won meanwhile were released");
             break;
         }
@@ -288,7 +288,7 @@ static int acquire_many(distlock_client *c, const char *const *keys, size_t nkey
     *t_end = att.t1_us;
     if (rc == DISTLOCK_OK && (h->token = strdup(tok)) == NULL) {
         (void)distlock__release_many(c, keys, nkeys, tok, att.valid_until_us, att.set_id,
-                                     att.maybe, NULL);
+                                     att.maybe, 0, NULL);
         rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
     if (rc != DISTLOCK_OK) {

@@ -18,7 +18,8 @@ int distlock__release_keytoken_at(distlock_client *c, const char *key, const cha
                                   uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
                                   uint64_t *sent_us)
 {
-    return distlock__release_lease(c, 0, key, token, valid_until_us, set_pref, maybe, sent_us);
+    return distlock__release_lease(c, 0, key, token, valid_until_us, set_pref, maybe, 0,
+                                   sent_us);
 }
 
 /* The verdicts of a lease needing `need` grants: q itself, or *tmp. */
@@ -32,7 +33,7 @@ static const distlock__quorum *lease_q(const distlock_client *c, int need, distl
 
 int distlock__release_lease(distlock_client *c, int need, const char *key, const char *token,
                             uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
-                            uint64_t *sent_us)
+                            int retried, uint64_t *sent_us)
 {
     int rc;
     distlock__quorum tmp;
@@ -47,14 +48,19 @@ int distlock__release_lease(distlock_client *c, int need, const char *key, const
     uint64_t t0 = distlock__now_us();
     if (sent_us)
         *sent_us = t0;
-    distlock__tally t = distlock__release_round_q(c, q, cs, key, token, ~0ull, res, maybe);
+    distlock__tally t = distlock__release_round_q(c, q, cs, key, token, ~0ull, res, maybe,
+                                                  retried && t0 < valid_until_us);
     if (t0 < valid_until_us) {
         /* A release resent on a fresh connection (the first one broke after
          * sending) finds the key gone if the first one ran. While the lease
          * was valid when we sent it, nobody else could have removed our
-         * key there: so it is our release that did, and it counts. */
+         * key there: so it is our release that did, and it counts. The
+         * same for every node of a retried release: the try that got no
+         * verdict may have deleted it there (a permit that needs every
+         * node, released while one was down, is otherwise "not ours"
+         * once that node is back). */
         for (int i = 0; i < c->n; i++)
-            if (res[i].resent && distlock__reply_verdict(&res[i]) == 0) {
+            if ((res[i].resent || retried) && distlock__reply_verdict(&res[i]) == 0) {
                 t.ok++;
                 t.no--;
             }

@@ -60,6 +60,12 @@ int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg)
     return cannot_win(res, n, q, distlock__count(res, n));
 }
 
+int distlock__decide_granted(const distlock__result *res, int n, void *arg)
+{
+    const distlock__quorum *q = arg;
+    return distlock__count(res, n).ok >= q->quorum;
+}
+
 distlock__tally distlock__count_key(const distlock__result *res, int n, size_t j)
 {
     distlock__tally t = { 0, 0, 0, 0 };
@@ -87,6 +93,15 @@ int distlock__decide_quorum_keys(const distlock__result *res, int n, void *arg)
         all &= t.ok >= kq->q->quorum;
     }
     return all;
+}
+
+int distlock__decide_granted_keys(const distlock__result *res, int n, void *arg)
+{
+    const distlock__keys_quorum *kq = arg;
+    for (size_t j = 0; j < kq->m; j++)
+        if (distlock__count_key(res, n, j).ok < kq->q->quorum)
+            return 0;
+    return 1;
 }
 
 int distlock__fail_nodes(const distlock__quorum *q, const distlock__result *res, int status,

@@ -27,6 +27,9 @@ distlock__tally distlock__count(const distlock__result *res, int n);
  * live node). */
 int distlock__decide_quorum(const distlock__result *res, int n, void *arg);
 int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg);
+/* Only once a quorum granted: a retried release hears every other node,
+ * since the "not ours" of a node its first try emptied count as its own. */
+int distlock__decide_granted(const distlock__result *res, int n, void *arg);
 
 /* Replies that answer per key (a set's release or extend): the tally of
  * key j (0-based), and the round stopper (arg: a distlock__keys_quorum)
@@ -34,6 +37,8 @@ int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg);
 typedef struct distlock__keys_quorum { const distlock__quorum *q; size_t m; } distlock__keys_quorum;
 distlock__tally distlock__count_key(const distlock__result *res, int n, size_t j);
 int distlock__decide_quorum_keys(const distlock__result *res, int n, void *arg);
+/* Only once every key has a quorum (a retried release, as above). */
+int distlock__decide_granted_keys(const distlock__result *res, int n, void *arg);
 
 /* The one verdict of a round of lock requests: DISTLOCK_OK when a quorum
  * granted; else EPROTO when a node refused (distlock__reply_refused) and no
