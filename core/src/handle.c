@@ -38,11 +38,30 @@ static long queue_ttl(const distlock_client *c)
 }
 
 /* Full-jitter backoff between ms/2 and ms: waiters spread their re-checks
- * instead of retrying together (keyset_api.c's waiters too). */
-uint64_t distlock__jitter_us(long ms)
+ * instead of retrying together. */
+static uint64_t jitter_us(long ms)
 {
     uint64_t span = (uint64_t)ms * 1000u;
     return span / 2 + distlock__random_u64() % (span / 2 + 1);
+}
+
+/* A waiting acquire's sleep until its next re-check, for a lock's and a
+ * set's waiters alike: woken by a release when subscribed; else (locks that
+ * just expire, or are held by implementations that publish nothing) after
+ * the jittered backoff, at most retry_max apart and never later than the
+ * holder's remaining TTL (holder_pttl ms, 0: unknown) or the deadline. The
+ * backoff doubles up to retry_max. Returns as distlock__waiter_wait(). */
+int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_pttl,
+                           uint64_t deadline, int subscribed, long *backoff)
+{
+    uint64_t now = distlock__now_us();
+    uint64_t next = now + jitter_us(*backoff);
+    if (holder_pttl > 0 && now + (uint64_t)holder_pttl * 1000u + 500u < next)
+        next = now + (uint64_t)holder_pttl * 1000u + 500u;
+    if (next > deadline)
+        next = deadline;
+    *backoff = *backoff * 2 > c->retry_max_ms ? c->retry_max_ms : *backoff * 2;
+    return distlock__waiter_wait(c, w, next, subscribed);
 }
 
 /* The detail of a cancelled wait (the status is returned as well). */
@@ -174,27 +193,18 @@ int acquire_wait(distlock_client *c, const distlock__held *h, char *token, long 
              * random pause, so they agree. Anything else that lost keeps
              * its place and waits below, woken by a release or a leave. */
             (void)distlock__leave_queue(c, key, token);
-            uint64_t pause = now + distlock__jitter_us(4 * c->retry_min_ms + 2);
+            uint64_t pause = now + jitter_us(4 * c->retry_min_ms + 2);
             if (distlock__waiter_wait(c, &w, pause, 0) == DISTLOCK_ECANCELED) {
                 rc = cancelled(key, now0, "");
                 break;
             }
             continue;
         }
-        /* Without a subscription (or for locks that just expire, or are
-         * held by implementations that publish nothing) we rely on the
-         * re-check, at most retry_max apart and never later than the
-         * holder's remaining TTL. */
-        uint64_t next = now + distlock__jitter_us(backoff);
-        if (att->holder_pttl > 0 && now + (uint64_t)att->holder_pttl * 1000u + 500u < next)
-            next = now + (uint64_t)att->holder_pttl * 1000u + 500u;
-        if (next > deadline)
-            next = deadline;
-        if (distlock__waiter_wait(c, &w, next, subscribed) == DISTLOCK_ECANCELED) {
+        if (distlock__wait_recheck(c, &w, att->holder_pttl, deadline, subscribed, &backoff) ==
+            DISTLOCK_ECANCELED) {
             rc = cancelled(key, now0, "");
             break;
         }
-        backoff = backoff * 2 > c->retry_max_ms ? c->retry_max_ms : backoff * 2;
     }
 out:
     if (subscribed)

@@ -306,8 +306,10 @@ int distlock__held_extend(distlock_client *c, const distlock__held *h, long ttl_
                           uint64_t *valid_until_us);
 
 /* ------------------------------------------------------------ handle.c */
-/* A waiter's next re-check: between ms/2 and ms, at random. */
-uint64_t distlock__jitter_us(long ms);
+/* A waiting acquire's sleep until its next re-check (a lock's or a set's):
+ * see handle.c. */
+int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_pttl,
+                           uint64_t deadline, int subscribed, long *backoff);
 
 /* ------------------------------------------------------------ watchdog.c */
 int distlock__watchdog_start(distlock_client *c);   /* c->mu held */

@@ -189,16 +189,11 @@ static int many_wait(distlock_client *c, distlock__many_req *rq, char *token, lo
             }
             continue;
         }
-        uint64_t next = now + distlock__jitter_us(backoff);
-        if (att->holder_pttl > 0 && now + (uint64_t)att->holder_pttl * 1000u + 500u < next)
-            next = now + (uint64_t)att->holder_pttl * 1000u + 500u;
-        if (next > deadline)
-            next = deadline;
-        if (distlock__waiter_wait(c, &w, next, subscribed) == DISTLOCK_ECANCELED) {
+        if (distlock__wait_recheck(c, &w, att->holder_pttl, deadline, subscribed, &backoff) ==
+            DISTLOCK_ECANCELED) {
             rc = cancelled(key0, now0, "");
             break;
         }
-        backoff = backoff * 2 > c->retry_max_ms ? c->retry_max_ms : backoff * 2;
     }
 out:
     if (subscribed)
