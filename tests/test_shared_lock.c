@@ -98,10 +98,11 @@ static void test_readers_share_writer_excludes(void **state)
         /* readers gone: the writer takes it as a plain string lock */
         assert_rc(distlock_acquire(c, "rw", 10000, 0, 0, &w), DISTLOCK_OK);
         char buf[64];
-        for (int i = 0; i < nodes; i++) {
-            assert_int_equal(rh_get(rc, i, 0, "rw", buf, sizeof buf), 1);
-            assert_string_equal(buf, distlock_lock_token(w));
-        }
+        int held = 0;  /* a grant needs a quorum; the last node may answer late */
+        for (int i = 0; i < nodes; i++)
+            held += rh_get(rc, i, 0, "rw", buf, sizeof buf) == 1
+                    && strcmp(buf, distlock_lock_token(w)) == 0;
+        assert_true(held >= nodes / 2 + 1);
         /* and readers are refused while it holds it */
         assert_rc(distlock_acquire(c, "rw", 10000, 0, DISTLOCK_SHARED, &x), DISTLOCK_NOTACQUIRED);
         assert_null(x);

@@ -3,7 +3,7 @@
  * (DISTLOCK_OPT_OWNER_INFO) and the registry of waiting writers, so the
  * acquire script gets KEYS key, fence, owner, writers and its longest
  * ARGV (owner fields, intent, writer name). Once the last reader goes, the
- * writer holds the key as a plain lock on every node, with its fence
+ * writer holds the key as a plain lock on a quorum of nodes, with its fence
  * written to the key's counter, its owner record under {key}:owner, and no
  * registry left behind; on 1 and 3 nodes. */
 #include "test_common.h"
@@ -85,9 +85,13 @@ static void test_fenced_writer_with_owner_info_waits_then_holds(void **state)
         long long fence = distlock_lock_fence(wa.l);
         assert_true(fence >= 1);
         const char *tok = distlock_lock_token(wa.l);
+        /* a grant needs a quorum, not every node: the round may end before
+         * the last node answers; each node that holds it holds all of it */
+        int held = 0;
         for (int i = 0; i < nodes; i++) {
-            assert_int_equal(rh_get(rc, i, 0, key, buf, sizeof buf), 1);
-            assert_string_equal(buf, tok);
+            if (rh_get(rc, i, 0, key, buf, sizeof buf) != 1 || strcmp(buf, tok) != 0)
+                continue;
+            held++;
             string_reply(rc, i, buf, sizeof buf, "HGET %s %s", ok, "token");
             assert_string_equal(buf, tok);
             assert_true(rh_pttl(rc, i, 0, ok) > 0);
@@ -95,6 +99,7 @@ static void test_fenced_writer_with_owner_info_waits_then_holds(void **state)
             assert_true(atoll(buf) >= fence);
             assert_int_equal(rh_pttl(rc, i, 0, wk), -2);  /* no registry left */
         }
+        assert_true(held >= nodes / 2 + 1);
         /* held as a lock: readers refused, then in after its release */
         assert_rc(distlock_acquire(c, key, 10000, 0, DISTLOCK_SHARED, &x), DISTLOCK_NOTACQUIRED);
         assert_rc(distlock_release(wa.l), DISTLOCK_OK);
