@@ -8,6 +8,7 @@ PKGS=(
   redis-server redis-tools libhiredis-dev libssl-dev openssl
   libcmocka-dev valgrind
   php-dev php-cli php-cgi php-xml php-redis php-symfony-lock
+  php-illuminate-cache phpunit   # the Laravel lock driver and the PHP adapters' PHPUnit suites
   swig python3-dev python3-setuptools python3-pytest python3-redis python3-venv python3-pip
   mypy   # python3-mypy: mypy --strict and stubtest of the Python package (python/tests/run.sh)
   abigail-tools   # abidw/abidiff: the ABI check against packaging/abi/ (release suite)
