@@ -410,6 +410,22 @@ static void test_restored_after_abandoned_handle_deletes(void **state)
     assert_rc(distlock_release(r), DISTLOCK_OK);
     assert_holding(rc, "rs:ab", NULL, 0);
     distlock_lock_free(r);
+
+    /* An abandoned ownership still in the client (a reentrant one whose
+     * other handle holds it): its own handles no longer delete the key, a
+     * restored handle of its token does. */
+    distlock_lock *h1 = NULL, *h2 = NULL;
+    assert_rc(acquire_as(c, "rs:ab2", 30000, 0, DISTLOCK_REENTRANT, "job", &h1), DISTLOCK_OK);
+    assert_rc(acquire_as(c, "rs:ab2", 30000, 0, DISTLOCK_REENTRANT, "job", &h2), DISTLOCK_OK);
+    const char *tok = distlock_lock_token(h1);  /* h1 outlives r */
+    assert_holding(rc, "rs:ab2", tok, rc->n);
+    distlock_lock_abandon(h2);
+    assert_rc(distlock_lock_restore(c, "rs:ab2", tok, &r), DISTLOCK_OK);
+    assert_rc(distlock_release(r), DISTLOCK_OK);
+    assert_holding(rc, "rs:ab2", NULL, 0);
+    distlock_lock_free(r);
+    assert_rc(distlock_release(h1), DISTLOCK_OK);  /* abandoned: sends nothing */
+    distlock_lock_free(h1);
     distlock_client_free(c);
 }
 
