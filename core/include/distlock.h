@@ -398,7 +398,8 @@ DISTLOCK_API int distlock_semaphore_acquire(distlock_client *c, const char *key,
 
 /* Release (compare-and-delete on every node). DISTLOCK_OK when it was still
  * held on a quorum; DISTLOCK_ENOTOWNER when it had expired, was lost or was
- * already released (another owner's key is never deleted). The handle stays
+ * already released (another owner's key is never deleted; a key found not
+ * ours marks the handle lost: distlock_lock_lost()). The handle stays
  * valid until distlock_lock_free(). For a reentrant handle, only the last
  * release of an owner reaches Redis; a non-owner releasing gets ENOTOWNER.
  * An ownership one of whose handles was abandoned (distlock_lock_abandon())
@@ -484,7 +485,7 @@ DISTLOCK_API size_t distlock_lock_key_count(const distlock_lock *lock);
 DISTLOCK_API const char *distlock_lock_key_at(const distlock_lock *lock, size_t i);
 DISTLOCK_API int64_t distlock_lock_fence_at(const distlock_lock *lock, size_t i);
 
-/* 1 if the lock was found lost (by auto-renewal or extend), else 0. When it
+/* 1 if the lock was found lost (by auto-renewal, extend or release), else 0. When it
  * returns 1 it also sets this thread's distlock_last_error() to why, in
  * words a front end can show as they are: the servers said the key no
  * longer holds our token (it expired, was deleted or taken over), or its
