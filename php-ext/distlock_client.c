@@ -422,6 +422,92 @@ PHP_METHOD(Distlock_Client, lockMany)
     dl_acquire_keys(INTERNAL_FUNCTION_PARAM_PASSTHRU, keys, ttl, wait_ms, flags, true, timeout);
 }
 
+/* distlock_holder_info.kind as the CLI's `distlock status` names it. */
+static const char *dl_kind_name(int kind)
+{
+    switch (kind) {
+    case DISTLOCK_HOLDER_FREE: return "free";
+    case DISTLOCK_HOLDER_LOCK: return "lock";
+    case DISTLOCK_HOLDER_READERS: return "readers";
+    case DISTLOCK_HOLDER_SEMAPHORE: return "semaphore";
+    default: return "other";
+    }
+}
+
+/* The quorum verdict of distlock_admin_holder() (every node, one round),
+ * with the names of Python's Client.holder(): the verdict is the core's,
+ * this only translates it. No verdict (ENOQUORUM, a node's error) throws. */
+PHP_METHOD(Distlock_Client, holder)
+{
+    zend_string *key;
+    distlock_client *c;
+    distlock_holder_info h = { .size = sizeof h };
+    int st;
+
+    ZEND_PARSE_PARAMETERS_START(1, 1)
+        Z_PARAM_STR(key)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_key(1, key)) {
+        RETURN_THROWS();
+    }
+    st = distlock_admin_holder(c, ZSTR_VAL(key), -1, &h);
+    if (st < 0) {
+        dl_throw_status(st, "holder", ZSTR_VAL(key), ZSTR_LEN(key));
+        RETURN_THROWS();
+    }
+    array_init_size(return_value, 8);
+    add_assoc_bool(return_value, "held", st == 1);
+    if (h.nodes > 0) {
+        add_assoc_string(return_value, "token", h.token);
+    } else {
+        add_assoc_null(return_value, "token");
+    }
+    add_assoc_long(return_value, "nodes", h.nodes);
+    /* ttl: the shortest lease left among the nodes holding the token; null
+     * when none holds one or it never expires (pttl -1). */
+    if (h.nodes > 0 && h.pttl_ms >= 0) {
+        add_assoc_double(return_value, "ttl", (double)h.pttl_ms / 1000.0);
+    } else {
+        add_assoc_null(return_value, "ttl");
+    }
+    add_assoc_long(return_value, "answered", h.answered);
+    add_assoc_long(return_value, "taken", h.taken);
+    add_assoc_string(return_value, "kind", dl_kind_name(h.kind));
+    add_assoc_long(return_value, "holders", (zend_long)h.holders);
+}
+
+/* Administrative override (distlock_admin_force_release): the nodes where
+ * something was deleted; a node that did not answer or refused throws. */
+PHP_METHOD(Distlock_Client, forceRelease)
+{
+    zend_string *key;
+    distlock_client *c;
+    int deleted = 0, st;
+
+    ZEND_PARSE_PARAMETERS_START(1, 1)
+        Z_PARAM_STR(key)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_key(1, key)) {
+        RETURN_THROWS();
+    }
+    st = distlock_admin_force_release(c, ZSTR_VAL(key), &deleted);
+    if (st != DISTLOCK_OK) {
+        dl_throw_status(st, "forceRelease", ZSTR_VAL(key), ZSTR_LEN(key));
+        RETURN_THROWS();
+    }
+    RETURN_LONG(deleted);
+}
+
 /* The table itself, not a copy: a row the library adds shows up here with
  * no change to the extension. */
 PHP_METHOD(Distlock_Client, options)

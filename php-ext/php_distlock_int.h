@@ -82,6 +82,9 @@ typedef enum { DL_IN_OTHER = 0, DL_IN_ACQUIRE, DL_IN_RENEW } dl_context;
 void dl_throw_status_in(int st, dl_context in, const char *what, const char *key, size_t key_len);
 /* Distlock\LockLostException for Lock::check(): "lock "<key>" <why>". */
 void dl_throw_lost(const char *key, size_t key_len, const char *why);
+/* Distlock\Exception (code CLOSED) for Lock::release() / extend() / onLost()
+ * after Lock::abandon(): "lock "<key>" was abandoned ...". */
+void dl_throw_abandoned(const char *key, size_t key_len);
 /* Distlock\ConfigurationException for a configuration the core refused
  * (the core's message, masked by the core). */
 void dl_throw_config(int st, const char *what);
