@@ -196,14 +196,18 @@ namespace Distlock {
          * @param float $ttl seconds the lock lives (rounded up to whole ms)
          * @param int $flags Client::FENCING | Client::AUTO_RENEW, or Client::SHARED |
          *        Client::AUTO_RENEW for a read lock, or 0
+         * @param string|null $token the token the key is to hold (1..256 bytes, no NUL byte):
+         *        a framework's owner string; null: a fresh 128-bit one. Strict, as SET NX: a
+         *        key that already holds this very token is held (null). Not with
+         *        Client::SHARED (a ValueError)
          * @return Lock|null the lock, or null when someone else holds the key (a writer,
          *         or for a lock without Client::SHARED also readers)
          * @throws Distlock\AcquireException the servers gave no usable answer, or the key is
          *         a semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
-         * @throws \ValueError an invalid key, ttl or flags
+         * @throws \ValueError an invalid key, ttl, flags or token
          */
-        public function tryLock(string $key, float $ttl = 60.0, int $flags = 0): ?Lock {}
+        public function tryLock(string $key, float $ttl = 60.0, int $flags = 0, ?string $token = null): ?Lock {}
 
         /**
          * Takes $key, waiting up to $timeout seconds for it (woken by its release; no polling).
@@ -213,14 +217,16 @@ namespace Distlock {
          * @param int $flags Client::FENCING | Client::AUTO_RENEW, or Client::SHARED |
          *        Client::AUTO_RENEW for a read lock, or 0. A writer (no Client::SHARED) that
          *        waits on readers marks its intent: readers arriving meanwhile wait for it.
+         * @param string|null $token the token the key is to hold (1..256 bytes, no NUL byte);
+         *        null: a fresh one. As tryLock()'s: a key holding this very token is waited for
          * @return Lock the lock
          * @throws Distlock\LockTimeoutException still held by another owner after $timeout (code HELD)
          * @throws Distlock\AcquireException the servers gave no usable answer, or the key is
          *         a semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception the wait was cancelled (CANCELED), out of memory, not usable here
-         * @throws \ValueError an invalid key, ttl, timeout or flags
+         * @throws \ValueError an invalid key, ttl, timeout, flags or token
          */
-        public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
+        public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0, ?string $token = null): Lock {}
 
         /**
          * One attempt to take a permit of the semaphore $key (no waiting): granted while
@@ -297,6 +303,23 @@ namespace Distlock {
         public function lockMany(array $keys, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
 
         /**
+         * A Lock for an ownership taken elsewhere: $token holding $key (another process or
+         * request, distributedLock(), a token given to tryLock()/lock(), a framework's owner
+         * string). No I/O: nothing is checked on the servers. release() compare-and-deletes
+         * $token (true when it held the key on a quorum, false when not: another owner's key
+         * is never deleted), also when this worker abandoned a Lock of that token;
+         * extend($ttl) resets the TTL where $token still holds the key. isHeld() is false and
+         * validity() 0.0 until an extend() succeeds; fence() null; no renewal. Like any Lock,
+         * destroying it releases it: abandon() it to let go without releasing.
+         * @param string $key the lock's key (1..1024 bytes)
+         * @param string $token the token that holds it (1..256 bytes, no NUL byte)
+         * @return Lock the lock, not known held
+         * @throws Distlock\Exception out of memory, not usable in this process
+         * @throws \ValueError an invalid key or token
+         */
+        public function restoreLock(string $key, string $token): Lock {}
+
+        /**
          * Who holds $key: every node asked in one parallel round; the verdict is the
          * library's (distlock_admin_holder, what `distlock status` shows). Blocks for one
          * round trip. Takes nothing and releases nothing.
@@ -364,8 +387,9 @@ namespace Distlock {
 
     /**
      * A held lease: a lock or a read lock (Client::tryLock(), lock()), a permit of a
-     * semaphore (trySemaphore(), semaphore()) or a lock on several keys (tryLockMany(),
-     * lockMany()). Destroying it releases it if still held. Not serializable, not
+     * semaphore (trySemaphore(), semaphore()), a lock on several keys (tryLockMany(),
+     * lockMany()), or an ownership taken elsewhere (restoreLock()). Destroying it releases
+     * it if still held (not after abandon()). Not serializable, not
      * constructible directly.
      * @not-serializable
      */
@@ -389,7 +413,8 @@ namespace Distlock {
 
         /**
          * Resets the lock's TTL on a quorum; blocks for one round trip.
-         * @param float|null $ttl the new TTL in seconds (null: the acquire TTL)
+         * @param float|null $ttl the new TTL in seconds (null: the acquire TTL, or the last
+         *        extend()'s; a Lock from Client::restoreLock() needs one until then)
          * @return float the new validity in seconds
          * @throws Distlock\LockLostException the lease was lost, expired or released
          * @throws Distlock\RenewalException the servers gave no usable answer; the lease is not
@@ -468,7 +493,8 @@ namespace Distlock {
         public function keys(): array {}
 
         /**
-         * The token the key holds while the lock is ours (32 hex characters).
+         * The token the key holds while the lock is ours (32 hex characters, or the $token
+         * given to tryLock(), lock() or restoreLock()).
          * @return string the token
          */
         public function token(): string {}

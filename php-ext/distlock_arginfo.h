@@ -1,5 +1,5 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: 162ec9eda7529022e379570cb967f2761e16c5b8 */
+ * Stub hash: 18c015e7c477eb192bd57331b2f0545855593a8a */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
@@ -22,6 +22,7 @@ ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_tryLock, 0,
 	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, token, IS_STRING, 1, "null")
 ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lock, 0, 1, Distlock\\Lock, 0)
@@ -29,6 +30,7 @@ ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lock, 0, 1,
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 1, "null")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, token, IS_STRING, 1, "null")
 ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_trySemaphore, 0, 2, Distlock\\Lock, 1)
@@ -57,6 +59,11 @@ ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lockMany, 0
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 1, "null")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_restoreLock, 0, 2, Distlock\\Lock, 0)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, token, IS_STRING, 0)
 ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_holder, 0, 1, IS_ARRAY, 0)
@@ -126,6 +133,7 @@ ZEND_METHOD(Distlock_Client, trySemaphore);
 ZEND_METHOD(Distlock_Client, semaphore);
 ZEND_METHOD(Distlock_Client, tryLockMany);
 ZEND_METHOD(Distlock_Client, lockMany);
+ZEND_METHOD(Distlock_Client, restoreLock);
 ZEND_METHOD(Distlock_Client, holder);
 ZEND_METHOD(Distlock_Client, forceRelease);
 ZEND_METHOD(Distlock_Client, options);
@@ -198,6 +206,7 @@ static const zend_function_entry class_Distlock_Client_methods[] = {
 	ZEND_ME(Distlock_Client, semaphore, arginfo_class_Distlock_Client_semaphore, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, tryLockMany, arginfo_class_Distlock_Client_tryLockMany, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, lockMany, arginfo_class_Distlock_Client_lockMany, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, restoreLock, arginfo_class_Distlock_Client_restoreLock, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, holder, arginfo_class_Distlock_Client_holder, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, forceRelease, arginfo_class_Distlock_Client_forceRelease, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, options, arginfo_class_Distlock_Client_options, ZEND_ACC_PUBLIC|ZEND_ACC_STATIC)

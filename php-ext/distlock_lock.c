@@ -33,6 +33,8 @@ typedef struct dl_lock_obj {
     long ttl_ms;
     bool released;              /* release() was called */
     bool lost_told;             /* the onLost callback was called (once) */
+    bool restored;              /* from Client::restoreLock(): ttl_ms is 0 (no acquire
+                                   TTL), validity 0 until an extend succeeds */
     bool abandoned;             /* abandon() was called: l is NULL (the core freed the
                                    handle), the key keeps the token until its TTL */
     zval a_keys, a_token, a_fences; /* what keys(), token() and fences() answer after
@@ -59,6 +61,7 @@ static zend_object *dl_lock_create(zend_class_entry *ce)
     o->ttl_ms = 0;
     o->released = false;
     o->lost_told = false;
+    o->restored = false;
     o->abandoned = false;
     ZVAL_UNDEF(&o->a_keys);
     ZVAL_UNDEF(&o->a_token);
@@ -241,6 +244,12 @@ void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms)
     o->ttl_ms = ttl_ms;
 }
 
+void dl_lock_wrap_restored(zval *zv, distlock_lock *l)
+{
+    dl_lock_wrap(zv, l, 0);
+    dl_lock_from(Z_OBJ_P(zv))->restored = true;
+}
+
 PHP_METHOD(Distlock_Lock, __construct)
 {
     ZEND_PARSE_PARAMETERS_NONE();
@@ -287,6 +296,11 @@ PHP_METHOD(Distlock_Lock, extend)
         RETURN_THROWS();
     }
     ttl_ms = o->ttl_ms;
+    if (ttl_null && ttl_ms == 0) {   /* restored, never extended: no TTL to repeat */
+        zend_argument_value_error(1, "must be given for a lock from Client::restoreLock() "
+                                     "until an extend() gave it a TTL");
+        RETURN_THROWS();
+    }
     if (!ttl_null && !dl_ttl_from_seconds(1, ttl, &ttl_ms)) {
         RETURN_THROWS();
     }
@@ -417,6 +431,9 @@ PHP_METHOD(Distlock_Lock, check)
         dl_throw_lost(key, strlen(key), "was released");
     } else if (distlock_lock_lost(o->l)) {
         dl_throw_lost(key, strlen(key), "was found lost (expired, deleted or taken over)");
+    } else if (o->restored && o->ttl_ms == 0) {
+        dl_throw_lost(key, strlen(key), "is not known held (Client::restoreLock() checks nothing "
+                                        "on the servers; extend() it to know)");
     } else if (distlock_lock_validity_ms(o->l) <= 0) {
         dl_throw_lost(key, strlen(key), "has expired (its validity ran out)");
     }

@@ -103,6 +103,9 @@ void dl_client_minit(zend_class_entry *ce);
 void dl_lock_minit(zend_class_entry *ce);
 /* Make `zv` a new Distlock\Lock owning `l` (acquired with ttl_ms). */
 void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms);
+/* The same for a handle of distlock_lock_restore(): no acquire TTL (extend()
+ * needs one), not known held until an extend succeeds. */
+void dl_lock_wrap_restored(zval *zv, distlock_lock *l);
 
 /* A safe point (distlock_lock.c): call the onLost callbacks of the locks
  * found lost since the last one, in this thread. Every function and method
