@@ -253,8 +253,8 @@ DL_CHECKED(distlock_client_quorum)
 
 /* ---- distlock_admin_holder / distlock_ttl_from_seconds ----
  * admin_holder(c, key, node) -> (status 0/1, token, nodes, pttl_ms,
- * answered, taken): the fields of its distlock_holder_info, made here with
- * its size. ttl_from_seconds(seconds) -> ttl_ms. */
+ * answered, taken, kind, holders): the fields of its distlock_holder_info,
+ * made here with its size. ttl_from_seconds(seconds) -> ttl_ms. */
 %typemap(in, numinputs=0) distlock_holder_info *out (distlock_holder_info info) {
     memset(&info, 0, sizeof info);
     info.size = sizeof info;
@@ -268,6 +268,8 @@ DL_CHECKED(distlock_client_quorum)
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.pttl_ms));
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.answered));
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.taken));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.kind));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.holders));
 }
 %ignore distlock_holder_info;
 %typemap(in, numinputs=0) long *ttl_ms (long tmp = 0) { $1 = &tmp; }

@@ -433,7 +433,7 @@ class Client:
         if node < 0:
             # the core reads -1 as "every node" (holder()); here it is a node number
             raise _invalid("node %d out of range 0..%d" % (node, self.node_count - 1))
-        held, token, _nodes, pttl, _answered, _taken = self._call(
+        held, token, _nodes, pttl, _answered, _taken, _kind, _holders = self._call(
             _core.distlock_admin_holder, key, node)
         if not held:
             return None
@@ -446,13 +446,27 @@ class Client:
         most nodes (None if no node holds one), ``nodes`` how many hold it,
         ``ttl`` the shortest lease left among them in seconds (None: no
         expiry), ``answered`` / ``taken`` how many nodes answered / have the
-        key at all. Raises NoQuorum when the nodes that did not answer could
-        change the verdict (one node: its own error)."""
+        key at all. ``kind`` says what the key is on the nodes counted:
+        ``"free"``, ``"lock"`` (a token), ``"readers"`` (read locks),
+        ``"semaphore"`` or ``"other"`` (a value of another type), and
+        ``holders`` the live read locks or permits (0 for the others).
+        Raises NoQuorum when the nodes that did not answer could change the
+        verdict (one node: its own error)."""
         _check_key(key)
-        st, token, nodes, pttl, answered, taken = self._call(_core.distlock_admin_holder, key, -1)
+        st, token, nodes, pttl, answered, taken, kind, holders = self._call(
+            _core.distlock_admin_holder, key, -1)
         return Holder(held=st == 1, token=token if nodes else None, nodes=nodes,
                       ttl=(None if pttl < 0 else pttl / 1000.0) if nodes else None,
-                      answered=answered, taken=taken)
+                      answered=answered, taken=taken,
+                      kind=_HOLDER_KINDS.get(kind, "other"), holders=holders)
+
+    def locked(self, key: KeyType) -> bool:
+        """True when one token holds ``key`` on a quorum: the verdict of
+        :meth:`holder` (``holder(key).held``), one round to every node.
+        Read locks and semaphore permits hold no single token: see
+        ``holder(key).kind`` and ``holders`` for those. Raises NoQuorum as
+        holder() does."""
+        return self.holder(key).held
 
     def force_release(self, key: KeyType) -> int:
         """Delete ``key`` on every node whoever holds it (administrative
@@ -485,6 +499,18 @@ class Holder(NamedTuple):
     ttl: Optional[float]
     answered: int
     taken: int
+    kind: str
+    holders: int
+
+
+# distlock_holder_info.kind by name (the names PHP's Client::holder() uses too)
+_HOLDER_KINDS = {
+    _core.DISTLOCK_HOLDER_FREE: "free",
+    _core.DISTLOCK_HOLDER_LOCK: "lock",
+    _core.DISTLOCK_HOLDER_READERS: "readers",
+    _core.DISTLOCK_HOLDER_SEMAPHORE: "semaphore",
+    _core.DISTLOCK_HOLDER_OTHER: "other",
+}
 
 
 class Lock(contextlib.ContextDecorator):

@@ -227,6 +227,49 @@ class Client:
         """Who holds ``key`` (see :meth:`distlock.Client.holder`)."""
         return await self._in_pool(self._sync.holder, key)
 
+    async def locked(self, key: KeyType) -> bool:
+        """True when one token holds ``key`` on a quorum (see
+        :meth:`distlock.Client.locked`)."""
+        return await self._in_pool(self._sync.locked, key)
+
+    # -- the token-carrying pair (the caller keeps the token), as the
+    #    blocking Client's: each runs in the client's thread pool
+    async def acquire_token(self, key: KeyType, token: KeyType, ttl: float = 30.0, *,
+                            strict: bool = False) -> Optional[float]:
+        """Take ``key`` with a caller-chosen ``token``: the validity in
+        seconds, or None if another owner holds it (see
+        :meth:`distlock.Client.acquire_token`)."""
+        return await self._in_pool(functools.partial(self._sync.acquire_token, strict=strict),
+                                   key, token, ttl)
+
+    async def release_token(self, key: KeyType, token: KeyType) -> bool:
+        """Compare-and-delete: True if ``token`` held ``key`` and it is now
+        deleted, False if it did not hold it (see
+        :meth:`distlock.Client.release_token`)."""
+        return await self._in_pool(self._sync.release_token, key, token)
+
+    async def extend_token(self, key: KeyType, token: KeyType, ttl: float) -> float:
+        """Reset the TTL where ``token`` still holds ``key``: the new
+        validity in seconds; LockLost if it no longer holds it (see
+        :meth:`distlock.Client.extend_token`)."""
+        return await self._in_pool(self._sync.extend_token, key, token, ttl)
+
+    @staticmethod
+    def generate_token() -> str:
+        """A fresh 128-bit token (32 lowercase hex characters). No I/O."""
+        return _SyncClient.generate_token()
+
+    async def inspect(self, key: KeyType, node: int = 0
+                      ) -> Optional[Tuple[str, Optional[float]]]:
+        """Who holds ``key`` on node ``node`` alone: None, or ``(token,
+        seconds_left)`` (see :meth:`distlock.Client.inspect`)."""
+        return await self._in_pool(self._sync.inspect, key, node)
+
+    def stats(self) -> Dict[str, int]:
+        """This client's counters and histograms by name (see
+        :meth:`distlock.Client.stats`). No I/O: not a coroutine."""
+        return self._sync.stats()
+
     async def force_release(self, key: KeyType) -> int:
         """Delete ``key`` on every node, whoever holds it (administrative
         override; see :meth:`distlock.Client.force_release`): the number of
