@@ -71,6 +71,17 @@ def _wait_ms(wait: Any, what: str) -> int:
     return _FOREVER if ms > _WAIT_FOREVER_ABOVE_MS else ms
 
 
+def _additional_ms(ttl: Any, additional: Any) -> Optional[int]:
+    """extend(additional=...): the seconds to add as whole ms (the TTL rule:
+    > 0, rounded up), None when not given; TypeError with ttl as well. The
+    new TTL is the validity left plus this, taken under the handle's lock."""
+    if additional is None:
+        return None
+    if ttl is not None:
+        raise TypeError("extend() takes ttl or additional, not both")
+    return _ttl_ms(additional)
+
+
 def _not_picklable(what: str) -> NoReturn:
     raise TypeError("cannot pickle or copy a %s: it stands for live connections "
                     "(and their credentials), which can't be transferred" % what)
@@ -682,15 +693,21 @@ class Lock(contextlib.ContextDecorator):
             if lost is not None:
                 raise lost
 
-    def extend(self, ttl: Optional[float] = None) -> float:
+    def extend(self, ttl: Optional[float] = None, *,
+               additional: Optional[float] = None) -> float:
         """Reset the TTL to ``ttl`` seconds (default: the lock's ttl) on every
         node where it is still ours; returns the new validity in seconds.
+        ``additional``: add that many seconds to the validity left instead
+        (redis-py's ``extend(additional_time)``); not with ``ttl``.
         Raises LockLost if it was lost, NotHeld if this object does not hold it."""
+        add_ms = _additional_ms(ttl, additional)
         ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
         with self._hm:
             if self._h is None:
                 raise NotHeld("extend of %r, which this %s object does not hold"
                               % (self._shown(), type(self).__name__))
+            if add_ms is not None:
+                ms = _core.distlock_lock_validity_ms(self._h) + add_ms
             try:
                 self._client._call_handle(_core.distlock_extend, self._h, ms)
             except (LockLost, RenewalFailed):

@@ -36,8 +36,8 @@ from types import TracebackType
 
 from . import _core
 from ._client import Client as _SyncClient
-from ._client import (Holder, KeyType, Servers, _c_long, _check_key, _keys, _long_detail,
-                      _permits, _ttl_ms, _wait_ms, _warn_unreleased)
+from ._client import (Holder, KeyType, Servers, _additional_ms, _c_long, _check_key, _keys,
+                      _long_detail, _permits, _ttl_ms, _wait_ms, _warn_unreleased)
 from ._errors import (ClosedError, ConnectionError, Error, InvalidArgument, LockLost,
                       LockNotAcquired, NotHeld, RenewalFailed)
 from ._lost import report_callback_error
@@ -615,22 +615,28 @@ class Lock:
             self._was_lost = True
         _core.distlock_lock_free(h)
 
-    async def extend(self, ttl: Optional[float] = None) -> float:
+    async def extend(self, ttl: Optional[float] = None, *,
+                     additional: Optional[float] = None) -> float:
         """Reset the TTL (default: the lock's) on every node where it is
-        still ours; returns the new validity in seconds. LockLost if it was
-        lost, RenewalFailed if no quorum answered, NotHeld if not held."""
+        still ours; returns the new validity in seconds. ``additional``:
+        add that many seconds to the validity left instead (not with
+        ``ttl``). LockLost if it was lost, RenewalFailed if no quorum
+        answered, NotHeld if not held."""
+        add_ms = _additional_ms(ttl, additional)
         ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
         if not self._handles:
             raise NotHeld("extend of %r, which this %s object does not hold"
                           % (self._shown(), type(self).__name__))
-        return await self._client._in_pool(self._extend_blocking, ms)
+        return await self._client._in_pool(self._extend_blocking, ms, add_ms)
 
-    def _extend_blocking(self, ms: int) -> float:
+    def _extend_blocking(self, ms: int, add_ms: Optional[int] = None) -> float:
         with self._hm:
             h = self._top()
             if h is None:
                 raise NotHeld("extend of %r, which this %s object does not hold"
                               % (self._shown(), type(self).__name__))
+            if add_ms is not None:  # the validity left when the extend goes out
+                ms = _core.distlock_lock_validity_ms(h) + add_ms
             try:
                 self._client._sync._call_handle(_core.distlock_extend, h, ms)
             except (LockLost, RenewalFailed):
