@@ -356,8 +356,8 @@ class Client:
 
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
-             auto_renew: bool = False, fencing: bool = False, shared: bool = False,
-             on_lost: Optional[OnLost] = None) -> "Lock":
+             auto_renew: bool = False, fencing: bool = False, reentrant: bool = False,
+             shared: bool = False, on_lost: Optional[OnLost] = None) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until it is acquired).
 
         ``ttl``: seconds the lock lives unless released or extended.
@@ -365,6 +365,10 @@ class Client:
         (None: wait without limit; 0: try once).
         ``auto_renew``: renew in the background at ttl/3 while held.
         ``fencing``: get a fencing token (``lock.fence``) with each acquire.
+        ``reentrant``: a thread that holds ``key`` through this client
+        acquires it again, counted (each acquire needs its release; only the
+        last one reaches Redis; one round trip refreshes the TTL): per
+        thread, as threading.RLock, across the Lock objects of this client.
         ``shared``: a read lock: it shares ``key`` with other readers and
         excludes writers (a plain lock of the same key); symfony/lock's
         shared locks interoperate (docs/shared-locks.md). Not with
@@ -375,7 +379,7 @@ class Client:
         owner instead).
         """
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
-                    shared=shared, on_lost=on_lost)
+                    reentrant=reentrant, shared=shared, on_lost=on_lost)
 
     def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
                   wait: Optional[float] = None, auto_renew: bool = False,
@@ -532,7 +536,8 @@ class Lock(contextlib.ContextDecorator):
     decorator. Threads of one process sharing one Lock object queue on a
     local mutex first, so at most one of them holds it at a time (not
     reentrant: a thread acquiring it twice waits for itself, as with
-    threading.Lock).
+    threading.Lock; with ``reentrant=True`` it acquires it again, counted,
+    as with threading.RLock, and only that thread releases it).
 
     Garbage collection is not a release: a Lock collected while held leaves
     the key to run out by its TTL (its renewal stops) and emits a
@@ -541,7 +546,7 @@ class Lock(contextlib.ContextDecorator):
 
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
-                 fencing: bool = False, shared: bool = False,
+                 fencing: bool = False, reentrant: bool = False, shared: bool = False,
                  on_lost: Optional[OnLost] = None) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.Client")
@@ -554,9 +559,17 @@ class Lock(contextlib.ContextDecorator):
         # combination it does not take fails the acquire with its detail.
         self._flags = ((_core.DISTLOCK_AUTO_RENEW if auto_renew else 0)
                        | (_core.DISTLOCK_FENCING if fencing else 0)
+                       | (_core.DISTLOCK_REENTRANT if reentrant else 0)
                        | (_core.DISTLOCK_SHARED if shared else 0))
         self._refused_detail = ""  # the library's detail of the last refusal
         self._local = threading.Lock()   # held while this object holds the lock
+        # reentrant: the core counts the owner's acquisitions (the owner is
+        # the calling thread) and hands out one handle each; self._h is the
+        # innermost, _outer the ones below it. The owner's nested acquires
+        # skip the local mutex, which it already holds.
+        self._reentrant = bool(reentrant)
+        self._outer: List[Any] = []
+        self._owner_ident: Optional[int] = None
         self._hm = threading.Lock()      # guards the C handle: one thread at a time
         self._h: Any = None
         # A release of self._h failed without the servers saying "not the
@@ -626,6 +639,8 @@ class Lock(contextlib.ContextDecorator):
             wait_ms = self._wait_ms
         else:
             wait_ms = _wait_ms(timeout, "timeout")
+        if self._reentrant and self._owns():
+            return self._acquire_again(wait_ms)
         if wait_ms == 0:
             got = self._local.acquire(False)
         elif wait_ms < 0:
@@ -654,8 +669,27 @@ class Lock(contextlib.ContextDecorator):
                 _core.distlock_lock_free(old)
             self._was_lost = False
             self._lost_seen = False
+            self._owner_ident = threading.get_ident()
         if self._on_lost is not None:
             self._client._lost_watcher().watch(self)
+        return True
+
+    def _owns(self) -> bool:
+        """This thread holds the lock through this object (reentrant)."""
+        with self._hm:
+            return (self._h is not None and not self._retry
+                    and self._owner_ident == threading.get_ident())
+
+    def _acquire_again(self, wait_ms: int) -> bool:
+        """The owner's nested acquire: the core checks the lease is still
+        ours (one extend) and returns a counted handle of the same ownership."""
+        status, h = self._c_acquire(wait_ms)
+        if status != _OK:
+            self._refused_detail = _core.distlock_last_error()
+            return False
+        with self._hm:
+            self._outer.append(self._h)
+            self._h = h
         return True
 
     def release(self) -> None:
@@ -672,6 +706,16 @@ class Lock(contextlib.ContextDecorator):
                     raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
                 raise NotHeld("release of %r, which this %s object does not hold"
                               % (self._shown(), type(self).__name__))
+            if self._reentrant and self._owner_ident != threading.get_ident():
+                # the core would answer "not the owner", which reads as a loss
+                raise NotHeld("release of %r from a thread that does not hold it (a "
+                              "reentrant lock is released by its owner thread)"
+                              % (self._shown(),))
+            if self._outer:  # an inner acquisition: the core only counts it down
+                self._client._call_handle(_core.distlock_release, h)
+                self._h = self._outer.pop()
+                _core.distlock_lock_free(h)
+                return
             retry = self._retry
             lost: Optional[LockLost] = None
             try:
@@ -685,7 +729,7 @@ class Lock(contextlib.ContextDecorator):
                     self._retry = True
                     self._local.release()
                 raise
-            self._h, self._retry = None, False
+            self._h, self._retry, self._owner_ident = None, False, None
             self._was_lost = lost is not None or bool(_core.distlock_lock_lost(h))
             _core.distlock_lock_free(h)  # already released: no network
             if not retry:
@@ -853,8 +897,11 @@ class Lock(contextlib.ContextDecorator):
         """Client.close(): release and free the handle without the client."""
         with self._hm:
             h, self._h = self._h, None
+            outer, self._outer, self._owner_ident = self._outer, [], None
             if h is not None:
                 _core.distlock_lock_free(h)
+                for o in reversed(outer):  # a reentrant ownership's outer handles
+                    _core.distlock_lock_free(o)
                 if not self._retry:  # else released when the release failed
                     self._local.release()
                 self._retry = False
@@ -869,7 +916,8 @@ class Lock(contextlib.ContextDecorator):
         h = getattr(self, "_h", None)
         if h is None:
             return
-        self._h = None
+        handles = [h] + list(reversed(getattr(self, "_outer", [])))
+        self._h, self._outer = None, []
         _warn_unreleased("distlock." + type(self).__name__, self._shown(), self._ttl_ms, self)
         try:
             self._client._enter()
@@ -877,10 +925,12 @@ class Lock(contextlib.ContextDecorator):
             # Collected with its client, whose finalizer ran first: the C
             # client abandoned the lock and is gone; free the memory only.
             if getattr(self._client, "_freed", False):
-                _core.distlock_lock_free(h)
+                for x in handles:
+                    _core.distlock_lock_free(x)
             return
         try:
-            _core.distlock_lock_abandon(h)
+            for x in handles:
+                _core.distlock_lock_abandon(x)
         finally:
             self._client._leave()
 
