@@ -357,7 +357,8 @@ class Client:
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
              auto_renew: bool = False, fencing: bool = False, reentrant: bool = False,
-             shared: bool = False, on_lost: Optional[OnLost] = None) -> "Lock":
+             shared: bool = False, on_lost: Optional[OnLost] = None,
+             token: Optional[KeyType] = None) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until it is acquired).
 
         ``ttl``: seconds the lock lives unless released or extended.
@@ -377,9 +378,31 @@ class Client:
         lease is found lost (by the auto-renewal or an extend), in the
         client's lost-watcher thread (see :meth:`Lock.run` to interrupt the
         owner instead).
+        ``token``: the token every acquire of this Lock sets (str or bytes,
+        1..TOKEN_MAX bytes) instead of a fresh random one, for an owner
+        string known elsewhere (:meth:`restore`, another process). The
+        acquire is strict (SET NX): a key already holding this very token
+        is held, as in redis-py. Not with ``shared`` or ``reentrant`` (the
+        acquire raises InvalidArgument, the library's rule).
         """
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
-                    reentrant=reentrant, shared=shared, on_lost=on_lost)
+                    reentrant=reentrant, shared=shared, on_lost=on_lost, token=token)
+
+    def restore(self, key: KeyType, token: KeyType, ttl: float = 30.0) -> "Lock":
+        """A held :class:`Lock` for an ownership taken elsewhere: ``token``
+        holding ``key`` (another process, :meth:`acquire_token`, a
+        ``lock(token=...)``). No I/O: nothing is checked on the servers
+        (distlock_lock_restore). ``release()`` compare-and-deletes that
+        token (LockLost, key untouched, when it does not hold it);
+        ``extend()`` resets the TTL where it still holds the key (``ttl``
+        is extend()'s default). Until an extend succeeds, ``validity`` is 0
+        and ``held`` False (the lease's age is unknown here); no renewal,
+        no fence."""
+        _check_key(key)
+        _check_key(token, "token")
+        lk = Lock(self, key, ttl)
+        lk._adopt(self._call(_core.distlock_lock_restore, key, token))
+        return lk
 
     def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
                   wait: Optional[float] = None, auto_renew: bool = False,
@@ -547,10 +570,13 @@ class Lock(contextlib.ContextDecorator):
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
                  fencing: bool = False, reentrant: bool = False, shared: bool = False,
-                 on_lost: Optional[OnLost] = None) -> None:
+                 on_lost: Optional[OnLost] = None, token: Optional[KeyType] = None) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.Client")
         _check_key(key)
+        if token is not None:
+            _check_key(token, "token")  # its bytes are the library's to check
+        self._token = token
         self._client = client
         self._key = key
         self._ttl_ms = _ttl_ms(ttl)
@@ -607,8 +633,8 @@ class Lock(contextlib.ContextDecorator):
     #    and how messages name the lease
     def _c_acquire(self, wait_ms: int) -> Tuple[int, Any]:
         """One acquire call in C: (status, handle)."""
-        status, h = self._client._call(_core.distlock_acquire, self._key, self._ttl_ms, wait_ms,
-                                       self._flags)
+        status, h = self._client._call(_core.distlock_py_acquire_with, self._key, self._ttl_ms,
+                                       wait_ms, self._flags, None, None, self._token)
         return int(status), h
 
     def _shown(self) -> Any:
@@ -673,6 +699,14 @@ class Lock(contextlib.ContextDecorator):
         if self._on_lost is not None:
             self._client._lost_watcher().watch(self)
         return True
+
+    def _adopt(self, h: Any) -> None:
+        """Client.restore(): this new object holds the restored handle."""
+        got = self._local.acquire(False)
+        assert got, "a new Lock's local mutex is free"
+        with self._hm:
+            self._h = h
+            self._owner_ident = threading.get_ident()
 
     def _owns(self) -> bool:
         """This thread holds the lock through this object (reentrant)."""

@@ -189,7 +189,7 @@ class Client:
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
              auto_renew: bool = False, fencing: bool = False, reentrant: bool = False,
              shared: bool = False, on_lost: Optional[OnLost] = None,
-             cancel_on_lost: bool = False) -> "Lock":
+             cancel_on_lost: bool = False, token: Optional[KeyType] = None) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until acquired).
         As :meth:`distlock.Client.lock` (``shared=True``: a read lock),
         plus ``reentrant`` (a task that holds ``key`` through this client
@@ -198,10 +198,21 @@ class Client:
         lost; a coroutine function is scheduled as a task) and
         ``cancel_on_lost`` (cancel the task running under ``async with
         lock:`` when the lease is found lost; the block then ends with
-        :class:`distlock.LockLost`)."""
+        :class:`distlock.LockLost`); ``token`` as for
+        :meth:`distlock.Client.lock` (the caller's token, strict)."""
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
                     reentrant=reentrant, shared=shared, on_lost=on_lost,
-                    cancel_on_lost=cancel_on_lost)
+                    cancel_on_lost=cancel_on_lost, token=token)
+
+    def restore(self, key: KeyType, token: KeyType, ttl: float = 30.0) -> "Lock":
+        """A held :class:`Lock` for ``token`` holding ``key``, taken
+        elsewhere (see :meth:`distlock.Client.restore`). No I/O: not a
+        coroutine; ``await lock.release()`` / ``extend()`` act on the servers."""
+        _check_key(key)
+        _check_key(token, "token")
+        lk = Lock(self, key, ttl)
+        lk._handles.append(self._sync._call(_core.distlock_lock_restore, key, token))
+        return lk
 
     def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
                   wait: Optional[float] = None, auto_renew: bool = False,
@@ -432,10 +443,14 @@ class Lock:
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
                  fencing: bool = False, reentrant: bool = False, shared: bool = False,
-                 on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False) -> None:
+                 on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False,
+                 token: Optional[KeyType] = None) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.aio.Client")
         _check_key(key)
+        if token is not None:
+            _check_key(token, "token")  # its bytes are the library's to check
+        self._token = token
         if on_lost is not None and not callable(on_lost):
             raise TypeError("on_lost must be callable, not %s" % type(on_lost).__name__)
         self._client = client
@@ -484,7 +499,8 @@ class Lock:
     #    (run in the client's threads) and how messages name the lease
     def _c_acquire(self, budget: int, cancel: Any, owner: Optional[str]) -> Tuple[int, Any]:
         status, h = self._client._sync._call(_core.distlock_py_acquire_with, self._key,
-                                             self._ttl_ms, budget, self._flags, owner, cancel)
+                                             self._ttl_ms, budget, self._flags, owner, cancel,
+                                             self._token)
         return int(status), h
 
     def _shown(self) -> Any:
@@ -522,6 +538,8 @@ class Lock:
             return await self._take(wait_ms, owner)  # counted, same task
         if self._local is None:
             self._local = asyncio.Lock()
+            if self._handles:  # restored (Client.restore): the local lock is that ownership's
+                await self._local.acquire()
         local = self._local
         if wait_ms == 0:
             if local.locked():
