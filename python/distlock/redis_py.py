@@ -82,7 +82,7 @@ def _is_conn(cls: Any, name: str) -> bool:
 def _settings(r: Any) -> Settings:
     """The distlock URI and options of a redis client's connection pool:
     where it connects (TCP, TLS or Unix socket, with its db) and as whom."""
-    pool = getattr(r, "connection_pool", None)
+    pool: Any = getattr(r, "connection_pool", None)
     kw = getattr(pool, "connection_kwargs", None)
     if not isinstance(kw, dict):
         raise TypeError("distlock.redis_py needs a redis.Redis (or redis.asyncio.Redis) client, "
@@ -267,11 +267,14 @@ class Lock(_Base):
         self._client = _client_for(redis)
 
     def __enter__(self) -> "Lock":
+        """Acquire (as ``acquire()`` with the object's settings); LockError
+        "Unable to acquire lock within the time specified" if it was not."""
         if self.acquire():
             return self
         raise LockError("Unable to acquire lock within the time specified", self.name)
 
     def __exit__(self, *exc: Any) -> None:
+        """Release (:meth:`release`), whatever the block raised."""
         self.release()
 
     def acquire(self, sleep: Optional[float] = None, blocking: Optional[bool] = None,
@@ -358,11 +361,14 @@ class AsyncLock(_Base):
     event loop (one per loop)."""
 
     async def __aenter__(self) -> "AsyncLock":
+        """Acquire; LockError "Unable to acquire lock within the time
+        specified" if it was not."""
         if await self.acquire():
             return self
         raise LockError("Unable to acquire lock within the time specified", self.name)
 
     async def __aexit__(self, *exc: Any) -> None:
+        """Release (:meth:`release`), whatever the block raised."""
         await self.release()
 
     async def acquire(self, blocking: Optional[bool] = None,
