@@ -73,6 +73,42 @@ class LockNotOwnedError(_rx.LockNotOwnedError, LockError):  # type: ignore[misc]
     :class:`distlock.Error`: the lock expired or another owner took it."""
 
 
+_flavours: Dict[type, type] = {}
+
+
+def _redis_flavour(cls: type) -> type:
+    """distlock's exception class cls as a subclass of redis-py's counterpart
+    too (made once per class): the servers' errors reach code written for
+    redis-py as redis-py's (``except redis.exceptions.ConnectionError``,
+    ``except redis.RedisError``) and as distlock's (``except distlock.NoQuorum``)."""
+    with _clients_mu:
+        got = _flavours.get(cls)
+        if got is None:
+            if issubclass(cls, _errors.TimeoutError):
+                base = _rx.TimeoutError
+            elif issubclass(cls, _errors.ConnectionError):
+                base = _rx.ConnectionError
+            else:
+                base = _rx.RedisError
+            got = _flavours[cls] = type(cls.__name__, (base, cls),
+                                        {"__module__": __name__, "__doc__": cls.__doc__})
+        return got
+
+
+class _Translated:
+    """``with _Translated():`` re-raises a distlock error (other than the
+    adapter's own) as its redis-py flavour, same message, status and
+    detail; the original is its __cause__."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, tp: Any, e: Any, tb: Any) -> None:
+        if e is None or not isinstance(e, _errors.Error) or isinstance(e, _rx.RedisError):
+            return
+        raise _redis_flavour(type(e))(e.message, e.status, e.detail) from e
+
+
 def _is_conn(cls: Any, name: str) -> bool:
     """cls is (a subclass of) redis-py's sync or asyncio connection class `name`."""
     return any(isinstance(base, type) and issubclass(cls, base)
@@ -258,7 +294,9 @@ class Lock(_Base):
     ``redis.lock(name, ..., lock_class=distlock.redis_py.Lock)``: see
     redis-py's documentation for each argument. ``timeout=None``: a lease of
     :data:`RENEWED_LEASE` seconds renewed while held; ``sleep`` is ignored
-    (a blocked acquire wakes on the release notification)."""
+    (a blocked acquire wakes on the release notification). The servers'
+    errors are distlock's classes that are also redis-py's
+    (``redis.exceptions.ConnectionError``...)."""
 
     def __init__(self, redis: Any, name: Name, timeout: Optional[float] = None,
                  sleep: float = 0.1, blocking: bool = True,
@@ -288,22 +326,25 @@ class Lock(_Base):
         tok = self._token(token)
         wait = self._wait(blocking, blocking_timeout)
         extra: Dict[str, Any] = {} if tok is None else {"token": tok}
-        native = self._client.lock(_key(self.name), wait=wait, **self._lock_args(), **extra)
-        if not native.acquire():
-            return False
+        with _Translated():
+            native = self._client.lock(_key(self.name), wait=wait, **self._lock_args(), **extra)
+            if not native.acquire():
+                return False
         self._held(native, tok)
         return True
 
     def locked(self) -> bool:
         """True if the key is locked by anyone (this object or another)."""
-        return bool(self._client.holder(_key(self.name)).held)
+        with _Translated():
+            return bool(self._client.holder(_key(self.name)).held)
 
     def owned(self) -> bool:
         """True if the key is locked with this object's token (``local.token``)."""
         token = self.local.token
         if token is None:
             return False
-        return self._owns(self._client.holder(_key(self.name)), token)
+        with _Translated():
+            return self._owns(self._client.holder(_key(self.name)), token)
 
     def _native(self, token: bytes) -> Any:
         """The handle of token: this object's, or one restored for a token
@@ -319,38 +360,41 @@ class Lock(_Base):
         (this thread, with ``thread_local``) holds no token;
         LockNotOwnedError if the key no longer holds it (expired, taken)."""
         token = self._release_token()
-        native = self._take(token)
-        if native is None:
-            native = self._client.restore(_key(self.name), token)
-        try:
-            native.release()
-        except _errors.LockLost:
-            raise self._not_owned("release") from None
+        with _Translated():
+            native = self._take(token)
+            if native is None:
+                native = self._client.restore(_key(self.name), token)
+            try:
+                native.release()
+            except _errors.LockLost:
+                raise self._not_owned("release") from None
 
     def extend(self, additional_time: float, replace_ttl: bool = False) -> bool:
         """Add ``additional_time`` seconds to the lock's TTL (``replace_ttl``:
         set the TTL to it). LockError if not held or made without timeout;
         LockNotOwnedError if no longer held."""
         token = self._check_extend("extend")
-        native = self._native(token)
-        try:
-            if replace_ttl:
-                native.extend(additional_time)
-            else:
-                native.extend(additional=additional_time)
-        except _errors.LockLost:
-            raise self._not_owned("extend") from None
+        with _Translated():
+            native = self._native(token)
+            try:
+                if replace_ttl:
+                    native.extend(additional_time)
+                else:
+                    native.extend(additional=additional_time)
+            except _errors.LockLost:
+                raise self._not_owned("extend") from None
         return True
 
     def reacquire(self) -> bool:
         """Reset the lock's TTL to its ``timeout``. LockError if not held or
         made without timeout; LockNotOwnedError if no longer held."""
         token = self._check_extend("reacquire")
-        native = self._native(token)
-        try:
-            native.extend(self.timeout)
-        except _errors.LockLost:
-            raise self._not_owned("reacquire") from None
+        with _Translated():
+            native = self._native(token)
+            try:
+                native.extend(self.timeout)
+            except _errors.LockLost:
+                raise self._not_owned("reacquire") from None
         return True
 
 
@@ -378,23 +422,26 @@ class AsyncLock(_Base):
         tok = self._token(token)
         wait = self._wait(blocking, blocking_timeout)
         extra: Dict[str, Any] = {} if tok is None else {"token": tok}
-        native = _aio_client_for(self.redis).lock(_key(self.name), wait=wait,
-                                                  **self._lock_args(), **extra)
-        if not await native.acquire():
-            return False
+        with _Translated():
+            native = _aio_client_for(self.redis).lock(_key(self.name), wait=wait,
+                                                      **self._lock_args(), **extra)
+            if not await native.acquire():
+                return False
         self._held(native, tok)
         return True
 
     async def locked(self) -> bool:
         """True if the key is locked by anyone."""
-        return bool((await _aio_client_for(self.redis).holder(_key(self.name))).held)
+        with _Translated():
+            return bool((await _aio_client_for(self.redis).holder(_key(self.name))).held)
 
     async def owned(self) -> bool:
         """True if the key is locked with this object's token."""
         token = self.local.token
         if token is None:
             return False
-        return self._owns(await _aio_client_for(self.redis).holder(_key(self.name)), token)
+        with _Translated():
+            return self._owns(await _aio_client_for(self.redis).holder(_key(self.name)), token)
 
     async def _native(self, token: bytes) -> Any:
         native = self._peek(token)
@@ -410,13 +457,14 @@ class AsyncLock(_Base):
         return self._do_release(token)
 
     async def _do_release(self, token: bytes) -> None:
-        native = self._take(token)
-        if native is None:
-            native = await _aio_client_for(self.redis).restore(_key(self.name), token)
-        try:
-            await native.release()
-        except _errors.LockLost:
-            raise self._not_owned("release") from None
+        with _Translated():
+            native = self._take(token)
+            if native is None:
+                native = await _aio_client_for(self.redis).restore(_key(self.name), token)
+            try:
+                await native.release()
+            except _errors.LockLost:
+                raise self._not_owned("release") from None
 
     def extend(self, additional_time: float, replace_ttl: bool = False) -> Awaitable[bool]:
         """As :meth:`Lock.extend`; LockError is raised at the call."""
@@ -424,14 +472,15 @@ class AsyncLock(_Base):
         return self._do_extend(token, additional_time, replace_ttl)
 
     async def _do_extend(self, token: bytes, additional_time: float, replace_ttl: bool) -> bool:
-        native = await self._native(token)
-        try:
-            if replace_ttl:
-                await native.extend(additional_time)
-            else:
-                await native.extend(additional=additional_time)
-        except _errors.LockLost:
-            raise self._not_owned("extend") from None
+        with _Translated():
+            native = await self._native(token)
+            try:
+                if replace_ttl:
+                    await native.extend(additional_time)
+                else:
+                    await native.extend(additional=additional_time)
+            except _errors.LockLost:
+                raise self._not_owned("extend") from None
         return True
 
     def reacquire(self) -> Awaitable[bool]:
@@ -440,9 +489,10 @@ class AsyncLock(_Base):
         return self._do_reacquire(token)
 
     async def _do_reacquire(self, token: bytes) -> bool:
-        native = await self._native(token)
-        try:
-            await native.extend(self.timeout)
-        except _errors.LockLost:
-            raise self._not_owned("reacquire") from None
+        with _Translated():
+            native = await self._native(token)
+            try:
+                await native.extend(self.timeout)
+            except _errors.LockLost:
+                raise self._not_owned("reacquire") from None
         return True

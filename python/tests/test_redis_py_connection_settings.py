@@ -63,6 +63,8 @@ def test_a_wrong_password_is_a_connection_error_that_hides_it(server, acl_user, 
     ra = redis.Redis(port=server.port, username=USER, password="not-" + PASS)
     with pytest.raises(distlock.ConnectionError) as e:
         ra.lock(name, timeout=30, lock_class=redis_py.Lock).acquire(blocking=False)
+    assert isinstance(e.value, redis.exceptions.ConnectionError)  # as redis-py's would be
+    assert isinstance(e.value.__cause__, distlock.ProtocolError)
     assert "not-" + PASS not in str(e.value)
     assert acl_user.get(name) is None
 

@@ -350,3 +350,14 @@ def test_lock_class_argument_builds_that_class_with_the_arguments(rp, impl, name
     assert type(lock) is impl
     assert (lock.redis, lock.name, lock.timeout, lock.sleep, lock.blocking,
             lock.blocking_timeout, lock.thread_local) == (rp, name, 7, 0.5, False, 3, False)
+
+
+def test_an_unreachable_server_is_redis_pys_connection_error(impl, name):
+    import socket
+    with socket.socket() as s:  # a port nobody listens on: bound, never listening
+        s.bind(("127.0.0.1", 0))
+        down = redis.Redis(port=s.getsockname()[1])
+        with pytest.raises(redis.exceptions.ConnectionError):
+            down.lock(name, timeout=30, lock_class=impl).acquire(blocking=False)
+        with pytest.raises(redis.exceptions.RedisError):
+            down.lock(name, timeout=30, lock_class=impl).locked()
