@@ -187,3 +187,18 @@ def test_distlock_async_waiter_wakes_on_the_release_not_after_sleep(server, name
         assert await asyncio.wait_for(task, 30) is True
         await waiter.release()
     run(server, body)
+
+
+def test_each_event_loop_has_its_client_and_a_closed_loops_is_dropped(server, name):
+    async def body(ar):
+        lock = ar.lock(name, timeout=30, lock_class=redis_py.AsyncLock)
+        assert await lock.acquire(blocking=False)
+        await lock.release()
+        return redis_py._aio_client_for(ar)
+
+    first = run(server, body)
+    second = run(server, body)  # a new loop: the first one's client is no use there
+    assert first is not second
+    clients = [c for (_, settings), (_, c) in redis_py._aio_clients.items()
+               if settings == redis_py._settings(redis.Redis(port=server.port))]
+    assert clients == [second]
