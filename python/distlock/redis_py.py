@@ -336,7 +336,7 @@ class Lock(_Base):
     def locked(self) -> bool:
         """True if the key is locked by anyone (this object or another)."""
         with _Translated():
-            return bool(self._client.holder(_key(self.name)).held)
+            return self._client.locked(_key(self.name))
 
     def owned(self) -> bool:
         """True if the key is locked with this object's token (``local.token``)."""
@@ -433,7 +433,7 @@ class AsyncLock(_Base):
     async def locked(self) -> bool:
         """True if the key is locked by anyone."""
         with _Translated():
-            return bool((await _aio_client_for(self.redis).holder(_key(self.name))).held)
+            return await _aio_client_for(self.redis).locked(_key(self.name))
 
     async def owned(self) -> bool:
         """True if the key is locked with this object's token."""
@@ -443,10 +443,10 @@ class AsyncLock(_Base):
         with _Translated():
             return self._owns(await _aio_client_for(self.redis).holder(_key(self.name)), token)
 
-    async def _native(self, token: bytes) -> Any:
+    def _native(self, token: bytes) -> Any:
         native = self._peek(token)
         if native is None:
-            native = await _aio_client_for(self.redis).restore(_key(self.name), token)
+            native = _aio_client_for(self.redis).restore(_key(self.name), token)
             self._keep(token, native)
         return native
 
@@ -460,7 +460,7 @@ class AsyncLock(_Base):
         with _Translated():
             native = self._take(token)
             if native is None:
-                native = await _aio_client_for(self.redis).restore(_key(self.name), token)
+                native = _aio_client_for(self.redis).restore(_key(self.name), token)
             try:
                 await native.release()
             except _errors.LockLost:
@@ -473,7 +473,7 @@ class AsyncLock(_Base):
 
     async def _do_extend(self, token: bytes, additional_time: float, replace_ttl: bool) -> bool:
         with _Translated():
-            native = await self._native(token)
+            native = self._native(token)
             try:
                 if replace_ttl:
                     await native.extend(additional_time)
@@ -490,7 +490,7 @@ class AsyncLock(_Base):
 
     async def _do_reacquire(self, token: bytes) -> bool:
         with _Translated():
-            native = await self._native(token)
+            native = self._native(token)
             try:
                 await native.extend(self.timeout)
             except _errors.LockLost:

@@ -122,3 +122,17 @@ def test_another_threads_token_is_none_and_release_is_a_lock_error(rp, name):
     assert out == [None, "Cannot release an unlocked lock"]
     assert rp.get(name) == lock.local.token
     lock.release()
+
+
+def test_additive_extend_of_a_token_set_by_hand_sets_the_ttl(rp, name):
+    """redis-py adds to the key's PTTL; distlock adds to the validity this
+    process counts, which a token set in local.token (no acquire here) does
+    not have: the TTL becomes the time added."""
+    first = rp.lock(name, timeout=10, lock_class=redis_py.Lock)
+    assert first.acquire(blocking=False)
+    later = rp.lock(name, timeout=10, lock_class=redis_py.Lock)
+    later.local.token = first.local.token
+    assert later.extend(20) is True
+    assert 15000 < rp.pttl(name) <= 20000  # redis-py: about 30000
+    later.release()
+    assert rp.get(name) is None
