@@ -60,9 +60,14 @@ def test_acquire_with_a_token_holds_the_key_with_it_as_bytes(rp, impl, name):
 def test_acquire_with_the_token_already_holding_the_key_is_refused(rp, impl, name):
     first = get_lock(rp, impl, name, timeout=30)
     assert first.acquire(blocking=False, token=b"same")
+    assert rp.get(name) == b"same"
     again = get_lock(rp, impl, name, timeout=30)
     assert again.acquire(blocking=False, token=b"same") is False  # SET NX: held is held
+    assert again.local.token is None
     first.release()
+    assert again.acquire(blocking=False, token=b"same") is True
+    assert rp.get(name) == b"same"
+    again.release()
 
 
 def test_competing_locks_exclude_each_other(rp, impl, name):
