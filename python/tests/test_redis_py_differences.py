@@ -136,3 +136,18 @@ def test_additive_extend_of_a_token_set_by_hand_sets_the_ttl(rp, name):
     assert 15000 < rp.pttl(name) <= 20000  # redis-py: about 30000
     later.release()
     assert rp.get(name) is None
+
+
+def test_a_token_beyond_distlocks_limit_is_invalid_and_nothing_is_held(rp, name):
+    """redis-py stores any token; distlock's are 1..TOKEN_MAX bytes: a longer
+    one is its InvalidArgument (a ValueError), also a redis-py RedisError."""
+    lock = rp.lock(name, timeout=30, lock_class=redis_py.Lock)
+    with pytest.raises(distlock.InvalidArgument) as e:
+        lock.acquire(blocking=False, token=b"t" * (distlock.TOKEN_MAX + 1))
+    assert isinstance(e.value, ValueError)
+    assert isinstance(e.value, redis.exceptions.RedisError)
+    assert lock.local.token is None
+    assert rp.get(name) is None
+    assert lock.acquire(blocking=False, token=b"t" * distlock.TOKEN_MAX)
+    assert rp.get(name) == b"t" * distlock.TOKEN_MAX
+    lock.release()
