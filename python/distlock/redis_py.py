@@ -207,6 +207,7 @@ class _Base:
     def __init__(self, redis: Any, name: Name, timeout: Optional[float] = None,
                  sleep: float = 0.1, blocking: bool = True,
                  blocking_timeout: Optional[float] = None, thread_local: bool = True) -> None:
+        _settings(redis)  # a client it can't read: TypeError now, not at the first acquire
         self.redis = redis
         self.name = name
         self.timeout = timeout
