@@ -138,12 +138,19 @@ final class DistlockStore implements DistlockStoreInterfaces
         if ($state === null) {
             throw new LockConflictedException(sprintf('The "%s" lock is not held by this key.', $key));
         }
+        // RedisStore's order: the Key's lifetime is cut to $ttl before the
+        // call, so a TTL that runs out before it is answered is an expiry.
+        $key->reduceLifetime($ttl);
         try {
             $validity = $state->lock->extend($ttl);
         } catch (LockLostException $e) {
             $this->forget($key);
             throw new LockConflictedException(sprintf('The "%s" lock was lost: %s', $key, $e->getMessage()), 0, $e);
         } catch (\ValueError $e) {
+            // The core refuses a TTL it cannot hold a lease for (at or below
+            // its clock-drift allowance, or beyond its maximum): one that has
+            // already run out on the Key is symfony's expiry, any other a bad TTL.
+            $this->checkNotExpired($key);
             throw new InvalidTtlException(sprintf('Invalid TTL for the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
         } catch (DistlockException $e) {
             throw new LockStorageException(sprintf('Failed to put off the expiration of the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
