@@ -42,6 +42,10 @@ if (interface_exists(BlockingSharedLockStoreInterface::class)) {
     }
 }
 
+/*
+ * The methods declare the return types symfony/lock 6 gives its interfaces;
+ * 5.4's interfaces have none, and a typed implementation satisfies both.
+ */
 final class DistlockStore implements DistlockStoreInterfaces
 {
     /** The Key state's name: our handle of the lock that Key holds. */
@@ -83,7 +87,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         return new self(new Client($servers === '' ? null : $servers, $options), $initialTtl);
     }
 
-    public function save(Key $key)
+    public function save(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && !$state->shared) {
@@ -96,7 +100,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function waitAndSave(Key $key)
+    public function waitAndSave(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && !$state->shared) {
@@ -108,7 +112,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function saveRead(Key $key)
+    public function saveRead(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && $state->shared) {
@@ -120,7 +124,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function waitAndSaveRead(Key $key)
+    public function waitAndSaveRead(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && $state->shared) {
@@ -132,7 +136,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function putOffExpiration(Key $key, float $ttl)
+    public function putOffExpiration(Key $key, float $ttl): void
     {
         $state = $this->held($key);
         if ($state === null) {
@@ -159,7 +163,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         $this->checkNotExpired($key);
     }
 
-    public function delete(Key $key)
+    public function delete(Key $key): void
     {
         $state = $this->held($key);
         if ($state === null) {
@@ -173,7 +177,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         $this->forget($key);
     }
 
-    public function exists(Key $key)
+    public function exists(Key $key): bool
     {
         $state = $this->held($key);
 
