@@ -11,7 +11,6 @@ declare(strict_types=1);
 namespace Distlock\Symfony;
 
 use Distlock\Client;
-use Distlock\ConnectionException;
 use Distlock\Exception as DistlockException;
 use Distlock\Lock as DistlockLock;
 use Distlock\LockLostException;
@@ -77,14 +76,22 @@ final class DistlockStore implements DistlockStoreInterfaces
      * (one URI or a comma list), or "distlock:" alone for the distlock.servers
      * INI setting.
      */
-    public static function fromDsn(string $dsn, float $initialTtl = 300.0, array $options = []): self
+    public static function fromDsn(#[\SensitiveParameter] string $dsn, float $initialTtl = 300.0,
+                                   #[\SensitiveParameter] array $options = []): self
     {
         if (strncmp($dsn, self::CONNECTION_SCHEME, strlen(self::CONNECTION_SCHEME)) !== 0) {
+            // the DSN itself is not repeated: it may hold a password
             throw new InvalidArgumentException('A distlock DSN starts with "distlock:", followed by the servers (redis://...).');
         }
         $servers = substr($dsn, strlen(self::CONNECTION_SCHEME));
+        try {
+            $client = new Client($servers === '' ? null : $servers, $options);
+        } catch (DistlockException | \ValueError $e) {
+            // the extension's message masks passwords
+            throw new InvalidArgumentException(sprintf('Invalid distlock DSN: %s', $e->getMessage()), 0, $e);
+        }
 
-        return new self(new Client($servers === '' ? null : $servers, $options), $initialTtl);
+        return new self($client, $initialTtl);
     }
 
     public function save(Key $key): void
