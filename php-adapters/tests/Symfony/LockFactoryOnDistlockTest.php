@@ -92,7 +92,9 @@ final class LockFactoryOnDistlockTest extends StoreTestCase
         [$r] = $this->redisNodes();
         $lock = $factory->createLock($resource, 30.0, false);
         $this->assertTrue($lock->acquire());
-        $lock->refresh(0.5);
+        // short enough to wait for its end, long enough for the checks below
+        // to run inside it on a loaded machine
+        $lock->refresh(3.0);
         unset($lock);
         gc_collect_cycles();
 
@@ -102,7 +104,7 @@ final class LockFactoryOnDistlockTest extends StoreTestCase
         $other = $factory->createLock($resource, 30.0);
         $this->assertFalse($other->acquire());
         // ... until its TTL ends it
-        $this->assertTrue(self::waitFor(fn () => $other->acquire()), 'the abandoned lock never expired');
+        $this->assertTrue(self::waitFor(fn () => $other->acquire(), 15.0), 'the abandoned lock never expired');
         $other->release();
     }
 
