@@ -191,7 +191,11 @@ final class DistlockStore implements DistlockStoreInterfaces
         return $state !== null && $state->lock->isHeld();
     }
 
-    /** The Key's state when this store gave it a lock that was not released, or null. */
+    /**
+     * The Key's state when this store gave it a lock that was not released,
+     * in this process, or null. A forked child's copy of the Key holds
+     * nothing: its lock is the parent's (RedisStore's child would release it).
+     */
     private function held(Key $key): ?DistlockStoreState
     {
         if (!$key->hasState(self::STATE)) {
@@ -199,7 +203,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
         $state = $key->getState(self::STATE);
 
-        return $state instanceof DistlockStoreState ? $state : null;
+        return $state instanceof DistlockStoreState && $state->ownedHere() ? $state : null;
     }
 
     private function forget(Key $key): void

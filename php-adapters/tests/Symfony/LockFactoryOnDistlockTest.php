@@ -126,6 +126,29 @@ final class LockFactoryOnDistlockTest extends StoreTestCase
         $other->release();
     }
 
+    public function testAForkedChildsCopyOfTheLockLeavesTheParentsLockAlone(): void
+    {
+        // The child's copy of the Lock (autoRelease) is released and destroyed in
+        // the child: the lock stays the parent's, and the child exits cleanly.
+        $resource = $this->resource();
+        $cmd = [PHP_BINARY, '-d', 'extension=' . getenv('DISTLOCK_TEST_PHP_SO'), '-d', 'display_errors=stderr',
+                __DIR__ . '/fixtures/forked_child.php', distlock_test_servers(1), $resource];
+        $proc = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
+        $out = stream_get_contents($pipes[1]);
+        $err = stream_get_contents($pipes[2]);
+        $this->assertSame(0, proc_close($proc), $err);
+        $this->assertSame('', $err);
+        $this->assertSame(implode("\n", [
+            'parent acquire: true',
+            'child isAcquired: false',
+            'child released its copy',
+            'child exit: 0',
+            'parent isAcquired: true',
+            'other store: refused',
+            'parent released: true',
+        ]) . "\n", $out);
+    }
+
     public function testABlockingAcquireOnAFreeResourceDoesNotWait(): void
     {
         $factory = new LockFactory($this->store());
