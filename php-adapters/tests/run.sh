@@ -10,7 +10,8 @@
 # starts one redis-server and three (tests/harness/redis.sh), passes them as
 # DISTLOCK_TEST_SERVERS_1 and DISTLOCK_TEST_SERVERS_3, runs Debian's phpunit
 # with php-adapters/phpunit.xml.dist and the module under test, stops the
-# servers. Exits non-zero if a test failed, erred, was skipped or risky, or
+# servers. DISTLOCK_TEST_PHP_SO names the module for the PHP processes the
+# tests start themselves (a second process waiting on a lock). Exits non-zero if a test failed, erred, was skipped or risky, or
 # none ran.
 set -euo pipefail
 
@@ -58,6 +59,8 @@ bash "$harness" start "$work/one" 1 >/dev/null
 bash "$harness" start "$work/three" 3 >/dev/null
 export DISTLOCK_TEST_SERVERS_1=$(bash "$harness" uris "$work/one")
 export DISTLOCK_TEST_SERVERS_3=$(bash "$harness" uris "$work/three")
+# the module for the PHP child processes the tests start (waiters)
+export DISTLOCK_TEST_PHP_SO=$so
 export TMPDIR=$work
 
 set +e
