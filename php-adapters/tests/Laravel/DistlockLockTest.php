@@ -259,6 +259,16 @@ final class DistlockLockTest extends TestCase
         }
         $this->assertFalse($ran);
         $this->assertSame('owner-a', self::holder($name)['token']);
+        // As Laravel's: one attempt for a budget of 0 or less, then the timeout.
+        foreach ([0, -1] as $seconds) {
+            try {
+                Cache::lock($name, 10, 'owner-b')->block($seconds);
+                $this->fail("block($seconds) returned while another owner held the lock");
+            } catch (LockTimeoutException $e) {
+                $this->assertInstanceOf(\Distlock\LockTimeoutException::class, $e->getPrevious());
+            }
+        }
+        $this->assertTrue(Cache::lock(self::name(), 10)->block(-1));
     }
 
     public function testBlockWithACallbackRunsItAndReleases(): void
