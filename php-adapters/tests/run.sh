@@ -64,7 +64,7 @@ export DISTLOCK_TEST_PHP_SO=$so
 export TMPDIR=$work
 
 set +e
-php -d "extension=$so" -d error_reporting=-1 -d display_errors=stderr \
+php -d "extension=$so" -d error_reporting=-1 -d display_errors=stderr -d zend.exception_ignore_args=0 \
   "$phpunit" -c "$adapters/phpunit.xml.dist" --log-junit "$work/junit.xml" "$@"
 status=$?
 set -e

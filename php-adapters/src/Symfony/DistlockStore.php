@@ -11,7 +11,6 @@ declare(strict_types=1);
 namespace Distlock\Symfony;
 
 use Distlock\Client;
-use Distlock\ConnectionException;
 use Distlock\Exception as DistlockException;
 use Distlock\Lock as DistlockLock;
 use Distlock\LockLostException;
@@ -42,6 +41,10 @@ if (interface_exists(BlockingSharedLockStoreInterface::class)) {
     }
 }
 
+/*
+ * The methods declare the return types symfony/lock 6 gives its interfaces;
+ * 5.4's interfaces have none, and a typed implementation satisfies both.
+ */
 final class DistlockStore implements DistlockStoreInterfaces
 {
     /** The Key state's name: our handle of the lock that Key holds. */
@@ -73,17 +76,25 @@ final class DistlockStore implements DistlockStoreInterfaces
      * (one URI or a comma list), or "distlock:" alone for the distlock.servers
      * INI setting.
      */
-    public static function fromDsn(string $dsn, float $initialTtl = 300.0, array $options = []): self
+    public static function fromDsn(#[\SensitiveParameter] string $dsn, float $initialTtl = 300.0,
+                                   #[\SensitiveParameter] array $options = []): self
     {
         if (strncmp($dsn, self::CONNECTION_SCHEME, strlen(self::CONNECTION_SCHEME)) !== 0) {
+            // the DSN itself is not repeated: it may hold a password
             throw new InvalidArgumentException('A distlock DSN starts with "distlock:", followed by the servers (redis://...).');
         }
         $servers = substr($dsn, strlen(self::CONNECTION_SCHEME));
+        try {
+            $client = new Client($servers === '' ? null : $servers, $options);
+        } catch (DistlockException | \ValueError $e) {
+            // the extension's message masks passwords
+            throw new InvalidArgumentException(sprintf('Invalid distlock DSN: %s', $e->getMessage()), 0, $e);
+        }
 
-        return new self(new Client($servers === '' ? null : $servers, $options), $initialTtl);
+        return new self($client, $initialTtl);
     }
 
-    public function save(Key $key)
+    public function save(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && !$state->shared) {
@@ -96,7 +107,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function waitAndSave(Key $key)
+    public function waitAndSave(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && !$state->shared) {
@@ -108,7 +119,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function saveRead(Key $key)
+    public function saveRead(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && $state->shared) {
@@ -120,7 +131,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function waitAndSaveRead(Key $key)
+    public function waitAndSaveRead(Key $key): void
     {
         $state = $this->held($key);
         if ($state !== null && $state->shared) {
@@ -132,18 +143,25 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
     }
 
-    public function putOffExpiration(Key $key, float $ttl)
+    public function putOffExpiration(Key $key, float $ttl): void
     {
         $state = $this->held($key);
         if ($state === null) {
             throw new LockConflictedException(sprintf('The "%s" lock is not held by this key.', $key));
         }
+        // RedisStore's order: the Key's lifetime is cut to $ttl before the
+        // call, so a TTL that runs out before it is answered is an expiry.
+        $key->reduceLifetime($ttl);
         try {
             $validity = $state->lock->extend($ttl);
         } catch (LockLostException $e) {
             $this->forget($key);
             throw new LockConflictedException(sprintf('The "%s" lock was lost: %s', $key, $e->getMessage()), 0, $e);
         } catch (\ValueError $e) {
+            // The core refuses a TTL it cannot hold a lease for (at or below
+            // its clock-drift allowance, or beyond its maximum): one that has
+            // already run out on the Key is symfony's expiry, any other a bad TTL.
+            $this->checkNotExpired($key);
             throw new InvalidTtlException(sprintf('Invalid TTL for the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
         } catch (DistlockException $e) {
             throw new LockStorageException(sprintf('Failed to put off the expiration of the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
@@ -152,7 +170,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         $this->checkNotExpired($key);
     }
 
-    public function delete(Key $key)
+    public function delete(Key $key): void
     {
         $state = $this->held($key);
         if ($state === null) {
@@ -166,7 +184,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         $this->forget($key);
     }
 
-    public function exists(Key $key)
+    public function exists(Key $key): bool
     {
         $state = $this->held($key);
 
@@ -245,12 +263,23 @@ final class DistlockStore implements DistlockStoreInterfaces
     /**
      * A read lock becomes a write lock. RedisStore promotes a reader that is
      * the only one, atomically, and refuses otherwise keeping the read lock.
-     * distlock has no atomic promotion: the read lock is released and a
-     * write lock taken (or waited for); when another writer got in between,
-     * the read lock is taken back if it still can be.
+     * distlock has no atomic promotion: a reader among others is refused
+     * after asking who holds the key (its read lock untouched); a sole reader's
+     * lock is released and a write lock taken (or waited for), and when
+     * someone got in between, the read lock is taken back if it still can be.
      */
     private function promote(Key $key, DistlockStoreState $state, bool $wait): void
     {
+        if (!$wait) {
+            try {
+                $holder = $this->client->holder((string) $key);
+            } catch (DistlockException $e) {
+                throw new LockStorageException(sprintf('Failed to store the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
+            }
+            if ($holder['kind'] === 'readers' && $holder['holders'] > 1) {
+                throw new LockConflictedException(sprintf('The "%s" lock is read by others: not promoted.', $key));
+            }
+        }
         $this->releaseForChange($key, $state);
         try {
             $this->take($key, false, $wait);

@@ -196,8 +196,15 @@ final class DistlockStorePersistingTest extends StoreTestCase
         }
         $store->delete($key);
 
-        $this->expectException(InvalidArgumentException::class);
-        DistlockStore::fromDsn(distlock_test_servers(1));
+        foreach ([distlock_test_servers(1), 'distlock:redis://:dsn-pw@127.0.0.1:99999', 'distlock:bogus://:dsn-pw@x'] as $dsn) {
+            try {
+                DistlockStore::fromDsn($dsn);
+                $this->fail("a store from the DSN $dsn");
+            } catch (InvalidArgumentException $e) {
+                $this->assertStringNotContainsString('dsn-pw', $e->getMessage());
+                $this->assertStringNotContainsString('dsn-pw', (string) $e);
+            }
+        }
     }
 
     private function expectConflict(callable $save): void

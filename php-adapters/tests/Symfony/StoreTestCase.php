@@ -109,7 +109,7 @@ final class Waiter
     /** @var resource */
     private $proc;
     /** @var array<int, resource> */
-    private array $pipes;
+    private array $pipes = [];
     private string $buffer = '';
 
     public function __construct(string $resource, string $mode, string $servers)
