@@ -157,6 +157,26 @@ check "php: a symfony/lock LockFactory lock on the installed Distlock\\Symfony\\
            has symfony.out '^acquire: true\$' && has symfony.out '^second: false\$' &&
            has symfony.out '^after release: true\$'"
 
+# the Laravel driver from the same installed copy: two owners exclude each
+# other, the owner's release frees it (Debian's php-illuminate-cache)
+cat > laravel.php <<'EOF'
+<?php
+require 'Distlock/autoload.php';
+$file = (new ReflectionClass(Distlock\Laravel\DistlockStore::class))->getFileName();
+echo "store: $file\n";
+$store = new Distlock\Laravel\DistlockStore(new Distlock\Client());
+$lock = $store->lock('deb:laravel', 30, 'owner-a');
+echo "get: ", var_export($lock->get(), true), "\n";
+echo "other owner: ", var_export($store->lock('deb:laravel', 30, 'owner-b')->get(), true), "\n";
+echo "restored release: ", var_export($store->restoreLock('deb:laravel', 'owner-a')->release(), true), "\n";
+echo "after release: ", var_export($store->lock('deb:laravel', 30, 'owner-b')->get(), true), "\n";
+EOF
+check "php: a Laravel cache lock on the installed Distlock\\Laravel\\DistlockStore" \
+  bash -c "php -d distlock.servers='$uri' laravel.php > laravel.out &&
+           has laravel.out '^store: /usr/share/php/Distlock/Laravel/DistlockStore.php\$' &&
+           has laravel.out '^get: true\$' && has laravel.out '^other owner: false\$' &&
+           has laravel.out '^restored release: true\$' && has laravel.out '^after release: true\$'"
+
 # python3-distlock: Debian's python3, from dist-packages
 check "python3 imports distlock from /usr/lib/python3/dist-packages" \
   /usr/bin/python3 -c "import distlock, sys; sys.exit(0 if distlock.__file__.startswith('/usr/lib/python3/dist-packages/distlock/') and distlock.__version__ == '$v' else 1)"
