@@ -1,7 +1,8 @@
 /* test_holder.c -- distlock_admin_holder(): who holds a key, on how many
  * nodes, for how long, from one round to every node (node -1) or from one
  * node alone; its growable distlock_holder_info (a size too small refused,
- * nothing written past the caller's size); distlock_admin_scan() and
+ * nothing written past the caller's size) and the names of its kinds
+ * (distlock_holder_kind_name()); distlock_admin_scan() and
  * distlock_admin_fence() (what `distlock list` and `status --json` read);
  * and distlock_ttl_from_seconds(), the one seconds-to-milliseconds TTL rule
  * of every front end.
@@ -451,6 +452,62 @@ static void test_info_size_too_small(void **state)
     distlock_client_free(c);
 }
 
+/* ------------------------------------------------------------ kind names */
+
+/* The name of what the verdict found on `key` (every node). */
+static const char *kind_seen(distlock_client *c, const char *key, int want_rc)
+{
+    distlock_holder_info h = { .size = sizeof h };
+    assert_rc(distlock_admin_holder(c, key, -1, &h), want_rc);
+    return distlock_holder_kind_name(h.kind);
+}
+
+/* distlock_holder_kind_name(): each kind of the enum has the name every
+ * front end prints; any other int is "other", never NULL; the same static
+ * string every time. Then the names of real keys: free, a lock, read locks,
+ * a semaphore, a value of another type. */
+static void test_kind_names(void **state)
+{
+    static const struct { int kind; const char *name; } known[] = {
+        { DISTLOCK_HOLDER_FREE, "free" },       { DISTLOCK_HOLDER_LOCK, "lock" },
+        { DISTLOCK_HOLDER_READERS, "readers" }, { DISTLOCK_HOLDER_SEMAPHORE, "semaphore" },
+        { DISTLOCK_HOLDER_OTHER, "other" },
+    };
+    for (size_t k = 0; k < sizeof known / sizeof *known; k++) {
+        const char *name = distlock_holder_kind_name(known[k].kind);
+        assert_non_null(name);
+        assert_string_equal(name, known[k].name);
+        assert_ptr_equal(name, distlock_holder_kind_name(known[k].kind));
+    }
+    static const int outside[] = { -1, DISTLOCK_HOLDER_OTHER + 1, 100, INT32_MIN, INT32_MAX };
+    for (size_t k = 0; k < sizeof outside / sizeof *outside; k++) {
+        const char *name = distlock_holder_kind_name(outside[k]);
+        assert_non_null(name);
+        assert_string_equal(name, "other");
+    }
+
+    rh_cluster *rc = *state;
+    distlock_client *c = client_of(rc, 0x7, 1000);
+    distlock_lock *l = NULL, *r = NULL, *s = NULL;
+    assert_string_equal(kind_seen(c, "hk:free", 0), "free");
+    assert_rc(distlock_acquire(c, "hk:lock", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_string_equal(kind_seen(c, "hk:lock", 1), "lock");
+    assert_rc(distlock_acquire(c, "hk:read", 30000, 0, DISTLOCK_SHARED, &r), DISTLOCK_OK);
+    assert_string_equal(kind_seen(c, "hk:read", 0), "readers");
+    assert_rc(distlock_semaphore_acquire(c, "hk:sem", 2, 30000, 0, 0, NULL, &s), DISTLOCK_OK);
+    assert_string_equal(kind_seen(c, "hk:sem", 0), "semaphore");
+    for (int i = 0; i < N; i++)
+        make_wrongtype(rc, i, "hk:hash");
+    assert_string_equal(kind_seen(c, "hk:hash", 0), "other");
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    assert_rc(distlock_release(r), DISTLOCK_OK);
+    assert_rc(distlock_release(s), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_lock_free(r);
+    distlock_lock_free(s);
+    distlock_client_free(c);
+}
+
 /* ------------------------------------------------------------ the TTL rule */
 
 static void ttl_ok(double s, long want)
@@ -661,6 +718,7 @@ int main(void)
         cmocka_unit_test_setup(test_three_each_node, heal),
         cmocka_unit_test_setup(test_info_written_within_size, heal),
         cmocka_unit_test_setup(test_info_size_too_small, heal),
+        cmocka_unit_test_setup(test_kind_names, heal),
         cmocka_unit_test(test_ttl_rule),
         cmocka_unit_test_setup(test_ttl_rule_on_server, heal),
         cmocka_unit_test_setup(test_scan, heal),

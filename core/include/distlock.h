@@ -661,6 +661,13 @@ enum distlock_holder_kind {
     DISTLOCK_HOLDER_OTHER = 4
 };
 
+/* The name of a distlock_holder_info.kind, as every front end shows it:
+ * "free", "lock", "readers", "semaphore", "other"; any value outside
+ * enum distlock_holder_kind is "other" (what a newer library may add is
+ * something of another kind to an older caller). A static string, never
+ * NULL. No I/O; thread-safe. */
+DISTLOCK_API const char *distlock_holder_kind_name(int kind);
+
 /*
  * Who holds `key`.
  * node = -1: every node asked in ONE parallel round (the verdict of

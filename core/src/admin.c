@@ -1,7 +1,7 @@
 /* admin.c -- questions an operator asks about a key, answered by the core in
  * one round (who holds it, on how many nodes, for how long; what one node
- * holds; its fence counter), which keys may be locks (SCAN, bounded) and the
- * administrative delete.
+ * holds; its fence counter), which keys may be locks (SCAN, bounded), the
+ * administrative delete, and the names of a key's kinds.
  *
  * It uses the transport's round (distlock__round) and the
  * inspect script of the protocol's table; nothing below calls it.
@@ -348,6 +348,22 @@ int distlock_admin_holder(distlock_client *c, const char *key, int node,
     distlock__round_clear(res, c->n);
     distlock__checkin(c, cs);
     return rc;
+}
+
+/* The one table of the kinds' names: the CLI, the PHP extension and the
+ * Python package print these, so `distlock status`, Client::holder() and
+ * Client.holder() cannot drift apart. A value this library does not know
+ * (a caller's garbage, or a kind a newer header adds) is "other", as a
+ * value of another type is: the key is not one of ours to name. */
+const char *distlock_holder_kind_name(int kind)
+{
+    switch (kind) {
+    case DISTLOCK_HOLDER_FREE: return "free";
+    case DISTLOCK_HOLDER_LOCK: return "lock";
+    case DISTLOCK_HOLDER_READERS: return "readers";
+    case DISTLOCK_HOLDER_SEMAPHORE: return "semaphore";
+    default: return "other";
+    }
 }
 
 /* ------------------------------------------------------------ owner */
