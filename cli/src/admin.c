@@ -102,7 +102,7 @@ static void print_node_line(distlock_client *c, const char *key, int i)
         printf("error: %s%s%s\n", distlock_strerror(st), *detail ? ": " : "", detail);
     } else if (h.kind == DISTLOCK_HOLDER_SEMAPHORE || h.kind == DISTLOCK_HOLDER_READERS) {
         char m[128];
-        printf("%s  %s\n", cli_kind_name(h.kind), members_text(&h, m, sizeof m));
+        printf("%s  %s\n", distlock_holder_kind_name(h.kind), members_text(&h, m, sizeof m));
     } else if (st == 0 && h.taken) {
         printf("taken  by a value of another type (not a lock token)\n");
     } else if (st == 0) {

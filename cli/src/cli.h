@@ -173,10 +173,6 @@ void cli_help_status(FILE *f);
 void cli_help_release(FILE *f);
 void cli_help_list(FILE *f);                  /* list.c */
 
-/* The kind of what a key holds (distlock_holder_info.kind), as status, list
- * and their JSON name it: "free", "lock", "readers", "semaphore", "other". */
-const char *cli_kind_name(int kind);
-
 /* `status --json` (list.c): the verdict distlock_admin_holder() gave (st and
  * its info), then each node read on its own, as one JSON object on stdout. */
 void cli_status_json(distlock_client *c, const char *key, int st,

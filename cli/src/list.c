@@ -33,22 +33,12 @@
 
 /* ------------------------------------------------------------ JSON out */
 
-const char *cli_kind_name(int kind)
-{
-    switch (kind) {
-    case DISTLOCK_HOLDER_FREE: return "free";
-    case DISTLOCK_HOLDER_LOCK: return "lock";
-    case DISTLOCK_HOLDER_READERS: return "readers";
-    case DISTLOCK_HOLDER_SEMAPHORE: return "semaphore";
-    default: return "other";
-    }
-}
-
-/* "kind", and for read locks and semaphores "holders" and "permits" (as
- * distlock_holder_info has them: live members, the latest acquire's P). */
+/* "kind" (the core's name of it), and for read locks and semaphores
+ * "holders" and "permits" (as distlock_holder_info has them: live members,
+ * the latest acquire's P). */
 static void json_kind(FILE *f, const distlock_holder_info *h)
 {
-    fprintf(f, ", \"kind\": \"%s\"", cli_kind_name(h->kind));
+    fprintf(f, ", \"kind\": \"%s\"", distlock_holder_kind_name(h->kind));
     if (h->kind == DISTLOCK_HOLDER_READERS || h->kind == DISTLOCK_HOLDER_SEMAPHORE)
         fprintf(f, ", \"holders\": %ld", h->holders);
     if (h->kind == DISTLOCK_HOLDER_SEMAPHORE)
@@ -357,7 +347,7 @@ static void text_key(distlock_client *c, const char *key, int st, const distlock
     char d[32];
     int members = st == 0 && (h->kind == DISTLOCK_HOLDER_SEMAPHORE ||
                               h->kind == DISTLOCK_HOLDER_READERS);
-    printf("%s  %s", key, cli_kind_name(h->kind));
+    printf("%s  %s", key, distlock_holder_kind_name(h->kind));
     if (members && h->kind == DISTLOCK_HOLDER_SEMAPHORE)
         printf("  %ld/%ld permits", h->holders, h->permits);
     else if (members)

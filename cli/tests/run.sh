@@ -1977,7 +1977,8 @@ t_key_of_another_kind_is_refused() {
 }
 
 # status shows a semaphore's permits held / P and a key's readers; --json
-# has kind, holders, permits; list shows each key's kind.
+# has kind (each of the core's names), holders, permits; list shows each
+# key's kind.
 t_status_and_list_show_kinds() {
   local p=cli-kinds-$RANDOM
   holdn s1 -n 3 "$p:sem" || return 1
@@ -1998,6 +1999,14 @@ t_status_and_list_show_kinds() {
   [ "$(jget "$D/out" '(d["kind"], d["holders"], d["writer"])')" = "('readers', 2, False)" ] || fail "read json: $(cat "$D/out")" || return 1
   expect 0 "$DL" status --json "$p:lock" || return 1
   [ "$(jget "$D/out" 'd["kind"]')" = lock ] || fail "lock json: $(cat "$D/out")" || return 1
+  # the two kinds left: nothing there, and a value of another type
+  expect 1 "$DL" status --json "$p:free" || return 1
+  [ "$(jget "$D/out" '(d["kind"], d["nodes"][0]["kind"])')" = "('free', 'free')" ] ||
+    fail "free json: $(cat "$D/out")" || return 1
+  rcli hset "$p:hash" f v >/dev/null
+  expect 1 "$DL" status --json "$p:hash" || return 1
+  [ "$(jget "$D/out" '(d["kind"], d["nodes"][0]["kind"])')" = "('other', 'other')" ] ||
+    fail "other json: $(cat "$D/out")" || return 1
   expect 0 "$DL" list "$p:*" || return 1
   contains "$D/out" "^$p:lock  lock  held" || return 1
   contains "$D/out" "^$p:sem  semaphore  2/3 permits  \[2/3\]$" || return 1
