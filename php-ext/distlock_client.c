@@ -476,18 +476,6 @@ PHP_METHOD(Distlock_Client, restoreLock)
     dl_lock_wrap_restored(return_value, l);
 }
 
-/* distlock_holder_info.kind as the CLI's `distlock status` names it. */
-static const char *dl_kind_name(int kind)
-{
-    switch (kind) {
-    case DISTLOCK_HOLDER_FREE: return "free";
-    case DISTLOCK_HOLDER_LOCK: return "lock";
-    case DISTLOCK_HOLDER_READERS: return "readers";
-    case DISTLOCK_HOLDER_SEMAPHORE: return "semaphore";
-    default: return "other";
-    }
-}
-
 /* The quorum verdict of distlock_admin_holder() (every node, one round),
  * with the names of Python's Client.holder(): the verdict is the core's,
  * this only translates it. No verdict (ENOQUORUM, a node's error) throws. */
@@ -531,7 +519,7 @@ PHP_METHOD(Distlock_Client, holder)
     }
     add_assoc_long(return_value, "answered", h.answered);
     add_assoc_long(return_value, "taken", h.taken);
-    add_assoc_string(return_value, "kind", dl_kind_name(h.kind));
+    add_assoc_string(return_value, "kind", distlock_holder_kind_name(h.kind));
     add_assoc_long(return_value, "holders", (zend_long)h.holders);
 }
 
