@@ -258,7 +258,8 @@ DL_CHECKED(distlock_client_quorum)
 /* ---- distlock_admin_holder / distlock_ttl_from_seconds ----
  * admin_holder(c, key, node) -> (status 0/1, token, nodes, pttl_ms,
  * answered, taken, kind, holders): the fields of its distlock_holder_info,
- * made here with its size. ttl_from_seconds(seconds) -> ttl_ms. */
+ * made here with its size; holder_kind_name(kind) -> str names `kind` (the
+ * core's names, wrapped as declared). ttl_from_seconds(seconds) -> ttl_ms. */
 %typemap(in, numinputs=0) distlock_holder_info *out (distlock_holder_info info) {
     memset(&info, 0, sizeof info);
     info.size = sizeof info;

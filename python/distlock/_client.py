@@ -496,7 +496,7 @@ class Client:
         return Holder(held=st == 1, token=token if nodes else None, nodes=nodes,
                       ttl=(None if pttl < 0 else pttl / 1000.0) if nodes else None,
                       answered=answered, taken=taken,
-                      kind=_HOLDER_KINDS.get(kind, "other"), holders=holders)
+                      kind=_core.distlock_holder_kind_name(kind), holders=holders)
 
     def locked(self, key: KeyType) -> bool:
         """True when one token holds ``key`` on a quorum: the verdict of
@@ -539,16 +539,6 @@ class Holder(NamedTuple):
     taken: int
     kind: str
     holders: int
-
-
-# distlock_holder_info.kind by name (the names PHP's Client::holder() uses too)
-_HOLDER_KINDS = {
-    _core.DISTLOCK_HOLDER_FREE: "free",
-    _core.DISTLOCK_HOLDER_LOCK: "lock",
-    _core.DISTLOCK_HOLDER_READERS: "readers",
-    _core.DISTLOCK_HOLDER_SEMAPHORE: "semaphore",
-    _core.DISTLOCK_HOLDER_OTHER: "other",
-}
 
 
 class Lock(contextlib.ContextDecorator):
