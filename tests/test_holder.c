@@ -464,8 +464,9 @@ static const char *kind_seen(distlock_client *c, const char *key, int want_rc)
 
 /* distlock_holder_kind_name(): each kind of the enum has the name every
  * front end prints; any other int is "other", never NULL; the same static
- * string every time. Then the names of real keys: free, a lock, read locks,
- * a semaphore, a value of another type. */
+ * string every time; distlock_last_error() left alone. Then the names of
+ * real keys: free, a lock, read locks, a semaphore, a value of another
+ * type. */
 static void test_kind_names(void **state)
 {
     static const struct { int kind; const char *name; } known[] = {
@@ -485,6 +486,13 @@ static void test_kind_names(void **state)
         assert_non_null(name);
         assert_string_equal(name, "other");
     }
+    /* no call of its own: the detail of the caller's last failure stays */
+    assert_fails(distlock_admin_holder(NULL, "k", -1, NULL), DISTLOCK_EINVAL);
+    char detail[256];
+    snprintf(detail, sizeof detail, "%s", distlock_last_error());
+    distlock_holder_kind_name(DISTLOCK_HOLDER_LOCK);
+    distlock_holder_kind_name(-1);
+    assert_string_equal(distlock_last_error(), detail);
 
     rh_cluster *rc = *state;
     distlock_client *c = client_of(rc, 0x7, 1000);

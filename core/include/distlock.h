@@ -662,10 +662,10 @@ enum distlock_holder_kind {
 };
 
 /* The name of a distlock_holder_info.kind, as every front end shows it:
- * "free", "lock", "readers", "semaphore", "other"; any value outside
- * enum distlock_holder_kind is "other" (what a newer library may add is
- * something of another kind to an older caller). A static string, never
- * NULL. No I/O; thread-safe. */
+ * "free", "lock", "readers", "semaphore", "other". Any int outside enum
+ * distlock_holder_kind is "other" too (not a kind this library names).
+ * A static string, never freed, never NULL. No I/O, does not touch
+ * distlock_last_error(); thread-safe. */
 DISTLOCK_API const char *distlock_holder_kind_name(int kind);
 
 /*
