@@ -93,3 +93,24 @@ def test_a_zero_timeout_lock_is_one_without_timeout_for_extend_and_reacquire(rp,
             lock.extend(5)
     finally:
         lock.release()
+
+
+@pytest.mark.parametrize("seconds", [0, -1], ids=["zero", "negative"])
+def test_extend_by_zero_or_a_negative_time_moves_the_ttl_by_it(rp, impl, name, seconds):
+    lock = rp.lock(name, timeout=30, lock_class=impl)
+    assert lock.acquire(blocking=False)
+    assert lock.extend(seconds) is True
+    assert 27000 < rp.pttl(name) <= 30000 + seconds * 1000
+    lock.release()
+
+
+def test_a_unix_socket_path_with_a_question_mark_locks_through_it(server, impl, name, tmp_path):
+    odd = tmp_path / "run?x"
+    odd.mkdir()
+    (odd / "redis.sock").symlink_to(server.sock)
+    ru = redis.Redis(unix_socket_path=str(odd / "redis.sock"))
+    lock = ru.lock(name, timeout=30, lock_class=impl)
+    assert lock.acquire(blocking=False)
+    assert ru.get(name) == lock.local.token
+    lock.release()
+    ru.close()
