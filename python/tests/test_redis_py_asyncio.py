@@ -216,3 +216,16 @@ def test_a_token_set_in_local_extends_and_releases_the_lock_it_names(server, imp
         await later.release()
         assert await ar.get(name) is None
     run(server, body)
+
+
+def test_distlock_async_a_key_of_another_type_is_not_acquired_and_is_locked(server, name):
+    """As the blocking Lock: not acquired (False, the value stays), and
+    locked() is True (redis-py's GET raises WRONGTYPE there)."""
+    async def body(ar):
+        await ar.rpush(name, "job")
+        lock = ar.lock(name, timeout=30, lock_class=redis_py.AsyncLock)
+        assert await lock.acquire(blocking=False) is False
+        assert await lock.acquire(blocking_timeout=0.1) is False
+        assert await lock.locked() is True
+        assert await ar.lrange(name, 0, -1) == [b"job"]
+    run(server, body)

@@ -20,3 +20,15 @@ def test_locked_is_true_while_a_read_lock_refuses_the_acquire(server):
         refused = lock.acquire(blocking=False) is False
         assert (refused, lock.locked()) == (True, True)
     rp.close()
+
+
+def test_locked_is_true_for_a_key_of_another_type_that_refuses_the_acquire(server):
+    """redis-py's locked() (a GET) raises WRONGTYPE there; ours answers."""
+    name = "rpl:" + uuid.uuid4().hex
+    rp = redis.Redis(port=server.port)
+    rp.rpush(name, "job")
+    lock = rp.lock(name, timeout=30, lock_class=distlock.redis_py.Lock)
+    assert (lock.acquire(blocking=False), lock.locked()) == (False, True)
+    rp.delete(name)
+    assert lock.locked() is False
+    rp.close()
