@@ -20,7 +20,8 @@ such redis clients. What differs from redis-py is listed in docs/redis-py.md:
 above all, ``timeout=None`` is a lease of :data:`RENEWED_LEASE` seconds
 renewed in the background while held (redis-py's key never expires), and a
 blocked acquire waits for the release notification instead of polling every
-``sleep`` seconds (``sleep`` is accepted and ignored).
+``sleep`` seconds (``sleep`` is used only while the key holds a value of
+another type, whose end no release notifies).
 """
 import asyncio
 import codecs
@@ -395,8 +396,9 @@ class Lock(_Base):
     redis-py's documentation for each argument. ``timeout=None``: a lease of
     :data:`RENEWED_LEASE` seconds renewed while held; ``sleep`` is ignored
     (a blocked acquire wakes on the release notification). The servers'
-    errors are distlock's classes that are also redis-py's
-    (``redis.exceptions.ConnectionError``...)."""
+    errors are redis-py's classes (``redis.exceptions.ConnectionError``...)
+    that are also a :class:`distlock.Error`, never Python's own
+    ``ConnectionError``/``OSError``/``ValueError``."""
 
     def __init__(self, redis: Any, name: Name, timeout: Optional[float] = None,
                  sleep: float = 0.1, blocking: bool = True,
