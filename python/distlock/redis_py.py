@@ -268,11 +268,17 @@ def _locked(h: Any) -> bool:
                 or (h.kind in ("readers", "semaphore") and h.holders > 0))
 
 
-def _another_type(e: BaseException, holder: Any) -> bool:
-    """e, an acquire's error, came from a key holding a value of another
-    type (WRONGTYPE): redis-py's SET NX finds such a key taken (False).
-    Told by the core's holder() verdict, not by the message."""
-    return isinstance(e, _errors.ProtocolError) and holder is not None and holder.kind == "other"
+def _another_type(e: BaseException, holder: Any) -> Optional[bool]:
+    """Did e, an acquire's error, come from a key holding a value of another
+    type (WRONGTYPE)? redis-py's SET NX finds such a key taken (False).
+    Told by the core's holder() verdict, not by the message: True when the
+    key holds one now; None when holder() finds something else there (the
+    value may have gone since the error: the caller tries once more at
+    once, and raises if that fails the same way); False when e is another
+    error or holder() failed (None given)."""
+    if not isinstance(e, _errors.ProtocolError) or holder is None:
+        return False
+    return True if holder.kind == "other" else None
 
 
 def _left(deadline: Optional[float]) -> Optional[float]:
@@ -429,6 +435,7 @@ class Lock(_Base):
         wait = self._wait(blocking, blocking_timeout)
         extra: Dict[str, Any] = {} if tok is None else {"token": tok}
         deadline = None if wait is None else time.monotonic() + wait
+        again = False  # the last error may have been a value gone since
         with _Translated():
             while True:
                 native = self._client.lock(self._k(), wait=_left(deadline),
@@ -438,8 +445,12 @@ class Lock(_Base):
                         return False
                     break
                 except _errors.ProtocolError as e:
-                    if not _another_type(e, self._holder_or_none()):
+                    other = _another_type(e, self._holder_or_none())
+                    if other is False or (other is None and again):
                         raise
+                    again = other is None
+                    if again:
+                        continue
                 # A value of another type: no release will notify its end,
                 # so this waits as redis-py does, trying every `sleep` s.
                 left = _left(deadline)
@@ -555,6 +566,7 @@ class AsyncLock(_Base):
         wait = self._wait(blocking, blocking_timeout)
         extra: Dict[str, Any] = {} if tok is None else {"token": tok}
         deadline = None if wait is None else time.monotonic() + wait
+        again = False  # as Lock.acquire
         with _Translated():
             while True:
                 client = _aio_client_for(self.redis)
@@ -569,8 +581,12 @@ class AsyncLock(_Base):
                         holder = await client.holder(self._k())
                     except _errors.Error:
                         holder = None
-                    if not _another_type(e, holder):
+                    other = _another_type(e, holder)
+                    if other is False or (other is None and again):
                         raise
+                    again = other is None
+                    if again:
+                        continue
                 left = _left(deadline)  # another type: as Lock.acquire, try every `sleep` s
                 if left == 0:
                     return False
