@@ -20,12 +20,17 @@ such redis clients. What differs from redis-py is listed in docs/redis-py.md:
 above all, ``timeout=None`` is a lease of :data:`RENEWED_LEASE` seconds
 renewed in the background while held (redis-py's key never expires), and a
 blocked acquire waits for the release notification instead of polling every
-``sleep`` seconds (``sleep`` is accepted and ignored).
+``sleep`` seconds (``sleep`` is used only while the key holds a value of
+another type, whose end no release notifies).
 """
 import asyncio
+import codecs
 import importlib
+import math
 import os
+import re
 import threading
+import time
 from types import SimpleNamespace
 from typing import Any, Awaitable, Dict, Optional, Tuple, Union
 
@@ -79,11 +84,24 @@ class LockNotOwnedError(_rx.LockNotOwnedError, LockError):  # type: ignore[misc]
 _flavours: Dict[type, type] = {}
 
 
+def _builtin_free(cls: type) -> bool:
+    """cls derives from no exception class of Python's own but Exception:
+    distlock's ConnectionError is also the built-in ConnectionError (an
+    OSError), InvalidArgument a ValueError, and so on."""
+    return all(c.__module__ != "builtins" or c in (Exception, BaseException, object)
+               for c in cls.__mro__)
+
+
 def _redis_flavour(cls: type) -> type:
-    """distlock's exception class cls as a subclass of redis-py's counterpart
-    too (made once per class): the servers' errors reach code written for
-    redis-py as redis-py's (``except redis.exceptions.ConnectionError``,
-    ``except redis.RedisError``) and as distlock's (``except distlock.NoQuorum``)."""
+    """distlock's exception class cls as redis-py's counterpart (made once
+    per class): the servers' errors reach code written for redis-py as
+    redis-py's (``except redis.exceptions.ConnectionError``, ``except
+    redis.RedisError``) and as a :class:`distlock.Error`, but never as one
+    of Python's own classes: with redis-py, ``except ConnectionError:`` /
+    ``except OSError:`` / ``except ValueError:`` written for the locked
+    work's own sockets or inputs never catch a failure of the lock, so
+    neither may ours. cls itself is a base only when it is builtin-free
+    (ClosedError, LockLost...); the distlock original is the __cause__."""
     with _clients_mu:
         got = _flavours.get(cls)
         if got is None:
@@ -91,9 +109,12 @@ def _redis_flavour(cls: type) -> type:
                 base = _rx.TimeoutError
             elif issubclass(cls, _errors.ConnectionError):
                 base = _rx.ConnectionError
+            elif issubclass(cls, _errors.InvalidArgument):
+                base = _rx.DataError  # redis-py's class for a value it can't send
             else:
                 base = _rx.RedisError
-            got = _flavours[cls] = type(cls.__name__, (base, cls),
+            mixin = cls if _builtin_free(cls) else _errors.Error
+            got = _flavours[cls] = type(cls.__name__, (base, mixin),
                                         {"__module__": __name__, "__doc__": cls.__doc__})
         return got
 
@@ -118,6 +139,24 @@ def _is_conn(cls: Any, name: str) -> bool:
                for base in (getattr(_conn, name, None), getattr(_aconn, name, None)))
 
 
+# where core/src/uri.c's server list separates nodes: a space or comma
+# followed by a comma or by the start of another node's URI
+_SEPARATOR = re.compile(r"[\s,]\s*(?:,|[A-Za-z][A-Za-z0-9+.-]*://)")
+
+
+def _text(value: Any, field: str) -> str:
+    """A credential as distlock takes it (str): redis-py also sends bytes
+    as they are, which are the same bytes when they are UTF-8."""
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        try:
+            return bytes(value).decode("utf-8")
+        except UnicodeDecodeError:
+            # the value itself is never shown
+            raise TypeError("distlock.redis_py: a %s of bytes that are not UTF-8 is not "
+                            "supported" % field) from None
+    return str(value)
+
+
 def _settings(r: Any) -> Settings:
     """The distlock URI and options of a redis client's connection pool:
     where it connects (TCP, TLS or Unix socket, with its db) and as whom."""
@@ -133,7 +172,17 @@ def _settings(r: Any) -> Settings:
     db = int(kw.get("db") or 0)
     opts: Dict[str, Any] = {}
     if _is_conn(cls, "UnixDomainSocketConnection"):
-        uri = "unix://%s?db=%d" % (kw["path"], db)
+        path = os.fsdecode(kw["path"])
+        # distlock's unix:// URI takes the path as it is (no %-escapes) up
+        # to a '?', which opens its options, or to a separator of the server
+        # list (a space or comma before another node): such a path would
+        # name another socket or turn into options, so it is refused.
+        if "?" in path or _SEPARATOR.search(path):
+            raise TypeError("distlock.redis_py: a unix_socket_path with a '?' (or a space or "
+                            "comma before ',' or 'scheme://') is not supported: distlock's "
+                            "unix:// URI can't carry it; use a path without it, e.g. a "
+                            "symlink to the socket")
+        uri = "unix://%s?db=%d" % (path, db)
     else:
         host = str(kw.get("host", "localhost"))
         if ":" in host and not host.startswith("["):
@@ -153,10 +202,9 @@ def _settings(r: Any) -> Settings:
                                                      "0"):
                 opts["tls_verify"] = False
     # As options, not in the URI: a password needs no URI escaping there.
-    if kw.get("username"):
-        opts["username"] = kw["username"]
-    if kw.get("password"):
-        opts["password"] = kw["password"]
+    for field in ("username", "password"):
+        if kw.get(field):
+            opts[field] = _text(kw[field], field)
     return uri, tuple(sorted(opts.items()))
 
 
@@ -194,10 +242,48 @@ def _aio_client_for(r: Any) -> _aio.Client:
         return got[1]
 
 
-def _key(name: Any) -> Any:
-    if isinstance(name, memoryview):
-        return name.tobytes()
-    return name
+def _key(redis: Any, name: Any) -> Any:
+    """The key of a lock name, as redis-py sends it: str and bytes as they
+    are (str as UTF-8, unless the client encodes otherwise), any other name
+    (an int, a float...) encoded by the redis client's encoder."""
+    enc = redis.connection_pool.get_encoder()
+    if isinstance(name, bytes) or (isinstance(name, str) and _is_utf8(enc)):
+        return name
+    return bytes(enc.encode(name))
+
+
+def _is_utf8(enc: Any) -> bool:
+    try:
+        return bool(codecs.lookup(enc.encoding).name == "utf-8"
+                    and enc.encoding_errors == "strict")
+    except (AttributeError, LookupError):
+        return False
+
+
+def _locked(h: Any) -> bool:
+    """redis-py's locked(): is the key there, i.e. would an acquire find it
+    taken? A lock on a quorum, live read locks or permits, or a value of
+    another type (which its SET NX finds taken as well)."""
+    return bool(h.held or h.kind == "other"
+                or (h.kind in ("readers", "semaphore") and h.holders > 0))
+
+
+def _another_type(e: BaseException, holder: Any) -> Optional[bool]:
+    """Did e, an acquire's error, come from a key holding a value of another
+    type (WRONGTYPE)? redis-py's SET NX finds such a key taken (False).
+    Told by the core's holder() verdict, not by the message: True when the
+    key holds one now; None when holder() finds something else there (the
+    value may have gone since the error: the caller tries once more at
+    once, and raises if that fails the same way); False when e is another
+    error or holder() failed (None given)."""
+    if not isinstance(e, _errors.ProtocolError) or holder is None:
+        return False
+    return True if holder.kind == "other" else None
+
+
+def _left(deadline: Optional[float]) -> Optional[float]:
+    """Seconds left until a monotonic deadline (None: no deadline)."""
+    return None if deadline is None else max(0.0, deadline - time.monotonic())
 
 
 class _Base:
@@ -224,6 +310,9 @@ class _Base:
         self._handles: Dict[bytes, Any] = {}
         self._handles_mu = threading.Lock()
 
+    def _k(self) -> Any:
+        return _key(self.redis, self.name)
+
     def _token(self, token: Any) -> Optional[bytes]:
         if token is None:
             return None
@@ -237,9 +326,16 @@ class _Base:
             blocking_timeout = self.blocking_timeout
         if not blocking:
             return 0.0
-        if blocking_timeout is None:
-            return None
+        if blocking_timeout is None or blocking_timeout == math.inf:
+            return None  # redis-py: its deadline is never reached
         return max(0.0, float(blocking_timeout))  # redis-py tries once when it is <= 0
+
+    def _poll(self, sleep: Optional[float], left: Optional[float]) -> float:
+        """The pause before the next try at a key of another type: the
+        acquire's or the object's ``sleep`` (redis-py's poll), at most what
+        is left of the wait."""
+        pause = max(0.0, float(self.sleep if sleep is None else sleep))
+        return pause if left is None else min(pause, left)
 
     def _lock_args(self) -> Dict[str, Any]:
         """ttl and auto_renew of a distlock lock for this object's timeout."""
@@ -270,7 +366,7 @@ class _Base:
         token = self.local.token
         if token is None:
             raise LockError("Cannot %s an unlocked lock" % what, self.name)
-        if self.timeout is None:
+        if not self.timeout:  # None, or 0: the same (a lease renewed while held)
             raise LockError("Cannot %s a lock with no timeout" % what, self.name)
         return bytes(token)
 
@@ -283,6 +379,13 @@ class _Base:
 
     def _not_owned(self, what: str) -> LockNotOwnedError:
         return LockNotOwnedError("Cannot %s a lock that's no longer owned" % what, self.name)
+
+    def _ttl_of(self, token: bytes, holder: Any) -> float:
+        """The TTL left of token's key, which this process has no validity
+        of (restored): what extend(t <= 0) moves, as redis-py's PTTL + t."""
+        if not self._owns(holder, token) or holder.ttl is None:
+            raise self._not_owned("extend")
+        return float(holder.ttl)
 
     @staticmethod
     def _owns(holder: Any, token: Any) -> bool:
@@ -299,8 +402,9 @@ class Lock(_Base):
     redis-py's documentation for each argument. ``timeout=None``: a lease of
     :data:`RENEWED_LEASE` seconds renewed while held; ``sleep`` is ignored
     (a blocked acquire wakes on the release notification). The servers'
-    errors are distlock's classes that are also redis-py's
-    (``redis.exceptions.ConnectionError``...)."""
+    errors are redis-py's classes (``redis.exceptions.ConnectionError``...)
+    that are also a :class:`distlock.Error`, never Python's own
+    ``ConnectionError``/``OSError``/``ValueError``."""
 
     def __init__(self, redis: Any, name: Name, timeout: Optional[float] = None,
                  sleep: float = 0.1, blocking: bool = True,
@@ -330,17 +434,42 @@ class Lock(_Base):
         tok = self._token(token)
         wait = self._wait(blocking, blocking_timeout)
         extra: Dict[str, Any] = {} if tok is None else {"token": tok}
+        deadline = None if wait is None else time.monotonic() + wait
+        again = False  # the last error may have been a value gone since
         with _Translated():
-            native = self._client.lock(_key(self.name), wait=wait, **self._lock_args(), **extra)
-            if not native.acquire():
-                return False
+            while True:
+                native = self._client.lock(self._k(), wait=_left(deadline),
+                                           **self._lock_args(), **extra)
+                try:
+                    if not native.acquire():
+                        return False
+                    break
+                except _errors.ProtocolError as e:
+                    other = _another_type(e, self._holder_or_none())
+                    if other is False or (other is None and again):
+                        raise
+                    again = other is None
+                    if again:
+                        continue
+                # A value of another type: no release will notify its end,
+                # so this waits as redis-py does, trying every `sleep` s.
+                left = _left(deadline)
+                if left == 0:
+                    return False
+                time.sleep(self._poll(sleep, left))
         self._held(native, tok)
         return True
+
+    def _holder_or_none(self) -> Any:
+        try:
+            return self._client.holder(self._k())
+        except _errors.Error:
+            return None
 
     def locked(self) -> bool:
         """True if the key is locked by anyone (this object or another)."""
         with _Translated():
-            return self._client.locked(_key(self.name))
+            return _locked(self._client.holder(self._k()))
 
     def owned(self) -> bool:
         """True if the key is locked with this object's token (``local.token``)."""
@@ -348,14 +477,14 @@ class Lock(_Base):
         if token is None:
             return False
         with _Translated():
-            return self._owns(self._client.holder(_key(self.name)), token)
+            return self._owns(self._client.holder(self._k()), token)
 
     def _native(self, token: bytes) -> Any:
         """The handle of token: this object's, or one restored for a token
         set in ``local.token`` by the caller."""
         native = self._peek(token)
         if native is None:
-            native = self._client.restore(_key(self.name), token)
+            native = self._client.restore(self._k(), token)
             self._keep(token, native)
         return native
 
@@ -367,7 +496,7 @@ class Lock(_Base):
         with _Translated():
             native = self._take(token)
             if native is None:
-                native = self._client.restore(_key(self.name), token)
+                native = self._client.restore(self._k(), token)
             try:
                 native.release()
             except _errors.LockLost:
@@ -381,10 +510,20 @@ class Lock(_Base):
         with _Translated():
             native = self._native(token)
             try:
-                if replace_ttl:
-                    native.extend(additional_time)
-                else:
-                    native.extend(additional=additional_time)
+                if additional_time > 0:
+                    if replace_ttl:
+                        native.extend(additional_time)
+                    else:
+                        native.extend(additional=additional_time)
+                    return True
+                base = 0.0 if replace_ttl else native.validity
+                if base <= 0 and not replace_ttl:  # a token set by hand: the servers' TTL
+                    base = self._ttl_of(token, self._client.holder(self._k()))
+                if base + additional_time > 0:
+                    native.extend(base + additional_time)
+                else:  # redis-py's PEXPIRE of a time <= 0 deletes the key
+                    self._take(token)
+                    native.release()
             except _errors.LockLost:
                 raise self._not_owned("extend") from None
         return True
@@ -426,18 +565,39 @@ class AsyncLock(_Base):
         tok = self._token(token)
         wait = self._wait(blocking, blocking_timeout)
         extra: Dict[str, Any] = {} if tok is None else {"token": tok}
+        deadline = None if wait is None else time.monotonic() + wait
+        again = False  # as Lock.acquire
         with _Translated():
-            native = _aio_client_for(self.redis).lock(_key(self.name), wait=wait,
-                                                      **self._lock_args(), **extra)
-            if not await native.acquire():
-                return False
+            while True:
+                client = _aio_client_for(self.redis)
+                native = client.lock(self._k(), wait=_left(deadline), **self._lock_args(),
+                                     **extra)
+                try:
+                    if not await native.acquire():
+                        return False
+                    break
+                except _errors.ProtocolError as e:
+                    try:
+                        holder = await client.holder(self._k())
+                    except _errors.Error:
+                        holder = None
+                    other = _another_type(e, holder)
+                    if other is False or (other is None and again):
+                        raise
+                    again = other is None
+                    if again:
+                        continue
+                left = _left(deadline)  # another type: as Lock.acquire, try every `sleep` s
+                if left == 0:
+                    return False
+                await asyncio.sleep(self._poll(None, left))
         self._held(native, tok)
         return True
 
     async def locked(self) -> bool:
         """True if the key is locked by anyone."""
         with _Translated():
-            return await _aio_client_for(self.redis).locked(_key(self.name))
+            return _locked(await _aio_client_for(self.redis).holder(self._k()))
 
     async def owned(self) -> bool:
         """True if the key is locked with this object's token."""
@@ -445,12 +605,12 @@ class AsyncLock(_Base):
         if token is None:
             return False
         with _Translated():
-            return self._owns(await _aio_client_for(self.redis).holder(_key(self.name)), token)
+            return self._owns(await _aio_client_for(self.redis).holder(self._k()), token)
 
     def _native(self, token: bytes) -> Any:
         native = self._peek(token)
         if native is None:
-            native = _aio_client_for(self.redis).restore(_key(self.name), token)
+            native = _aio_client_for(self.redis).restore(self._k(), token)
             self._keep(token, native)
         return native
 
@@ -464,7 +624,7 @@ class AsyncLock(_Base):
         with _Translated():
             native = self._take(token)
             if native is None:
-                native = _aio_client_for(self.redis).restore(_key(self.name), token)
+                native = _aio_client_for(self.redis).restore(self._k(), token)
             try:
                 await native.release()
             except _errors.LockLost:
@@ -479,10 +639,20 @@ class AsyncLock(_Base):
         with _Translated():
             native = self._native(token)
             try:
-                if replace_ttl:
-                    await native.extend(additional_time)
+                if additional_time > 0:
+                    if replace_ttl:
+                        await native.extend(additional_time)
+                    else:
+                        await native.extend(additional=additional_time)
+                    return True
+                base = 0.0 if replace_ttl else native.validity
+                if base <= 0 and not replace_ttl:  # as Lock.extend
+                    base = self._ttl_of(token, await _aio_client_for(self.redis).holder(self._k()))
+                if base + additional_time > 0:
+                    await native.extend(base + additional_time)
                 else:
-                    await native.extend(additional=additional_time)
+                    self._take(token)
+                    await native.release()
             except _errors.LockLost:
                 raise self._not_owned("extend") from None
         return True

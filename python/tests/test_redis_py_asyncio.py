@@ -216,3 +216,42 @@ def test_a_token_set_in_local_extends_and_releases_the_lock_it_names(server, imp
         await later.release()
         assert await ar.get(name) is None
     run(server, body)
+
+
+def test_distlock_async_a_key_of_another_type_is_not_acquired_and_is_locked(server, name):
+    """As the blocking Lock: not acquired (False, the value stays), and
+    locked() is True (redis-py's GET raises WRONGTYPE there)."""
+    async def body(ar):
+        await ar.rpush(name, "job")
+        lock = ar.lock(name, timeout=30, lock_class=redis_py.AsyncLock)
+        assert await lock.acquire(blocking=False) is False
+        assert await lock.acquire(blocking_timeout=0.1) is False
+        assert await lock.locked() is True
+        assert await ar.lrange(name, 0, -1) == [b"job"]
+    run(server, body)
+
+
+def test_distlock_async_a_blocked_acquire_takes_the_key_once_the_value_of_another_type_is_gone(
+        server, name):
+    """As the blocking Lock (and redis-py): tried again every `sleep` s."""
+    async def wrongtype_errors(ar):
+        got = (await ar.info("errorstats")).get("errorstat_WRONGTYPE", "count=0")
+        return int(got["count"] if isinstance(got, dict) else got.split("=", 1)[1])
+
+    async def body(ar):
+        await ar.rpush(name, "job")
+        before = await wrongtype_errors(ar)
+        lock = ar.lock(name, timeout=30, sleep=0.02, lock_class=redis_py.AsyncLock)
+        task = asyncio.create_task(lock.acquire(blocking_timeout=30))
+        try:
+            deadline = asyncio.get_running_loop().time() + 10
+            while await wrongtype_errors(ar) == before:  # polled: its first try was refused
+                assert asyncio.get_running_loop().time() < deadline
+                await asyncio.sleep(0.01)
+            assert not task.done()
+        finally:
+            await ar.delete(name)
+        assert await asyncio.wait_for(task, 30) is True
+        assert await ar.get(name) == lock.local.token
+        await lock.release()
+    run(server, body)

@@ -141,12 +141,15 @@ def test_additive_extend_of_a_token_set_by_hand_sets_the_ttl(rp, name):
 
 def test_a_token_beyond_distlocks_limit_is_invalid_and_nothing_is_held(rp, name):
     """redis-py stores any token; distlock's are 1..TOKEN_MAX bytes: a longer
-    one is its InvalidArgument (a ValueError), also a redis-py RedisError."""
+    one is redis-py's DataError (a RedisError) and a distlock.Error, caused
+    by distlock's InvalidArgument; not a ValueError, which an except for
+    the locked work's own inputs would catch."""
     lock = rp.lock(name, timeout=30, lock_class=redis_py.Lock)
-    with pytest.raises(distlock.InvalidArgument) as e:
+    with pytest.raises(redis.exceptions.DataError) as e:
         lock.acquire(blocking=False, token=b"t" * (distlock.TOKEN_MAX + 1))
-    assert isinstance(e.value, ValueError)
-    assert isinstance(e.value, redis.exceptions.RedisError)
+    assert isinstance(e.value, distlock.Error)
+    assert not isinstance(e.value, ValueError)
+    assert isinstance(e.value.__cause__, distlock.InvalidArgument)
     assert lock.local.token is None
     assert rp.get(name) is None
     assert lock.acquire(blocking=False, token=b"t" * distlock.TOKEN_MAX)
