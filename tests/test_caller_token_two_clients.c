@@ -150,6 +150,56 @@ static void test_same_token_refused_resend_leaves_holder_key(void **state)
     same_token_request_lost(f, 0x1, "tc2:lost-one-of-three");
 }
 
+/* Three nodes, B's replies from nodes 1 and 2 late (held by the proxy past
+ * B's command timeout; its requests ran there and changed nothing: the key
+ * holds A's token). B loses; its undo must not delete A's key where B's
+ * request only timed out: A still holds its lock on a quorum, and a third
+ * client with a fresh token is kept out while A's validity lasts. */
+static void test_same_token_timed_out_nodes_keep_holder_key(void **state)
+{
+    fixture *f = *state;
+    rh_cluster *rc = f->rc;
+    fp_proxy *fp = f->fp;
+    const char *key = "tc2:late-replies", *tok = "shared-owner-token";
+    distlock_client *a = new_client(rh_uris(rc));
+    distlock_client *b = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(b, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
+    connect_every_node(rc, b, "tc2:connect");
+
+    distlock_lock *la = NULL, *lb = NULL, *lc = NULL;
+    distlock_acquire_args args = { .size = sizeof args, .token = tok };
+    assert_rc(distlock_acquire_with(a, key, 30000, 0, 0, &args, &la), DISTLOCK_OK);
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, key, tok) == rc->n, 5000));
+
+    char hex[256];
+    fp_hex(tok, hex, sizeof hex);  /* SET ... GET's reply names the holder's token */
+    for (int i = 1; i < rc->n; i++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match %d down %s", i, hex), 0);
+    int brc = distlock_acquire_with(b, key, 30000, 0, 0, &args, &lb);
+    printf("# B's acquire: %s (%s)\n", distlock_strerror(brc), distlock_last_error());
+    assert_true(brc == DISTLOCK_NOTACQUIRED || brc == DISTLOCK_ENOQUORUM);
+    assert_null(lb);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
+    /* a round of B through the same proxy after its undo was sent */
+    distlock_holder_info hi = { .size = sizeof hi };
+    (void)distlock_admin_holder(b, key, -1, &hi);
+    int kept = rh_count_holding(rc, key, tok);
+    printf("# A's key after B's refused acquire: on %d of %d nodes, A's validity %ld ms\n", kept,
+           rc->n, distlock_lock_validity_ms(la));
+    distlock_client *c = new_client(rh_uris(rc));
+    int crc = distlock_acquire(c, key, 30000, 0, 0, &lc);
+    printf("# a third client's acquire meanwhile: %s\n", distlock_strerror(crc));
+    if (lc)
+        distlock_lock_free(lc);
+    assert_int_equal(kept, rc->n);
+    assert_rc(crc, DISTLOCK_NOTACQUIRED);
+    assert_rc(distlock_release(la), DISTLOCK_OK);
+    distlock_lock_free(la);
+    distlock_client_free(c);
+    distlock_client_free(b);
+    distlock_client_free(a);
+}
+
 #define ALL_TESTS                                                                     \
     cmocka_unit_test_setup(test_same_token_resend_after_lost_request_is_refused, heal), \
     cmocka_unit_test_setup(test_same_token_resend_on_every_node_is_refused, heal)
@@ -160,6 +210,7 @@ int main(void)
     const struct CMUnitTest tests3[] = {
         ALL_TESTS,
         cmocka_unit_test_setup(test_same_token_refused_resend_leaves_holder_key, heal),
+        cmocka_unit_test_setup(test_same_token_timed_out_nodes_keep_holder_key, heal),
     };
     printf("# one node\n");
     int failed = cmocka_run_group_tests_name("one node", tests1, group_setup1, group_teardown);
