@@ -150,11 +150,13 @@ static void test_same_token_refused_resend_leaves_holder_key(void **state)
     same_token_request_lost(f, 0x1, "tc2:lost-one-of-three");
 }
 
-/* Three nodes, B's replies from nodes 1 and 2 late (held by the proxy past
- * B's command timeout; its requests ran there and changed nothing: the key
- * holds A's token). B loses; its undo must not delete A's key where B's
- * request only timed out: A still holds its lock on a quorum, and a third
- * client with a fresh token is kept out while A's validity lasts. */
+/* B's replies late (held by the proxy past B's command timeout) from every
+ * node but node 0 on three nodes, from the only node on one; its requests
+ * ran there and changed nothing: the key holds A's token. B loses; its undo
+ * must not delete A's key where B's request only timed out: A still holds
+ * its lock, and a third client with a fresh token is kept out while A's
+ * validity lasts. (The compatibility pair's case: two workers calling
+ * distributedLock() with one order number as $random.) */
 static void test_same_token_timed_out_nodes_keep_holder_key(void **state)
 {
     fixture *f = *state;
@@ -173,11 +175,11 @@ static void test_same_token_timed_out_nodes_keep_holder_key(void **state)
 
     char hex[256];
     fp_hex(tok, hex, sizeof hex);  /* SET ... GET's reply names the holder's token */
-    for (int i = 1; i < rc->n; i++)
+    for (int i = rc->n == 1 ? 0 : 1; i < rc->n; i++)
         assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match %d down %s", i, hex), 0);
     int brc = distlock_acquire_with(b, key, 30000, 0, 0, &args, &lb);
     printf("# B's acquire: %s (%s)\n", distlock_strerror(brc), distlock_last_error());
-    assert_true(brc == DISTLOCK_NOTACQUIRED || brc == DISTLOCK_ENOQUORUM);
+    assert_true(brc != DISTLOCK_OK);
     assert_null(lb);
     assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
     /* a round of B through the same proxy after its undo was sent */
@@ -202,7 +204,8 @@ static void test_same_token_timed_out_nodes_keep_holder_key(void **state)
 
 #define ALL_TESTS                                                                     \
     cmocka_unit_test_setup(test_same_token_resend_after_lost_request_is_refused, heal), \
-    cmocka_unit_test_setup(test_same_token_resend_on_every_node_is_refused, heal)
+    cmocka_unit_test_setup(test_same_token_resend_on_every_node_is_refused, heal), \
+    cmocka_unit_test_setup(test_same_token_timed_out_nodes_keep_holder_key, heal)
 
 int main(void)
 {
@@ -210,7 +213,6 @@ int main(void)
     const struct CMUnitTest tests3[] = {
         ALL_TESTS,
         cmocka_unit_test_setup(test_same_token_refused_resend_leaves_holder_key, heal),
-        cmocka_unit_test_setup(test_same_token_timed_out_nodes_keep_holder_key, heal),
     };
     printf("# one node\n");
     int failed = cmocka_run_group_tests_name("one node", tests1, group_setup1, group_teardown);
