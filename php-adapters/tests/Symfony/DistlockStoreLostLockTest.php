@@ -60,6 +60,37 @@ final class DistlockStoreLostLockTest extends StoreTestCase
     }
 
     /** @dataProvider nodeCounts */
+    public function testWaitAndSaveReadOfAKeyWhoseReadLockWasLostWaitsForTheWriter(int $nodes): void
+    {
+        $store = $this->store($nodes);
+        $resource = $this->resource();
+        $key = new Key($resource);
+        $store->saveRead($key);
+        $other = $this->loseToAnotherOwner($resource, $nodes);   // a writer now
+
+        try {
+            $store->waitAndSaveRead($key);
+        } catch (LockConflictedException $e) {
+            $this->fail('waitAndSaveRead() did not wait for the writer: ' . get_class($e) . ': ' . $e->getMessage());
+        }
+        $this->assertTrue($store->exists($key));
+        $this->assertGreaterThanOrEqual(intdiv($nodes, 2) + 1, $this->readLockNodes($resource, $nodes));
+        $store->delete($key);
+        unset($other);
+    }
+
+    /** The nodes where $resource holds read locks (a sorted set). */
+    private function readLockNodes(string $resource, int $nodes): int
+    {
+        $n = 0;
+        foreach ($this->redisNodes($nodes) as $r) {
+            $n += $r->type($resource) === \Redis::REDIS_ZSET ? 1 : 0;
+        }
+
+        return $n;
+    }
+
+    /** @dataProvider nodeCounts */
     public function testABlockingAcquireOfALockThatWasLostWaitsForTheNewOwner(int $nodes): void
     {
         $factory = new LockFactory($this->store($nodes));
