@@ -600,6 +600,12 @@ class Lock:
                     raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
                 raise NotHeld("release of %r, which this %s object does not hold"
                               % (self._shown(), type(self).__name__))
+            elif self._reentrant and self._owner_task is not asyncio.current_task():
+                # the count is the owner task's: another task popping it would
+                # make the owner's own releases delete the key under its block
+                raise NotHeld("release of %r from a task that does not hold it (a "
+                              "reentrant lock is released by its owner task)"
+                              % (self._shown(),))
             else:
                 h = self._handles.pop()
                 last = not self._handles
