@@ -202,10 +202,61 @@ static void test_same_token_timed_out_nodes_keep_holder_key(void **state)
     distlock_client_free(a);
 }
 
+/* The same with a fair acquire (DISTLOCK_FAIR, its own script and undo):
+ * B's replies held past its command timeout on every node but node 0 (on
+ * the only node of one); B loses, and neither its plain undo (no wait) nor
+ * its queue-keeping undo (a wait) may delete A's key where B only timed out. */
+static void same_token_fair_timed_out(fixture *f, const char *key, long wait_ms)
+{
+    rh_cluster *rc = f->rc;
+    fp_proxy *fp = f->fp;
+    const char *tok = "shared-owner-token";
+    distlock_client *a = new_client(rh_uris(rc));
+    distlock_client *b = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(b, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
+    connect_every_node(rc, b, "tc2:connect");
+
+    distlock_lock *la = NULL, *lb = NULL;
+    distlock_acquire_args args = { .size = sizeof args, .token = tok };
+    assert_rc(distlock_acquire_with(a, key, 30000, 0, DISTLOCK_FAIR, &args, &la), DISTLOCK_OK);
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, key, tok) == rc->n, 5000));
+
+    for (int i = rc->n == 1 ? 0 : 1; i < rc->n; i++)
+        assert_int_equal(fp_cmd(fp, NULL, 0, "hold %d down", i), 0);
+    int brc = distlock_acquire_with(b, key, 30000, wait_ms, DISTLOCK_FAIR, &args, &lb);
+    printf("# B's fair acquire (wait %ld ms): %s (%s)\n", wait_ms, distlock_strerror(brc),
+           distlock_last_error());
+    assert_true(brc != DISTLOCK_OK);
+    assert_null(lb);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
+    /* a round of B through the same proxy after its undo was sent */
+    distlock_holder_info hi = { .size = sizeof hi };
+    (void)distlock_admin_holder(b, key, -1, &hi);
+    int kept = rh_count_holding(rc, key, tok);
+    printf("# A's key after B's refused fair acquire: on %d of %d nodes\n", kept, rc->n);
+    assert_int_equal(kept, rc->n);
+    assert_rc(distlock_release(la), DISTLOCK_OK);
+    distlock_lock_free(la);
+    distlock_client_free(b);
+    distlock_client_free(a);
+}
+
+static void test_same_token_fair_timed_out_nodes_keep_holder_key(void **state)
+{
+    same_token_fair_timed_out(*state, "tc2:fair-late-replies", 0);
+}
+
+static void test_same_token_fair_waiter_timed_out_nodes_keep_holder_key(void **state)
+{
+    same_token_fair_timed_out(*state, "tc2:fair-wait-late-replies", 400);
+}
+
 #define ALL_TESTS                                                                     \
     cmocka_unit_test_setup(test_same_token_resend_after_lost_request_is_refused, heal), \
     cmocka_unit_test_setup(test_same_token_resend_on_every_node_is_refused, heal), \
-    cmocka_unit_test_setup(test_same_token_timed_out_nodes_keep_holder_key, heal)
+    cmocka_unit_test_setup(test_same_token_timed_out_nodes_keep_holder_key, heal), \
+    cmocka_unit_test_setup(test_same_token_fair_timed_out_nodes_keep_holder_key, heal), \
+    cmocka_unit_test_setup(test_same_token_fair_waiter_timed_out_nodes_keep_holder_key, heal)
 
 int main(void)
 {

@@ -479,10 +479,21 @@ static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
     return !held_before;
 }
 
+/* A fair attempt's undo: every node sent to that did not say "held by
+ * another" (its queue place is put back there too); with a caller's token
+ * (strict) only the nodes whose reply showed its grant, as undo_node: a
+ * silent node may hold another holder's key with this very token. */
+static int fair_undo_node(const attempt_ctx *a, const distlock__result *r)
+{
+    int v = distlock__reply_verdict(r);
+    if (!r->sent || v == 0)
+        return 0;
+    return !(a->rq->flags & DISTLOCK_STRICT) || v == 1 || distlock__wait_short(r);
+}
+
 /* Undo a lost attempt where it may have created the key (undo_node). The
  * transport orders the undo after the acquire it undoes (round.c). A fair
- * waiter keeps its place in the queues (and its undo keeps the old rule:
- * every node sent to that did not say "held by another"). */
+ * waiter keeps its place in the queues (fair_undo_node). */
 static void undo(attempt_ctx *a, const distlock__result *res)
 {
     distlock_client *c = a->c;
@@ -490,8 +501,7 @@ static void undo(attempt_ctx *a, const distlock__result *res)
     uint64_t which = 0;  /* bit i: node i (n <= DISTLOCK__MAX_NODES) */
 
     for (int i = 0; i < c->n; i++)
-        if (a->rq->fair ? res[i].sent && distlock__reply_verdict(&res[i]) != 0
-                        : undo_node(a, &res[i], i))
+        if (a->rq->fair ? fair_undo_node(a, &res[i]) : undo_node(a, &res[i], i))
             which |= 1ull << i;
     if (which == 0)
         return;
