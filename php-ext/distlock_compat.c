@@ -102,7 +102,9 @@ PHP_FUNCTION(distributedLock)
     /* STRICT: plain SET NX like the seed, so a second call with the same
      * explicit $random throws as it does there. (A connection that broke
      * under the call is the core's to handle: it resends once on a fresh
-     * one, and a strict acquire resent that way takes its own token over.) */
+     * one; a $random is the caller's and another worker may hold it, so the
+     * core never counts a resend finding it as granted, and leaves such a
+     * key to its TTL: the caller can delete it with distributedUnlock().) */
     st = distlock_acquire_token(c, ZSTR_VAL(key), ttl_ms, token, DISTLOCK_STRICT, NULL);
     if (st == DISTLOCK_NOTACQUIRED) {
         zend_string *msg;

@@ -14,7 +14,8 @@
  * and also when another handle of the client with that token was abandoned;
  * its extend resets the TTL and makes the validity fresh; a release or an
  * extend that finds another owner's token returns DISTLOCK_ENOTOWNER, marks
- * it lost and leaves that key alone; free releases, abandon sends nothing.
+ * it lost and leaves that key alone; only an explicit release deletes: free,
+ * client free and abandon send nothing.
  *
  * Real redis-servers; the keys are read behind the library's back. */
 #include <pthread.h>
@@ -359,9 +360,12 @@ static void test_restored_never_touches_another_owner(void **state)
     assert_holding(rc, "rs:other", "their-token", rc->n);
 }
 
-/* distlock_lock_free() releases a restored handle, and so does
- * distlock_client_free() for one still held. */
-static void test_restored_free_releases(void **state)
+/* A restored handle is never released implicitly: its token came from
+ * elsewhere and may be another process's lock still in use. Freeing it
+ * (also after an extend made it known held) and freeing its client send
+ * nothing: the key keeps the token and its TTL. Only distlock_release()
+ * deletes (test_restored_release_deletes). */
+static void test_restored_free_and_client_free_keep_key(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
@@ -370,13 +374,21 @@ static void test_restored_free_releases(void **state)
     distlock_lock *l = NULL;
     assert_rc(distlock_lock_restore(c, "rs:free", "owner-3", &l), DISTLOCK_OK);
     distlock_lock_free(l);
-    assert_holding(rc, "rs:free", NULL, 0);
+    assert_holding(rc, "rs:free", "owner-3", rc->n);
+    assert_true(max_pttl(rc, "rs:free") > 20000);
 
-    set_everywhere(rc, "rs:free", "owner-3", 30000);
+    assert_rc(distlock_lock_restore(c, "rs:free", "owner-3", &l), DISTLOCK_OK);
+    assert_rc(distlock_extend(l, 60000), DISTLOCK_OK);
+    distlock_lock_free(l);
+    assert_holding(rc, "rs:free", "owner-3", rc->n);
+    assert_true(max_pttl(rc, "rs:free") > 50000);
+
     assert_rc(distlock_lock_restore(c, "rs:free", "owner-3", &l), DISTLOCK_OK);
     distlock_client_free(c);
-    assert_holding(rc, "rs:free", NULL, 0);
+    assert_holding(rc, "rs:free", "owner-3", rc->n);
     distlock_lock_free(l);  /* its client is gone: nothing sent */
+    assert_holding(rc, "rs:free", "owner-3", rc->n);
+    assert_true(max_pttl(rc, "rs:free") > 50000);
 }
 
 /* distlock_lock_abandon() of a restored handle sends nothing: the key keeps
@@ -463,7 +475,7 @@ static void test_restore_refusals(void **state)
     cmocka_unit_test_setup(test_restored_release_deletes, heal),               \
     cmocka_unit_test_setup(test_restored_extend, heal),                        \
     cmocka_unit_test_setup(test_restored_never_touches_another_owner, heal),   \
-    cmocka_unit_test_setup(test_restored_free_releases, heal),                 \
+    cmocka_unit_test_setup(test_restored_free_and_client_free_keep_key, heal), \
     cmocka_unit_test_setup(test_restored_abandon_sends_nothing, heal),         \
     cmocka_unit_test_setup(test_restored_after_abandoned_handle_deletes, heal),\
     cmocka_unit_test_setup(test_restore_refusals, heal)

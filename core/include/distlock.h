@@ -141,7 +141,8 @@ typedef struct distlock_lock distlock_lock;
 DISTLOCK_API int distlock_client_new(const char *servers, distlock_client **out);
 
 /* Release every lock still held through this client (best effort, bounded by
- * the timeouts), stop its background thread, close its sockets and free it.
+ * the timeouts; not restored handles, see distlock_lock_restore()), stop its
+ * background thread, close its sockets and free it.
  * NULL is a no-op. No other thread may use the client during or after this. */
 DISTLOCK_API void distlock_client_free(distlock_client *c);
 
@@ -356,7 +357,13 @@ typedef struct distlock_acquire_args {
                                * NULL: a fresh 128-bit token. The acquire is strict
                                * (SET NX semantics): a key that already holds this very
                                * token is held by someone (DISTLOCK_NOTACQUIRED, or
-                               * waited for), as redis-py and Laravel do. For a plain
+                               * waited for), as redis-py and Laravel do; also when a
+                               * resend after a lost reply finds it (the call cannot
+                               * tell its own first send from another holder of the
+                               * token), and a failed attempt undoes only the nodes
+                               * whose grant it saw: after a lost reply the call may
+                               * fail while the key holds this token until its TTL
+                               * (distlock_release_token() deletes it). For a plain
                                * lock, with or without DISTLOCK_FENCING,
                                * DISTLOCK_AUTO_RENEW, DISTLOCK_FAIR; a waiting call keeps
                                * it for every attempt and is woken by releases as with a
@@ -410,10 +417,16 @@ DISTLOCK_API int distlock_semaphore_acquire(distlock_client *c, const char *key,
  * ENOQUORUM, EPROTO...: the key may still hold the token) may be retried
  * with the same handle, which sends it again; the renewal stopped at the
  * first try, so until a retry succeeds the key lasts at most its TTL.
- * distlock_lock_free() retries such a release once. Blocks. */
+ * distlock_lock_free() retries such a release once (not for a restored
+ * handle: see distlock_lock_restore()). A restored handle's release whose
+ * reply was lost and whose resend finds the key gone returns
+ * DISTLOCK_ENOTOWNER (and marks it lost): retry-safe but not provable, as
+ * nothing proves the key gone was its token. Blocks. */
 DISTLOCK_API int distlock_release(distlock_lock *lock);
 
-/* Release if still held (errors ignored), then free. NULL is a no-op. */
+/* Release if still held (errors ignored), then free. NULL is a no-op. A
+ * restored handle (distlock_lock_restore()) is not released: nothing is sent,
+ * as distlock_lock_abandon(). */
 DISTLOCK_API void distlock_lock_free(distlock_lock *lock);
 
 /* Free the handle WITHOUT releasing the lock: nothing is sent, the renewal
@@ -443,10 +456,14 @@ DISTLOCK_API void distlock_lock_abandon(distlock_lock *lock);
  * distlock_extend(ttl) resets the TTL where the token still holds the key
  * (then the validity is fresh); distlock_lock_validity_ms() is 0 until an
  * extend succeeds; distlock_lock_lost() is 0 until a release or an extend
- * finds it not ours; distlock_lock_fence() -1; no renewal. distlock_lock_free()
- * releases it like any handle (callers that only want to drop the handle
- * call distlock_lock_abandon(), which sends nothing), and so does
- * distlock_client_free() for a handle still held. Thread-safe; does not
+ * finds it not ours; distlock_lock_fence() -1; no renewal. It is never
+ * released implicitly: distlock_lock_free() and distlock_client_free() send
+ * nothing for it (as distlock_lock_abandon()), since its token may be another
+ * process's lock still in use; only an explicit distlock_release() deletes.
+ * A release whose reply was lost and whose resend finds the key gone returns
+ * DISTLOCK_ENOTOWNER and marks the handle lost: retry-safe but not provable
+ * (the handle acquired nothing, so nothing proves the key gone was ours; a
+ * key another owner took meanwhile is never deleted). Thread-safe; does not
  * block. DISTLOCK_EINVAL for a NULL client or out, a bad key or token (the
  * checks of distlock_acquire_token()); DISTLOCK_ENOMEM. */
 DISTLOCK_API int distlock_lock_restore(distlock_client *c, const char *key, const char *token,
@@ -565,8 +582,13 @@ DISTLOCK_API int distlock_client_on_interrupt(distlock_client *c, distlock_inter
 /* For callers that keep the token themselves (the PHP compatibility
  * functions, the CLI). token: 1..DISTLOCK_TOKEN_MAX bytes, NUL-terminated.
  * With DISTLOCK_STRICT the acquire fails even if the key already holds this
- * very token (plain SET NX semantics); without it such an acquire refreshes
- * the TTL and succeeds (idempotent retry after a lost reply). Only
+ * very token (plain SET NX semantics), also when that is found by a resend
+ * after a lost reply (another client may use the same token: its own first
+ * send cannot be told from that holder's key), and a failed attempt undoes
+ * only the nodes whose grant it saw: after a lost reply it may fail with the
+ * key holding the token until its TTL (distlock_release_token() deletes it).
+ * Without it such an acquire refreshes the TTL and succeeds (idempotent
+ * retry after a lost reply). Only
  * DISTLOCK_STRICT is accepted in flags. validity_ms may be NULL. Blocks. */
 #define DISTLOCK_STRICT (1u << 8)
 DISTLOCK_API int distlock_acquire_token(distlock_client *c, const char *key, long ttl_ms,

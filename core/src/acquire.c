@@ -128,9 +128,11 @@ distlock__tally distlock__release_round_q(distlock_client *c, const distlock__qu
 
 /* Nodes that answered with our own token get their TTL refreshed by
  * compare-and-PEXPIRE and then count as granted: a retry after a lost reply,
- * or a re-acquire (not for strict acquires: plain SET NX semantics, unless
- * the call itself was resent on a fresh connection, whose first send is
- * what set it). Rare, so it may cost a second round trip. */
+ * or a re-acquire. Not for strict acquires (plain SET NX semantics), not
+ * even when the call was resent on a fresh connection: a strict token is
+ * the caller's (an order number), another client may hold the same one, and
+ * the resend cannot tell its own first send from that holder's key
+ * (test_caller_token_two_clients). Rare, so it may cost a second round trip. */
 static void refresh_own(attempt_ctx *a, distlock__result *res)
 {
     distlock_client *c = a->c;
@@ -150,7 +152,7 @@ static void refresh_own(attempt_ctx *a, distlock__result *res)
 
     for (int i = 0; i < c->n; i++) {
         calls[i] = NULL;
-        if (distlock__reply_holds_own(&res[i], a->rq->token) && (!strict || res[i].resent)) {
+        if (distlock__reply_holds_own(&res[i], a->rq->token) && !strict) {
             calls[i] = &ext;
             any = 1;
         }
@@ -241,11 +243,11 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     for (int i = 0; i < c->n; i++)
         a->cs->calls_a[i] = use_plain ? &plain : &script;
     /* A strict acquire (a token the caller chose) that loses hears every
-     * node before its undo: a node left unheard counts as "may have been
-     * created by this attempt" and is released (undo_node), and with a
-     * caller's token that key may be another holder's lock with this very
-     * token (a second process of one Laravel owner). Only a node that does
-     * not answer in time is undone unheard. A win still ends at the quorum. */
+     * node before its undo: its undo releases only the nodes whose reply
+     * showed its own grant (undo_node; an unheard node may hold another
+     * holder's key with this very token, a second process of one Laravel
+     * owner), so waiting for the replies leaves fewer of its grants to
+     * their TTL. A win still ends at the quorum. */
     int strict = (rq->flags & DISTLOCK_STRICT) != 0;
     distlock__round(&c->tp, a->cs, a->cs->calls_a, res,
                     a->fencing ? (strict ? NULL : distlock__decide_cannot_win)
@@ -450,6 +452,11 @@ static void leave_where_lost(attempt_ctx *a, const distlock__result *res)
  *    an earlier FAILED attempt whose undo missed that node, and skipping
  *    the silent nodes then could leave the token on a quorum that nobody
  *    was granted (test_failed_retry_leaves_no_quorum).
+ * A strict acquire (a token the caller chose: another client may hold the
+ * same one) releases only the nodes whose reply showed its own SET take
+ * effect (granted, or a grant whose WAIT fell short). A silent node, or our
+ * token seen only on a resend, may be that other holder's key: left to its
+ * TTL (the caller, who knows the token, can release it).
  * A plain handle's attempt has a fresh token (prior is empty): it is
  * undone on every node that granted or did not answer, as before. */
 static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
@@ -458,6 +465,8 @@ static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
     int held_before = a->prior != 0 && a->rq->held_known;
     if (!r->sent || (a->prior & bit))
         return 0;
+    if (a->rq->flags & DISTLOCK_STRICT)
+        return distlock__reply_verdict(r) == 1 || distlock__wait_short(r);
     if (a->own & bit)
         return !held_before;
     int v = distlock__reply_verdict(r);
@@ -470,10 +479,21 @@ static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
     return !held_before;
 }
 
+/* A fair attempt's undo: every node sent to that did not say "held by
+ * another" (its queue place is put back there too); with a caller's token
+ * (strict) only the nodes whose reply showed its grant, as undo_node: a
+ * silent node may hold another holder's key with this very token. */
+static int fair_undo_node(const attempt_ctx *a, const distlock__result *r)
+{
+    int v = distlock__reply_verdict(r);
+    if (!r->sent || v == 0)
+        return 0;
+    return !(a->rq->flags & DISTLOCK_STRICT) || v == 1 || distlock__wait_short(r);
+}
+
 /* Undo a lost attempt where it may have created the key (undo_node). The
  * transport orders the undo after the acquire it undoes (round.c). A fair
- * waiter keeps its place in the queues (and its undo keeps the old rule:
- * every node sent to that did not say "held by another"). */
+ * waiter keeps its place in the queues (fair_undo_node). */
 static void undo(attempt_ctx *a, const distlock__result *res)
 {
     distlock_client *c = a->c;
@@ -481,8 +501,7 @@ static void undo(attempt_ctx *a, const distlock__result *res)
     uint64_t which = 0;  /* bit i: node i (n <= DISTLOCK__MAX_NODES) */
 
     for (int i = 0; i < c->n; i++)
-        if (a->rq->fair ? res[i].sent && distlock__reply_verdict(&res[i]) != 0
-                        : undo_node(a, &res[i], i))
+        if (a->rq->fair ? fair_undo_node(a, &res[i]) : undo_node(a, &res[i], i))
             which |= 1ull << i;
     if (which == 0)
         return;

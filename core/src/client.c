@@ -79,14 +79,16 @@ static void client_free(distlock_client *c, int release)
     distlock__subscriber_stop(c);
     /* Release what is still held through this client, so a forgotten
      * handle does not keep other processes waiting for its TTL; unless
-     * the records are abandoned (or were: their handle's promise holds). */
+     * the records are abandoned (or were: their handle's promise holds), or
+     * restored (distlock_lock_restore: the key may be another process's
+     * lock, deleted only by an explicit release). */
     distlock__lock(c);
     distlock__held *h = c->held;
     c->held = NULL;
     pthread_mutex_unlock(&c->mu);
     while (h) {
         distlock__held *next = h->next;
-        if (release && !h->abandoned && !h->released && h->pid == distlock__getpid() &&
+        if (release && !h->abandoned && !h->restored && !h->released && h->pid == distlock__getpid() &&
             !atomic_load(&h->lost))
             (void)distlock__held_release(c, h, atomic_load(&h->valid_until_us), 0, NULL);
         h->released = 1;

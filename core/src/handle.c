@@ -651,6 +651,14 @@ void distlock_lock_free(distlock_lock *l)
         return;
     distlock__held *h = l->h;
     distlock_client *c = h->client;
+    if (h->restored && (!l->released || l->resend)) {
+        /* A restored handle may name another process's lock (its token came
+         * from elsewhere): dropping it sends nothing, as an abandon; only an
+         * explicit distlock_release() deletes (a retry of a failed one
+         * included). The abandon frees the handle through here again. */
+        distlock_lock_abandon(l);
+        return;
+    }
     if (c && h->pid != distlock__getpid()) {
         /* In a forked child: let the client forget its parent's state
          * (including its list of held records) before we free ours. */
@@ -686,8 +694,10 @@ void distlock_lock_free(distlock_lock *l)
  * it (`maybe`: a release goes to all), no renewal. Its own record, never
  * another handle's: an abandoned record of the same token does not stop
  * its release (the caller asked for this handle with the token). Linked in
- * the client's list, so distlock_client_free() releases it like any lock
- * still held. */
+ * the client's list (distlock_client_free() marks it ended) but `restored`:
+ * neither distlock_lock_free() nor distlock_client_free() deletes its key,
+ * which may be another process's lock still in use; only an explicit
+ * distlock_release() does. */
 int distlock_lock_restore(distlock_client *c, const char *key, const char *token,
                           distlock_lock **out)
 {
@@ -718,6 +728,7 @@ int distlock_lock_restore(distlock_client *c, const char *key, const char *token
     h->pid = distlock__getpid();
     h->count = 1;
     h->refs = 1;
+    h->restored = 1;
     l->h = h;
     distlock__lock(c);
     h->next = c->held;

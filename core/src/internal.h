@@ -156,6 +156,7 @@ struct distlock__held {
     _Atomic int lost;            /* 0, or why: DISTLOCK__LOST_GONE / _UNCONFIRMED */
     int released;
     int abandoned;               /* a handle was abandoned: no handle deletes the key */
+    int restored;                /* distlock_lock_restore(): only distlock_release() deletes */
     pid_t pid;
     /* reentrancy */
     char *owner;              /* owner id, NULL unless REENTRANT */

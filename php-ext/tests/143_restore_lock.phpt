@@ -1,5 +1,5 @@
 --TEST--
-distlock OO: Client::restoreLock() releases and extends a lock another process took (abandoned Lock, distributedLock(), a caller's token) on 1 and 3 nodes; a wrong token deletes nothing; it is not known held until extended; bad keys and tokens are ValueErrors
+distlock OO: Client::restoreLock() releases (explicitly only: a destroyed restored Lock keeps the key) and extends a lock another process took (abandoned Lock, distributedLock(), a caller's token) on 1 and 3 nodes; a wrong token deletes nothing; it is not known held until extended; bad keys and tokens are ValueErrors
 --EXTENSIONS--
 distlock
 redis
@@ -61,14 +61,21 @@ foreach ($cases as $name => $nodes) {
     var_dump($l->release(), array_sum(array_map(fn($r) => $r->exists($k), $rs)), $l->isHeld());
     var_dump($l->release());
 
-    // A restored Lock, like any Lock, releases when destroyed; abandon() does not.
+    // A restored Lock is never released implicitly (its token may be another
+    // process's lock still in use): abandoned or destroyed, also once an
+    // extend() made it known held, it keeps the key; only release() deletes.
     $tok = child($takeAndAbandon, $servers, $k);
     $l = $c->restoreLock($k, $tok);
     $l->abandon();
     unset($l);
     var_dump($held($k, $tok) === count($nodes));
-    $c->restoreLock($k, $tok);    // a temporary: destroyed at once, releasing
-    var_dump(array_sum(array_map(fn($r) => $r->exists($k), $rs)));
+    $c->restoreLock($k, $tok);    // a temporary: destroyed at once, sending nothing
+    var_dump($held($k, $tok) === count($nodes));
+    $l = $c->restoreLock($k, $tok);
+    $l->extend(20);
+    unset($l);
+    var_dump($held($k, $tok) === count($nodes));
+    var_dump($c->restoreLock($k, $tok)->release(), array_sum(array_map(fn($r) => $r->exists($k), $rs)));
 
     // A caller's token from another process (a framework's owner string).
     $owner = 'owner-' . bin2hex(random_bytes(4));
@@ -127,6 +134,9 @@ int(0)
 bool(false)
 bool(false)
 bool(true)
+bool(true)
+bool(true)
+bool(true)
 int(0)
 bool(true)
 bool(true)
@@ -157,6 +167,9 @@ bool(true)
 int(0)
 bool(false)
 bool(false)
+bool(true)
+bool(true)
+bool(true)
 bool(true)
 int(0)
 bool(true)

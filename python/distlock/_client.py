@@ -262,8 +262,10 @@ class Client:
             self._leave()
 
     def close(self) -> None:
-        """Release the locks still held through this client and free it.
-        Waits for calls in progress in other threads. Idempotent."""
+        """Release the locks still held through this client and free it
+        (not a :meth:`restore`\ d Lock: its key may be another process's
+        lock, deleted only by its own ``release()``). Waits for calls in
+        progress in other threads. Idempotent."""
         self._close(release=True)
 
     def _close(self, release: bool) -> None:
@@ -397,7 +399,8 @@ class Client:
         ``extend()`` resets the TTL where it still holds the key (``ttl``
         is extend()'s default). Until an extend succeeds, ``validity`` is 0
         and ``held`` False (the lease's age is unknown here); no renewal,
-        no fence."""
+        no fence. Never released implicitly: :meth:`close` and the garbage
+        collector keep its key; only ``release()`` deletes."""
         _check_key(key)
         _check_key(token, "token")
         lk = Lock(self, key, ttl)

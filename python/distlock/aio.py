@@ -141,7 +141,9 @@ class Client:
     # -- lifetime
     async def close(self) -> None:
         """Release the locks still held through this client and free it
-        (in a thread: the releases are network calls). Idempotent."""
+        (in a thread: the releases are network calls); not a
+        :meth:`restore`\ d Lock, whose key only its ``release()`` deletes.
+        Idempotent."""
         if self._closing:
             return
         self._closing = True
@@ -207,7 +209,8 @@ class Client:
     def restore(self, key: KeyType, token: KeyType, ttl: float = 30.0) -> "Lock":
         """A held :class:`Lock` for ``token`` holding ``key``, taken
         elsewhere (see :meth:`distlock.Client.restore`). No I/O: not a
-        coroutine; ``await lock.release()`` / ``extend()`` act on the servers."""
+        coroutine; ``await lock.release()`` / ``extend()`` act on the servers.
+        Never released implicitly: :meth:`close` and the collector keep its key."""
         _check_key(key)
         _check_key(token, "token")
         lk = Lock(self, key, ttl)

@@ -111,7 +111,7 @@ final class DistlockStore implements DistlockStoreInterfaces
     {
         $state = $this->held($key);
         if ($state !== null && !$state->shared) {
-            $this->extendOrRetake($key, $state, $this->initialTtl);
+            $this->extendOrRetake($key, $state, $this->initialTtl, true);
         } elseif ($state !== null) {
             $this->promote($key, $state, true);
         } else {
@@ -135,7 +135,7 @@ final class DistlockStore implements DistlockStoreInterfaces
     {
         $state = $this->held($key);
         if ($state !== null && $state->shared) {
-            $this->extendOrRetake($key, $state, $this->initialTtl);
+            $this->extendOrRetake($key, $state, $this->initialTtl, true);
         } elseif ($state !== null) {
             $this->demote($key, $state);
         } else {
@@ -246,15 +246,19 @@ final class DistlockStore implements DistlockStoreInterfaces
         $this->checkNotExpired($key);
     }
 
-    /** The same lock saved again: a fresh TTL; taken afresh if it was lost meanwhile. */
-    private function extendOrRetake(Key $key, DistlockStoreState $state, float $ttl): void
+    /**
+     * The same lock saved again: a fresh TTL; taken afresh if it was lost
+     * meanwhile, waiting for another owner when the save is a blocking one
+     * (waitAndSave() waits until the resource is free, lost lock or not).
+     */
+    private function extendOrRetake(Key $key, DistlockStoreState $state, float $ttl, bool $wait = false): void
     {
         try {
             $validity = $state->lock->extend($ttl);
         } catch (LockLostException $e) {
             // RedisStore takes a free key again for a Key whose entry expired.
             $this->forget($key);
-            $this->take($key, $state->shared, false);
+            $this->take($key, $state->shared, $wait);
 
             return;
         } catch (DistlockException $e) {
