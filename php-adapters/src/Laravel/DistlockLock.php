@@ -103,8 +103,16 @@ class DistlockLock extends Lock
         if ($this->lease !== null) {
             $lease = $this->lease;
             $this->lease = null;
-
-            return $lease->release();
+            try {
+                return $lease->release();
+            } catch (\Distlock\Exception $e) {
+                // A handle inherited across fork() is its parent's (CLOSED):
+                // this process releases by the owner's token below, as
+                // Laravel's release() does in any process.
+                if ($e->getCode() !== \Distlock\Exception::CLOSED) {
+                    throw $e;
+                }
+            }
         }
 
         // Taken by this object with an expiry, in another request, or by a
