@@ -35,6 +35,16 @@ class DistlockLock extends Lock
     private ?\Distlock\Lock $lease = null;
 
     /**
+     * The objects of this request (process) holding a lease, let go of at
+     * shutdown: a fatal error (E_ERROR, memory_limit, max_execution_time)
+     * skips every __destruct() but still runs the shutdown functions, and
+     * an extension handle freed unabandoned releases its key.
+     *
+     * @var \WeakMap<self, true>|null
+     */
+    private static ?\WeakMap $leased = null;
+
+    /**
      * @param Client $client the distlock client the lock is taken on
      * @param string $name the key (the store's prefix included)
      * @param int|float $seconds the lock's lifetime; <= 0: no expiry (an auto-renewed lease)
@@ -177,11 +187,25 @@ class DistlockLock extends Lock
         $this->letGo();
         if ($this->noExpiry()) {
             $this->lease = $lock;
+            self::letGoAtShutdown($this);
         } else {
             $lock->abandon();
         }
 
         return true;
+    }
+
+    private static function letGoAtShutdown(self $lock): void
+    {
+        if (self::$leased === null) {
+            self::$leased = new \WeakMap();
+            register_shutdown_function(static function (): void {
+                foreach (self::$leased as $held => $_) {
+                    $held->letGo();
+                }
+            });
+        }
+        self::$leased[$lock] = true;
     }
 
     private function letGo(): void
