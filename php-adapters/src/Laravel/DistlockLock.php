@@ -157,6 +157,16 @@ class DistlockLock extends Lock
         return $holder['held'] ? $holder['token'] : null;
     }
 
+    /**
+     * A clone is another object of the same owner: it holds no handle (the
+     * original's renewal must not end with the clone), and its release()
+     * is the owner's compare-and-delete, as a restored lock's.
+     */
+    public function __clone()
+    {
+        $this->lease = null;
+    }
+
     /** The lock outlives this object: its renewal stops, the key keeps its TTL. */
     public function __destruct()
     {
