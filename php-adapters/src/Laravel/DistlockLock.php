@@ -35,6 +35,16 @@ class DistlockLock extends Lock
     private ?\Distlock\Lock $lease = null;
 
     /**
+     * The objects of this request (process) holding a lease, let go of at
+     * shutdown: a fatal error (E_ERROR, memory_limit, max_execution_time)
+     * skips every __destruct() but still runs the shutdown functions, and
+     * an extension handle freed unabandoned releases its key.
+     *
+     * @var \WeakMap<self, true>|null
+     */
+    private static ?\WeakMap $leased = null;
+
+    /**
      * @param Client $client the distlock client the lock is taken on
      * @param string $name the key (the store's prefix included)
      * @param int|float $seconds the lock's lifetime; <= 0: no expiry (an auto-renewed lease)
@@ -103,8 +113,16 @@ class DistlockLock extends Lock
         if ($this->lease !== null) {
             $lease = $this->lease;
             $this->lease = null;
-
-            return $lease->release();
+            try {
+                return $lease->release();
+            } catch (\Distlock\Exception $e) {
+                // A handle inherited across fork() is its parent's (CLOSED):
+                // this process releases by the owner's token below, as
+                // Laravel's release() does in any process.
+                if ($e->getCode() !== \Distlock\Exception::CLOSED) {
+                    throw $e;
+                }
+            }
         }
 
         // Taken by this object with an expiry, in another request, or by a
@@ -139,6 +157,16 @@ class DistlockLock extends Lock
         return $holder['held'] ? $holder['token'] : null;
     }
 
+    /**
+     * A clone is another object of the same owner: it holds no handle (the
+     * original's renewal must not end with the clone), and its release()
+     * is the owner's compare-and-delete, as a restored lock's.
+     */
+    public function __clone()
+    {
+        $this->lease = null;
+    }
+
     /** The lock outlives this object: its renewal stops, the key keeps its TTL. */
     public function __destruct()
     {
@@ -169,11 +197,25 @@ class DistlockLock extends Lock
         $this->letGo();
         if ($this->noExpiry()) {
             $this->lease = $lock;
+            self::letGoAtShutdown($this);
         } else {
             $lock->abandon();
         }
 
         return true;
+    }
+
+    private static function letGoAtShutdown(self $lock): void
+    {
+        if (self::$leased === null) {
+            self::$leased = new \WeakMap();
+            register_shutdown_function(static function (): void {
+                foreach (self::$leased as $held => $_) {
+                    $held->letGo();
+                }
+            });
+        }
+        self::$leased[$lock] = true;
     }
 
     private function letGo(): void
