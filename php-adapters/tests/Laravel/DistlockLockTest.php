@@ -360,13 +360,13 @@ final class DistlockLockTest extends TestCase
         try {
             $store->lock('', 10)->get();
             $this->fail('an empty key was accepted');
-        } catch (\ValueError $e) {
+        } catch (\InvalidArgumentException $e) {
             $this->assertStringContainsString('key', $e->getMessage());
         }
         try {
             Cache::lock(self::name(), 10, str_repeat('o', 300))->get();
             $this->fail('a 300-byte owner was accepted');
-        } catch (\ValueError $e) {
+        } catch (\InvalidArgumentException $e) {
             $this->assertStringContainsString('token', $e->getMessage());
         }
     }
