@@ -1,5 +1,5 @@
 --TEST--
-distlock OO: a pcntl signal handler (pcntl_async_signals) runs while lock(), semaphore() or lockMany() waits, and the wait goes on to take the lock; a handler that throws or exit()s ends the wait with nothing held
+distlock OO: a pcntl signal handler (pcntl_async_signals) runs while lock(), semaphore() or lockMany() waits, and the wait goes on to its deadline and takes the lock; without async signals the wait goes on and the handler waits for pcntl_signal_dispatch(); a handler that throws or exit()s ends the wait with nothing held
 --EXTENSIONS--
 distlock
 redis
@@ -81,6 +81,42 @@ $ks = [dl_test_key('signal-many-a'), dl_test_key('signal-many-b')];
 goes_on('lockMany', $c, $uri, $opts, $ks[1], fn($cc) => $cc->tryLock($ks[1], 30),
         fn() => $c->lockMany($ks, 30, 20.0));
 
+// The wait goes on to the same deadline, not a new one: a handler that
+// runs past the 3 s budget leaves one last attempt, not 3 s more.
+$k = dl_test_key('signal-deadline');
+$state = dl_test_key('signal-deadline-state');
+$pid = holder($uri, $opts, "distlock:$k", $state, fn($cc) => $cc->tryLock($k, 30));
+$t0 = microtime(true);
+pcntl_signal(SIGUSR1, function () use ($t0) {
+    // polls the clock until the budget is spent (3.5 s after the start)
+    dl_test_wait_for(fn() => microtime(true) - $t0 > 3.5, 10.0);
+});
+try {
+    $c->lock($k, 30, 3.0);
+    echo "deadline: took it\n";
+} catch (Distlock\LockTimeoutException $e) {
+    $el = microtime(true) - $t0;
+    echo 'deadline: timed out after the handler, not a budget later: ', var_export($el < 6.0, true);
+}
+$r->set($state, 'release');
+echo ', child exit ', child_exit($pid), "\n";
+
+// Without pcntl_async_signals() PHP runs a handler only at the script's
+// pcntl_signal_dispatch(): the wait goes on and takes the lock.
+pcntl_async_signals(false);
+$k = dl_test_key('signal-sync');
+$state = dl_test_key('signal-sync-state');
+$pid = holder($uri, $opts, "distlock:$k", $state, fn($cc) => $cc->tryLock($k, 30));
+$ran = 0;
+pcntl_signal(SIGUSR1, function () use (&$ran) { $ran++; });
+$r->set($state, 'release');   // the holder releases once it has sent the signal
+$l = $c->lock($k, 30, 20.0);
+echo "synchronous: took it: ", var_export($l->isHeld(), true), ", handler runs: $ran, ";
+pcntl_signal_dispatch();
+echo "at pcntl_signal_dispatch(): $ran, child exit ", child_exit($pid), ', released ',
+     var_export($l->release(), true), "\n";
+pcntl_async_signals(true);
+
 // A handler that throws ends lock() with its exception; nothing is held:
 // the key stays the child's, and is free once the child releases it.
 $k = dl_test_key('signal-throws');
@@ -126,5 +162,7 @@ lock: handler ran while the key was held; then took it: true, child exit 0, rele
 lock without timeout: handler ran while the key was held; then took it: true, child exit 0, released true
 semaphore: handler ran while the key was held; then took it: true, child exit 0, released true
 lockMany: handler ran while the key was held; then took it: true, child exit 0, released true
+deadline: timed out after the handler, not a budget later: true, child exit 0
+synchronous: took it: true, handler runs: 0, at pcntl_signal_dispatch(): 1, child exit 0, released true
 throws: StopWaiting (a job timeout); the key is the child's: true, child exit 0, free after its release: true
 exits: waiter exit 3, the key is the holder's: true, released true
