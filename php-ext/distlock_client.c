@@ -10,6 +10,7 @@
 #endif
 
 #include <string.h>
+#include <time.h>
 
 #include "php.h"
 
@@ -143,6 +144,94 @@ PHP_METHOD(Distlock_Client, __construct)
     dl_client_from(Z_OBJ_P(ZEND_THIS))->c = c;
 }
 
+/* ------------------------------------------- waits that let PHP's signal handlers run */
+
+/* Called by the core in the waiting call's thread (the request's), before
+ * each sleep and when a signal interrupts one. pcntl's handler, with
+ * pcntl_async_signals(true), only queues the signal and sets
+ * EG(vm_interrupt) for the engine to run the PHP handler at its next check,
+ * which never comes while the call waits in C. Without async signals it
+ * sets nothing: the signal waits for the script's pcntl_signal_dispatch(),
+ * and so does the wait. */
+int dl_engine_interrupted(void *unused)
+{
+    (void)unused;
+    return zend_atomic_bool_load_ex(&EG(vm_interrupt)) ? 1 : 0;
+}
+
+static uint64_t dl_now_ms(void)
+{
+    struct timespec ts;
+
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* What the engine does at its interrupt check, from inside a call: the
+ * pending pcntl handlers run now (pcntl_signal_dispatch(), when pcntl is
+ * loaded). false when the call must end instead of waiting on: a handler
+ * threw (or exit()ed: an unwind exit is an exception too), or the request's
+ * time limit is up (the flag is left set: the engine ends the request once
+ * the call returns). *cleared: EG(vm_interrupt) was cleared here, so the
+ * caller sets it again when the call ends, and an interrupt another
+ * extension asked for still reaches its zend_interrupt_function. */
+static bool dl_run_interrupts(bool *cleared)
+{
+    zend_function *dispatch;
+    zval rv;
+
+    if (zend_atomic_bool_load_ex(&EG(timed_out))) {
+        return false;
+    }
+    zend_atomic_bool_store_ex(&EG(vm_interrupt), false);
+    *cleared = true;
+    dispatch = zend_hash_str_find_ptr(EG(function_table), "pcntl_signal_dispatch",
+                                      sizeof("pcntl_signal_dispatch") - 1);
+    if (dispatch != NULL) {
+        ZVAL_UNDEF(&rv);
+        zend_call_known_function(dispatch, NULL, NULL, &rv, 0, NULL, NULL);
+        zval_ptr_dtor(&rv);
+    }
+    return EG(exception) == NULL;
+}
+
+/* One acquire of the core (a lock, a permit, several keys) for wait_ms. */
+typedef int (*dl_attempt_fn)(distlock_client *c, const void *what, long wait_ms,
+                             distlock_lock **out);
+
+/* A waiting acquire that PHP's signal handlers interrupt: the core ends the
+ * wait (DISTLOCK_ECANCELED, nothing held) when dl_engine_interrupted() says
+ * so; the handlers run here and the wait goes on with what is left of the
+ * budget (the same deadline: a budget spent in the handlers is one last
+ * attempt). A handler's exception ends it: DISTLOCK_ECANCELED with
+ * EG(exception) set, nothing held. A cancel that is not the engine's
+ * (distlock_client_cancel()) is returned as it is. */
+static int dl_wait(distlock_client *c, dl_attempt_fn attempt, const void *what, long wait_ms,
+                   distlock_lock **out)
+{
+    uint64_t deadline = wait_ms > 0 ? dl_now_ms() + (uint64_t)wait_ms : 0;
+    bool cleared = false;
+    int st;
+
+    for (;;) {
+        st = attempt(c, what, wait_ms, out);
+        if (st != DISTLOCK_ECANCELED || !zend_atomic_bool_load_ex(&EG(vm_interrupt))) {
+            break;
+        }
+        if (!dl_run_interrupts(&cleared)) {
+            break;
+        }
+        if (wait_ms > 0) {
+            uint64_t now = dl_now_ms();
+            wait_ms = deadline > now ? (long)(deadline - now) : 0;
+        }
+    }
+    if (cleared) {
+        zend_atomic_bool_store_ex(&EG(vm_interrupt), true);
+    }
+    return st;
+}
+
 /* The outcome of an acquire of the core, for all of Client's: a Lock, null
  * (held, no waiting), a LockTimeoutException (held after the wait), or the
  * status table's exception. `what` names the call in messages, `key` the
@@ -196,6 +285,20 @@ static bool dl_check_token_bytes(uint32_t argn, const zend_string *token)
     return true;
 }
 
+typedef struct {
+    const char *key;
+    long ttl_ms;
+    unsigned flags;
+    distlock_acquire_args *args;
+} dl_lock_attempt;
+
+static int dl_attempt_lock(distlock_client *c, const void *what, long wait_ms, distlock_lock **out)
+{
+    const dl_lock_attempt *a = what;
+
+    return distlock_acquire_with(c, a->key, a->ttl_ms, wait_ms, a->flags, a->args, out);
+}
+
 /* token: NULL for a fresh token, else args->token (argument token_argn). */
 static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double ttl, long wait_ms,
                        zend_long flags, bool blocking, double timeout_s, zend_string *token,
@@ -226,7 +329,14 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
         }
         args.token = ZSTR_VAL(token);
     }
-    st = distlock_acquire_with(c, ZSTR_VAL(key), ttl_ms, wait_ms, (unsigned)flags, &args, &l);
+    {
+        dl_lock_attempt a = { ZSTR_VAL(key), ttl_ms, (unsigned)flags, &args };
+
+        st = dl_wait(c, dl_attempt_lock, &a, wait_ms, &l);
+    }
+    if (EG(exception)) {   /* a signal handler's: nothing is held */
+        RETURN_THROWS();
+    }
     dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
 }
 
@@ -275,6 +385,21 @@ PHP_METHOD(Distlock_Client, lock)
     dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, wait_ms, flags, true, timeout, token, 5);
 }
 
+typedef struct {
+    const char *key;
+    long permits, ttl_ms;
+    unsigned flags;
+} dl_permit_attempt;
+
+static int dl_attempt_permit(distlock_client *c, const void *what, long wait_ms,
+                             distlock_lock **out)
+{
+    const dl_permit_attempt *a = what;
+
+    return distlock_semaphore_acquire(c, a->key, a->permits, a->ttl_ms, wait_ms, a->flags, NULL,
+                                      out);
+}
+
 /* A permit of a semaphore: the same shape as a lock, with the permits
  * (checked by the core: 1..DISTLOCK_PERMITS_MAX) after the key. */
 static void dl_acquire_permit(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, zend_long permits,
@@ -300,8 +425,14 @@ static void dl_acquire_permit(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, ze
     if (!dl_check_flags(blocking ? 5 : 4, flags)) {
         RETURN_THROWS();
     }
-    st = distlock_semaphore_acquire(c, ZSTR_VAL(key), (long)permits, ttl_ms, wait_ms,
-                                    (unsigned)flags, NULL, &l);
+    {
+        dl_permit_attempt a = { ZSTR_VAL(key), (long)permits, ttl_ms, (unsigned)flags };
+
+        st = dl_wait(c, dl_attempt_permit, &a, wait_ms, &l);
+    }
+    if (EG(exception)) {   /* a signal handler's: nothing is held */
+        RETURN_THROWS();
+    }
     dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
 }
 
@@ -349,6 +480,20 @@ PHP_METHOD(Distlock_Client, semaphore)
     }
     dl_acquire_permit(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, permits, ttl, wait_ms, flags, true,
                       timeout);
+}
+
+typedef struct {
+    const char **keys;
+    size_t n;
+    long ttl_ms;
+    unsigned flags;
+} dl_keys_attempt;
+
+static int dl_attempt_keys(distlock_client *c, const void *what, long wait_ms, distlock_lock **out)
+{
+    const dl_keys_attempt *a = what;
+
+    return distlock_acquire_many(c, a->keys, a->n, a->ttl_ms, wait_ms, a->flags, NULL, out);
 }
 
 /* All of $keys or none. The array's values, in its order, are the keys; a
@@ -399,7 +544,15 @@ static void dl_acquire_keys(INTERNAL_FUNCTION_PARAMETERS, HashTable *keys, doubl
         w.key_len = strlen(ks[0]);
         w.more = n - 1;
     }
-    st = distlock_acquire_many(c, ks, n, ttl_ms, wait_ms, (unsigned)flags, NULL, &l);
+    {
+        dl_keys_attempt a = { ks, n, ttl_ms, (unsigned)flags };
+
+        st = dl_wait(c, dl_attempt_keys, &a, wait_ms, &l);
+    }
+    if (EG(exception)) {   /* a signal handler's: nothing is held */
+        efree(ks);
+        RETURN_THROWS();
+    }
     /* w names the array's strings: they outlive the call (the array is the
      * caller's, held by the call frame). */
     dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);

@@ -153,6 +153,10 @@ distlock_client *dl_client_for(const dl_config *cfg)
         smart_str_free(&key);
         return NULL;
     }
+    /* A signal whose PHP handler must run while a call waits (a queue
+     * worker's SIGTERM, its job timeout's SIGALRM) ends the core's wait:
+     * Client's waits run the handler and wait on (distlock_client.c). */
+    (void)distlock_client_on_interrupt(c, dl_engine_interrupted, NULL);
     {
         /* The persistent list outlives the request: its key must be
          * persistent memory too, not the request-allocated smart_str. */

@@ -98,6 +98,12 @@ void dl_throw_wait_timeout(const char *doing, const char *key, size_t key_len, s
 
 /* --------------------------------- distlock_client.c / distlock_lock.c */
 
+/* The interrupt hook (distlock_client_on_interrupt) of every client the
+ * extension makes (distlock_client.c): nonzero while the engine has an
+ * interrupt pending (EG(vm_interrupt): a pcntl signal with
+ * pcntl_async_signals(true), the request's time limit), which ends a waiting
+ * acquire so that Client's waits can run it and wait on. */
+int dl_engine_interrupted(void *unused);
 /* Set up a class registered by the module (distlock.c). */
 void dl_client_minit(zend_class_entry *ce);
 void dl_lock_minit(zend_class_entry *ce);

@@ -310,6 +310,39 @@ final class DistlockLockTest extends TestCase
         $this->assertSame('free', self::holder($name)['kind'], 'expired within 15 s of its object');
     }
 
+    public function testALockWithoutExpiryIsRenewedWhileItsObjectLivesThoughAClonesIsGone(): void
+    {
+        // A clone is another object of the same owner (as a clone of
+        // Laravel's RedisLock is): its end is not the original's, whose
+        // lease (6 s, renewed every 2 s) must go on being renewed.
+        $name = self::name();
+        $lock = Cache::lock($name, 0, 'original');
+        $this->assertTrue($lock->get());
+        $clone = clone $lock;
+        unset($clone);
+
+        $lowest = self::holder($name)['ttl'];
+        $deadline = microtime(true) + 10.0;
+        do {
+            $holder = self::holder($name);
+            $this->assertSame('original', $holder['token'], 'held by the original while it lives');
+            $lowest = min($lowest, $holder['ttl']);
+            $renewed = $holder['ttl'] > $lowest + 0.5;
+        } while (!$renewed && microtime(true) < $deadline && self::pause());
+        $this->assertTrue($renewed, "renewed within 10 s of the clone's end (TTL down to $lowest s)");
+        $this->assertTrue($lock->release());
+    }
+
+    public function testACloneOfALockWithoutExpiryReleasesItByItsOwner(): void
+    {
+        $name = self::name();
+        $lock = Cache::lock($name, 0, 'original');
+        $this->assertTrue($lock->get());
+        $this->assertTrue((clone $lock)->release());
+        $this->assertSame('free', self::holder($name)['kind']);
+        $this->assertFalse($lock->release());
+    }
+
     public function testIsOwnedByCurrentProcessAsksTheServers(): void
     {
         $name = self::name();
@@ -327,13 +360,13 @@ final class DistlockLockTest extends TestCase
         try {
             $store->lock('', 10)->get();
             $this->fail('an empty key was accepted');
-        } catch (\ValueError $e) {
+        } catch (\InvalidArgumentException $e) {
             $this->assertStringContainsString('key', $e->getMessage());
         }
         try {
             Cache::lock(self::name(), 10, str_repeat('o', 300))->get();
             $this->fail('a 300-byte owner was accepted');
-        } catch (\ValueError $e) {
+        } catch (\InvalidArgumentException $e) {
             $this->assertStringContainsString('token', $e->getMessage());
         }
     }
