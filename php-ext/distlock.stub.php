@@ -11,7 +11,8 @@ namespace {
      * same defaults, same results. Takes the lock once (no waiting) on the servers
      * of distlock.servers; blocks for one round trip (the INI timeouts).
      * @param string $key the lock's key (1..1024 bytes)
-     * @param int $ttl seconds the lock lives
+     * @param int|float $ttl seconds the lock lives; a float is rounded up to whole ms by
+     *        the one TTL rule, as everywhere (no deprecation notice)
      * @param string|int|null $random the token to hold it with (null: a fresh random one)
      * @param string $tipMsg the message of the \Exception thrown when the key is held
      * @return string|int the token holding the lock
@@ -20,7 +21,7 @@ namespace {
      * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
      * @throws \ValueError an invalid key or ttl
      */
-    function distributedLock(string $key = '', int $ttl = 60, string|int|null $random = null, string $tipMsg = ''): string|int {}
+    function distributedLock(string $key = '', int|float $ttl = 60, string|int|null $random = null, string $tipMsg = ''): string|int {}
 
     /**
      * Releases $key if $random holds it (compare-and-delete); blocks for one round trip.
@@ -195,14 +196,18 @@ namespace Distlock {
          * @param float $ttl seconds the lock lives (rounded up to whole ms)
          * @param int $flags Client::FENCING | Client::AUTO_RENEW, or Client::SHARED |
          *        Client::AUTO_RENEW for a read lock, or 0
+         * @param string|null $token the token the key is to hold (1..256 bytes, no NUL byte):
+         *        a framework's owner string; null: a fresh 128-bit one. Strict, as SET NX: a
+         *        key that already holds this very token is held (null). Not with
+         *        Client::SHARED (a ValueError)
          * @return Lock|null the lock, or null when someone else holds the key (a writer,
          *         or for a lock without Client::SHARED also readers)
          * @throws Distlock\AcquireException the servers gave no usable answer, or the key is
          *         a semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception out of memory, a system resource refused, not usable in this process
-         * @throws \ValueError an invalid key, ttl or flags
+         * @throws \ValueError an invalid key, ttl, flags or token
          */
-        public function tryLock(string $key, float $ttl = 60.0, int $flags = 0): ?Lock {}
+        public function tryLock(string $key, float $ttl = 60.0, int $flags = 0, ?string $token = null): ?Lock {}
 
         /**
          * Takes $key, waiting up to $timeout seconds for it (woken by its release; no polling).
@@ -212,14 +217,16 @@ namespace Distlock {
          * @param int $flags Client::FENCING | Client::AUTO_RENEW, or Client::SHARED |
          *        Client::AUTO_RENEW for a read lock, or 0. A writer (no Client::SHARED) that
          *        waits on readers marks its intent: readers arriving meanwhile wait for it.
+         * @param string|null $token the token the key is to hold (1..256 bytes, no NUL byte);
+         *        null: a fresh one. As tryLock()'s: a key holding this very token is waited for
          * @return Lock the lock
          * @throws Distlock\LockTimeoutException still held by another owner after $timeout (code HELD)
          * @throws Distlock\AcquireException the servers gave no usable answer, or the key is
          *         a semaphore (PROTOCOL); nothing is held
          * @throws Distlock\Exception the wait was cancelled (CANCELED), out of memory, not usable here
-         * @throws \ValueError an invalid key, ttl, timeout or flags
+         * @throws \ValueError an invalid key, ttl, timeout, flags or token
          */
-        public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
+        public function lock(string $key, float $ttl = 60.0, ?float $timeout = null, int $flags = 0, ?string $token = null): Lock {}
 
         /**
          * One attempt to take a permit of the semaphore $key (no waiting): granted while
@@ -296,6 +303,55 @@ namespace Distlock {
         public function lockMany(array $keys, float $ttl = 60.0, ?float $timeout = null, int $flags = 0): Lock {}
 
         /**
+         * A Lock for an ownership taken elsewhere: $token holding $key (another process or
+         * request, distributedLock(), a token given to tryLock()/lock(), a framework's owner
+         * string). No I/O: nothing is checked on the servers. release() compare-and-deletes
+         * $token (true when it held the key on a quorum, false when not: another owner's key
+         * is never deleted), also when this worker abandoned a Lock of that token;
+         * extend($ttl) resets the TTL where $token still holds the key. isHeld() is false and
+         * validity() 0.0 until an extend() succeeds; fence() null; no renewal. Like any Lock,
+         * destroying it releases it: abandon() it to let go without releasing.
+         * @param string $key the lock's key (1..1024 bytes)
+         * @param string $token the token that holds it (1..256 bytes, no NUL byte)
+         * @return Lock the lock, not known held
+         * @throws Distlock\Exception out of memory, not usable in this process
+         * @throws \ValueError an invalid key or token
+         */
+        public function restoreLock(string $key, string $token): Lock {}
+
+        /**
+         * Who holds $key: every node asked in one parallel round; the verdict is the
+         * library's (distlock_admin_holder, what `distlock status` shows). Blocks for one
+         * round trip. Takes nothing and releases nothing.
+         * @param string $key the key (1..1024 bytes)
+         * @return array{held: bool, token: ?string, nodes: int, ttl: ?float, answered: int,
+         *         taken: int, kind: string, holders: int} 'held' true when one token holds
+         *         the key on a quorum; 'token' the token on the most nodes (null: no node
+         *         holds one); 'nodes' how many hold it; 'ttl' the shortest lease left among
+         *         them in seconds (null: none holds it, or it never expires); 'answered' /
+         *         'taken' how many nodes answered / have the key at all; 'kind' 'free',
+         *         'lock', 'readers', 'semaphore' or 'other' (a value of another type);
+         *         'holders' the live read locks or permits ('readers', 'semaphore'), else 0
+         * @throws Distlock\ConnectionException no verdict: the nodes that did not answer could
+         *         change it (NO_QUORUM), a node refused (PROTOCOL); one node: its error
+         * @throws Distlock\Exception out of memory, not usable in this process
+         * @throws \ValueError an invalid key
+         */
+        public function holder(string $key): array {}
+
+        /**
+         * Deletes $key on every node whoever holds it (administrative override, as
+         * `distlock release --force`). Blocks for one round trip.
+         * @param string $key the key (1..1024 bytes)
+         * @return int the number of nodes it was deleted on (0: nobody held it)
+         * @throws Distlock\ConnectionException a node did not answer (NO_QUORUM; one node: its
+         *         error) or refused the DEL (PROTOCOL); the others were deleted
+         * @throws Distlock\Exception out of memory, not usable in this process
+         * @throws \ValueError an invalid key
+         */
+        public function forceRelease(string $key): int {}
+
+        /**
          * The library's option table, without I/O: every option a Client takes (as an
          * options key or an INI entry distlock.<name>), in the library's order (integer
          * options first). Each row: 'type' 'int' or 'string'; 'min', 'max' the accepted
@@ -331,8 +387,9 @@ namespace Distlock {
 
     /**
      * A held lease: a lock or a read lock (Client::tryLock(), lock()), a permit of a
-     * semaphore (trySemaphore(), semaphore()) or a lock on several keys (tryLockMany(),
-     * lockMany()). Destroying it releases it if still held. Not serializable, not
+     * semaphore (trySemaphore(), semaphore()), a lock on several keys (tryLockMany(),
+     * lockMany()), or an ownership taken elsewhere (restoreLock()). Destroying it releases
+     * it if still held (not after abandon()). Not serializable, not
      * constructible directly.
      * @not-serializable
      */
@@ -349,21 +406,36 @@ namespace Distlock {
          * @return bool true if it was still held and is now released; false if it had expired
          *         or was released before
          * @throws Distlock\ConnectionException the servers gave no usable answer
-         * @throws Distlock\Exception not usable in this process (a forked child), out of memory
+         * @throws Distlock\Exception not usable in this process (a forked child), out of memory;
+         *         code CLOSED after abandon()
          */
         public function release(): bool {}
 
         /**
          * Resets the lock's TTL on a quorum; blocks for one round trip.
-         * @param float|null $ttl the new TTL in seconds (null: the acquire TTL)
+         * @param float|null $ttl the new TTL in seconds (null: the acquire TTL, or the last
+         *        extend()'s; a Lock from Client::restoreLock() needs one until then)
          * @return float the new validity in seconds
          * @throws Distlock\LockLostException the lease was lost, expired or released
          * @throws Distlock\RenewalException the servers gave no usable answer; the lease is not
          *         known lost and stays valid for validity() seconds
-         * @throws Distlock\Exception not usable in this process, out of memory
+         * @throws Distlock\Exception not usable in this process, out of memory; code CLOSED
+         *         after abandon()
          * @throws \ValueError an invalid ttl
          */
         public function extend(?float $ttl = null): float {}
+
+        /**
+         * Drops this object's hold without releasing: nothing is sent, the renewal
+         * (Client::AUTO_RENEW) stops, and the key keeps its token until its TTL runs out,
+         * as if the holder had died. For a lock that must outlive this object (a framework
+         * that releases by token later: Client::restoreLock()). Afterwards isHeld() is false,
+         * validity() 0.0, key(), keys(), token(), fence() and fences() answer as before, and
+         * release(), extend(), onLost() and a second abandon() throw. No I/O.
+         * @return void
+         * @throws Distlock\Exception code CLOSED: already abandoned
+         */
+        public function abandon(): void {}
 
         /**
          * Seconds of validity left; no I/O.
@@ -380,13 +452,14 @@ namespace Distlock {
         /**
          * true once the lease was found lost: by the renewal thread of an AUTO_RENEW lock
          * (in the background, also while PHP runs other code), or by extend(). No I/O.
+         * false after abandon() (nobody found it lost: this object let go of it).
          * @return bool true once found lost
          */
         public function isLost(): bool {}
 
         /**
          * Throws LockLostException when this lock is no longer held: found lost, its
-         * validity run out, or released. Runs any onLost callbacks due first (a safe point).
+         * validity run out, released or abandoned. Runs any onLost callbacks due first (a safe point).
          * No I/O.
          * @return void
          * @throws Distlock\LockLostException the lock is no longer held (code NOT_OWNER)
@@ -401,6 +474,8 @@ namespace Distlock {
          * that call, which then does nothing else.
          * @param callable|null $callback function (Lock $lock): void, or null to remove it
          * @return void
+         * @throws Distlock\Exception code CLOSED after abandon() (an abandoned lock is never
+         *         found lost)
          */
         public function onLost(?callable $callback): void {}
 
@@ -418,7 +493,8 @@ namespace Distlock {
         public function keys(): array {}
 
         /**
-         * The token the key holds while the lock is ours (32 hex characters).
+         * The token the key holds while the lock is ours (32 hex characters, or the $token
+         * given to tryLock(), lock() or restoreLock()).
          * @return string the token
          */
         public function token(): string {}

@@ -1,9 +1,9 @@
 /* This is a generated file, edit the .stub.php file instead.
- * Stub hash: ab6bc4567d75d9677faaedb43b56193be8fd2343 */
+ * Stub hash: 18c015e7c477eb192bd57331b2f0545855593a8a */
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_MASK_EX(arginfo_distributedLock, 0, 0, MAY_BE_STRING|MAY_BE_LONG)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, key, IS_STRING, 0, "\'\'")
-	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_LONG, 0, "60")
+	ZEND_ARG_TYPE_MASK(0, ttl, MAY_BE_LONG|MAY_BE_DOUBLE, "60")
 	ZEND_ARG_TYPE_MASK(0, random, MAY_BE_STRING|MAY_BE_LONG|MAY_BE_NULL, "null")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, tipMsg, IS_STRING, 0, "\'\'")
 ZEND_END_ARG_INFO()
@@ -22,6 +22,7 @@ ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_tryLock, 0,
 	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, token, IS_STRING, 1, "null")
 ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lock, 0, 1, Distlock\\Lock, 0)
@@ -29,6 +30,7 @@ ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lock, 0, 1,
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 0, "60.0")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, timeout, IS_DOUBLE, 1, "null")
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
+	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, token, IS_STRING, 1, "null")
 ZEND_END_ARG_INFO()
 
 ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_trySemaphore, 0, 2, Distlock\\Lock, 1)
@@ -59,6 +61,19 @@ ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_lockMany, 0
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, flags, IS_LONG, 0, "0")
 ZEND_END_ARG_INFO()
 
+ZEND_BEGIN_ARG_WITH_RETURN_OBJ_INFO_EX(arginfo_class_Distlock_Client_restoreLock, 0, 2, Distlock\\Lock, 0)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+	ZEND_ARG_TYPE_INFO(0, token, IS_STRING, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_holder, 0, 1, IS_ARRAY, 0)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+ZEND_END_ARG_INFO()
+
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_forceRelease, 0, 1, IS_LONG, 0)
+	ZEND_ARG_TYPE_INFO(0, key, IS_STRING, 0)
+ZEND_END_ARG_INFO()
+
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Client_options, 0, 0, IS_ARRAY, 0)
 ZEND_END_ARG_INFO()
 
@@ -79,6 +94,9 @@ ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_extend, 0, 0
 	ZEND_ARG_TYPE_INFO_WITH_DEFAULT_VALUE(0, ttl, IS_DOUBLE, 1, "null")
 ZEND_END_ARG_INFO()
 
+ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_abandon, 0, 0, IS_VOID, 0)
+ZEND_END_ARG_INFO()
+
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_validity, 0, 0, IS_DOUBLE, 0)
 ZEND_END_ARG_INFO()
 
@@ -86,8 +104,7 @@ ZEND_END_ARG_INFO()
 
 #define arginfo_class_Distlock_Lock_isLost arginfo_class_Distlock_Lock_release
 
-ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_check, 0, 0, IS_VOID, 0)
-ZEND_END_ARG_INFO()
+#define arginfo_class_Distlock_Lock_check arginfo_class_Distlock_Lock_abandon
 
 ZEND_BEGIN_ARG_WITH_RETURN_TYPE_INFO_EX(arginfo_class_Distlock_Lock_onLost, 0, 1, IS_VOID, 0)
 	ZEND_ARG_TYPE_INFO(0, callback, IS_CALLABLE, 1)
@@ -116,6 +133,9 @@ ZEND_METHOD(Distlock_Client, trySemaphore);
 ZEND_METHOD(Distlock_Client, semaphore);
 ZEND_METHOD(Distlock_Client, tryLockMany);
 ZEND_METHOD(Distlock_Client, lockMany);
+ZEND_METHOD(Distlock_Client, restoreLock);
+ZEND_METHOD(Distlock_Client, holder);
+ZEND_METHOD(Distlock_Client, forceRelease);
 ZEND_METHOD(Distlock_Client, options);
 ZEND_METHOD(Distlock_Client, servers);
 ZEND_METHOD(Distlock_Client, quorum);
@@ -123,6 +143,7 @@ ZEND_METHOD(Distlock_Client, stats);
 ZEND_METHOD(Distlock_Lock, __construct);
 ZEND_METHOD(Distlock_Lock, release);
 ZEND_METHOD(Distlock_Lock, extend);
+ZEND_METHOD(Distlock_Lock, abandon);
 ZEND_METHOD(Distlock_Lock, validity);
 ZEND_METHOD(Distlock_Lock, isHeld);
 ZEND_METHOD(Distlock_Lock, isLost);
@@ -185,6 +206,9 @@ static const zend_function_entry class_Distlock_Client_methods[] = {
 	ZEND_ME(Distlock_Client, semaphore, arginfo_class_Distlock_Client_semaphore, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, tryLockMany, arginfo_class_Distlock_Client_tryLockMany, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, lockMany, arginfo_class_Distlock_Client_lockMany, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, restoreLock, arginfo_class_Distlock_Client_restoreLock, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, holder, arginfo_class_Distlock_Client_holder, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Client, forceRelease, arginfo_class_Distlock_Client_forceRelease, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, options, arginfo_class_Distlock_Client_options, ZEND_ACC_PUBLIC|ZEND_ACC_STATIC)
 	ZEND_ME(Distlock_Client, servers, arginfo_class_Distlock_Client_servers, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Client, quorum, arginfo_class_Distlock_Client_quorum, ZEND_ACC_PUBLIC)
@@ -197,6 +221,7 @@ static const zend_function_entry class_Distlock_Lock_methods[] = {
 	ZEND_ME(Distlock_Lock, __construct, arginfo_class_Distlock_Lock___construct, ZEND_ACC_PRIVATE)
 	ZEND_ME(Distlock_Lock, release, arginfo_class_Distlock_Lock_release, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, extend, arginfo_class_Distlock_Lock_extend, ZEND_ACC_PUBLIC)
+	ZEND_ME(Distlock_Lock, abandon, arginfo_class_Distlock_Lock_abandon, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, validity, arginfo_class_Distlock_Lock_validity, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, isHeld, arginfo_class_Distlock_Lock_isHeld, ZEND_ACC_PUBLIC)
 	ZEND_ME(Distlock_Lock, isLost, arginfo_class_Distlock_Lock_isLost, ZEND_ACC_PUBLIC)

@@ -184,14 +184,29 @@ static bool dl_check_flags(uint32_t argn, zend_long flags)
     return true;
 }
 
+/* A caller's token: the C API takes a C string, so a NUL byte is refused
+ * here; its length and what it may be used with are the core's rules
+ * (EINVAL, a ValueError with the core's detail). */
+static bool dl_check_token_bytes(uint32_t argn, const zend_string *token)
+{
+    if (memchr(ZSTR_VAL(token), '\0', ZSTR_LEN(token)) != NULL) {
+        zend_argument_value_error(argn, "must not contain any null bytes");
+        return false;
+    }
+    return true;
+}
+
+/* token: NULL for a fresh token, else args->token (argument token_argn). */
 static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double ttl, long wait_ms,
-                       zend_long flags, bool blocking, double timeout_s)
+                       zend_long flags, bool blocking, double timeout_s, zend_string *token,
+                       uint32_t token_argn)
 {
     distlock_client *c;
     distlock_lock *l = NULL;
     long ttl_ms;
     int st;
     dl_acquire_words w = { "lock", "lock", "held by another owner", ZSTR_VAL(key), ZSTR_LEN(key), 0 };
+    distlock_acquire_args args = { .size = sizeof args };
 
     if ((c = dl_this_client(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
@@ -205,7 +220,13 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
     if (!dl_check_flags(blocking ? 4 : 3, flags)) {
         RETURN_THROWS();
     }
-    st = distlock_acquire(c, ZSTR_VAL(key), ttl_ms, wait_ms, (unsigned)flags, &l);
+    if (token != NULL) {
+        if (!dl_check_token_bytes(token_argn, token)) {
+            RETURN_THROWS();
+        }
+        args.token = ZSTR_VAL(token);
+    }
+    st = distlock_acquire_with(c, ZSTR_VAL(key), ttl_ms, wait_ms, (unsigned)flags, &args, &l);
     dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
 }
 
@@ -214,16 +235,18 @@ PHP_METHOD(Distlock_Client, tryLock)
     zend_string *key;
     double ttl = 60.0;
     zend_long flags = 0;
+    zend_string *token = NULL;
 
-    ZEND_PARSE_PARAMETERS_START(1, 3)
+    ZEND_PARSE_PARAMETERS_START(1, 4)
         Z_PARAM_STR(key)
         Z_PARAM_OPTIONAL
         Z_PARAM_DOUBLE(ttl)
         Z_PARAM_LONG(flags)
+        Z_PARAM_STR_OR_NULL(token)
     ZEND_PARSE_PARAMETERS_END();
     DL_SAFE_POINT();
 
-    dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, 0, flags, false, 0.0);
+    dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, 0, flags, false, 0.0, token, 4);
 }
 
 PHP_METHOD(Distlock_Client, lock)
@@ -233,21 +256,23 @@ PHP_METHOD(Distlock_Client, lock)
     double timeout = 0.0;
     bool timeout_null = true;
     zend_long flags = 0;
+    zend_string *token = NULL;
     long wait_ms = DISTLOCK_WAIT_FOREVER;
 
-    ZEND_PARSE_PARAMETERS_START(1, 4)
+    ZEND_PARSE_PARAMETERS_START(1, 5)
         Z_PARAM_STR(key)
         Z_PARAM_OPTIONAL
         Z_PARAM_DOUBLE(ttl)
         Z_PARAM_DOUBLE_OR_NULL(timeout, timeout_null)
         Z_PARAM_LONG(flags)
+        Z_PARAM_STR_OR_NULL(token)
     ZEND_PARSE_PARAMETERS_END();
     DL_SAFE_POINT();
 
     if (!timeout_null && !dl_seconds_to_ms(3, timeout, 0, DISTLOCK_TTL_MAX, &wait_ms)) {
         RETURN_THROWS();
     }
-    dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, wait_ms, flags, true, timeout);
+    dl_acquire(INTERNAL_FUNCTION_PARAM_PASSTHRU, key, ttl, wait_ms, flags, true, timeout, token, 5);
 }
 
 /* A permit of a semaphore: the same shape as a lock, with the permits
@@ -420,6 +445,121 @@ PHP_METHOD(Distlock_Client, lockMany)
         RETURN_THROWS();
     }
     dl_acquire_keys(INTERNAL_FUNCTION_PARAM_PASSTHRU, keys, ttl, wait_ms, flags, true, timeout);
+}
+
+/* A Lock for an ownership taken elsewhere (distlock_lock_restore): no I/O,
+ * nothing checked on the servers; its release compare-and-deletes the token. */
+PHP_METHOD(Distlock_Client, restoreLock)
+{
+    zend_string *key, *token;
+    distlock_client *c;
+    distlock_lock *l = NULL;
+    int st;
+
+    ZEND_PARSE_PARAMETERS_START(2, 2)
+        Z_PARAM_STR(key)
+        Z_PARAM_STR(token)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_key(1, key) || !dl_check_token_bytes(2, token)) {
+        RETURN_THROWS();
+    }
+    st = distlock_lock_restore(c, ZSTR_VAL(key), ZSTR_VAL(token), &l);
+    if (st != DISTLOCK_OK) {
+        dl_throw_status(st, "restoreLock", ZSTR_VAL(key), ZSTR_LEN(key));
+        RETURN_THROWS();
+    }
+    dl_lock_wrap_restored(return_value, l);
+}
+
+/* distlock_holder_info.kind as the CLI's `distlock status` names it. */
+static const char *dl_kind_name(int kind)
+{
+    switch (kind) {
+    case DISTLOCK_HOLDER_FREE: return "free";
+    case DISTLOCK_HOLDER_LOCK: return "lock";
+    case DISTLOCK_HOLDER_READERS: return "readers";
+    case DISTLOCK_HOLDER_SEMAPHORE: return "semaphore";
+    default: return "other";
+    }
+}
+
+/* The quorum verdict of distlock_admin_holder() (every node, one round),
+ * with the names of Python's Client.holder(): the verdict is the core's,
+ * this only translates it. No verdict (ENOQUORUM, a node's error) throws. */
+PHP_METHOD(Distlock_Client, holder)
+{
+    zend_string *key;
+    distlock_client *c;
+    distlock_holder_info h = { .size = sizeof h };
+    int st;
+
+    ZEND_PARSE_PARAMETERS_START(1, 1)
+        Z_PARAM_STR(key)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_key(1, key)) {
+        RETURN_THROWS();
+    }
+    st = distlock_admin_holder(c, ZSTR_VAL(key), -1, &h);
+    if (st < 0) {
+        dl_throw_status(st, "holder", ZSTR_VAL(key), ZSTR_LEN(key));
+        RETURN_THROWS();
+    }
+    array_init_size(return_value, 8);
+    add_assoc_bool(return_value, "held", st == 1);
+    if (h.nodes > 0) {
+        add_assoc_string(return_value, "token", h.token);
+    } else {
+        add_assoc_null(return_value, "token");
+    }
+    add_assoc_long(return_value, "nodes", h.nodes);
+    /* ttl: the shortest lease left among the nodes holding the token; null
+     * when none holds one or it never expires (pttl -1). */
+    if (h.nodes > 0 && h.pttl_ms >= 0) {
+        add_assoc_double(return_value, "ttl", (double)h.pttl_ms / 1000.0);
+    } else {
+        add_assoc_null(return_value, "ttl");
+    }
+    add_assoc_long(return_value, "answered", h.answered);
+    add_assoc_long(return_value, "taken", h.taken);
+    add_assoc_string(return_value, "kind", dl_kind_name(h.kind));
+    add_assoc_long(return_value, "holders", (zend_long)h.holders);
+}
+
+/* Administrative override (distlock_admin_force_release): the nodes where
+ * something was deleted; a node that did not answer or refused throws. */
+PHP_METHOD(Distlock_Client, forceRelease)
+{
+    zend_string *key;
+    distlock_client *c;
+    int deleted = 0, st;
+
+    ZEND_PARSE_PARAMETERS_START(1, 1)
+        Z_PARAM_STR(key)
+    ZEND_PARSE_PARAMETERS_END();
+    DL_SAFE_POINT();
+
+    if ((c = dl_this_client(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    if (!dl_check_key(1, key)) {
+        RETURN_THROWS();
+    }
+    st = distlock_admin_force_release(c, ZSTR_VAL(key), &deleted);
+    if (st != DISTLOCK_OK) {
+        dl_throw_status(st, "forceRelease", ZSTR_VAL(key), ZSTR_LEN(key));
+        RETURN_THROWS();
+    }
+    RETURN_LONG(deleted);
 }
 
 /* The table itself, not a copy: a row the library adds shows up here with

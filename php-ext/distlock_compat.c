@@ -35,12 +35,14 @@ static bool dl_str_falsy(const zend_string *s)
     return ZSTR_LEN(s) == 0 || (ZSTR_LEN(s) == 1 && ZSTR_VAL(s)[0] == '0');
 }
 
-/* distributedLock(string $key = '', int $ttl = 60, string|int|null $random = null,
- *                 string $tipMsg = ''): string|int */
+/* distributedLock(string $key = '', int|float $ttl = 60, string|int|null $random = null,
+ *                 string $tipMsg = ''): string|int
+ * A float $ttl is taken as it is (no "implicit conversion loses precision"
+ * deprecation, which an int parameter gives), rounded up by the one TTL rule. */
 PHP_FUNCTION(distributedLock)
 {
     zend_string *key = ZSTR_EMPTY_ALLOC();
-    zend_long ttl = 60;
+    zval ttl_default, *ttl = NULL;
     long ttl_ms;
     zend_string *rnd_str = NULL;
     zend_long rnd_long = 0;
@@ -54,7 +56,7 @@ PHP_FUNCTION(distributedLock)
     ZEND_PARSE_PARAMETERS_START(0, 4)
         Z_PARAM_OPTIONAL
         Z_PARAM_STR(key)
-        Z_PARAM_LONG(ttl)
+        Z_PARAM_NUMBER(ttl)
         Z_PARAM_STR_OR_LONG_OR_NULL(rnd_str, rnd_long, rnd_null)
         Z_PARAM_STR(tip)
     ZEND_PARSE_PARAMETERS_END();
@@ -63,8 +65,12 @@ PHP_FUNCTION(distributedLock)
     if (!dl_check_key(1, key)) {
         RETURN_THROWS();
     }
-    /* Whole seconds, as the seed takes them, through the one TTL rule. */
-    if (!dl_ttl_from_seconds(2, (double)ttl, &ttl_ms)) {
+    if (ttl == NULL) {
+        ZVAL_LONG(&ttl_default, 60);
+        ttl = &ttl_default;
+    }
+    /* Seconds, int as the seed takes them or float, through the one TTL rule. */
+    if (!dl_ttl_from_seconds(2, zval_get_double(ttl), &ttl_ms)) {
         RETURN_THROWS();
     }
 
@@ -104,7 +110,11 @@ PHP_FUNCTION(distributedLock)
         if (tip != NULL && ZSTR_LEN(tip) > 0) {
             msg = zend_string_copy(tip);
         } else {
-            msg = strpprintf(0, "请求过于频繁,相同业务单号" ZEND_LONG_FMT "秒内仅允许请求1次!", ttl);
+            /* $ttl as the seed's `'...' . $ttl . '...'` writes it (60, 1.5). */
+            zend_string *t = zval_get_string(ttl);
+
+            msg = strpprintf(0, "请求过于频繁,相同业务单号%s秒内仅允许请求1次!", ZSTR_VAL(t));
+            zend_string_release(t);
         }
         dl_throw_held(msg);
         zend_string_release(msg);

@@ -178,3 +178,17 @@ void dl_throw_lost(const char *key, size_t key_len, const char *why)
     zend_throw_exception_ex(*row.ce, row.code, "%slock \"%.*s%s\" %s", row.prefix, shown, key,
                             key_len > (size_t)shown ? "..." : "", why);
 }
+
+/* A method that needs the handle, called after Lock::abandon(): the handle
+ * is gone, so is the right to release or extend (code CLOSED: used after
+ * the object let go of it, as after a close). */
+void dl_throw_abandoned(const char *key, size_t key_len)
+{
+    dl_status_row row = dl_row(DISTLOCK_ECLOSED);
+    int shown = key_len > 64 ? 64 : (int)key_len;
+
+    zend_throw_exception_ex(*row.ce, row.code,
+                            "%slock \"%.*s%s\" was abandoned (Lock::abandon()): it can no longer "
+                            "be released or extended; the key keeps its token until its TTL",
+                            row.prefix, shown, key, key_len > (size_t)shown ? "..." : "");
+}

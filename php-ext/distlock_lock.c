@@ -33,6 +33,12 @@ typedef struct dl_lock_obj {
     long ttl_ms;
     bool released;              /* release() was called */
     bool lost_told;             /* the onLost callback was called (once) */
+    bool restored;              /* from Client::restoreLock(): ttl_ms is 0 (no acquire
+                                   TTL), validity 0 until an extend succeeds */
+    bool abandoned;             /* abandon() was called: l is NULL (the core freed the
+                                   handle), the key keeps the token until its TTL */
+    zval a_keys, a_token, a_fences; /* what keys(), token() and fences() answer after
+                                       abandon(): kept from the handle, which is gone */
     zval on_lost;               /* the callback, or UNDEF */
     struct dl_lock_obj *w_prev, *w_next; /* on the watch list while on_lost is set
                                             and not yet called */
@@ -55,6 +61,11 @@ static zend_object *dl_lock_create(zend_class_entry *ce)
     o->ttl_ms = 0;
     o->released = false;
     o->lost_told = false;
+    o->restored = false;
+    o->abandoned = false;
+    ZVAL_UNDEF(&o->a_keys);
+    ZVAL_UNDEF(&o->a_token);
+    ZVAL_UNDEF(&o->a_fences);
     ZVAL_UNDEF(&o->on_lost);
     o->w_prev = o->w_next = NULL;
     return &o->std;
@@ -181,6 +192,9 @@ static void dl_lock_free(zend_object *obj)
     }
     zval_ptr_dtor(&o->on_lost);
     ZVAL_UNDEF(&o->on_lost);
+    zval_ptr_dtor(&o->a_keys);
+    zval_ptr_dtor(&o->a_token);
+    zval_ptr_dtor(&o->a_fences);
     zend_object_std_dtor(obj);
 }
 
@@ -200,10 +214,19 @@ static HashTable *dl_lock_get_gc(zend_object *obj, zval **table, int *n)
     return zend_std_get_properties(obj);
 }
 
+/* The handle, for a method that needs it; NULL with an exception thrown
+ * when there is none: never obtained from a Client, or abandoned (the
+ * handle is gone, and with it any right to release or extend the key). */
 static distlock_lock *dl_this_lock(zval *this_zv)
 {
     dl_lock_obj *o = dl_lock_from(Z_OBJ_P(this_zv));
 
+    if (o->abandoned) {
+        zval *first = zend_hash_index_find(Z_ARRVAL(o->a_keys), 0);
+
+        dl_throw_abandoned(Z_STRVAL_P(first), Z_STRLEN_P(first));
+        return NULL;
+    }
     if (o->l == NULL) {
         zend_throw_error(NULL, "Distlock\\Lock is not initialized (obtain one from Distlock\\Client)");
         return NULL;
@@ -219,6 +242,12 @@ void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms)
     o = dl_lock_from(Z_OBJ_P(zv));
     o->l = l;
     o->ttl_ms = ttl_ms;
+}
+
+void dl_lock_wrap_restored(zval *zv, distlock_lock *l)
+{
+    dl_lock_wrap(zv, l, 0);
+    dl_lock_from(Z_OBJ_P(zv))->restored = true;
 }
 
 PHP_METHOD(Distlock_Lock, __construct)
@@ -267,6 +296,11 @@ PHP_METHOD(Distlock_Lock, extend)
         RETURN_THROWS();
     }
     ttl_ms = o->ttl_ms;
+    if (ttl_null && ttl_ms == 0) {   /* restored, never extended: no TTL to repeat */
+        zend_argument_value_error(1, "must be given for a lock from Client::restoreLock() "
+                                     "until an extend() gave it a TTL");
+        RETURN_THROWS();
+    }
     if (!ttl_null && !dl_ttl_from_seconds(1, ttl, &ttl_ms)) {
         RETURN_THROWS();
     }
@@ -282,57 +316,124 @@ PHP_METHOD(Distlock_Lock, extend)
     RETURN_THROWS();
 }
 
-PHP_METHOD(Distlock_Lock, validity)
+/* The Lock as dl_this_lock() sees it, for the methods that only read: they
+ * answer after abandon() too (no handle: o->l is NULL, o->abandoned set). */
+static dl_lock_obj *dl_this_obj(zval *this_zv)
 {
-    distlock_lock *l;
+    dl_lock_obj *o = dl_lock_from(Z_OBJ_P(this_zv));
+
+    if (!o->abandoned && dl_this_lock(this_zv) == NULL) {
+        return NULL;
+    }
+    return o;
+}
+
+/* keys() and fences() of a handle, also kept by abandon(). */
+static void dl_keys_of(const distlock_lock *l, zval *out)
+{
+    size_t i, n = distlock_lock_key_count(l);
+
+    array_init_size(out, (uint32_t)n);
+    for (i = 0; i < n; i++) {
+        add_next_index_string(out, distlock_lock_key_at(l, i));
+    }
+}
+
+static void dl_fences_of(const distlock_lock *l, zval *out)
+{
+    size_t i, n;
+
+    /* Fenced or not is one flag for every key: the first key says it. */
+    if (distlock_lock_fence_at(l, 0) < 0) {
+        ZVAL_NULL(out);
+        return;
+    }
+    n = distlock_lock_key_count(l);
+    array_init_size(out, (uint32_t)n);
+    for (i = 0; i < n; i++) {
+        add_next_index_long(out, (zend_long)distlock_lock_fence_at(l, i));
+    }
+}
+
+PHP_METHOD(Distlock_Lock, abandon)
+{
+    dl_lock_obj *o = dl_lock_from(Z_OBJ_P(ZEND_THIS));
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if (dl_this_lock(ZEND_THIS) == NULL) {   /* also a second abandon() */
         RETURN_THROWS();
     }
-    RETURN_DOUBLE((double)distlock_lock_validity_ms(l) / 1000.0);
+    dl_keys_of(o->l, &o->a_keys);
+    ZVAL_STRING(&o->a_token, distlock_lock_token(o->l));
+    dl_fences_of(o->l, &o->a_fences);
+    /* An abandoned lock is never found lost (its renewal stops): no callback. */
+    dl_watch_remove(o);
+    distlock_lock_abandon(o->l);
+    o->l = NULL;
+    o->abandoned = true;
+}
+
+PHP_METHOD(Distlock_Lock, validity)
+{
+    dl_lock_obj *o;
+
+    ZEND_PARSE_PARAMETERS_NONE();
+    DL_SAFE_POINT();
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
+        RETURN_THROWS();
+    }
+    RETURN_DOUBLE(o->abandoned ? 0.0 : (double)distlock_lock_validity_ms(o->l) / 1000.0);
 }
 
 PHP_METHOD(Distlock_Lock, isHeld)
 {
-    distlock_lock *l;
+    dl_lock_obj *o;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    RETURN_BOOL(distlock_lock_validity_ms(l) > 0 && !distlock_lock_lost(l));
+    RETURN_BOOL(!o->abandoned && distlock_lock_validity_ms(o->l) > 0 && !distlock_lock_lost(o->l));
 }
 
 PHP_METHOD(Distlock_Lock, isLost)
 {
-    distlock_lock *l;
+    dl_lock_obj *o;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    RETURN_BOOL(distlock_lock_lost(l));
+    /* Abandoned is not lost: nobody found the key gone, this object let go. */
+    RETURN_BOOL(!o->abandoned && distlock_lock_lost(o->l));
 }
 
 PHP_METHOD(Distlock_Lock, check)
 {
-    dl_lock_obj *o = dl_lock_from(Z_OBJ_P(ZEND_THIS));
-    const char *key;
+    dl_lock_obj *o;
+    zval *first;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if (dl_this_lock(ZEND_THIS) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    key = distlock_lock_key(o->l);
+    if (o->abandoned) {
+        first = zend_hash_index_find(Z_ARRVAL(o->a_keys), 0);
+        dl_throw_lost(Z_STRVAL_P(first), Z_STRLEN_P(first), "was abandoned (Lock::abandon())");
+        return;
+    }
+    const char *key = distlock_lock_key(o->l);
     if (o->released) {
         dl_throw_lost(key, strlen(key), "was released");
     } else if (distlock_lock_lost(o->l)) {
         dl_throw_lost(key, strlen(key), "was found lost (expired, deleted or taken over)");
+    } else if (o->restored && o->ttl_ms == 0) {
+        dl_throw_lost(key, strlen(key), "is not known held (Client::restoreLock() checks nothing "
+                                        "on the servers; extend() it to know)");
     } else if (distlock_lock_validity_ms(o->l) <= 0) {
         dl_throw_lost(key, strlen(key), "has expired (its validity ran out)");
     }
@@ -347,6 +448,7 @@ PHP_METHOD(Distlock_Lock, onLost)
     ZEND_PARSE_PARAMETERS_START(1, 1)
         Z_PARAM_FUNC_OR_NULL(fci, fcc)
     ZEND_PARSE_PARAMETERS_END();
+    /* Abandoned: no handle to watch (dl_this_lock() throws). */
     if (dl_this_lock(ZEND_THIS) == NULL) {
         RETURN_THROWS();
     }
@@ -366,56 +468,66 @@ PHP_METHOD(Distlock_Lock, onLost)
 
 PHP_METHOD(Distlock_Lock, key)
 {
-    distlock_lock *l;
+    dl_lock_obj *o;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    RETURN_STRING(distlock_lock_key(l));
+    if (o->abandoned) {
+        RETURN_COPY(zend_hash_index_find(Z_ARRVAL(o->a_keys), 0));
+    }
+    RETURN_STRING(distlock_lock_key(o->l));
 }
 
 PHP_METHOD(Distlock_Lock, keys)
 {
-    distlock_lock *l;
-    size_t i, n;
+    dl_lock_obj *o;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    n = distlock_lock_key_count(l);
-    array_init_size(return_value, (uint32_t)n);
-    for (i = 0; i < n; i++) {
-        add_next_index_string(return_value, distlock_lock_key_at(l, i));
+    if (o->abandoned) {
+        RETURN_COPY(&o->a_keys);
     }
+    dl_keys_of(o->l, return_value);
 }
 
 PHP_METHOD(Distlock_Lock, token)
 {
-    distlock_lock *l;
+    dl_lock_obj *o;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    RETURN_STRING(distlock_lock_token(l));
+    if (o->abandoned) {
+        RETURN_COPY(&o->a_token);
+    }
+    RETURN_STRING(distlock_lock_token(o->l));
 }
 
 PHP_METHOD(Distlock_Lock, fence)
 {
-    distlock_lock *l;
+    dl_lock_obj *o;
     int64_t f;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    f = distlock_lock_fence(l);
+    if (o->abandoned) {
+        if (Z_TYPE(o->a_fences) == IS_NULL) {
+            RETURN_NULL();
+        }
+        RETURN_COPY(zend_hash_index_find(Z_ARRVAL(o->a_fences), 0));
+    }
+    f = distlock_lock_fence(o->l);
     if (f < 0) {
         RETURN_NULL();
     }
@@ -424,23 +536,17 @@ PHP_METHOD(Distlock_Lock, fence)
 
 PHP_METHOD(Distlock_Lock, fences)
 {
-    distlock_lock *l;
-    size_t i, n;
+    dl_lock_obj *o;
 
     ZEND_PARSE_PARAMETERS_NONE();
     DL_SAFE_POINT();
-    if ((l = dl_this_lock(ZEND_THIS)) == NULL) {
+    if ((o = dl_this_obj(ZEND_THIS)) == NULL) {
         RETURN_THROWS();
     }
-    /* Fenced or not is one flag for every key: the first key says it. */
-    if (distlock_lock_fence_at(l, 0) < 0) {
-        RETURN_NULL();
+    if (o->abandoned) {
+        RETURN_COPY(&o->a_fences);
     }
-    n = distlock_lock_key_count(l);
-    array_init_size(return_value, (uint32_t)n);
-    for (i = 0; i < n; i++) {
-        add_next_index_long(return_value, (zend_long)distlock_lock_fence_at(l, i));
-    }
+    dl_fences_of(o->l, return_value);
 }
 
 /* var_dump() / print_r(): what a developer wants to see; never the token
@@ -452,7 +558,13 @@ static HashTable *dl_lock_debug_info(zend_object *obj, int *is_temp)
 
     *is_temp = 1;
     array_init(&arr);
-    if (o->l != NULL) {
+    if (o->abandoned) {
+        zval *first = zend_hash_index_find(Z_ARRVAL(o->a_keys), 0);
+
+        add_assoc_str(&arr, "key", zend_string_copy(Z_STR_P(first)));
+        add_assoc_bool(&arr, "held", false);
+        add_assoc_bool(&arr, "abandoned", true);
+    } else if (o->l != NULL) {
         int64_t f = distlock_lock_fence(o->l);
 
         add_assoc_string(&arr, "key", distlock_lock_key(o->l));

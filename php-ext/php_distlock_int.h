@@ -82,6 +82,9 @@ typedef enum { DL_IN_OTHER = 0, DL_IN_ACQUIRE, DL_IN_RENEW } dl_context;
 void dl_throw_status_in(int st, dl_context in, const char *what, const char *key, size_t key_len);
 /* Distlock\LockLostException for Lock::check(): "lock "<key>" <why>". */
 void dl_throw_lost(const char *key, size_t key_len, const char *why);
+/* Distlock\Exception (code CLOSED) for Lock::release() / extend() / onLost()
+ * after Lock::abandon(): "lock "<key>" was abandoned ...". */
+void dl_throw_abandoned(const char *key, size_t key_len);
 /* Distlock\ConfigurationException for a configuration the core refused
  * (the core's message, masked by the core). */
 void dl_throw_config(int st, const char *what);
@@ -100,6 +103,9 @@ void dl_client_minit(zend_class_entry *ce);
 void dl_lock_minit(zend_class_entry *ce);
 /* Make `zv` a new Distlock\Lock owning `l` (acquired with ttl_ms). */
 void dl_lock_wrap(zval *zv, distlock_lock *l, long ttl_ms);
+/* The same for a handle of distlock_lock_restore(): no acquire TTL (extend()
+ * needs one), not known held until an extend succeeds. */
+void dl_lock_wrap_restored(zval *zv, distlock_lock *l);
 
 /* A safe point (distlock_lock.c): call the onLost callbacks of the locks
  * found lost since the last one, in this thread. Every function and method

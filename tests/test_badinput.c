@@ -173,8 +173,9 @@ static void test_bad_acquire(void **state)
     assert_fails(distlock_acquire(c, "k", 1000, 0, 0, NULL), DISTLOCK_EINVAL);
     assert_fails(acquire_as(c, "k", 1000, 0, 1u << 9, "me", &l), DISTLOCK_EINVAL);
     assert_fails(acquire_as(c, "", 1000, 0, 0, "me", &l), DISTLOCK_EINVAL);
-    /* args: a size below the 0.1.0 layout is not that layout */
-    distlock_acquire_args small = { .size = sizeof(distlock_acquire_args) - 1, .owner = "me" };
+    /* args: a size below the first layout (size, owner, cancel) is no layout */
+    distlock_acquire_args small = { .size = offsetof(distlock_acquire_args, token) - 1,
+                                    .owner = "me" };
     assert_fails(distlock_acquire_with(c, "k", 1000, 0, DISTLOCK_REENTRANT, &small, &l),
                  DISTLOCK_EINVAL);
     assert_non_null(strstr(distlock_last_error(), "args->size"));

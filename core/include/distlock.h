@@ -343,13 +343,26 @@ DISTLOCK_API void distlock_cancel_free(distlock_cancel *cancel);
 
 /* Optional arguments of distlock_acquire_with(). The caller sets `size` to
  * sizeof(distlock_acquire_args) and zeroes what it does not use; a size
- * smaller than this 0.1.0 layout gives DISTLOCK_EINVAL. Later versions add
- * fields only at the end, and read only the fields that fit in `size`. */
+ * smaller than the first layout (size, owner, cancel) gives DISTLOCK_EINVAL.
+ * Fields are added only at the end, and only the fields that fit in `size`
+ * are read: a caller built against a header without `token` passes none. */
 typedef struct distlock_acquire_args {
     size_t size;              /* sizeof(distlock_acquire_args) */
     const char *owner;        /* DISTLOCK_REENTRANT owner id, 1..256 bytes; NULL: the
                                * calling thread. Needs DISTLOCK_REENTRANT. */
     distlock_cancel *cancel;  /* NULL: none; fired: this call returns DISTLOCK_ECANCELED */
+    const char *token;        /* the lock's token, 1..DISTLOCK_TOKEN_MAX bytes,
+                               * NUL-terminated (checked as distlock_acquire_token()'s);
+                               * NULL: a fresh 128-bit token. The acquire is strict
+                               * (SET NX semantics): a key that already holds this very
+                               * token is held by someone (DISTLOCK_NOTACQUIRED, or
+                               * waited for), as redis-py and Laravel do. For a plain
+                               * lock, with or without DISTLOCK_FENCING,
+                               * DISTLOCK_AUTO_RENEW, DISTLOCK_FAIR; a waiting call keeps
+                               * it for every attempt and is woken by releases as with a
+                               * fresh token. Refused (DISTLOCK_EINVAL, the detail says
+                               * why) with DISTLOCK_SHARED, DISTLOCK_REENTRANT, for
+                               * semaphores and distlock_acquire_many(). */
 } distlock_acquire_args;
 
 /* As distlock_acquire(), with args (NULL: none, as distlock_acquire()).
@@ -417,6 +430,26 @@ DISTLOCK_API void distlock_lock_free(distlock_lock *lock);
  * marked abandoned); one racing the last distlock_release() acquires afresh
  * (the released key is deleted meanwhile). */
 DISTLOCK_API void distlock_lock_abandon(distlock_lock *lock);
+
+/* A handle for an ownership taken elsewhere: `token` holding `key` (another
+ * process or request, distlock_acquire_token(), a Laravel owner string,
+ * args->token). No network I/O: nothing is checked on the servers.
+ * distlock_release() compare-and-deletes that token (DISTLOCK_OK when it held
+ * the key on a quorum, DISTLOCK_ENOTOWNER when not: another owner's key is
+ * never deleted); it is sent even though the handle's validity is 0, and
+ * also when another handle of this client with the same token was abandoned
+ * (restoring is the caller's explicit claim to the token).
+ * distlock_extend(ttl) resets the TTL where the token still holds the key
+ * (then the validity is fresh); distlock_lock_validity_ms() is 0 until an
+ * extend succeeds; distlock_lock_lost() is 0 until a release or an extend
+ * finds it not ours; distlock_lock_fence() -1; no renewal. distlock_lock_free()
+ * releases it like any handle (callers that only want to drop the handle
+ * call distlock_lock_abandon(), which sends nothing), and so does
+ * distlock_client_free() for a handle still held. Thread-safe; does not
+ * block. DISTLOCK_EINVAL for a NULL client or out, a bad key or token (the
+ * checks of distlock_acquire_token()); DISTLOCK_ENOMEM. */
+DISTLOCK_API int distlock_lock_restore(distlock_client *c, const char *key, const char *token,
+                                       distlock_lock **out);
 
 /* Reset the lock's TTL to ttl_ms on every node where it is still ours
  * (compare-and-PEXPIRE). Needs a quorum; on success the validity is fresh.

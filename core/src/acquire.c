@@ -240,8 +240,17 @@ static void first_round(attempt_ctx *a, distlock__result *res)
     int use_plain = !rq->fair && !a->fencing && !a->owner && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
         a->cs->calls_a[i] = use_plain ? &plain : &script;
+    /* A strict acquire (a token the caller chose) that loses hears every
+     * node before its undo: a node left unheard counts as "may have been
+     * created by this attempt" and is released (undo_node), and with a
+     * caller's token that key may be another holder's lock with this very
+     * token (a second process of one Laravel owner). Only a node that does
+     * not answer in time is undone unheard. A win still ends at the quorum. */
+    int strict = (rq->flags & DISTLOCK_STRICT) != 0;
     distlock__round(&c->tp, a->cs, a->cs->calls_a, res,
-                    a->fencing ? distlock__decide_cannot_win : distlock__decide_quorum, &c->q);
+                    a->fencing ? (strict ? NULL : distlock__decide_cannot_win)
+                               : strict ? distlock__decide_granted : distlock__decide_quorum,
+                    &c->q);
     for (int i = 0; i < c->n; i++)
         if (res[i].fell_back == 1)
             atomic_store(&c->no_set_get, 1);  /* Redis < 7: the script from now on */

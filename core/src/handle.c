@@ -64,6 +64,24 @@ int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_
     return distlock__waiter_wait(c, w, next, subscribed);
 }
 
+int distlock__args_token(const distlock_acquire_args *args, const char **token)
+{
+    *token = NULL;
+    if (args == NULL)
+        return DISTLOCK_OK;
+    /* Growth rule: a caller built against a later header may pass a bigger
+     * struct (its added fields are not read here); one built against an
+     * earlier header passes a smaller one, whose missing fields are NULL;
+     * one smaller than the first layout is no layout at all. */
+    if (args->size < offsetof(distlock_acquire_args, token))
+        return distlock__fail(DISTLOCK_EINVAL, "args->size %zu is smaller than "
+                              "sizeof(distlock_acquire_args) (%zu): set it to sizeof",
+                              args->size, sizeof(distlock_acquire_args));
+    if (args->size >= offsetof(distlock_acquire_args, token) + sizeof(args->token))
+        *token = args->token;
+    return DISTLOCK_OK;
+}
+
 /* The detail of a cancelled wait (the status is returned as well). */
 static int cancelled(const char *key, uint64_t t0_us, const char *what)
 {
@@ -72,11 +90,14 @@ static int cancelled(const char *key, uint64_t t0_us, const char *what)
                           ms, what);
 }
 
-/* token: a 33-byte buffer. Each new attempt of a plain waiter takes a new
- * token, so nothing sent for an earlier attempt (an undo still on its way
- * to a slow node) can ever match the attempt that wins. A fair waiter keeps
- * its token: it is its place in the queue; the transport orders its
- * requests (round.c).
+/* token: h->token. Each new attempt of a plain waiter takes a new token
+ * (it is a 33-byte buffer then), so nothing sent for an earlier attempt (an
+ * undo still on its way to a slow node) can ever match the attempt that
+ * wins. A fair waiter keeps its token: it is its place in the queue; and so
+ * does a caller's token (`given`, args->token): it is the caller's name for
+ * the lock. For both the transport orders the requests of one token
+ * (round.c: an undo runs before the next attempt), and a caller's token is
+ * acquired strictly: a key that holds it already is someone's lock.
  *
  * Cancellation (cancel.c): the call notes the client's cancel generation
  * when it starts, and its every sleep is interrupted by a client cancel or
@@ -88,15 +109,16 @@ static int cancelled(const char *key, uint64_t t0_us, const char *what)
  * included): it was fired for this call alone, so no later call can have
  * been meant instead. */
 static inline __attribute__((always_inline))
-int acquire_wait(distlock_client *c, const distlock__held *h, char *token, long wait_ms,
+int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wait_ms,
                         distlock_cancel *cancel, distlock__attempt *att)
 {
     const char *key = h->key;
-    unsigned flags = h->flags;
+    char *token = h->token;
+    unsigned flags = h->flags | (given ? DISTLOCK_STRICT : 0);
     int fair = (flags & DISTLOCK_FAIR) != 0;
     unsigned gen = distlock__cancel_gen(c);  /* cancels from now on concern this call */
     /* a waiting writer's name in the registry of waiting writers: its
-     * first token (copied below the first attempt: the token changes) */
+     * first token (copied below the first attempt when the token changes) */
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = h->ttl_ms, .flags = flags,
                              .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0,
                              .kind = h->kind, .permits = h->permits, .quorum = h->quorum,
@@ -131,7 +153,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, char *token, long 
         goto leave_queue;
     }
     distlock__channel_name(ch, key);
-    if (rq.writer) {
+    if (rq.writer && !given) {
         memcpy(ch + DISTLOCK__SIDEKEY_MAX, token, 33);
         rq.writer = ch + DISTLOCK__SIDEKEY_MAX;
     }
@@ -156,7 +178,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, char *token, long 
             rc = cancelled(key, now0, "");
             break;
         }
-        if (!fair && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
+        if (!fair && !given && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
             break;
         rq.queue_ttl_ms = queue_ttl(c);
         unsigned named = fair ? distlock__waiter_named(c, &w) : 0;
@@ -383,7 +405,8 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
                         long wait_ms, unsigned flags, const distlock_acquire_args *args,
                         distlock_lock **out, uint64_t *t_start, uint64_t *t_end)
 {
-    char tok[33], tid[64];
+    char tid[64];
+    const char *token;  /* args->token: the caller's, else NULL (a fresh one) */
     int rc;
 
     distlock__clear_error();
@@ -393,13 +416,8 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if (out == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
-    /* Growth rule: a caller built against a later header may pass a bigger
-     * struct (its added fields are not read here); a smaller one is not the
-     * 0.1.0 layout at all. */
-    if (args && args->size < sizeof(distlock_acquire_args))
-        return distlock__fail(DISTLOCK_EINVAL, "args->size %zu is smaller than "
-                              "sizeof(distlock_acquire_args) (%zu): set it to sizeof",
-                              args->size, sizeof(distlock_acquire_args));
+    if ((rc = distlock__args_token(args, &token)) != DISTLOCK_OK)
+        return rc;
     const char *owner = args ? args->owner : NULL;
     distlock_cancel *cancel = args ? args->cancel : NULL;
     if ((rc = distlock__check_key(key)) || (rc = distlock__check_ttl(&c->q, ttl_ms)))
@@ -422,6 +440,16 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
         return distlock__fail(DISTLOCK_EINVAL, "owner id must be 1..256 bytes");
     if (owner && !(flags & DISTLOCK_REENTRANT))
         return distlock__fail(DISTLOCK_EINVAL, "an owner id needs DISTLOCK_REENTRANT");
+    /* A caller's token names one plain lock: read locks and permits are
+     * members of a set, each with a token of its own, and a reentrant
+     * ownership is found by its owner id, not by its token. */
+    if (token && (permits > 0 || (flags & (DISTLOCK_SHARED | DISTLOCK_REENTRANT))))
+        return distlock__fail(DISTLOCK_EINVAL, "args->token is for a plain lock: %s takes "
+                              "no caller's token", permits > 0 ? "a semaphore permit"
+                              : (flags & DISTLOCK_SHARED) ? "DISTLOCK_SHARED (a read lock)"
+                              : "DISTLOCK_REENTRANT");
+    if (token && (rc = distlock__check_token(token)) != DISTLOCK_OK)
+        return rc;
     /* Sticky: a cancel fired before the call ends it before anything is
      * sent (a reentrant re-acquire's extend included). */
     if (distlock__cancel_fired(cancel))
@@ -437,16 +465,23 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
             return rc;
     }
 
-    if ((rc = distlock_token_generate(tok, sizeof(tok))) != DISTLOCK_OK)
-        return rc;
+    /* The token lives in the record from the start (a generated one is
+     * rewritten in place by each attempt of a plain waiter): no copy of it
+     * on this frame, which is on the deepest path of the stack budget. */
     distlock__held *h = calloc(1, sizeof(*h));
     distlock_lock *l = calloc(1, sizeof(*l));
     if (h == NULL || l == NULL || (h->key = strdup(key)) == NULL ||
+        (h->token = token ? strdup(token) : malloc(33)) == NULL ||
         ((flags & DISTLOCK_REENTRANT) && (h->owner = strdup(owner)) == NULL)) {
         if (h)
             distlock__held_free(h);
         free(l);
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
+    if (!token && (rc = distlock_token_generate(h->token, 33)) != DISTLOCK_OK) {
+        distlock__held_free(h);
+        free(l);
+        return rc;
     }
     h->client = c;
     h->ttl_ms = ttl_ms;
@@ -463,7 +498,7 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
         h->thread = pthread_self();
 
     distlock__attempt att;
-    rc = acquire_wait(c, h, tok, wait_ms, cancel, &att);
+    rc = acquire_wait(c, h, token != NULL, wait_ms, cancel, &att);
     uint64_t until = att.valid_until_us;
     *t_start = att.t0_us;
     *t_end = att.t1_us;
@@ -471,10 +506,6 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
         h->fence = att.fence;
         h->set_pref = att.set_id;
         h->maybe = att.maybe;
-    }
-    if (rc == DISTLOCK_OK && (h->token = strdup(tok)) == NULL) {
-        (void)distlock__release_keytoken(c, key, tok, until, h->set_pref, h->maybe);
-        rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
     if (rc != DISTLOCK_OK) {
         distlock__held_free(h);
@@ -595,6 +626,10 @@ static int release_handle(distlock_lock *l, int check_thread)
      * refusal, no quorum, no reply) the key may still hold our token, so
      * the handle stays releasable rather than answer "already released". */
     l->resend = rc != DISTLOCK_OK && rc != DISTLOCK_ENOTOWNER;
+    /* "Not ours" is a loss found (as by an extend): distlock_lock_lost()
+     * and the lost fd show it, with no callback (the caller has the status). */
+    if (rc == DISTLOCK_ENOTOWNER)
+        distlock__mark_lost(h, DISTLOCK__LOST_GONE);
     if (distlock__stats_on(&c->stats)) {
         distlock__stats_inc_on(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_RELEASED
                                                             : DISTLOCK__ST_RELEASE_FAILED);
@@ -644,6 +679,52 @@ void distlock_lock_free(distlock_lock *l)
         distlock__held_free(h);
     }
     free(l);
+}
+
+/* A record of an ownership this client did not acquire: validity 0 (the
+ * client vouches for nothing until an extend succeeds), every node may hold
+ * it (`maybe`: a release goes to all), no renewal. Its own record, never
+ * another handle's: an abandoned record of the same token does not stop
+ * its release (the caller asked for this handle with the token). Linked in
+ * the client's list, so distlock_client_free() releases it like any lock
+ * still held. */
+int distlock_lock_restore(distlock_client *c, const char *key, const char *token,
+                          distlock_lock **out)
+{
+    int rc;
+    distlock__clear_error();
+    if (out)
+        *out = NULL;
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if (out == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    if ((rc = distlock__check_key(key)) || (rc = distlock__check_token(token)))
+        return rc;
+    distlock__held *h = calloc(1, sizeof(*h));
+    distlock_lock *l = calloc(1, sizeof(*l));
+    if (h == NULL || l == NULL || (h->key = strdup(key)) == NULL ||
+        (h->token = strdup(token)) == NULL) {
+        if (h)
+            distlock__held_free(h);
+        free(l);
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
+    h->client = c;
+    h->fence = -1;
+    h->kind = DISTLOCK__LOCK;
+    h->quorum = distlock__lease_quorum(&c->q, 0);
+    h->maybe = ~0ull;
+    h->pid = distlock__getpid();
+    h->count = 1;
+    h->refs = 1;
+    l->h = h;
+    distlock__lock(c);
+    h->next = c->held;
+    c->held = h;
+    pthread_mutex_unlock(&c->mu);
+    *out = l;
+    return DISTLOCK_OK;
 }
 
 /* As distlock_lock_free() with the release left out: the handle's count is

@@ -124,6 +124,9 @@ int distlock__begin(distlock_client *c, distlock__connset **cs);
 /* 1..max bytes, not NULL; `what` names it in the detail. */
 int distlock__check_text(const char *what, const char *s, size_t max);
 int distlock__check_key(const char *key);
+/* A caller's token (the token pair, args->token, distlock_lock_restore):
+ * 1..DISTLOCK_TOKEN_MAX bytes; the one check all of them make. */
+int distlock__check_token(const char *token);
 /* EINVAL (with the detail) once two nodes were found to be one server. */
 int distlock__check_usable(distlock_client *c);
 
@@ -306,6 +309,11 @@ int distlock__held_extend(distlock_client *c, const distlock__held *h, long ttl_
                           uint64_t *valid_until_us);
 
 /* ------------------------------------------------------------ handle.c */
+/* args->token when the caller's struct has that field (its size covers
+ * it), else NULL; DISTLOCK_EINVAL for a size below the first layout. The
+ * one reading of distlock_acquire_args' size, for every acquire that takes
+ * args. */
+int distlock__args_token(const distlock_acquire_args *args, const char **token);
 /* A waiting acquire's sleep until its next re-check (a lock's or a set's):
  * see handle.c. */
 int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_pttl,

@@ -246,10 +246,15 @@ static int acquire_many(distlock_client *c, const char *const *keys, size_t nkey
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if (out == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
-    if (args && args->size < sizeof(distlock_acquire_args))
-        return distlock__fail(DISTLOCK_EINVAL, "args->size %zu is smaller than "
-                              "sizeof(distlock_acquire_args) (%zu): set it to sizeof",
-                              args->size, sizeof(distlock_acquire_args));
+    const char *token;
+    if ((rc = distlock__args_token(args, &token)) != DISTLOCK_OK)
+        return rc;
+    /* one token covers every key of the set; a caller's would be a second
+     * name for a lock that is not one key (distlock_lock_restore() cannot
+     * give it back) */
+    if (token)
+        return distlock__fail(DISTLOCK_EINVAL, "args->token is for a plain lock: "
+                              "distlock_acquire_many() takes no caller's token");
     if (args && args->owner)
         return distlock__fail(DISTLOCK_EINVAL, "an owner id is for DISTLOCK_REENTRANT, which "
                               "distlock_acquire_many() does not take");

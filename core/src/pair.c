@@ -23,7 +23,7 @@ static int check_pair(const distlock_client *c, const char *key, const char *tok
     if (c == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if ((rc = distlock__check_key(key)) || (has_ttl && (rc = distlock__check_ttl(&c->q, ttl_ms))) ||
-        (rc = distlock__check_text("token", token, DISTLOCK_TOKEN_MAX)))
+        (rc = distlock__check_token(token)))
         return rc;
     return DISTLOCK_OK;
 }

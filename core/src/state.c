@@ -97,3 +97,8 @@ int distlock__check_key(const char *key)
 {
     return distlock__check_text("key", key, DISTLOCK_KEY_MAX);
 }
+
+int distlock__check_token(const char *token)
+{
+    return distlock__check_text("token", token, DISTLOCK_TOKEN_MAX);
+}

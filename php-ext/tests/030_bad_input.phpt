@@ -66,9 +66,9 @@ ttl huge: ValueError: distributedLock(): Argument #2 ($ttl) must be at most 2147
 ttl PHP_INT_MAX: ValueError: distributedLock(): Argument #2 ($ttl) must be at most 2147483.647 seconds (DISTLOCK_TTL_MAX ms), got 9.223372036854776e+18
 token too long: ValueError: distributedLock(): Argument #3 ($random) must be at most 256 bytes long
 NUL in token: ValueError: distributedLock(): Argument #3 ($random) must not contain any null bytes
-ttl array: TypeError: distributedLock(): Argument #2 ($ttl) must be of type int, array given
+ttl array: TypeError: distributedLock(): Argument #2 ($ttl) must be of type int|float, array given
 random array: TypeError: distributedLock(): Argument #3 ($random) must be of type string|int|null, array given
-ttl not numeric: TypeError: distributedLock(): Argument #2 ($ttl) must be of type int, string given
+ttl not numeric: TypeError: distributedLock(): Argument #2 ($ttl) must be of type int|float, string given
 unlock empty: ValueError: distributedUnlock(): Argument #1 ($key) must not be empty
 unlock NUL key: ValueError: distributedUnlock(): Argument #1 ($key) must not contain any null bytes
 unlock NUL tok: ValueError: distributedUnlock(): Argument #2 ($random) must not contain any null bytes
