@@ -175,6 +175,10 @@ static PyObject *distlock_py_set_errors(PyObject *base, PyObject *by_status)
 %typemap(in) const char *owner, const char *value {
     if (distlock_py_cstr($input, "$1_name", 1, (const char **)&$1) < 0) SWIG_fail;
 }
+/* args->token of distlock_py_acquire_with: None for a fresh token */
+%typemap(in) const char *lock_token {
+    if (distlock_py_cstr($input, "token", 1, (const char **)&$1) < 0) SWIG_fail;
+}
 
 /* OUT handles: the caller (distlock/_client.py) owns and frees them. */
 %typemap(in, numinputs=0) distlock_client **out (distlock_client *tmp = NULL) { $1 = &tmp; }
@@ -253,8 +257,8 @@ DL_CHECKED(distlock_client_quorum)
 
 /* ---- distlock_admin_holder / distlock_ttl_from_seconds ----
  * admin_holder(c, key, node) -> (status 0/1, token, nodes, pttl_ms,
- * answered, taken): the fields of its distlock_holder_info, made here with
- * its size. ttl_from_seconds(seconds) -> ttl_ms. */
+ * answered, taken, kind, holders): the fields of its distlock_holder_info,
+ * made here with its size. ttl_from_seconds(seconds) -> ttl_ms. */
 %typemap(in, numinputs=0) distlock_holder_info *out (distlock_holder_info info) {
     memset(&info, 0, sizeof info);
     info.size = sizeof info;
@@ -268,6 +272,8 @@ DL_CHECKED(distlock_client_quorum)
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.pttl_ms));
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.answered));
     $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.taken));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.kind));
+    $result = SWIG_Python_AppendOutput($result, PyLong_FromLong(info$argnum.holders));
 }
 %ignore distlock_holder_info;
 %typemap(in, numinputs=0) long *ttl_ms (long tmp = 0) { $1 = &tmp; }
@@ -375,15 +381,17 @@ static PyObject *distlock_py_stats(distlock_client *c)
 DL_CHECKED(distlock_cancel_new)
 DL_CHECKED(distlock_cancel_fire)
 
-/* distlock_acquire_with() with its args as parameters (owner, cancel: None
- * for none). ECANCELED is an answer here, not an exception: the caller knows
- * whether it fired the cancel (a task cancelled) or closed the client. */
+/* distlock_acquire_with() with its args as parameters (owner, cancel,
+ * token: None for none). With a cancel, ECANCELED is an answer here, not an
+ * exception: the caller knows whether it fired the cancel (a task
+ * cancelled) or closed the client; without one (the blocking layer) it is
+ * the waiting acquire's (see DL_CHECKED_WITH_CANCEL below). */
 %ignore distlock_acquire_with;
 %ignore distlock_acquire_args;
-%exception distlock_py_acquire_with {
-    $action
-    if (result < 0 && result != DISTLOCK_ECANCELED) { distlock_py_raise(result); SWIG_fail; }
-}
+
+/* distlock_lock_restore(c, key, token) -> the handle (no I/O). */
+%typemap(out) int distlock_lock_restore { $result = (Py_INCREF(Py_None), Py_None); }
+DL_CHECKED(distlock_lock_restore)
 
 /* ---- semaphores and several keys (distlock_semaphore_acquire,
  * distlock_acquire_many) with their args as parameters, as
@@ -406,6 +414,7 @@ DL_CHECKED(distlock_cancel_fire)
     }
 }
 %enddef
+DL_CHECKED_WITH_CANCEL(distlock_py_acquire_with, arg7)
 DL_CHECKED_WITH_CANCEL(distlock_py_semaphore_acquire, arg7)
 DL_CHECKED_WITH_CANCEL(distlock_py_acquire_many, arg7)
 
@@ -456,9 +465,11 @@ static int distlock_py_acquire_many(distlock_client *c, const char *const *keys,
 %inline %{
 static int distlock_py_acquire_with(distlock_client *c, const char *key, long ttl_ms,
                                     long wait_ms, unsigned flags, const char *owner,
-                                    distlock_cancel *cancel, distlock_lock **out)
+                                    distlock_cancel *cancel, const char *lock_token,
+                                    distlock_lock **out)
 {
-    distlock_acquire_args a = { .size = sizeof a, .owner = owner, .cancel = cancel };
+    distlock_acquire_args a = { .size = sizeof a, .owner = owner, .cancel = cancel,
+                                .token = lock_token };
     return distlock_acquire_with(c, key, ttl_ms, wait_ms, flags, &a, out);
 }
 

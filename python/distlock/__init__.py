@@ -38,8 +38,10 @@ KEYS_MAX: int = _core.DISTLOCK_KEYS_MAX
 
 __all__ = [
     "Client", "Holder", "Lock", "MultiLock", "Semaphore", "options",
-    "Error", "InvalidArgument", "OutOfMemory", "ConnectionError", "TimeoutError", "NoQuorum",
-    "LockLost", "ProtocolError", "ClosedError", "CancelledError", "ResourceError",
+    # ConnectionError, TimeoutError and CancelledError are left out: a
+    # star-import must not rebind Python's own names (distlock/_errors.py).
+    "Error", "InvalidArgument", "OutOfMemory", "NoQuorum",
+    "LockLost", "ProtocolError", "ClosedError", "ResourceError",
     "LockNotAcquired", "NotHeld", "RenewalFailed", "LockLostInterrupt",
     "KEY_MAX", "TOKEN_MAX", "PERMITS_MAX", "KEYS_MAX", "__version__",
 ]

@@ -71,6 +71,17 @@ def _wait_ms(wait: Any, what: str) -> int:
     return _FOREVER if ms > _WAIT_FOREVER_ABOVE_MS else ms
 
 
+def _additional_ms(ttl: Any, additional: Any) -> Optional[int]:
+    """extend(additional=...): the seconds to add as whole ms (the TTL rule:
+    > 0, rounded up), None when not given; TypeError with ttl as well. The
+    new TTL is the validity left plus this, taken under the handle's lock."""
+    if additional is None:
+        return None
+    if ttl is not None:
+        raise TypeError("extend() takes ttl or additional, not both")
+    return _ttl_ms(additional)
+
+
 def _not_picklable(what: str) -> NoReturn:
     raise TypeError("cannot pickle or copy a %s: it stands for live connections "
                     "(and their credentials), which can't be transferred" % what)
@@ -345,8 +356,9 @@ class Client:
 
     # -- locks
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
-             auto_renew: bool = False, fencing: bool = False, shared: bool = False,
-             on_lost: Optional[OnLost] = None) -> "Lock":
+             auto_renew: bool = False, fencing: bool = False, reentrant: bool = False,
+             shared: bool = False, on_lost: Optional[OnLost] = None,
+             token: Optional[KeyType] = None) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until it is acquired).
 
         ``ttl``: seconds the lock lives unless released or extended.
@@ -354,6 +366,10 @@ class Client:
         (None: wait without limit; 0: try once).
         ``auto_renew``: renew in the background at ttl/3 while held.
         ``fencing``: get a fencing token (``lock.fence``) with each acquire.
+        ``reentrant``: a thread that holds ``key`` through this client
+        acquires it again, counted (each acquire needs its release; only the
+        last one reaches Redis; one round trip refreshes the TTL): per
+        thread, as threading.RLock, across the Lock objects of this client.
         ``shared``: a read lock: it shares ``key`` with other readers and
         excludes writers (a plain lock of the same key); symfony/lock's
         shared locks interoperate (docs/shared-locks.md). Not with
@@ -362,9 +378,31 @@ class Client:
         lease is found lost (by the auto-renewal or an extend), in the
         client's lost-watcher thread (see :meth:`Lock.run` to interrupt the
         owner instead).
+        ``token``: the token every acquire of this Lock sets (str or bytes,
+        1..TOKEN_MAX bytes) instead of a fresh random one, for an owner
+        string known elsewhere (:meth:`restore`, another process). The
+        acquire is strict (SET NX): a key already holding this very token
+        is held, as in redis-py. Not with ``shared`` or ``reentrant`` (the
+        acquire raises InvalidArgument, the library's rule).
         """
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
-                    shared=shared, on_lost=on_lost)
+                    reentrant=reentrant, shared=shared, on_lost=on_lost, token=token)
+
+    def restore(self, key: KeyType, token: KeyType, ttl: float = 30.0) -> "Lock":
+        """A held :class:`Lock` for an ownership taken elsewhere: ``token``
+        holding ``key`` (another process, :meth:`acquire_token`, a
+        ``lock(token=...)``). No I/O: nothing is checked on the servers
+        (distlock_lock_restore). ``release()`` compare-and-deletes that
+        token (LockLost, key untouched, when it does not hold it);
+        ``extend()`` resets the TTL where it still holds the key (``ttl``
+        is extend()'s default). Until an extend succeeds, ``validity`` is 0
+        and ``held`` False (the lease's age is unknown here); no renewal,
+        no fence."""
+        _check_key(key)
+        _check_key(token, "token")
+        lk = Lock(self, key, ttl)
+        lk._adopt(self._call(_core.distlock_lock_restore, key, token))
+        return lk
 
     def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
                   wait: Optional[float] = None, auto_renew: bool = False,
@@ -433,7 +471,7 @@ class Client:
         if node < 0:
             # the core reads -1 as "every node" (holder()); here it is a node number
             raise _invalid("node %d out of range 0..%d" % (node, self.node_count - 1))
-        held, token, _nodes, pttl, _answered, _taken = self._call(
+        held, token, _nodes, pttl, _answered, _taken, _kind, _holders = self._call(
             _core.distlock_admin_holder, key, node)
         if not held:
             return None
@@ -446,13 +484,27 @@ class Client:
         most nodes (None if no node holds one), ``nodes`` how many hold it,
         ``ttl`` the shortest lease left among them in seconds (None: no
         expiry), ``answered`` / ``taken`` how many nodes answered / have the
-        key at all. Raises NoQuorum when the nodes that did not answer could
-        change the verdict (one node: its own error)."""
+        key at all. ``kind`` says what the key is on the nodes counted:
+        ``"free"``, ``"lock"`` (a token), ``"readers"`` (read locks),
+        ``"semaphore"`` or ``"other"`` (a value of another type), and
+        ``holders`` the live read locks or permits (0 for the others).
+        Raises NoQuorum when the nodes that did not answer could change the
+        verdict (one node: its own error)."""
         _check_key(key)
-        st, token, nodes, pttl, answered, taken = self._call(_core.distlock_admin_holder, key, -1)
+        st, token, nodes, pttl, answered, taken, kind, holders = self._call(
+            _core.distlock_admin_holder, key, -1)
         return Holder(held=st == 1, token=token if nodes else None, nodes=nodes,
                       ttl=(None if pttl < 0 else pttl / 1000.0) if nodes else None,
-                      answered=answered, taken=taken)
+                      answered=answered, taken=taken,
+                      kind=_HOLDER_KINDS.get(kind, "other"), holders=holders)
+
+    def locked(self, key: KeyType) -> bool:
+        """True when one token holds ``key`` on a quorum: the verdict of
+        :meth:`holder` (``holder(key).held``), one round to every node.
+        Read locks and semaphore permits hold no single token: see
+        ``holder(key).kind`` and ``holders`` for those. Raises NoQuorum as
+        holder() does."""
+        return self.holder(key).held
 
     def force_release(self, key: KeyType) -> int:
         """Delete ``key`` on every node whoever holds it (administrative
@@ -485,6 +537,18 @@ class Holder(NamedTuple):
     ttl: Optional[float]
     answered: int
     taken: int
+    kind: str
+    holders: int
+
+
+# distlock_holder_info.kind by name (the names PHP's Client::holder() uses too)
+_HOLDER_KINDS = {
+    _core.DISTLOCK_HOLDER_FREE: "free",
+    _core.DISTLOCK_HOLDER_LOCK: "lock",
+    _core.DISTLOCK_HOLDER_READERS: "readers",
+    _core.DISTLOCK_HOLDER_SEMAPHORE: "semaphore",
+    _core.DISTLOCK_HOLDER_OTHER: "other",
+}
 
 
 class Lock(contextlib.ContextDecorator):
@@ -495,7 +559,8 @@ class Lock(contextlib.ContextDecorator):
     decorator. Threads of one process sharing one Lock object queue on a
     local mutex first, so at most one of them holds it at a time (not
     reentrant: a thread acquiring it twice waits for itself, as with
-    threading.Lock).
+    threading.Lock; with ``reentrant=True`` it acquires it again, counted,
+    as with threading.RLock, and only that thread releases it).
 
     Garbage collection is not a release: a Lock collected while held leaves
     the key to run out by its TTL (its renewal stops) and emits a
@@ -504,11 +569,14 @@ class Lock(contextlib.ContextDecorator):
 
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
-                 fencing: bool = False, shared: bool = False,
-                 on_lost: Optional[OnLost] = None) -> None:
+                 fencing: bool = False, reentrant: bool = False, shared: bool = False,
+                 on_lost: Optional[OnLost] = None, token: Optional[KeyType] = None) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.Client")
         _check_key(key)
+        if token is not None:
+            _check_key(token, "token")  # its bytes are the library's to check
+        self._token = token
         self._client = client
         self._key = key
         self._ttl_ms = _ttl_ms(ttl)
@@ -517,9 +585,17 @@ class Lock(contextlib.ContextDecorator):
         # combination it does not take fails the acquire with its detail.
         self._flags = ((_core.DISTLOCK_AUTO_RENEW if auto_renew else 0)
                        | (_core.DISTLOCK_FENCING if fencing else 0)
+                       | (_core.DISTLOCK_REENTRANT if reentrant else 0)
                        | (_core.DISTLOCK_SHARED if shared else 0))
         self._refused_detail = ""  # the library's detail of the last refusal
         self._local = threading.Lock()   # held while this object holds the lock
+        # reentrant: the core counts the owner's acquisitions (the owner is
+        # the calling thread) and hands out one handle each; self._h is the
+        # innermost, _outer the ones below it. The owner's nested acquires
+        # skip the local mutex, which it already holds.
+        self._reentrant = bool(reentrant)
+        self._outer: List[Any] = []
+        self._owner_ident: Optional[int] = None
         self._hm = threading.Lock()      # guards the C handle: one thread at a time
         self._h: Any = None
         # A release of self._h failed without the servers saying "not the
@@ -557,8 +633,8 @@ class Lock(contextlib.ContextDecorator):
     #    and how messages name the lease
     def _c_acquire(self, wait_ms: int) -> Tuple[int, Any]:
         """One acquire call in C: (status, handle)."""
-        status, h = self._client._call(_core.distlock_acquire, self._key, self._ttl_ms, wait_ms,
-                                       self._flags)
+        status, h = self._client._call(_core.distlock_py_acquire_with, self._key, self._ttl_ms,
+                                       wait_ms, self._flags, None, None, self._token)
         return int(status), h
 
     def _shown(self) -> Any:
@@ -589,6 +665,8 @@ class Lock(contextlib.ContextDecorator):
             wait_ms = self._wait_ms
         else:
             wait_ms = _wait_ms(timeout, "timeout")
+        if self._reentrant and self._owns():
+            return self._acquire_again(wait_ms)
         if wait_ms == 0:
             got = self._local.acquire(False)
         elif wait_ms < 0:
@@ -617,8 +695,35 @@ class Lock(contextlib.ContextDecorator):
                 _core.distlock_lock_free(old)
             self._was_lost = False
             self._lost_seen = False
+            self._owner_ident = threading.get_ident()
         if self._on_lost is not None:
             self._client._lost_watcher().watch(self)
+        return True
+
+    def _adopt(self, h: Any) -> None:
+        """Client.restore(): this new object holds the restored handle."""
+        got = self._local.acquire(False)
+        assert got, "a new Lock's local mutex is free"
+        with self._hm:
+            self._h = h
+            self._owner_ident = threading.get_ident()
+
+    def _owns(self) -> bool:
+        """This thread holds the lock through this object (reentrant)."""
+        with self._hm:
+            return (self._h is not None and not self._retry
+                    and self._owner_ident == threading.get_ident())
+
+    def _acquire_again(self, wait_ms: int) -> bool:
+        """The owner's nested acquire: the core checks the lease is still
+        ours (one extend) and returns a counted handle of the same ownership."""
+        status, h = self._c_acquire(wait_ms)
+        if status != _OK:
+            self._refused_detail = _core.distlock_last_error()
+            return False
+        with self._hm:
+            self._outer.append(self._h)
+            self._h = h
         return True
 
     def release(self) -> None:
@@ -635,6 +740,16 @@ class Lock(contextlib.ContextDecorator):
                     raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
                 raise NotHeld("release of %r, which this %s object does not hold"
                               % (self._shown(), type(self).__name__))
+            if self._reentrant and self._owner_ident != threading.get_ident():
+                # the core would answer "not the owner", which reads as a loss
+                raise NotHeld("release of %r from a thread that does not hold it (a "
+                              "reentrant lock is released by its owner thread)"
+                              % (self._shown(),))
+            if self._outer:  # an inner acquisition: the core only counts it down
+                self._client._call_handle(_core.distlock_release, h)
+                self._h = self._outer.pop()
+                _core.distlock_lock_free(h)
+                return
             retry = self._retry
             lost: Optional[LockLost] = None
             try:
@@ -648,7 +763,7 @@ class Lock(contextlib.ContextDecorator):
                     self._retry = True
                     self._local.release()
                 raise
-            self._h, self._retry = None, False
+            self._h, self._retry, self._owner_ident = None, False, None
             self._was_lost = lost is not None or bool(_core.distlock_lock_lost(h))
             _core.distlock_lock_free(h)  # already released: no network
             if not retry:
@@ -656,15 +771,21 @@ class Lock(contextlib.ContextDecorator):
             if lost is not None:
                 raise lost
 
-    def extend(self, ttl: Optional[float] = None) -> float:
+    def extend(self, ttl: Optional[float] = None, *,
+               additional: Optional[float] = None) -> float:
         """Reset the TTL to ``ttl`` seconds (default: the lock's ttl) on every
         node where it is still ours; returns the new validity in seconds.
+        ``additional``: add that many seconds to the validity left instead
+        (redis-py's ``extend(additional_time)``); not with ``ttl``.
         Raises LockLost if it was lost, NotHeld if this object does not hold it."""
+        add_ms = _additional_ms(ttl, additional)
         ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
         with self._hm:
             if self._h is None:
                 raise NotHeld("extend of %r, which this %s object does not hold"
                               % (self._shown(), type(self).__name__))
+            if add_ms is not None:
+                ms = _core.distlock_lock_validity_ms(self._h) + add_ms
             try:
                 self._client._call_handle(_core.distlock_extend, self._h, ms)
             except (LockLost, RenewalFailed):
@@ -810,8 +931,11 @@ class Lock(contextlib.ContextDecorator):
         """Client.close(): release and free the handle without the client."""
         with self._hm:
             h, self._h = self._h, None
+            outer, self._outer, self._owner_ident = self._outer, [], None
             if h is not None:
                 _core.distlock_lock_free(h)
+                for o in reversed(outer):  # a reentrant ownership's outer handles
+                    _core.distlock_lock_free(o)
                 if not self._retry:  # else released when the release failed
                     self._local.release()
                 self._retry = False
@@ -826,7 +950,8 @@ class Lock(contextlib.ContextDecorator):
         h = getattr(self, "_h", None)
         if h is None:
             return
-        self._h = None
+        handles = [h] + list(reversed(getattr(self, "_outer", [])))
+        self._h, self._outer = None, []
         _warn_unreleased("distlock." + type(self).__name__, self._shown(), self._ttl_ms, self)
         try:
             self._client._enter()
@@ -834,10 +959,12 @@ class Lock(contextlib.ContextDecorator):
             # Collected with its client, whose finalizer ran first: the C
             # client abandoned the lock and is gone; free the memory only.
             if getattr(self._client, "_freed", False):
-                _core.distlock_lock_free(h)
+                for x in handles:
+                    _core.distlock_lock_free(x)
             return
         try:
-            _core.distlock_lock_abandon(h)
+            for x in handles:
+                _core.distlock_lock_abandon(x)
         finally:
             self._client._leave()
 

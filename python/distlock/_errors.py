@@ -11,14 +11,29 @@ exception: ``Lock.acquire()`` returns False, ``with lock:`` raises
 :class:`LockNotAcquired`. Every :class:`ConnectionError` (a node unreachable
 or silent, no quorum, a refusing node, a grant that came too late) means the
 servers gave no usable answer, never that the lock is held.
+
+Names shared with Python's own classes: :class:`ConnectionError` and
+:class:`TimeoutError` are subclasses of the built-in ``ConnectionError`` and
+``TimeoutError`` (so ``except ConnectionError:`` written for sockets catches a
+node that gave no usable answer, and ``except TimeoutError:`` around an
+asyncio wait catches a grant that came too late: nothing is held either
+way), and they are left out of ``__all__`` so that ``from distlock import *``
+does not rebind the built-in names. :class:`CancelledError` is NOT
+``asyncio.CancelledError``: that is a BaseException whose meaning is "this
+task is being cancelled", and a status of one call must not cancel the task
+(``except Exception`` would stop seeing it, ``TaskGroup`` would read it as a
+cancel); a cancelled task gets asyncio's own CancelledError from distlock.aio.
 """
+import builtins
 from typing import Optional
 
 from . import _core
 
+# Without ConnectionError, TimeoutError, CancelledError: a star-import must
+# not rebind Python's names (they stay reachable as distlock.ConnectionError...).
 __all__ = [
-    "Error", "InvalidArgument", "OutOfMemory", "ConnectionError", "TimeoutError",
-    "NoQuorum", "LockLost", "ProtocolError", "ClosedError", "CancelledError", "ResourceError",
+    "Error", "InvalidArgument", "OutOfMemory",
+    "NoQuorum", "LockLost", "ProtocolError", "ClosedError", "ResourceError",
     "LockNotAcquired", "NotHeld", "RenewalFailed", "LockLostInterrupt",
 ]
 
@@ -51,16 +66,21 @@ class OutOfMemory(Error, MemoryError):
     """The library ran out of memory (DISTLOCK_ENOMEM); the client stays usable."""
 
 
-class ConnectionError(Error):  # noqa: A001 - deliberately distlock.ConnectionError
+class ConnectionError(Error, builtins.ConnectionError):  # noqa: A001 - distlock.ConnectionError
     """The servers gave no usable answer. Itself: the node of a one-node
     client could not be reached, or did not reply within the command timeout
-    (DISTLOCK_ECONN); the subclasses say more. Never "held by another owner"."""
+    (DISTLOCK_ECONN); the subclasses say more. Never "held by another owner".
+    Also the built-in ConnectionError (an OSError, ``errno`` None): code
+    that catches that for network failures catches this one too, and never
+    a lock held by another owner, a lost lease or a bad argument."""
 
 
-class TimeoutError(ConnectionError):  # noqa: A001
+class TimeoutError(ConnectionError, builtins.TimeoutError):  # noqa: A001
     """A quorum granted (or renewed) only after the ttl was used up: nothing is
     held, an acquire was undone (DISTLOCK_ETIMEDOUT). Servers too slow for the
-    ttl; never "held by another owner" (that is ``acquire()`` returning False)."""
+    ttl; never "held by another owner" (that is ``acquire()`` returning False).
+    Also the built-in TimeoutError (asyncio.TimeoutError since Python 3.11):
+    like a wait cut by ``asyncio.timeout()``, it means "not acquired in time"."""
 
 
 class NoQuorum(ConnectionError):
@@ -85,7 +105,10 @@ class ClosedError(Error):
 
 class CancelledError(Error):
     """A blocking call was cancelled (DISTLOCK_ECANCELED); nothing is held.
-    A cancel that came from Ctrl-C surfaces as KeyboardInterrupt instead."""
+    A cancel that came from Ctrl-C surfaces as KeyboardInterrupt instead.
+    Not asyncio.CancelledError (a BaseException meaning "this task is being
+    cancelled", see the module doc): a task cancelled while it awaits
+    distlock.aio gets asyncio's own."""
 
 
 class ResourceError(Error, OSError):

@@ -36,8 +36,8 @@ from types import TracebackType
 
 from . import _core
 from ._client import Client as _SyncClient
-from ._client import (Holder, KeyType, Servers, _c_long, _check_key, _keys, _long_detail,
-                      _permits, _ttl_ms, _wait_ms, _warn_unreleased)
+from ._client import (Holder, KeyType, Servers, _additional_ms, _c_long, _check_key, _keys,
+                      _long_detail, _permits, _ttl_ms, _wait_ms, _warn_unreleased)
 from ._errors import (ClosedError, ConnectionError, Error, InvalidArgument, LockLost,
                       LockNotAcquired, NotHeld, RenewalFailed)
 from ._lost import report_callback_error
@@ -189,7 +189,7 @@ class Client:
     def lock(self, key: KeyType, ttl: float = 30.0, *, wait: Optional[float] = None,
              auto_renew: bool = False, fencing: bool = False, reentrant: bool = False,
              shared: bool = False, on_lost: Optional[OnLost] = None,
-             cancel_on_lost: bool = False) -> "Lock":
+             cancel_on_lost: bool = False, token: Optional[KeyType] = None) -> "Lock":
         """A :class:`Lock` on ``key`` (nothing is sent until acquired).
         As :meth:`distlock.Client.lock` (``shared=True``: a read lock),
         plus ``reentrant`` (a task that holds ``key`` through this client
@@ -198,10 +198,21 @@ class Client:
         lost; a coroutine function is scheduled as a task) and
         ``cancel_on_lost`` (cancel the task running under ``async with
         lock:`` when the lease is found lost; the block then ends with
-        :class:`distlock.LockLost`)."""
+        :class:`distlock.LockLost`); ``token`` as for
+        :meth:`distlock.Client.lock` (the caller's token, strict)."""
         return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
                     reentrant=reentrant, shared=shared, on_lost=on_lost,
-                    cancel_on_lost=cancel_on_lost)
+                    cancel_on_lost=cancel_on_lost, token=token)
+
+    def restore(self, key: KeyType, token: KeyType, ttl: float = 30.0) -> "Lock":
+        """A held :class:`Lock` for ``token`` holding ``key``, taken
+        elsewhere (see :meth:`distlock.Client.restore`). No I/O: not a
+        coroutine; ``await lock.release()`` / ``extend()`` act on the servers."""
+        _check_key(key)
+        _check_key(token, "token")
+        lk = Lock(self, key, ttl)
+        lk._handles.append(self._sync._call(_core.distlock_lock_restore, key, token))
+        return lk
 
     def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
                   wait: Optional[float] = None, auto_renew: bool = False,
@@ -226,6 +237,49 @@ class Client:
     async def holder(self, key: KeyType) -> Holder:
         """Who holds ``key`` (see :meth:`distlock.Client.holder`)."""
         return await self._in_pool(self._sync.holder, key)
+
+    async def locked(self, key: KeyType) -> bool:
+        """True when one token holds ``key`` on a quorum (see
+        :meth:`distlock.Client.locked`)."""
+        return await self._in_pool(self._sync.locked, key)
+
+    # -- the token-carrying pair (the caller keeps the token), as the
+    #    blocking Client's: each runs in the client's thread pool
+    async def acquire_token(self, key: KeyType, token: KeyType, ttl: float = 30.0, *,
+                            strict: bool = False) -> Optional[float]:
+        """Take ``key`` with a caller-chosen ``token``: the validity in
+        seconds, or None if another owner holds it (see
+        :meth:`distlock.Client.acquire_token`)."""
+        return await self._in_pool(functools.partial(self._sync.acquire_token, strict=strict),
+                                   key, token, ttl)
+
+    async def release_token(self, key: KeyType, token: KeyType) -> bool:
+        """Compare-and-delete: True if ``token`` held ``key`` and it is now
+        deleted, False if it did not hold it (see
+        :meth:`distlock.Client.release_token`)."""
+        return await self._in_pool(self._sync.release_token, key, token)
+
+    async def extend_token(self, key: KeyType, token: KeyType, ttl: float) -> float:
+        """Reset the TTL where ``token`` still holds ``key``: the new
+        validity in seconds; LockLost if it no longer holds it (see
+        :meth:`distlock.Client.extend_token`)."""
+        return await self._in_pool(self._sync.extend_token, key, token, ttl)
+
+    @staticmethod
+    def generate_token() -> str:
+        """A fresh 128-bit token (32 lowercase hex characters). No I/O."""
+        return _SyncClient.generate_token()
+
+    async def inspect(self, key: KeyType, node: int = 0
+                      ) -> Optional[Tuple[str, Optional[float]]]:
+        """Who holds ``key`` on node ``node`` alone: None, or ``(token,
+        seconds_left)`` (see :meth:`distlock.Client.inspect`)."""
+        return await self._in_pool(self._sync.inspect, key, node)
+
+    def stats(self) -> Dict[str, int]:
+        """This client's counters and histograms by name (see
+        :meth:`distlock.Client.stats`). No I/O: not a coroutine."""
+        return self._sync.stats()
 
     async def force_release(self, key: KeyType) -> int:
         """Delete ``key`` on every node, whoever holds it (administrative
@@ -389,10 +443,14 @@ class Lock:
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
                  fencing: bool = False, reentrant: bool = False, shared: bool = False,
-                 on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False) -> None:
+                 on_lost: Optional[OnLost] = None, cancel_on_lost: bool = False,
+                 token: Optional[KeyType] = None) -> None:
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.aio.Client")
         _check_key(key)
+        if token is not None:
+            _check_key(token, "token")  # its bytes are the library's to check
+        self._token = token
         if on_lost is not None and not callable(on_lost):
             raise TypeError("on_lost must be callable, not %s" % type(on_lost).__name__)
         self._client = client
@@ -441,7 +499,8 @@ class Lock:
     #    (run in the client's threads) and how messages name the lease
     def _c_acquire(self, budget: int, cancel: Any, owner: Optional[str]) -> Tuple[int, Any]:
         status, h = self._client._sync._call(_core.distlock_py_acquire_with, self._key,
-                                             self._ttl_ms, budget, self._flags, owner, cancel)
+                                             self._ttl_ms, budget, self._flags, owner, cancel,
+                                             self._token)
         return int(status), h
 
     def _shown(self) -> Any:
@@ -479,6 +538,8 @@ class Lock:
             return await self._take(wait_ms, owner)  # counted, same task
         if self._local is None:
             self._local = asyncio.Lock()
+            if self._handles:  # restored (Client.restore): the local lock is that ownership's
+                await self._local.acquire()
         local = self._local
         if wait_ms == 0:
             if local.locked():
@@ -572,22 +633,28 @@ class Lock:
             self._was_lost = True
         _core.distlock_lock_free(h)
 
-    async def extend(self, ttl: Optional[float] = None) -> float:
+    async def extend(self, ttl: Optional[float] = None, *,
+                     additional: Optional[float] = None) -> float:
         """Reset the TTL (default: the lock's) on every node where it is
-        still ours; returns the new validity in seconds. LockLost if it was
-        lost, RenewalFailed if no quorum answered, NotHeld if not held."""
+        still ours; returns the new validity in seconds. ``additional``:
+        add that many seconds to the validity left instead (not with
+        ``ttl``). LockLost if it was lost, RenewalFailed if no quorum
+        answered, NotHeld if not held."""
+        add_ms = _additional_ms(ttl, additional)
         ms = self._ttl_ms if ttl is None else _ttl_ms(ttl)
         if not self._handles:
             raise NotHeld("extend of %r, which this %s object does not hold"
                           % (self._shown(), type(self).__name__))
-        return await self._client._in_pool(self._extend_blocking, ms)
+        return await self._client._in_pool(self._extend_blocking, ms, add_ms)
 
-    def _extend_blocking(self, ms: int) -> float:
+    def _extend_blocking(self, ms: int, add_ms: Optional[int] = None) -> float:
         with self._hm:
             h = self._top()
             if h is None:
                 raise NotHeld("extend of %r, which this %s object does not hold"
                               % (self._shown(), type(self).__name__))
+            if add_ms is not None:  # the validity left when the extend goes out
+                ms = _core.distlock_lock_validity_ms(h) + add_ms
             try:
                 self._client._sync._call_handle(_core.distlock_extend, h, ms)
             except (LockLost, RenewalFailed):

@@ -52,7 +52,8 @@ def three(server_factory):
 
 def test_holder_one_node(client, r, key):
     h = client.holder(key)
-    assert h == distlock.Holder(held=False, token=None, nodes=0, ttl=None, answered=1, taken=0)
+    assert h == distlock.Holder(held=False, token=None, nodes=0, ttl=None, answered=1, taken=0,
+                                kind="free", holders=0)
     with client.lock(key, ttl=10) as lk:
         h = client.holder(key)
         assert h.held and h.token == lk.token and h.nodes == 1 and h.answered == 1

@@ -1,0 +1,52 @@
+"""Lock.extend(additional=s) adds s seconds to the validity left (redis-py's
+extend(additional_time)), blocking and asyncio, on one node and on three;
+extend(ttl) still resets it; both at once is a TypeError."""
+import asyncio
+
+import pytest
+
+import distlock
+import distlock.aio as aio
+from conftest import node_uris
+
+
+def pttls(nodes, key):
+    return [s.redis().pttl(key) for s in nodes]
+
+
+def test_extend_adds_to_the_validity_left(nodes, key):
+    with distlock.Client(node_uris(nodes)) as c:
+        with c.lock(key, ttl=10) as lk:
+            v = lk.extend(additional=20)
+            assert 25 < v <= 30, v          # ~10 left + 20, not 20
+            assert all(25000 < p <= 30000 for p in pttls(nodes, key)), pttls(nodes, key)
+            v = lk.extend(additional=5)
+            assert 30 < v <= 35, v
+            v = lk.extend(4)                 # ttl: a reset, not an addition
+            assert v <= 4 and all(0 < p <= 4000 for p in pttls(nodes, key))
+
+
+def test_extend_takes_ttl_or_additional(client, key):
+    with client.lock(key, ttl=10) as lk:
+        with pytest.raises(TypeError, match="ttl or additional"):
+            lk.extend(5, additional=5)
+        with pytest.raises(distlock.InvalidArgument, match="ttl"):
+            lk.extend(additional=0)
+        with pytest.raises(TypeError):
+            lk.extend(additional="5")
+    with pytest.raises(distlock.NotHeld):
+        lk.extend(additional=5)
+
+
+def test_aio_extend_adds_to_the_validity_left(nodes, key):
+    async def main():
+        async with aio.Client(node_uris(nodes)) as c:
+            async with c.lock(key, ttl=10) as lk:
+                v = await lk.extend(additional=20)
+                assert 25 < v <= 30, v
+                assert all(25000 < p <= 30000 for p in pttls(nodes, key))
+                with pytest.raises(TypeError, match="ttl or additional"):
+                    await lk.extend(5, additional=5)
+                v = await lk.extend(4)
+                assert v <= 4
+    asyncio.run(main())
