@@ -7,7 +7,9 @@
 #                    find_package) and run; the installed header alone
 #   distlock         `distlock run` takes the lock (another owner then gets 75)
 #   php-distlock     enabled by phpenmod (no -d extension=): distributedLock()
-#                    / distributedUnlock() with `php -r`
+#                    / distributedUnlock() with `php -r`; the adapters under
+#                    /usr/share/php/Distlock/: a symfony/lock LockFactory lock
+#                    (Debian's php-symfony-lock) through DistlockStore
 #   python3-distlock Debian's python3 imports it from dist-packages, takes and
 #                    releases a lock, and is refused a lock `distlock run` holds
 # then purges them (also on failure: a trap) and checks that nothing is left
@@ -131,6 +133,30 @@ check "php -r: distributedLock()/distributedUnlock()" \
   bash -c "php -d distlock.servers='$uri' -r \"\$(tail -n +2 lock.php)\" > php.out &&
            has php.out '^second lock: refused 500002\$' && has php.out '^unlock: true\$' && has php.out '^unlock again: 1\$'"
 
+# php-distlock's adapters: `require 'Distlock/autoload.php'` from the include
+# path finds the installed copy; a LockFactory lock on DistlockStore is held
+# (a second Lock is refused) and released (the second then gets it).
+cat > symfony.php <<'EOF'
+<?php
+require 'Distlock/autoload.php';
+use Symfony\Component\Lock\LockFactory;
+$file = (new ReflectionClass(Distlock\Symfony\DistlockStore::class))->getFileName();
+echo "store: $file\n";
+$factory = new LockFactory(new Distlock\Symfony\DistlockStore(new Distlock\Client()));
+$lock = $factory->createLock('deb:symfony', 30);
+$other = $factory->createLock('deb:symfony', 30);
+echo "acquire: ", var_export($lock->acquire(), true), "\n";
+echo "second: ", var_export($other->acquire(), true), "\n";
+$lock->release();
+echo "after release: ", var_export($other->acquire(), true), "\n";
+$other->release();
+EOF
+check "php: a symfony/lock LockFactory lock on the installed Distlock\\Symfony\\DistlockStore" \
+  bash -c "php -d distlock.servers='$uri' symfony.php > symfony.out &&
+           has symfony.out '^store: /usr/share/php/Distlock/Symfony/DistlockStore.php\$' &&
+           has symfony.out '^acquire: true\$' && has symfony.out '^second: false\$' &&
+           has symfony.out '^after release: true\$'"
+
 # python3-distlock: Debian's python3, from dist-packages
 check "python3 imports distlock from /usr/lib/python3/dist-packages" \
   /usr/bin/python3 -c "import distlock, sys; sys.exit(0 if distlock.__file__.startswith('/usr/lib/python3/dist-packages/distlock/') and distlock.__version__ == '$v' else 1)"
@@ -158,7 +184,7 @@ installed=0
 check "after purge: no package, no ini, no module loaded, no python module" bash -c "
   ! dpkg-query -W -f='\${Status}\n' ${pkgs[*]} 2>/dev/null | grep -q installed &&
   ! ls /etc/php/*/*/conf.d/*distlock* /etc/php/*/mods-available/distlock.ini 2>/dev/null | grep -q . &&
-  php -r 'exit(extension_loaded(\"distlock\") ? 1 : 0);' &&
+  php -r 'exit(extension_loaded(\"distlock\") ? 1 : 0);' && ! test -e /usr/share/php/Distlock &&
   ! (cd / && /usr/bin/python3 -c 'import distlock' 2>/dev/null)"
 
 echo "$pass passed, $fail failed"

@@ -21,6 +21,8 @@
 #   php       the PHP extension's phpt suite
 #   pecl      the PECL tarball (pecl package + pecl install + phpt against the
 #             installed module)
+#   php-adapters  the Symfony Lock store and Laravel lock driver (php-adapters/,
+#             PHPUnit against Debian's symfony/lock and illuminate/cache)
 #   python    the Python package (pytest, typing)
 #   python-quick  its pytest suite only (no second install, example, typing)
 #   pydist    its sdist and wheel installed into fresh venvs
@@ -31,7 +33,7 @@
 #   deb       the Debian packages (built, lintian, installed with apt,
 #             checked, purged: packaging/test-debs.sh)
 #
-# quick = c-quick, php, python-quick, cli, docs: every behaviour once against real
+# quick = c-quick, php, php-adapters, python-quick, cli, docs: every behaviour once against real
 # Redis, the C tests under ASan+UBSan, each front end's suite, the docs' snippets. The full run adds the
 # slow C tests, TSan, valgrind, the stack budget, fuzz, packaging (install,
 # release, pecl, pydist, deb) and the demo.
@@ -45,12 +47,12 @@
 # the sanitizer builds widen their time bounds with DISTLOCK_TEST_SLOW, and
 # the C stages run their tests with ctest -j, longest first (COST):
 #   full:  c-asan (ctest -j3), python, docs | c-tsan (-j2), demo | c-valgrind, cli |
-#          c-stack, release, install, fuzz, pydist, pecl, php;
+#          c-stack, release, install, fuzz, pydist, pecl, php, php-adapters;
 #          then deb, last and alone (it installs the packages system-wide
 #          with apt). The lanes take 400-450 s each on a loaded 2-core
 #          machine; none can be shorter than c-asan's build and its
 #          longest test, test_sentinel_faults (about 270 s together).
-#   quick: c-quick (ctest -j3) | cli | python-quick, php, docs
+#   quick: c-quick (ctest -j3) | cli | python-quick, php, php-adapters, docs
 # (docs builds the Python package in the source tree, as python does: the
 # two share a lane so they never build it at once)
 # Each suite's output goes to a log, printed whole when the suite ends.
@@ -94,6 +96,7 @@ run_suite() {
     fuzz)    bash tests/fuzz/run.sh ;;
     php)     build_shared && DISTLOCK_CORE_BUILD=$shared bash php-ext/tests/run.sh ;;
     pecl)    bash packaging/test-pecl.sh ;;
+    php-adapters) build_shared && DISTLOCK_CORE_BUILD=$shared bash php-adapters/tests/run.sh ;;
     python)  bash python/tests/run.sh ;;
     python-quick) bash python/tests/run.sh --quick ;;
     pydist)  bash python/tests/dist.sh ;;
@@ -135,7 +138,7 @@ if [ $# -eq 0 ]; then
   l2=$!
   lane c-valgrind cli &
   l3=$!
-  lane c-stack release install fuzz pydist pecl php &
+  lane c-stack release install fuzz pydist pecl php php-adapters &
   l4=$!
   wait $l1 $l2 $l3 $l4
   lane deb
@@ -144,7 +147,7 @@ elif [ "$1" = quick ] && [ $# -eq 1 ]; then
   l1=$!
   lane cli &
   l2=$!
-  lane python-quick php docs &
+  lane python-quick php php-adapters docs &
   l3=$!
   wait $l1 $l2 $l3
 else

@@ -9,7 +9,11 @@
 #           built libdistlock and run
 #   sh      run by bash -e in an empty directory, the built `distlock` command
 #           first on PATH
-#   php     run by php with the built extension (a block without `<?php` gets one)
+#   php     run by php with the built extension (a block without `<?php` gets one);
+#           `require 'Distlock/autoload.php';` loads this checkout's php-adapters/
+#           (where the php-distlock package installs it: /usr/share/php/Distlock/,
+#           on the include path), and with it Debian's symfony/lock and
+#           illuminate/cache
 #   python  run by the python of a venv with the built package
 # Any other tag (text, console, ini, conf, systemd, crontab, ...) is not run:
 # that is how a page shows what cannot run here (install commands, output,
@@ -149,6 +153,11 @@ python3 "$root/scripts/gen-option-docs.py" --check --lib "$core/core/libdistlock
 if [ "$(count php)" -gt 0 ]; then
   echo "== docs: building the PHP extension (php-ext/build.sh)"
   php_so=$(bash "$root/php-ext/build.sh" --core-build "$core" | tail -n 1)
+  # The adapters as the Debian package lays them out (include_path/Distlock/),
+  # from this checkout, ahead of an installed copy.
+  mkdir -p "$work/php-include"
+  ln -s "$root/php-adapters" "$work/php-include/Distlock"
+  php_include=$work/php-include:$(php -n -r 'echo get_include_path();')
 fi
 if [ "$(count python)" -gt 0 ]; then
   echo "== docs: installing the Python package into $build_root/venv (python/build.sh)"
@@ -224,6 +233,7 @@ while IFS=$'\t' read -r n lang where; do
     php)
       grep -q '^<?php' "$src" || sed -i '1i <?php' "$src"
       (cd "$dir" && timeout 60 php -n -d extension="$php_so" -d distlock.servers="$DISTLOCK_SERVERS" \
+         -d include_path="$php_include" \
          -d display_errors=stderr -d error_reporting=-1 "$src") > "$dir/out" 2>&1 || rc=$?
       # a warning or notice is a snippet that uses what it does not define
       [ $rc -ne 0 ] || ! grep -qE '^(PHP )?(Warning|Notice|Deprecated):' "$dir/out" || rc=255 ;;

@@ -1,0 +1,150 @@
+<?php
+/*
+ * symfony's LockFactory and Lock, unchanged, on DistlockStore: acquire,
+ * isAcquired, refresh (the Lock's TTL in Redis), getRemainingLifetime,
+ * release; a Lock destroyed with autoRelease releases, one created with
+ * autoRelease false keeps the resource until its TTL.
+ */
+
+declare(strict_types=1);
+
+namespace Distlock\Tests\Symfony;
+
+require_once __DIR__ . '/StoreTestCase.php';
+
+use Symfony\Component\Lock\Exception\LockAcquiringException;
+use Symfony\Component\Lock\Exception\LockConflictedException;
+use Symfony\Component\Lock\Key;
+use Symfony\Component\Lock\LockFactory;
+
+final class LockFactoryOnDistlockTest extends StoreTestCase
+{
+    /** @dataProvider nodeCounts */
+    public function testALockFromTheFactoryIsHeldWithItsTtlUntilReleased(int $nodes): void
+    {
+        $factory = new LockFactory($this->store($nodes));
+        $resource = $this->resource();
+        $lock = $factory->createLock($resource, 30.0);
+
+        $this->assertTrue($lock->acquire());
+        $this->assertTrue($lock->isAcquired());
+        // Lock::acquire() refreshed the store's initial TTL (300 s) to the Lock's own
+        $left = $lock->getRemainingLifetime();
+        $this->assertGreaterThan(0.0, $left);
+        $this->assertLessThanOrEqual(30.0, $left);
+        foreach ($this->redisNodes($nodes) as $r) {
+            $this->assertLessThanOrEqual(30000, $r->pttl($resource));
+            $this->assertGreaterThan(20000, $r->pttl($resource));
+        }
+        $other = (new LockFactory($this->store($nodes)))->createLock($resource, 30.0);
+        $this->assertFalse($other->acquire());
+
+        $lock->refresh(120.0);
+        foreach ($this->redisNodes($nodes) as $r) {
+            $this->assertGreaterThan(60000, $r->pttl($resource));
+        }
+        $lock->release();
+        $this->assertFalse($lock->isAcquired());
+        foreach ($this->redisNodes($nodes) as $r) {
+            $this->assertSame(0, $r->exists($resource));
+        }
+        $this->assertTrue($other->acquire());
+        $other->release();
+    }
+
+    public function testReadLocksFromTheFactoryShareAndExcludeAWriter(): void
+    {
+        $factory = new LockFactory($this->store());
+        $resource = $this->resource();
+        $r1 = $factory->createLock($resource, 30.0);
+        $r2 = $factory->createLock($resource, 30.0);
+        $w = $factory->createLock($resource, 30.0);
+
+        $this->assertTrue($r1->acquireRead());
+        $this->assertTrue($r2->acquireRead());
+        $this->assertFalse($w->acquire());
+        $r1->release();
+        $this->assertFalse($w->acquire());
+        $r2->release();
+        $this->assertTrue($w->acquire());
+        $this->assertFalse($r1->acquireRead());
+        $w->release();
+    }
+
+    public function testADestroyedLockWithAutoReleaseFreesTheResource(): void
+    {
+        $factory = new LockFactory($this->store());
+        $resource = $this->resource();
+        [$r] = $this->redisNodes();
+        $lock = $factory->createLock($resource, 30.0);
+        $this->assertTrue($lock->acquire());
+        unset($lock);
+        $this->assertSame(0, $r->exists($resource));
+        $again = $factory->createLock($resource, 30.0);
+        $this->assertTrue($again->acquire());
+        $again->release();
+    }
+
+    public function testADestroyedLockWithoutAutoReleaseKeepsTheResourceUntilItsTtl(): void
+    {
+        $factory = new LockFactory($this->store());
+        $resource = $this->resource();
+        [$r] = $this->redisNodes();
+        $lock = $factory->createLock($resource, 30.0, false);
+        $this->assertTrue($lock->acquire());
+        $lock->refresh(0.5);
+        unset($lock);
+        gc_collect_cycles();
+
+        // Still held in Redis, by its token: nobody else gets it ...
+        $this->assertSame(\Redis::REDIS_STRING, $r->type($resource));
+        $this->assertGreaterThan(0, $r->pttl($resource));
+        $other = $factory->createLock($resource, 30.0);
+        $this->assertFalse($other->acquire());
+        // ... until its TTL ends it
+        $this->assertTrue(self::waitFor(fn () => $other->acquire()), 'the abandoned lock never expired');
+        $other->release();
+    }
+
+    public function testAKeyCreatedForALockIsStillHeldAfterTheLockObjectGoes(): void
+    {
+        // createLockFromKey(): the Key outlives the Lock; with autoRelease false
+        // the Key still holds the resource and a new Lock on it can release it.
+        $factory = new LockFactory($this->store());
+        $resource = $this->resource();
+        $key = new Key($resource);
+        $lock = $factory->createLockFromKey($key, 30.0, false);
+        $this->assertTrue($lock->acquire());
+        unset($lock);
+        $again = $factory->createLockFromKey($key, 30.0, false);
+        $this->assertTrue($again->isAcquired());
+        $again->release();
+        $other = $factory->createLock($resource, 30.0);
+        $this->assertTrue($other->acquire());
+        $other->release();
+    }
+
+    public function testABlockingAcquireOnAFreeResourceDoesNotWait(): void
+    {
+        $factory = new LockFactory($this->store());
+        $lock = $factory->createLock($this->resource(), 30.0);
+        $this->assertTrue($lock->acquire(true));
+        $this->assertTrue($lock->isAcquired());
+        $lock->release();
+        $this->assertTrue($lock->acquireRead(true));
+        $lock->release();
+        $this->assertFalse($lock->isAcquired());
+    }
+
+    public function testUnreachableServersMakeAcquireThrowSymfonysAcquiringException(): void
+    {
+        $store = \Distlock\Symfony\DistlockStore::fromDsn('distlock:redis://127.0.0.1:1', 300.0, ['connect_timeout_ms' => 200]);
+        $lock = (new LockFactory($store))->createLock($this->resource(), 30.0);
+        try {
+            $lock->acquire();
+            $this->fail('acquired on a server that does not exist');
+        } catch (LockAcquiringException $e) {
+            $this->assertNotInstanceOf(LockConflictedException::class, $e);
+        }
+    }
+}
