@@ -367,8 +367,12 @@ PHP_METHOD(Distlock_Lock, abandon)
     dl_keys_of(o->l, &o->a_keys);
     ZVAL_STRING(&o->a_token, distlock_lock_token(o->l));
     dl_fences_of(o->l, &o->a_fences);
-    /* An abandoned lock is never found lost (its renewal stops): no callback. */
+    /* An abandoned lock is never found lost (its renewal stops): its callback
+     * can never be due, so it goes too (nor can a safe point whose callback
+     * threw put this lock, now without a handle, back on the watch list). */
     dl_watch_remove(o);
+    zval_ptr_dtor(&o->on_lost);
+    ZVAL_UNDEF(&o->on_lost);
     distlock_lock_abandon(o->l);
     o->l = NULL;
     o->abandoned = true;

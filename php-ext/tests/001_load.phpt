@@ -20,7 +20,7 @@ var_dump(Distlock\Exception::CONNECTION, Distlock\Exception::NO_QUORUM, Distlock
 var_dump(phpversion('distlock'));
 ?>
 --EXPECT--
-distributedLock(string $key = '', int $ttl = 60, string|int|null $random = NULL, string $tipMsg = ''): string|int
+distributedLock(string $key = '', int|float $ttl = 60, string|int|null $random = NULL, string $tipMsg = ''): string|int
 distributedUnlock(string $key = '', string|int $random = 0): int|true
 string(22) "redis://127.0.0.1:6379"
 string(0) ""

@@ -47,13 +47,16 @@ var_dump($r->get($k) === $tok);
 // The token still releases it (a framework's release by owner token).
 var_dump(distributedUnlock($k, $tok), $r->exists($k));
 
-// AUTO_RENEW stops: the key runs out by its TTL.
+// AUTO_RENEW stops: the key runs out by its TTL, and the onLost callback
+// set before abandon() never runs (nobody finds an abandoned lock lost).
 $k = dl_test_key('abandon-renew');
 $l = $c->tryLock($k, 1.0, Client::AUTO_RENEW);
+$l->onLost(function () { echo "onLost called\n"; });
 $tok = $l->token();
 $l->abandon();
 var_dump($r->get($k) === $tok);
 var_dump(dl_test_wait_for(fn() => !$r->exists($k), 10.0));
+var_dump($c->holder($k)['held'], $l->isLost());   // a safe point; still not lost
 unset($l);
 
 // Three nodes, and a lock on several keys: every node keeps every key.
@@ -105,6 +108,8 @@ bool(true)
 int(0)
 bool(true)
 bool(true)
+bool(false)
+bool(false)
 int(6)
 NULL
 bool(true)
