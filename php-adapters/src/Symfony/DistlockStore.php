@@ -191,7 +191,11 @@ final class DistlockStore implements DistlockStoreInterfaces
         return $state !== null && $state->lock->isHeld();
     }
 
-    /** The Key's state when this store gave it a lock that was not released, or null. */
+    /**
+     * The Key's state when this store gave it a lock that was not released,
+     * in this process, or null. A forked child's copy of the Key holds
+     * nothing: its lock is the parent's (RedisStore's child would release it).
+     */
     private function held(Key $key): ?DistlockStoreState
     {
         if (!$key->hasState(self::STATE)) {
@@ -199,7 +203,7 @@ final class DistlockStore implements DistlockStoreInterfaces
         }
         $state = $key->getState(self::STATE);
 
-        return $state instanceof DistlockStoreState ? $state : null;
+        return $state instanceof DistlockStoreState && $state->ownedHere() ? $state : null;
     }
 
     private function forget(Key $key): void
@@ -263,12 +267,23 @@ final class DistlockStore implements DistlockStoreInterfaces
     /**
      * A read lock becomes a write lock. RedisStore promotes a reader that is
      * the only one, atomically, and refuses otherwise keeping the read lock.
-     * distlock has no atomic promotion: the read lock is released and a
-     * write lock taken (or waited for); when another writer got in between,
-     * the read lock is taken back if it still can be.
+     * distlock has no atomic promotion: a reader among others is refused
+     * after asking who holds the key (its read lock untouched); a sole reader's
+     * lock is released and a write lock taken (or waited for), and when
+     * someone got in between, the read lock is taken back if it still can be.
      */
     private function promote(Key $key, DistlockStoreState $state, bool $wait): void
     {
+        if (!$wait) {
+            try {
+                $holder = $this->client->holder((string) $key);
+            } catch (DistlockException $e) {
+                throw new LockStorageException(sprintf('Failed to store the "%s" lock: %s', $key, $e->getMessage()), 0, $e);
+            }
+            if ($holder['kind'] === 'readers' && $holder['holders'] > 1) {
+                throw new LockConflictedException(sprintf('The "%s" lock is read by others: not promoted.', $key));
+            }
+        }
         $this->releaseForChange($key, $state);
         try {
             $this->take($key, false, $wait);

@@ -89,9 +89,18 @@ final class DistlockStoreSharedLockTest extends StoreTestCase
         $resource = $this->resource();
         [$key1, $key2, $key3] = [new Key($resource), new Key($resource), new Key($resource)];
 
+        [$r] = $this->redisNodes();
+
         $store->saveRead($key1);
         $store->saveRead($key2);
+        $readers = $r->zRange($resource, 0, -1);
+        sort($readers);
         $this->assertConflict(fn () => $store->save($key1));
+        // the refusal left both read locks as they were (the same tokens: not
+        // released and taken again, which would let a writer in meanwhile)
+        $after = $r->zRange($resource, 0, -1);
+        sort($after);
+        $this->assertSame($readers, $after);
         // key1 still reads: with key2 gone a writer is still refused
         $this->assertTrue($store->exists($key1));
         $store->delete($key2);

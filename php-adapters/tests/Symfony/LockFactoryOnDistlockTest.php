@@ -92,7 +92,9 @@ final class LockFactoryOnDistlockTest extends StoreTestCase
         [$r] = $this->redisNodes();
         $lock = $factory->createLock($resource, 30.0, false);
         $this->assertTrue($lock->acquire());
-        $lock->refresh(0.5);
+        // short enough to wait for its end, long enough for the checks below
+        // to run inside it on a loaded machine
+        $lock->refresh(3.0);
         unset($lock);
         gc_collect_cycles();
 
@@ -102,7 +104,7 @@ final class LockFactoryOnDistlockTest extends StoreTestCase
         $other = $factory->createLock($resource, 30.0);
         $this->assertFalse($other->acquire());
         // ... until its TTL ends it
-        $this->assertTrue(self::waitFor(fn () => $other->acquire()), 'the abandoned lock never expired');
+        $this->assertTrue(self::waitFor(fn () => $other->acquire(), 15.0), 'the abandoned lock never expired');
         $other->release();
     }
 
@@ -122,6 +124,29 @@ final class LockFactoryOnDistlockTest extends StoreTestCase
         $other = $factory->createLock($resource, 30.0);
         $this->assertTrue($other->acquire());
         $other->release();
+    }
+
+    public function testAForkedChildsCopyOfTheLockLeavesTheParentsLockAlone(): void
+    {
+        // The child's copy of the Lock (autoRelease) is released and destroyed in
+        // the child: the lock stays the parent's, and the child exits cleanly.
+        $resource = $this->resource();
+        $cmd = [PHP_BINARY, '-d', 'extension=' . getenv('DISTLOCK_TEST_PHP_SO'), '-d', 'display_errors=stderr',
+                __DIR__ . '/fixtures/forked_child.php', distlock_test_servers(1), $resource];
+        $proc = proc_open($cmd, [1 => ['pipe', 'w'], 2 => ['pipe', 'w']], $pipes);
+        $out = stream_get_contents($pipes[1]);
+        $err = stream_get_contents($pipes[2]);
+        $this->assertSame(0, proc_close($proc), $err);
+        $this->assertSame('', $err);
+        $this->assertSame(implode("\n", [
+            'parent acquire: true',
+            'child isAcquired: false',
+            'child released its copy',
+            'child exit: 0',
+            'parent isAcquired: true',
+            'other store: refused',
+            'parent released: true',
+        ]) . "\n", $out);
     }
 
     public function testABlockingAcquireOnAFreeResourceDoesNotWait(): void
