@@ -35,8 +35,6 @@
 #                                  a Sentinel group (one master, one sentinel)
 #   redis-cluster://127.0.0.1:7000,127.0.0.1:7001,127.0.0.1:7002
 #                                  a Redis Cluster of three masters
-# and /usr/share/php/Distlock/autoload.php (the php-distlock package's
-# adapters autoloader) becomes this checkout's php-adapters/autoload.php.
 #
 # One block is not run here: README.md's quick start (scripts/demo.sh and
 # scripts/test.sh, which runs this check): the demo suite and .ci/run run it.
@@ -185,11 +183,6 @@ map '127\.0\.0\.1:6379' "127.0.0.1:${ports[0]}"
 map '127\.0\.0\.1:6380' "127.0.0.1:${ports[1]}"
 map '127\.0\.0\.1:6381' "127.0.0.1:${ports[2]}"
 uses() { grep -q "$1" "$work"/blocks/[0-9]*; }
-# The framework adapters' autoloader, where the php-distlock package installs
-# it, is this checkout's php-adapters/autoload.php.
-if uses '/usr/share/php/Distlock/autoload\.php'; then
-  map '/usr/share/php/Distlock/autoload\.php' "$root/php-adapters/autoload.php"
-fi
 if uses 'rediss://127\.0\.0\.1:6390'; then
   bash "$root/tests/harness/certs.sh" "$work/certs"
   DISTLOCK_TLS_CERTS=$work/certs bash "$redis" start "$work/tls" 1 >/dev/null

@@ -72,7 +72,9 @@ class DistlockLock extends Lock
     public function block($seconds, $callback = null)
     {
         try {
-            $lock = $this->client->lock($this->name, $this->ttl(), (float) $seconds, $this->flags(),
+            // Laravel's block() makes one attempt whatever $seconds is, a
+            // negative one too (its wait is already over): a timeout of 0.
+            $lock = $this->client->lock($this->name, $this->ttl(), max(0.0, (float) $seconds), $this->flags(),
                 token: (string) $this->owner);
         } catch (DistlockLockTimeoutException $e) {
             throw new LockTimeoutException($e->getMessage(), 0, $e);

@@ -65,8 +65,7 @@ final class DistlockLockTest extends TestCase
         $this->assertTrue($a->get());
         $this->assertFalse($b->get());
         $holder = self::holder($name, 'redlock');
-        $this->assertSame(['held' => true, 'token' => 'owner-a', 'nodes' => 3],
-            array_intersect_key($holder, ['held' => 0, 'token' => 0, 'nodes' => 0]));
+        $this->assertSame([true, 'owner-a', 3], [$holder['held'], $holder['token'], $holder['nodes']]);
         $this->assertTrue($a->release());
         $this->assertTrue($b->get());
         $this->assertTrue($b->release());
@@ -172,8 +171,8 @@ final class DistlockLockTest extends TestCase
         $name = self::name();
         $this->assertTrue(Cache::store('redlock')->lock($name, 10, 'owner-a')->get());
         Cache::store('redlock')->lock($name)->forceRelease();
-        $this->assertSame(['kind' => 'free', 'taken' => 0],
-            array_intersect_key(self::holder($name, 'redlock'), ['kind' => 0, 'taken' => 0]));
+        $holder = self::holder($name, 'redlock');
+        $this->assertSame(['free', 0, 3], [$holder['kind'], $holder['taken'], $holder['answered']]);
     }
 
     public function testALockOutlivesItsObject(): void
@@ -239,7 +238,8 @@ final class DistlockLockTest extends TestCase
 
         $this->assertTrue($child['waiter'], 'the child saw the waiter subscribe');
         $this->assertTrue($child['released']);
-        $this->assertLessThan(2.0, $woken - $child['at'], 'woken within 2 s of the release (re-check: 10 s)');
+        // Under load a wake-up may lag; a re-check could not come before 10 s.
+        $this->assertLessThan(5.0, $woken - $child['at'], 'woken within 5 s of the release (re-check: 10 s)');
         $this->assertSame('waiter', self::holder($name, 'slow-recheck')['token']);
         $this->assertTrue($lock->release());
     }
@@ -259,6 +259,16 @@ final class DistlockLockTest extends TestCase
         }
         $this->assertFalse($ran);
         $this->assertSame('owner-a', self::holder($name)['token']);
+        // As Laravel's: one attempt for a budget of 0 or less, then the timeout.
+        foreach ([0, -1] as $seconds) {
+            try {
+                Cache::lock($name, 10, 'owner-b')->block($seconds);
+                $this->fail("block($seconds) returned while another owner held the lock");
+            } catch (LockTimeoutException $e) {
+                $this->assertInstanceOf(\Distlock\LockTimeoutException::class, $e->getPrevious());
+            }
+        }
+        $this->assertTrue(Cache::lock(self::name(), 10)->block(-1));
     }
 
     public function testBlockWithACallbackRunsItAndReleases(): void
@@ -274,29 +284,30 @@ final class DistlockLockTest extends TestCase
 
     public function testALockWithoutExpiryIsRenewedWhileItsObjectLivesThenExpires(): void
     {
-        // The 'distlock' store's lease is 3 s: renewed at 1 s while held.
+        // The 'distlock' store's lease is 6 s: renewed every 2 s while held,
+        // so at least 4 s are left when its object goes.
         $name = self::name();
         $lock = Cache::lock($name, 0, 'forever');
         $this->assertTrue($lock->get());
 
-        // Renewed: its TTL, having run down, is back up (by the 1 s it ran down).
+        // Renewed: its TTL, having run down, is back up (by the 2 s it ran down).
         $lowest = self::holder($name)['ttl'];
         $deadline = microtime(true) + 10.0;
         do {
             $holder = self::holder($name);
             $this->assertSame('forever', $holder['token']);
             $lowest = min($lowest, $holder['ttl']);
-            $renewed = $holder['ttl'] > $lowest + 0.3;
+            $renewed = $holder['ttl'] > $lowest + 0.5;
         } while (!$renewed && microtime(true) < $deadline && self::pause());
         $this->assertTrue($renewed, "renewed within 10 s (TTL down to $lowest s)");
 
         unset($lock);
         $this->assertSame('forever', self::holder($name)['token'], 'still held once its object is gone');
-        $deadline = microtime(true) + 10.0;
+        $deadline = microtime(true) + 15.0;
         while (self::holder($name)['kind'] !== 'free' && microtime(true) < $deadline) {
             self::pause();
         }
-        $this->assertSame('free', self::holder($name)['kind'], 'expired within 10 s of its object');
+        $this->assertSame('free', self::holder($name)['kind'], 'expired within 15 s of its object');
     }
 
     public function testIsOwnedByCurrentProcessAsksTheServers(): void
