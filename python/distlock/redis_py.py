@@ -23,15 +23,18 @@ blocked acquire waits for the release notification instead of polling every
 ``sleep`` seconds (``sleep`` is accepted and ignored).
 """
 import asyncio
+import importlib
 import os
 import threading
 from types import SimpleNamespace
 from typing import Any, Awaitable, Dict, Optional, Tuple, Union
 
-import redis  # type: ignore
-import redis.exceptions as _rx  # type: ignore
-import redis.asyncio.connection as _aconn  # type: ignore
-import redis.connection as _conn  # type: ignore
+# redis-py 4.3 ships no type information: its modules are used as Any, so
+# mypy --strict asks for no stubs (and no per-line ignores that depend on
+# the order mypy meets the imports in).
+_rx: Any = importlib.import_module("redis.exceptions")
+_conn: Any = importlib.import_module("redis.connection")
+_aconn: Any = importlib.import_module("redis.asyncio.connection")
 
 from . import _errors
 from . import aio as _aio
@@ -204,6 +207,7 @@ class _Base:
     def __init__(self, redis: Any, name: Name, timeout: Optional[float] = None,
                  sleep: float = 0.1, blocking: bool = True,
                  blocking_timeout: Optional[float] = None, thread_local: bool = True) -> None:
+        _settings(redis)  # a client it can't read: TypeError now, not at the first acquire
         self.redis = redis
         self.name = name
         self.timeout = timeout
@@ -336,7 +340,7 @@ class Lock(_Base):
     def locked(self) -> bool:
         """True if the key is locked by anyone (this object or another)."""
         with _Translated():
-            return bool(self._client.holder(_key(self.name)).held)
+            return self._client.locked(_key(self.name))
 
     def owned(self) -> bool:
         """True if the key is locked with this object's token (``local.token``)."""
@@ -433,7 +437,7 @@ class AsyncLock(_Base):
     async def locked(self) -> bool:
         """True if the key is locked by anyone."""
         with _Translated():
-            return bool((await _aio_client_for(self.redis).holder(_key(self.name))).held)
+            return await _aio_client_for(self.redis).locked(_key(self.name))
 
     async def owned(self) -> bool:
         """True if the key is locked with this object's token."""
@@ -443,10 +447,10 @@ class AsyncLock(_Base):
         with _Translated():
             return self._owns(await _aio_client_for(self.redis).holder(_key(self.name)), token)
 
-    async def _native(self, token: bytes) -> Any:
+    def _native(self, token: bytes) -> Any:
         native = self._peek(token)
         if native is None:
-            native = await _aio_client_for(self.redis).restore(_key(self.name), token)
+            native = _aio_client_for(self.redis).restore(_key(self.name), token)
             self._keep(token, native)
         return native
 
@@ -460,7 +464,7 @@ class AsyncLock(_Base):
         with _Translated():
             native = self._take(token)
             if native is None:
-                native = await _aio_client_for(self.redis).restore(_key(self.name), token)
+                native = _aio_client_for(self.redis).restore(_key(self.name), token)
             try:
                 await native.release()
             except _errors.LockLost:
@@ -473,7 +477,7 @@ class AsyncLock(_Base):
 
     async def _do_extend(self, token: bytes, additional_time: float, replace_ttl: bool) -> bool:
         with _Translated():
-            native = await self._native(token)
+            native = self._native(token)
             try:
                 if replace_ttl:
                     await native.extend(additional_time)
@@ -490,7 +494,7 @@ class AsyncLock(_Base):
 
     async def _do_reacquire(self, token: bytes) -> bool:
         with _Translated():
-            native = await self._native(token)
+            native = self._native(token)
             try:
                 await native.extend(self.timeout)
             except _errors.LockLost:

@@ -202,3 +202,17 @@ def test_each_event_loop_has_its_client_and_a_closed_loops_is_dropped(server, na
     clients = [c for (_, settings), (_, c) in redis_py._aio_clients.items()
                if settings == redis_py._settings(redis.Redis(port=server.port))]
     assert clients == [second]
+
+
+def test_a_token_set_in_local_extends_and_releases_the_lock_it_names(server, impl, name):
+    async def body(ar):
+        first = ar.lock(name, timeout=10, lock_class=impl)
+        assert await first.acquire(blocking=False)
+        later = ar.lock(name, timeout=10, lock_class=impl)
+        later.local.token = first.local.token
+        assert await later.owned() is True
+        assert await later.extend(50, replace_ttl=True)
+        assert 40000 < await ar.pttl(name) <= 50000
+        await later.release()
+        assert await ar.get(name) is None
+    run(server, body)

@@ -112,9 +112,10 @@ def test_a_password_is_not_in_the_shared_clients_nodes(server, acl_user):
     assert PASS not in repr(redis_py._client_for(ra))
 
 
-def test_not_a_redis_client_is_a_type_error(name):
+@pytest.mark.parametrize("cls", [redis_py.Lock, redis_py.AsyncLock])
+def test_not_a_redis_client_is_a_type_error_when_made(cls, name):
     with pytest.raises(TypeError, match="needs a redis.Redis"):
-        redis_py.Lock(object(), name)
+        cls(object(), name)
 
 
 def test_a_sentinel_managed_client_is_a_type_error(name):

@@ -44,12 +44,13 @@ def test_errors_are_redis_pys_and_distlocks(rp, name):
 
 def test_no_timeout_is_a_lease_renewed_while_held(rp, name, monkeypatch):
     """redis-py's key has no TTL; ours has RENEWED_LEASE seconds, renewed
-    every third of it: here a 0.6 s lease seen renewed, still ours."""
-    monkeypatch.setattr(redis_py, "RENEWED_LEASE", 0.6)
+    every third of it: here a 3 s lease (long enough for a loaded machine's
+    renewal thread), seen renewed twice, still ours."""
+    monkeypatch.setattr(redis_py, "RENEWED_LEASE", 3.0)
     lock = rp.lock(name, lock_class=redis_py.Lock)
     assert lock.acquire(blocking=False)
     first = rp.pttl(name)
-    assert 0 < first <= 600
+    assert 0 < first <= 3000
     low = [first]
 
     def renewed():
@@ -121,4 +122,33 @@ def test_another_threads_token_is_none_and_release_is_a_lock_error(rp, name):
     t.join(30)
     assert out == [None, "Cannot release an unlocked lock"]
     assert rp.get(name) == lock.local.token
+    lock.release()
+
+
+def test_additive_extend_of_a_token_set_by_hand_sets_the_ttl(rp, name):
+    """redis-py adds to the key's PTTL; distlock adds to the validity this
+    process counts, which a token set in local.token (no acquire here) does
+    not have: the TTL becomes the time added."""
+    first = rp.lock(name, timeout=10, lock_class=redis_py.Lock)
+    assert first.acquire(blocking=False)
+    later = rp.lock(name, timeout=10, lock_class=redis_py.Lock)
+    later.local.token = first.local.token
+    assert later.extend(20) is True
+    assert 15000 < rp.pttl(name) <= 20000  # redis-py: about 30000
+    later.release()
+    assert rp.get(name) is None
+
+
+def test_a_token_beyond_distlocks_limit_is_invalid_and_nothing_is_held(rp, name):
+    """redis-py stores any token; distlock's are 1..TOKEN_MAX bytes: a longer
+    one is its InvalidArgument (a ValueError), also a redis-py RedisError."""
+    lock = rp.lock(name, timeout=30, lock_class=redis_py.Lock)
+    with pytest.raises(distlock.InvalidArgument) as e:
+        lock.acquire(blocking=False, token=b"t" * (distlock.TOKEN_MAX + 1))
+    assert isinstance(e.value, ValueError)
+    assert isinstance(e.value, redis.exceptions.RedisError)
+    assert lock.local.token is None
+    assert rp.get(name) is None
+    assert lock.acquire(blocking=False, token=b"t" * distlock.TOKEN_MAX)
+    assert rp.get(name) == b"t" * distlock.TOKEN_MAX
     lock.release()

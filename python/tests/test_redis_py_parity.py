@@ -60,9 +60,14 @@ def test_acquire_with_a_token_holds_the_key_with_it_as_bytes(rp, impl, name):
 def test_acquire_with_the_token_already_holding_the_key_is_refused(rp, impl, name):
     first = get_lock(rp, impl, name, timeout=30)
     assert first.acquire(blocking=False, token=b"same")
+    assert rp.get(name) == b"same"
     again = get_lock(rp, impl, name, timeout=30)
     assert again.acquire(blocking=False, token=b"same") is False  # SET NX: held is held
+    assert again.local.token is None
     first.release()
+    assert again.acquire(blocking=False, token=b"same") is True
+    assert rp.get(name) == b"same"
+    again.release()
 
 
 def test_competing_locks_exclude_each_other(rp, impl, name):
@@ -361,3 +366,18 @@ def test_an_unreachable_server_is_redis_pys_connection_error(impl, name):
             down.lock(name, timeout=30, lock_class=impl).acquire(blocking=False)
         with pytest.raises(redis.exceptions.RedisError):
             down.lock(name, timeout=30, lock_class=impl).locked()
+
+
+def test_a_collected_lock_object_leaves_its_key_to_its_ttl(rp, impl, name):
+    import gc
+    import warnings
+    lock = get_lock(rp, impl, name, timeout=30)
+    assert lock.acquire(blocking=False)
+    token = lock.local.token
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)  # distlock names the key in one
+        del lock
+        gc.collect()
+    assert rp.get(name) == token
+    assert 0 < rp.pttl(name) <= 30000
+    rp.delete(name)
