@@ -78,6 +78,20 @@ def build_impls(a):
     venv_py = [os.path.join(a.venv, "bin", "python"), py_drv] if a.venv else None
     node = ["node", node_drv] if a.node_ok else None
 
+    # The adapters (php-adapters/, python/distlock/redis_py.py) and Laravel's
+    # RedisStore (Debian php-illuminate-redis, which run.sh installs)
+    def missing(*paths):
+        gone = [p for p in paths if not os.path.exists(p)]
+        return "not in this checkout / not installed: " + ", ".join(
+            os.path.relpath(p, REPO) if p.startswith(REPO) else p for p in gone) if gone else None
+    adapters = os.path.join(REPO, "php-adapters")
+    why_laravel = missing("/usr/share/php/Illuminate/Cache/RedisStore.php",
+                          "/usr/share/php/Illuminate/Redis/autoload.php")
+    why_sym_adapter = a.why_php_ext or missing(os.path.join(adapters, "autoload.php"),
+                                               os.path.join(adapters, "src", "Symfony", "DistlockStore.php"))
+    why_lar_adapter = a.why_php_ext or missing(os.path.join(adapters, "autoload.php"),
+                                               os.path.join(adapters, "src", "Laravel", "DistlockStore.php"))
+
     def mk(name, label, role, argv, tail, why, extra=()):
         if argv is None:
             return Impl(name, label, role, why=why or "not available")
@@ -94,6 +108,15 @@ def build_impls(a):
         mk("symfony-combined", "symfony/lock CombinedStore+ConsensusStrategy", "peer",
            ["php", php_drv], ["symfony-combined"], None),
         mk("redis-py", "redis-py Lock (timeout 30 s)", "peer", ["/usr/bin/python3", py_drv], ["redis-py"], None),
+        mk("laravel", "Laravel RedisLock (Illuminate cache, phpredis)", "peer",
+           None if why_laravel else ["php", php_drv], ["laravel"], why_laravel),
+        mk("distlock-symfony", "distlock Symfony store (Distlock\\Symfony\\DistlockStore)", "distlock",
+           None if why_sym_adapter else php_ext, ["distlock-symfony"], why_sym_adapter),
+        mk("distlock-laravel", "distlock Laravel lock store (Distlock\\Laravel\\DistlockStore)", "distlock",
+           None if why_lar_adapter else php_ext, ["distlock-laravel"], why_lar_adapter),
+        mk("distlock-redis-py", "distlock redis-py Lock (lock_class=distlock.redis_py.Lock)", "distlock",
+           None if a.why_redis_py_adapter else venv_py, ["distlock-redis-py"],
+           a.why_redis_py_adapter or a.why_venv),
         mk("redlock", "node-redlock 4 + ioredis", "peer", node, ["redlock"], a.why_node),
         mk("distlock-c", "distlock C (acquire/release)", "distlock", dlc, [], a.why_distlock_c),
         mk("distlock-c-token", "distlock C (token pair)", "distlock", dlc, [], a.why_distlock_c, ["token"]),
@@ -412,7 +435,139 @@ def run_renew(impl, uri, count, ttl_ms, periods):
     }
 
 
+# ------------------------------------------------------ wait-to-wake latency
+class Lines:
+    """Line reader of a driver's stdout with a timeout (os.read on the fd: a
+    buffered reader would hide a line already read from select())."""
+
+    def __init__(self, p):
+        self.p, self.buf = p, b""
+
+    def read(self, timeout_s, what):
+        end = time.monotonic() + timeout_s
+        while b"\n" not in self.buf:
+            left = end - time.monotonic()
+            r, _, _ = select.select([self.p.stdout], [], [], max(0.0, left))
+            if not r:
+                raise NotRun("no '%s' within %d s" % (what, timeout_s))
+            chunk = os.read(self.p.stdout.fileno(), 4096)
+            if not chunk:
+                raise NotRun("driver exited (%s expected): %s" % (
+                    what, last_line(self.p.stderr.read().decode(errors="replace"))[:160]))
+            self.buf += chunk
+        line, self.buf = self.buf.split(b"\n", 1)
+        line = line.decode()
+        if not line.startswith(what):
+            raise NotRun("expected '%s', got: %s" % (what, line[:160]))
+        return parse_kv(line)
+
+    def send(self, cmd):
+        self.p.stdin.write((cmd + "\n").encode())
+        self.p.stdin.flush()
+
+
+def lock_commands(uri):
+    """Commands the server has run, except the orchestrator's own INFO (and
+    connection chatter: PING, CLIENT, HELLO): from INFO commandstats."""
+    n = 0
+    for line in rcli(uri, "INFO", "commandstats").splitlines():
+        if line.startswith("cmdstat_"):
+            name, rest = line[8:].split(":", 1)
+            if name.split("|")[0] not in ("info", "ping", "client", "hello", "command"):
+                n += int(rest.split(",")[0].split("=")[1])
+    return n
+
+
+def wake_trial(uri, holder, waiter, delay_s):
+    """One wait: the holder takes the key; the waiter starts waiting; once the
+    server has run the waiter's first command (it is inside its wait), the
+    holder keeps the lock delay_s longer, then releases. Returns
+    release-call → waiter-holds in ms."""
+    holder.send("hold")
+    holder.read(30, "held")
+    base = lock_commands(uri)
+    waiter.send("wait")
+    waiter.read(30, "waiting")
+    deadline = time.monotonic() + 30
+    while lock_commands(uri) == base:
+        if time.monotonic() > deadline:
+            raise NotRun("the waiter sent no command to the server within 30 s")
+    # The random hold spreads the release over the peers' poll periods
+    # (100 ms, 250 ms), so a polling waiter's figure is what a user sees on
+    # average, not one lucky or unlucky phase.
+    time.sleep(delay_s)
+    holder.send("release")
+    rel = holder.read(30, "released")
+    acq = waiter.read(60, "acquired")
+    t_rel, t_acq = int(rel["t_ns"]), int(acq["t_ns"])
+    # first: a waiter that got the key while it was held also makes the
+    # holder's release fail, and that is the lesser news
+    if t_acq < t_rel:
+        raise NotRun("the waiter held the key before the holder released it (mutual exclusion broken)")
+    if rel.get("ok") != "1" or acq.get("ok") != "1":
+        raise NotRun("a release failed (holder ok=%s, waiter ok=%s)" % (rel.get("ok"), acq.get("ok")))
+    return (t_acq - t_rel) / 1e6
+
+
+def run_wake(impls_, uri, trials, seed=1):
+    """Wait-to-wake latency of each implementation: a holder process and a
+    waiter process per implementation, trials interleaved across
+    implementations (trial 0 of each is a warm-up, not counted).
+    Returns ({name: [{"lat_ms": x}, ...]}, {name: reason})."""
+    import random
+    rng = random.Random(seed)
+    RUN_SEQ[0] += 1
+    out, why, live = {}, {}, {}
+    try:
+        for impl in impls_:
+            key = "bench:w:%s:%d" % (impl.name, RUN_SEQ[0])
+            try:
+                pp = []
+                for role in ("holder", "waiter"):
+                    p = subprocess.Popen(impl.cmd("wake", [uri, key, role]), stdin=subprocess.PIPE,
+                                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=impl.env)
+                    pp.append(Lines(p))
+                    live.setdefault(impl.name, []).append(p)
+                for x in pp:
+                    x.read(120, "ready")
+                live[impl.name] = pp
+            except NotRun as e:
+                why[impl.name] = str(e)
+        for t in range(trials + 1):
+            for impl in impls_:
+                if impl.name in why:
+                    continue
+                holder, waiter = live[impl.name]
+                try:
+                    ms = wake_trial(uri, holder, waiter, rng.uniform(0.05, 0.55))
+                except NotRun as e:
+                    why[impl.name] = str(e)
+                    continue
+                if t:
+                    out.setdefault(impl.name, []).append({"lat_ms": ms})
+    finally:
+        for pp in live.values():
+            for x in pp:
+                p = x.p if isinstance(x, Lines) else x
+                if p.poll() is None:
+                    p.kill()
+                p.wait()
+    for n in list(out):
+        if n in why:
+            del out[n]
+    return out, why
+
+
 # ------------------------------------------------------------------ the plan
+# (adapter, the backend it replaces, the native front end under it)
+ADAPTERS = [("distlock-symfony", "symfony", "distlock-php-oo"),
+            ("distlock-laravel", "laravel", "distlock-php-oo"),
+            ("distlock-redis-py", "redis-py", "distlock-py")]
+ADAPTER_ROWS = ["symfony", "distlock-symfony", "laravel", "distlock-laravel", "redis-py",
+                "distlock-redis-py", "distlock-php-oo", "distlock-py"]
+WAKE_ROWS = ["symfony", "distlock-symfony", "laravel", "distlock-laravel", "redis-py", "distlock-redis-py"]
+
+
 def groups(args):
     """Round-robin groups of the uncontended runs: [(title, [(section, cfg, impl name, uris)])]."""
     U = args.uris.split(",")
@@ -425,6 +580,9 @@ def groups(args):
           ["floor", "floor-all", "symfony-combined", "redlock", "distlock-c", "distlock-c-token",
            "distlock-php-compat", "distlock-php-oo", "distlock-py"]]
     G = [("1 node", g1), ("5 nodes", g5)]
+    # The adapters next to the backends they replace (and the native front
+    # end each one sits on), one group so that every ratio is within a cycle.
+    G.append(("adapters", [("adapters", (n, 1), n, u1) for n in ADAPTER_ROWS]))
     for k in (3, 7):
         G.append(("%d nodes" % k, [("nodes", (n, k), n, ",".join(U[:k])) for n in
                                    ["floor", "symfony-combined", "redlock", "distlock-c"]]))
@@ -476,7 +634,7 @@ def main():
     ap.add_argument("--quick", action="store_true")
     ap.add_argument("--out", default=os.path.join(HERE, "results"))
     ap.add_argument("--command", default="bash bench/run.sh")
-    for k in ["floor", "distlock_c", "php_ext", "venv", "cli"]:
+    for k in ["floor", "distlock_c", "php_ext", "venv", "cli", "redis_py_adapter"]:
         ap.add_argument("--" + k.replace("_", "-"), default="")
         ap.add_argument("--why-" + k.replace("_", "-"), default="")
     ap.add_argument("--tls-uri", default="", help="rediss:// URI of the first server (TLS row)")
@@ -488,7 +646,8 @@ def main():
     ap.add_argument("--why-node", default="")
     ap.add_argument("--versions", default="", help="file of 'name: version' lines from run.sh")
     ap.add_argument("--only", default="", help="comma list of sections (development): "
-                    "pairs,contend,contenders,nodes,memory,renew,tls,cluster")
+                    "pairs,contend,contenders,nodes,memory,renew,tls,cluster,adapters (adapters: "
+                    "the adapters' pairs/s and wait-to-wake latency against the backends they replace)")
     ap.add_argument("--pinning", default="", help="how run.sh placed servers and drivers on CPUs")
     args = ap.parse_args()
 
@@ -506,7 +665,8 @@ def main():
     res = {}      # (section, cfg) -> [dict per repetition / per cycle]
     why = {}      # (section, cfg) -> reason it was not run
     only = set(args.only.split(",")) if args.only else None
-    if not only or "pairs" in only or "nodes" in only or "tls" in only or "cluster" in only:
+    wake_trials = 8 if args.quick else 20     # wait-to-wake trials per implementation
+    if not only or only & {"pairs", "nodes", "tls", "cluster", "adapters"}:
         for title, members in groups(args):
             if only and not any(m[0] in only for m in members):
                 continue
@@ -523,6 +683,18 @@ def main():
                     summary = "not run: %s" % bad.get((sec, cfg))
                 print("[%5.0fs] uncontended %-8s %-20s %s" % (time.monotonic() - t_begin, title, name, summary),
                       flush=True)
+    if not only or "adapters" in only:
+        out, bad = run_wake([impls[n] for n in WAKE_ROWS], U[0], wake_trials)
+        for n in WAKE_ROWS:
+            if n in out:
+                res[("wake", (n, 1))] = out[n]
+                v = [x["lat_ms"] for x in out[n]]
+                summary = "release -> waiter holds: median %.2f ms, max %.2f ms over %d waits" % (
+                    median(v), max(v), len(v))
+            else:
+                why[("wake", (n, 1))] = bad.get(n, "not run")
+                summary = "not run: %s" % why[("wake", (n, 1))]
+            print("[%5.0fs] wake %-20s %s" % (time.monotonic() - t_begin, n, summary), flush=True)
     P = [x for x in plan(args) if not only or x[0] in only]
     for rep in range(reps):
         for section, cfg, name, (uri, nproc, think) in P:
@@ -573,6 +745,7 @@ def main():
     elapsed = time.monotonic() - t_begin
 
     meta = dict(reps=reps, slice=slice_s, cycles=cycles, cwin=cwin, hold_n=hold_n, renew_ttl=renew_ttl,
+                wake_trials=wake_trials,
                 renew_periods=renew_periods, elapsed=elapsed,
                 load=(load_begin, open("/proc/loadavg").read().split()[0]))
     # The raw measurements, so the report can be re-rendered without re-running.

@@ -123,6 +123,93 @@ def nodes_at(name, n):
     return ("nodes", (name, n))
 
 
+ADAPTERS = [("distlock-symfony", "symfony", "distlock-php-oo"),
+            ("distlock-laravel", "laravel", "distlock-php-oo"),
+            ("distlock-redis-py", "redis-py", "distlock-py")]
+# How each waits by default (the wait-to-wake table says it next to the figure)
+WAITS = {"symfony": "`acquire(true)`: RedisStore cannot block, so Lock retries every 100 ± 10 ms",
+         "laravel": "`block()`: `usleep(250 ms)` between attempts",
+         "redis-py": "`acquire(blocking=True)`: `time.sleep(0.1)` between attempts",
+         "distlock-symfony": "`acquire(true)`: the store's `waitAndSave()`, distlock's wait",
+         "distlock-laravel": "`block()`: distlock's wait",
+         "distlock-redis-py": "`acquire(blocking=True)`: distlock's wait (`sleep` ignored)"}
+
+
+def pct(xs, p):
+    xs = sorted(x for x in xs if x == x)
+    return xs[int(round(p * (len(xs) - 1)))] if xs else NAN
+
+
+def adapters_section(R, meta, o):
+    """Each adapter against the backend it replaces: pairs/s in one round-robin
+    group, and the wait-to-wake latency of a waiter blocked on a held lock."""
+    if not any(R.runs("adapters", (n, 1)) or R.runs("wake", (n, 1)) for a in ADAPTERS for n in a):
+        if not any((k[0] in ("adapters", "wake")) for k in R.why):
+            return
+    o.append("## Adapters against the backends they replace (1 node)")
+    o.append("")
+    o.append("The one-line switches of docs/symfony.md, docs/laravel.md and docs/redis-py.md: the same "
+             "framework calls (Symfony `LockFactory::createLock()` + `acquire()`/`release()`, Laravel "
+             "`Repository::lock()` + `get()`/`release()` as `Cache::lock()` runs them, redis-py "
+             "`Redis.lock()` + `acquire()`/`release()`) on the backend they replace and on the distlock "
+             "adapter, in one round-robin group with the native front end each adapter sits on. "
+             "*× backend* and *× native* are medians of ratios within a cycle.")
+    o.append("")
+    o.append("| adapter | pairs/s | backend it replaces | backend pairs/s | × backend | × native front end |")
+    o.append("|---|---:|---|---:|---:|---:|")
+    sec = "adapters"
+    for ad, peer, native in ADAPTERS:
+        a, b, n = (sec, (ad, 1)), (sec, (peer, 1)), (sec, (native, 1))
+        if not R.runs(*a):
+            o.append("| %s | not run: %s | %s | %s | | |" % (R.impls[ad].label, R.reason(*a), R.impls[peer].label,
+                                                            fmt(R.value(*b)) if R.runs(*b) else "not run: " + R.reason(*b)))
+            continue
+        if not R.runs(*b):
+            o.append("| %s | %s | %s | not run: %s | | |" % (R.impls[ad].label, fmt(R.value(*a)), R.impls[peer].label,
+                                                            R.reason(*b)))
+            continue
+        errs = sum(x["errors"] for x in R.runs(*a)) + sum(x["errors"] for x in R.runs(*b))
+        o.append("| %s%s | %s | %s | %s | %s | %s (%s) |" % (
+            R.impls[ad].label, " (errors: %d)" % errs if errs else "", fmt(R.value(*a)), R.impls[peer].label,
+            fmt(R.value(*b)), ratio(R.paired(a, b)),
+            ratio(R.paired(a, n)) if R.runs(*n) else "not run", R.impls[native].label))
+    o.append("")
+    o.append("### Wait-to-wake latency")
+    o.append("")
+    o.append("A waiter blocks on a held lock, each library waiting the way it does by default; the holder "
+             "releases; the figure is the time from the holder's release call to the waiter holding the lock "
+             "(CLOCK_MONOTONIC in both processes). The holder releases once the server has run the waiter's "
+             "first command (it is inside its wait) plus a random 50–550 ms, so a polling waiter's figure "
+             "is what a user gets on average over its poll period, not one phase of it. %d waits per "
+             "implementation (after one warm-up), interleaved across implementations."
+             % meta.get("wake_trials", 0))
+    o.append("")
+    o.append("| implementation | how it waits (defaults) | waits | median ms | p90 ms | max ms | mean ms |")
+    o.append("|---|---|---:|---:|---:|---:|---:|")
+    for ad, peer, _ in ADAPTERS:
+        for nm in (peer, ad):
+            rr = R.runs("wake", (nm, 1))
+            if not rr:
+                o.append("| %s | %s | not run: %s | | | | |" % (R.impls[nm].label, WAITS[nm], R.reason("wake", (nm, 1))))
+                continue
+            v = [x["lat_ms"] for x in rr]
+            o.append("| %s | %s | %d | %s | %s | %s | %s |" % (R.impls[nm].label, WAITS[nm], len(v), fmt(med(v), 2),
+                     fmt(pct(v, 0.9), 2), fmt(max(v), 2), fmt(sum(v) / len(v), 2)))
+    o.append("")
+    o.append("| adapter | backend's median ÷ adapter's median | backend's mean ÷ adapter's mean |")
+    o.append("|---|---:|---:|")
+    for ad, peer, _ in ADAPTERS:
+        ra, rb = R.runs("wake", (ad, 1)), R.runs("wake", (peer, 1))
+        if not ra or not rb:
+            o.append("| %s | not run: %s | |" % (R.impls[ad].label,
+                                               R.reason("wake", (ad, 1)) if not ra else R.reason("wake", (peer, 1))))
+            continue
+        va, vb = [x["lat_ms"] for x in ra], [x["lat_ms"] for x in rb]
+        o.append("| %s | %s | %s |" % (R.impls[ad].label, ratio(med(vb) / med(va)),
+                                       ratio((sum(vb) / len(vb)) / (sum(va) / len(va)))))
+    o.append("")
+
+
 def write_report(args, impls, res, why, mem, renew, meta):
     R = Results(res, why, impls)
     day = datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d")
@@ -307,6 +394,7 @@ def write_report(args, impls, res, why, mem, renew, meta):
             fmt(R.value(*a)), fmt(R.value(*b)), ratio(R.paired(b, a)),
             fmt(R.value(*c)) if R.runs(*c) else "—", ratio(R.paired(c, a)) if R.runs(*c) else "—"))
         o.append("")
+    adapters_section(R, meta, o)
     o.append("## (c) Scaling")
     o.append("")
     o.append("### Contenders on one key (hold 1 ms, think 1 ms): critical sections/s")

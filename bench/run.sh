@@ -3,6 +3,7 @@
 #
 #   bash bench/run.sh            full run (3 interleaved repetitions, 2 s windows)
 #   bash bench/run.sh --quick    development run (1 repetition, 0.5 s windows)
+#   bash bench/run.sh --only adapters   the adapters against the backends they replace, alone
 #
 # Installs what it needs (Debian packages through scripts/deps.sh, node-redlock
 # and ioredis with `npm ci` into bench/node/), builds the floors and every
@@ -30,7 +31,8 @@ log=$build/build.log
 say() { echo "bench: $*" >&2; }
 
 say "checking Debian packages"
-bash "$repo/scripts/deps.sh" gnuplot-nox
+# php-illuminate-redis: Laravel's RedisStore/RedisLock, the backend the Laravel adapter replaces
+bash "$repo/scripts/deps.sh" gnuplot-nox php-illuminate-redis
 
 args=()
 # Last meaningful line of the build log, for "not run: reason".
@@ -104,6 +106,9 @@ if [ -f "$repo/python/build.sh" ]; then
   if bash "$repo/python/build.sh" "$build/venv" >> "$log" 2>&1 \
      && "$build/venv/bin/python" -c "import distlock" >> "$log" 2>&1; then
     args+=(--venv "$build/venv")
+    # the redis-py adapter (python/distlock/redis_py.py), run against Debian's redis-py
+    "$build/venv/bin/python" -c "import distlock.redis_py" >> "$log" 2>&1 \
+      || args+=(--why-redis-py-adapter "distlock.redis_py does not import: $(why_from_log)")
   else
     args+=(--why-venv "python/build.sh failed: $(why_from_log)")
   fi
@@ -120,6 +125,7 @@ versions=$build/versions.txt
   echo "php: $(php -r 'echo PHP_VERSION;')"
   echo "phpredis: $(php -r 'echo phpversion("redis");')"
   echo "symfony/lock: $(dpkg-query -W -f='${Version}' php-symfony-lock 2>/dev/null)"
+  echo "illuminate/cache, illuminate/redis (Laravel): $(dpkg-query -W -f='${Version}' php-illuminate-cache 2>/dev/null), $(dpkg-query -W -f='${Version}' php-illuminate-redis 2>/dev/null)"
   echo "python (redis-py peer): $(/usr/bin/python3 -c 'import sys; print(sys.version.split()[0])')"
   echo "redis-py: $(/usr/bin/python3 -c 'import redis; print(redis.__version__)' 2>&1 | tail -n 1)"
   [ -x "$build/venv/bin/python" ] && echo "python (distlock package venv): $("$build/venv/bin/python" -c 'import sys; print(sys.version.split()[0])')"

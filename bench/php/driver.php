@@ -4,7 +4,9 @@
  *   php driver.php IMPL pairs   URIS START_NS SLICE_NS PERIOD_NS COUNT KEY
  *   php driver.php IMPL contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
  *   php driver.php IMPL hold    URIS COUNT TTL_MS
- * IMPL: seed | symfony | symfony-combined | distlock-compat | distlock-oo
+ *   php driver.php IMPL wake    URIS KEY ROLE    (ROLE holder | waiter; see wake_loop())
+ * IMPL: seed | symfony | symfony-combined | laravel | distlock-compat | distlock-oo
+ *       | distlock-symfony | distlock-laravel
  *
  * seed is the ERP userland pair (seeds/000, "Redis 分布式锁在 ERP 应用") copied
  * verbatim on phpredis; it cannot wait, so a contended caller retries after
@@ -116,6 +118,56 @@ function make_impl(string $impl, string $uris): array
             },
             'release' => function ($l) { $l->release(); return true; },
         ];
+    case 'laravel':
+    case 'distlock-laravel':
+        // What Cache::lock() runs: the Repository forwards lock() to its store.
+        // The peer is Laravel's RedisStore on a phpredis connection (its
+        // PhpRedisLock); the adapter is our LockProvider on a Distlock\Client.
+        require_once '/usr/share/php/Illuminate/Cache/autoload.php';
+        if ($impl === 'laravel') {
+            require_once '/usr/share/php/Illuminate/Redis/autoload.php';
+            $manager = new Illuminate\Redis\RedisManager(null, 'phpredis', ['default' => [
+                'host' => $nodes[0][0], 'port' => $nodes[0][1], 'database' => 0]]);
+            $store = new Illuminate\Cache\RedisStore($manager, '', 'default');
+        } else {
+            if (!extension_loaded('distlock')) throw new RuntimeException('distlock extension not loaded');
+            require_once adapters_autoload();
+            $store = new Distlock\Laravel\DistlockStore(new Distlock\Client($uris));
+        }
+        $cache = new Illuminate\Cache\Repository($store);
+        // Laravel's locks take whole seconds
+        $secs = function ($ttl) { return max(1, intdiv($ttl + 999, 1000)); };
+        return [
+            'try' => function ($key, $ttl) use ($cache, $secs) {
+                $l = $cache->lock($key, $secs($ttl));
+                return $l->get() ? $l : null;
+            },
+            // block() with its default 250 ms sleep between attempts (the peer)
+            'wait' => function ($key, $ttl) use ($cache, $secs) {
+                $l = $cache->lock($key, $secs($ttl));
+                $l->block(30);
+                return $l;
+            },
+            'release' => function ($l) { return (bool) $l->release(); },
+        ];
+    case 'distlock-symfony':
+        if (!extension_loaded('distlock')) throw new RuntimeException('distlock extension not loaded');
+        require_once '/usr/share/php/Symfony/Component/Lock/autoload.php';
+        require_once adapters_autoload();
+        $factory = new Symfony\Component\Lock\LockFactory(
+            new Distlock\Symfony\DistlockStore(new Distlock\Client($uris)));
+        return [
+            'try' => function ($key, $ttl) use ($factory) {
+                $l = $factory->createLock($key, $ttl / 1000, false);
+                return $l->acquire(false) ? $l : null;
+            },
+            'wait' => function ($key, $ttl) use ($factory) {
+                $l = $factory->createLock($key, $ttl / 1000, false);
+                $l->acquire(true);
+                return $l;
+            },
+            'release' => function ($l) { $l->release(); return true; },
+        ];
     case 'distlock-compat':
         if (!extension_loaded('distlock')) throw new RuntimeException('distlock extension not loaded');
         ini_set('distlock.servers', $uris);
@@ -140,6 +192,15 @@ function make_impl(string $impl, string $uris): array
 
 require __DIR__ . '/distlock_oo.php';
 
+/* The PHP adapters' autoloader of this checkout (php-adapters/autoload.php),
+ * or DISTLOCK_ADAPTERS_AUTOLOAD (an installed copy). */
+function adapters_autoload(): string
+{
+    $f = getenv('DISTLOCK_ADAPTERS_AUTOLOAD') ?: dirname(__DIR__, 2) . '/php-adapters/autoload.php';
+    if (!is_file($f)) throw new RuntimeException("no PHP adapters: $f missing");
+    return $f;
+}
+
 function pct(array $v, float $p): float
 {
     if (!$v) return -1;
@@ -160,6 +221,46 @@ function wait_until(int $t): int
     if ($n > $t) return 1;
     usleep(intdiv($t - $n, 1000));
     return 0;
+}
+
+/* Wait-to-wake latency, one process per role, driven line by line on stdin
+ * by bench.py (run_wake):
+ *   holder: "hold"    -> takes KEY (one attempt), prints "held"
+ *           "release" -> prints "released t_ns=T ok=0|1", T read just before release()
+ *   waiter: "wait"    -> prints "waiting", then blocks in wait(KEY) as the
+ *                        library does by default; once it holds KEY it reads
+ *                        the clock, releases, prints "acquired t_ns=T ok=0|1"
+ * Both first take and release KEY:warm:ROLE once, so every connection (and the
+ * library's own setup) exists before the first measured wait. */
+function wake_loop(array $I, string $key, string $role): void
+{
+    $try = $I['try']; $wait = $I['wait']; $rel = $I['release'];
+    $w = $try("$key:warm:$role", 30000);
+    if (!$w || !$rel($w)) { fwrite(STDERR, "warm-up pair on $key:warm:$role failed\n"); exit(1); }
+    echo "ready held=0\n";
+    $h = null;
+    while (($line = fgets(STDIN)) !== false) {
+        $cmd = trim($line);
+        if ($role === 'holder' && $cmd === 'hold') {
+            $h = $try($key, 30000);
+            echo $h ? "held\n" : "failed: $key not free\n";
+        } elseif ($role === 'holder' && $cmd === 'release') {
+            $t = hrtime(true);
+            $ok = $h ? (int) $rel($h) : 0;
+            $h = null;
+            echo "released t_ns=$t ok=$ok\n";
+        } elseif ($role === 'waiter' && $cmd === 'wait') {
+            echo "waiting\n";
+            $g = $wait($key, 30000);
+            $t = hrtime(true);
+            $ok = (int) $rel($g);
+            echo "acquired t_ns=$t ok=$ok\n";
+        } elseif ($cmd === 'quit') {
+            return;
+        } else {
+            echo "failed: unknown command '$cmd' for $role\n";
+        }
+    }
 }
 
 $impl = $argv[1];
@@ -223,6 +324,8 @@ if ($mode === 'pairs') {
     for ($i = 0; $i < $count; $i++) if ($h = $try("bench:hold:$i", $ttl)) $held[] = $h;
     printf("ready held=%d\n", count($held));
     fgets(STDIN);
+} elseif ($mode === 'wake') {
+    wake_loop($I, $argv[4], $argv[5]);
 } else {
     fwrite(STDERR, "unknown mode $mode\n");
     exit(2);

@@ -4,10 +4,13 @@
     python driver.py IMPL contend URIS START_NS END_NS KEY HOLD_US THINK_US LOG MARKER ID
     python driver.py IMPL hold    URIS COUNT TTL_MS
     python driver.py redis-py renew URIS COUNT TTL_MS
+    python driver.py IMPL wake    URIS KEY ROLE    (ROLE holder | waiter; see wake_loop())
 
 IMPL: redis-py (redis.lock.Lock, timeout 30 s, its default 0.1 s polling when
 waiting; run with Debian's /usr/bin/python3) | distlock (the distlock package,
-run with the interpreter of the venv python/build.sh made).
+run with the interpreter of the venv python/build.sh made) | distlock-redis-py
+(the same redis-py calls with lock_class=distlock.redis_py.Lock, the adapter;
+run with the venv's interpreter, which sees Debian's redis-py too).
 """
 import os
 import resource
@@ -22,16 +25,22 @@ now = time.monotonic_ns   # CLOCK_MONOTONIC, as in the C, PHP and Node drivers
 def make_impl(impl, uris):
     """Reduce an implementation to try(key, ttl_ms) / wait(key, ttl_ms) / release(h)."""
     nodes = [urlparse(u) for u in uris.split(",")]
-    if impl == "redis-py":
+    if impl in ("redis-py", "distlock-redis-py"):
+        # The adapter is the one-line switch its docs give: the same redis
+        # client, the same lock() call, lock_class= added.
         import redis
         r = redis.Redis(host=nodes[0].hostname, port=nodes[0].port)
+        kw = {}
+        if impl == "distlock-redis-py":
+            import distlock.redis_py
+            kw["lock_class"] = distlock.redis_py.Lock
 
         def try_(key, ttl):
-            lk = r.lock(key, timeout=ttl / 1000.0)
+            lk = r.lock(key, timeout=ttl / 1000.0, **kw)
             return lk if lk.acquire(blocking=False) else None
 
         def wait(key, ttl):
-            lk = r.lock(key, timeout=ttl / 1000.0)
+            lk = r.lock(key, timeout=ttl / 1000.0, **kw)
             lk.acquire(blocking=True)
             return lk
 
@@ -63,6 +72,43 @@ def wait_until(t):
         return 1
     time.sleep((t - n) / 1e9)
     return 0
+
+
+def wake_loop(try_, wait, release, key, role):
+    """Wait-to-wake latency, one process per role, driven line by line on
+    stdin by bench.py (run_wake):
+      holder: "hold"    -> takes KEY (one attempt), prints "held"
+              "release" -> prints "released t_ns=T ok=0|1", T read just before release()
+      waiter: "wait"    -> prints "waiting", then blocks in wait(KEY) as the
+                           library does by default; once it holds KEY it reads
+                           the clock, releases, prints "acquired t_ns=T ok=0|1"
+    Both first take and release KEY:warm:ROLE once, so every connection (and the
+    library's own setup) exists before the first measured wait."""
+    w = try_(key + ":warm:" + role, 30000)
+    if w is None or not release(w):
+        raise SystemExit("warm-up pair on %s:warm:%s failed" % (key, role))
+    print("ready held=0", flush=True)
+    h = None
+    for line in sys.stdin:
+        cmd = line.strip()
+        if role == "holder" and cmd == "hold":
+            h = try_(key, 30000)
+            print("held" if h is not None else "failed: %s not free" % key, flush=True)
+        elif role == "holder" and cmd == "release":
+            t = now()
+            ok = int(bool(h is not None and release(h)))
+            h = None
+            print("released t_ns=%d ok=%d" % (t, ok), flush=True)
+        elif role == "waiter" and cmd == "wait":
+            print("waiting", flush=True)
+            g = wait(key, 30000)
+            t = now()
+            ok = int(bool(release(g)))
+            print("acquired t_ns=%d ok=%d" % (t, ok), flush=True)
+        elif cmd == "quit":
+            return
+        else:
+            print("failed: unknown command %r for %s" % (cmd, role), flush=True)
 
 
 def main():
@@ -158,6 +204,8 @@ def main():
             nxt += period
         print("impl=redis-py rounds=%d lost=%d" % (rounds, lost), flush=True)
         os._exit(0)
+    elif mode == "wake":
+        wake_loop(try_, wait, release, a[0], a[1])
     else:
         raise SystemExit("unknown mode " + mode)
 
