@@ -14,8 +14,9 @@
 #             chaos); both run check_layers (tests/check-layers.py)
 #   install   install/packaging into a prefix (pkg-config, CMake)
 #   release   one version everywhere, the ABI against its baseline, a reference
-#             page (docs/reference/) for every exported function, and the newest
-#             bench/results file a full run with every figure
+#             page (docs/reference/) for every exported function, the newest
+#             bench/results file a full run with every figure, and the bench's
+#             adapters measurement (bench/test_adapters_section.py)
 #   fuzz      libFuzzer targets under ASan+UBSan, under a minute
 #             (DISTLOCK_FUZZ_SECONDS per target for longer)
 #   php       the PHP extension's phpt suite
@@ -92,7 +93,9 @@ run_suite() {
     install) build_shared && bash packaging/test-install.sh "$shared" ;;
     release) bash scripts/check-version.sh; local v=$?
              bash tests/check-reference.sh; local r=$?
-             bash packaging/abi/check-abi.sh && python3 bench/check-results.py && [ $v -eq 0 ] && [ $r -eq 0 ] ;;
+             bash packaging/abi/check-abi.sh && python3 bench/check-results.py &&
+               /usr/bin/python3 -m pytest -q -p no:cacheprovider bench/test_adapters_section.py &&
+               [ $v -eq 0 ] && [ $r -eq 0 ] ;;
     fuzz)    bash tests/fuzz/run.sh ;;
     php)     build_shared && DISTLOCK_CORE_BUILD=$shared bash php-ext/tests/run.sh ;;
     pecl)    bash packaging/test-pecl.sh ;;
