@@ -226,6 +226,19 @@ static int dl_wait(distlock_client *c, dl_attempt_fn attempt, const void *what, 
             wait_ms = deadline > now ? (long)(deadline - now) : 0;
         }
     }
+    /* A signal still pending when the wait won (one a handler raised, or one
+     * that came with the grant) runs its handler here, not at the engine's
+     * check after the call: a handler that throws there leaves the returned
+     * Lock alive, unreachable, until the request ends (the engine does not
+     * free a call's result when its interrupt throws). Here its exception
+     * ends the call with the lock released: nothing held. */
+    if (st == DISTLOCK_OK && zend_atomic_bool_load_ex(&EG(vm_interrupt)) &&
+        !dl_run_interrupts(&cleared) && EG(exception) != NULL) {
+        (void)distlock_release(*out);
+        distlock_lock_free(*out);
+        *out = NULL;
+        st = DISTLOCK_ECANCELED;
+    }
     if (cleared) {
         zend_atomic_bool_store_ex(&EG(vm_interrupt), true);
     }
