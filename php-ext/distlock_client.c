@@ -232,6 +232,30 @@ static int dl_wait(distlock_client *c, dl_attempt_fn attempt, const void *what, 
     return st;
 }
 
+/* After an acquire that returned a Lock: a signal still pending (one a
+ * handler raised, one that came during the last round trip) runs its
+ * handler here, not at the engine's check after the call, because a
+ * handler that throws there leaves the returned Lock alive, unreachable,
+ * until the request ends (the engine does not free a call's result when its
+ * interrupt throws). Here its exception ends the call and the Lock is
+ * destroyed at once, which releases it: nothing held. (Wrapped first, so a
+ * handler's fatal error still releases it at the request's end.) */
+static void dl_run_pending_handlers(zval *return_value)
+{
+    bool cleared = false;
+
+    if (Z_TYPE_P(return_value) != IS_OBJECT || !zend_atomic_bool_load_ex(&EG(vm_interrupt))) {
+        return;
+    }
+    if (!dl_run_interrupts(&cleared) && EG(exception) != NULL) {
+        zval_ptr_dtor(return_value);
+        ZVAL_NULL(return_value);
+    }
+    if (cleared) {
+        zend_atomic_bool_store_ex(&EG(vm_interrupt), true);
+    }
+}
+
 /* The outcome of an acquire of the core, for all of Client's: a Lock, null
  * (held, no waiting), a LockTimeoutException (held after the wait), or the
  * status table's exception. `what` names the call in messages, `key` the
@@ -338,6 +362,7 @@ static void dl_acquire(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, double tt
         RETURN_THROWS();
     }
     dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
+    dl_run_pending_handlers(return_value);
 }
 
 PHP_METHOD(Distlock_Client, tryLock)
@@ -434,6 +459,7 @@ static void dl_acquire_permit(INTERNAL_FUNCTION_PARAMETERS, zend_string *key, ze
         RETURN_THROWS();
     }
     dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
+    dl_run_pending_handlers(return_value);
 }
 
 PHP_METHOD(Distlock_Client, trySemaphore)
@@ -557,6 +583,7 @@ static void dl_acquire_keys(INTERNAL_FUNCTION_PARAMETERS, HashTable *keys, doubl
      * caller's, held by the call frame). */
     dl_acquired(return_value, st, l, ttl_ms, blocking, timeout_s, &w);
     efree(ks);
+    dl_run_pending_handlers(return_value);
 }
 
 PHP_METHOD(Distlock_Client, tryLockMany)
