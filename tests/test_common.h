@@ -48,6 +48,20 @@
         }                                                                     \
     } while (0)
 
+/* `key` holds `token` on at least a quorum of `n` nodes (n/2+1), waiting up
+ * to 3 s: what a grant promises. A fresh client's first round may end at the
+ * quorum before a slow node's connection is ready, and that request is then
+ * never sent, so "every node" is not a promise. */
+#define assert_holding_quorum(rc, key, token, n) do {                         \
+        int got__ = -1, need__ = (n) / 2 + 1;                                 \
+        if (!RH_WAIT_UNTIL((got__ = rh_count_holding(rc, key, token)) >= need__, 3000)) { \
+            print_error("%s holds %s on %d node(s), expected a quorum (%d of %d)\n", \
+                        (key), (token) ? (const char *)(token) : "anything", got__, \
+                        need__, (n));                                         \
+            fail();                                                           \
+        }                                                                     \
+    } while (0)
+
 /* 1 under ASan or TSan (GCC and clang spellings). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #  define TEST_SANITIZED 1
