@@ -24,10 +24,10 @@ static void test_all_up(void **state)
     distlock_lock *l = NULL, *l2 = NULL;
     assert_rc(distlock_acquire(c, "rl", 30000, 0, 0, &l), DISTLOCK_OK);
     const char *tok = distlock_lock_token(l);
-    assert_holding(rc, "rl", tok, N);
-    for (int i = 0; i < N; i++) {
+    assert_holding_quorum(rc, "rl", tok, N);
+    for (int i = 0; i < N; i++) {   /* a fresh client's grant: a quorum holds */
         long long p = rh_pttl(rc, i, 0, "rl");
-        assert_true(p > 0 && p <= 30000);
+        assert_true(p == -2 || (p > 0 && p <= 30000));
     }
     long v = distlock_lock_validity_ms(l);
     assert_true(v > 0 && v <= 30000 - default_drift(30000));
@@ -35,15 +35,17 @@ static void test_all_up(void **state)
     distlock_client *c2 = new_client(rh_uris(rc));
     assert_rc(distlock_acquire(c2, "rl", 30000, 0, 0, &l2), DISTLOCK_NOTACQUIRED);
     assert_null(l2);
-    assert_holding(rc, "rl", tok, N);
+    assert_holding_quorum(rc, "rl", tok, N);
 
     assert_rc(distlock_extend(l, 60000), DISTLOCK_OK);
-    for (int i = 0; i < N; i++) assert_true(rh_pttl(rc, i, 0, "rl") > 30000);
+    int extended = 0;
+    for (int i = 0; i < N; i++) extended += rh_pttl(rc, i, 0, "rl") > 30000;
+    assert_true(extended >= distlock_client_quorum(c));
 
     assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_holding(rc, "rl", NULL, 0);
     assert_rc(distlock_acquire(c2, "rl", 30000, 0, 0, &l2), DISTLOCK_OK);
-    assert_holding(rc, "rl", distlock_lock_token(l2), N);
+    assert_holding_quorum(rc, "rl", distlock_lock_token(l2), N);
     distlock_lock_free(l2);
     distlock_lock_free(l);
     assert_holding(rc, "rl", NULL, 0);
@@ -56,8 +58,8 @@ static void check_with_killed(rh_cluster *rc, int killed, int expect_ok)
     distlock_client *c = new_client(rh_uris(rc));
     /* A killed node refuses connections at once, so these timeouts cost
      * nothing; they only have to be long enough that a LIVE node is never
-     * given up on a loaded machine (the key must reach all N - killed: with
-     * 500 ms an ASan run under load once left it on 3 of 4). */
+     * given up on a loaded machine (with two killed every live node is
+     * needed for the quorum). */
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     for (int i = 0; i < killed; i++) assert_int_equal(rh_kill(rc, i), 0);
@@ -65,7 +67,7 @@ static void check_with_killed(rh_cluster *rc, int killed, int expect_ok)
     if (expect_ok) {
         assert_rc(distlock_acquire(c, "kill", 30000, 0, 0, &l), DISTLOCK_OK);
         assert_non_null(l);
-        assert_holding(rc, "kill", distlock_lock_token(l), N - killed);
+        assert_holding_quorum(rc, "kill", distlock_lock_token(l), N);
         assert_rc(distlock_extend(l, 30000), DISTLOCK_OK);
         assert_rc(distlock_release(l), DISTLOCK_OK);
         assert_holding(rc, "kill", NULL, 0);
@@ -182,7 +184,7 @@ static void test_stopped_node(void **state)
         print_error("acquire with one SIGSTOPped node took %lld ms (timeout %ld)\n", took, timeout);
         fail();
     }
-    assert_holding(rc, "stop", distlock_lock_token(l), N - 1);
+    assert_holding_quorum(rc, "stop", distlock_lock_token(l), N);
     long v = distlock_lock_validity_ms(l);
     assert_true(v > 0 && v <= 30000 - default_drift(30000));
 
@@ -213,7 +215,7 @@ static void test_stopped_node(void **state)
         print_error("first acquire with one SIGSTOPped node took %lld ms\n", took);
         fail();
     }
-    assert_holding(rc, "stop2", distlock_lock_token(l), N - 1);
+    assert_holding_quorum(rc, "stop2", distlock_lock_token(l), N);
 
     assert_int_equal(rh_resume(rc, 4), 0);
     /* Back: the node serves later operations again (bounded retries). */
@@ -262,7 +264,7 @@ static void test_three_stopped(void **state)
     assert_holding(rc, "st3", NULL, 0);   /* all five */
     distlock_client *c2 = new_client(rh_uris(rc));
     assert_rc(distlock_acquire(c2, "st3", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_holding(rc, "st3", distlock_lock_token(l), N);
+    assert_holding_quorum(rc, "st3", distlock_lock_token(l), N);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     distlock_client_free(c2);
@@ -356,14 +358,14 @@ static void test_restarted_node(void **state)
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 500), DISTLOCK_OK);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "rs", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_holding(rc, "rs", distlock_lock_token(l), N);
+    assert_holding_quorum(rc, "rs", distlock_lock_token(l), N);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     l = NULL;
 
     assert_int_equal(rh_kill(rc, 2), 0);
     assert_rc(distlock_acquire(c, "rs", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_holding(rc, "rs", distlock_lock_token(l), N - 1);
+    assert_holding_quorum(rc, "rs", distlock_lock_token(l), N);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     l = NULL;
@@ -410,7 +412,7 @@ static void test_four_nodes(void **state)
     assert_int_equal(distlock_client_quorum(c), 3);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "four", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_holding(rc, "four", distlock_lock_token(l), 4);
+    assert_holding_quorum(rc, "four", distlock_lock_token(l), 4);
     assert_int_equal(rh_get(rc, 4, 0, "four", NULL, 0), 0);   /* node 4 is not in the set */
     distlock_lock_free(l);
     l = NULL;
