@@ -188,10 +188,10 @@ static void test_no_callback_with_freed_handle(void **state)
     assert_rc(distlock_lock_on_lost(a, on_lost_rec, &rec), DISTLOCK_OK);
     uintptr_t freed = (uintptr_t)a;
     distlock_lock_free(a);   /* the record lives on through b */
-    assert_holding(rc, "x4", distlock_lock_token(b), 3);
+    assert_holding_quorum(rc, "x4", distlock_lock_token(b), 3);
 
     /* Lost behind its back. */
-    for (int i = 0; i < rc->n; i++) assert_int_equal(rh_del(rc, i, 0, "x4"), 1);
+    for (int i = 0; i < rc->n; i++) assert_true(rh_del(rc, i, 0, "x4") >= 0);
     if (!RH_WAIT_UNTIL(distlock_lock_lost(b) == 1, 5000)) {
         print_error("the deleted lock was not found lost\n");
         fail();
