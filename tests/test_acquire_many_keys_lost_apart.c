@@ -16,6 +16,9 @@ static void test_extend_agrees_with_renewal_when_keys_lost_on_different_nodes(vo
 {
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
+    /* counted on every node below: each connection up first (a first round
+     * may end at the quorum, its request to a node still connecting unsent) */
+    connect_every_node(rc, c, "apart:connect");
     const char *k1[] = { "apart:a", "apart:b" }, *k2[] = { "apart2:a", "apart2:b" };
     distlock_lock *ext = NULL, *ren = NULL;
     assert_rc(distlock_acquire_many(c, k1, 2, 30000, 0, 0, NULL, &ext), DISTLOCK_OK);
@@ -85,6 +88,9 @@ static void test_key_lost_on_a_quorum_is_not_ours(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
+    /* counted on every node below: each connection up first (a first round
+     * may end at the quorum, its request to a node still connecting unsent) */
+    connect_every_node(rc, c, "quolost:connect");
     const char *keys[] = { "quolost:a", "quolost:b" };
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire_many(c, keys, 2, 30000, 0, 0, NULL, &l), DISTLOCK_OK);
