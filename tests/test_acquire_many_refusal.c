@@ -30,6 +30,8 @@ static distlock_lock *held_set(rh_cluster *rc, distlock_client *c, unsigned mask
 {
     const char *keys[] = { "sacl:a", "sacl:b" };
     distlock_lock *l = NULL;
+    /* counted on every node below: each connection up first */
+    connect_nodes(rc, c, "sacl:connect", nodes_of(mask));
     assert_rc(distlock_acquire_many(c, keys, 2, 30000, 0, 0, NULL, &l), DISTLOCK_OK);
     snprintf(tok, DISTLOCK_TOKEN_MAX + 1, "%s", distlock_lock_token(l));
     const char *t = tok;

@@ -273,19 +273,26 @@ static inline long slow_factor(void)
  * answered, and a request still waiting for its new connection is then not
  * sent, so a new client's first lock may be on a quorum only. A test that
  * later counts every node first makes sure each connection is up: a lock of
- * KEY seen on all rc->n nodes (observed, never timed). */
-static inline void connect_every_node(const rh_cluster *rc, distlock_client *c, const char *key)
+ * KEY seen on all n nodes (observed, never timed). `n`: the client's nodes,
+ * fewer than rc->n for a client of a mask of them. */
+static inline void connect_nodes(const rh_cluster *rc, distlock_client *c, const char *key, int n)
 {
     for (int i = 0; i < 100; i++) {
         distlock_lock *l = NULL;
         assert_int_equal(distlock_acquire(c, key, 10000, 0, 0, &l), DISTLOCK_OK);
-        int all = RH_WAIT_UNTIL(rh_count_holding(rc, key, distlock_lock_token(l)) == rc->n, 500);
+        int all = RH_WAIT_UNTIL(rh_count_holding(rc, key, distlock_lock_token(l)) == n, 500);
         assert_int_equal(distlock_release(l), DISTLOCK_OK);
         distlock_lock_free(l);
         if (all) return;
     }
-    print_error("%s was never seen on all %d nodes\n", key, rc->n);
+    print_error("%s was never seen on all %d nodes\n", key, n);
     fail();
+}
+
+/* connect_nodes for a client of every node of rc. */
+static inline void connect_every_node(const rh_cluster *rc, distlock_client *c, const char *key)
+{
+    connect_nodes(rc, c, key, rc->n);
 }
 
 static inline uint64_t client_stat(distlock_client *c, const char *name)

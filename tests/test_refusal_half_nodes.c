@@ -39,6 +39,8 @@ static void test_extend_two_not_ours_one_refused_one_renewed(void **state)
     rh_cluster *rc = *state;
     acl_set_user(rc, 0xf, USER, PASS, NULL);
     distlock_client *c = acl_user_client(rc, 0xf, USER, PASS);
+    /* counted on every node below: each connection up first */
+    connect_nodes(rc, c, "half:connect", N);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "half:ext", 30000, 0, 0, &l), DISTLOCK_OK);
     assert_holding(rc, "half:ext", distlock_lock_token(l), 4);
@@ -62,6 +64,8 @@ static void test_extend_one_not_ours_one_refused(void **state)
     rh_cluster *rc = *state;
     acl_set_user(rc, 0xf, USER, PASS, NULL);
     distlock_client *c = acl_user_client(rc, 0xf, USER, PASS);
+    /* counted on every node below: each connection up first */
+    connect_nodes(rc, c, "half:connect", N);
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "half:ext1", 30000, 0, 0, &l), DISTLOCK_OK);
     assert_holding(rc, "half:ext1", distlock_lock_token(l), 4);

@@ -23,6 +23,8 @@ static void reacquire_refused(rh_cluster *rc, unsigned mask)
 {
     acl_set_user(rc, mask, USER, PASS, "-pexpire");
     distlock_client *c = acl_user_client(rc, mask, USER, PASS);
+    /* counted on every node below: each connection up first */
+    connect_nodes(rc, c, "rr:connect", __builtin_popcount(mask));
     const char *tok = "0123456789abcdef0123456789abcdef";
     assert_rc(distlock_acquire_token(c, "rr:pair", 30000, tok, 0, NULL), DISTLOCK_OK);
     assert_holding(rc, "rr:pair", tok, __builtin_popcount(mask));
@@ -92,6 +94,8 @@ static void test_reacquire_refused_silent_node_keeps_the_lock(void **state)
     rh_cluster *rc = *state;
     acl_set_user(rc, 0x7, USER, PASS, "-pexpire");
     distlock_client *c = acl_user_client(rc, 0x7, USER, PASS);
+    /* counted on every node below: each connection up first */
+    connect_nodes(rc, c, "rr:connect", N);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 200), DISTLOCK_OK);
     const char *tok = "00112233445566778899aabbccddeeff";
     assert_rc(distlock_acquire_token(c, "rr:silent", 30000, tok, 0, NULL), DISTLOCK_OK);
