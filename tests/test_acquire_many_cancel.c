@@ -59,6 +59,8 @@ static void cancel_set(rh_cluster *rc, int nodes)
 
     /* fired while waiting for cx:b */
     assert_rc(distlock_cancel_new(&cancel), DISTLOCK_OK);
+    /* cx:b is counted on every node below: each connection up first */
+    connect_nodes(rc, c, "cx:connect", nodes);
     distlock_lock *b = NULL;
     assert_rc(distlock_acquire(c, "cx:b", 30000, 0, 0, &b), DISTLOCK_OK);
     waiter w = { .c = c, .cancel = cancel };
