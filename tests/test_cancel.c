@@ -145,6 +145,7 @@ static void test_cancel_from_thread(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL;
     assert_rc(distlock_acquire(holder, "c:thr", 30000, 0, 0, &hl), DISTLOCK_OK);
     distlock_client *wc = slow_client(rc);
@@ -178,6 +179,7 @@ static void test_cancel_from_signal_handler(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL;
     assert_rc(distlock_acquire(holder, "c:sig", 30000, 0, 0, &hl), DISTLOCK_OK);
     distlock_client *wc = slow_client(rc);
@@ -244,6 +246,7 @@ static void test_interrupt_hook(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL;
     assert_rc(distlock_acquire(holder, "c:hook", 30000, 0, 0, &hl), DISTLOCK_OK);
     distlock_client *wc = slow_client(rc);
@@ -309,7 +312,7 @@ static void test_later_calls_unaffected(void **state)
     assert_rc(distlock_release(hl), DISTLOCK_OK);
     pthread_join(t, NULL);
     assert_rc(w.rc, DISTLOCK_OK);
-    assert_holding(rc, "c:later", distlock_lock_token(w.lock), rc->n);
+    assert_holding_quorum(rc, "c:later", distlock_lock_token(w.lock), rc->n);
     distlock_lock_free(w.lock);
     assert_rc(distlock_client_cancel(NULL), DISTLOCK_EINVAL);
     distlock_lock_free(hl);
@@ -370,6 +373,7 @@ static void test_fair_waiter_leaves_queue(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL;
     assert_rc(distlock_acquire(holder, "c:fair", 30000, 0, 0, &hl), DISTLOCK_OK);
     distlock_client *wc = slow_client(rc);
@@ -484,6 +488,7 @@ static void test_fork_separate(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL, *l = NULL;
     assert_rc(distlock_acquire(holder, "c:fork", 30000, 0, 0, &hl), DISTLOCK_OK);
     distlock_client *wc = slow_client(rc);
@@ -572,6 +577,7 @@ static void test_own_cancel_ends_only_its_call(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL;
     assert_rc(distlock_acquire(holder, "c:own", 60000, 0, 0, &hl), DISTLOCK_OK);
     distlock_client *wc = still_client(rh_uris(rc));
@@ -674,7 +680,7 @@ static void test_own_cancel_fired_before_the_call(void **state)
     distlock_lock_free(owned);
     /* Without the cancel: served. */
     assert_rc(distlock_acquire(c, "c:before", 30000, 0, 0, &l), DISTLOCK_OK);
-    assert_holding(rc, "c:before", distlock_lock_token(l), rc->n);
+    assert_holding_quorum(rc, "c:before", distlock_lock_token(l), rc->n);
     distlock_lock_free(l);
     distlock_cancel_free(k);
     distlock_client_free(c);
@@ -694,6 +700,7 @@ static void test_own_cancel_from_signal_handler(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL;
     distlock_lock *hl2 = NULL;
     assert_rc(distlock_acquire(holder, "c:ksig", 30000, 0, 0, &hl), DISTLOCK_OK);
@@ -863,7 +870,7 @@ static void test_own_cancel_fair_waiter_leaves_queue(void **state)
     assert_rc(distlock_release(hl), DISTLOCK_OK);
     pthread_join(tb, NULL);
     assert_rc(b.rc, DISTLOCK_OK);
-    assert_holding(rc, "c:kfair", distlock_lock_token(b.lock), rc->n);
+    assert_holding_quorum(rc, "c:kfair", distlock_lock_token(b.lock), rc->n);
     distlock_lock_free(b.lock);
     distlock_cancel_free(ka);
     distlock_lock_free(hl);
@@ -929,6 +936,7 @@ static void test_own_cancel_fired_in_forked_child(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    connect_every_node(rc, holder, "c:holder:connect");  /* its key is counted on every node */
     distlock_lock *hl = NULL;
     assert_rc(distlock_acquire(holder, "c:kfork", 30000, 0, 0, &hl), DISTLOCK_OK);
     distlock_client *wc = still_client(rh_uris(rc));
