@@ -90,9 +90,12 @@ static void lock_unlock(distlock_client *c, rh_cluster *rc, int nodes)
 {
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "tls:k", 10000, 0, 0, &l), DISTLOCK_OK);
-    assert_holding(rc, "tls:k", distlock_lock_token(l), nodes);
+    /* a quorum: a first round may end before the last TLS handshake */
+    assert_holding_quorum(rc, "tls:k", distlock_lock_token(l), nodes);
     assert_rc(distlock_extend(l, 20000), DISTLOCK_OK);
-    assert_true(rh_pttl(rc, 0, 0, "tls:k") > 10000);
+    int extended = 0;
+    for (int i = 0; i < nodes; i++) extended += rh_pttl(rc, i, 0, "tls:k") > 10000;
+    assert_true(extended >= nodes / 2 + 1);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_holding(rc, "tls:k", NULL, 0);
     distlock_lock_free(l);
@@ -180,7 +183,7 @@ static void test_tls_wait_and_renew(void **state)
     /* Held well past its 600 ms ttl: renewed over TLS. */
     RH_WAIT_UNTIL(rh_now_ms() - t0 > 1500, 3000);
     assert_false(distlock_lock_lost(l));
-    assert_holding(good, "tls:w", distlock_lock_token(l), 3);
+    assert_holding_quorum(good, "tls:w", distlock_lock_token(l), 3);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     long long released = rh_now_ms();
     assert_int_equal(pthread_join(th, NULL), 0);
