@@ -86,6 +86,7 @@ static void same_token_request_lost(fixture *f, unsigned lost, const char *key)
     distlock_client *a = new_client(rh_uris(rc));
     distlock_client *b = new_client(fp_uris(fp));
     connect_every_node(rc, b, "tc2:connect");
+    connect_every_node(rc, a, "tc2:connect");  /* A's key is counted on every node */
 
     distlock_lock *la = NULL;
     distlock_acquire_args args = { .size = sizeof args, .token = tok };
@@ -167,6 +168,7 @@ static void test_same_token_timed_out_nodes_keep_holder_key(void **state)
     distlock_client *b = new_client(fp_uris(fp));
     assert_rc(distlock_client_set(b, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
     connect_every_node(rc, b, "tc2:connect");
+    connect_every_node(rc, a, "tc2:connect");  /* A's key is counted on every node */
 
     distlock_lock *la = NULL, *lb = NULL, *lc = NULL;
     distlock_acquire_args args = { .size = sizeof args, .token = tok };
@@ -215,6 +217,7 @@ static void same_token_fair_timed_out(fixture *f, const char *key, long wait_ms)
     distlock_client *b = new_client(fp_uris(fp));
     assert_rc(distlock_client_set(b, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
     connect_every_node(rc, b, "tc2:connect");
+    connect_every_node(rc, a, "tc2:connect");  /* A's key is counted on every node */
 
     distlock_lock *la = NULL, *lb = NULL;
     distlock_acquire_args args = { .size = sizeof args, .token = tok };
