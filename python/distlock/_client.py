@@ -1009,7 +1009,56 @@ def _keys(keys: Any) -> Tuple[KeyType, ...]:
     return got
 
 
-class Semaphore(Lock):
+class _SemaphoreWords:
+    """A semaphore's ``permits`` and the words of its messages and repr: one
+    copy for the blocking and the asyncio Semaphore (each puts it before its
+    Lock base)."""
+    _key: KeyType
+    _permits: int
+
+    @property
+    def permits(self) -> int:
+        """The permits P this object asks for (as given)."""
+        return self._permits
+
+    def _what(self) -> str:
+        return "semaphore %r" % (self._key,)
+
+    def _repr_extra(self) -> str:
+        return " permits=%d" % self._permits
+
+    def _refused_text(self) -> str:
+        return "semaphore %r: all %d permits are held" % (self._key, self._permits)
+
+
+class _MultiLockWords:
+    """A set of keys' ``key`` / ``keys`` and the words of its messages: one
+    copy for the blocking and the asyncio MultiLock (each puts it before its
+    Lock base)."""
+    _key: KeyType
+    _keys: Tuple[KeyType, ...]
+
+    @property
+    def key(self) -> KeyType:
+        """The first key (as given)."""
+        return self._key
+
+    @property
+    def keys(self) -> Tuple[KeyType, ...]:
+        """Every key, in the order given (as given: str or bytes)."""
+        return self._keys
+
+    def _shown(self) -> Any:
+        return list(self._keys)
+
+    def _what(self) -> str:
+        return "locks %r" % (list(self._keys),)
+
+    def _refused_text(self) -> str:
+        return "locks %r: a key is held by another owner" % (list(self._keys),)
+
+
+class Semaphore(_SemaphoreWords, Lock):
     """One permit of a distributed semaphore, made by :meth:`Client.semaphore`.
 
     At most ``permits`` holders at once across processes and hosts; each
@@ -1029,11 +1078,6 @@ class Semaphore(Lock):
         Lock.__init__(self, client, key, ttl, wait=wait, auto_renew=auto_renew,
                       on_lost=on_lost)
 
-    @property
-    def permits(self) -> int:
-        """The permits P this object asks for (as given)."""
-        return self._permits
-
     def _c_acquire(self, wait_ms: int) -> Tuple[int, Any]:
         try:
             status, h = self._client._call(_core.distlock_py_semaphore_acquire, self._key,
@@ -1043,17 +1087,8 @@ class Semaphore(Lock):
         except InvalidArgument as e:
             raise _long_detail(e, self._permits) from None
 
-    def _what(self) -> str:
-        return "semaphore %r" % (self._key,)
 
-    def _repr_extra(self) -> str:
-        return " permits=%d" % self._permits
-
-    def _refused_text(self) -> str:
-        return "semaphore %r: all %d permits are held" % (self._key, self._permits)
-
-
-class MultiLock(Lock):
+class MultiLock(_MultiLockWords, Lock):
     """Several keys locked all or none, as one lease, made by
     :meth:`Client.lock_many`: one token and one ttl for every key;
     ``release()``, ``extend()`` and the auto-renewal cover them all, and it
@@ -1067,16 +1102,6 @@ class MultiLock(Lock):
         self._keys = _keys(keys)
         Lock.__init__(self, client, self._keys[0] if self._keys else "", ttl, wait=wait,
                       auto_renew=auto_renew, fencing=fencing, on_lost=on_lost)
-
-    @property
-    def key(self) -> KeyType:
-        """The first key (as given)."""
-        return self._key
-
-    @property
-    def keys(self) -> Tuple[KeyType, ...]:
-        """Every key, in the order given (as given: str or bytes)."""
-        return self._keys
 
     @property
     def fences(self) -> Optional[List[int]]:
@@ -1093,12 +1118,3 @@ class MultiLock(Lock):
         status, h = self._client._call(_core.distlock_py_acquire_many, self._keys, self._ttl_ms,
                                        wait_ms, self._flags, None)
         return int(status), h
-
-    def _shown(self) -> Any:
-        return list(self._keys)
-
-    def _what(self) -> str:
-        return "locks %r" % (list(self._keys),)
-
-    def _refused_text(self) -> str:
-        return "locks %r: a key is held by another owner" % (list(self._keys),)

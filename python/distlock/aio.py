@@ -36,8 +36,9 @@ from types import TracebackType
 
 from . import _core
 from ._client import Client as _SyncClient
-from ._client import (Holder, KeyType, Servers, _additional_ms, _c_long, _check_key, _keys,
-                      _long_detail, _permits, _ttl_ms, _wait_ms, _warn_unreleased)
+from ._client import (Holder, KeyType, Servers, _MultiLockWords, _SemaphoreWords, _additional_ms,
+                      _c_long, _check_key, _keys, _long_detail, _permits, _ttl_ms, _wait_ms,
+                      _warn_unreleased)
 from ._errors import (ClosedError, ConnectionError, Error, InvalidArgument, LockLost,
                       LockNotAcquired, NotHeld, RenewalFailed)
 from ._lost import report_callback_error
@@ -837,7 +838,7 @@ class Lock:
             handles.pop()
 
 
-class Semaphore(Lock):
+class Semaphore(_SemaphoreWords, Lock):
     """One permit of a distributed semaphore for asyncio, made by
     :meth:`Client.semaphore` (see :class:`distlock.Semaphore`): Lock's whole
     surface (``await acquire()``, ``async with``, ``@sem``...) plus
@@ -851,11 +852,6 @@ class Semaphore(Lock):
         Lock.__init__(self, client, key, ttl, wait=wait, auto_renew=auto_renew,
                       on_lost=on_lost, cancel_on_lost=cancel_on_lost)
 
-    @property
-    def permits(self) -> int:
-        """The permits P this object asks for (as given)."""
-        return self._permits
-
     def _c_acquire(self, budget: int, cancel: Any, owner: Optional[str]) -> Tuple[int, Any]:
         try:
             status, h = self._client._sync._call(_core.distlock_py_semaphore_acquire, self._key,
@@ -865,17 +861,8 @@ class Semaphore(Lock):
         except InvalidArgument as e:
             raise _long_detail(e, self._permits) from None
 
-    def _what(self) -> str:
-        return "semaphore %r" % (self._key,)
 
-    def _repr_extra(self) -> str:
-        return " permits=%d" % self._permits
-
-    def _refused_text(self) -> str:
-        return "semaphore %r: all %d permits are held" % (self._key, self._permits)
-
-
-class MultiLock(Lock):
+class MultiLock(_MultiLockWords, Lock):
     """Several keys locked all or none as one lease, for asyncio, made by
     :meth:`Client.lock_many` (see :class:`distlock.MultiLock`): Lock's whole
     surface plus ``keys`` and ``fences``."""
@@ -888,16 +875,6 @@ class MultiLock(Lock):
         Lock.__init__(self, client, self._keys[0] if self._keys else "", ttl, wait=wait,
                       auto_renew=auto_renew, fencing=fencing, on_lost=on_lost,
                       cancel_on_lost=cancel_on_lost)
-
-    @property
-    def key(self) -> KeyType:
-        """The first key (as given)."""
-        return self._key
-
-    @property
-    def keys(self) -> Tuple[KeyType, ...]:
-        """Every key, in the order given (as given: str or bytes)."""
-        return self._keys
 
     @property
     def fences(self) -> Optional[List[int]]:
@@ -913,12 +890,3 @@ class MultiLock(Lock):
         status, h = self._client._sync._call(_core.distlock_py_acquire_many, self._keys,
                                              self._ttl_ms, budget, self._flags, cancel)
         return int(status), h
-
-    def _shown(self) -> Any:
-        return list(self._keys)
-
-    def _what(self) -> str:
-        return "locks %r" % (list(self._keys),)
-
-    def _refused_text(self) -> str:
-        return "locks %r: a key is held by another owner" % (list(self._keys),)
