@@ -38,22 +38,8 @@ cleanup() {
 }
 trap cleanup EXIT
 
-# A distlock enabled system-wide (the php-distlock package's conf.d ini)
-# would load beside the module under test: scan a copy of conf.d without it,
-# as php-ext/tests/run.sh does.
-scan=$(php -n -r 'echo PHP_CONFIG_FILE_SCAN_DIR;')
-loads_distlock() { grep -qsE '^[[:space:]]*extension[[:space:]]*=[[:space:]]*"?([^"]*/)?distlock(\.so)?"?[[:space:]]*$' "$1"; }
-if [ -n "$scan" ] && [ -d "$scan" ]; then
-  for f in "$scan"/*.ini; do
-    if loads_distlock "$f"; then
-      mkdir -p "$work/conf.d"
-      for g in "$scan"/*.ini; do loads_distlock "$g" || ln -s "$g" "$work/conf.d/"; done
-      export PHP_INI_SCAN_DIR=$work/conf.d
-      echo "php-adapters: $f enables a system-wide distlock; the tests scan $PHP_INI_SCAN_DIR without it" >&2
-      break
-    fi
-  done
-fi
+source "$repo/tests/harness/php-ini-without-distlock.sh"
+without_system_distlock "$work" php-adapters
 
 bash "$harness" start "$work/one" 1 >/dev/null
 bash "$harness" start "$work/three" 3 >/dev/null

@@ -85,22 +85,8 @@ cleanup() {
   rm -rf "$work"
 }
 trap cleanup EXIT
-# A distlock enabled system-wide (the php-distlock package's conf.d ini) would
-# load beside the module under test ("Module "distlock" is already loaded"):
-# then the tests scan a copy of the conf.d directory without it.
-scan=$(php -n -r 'echo PHP_CONFIG_FILE_SCAN_DIR;')
-loads_distlock() { grep -qsE '^[[:space:]]*extension[[:space:]]*=[[:space:]]*"?([^"]*/)?distlock(\.so)?"?[[:space:]]*$' "$1"; }
-if [ -n "$scan" ] && [ -d "$scan" ]; then
-  for f in "$scan"/*.ini; do
-    if loads_distlock "$f"; then
-      mkdir -p "$work/conf.d"
-      for g in "$scan"/*.ini; do loads_distlock "$g" || ln -s "$g" "$work/conf.d/"; done
-      export PHP_INI_SCAN_DIR=$work/conf.d
-      echo "php-ext: $f enables a system-wide distlock; the tests scan $PHP_INI_SCAN_DIR without it" >&2
-      break
-    fi
-  done
-fi
+source "$repo/tests/harness/php-ini-without-distlock.sh"
+without_system_distlock "$work" php-ext
 bash "$harness" start "$work/single" 1 >/dev/null
 bash "$harness" start "$work/redlock" 3 >/dev/null
 # TLS: a CA and certificates made for this run, one server with a TLS port
