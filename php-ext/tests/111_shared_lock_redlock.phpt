@@ -13,6 +13,8 @@ require __DIR__ . '/fixtures/common.inc';
 $nodes = dl_test_redlock();
 $r = array_map('dl_test_phpredis', $nodes);
 $c = new Client(implode(',', $nodes));
+// Connect every node first: the readers are checked on every node.
+dl_test_connect_every_node($c, $r);
 $members = fn($k, $tok) => implode(' ', array_map(fn($x) => $x->zScore($k, $tok) === false ? '-' : 'y', $r));
 $types = fn($k) => implode(' ', array_map(fn($x) => [Redis::REDIS_NOT_FOUND => '-', Redis::REDIS_STRING => 'string', Redis::REDIS_ZSET => 'zset'][$x->type($k)] ?? '?', $r));
 $settled = fn($f, $want) => dl_test_wait_for(fn() => $f() === $want, 3.0) ? $want : $f();

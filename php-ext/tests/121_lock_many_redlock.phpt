@@ -13,6 +13,8 @@ require __DIR__ . '/fixtures/common.inc';
 $nodes = dl_test_redlock();
 $r = array_map('dl_test_phpredis', $nodes);
 $c = new Client(implode(',', $nodes));
+// Connect every node first: the set is checked on every node.
+dl_test_connect_every_node($c, $r);
 // Per node: which keys hold $tok ('y'), another value ('o') or nothing ('-').
 $grid = fn($ks, $tok) => implode(' ', array_map(fn($x) => implode('', array_map(
     fn($k) => ($v = $x->get($k)) === false ? '-' : ($v === $tok ? 'y' : 'o'), $ks)), $r));

@@ -65,14 +65,8 @@ $rs = array_map('dl_test_phpredis', $nodes);
 $c3 = new Client(implode(',', $nodes));
 $ka = dl_test_key('abandon3a');
 $kb = dl_test_key('abandon3b');
-// Connect every node first: a fresh client's first rounds may end at the
-// quorum before the third node's connection is ready (that SET is not sent).
-$deadline = microtime(true) + 5;
-do {
-    $w = $c3->tryLock($ka, 5);
-    $all = count(array_filter($rs, fn($n) => $n->get($ka) === $w->token())) === count($rs);
-    $w->release();
-} while (!$all && microtime(true) < $deadline);
+// Connect every node first: every node is checked below.
+dl_test_connect_every_node($c3, $rs);
 $l = $c3->tryLockMany([$ka, $kb], 30);
 $tok = $l->token();
 $l->abandon();

@@ -37,17 +37,20 @@ foreach ($cases as $name => $nodes) {
     echo "-- $name\n";
     $servers = implode(',', $nodes);
     $rs = array_map('dl_test_phpredis', $nodes);
-    $held = fn(string $k, string $t) => array_sum(array_map(fn($r) => (int)($r->get($k) === $t), $rs));
+    // The other process's lock is promised on a quorum only: its fresh
+    // client's round may end before its last connection is ready.
+    $quorum = intdiv(count($nodes), 2) + 1;
+    $held = fn(string $k, string $t) => array_sum(array_map(fn($r) => (int)($r->get($k) === $t), $rs)) >= $quorum;
     $c = new Client($servers);
     $k = dl_test_key("restore-$name");
 
     // Another process took the key and exited without releasing it.
     $tok = child($takeAndAbandon, $servers, $k);
-    var_dump(strlen($tok), $held($k, $tok) === count($nodes));
+    var_dump(strlen($tok), $held($k, $tok));
     // A wrong token restores a Lock (no I/O) whose release deletes nothing.
     $wrong = $c->restoreLock($k, 'not-the-owner');
     var_dump($wrong->isHeld(), $wrong->validity(), $wrong->fence(), $wrong->release());
-    var_dump($held($k, $tok) === count($nodes));
+    var_dump($held($k, $tok));
     err('extend wrong', fn() => $wrong->extend(5));
     // The right token: not known held until extended, then held with a fresh TTL.
     $l = $c->restoreLock($k, $tok);
@@ -55,7 +58,7 @@ foreach ($cases as $name => $nodes) {
     err('check', fn() => $l->check());
     err('extend()', fn() => $l->extend());
     $v = $l->extend(20);
-    var_dump($v > 15 && $v <= 20, $l->isHeld(), min(array_map(fn($r) => $r->pttl($k), $rs)) > 15000);
+    var_dump($v > 15 && $v <= 20, $l->isHeld(), count(array_filter($rs, fn($r) => $r->pttl($k) > 15000)) >= $quorum);
     var_dump($l->extend() > 15);    // now the last extend's TTL
     // Its release deletes the other process's lock on every node.
     var_dump($l->release(), array_sum(array_map(fn($r) => $r->exists($k), $rs)), $l->isHeld());
@@ -68,20 +71,20 @@ foreach ($cases as $name => $nodes) {
     $l = $c->restoreLock($k, $tok);
     $l->abandon();
     unset($l);
-    var_dump($held($k, $tok) === count($nodes));
+    var_dump($held($k, $tok));
     $c->restoreLock($k, $tok);    // a temporary: destroyed at once, sending nothing
-    var_dump($held($k, $tok) === count($nodes));
+    var_dump($held($k, $tok));
     $l = $c->restoreLock($k, $tok);
     $l->extend(20);
     unset($l);
-    var_dump($held($k, $tok) === count($nodes));
+    var_dump($held($k, $tok));
     var_dump($c->restoreLock($k, $tok)->release(), array_sum(array_map(fn($r) => $r->exists($k), $rs)));
 
     // A caller's token from another process (a framework's owner string).
     $owner = 'owner-' . bin2hex(random_bytes(4));
     child('$c = new Distlock\Client($argv[1]); $c->tryLock($argv[2], 30, token: $argv[3])->abandon();',
           $servers, $k, $owner);
-    var_dump($held($k, $owner) === count($nodes), $c->restoreLock($k, $owner)->release(),
+    var_dump($held($k, $owner), $c->restoreLock($k, $owner)->release(),
              array_sum(array_map(fn($r) => $r->exists($k), $rs)));
 
     // A token this very client abandoned: restoring it is an explicit claim.
