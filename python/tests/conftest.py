@@ -121,6 +121,42 @@ def wait_until(cond, timeout: float, interval: float = 0.01) -> bool:
         time.sleep(interval)
 
 
+def _on_every_node(nodes, key: str, token: str) -> bool:
+    return all(s.redis().get(key) == token for s in nodes)
+
+
+def connect_every_node(client, nodes, timeout: float = 5.0) -> None:
+    """Connect client to every node of nodes before a test checks what a
+    lock wrote on each of them: a fresh client's first rounds may end at the
+    quorum before its connection to the last node is ready, and that request
+    is then never sent (the lock is held on a quorum, as promised). Takes and
+    releases a lock of its own key until one lands on every node."""
+    warm = "connect-every-node:" + uuid.uuid4().hex
+    deadline = time.monotonic() + timeout
+    while True:
+        w = client.lock(warm, ttl=5)
+        assert w.acquire(blocking=False)
+        everywhere = _on_every_node(nodes, warm, w.token)
+        w.release()
+        if everywhere:
+            return
+        assert time.monotonic() < deadline, "a lock never reached all %d nodes" % len(nodes)
+
+
+async def aconnect_every_node(client, nodes, timeout: float = 5.0) -> None:
+    """connect_every_node for a distlock.aio.Client."""
+    warm = "connect-every-node:" + uuid.uuid4().hex
+    deadline = time.monotonic() + timeout
+    while True:
+        w = client.lock(warm, ttl=5)
+        assert await w.acquire(blocking=False)
+        everywhere = _on_every_node(nodes, warm, w.token)
+        await w.release()
+        if everywhere:
+            return
+        assert time.monotonic() < deadline, "a lock never reached all %d nodes" % len(nodes)
+
+
 @pytest.fixture(scope="module", params=[1, 3], ids=["1node", "3nodes"])
 def nodes(request, server_factory):
     """One node, then three independent nodes (Redlock), for a module's

@@ -10,6 +10,7 @@ import pytest
 
 import distlock
 import distlock.aio as aio
+from conftest import connect_every_node
 
 LAG_BUDGET = 0.005     # the loop's worst lag, seconds
 CANCEL_BUDGET = 0.050  # cancel -> the awaiting task is done, seconds
@@ -485,16 +486,7 @@ def test_redlock_cancel_leaves_no_key_on_any_node(server_factory, key):
     uris = ",".join(s.uri for s in servers)
     rs = [s.redis() for s in servers]
     holder = distlock.Client(uris)
-    # Connect the holder to every node first: a fresh client's first rounds
-    # may end at the quorum before the third connection is ready, and that
-    # request is then never sent.
-    for _ in range(100):
-        w = holder.lock(key + ":warm", ttl=5)
-        assert w.acquire(blocking=False)
-        everywhere = [r.get(key + ":warm") for r in rs] == [w.token] * 3
-        w.release()
-        if everywhere:
-            break
+    connect_every_node(holder, servers)  # its locks are checked on every node
 
     async def main():
         async with aio.Client(uris) as c:

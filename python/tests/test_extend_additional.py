@@ -7,7 +7,7 @@ import pytest
 
 import distlock
 import distlock.aio as aio
-from conftest import node_uris
+from conftest import aconnect_every_node, connect_every_node, node_uris
 
 
 def pttls(nodes, key):
@@ -16,6 +16,7 @@ def pttls(nodes, key):
 
 def test_extend_adds_to_the_validity_left(nodes, key):
     with distlock.Client(node_uris(nodes)) as c:
+        connect_every_node(c, nodes)  # every node's TTL is checked
         with c.lock(key, ttl=10) as lk:
             v = lk.extend(additional=20)
             assert 25 < v <= 30, v          # ~10 left + 20, not 20
@@ -41,6 +42,7 @@ def test_extend_takes_ttl_or_additional(client, key):
 def test_aio_extend_adds_to_the_validity_left(nodes, key):
     async def main():
         async with aio.Client(node_uris(nodes)) as c:
+            await aconnect_every_node(c, nodes)  # every node's TTL is checked
             async with c.lock(key, ttl=10) as lk:
                 v = await lk.extend(additional=20)
                 assert 25 < v <= 30, v

@@ -15,7 +15,8 @@ import pytest
 
 import distlock
 import distlock.aio as aio
-from conftest import node_uris, spawn_holder, subscribers, wait_until
+from conftest import (aconnect_every_node, connect_every_node, node_uris, spawn_holder, subscribers,
+                      wait_until)
 
 
 def keyset(key, n):
@@ -25,6 +26,7 @@ def keyset(key, n):
 def test_all_keys_or_none(nodes, key):
     a, b, cc = keyset(key, 3)
     with distlock.Client(node_uris(nodes)) as c:
+        connect_every_node(c, nodes)  # the set is checked on every node
         other = c.lock(b, ttl=30)
         assert other.acquire(blocking=False)
         many = c.lock_many([a, b, cc], ttl=30)
@@ -209,6 +211,7 @@ def test_aio_all_or_none_wake_and_fences(nodes, key):
     async def main():
         async with aio.Client(node_uris(nodes)) as c, \
                 aio.Client(node_uris(nodes), retry_min=5, retry_max=5) as waiting:
+            await aconnect_every_node(waiting, nodes)  # its set is checked on node 0
             other = c.lock(b, ttl=30)
             assert await other.acquire(blocking=False)
             many = waiting.lock_many([a, b, cc], ttl=30, fencing=True)

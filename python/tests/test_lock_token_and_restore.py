@@ -10,12 +10,13 @@ import pytest
 
 import distlock
 import distlock.aio as aio
-from conftest import node_uris
+from conftest import aconnect_every_node, connect_every_node, node_uris
 
 
 @pytest.fixture
 def c(nodes):
     with distlock.Client(node_uris(nodes)) as cl:
+        connect_every_node(cl, nodes)  # the tests check every node
         yield cl
 
 
@@ -63,6 +64,7 @@ def test_lock_token_rules_are_the_librarys(c, key):
 
 def test_restore_releases_an_ownership_taken_elsewhere(c, nodes, key):
     with distlock.Client(node_uris(nodes)) as elsewhere:
+        connect_every_node(elsewhere, nodes)
         tok = elsewhere.generate_token()
         assert elsewhere.acquire_token(key, tok, ttl=10) is not None
     lk = c.restore(key, tok)
@@ -109,6 +111,7 @@ def test_restore_of_a_token_that_does_not_hold_the_key(c, nodes, key):
 def test_aio_token_and_restore(nodes, key):
     async def main():
         async with aio.Client(node_uris(nodes)) as ac:
+            await aconnect_every_node(ac, nodes)
             lk = ac.lock(key, ttl=10, token="aio-owner")
             assert await lk.acquire(blocking=False)
             assert lk.token == "aio-owner"

@@ -2,7 +2,7 @@
 import pytest
 
 import distlock
-from conftest import wait_until
+from conftest import connect_every_node, wait_until
 
 
 @pytest.fixture
@@ -14,6 +14,7 @@ def test_three_nodes_quorum_and_same_token_everywhere(three, key):
     with distlock.Client([s.uri for s in three], connect_timeout=0.5,
                          command_timeout=0.5) as c:
         assert c.node_count == 3 and c.quorum == 2
+        connect_every_node(c, three)  # the token is checked on every node
         with c.lock(key, ttl=10) as lk:
             # the acquire returns once a quorum granted: the third node's
             # grant may still be on the way

@@ -9,12 +9,13 @@ import threading
 import pytest
 
 import distlock
-from conftest import node_uris
+from conftest import connect_every_node, node_uris
 
 
 @pytest.fixture
 def c(nodes):
     with distlock.Client(node_uris(nodes)) as cl:
+        connect_every_node(cl, nodes)  # the tests check every node
         yield cl
 
 

@@ -15,7 +15,7 @@ import pytest
 
 import distlock
 import distlock.aio as aio
-from conftest import node_uris, spawn_holder, subscribers, wait_until
+from conftest import connect_every_node, node_uris, spawn_holder, subscribers, wait_until
 
 
 def readers(nodes, key):
@@ -25,6 +25,7 @@ def readers(nodes, key):
 
 def test_readers_share_and_exclude_a_writer(nodes, key):
     with distlock.Client(node_uris(nodes)) as c:
+        connect_every_node(c, nodes)  # the readers are checked on every node
         r1 = c.lock(key, ttl=30, shared=True)
         r2 = c.lock(key, ttl=30, shared=True)
         writer = c.lock(key, ttl=30)
