@@ -190,10 +190,11 @@ final class DistlockStorePersistingTest extends StoreTestCase
         $key = new Key($resource);
         $store->save($key);
         $this->assertTrue($store->exists($key));
-        // the DSN's servers are the Redlock group: the key is on each of them
-        foreach ($this->redisNodes(3) as $r) {
-            $this->assertSame(1, $r->exists($resource));
-        }
+        // the DSN's servers are the Redlock group: the key is on a quorum of
+        // them (all a fresh client's grant promises: its round may end before
+        // its last connection is ready), so not on the first server alone
+        $on = array_sum(array_map(fn(\Redis $r) => $r->exists($resource), $this->redisNodes(3)));
+        $this->assertGreaterThanOrEqual(2, $on);
         $store->delete($key);
 
         foreach ([distlock_test_servers(1), 'distlock:redis://:dsn-pw@127.0.0.1:99999', 'distlock:bogus://:dsn-pw@x'] as $dsn) {

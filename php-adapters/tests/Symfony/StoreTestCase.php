@@ -32,9 +32,13 @@ abstract class StoreTestCase extends TestCase
         return ['1 node' => [1], '3 nodes' => [3]];
     }
 
+    /** A store on a client connected to every node: the tests check each node's keys. */
     protected function store(int $nodes = 1, float $initialTtl = 300.0): DistlockStore
     {
-        return new DistlockStore(new Client(distlock_test_servers($nodes)), $initialTtl);
+        $client = new Client(distlock_test_servers($nodes));
+        distlock_test_connect_every_node($client, $nodes);
+
+        return new DistlockStore($client, $initialTtl);
     }
 
     protected function resource(): string
