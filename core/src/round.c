@@ -1145,15 +1145,21 @@ static int follow(distlock__transport *t, distlock__connset *cs, distlock__resul
     return 1;
 }
 
-void distlock__round(distlock__transport *t, distlock__connset *cs,
-                     const distlock__call *const *calls, distlock__result *res,
-                     distlock__decide_fn decide, void *arg)
+void distlock__round_begin(distlock__transport *t, distlock__connset *cs,
+                           distlock__round_run *rr, const distlock__call *const *calls,
+                           distlock__result *res, distlock__decide_fn decide, void *arg)
 {
     int n = t->n;
-    struct pollfd *pfd = cs->pfd;
-    int *idx = cs->pfd_node;
     uint64_t now = distlock__now_us();
 
+    rr->calls = calls;
+    rr->res = res;
+    rr->decide = decide;
+    rr->arg = arg;
+    rr->decided = 0;
+    rr->grace_end = 0;
+    rr->start = now;
+    rr->np = 0;
     for (int i = 0; i < n; i++) {
         if (calls[i] == NULL) {
             memset(&res[i], 0, sizeof(res[i]));
@@ -1167,142 +1173,179 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
         if (res[i].cap_us == 0)  /* the call's deadline, kept by its restarts */
             res[i].cap_us = res[i].deadline_us;
     }
+}
 
-    int decided = 0;
-    uint64_t start = now, grace_end = 0;
-    for (;;) {
-        int np = 0;
-        uint64_t next = UINT64_MAX;
+int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
+                             distlock__round_run *rr, uint64_t *next_us)
+{
+    int n = t->n;
+    distlock__result *res = rr->res;
+    struct pollfd *pfd = cs->pfd;
+    int *idx = cs->pfd_node;
+    int np = 0;
+    uint64_t next = UINT64_MAX;
+    uint64_t now = distlock__now_us();
 
-        now = distlock__now_us();
-        /* Once the outcome is known the round ends: requests on their way
-         * are left behind (their replies are read later). A call still
-         * waiting for its connection (handshake) gets a short grace, as
-         * long again as the round took so far, which a healthy new
-         * connection needs, not a hung one's timeout; then it is not sent
-         * at all. An undo (or release) still goes out once its connection is
-         * ready, within its deadline: else it would leave a key behind. */
-        if (!decided && decide && decide(res, n, arg)) {
-            decided = 1;
-            grace_end = now + (now - start) + 1000u;
-        }
-        for (int i = 0; i < n; i++) {
-            distlock__result *r = &res[i];
-            distlock__conn *conn = &cs->conns[i];
-            if (r->state != DISTLOCK__R_PENDING)
-                continue;
-            if (decided && !(r->deferred && (r->call->undo || now < grace_end)))
-                continue;
-            if (r->share && now >= r->deadline_us) {
-                cl_share_over(t, cs, r, i);  /* re-routed, or the rest of its deadline */
-                if (r->state != DISTLOCK__R_PENDING)
-                    continue;
-            }
-            if (now >= r->deadline_us) {
-                /* No reply in time. Keep the connection with what it owes:
-                 * if the node is only paused, a later undo queues behind
-                 * the request it undoes instead of racing it. */
-                if (r->clearing)
-                    distlock__result_fail(t, r, i, DISTLOCK_ECONN,
-                                          "an earlier request for this lock is left behind on "
-                                          "another master of this cluster and was not closed "
-                                          "within %ld ms: not sent", r->budget_ms);
-                else if (conn->tls && !distlock__tls_is_up(conn->tls))
-                    distlock__result_fail(t, r, i, DISTLOCK_ECONN,
-                                          "TLS handshake not done within %ld ms (does the "
-                                          "server speak TLS on this port?)",
-                                          r->budget_ms);
-                else
-                    distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
-                                          r->budget_ms +
-                                          (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
-                distlock__stats_node_timeout(t->stats, i);
-                /* A Cluster master that never answered its handshake: like
-                 * a refused one, its slots go elsewhere (the next call
-                 * asks another master who owns them now). */
-                if (is_cluster(t, i) && r->fresh && (conn->ctx == NULL || conn->hs_pending > 0))
-                    distlock__cl_down(t, cs, i);
-                if (conn->ctx && conn->qlen > 0)
-                    conn->late = 1;  /* the next call does not wait on it again */
-                distlock__abandon(t, i, conn, r);
-                /* A Sentinel node's master may be gone without a reset
-                 * (partition, paused): the next call asks the sentinels;
-                 * the same answer keeps this connection's ordering. */
-                if (is_sentinel(t, i) && conn->ctx)
-                    distlock__ep_forget(t, i, conn->ep_state);
-                continue;
-            }
-            if (r->retry_at_us) {  /* a TRYAGAIN's resend (cluster node) */
-                if (now >= r->retry_at_us) {
-                    r->retry_at_us = 0;
-                    if (send_call(t, cs, r, i, r->call, 0) != 0)
-                        continue;
-                } else if (r->retry_at_us < next) {
-                    next = r->retry_at_us;
-                }
-            }
-            if (r->deadline_us < next)
-                next = r->deadline_us;
-            if (decided && !r->call->undo && grace_end < next)
-                next = grace_end;
-            if (conn->ctx == NULL) {
-                pfd[np].fd = distlock__resolve_fd(conn->resolving);
-                pfd[np].events = POLLIN;
-            } else {
-                pfd[np].fd = conn->ctx->fd;
-                pfd[np].events = (short)distlock__events(conn->ctx, conn->tls);
-            }
-            pfd[np].revents = 0;
-            idx[np++] = i;
-        }
-        if (np == 0)
-            break;
-        int wait_ms = (int)((next - now + 999) / 1000);
-        int pr = poll(pfd, (nfds_t)np, wait_ms);
-        if (pr < 0 && errno != EINTR) {
-            for (int k = 0; k < np; k++)
-                distlock__node_fail(t, &cs->conns[idx[k]], &res[idx[k]], idx[k], DISTLOCK_ECONN,
-                                    "%s", strerror(errno));
-            break;
-        }
-        for (int k = 0; pr > 0 && k < np; k++) {
-            int i = idx[k];
-            distlock__conn *conn = &cs->conns[i];
-            distlock__result *r = &res[i];
-            if (pfd[k].revents == 0 || r->state != DISTLOCK__R_PENDING)
-                continue;
-            if (conn->ctx == NULL) {
-                resolved(t, cs, r, i);
-                continue;
-            }
-            if (pfd[k].revents & POLLOUT) {
-                int done = 0;
-                if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
-                    conn_broken(t, cs, r, i);
-                    continue;
-                }
-            }
-            if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-                if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
-                    conn_broken(t, cs, r, i);
-                    continue;
-                }
-                take_replies(t, cs, r, i);
-            }
-        }
+    /* Once the outcome is known the round ends: requests on their way
+     * are left behind (their replies are read later). A call still
+     * waiting for its connection (handshake) gets a short grace, as
+     * long again as the round took so far, which a healthy new
+     * connection needs, not a hung one's timeout; then it is not sent
+     * at all. An undo (or release) still goes out once its connection is
+     * ready, within its deadline: else it would leave a key behind. */
+    if (!rr->decided && rr->decide && rr->decide(res, n, rr->arg)) {
+        rr->decided = 1;
+        rr->grace_end = now + (now - rr->start) + 1000u;
     }
-
-    /* Nodes we stop waiting for: a call never sent is simply failed; one on
-     * its way is left behind (its reply is discarded later). */
     for (int i = 0; i < n; i++) {
         distlock__result *r = &res[i];
-        if (calls[i] == NULL)
+        distlock__conn *conn = &cs->conns[i];
+        if (r->state != DISTLOCK__R_PENDING)
+            continue;
+        if (rr->decided && !(r->deferred && (r->call->undo || now < rr->grace_end)))
+            continue;
+        if (r->share && now >= r->deadline_us) {
+            cl_share_over(t, cs, r, i);  /* re-routed, or the rest of its deadline */
+            if (r->state != DISTLOCK__R_PENDING)
+                continue;
+        }
+        if (now >= r->deadline_us) {
+            /* No reply in time. Keep the connection with what it owes:
+             * if the node is only paused, a later undo queues behind
+             * the request it undoes instead of racing it. */
+            if (r->clearing)
+                distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                                      "an earlier request for this lock is left behind on "
+                                      "another master of this cluster and was not closed "
+                                      "within %ld ms: not sent", r->budget_ms);
+            else if (conn->tls && !distlock__tls_is_up(conn->tls))
+                distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                                      "TLS handshake not done within %ld ms (does the "
+                                      "server speak TLS on this port?)",
+                                      r->budget_ms);
+            else
+                distlock__result_fail(t, r, i, DISTLOCK_ECONN, "no reply within %ld ms",
+                                      r->budget_ms +
+                                      (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
+            distlock__stats_node_timeout(t->stats, i);
+            /* A Cluster master that never answered its handshake: like
+             * a refused one, its slots go elsewhere (the next call
+             * asks another master who owns them now). */
+            if (is_cluster(t, i) && r->fresh && (conn->ctx == NULL || conn->hs_pending > 0))
+                distlock__cl_down(t, cs, i);
+            if (conn->ctx && conn->qlen > 0)
+                conn->late = 1;  /* the next call does not wait on it again */
+            distlock__abandon(t, i, conn, r);
+            /* A Sentinel node's master may be gone without a reset
+             * (partition, paused): the next call asks the sentinels;
+             * the same answer keeps this connection's ordering. */
+            if (is_sentinel(t, i) && conn->ctx)
+                distlock__ep_forget(t, i, conn->ep_state);
+            continue;
+        }
+        if (r->retry_at_us) {  /* a TRYAGAIN's resend (cluster node) */
+            if (now >= r->retry_at_us) {
+                r->retry_at_us = 0;
+                if (send_call(t, cs, r, i, r->call, 0) != 0)
+                    continue;
+            } else if (r->retry_at_us < next) {
+                next = r->retry_at_us;
+            }
+        }
+        if (r->deadline_us < next)
+            next = r->deadline_us;
+        if (rr->decided && !r->call->undo && rr->grace_end < next)
+            next = rr->grace_end;
+        if (conn->ctx == NULL) {
+            pfd[np].fd = distlock__resolve_fd(conn->resolving);
+            pfd[np].events = POLLIN;
+        } else {
+            pfd[np].fd = conn->ctx->fd;
+            pfd[np].events = (short)distlock__events(conn->ctx, conn->tls);
+        }
+        pfd[np].revents = 0;
+        idx[np++] = i;
+    }
+    rr->np = np;
+    *next_us = next;
+    return np;
+}
+
+void distlock__round_advance(distlock__transport *t, distlock__connset *cs,
+                             distlock__round_run *rr)
+{
+    struct pollfd *pfd = cs->pfd;
+    int *idx = cs->pfd_node;
+
+    for (int k = 0; k < rr->np; k++) {
+        int i = idx[k];
+        distlock__conn *conn = &cs->conns[i];
+        distlock__result *r = &rr->res[i];
+        if (pfd[k].revents == 0 || r->state != DISTLOCK__R_PENDING)
+            continue;
+        if (conn->ctx == NULL) {
+            resolved(t, cs, r, i);
+            continue;
+        }
+        if (pfd[k].revents & POLLOUT) {
+            int done = 0;
+            if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
+                conn_broken(t, cs, r, i);
+                continue;
+            }
+        }
+        if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
+            if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
+                conn_broken(t, cs, r, i);
+                continue;
+            }
+            take_replies(t, cs, r, i);
+        }
+    }
+    rr->np = 0;
+}
+
+void distlock__round_end(distlock__transport *t, distlock__connset *cs, distlock__round_run *rr)
+{
+    /* Nodes we stop waiting for: a call never sent is simply failed; one on
+     * its way is left behind (its reply is discarded later). */
+    for (int i = 0; i < t->n; i++) {
+        distlock__result *r = &rr->res[i];
+        if (rr->calls[i] == NULL)
             continue;
         if (r->state == DISTLOCK__R_PENDING && r->deferred && !r->sent)
             distlock__result_fail(t, r, i, DISTLOCK_ECONN, "not sent: its connection was not ready");
         if (cs->conns[i].qlen > 0)
             distlock__abandon(t, i, &cs->conns[i], r);  /* also a failed node's unconfirmed KILLs */
     }
+}
+
+/* The blocking round: the steps above, waiting in poll(). */
+void distlock__round(distlock__transport *t, distlock__connset *cs,
+                     const distlock__call *const *calls, distlock__result *res,
+                     distlock__decide_fn decide, void *arg)
+{
+    distlock__round_run rr;
+    uint64_t next;
+    int np;
+
+    distlock__round_begin(t, cs, &rr, calls, res, decide, arg);
+    while ((np = distlock__round_interest(t, cs, &rr, &next)) > 0) {
+        uint64_t now = distlock__now_us();
+        int wait_ms = next == UINT64_MAX ? -1 : next > now ? (int)((next - now + 999) / 1000) : 0;
+        int pr = poll(cs->pfd, (nfds_t)np, wait_ms);
+        if (pr < 0 && errno != EINTR) {
+            for (int k = 0; k < np; k++) {
+                int i = cs->pfd_node[k];
+                distlock__node_fail(t, &cs->conns[i], &res[i], i, DISTLOCK_ECONN, "%s",
+                                    strerror(errno));
+            }
+            break;
+        }
+        if (pr > 0)
+            distlock__round_advance(t, cs, &rr);
+    }
+    distlock__round_end(t, cs, &rr);
 }
 
 void distlock__round_clear(distlock__result *res, int n)

@@ -520,6 +520,32 @@ int distlock__cl_slot_master(distlock__transport *t, int i, unsigned slot);
 void distlock__round(distlock__transport *t, distlock__connset *cs,
                      const distlock__call *const *calls, distlock__result *res,
                      distlock__decide_fn decide, void *arg);
+/* The same round in steps, for a caller that waits itself (the
+ * non-blocking API, which drives many at once): begin sends; interest
+ * fills cs->pfd[0..np) (cs->pfd_node[k]: node of entry k) with what to
+ * wait for and *next_us with the monotonic time by which to call it again
+ * even if nothing is ready (UINT64_MAX: none), and returns np, 0 once the
+ * round is over; after waiting, the caller sets cs->pfd[k].revents and
+ * calls advance (all zero: nothing happened), then interest again; end
+ * closes it. calls[], res[] and the calls they point to must live until
+ * end. One round per connection set at a time; nothing here blocks. */
+typedef struct distlock__round_run {
+    const distlock__call *const *calls;
+    distlock__result *res;
+    distlock__decide_fn decide;
+    void *arg;
+    int decided;
+    int np;                /* entries interest filled */
+    uint64_t start, grace_end;
+} distlock__round_run;
+void distlock__round_begin(distlock__transport *t, distlock__connset *cs,
+                           distlock__round_run *rr, const distlock__call *const *calls,
+                           distlock__result *res, distlock__decide_fn decide, void *arg);
+int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
+                             distlock__round_run *rr, uint64_t *next_us);
+void distlock__round_advance(distlock__transport *t, distlock__connset *cs,
+                             distlock__round_run *rr);
+void distlock__round_end(distlock__transport *t, distlock__connset *cs, distlock__round_run *rr);
 void distlock__round_clear(distlock__result *res, int n);
 
 #endif
