@@ -4,8 +4,8 @@
  *
  *  - Runs interleaved on one thread keep their own status and error
  *    detail: a lost acquire (key held by another owner), a release of a key
- *    that is not ours, a won acquire and a release that succeeds, on 1 and
- *    on 3 nodes; the details are read only once every run is over, so a
+ *    that is not ours, a won acquire, a release that succeeds and an
+ *    extend, on 1 and on 3 nodes; the details are read only once every run is over, so a
  *    detail taken from the thread's one buffer instead of the run's own
  *    would name the other run's key.
  *  - A run stuck on a paused node (SIGSTOP: the kernel accepts, nothing
@@ -24,7 +24,7 @@
 #define N 4
 DEFINE_GROUP(N)
 
-enum { MAX_RUNS = 4, MAX_PFD = 64 };
+enum { MAX_RUNS = 5, MAX_PFD = 64 };
 
 typedef struct slot {
     distlock__run *r;
@@ -118,12 +118,13 @@ static void start_release(slot *s, distlock_client *c, const char *key, const ch
     assert_int_equal(rc, DISTLOCK_OK);
 }
 
-/* Four runs of one client on `uris` (n nodes), interleaved: each ends with
+/* Five runs of one client on `uris` (n nodes), interleaved: each ends with
  * its own status and its own detail. */
 static void interleaved_keep_their_details(rh_cluster *rc, const char *uris, int n)
 {
     distlock_client *c = new_client(uris);
-    char held_tok[33], mine_tok[33], t_lost[33], t_won[33];
+    char held_tok[33], mine_tok[33], t_lost[33], t_won[33], ext_tok[33];
+    uint64_t ext_until = 0;
     /* held by another owner on every node */
     distlock_token_generate(held_tok, sizeof held_tok);
     for (int i = 0; i < n; i++)
@@ -131,6 +132,9 @@ static void interleaved_keep_their_details(rh_cluster *rc, const char *uris, int
     /* ours (granted through the blocking path), released by a run */
     distlock_token_generate(mine_tok, sizeof mine_tok);
     assert_rc(distlock_acquire_token(c, "runs:ours", 30000, mine_tok, 0, NULL), DISTLOCK_OK);
+    /* ours with a short TTL, extended by a run */
+    distlock_token_generate(ext_tok, sizeof ext_tok);
+    assert_rc(distlock_acquire_token(c, "runs:extend", 5000, ext_tok, 0, NULL), DISTLOCK_OK);
 
     slot s[MAX_RUNS];
     memset(s, 0, sizeof s);
@@ -138,12 +142,16 @@ static void interleaved_keep_their_details(rh_cluster *rc, const char *uris, int
     start_release(&s[1], c, "runs:not-ours", held_tok);
     start_acquire(&s[2], c, "runs:free", t_won);
     start_release(&s[3], c, "runs:ours", mine_tok);
-    int polls = drive(s, 4);
-    for (int k = 0; k < 4; k++)
+    int erc = -999;
+    s[4].r = distlock__extend_lease_start(c, 0, "runs:extend", ext_tok, 60000, &ext_until, &erc);
+    assert_non_null(s[4].r);
+    assert_int_equal(erc, DISTLOCK_OK);
+    int polls = drive(s, 5);
+    for (int k = 0; k < 5; k++)
         finish(&s[k]);
-    printf("# %d node(s), 4 runs in %d poll() calls: lost acquire %d \"%s\"; release of another's "
-           "key %d \"%s\"; won acquire %d; release of ours %d\n", n, polls, s[0].rc, s[0].detail,
-           s[1].rc, s[1].detail, s[2].rc, s[3].rc);
+    printf("# %d node(s), 5 runs in %d poll() calls: lost acquire %d \"%s\"; release of another's "
+           "key %d \"%s\"; won acquire %d; release of ours %d; extend %d\n", n, polls, s[0].rc,
+           s[0].detail, s[1].rc, s[1].detail, s[2].rc, s[3].rc, s[4].rc);
 
     /* the starts returned before their runs were over: the loop drove them */
     assert_true(polls > 0);
@@ -151,6 +159,7 @@ static void interleaved_keep_their_details(rh_cluster *rc, const char *uris, int
     assert_int_equal(s[1].rc, DISTLOCK_ENOTOWNER);
     assert_int_equal(s[2].rc, DISTLOCK_OK);
     assert_int_equal(s[3].rc, DISTLOCK_OK);
+    assert_int_equal(s[4].rc, DISTLOCK_OK);
     if (strstr(s[0].detail, "runs:held-by-other") == NULL ||
         strstr(s[0].detail, "runs:not-ours") != NULL) {
         print_error("the lost acquire's detail is \"%s\": not its own\n", s[0].detail);
@@ -161,12 +170,18 @@ static void interleaved_keep_their_details(rh_cluster *rc, const char *uris, int
         print_error("the refused release's detail is \"%s\": not its own\n", s[1].detail);
         fail();
     }
-    /* what the runs did on the servers */
-    assert_int_equal(rh_count_holding(rc, "runs:free", t_won), n);
-    assert_int_equal(rh_count_holding(rc, "runs:ours", NULL), 0);
+    /* What the runs did on the servers: a run ends at its quorum, the
+     * requests to the other nodes are on their way (awaited, bounded). */
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, "runs:free", t_won) == n, 5000));
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, "runs:ours", NULL) == 0, 5000));
     assert_int_equal(rh_count_holding(rc, "runs:held-by-other", "another-owner"), n);
     assert_int_equal(rh_count_holding(rc, "runs:held-by-other", t_lost), 0);
     assert_true(s[2].att.valid_until_us > distlock__now_us());
+    /* the extend's output, and its TTL on every node (was 5 s) */
+    assert_true(ext_until > distlock__now_us() + 50000000ull);
+    for (int i = 0; i < n; i++)
+        assert_true(RH_WAIT_UNTIL(rh_pttl(rc, i, 0, "runs:extend") > 50000, 5000));
+    assert_rc(distlock_release_token(c, "runs:extend", ext_tok), DISTLOCK_OK);
     assert_rc(distlock_release_token(c, "runs:free", t_won), DISTLOCK_OK);
     distlock_client_free(c);
 }
@@ -227,7 +242,7 @@ static void test_run_on_paused_node_does_not_stall_the_others(void **state)
     assert_true(s[2].over_ms < s[0].over_ms);
     /* and the stuck one ended at its timeout, not before */
     assert_true(s[0].over_ms - t0 >= STUCK_TIMEOUT_MS - 50);
-    assert_int_equal(rh_count_holding(rc, "runs:three", t_three), 3);
+    assert_true(RH_WAIT_UNTIL(rh_count_holding(rc, "runs:three", t_three) == 3, 5000));
     assert_int_equal(rh_count_holding(rc, "runs:one", NULL), 0);
     assert_rc(distlock_release_token(three, "runs:three", t_three), DISTLOCK_OK);
     distlock_client_free(stuck);
