@@ -131,11 +131,24 @@ int distlock__args_token(const distlock_acquire_args *args, const char **token)
 }
 
 /* The detail of a cancelled wait (the status is returned as well). */
-static int cancelled(const char *key, uint64_t t0_us, const char *what)
+int distlock__wait_cancelled(const char *key, uint64_t t0_us, const char *what)
 {
     long ms = (long)((distlock__now_us() - t0_us) / 1000u);
     return distlock__fail(DISTLOCK_ECANCELED, "waiting for '%s' cancelled after %ld ms%s", key,
                           ms, what);
+}
+
+int distlock__first_cancelled(const char *key, int won)
+{
+    return distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled while its first "
+                          "attempt was out%s", key, won ? "; the lock won meanwhile was released"
+                                                        : "");
+}
+
+int distlock__wait_expired(const char *key, long wait_ms)
+{
+    return distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
+                          key, wait_ms);
 }
 
 /* token: h->token. Each new attempt of a plain waiter takes a new token
@@ -177,9 +190,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
         if (rc == DISTLOCK_OK)
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
-        rc = distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled while its first "
-                            "attempt was out%s", key, rc == DISTLOCK_OK ?
-                            "; the lock won meanwhile was released" : "");
+        rc = distlock__first_cancelled(key, rc == DISTLOCK_OK);
         goto leave_queue;
     }
     /* A grant that came after the ttl was used up was undone: within a wait
@@ -210,7 +221,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
     int subscribed = sub == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
     if (sub == DISTLOCK_ECANCELED) {
-        rc = cancelled(key, now0, "");
+        rc = distlock__wait_cancelled(key, now0, "");
         goto out;
     }
 
@@ -218,7 +229,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
      * and the subscription is not missed. */
     for (;;) {
         if (distlock__cancelled(c, &w.sl, 0)) {
-            rc = cancelled(key, now0, "");
+            rc = distlock__wait_cancelled(key, now0, "");
             break;
         }
         if (!fair && !given && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
@@ -230,13 +241,13 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
         if (rc == DISTLOCK_OK && distlock__cancelled(c, &w.sl, 1)) {
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
-            rc = cancelled(key, now0, "; the lock won meanwhile was released");
+            rc = distlock__wait_cancelled(key, now0, "; the lock won meanwhile was released");
             break;
         }
         /* an attempt that failed while a cancel came: the call was
          * cancelled, whatever the nodes said (nothing is held) */
         if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && distlock__cancelled(c, &w.sl, 0)) {
-            rc = cancelled(key, now0, "");
+            rc = distlock__wait_cancelled(key, now0, "");
             break;
         }
         if (distlock__attempt_ends_wait(rc, &late))
@@ -246,8 +257,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
         uint64_t now = distlock__now_us();
         if (now >= deadline) {
             if (rc == DISTLOCK_NOTACQUIRED)
-                distlock__fail(DISTLOCK_NOTACQUIRED,
-                               "'%s' still held by another owner after %ld ms", key, wait_ms);
+                distlock__wait_expired(key, wait_ms);
             break;  /* ETIMEDOUT keeps its detail */
         }
         if (fair && att->split) {
@@ -258,14 +268,14 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
             (void)distlock__leave_queue(c, key, token);
             if (distlock__waiter_wait(c, &w, distlock__split_pause_at(c), 0) ==
                 DISTLOCK_ECANCELED) {
-                rc = cancelled(key, now0, "");
+                rc = distlock__wait_cancelled(key, now0, "");
                 break;
             }
             continue;
         }
         if (distlock__wait_recheck(c, &w, att->holder_pttl, deadline, subscribed, &backoff) ==
             DISTLOCK_ECANCELED) {
-            rc = cancelled(key, now0, "");
+            rc = distlock__wait_cancelled(key, now0, "");
             break;
         }
     }

@@ -348,6 +348,12 @@ uint64_t distlock__wait_deadline(long wait_ms, uint64_t now);
 /* After an attempt of a wait: 1 if the wait ends with rc (a grant, an
  * error, a second late grant in a row), 0 if it goes on; *late counts. */
 int distlock__attempt_ends_wait(int rc, int *late);
+/* The details (and statuses) of a wait's ends: cancelled after the time
+ * since t0_us (what: appended), cancelled while the first attempt was out
+ * (won: its lock was released), still held after wait_ms. */
+int distlock__wait_cancelled(const char *key, uint64_t t0_us, const char *what);
+int distlock__first_cancelled(const char *key, int won);
+int distlock__wait_expired(const char *key, long wait_ms);
 /* A release of l in two halves around the round: begin checks and gives up
  * the count (1: done, nothing to send; DISTLOCK_OK: send, with *retry and
  * *until; else the error), end takes the verdict (returns rc). */
@@ -425,9 +431,11 @@ struct distlock__waiter {
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
 /* The same without waiting for the confirmation (a multi's operation):
  * DISTLOCK_OK once registered; distlock__waiter_settled() tells when the
- * subscription is confirmed (or cannot be), and w->sl is woken then. */
+ * subscription is confirmed, cannot be, or deadline_us passed (then w counts
+ * as subscribed, as distlock__waiter_add() leaves it); w->sl is woken when
+ * it is confirmed. */
 int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w);
-int distlock__waiter_settled(distlock_client *c, distlock__waiter *w);
+int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
 /* Was w notified by a release since the last call? (resets it) */
 int distlock__waiter_take_notified(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);

@@ -828,10 +828,10 @@ int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w)
     return rc;
 }
 
-int distlock__waiter_settled(distlock_client *c, distlock__waiter *w)
+int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us)
 {
     pthread_mutex_lock(&c->mu);
-    int done = w->subscribed || settled(c, w->channel);
+    int done = w->subscribed || settled(c, w->channel) || distlock__now_us() >= deadline_us;
     w->subscribed |= done;
     pthread_mutex_unlock(&c->mu);
     return done;
