@@ -3,7 +3,7 @@
  *   layer 7  API           options.c client.c handle.c pair.c admin.c ttl.c keyset_api.c
  *                          (distlock.h)
  *   layer 6  background    wait.c watchdog.c cancel.c
- *   layer 5  operations    acquire.c ops.c held.c keyset.c
+ *   layer 5  operations    acquire.c ops.c run.c held.c keyset.c
  *   layer 4  client state  state.c                            (this file)
  *   layer 3  quorum        quorum.c                           (quorum.h)
  *   layer 2  protocol      protocol.c                         (protocol.h)
@@ -228,20 +228,36 @@ typedef struct distlock__attempt {
     uint64_t t0_us, t1_us;
 } distlock__attempt;
 
+/* run.c: an operation as a run, one that never blocks: a chain of rounds
+ * on one connection set, advanced by whoever waits for its descriptors
+ * (run.h says what it holds; acquire.c and ops.c make them). */
+typedef struct distlock__run distlock__run;   /* on the heap; opaque outside acquire.c/ops.c */
+/* Advance as far as possible without waiting; returns np > 0 with
+ * (*pfd)[0..np) to wait for (struct pollfd: the run's connection set's poll
+ * set) and *next_us the monotonic time (us) by which to call it again even
+ * if nothing is ready (UINT64_MAX: none); 0 once finished. */
+int distlock__run_interest(distlock__run *r, struct pollfd **pfd, uint64_t *next_us);
+/* After waiting: (*pfd)[k].revents set by the caller (all 0: nothing
+ * happened). */
+void distlock__run_advance(distlock__run *r);
+/* Only once interest returned 0: its status; the thread's error detail is
+ * set to the run's own (captured as its steps set it: runs interleaved on
+ * one thread do not mix theirs); outputs filled; the run freed. */
+int distlock__run_finish(distlock__run *r);
+/* The blocking driver: interest / poll() / advance until 0, then finish. */
+int distlock__run_wait(distlock__run *r);
+/* The starts take the arguments of the blocking function of the same name,
+ * plus int *rc; the caller keeps every argument (strings, rq, att, outputs)
+ * alive until finish. NULL with *rc (and the detail) when nothing was
+ * started (unusable client, bad key for a cluster, ENOMEM...). A start
+ * never blocks: it sends the first round; a preferred connection set in
+ * use is not waited for (any set: the requests' tags keep the order,
+ * round.c). The blocking functions are their start + distlock__run_wait. */
+
 /* acquire.c: one attempt on every node; a lost one is undone. */
+distlock__run *distlock__acquire_start(distlock_client *c, const distlock__acq_req *rq,
+                                       distlock__attempt *att, int *rc);
 int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att);
-/* Send the release script to the nodes `which` selects (bit i: node i;
- * ~0ull: all), queued even to a node known hung where `maybe` says it may
- * hold it. */
-distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
-                                        const char *key, const char *token, uint64_t which,
-                                        distlock__result *res, uint64_t maybe);
-/* The same, the round stopped by quorum q (a lease needing more grants);
- * hear_all: stopped only once q granted (a retried release). */
-distlock__tally distlock__release_round_q(distlock_client *c, const distlock__quorum *q,
-                                          distlock__connset *cs, const char *key,
-                                          const char *token, uint64_t which,
-                                          distlock__result *res, uint64_t maybe, int hear_all);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent
  * after its first send ran is then recognised as done. */
@@ -260,11 +276,24 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
 int distlock__release_lease(distlock_client *c, int need, const char *key, const char *token,
                             uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
                             int retried, uint64_t *sent_us);
+distlock__run *distlock__release_lease_start(distlock_client *c, int need, const char *key,
+                                             const char *token, uint64_t valid_until_us,
+                                             uint64_t set_pref, uint64_t maybe, int retried,
+                                             uint64_t *sent_us, int *rc);
 int distlock__extend_lease(distlock_client *c, int need, const char *key, const char *token,
                            long ttl_ms, uint64_t *valid_until_us);
-/* A writer that waited for readers gives up: its intent goes (protocol.c). */
+distlock__run *distlock__extend_lease_start(distlock_client *c, int need, const char *key,
+                                            const char *token, long ttl_ms,
+                                            uint64_t *valid_until_us, int *rc);
+/* A writer that waited for readers gives up: its intent goes (protocol.c).
+ * Its start: NULL (*rc ENOMEM, no detail) when it cannot start; the intent
+ * and the registry entry then expire with their scores. */
 void distlock__write_leave(distlock_client *c, const char *key, const char *writer);
+distlock__run *distlock__write_leave_start(distlock_client *c, const char *key,
+                                           const char *writer, int *rc);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
+distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
+                                           const char *token, int *rc);
 /* held.c: the records of held ownerships (c->mu held for all three) */
 /* Free a record that was never linked. */
 void distlock__held_free(distlock__held *h);
