@@ -1,6 +1,7 @@
 /* internal.h -- the core's layers, and who may call what.
  *
  *   layer 7  API           options.c client.c handle.c pair.c admin.c ttl.c keyset_api.c
+ *                          multi.c
  *                          (distlock.h)
  *   layer 6  background    wait.c watchdog.c cancel.c
  *   layer 5  operations    acquire.c ops.c run.c held.c keyset.c
