@@ -1309,10 +1309,11 @@ int distlock_multi_perform(distlock_multi *m)
     if ((rc = usable_multi(m)) != DISTLOCK_OK)
         return rc;
     distlock_client *c = m->c;
-    struct epoll_event ev[64];
+    /* a few at a time: this frame is on the 4 KB stack budget's path */
+    struct epoll_event ev[16];
     int woke = 0, scan = 0, n;
     do {
-        n = epoll_wait(m->epfd, ev, 64, 0);
+        n = epoll_wait(m->epfd, ev, 16, 0);
         for (int i = 0; i < n; i++) {
             int fd = ev[i].data.fd;
             if (fd == m->evfd) {
@@ -1337,7 +1338,7 @@ int distlock_multi_perform(distlock_multi *m)
                 ep_del(m, fd);  /* a stale registration: nobody's now */
             }
         }
-    } while (n == 64);
+    } while (n == 16);
     unsigned gen = distlock__cancel_gen(c);
     if (gen != m->seen_gen) {
         m->seen_gen = gen;
