@@ -274,8 +274,10 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     drive_for(m, 600);
     long long sent = attempts_seen(rc) - before;
     printf("  attempts sent while 20 acquires of one key waited 600 ms: %lld (%lld before)\n", sent, before);
+    /* the active one's tries (its first, the one after it subscribed: a
+     * command or two each on node 0), not one (or more) per acquire */
     assert_true(sent >= 1);
-    assert_true(sent <= 3);  /* the active one's first try, maybe one re-check */
+    assert_true(sent < N / 2);
     for (int i = 0; i < N; i++)
         assert_false(distlock_op_done(ops[i]));
 
@@ -304,6 +306,18 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     distlock_multi_free(m);
     distlock_client_free(c);
     distlock_client_free(holder_c);
+}
+
+static uint64_t stat_value(distlock_client *c, const char *name)
+{
+    distlock_stat st[256];
+    size_t n = 0;
+    if (distlock_client_stats(c, st, 256, &n) != DISTLOCK_OK)
+        return 0;
+    for (size_t i = 0; i < n; i++)
+        if (strcmp(st[i].name, name) == 0)
+            return st[i].value;
+    return 0;
 }
 
 /* SHARED read locks, semaphore permits, AUTO_RENEW, FAIR through the multi. */
@@ -348,13 +362,13 @@ static void test_kinds(void **state)
     assert_op(p2, DISTLOCK_OK);
     assert_op(p3, DISTLOCK_NOTACQUIRED);
 
-    /* AUTO_RENEW: renewed past its ttl by the client's renewal thread */
-    assert_rc(distlock_multi_acquire(m, "mo:renew", 1500, 0, DISTLOCK_AUTO_RENEW, NULL, &ar),
+    /* AUTO_RENEW: renewed by the client's renewal thread (twice: observed) */
+    assert_rc(distlock_multi_acquire(m, "mo:renew", 3000, 0, DISTLOCK_AUTO_RENEW, NULL, &ar),
               DISTLOCK_OK);
     drive_until(m, ar, 5000);
     assert_op(ar, DISTLOCK_OK);
     distlock_lock *lar = distlock_op_take_lock(ar);
-    rh_sleep_ms(2500);  /* the lease's own ttl, passing: only a renewal keeps it */
+    assert_true(RH_WAIT_UNTIL(stat_value(c, "renewal_total") >= 2, 15000));
     assert_int_equal(distlock_lock_lost(lar), 0);
     assert_holding_quorum(rc, "mo:renew", distlock_lock_token(lar), rc->n);
 

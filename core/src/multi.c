@@ -1309,9 +1309,13 @@ int distlock_multi_perform(distlock_multi *m)
     if ((rc = usable_multi(m)) != DISTLOCK_OK)
         return rc;
     distlock_client *c = m->c;
-    /* a few at a time: this frame is on the 4 KB stack budget's path */
+    /* A few at a time: this frame is on the 4 KB stack budget's path. The
+     * set is level-triggered: a descriptor reported stays ready until its
+     * op reads it below, and epoll reports the others on the next calls
+     * (round robin), so the calls are bounded by the descriptors there are
+     * (those left are reported by the next perform). */
     struct epoll_event ev[16];
-    int woke = 0, scan = 0, n;
+    int woke = 0, scan = 0, n, rounds = m->nfds / 16 + 2;
     do {
         n = epoll_wait(m->epfd, ev, 16, 0);
         for (int i = 0; i < n; i++) {
@@ -1338,7 +1342,7 @@ int distlock_multi_perform(distlock_multi *m)
                 ep_del(m, fd);  /* a stale registration: nobody's now */
             }
         }
-    } while (n == 16);
+    } while (n == 16 && --rounds > 0);
     unsigned gen = distlock__cancel_gen(c);
     if (gen != m->seen_gen) {
         m->seen_gen = gen;
