@@ -4,7 +4,8 @@
  * permits, FENCING, AUTO_RENEW, FAIR), release, extend, many keys and many
  * acquires per key from one thread, the local queue (one attempt of the
  * multi on the wire per key: counted by the servers' INFO commandstats),
- * a release through the multi handing the key over at once, per-op cancel
+ * a release through the multi handing the key over at once (also with no
+ * release message: a user without channel rights), per-op cancel
  * (queued, mid-wait, mid-attempt), client cancel, args->cancel from
  * another thread, the deadline, argument checks as the blocking calls'. */
 #include "test_common.h"
@@ -308,6 +309,61 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     distlock_client_free(holder_c);
 }
 
+/* A release through the multi hands the key to the next acquire of the
+ * multi at once, by itself: here the client's user may not SUBSCRIBE
+ * (NOPERM: no release message ever wakes a waiter) and re-checks are 5 s
+ * apart, so only the handover can serve the next acquire sooner. */
+static void test_release_hands_over_without_messages(void **state)
+{
+    rh_cluster *rc = *state;
+    char uris[512] = "", one[96];
+    for (int i = 0; i < rc->n; i++) {
+        redisReply *r = rh_command(rc, i, 0,
+                                   "ACL SETUSER mo_nochan reset on >pw ~* resetchannels +@all");
+        assert_non_null(r);
+        assert_int_equal(r->type, REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        snprintf(one, sizeof(one), "%sredis://mo_nochan:pw@127.0.0.1:%d", i ? "," : "",
+                 rc->node[i].port);
+        strncat(uris, one, sizeof(uris) - strlen(uris) - 1);
+    }
+    distlock_client *c = NULL;
+    assert_rc(distlock_client_new(uris, &c), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    distlock_multi *m = NULL;
+    assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
+    distlock_op *a, *b;
+    assert_rc(distlock_multi_acquire(m, "mo:handover", 20000, 20000, 0, NULL, &a), DISTLOCK_OK);
+    assert_rc(distlock_multi_acquire(m, "mo:handover", 20000, 20000, 0, NULL, &b), DISTLOCK_OK);
+    drive_until(m, a, 5000);
+    assert_op(a, DISTLOCK_OK);
+    drive_for(m, 300);  /* b tried, found it held, waits for its re-check */
+    assert_false(distlock_op_done(b));
+    distlock_lock *l = distlock_op_take_lock(a);
+    distlock_op *rel;
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
+    drive_until(m, b, 8000);
+    long long took = rh_now_ms() - t0;
+    printf("  without release messages, the next acquire won %lld ms after the release "
+           "started (re-checks 5000 ms apart)\n", took);
+    assert_op(b, DISTLOCK_OK);
+    assert_true(took < 2000);
+    drive_until(m, rel, 5000);
+    distlock_lock_free(l);
+    distlock_op_free(a);
+    distlock_op_free(b);  /* its lock, never taken, is released */
+    distlock_op_free(rel);
+    distlock_multi_free(m);
+    distlock_client_free(c);
+    for (int i = 0; i < rc->n; i++) {
+        redisReply *r = rh_command(rc, i, 0, "ACL DELUSER mo_nochan");
+        if (r)
+            freeReplyObject(r);
+    }
+}
+
 static uint64_t stat_value(distlock_client *c, const char *name)
 {
     distlock_stat st[256];
@@ -417,6 +473,9 @@ static void test_deadline(void **state)
     assert_op(a, DISTLOCK_NOTACQUIRED);
     assert_op(b, DISTLOCK_NOTACQUIRED);
     assert_non_null(strstr(distlock_op_error(b), "still held by another owner after 300 ms"));
+    /* the queued one ended by its own deadline, before the active one */
+    assert_ptr_equal(distlock_multi_done(m), b);
+    assert_ptr_equal(distlock_multi_done(m), a);
     assert_true(tb >= 300 && ta >= 400);
     assert_true(ta < slow_bound(2000, 5000));
     distlock_op_free(a);
@@ -618,6 +677,7 @@ int main(void)
         cmocka_unit_test_setup(test_bad_arguments, heal),
         cmocka_unit_test_setup(test_many_keys_served_in_turn, heal),
         cmocka_unit_test_setup(test_local_queue_one_attempt_on_the_wire, heal),
+        cmocka_unit_test_setup(test_release_hands_over_without_messages, heal),
         cmocka_unit_test_setup(test_kinds, heal),
         cmocka_unit_test_setup(test_deadline, heal),
         cmocka_unit_test_setup(test_op_cancel, heal),

@@ -1441,6 +1441,24 @@ void distlock_op_free(distlock_op *op)
     op_release_memory(op);
 }
 
+/* A forked child's copy of a run of the parent's: neither finished (that
+ * is I/O) nor freed (run.c has no way yet to drop one without I/O), but kept
+ * reachable here until the process ends, so that it is memory held, not
+ * memory lost. */
+static distlock__run **child_runs;
+static size_t nchild_runs;
+
+static void keep_parents_run(distlock__run *r)
+{
+    if (r == NULL)
+        return;
+    distlock__run **t = realloc(child_runs, (nchild_runs + 1) * sizeof(*t));
+    if (t == NULL)
+        return;
+    child_runs = t;
+    child_runs[nchild_runs++] = r;
+}
+
 void distlock_multi_free(distlock_multi *m)
 {
     if (m == NULL)
@@ -1470,12 +1488,12 @@ void distlock_multi_free(distlock_multi *m)
          * memory here; the client forgets the parent's lists (sleepers and
          * waiters, which point into our ops) at its first use in the child,
          * so that use comes first. Nothing is sent, no lock is released. The
-         * runs themselves are left to the process's end (run.c has no way
-         * yet to drop one without I/O). */
+         * runs themselves are kept to the process's end (keep_parents_run). */
         distlock__lock(m->c);
         pthread_mutex_unlock(&m->c->mu);
         while (m->ops) {
             distlock_op *op = m->ops;
+            keep_parents_run(op->run);
             if (op->h)
                 distlock__held_free(op->h);
             free(op->l);
