@@ -41,6 +41,26 @@ static long long exists(rh_cluster *rc, int i, const char *key)
     return n;
 }
 
+/* Nodes of rc where key exists. */
+static int count_existing(rh_cluster *rc, const char *key)
+{
+    int n = 0;
+    for (int i = 0; i < rc->n; i++)
+        n += exists(rc, i, key) == 1;
+    return n;
+}
+
+/* Nodes of rc where key's PTTL is in (lo, hi]. */
+static int count_pttl_in(rh_cluster *rc, const char *key, long long lo, long long hi)
+{
+    int n = 0;
+    for (int i = 0; i < rc->n; i++) {
+        long long p = rh_pttl(rc, i, 0, key);
+        n += p > lo && p <= hi;
+    }
+    return n;
+}
+
 /* The lock's TTL and its owner record's, read in one MULTI so they are
  * taken at the same instant. */
 /* How far apart the lock's and its record's PTTLs may read (see below). */
@@ -119,16 +139,21 @@ static void test_stored_with_same_ttl(void **state)
 }
 
 /* Three nodes: every node holds the record; the watchdog's batched renewal
- * keeps it alive past its first TTL. */
+ * keeps it alive past its first TTL. The client first connects every node
+ * (a fresh client's first round may end at the quorum before the last
+ * connection is ready, and that request is never sent), and the records
+ * are awaited: a round returns at the quorum, the last node's request may
+ * still be on its way. */
 static void test_watchdog_renews(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = owner_client(rc, 0x7, 1, NULL);
+    connect_every_node(rc, c, "o2:connect");
     distlock_lock *l = NULL, *l2 = NULL;
     assert_rc(distlock_acquire(c, "o2", 600, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
     assert_rc(distlock_acquire(c, "o2b", 600, 0, DISTLOCK_AUTO_RENEW, &l2), DISTLOCK_OK);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(exists(rc, i, "{o2}:owner"), 1);
+    assert_true(RH_WAIT_UNTIL(count_existing(rc, "{o2}:owner") == N &&
+                              count_existing(rc, "{o2b}:owner") == N, 3000));
     /* three TTLs pass: only renewals keep the keys */
     long long t_end = rh_now_ms() + 1800;
     while (rh_now_ms() < t_end)
@@ -147,8 +172,8 @@ static void test_watchdog_renews(void **state)
     assert_rc(distlock_release(l2), DISTLOCK_OK);
     distlock_lock_free(l);
     distlock_lock_free(l2);
-    for (int i = 0; i < N; i++)
-        assert_int_equal(exists(rc, i, "{o2}:owner"), 0);
+    assert_true(RH_WAIT_UNTIL(count_existing(rc, "{o2}:owner") == 0 &&
+                              count_existing(rc, "{o2b}:owner") == 0, 3000));
     distlock_client_free(c);
 }
 
@@ -239,28 +264,30 @@ static void test_label(void **state)
 }
 
 /* The fair and the fenced scripts store it too (with the fence counter
- * still working), and their releases delete it. */
+ * still working) on every node, and their releases delete it. Every node:
+ * the client connects each first, and the records are awaited (as in
+ * test_watchdog_renews). */
 static void test_fair_and_fenced(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = owner_client(rc, 0x7, 1, "ff");
+    connect_every_node(rc, c, "o6:connect");
     distlock_lock *l = NULL;
     const unsigned flags[3] = { DISTLOCK_FAIR, DISTLOCK_FENCING, DISTLOCK_FAIR | DISTLOCK_FENCING };
     for (int k = 0; k < 3; k++) {
         assert_rc(distlock_acquire(c, "o6", 30000, 1000, flags[k], &l), DISTLOCK_OK);
         if (flags[k] & DISTLOCK_FENCING)
             assert_true(distlock_lock_fence(l) >= 1);
-        for (int i = 0; i < N; i++) {
-            long long p = rh_pttl(rc, i, 0, "{o6}:owner");
-            assert_true(p > 20000 && p <= 30000);
-        }
+        int got = 0;
+        if (!RH_WAIT_UNTIL((got = count_pttl_in(rc, "{o6}:owner", 20000, 30000)) == N, 3000))
+            fail_msg("{o6}:owner with a PTTL in (20000, 30000] on %d node(s), expected %d "
+                     "(flags %u)", got, N, flags[k]);
         distlock_owner_info o = { .size = sizeof o };
         assert_rc(distlock_admin_owner(c, "o6", -1, &o), 1);
         assert_string_equal(o.label, "ff");
         assert_rc(distlock_release(l), DISTLOCK_OK);
         distlock_lock_free(l);
-        for (int i = 0; i < N; i++)
-            assert_int_equal(exists(rc, i, "{o6}:owner"), 0);
+        assert_true(RH_WAIT_UNTIL(count_existing(rc, "{o6}:owner") == 0, 3000));
     }
     distlock_client_free(c);
 }

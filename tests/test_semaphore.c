@@ -54,6 +54,15 @@ static long long epoch_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Nodes among the first n where token's lease in key has not ended. */
+static int nodes_leasing(const rh_cluster *rc, int n, const char *key, const char *token)
+{
+    int got = 0;
+    for (int i = 0; i < n; i++)
+        got += zscore(rc, i, key, token) > epoch_ms();
+    return got;
+}
+
 static void test_permits_on_one_node(void **state)
 {
     rh_cluster *rc = *state;
@@ -540,13 +549,21 @@ static void *wait_cancellable(void *arg)
     return NULL;
 }
 
-/* A waiting permit is cancelled by its own cancel: ECANCELED, nothing held. */
+/* A waiting permit is cancelled by its own cancel: ECANCELED, nothing held.
+ * The holder's permit is on every node (its client connects each first: a
+ * fresh client's first round may end at the grants it needs, before the
+ * last connection is ready, and that request is never sent), so every node
+ * must show the holder's token and nothing of the waiter's. */
 static void test_cancel_waiting_permit(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = client_on(rc, 3), *wc = client_on(rc, 3);
+    connect_nodes(rc, c, "sem:cancel:connect", 3);
     distlock_lock *l = NULL;
     assert_rc(distlock_semaphore_acquire(c, "sem:cancel", 1, 10000, 0, 0, NULL, &l), DISTLOCK_OK);
+    /* the round returned at its grants: the last node's may still be on its way */
+    assert_true(RH_WAIT_UNTIL(nodes_leasing(rc, 3, "sem:cancel", distlock_lock_token(l)) == 3,
+                              3000));
     cancel_arg a = { .c = wc, .rc = -99 };
     assert_rc(distlock_cancel_new(&a.cancel), DISTLOCK_OK);
     long long runs0 = script_runs(rc);
@@ -578,8 +595,13 @@ static void test_auto_renew_keeps_permit(void **state)
     assert_true(distlock_lock_validity_ms(l) > 0);
     assert_rc(distlock_semaphore_acquire(c2, "sem:renew", 1, 900, 0, 0, NULL, &x),
               DISTLOCK_NOTACQUIRED);
-    for (int i = 0; i < 3; i++)
-        assert_true(zscore(rc, i, "sem:renew", distlock_lock_token(l)) > epoch_ms());
+    /* renewed past 2 ttls on the grants a permit needs (2 of 3), which is
+     * what a grant promises: a fresh client's first round may end there,
+     * before its last connection is ready, and that node never had it */
+    int renewed = nodes_leasing(rc, 3, "sem:renew", distlock_lock_token(l));
+    printf("# a 1-permit lease on 3 nodes, held 2500 ms (ttl 900): live on %d node(s)\n",
+           renewed);
+    assert_true(renewed >= 2);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     assert_rc(distlock_semaphore_acquire(c2, "sem:renew", 1, 900, 0, 0, NULL, &x), DISTLOCK_OK);
     distlock_lock_free(x);

@@ -62,24 +62,40 @@ static long long epoch_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+/* Nodes among the first n where key is the read locks' zset with t1
+ * (ttl 10 s, just taken) and t2, the key expiring with them. */
+static int readers_on(const rh_cluster *rc, int n, const char *key, const char *t1,
+                      const char *t2)
+{
+    int k = 0;
+    for (int i = 0; i < n; i++) {
+        double s = zscore(rc, i, key, t1);
+        long long now = epoch_ms(), pttl = rh_pttl(rc, i, 0, key);
+        k += key_type_is(rc, i, key, "zset") && s > now + 8000 && s <= now + 10100 &&
+             zscore(rc, i, key, t2) > 0 && pttl > 8000 && pttl <= 10000;
+    }
+    return k;
+}
+
 static void test_readers_share_writer_excludes(void **state)
 {
     rh_cluster *rc = *state;
     for (int nodes = 1; nodes <= 3; nodes += 2) {
         distlock_client *c = client_on(rc, nodes);
+        /* the format is checked on every node: a fresh client's first round
+         * may end at the quorum before its last connection is ready, and
+         * that request is never sent */
+        connect_nodes(rc, c, "rw:connect", nodes);
         distlock_lock *r1 = NULL, *r2 = NULL, *w = NULL, *x = NULL;
         assert_rc(distlock_acquire(c, "rw", 10000, 0, DISTLOCK_SHARED, &r1), DISTLOCK_OK);
         assert_rc(distlock_acquire(c, "rw", 10000, 0, DISTLOCK_SHARED, &r2), DISTLOCK_OK);
-        for (int i = 0; i < nodes; i++) {
-            /* symfony's format: tokens scored by expiry, key PEXPIREAT max */
-            assert_true(key_type_is(rc, i, "rw", "zset"));
-            double s = zscore(rc, i, "rw", distlock_lock_token(r1));
-            long long now = epoch_ms();
-            assert_true(s > now + 8000 && s <= now + 10100);
-            assert_true(zscore(rc, i, "rw", distlock_lock_token(r2)) > 0);
-            long long pttl = rh_pttl(rc, i, 0, "rw");
-            assert_true(pttl > 8000 && pttl <= 10000);
-        }
+        /* symfony's format: tokens scored by expiry, key PEXPIREAT max; on
+         * every node, awaited (a round returns at the quorum, the last
+         * node's request may still be on its way) */
+        int got = 0;
+        if (!RH_WAIT_UNTIL((got = readers_on(rc, nodes, "rw", distlock_lock_token(r1),
+                                             distlock_lock_token(r2))) == nodes, 3000))
+            fail_msg("both readers in the zset format on %d node(s) of %d", got, nodes);
         /* a writer (a plain acquire, also with fencing) is refused, and
          * writes nothing when it does not wait */
         assert_rc(distlock_acquire(c, "rw", 10000, 0, 0, &w), DISTLOCK_NOTACQUIRED);
@@ -478,8 +494,14 @@ static void test_auto_renew_keeps_read_lock(void **state)
     assert_int_equal(distlock_lock_lost(l), 0);
     assert_true(distlock_lock_validity_ms(l) > 0);
     assert_rc(distlock_acquire(c2, "rr", 900, 0, 0, &x), DISTLOCK_NOTACQUIRED);
+    /* renewed past 2 ttls on a quorum (2 of 3), what the grant promises: a
+     * fresh client's first round may end there, before its last connection
+     * is ready, and that node never had it */
+    int renewed = 0;
     for (int i = 0; i < 3; i++)
-        assert_true(zscore(rc, i, "rr", distlock_lock_token(l)) > epoch_ms());
+        renewed += zscore(rc, i, "rr", distlock_lock_token(l)) > epoch_ms();
+    printf("# a read lock on 3 nodes, held 2500 ms (ttl 900): live on %d node(s)\n", renewed);
+    assert_true(renewed >= 2);
     /* deleted behind its back: found lost */
     for (int i = 0; i < 3; i++)
         node_command_ok(rc, i, "ZREM rr %s", distlock_lock_token(l));
