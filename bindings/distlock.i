@@ -390,6 +390,23 @@ DL_CHECKED(distlock_cancel_fire)
 %ignore distlock_acquire_with;
 %ignore distlock_acquire_args;
 
+/* The blocking Lock's release(): distlock_release(), and once it succeeded
+ * distlock_lock_lost() of the handle, in one call: returns the lost flag
+ * (0/1); an error raises (DISTLOCK_ENOTOWNER: LockLost). The handle stays
+ * the caller's to free: a signal handler's exception can land between this
+ * call and the caller's next line, and a handle freed in here would then
+ * still be held by the Lock. */
+%threadallow distlock_py_release;
+%typemap(out) int distlock_py_release { $result = PyBool_FromLong(result); }
+DL_CHECKED(distlock_py_release)
+%inline %{
+static int distlock_py_release(distlock_lock *lock)
+{
+    int rc = distlock_release(lock);
+    return rc == DISTLOCK_OK ? distlock_lock_lost(lock) : rc;
+}
+%}
+
 /* distlock_lock_restore(c, key, token) -> the handle (no I/O). */
 %typemap(out) int distlock_lock_restore { $result = (Py_INCREF(Py_None), Py_None); }
 DL_CHECKED(distlock_lock_restore)

@@ -2,12 +2,23 @@
 """Client CPU per uncontended pair: the package's Lock against the bare C calls.
 
     python bench_layer.py URI [PAIRS]
+    python bench_layer.py URI PAIRS package|bare|with    (one loop of PAIRS pairs, nothing printed)
 
 A pair as bench/python/distlock_adapter.py makes it (a new Lock, acquire
 with blocking=False, release) against the same pair as the extension's own
 calls (distlock_acquire, distlock_release, distlock_lock_free); 7 rounds,
 alternating, thread CPU time; prints the medians and their difference: what
 the package's Python code costs per pair beyond the C calls.
+
+With a third argument it runs that loop alone, once (after 50 pairs of
+warm-up): for an instruction count that the machine's load does not move,
+run it under callgrind for two PAIRS and divide the difference, e.g.
+
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null python bench_layer.py URI 500 package
+    valgrind --tool=callgrind --callgrind-out-file=/dev/null python bench_layer.py URI 2500 package
+
+("I refs" of the second minus the first, / 2000: instructions per pair).
+"with" is `with client.lock(key, ttl=30): pass`.
 """
 import os
 import statistics
@@ -34,6 +45,11 @@ def main() -> None:
                 raise SystemExit("key unexpectedly held")
             lk.release()
 
+    def with_(n: int) -> None:
+        for _ in range(n):
+            with client.lock(key, ttl=30):
+                pass
+
     def bare(n: int) -> None:
         h0 = client._h
         for _ in range(n):
@@ -43,6 +59,12 @@ def main() -> None:
             _core.distlock_release(h)
             _core.distlock_lock_free(h)
 
+    if len(sys.argv) > 3:
+        f = {"package": package, "bare": bare, "with": with_}[sys.argv[3]]
+        f(50)
+        f(n)
+        client.close()
+        return
     res = {"package": [], "bare": []}
     for _ in range(7):
         for name, f in (("package", package), ("bare", bare)):

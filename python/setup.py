@@ -95,7 +95,10 @@ class build_ext(_build_ext):
         temp = Path(self.build_temp).resolve()
         temp.mkdir(parents=True, exist_ok=True)
         wrap = temp / "distlock_wrap.c"
-        self.spawn(["swig", "-python", "-I" + str(include), "-outdir", str(temp),
+        # -fastproxy: the proxy module binds each C function itself
+        # (distlock_release = __core.distlock_release) instead of wrapping it
+        # in a Python def, one Python frame less per call.
+        self.spawn(["swig", "-python", "-fastproxy", "-I" + str(include), "-outdir", str(temp),
                     "-o", str(wrap), str(iface)])
         vscript = temp / "exports.map"
         vscript.write_text("{ global: PyInit_%s; local: *; };\n" % MODULE)

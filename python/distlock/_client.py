@@ -4,6 +4,7 @@ Times are seconds (float or int) here and milliseconds in C. Errors from C
 arrive already as distlock exceptions (see _errors.py); this layer only adds
 the Python-side checks (types, NaN...) and the threading.Lock-like behaviour.
 """
+import collections
 import contextlib
 import math
 import sys
@@ -29,6 +30,10 @@ _R = TypeVar("_R")
 _OK = _core.DISTLOCK_OK
 _EINVAL = _core.DISTLOCK_EINVAL
 _FOREVER = _core.DISTLOCK_WAIT_FOREVER
+_AUTO_RENEW = _core.DISTLOCK_AUTO_RENEW
+_FENCING = _core.DISTLOCK_FENCING
+_REENTRANT = _core.DISTLOCK_REENTRANT
+_SHARED = _core.DISTLOCK_SHARED
 _WAIT_FOREVER_ABOVE_MS = 10 ** 12  # ~31 years: treat as "forever"
 
 
@@ -46,13 +51,28 @@ def _seconds_to_ms(value: Any, what: str) -> int:
     return int(math.ceil(value * 1000))
 
 
+# The library's answers of _ttl_ms() for plain int and float values it took
+# (a program uses a few TTLs, a Lock made per acquisition asks each time):
+# a memo of the rule's results, the rule stays the library's.
+_TTL_MS_MEMO: "dict[float, int]" = {}
+_TTL_MS_MEMO_MAX = 64
+
+
 def _ttl_ms(ttl: Any) -> int:
     """The library's one TTL rule (distlock_ttl_from_seconds): rounded up to
     whole ms, 1 ms .. DISTLOCK_TTL_MAX; else InvalidArgument naming the value."""
-    if isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
+    t = type(ttl)
+    if t is float or t is int:  # not bool, nor a subclass with its own __float__
+        ms = _TTL_MS_MEMO.get(ttl)
+        if ms is not None:
+            return ms
+    elif isinstance(ttl, bool) or not isinstance(ttl, (int, float)):
         raise TypeError("ttl must be a number of seconds, not %s" % type(ttl).__name__)
     try:
-        return int(_core.distlock_ttl_from_seconds(float(ttl)))
+        ms = int(_core.distlock_ttl_from_seconds(float(ttl)))
+        if (t is float or t is int) and len(_TTL_MS_MEMO) < _TTL_MS_MEMO_MAX:
+            _TTL_MS_MEMO[ttl] = ms
+        return ms
     except OverflowError:  # an int beyond any double: the largest double of its sign
         pass               # breaks the same rule; the detail names the int given
     try:
@@ -185,10 +205,17 @@ class Client:
         self._h: Any = None
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
-        self._busy = 0
+        # One entry per call in progress (see _call). A deque's append() and
+        # pop() are each atomic (and, unlike a list's going from empty to one
+        # entry and back, allocate nothing), so a call's accounting is two C
+        # calls instead of two blocks under self._mutex.
+        self._inflight: "collections.deque[None]" = collections.deque()
         self._closed = False
         self._freed = False  # the C client is gone: its handles are only memory
-        self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
+        # Every Lock made on this client, by a weak reference that the Lock's
+        # __del__ takes out again (a WeakSet did the same through two Python
+        # calls per Lock: its add() and its removal callback).
+        self._locks: "set[weakref.ref[Lock]]" = set()
         self._watcher: Optional[LostWatcher] = None
         if isinstance(servers, (list, tuple)):
             for s in servers:
@@ -231,35 +258,59 @@ class Client:
                                   "%s=%s: %s" % (what, shown, e.detail)) from None
 
     # -- in-flight accounting: close() must not free the C client under a
-    #    call that another thread is making with the GIL released.
+    #    call that another thread is making with the GIL released. A call
+    #    enters (appends to _inflight) and then reads _closed; close() sets
+    #    _closed and then waits for _inflight to empty. Whichever comes
+    #    second sees the other: the call backs out with ClosedError, or
+    #    close() waits for it (and self._h stays valid meanwhile).
+    @property
+    def _busy(self) -> int:
+        """Calls in progress."""
+        return len(self._inflight)
+
     def _enter(self) -> Any:
-        with self._mutex:
-            if self._closed:
-                raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
-            self._busy += 1
-            return self._h
+        self._inflight.append(None)
+        if self._closed:
+            self._leave()
+            raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+        return self._h
 
     def _leave(self) -> None:
-        with self._mutex:
-            self._busy -= 1
-            if self._closed and self._busy == 0:
+        self._inflight.pop()
+        if self._closed:  # close() may be waiting for this call
+            with self._mutex:
                 self._idle.notify_all()
 
+    # _call and _call_handle are _enter(), the call, _leave(), written out:
+    # a pair of acquire and release runs them twice, and each Python call
+    # less is measurable there.
     def _call(self, fn: Any, *args: Any) -> Any:
-        h = self._enter()
+        inflight = self._inflight
+        inflight.append(None)
         try:
-            return fn(h, *args)
+            if self._closed:
+                raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+            return fn(self._h, *args)
         finally:
-            self._leave()
+            inflight.pop()
+            if self._closed:  # close() may be waiting for this call
+                with self._mutex:
+                    self._idle.notify_all()
 
     def _call_handle(self, fn: Any, *args: Any) -> Any:
         """A call on a lock handle: no client argument, but the client must
         stay alive (not freed by close()) until it returns."""
-        self._enter()
+        inflight = self._inflight
+        inflight.append(None)
         try:
+            if self._closed:
+                raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
             return fn(*args)
         finally:
-            self._leave()
+            inflight.pop()
+            if self._closed:
+                with self._mutex:
+                    self._idle.notify_all()
 
     def close(self) -> None:
         """Release the locks still held through this client and free it
@@ -281,15 +332,17 @@ class Client:
                 self._closed = True
                 return
             self._closed = True
-            while self._busy:
+            while self._inflight:
                 self._idle.wait()
             h, self._h = self._h, None
             watcher, self._watcher = self._watcher, None
         if watcher is not None:  # before the C client closes its lost fd
             watcher.stop()
         if release:
-            for lk in list(self._locks):
-                lk._drop()
+            for ref in list(self._locks):
+                lk = ref()
+                if lk is not None:
+                    lk._drop()
             _core.distlock_client_free(h)
         else:
             _core.distlock_client_abandon(h)
@@ -387,8 +440,11 @@ class Client:
         is held, as in redis-py. Not with ``shared`` or ``reentrant`` (the
         acquire raises InvalidArgument, the library's rule).
         """
-        return Lock(self, key, ttl, wait=wait, auto_renew=auto_renew, fencing=fencing,
-                    reentrant=reentrant, shared=shared, on_lost=on_lost, token=token)
+        # Lock.__new__ + _init: what Lock(...) does, without the keyword
+        # arguments that calling a class passes on as a dict (~0.2 us).
+        lk = Lock.__new__(Lock)
+        lk._init(self, key, ttl, wait, auto_renew, fencing, reentrant, shared, on_lost, token)
+        return lk
 
     def restore(self, key: KeyType, token: KeyType, ttl: float = 30.0) -> "Lock":
         """A held :class:`Lock` for an ownership taken elsewhere: ``token``
@@ -560,27 +616,50 @@ class Lock(contextlib.ContextDecorator):
     ResourceWarning naming the key, as redis-py's Lock leaves its key.
     """
 
+    # State that starts the same in every Lock: class attributes until an
+    # instance sets its own (a Lock made per acquisition, as `with
+    # client.lock(key):` makes one, stores less). Immutable values only.
+    _h: Any = None
+    _ref: "Optional[weakref.ref[Lock]]" = None  # in the client's _locks (see __del__)
+    # A release of self._h failed without the servers saying "not the
+    # owner": the handle is kept so that release() can try again (the
+    # core re-sends a release that got no verdict), and the local mutex
+    # is free again (a new acquire drops the old handle).
+    _retry = False
+    _was_lost = False
+    _lost_seen = False              # this ownership's loss was reported
+    _owner_ident: Optional[int] = None
+    _refused_detail = ""            # the library's detail of the last refusal
+    # Lock.run(): _run_mu guards the two below; made by the first run()
+    _run_mu: Optional[threading.Lock] = None
+    _run_ident: Optional[int] = None  # thread to interrupt on loss
+    _run_raised = False
+
     def __init__(self, client: Client, key: KeyType, ttl: float = 30.0, *,
                  wait: Optional[float] = None, auto_renew: bool = False,
                  fencing: bool = False, reentrant: bool = False, shared: bool = False,
                  on_lost: Optional[OnLost] = None, token: Optional[KeyType] = None) -> None:
+        self._init(client, key, ttl, wait, auto_renew, fencing, reentrant, shared, on_lost, token)
+
+    def _init(self, client: Client, key: KeyType, ttl: float, wait: Optional[float],
+              auto_renew: bool, fencing: bool, reentrant: bool, shared: bool,
+              on_lost: Optional[OnLost], token: Optional[KeyType]) -> None:
+        """__init__, positional (Client.lock() calls it directly)."""
         if not isinstance(client, Client):
             raise TypeError("client must be a distlock.Client")
-        _check_key(key)
+        if not isinstance(key, (str, bytes)):
+            _check_key(key)
         if token is not None:
             _check_key(token, "token")  # its bytes are the library's to check
         self._token = token
         self._client = client
         self._key = key
         self._ttl_ms = _ttl_ms(ttl)
-        self._wait_ms = _wait_ms(wait, "wait")
+        self._wait_ms = _FOREVER if wait is None else _wait_ms(wait, "wait")
         # Which flags go with which primitive is the library's rule: a
         # combination it does not take fails the acquire with its detail.
-        self._flags = ((_core.DISTLOCK_AUTO_RENEW if auto_renew else 0)
-                       | (_core.DISTLOCK_FENCING if fencing else 0)
-                       | (_core.DISTLOCK_REENTRANT if reentrant else 0)
-                       | (_core.DISTLOCK_SHARED if shared else 0))
-        self._refused_detail = ""  # the library's detail of the last refusal
+        self._flags = ((_AUTO_RENEW if auto_renew else 0) | (_FENCING if fencing else 0)
+                       | (_REENTRANT if reentrant else 0) | (_SHARED if shared else 0))
         self._local = threading.Lock()   # held while this object holds the lock
         # reentrant: the core counts the owner's acquisitions (the owner is
         # the calling thread) and hands out one handle each; self._h is the
@@ -588,23 +667,12 @@ class Lock(contextlib.ContextDecorator):
         # skip the local mutex, which it already holds.
         self._reentrant = bool(reentrant)
         self._outer: List[Any] = []
-        self._owner_ident: Optional[int] = None
         self._hm = threading.Lock()      # guards the C handle: one thread at a time
-        self._h: Any = None
-        # A release of self._h failed without the servers saying "not the
-        # owner": the handle is kept so that release() can try again (the
-        # core re-sends a release that got no verdict), and the local mutex
-        # is free again (a new acquire drops the old handle).
-        self._retry = False
-        self._was_lost = False
         if on_lost is not None and not callable(on_lost):
             raise TypeError("on_lost must be callable, not %s" % type(on_lost).__name__)
         self._on_lost = on_lost
-        self._lost_seen = False              # this ownership's loss was reported
-        self._run_mu = threading.Lock()      # guards the two below (Lock.run)
-        self._run_ident: Optional[int] = None  # thread to interrupt on loss
-        self._run_raised = False
-        client._locks.add(self)
+        self._ref = weakref.ref(self)
+        client._locks.add(self._ref)
 
     @property
     def key(self) -> KeyType:
@@ -628,7 +696,7 @@ class Lock(contextlib.ContextDecorator):
         """One acquire call in C: (status, handle)."""
         status, h = self._client._call(_core.distlock_py_acquire_with, self._key, self._ttl_ms,
                                        wait_ms, self._flags, None, None, self._token)
-        return int(status), h
+        return status, h  # status is an int already (an int typemap)
 
     def _shown(self) -> Any:
         """The key(s) as messages quote them."""
@@ -747,17 +815,18 @@ class Lock(contextlib.ContextDecorator):
             lost: Optional[LockLost] = None
             try:
                 # A retry goes through the same handle: the core sends the
-                # release again when the last one got no verdict.
-                self._client._call_handle(_core.distlock_release, h)
+                # release again when the last one got no verdict. Returns
+                # the handle's lost flag (distlock_release + _lock_lost).
+                was_lost = self._client._call_handle(_core.distlock_py_release, h)
             except LockLost as e:
-                lost = e
+                lost, was_lost = e, True
             except BaseException:
                 if not retry:
                     self._retry = True
                     self._local.release()
                 raise
             self._h, self._retry, self._owner_ident = None, False, None
-            self._was_lost = lost is not None or bool(_core.distlock_lock_lost(h))
+            self._was_lost = was_lost
             _core.distlock_lock_free(h)  # already released: no network
             if not retry:
                 self._local.release()
@@ -859,7 +928,11 @@ class Lock(contextlib.ContextDecorator):
         returns to Python. Returns fn's result; NotHeld if not held."""
         self.check()
         ident = threading.get_ident()
-        with self._run_mu:
+        with self._hm:
+            if self._run_mu is None:
+                self._run_mu = threading.Lock()
+            run_mu = self._run_mu
+        with run_mu:
             if self._run_ident is not None:
                 raise RuntimeError("%s.run() of %r is already running"
                                    % (type(self).__name__, self._shown()))
@@ -869,7 +942,7 @@ class Lock(contextlib.ContextDecorator):
                 self._client._lost_watcher().watch(self)  # a loss before now: at once
                 return fn(*args, **kwargs)
             finally:
-                with self._run_mu:  # disarm; clear an interrupt not yet delivered
+                with run_mu:  # disarm; clear an interrupt not yet delivered
                     self._run_ident = None
                     raised = self._run_raised
                     if raised:
@@ -877,7 +950,7 @@ class Lock(contextlib.ContextDecorator):
                 if raised:
                     raise LockLostInterrupt()
         except LockLostInterrupt:
-            with self._run_mu:  # in case it landed inside the disarming block
+            with run_mu:  # in case it landed inside the disarming block
                 self._run_ident = None
             raise LockLost("%s was lost while %s ran" % (self._what(), _name(fn)),
                            _core.DISTLOCK_ENOTOWNER) from None
@@ -896,10 +969,12 @@ class Lock(contextlib.ContextDecorator):
                 return
             self._lost_seen = True
             cb = self._on_lost
-        with self._run_mu:
-            if self._run_ident is not None and not self._run_raised:
-                self._run_raised = True
-                _core.distlock_py_async_raise(self._run_ident, LockLostInterrupt)
+            run_mu = self._run_mu  # None: no run() has started, none to interrupt
+        if run_mu is not None:
+            with run_mu:
+                if self._run_ident is not None and not self._run_raised:
+                    self._run_raised = True
+                    _core.distlock_py_async_raise(self._run_ident, LockLostInterrupt)
         if cb is not None:
             try:
                 cb(self)
@@ -940,7 +1015,10 @@ class Lock(contextlib.ContextDecorator):
         # another owner in while do_work() runs. As with redis-py, the lease
         # runs to its TTL (its renewal stops: nobody can use it any more);
         # a ResourceWarning says so, as an unclosed file's does.
-        h = getattr(self, "_h", None)
+        ref = self._ref
+        if ref is not None:  # out of the client's set (a Lock whose __init__ raised is not in it)
+            self._client._locks.discard(ref)
+        h = self._h
         if h is None:
             return
         handles = [h] + list(reversed(getattr(self, "_outer", [])))

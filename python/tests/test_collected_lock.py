@@ -92,6 +92,25 @@ def test_with_and_release_still_release(client, r, key):
     assert r.get(key) is None
 
 
+def test_collected_locks_leave_nothing_behind_in_their_client(client, key):
+    # The client keeps its Locks by weak reference (close() releases the
+    # ones still held); a Lock that is gone takes its entry with it: released,
+    # never acquired, collected while held, or collected in a cycle.
+    for i in range(50):
+        with client.lock("%s:%d" % (key, i), ttl=30):
+            pass
+        client.lock(key, ttl=30)
+    held = client.lock(key + ":held", ttl=30)
+    assert held.acquire(blocking=False)
+    cyclic = client.lock(key + ":cycle", ttl=30)
+    cyclic.self_ref = cyclic
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", ResourceWarning)
+        del held, cyclic
+        gc.collect()
+    assert len(client._locks) == 0
+
+
 def test_aio_collected_lock_is_not_released(server, r, key):
     async def main():
         async with aio.Client(server.uri) as c:

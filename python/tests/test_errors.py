@@ -42,6 +42,26 @@ def test_ttl_wrong_type(client, key, ttl):
         client.lock(key, ttl=ttl)
 
 
+def test_ttl_true_is_refused_after_ttl_1_was_taken(client, key):
+    # True == 1 and hash(True) == hash(1): a TTL taken once is not taken
+    # again in a type that compares equal to it
+    assert client.lock(key, ttl=1).ttl == 1.0
+    with pytest.raises(TypeError, match="ttl"):
+        client.lock(key, ttl=True)
+
+
+def test_ttl_rounding_is_the_same_for_a_number_taken_before(client, key):
+    # a TTL seen before gets the library's answer again: whole ms, rounded up
+    for _ in range(2):
+        assert client.lock(key, ttl=0.0011).ttl == 0.002
+        assert client.lock(key, ttl=2).ttl == 2.0
+        assert client.lock(key, ttl=2.0).ttl == 2.0
+    with pytest.raises(distlock.InvalidArgument, match="ttl"):
+        client.lock(key, ttl=0)
+    with pytest.raises(distlock.InvalidArgument, match="ttl"):
+        client.lock(key, ttl=0)
+
+
 @pytest.mark.parametrize("wait", [-1, math.nan])
 def test_wait_invalid(client, key, wait):
     with pytest.raises(distlock.InvalidArgument, match="wait"):
