@@ -732,6 +732,10 @@ class Lock:
         self._was_lost = False
         self._lost_seen = False
         self._bodies: List["Tuple[Optional[asyncio.Task[Any]], List[bool]]"] = []
+        # extends of the multi on the wire, by handle (id): count; and the
+        # handles released meanwhile, freed when the last of them ends
+        self._extending: Dict[int, int] = {}
+        self._free_later: Dict[int, Any] = {}
         client._locks.add(self)
 
     @property
@@ -913,15 +917,23 @@ class Lock:
         succeeded): what _release_blocking does after its call."""
         if isinstance(e, LockLost) or (e is None and _core.distlock_lock_lost(h)):
             self._was_lost = True
-            _core.distlock_lock_free(h)
+            self._free(h)
         elif e is None:
-            _core.distlock_lock_free(h)
+            self._free(h)
         else:
             with self._hm:  # kept for a retry, unless a new acquire came meanwhile
                 if self._handles or self._unreleased is not None:
-                    _core.distlock_lock_free(h)
+                    self._free(h)
                 else:
                     self._unreleased = h
+
+    def _free(self, h: Any) -> None:
+        """Free a handle nobody holds, once no extend of the multi uses it
+        (an extend whose task was cancelled runs on to its end)."""
+        if id(h) in self._extending:
+            self._free_later[id(h)] = h
+        else:
+            _core.distlock_lock_free(h)
 
     def _release_blocking(self, h: Any) -> None:
         try:
@@ -960,7 +972,20 @@ class Lock:
         h = self._top()
         if add_ms is not None:  # the validity left when the extend goes out
             ms = _core.distlock_lock_validity_ms(h) + add_ms
-        _, fut = self._client._driver().start(lambda m: _core.distlock_multi_extend(m, h, ms))
+        multi = self._client._driver()
+        fut: "asyncio.Future[_Outcome]" = asyncio.get_running_loop().create_future()
+        hid = id(h)
+
+        def then(outcome: _Outcome) -> None:
+            n = self._extending.pop(hid) - 1
+            if n:
+                self._extending[hid] = n
+            elif hid in self._free_later:  # released meanwhile: the handle is free now
+                _core.distlock_lock_free(self._free_later.pop(hid))
+            if not fut.done():
+                fut.set_result(outcome)
+        multi.start_then(lambda m: _core.distlock_multi_extend(m, h, ms), then, h)
+        self._extending[hid] = self._extending.get(hid, 0) + 1
         # A cancel of the awaiting task ends the wait, not the extend.
         status, _, err = await asyncio.shield(fut)
         if status >= 0:
@@ -1120,6 +1145,10 @@ class Lock:
             if self._unreleased is not None:
                 handles.append(self._unreleased)
                 self._unreleased = None
+            # released during an extend the multi's end finished (from another loop)
+            handles.extend(self._free_later.values())
+            self._free_later.clear()
+            self._extending.clear()
         for h in handles:
             _core.distlock_lock_free(h)
 

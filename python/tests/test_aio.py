@@ -591,3 +591,25 @@ def test_loop_closed_with_a_waiter_then_client_closed(server, r, key):
                         str(server.port), key], capture_output=True, text=True, timeout=60)
     assert p.returncode == 0 and p.stdout.strip() == "clean", (p.returncode, p.stdout,
                                                                   p.stderr[-2000:])
+
+
+def test_release_during_a_cancelled_extend(server, r, key):
+    """An extend whose task is cancelled runs on in the client; a release
+    started meanwhile deletes the key, and the handle is freed only once
+    both are done (the extend still uses it)."""
+    async def main():
+        async with aio.Client(server.uri) as c:
+            for i in range(20):
+                k = "%s:%d" % (key, i)
+                lk = c.lock(k, ttl=10)
+                assert await lk.acquire(blocking=False)
+                t = asyncio.ensure_future(lk.extend(20))
+                await asyncio.sleep(0)  # the extend has started
+                t.cancel()
+                await lk.release()
+                assert r.exists(k) == 0 and not lk.held
+                with pytest.raises(asyncio.CancelledError):
+                    await t
+            assert await c.lock(key, ttl=10).acquire(blocking=False)
+
+    run(main())
