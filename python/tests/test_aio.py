@@ -570,10 +570,10 @@ async def until_waiting():  # the loop runs while the acquire starts
 
 loop.run_until_complete(until_waiting())
 loop.close()  # with the task pending: never resumed
-hl.release()  # the waiter wins, in its thread, for a closed loop
+hl.release()  # nobody drives the waiter of the closed loop: it must win nothing
 until(lambda: not any(t.name == "distlock-aio-wait" for t in threading.enumerate()))
-assert not r.exists(key), "the won lock was not given back"
-asyncio.run(client.close())  # fires the cancels of the acquires under way
+assert not r.exists(key), "a lock was won for the closed loop and kept"
+asyncio.run(client.close())  # from another loop: frees the multi, cancelling the acquire
 del task
 gc.collect()  # the pending coroutine is closed
 holder.close()
@@ -582,10 +582,10 @@ print("clean")
 
 
 def test_loop_closed_with_a_waiter_then_client_closed(server, r, key):
-    """The loop closes while an acquire waits in C; the call then wins for
-    nobody (the lock is given back), the client is closed on another loop and
-    the pending task collected: the call's cancel is freed once, after both
-    the call and the coroutine are done with it (no crash)."""
+    """The loop closes while an acquire waits; nothing is won for nobody
+    (no key left), the client is closed on another loop (its multi freed
+    there, which cancels the acquire) and the pending task collected: the
+    coroutine's end touches no freed operation (no crash)."""
     import subprocess
     p = subprocess.run([sys.executable, "-c", _LOOP_CLOSED_CHILD, server.uri,
                         str(server.port), key], capture_output=True, text=True, timeout=60)
