@@ -7,6 +7,7 @@ PKGS=(
   build-essential cmake pkg-config git
   redis-server redis-tools libhiredis-dev libssl-dev openssl
   libcmocka-dev valgrind
+  libuv1-dev      # examples/multi_libuv.c: the non-blocking API on a libuv loop (built with the tests)
   php-dev php-cli php-cgi php-xml php-redis php-symfony-lock
   php-illuminate-cache phpunit   # the Laravel lock driver and the PHP adapters' PHPUnit suites
   swig python3-dev python3-setuptools python3-pytest python3-redis python3-venv python3-pip

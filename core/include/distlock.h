@@ -578,6 +578,136 @@ typedef int (*distlock_interrupt_fn)(void *arg);
 DISTLOCK_API int distlock_client_on_interrupt(distlock_client *c, distlock_interrupt_fn fn,
                                               void *arg);
 
+/* ------------------------------------------------------- non-blocking */
+/*
+ * Operations of one client driven from the caller's event loop, none of
+ * which blocks (docs/non-blocking.md). A multi has ONE descriptor to watch
+ * for reading (distlock_multi_fd) and a timeout (distlock_multi_timeout);
+ * when either fires, distlock_multi_perform() advances every operation as
+ * far as it can without waiting, and distlock_multi_done() hands out the
+ * ones that finished, in the order they finished.
+ *
+ * An acquire of a multi follows the rules of the blocking call of the same
+ * arguments (distlock_acquire_with(), distlock_semaphore_acquire()): the
+ * same checks and statuses, the same waiting (woken by releases through the
+ * client's subscriber thread, re-checks at the holder's TTL, the deadline,
+ * DISTLOCK_FAIR queues, a writer's intent), the same cancel guarantees (a
+ * lock won after a cancel is released; a fair waiter leaves the queue). The
+ * lock it gives (distlock_op_take_lock) is an ordinary handle: the blocking
+ * distlock_release() / distlock_extend() work on it, DISTLOCK_AUTO_RENEW
+ * renews it on the client's renewal thread. DISTLOCK_REENTRANT is refused
+ * (DISTLOCK_EINVAL) by a multi's acquire.
+ *
+ * Per key, the acquires of one multi wait their turn locally: one of them
+ * at a time has an attempt on the wire or waits for a release; the others
+ * wait in the order they were started, sending nothing, and the next goes
+ * when the one before finishes (won, gave up, cancelled). A release through
+ * the multi of a key its acquires wait for lets the next try at once. An
+ * acquire that tries once (wait_ms 0) while another acquire of the multi
+ * waits for the key fails at once (DISTLOCK_NOTACQUIRED): the key was held
+ * at that one's last try.
+ *
+ * Threads: a multi adds none (it uses the client's background threads). It
+ * is used by one thread at a time (its operations too); the client may be
+ * used by other threads meanwhile, and distlock_client_cancel() cancels
+ * its waiting acquires as those of blocking calls. Free every multi of a
+ * client before the client. Fork: a multi (and its operations) belongs to
+ * the process that made it; in a forked child every call returns
+ * DISTLOCK_EINVAL ("created in process N") and distlock_multi_free() frees
+ * it without any I/O.
+ */
+typedef struct distlock_multi distlock_multi;
+typedef struct distlock_op distlock_op;
+
+/* A multi driving operations of c: DISTLOCK_OK and *out; DISTLOCK_EINVAL
+ * (NULL c or out), DISTLOCK_ESYS (no epoll or eventfd descriptor),
+ * DISTLOCK_ENOMEM. Does not block. */
+DISTLOCK_API int distlock_multi_new(distlock_client *c, distlock_multi **out);
+
+/* Free m (NULL: no-op). Running operations are cancelled and driven to
+ * their end first, blocking meanwhile (a lock won after the cancel is
+ * released, releases and extends on the wire end); then every operation of
+ * m is freed, whether the caller freed it or not; a lock an acquire won and
+ * nobody took is released (blocking). Handles already taken stay valid. */
+DISTLOCK_API void distlock_multi_free(distlock_multi *m);
+
+/* The one descriptor to watch for reading (an epoll descriptor): readable
+ * when distlock_multi_perform() has something to do. Owned by m; -1 with
+ * DISTLOCK_EINVAL for a NULL m or in a forked child. */
+DISTLOCK_API int distlock_multi_fd(const distlock_multi *m);
+
+/* Milliseconds until distlock_multi_perform() is due even if the
+ * descriptor stays quiet (0: now), -1 if nothing is timed. */
+DISTLOCK_API long distlock_multi_timeout(distlock_multi *m);
+
+/* Advance every operation as far as it can go without waiting; never
+ * blocks. Returns how many operations are still running (0: none), or a
+ * negative status (DISTLOCK_EINVAL: NULL m, forked child). */
+DISTLOCK_API int distlock_multi_perform(distlock_multi *m);
+
+/* The next operation that finished (in the order they finished), or NULL.
+ * Each finished operation is handed out once; it stays m's until
+ * distlock_op_free(). */
+DISTLOCK_API distlock_op *distlock_multi_done(distlock_multi *m);
+
+/* Start an acquire, as distlock_acquire_with() (args: cancel and token;
+ * owner and DISTLOCK_REENTRANT are refused). Returns DISTLOCK_OK with *out
+ * the running operation; a bad argument returns its status at once (with
+ * the detail, *out NULL), as the blocking call would, and nothing starts.
+ * The strings and args are copied. Does not block. */
+DISTLOCK_API int distlock_multi_acquire(distlock_multi *m, const char *key, long ttl_ms,
+                                        long wait_ms, unsigned flags,
+                                        const distlock_acquire_args *args, distlock_op **out);
+
+/* Start a semaphore permit's acquire, as distlock_semaphore_acquire(). */
+DISTLOCK_API int distlock_multi_semaphore_acquire(distlock_multi *m, const char *key,
+                                                  long permits, long ttl_ms, long wait_ms,
+                                                  unsigned flags,
+                                                  const distlock_acquire_args *args,
+                                                  distlock_op **out);
+
+/* Start a release of l, as distlock_release() (its checks and statuses; l
+ * stays the caller's, and must outlive the operation). A lock of
+ * distlock_acquire_many() is refused (DISTLOCK_EINVAL). Not cancellable:
+ * distlock_op_cancel() lets it finish. */
+DISTLOCK_API int distlock_multi_release(distlock_multi *m, distlock_lock *l, distlock_op **out);
+
+/* Start an extend of l to ttl_ms, as distlock_extend() (a renewal of l on
+ * the wire is waited for, as there). Not cancellable, as a release. */
+DISTLOCK_API int distlock_multi_extend(distlock_multi *m, distlock_lock *l, long ttl_ms,
+                                       distlock_op **out);
+
+/* Cancel an acquire: it ends DISTLOCK_ECANCELED at the next
+ * distlock_multi_perform(), with nothing held (an attempt on the wire ends
+ * first; a lock it won is released; a fair waiter leaves the queue). No
+ * effect on a finished operation, a release or an extend. NULL: no-op.
+ * The multi's thread only (use args->cancel from other threads). */
+DISTLOCK_API void distlock_op_cancel(distlock_op *op);
+
+/* 1 once op finished, else 0 (NULL: 0). */
+DISTLOCK_API int distlock_op_done(const distlock_op *op);
+
+/* Once finished: DISTLOCK_OK or the error, as the blocking call returns;
+ * before: DISTLOCK_EINVAL. */
+DISTLOCK_API int distlock_op_status(const distlock_op *op);
+
+/* Once finished: its detail ("" if DISTLOCK_OK), as distlock_last_error()
+ * after the blocking call; valid until distlock_op_free(). "" before. */
+DISTLOCK_API const char *distlock_op_error(const distlock_op *op);
+
+/* The handle a finished acquire won, once (the caller owns it then: free
+ * it with distlock_lock_free()); NULL otherwise. */
+DISTLOCK_API distlock_lock *distlock_op_take_lock(distlock_op *op);
+
+/* A number unique among the operations of one multi (front ends key their
+ * futures by it); 0 for NULL. */
+DISTLOCK_API uint64_t distlock_op_id(const distlock_op *op);
+
+/* Free op (NULL: no-op). A running operation is cancelled and freed when it
+ * ends (it is then not handed out by distlock_multi_done()); a lock a
+ * finished acquire won and nobody took is released (blocking). */
+DISTLOCK_API void distlock_op_free(distlock_op *op);
+
 /* ------------------------------------------------- token-carrying pair */
 /* For callers that keep the token themselves (the PHP compatibility
  * functions, the CLI). token: 1..DISTLOCK_TOKEN_MAX bytes, NUL-terminated.

@@ -3,7 +3,10 @@
  * An attempt is one round (SET NX GET, or the acquire / fair script), then,
  * only when needed: a refresh of nodes that already held our own token, a
  * second fencing round, leaving the queues of a fair lock won elsewhere,
- * and the undo of a lost attempt on every node it may have reached.
+ * and the undo of a lost attempt on every node it may have reached. It is
+ * a run (run.h): each of those rounds is a state of it, begun by one step
+ * and read by the next, so the attempt never blocks; the blocking
+ * distlock__acquire_once waits for it (distlock__run_wait).
  *
  * Layer: 5 operations */
 #include <errno.h>
@@ -14,7 +17,7 @@
 #include <sys/time.h>
 #include <unistd.h>
 
-#include "internal.h"
+#include "run.h"
 
 /* The first round's script arguments at most: 5 keys, 10 values, NULL. */
 #define FIRST_ROUND_ARGS 16
@@ -69,62 +72,81 @@ static void owner_fields(distlock_client *c, const char *key, sidekeys *sk)
     pthread_mutex_unlock(&c->mu);
 }
 
-distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
-                                        const char *key, const char *token, uint64_t which,
-                                        distlock__result *res, uint64_t maybe)
+void distlock__release_call_make(distlock_client *c, distlock__release_call *rel, const char *key,
+                                 const char *token, uint64_t maybe)
 {
-    return distlock__release_round_q(c, &c->q, cs, key, token, which, res, maybe, 0);
-}
-
-distlock__tally distlock__release_round_q(distlock_client *c, const distlock__quorum *q,
-                                          distlock__connset *cs, const char *key,
-                                          const char *token, uint64_t which,
-                                          distlock__result *res, uint64_t maybe, int hear_all)
-{
-    const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
-    /* The channel: on the stack for the usual short keys, else the heap
-     * (keys go up to 1 KB; every entry point keeps under 4 KB of stack). */
-    char sch[96], *ch = sch;
-    if (strlen(key) + 10 > sizeof(sch) && (ch = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL) {
+    /* The channel: in the call for the usual short keys, else the heap
+     * (keys go up to 1 KB). */
+    rel->ch = rel->sch;
+    if (strlen(key) + 10 > sizeof(rel->sch) && (rel->ch = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL) {
         distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-        ch = sch;
-        snprintf(sch, sizeof(sch), "distlock:");  /* the release still runs; waiters re-check */
+        rel->ch = rel->sch;
+        snprintf(rel->sch, sizeof(rel->sch), "distlock:");  /* the release still runs; waiters re-check */
     }
-    size_t chlen = ch == sch && strlen(key) + 10 > sizeof(sch) ? 9 : distlock__channel_name(ch, key);
-    const char *argv[4] = { key, token, ch, NULL };
-    size_t len[4] = { strlen(key), strlen(token), chlen, 0 };
+    size_t chlen = rel->ch == rel->sch && strlen(key) + 10 > sizeof(rel->sch)
+                       ? 9 : distlock__channel_name(rel->ch, key);
+    rel->argv[0] = key, rel->argv[1] = token, rel->argv[2] = rel->ch, rel->argv[3] = NULL;
+    rel->len[0] = strlen(key), rel->len[1] = strlen(token), rel->len[2] = chlen, rel->len[3] = 0;
     /* Queued even to a node known hung: if it comes back it must run our
      * release after whatever acquire of ours it still owes. */
-    distlock__call call = { .script = DISTLOCK__S_RELEASE, .nkeys = 1, .argc = 3, .argv = argv,
-                            .argvlen = len, .undo = 1, .tag = distlock__lock_tag(key, token),
-                            .must_mask = maybe };
+    rel->call = (distlock__call){ .script = DISTLOCK__S_RELEASE, .nkeys = 1, .argc = 3,
+                                  .argv = rel->argv, .argvlen = rel->len, .undo = 1,
+                                  .tag = distlock__lock_tag(key, token), .must_mask = maybe };
     /* Owner metadata on: its key goes too (KEYS[2]), deleted with the lock. */
-    char *ok = atomic_load_explicit(&c->owner_info, memory_order_relaxed)
-                   ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
-    if (ok) {
-        distlock__sidekey(ok, key, DISTLOCK__OWNER_SUFFIX);
-        argv[3] = argv[2], len[3] = len[2];
-        argv[2] = argv[1], len[2] = len[1];
-        argv[1] = ok, len[1] = strlen(ok);
-        call.nkeys = 2, call.argc = 4;
+    rel->ok = atomic_load_explicit(&c->owner_info, memory_order_relaxed)
+                  ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
+    if (rel->ok) {
+        distlock__sidekey(rel->ok, key, DISTLOCK__OWNER_SUFFIX);
+        rel->argv[3] = rel->argv[2], rel->len[3] = rel->len[2];
+        rel->argv[2] = rel->argv[1], rel->len[2] = rel->len[1];
+        rel->argv[1] = rel->ok, rel->len[1] = strlen(rel->ok);
+        rel->call.nkeys = 2, rel->call.argc = 4;
     }
     /* A Redis Cluster node wakes its waiters with SPUBLISH, in the key's
-     * slot (on the heap: this frame is on the deepest path of the 4 KB
-     * stack budget; without it the release still runs, waiters re-check) */
-    char *sh = c->tp.cl != NULL ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
-    if (sh)
-        distlock__call_sharded(&call, DISTLOCK__S_RELEASE_SH, call.argc - 1, sh, key);
-    for (int i = 0; i < c->n; i++)
-        calls[i] = (which >> i & 1) ? &call : NULL;
-    distlock__round(&c->tp, cs, calls, res,
-                    hear_all ? distlock__decide_granted : distlock__decide_quorum, (void *)q);
-    free(sh);
-    if (ch != sch)
-        free(ch);
-    if (ok)  /* no call on the common path */
-        free(ok);
-    return distlock__count(res, c->n);
+     * slot (without it the release still runs, waiters re-check) */
+    rel->sh = c->tp.cl != NULL ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
+    if (rel->sh)
+        distlock__call_sharded(&rel->call, DISTLOCK__S_RELEASE_SH, rel->call.argc - 1, rel->sh,
+                               key);
 }
+
+void distlock__release_call_free(distlock__release_call *rel)
+{
+    free(rel->sh);
+    if (rel->ch != rel->sch)
+        free(rel->ch);
+    free(rel->ok);
+    rel->sh = rel->ok = NULL;
+    rel->ch = rel->sch;
+}
+
+/* The attempt as a run: its state between steps, and what its rounds point
+ * at (a later round's call and arguments: one such round at a time). */
+enum { S_START = 0, S_FIRST, S_REFRESH, S_VERDICT, S_FENCE, S_FENCED, S_LEAVE, S_LEFT, S_UNDO,
+       S_UNDONE, S_SPLIT };
+typedef struct acq_run {
+    attempt_ctx a;
+    distlock__attempt *att;
+    const distlock__quorum *q;   /* the grants this lease needs: &c->q, or &qk */
+    distlock__quorum qk;
+    distlock__tally t;
+    int state;
+    /* the first round: a plain acquire's script (4 arguments; the others
+     * take theirs from sk), SET NX GET, or the zset script */
+    const char *argv_plain[5];
+    size_t len_plain[5];
+    distlock__call script, plain;
+    const char *pargv[7];
+    size_t plen[7];
+    char permits[DISTLOCK__NUM_LEN];
+    /* a later round: refresh, fence raise, leave, undo or the split check */
+    const char *argv[8];
+    size_t len[8];
+    distlock__call call;
+    char fv[DISTLOCK__NUM_LEN];
+    distlock__release_call rel;
+    int rel_made;
+} acq_run;
 
 /* Nodes that answered with our own token get their TTL refreshed by
  * compare-and-PEXPIRE and then count as granted: a retry after a lost reply,
@@ -132,36 +154,47 @@ distlock__tally distlock__release_round_q(distlock_client *c, const distlock__qu
  * even when the call was resent on a fresh connection: a strict token is
  * the caller's (an order number), another client may hold the same one, and
  * the resend cannot tell its own first send from that holder's key
- * (test_caller_token_two_clients). Rare, so it may cost a second round trip. */
-static void refresh_own(attempt_ctx *a, distlock__result *res)
+ * (test_caller_token_two_clients). Rare, so it may cost a second round trip.
+ * Returns 1 if that round began (refresh_took reads it). */
+static int refresh_own(distlock__run *r, acq_run *x)
 {
+    attempt_ctx *a = &x->a;
     distlock_client *c = a->c;
     const distlock__call **calls = a->cs->calls_b;
-    distlock__result *res2 = a->cs->res_b;
+    distlock__result *res = a->cs->res_a;
     int strict = (a->rq->flags & DISTLOCK_STRICT) != 0, any = 0;
-    const char *argv[4] = { a->rq->key, a->rq->token, a->ttl };
-    size_t len[4] = { strlen(a->rq->key), strlen(a->rq->token), strlen(a->ttl) };
-    distlock__call ext = { .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3, .argv = argv,
-                           .argvlen = len, .tag = a->tag };
+    const char **argv = x->argv;
+    size_t *len = x->len;
+    argv[0] = a->rq->key, argv[1] = a->rq->token, argv[2] = a->ttl;
+    len[0] = strlen(a->rq->key), len[1] = strlen(a->rq->token), len[2] = strlen(a->ttl);
+    x->call = (distlock__call){ .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3,
+                                .argv = argv, .argvlen = len, .tag = a->tag };
     if (a->owner) {  /* the owner metadata's TTL too */
         argv[3] = a->ttl, argv[2] = a->rq->token, argv[1] = a->sk->ok;
         len[3] = len[2], len[2] = len[1], len[1] = strlen(a->sk->ok);
-        ext.nkeys = 2, ext.argc = 4;
+        x->call.nkeys = 2, x->call.argc = 4;
     }
-    distlock__set_wait(c, &ext);
+    distlock__set_wait(c, &x->call);
 
     for (int i = 0; i < c->n; i++) {
         calls[i] = NULL;
         if (distlock__reply_holds_own(&res[i], a->rq->token) && !strict) {
-            calls[i] = &ext;
+            calls[i] = &x->call;
             any = 1;
         }
     }
     if (!any)
-        return;
-    distlock__round(&c->tp, a->cs, calls, res2, NULL, NULL);
-    for (int i = 0; i < c->n; i++) {
-        if (calls[i] == NULL)
+        return 0;
+    distlock__run_round(r, calls, a->cs->res_b, NULL, NULL);
+    return 1;
+}
+
+static void refresh_took(acq_run *x)
+{
+    distlock__connset *cs = x->a.cs;
+    distlock__result *res = cs->res_a, *res2 = cs->res_b;
+    for (int i = 0; i < x->a.c->n; i++) {
+        if (cs->calls_b[i] == NULL)
             continue;
         /* The EXTEND reply ({1} or {0}) replaces the SET reply. */
         freeReplyObject(res[i].reply);
@@ -173,16 +206,15 @@ static void refresh_own(attempt_ctx *a, distlock__result *res)
 /* The first round: SET NX GET when no script is needed (the common case:
  * it tells whether we set it, or who holds it), else the acquire or fair
  * script; the script also serves servers without SET ... GET. */
-static void first_round(attempt_ctx *a, distlock__result *res)
+static void first_round(distlock__run *r, acq_run *x)
 {
+    attempt_ctx *a = &x->a;
     distlock_client *c = a->c;
     const distlock__acq_req *rq = a->rq;
     /* a plain acquire's script has 4 arguments; the others take theirs
-     * from the heap (sk), so the common path's stack stays small */
-    const char *argv_plain[5];
-    size_t len_plain[5];
-    const char **argv = a->sk ? a->sk->argv : argv_plain;
-    size_t *len = a->sk ? a->sk->len : len_plain;
+     * from sk (its 16) */
+    const char **argv = a->sk ? a->sk->argv : x->argv_plain;
+    size_t *len = a->sk ? a->sk->len : x->len_plain;
     int k = 0, nkeys;
     int writers = a->sk && a->sk->wk[0];
     size_t ttllen = distlock__ltoa(a->ttl, rq->ttl_ms);
@@ -223,25 +255,30 @@ static void first_round(attempt_ctx *a, distlock__result *res)
         argv[k++] = rq->writer;
     for (int i = 0; i < k; i++)
         len[i] = strlen(argv[i]);
-    distlock__call script = { .script = rq->fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE,
-                              .nkeys = nkeys, .argc = k, .argv = argv, .argvlen = len,
-                              .tag = a->tag };
+    x->script = (distlock__call){ .script = rq->fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE,
+                                  .nkeys = nkeys, .argc = k, .argv = argv, .argvlen = len,
+                                  .tag = a->tag };
     if (chan_arg >= 0 && c->tp.cl != NULL)
-        distlock__call_sharded(&script, DISTLOCK__S_FAIR_SH, chan_arg, a->sk->sh,
+        distlock__call_sharded(&x->script, DISTLOCK__S_FAIR_SH, chan_arg, a->sk->sh,
                                rq->key);
-    const char *pargv[7] = { "SET", rq->key, rq->token, "NX", "PX", a->ttl, "GET" };
-    size_t plen[7] = { 3, len[0], strlen(rq->token), 2, 2, ttllen, 3 };
+    const char **pargv = x->pargv;
+    size_t *plen = x->plen;
+    pargv[0] = "SET", pargv[1] = rq->key, pargv[2] = rq->token, pargv[3] = "NX";
+    pargv[4] = "PX", pargv[5] = a->ttl, pargv[6] = "GET";
+    plen[0] = 3, plen[1] = len[0], plen[2] = strlen(rq->token), plen[3] = 2;
+    plen[4] = 2, plen[5] = ttllen, plen[6] = 3;
     /* WRONGTYPE: the key holds read locks (a zset), which the script
      * handles; the hot path stays one SET on a string key */
-    distlock__call plain = { .script = -1, .argc = 7, .argv = pargv, .argvlen = plen,
-                             .fallback = &script, .fallback_on = DISTLOCK__SYNTAX_ERROR,
-                             .fallback_also = "WRONGTYPE",
-                             .fallback_below = DISTLOCK__SET_GET_SINCE, .tag = a->tag };
-    distlock__set_wait(c, &script);
-    distlock__set_wait(c, &plain);
+    x->plain = (distlock__call){ .script = -1, .argc = 7, .argv = pargv, .argvlen = plen,
+                                 .fallback = &x->script,
+                                 .fallback_on = DISTLOCK__SYNTAX_ERROR,
+                                 .fallback_also = "WRONGTYPE",
+                                 .fallback_below = DISTLOCK__SET_GET_SINCE, .tag = a->tag };
+    distlock__set_wait(c, &x->script);
+    distlock__set_wait(c, &x->plain);
     int use_plain = !rq->fair && !a->fencing && !a->owner && !atomic_load(&c->no_set_get);
     for (int i = 0; i < c->n; i++)
-        a->cs->calls_a[i] = use_plain ? &plain : &script;
+        a->cs->calls_a[i] = use_plain ? &x->plain : &x->script;
     /* A strict acquire (a token the caller chose) that loses hears every
      * node before its undo: its undo releases only the nodes whose reply
      * showed its own grant (undo_node; an unheard node may hold another
@@ -249,37 +286,33 @@ static void first_round(attempt_ctx *a, distlock__result *res)
      * owner), so waiting for the replies leaves fewer of its grants to
      * their TTL. A win still ends at the quorum. */
     int strict = (rq->flags & DISTLOCK_STRICT) != 0;
-    distlock__round(&c->tp, a->cs, a->cs->calls_a, res,
-                    a->fencing ? (strict ? NULL : distlock__decide_cannot_win)
-                               : strict ? distlock__decide_granted : distlock__decide_quorum,
-                    &c->q);
-    for (int i = 0; i < c->n; i++)
-        if (res[i].fell_back == 1)
-            atomic_store(&c->no_set_get, 1);  /* Redis < 7: the script from now on */
+    distlock__run_round(r, a->cs->calls_a, a->cs->res_a,
+                        a->fencing ? (strict ? NULL : distlock__decide_cannot_win)
+                                   : strict ? distlock__decide_granted : distlock__decide_quorum,
+                        &c->q);
 }
 
 /* The first round of a read lock or a semaphore permit: the zset script
- * (protocol.c), stopped once its quorum q granted or no longer can. Not
- * inlined: its arrays stay off the frame of the lock's path. */
-static __attribute__((noinline)) void first_round_zset(attempt_ctx *a, distlock__result *res,
-                                                        const distlock__quorum *q)
+ * (protocol.c), stopped once its quorum q granted or no longer can. */
+static void first_round_zset(distlock__run *r, acq_run *x)
 {
+    attempt_ctx *a = &x->a;
     distlock_client *c = a->c;
     const distlock__acq_req *rq = a->rq;
-    char permits[DISTLOCK__NUM_LEN];
     distlock__ltoa(a->ttl, rq->ttl_ms);
-    distlock__ltoa(permits, rq->permits);
-    const char *argv[5] = { rq->key, rq->token, a->ttl, rq->kind == DISTLOCK__READ ? "r" : "s",
-                            permits };
-    size_t len[5];
+    distlock__ltoa(x->permits, rq->permits);
+    const char **argv = x->argv_plain;
+    size_t *len = x->len_plain;
+    argv[0] = rq->key, argv[1] = rq->token, argv[2] = a->ttl;
+    argv[3] = rq->kind == DISTLOCK__READ ? "r" : "s", argv[4] = x->permits;
     for (int i = 0; i < 5; i++)
         len[i] = strlen(argv[i]);
-    distlock__call script = { .script = DISTLOCK__S_ZACQUIRE, .nkeys = 1, .argc = 5,
-                              .argv = argv, .argvlen = len, .tag = a->tag };
-    distlock__set_wait(c, &script);
+    x->script = (distlock__call){ .script = DISTLOCK__S_ZACQUIRE, .nkeys = 1, .argc = 5,
+                                  .argv = argv, .argvlen = len, .tag = a->tag };
+    distlock__set_wait(c, &x->script);
     for (int i = 0; i < c->n; i++)
-        a->cs->calls_a[i] = &script;
-    distlock__round(&c->tp, a->cs, a->cs->calls_a, res, distlock__decide_quorum, (void *)q);
+        a->cs->calls_a[i] = &x->script;
+    distlock__run_round(r, a->cs->calls_a, a->cs->res_a, distlock__decide_quorum, (void *)x->q);
 }
 
 /* What the attempt saw, for the wait loop. */
@@ -338,89 +371,110 @@ static const char *first_ahead(const distlock_client *c, const distlock__result 
  * ahead of us everywhere and is leaving, as a previous owner leaves the
  * queues of the nodes it did not win, and one of them may answer us before
  * that leave lands while its release elsewhere already did. One ZSCORE
- * round, on the granted nodes only (after the undo gave them back). */
-static int real_split(attempt_ctx *a, const distlock__result *res, distlock__tally t,
-                      const distlock__attempt *att)
+ * round, on the granted nodes only (after the undo gave them back): begun
+ * here (returns 1; split_read reads it), else att->split is decided now. */
+static int real_split(distlock__run *r, acq_run *x)
 {
+    attempt_ctx *a = &x->a;
     distlock_client *c = a->c;
-    if (!a->rq->fair || t.ok == 0 || att->behind == 0 || t.ok + att->behind < c->quorum)
+    const distlock__result *res = a->cs->res_a;
+    x->att->split = 0;
+    if (!a->rq->fair || x->t.ok == 0 || x->att->behind == 0 ||
+        x->t.ok + x->att->behind < c->quorum)
         return 0;
-    const char *name = first_ahead(c, res);
-    if (name == NULL)
-        return 1;
-    const char *argv[3] = { "ZSCORE", a->sk->q, name };
-    size_t len[3] = { 6, strlen(a->sk->q), strlen(name) };
-    distlock__call zs = { .script = -1, .argc = 3, .argv = argv, .argvlen = len };
-    distlock__result *res2 = a->cs->res_b;
+    const char *name = first_ahead(c, res);  /* in res' replies: kept until the end */
+    if (name == NULL) {
+        x->att->split = 1;
+        return 0;
+    }
+    x->argv[0] = "ZSCORE", x->argv[1] = a->sk->q, x->argv[2] = name;
+    x->len[0] = 6, x->len[1] = strlen(a->sk->q), x->len[2] = strlen(name);
+    x->call = (distlock__call){ .script = -1, .argc = 3, .argv = x->argv, .argvlen = x->len };
     for (int i = 0; i < c->n; i++)
-        a->cs->calls_b[i] = distlock__reply_verdict(&res[i]) == 1 ? &zs : NULL;
-    distlock__round(&c->tp, a->cs, a->cs->calls_b, res2, NULL, NULL);
+        a->cs->calls_b[i] = distlock__reply_verdict(&res[i]) == 1 ? &x->call : NULL;
+    distlock__run_round(r, a->cs->calls_b, a->cs->res_b, NULL, NULL);
+    return 1;
+}
+
+static void split_read(acq_run *x)
+{
+    distlock__connset *cs = x->a.cs;
+    distlock__result *res2 = cs->res_b;
     int real = 0;
-    for (int i = 0; i < c->n; i++)
-        if (a->cs->calls_b[i] && (res2[i].state != DISTLOCK__R_DONE || res2[i].reply == NULL ||
-                                  res2[i].reply->type != REDIS_REPLY_NIL))
+    for (int i = 0; i < x->a.c->n; i++)
+        if (cs->calls_b[i] && (res2[i].state != DISTLOCK__R_DONE || res2[i].reply == NULL ||
+                               res2[i].reply->type != REDIS_REPLY_NIL))
             real = 1;
-    distlock__round_clear(res2, c->n);
-    return real;
+    distlock__round_clear(res2, x->a.c->n);
+    x->att->split = real;
 }
 
 /* The fence is the highest counter among the nodes that granted (we heard
  * from every live node). Unless all of them already hold that value, raise
  * it on the nodes where we still own the lock: a later owner (whose quorum
  * intersects ours) then reads at least this value, even if a minority of
- * nodes lose their data first. */
-static int raise_fence(attempt_ctx *a, const distlock__result *res, distlock__tally t,
-                       int64_t *fence)
+ * nodes lose their data first. Returns 1 if that round began (fence_read
+ * gives its verdict). */
+static int raise_fence(distlock__run *r, acq_run *x)
 {
+    attempt_ctx *a = &x->a;
     distlock_client *c = a->c;
-    int at_max = 0, rc = DISTLOCK_OK;
+    const distlock__result *res = a->cs->res_a;
+    int64_t *fence = &x->att->fence;
+    int at_max = 0;
     for (int i = 0; i < c->n; i++)
         if (distlock__reply_verdict(&res[i]) == 1 && distlock__reply_int(&res[i], 1) > *fence)
             *fence = distlock__reply_int(&res[i], 1);
     for (int i = 0; i < c->n; i++)
         if (distlock__reply_verdict(&res[i]) == 1 && distlock__reply_int(&res[i], 1) == *fence)
             at_max++;
-    if (at_max == t.ok)
-        return DISTLOCK_OK;
-    char fv[DISTLOCK__NUM_LEN];
-    distlock__result *res2 = a->cs->res_b;
+    if (at_max == x->t.ok)
+        return 0;
     const distlock__call **calls2 = a->cs->calls_b;
-    snprintf(fv, sizeof(fv), "%" PRId64, *fence);
-    const char *argv[4] = { a->rq->key, a->sk->fk, a->rq->token, fv };
-    size_t len[4] = { strlen(argv[0]), strlen(argv[1]), strlen(argv[2]), strlen(fv) };
-    distlock__call raise = { .script = DISTLOCK__S_RAISE, .nkeys = 2, .argc = 4, .argv = argv,
-                             .argvlen = len, .tag = a->tag };
-    distlock__set_wait(c, &raise);
+    snprintf(x->fv, sizeof(x->fv), "%" PRId64, *fence);
+    x->argv[0] = a->rq->key, x->argv[1] = a->sk->fk, x->argv[2] = a->rq->token, x->argv[3] = x->fv;
+    for (int i = 0; i < 4; i++)
+        x->len[i] = strlen(x->argv[i]);
+    x->call = (distlock__call){ .script = DISTLOCK__S_RAISE, .nkeys = 2, .argc = 4,
+                                .argv = x->argv, .argvlen = x->len, .tag = a->tag };
+    distlock__set_wait(c, &x->call);
     for (int i = 0; i < c->n; i++)
-        calls2[i] = distlock__reply_verdict(&res[i]) == 1 ? &raise : NULL;
-    distlock__round(&c->tp, a->cs, calls2, res2, distlock__decide_cannot_win, &c->q);
-    rc = distlock__verdict(&c->q, res2, distlock__count(res2, c->n), DISTLOCK_NOTACQUIRED,
-                           "fencing (the lock was lost before the fence reached a quorum)",
-                           a->rq->key);
+        calls2[i] = distlock__reply_verdict(&res[i]) == 1 ? &x->call : NULL;
+    distlock__run_round(r, calls2, a->cs->res_b, distlock__decide_cannot_win, &c->q);
+    return 1;
+}
+
+static int fence_read(acq_run *x)
+{
+    distlock_client *c = x->a.c;
+    distlock__result *res2 = x->a.cs->res_b;
+    int rc = distlock__verdict(&c->q, res2, distlock__count(res2, c->n), DISTLOCK_NOTACQUIRED,
+                               "fencing (the lock was lost before the fence reached a quorum)",
+                               x->a.rq->key);
     distlock__round_clear(res2, c->n);
     return rc;
 }
 
 /* Won: on nodes that did not grant (the previous holder's release still on
  * its way there, say) we are still queued; leave, or our stale entry would
- * stand first in those queues. */
-static void leave_where_lost(attempt_ctx *a, const distlock__result *res)
+ * stand first in those queues. Begins the round (cleared by the next step). */
+static void leave_where_lost(distlock__run *r, acq_run *x)
 {
+    attempt_ctx *a = &x->a;
     distlock_client *c = a->c;
-    distlock__result *res4 = a->cs->res_b;
+    const distlock__result *res = a->cs->res_a;
     const distlock__call **calls4 = a->cs->calls_b;
-    const char *argv[5] = { a->sk->q, a->sk->qt, a->rq->key, a->rq->token, a->sk->ch };
-    size_t len[5];
+    x->argv[0] = a->sk->q, x->argv[1] = a->sk->qt, x->argv[2] = a->rq->key;
+    x->argv[3] = a->rq->token, x->argv[4] = a->sk->ch;
     for (int i = 0; i < 5; i++)
-        len[i] = strlen(argv[i]);
-    distlock__call leave = { .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5, .argv = argv,
-                             .argvlen = len, .undo = 1, .tag = a->tag };
+        x->len[i] = strlen(x->argv[i]);
+    x->call = (distlock__call){ .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5,
+                                .argv = x->argv, .argvlen = x->len, .undo = 1, .tag = a->tag };
     if (c->tp.cl != NULL)
-        distlock__call_sharded(&leave, DISTLOCK__S_LEAVE_SH, 4, a->sk->sh, a->rq->key);
+        distlock__call_sharded(&x->call, DISTLOCK__S_LEAVE_SH, 4, a->sk->sh, a->rq->key);
     for (int i = 0; i < c->n; i++)
-        calls4[i] = distlock__reply_verdict(&res[i]) == 1 ? NULL : &leave;
-    distlock__round(&c->tp, a->cs, calls4, res4, NULL, NULL);
-    distlock__round_clear(res4, c->n);
+        calls4[i] = distlock__reply_verdict(&res[i]) == 1 ? NULL : &x->call;
+    distlock__run_round(r, calls4, a->cs->res_b, NULL, NULL);
 }
 
 /* Does the undo of a lost attempt release node i? The rule: only where THIS
@@ -493,150 +547,260 @@ static int fair_undo_node(const attempt_ctx *a, const distlock__result *r)
 
 /* Undo a lost attempt where it may have created the key (undo_node). The
  * transport orders the undo after the acquire it undoes (round.c). A fair
- * waiter keeps its place in the queues (fair_undo_node). */
-static void undo(attempt_ctx *a, const distlock__result *res)
+ * waiter keeps its place in the queues (fair_undo_node). Returns 1 if the
+ * undo's round began (undo_done ends it). */
+static int undo(distlock__run *r, acq_run *x)
 {
+    attempt_ctx *a = &x->a;
     distlock_client *c = a->c;
-    distlock__result *res3 = a->cs->res_b;
+    const distlock__result *res = a->cs->res_a;
+    const distlock__call **calls3 = a->cs->calls_b;
     uint64_t which = 0;  /* bit i: node i (n <= DISTLOCK__MAX_NODES) */
 
     for (int i = 0; i < c->n; i++)
         if (a->rq->fair ? fair_undo_node(a, &res[i]) : undo_node(a, &res[i], i))
             which |= 1ull << i;
     if (which == 0)
-        return;
+        return 0;
+    const distlock__call *call;
     if (a->rq->fair && a->rq->queue_ttl_ms > 0) {
-        const distlock__call **calls3 = a->cs->calls_b;
-        const char *argv[7] = { a->rq->key, a->sk->q, a->sk->qt, a->rq->token, a->sk->ch,
-                                a->qttl, NULL };
+        const char **argv = x->argv;
+        argv[0] = a->rq->key, argv[1] = a->sk->q, argv[2] = a->sk->qt, argv[3] = a->rq->token;
+        argv[4] = a->sk->ch, argv[5] = a->qttl, argv[6] = NULL;
         int nk = 3;
         if (a->owner) {  /* KEYS[4]: deleted with the lock */
             memmove(&argv[4], &argv[3], 3 * sizeof(*argv));
             argv[nk++] = a->sk->ok;
         }
-        size_t len[7];
         for (int i = 0; i < nk + 3; i++)
-            len[i] = strlen(argv[i]);
-        distlock__call fu = { .script = DISTLOCK__S_FAIR_UNDO, .nkeys = nk, .argc = nk + 3,
-                              .argv = argv, .argvlen = len, .undo = 1, .tag = a->tag,
-                              .must_mask = ~0ull };
+            x->len[i] = strlen(argv[i]);
+        x->call = (distlock__call){ .script = DISTLOCK__S_FAIR_UNDO, .nkeys = nk, .argc = nk + 3,
+                                    .argv = argv, .argvlen = x->len, .undo = 1, .tag = a->tag,
+                                    .must_mask = ~0ull };
         if (c->tp.cl != NULL)  /* the channel: argv[4], or [5] after the owner key */
-            distlock__call_sharded(&fu, DISTLOCK__S_FAIR_UNDO_SH, nk + 1, a->sk->sh, a->rq->key);
-        for (int i = 0; i < c->n; i++)
-            calls3[i] = (which >> i & 1) ? &fu : NULL;
-        distlock__round(&c->tp, a->cs, calls3, res3, distlock__decide_quorum, &c->q);
+            distlock__call_sharded(&x->call, DISTLOCK__S_FAIR_UNDO_SH, nk + 1, a->sk->sh,
+                                   a->rq->key);
+        call = &x->call;
     } else {
-        (void)distlock__release_round(c, a->cs, a->rq->key, a->rq->token, which, res3, ~0ull);
+        distlock__release_call_make(c, &x->rel, a->rq->key, a->rq->token, ~0ull);
+        x->rel_made = 1;
+        call = &x->rel.call;
     }
-    distlock__round_clear(res3, c->n);
+    for (int i = 0; i < c->n; i++)
+        calls3[i] = (which >> i & 1) ? call : NULL;
+    distlock__run_round(r, calls3, a->cs->res_b, distlock__decide_quorum, &c->q);
+    return 1;
 }
 
-int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att)
+static void undo_done(acq_run *x)
 {
-    attempt_ctx a = { .c = c, .rq = rq, .fencing = (rq->flags & DISTLOCK_FENCING) != 0,
-                      .owner = atomic_load_explicit(&c->owner_info, memory_order_relaxed) };
-    int rc;
+    distlock__round_clear(x->a.cs->res_b, x->a.c->n);
+    if (x->rel_made)
+        distlock__release_call_free(&x->rel);
+    x->rel_made = 0;
+}
+
+/* The attempt's last step: what it holds goes back. */
+static int acq_end(distlock__run *r, acq_run *x)
+{
+    distlock__round_clear(x->a.cs->res_a, x->a.c->n);
+    distlock__checkin(x->a.c, x->a.cs);
+    r->cs = NULL;
+    free(x->a.sk);
+    x->a.sk = NULL;
+    return 0;
+}
+
+/* The attempt's steps, one per round (run.h): each one reads the round
+ * that ended and begins the next, until the verdict and its aftermath
+ * (fence, leave, undo, split check) are done. */
+static int acq_step(distlock__run *r)
+{
+    acq_run *x = (acq_run *)(void *)r->op;
+    attempt_ctx *a = &x->a;
+    distlock_client *c = a->c;
+    const distlock__acq_req *rq = a->rq;
+    distlock__attempt *att = x->att;
+    distlock__result *res = a->cs->res_a;
+
+    for (;;) {
+        switch (x->state) {
+        case S_START:
+            att->t0_us = distlock__now_us();
+            x->state = S_FIRST;
+            if (rq->kind != DISTLOCK__LOCK)
+                first_round_zset(r, x);
+            else
+                first_round(r, x);
+            return 1;
+        case S_FIRST:
+            if (rq->kind == DISTLOCK__LOCK)
+                for (int i = 0; i < c->n; i++)
+                    if (res[i].fell_back == 1)
+                        atomic_store(&c->no_set_get, 1);  /* Redis < 7: the script from now on */
+            for (int i = 0; i < c->n; i++) {
+                if (!distlock__reply_held_own(&res[i], rq->token))
+                    continue;
+                a->own |= 1ull << i;
+                if (!res[i].resent)
+                    a->prior |= 1ull << i;
+            }
+            x->state = S_VERDICT;
+            if (!rq->fair && rq->kind == DISTLOCK__LOCK && refresh_own(r, x)) {
+                x->state = S_REFRESH;
+                return 1;
+            }
+            break;
+        case S_REFRESH:
+            refresh_took(x);
+            x->state = S_VERDICT;
+            break;
+        case S_VERDICT:
+            x->t = distlock__count(res, c->n);
+            observe(a, res, x->t, att);
+            /* Two nodes turned out to be one server: no lock on that list. */
+            if ((r->rc = distlock__check_usable(c)) != DISTLOCK_OK)
+                x->t.ok = 0;
+            else
+                r->rc = distlock__verdict(x->q, res, x->t, DISTLOCK_NOTACQUIRED, "acquire",
+                                          rq->key);
+            x->state = S_FENCED;
+            if (r->rc == DISTLOCK_OK && a->fencing && raise_fence(r, x)) {
+                x->state = S_FENCE;
+                return 1;
+            }
+            break;
+        case S_FENCE:
+            r->rc = fence_read(x);
+            x->state = S_FENCED;
+            break;
+        case S_FENCED:
+            x->state = S_LEFT;
+            if (r->rc == DISTLOCK_OK && rq->fair && x->t.ok < c->n) {
+                leave_where_lost(r, x);
+                x->state = S_LEAVE;
+                return 1;
+            }
+            break;
+        case S_LEAVE:
+            distlock__round_clear(a->cs->res_b, c->n);
+            x->state = S_LEFT;
+            break;
+        case S_LEFT:
+            if (r->rc == DISTLOCK_OK) {
+                att->valid_until_us = distlock__valid_until(x->q, att->t0_us, rq->ttl_ms);
+                if ((att->t1_us = distlock__now_us()) >= att->valid_until_us)
+                    r->rc = distlock__fail(DISTLOCK_ETIMEDOUT,
+                                           "'%s' acquired on %d of %d nodes but its %ld ms ttl "
+                                           "was used up", rq->key, x->t.ok, c->n, rq->ttl_ms);
+            }
+            if (r->rc == DISTLOCK_OK) {
+                att->set_id = a->cs->id;
+                att->maybe = 0;
+                for (int i = 0; i < c->n; i++)
+                    if (res[i].sent && distlock__reply_verdict(&res[i]) != 0)
+                        att->maybe |= 1ull << i;
+                return acq_end(r, x);
+            }
+            x->state = S_UNDONE;
+            if (undo(r, x)) {
+                x->state = S_UNDO;
+                return 1;
+            }
+            break;
+        case S_UNDO:
+            undo_done(x);
+            x->state = S_UNDONE;
+            break;
+        case S_UNDONE:
+            if (real_split(r, x)) {
+                x->state = S_SPLIT;
+                return 1;
+            }
+            return acq_end(r, x);
+        case S_SPLIT:
+            split_read(x);
+            return acq_end(r, x);
+        }
+    }
+}
+
+distlock__run *distlock__acquire_start(distlock_client *c, const distlock__acq_req *rq,
+                                       distlock__attempt *att, int *rc)
+{
+    int fencing = (rq->flags & DISTLOCK_FENCING) != 0;
+    int owner = atomic_load_explicit(&c->owner_info, memory_order_relaxed);
 
     memset(att, 0, sizeof(*att));
     att->fence = -1;
-    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
-        return rc;
+    if ((*rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return NULL;
     /* Side keys (fence counter, queue, owner record) go into the same
      * scripts as the lock key: on a cluster they must share its slot. One
      * check here serves handles and token pairs alike. */
-    if ((rq->fair || a.fencing || a.owner) && c->tp.cl != NULL && !distlock__sidekeys_in_slot(rq->key))
-        return distlock__fail(DISTLOCK_EINVAL,
-                              "key '%s' has a '}' but no {hash tag}: its fence counter, queue "
-                              "and owner record cannot share its Redis Cluster slot (use a key "
-                              "with a non-empty {tag}, or one without '}')", rq->key);
-    a.tag = distlock__lock_tag(rq->key, rq->token);
+    if ((rq->fair || fencing || owner) && c->tp.cl != NULL && !distlock__sidekeys_in_slot(rq->key)) {
+        *rc = distlock__fail(DISTLOCK_EINVAL,
+                             "key '%s' has a '}' but no {hash tag}: its fence counter, queue "
+                             "and owner record cannot share its Redis Cluster slot (use a key "
+                             "with a non-empty {tag}, or one without '}')", rq->key);
+        return NULL;
+    }
     /* A waiting writer notes itself in the key's registry of waiting
      * writers (protocol.c); a cluster key whose side keys are not in its
      * slot has none: its writers keep the one shared intent. */
     int writers = rq->writer != NULL && rq->kind == DISTLOCK__LOCK && !rq->fair &&
                   rq->queue_ttl_ms > 0 &&
                   (c->tp.cl == NULL || distlock__sidekeys_in_slot(rq->key));
-    if ((rq->fair || a.fencing || a.owner || writers) && (a.sk = malloc(sizeof(*a.sk))) == NULL)
-        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-    if ((a.cs = distlock__checkout(c)) == NULL) {
-        free(a.sk);
-        return DISTLOCK_ENOMEM;
+    distlock__run *r = distlock__run_new(c, sizeof(acq_run));
+    if (r == NULL) {
+        *rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    acq_run *x = (acq_run *)(void *)r->op;
+    attempt_ctx *a = &x->a;
+    a->c = c, a->rq = rq, a->fencing = fencing, a->owner = owner;
+    x->att = att;
+    x->state = S_START;
+    a->tag = distlock__lock_tag(rq->key, rq->token);
+    if ((rq->fair || fencing || owner || writers) && (a->sk = malloc(sizeof(*a->sk))) == NULL) {
+        free(r);
+        *rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        return NULL;
+    }
+    if ((a->cs = r->cs = distlock__checkout(c)) == NULL) {
+        free(a->sk);
+        free(r);
+        *rc = DISTLOCK_ENOMEM;
+        return NULL;
     }
     if (rq->fair) {
-        distlock__sidekey(a.sk->q, rq->key, ":q");
-        distlock__sidekey(a.sk->qt, rq->key, ":qt");
-        distlock__channel_name(a.sk->ch, rq->key);
-        distlock__ltoa(a.qttl, rq->queue_ttl_ms);
+        distlock__sidekey(a->sk->q, rq->key, ":q");
+        distlock__sidekey(a->sk->qt, rq->key, ":qt");
+        distlock__channel_name(a->sk->ch, rq->key);
     }
-    if (a.fencing)
-        distlock__sidekey(a.sk->fk, rq->key, DISTLOCK__FENCE_SUFFIX);
-    if (a.owner)
-        owner_fields(c, rq->key, a.sk);
+    if (fencing)
+        distlock__sidekey(a->sk->fk, rq->key, DISTLOCK__FENCE_SUFFIX);
+    if (owner)
+        owner_fields(c, rq->key, a->sk);
     if (writers)
-        distlock__sidekey(a.sk->wk, rq->key, DISTLOCK__WRITERS_SUFFIX);
-    else if (a.sk)
-        a.sk->wk[0] = '\0';
-    distlock__result *res = a.cs->res_a;
-    /* the grants this lease needs: the quorum, or a permit's more (its
-     * verdict's copy on the heap: off the lock path's stack) */
-    const distlock__quorum *q = &c->q;
-    distlock__quorum *qk = NULL;
+        distlock__sidekey(a->sk->wk, rq->key, DISTLOCK__WRITERS_SUFFIX);
+    else if (a->sk)
+        a->sk->wk[0] = '\0';
+    /* the grants this lease needs: the quorum, or a permit's more */
+    x->q = &c->q;
     if (rq->quorum > 0 && rq->quorum != c->quorum) {
-        if ((qk = malloc(sizeof(*qk))) == NULL) {
-            distlock__checkin(c, a.cs);
-            free(a.sk);
-            return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-        }
-        distlock__quorum_with(&c->q, rq->quorum, qk);
-        q = qk;
+        distlock__quorum_with(&c->q, rq->quorum, &x->qk);
+        x->q = &x->qk;
     }
-    distlock__ltoa(a.qttl, rq->queue_ttl_ms);
+    distlock__ltoa(a->qttl, rq->queue_ttl_ms);
+    distlock__run_go(r, acq_step);
+    *rc = DISTLOCK_OK;
+    return r;
+}
 
-    uint64_t t0 = att->t0_us = distlock__now_us();
-    if (rq->kind != DISTLOCK__LOCK)
-        first_round_zset(&a, res, q);
-    else
-        first_round(&a, res);
-    for (int i = 0; i < c->n; i++) {
-        if (!distlock__reply_held_own(&res[i], rq->token))
-            continue;
-        a.own |= 1ull << i;
-        if (!res[i].resent)
-            a.prior |= 1ull << i;
-    }
-    if (!rq->fair && rq->kind == DISTLOCK__LOCK)
-        refresh_own(&a, res);
-    distlock__tally t = distlock__count(res, c->n);
-    observe(&a, res, t, att);
-    /* Two nodes turned out to be one server: no lock on that list. */
-    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
-        t.ok = 0;
-    else
-        rc = distlock__verdict(q, res, t, DISTLOCK_NOTACQUIRED, "acquire", rq->key);
-    if (rc == DISTLOCK_OK && a.fencing)
-        rc = raise_fence(&a, res, t, &att->fence);
-    if (rc == DISTLOCK_OK && rq->fair && t.ok < c->n)
-        leave_where_lost(&a, res);
-    if (rc == DISTLOCK_OK) {
-        att->valid_until_us = distlock__valid_until(q, t0, rq->ttl_ms);
-        if ((att->t1_us = distlock__now_us()) >= att->valid_until_us)
-            rc = distlock__fail(DISTLOCK_ETIMEDOUT,
-                                "'%s' acquired on %d of %d nodes but its %ld ms ttl was used up",
-                                rq->key, t.ok, c->n, rq->ttl_ms);
-    }
-    if (rc == DISTLOCK_OK) {
-        att->set_id = a.cs->id;
-        att->maybe = 0;
-        for (int i = 0; i < c->n; i++)
-            if (res[i].sent && distlock__reply_verdict(&res[i]) != 0)
-                att->maybe |= 1ull << i;
-    } else {
-        undo(&a, res);
-        att->split = real_split(&a, res, t, att);
-    }
-    distlock__round_clear(res, c->n);
-    distlock__checkin(c, a.cs);
-    free(a.sk);
-    free(qk);
-    return rc;
+int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att)
+{
+    int rc;
+    distlock__run *r = distlock__acquire_start(c, rq, att, &rc);
+    return r ? distlock__run_wait(r) : rc;
 }

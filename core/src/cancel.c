@@ -15,6 +15,12 @@
  * it writes, and the drain happens after the write, under c->mu, where it
  * finds every sleeper registered by then.
  *
+ * A non-blocking multi (multi.c) registers a sleeper per operation, all on
+ * the multi's one eventfd (not their own): a wake sets the sleeper's `woken`
+ * flag, then writes that eventfd, so the multi finds which of its
+ * operations to look at; the multi polls the cancel eventfd too and passes
+ * a cancel on as a sleeper does.
+ *
  * A call's own cancel (distlock_cancel, distlock_acquire_with) is simpler:
  * it concerns only the calls that carry it, so it needs no generation and no
  * passing on. Its eventfd is written once, by the first fire, and never
@@ -80,8 +86,8 @@ void distlock__cancel_after_fork(distlock_client *c)
      * that fails, a cancel is still seen at the next re-check (the
      * generation), only later. */
     for (distlock__sleeper *s = c->sleepers; s; s = s->next)
-        if (s->fd >= 0)
-            close(s->fd);  /* the parent's threads' (open while listed) */
+        if (s->fd >= 0 && s->own_fd)
+            close(s->fd);  /* the parent's threads' (open while listed); a multi's is its own */
     c->sleepers = NULL;
     if (c->cancel_fd >= 0)
         (void)distlock__eventfd_renew(c->cancel_fd);
@@ -189,11 +195,37 @@ void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned 
     /* Without an eventfd (EMFILE) the call still works: it sees a cancel
      * or a release at its next re-check instead of at once. */
     s->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    s->own_fd = 1;
+    atomic_init(&s->woken, 0);
     s->gen = gen;
     distlock__lock(c);
     s->next = c->sleepers;
     c->sleepers = s;
     pthread_mutex_unlock(&c->mu);
+}
+
+void distlock__sleeper_start_on(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                                distlock_cancel *cancel, int fd)
+{
+    s->cancel = cancel;
+    s->fd = fd;
+    s->own_fd = 0;
+    atomic_init(&s->woken, 0);
+    s->gen = gen;
+    distlock__lock(c);
+    s->next = c->sleepers;
+    c->sleepers = s;
+    pthread_mutex_unlock(&c->mu);
+}
+
+int distlock__sleeper_take_woken(distlock__sleeper *s)
+{
+    return atomic_exchange(&s->woken, 0);
+}
+
+int distlock__cancel_fd(const distlock_cancel *k)
+{
+    return k != NULL && k->pid == distlock__getpid() ? k->fd : -1;
 }
 
 void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s)
@@ -205,14 +237,16 @@ void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s)
             break;
         }
     pthread_mutex_unlock(&c->mu);
-    if (s->fd >= 0)
+    if (s->fd >= 0 && s->own_fd)
         close(s->fd);
     s->fd = -1;
 }
 
+/* The flag first: whoever drains the (maybe shared) eventfd finds it set. */
 void distlock__sleeper_wake(distlock__sleeper *s)
 {
     uint64_t one = 1;
+    atomic_store(&s->woken, 1);
     if (s->fd >= 0) {
         ssize_t w = write(s->fd, &one, sizeof one);
         (void)w;
@@ -234,7 +268,7 @@ int distlock__cancelled(distlock_client *c, const distlock__sleeper *s, int ask_
 
 /* The cancel eventfd was readable: reset it and wake every sleeper whose
  * call is older than the current generation (this one included). */
-static void pass_on_cancel(distlock_client *c)
+void distlock__cancel_pass_on(distlock_client *c)
 {
     uint64_t v;
     pthread_mutex_lock(&c->mu);
@@ -280,7 +314,7 @@ int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_
             (void)r;
         }
         if (pr > 0 && (pfd[1].revents & POLLIN))
-            pass_on_cancel(c);
+            distlock__cancel_pass_on(c);
         if (atomic_load(&c->cancel_gen) != s->gen || distlock__cancel_fired(s->cancel))
             rc = DISTLOCK_ECANCELED;
     }

@@ -32,7 +32,7 @@ static distlock_lock *new_handle(distlock__held *h)
 
 /* How long a fair waiter's queue entry lives without being refreshed: a
  * few re-check intervals, so a dead waiter leaves the queue quickly. */
-static long queue_ttl(const distlock_client *c)
+long distlock__queue_ttl(const distlock_client *c)
 {
     return 3 * c->retry_max_ms + 2 * c->tp.command_timeout_ms;
 }
@@ -51,8 +51,8 @@ static uint64_t jitter_us(long ms)
  * the jittered backoff, at most retry_max apart and never later than the
  * holder's remaining TTL (holder_pttl ms, 0: unknown) or the deadline. The
  * backoff doubles up to retry_max. Returns as distlock__waiter_wait(). */
-int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_pttl,
-                           uint64_t deadline, int subscribed, long *backoff)
+uint64_t distlock__recheck_at(distlock_client *c, long holder_pttl, uint64_t deadline,
+                              long *backoff)
 {
     uint64_t now = distlock__now_us();
     uint64_t next = now + jitter_us(*backoff);
@@ -61,7 +61,55 @@ int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_
     if (next > deadline)
         next = deadline;
     *backoff = *backoff * 2 > c->retry_max_ms ? c->retry_max_ms : *backoff * 2;
-    return distlock__waiter_wait(c, w, next, subscribed);
+    return next;
+}
+
+int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_pttl,
+                           uint64_t deadline, int subscribed, long *backoff)
+{
+    return distlock__waiter_wait(c, w, distlock__recheck_at(c, holder_pttl, deadline, backoff),
+                                 subscribed);
+}
+
+/* The fair waiters' pause out of every queue when the queues disagree on
+ * the order (acquire.c, real_split): random, so they rejoin in one order. */
+uint64_t distlock__split_pause_at(distlock_client *c)
+{
+    return distlock__now_us() + jitter_us(4 * c->retry_min_ms + 2);
+}
+
+uint64_t distlock__wait_deadline(long wait_ms, uint64_t now)
+{
+    if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now) / 1000u)
+        return now + (uint64_t)wait_ms * 1000u;
+    return UINT64_MAX;
+}
+
+int distlock__attempt_ends_wait(int rc, int *late)
+{
+    if (rc == DISTLOCK_ETIMEDOUT ? (*late)++ > 0 : rc != DISTLOCK_NOTACQUIRED)
+        return 1;
+    if (rc == DISTLOCK_NOTACQUIRED)
+        *late = 0;
+    return 0;
+}
+
+void distlock__acq_req_init(distlock_client *c, const distlock__held *h, int given,
+                            long wait_ms, distlock__acq_req *rq)
+{
+    unsigned flags = h->flags | (given ? DISTLOCK_STRICT : 0);
+    int fair = (flags & DISTLOCK_FAIR) != 0;
+    memset(rq, 0, sizeof(*rq));
+    rq->key = h->key;
+    rq->token = h->token;
+    rq->ttl_ms = h->ttl_ms;
+    rq->flags = flags;
+    rq->fair = fair;
+    rq->queue_ttl_ms = wait_ms ? distlock__queue_ttl(c) : 0;
+    rq->kind = h->kind;
+    rq->permits = h->permits;
+    rq->quorum = h->quorum;
+    rq->writer = wait_ms && !fair && h->kind == DISTLOCK__LOCK ? h->token : NULL;
 }
 
 int distlock__args_token(const distlock_acquire_args *args, const char **token)
@@ -83,11 +131,24 @@ int distlock__args_token(const distlock_acquire_args *args, const char **token)
 }
 
 /* The detail of a cancelled wait (the status is returned as well). */
-static int cancelled(const char *key, uint64_t t0_us, const char *what)
+int distlock__wait_cancelled(const char *key, uint64_t t0_us, const char *what)
 {
     long ms = (long)((distlock__now_us() - t0_us) / 1000u);
     return distlock__fail(DISTLOCK_ECANCELED, "waiting for '%s' cancelled after %ld ms%s", key,
                           ms, what);
+}
+
+int distlock__first_cancelled(const char *key, int won)
+{
+    return distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled while its first "
+                          "attempt was out%s", key, won ? "; the lock won meanwhile was released"
+                                                        : "");
+}
+
+int distlock__wait_expired(const char *key, long wait_ms)
+{
+    return distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
+                          key, wait_ms);
 }
 
 /* token: h->token. Each new attempt of a plain waiter takes a new token
@@ -114,28 +175,22 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
 {
     const char *key = h->key;
     char *token = h->token;
-    unsigned flags = h->flags | (given ? DISTLOCK_STRICT : 0);
-    int fair = (flags & DISTLOCK_FAIR) != 0;
     unsigned gen = distlock__cancel_gen(c);  /* cancels from now on concern this call */
     /* a waiting writer's name in the registry of waiting writers: its
      * first token (copied below the first attempt when the token changes) */
-    distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = h->ttl_ms, .flags = flags,
-                             .fair = fair, .queue_ttl_ms = wait_ms ? queue_ttl(c) : 0,
-                             .kind = h->kind, .permits = h->permits, .quorum = h->quorum,
-                             .writer = wait_ms && !fair && h->kind == DISTLOCK__LOCK ? token
-                                                                                  : NULL };
+    distlock__acq_req rq;
+    distlock__acq_req_init(c, h, given, wait_ms, &rq);
+    int fair = rq.fair;
     char *ch = NULL;  /* the channel, then the writer's name */
     int rc = distlock__acquire_once(c, &rq, att);
     int readers = att->readers;  /* a writer kept out by read locks: its intent may stand */
     uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
-    uint64_t now0 = distlock__now_us(), deadline = UINT64_MAX;
+    uint64_t now0 = distlock__now_us(), deadline;
     if (distlock__cancel_fired(cancel)) {  /* won, lost, or failed: cancelled */
         if (rc == DISTLOCK_OK)
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
-        rc = distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled while its first "
-                            "attempt was out%s", key, rc == DISTLOCK_OK ?
-                            "; the lock won meanwhile was released" : "");
+        rc = distlock__first_cancelled(key, rc == DISTLOCK_OK);
         goto leave_queue;
     }
     /* A grant that came after the ttl was used up was undone: within a wait
@@ -145,8 +200,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
     if ((rc != DISTLOCK_NOTACQUIRED && !late) || wait_ms == 0)
         return rc;
 
-    if (wait_ms != DISTLOCK_WAIT_FOREVER && (uint64_t)wait_ms < (UINT64_MAX - now0) / 1000u)
-        deadline = now0 + (uint64_t)wait_ms * 1000u;
+    deadline = distlock__wait_deadline(wait_ms, now0);
     ch = malloc(DISTLOCK__SIDEKEY_MAX + 33);  /* waiting is not the hot path */
     if (ch == NULL) {
         rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
@@ -167,7 +221,7 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
     int subscribed = sub == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
     if (sub == DISTLOCK_ECANCELED) {
-        rc = cancelled(key, now0, "");
+        rc = distlock__wait_cancelled(key, now0, "");
         goto out;
     }
 
@@ -175,38 +229,35 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
      * and the subscription is not missed. */
     for (;;) {
         if (distlock__cancelled(c, &w.sl, 0)) {
-            rc = cancelled(key, now0, "");
+            rc = distlock__wait_cancelled(key, now0, "");
             break;
         }
         if (!fair && !given && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
             break;
-        rq.queue_ttl_ms = queue_ttl(c);
+        rq.queue_ttl_ms = distlock__queue_ttl(c);
         unsigned named = fair ? distlock__waiter_named(c, &w) : 0;
         rc = distlock__acquire_once(c, &rq, att);
         readers |= att->readers;
         if (rc == DISTLOCK_OK && distlock__cancelled(c, &w.sl, 1)) {
             (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
                                              att->maybe);
-            rc = cancelled(key, now0, "; the lock won meanwhile was released");
+            rc = distlock__wait_cancelled(key, now0, "; the lock won meanwhile was released");
             break;
         }
         /* an attempt that failed while a cancel came: the call was
          * cancelled, whatever the nodes said (nothing is held) */
         if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && distlock__cancelled(c, &w.sl, 0)) {
-            rc = cancelled(key, now0, "");
+            rc = distlock__wait_cancelled(key, now0, "");
             break;
         }
-        if (rc == DISTLOCK_ETIMEDOUT ? late++ > 0 : rc != DISTLOCK_NOTACQUIRED)
+        if (distlock__attempt_ends_wait(rc, &late))
             break;
-        if (rc == DISTLOCK_NOTACQUIRED)
-            late = 0;
         if (fair)
             distlock__waiter_set_head(c, &w, att->head, named);
         uint64_t now = distlock__now_us();
         if (now >= deadline) {
             if (rc == DISTLOCK_NOTACQUIRED)
-                distlock__fail(DISTLOCK_NOTACQUIRED,
-                               "'%s' still held by another owner after %ld ms", key, wait_ms);
+                distlock__wait_expired(key, wait_ms);
             break;  /* ETIMEDOUT keeps its detail */
         }
         if (fair && att->split) {
@@ -215,16 +266,16 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
              * random pause, so they agree. Anything else that lost keeps
              * its place and waits below, woken by a release or a leave. */
             (void)distlock__leave_queue(c, key, token);
-            uint64_t pause = now + jitter_us(4 * c->retry_min_ms + 2);
-            if (distlock__waiter_wait(c, &w, pause, 0) == DISTLOCK_ECANCELED) {
-                rc = cancelled(key, now0, "");
+            if (distlock__waiter_wait(c, &w, distlock__split_pause_at(c), 0) ==
+                DISTLOCK_ECANCELED) {
+                rc = distlock__wait_cancelled(key, now0, "");
                 break;
             }
             continue;
         }
         if (distlock__wait_recheck(c, &w, att->holder_pttl, deadline, subscribed, &backoff) ==
             DISTLOCK_ECANCELED) {
-            rc = cancelled(key, now0, "");
+            rc = distlock__wait_cancelled(key, now0, "");
             break;
         }
     }
@@ -264,19 +315,27 @@ leave_queue:
  * renewal landing after a newer extend could restore the older TTL on the
  * servers, or in valid_until). On success the lease runs from this extend,
  * and renewal is scheduled from the new TTL. */
-static int held_extend(distlock__held *h, long ttl_ms)
+int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait)
 {
     distlock_client *c = h->client;
-    uint64_t until = 0;
     pthread_mutex_lock(&c->mu);
-    while (h->renewing)
+    while (h->renewing) {
+        if (!wait) {
+            pthread_mutex_unlock(&c->mu);
+            return 1;
+        }
         pthread_cond_wait(&c->wd_cond, &c->mu);
+    }
     h->renewing = 1;
     h->inflight_until_us = distlock__valid_until(&c->q, distlock__now_us(), ttl_ms);
     h->gen++;
     pthread_mutex_unlock(&c->mu);
+    return 0;
+}
 
-    int rc = distlock__held_extend(c, h, ttl_ms, &until);
+int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
+{
+    distlock_client *c = h->client;
     distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_EXTENDED
                                                      : DISTLOCK__ST_EXTEND_FAILED);
 
@@ -305,6 +364,19 @@ static int held_extend(distlock__held *h, long ttl_ms)
     pthread_cond_broadcast(&c->wd_cond);  /* the watchdog reschedules; waiters go on */
     pthread_mutex_unlock(&c->mu);
     return rc;
+}
+
+/* Extend the lease of h to ttl_ms on a quorum (compare-and-PEXPIRE), in
+ * step with the watchdog: never both on the wire for one record (an older
+ * renewal landing after a newer extend could restore the older TTL on the
+ * servers, or in valid_until). On success the lease runs from this extend,
+ * and renewal is scheduled from the new TTL. */
+static int held_extend(distlock__held *h, long ttl_ms)
+{
+    uint64_t until = 0;
+    (void)distlock__extend_begin(h, ttl_ms, 1);
+    int rc = distlock__held_extend(h->client, h, ttl_ms, &until);
+    return distlock__extend_end(h, ttl_ms, rc, until);
 }
 
 /* DISTLOCK_REENTRANT: the same owner acquiring a key it holds gets another
@@ -395,28 +467,20 @@ static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned 
     return rc;
 }
 
-/* *t_start, *t_end: when the first attempt went out and when the grant was
- * checked (distlock__attempt), 0 if none (the metrics' wait; the hold time
- * starts at *t_end). */
-/* Inlined into each entry point: one frame less on the deepest path of the
- * 4 KB stack budget (scripts/stack-usage.py). */
-static inline __attribute__((always_inline))
-int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
-                        long wait_ms, unsigned flags, const distlock_acquire_args *args,
-                        distlock_lock **out, uint64_t *t_start, uint64_t *t_end)
+int distlock__acquire_check(distlock_client *c, const char *key, long permits, long ttl_ms,
+                            long wait_ms, unsigned flags, const distlock_acquire_args *args,
+                            distlock_lock **out, const char **token)
 {
-    char tid[64];
-    const char *token;  /* args->token: the caller's, else NULL (a fresh one) */
     int rc;
-
     distlock__clear_error();
+    *token = NULL;
     if (out)
         *out = NULL;
     if (c == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
     if (out == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
-    if ((rc = distlock__args_token(args, &token)) != DISTLOCK_OK)
+    if ((rc = distlock__args_token(args, token)) != DISTLOCK_OK)
         return rc;
     const char *owner = args ? args->owner : NULL;
     distlock_cancel *cancel = args ? args->cancel : NULL;
@@ -443,45 +507,47 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
     /* A caller's token names one plain lock: read locks and permits are
      * members of a set, each with a token of its own, and a reentrant
      * ownership is found by its owner id, not by its token. */
-    if (token && (permits > 0 || (flags & (DISTLOCK_SHARED | DISTLOCK_REENTRANT))))
+    if (*token && (permits > 0 || (flags & (DISTLOCK_SHARED | DISTLOCK_REENTRANT))))
         return distlock__fail(DISTLOCK_EINVAL, "args->token is for a plain lock: %s takes "
                               "no caller's token", permits > 0 ? "a semaphore permit"
                               : (flags & DISTLOCK_SHARED) ? "DISTLOCK_SHARED (a read lock)"
                               : "DISTLOCK_REENTRANT");
-    if (token && (rc = distlock__check_token(token)) != DISTLOCK_OK)
+    if (*token && (rc = distlock__check_token(*token)) != DISTLOCK_OK)
         return rc;
     /* Sticky: a cancel fired before the call ends it before anything is
      * sent (a reentrant re-acquire's extend included). */
     if (distlock__cancel_fired(cancel))
         return distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled before it started; "
                               "nothing was sent", key);
+    return DISTLOCK_OK;
+}
 
-    if (flags & DISTLOCK_REENTRANT) {
-        if (owner == NULL) {
-            thread_owner(tid, sizeof(tid));
-            owner = tid;
-        }
-        if ((rc = reacquire(c, key, ttl_ms, flags, owner, cancel, out)) != 1)
-            return rc;
-    }
-
-    /* The token lives in the record from the start (a generated one is
-     * rewritten in place by each attempt of a plain waiter): no copy of it
-     * on this frame, which is on the deepest path of the stack budget. */
+/* The token lives in the record from the start (a generated one is
+ * rewritten in place by each attempt of a plain waiter): no copy of it on
+ * the caller's frame, which is on the deepest path of the stack budget. The
+ * handle is allocated before anything is sent, so that a lock won is never
+ * lost to an out-of-memory afterwards. */
+distlock__held *distlock__held_new(distlock_client *c, const char *key, const char *token,
+                                   long permits, long ttl_ms, unsigned flags, const char *owner,
+                                   int owner_thread, distlock_lock **l, int *rc)
+{
     distlock__held *h = calloc(1, sizeof(*h));
-    distlock_lock *l = calloc(1, sizeof(*l));
-    if (h == NULL || l == NULL || (h->key = strdup(key)) == NULL ||
+    *l = calloc(1, sizeof(**l));
+    if (h == NULL || *l == NULL || (h->key = strdup(key)) == NULL ||
         (h->token = token ? strdup(token) : malloc(33)) == NULL ||
         ((flags & DISTLOCK_REENTRANT) && (h->owner = strdup(owner)) == NULL)) {
         if (h)
             distlock__held_free(h);
-        free(l);
-        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        free(*l);
+        *l = NULL;
+        *rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        return NULL;
     }
-    if (!token && (rc = distlock_token_generate(h->token, 33)) != DISTLOCK_OK) {
+    if (!token && (*rc = distlock_token_generate(h->token, 33)) != DISTLOCK_OK) {
         distlock__held_free(h);
-        free(l);
-        return rc;
+        free(*l);
+        *l = NULL;
+        return NULL;
     }
     h->client = c;
     h->ttl_ms = ttl_ms;
@@ -493,34 +559,30 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
     h->quorum = distlock__lease_quorum(&c->q, permits);
     h->pid = distlock__getpid();
     h->count = 1;
-    h->owner_thread = (flags & DISTLOCK_REENTRANT) && owner == tid;
+    h->owner_thread = owner_thread;
     if (h->owner_thread)
         h->thread = pthread_self();
+    *rc = DISTLOCK_OK;
+    return h;
+}
 
-    distlock__attempt att;
-    rc = acquire_wait(c, h, token != NULL, wait_ms, cancel, &att);
-    uint64_t until = att.valid_until_us;
-    *t_start = att.t0_us;
-    *t_end = att.t1_us;
-    if (rc == DISTLOCK_OK) {
-        h->fence = att.fence;
-        h->set_pref = att.set_id;
-        h->maybe = att.maybe;
-    }
-    if (rc != DISTLOCK_OK) {
-        distlock__held_free(h);
-        free(l);
-        return rc;
-    }
+int distlock__held_register(distlock_client *c, distlock__held *h, distlock_lock *l,
+                            const distlock__attempt *att, distlock_lock **out)
+{
+    int rc;
+    uint64_t until = att->valid_until_us;
+    h->fence = att->fence;
+    h->set_pref = att->set_id;
+    h->maybe = att->maybe;
     atomic_store(&h->valid_until_us, until);
-    h->acquired_us = att.t1_us;
+    h->acquired_us = att->t1_us;
     l->h = h;
     pthread_mutex_lock(&c->mu);
     h->next = c->held;
     c->held = h;
     h->refs = 1;
-    if (flags & DISTLOCK_AUTO_RENEW) {
-        h->renew_at_us = distlock__renew_at(&c->q, until, att.t1_us, ttl_ms);
+    if (h->flags & DISTLOCK_AUTO_RENEW) {
+        h->renew_at_us = distlock__renew_at(&c->q, until, att->t1_us, h->ttl_ms);
         if ((rc = distlock__watchdog_start(c)) != DISTLOCK_OK) {
             pthread_mutex_unlock(&c->mu);
             char *detail = distlock__error_copy();
@@ -534,6 +596,54 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
     pthread_mutex_unlock(&c->mu);
     *out = l;
     return DISTLOCK_OK;
+}
+
+/* *t_start, *t_end: when the first attempt went out and when the grant was
+ * checked (distlock__attempt), 0 if none (the metrics' wait; the hold time
+ * starts at *t_end). */
+/* Inlined into each entry point: one frame less on the deepest path of the
+ * 4 KB stack budget (scripts/stack-usage.py). */
+static inline __attribute__((always_inline))
+int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
+                        long wait_ms, unsigned flags, const distlock_acquire_args *args,
+                        distlock_lock **out, uint64_t *t_start, uint64_t *t_end)
+{
+    char tid[64];
+    const char *token;  /* args->token: the caller's, else NULL (a fresh one) */
+    int rc;
+
+    if ((rc = distlock__acquire_check(c, key, permits, ttl_ms, wait_ms, flags, args, out,
+                                      &token)) != DISTLOCK_OK)
+        return rc;
+    const char *owner = args ? args->owner : NULL;
+    distlock_cancel *cancel = args ? args->cancel : NULL;
+
+    if (flags & DISTLOCK_REENTRANT) {
+        if (owner == NULL) {
+            thread_owner(tid, sizeof(tid));
+            owner = tid;
+        }
+        if ((rc = reacquire(c, key, ttl_ms, flags, owner, cancel, out)) != 1)
+            return rc;
+    }
+
+    distlock_lock *l;
+    distlock__held *h = distlock__held_new(c, key, token, permits, ttl_ms, flags, owner,
+                                           (flags & DISTLOCK_REENTRANT) && owner == tid, &l,
+                                           &rc);
+    if (h == NULL)
+        return rc;
+
+    distlock__attempt att;
+    rc = acquire_wait(c, h, token != NULL, wait_ms, cancel, &att);
+    *t_start = att.t0_us;
+    *t_end = att.t1_us;
+    if (rc != DISTLOCK_OK) {
+        distlock__held_free(h);
+        free(l);
+        return rc;
+    }
+    return distlock__held_register(c, h, l, &att, out);
 }
 
 /* The outcome and the duration of every call are counted (stats.c). */
@@ -585,7 +695,7 @@ static int usable(const distlock_lock *l, const char *what)
     return DISTLOCK_OK;
 }
 
-static int release_handle(distlock_lock *l, int check_thread)
+int distlock__release_begin(distlock_lock *l, int check_thread, int *retry, uint64_t *until)
 {
     int rc;
     if ((rc = usable(l, "release")) != DISTLOCK_OK)
@@ -604,7 +714,7 @@ static int release_handle(distlock_lock *l, int check_thread)
         l->released = 1;
         if (--h->count > 0) {  /* reentrant: an outer acquisition still holds it */
             pthread_mutex_unlock(&c->mu);
-            return DISTLOCK_OK;
+            return 1;
         }
         h->released = 1;       /* the watchdog stops renewing it */
         if (h->abandoned) {
@@ -612,16 +722,21 @@ static int release_handle(distlock_lock *l, int check_thread)
              * the key keeps its token until its TTL: the last release gives up
              * its count and the renewal, and sends nothing. */
             pthread_mutex_unlock(&c->mu);
-            return DISTLOCK_OK;
+            return 1;
         }
     }
     /* Else a retry of a release the servers gave no verdict on: the count
      * and the renewal were given up by the first try; send it again. */
-    int retry = l->resend;
-    uint64_t until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
+    *retry = l->resend;
+    *until = atomic_load(&h->lost) ? 0 : atomic_load(&h->valid_until_us);
     pthread_mutex_unlock(&c->mu);
-    uint64_t sent = 0;  /* the hold ends when the release goes out */
-    rc = distlock__held_release(c, h, until, retry, &sent);
+    return DISTLOCK_OK;
+}
+
+int distlock__release_end(distlock_lock *l, int rc, int retry, uint64_t sent)
+{
+    distlock__held *h = l->h;
+    distlock_client *c = h->client;
     /* Only "deleted" and "not ours" are verdicts; after anything else (a
      * refusal, no quorum, no reply) the key may still hold our token, so
      * the handle stays releasable rather than answer "already released". */
@@ -637,6 +752,18 @@ static int release_handle(distlock_lock *l, int check_thread)
             distlock__stats_observe_on(&c->stats, DISTLOCK__H_HOLD, sent - h->acquired_us);
     }
     return rc;
+}
+
+static int release_handle(distlock_lock *l, int check_thread)
+{
+    int retry = 0;
+    uint64_t until = 0;
+    int rc = distlock__release_begin(l, check_thread, &retry, &until);
+    if (rc != DISTLOCK_OK)
+        return rc == 1 ? DISTLOCK_OK : rc;
+    uint64_t sent = 0;  /* the hold ends when the release goes out */
+    rc = distlock__held_release(l->h->client, l->h, until, retry, &sent);
+    return distlock__release_end(l, rc, retry, sent);
 }
 
 int distlock_release(distlock_lock *l)
@@ -761,16 +888,23 @@ void distlock_lock_abandon(distlock_lock *l)
     distlock_lock_free(l);
 }
 
+int distlock__extend_check(const distlock_lock *l, long ttl_ms)
+{
+    int rc;
+    if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(&l->h->client->q, ttl_ms)))
+        return rc;
+    if (l->released || l->h->released)
+        return distlock__fail(DISTLOCK_ENOTOWNER, "'%s' was released", l->h->key);
+    return DISTLOCK_OK;
+}
+
 int distlock_extend(distlock_lock *l, long ttl_ms)
 {
     int rc;
     distlock__clear_error();
-    if ((rc = usable(l, "extend")) || (rc = distlock__check_ttl(&l->h->client->q, ttl_ms)))
+    if ((rc = distlock__extend_check(l, ttl_ms)) != DISTLOCK_OK)
         return rc;
-    distlock__held *h = l->h;
-    if (l->released || h->released)
-        return distlock__fail(DISTLOCK_ENOTOWNER, "'%s' was released", h->key);
-    return held_extend(h, ttl_ms);
+    return held_extend(l->h, ttl_ms);
 }
 
 long distlock_lock_validity_ms(const distlock_lock *l)

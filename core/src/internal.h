@@ -1,9 +1,10 @@
 /* internal.h -- the core's layers, and who may call what.
  *
  *   layer 7  API           options.c client.c handle.c pair.c admin.c ttl.c keyset_api.c
+ *                          multi.c
  *                          (distlock.h)
  *   layer 6  background    wait.c watchdog.c cancel.c
- *   layer 5  operations    acquire.c ops.c held.c keyset.c
+ *   layer 5  operations    acquire.c ops.c run.c held.c keyset.c
  *   layer 4  client state  state.c                            (this file)
  *   layer 3  quorum        quorum.c                           (quorum.h)
  *   layer 2  protocol      protocol.c                         (protocol.h)
@@ -228,20 +229,36 @@ typedef struct distlock__attempt {
     uint64_t t0_us, t1_us;
 } distlock__attempt;
 
+/* run.c: an operation as a run, one that never blocks: a chain of rounds
+ * on one connection set, advanced by whoever waits for its descriptors
+ * (run.h says what it holds; acquire.c and ops.c make them). */
+typedef struct distlock__run distlock__run;   /* on the heap; opaque outside acquire.c/ops.c */
+/* Advance as far as possible without waiting; returns np > 0 with
+ * (*pfd)[0..np) to wait for (struct pollfd: the run's connection set's poll
+ * set) and *next_us the monotonic time (us) by which to call it again even
+ * if nothing is ready (UINT64_MAX: none); 0 once finished. */
+int distlock__run_interest(distlock__run *r, struct pollfd **pfd, uint64_t *next_us);
+/* After waiting: (*pfd)[k].revents set by the caller (all 0: nothing
+ * happened). */
+void distlock__run_advance(distlock__run *r);
+/* Only once interest returned 0: its status; the thread's error detail is
+ * set to the run's own (captured as its steps set it: runs interleaved on
+ * one thread do not mix theirs); outputs filled; the run freed. */
+int distlock__run_finish(distlock__run *r);
+/* The blocking driver: interest / poll() / advance until 0, then finish. */
+int distlock__run_wait(distlock__run *r);
+/* The starts take the arguments of the blocking function of the same name,
+ * plus int *rc; the caller keeps every argument (strings, rq, att, outputs)
+ * alive until finish. NULL with *rc (and the detail) when nothing was
+ * started (unusable client, bad key for a cluster, ENOMEM...). A start
+ * never blocks: it sends the first round; a preferred connection set in
+ * use is not waited for (any set: the requests' tags keep the order,
+ * round.c). The blocking functions are their start + distlock__run_wait. */
+
 /* acquire.c: one attempt on every node; a lost one is undone. */
+distlock__run *distlock__acquire_start(distlock_client *c, const distlock__acq_req *rq,
+                                       distlock__attempt *att, int *rc);
 int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att);
-/* Send the release script to the nodes `which` selects (bit i: node i;
- * ~0ull: all), queued even to a node known hung where `maybe` says it may
- * hold it. */
-distlock__tally distlock__release_round(distlock_client *c, distlock__connset *cs,
-                                        const char *key, const char *token, uint64_t which,
-                                        distlock__result *res, uint64_t maybe);
-/* The same, the round stopped by quorum q (a lease needing more grants);
- * hear_all: stopped only once q granted (a retried release). */
-distlock__tally distlock__release_round_q(distlock_client *c, const distlock__quorum *q,
-                                          distlock__connset *cs, const char *key,
-                                          const char *token, uint64_t which,
-                                          distlock__result *res, uint64_t maybe, int hear_all);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent
  * after its first send ran is then recognised as done. */
@@ -260,11 +277,24 @@ int distlock__extend_keytoken(distlock_client *c, const char *key, const char *t
 int distlock__release_lease(distlock_client *c, int need, const char *key, const char *token,
                             uint64_t valid_until_us, uint64_t set_pref, uint64_t maybe,
                             int retried, uint64_t *sent_us);
+distlock__run *distlock__release_lease_start(distlock_client *c, int need, const char *key,
+                                             const char *token, uint64_t valid_until_us,
+                                             uint64_t set_pref, uint64_t maybe, int retried,
+                                             uint64_t *sent_us, int *rc);
 int distlock__extend_lease(distlock_client *c, int need, const char *key, const char *token,
                            long ttl_ms, uint64_t *valid_until_us);
-/* A writer that waited for readers gives up: its intent goes (protocol.c). */
+distlock__run *distlock__extend_lease_start(distlock_client *c, int need, const char *key,
+                                            const char *token, long ttl_ms,
+                                            uint64_t *valid_until_us, int *rc);
+/* A writer that waited for readers gives up: its intent goes (protocol.c).
+ * Its start: NULL (*rc ENOMEM, no detail) when it cannot start; the intent
+ * and the registry entry then expire with their scores. */
 void distlock__write_leave(distlock_client *c, const char *key, const char *writer);
+distlock__run *distlock__write_leave_start(distlock_client *c, const char *key,
+                                           const char *writer, int *rc);
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
+distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
+                                           const char *token, int *rc);
 /* held.c: the records of held ownerships (c->mu held for all three) */
 /* Free a record that was never linked. */
 void distlock__held_free(distlock__held *h);
@@ -319,6 +349,51 @@ int distlock__args_token(const distlock_acquire_args *args, const char **token);
  * see handle.c. */
 int distlock__wait_recheck(distlock_client *c, distlock__waiter *w, long holder_pttl,
                            uint64_t deadline, int subscribed, long *backoff);
+/* The rules of an acquire, shared by the blocking calls and the multi
+ * (multi.c), so that both check, wait and register alike: */
+/* Every argument check of distlock_acquire_with() / distlock_semaphore_acquire()
+ * (permits 0: a lock), clearing the detail first; *token: args->token. */
+int distlock__acquire_check(distlock_client *c, const char *key, long permits, long ttl_ms,
+                            long wait_ms, unsigned flags, const distlock_acquire_args *args,
+                            distlock_lock **out, const char **token);
+/* The record of an acquire about to start (not linked), with its handle
+ * allocated (*l); NULL with *rc and the detail set. */
+distlock__held *distlock__held_new(distlock_client *c, const char *key, const char *token,
+                                   long permits, long ttl_ms, unsigned flags, const char *owner,
+                                   int owner_thread, distlock_lock **l, int *rc);
+/* A won attempt: the record linked into the client (renewed with
+ * DISTLOCK_AUTO_RENEW), *out = l. On an error l is freed (and released). */
+int distlock__held_register(distlock_client *c, distlock__held *h, distlock_lock *l,
+                            const distlock__attempt *att, distlock_lock **out);
+/* The request of h's attempts (given: a caller's token, acquired strictly). */
+void distlock__acq_req_init(distlock_client *c, const distlock__held *h, int given,
+                            long wait_ms, distlock__acq_req *rq);
+long distlock__queue_ttl(const distlock_client *c);
+/* When a waiter re-checks next (jittered backoff, the holder's pttl, the
+ * deadline); doubles *backoff up to retry_max. */
+uint64_t distlock__recheck_at(distlock_client *c, long holder_pttl, uint64_t deadline,
+                              long *backoff);
+uint64_t distlock__split_pause_at(distlock_client *c);
+uint64_t distlock__wait_deadline(long wait_ms, uint64_t now);
+/* After an attempt of a wait: 1 if the wait ends with rc (a grant, an
+ * error, a second late grant in a row), 0 if it goes on; *late counts. */
+int distlock__attempt_ends_wait(int rc, int *late);
+/* The details (and statuses) of a wait's ends: cancelled after the time
+ * since t0_us (what: appended), cancelled while the first attempt was out
+ * (won: its lock was released), still held after wait_ms. */
+int distlock__wait_cancelled(const char *key, uint64_t t0_us, const char *what);
+int distlock__first_cancelled(const char *key, int won);
+int distlock__wait_expired(const char *key, long wait_ms);
+/* A release of l in two halves around the round: begin checks and gives up
+ * the count (1: done, nothing to send; DISTLOCK_OK: send, with *retry and
+ * *until; else the error), end takes the verdict (returns rc). */
+int distlock__release_begin(distlock_lock *l, int check_thread, int *retry, uint64_t *until);
+int distlock__release_end(distlock_lock *l, int rc, int retry, uint64_t sent);
+/* An extend of h in the same way, in step with the watchdog: begin marks it
+ * renewing (1 without waiting if a renewal is on the wire and !wait). */
+int distlock__extend_check(const distlock_lock *l, long ttl_ms);
+int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait);
+int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until);
 
 /* ------------------------------------------------------------ watchdog.c */
 int distlock__watchdog_start(distlock_client *c);   /* c->mu held */
@@ -333,6 +408,8 @@ typedef struct distlock__sleeper {
     int fd;                           /* eventfd: a release or a cancel wakes it; -1 if none */
     unsigned gen;                     /* c->cancel_gen when the call started */
     distlock_cancel *cancel;          /* the call's own cancel (distlock_acquire_with), or NULL */
+    int own_fd;                       /* fd is the sleeper's (closed at its end); 0: a multi's */
+    _Atomic int woken;                /* set by every wake, before fd is written */
 } distlock__sleeper;
 
 int distlock__cancel_init(distlock_client *c);        /* distlock_client_new */
@@ -346,6 +423,17 @@ void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned 
 /* Nonzero once cancel (NULL: none) was fired; no lock, any thread. */
 int distlock__cancel_fired(const distlock_cancel *cancel);
 void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s);
+/* The same on a descriptor that is not the sleeper's (a multi's eventfd,
+ * multi.c): a wake sets `woken` and writes fd; the end leaves fd open. */
+void distlock__sleeper_start_on(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                                distlock_cancel *cancel, int fd);
+/* Was s woken since the last call? (resets the flag) */
+int distlock__sleeper_take_woken(distlock__sleeper *s);
+/* The eventfd a fire of cancel writes, -1 if none (NULL, or another process's). */
+int distlock__cancel_fd(const distlock_cancel *cancel);
+/* The client's cancel eventfd was readable: reset it and wake every sleeper
+ * whose call is older than the current generation. */
+void distlock__cancel_pass_on(distlock_client *c);
 /* Wake the sleeper (any thread; c->mu held or not, s registered). */
 void distlock__sleeper_wake(distlock__sleeper *s);
 /* Sleep until woken, deadline_us (UINT64_MAX: none) or a cancel: 0, or
@@ -371,6 +459,15 @@ struct distlock__waiter {
  * so no release is missed; DISTLOCK_ECANCELED (w not registered) if the call
  * is cancelled meanwhile, DISTLOCK_ESYS if the subscriber cannot start. */
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
+/* The same without waiting for the confirmation (a multi's operation):
+ * DISTLOCK_OK once registered; distlock__waiter_settled() tells when the
+ * subscription is confirmed, cannot be, or deadline_us passed (then w counts
+ * as subscribed, as distlock__waiter_add() leaves it); w->sl is woken when
+ * it is confirmed. */
+int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w);
+int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
+/* Was w notified by a release since the last call? (resets it) */
+int distlock__waiter_take_notified(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
 /* Fair waiters: w->named before an attempt; after it, record whether the
  * attempt found us at the head of the queue, unless a fair acquire named us

@@ -787,7 +787,8 @@ static void sub_free(distlock_client *c, int forget)
     c->sub = NULL;
 }
 
-int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
+/* c->mu held on return when DISTLOCK_OK; not held on an error. */
+static int waiter_add_locked(distlock_client *c, distlock__waiter *w)
 {
     distlock__lock(c);
     if (!c->sub_running) {
@@ -816,11 +817,45 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
     c->waiters = w;
     w->subscribed = 0;
     wake_subscriber(c);
+    return DISTLOCK_OK;
+}
+
+int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w)
+{
+    int rc = waiter_add_locked(c, w);
+    if (rc == DISTLOCK_OK)
+        pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us)
+{
+    pthread_mutex_lock(&c->mu);
+    int done = w->subscribed || settled(c, w->channel) || distlock__now_us() >= deadline_us;
+    w->subscribed |= done;
+    pthread_mutex_unlock(&c->mu);
+    return done;
+}
+
+int distlock__waiter_take_notified(distlock_client *c, distlock__waiter *w)
+{
+    pthread_mutex_lock(&c->mu);
+    int notified = w->notified;
+    w->notified = 0;
+    pthread_mutex_unlock(&c->mu);
+    return notified;
+}
+
+int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
+{
+    int rc = waiter_add_locked(c, w);
+    if (rc != DISTLOCK_OK)
+        return rc;
     uint64_t deadline = distlock__now_us() + (uint64_t)c->tp.connect_timeout_ms * 1000u;
     while (!w->subscribed && !settled(c, w->channel) && distlock__now_us() < deadline) {
         pthread_mutex_unlock(&c->mu);
-        int rc = distlock__sleep(c, &w->sl, deadline);
-        if (rc == DISTLOCK_ECANCELED) {
+        if (distlock__sleep(c, &w->sl, deadline) == DISTLOCK_ECANCELED) {
+            rc = DISTLOCK_ECANCELED;
             distlock__waiter_remove(c, w);
             return rc;
         }

@@ -1,0 +1,1522 @@
+/* multi.c -- the non-blocking API: operations of one client driven from
+ * the caller's event loop (distlock_multi, distlock.h).
+ *
+ * Each operation is a small state machine over layer-5 runs (run.c): an
+ * acquire is the blocking acquire_wait (handle.c) cut at its waits, with
+ * the same rules, which live in handle.c (checks, the held record, the
+ * request, the re-check times, the deadline, the statuses and details);
+ * a release or an extend is one run between handle.c's begin and end.
+ *
+ * What a multi watches, all in ONE epoll descriptor (distlock_multi_fd):
+ *  - its eventfd: the subscriber thread (wait.c) wakes a waiting acquire
+ *    through its sleeper (cancel.c), which here is on this eventfd and marks
+ *    itself woken; a cancel passed on by another thread does the same;
+ *  - the client's cancel eventfd (distlock_client_cancel), passed on to the
+ *    client's other sleepers as a sleeping call would;
+ *  - the eventfd of each args->cancel an acquire carries (once fired it
+ *    stays readable: dropped from the set when seen);
+ *  - the descriptors each run asks for (distlock__run_interest), set again
+ *    after every step of the run (a run may reconnect: the same number can
+ *    name a new socket, so a registration is always renewed, never trusted).
+ * Times (a run's next_us, a waiter's re-check, a deadline) are one per
+ * operation in a binary heap; distlock_multi_timeout() is its top.
+ *
+ * The local queue: per key, one acquire is active (it has an attempt on the
+ * wire or a waiter registered); the others wait in FIFO order without a
+ * round, and the next becomes active when the active one ends.
+ *
+ * Layer: 7 API */
+#include <errno.h>
+#include <poll.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/epoll.h>
+#include <sys/eventfd.h>
+#include <unistd.h>
+
+#include "internal.h"
+
+enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND };
+
+/* An operation's states (what it waits for). */
+enum {
+    S_QUEUED,    /* an acquire behind the key's active one: nothing sent */
+    S_START,     /* an acquire just made active: its first attempt goes out */
+    S_FIRST,     /* its first attempt on the wire */
+    S_SUB,       /* waiting for its subscription's confirmation */
+    S_LOOP,      /* about to try again */
+    S_TRY,       /* an attempt of its wait on the wire */
+    S_SLEEP,     /* waiting for a release, its re-check time or a cancel */
+    S_SPLIT,     /* fair: stepping out of every queue (then a pause: S_SLEEP) */
+    S_UNDO,      /* releasing a lock won after a cancel */
+    S_OUT,       /* its wait is over: what it leaves behind goes */
+    S_WLEAVE,    /* a writer leaving the registry of waiting writers */
+    S_QLEAVE,    /* a fair waiter leaving the queue */
+    S_REL,       /* a release on the wire */
+    S_EXT_WAIT,  /* an extend waiting for a renewal of the lock on the wire */
+    S_EXT,       /* an extend on the wire */
+    S_DONE
+};
+
+/* What a descriptor in the epoll set is (the table is indexed by fd). */
+enum { FD_NONE = 0, FD_RUN, FD_CANCEL };
+
+/* A renewal of the lock on the wire: an extend looks again this much later
+ * (the watchdog's round wakes blocking extenders through a condition
+ * variable, which an event loop cannot wait on). */
+#define EXT_RETRY_US 2000u
+
+typedef struct mkey {
+    struct mkey *next;        /* hash chain */
+    char *key;
+    distlock_op *active;
+    distlock_op *head, *tail; /* queued, FIFO (op->qnext) */
+} mkey;
+
+typedef struct cwatch {      /* an args->cancel in the epoll set */
+    struct cwatch *next;
+    distlock_cancel *cancel;
+    int fd, refs, watched;
+} cwatch;
+
+typedef struct fdslot {
+    distlock_op *op;
+    cwatch *cw;
+    int kind;
+} fdslot;
+
+#define NBUCKETS 256
+
+struct distlock_multi {
+    distlock_client *c;
+    pid_t pid;
+    int epfd, evfd;
+    int cancel_watched;       /* the client's cancel eventfd is in the set */
+    unsigned seen_gen;        /* c->cancel_gen at the last look */
+    uint64_t next_id;
+    int running;
+    distlock_op *ops;         /* every op not freed (prev/next) */
+    distlock_op *sleepers;    /* ops with a sleeper registered (sl_prev/sl_next) */
+    distlock_op *step_head, *step_tail;
+    distlock_op *done_head, *done_tail;
+    distlock_op **heap;
+    size_t nheap, capheap;
+    int heap_short;           /* a time could not be kept (ENOMEM): look every ms */
+    fdslot *fds;
+    int nfds;
+    cwatch *cwatches;
+    mkey *keys[NBUCKETS];
+};
+
+struct distlock_op {
+    distlock_multi *m;
+    uint64_t id;
+    int type, state;
+    int rc;                   /* the operation's status, once decided */
+    char *err;                /* ... and its detail (NULL: none) */
+    int run_rc;               /* the status of its last run */
+    int user_freed, handed, cancel_req, kick;
+    distlock_op *prev, *next;
+    distlock_op *sl_prev, *sl_next;
+    int sleeper_on;
+    distlock_op *step_next;
+    int in_step;
+    distlock_op *done_next;
+    int in_doneq;
+    uint64_t at;              /* its time in the heap, UINT64_MAX: none */
+    size_t hidx;              /* its index in the heap while at != UINT64_MAX */
+    /* the run on the wire, its poll set */
+    distlock__run *run;
+    struct pollfd *pfd;
+    int np;
+    int *wfds;                /* fds registered for this run */
+    int nw, capw;
+    /* an acquire */
+    mkey *k;
+    distlock_op *qnext;
+    distlock__held *h;
+    distlock_lock *l;         /* allocated up front (handle.c) */
+    distlock_lock *won;       /* the handle won, until taken */
+    cwatch *cw;
+    distlock_cancel *cancel;
+    int given;
+    long wait_ms;
+    unsigned gen;
+    uint64_t t_start;         /* the call's start (the deadline's origin) */
+    uint64_t deadline, wake_at, sub_deadline;
+    distlock__acq_req rq;
+    distlock__attempt att;
+    uint64_t first_t0;
+    int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
+    long backoff;
+    unsigned named;
+    char *ch;
+    distlock__waiter w;
+    /* a release or an extend */
+    distlock_lock *lock;
+    int retry;
+    uint64_t until, sent;
+    long ttl_ms;
+};
+
+/* ------------------------------------------------------------ checks */
+
+static int forked(const distlock_multi *m)
+{
+    return m->pid != distlock__getpid();
+}
+
+static int usable_multi(const distlock_multi *m)
+{
+    if (m == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "multi must not be NULL");
+    if (forked(m))
+        return distlock__fail(DISTLOCK_EINVAL, "this multi was created in process %d: it cannot "
+                              "be used in forked child %d (free it there, then make a new one)",
+                              (int)m->pid, (int)distlock__getpid());
+    return DISTLOCK_OK;
+}
+
+/* ------------------------------------------------------------ timers */
+
+static int heap_less(const distlock_multi *m, size_t a, size_t b)
+{
+    return m->heap[a]->at < m->heap[b]->at;
+}
+
+static void heap_swap(distlock_multi *m, size_t a, size_t b)
+{
+    distlock_op *t = m->heap[a];
+    m->heap[a] = m->heap[b];
+    m->heap[b] = t;
+    m->heap[a]->hidx = a;
+    m->heap[b]->hidx = b;
+}
+
+static void heap_fix(distlock_multi *m, size_t i)
+{
+    while (i > 0 && heap_less(m, i, (i - 1) / 2)) {
+        heap_swap(m, i, (i - 1) / 2);
+        i = (i - 1) / 2;
+    }
+    for (;;) {
+        size_t l = 2 * i + 1, r = l + 1, s = i;
+        if (l < m->nheap && heap_less(m, l, s))
+            s = l;
+        if (r < m->nheap && heap_less(m, r, s))
+            s = r;
+        if (s == i)
+            break;
+        heap_swap(m, i, s);
+        i = s;
+    }
+}
+
+static void timer_clear(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (op->at == UINT64_MAX)
+        return;
+    size_t i = op->hidx;
+    op->at = UINT64_MAX;
+    m->nheap--;
+    if (i != m->nheap) {
+        m->heap[i] = m->heap[m->nheap];
+        m->heap[i]->hidx = i;
+        heap_fix(m, i);
+    }
+}
+
+/* at: a monotonic time (us); UINT64_MAX: none. A heap that cannot grow
+ * (ENOMEM) leaves the multi's timeout at 1 ms from then on, so that the
+ * time missed is still looked at. */
+static int timer_set(distlock_op *op, uint64_t at)
+{
+    distlock_multi *m = op->m;
+    if (at == UINT64_MAX) {
+        timer_clear(op);
+        return 0;
+    }
+    if (op->at != UINT64_MAX) {
+        op->at = at;
+        heap_fix(m, op->hidx);
+        return 0;
+    }
+    if (m->nheap == m->capheap) {
+        size_t cap = m->capheap ? 2 * m->capheap : 64;
+        distlock_op **h = realloc(m->heap, cap * sizeof(*h));
+        if (h == NULL) {
+            m->heap_short = 1;
+            return -1;
+        }
+        m->heap = h;
+        m->capheap = cap;
+    }
+    op->at = at;
+    op->hidx = m->nheap;
+    m->heap[m->nheap++] = op;
+    heap_fix(m, op->hidx);
+    return 0;
+}
+
+/* ------------------------------------------------------------ lists */
+
+static void step_push(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (op->in_step || op->state == S_DONE)
+        return;
+    op->in_step = 1;
+    op->step_next = NULL;
+    if (m->step_tail)
+        m->step_tail->step_next = op;
+    else
+        m->step_head = op;
+    m->step_tail = op;
+}
+
+static distlock_op *step_pop(distlock_multi *m)
+{
+    distlock_op *op = m->step_head;
+    if (op) {
+        m->step_head = op->step_next;
+        if (m->step_head == NULL)
+            m->step_tail = NULL;
+        op->in_step = 0;
+    }
+    return op;
+}
+
+static void step_remove(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (!op->in_step)
+        return;
+    distlock_op **pp = &m->step_head, *prev = NULL;
+    while (*pp && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->step_next;
+    }
+    if (*pp) {
+        *pp = op->step_next;
+        if (m->step_tail == op)
+            m->step_tail = prev;
+    }
+    op->in_step = 0;
+}
+
+static void doneq_remove(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (!op->in_doneq)
+        return;
+    distlock_op **pp = &m->done_head, *prev = NULL;
+    while (*pp && *pp != op) {
+        prev = *pp;
+        pp = &(*pp)->done_next;
+    }
+    if (*pp) {
+        *pp = op->done_next;
+        if (m->done_tail == op)
+            m->done_tail = prev;
+    }
+    op->in_doneq = 0;
+}
+
+static void wake_loop(distlock_multi *m)
+{
+    uint64_t one = 1;
+    ssize_t w = write(m->evfd, &one, sizeof one);
+    (void)w;  /* EAGAIN: already far from zero, readable anyway */
+}
+
+/* ------------------------------------------------------------ descriptors */
+
+static fdslot *slot_of(distlock_multi *m, int fd)
+{
+    if (fd < 0)
+        return NULL;
+    if (fd >= m->nfds) {
+        int n = m->nfds ? m->nfds : 64;
+        while (n <= fd)
+            n *= 2;
+        fdslot *t = realloc(m->fds, (size_t)n * sizeof(*t));
+        if (t == NULL)
+            return NULL;
+        memset(t + m->nfds, 0, (size_t)(n - m->nfds) * sizeof(*t));
+        m->fds = t;
+        m->nfds = n;
+    }
+    return &m->fds[fd];
+}
+
+/* Add or renew fd in the set (level-triggered). */
+static int ep_set(distlock_multi *m, int fd, uint32_t events)
+{
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof(ev));
+    ev.events = events;
+    ev.data.fd = fd;
+    if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+        return 0;
+    if (errno == ENOENT && epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+        return 0;
+    return -1;
+}
+
+static void ep_del(distlock_multi *m, int fd)
+{
+    struct epoll_event ev;
+    memset(&ev, 0, sizeof(ev));
+    (void)epoll_ctl(m->epfd, EPOLL_CTL_DEL, fd, &ev);  /* closed since: gone already */
+}
+
+/* The run's fds not in its new poll set leave the set (if still this op's:
+ * a number closed by this run may be another's by now). */
+static void run_unwatch(distlock_op *op, const struct pollfd *keep, int nkeep)
+{
+    distlock_multi *m = op->m;
+    int j = 0;
+    for (int i = 0; i < op->nw; i++) {
+        int fd = op->wfds[i], kept = 0;
+        for (int k = 0; k < nkeep && !kept; k++)
+            kept = keep[k].fd == fd;
+        if (kept) {
+            op->wfds[j++] = fd;
+            continue;
+        }
+        if (fd < m->nfds && m->fds[fd].kind == FD_RUN && m->fds[fd].op == op) {
+            ep_del(m, fd);
+            m->fds[fd].kind = FD_NONE;
+            m->fds[fd].op = NULL;
+        }
+    }
+    op->nw = j;
+}
+
+static int run_watch(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    run_unwatch(op, op->pfd, op->np);
+    if (op->capw < op->np) {
+        int *w = realloc(op->wfds, (size_t)op->np * sizeof(int));
+        if (w == NULL)
+            return -1;
+        op->wfds = w;
+        op->capw = op->np;
+    }
+    op->nw = 0;
+    for (int k = 0; k < op->np; k++) {
+        int fd = op->pfd[k].fd;
+        if (fd < 0)
+            continue;
+        uint32_t ev = ((op->pfd[k].events & POLLIN) ? EPOLLIN : 0) |
+                      ((op->pfd[k].events & POLLOUT) ? EPOLLOUT : 0);
+        fdslot *s = slot_of(m, fd);
+        if (s == NULL || ep_set(m, fd, ev) != 0)
+            return -1;
+        s->kind = FD_RUN;
+        s->op = op;
+        op->wfds[op->nw++] = fd;
+    }
+    return 0;
+}
+
+static cwatch *cancel_watch(distlock_multi *m, distlock_cancel *k)
+{
+    int fd = distlock__cancel_fd(k);
+    if (fd < 0)
+        return NULL;
+    cwatch *cw = m->cwatches;
+    while (cw && cw->cancel != k)
+        cw = cw->next;
+    if (cw == NULL) {
+        fdslot *s = slot_of(m, fd);
+        if (s == NULL || (cw = calloc(1, sizeof(*cw))) == NULL)
+            return NULL;
+        if (ep_set(m, fd, EPOLLIN) != 0) {
+            free(cw);
+            return NULL;
+        }
+        cw->cancel = k;
+        cw->fd = fd;
+        cw->watched = 1;
+        cw->next = m->cwatches;
+        m->cwatches = cw;
+        s->kind = FD_CANCEL;
+        s->cw = cw;
+    }
+    cw->refs++;
+    return cw;
+}
+
+static void cancel_unwatch(distlock_multi *m, cwatch *cw)
+{
+    if (cw == NULL || --cw->refs > 0)
+        return;
+    if (cw->watched) {
+        ep_del(m, cw->fd);
+        m->fds[cw->fd].kind = FD_NONE;
+        m->fds[cw->fd].cw = NULL;
+    }
+    for (cwatch **pp = &m->cwatches; *pp; pp = &(*pp)->next)
+        if (*pp == cw) {
+            *pp = cw->next;
+            break;
+        }
+    free(cw);
+}
+
+/* ------------------------------------------------------------ runs */
+
+/* Drive op's run as far as it goes: 1 when it finished (op->run_rc, and
+ * the thread's detail, are its), 0 when it waits (descriptors and time set). */
+static int run_drive(distlock_op *op)
+{
+    uint64_t next = UINT64_MAX;
+    struct pollfd *pfd = NULL;
+    int np = distlock__run_interest(op->run, &pfd, &next);
+    if (np == 0) {
+        run_unwatch(op, NULL, 0);
+        op->pfd = NULL;
+        op->np = 0;
+        timer_clear(op);
+        op->run_rc = distlock__run_finish(op->run);
+        op->run = NULL;
+        return 1;
+    }
+    op->pfd = pfd;
+    op->np = np;
+    if (run_watch(op) != 0 && next > distlock__now_us() + 1000u)
+        next = distlock__now_us() + 1000u;  /* cannot watch: look every ms */
+    (void)timer_set(op, next);
+    return 0;
+}
+
+/* Started (op->run), or finished at once (NULL: op->run_rc with its detail). */
+static int run_begin(distlock_op *op, distlock__run *r, int rc)
+{
+    op->run = r;
+    if (r == NULL) {
+        op->run_rc = rc;
+        return 1;
+    }
+    return run_drive(op);
+}
+
+/* A step of a run woken by its descriptors or its time: what happened is
+ * read with a poll() of its own set that does not wait. */
+static int run_step(distlock_op *op)
+{
+    if (op->np > 0) {
+        for (int k = 0; k < op->np; k++)
+            op->pfd[k].revents = 0;
+        if (poll(op->pfd, (nfds_t)op->np, 0) < 0)
+            for (int k = 0; k < op->np; k++)
+                op->pfd[k].revents = 0;
+    }
+    distlock__run_advance(op->run);
+    return run_drive(op);
+}
+
+/* ------------------------------------------------------------ keys */
+
+static unsigned key_hash(const char *s)
+{
+    unsigned h = 2166136261u;
+    while (*s)
+        h = (h ^ (unsigned char)*s++) * 16777619u;
+    return h % NBUCKETS;
+}
+
+static mkey *key_get(distlock_multi *m, const char *key)
+{
+    unsigned b = key_hash(key);
+    mkey *k = m->keys[b];
+    while (k && strcmp(k->key, key) != 0)
+        k = k->next;
+    if (k)
+        return k;
+    if ((k = calloc(1, sizeof(*k))) == NULL || (k->key = strdup(key)) == NULL) {
+        free(k);
+        return NULL;
+    }
+    k->next = m->keys[b];
+    m->keys[b] = k;
+    return k;
+}
+
+static void key_put(distlock_multi *m, mkey *k)
+{
+    if (k->active || k->head)
+        return;
+    for (mkey **pp = &m->keys[key_hash(k->key)]; *pp; pp = &(*pp)->next)
+        if (*pp == k) {
+            *pp = k->next;
+            break;
+        }
+    free(k->key);
+    free(k);
+}
+
+static void queue_remove(distlock_op *op)
+{
+    mkey *k = op->k;
+    distlock_op *prev = NULL;
+    for (distlock_op **pp = &k->head; *pp; prev = *pp, pp = &(*pp)->qnext)
+        if (*pp == op) {
+            *pp = op->qnext;
+            if (k->tail == op)
+                k->tail = prev;
+            break;
+        }
+    op->qnext = NULL;
+}
+
+/* ------------------------------------------------------------ finishing */
+
+static void set_err(distlock_op *op, int rc)
+{
+    op->rc = rc;
+    free(op->err);
+    op->err = NULL;
+    if (rc != DISTLOCK_OK)
+        op->err = distlock__error_copy();
+}
+
+static void sleeper_off(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (!op->sleeper_on)
+        return;
+    distlock__sleeper_end(m->c, &op->w.sl);
+    if (op->sl_prev)
+        op->sl_prev->sl_next = op->sl_next;
+    else
+        m->sleepers = op->sl_next;
+    if (op->sl_next)
+        op->sl_next->sl_prev = op->sl_prev;
+    op->sleeper_on = 0;
+}
+
+static void op_release_memory(distlock_op *op);
+
+/* op ended with op->rc (and op->err): the next of its key goes, it is
+ * counted, and handed out (or freed, if its owner let go of it). */
+static void finish(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    timer_clear(op);
+    sleeper_off(op);
+    if (op->waiter_on) {
+        distlock__waiter_remove(m->c, &op->w);
+        op->waiter_on = 0;
+    }
+    cancel_unwatch(m, op->cw);
+    op->cw = NULL;
+    if (op->type == OP_ACQUIRE) {
+        mkey *k = op->k;
+        if (k->active == op) {
+            k->active = k->head;
+            if (k->head) {
+                k->head = k->head->qnext;
+                if (k->head == NULL)
+                    k->tail = NULL;
+                k->active->qnext = NULL;
+                k->active->state = S_START;
+                step_push(k->active);
+            }
+        } else {
+            queue_remove(op);
+        }
+        key_put(m, k);
+        op->k = NULL;
+        if (op->rc == DISTLOCK_OK) {
+            op->rc = distlock__held_register(m->c, op->h, op->l, &op->att, &op->won);
+            if (op->rc != DISTLOCK_OK)
+                set_err(op, op->rc);  /* the handle was freed there */
+        } else {
+            distlock__held_free(op->h);
+            free(op->l);
+        }
+        op->h = NULL;
+        op->l = NULL;
+        free(op->ch);
+        op->ch = NULL;
+        if (distlock__stats_on(&m->c->stats))
+            distlock__stats_acquire(&m->c->stats, op->rc,
+                                    distlock__stats_span(op->first_t0, op->att.t1_us));
+    }
+    op->state = S_DONE;
+    m->running--;
+    step_remove(op);
+    if (op->user_freed) {
+        op_release_memory(op);
+        return;
+    }
+    op->done_next = NULL;
+    op->in_doneq = 1;
+    if (m->done_tail)
+        m->done_tail->done_next = op;
+    else
+        m->done_head = op;
+    m->done_tail = op;
+}
+
+/* ------------------------------------------------------------ an acquire */
+
+/* Was the acquire cancelled? Its own cancel (distlock_op_cancel, args'),
+ * and once it waits (wait_ms != 0) a client cancel since it started. */
+static int acq_cancelled(const distlock_op *op)
+{
+    if (op->cancel_req || distlock__cancel_fired(op->cancel))
+        return 1;
+    return op->wait_ms != 0 && distlock__cancel_gen(op->m->c) != op->gen;
+}
+
+/* A lock won after a cancel goes back (the status is the cancel's). */
+static int undo_start(distlock_op *op)
+{
+    int rc = DISTLOCK_OK;
+    distlock__run *r = distlock__release_lease_start(op->m->c, 0, op->h->key, op->h->token,
+                                                     op->att.valid_until_us, op->att.set_id,
+                                                     op->att.maybe, 0, NULL, &rc);
+    op->state = S_UNDO;
+    return run_begin(op, r, rc);
+}
+
+/* Try-once acquires queued behind an acquire that now waits: the key was
+ * held at its last try, so they fail as a refused try. */
+static void fail_try_once(distlock_multi *m, mkey *k)
+{
+    for (distlock_op *q = k->head, *next; q; q = next) {
+        next = q->qnext;
+        if (q->wait_ms == 0) {
+            distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' is held: another acquire of this multi "
+                           "waits for it", k->key);
+            set_err(q, DISTLOCK_NOTACQUIRED);
+            finish(q);
+        }
+    }
+    (void)m;
+}
+
+static void acq_step(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    distlock_client *c = m->c;
+    const char *key = op->h->key;
+    int rc;
+    for (;;) {
+        switch (op->state) {
+        case S_QUEUED:
+            if (acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
+                finish(op);
+                return;
+            }
+            if (distlock__now_us() >= op->deadline) {
+                set_err(op, distlock__wait_expired(key, op->wait_ms));
+                finish(op);
+                return;
+            }
+            (void)timer_set(op, op->deadline);
+            return;
+
+        case S_START:
+            timer_clear(op);
+            if (op->cancel_req || distlock__cancel_fired(op->cancel)) {
+                distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled before it "
+                               "started; nothing was sent", key);
+                set_err(op, DISTLOCK_ECANCELED);
+                finish(op);
+                return;
+            }
+            distlock__sleeper_start_on(c, &op->w.sl, op->gen, op->cancel, m->evfd);
+            op->sleeper_on = 1;
+            op->sl_prev = NULL;
+            op->sl_next = m->sleepers;
+            if (m->sleepers)
+                m->sleepers->sl_prev = op;
+            m->sleepers = op;
+            distlock__acq_req_init(c, op->h, op->given, op->wait_ms, &op->rq);
+            op->fair = op->rq.fair;
+            op->state = S_FIRST;
+            rc = DISTLOCK_OK;
+            if (!run_begin(op, distlock__acquire_start(c, &op->rq, &op->att, &rc), rc))
+                return;
+            continue;
+
+        case S_FIRST:
+            if (op->run && !run_step(op))
+                return;
+            rc = op->run_rc;
+            set_err(op, rc);
+            op->readers = op->att.readers;
+            op->first_t0 = op->att.t0_us;
+            if (op->cancel_req || distlock__cancel_fired(op->cancel)) {
+                distlock__first_cancelled(key, rc == DISTLOCK_OK);
+                set_err(op, DISTLOCK_ECANCELED);
+                if (rc == DISTLOCK_OK) {
+                    if (!undo_start(op))
+                        return;
+                    continue;
+                }
+                op->state = S_OUT;
+                continue;
+            }
+            op->late = rc == DISTLOCK_ETIMEDOUT;
+            if ((rc != DISTLOCK_NOTACQUIRED && !op->late) || op->wait_ms == 0) {
+                finish(op);
+                return;
+            }
+            if ((op->ch = malloc(DISTLOCK__SIDEKEY_MAX + 33)) == NULL) {
+                set_err(op, distlock__fail(DISTLOCK_ENOMEM, "out of memory"));
+                op->state = S_OUT;
+                continue;
+            }
+            distlock__channel_name(op->ch, key);
+            if (op->rq.writer && !op->given) {
+                memcpy(op->ch + DISTLOCK__SIDEKEY_MAX, op->h->token, 33);
+                op->rq.writer = op->ch + DISTLOCK__SIDEKEY_MAX;
+            }
+            op->w.channel = op->ch;
+            op->w.token = op->fair ? op->h->token : NULL;
+            op->w.head = op->att.head;
+            op->backoff = c->retry_min_ms;
+            op->entered_wait = 1;
+            fail_try_once(m, op->k);
+            if (distlock__waiter_add_start(c, &op->w) == DISTLOCK_OK) {
+                op->waiter_on = 1;
+                op->sub_deadline = distlock__now_us() +
+                                   (uint64_t)c->tp.connect_timeout_ms * 1000u;
+                op->state = S_SUB;
+            } else {
+                op->state = S_LOOP;  /* no subscriber: re-checks only */
+            }
+            continue;
+
+        case S_SUB:
+            if (acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
+                op->state = S_OUT;
+                continue;
+            }
+            /* unconfirmed at the deadline: the re-checks cover it */
+            if (!distlock__waiter_settled(c, &op->w, op->sub_deadline)) {
+                (void)timer_set(op, op->sub_deadline);
+                return;
+            }
+            op->subscribed = 1;
+            op->state = S_LOOP;
+            continue;
+
+        case S_LOOP:
+            timer_clear(op);
+            if (acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
+                op->state = S_OUT;
+                continue;
+            }
+            if (!op->fair && !op->given &&
+                (rc = distlock_token_generate(op->h->token, 33)) != DISTLOCK_OK) {
+                set_err(op, rc);
+                op->state = S_OUT;
+                continue;
+            }
+            op->rq.queue_ttl_ms = distlock__queue_ttl(c);
+            op->named = op->fair ? distlock__waiter_named(c, &op->w) : 0;
+            op->state = S_TRY;
+            rc = DISTLOCK_OK;
+            if (!run_begin(op, distlock__acquire_start(c, &op->rq, &op->att, &rc), rc))
+                return;
+            continue;
+
+        case S_TRY: {
+            if (op->run && !run_step(op))
+                return;
+            rc = op->run_rc;
+            set_err(op, rc);
+            op->readers |= op->att.readers;
+            if (rc == DISTLOCK_OK && acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start,
+                                                     "; the lock won meanwhile was released"));
+                if (!undo_start(op))
+                    return;
+                continue;
+            }
+            if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
+                op->state = S_OUT;
+                continue;
+            }
+            if (distlock__attempt_ends_wait(rc, &op->late)) {
+                op->state = S_OUT;
+                continue;
+            }
+            if (op->fair)
+                distlock__waiter_set_head(c, &op->w, op->att.head, op->named);
+            uint64_t now = distlock__now_us();
+            if (now >= op->deadline) {
+                if (rc == DISTLOCK_NOTACQUIRED)
+                    set_err(op, distlock__wait_expired(key, op->wait_ms));
+                op->state = S_OUT;  /* ETIMEDOUT keeps its detail */
+                continue;
+            }
+            if (op->fair && op->att.split) {
+                /* The queues disagree on the order: out of every queue, and
+                 * back after a random pause (handle.c, acquire_wait). */
+                op->state = S_SPLIT;
+                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, &rc), rc))
+                    return;
+                continue;
+            }
+            op->wake_at = distlock__recheck_at(c, op->att.holder_pttl, op->deadline,
+                                               &op->backoff);
+            op->notice = op->subscribed;
+            op->state = S_SLEEP;
+            continue;
+        }
+
+        case S_SPLIT:
+            if (op->run && !run_step(op))
+                return;
+            op->wake_at = distlock__split_pause_at(c);
+            op->notice = 0;
+            op->state = S_SLEEP;
+            continue;
+
+        case S_SLEEP: {
+            if (acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
+                op->state = S_OUT;
+                continue;
+            }
+            int go = op->kick;
+            op->kick = 0;
+            if (op->notice && distlock__waiter_take_notified(c, &op->w))
+                go = 1;
+            if (!go && distlock__now_us() < op->wake_at) {
+                (void)timer_set(op, op->wake_at);
+                return;
+            }
+            op->state = S_LOOP;
+            continue;
+        }
+
+        case S_UNDO:
+            if (op->run && !run_step(op))
+                return;
+            /* the cancel's status and detail stand, whatever the release said */
+            op->state = S_OUT;
+            continue;
+
+        case S_OUT:
+            if (op->waiter_on) {
+                distlock__waiter_remove(c, &op->w);
+                op->waiter_on = 0;
+            }
+            sleeper_off(op);
+            if (op->readers && (op->rc != DISTLOCK_OK || op->rq.writer)) {
+                /* a writer that gives up (or won) leaves the registry of
+                 * waiting writers (handle.c, acquire_wait) */
+                op->state = S_WLEAVE;
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
+                    return;
+                continue;
+            }
+            op->state = S_WLEAVE;
+            continue;
+
+        case S_WLEAVE:
+            if (op->run && !run_step(op))
+                return;
+            if (op->fair && op->rc != DISTLOCK_OK) {
+                op->state = S_QLEAVE;
+                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, &rc), rc))
+                    return;
+                continue;
+            }
+            op->state = S_QLEAVE;
+            continue;
+
+        case S_QLEAVE:
+            if (op->run && !run_step(op))
+                return;
+            op->att.t0_us = op->first_t0;
+            finish(op);
+            return;
+
+        default:
+            return;
+        }
+    }
+}
+
+/* ------------------------------------------------------------ release, extend */
+
+static void rel_step(distlock_op *op)
+{
+    distlock__held *h = op->lock->h;
+    if (op->state == S_START) {
+        int rc = DISTLOCK_OK;
+        op->state = S_REL;
+        if (!run_begin(op, distlock__release_lease_start(op->m->c, h->quorum, h->key, h->token,
+                                                         op->until, h->set_pref, h->maybe,
+                                                         op->retry, &op->sent, &rc), rc))
+            return;
+    } else if (op->run && !run_step(op)) {
+        return;
+    }
+    int rc = distlock__release_end(op->lock, op->run_rc, op->retry, op->sent);
+    set_err(op, rc);
+    if (rc == DISTLOCK_OK) {
+        /* a release of a key our acquires wait for: the next tries now */
+        unsigned b = key_hash(op->lock->h->key);
+        mkey *k = op->m->keys[b];
+        while (k && strcmp(k->key, op->lock->h->key) != 0)
+            k = k->next;
+        if (k && k->active && k->active->state == S_SLEEP) {
+            k->active->kick = 1;
+            step_push(k->active);
+        }
+    }
+    finish(op);
+}
+
+static void ext_step(distlock_op *op)
+{
+    int rc;
+    distlock__held *h = op->lock->h;
+    if (op->state == S_EXT_WAIT) {
+        if (distlock__extend_begin(h, op->ttl_ms, 0) != 0) {
+            (void)timer_set(op, distlock__now_us() + EXT_RETRY_US);
+            return;
+        }
+        timer_clear(op);
+        op->state = S_EXT;
+        rc = DISTLOCK_OK;
+        op->until = 0;
+        if (!run_begin(op, distlock__extend_lease_start(op->m->c, h->quorum, h->key, h->token,
+                                                        op->ttl_ms, &op->until, &rc), rc))
+            return;
+    } else if (op->run && !run_step(op)) {
+        return;
+    }
+    set_err(op, distlock__extend_end(h, op->ttl_ms, op->run_rc, op->until));
+    finish(op);
+}
+
+static void op_step(distlock_op *op)
+{
+    if (op->state == S_DONE)
+        return;
+    if (op->type == OP_ACQUIRE)
+        acq_step(op);
+    else if (op->type == OP_RELEASE)
+        rel_step(op);
+    else
+        ext_step(op);
+}
+
+/* ------------------------------------------------------------ the API */
+
+int distlock_multi_new(distlock_client *c, distlock_multi **out)
+{
+    distlock__clear_error();
+    if (out)
+        *out = NULL;
+    if (c == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "client must not be NULL");
+    if (out == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    int rc;
+    if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
+        return rc;
+    distlock_multi *m = calloc(1, sizeof(*m));
+    if (m == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    m->c = c;
+    m->pid = distlock__getpid();
+    m->epfd = epoll_create1(EPOLL_CLOEXEC);
+    m->evfd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    /* the client's state as of this process (a forked child's first use
+     * renews its cancel eventfd: take the number after that) */
+    distlock__lock(c);
+    int cfd = c->cancel_fd;
+    pthread_mutex_unlock(&c->mu);
+    m->seen_gen = distlock__cancel_gen(c);
+    if (m->epfd < 0 || m->evfd < 0 || ep_set(m, m->evfd, EPOLLIN) != 0) {
+        int e = errno;
+        if (m->epfd >= 0)
+            close(m->epfd);
+        if (m->evfd >= 0)
+            close(m->evfd);
+        free(m);
+        return distlock__fail(DISTLOCK_ESYS, "cannot create the multi's descriptors: %s",
+                              strerror(e));
+    }
+    /* Without it a client cancel still reaches the multi's waiting acquires
+     * through their sleepers, when another sleeper of the client passes it
+     * on, or at their next re-check. */
+    m->cancel_watched = cfd >= 0 && ep_set(m, cfd, EPOLLIN) == 0;
+    *out = m;
+    return DISTLOCK_OK;
+}
+
+static distlock_op *op_new(distlock_multi *m, int type)
+{
+    distlock_op *op = calloc(1, sizeof(*op));
+    if (op == NULL)
+        return NULL;
+    op->m = m;
+    op->id = ++m->next_id;
+    op->type = type;
+    op->at = UINT64_MAX;
+    op->deadline = UINT64_MAX;
+    op->next = m->ops;
+    if (m->ops)
+        m->ops->prev = op;
+    m->ops = op;
+    return op;
+}
+
+/* The op's memory, once it ended (or never started). */
+static void op_release_memory(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (op->prev)
+        op->prev->next = op->next;
+    else if (m->ops == op)
+        m->ops = op->next;
+    if (op->next)
+        op->next->prev = op->prev;
+    free(op->wfds);
+    free(op->err);
+    free(op);
+}
+
+static void op_started(distlock_op *op)
+{
+    op->m->running++;
+    step_push(op);
+    wake_loop(op->m);
+}
+
+static int multi_acquire(distlock_multi *m, const char *key, long permits, long ttl_ms,
+                         long wait_ms, unsigned flags, const distlock_acquire_args *args,
+                         distlock_op **out)
+{
+    const char *token;
+    int rc;
+    distlock__clear_error();
+    if (out)
+        *out = NULL;
+    if ((rc = usable_multi(m)) != DISTLOCK_OK)
+        return rc;
+    if (out == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    distlock_lock *unused;
+    if ((rc = distlock__acquire_check(m->c, key, permits, ttl_ms, wait_ms, flags, args, &unused,
+                                      &token)) != DISTLOCK_OK)
+        return rc;
+    if (flags & DISTLOCK_REENTRANT)
+        return distlock__fail(DISTLOCK_EINVAL, "DISTLOCK_REENTRANT is not available through a "
+                              "multi: use distlock_acquire_with()");
+    distlock_op *op = op_new(m, OP_ACQUIRE);
+    if (op == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    op->h = distlock__held_new(m->c, key, token, permits, ttl_ms, flags, NULL, 0, &op->l, &rc);
+    if (op->h == NULL || (op->k = key_get(m, key)) == NULL) {
+        if (op->h) {
+            distlock__held_free(op->h);
+            free(op->l);
+            rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+        }
+        op_release_memory(op);
+        return rc;
+    }
+    op->cancel = args ? args->cancel : NULL;
+    op->given = token != NULL;
+    op->wait_ms = wait_ms;
+    op->gen = distlock__cancel_gen(m->c);  /* cancels from now on concern it */
+    op->t_start = distlock__now_us();
+    op->deadline = wait_ms == 0 ? UINT64_MAX : distlock__wait_deadline(wait_ms, op->t_start);
+    op->cw = cancel_watch(m, op->cancel);
+    if (op->k->active == NULL) {
+        op->k->active = op;
+        op->state = S_START;
+    } else if (wait_ms == 0 && op->k->active->entered_wait) {
+        /* refused at once (see distlock.h): still an op, handed out done */
+        op->state = S_QUEUED;
+        op->k->tail ? (void)(op->k->tail->qnext = op) : (void)(op->k->head = op);
+        op->k->tail = op;
+        op_started(op);
+        fail_try_once(m, op->k);
+        *out = op;
+        distlock__clear_error();
+        return DISTLOCK_OK;
+    } else {
+        op->state = S_QUEUED;
+        if (op->k->tail)
+            op->k->tail->qnext = op;
+        else
+            op->k->head = op;
+        op->k->tail = op;
+    }
+    op_started(op);
+    *out = op;
+    return DISTLOCK_OK;
+}
+
+int distlock_multi_acquire(distlock_multi *m, const char *key, long ttl_ms, long wait_ms,
+                           unsigned flags, const distlock_acquire_args *args, distlock_op **out)
+{
+    return multi_acquire(m, key, 0, ttl_ms, wait_ms, flags, args, out);
+}
+
+int distlock_multi_semaphore_acquire(distlock_multi *m, const char *key, long permits,
+                                     long ttl_ms, long wait_ms, unsigned flags,
+                                     const distlock_acquire_args *args, distlock_op **out)
+{
+    if (permits < 1 || permits > DISTLOCK_PERMITS_MAX) {
+        distlock__clear_error();
+        if (out)
+            *out = NULL;
+        return distlock__fail(DISTLOCK_EINVAL, "permits %ld: use 1..%ld (DISTLOCK_PERMITS_MAX)",
+                              permits, (long)DISTLOCK_PERMITS_MAX);
+    }
+    return multi_acquire(m, key, permits, ttl_ms, wait_ms, flags, args, out);
+}
+
+/* A lock of this multi's client, of one key (a key set's release and
+ * extend stay blocking in this slice). */
+static int multi_lock_check(distlock_multi *m, distlock_lock *l, distlock_op **out)
+{
+    int rc;
+    if (out)
+        *out = NULL;
+    if ((rc = usable_multi(m)) != DISTLOCK_OK)
+        return rc;
+    if (out == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
+    if (l == NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "lock must not be NULL");
+    if (l->h->client != NULL && l->h->client != m->c)
+        return distlock__fail(DISTLOCK_EINVAL, "the lock is another client's: use a multi of "
+                              "its client");
+    if (l->h->keys != NULL)
+        return distlock__fail(DISTLOCK_EINVAL, "a lock of distlock_acquire_many() is released "
+                              "and extended by distlock_release() / distlock_extend()");
+    return DISTLOCK_OK;
+}
+
+int distlock_multi_release(distlock_multi *m, distlock_lock *l, distlock_op **out)
+{
+    int rc;
+    distlock__clear_error();
+    if ((rc = multi_lock_check(m, l, out)) != DISTLOCK_OK)
+        return rc;
+    distlock_op *op = op_new(m, OP_RELEASE);
+    if (op == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    op->lock = l;
+    rc = distlock__release_begin(l, 1, &op->retry, &op->until);
+    if (rc != DISTLOCK_OK) {
+        /* decided without I/O (an error, or nothing to send): an op that is
+         * done at its first perform, as the blocking call returns at once */
+        op->rc = rc == 1 ? DISTLOCK_OK : rc;
+        if (rc != 1)
+            set_err(op, rc);
+        op->run = NULL;
+        op->sent = 0;
+        op_started(op);
+        op->state = S_DONE;  /* no release_end: nothing was sent */
+        op->m->running--;
+        step_remove(op);
+        op->in_doneq = 1;
+        op->done_next = NULL;
+        if (m->done_tail)
+            m->done_tail->done_next = op;
+        else
+            m->done_head = op;
+        m->done_tail = op;
+        *out = op;
+        distlock__clear_error();
+        return DISTLOCK_OK;
+    }
+    op->state = S_START;
+    op_started(op);
+    *out = op;
+    return DISTLOCK_OK;
+}
+
+int distlock_multi_extend(distlock_multi *m, distlock_lock *l, long ttl_ms, distlock_op **out)
+{
+    int rc;
+    distlock__clear_error();
+    if ((rc = multi_lock_check(m, l, out)) != DISTLOCK_OK ||
+        (rc = distlock__extend_check(l, ttl_ms)) != DISTLOCK_OK)
+        return rc;
+    distlock_op *op = op_new(m, OP_EXTEND);
+    if (op == NULL)
+        return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    op->lock = l;
+    op->ttl_ms = ttl_ms;
+    op->state = S_EXT_WAIT;
+    op_started(op);
+    *out = op;
+    return DISTLOCK_OK;
+}
+
+int distlock_multi_fd(const distlock_multi *m)
+{
+    if (usable_multi(m) != DISTLOCK_OK)
+        return -1;
+    return m->epfd;
+}
+
+long distlock_multi_timeout(distlock_multi *m)
+{
+    if (m == NULL || forked(m))
+        return -1;
+    if (m->step_head)
+        return 0;
+    if (m->heap_short && m->running > 0)
+        return 1;
+    if (m->nheap == 0)
+        return -1;
+    uint64_t at = m->heap[0]->at, now = distlock__now_us();
+    if (at <= now)
+        return 0;
+    uint64_t ms = (at - now + 999u) / 1000u;
+    return ms > 86400000u ? 86400000L : (long)ms;
+}
+
+/* Every op whose cancel may have come: to its next step. */
+static void cancel_scan(distlock_multi *m)
+{
+    for (distlock_op *op = m->ops; op; op = op->next)
+        if (op->type == OP_ACQUIRE && op->state != S_DONE && acq_cancelled(op))
+            step_push(op);
+}
+
+int distlock_multi_perform(distlock_multi *m)
+{
+    int rc;
+    distlock__clear_error();
+    if ((rc = usable_multi(m)) != DISTLOCK_OK)
+        return rc;
+    distlock_client *c = m->c;
+    /* A few at a time: this frame is on the 4 KB stack budget's path. The
+     * set is level-triggered: a descriptor reported stays ready until its
+     * op reads it below, and epoll reports the others on the next calls
+     * (round robin), so the calls are bounded by the descriptors there are
+     * (those left are reported by the next perform). */
+    struct epoll_event ev[16];
+    int woke = 0, scan = 0, n, rounds = m->nfds / 16 + 2;
+    do {
+        n = epoll_wait(m->epfd, ev, 16, 0);
+        for (int i = 0; i < n; i++) {
+            int fd = ev[i].data.fd;
+            if (fd == m->evfd) {
+                uint64_t v;
+                ssize_t r = read(m->evfd, &v, sizeof v);
+                (void)r;
+                woke = 1;
+            } else if (m->cancel_watched && fd == c->cancel_fd) {
+                distlock__cancel_pass_on(c);
+                scan = 1;
+            } else if (fd < m->nfds && m->fds[fd].kind == FD_RUN && m->fds[fd].op) {
+                step_push(m->fds[fd].op);
+            } else if (fd < m->nfds && m->fds[fd].kind == FD_CANCEL && m->fds[fd].cw) {
+                /* fired for good: stays readable, so it leaves the set */
+                cwatch *cw = m->fds[fd].cw;
+                ep_del(m, fd);
+                cw->watched = 0;
+                m->fds[fd].kind = FD_NONE;
+                m->fds[fd].cw = NULL;
+                scan = 1;
+            } else {
+                ep_del(m, fd);  /* a stale registration: nobody's now */
+            }
+        }
+    } while (n == 16 && --rounds > 0);
+    unsigned gen = distlock__cancel_gen(c);
+    if (gen != m->seen_gen) {
+        m->seen_gen = gen;
+        scan = 1;
+    }
+    if (woke)
+        for (distlock_op *op = m->sleepers; op; op = op->sl_next)
+            if (distlock__sleeper_take_woken(&op->w.sl))
+                step_push(op);
+    if (scan)
+        cancel_scan(m);
+    uint64_t now = distlock__now_us();
+    while (m->nheap > 0 && m->heap[0]->at <= now) {
+        distlock_op *op = m->heap[0];
+        timer_clear(op);
+        step_push(op);
+    }
+    distlock_op *op;
+    while ((op = step_pop(m)) != NULL)
+        op_step(op);
+    return m->running;
+}
+
+distlock_op *distlock_multi_done(distlock_multi *m)
+{
+    if (m == NULL || forked(m) || m->done_head == NULL)
+        return NULL;
+    distlock_op *op = m->done_head;
+    m->done_head = op->done_next;
+    if (m->done_head == NULL)
+        m->done_tail = NULL;
+    op->in_doneq = 0;
+    op->handed = 1;
+    return op;
+}
+
+void distlock_op_cancel(distlock_op *op)
+{
+    if (op == NULL || op->state == S_DONE || op->type != OP_ACQUIRE || forked(op->m))
+        return;
+    op->cancel_req = 1;
+    step_push(op);
+    wake_loop(op->m);
+}
+
+int distlock_op_done(const distlock_op *op)
+{
+    return op != NULL && op->state == S_DONE;
+}
+
+int distlock_op_status(const distlock_op *op)
+{
+    if (op == NULL || op->state != S_DONE)
+        return DISTLOCK_EINVAL;
+    return op->rc;
+}
+
+const char *distlock_op_error(const distlock_op *op)
+{
+    if (op == NULL || op->state != S_DONE || op->rc == DISTLOCK_OK || op->err == NULL)
+        return "";
+    return op->err;
+}
+
+distlock_lock *distlock_op_take_lock(distlock_op *op)
+{
+    if (op == NULL || op->state != S_DONE || forked(op->m))
+        return NULL;
+    distlock_lock *l = op->won;
+    op->won = NULL;
+    return l;
+}
+
+uint64_t distlock_op_id(const distlock_op *op)
+{
+    return op ? op->id : 0;
+}
+
+void distlock_op_free(distlock_op *op)
+{
+    if (op == NULL)
+        return;
+    if (forked(op->m)) {
+        op->user_freed = 1;  /* memory only, with the multi */
+        return;
+    }
+    if (op->state != S_DONE) {
+        op->user_freed = 1;
+        distlock_op_cancel(op);
+        return;
+    }
+    doneq_remove(op);
+    if (op->won)
+        distlock_lock_free(op->won);
+    op->won = NULL;
+    op_release_memory(op);
+}
+
+/* A forked child's copy of a run of the parent's: neither finished (that
+ * is I/O) nor freed (run.c has no way yet to drop one without I/O), but kept
+ * reachable here until the process ends, so that it is memory held, not
+ * memory lost. */
+static distlock__run **child_runs;
+static size_t nchild_runs;
+
+static void keep_parents_run(distlock__run *r)
+{
+    if (r == NULL)
+        return;
+    distlock__run **t = realloc(child_runs, (nchild_runs + 1) * sizeof(*t));
+    if (t == NULL)
+        return;
+    child_runs = t;
+    child_runs[nchild_runs++] = r;
+}
+
+void distlock_multi_free(distlock_multi *m)
+{
+    if (m == NULL)
+        return;
+    if (!forked(m)) {
+        /* every running op to its end: acquires cancelled (a lock won is
+         * released), releases and extends finished; this blocks */
+        for (distlock_op *op = m->ops; op; op = op->next)
+            if (op->state != S_DONE && op->type == OP_ACQUIRE) {
+                op->cancel_req = 1;
+                step_push(op);
+            }
+        while (distlock_multi_perform(m) > 0) {
+            struct pollfd p = { m->epfd, POLLIN, 0 };
+            long t = distlock_multi_timeout(m);
+            (void)poll(&p, 1, t < 0 ? 1000 : (int)t);
+        }
+        while (m->ops) {
+            distlock_op *op = m->ops;
+            if (op->won)
+                distlock_lock_free(op->won);
+            op->won = NULL;
+            op_release_memory(op);
+        }
+    } else {
+        /* A forked child: the parent's runs, waiters and sleepers are only
+         * memory here; the client forgets the parent's lists (sleepers and
+         * waiters, which point into our ops) at its first use in the child,
+         * so that use comes first. Nothing is sent, no lock is released. The
+         * runs themselves are kept to the process's end (keep_parents_run). */
+        distlock__lock(m->c);
+        pthread_mutex_unlock(&m->c->mu);
+        while (m->ops) {
+            distlock_op *op = m->ops;
+            keep_parents_run(op->run);
+            if (op->h)
+                distlock__held_free(op->h);
+            free(op->l);
+            free(op->ch);
+            distlock_lock_free(op->won);  /* in a child: memory only, nothing sent */
+            op_release_memory(op);
+        }
+    }
+    for (int b = 0; b < NBUCKETS; b++)
+        while (m->keys[b]) {
+            mkey *k = m->keys[b];
+            m->keys[b] = k->next;
+            free(k->key);
+            free(k);
+        }
+    while (m->cwatches) {
+        cwatch *cw = m->cwatches;
+        m->cwatches = cw->next;
+        free(cw);
+    }
+    close(m->epfd);
+    close(m->evfd);
+    free(m->heap);
+    free(m->fds);
+    free(m);
+}

@@ -1,0 +1,118 @@
+/* run.c -- the driver of runs: a layer-5 operation (a chain of rounds) that
+ * never blocks, advanced by whoever waits for its descriptors (the blocking
+ * calls: distlock__run_wait's poll(); the non-blocking API: its own loop
+ * over many runs). The operations' steps are acquire.c's and ops.c's; run.h
+ * says what a run holds.
+ *
+ * Error details: the thread's detail is one buffer per thread, and runs
+ * interleaved on one thread must not mix theirs. A run keeps its own: the
+ * thread's at its start, then whatever detail each of its steps sets (the
+ * buffer is cleared before a step and read after it); finish puts it back
+ * on the calling thread. A blocking call therefore leaves the detail
+ * exactly as the same code did when it ran on the thread directly.
+ *
+ * Layer: 5 operations */
+#include <errno.h>
+#include <poll.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "run.h"
+
+distlock__run *distlock__run_new(distlock_client *c, size_t op_size)
+{
+    distlock__run *r = calloc(1, sizeof(*r) + op_size);
+    if (r == NULL)
+        return NULL;
+    r->c = c;
+    const char *e = distlock_last_error();
+    size_t n = strnlen(e, sizeof(r->detail) - 1);
+    memcpy(r->detail, e, n);
+    r->detail[n] = '\0';
+    return r;
+}
+
+/* One step, its detail (if it set one) kept as the run's. */
+static void run_step(distlock__run *r)
+{
+    const char *e = distlock_last_error();
+    distlock__clear_error();
+    if (r->step(r) == 0)
+        r->over = 1;
+    if (e[0] != '\0') {
+        size_t n = strnlen(e, sizeof(r->detail) - 1);
+        memcpy(r->detail, e, n);
+        r->detail[n] = '\0';
+    }
+}
+
+void distlock__run_go(distlock__run *r, int (*step)(distlock__run *r))
+{
+    r->step = step;
+    run_step(r);
+}
+
+void distlock__run_round(distlock__run *r, const distlock__call *const *calls,
+                         distlock__result *res, distlock__decide_fn decide, void *arg)
+{
+    distlock__round_begin(&r->c->tp, r->cs, &r->rr, calls, res, decide, arg);
+    r->in_round = 1;
+}
+
+int distlock__run_interest(distlock__run *r, struct pollfd **pfd, uint64_t *next_us)
+{
+    for (;;) {
+        if (r->in_round) {
+            int np = distlock__round_interest(&r->c->tp, r->cs, &r->rr, next_us);
+            if (np > 0) {
+                *pfd = r->cs->pfd;
+                return np;
+            }
+            distlock__round_end(&r->c->tp, r->cs, &r->rr);
+            r->in_round = 0;
+        }
+        if (r->over) {
+            *pfd = NULL;
+            *next_us = UINT64_MAX;
+            return 0;
+        }
+        run_step(r);  /* the round ended: the next one, or the end */
+    }
+}
+
+void distlock__run_advance(distlock__run *r)
+{
+    if (r->in_round)
+        distlock__round_advance(&r->c->tp, r->cs, &r->rr);
+}
+
+int distlock__run_finish(distlock__run *r)
+{
+    int rc = r->rc;
+    distlock__fail(rc, "%s", r->detail);
+    free(r);
+    return rc;
+}
+
+int distlock__run_wait(distlock__run *r)
+{
+    struct pollfd *pfd;
+    uint64_t next;
+    int np;
+
+    while ((np = distlock__run_interest(r, &pfd, &next)) > 0) {
+        uint64_t now = distlock__now_us();
+        int wait_ms = next == UINT64_MAX ? -1 : next > now ? (int)((next - now + 999) / 1000) : 0;
+        int pr = poll(pfd, (nfds_t)np, wait_ms);
+        if (pr < 0 && errno != EINTR) {
+            /* poll() itself failed (ENOMEM): nothing is known about the
+             * descriptors; wait a little and ask again. The nodes' own
+             * deadlines still end the round (interest fails them). */
+            (void)poll(NULL, 0, wait_ms < 0 || wait_ms > 10 ? 10 : wait_ms);
+            continue;
+        }
+        if (pr > 0)
+            distlock__run_advance(r);
+    }
+    return distlock__run_finish(r);
+}
