@@ -452,6 +452,46 @@ static void test_kinds(void **state)
     distlock_client_free(c);
 }
 
+/* A try-once acquire started while another acquire of the multi waits for
+ * the key fails at once (the key was held at that one's last try), with its
+ * own detail; one of another key is not affected. A caller's token
+ * (args->token) is the one the servers hold. */
+static void test_try_once_behind_a_waiter_and_caller_token(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder_c = client(rc), *c = client(rc);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder_c, "mo:tryonce", 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_multi *m = NULL;
+    assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
+    distlock_op *w, *t, *other;
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce", 10000, 30000, 0, NULL, &w), DISTLOCK_OK);
+    drive_for(m, 300);  /* w tried and waits */
+    assert_false(distlock_op_done(w));
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce", 10000, 0, 0, NULL, &t), DISTLOCK_OK);
+    distlock_acquire_args args = { .size = sizeof(args), .token = "my-own-token-1" };
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:other", 10000, 0, 0, &args, &other),
+              DISTLOCK_OK);
+    drive_until(m, other, 5000);
+    turn(m, 0);
+    assert_true(distlock_op_done(t));
+    assert_op(t, DISTLOCK_NOTACQUIRED);
+    assert_non_null(strstr(distlock_op_error(t), "another acquire of this multi waits"));
+    assert_op(other, DISTLOCK_OK);
+    assert_false(distlock_op_done(w));
+    distlock_lock *lo = distlock_op_take_lock(other);
+    assert_string_equal(distlock_lock_token(lo), "my-own-token-1");
+    assert_holding_quorum(rc, "mo:tryonce:other", "my-own-token-1", rc->n);
+    distlock_lock_free(lo);
+    distlock_op_free(w);  /* running: cancelled, freed when done */
+    distlock_op_free(t);
+    distlock_op_free(other);
+    distlock_multi_free(m);
+    distlock_lock_free(held);
+    distlock_client_free(c);
+    distlock_client_free(holder_c);
+}
+
 /* The deadline: a waiting acquire (active or queued) gives up after wait_ms. */
 static void test_deadline(void **state)
 {
@@ -680,6 +720,7 @@ int main(void)
         cmocka_unit_test_setup(test_release_hands_over_without_messages, heal),
         cmocka_unit_test_setup(test_kinds, heal),
         cmocka_unit_test_setup(test_deadline, heal),
+        cmocka_unit_test_setup(test_try_once_behind_a_waiter_and_caller_token, heal),
         cmocka_unit_test_setup(test_op_cancel, heal),
         cmocka_unit_test_setup(test_cancel_mid_attempt_releases_win, heal),
         cmocka_unit_test_setup(test_client_cancel, heal),

@@ -39,8 +39,9 @@
 extern "C" {
 #endif
 
-/* The library is built for POSIX systems (epoll-free poll(), fork
- * handling, getrandom): symbols are exported by visibility. */
+/* The library is built for Linux (poll() and eventfd; a multi's one
+ * descriptor is an epoll descriptor; fork handling, getrandom): symbols
+ * are exported by visibility. */
 #if defined(__GNUC__) && __GNUC__ >= 4
 #  define DISTLOCK_API __attribute__((visibility("default")))
 #else

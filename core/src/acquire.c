@@ -121,7 +121,7 @@ void distlock__release_call_free(distlock__release_call *rel)
 }
 
 /* The attempt as a run: its state between steps, and what its rounds point
- * at (a later round's call and arguments: one such round at a time). */
+ * at. */
 enum { S_START = 0, S_FIRST, S_REFRESH, S_VERDICT, S_FENCE, S_FENCED, S_LEAVE, S_LEFT, S_UNDO,
        S_UNDONE, S_SPLIT };
 typedef struct acq_run {
@@ -131,21 +131,29 @@ typedef struct acq_run {
     distlock__quorum qk;
     distlock__tally t;
     int state;
-    /* the first round: a plain acquire's script (4 arguments; the others
-     * take theirs from sk), SET NX GET, or the zset script */
-    const char *argv_plain[5];
-    size_t len_plain[5];
-    distlock__call script, plain;
-    const char *pargv[7];
-    size_t plen[7];
-    char permits[DISTLOCK__NUM_LEN];
-    /* a later round: refresh, fence raise, leave, undo or the split check */
-    const char *argv[8];
-    size_t len[8];
-    distlock__call call;
-    char fv[DISTLOCK__NUM_LEN];
-    distlock__release_call rel;
-    int rel_made;
+    int rel_made;                /* rel holds an undo's release call */
+    /* What the round in progress points at: one round at a time, and the
+     * transport reads a call only while its round runs (transport.h). */
+    union {
+        struct {  /* the first round: a plain acquire's script (4 arguments;
+                   * the others take theirs from sk), SET NX GET, or the
+                   * zset script */
+            const char *argv_plain[5];
+            size_t len_plain[5];
+            distlock__call script, plain;
+            const char *pargv[7];
+            size_t plen[7];
+            char permits[DISTLOCK__NUM_LEN];
+        };
+        struct {  /* a later round: refresh, fence raise, leave, a fair undo,
+                   * the split check */
+            const char *argv[8];
+            size_t len[8];
+            distlock__call call;
+            char fv[DISTLOCK__NUM_LEN];
+        };
+        distlock__release_call rel;  /* a lost attempt's undo */
+    };
 } acq_run;
 
 /* Nodes that answered with our own token get their TTL refreshed by

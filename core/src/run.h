@@ -16,9 +16,6 @@
 
 #include "internal.h"
 
-/* The longest error detail a run keeps (error.c's per-thread buffer). */
-#define DISTLOCK__RUN_DETAIL 512
-
 struct distlock__run {
     distlock_client *c;
     distlock__connset *cs;      /* checked out by the start, in by the last step */
@@ -28,15 +25,17 @@ struct distlock__run {
     int over;                   /* the step returned 0: finish may be called */
     int rc;
     /* The thread's detail as this run left it: the one it found at its
-     * start, replaced by each detail one of its steps set (run.c). */
-    char detail[DISTLOCK__RUN_DETAIL];
+     * start, replaced by each detail one of its steps set (run.c); a copy
+     * on the heap, NULL for none (""): the common case costs nothing. */
+    char *detail;
     /* the operation's own state (acquire.c, ops.c) */
     max_align_t op[];
 };
 
 /* A run with `op_size` bytes of zeroed state for its operation at r->op,
  * and the thread's current detail; NULL on ENOMEM (no detail set: the
- * caller says what it wants said). */
+ * caller says what it wants said). One allocation: keep op_size small (a
+ * run of the hot path under 1 KB stays in malloc's per-thread cache). */
 distlock__run *distlock__run_new(distlock_client *c, size_t op_size);
 /* Run the first step (the start's last act; never blocks). Afterwards the
  * run may already be over. */
