@@ -23,7 +23,8 @@ holder's acquire returning (p50/p99/max, CLOCK_MONOTONIC in this process).
 pairs: TASKS tasks, each acquire (try once) + release on its own key in a
 loop, for SECS seconds; distlock.aio and redis-py's asyncio Lock
 (``redis.asyncio.Redis.lock(key, timeout=30)``, its defaults) alternate,
-ROUNDS rounds each; the medians and the ratio of the medians.
+ROUNDS rounds each; the medians, the ratio of the medians and the errors
+(counted; the task goes on).
 
 One line per figure ("name: value"), last a summary. Standard library, the
 distlock package and redis-py (Debian's python3-redis).
@@ -187,22 +188,25 @@ async def queue(uris: str, tasks: int) -> int:
     return 1 if errors or overlap[0] or len(got) != tasks else 0
 
 
-async def pairs_distlock(uri: str, tasks: int, secs: float) -> float:
+async def pairs_distlock(uri: str, tasks: int, secs: float, errors: list) -> float:
     n = [0]
     async with aio.Client(uri) as c:
         async def one(i: int, stop: float) -> None:
             lk = c.lock("bench:aio:pairs:%d:%d" % (os.getpid(), i), ttl=30)
             while time.monotonic() < stop:
-                if not await lk.acquire(blocking=False):
-                    raise RuntimeError("own key refused")
-                await lk.release()
-                n[0] += 1
+                try:
+                    if not await lk.acquire(blocking=False):
+                        raise RuntimeError("own key refused")
+                    await lk.release()
+                    n[0] += 1
+                except Exception as e:  # counted, the task goes on
+                    errors.append(repr(e))
         t0 = time.monotonic()
         await asyncio.gather(*(one(i, t0 + secs) for i in range(tasks)))
         return n[0] / (time.monotonic() - t0)
 
 
-async def pairs_redis_py(uri: str, tasks: int, secs: float) -> float:
+async def pairs_redis_py(uri: str, tasks: int, secs: float, errors: list) -> float:
     import redis.asyncio as aredis
     n = [0]
     r = aredis.Redis.from_url(uri)
@@ -210,10 +214,13 @@ async def pairs_redis_py(uri: str, tasks: int, secs: float) -> float:
         async def one(i: int, stop: float) -> None:
             lk = r.lock("bench:aio:pairs-r:%d:%d" % (os.getpid(), i), timeout=30)
             while time.monotonic() < stop:
-                if not await lk.acquire(blocking=False):
-                    raise RuntimeError("own key refused")
-                await lk.release()
-                n[0] += 1
+                try:
+                    if not await lk.acquire(blocking=False):
+                        raise RuntimeError("own key refused")
+                    await lk.release()
+                    n[0] += 1
+                except Exception as e:  # counted, the task goes on
+                    errors.append(repr(e))
         t0 = time.monotonic()
         await asyncio.gather(*(one(i, t0 + secs) for i in range(tasks)))
         return n[0] / (time.monotonic() - t0)
@@ -224,17 +231,22 @@ async def pairs_redis_py(uri: str, tasks: int, secs: float) -> float:
 def pairs(uri: str, tasks: int, secs: float, rounds: int) -> int:
     import redis
     d, p = [], []
+    de: list = []
+    pe: list = []
     for k in range(rounds):
-        d.append(asyncio.run(pairs_distlock(uri, tasks, secs)))
-        p.append(asyncio.run(pairs_redis_py(uri, tasks, secs)))
-        print("pairs round %d: distlock.aio %.0f/s, redis-py asyncio Lock %.0f/s" % (k + 1, d[-1], p[-1]))
+        d.append(asyncio.run(pairs_distlock(uri, tasks, secs, de)))
+        p.append(asyncio.run(pairs_redis_py(uri, tasks, secs, pe)))
+        print("pairs round %d: distlock.aio %.0f/s, redis-py asyncio Lock %.0f/s (errors so far "
+              "%d, %d)" % (k + 1, d[-1], p[-1], len(de), len(pe)))
     md, mp = statistics.median(d), statistics.median(p)
     print("pairs tasks: %d, each on its own key, 1 node, %g s x %d rounds each, alternating"
           % (tasks, secs, rounds))
     print("pairs distlock.aio: %.0f/s (median)" % md)
     print("pairs redis-py %s asyncio Lock: %.0f/s (median)" % (redis.__version__, mp))
     print("pairs ratio: %.2fx" % (md / mp))
-    return 0
+    for name, errs in (("distlock.aio", de), ("redis-py", pe)):
+        print("pairs errors %s: %d%s" % (name, len(errs), (" e.g. " + errs[0]) if errs else ""))
+    return 1 if de or pe else 0
 
 
 def main() -> int:
