@@ -504,7 +504,11 @@ class _Multi:
     def __init__(self, m: Any, loop: asyncio.AbstractEventLoop) -> None:
         self._m: Any = m
         self._loop = loop
-        self._fd: int = _core.distlock_multi_fd(m)
+        try:
+            self._fd: int = _core.distlock_multi_fd(m)
+        except BaseException:
+            _core.distlock_multi_free(m)
+            raise
         # id -> (op, what to do with its outcome, the arguments it points at:
         # kept alive until it is done)
         self._ops: Dict[int, Tuple[Any, Callable[[_Outcome], None], Any]] = {}
