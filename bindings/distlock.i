@@ -38,6 +38,7 @@
 %threadallow distlock_py_acquire_with;
 %threadallow distlock_py_semaphore_acquire;
 %threadallow distlock_py_acquire_many;
+%threadallow distlock_multi_free;
 
 %{
 #include <string.h>
@@ -48,9 +49,11 @@
 static PyObject *dl_py_base_error = NULL;
 static PyObject *dl_py_errors[DL_PY_NERR];
 
-static void distlock_py_raise_msg(int status, const char *detail)
+/* The exception instance for status and detail (a new reference), or NULL
+ * with an exception set. */
+static PyObject *distlock_py_error(int status, const char *detail)
 {
-    PyObject *cls = NULL, *exc;
+    PyObject *cls = NULL;
     const char *text = distlock_strerror(status);
     if (status < 0 && -status < DL_PY_NERR)
         cls = dl_py_errors[-status];
@@ -59,12 +62,17 @@ static void distlock_py_raise_msg(int status, const char *detail)
     if (cls == NULL) {  /* module used before distlock/_errors.py ran */
         PyErr_Format(PyExc_RuntimeError, "distlock: %s%s%s (status %d)", text,
                      detail && *detail ? ": " : "", detail ? detail : "", status);
-        return;
+        return NULL;
     }
     /* Error(message, status, detail): the Python class builds the text. */
-    exc = PyObject_CallFunction(cls, "sis", text, status, detail ? detail : "");
+    return PyObject_CallFunction(cls, "sis", text, status, detail ? detail : "");
+}
+
+static void distlock_py_raise_msg(int status, const char *detail)
+{
+    PyObject *exc = distlock_py_error(status, detail);
     if (exc != NULL) {
-        PyErr_SetObject(cls, exc);
+        PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
         Py_DECREF(exc);
     }
 }
@@ -519,5 +527,104 @@ static int distlock_py_async_raise(unsigned long ident, PyObject *exc)
 /* A server list as messages show it: for front ends that echo one (the CLI,
  * PHP's phpinfo()); the Python layer shows only the library's texts. */
 %ignore distlock_servers_mask;
+
+
+/* ---- the non-blocking API, for distlock.aio: one distlock_multi per
+ * asyncio client, driven by its event loop. No C callback into Python: the
+ * loop watches distlock_multi_fd() (loop.add_reader), calls
+ * distlock_multi_perform() when it is readable or when
+ * distlock_multi_timeout() is due (loop.call_at), and collects what finished
+ * with distlock_multi_done(), matching each op to its future by
+ * distlock_op_id(). None of these calls block (the GIL is kept), but
+ * distlock_multi_free(), which may release locks won by cancelled ops.
+ * Ops are freed by the Python layer (distlock_op_free) once read. */
+%typemap(in, numinputs=0) distlock_multi **out (distlock_multi *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) distlock_multi **out {
+    $result = SWIG_Python_AppendOutput($result,
+        tmp$argnum ? SWIG_NewPointerObj(tmp$argnum, SWIGTYPE_p_distlock_multi, 0)
+                   : (Py_INCREF(Py_None), Py_None));
+}
+%typemap(in, numinputs=0) distlock_op **out (distlock_op *tmp = NULL) { $1 = &tmp; }
+%typemap(argout) distlock_op **out {
+    $result = SWIG_Python_AppendOutput($result,
+        tmp$argnum ? SWIG_NewPointerObj(tmp$argnum, SWIGTYPE_p_distlock_op, 0)
+                   : (Py_INCREF(Py_None), Py_None));
+}
+/* Starting an op: its OUT op, or the start's error raised (argument checks,
+ * a closed client, DISTLOCK_REENTRANT refused by the multi). */
+%typemap(out) int distlock_multi_new, int distlock_multi_release, int distlock_multi_extend,
+              int distlock_multi_semaphore_acquire, int distlock_py_multi_acquire {
+    $result = (Py_INCREF(Py_None), Py_None);
+}
+DL_CHECKED(distlock_multi_new)
+DL_CHECKED(distlock_multi_fd)
+DL_CHECKED(distlock_multi_perform)
+DL_CHECKED(distlock_multi_release)
+DL_CHECKED(distlock_multi_extend)
+DL_CHECKED(distlock_multi_semaphore_acquire)
+DL_CHECKED(distlock_py_multi_acquire)
+/* Wrapped by the helpers below (args as parameters; an op's outcome as one
+ * tuple). */
+%ignore distlock_multi_acquire;
+%ignore distlock_op_status;
+%ignore distlock_op_error;
+%ignore distlock_op_take_lock;
+
+%inline %{
+/* distlock_multi_acquire() with its args as parameters: lock_token None for
+ * a fresh token. No owner (the multi refuses DISTLOCK_REENTRANT), no cancel
+ * (an op is cancelled with distlock_op_cancel()). */
+static int distlock_py_multi_acquire(distlock_multi *m, const char *key, long ttl_ms,
+                                     long wait_ms, unsigned flags, const char *lock_token,
+                                     distlock_op **out)
+{
+    distlock_acquire_args a = { .size = sizeof a, .token = lock_token };
+    return distlock_multi_acquire(m, key, ttl_ms, wait_ms, flags, &a, out);
+}
+
+/* A finished op's outcome: (status, lock handle or None, error or None).
+ * The handle is taken (the caller owns it); the error is the exception the
+ * blocking call would raise (its class by status, the op's own detail),
+ * made, not raised: the caller sets it on the awaiting future. An acquire's
+ * refusal (DISTLOCK_NOTACQUIRED) comes with its detail as a str in the
+ * error's place. */
+static PyObject *distlock_py_op_outcome(distlock_op *op)
+{
+    int st = distlock_op_status(op);
+    const char *detail = distlock_op_error(op);
+    PyObject *err, *lock, *t;
+    if (st < 0)
+        err = distlock_py_error(st, detail);
+    else if (st == DISTLOCK_NOTACQUIRED)
+        err = PyUnicode_DecodeUTF8(detail ? detail : "", (Py_ssize_t)strlen(detail ? detail : ""),
+                                   "surrogateescape");
+    else
+        err = (Py_INCREF(Py_None), Py_None);
+    if (err == NULL)
+        return NULL;
+    t = PyTuple_New(3);
+    PyObject *code = PyLong_FromLong(st);
+    if (t == NULL || code == NULL) {
+        Py_XDECREF(t);
+        Py_XDECREF(code);
+        Py_DECREF(err);
+        return NULL;
+    }
+    /* taken last: nothing can fail once the op has given its handle up */
+    distlock_lock *l = distlock_op_take_lock(op);
+    lock = l ? SWIG_NewPointerObj(l, SWIGTYPE_p_distlock_lock, 0) : (Py_INCREF(Py_None), Py_None);
+    if (lock == NULL) {  /* no memory for the wrapper: the lock is given back */
+        distlock_lock_free(l);
+        Py_DECREF(t);
+        Py_DECREF(code);
+        Py_DECREF(err);
+        return NULL;
+    }
+    PyTuple_SET_ITEM(t, 0, code);
+    PyTuple_SET_ITEM(t, 1, lock);
+    PyTuple_SET_ITEM(t, 2, err);
+    return t;
+}
+%}
 
 %include "distlock.h"

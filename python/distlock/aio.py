@@ -5,16 +5,25 @@
         async with client.lock("job:42", ttl=30):
             ...
 
-How the event loop is kept free (never blocked, no polling sleeps):
- - a call that cannot wait (a try-once acquire, release, extend) runs in a
-   small thread pool of the client, with the GIL released in C;
- - a waiting acquire runs in a thread of its own, sleeping in the core (which
-   wakes on the release notification, never busy-polls). Cancelling the
-   awaiting task (``task.cancel()``, ``asyncio.timeout()``, ``wait_for``)
-   cancels that wait in C at once: each acquire carries its own
-   ``distlock_cancel``, which ends that call and no other; the task waits the
-   few ms until the thread has given back anything it won, so a cancelled
-   acquire never leaves a key behind;
+How the event loop is kept free (never blocked, no polling sleeps, no
+thread per call):
+ - acquires (waiting or not), releases and extends of locks, read locks and
+   semaphores are operations of the client's ``distlock_multi`` (the C
+   library's non-blocking API), driven by the loop itself: it watches the
+   multi's one descriptor (``loop.add_reader``), calls its ``perform`` when
+   that is readable or when the multi's next timeout is due
+   (``loop.call_at``), and wakes each awaiting task through a future keyed
+   by the finished operation's id. Waiters of one client on one key queue in
+   the library (one attempt on the wire; a release through the client hands
+   over to the next at once). Cancelling the awaiting task
+   (``task.cancel()``, ``asyncio.timeout()``, ``wait_for``) cancels its
+   operation at once; the task waits the few ms until a lock won meanwhile
+   is given back, so a cancelled acquire never leaves a key behind;
+ - what the multi does not take (reentrant locks, several keys at once, the
+   token-carrying and administrative calls, close) runs in a small thread
+   pool of the client, started on first use, with the GIL released in C; a
+   waiting reentrant or several-key acquire has a thread of its own, as
+   before, sleeping in the core;
  - lost leases: the C client's lost eventfd is watched by the loop itself
    (``loop.add_reader``); a lost lock calls its ``on_lost`` and, with
    ``cancel_on_lost=True``, cancels the task running under ``async with``.
@@ -30,8 +39,8 @@ import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from time import monotonic as _monotonic
-from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence, Tuple, Type,
-                    TypeVar, cast)
+from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Tuple,
+                    Type, TypeVar, cast)
 from types import TracebackType
 
 from . import _core
@@ -87,7 +96,8 @@ class _CallCancel:
 class Client:
     """An asyncio client: the same servers and options as
     :class:`distlock.Client` (see there), and ``async with``/``await close()``.
-    ``pool_size``: threads for the calls that do not wait."""
+    ``pool_size``: threads for the calls that do not go through the
+    library's non-blocking API (see the module doc)."""
 
     def __init__(self, servers: Servers, *, pool_size: int = 4, **options: Any) -> None:
         if isinstance(pool_size, bool) or not isinstance(pool_size, int) or pool_size < 1:
@@ -98,19 +108,15 @@ class Client:
         except BaseException:
             self._sync.close()
             raise
+        # Started on first use (ThreadPoolExecutor starts its threads on
+        # demand): a client whose calls all go through the multi has none.
         self._pool = ThreadPoolExecutor(max_workers=pool_size,
                                         thread_name_prefix="distlock-aio")
-        # Start the pool's threads now: the executor starts them on demand,
-        # from submit(), and Thread.start() waits until the new thread runs
-        # (tens of ms on a loaded machine), which must not happen in the loop.
-        ready = threading.Barrier(pool_size + 1)
-        for _ in range(pool_size):
-            self._pool.submit(ready.wait)
-        ready.wait()
         self._loop: Optional[asyncio.AbstractEventLoop] = None
         self._watched: "weakref.WeakSet[Lock]" = weakref.WeakSet()
         self._locks: "weakref.WeakSet[Lock]" = weakref.WeakSet()
-        self._calls: Dict[int, Any] = {}  # acquires under way: id -> their cancel (loop thread)
+        self._calls: Dict[int, Any] = {}  # pool acquires under way: id -> their cancel
+        self._multi: Optional[_Multi] = None  # made in the loop by _bind()
         self._owners: "weakref.WeakKeyDictionary[asyncio.Task[Any], str]" = \
             weakref.WeakKeyDictionary()
         self._closing = False
@@ -156,6 +162,9 @@ class Client:
         # (the blocking client's close() waits for the calls under way).
         for cancel in list(self._calls.values()):
             _core.distlock_cancel_fire(cancel)
+        multi, self._multi = self._multi, None
+        if multi is not None:
+            await multi.close(loop)
         fut = asyncio.get_running_loop().run_in_executor(self._pool, self._sync.close)
         await _settled(fut)
         self._pool.shutdown(wait=False)
@@ -180,6 +189,12 @@ class Client:
             loop = getattr(self, "_loop", None)
             if loop is not None and not loop.is_closed() and not self._closing:
                 loop.remove_reader(self._lost_fd)
+        except Exception:  # interpreter shutdown
+            pass
+        try:
+            multi = getattr(self, "_multi", None)
+            if multi is not None:
+                multi.free_now()  # before the C client it belongs to
         except Exception:  # interpreter shutdown
             pass
         try:
@@ -298,10 +313,12 @@ class Client:
         if self._closing:
             raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
         if self._loop is None:
+            # Made in the loop that drives it (a multi is used by one thread).
+            multi = _Multi(self._sync._call(_core.distlock_multi_new), loop)
             # A weak reference: the loop must not keep an unreferenced client
             # alive (its __del__ removes the reader).
             loop.add_reader(self._lost_fd, _lost_fd_ready, weakref.ref(self))
-            self._loop = loop
+            self._loop, self._multi = loop, multi
         elif self._loop is not loop:
             raise RuntimeError("a distlock.aio.Client is used from the event loop it was "
                                "first used in; make one per loop")
@@ -326,6 +343,48 @@ class Client:
             pass
         for lk in list(self._watched):
             lk._lost_event()
+
+    def _driver(self) -> "_Multi":
+        self._bind()
+        assert self._multi is not None
+        return self._multi
+
+    async def _acquire_op(self, shown: Any, start: Callable[[Any], Any],
+                          fix: Callable[[Error], Error]) -> Tuple[Any, str]:
+        """(the C handle, "") or, when still held by another owner after the
+        wait, (None, the library's detail of the refusal): ``start(multi)``
+        starts the acquire as an operation of the client's multi; ``fix``
+        rewords an error for the caller. Cancelling the awaiting task
+        cancels the operation and gives back anything it won before
+        re-raising."""
+        multi = self._driver()
+        try:
+            oid, fut = multi.start(start, acquire=True)
+        except Error as e:
+            raise fix(e) from None
+        try:
+            status, h, err = await asyncio.shield(fut)
+        except asyncio.CancelledError:
+            multi.cancel(oid)
+            await _settled(fut)
+            st, won, _ = fut.result()
+            if won is not None:  # won just before the cancel came: give it back
+                await _settled(multi.release_and_free(won))
+            raise
+        except BaseException:
+            # this coroutine closed under it (the loop closed, then the task
+            # collected): the operation ends, if it still runs, with nothing
+            # held
+            multi.cancel(oid, orphan=True)
+            raise
+        if status == _ECANCELED:  # ours, and the task was not cancelled: close()
+            if h is not None:
+                await _settled(multi.release_and_free(h))
+            raise ClosedError("client closed while waiting for %r" % (shown,),
+                              _core.DISTLOCK_ECLOSED)
+        if status < 0:
+            raise fix(err)
+        return (h, "") if status == _OK else (None, err)
 
     async def _acquire(self, shown: Any, wait_ms: int,
                        call: Callable[[int, Any], Tuple[int, Any]]) -> Tuple[Any, str]:
@@ -433,6 +492,201 @@ def _release_free(h: Any) -> None:
         _core.distlock_lock_free(h)
 
 
+_Outcome = Tuple[int, Any, Any]  # (status, lock handle or None, error / refusal detail / None)
+
+
+class _Multi:
+    """A client's ``distlock_multi``, driven by one event loop: the loop
+    watches its descriptor and its timeout and calls perform; each finished
+    operation settles the future (or runs the function) registered under
+    its id. Loop thread only."""
+
+    def __init__(self, m: Any, loop: asyncio.AbstractEventLoop) -> None:
+        self._m: Any = m
+        self._loop = loop
+        try:
+            self._fd: int = _core.distlock_multi_fd(m)
+        except BaseException:
+            _core.distlock_multi_free(m)
+            raise
+        # id -> (op, what to do with its outcome, the arguments it points at:
+        # kept alive until it is done)
+        self._ops: Dict[int, Tuple[Any, Callable[[_Outcome], None], Any]] = {}
+        self._timer: Optional[asyncio.TimerHandle] = None
+        self._due: Optional[float] = None
+        self._soon: Optional[asyncio.Handle] = None
+        self._acquires: Set[int] = set()  # the ids of the acquires among them
+        self._idle: Optional["asyncio.Future[None]"] = None  # close(): every op done
+        # A weak reference: the loop must not keep the client alive.
+        loop.add_reader(self._fd, _multi_ready, weakref.ref(self))
+
+    # -- starting, cancelling
+    def start(self, start: Callable[[Any], Any], acquire: bool = False
+              ) -> Tuple[int, "asyncio.Future[_Outcome]"]:
+        """Start an operation (``start(multi)`` returns it; its errors
+        raise here): its id and the future of its outcome. ``acquire``:
+        Client.close() cancels it (a release or an extend runs to its end)."""
+        fut: "asyncio.Future[_Outcome]" = self._loop.create_future()
+
+        def settle(outcome: _Outcome) -> None:
+            if not fut.done():
+                fut.set_result(outcome)
+        return self.start_then(start, settle, start, acquire), fut
+
+    def start_then(self, start: Callable[[Any], Any], then: Callable[[_Outcome], None],
+                   keep: Any, acquire: bool = False) -> int:
+        if self._m is None or self._idle is not None:
+            raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+        op = start(self._m)
+        oid = int(_core.distlock_op_id(op))
+        self._ops[oid] = (op, then, keep)
+        if acquire:
+            self._acquires.add(oid)
+        self._kick()
+        return oid
+
+    def cancel(self, oid: int, orphan: bool = False) -> None:
+        """Cancel the operation oid if it still runs (the multi's rule: a
+        lock it wins meanwhile is released). orphan: nobody awaits its
+        outcome any more; a lock it still hands over is released and freed
+        here."""
+        entry = self._ops.get(oid) if self._m is not None else None
+        if entry is None:  # done (and freed) already
+            return
+        _core.distlock_op_cancel(entry[0])
+        if orphan:
+            self._ops[oid] = (entry[0], self._orphaned, entry[2])
+        self._kick()
+
+    def _orphaned(self, outcome: _Outcome) -> None:
+        if outcome[1] is not None:
+            self.release_and_free(outcome[1])
+
+    def release_and_free(self, h: Any) -> "asyncio.Future[None]":
+        """Release h through the multi, then free it (a lock nobody holds
+        any more: its outcome is nobody's)."""
+        done: "asyncio.Future[None]" = self._loop.create_future()
+
+        def then(outcome: _Outcome) -> None:
+            _core.distlock_lock_free(h)
+            if not done.done():
+                done.set_result(None)
+        try:
+            self.start_then(lambda m: _core.distlock_multi_release(m, h), then, h)
+        except Exception:  # the multi is closing: the blocking release, in a thread
+            return cast("asyncio.Future[None]", self._loop.run_in_executor(None, _release_free, h))
+        return done
+
+    # -- driving
+    def _kick(self) -> None:
+        """perform soon: a new op's first requests, a cancel's end."""
+        if self._soon is None:
+            self._soon = self._loop.call_soon(self.perform)
+
+    def perform(self) -> None:
+        self._soon = None
+        m = self._m
+        if m is None:
+            return
+        try:
+            _core.distlock_multi_perform(m)
+        except Error as e:  # the multi itself failed (its epoll): say so, go on
+            self._loop.call_exception_handler({
+                "message": "distlock: distlock_multi_perform failed", "exception": e})
+        while True:
+            op = _core.distlock_multi_done(m)
+            if op is None:
+                break
+            try:
+                outcome = _core.distlock_py_op_outcome(op)
+                oid = int(_core.distlock_op_id(op))
+                entry = self._ops.pop(oid, None)
+                self._acquires.discard(oid)
+            finally:
+                _core.distlock_op_free(op)
+            if entry is None:  # not ours (cannot happen): give a lock back
+                if outcome[1] is not None:
+                    self.release_and_free(outcome[1])
+                continue
+            try:
+                entry[1](outcome)
+            except Exception as e:
+                self._loop.call_exception_handler({
+                    "message": "distlock: an operation's completion failed", "exception": e})
+        if self._idle is not None and not self._ops and not self._idle.done():
+            self._idle.set_result(None)
+        self._arm()
+
+    def _arm(self) -> None:
+        """The timer for the multi's next due time (the loop's clock)."""
+        ms = _core.distlock_multi_timeout(self._m) if self._m is not None else -1
+        due = None if ms < 0 else self._loop.time() + ms / 1000.0
+        if self._timer is not None:
+            if due is not None and self._due is not None and abs(due - self._due) < 0.0005:
+                return  # the same deadline: keep the timer
+            self._timer.cancel()
+            self._timer = None
+        self._due = due
+        if due is not None:
+            self._timer = self._loop.call_at(due, self._timed)
+
+    def _timed(self) -> None:
+        self._timer = None
+        self.perform()
+
+    # -- the end
+    async def close(self, loop: Optional[asyncio.AbstractEventLoop]) -> None:
+        """Client.close(): every operation still running is cancelled (an
+        awaiting acquire ends with ClosedError) and awaited when this is the
+        multi's loop; then the multi is freed. From another loop (the
+        multi's is closed) it is freed in a thread: its free cancels what
+        runs and releases what was won."""
+        if self._m is None:
+            return
+        if loop is self._loop and loop is asyncio.get_running_loop():
+            self._idle = loop.create_future()
+            for oid in list(self._acquires):
+                _core.distlock_op_cancel(self._ops[oid][0])
+            self._kick()
+            if self._ops:
+                await _settled(self._idle)
+            self._remove()
+            m, self._m = self._m, None
+            _core.distlock_multi_free(m)
+        else:
+            m, self._m = self._m, None
+            self._ops.clear()
+            self._acquires.clear()
+            await _settled(asyncio.get_running_loop().run_in_executor(
+                None, _core.distlock_multi_free, m))
+
+    def _remove(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._soon is not None:
+            self._soon.cancel()
+            self._soon = None
+        if not self._loop.is_closed():
+            self._loop.remove_reader(self._fd)
+
+    def free_now(self) -> None:
+        """The client is collected: free the multi (nothing awaits its
+        operations any more)."""
+        if self._m is None:
+            return
+        self._remove()
+        m, self._m = self._m, None
+        self._ops.clear()
+        _core.distlock_multi_free(m)
+
+
+def _multi_ready(ref: "weakref.ReferenceType[_Multi]") -> None:
+    multi = ref()
+    if multi is not None:
+        multi.perform()
+
+
 class Lock:
     """A distributed lock for asyncio, made by :meth:`Client.lock`.
 
@@ -482,6 +736,10 @@ class Lock:
         self._was_lost = False
         self._lost_seen = False
         self._bodies: List["Tuple[Optional[asyncio.Task[Any]], List[bool]]"] = []
+        # extends of the multi on the wire, by handle (id): count; and the
+        # handles released meanwhile, freed when the last of them ends
+        self._extending: Dict[int, int] = {}
+        self._free_later: Dict[int, Any] = {}
         client._locks.add(self)
 
     @property
@@ -506,6 +764,19 @@ class Lock:
                                              self._ttl_ms, budget, self._flags, owner, cancel,
                                              self._token)
         return int(status), h
+
+    # Through the client's multi (the library's non-blocking API): every
+    # lock but a reentrant one (the multi refuses DISTLOCK_REENTRANT: the
+    # owner is a task, counted in the library) and a set of keys (no
+    # operation of the multi for several keys).
+    _by_multi = True
+
+    def _c_start(self, wait_ms: int, m: Any) -> Any:
+        return _core.distlock_py_multi_acquire(m, self._key, self._ttl_ms, wait_ms, self._flags,
+                                               self._token)
+
+    def _fix_error(self, e: Error) -> Error:
+        return e
 
     def _shown(self) -> Any:
         return self._key
@@ -572,8 +843,12 @@ class Lock:
     async def _take(self, wait_ms: int, owner: Optional[str]) -> bool:
         if self._on_lost is not None or self._cancel_on_lost:
             self._client._bind()  # the lost fd is watched before any loss
-        h, self._refused_detail = await self._client._acquire(
-            self._shown(), wait_ms, functools.partial(self._c_acquire, owner=owner))
+        if self._by_multi and not self._reentrant:
+            h, self._refused_detail = await self._client._acquire_op(
+                self._shown(), functools.partial(self._c_start, wait_ms), self._fix_error)
+        else:
+            h, self._refused_detail = await self._client._acquire(
+                self._shown(), wait_ms, functools.partial(self._c_acquire, owner=owner))
         if h is None:
             return False
         with self._hm:
@@ -618,10 +893,51 @@ class Lock:
             self._owner_task = None
             if self._local is not None and self._local.locked():
                 self._local.release()
+        if self._by_multi and not self._reentrant:
+            await self._release_op(h)
+            return
         fut = asyncio.get_running_loop().run_in_executor(self._client._pool,
                                                          self._release_blocking, h)
         await _settled(fut)  # finish even if cancelled: the handle is freed or kept
         fut.result()
+
+    async def _release_op(self, h: Any) -> None:
+        """The release through the client's multi: a release of a key that
+        tasks of this client wait for hands it to the next one at once."""
+        try:
+            _, fut = self._client._driver().start(
+                lambda m: _core.distlock_multi_release(m, h))
+        except BaseException as e:
+            self._released(h, e)
+            raise
+        await _settled(fut)  # finish even if cancelled: the handle is freed or kept
+        status, _, err = fut.result()
+        self._released(h, err if status < 0 else None)
+        if status < 0:
+            raise err
+
+    def _released(self, h: Any, e: Optional[BaseException]) -> None:
+        """After a release through the multi (e: its error, None when it
+        succeeded): what _release_blocking does after its call."""
+        if isinstance(e, LockLost) or (e is None and _core.distlock_lock_lost(h)):
+            self._was_lost = True
+            self._free(h)
+        elif e is None:
+            self._free(h)
+        else:
+            with self._hm:  # kept for a retry, unless a new acquire came meanwhile
+                if self._handles or self._unreleased is not None:
+                    self._free(h)
+                else:
+                    self._unreleased = h
+
+    def _free(self, h: Any) -> None:
+        """Free a handle nobody holds, once no extend of the multi uses it
+        (an extend whose task was cancelled runs on to its end)."""
+        if id(h) in self._extending:
+            self._free_later[id(h)] = h
+        else:
+            _core.distlock_lock_free(h)
 
     def _release_blocking(self, h: Any) -> None:
         try:
@@ -655,7 +971,33 @@ class Lock:
         if not self._handles:
             raise NotHeld("extend of %r, which this %s object does not hold"
                           % (self._shown(), type(self).__name__))
-        return await self._client._in_pool(self._extend_blocking, ms, add_ms)
+        if not (self._by_multi and not self._reentrant):
+            return await self._client._in_pool(self._extend_blocking, ms, add_ms)
+        h = self._top()
+        if add_ms is not None:  # the validity left when the extend goes out
+            ms = _core.distlock_lock_validity_ms(h) + add_ms
+        multi = self._client._driver()
+        fut: "asyncio.Future[_Outcome]" = asyncio.get_running_loop().create_future()
+        hid = id(h)
+
+        def then(outcome: _Outcome) -> None:
+            n = self._extending.pop(hid) - 1
+            if n:
+                self._extending[hid] = n
+            elif hid in self._free_later:  # released meanwhile: the handle is free now
+                _core.distlock_lock_free(self._free_later.pop(hid))
+            if not fut.done():
+                fut.set_result(outcome)
+        multi.start_then(lambda m: _core.distlock_multi_extend(m, h, ms), then, h)
+        self._extending[hid] = self._extending.get(hid, 0) + 1
+        # A cancel of the awaiting task ends the wait, not the extend.
+        status, _, err = await asyncio.shield(fut)
+        if status >= 0:
+            return _core.distlock_lock_validity_ms(h) / 1000.0
+        if isinstance(err, ConnectionError) and not isinstance(err, (LockLost, RenewalFailed)):
+            raise RenewalFailed("renewal of %r failed: %s" % (self._shown(), err.message),
+                                err.status, err.detail) from err
+        raise err
 
     def _extend_blocking(self, ms: int, add_ms: Optional[int] = None) -> float:
         with self._hm:
@@ -807,6 +1149,10 @@ class Lock:
             if self._unreleased is not None:
                 handles.append(self._unreleased)
                 self._unreleased = None
+            # released during an extend the multi's end finished (from another loop)
+            handles.extend(self._free_later.values())
+            self._free_later.clear()
+            self._extending.clear()
         for h in handles:
             _core.distlock_lock_free(h)
 
@@ -861,6 +1207,13 @@ class Semaphore(_SemaphoreWords, Lock):
         except InvalidArgument as e:
             raise _long_detail(e, self._permits) from None
 
+    def _c_start(self, wait_ms: int, m: Any) -> Any:
+        return _core.distlock_multi_semaphore_acquire(m, self._key, _c_long(self._permits),
+                                                      self._ttl_ms, wait_ms, self._flags, None)
+
+    def _fix_error(self, e: Error) -> Error:
+        return _long_detail(e, self._permits) if isinstance(e, InvalidArgument) else e
+
 
 class MultiLock(_MultiLockWords, Lock):
     """Several keys locked all or none as one lease, for asyncio, made by
@@ -885,6 +1238,8 @@ class MultiLock(_MultiLockWords, Lock):
             return None
         return [int(_core.distlock_lock_fence_at(h, i))
                 for i in range(_core.distlock_lock_key_count(h))]
+
+    _by_multi = False  # the multi has no operation for several keys
 
     def _c_acquire(self, budget: int, cancel: Any, owner: Optional[str]) -> Tuple[int, Any]:
         status, h = self._client._sync._call(_core.distlock_py_acquire_many, self._keys,

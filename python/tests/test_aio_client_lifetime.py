@@ -16,12 +16,13 @@ def test_unreferenced_client_is_collected_while_its_loop_runs(server, r, key):
         lk = c.lock(key, ttl=30, on_lost=lambda lock: None)
         assert await lk.acquire(blocking=False)  # binds the client: add_reader
         await lk.release()
-        assert len(loop._selector.get_map()) == readers_before + 1  # type: ignore[attr-defined]
+        # its two: the lost-lease fd and its multi's fd
+        assert len(loop._selector.get_map()) == readers_before + 2  # type: ignore[attr-defined]
         ref = weakref.ref(c)
         del c, lk
-        # The pool thread that ran the release drops its work item (which
-        # holds the Lock, so the client) only after the awaited future is
-        # done: poll until that reference is gone, with a deadline.
+        # Whatever ran the release may drop its last reference to the Lock
+        # (so the client) only after the awaited future is done: poll until
+        # that reference is gone, with a deadline.
         deadline = loop.time() + 5
         while True:
             gc.collect()
@@ -29,7 +30,7 @@ def test_unreferenced_client_is_collected_while_its_loop_runs(server, r, key):
                 break
             await asyncio.sleep(0.01)
         assert ref() is None, "the event loop keeps an unreferenced aio.Client alive"
-        # Its reader went with it: the loop watches no fd of a freed client.
+        # Its readers went with it: the loop watches no fd of a freed client.
         assert len(loop._selector.get_map()) == readers_before  # type: ignore[attr-defined]
 
     asyncio.run(main())

@@ -1,0 +1,265 @@
+"""distlock.aio under load, from one event loop (bench/aio.sh runs it).
+
+    python aio_bench.py queue URIS [TASKS]        TASKS (10,000) tasks wait on one key
+    python aio_bench.py pairs URI [TASKS] [SECS] [ROUNDS]
+                                                  TASKS (1,000) tasks, each on its own key:
+                                                  acquire + release pairs/s, distlock.aio
+                                                  against redis-py's asyncio Lock
+
+queue: every task waits (no limit) on one key through one aio.Client and
+holds it for a turn of the loop; they arrive 100 per turn of the loop and
+are served one after the other. It
+prints the threads of the process besides the loop's (the most seen, from
+/proc/self/task, sampled every 1 ms), the connections per node (the most
+seen: INFO clients of each node, sampled every 50 ms by a separate process,
+less its own connection), the errors, the loop's worst lag (a 1 ms timer,
+as test_aio's ticker; while they are served, and apart while they arrive;
+also less the time the kernel kept the loop's thread waiting for a CPU, and
+that counting only ticks without a pause of Python's cyclic garbage
+collector, whose worst pause is shown: 10,000 waiting tasks are some
+380,000 objects it walks) and the gap from one holder's release call to the next
+holder's acquire returning (p50/p99/max, CLOCK_MONOTONIC in this process).
+
+pairs: TASKS tasks, each acquire (try once) + release on its own key in a
+loop, for SECS seconds; distlock.aio and redis-py's asyncio Lock
+(``redis.asyncio.Redis.lock(key, timeout=30)``, its defaults) alternate,
+ROUNDS rounds each; the medians, the ratio of the medians and the errors
+(counted; the task goes on).
+
+One line per figure ("name: value"), last a summary. Standard library, the
+distlock package and redis-py (Debian's python3-redis).
+"""
+import asyncio
+import gc
+import os
+import statistics
+import subprocess
+import sys
+import threading
+import time
+
+import distlock.aio as aio
+
+SAMPLER = r'''
+import sys, time, redis
+uris = sys.argv[1].split(",")
+cs = [redis.Redis.from_url(u) for u in uris]
+most = [0] * len(cs)
+sys.stdout.write("ready\n"); sys.stdout.flush()
+import select
+while not select.select([sys.stdin], [], [], 0.05)[0]:
+    for i, c in enumerate(cs):
+        most[i] = max(most[i], c.info("clients")["connected_clients"] - 1)
+print(",".join(map(str, most)))
+'''
+
+
+def runqueue_wait_s() -> float:
+    """Seconds this thread has spent runnable but not running (waiting for a
+    CPU on a shared machine): /proc/self/task/TID/schedstat, as test_aio."""
+    with open("/proc/self/task/%d/schedstat" % threading.get_native_id()) as f:
+        return int(f.read().split()[1]) / 1e9
+
+
+def threads_now() -> int:
+    return len(os.listdir("/proc/self/task"))
+
+
+class GcPauses:
+    """Python's cyclic garbage collector's pauses (gc.callbacks): the worst,
+    and a count of collections, so a lag can be told apart from them."""
+
+    def __init__(self) -> None:
+        self.worst = 0.0
+        self.count = 0
+        self._t = 0.0
+        gc.callbacks.append(self._cb)
+
+    def _cb(self, phase: str, info: dict) -> None:
+        if phase == "start":
+            self._t = time.perf_counter()
+        else:
+            self.worst = max(self.worst, time.perf_counter() - self._t)
+            self.count += 1
+
+
+class Ticker:
+    """The loop's worst lag on a 1 ms timer (also counting only the ticks
+    no collection of the garbage collector fell in), and the most threads
+    seen."""
+
+    def __init__(self, gcp: GcPauses) -> None:
+        self.worst = 0.0
+        self.worst_own = 0.0  # less the time the kernel kept the thread waiting for a CPU
+        self.worst_no_gc = 0.0  # own, in ticks without a garbage collection
+        self.threads = 0
+        self.stop = False
+        self._gc = gcp
+
+    def reset(self) -> None:
+        self.worst = self.worst_own = self.worst_no_gc = 0.0
+
+    async def run(self) -> None:
+        while not self.stop:
+            n = self._gc.count
+            q = runqueue_wait_s()
+            t = time.monotonic()
+            await asyncio.sleep(0.001)
+            lag = time.monotonic() - t - 0.001
+            own = lag - (runqueue_wait_s() - q)
+            self.worst = max(self.worst, lag)
+            self.worst_own = max(self.worst_own, own)
+            if self._gc.count == n:
+                self.worst_no_gc = max(self.worst_no_gc, own)
+            self.threads = max(self.threads, threads_now())
+
+
+def pct(xs, q):
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
+
+
+async def queue(uris: str, tasks: int) -> int:
+    key = "bench:aio:queue:%d" % os.getpid()
+    sampler = subprocess.Popen([sys.executable, "-c", SAMPLER, uris], stdin=subprocess.PIPE,
+                               stdout=subprocess.PIPE, text=True)
+    assert sampler.stdout is not None and sampler.stdin is not None
+    assert sampler.stdout.readline().strip() == "ready"
+    base_threads = threads_now()  # the loop's thread (and the interpreter's own, if any)
+    gcp = GcPauses()
+    ticker = Ticker(gcp)
+    tick = asyncio.ensure_future(ticker.run())
+    errors = []
+    got = []      # (acquired_ns, release_call_ns) per holder, in the order served
+    held = [0]
+    overlap = [0]
+    t0 = time.monotonic()
+    async with aio.Client(uris) as c:
+        async def one(i: int) -> None:
+            try:
+                async with c.lock(key, ttl=30):
+                    a = time.monotonic_ns()
+                    held[0] += 1
+                    if held[0] != 1:
+                        overlap[0] += 1
+                    await asyncio.sleep(0)  # a turn of the loop under the lock
+                    held[0] -= 1
+                    got.append((a, time.monotonic_ns()))
+            except Exception as e:  # counted, the first few shown
+                errors.append(repr(e))
+
+        # The tasks arrive 100 per turn of the loop (a server's requests
+        # come over time; 10,000 coroutines started in one turn would be the
+        # loop's own lag, not the library's); the first one takes the key at
+        # once, the others wait.
+        started = []
+        for i in range(0, tasks, 100):
+            started += [asyncio.ensure_future(one(k)) for k in range(i, min(tasks, i + 100))]
+            await asyncio.sleep(0)
+        start_lag = (ticker.worst, ticker.worst_own, ticker.worst_no_gc)
+        ticker.reset()
+        gc_arrival, gcp.worst = gcp.worst, 0.0
+        await asyncio.gather(*started)
+        served_s = time.monotonic() - t0
+        ticker.stop = True
+        await tick
+    sampler.stdin.close()
+    conns = sampler.stdout.read().strip()
+    sampler.wait()
+    gaps = [(got[i + 1][0] - got[i][1]) / 1e6 for i in range(len(got) - 1)]
+    nodes = len(uris.split(","))
+    print("queue tasks: %d on 1 key, %d node%s" % (tasks, nodes, "" if nodes == 1 else "s"))
+    print("queue served: %d in %.2f s" % (len(got), served_s))
+    print("queue threads besides the loop's: %d (most seen; the process had %d before the client)"
+          % (ticker.threads - 1, base_threads))
+    print("queue connections per node: %s (most seen, INFO clients)" % conns)
+    print("queue errors: %d%s" % (len(errors), (" e.g. " + errors[0]) if errors else ""))
+    print("queue overlaps: %d" % overlap[0])
+    print("queue worst loop lag: %.2f ms while served (%.2f ms while the tasks arrived)"
+          % (ticker.worst * 1e3, start_lag[0] * 1e3))
+    print("queue worst loop lag less the waits for a CPU: %.2f ms while served (%.2f ms while "
+          "the tasks arrived)" % (ticker.worst_own * 1e3, start_lag[1] * 1e3))
+    print("queue the same in ticks without a garbage collection: %.2f ms while served "
+          "(%.2f ms while the tasks arrived)" % (ticker.worst_no_gc * 1e3, start_lag[2] * 1e3))
+    print("queue worst pause of Python's garbage collector: %.2f ms while served (%.2f ms "
+          "while the tasks arrived)" % (gcp.worst * 1e3, gc_arrival * 1e3))
+    print("queue release->next acquire: p50 %.3f ms, p99 %.3f ms, max %.3f ms"
+          % (pct(gaps, 0.5), pct(gaps, 0.99), max(gaps) if gaps else float("nan")))
+    return 1 if errors or overlap[0] or len(got) != tasks else 0
+
+
+async def pairs_distlock(uri: str, tasks: int, secs: float, errors: list) -> float:
+    n = [0]
+    async with aio.Client(uri) as c:
+        async def one(i: int, stop: float) -> None:
+            lk = c.lock("bench:aio:pairs:%d:%d" % (os.getpid(), i), ttl=30)
+            while time.monotonic() < stop:
+                try:
+                    if not await lk.acquire(blocking=False):
+                        raise RuntimeError("own key refused")
+                    await lk.release()
+                    n[0] += 1
+                except Exception as e:  # counted, the task goes on
+                    errors.append(repr(e))
+        t0 = time.monotonic()
+        await asyncio.gather(*(one(i, t0 + secs) for i in range(tasks)))
+        return n[0] / (time.monotonic() - t0)
+
+
+async def pairs_redis_py(uri: str, tasks: int, secs: float, errors: list) -> float:
+    import redis.asyncio as aredis
+    n = [0]
+    r = aredis.Redis.from_url(uri)
+    try:
+        async def one(i: int, stop: float) -> None:
+            lk = r.lock("bench:aio:pairs-r:%d:%d" % (os.getpid(), i), timeout=30)
+            while time.monotonic() < stop:
+                try:
+                    if not await lk.acquire(blocking=False):
+                        raise RuntimeError("own key refused")
+                    await lk.release()
+                    n[0] += 1
+                except Exception as e:  # counted, the task goes on
+                    errors.append(repr(e))
+        t0 = time.monotonic()
+        await asyncio.gather(*(one(i, t0 + secs) for i in range(tasks)))
+        return n[0] / (time.monotonic() - t0)
+    finally:
+        await r.aclose() if hasattr(r, "aclose") else await r.close()
+
+
+def pairs(uri: str, tasks: int, secs: float, rounds: int) -> int:
+    import redis
+    d, p = [], []
+    de: list = []
+    pe: list = []
+    for k in range(rounds):
+        d.append(asyncio.run(pairs_distlock(uri, tasks, secs, de)))
+        p.append(asyncio.run(pairs_redis_py(uri, tasks, secs, pe)))
+        print("pairs round %d: distlock.aio %.0f/s, redis-py asyncio Lock %.0f/s (errors so far "
+              "%d, %d)" % (k + 1, d[-1], p[-1], len(de), len(pe)))
+    md, mp = statistics.median(d), statistics.median(p)
+    print("pairs tasks: %d, each on its own key, 1 node, %g s x %d rounds each, alternating"
+          % (tasks, secs, rounds))
+    print("pairs distlock.aio: %.0f/s (median)" % md)
+    print("pairs redis-py %s asyncio Lock: %.0f/s (median)" % (redis.__version__, mp))
+    print("pairs ratio: %.2fx" % (md / mp))
+    for name, errs in (("distlock.aio", de), ("redis-py", pe)):
+        print("pairs errors %s: %d%s" % (name, len(errs), (" e.g. " + errs[0]) if errs else ""))
+    return 1 if de or pe else 0
+
+
+def main() -> int:
+    what = sys.argv[1] if len(sys.argv) > 1 else ""
+    if what == "queue" and len(sys.argv) >= 3:
+        return asyncio.run(queue(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 10000))
+    if what == "pairs" and len(sys.argv) >= 3:
+        a = sys.argv[3:]
+        return pairs(sys.argv[2], int(a[0]) if a else 1000, float(a[1]) if len(a) > 1 else 3.0,
+                     int(a[2]) if len(a) > 2 else 3)
+    print(__doc__, file=sys.stderr)
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())
