@@ -652,6 +652,11 @@ static void finish(distlock_op *op)
     m->running--;
     step_remove(op);
     if (op->user_freed) {
+        /* nobody can take what it won: it goes back (blocking, as
+         * distlock_op_free of a done op does), never stays held */
+        if (op->won)
+            distlock_lock_free(op->won);
+        op->won = NULL;
         op_release_memory(op);
         return;
     }
@@ -944,6 +949,13 @@ static void acq_step(distlock_op *op)
         case S_QLEAVE:
             if (op->run && !run_step(op))
                 return;
+            if (op->rc == DISTLOCK_OK && acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start,
+                                                     "; the lock won meanwhile was released"));
+                if (!undo_start(op))
+                    return;
+                continue;
+            }
             op->att.t0_us = op->first_t0;
             finish(op);
             return;
