@@ -1002,6 +1002,11 @@ static void ext_step(distlock_op *op)
     int rc;
     distlock__held *h = op->lock->h;
     if (op->state == S_EXT_WAIT) {
+        if ((rc = distlock__extend_check(op->lock, op->ttl_ms)) != DISTLOCK_OK) {
+            set_err(op, rc);
+            finish(op);
+            return;
+        }
         if (distlock__extend_begin(h, op->ttl_ms, 0) != 0) {
             (void)timer_set(op, distlock__now_us() + EXT_RETRY_US);
             return;
