@@ -358,9 +358,9 @@ static int ep_set(distlock_multi *m, int fd, uint32_t events)
     memset(&ev, 0, sizeof(ev));
     ev.events = events;
     ev.data.fd = fd;
-    if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+    if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return 0;
-    if (errno == ENOENT && epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+    if (errno == EEXIST && epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
         return 0;
     return -1;
 }
@@ -516,6 +516,12 @@ static int run_step(distlock_op *op)
             for (int k = 0; k < op->np; k++)
                 op->pfd[k].revents = 0;
     }
+    /* Out of the set before the run may close them: epoll keeps a
+     * registration for as long as the open file lives, and a forked child's
+     * copy keeps a socket we closed alive (its registration, readable for
+     * good, would make the descriptor spin). run_drive adds what the run
+     * still wants. */
+    run_unwatch(op, NULL, 0);
     distlock__run_advance(op->run);
     return run_drive(op);
 }
