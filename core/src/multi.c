@@ -71,7 +71,7 @@ typedef struct mkey {
     struct mkey *next;        /* hash chain */
     char *key;
     distlock_op *active;
-    distlock_op *head, *tail; /* queued, FIFO (op->qnext) */
+    distlock_op *head, *tail; /* queued, FIFO (op->qprev/qnext) */
 } mkey;
 
 typedef struct cwatch {      /* an args->cancel in the epoll set */
@@ -120,9 +120,9 @@ struct distlock_op {
     distlock_op *prev, *next;
     distlock_op *sl_prev, *sl_next;
     int sleeper_on;
-    distlock_op *step_next;
+    distlock_op *step_prev, *step_next;
     int in_step;
-    distlock_op *done_next;
+    distlock_op *done_prev, *done_next;
     int in_doneq;
     uint64_t at;              /* its time in the heap, UINT64_MAX: none */
     size_t hidx;              /* its index in the heap while at != UINT64_MAX */
@@ -134,7 +134,7 @@ struct distlock_op {
     int nw, capw;
     /* an acquire */
     mkey *k;
-    distlock_op *qnext;
+    distlock_op *qprev, *qnext;
     distlock__held *h;
     distlock_lock *l;         /* allocated up front (handle.c) */
     distlock_lock *won;       /* the handle won, until taken */
@@ -269,6 +269,7 @@ static void step_push(distlock_op *op)
         return;
     op->in_step = 1;
     op->step_next = NULL;
+    op->step_prev = m->step_tail;
     if (m->step_tail)
         m->step_tail->step_next = op;
     else
@@ -283,6 +284,8 @@ static distlock_op *step_pop(distlock_multi *m)
         m->step_head = op->step_next;
         if (m->step_head == NULL)
             m->step_tail = NULL;
+        else
+            m->step_head->step_prev = NULL;
         op->in_step = 0;
     }
     return op;
@@ -293,17 +296,30 @@ static void step_remove(distlock_op *op)
     distlock_multi *m = op->m;
     if (!op->in_step)
         return;
-    distlock_op **pp = &m->step_head, *prev = NULL;
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->step_next;
-    }
-    if (*pp) {
-        *pp = op->step_next;
-        if (m->step_tail == op)
-            m->step_tail = prev;
-    }
+    /* doubly linked: tens of thousands of ops end in one perform */
+    if (op->step_prev)
+        op->step_prev->step_next = op->step_next;
+    else
+        m->step_head = op->step_next;
+    if (op->step_next)
+        op->step_next->step_prev = op->step_prev;
+    else
+        m->step_tail = op->step_prev;
+    op->step_prev = op->step_next = NULL;
     op->in_step = 0;
+}
+
+static void done_push(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    op->in_doneq = 1;
+    op->done_next = NULL;
+    op->done_prev = m->done_tail;
+    if (m->done_tail)
+        m->done_tail->done_next = op;
+    else
+        m->done_head = op;
+    m->done_tail = op;
 }
 
 static void doneq_remove(distlock_op *op)
@@ -311,16 +327,15 @@ static void doneq_remove(distlock_op *op)
     distlock_multi *m = op->m;
     if (!op->in_doneq)
         return;
-    distlock_op **pp = &m->done_head, *prev = NULL;
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->done_next;
-    }
-    if (*pp) {
-        *pp = op->done_next;
-        if (m->done_tail == op)
-            m->done_tail = prev;
-    }
+    if (op->done_prev)
+        op->done_prev->done_next = op->done_next;
+    else
+        m->done_head = op->done_next;
+    if (op->done_next)
+        op->done_next->done_prev = op->done_prev;
+    else
+        m->done_tail = op->done_prev;
+    op->done_prev = op->done_next = NULL;
     op->in_doneq = 0;
 }
 
@@ -566,18 +581,31 @@ static void key_put(distlock_multi *m, mkey *k)
     free(k);
 }
 
+static void queue_push(mkey *k, distlock_op *op)
+{
+    op->qnext = NULL;
+    op->qprev = k->tail;
+    if (k->tail)
+        k->tail->qnext = op;
+    else
+        k->head = op;
+    k->tail = op;
+}
+
+/* op queued at its key (doubly linked: thousands of waiters of one key
+ * cancelled at once each leave in O(1)) */
 static void queue_remove(distlock_op *op)
 {
     mkey *k = op->k;
-    distlock_op *prev = NULL;
-    for (distlock_op **pp = &k->head; *pp; prev = *pp, pp = &(*pp)->qnext)
-        if (*pp == op) {
-            *pp = op->qnext;
-            if (k->tail == op)
-                k->tail = prev;
-            break;
-        }
-    op->qnext = NULL;
+    if (op->qprev)
+        op->qprev->qnext = op->qnext;
+    else
+        k->head = op->qnext;
+    if (op->qnext)
+        op->qnext->qprev = op->qprev;
+    else
+        k->tail = op->qprev;
+    op->qprev = op->qnext = NULL;
 }
 
 /* ------------------------------------------------------------ finishing */
@@ -626,10 +654,7 @@ static void finish(distlock_op *op)
         if (k->active == op) {
             k->active = k->head;
             if (k->head) {
-                k->head = k->head->qnext;
-                if (k->head == NULL)
-                    k->tail = NULL;
-                k->active->qnext = NULL;
+                queue_remove(k->active);
                 k->active->state = S_START;
                 step_push(k->active);
             }
@@ -666,13 +691,7 @@ static void finish(distlock_op *op)
         op_release_memory(op);
         return;
     }
-    op->done_next = NULL;
-    op->in_doneq = 1;
-    if (m->done_tail)
-        m->done_tail->done_next = op;
-    else
-        m->done_head = op;
-    m->done_tail = op;
+    done_push(op);
 }
 
 /* ------------------------------------------------------------ an acquire */
@@ -1173,8 +1192,7 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
     } else if (wait_ms == 0 && op->k->active->entered_wait) {
         /* refused at once (see distlock.h): still an op, handed out done */
         op->state = S_QUEUED;
-        op->k->tail ? (void)(op->k->tail->qnext = op) : (void)(op->k->head = op);
-        op->k->tail = op;
+        queue_push(op->k, op);
         op_started(op);
         fail_try_once(m, op->k);
         *out = op;
@@ -1182,11 +1200,7 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
         return DISTLOCK_OK;
     } else {
         op->state = S_QUEUED;
-        if (op->k->tail)
-            op->k->tail->qnext = op;
-        else
-            op->k->head = op;
-        op->k->tail = op;
+        queue_push(op->k, op);
     }
     op_started(op);
     *out = op;
@@ -1258,13 +1272,7 @@ int distlock_multi_release(distlock_multi *m, distlock_lock *l, distlock_op **ou
         op->state = S_DONE;  /* no release_end: nothing was sent */
         op->m->running--;
         step_remove(op);
-        op->in_doneq = 1;
-        op->done_next = NULL;
-        if (m->done_tail)
-            m->done_tail->done_next = op;
-        else
-            m->done_head = op;
-        m->done_tail = op;
+        done_push(op);
         *out = op;
         distlock__clear_error();
         return DISTLOCK_OK;
@@ -1394,10 +1402,7 @@ distlock_op *distlock_multi_done(distlock_multi *m)
     if (m == NULL || forked(m) || m->done_head == NULL)
         return NULL;
     distlock_op *op = m->done_head;
-    m->done_head = op->done_next;
-    if (m->done_head == NULL)
-        m->done_tail = NULL;
-    op->in_doneq = 0;
+    doneq_remove(op);
     op->handed = 1;
     return op;
 }
