@@ -145,6 +145,43 @@ int distlock__first_cancelled(const char *key, int won)
                                                         : "");
 }
 
+/* A grant is handed out only while its lease runs. A waiting writer's win
+ * is followed by its leave of the registry of waiting writers; that leave
+ * can take up to a command timeout (a slow or stalled node), longer than a
+ * short ttl. So the grant is judged once more after that cleanup: one whose
+ * validity ended meanwhile is a late grant (acquire.c judges one at the
+ * attempt's end the same way): ETIMEDOUT with its detail, the caller
+ * releases it, and a wait tries once more (distlock__attempt_ends_wait). */
+int distlock__grant_outlived(const distlock__acq_req *rq, const distlock__attempt *att)
+{
+    if (distlock__now_us() < att->valid_until_us)
+        return DISTLOCK_OK;
+    return distlock__fail(DISTLOCK_ETIMEDOUT, "'%s' acquired but its %ld ms ttl was used up "
+                          "before the acquire's last request (leaving the registry of waiting "
+                          "writers) came back; it was released", rq->key, rq->ttl_ms);
+}
+
+/* A writer that won in its wait leaves the registry of waiting writers
+ * (the acquire script did if it won on the zset; not if the readers were
+ * gone and the key free): its entry would keep a later intent up after the
+ * writer that set it gave up. Then the grant is judged again. */
+static int won_cleanup(distlock_client *c, const distlock__acq_req *rq, int readers,
+                       const distlock__attempt *att)
+{
+    if (!readers || rq->writer == NULL)
+        return DISTLOCK_OK;
+    distlock__write_leave(c, rq->key, rq->writer);
+    int rc = distlock__grant_outlived(rq, att);
+    if (rc != DISTLOCK_OK) {
+        char *detail = distlock__error_copy();
+        (void)distlock__release_keytoken(c, rq->key, rq->token, att->valid_until_us,
+                                         att->set_id, att->maybe);
+        distlock__fail(rc, "%s", detail ? detail : "");
+        free(detail);
+    }
+    return rc;
+}
+
 int distlock__wait_expired(const char *key, long wait_ms)
 {
     return distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
@@ -244,6 +281,8 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
             rc = distlock__wait_cancelled(key, now0, "; the lock won meanwhile was released");
             break;
         }
+        if (rc == DISTLOCK_OK)
+            rc = won_cleanup(c, &rq, readers, att);
         /* an attempt that failed while a cancel came: the call was
          * cancelled, whatever the nodes said (nothing is held) */
         if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && distlock__cancelled(c, &w.sl, 0)) {
@@ -292,13 +331,7 @@ leave_queue:
         distlock__write_leave(c, key, rq.writer);
         distlock__fail(rc, "%s", detail ? detail : "");
         free(detail);
-    } else if (readers && rq.writer) {
-        /* a writer that won leaves the registry (the acquire script did if
-         * it won on the zset; not if the readers were gone and the key
-         * free): its entry would keep a later intent up after the writer
-         * that set it gave up */
-        distlock__write_leave(c, key, rq.writer);
-    }
+    }  /* a writer that won left the registry at its win (won_cleanup) */
     free(ch);
     if (fair && rc != DISTLOCK_OK) {
         char *detail = distlock__error_copy();

@@ -384,6 +384,9 @@ int distlock__attempt_ends_wait(int rc, int *late);
 int distlock__wait_cancelled(const char *key, uint64_t t0_us, const char *what);
 int distlock__first_cancelled(const char *key, int won);
 int distlock__wait_expired(const char *key, long wait_ms);
+/* After a winning writer's leave of the registry of waiting writers: a
+ * grant whose validity ended meanwhile is late (ETIMEDOUT, detail set). */
+int distlock__grant_outlived(const distlock__acq_req *rq, const distlock__attempt *att);
 /* A release of l in two halves around the round: begin checks and gives up
  * the count (1: done, nothing to send; DISTLOCK_OK: send, with *retry and
  * *until; else the error), end takes the verdict (returns rc). */

@@ -47,6 +47,9 @@ enum {
     S_SUB,       /* waiting for its subscription's confirmation */
     S_LOOP,      /* about to try again */
     S_TRY,       /* an attempt of its wait on the wire */
+    S_WONLEAVE,  /* a writer that won leaving the registry of waiting writers */
+    S_LATEUNDO,  /* releasing a grant whose lease ended before that leave came back */
+    S_JUDGE,     /* an attempt's outcome decides: the wait ends or goes on */
     S_SLEEP,     /* waiting for a release, its re-check time or a cancel */
     S_SPLIT,     /* fair: stepping out of every queue (then a pause: S_SLEEP) */
     S_UNDO,      /* releasing a lock won after a cancel */
@@ -863,7 +866,7 @@ static void acq_step(distlock_op *op)
                 return;
             continue;
 
-        case S_TRY: {
+        case S_TRY:
             if (op->run && !run_step(op))
                 return;
             rc = op->run_rc;
@@ -876,6 +879,49 @@ static void acq_step(distlock_op *op)
                     return;
                 continue;
             }
+            if (rc == DISTLOCK_OK && op->readers && op->rq.writer) {
+                /* a writer that won leaves the registry of waiting writers
+                 * (handle.c, won_cleanup), then its grant is judged again */
+                op->state = S_WONLEAVE;
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
+                    return;
+                continue;
+            }
+            op->state = S_JUDGE;
+            continue;
+
+        case S_WONLEAVE:
+            if (op->run && !run_step(op))
+                return;
+            if (acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start,
+                                                     "; the lock won meanwhile was released"));
+                if (!undo_start(op))
+                    return;
+                continue;
+            }
+            if ((rc = distlock__grant_outlived(&op->rq, &op->att)) != DISTLOCK_OK) {
+                set_err(op, rc);
+                op->state = S_LATEUNDO;
+                if (!run_begin(op, distlock__release_lease_start(c, 0, key, op->h->token,
+                                                                 op->att.valid_until_us,
+                                                                 op->att.set_id, op->att.maybe,
+                                                                 0, NULL, &rc), rc))
+                    return;
+                continue;
+            }
+            op->state = S_JUDGE;
+            continue;
+
+        case S_LATEUNDO:
+            if (op->run && !run_step(op))
+                return;
+            /* the late grant's status and detail stand, whatever the release said */
+            op->state = S_JUDGE;
+            continue;
+
+        case S_JUDGE: {
+            rc = op->rc;
             if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && acq_cancelled(op)) {
                 set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
                 op->state = S_OUT;
@@ -948,9 +994,10 @@ static void acq_step(distlock_op *op)
                 op->waiter_on = 0;
             }
             sleeper_off(op);
-            if (op->readers && (op->rc != DISTLOCK_OK || op->rq.writer)) {
-                /* a writer that gives up (or won) leaves the registry of
-                 * waiting writers (handle.c, acquire_wait) */
+            if (op->readers && op->rc != DISTLOCK_OK) {
+                /* a writer that gives up leaves the registry of waiting
+                 * writers (handle.c, acquire_wait; one that won left it in
+                 * S_WONLEAVE) */
                 op->state = S_WLEAVE;
                 if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
                     return;
