@@ -357,9 +357,21 @@ int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait)
             pthread_mutex_unlock(&c->mu);
             return 1;
         }
+        if (h->renewing_multi && pthread_equal(h->renewer, pthread_self())) {
+            /* a multi's extend is on the wire and only this thread's loop
+             * drives it: waiting here would never end */
+            pthread_mutex_unlock(&c->mu);
+            distlock__fail(DISTLOCK_EINVAL, "'%s': an extend of this lock through a multi "
+                           "(distlock_multi_extend) is on the wire, driven by this thread's "
+                           "loop: wait for that op instead of calling distlock_extend()", h->key);
+            return -1;
+        }
         pthread_cond_wait(&c->wd_cond, &c->mu);
     }
     h->renewing = 1;
+    h->renewing_multi = !wait;  /* the multi's (the only caller that does not wait) */
+    if (!wait)
+        h->renewer = pthread_self();
     h->inflight_until_us = distlock__valid_until(&c->q, distlock__now_us(), ttl_ms);
     h->gen++;
     pthread_mutex_unlock(&c->mu);
@@ -375,6 +387,7 @@ int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
     uint64_t done = distlock__now_us();
     pthread_mutex_lock(&c->mu);
     h->renewing = 0;
+    h->renewing_multi = 0;
     if (rc == DISTLOCK_OK && atomic_load(&h->lost)) {
         /* Its validity ended while this extend was out, and the owner was
          * told it is lost (watchdog.c, the lease clock): a loss is final. */
@@ -407,7 +420,8 @@ int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
 static int held_extend(distlock__held *h, long ttl_ms)
 {
     uint64_t until = 0;
-    (void)distlock__extend_begin(h, ttl_ms, 1);
+    if (distlock__extend_begin(h, ttl_ms, 1) < 0)
+        return DISTLOCK_EINVAL;  /* would wait for itself (detail set) */
     int rc = distlock__held_extend(h->client, h, ttl_ms, &until);
     return distlock__extend_end(h, ttl_ms, rc, until);
 }

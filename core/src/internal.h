@@ -169,6 +169,9 @@ struct distlock__held {
     uint64_t renew_at_us;
     long retry_ms;            /* backoff after a renewal that reached no quorum, 0 if none */
     int renewing;             /* in a renewal batch on the wire */
+    int renewing_multi;       /* ... that renewal is a multi's extend (distlock_multi_extend),
+                                 driven by the thread `renewer` only */
+    pthread_t renewer;
     uint64_t inflight_until_us; /* while renewing: the validity that renewal gives if a
                                    quorum confirms it in time (from before its send) */
     unsigned gen;             /* bumped by every extend: a batch sent before is stale */
@@ -395,6 +398,8 @@ int distlock__release_end(distlock_lock *l, int rc, int retry, uint64_t sent);
 /* An extend of h in the same way, in step with the watchdog: begin marks it
  * renewing (1 without waiting if a renewal is on the wire and !wait). */
 int distlock__extend_check(const distlock_lock *l, long ttl_ms);
+/* A wait that could never end (the multi's extend on the wire is driven by
+ * this very thread): -1 with the detail set (DISTLOCK_EINVAL). */
 int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait);
 int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until);
 
