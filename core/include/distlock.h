@@ -606,7 +606,11 @@ DISTLOCK_API int distlock_client_on_interrupt(distlock_client *c, distlock_inter
  * the multi of a key its acquires wait for lets the next try at once. An
  * acquire that tries once (wait_ms 0) while another acquire of the multi
  * waits for the key fails at once (DISTLOCK_NOTACQUIRED): the key was held
- * at that one's last try.
+ * at that one's last try. This local queue is for acquires without
+ * DISTLOCK_FAIR: a fair acquire joins the servers' queue at once, as a
+ * blocking fair waiter does, because that queue is the order across
+ * processes (a turn taken locally would let a later waiter of another
+ * process in ahead of it).
  *
  * Threads: a multi adds none (it uses the client's background threads). It
  * is used by one thread at a time (its operations too); the client may be

@@ -23,7 +23,10 @@
  *
  * The local queue: per key, one acquire is active (it has an attempt on the
  * wire or a waiter registered); the others wait in FIFO order without a
- * round, and the next becomes active when the active one ends.
+ * round, and the next becomes active when the active one ends. That bounds
+ * a multi's connections per key; it is for non-fair acquires only: a
+ * DISTLOCK_FAIR acquire joins the servers' queue at once (the servers' queue
+ * is the order across processes, which a local turn would give away).
  *
  * Layer: 7 API */
 #include <errno.h>
@@ -652,7 +655,9 @@ static void finish(distlock_op *op)
     }
     cancel_unwatch(m, op->cw);
     op->cw = NULL;
-    if (op->type == OP_ACQUIRE) {
+    if (op->type == OP_ACQUIRE && op->k == NULL) {
+        /* a fair acquire: never in the local queue (multi_acquire) */
+    } else if (op->type == OP_ACQUIRE) {
         mkey *k = op->k;
         if (k->active == op) {
             k->active = k->head;
@@ -666,6 +671,8 @@ static void finish(distlock_op *op)
         }
         key_put(m, k);
         op->k = NULL;
+    }
+    if (op->type == OP_ACQUIRE) {
         if (op->rc == DISTLOCK_OK) {
             op->rc = distlock__held_register(m->c, op->h, op->l, &op->att, &op->won);
             if (op->rc != DISTLOCK_OK)
@@ -819,7 +826,8 @@ static void acq_step(distlock_op *op)
             op->w.head = op->att.head;
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
-            fail_try_once(m, op->k);
+            if (op->k)
+                fail_try_once(m, op->k);
             if (distlock__waiter_add_start(c, &op->w) == DISTLOCK_OK) {
                 op->waiter_on = 1;
                 op->sub_deadline = distlock__now_us() +
@@ -1217,7 +1225,12 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
     if (op == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     op->h = distlock__held_new(m->c, key, token, permits, ttl_ms, flags, NULL, 0, &op->l, &rc);
-    if (op->h == NULL || (op->k = key_get(m, key)) == NULL) {
+    /* Fair acquires do not take turns here: each joins the servers' queue
+     * at once, as blocking fair waiters do, so that the servers' order is
+     * the order of the calls across processes (a local turn would let a
+     * later waiter of another process in ahead of ours). */
+    int fair = (flags & DISTLOCK_FAIR) != 0;
+    if (op->h == NULL || (!fair && (op->k = key_get(m, key)) == NULL)) {
         if (op->h) {
             distlock__held_free(op->h);
             free(op->l);
@@ -1233,7 +1246,9 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
     op->t_start = distlock__now_us();
     op->deadline = wait_ms == 0 ? UINT64_MAX : distlock__wait_deadline(wait_ms, op->t_start);
     op->cw = cancel_watch(m, op->cancel);
-    if (op->k->active == NULL) {
+    if (fair) {
+        op->state = S_START;
+    } else if (op->k->active == NULL) {
         op->k->active = op;
         op->state = S_START;
     } else if (wait_ms == 0 && op->k->active->entered_wait) {
