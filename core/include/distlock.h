@@ -222,6 +222,12 @@ typedef enum {
     DISTLOCK_OPT_OWNER_INFO = 11,        /* 1: every acquire through
                                           * this client also stores who holds the
                                           * lock in its side key {key}:owner */
+    DISTLOCK_OPT_MULTI_RUNS = 12,        /* per distlock_multi: operations with a
+                                          * round on the wire at once, each on its
+                                          * own connection set (one connection per
+                                          * node), so a multi opens at most this many
+                                          * connections per node; the others wait
+                                          * their turn (see "non-blocking" below) */
     /* -- string options (ids 100..199): distlock_client_set_str; NULL or ""
      *    unsets (the default) -- */
     DISTLOCK_OPT_USERNAME = 100,         /* ACL user for every node */
