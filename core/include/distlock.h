@@ -614,6 +614,16 @@ DISTLOCK_API int distlock_client_on_interrupt(distlock_client *c, distlock_inter
  * waits for the key fails at once (DISTLOCK_NOTACQUIRED): the key was held
  * at that one's last try.
  *
+ * Runs on the wire: each operation with a round on the wire uses a
+ * connection set of the client (one connection per node) until the round
+ * ends. A multi keeps at most DISTLOCK_OPT_MULTI_RUNS of them at once
+ * (read when each round starts), so its connections per node stay within
+ * it and the sets are reused; the other operations wait their turn, in
+ * the order they asked: releases, extends and the clean-up of an acquire
+ * that gave up before the attempts of acquires. An acquire waiting for its
+ * turn keeps its deadline (DISTLOCK_NOTACQUIRED, "not tried within N ms")
+ * and its cancels.
+ *
  * Threads: a multi adds none (it uses the client's background threads). It
  * is used by one thread at a time (its operations too); the client may be
  * used by other threads meanwhile, and distlock_client_cancel() cancels
