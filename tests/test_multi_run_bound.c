@@ -180,7 +180,7 @@ static void test_connections_per_node_stay_within_the_bound(void **state)
 static void test_waiting_for_a_slot_keeps_deadline_and_cancel(void **state)
 {
     rh_cluster *rc = *state;
-    distlock_client *c = client_k(rc, 1, 3000);
+    distlock_client *c = client_k(rc, 1, 8000);
     distlock_multi *m = NULL;
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
     distlock_op *warm, *stuck, *timed, *cancelled;
