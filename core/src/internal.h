@@ -57,6 +57,9 @@ struct distlock_client {
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO, read without mu; the label
      * under mu) */
     _Atomic int owner_info;
+    /* DISTLOCK_OPT_MULTI_RUNS: runs one multi keeps on the wire at once
+     * (multi.c reads it at each run it starts) */
+    _Atomic long multi_runs;
     char owner_label[DISTLOCK_OWNER_LABEL_MAX + 1];
 
     /* token pair (pair.c, mu): the nodes the latest acquires may hold,

@@ -28,6 +28,21 @@
  * DISTLOCK_FAIR acquire joins the servers' queue at once (the servers' queue
  * is the order across processes, which a local turn would give away).
  *
+ * Slots: a run holds a connection set (one connection per node) from its
+ * start to its end, so the runs on the wire at once are the multi's
+ * connections per node. At most DISTLOCK_OPT_MULTI_RUNS ops hold a slot;
+ * an op takes one before the first run of a chain of runs it makes in one
+ * step (an attempt, then its undo or a queue leave) and gives it back when
+ * the step leaves it with no run (asleep, done), so the pool's sets are
+ * reused and never more than the bound. Ops without a slot wait in two
+ * FIFO queues: releases, extends and an acquire's clean-up runs first,
+ * then acquires' attempts. Releases and extends go first because they
+ * free keys others wait for and keep leases alive (an extend behind a
+ * thousand attempts to a slow node could see its lease expire); they
+ * cannot starve attempts, as each is one call of the caller's, and they
+ * never wait behind attempts queued before them. An acquire waiting for a
+ * slot keeps its deadline and its cancels.
+ *
  * Layer: 7 API */
 #include <errno.h>
 #include <poll.h>
@@ -112,6 +127,10 @@ struct distlock_multi {
     fdslot *fds;
     int nfds;
     cwatch *cwatches;
+    /* slots (see the top): ops holding one, and the two FIFO queues */
+    long wire;
+    distlock_op *sq_head[2], *sq_tail[2];  /* [0] releases, extends, clean-up; [1] attempts */
+    distlock_op *stepping;    /* the op op_step is in (NULL once it freed it) */
     mkey *keys[NBUCKETS];
 };
 
@@ -130,6 +149,9 @@ struct distlock_op {
     int in_step;
     distlock_op *done_prev, *done_next;
     int in_doneq;
+    int has_slot, in_sq;      /* holds a slot; waits for one in sq_head[sq_which] */
+    int sq_which;
+    distlock_op *sq_prev, *sq_next;
     uint64_t at;              /* its time in the heap, UINT64_MAX: none */
     size_t hidx;              /* its index in the heap while at != UINT64_MAX */
     /* the run on the wire, its poll set */
@@ -350,6 +372,90 @@ static void wake_loop(distlock_multi *m)
     uint64_t one = 1;
     ssize_t w = write(m->evfd, &one, sizeof one);
     (void)w;  /* EAGAIN: already far from zero, readable anyway */
+}
+
+/* ------------------------------------------------------------ slots */
+
+static void sq_remove(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (!op->in_sq)
+        return;
+    int q = op->sq_which;
+    /* doubly linked: thousands of ops that wait for a slot may end at once */
+    if (op->sq_prev)
+        op->sq_prev->sq_next = op->sq_next;
+    else
+        m->sq_head[q] = op->sq_next;
+    if (op->sq_next)
+        op->sq_next->sq_prev = op->sq_prev;
+    else
+        m->sq_tail[q] = op->sq_prev;
+    op->sq_prev = op->sq_next = NULL;
+    op->in_sq = 0;
+}
+
+static long slot_limit(const distlock_multi *m)
+{
+    long lim = atomic_load_explicit(&m->c->multi_runs, memory_order_relaxed);
+    return lim < 1 ? 1 : lim;
+}
+
+/* Free slots to the queues' heads, releases and clean-ups first: they go
+ * to their next step holding it. */
+static void slot_fill(distlock_multi *m)
+{
+    long lim = slot_limit(m);
+    while (m->wire < lim) {
+        int q = m->sq_head[0] ? 0 : 1;
+        distlock_op *op = m->sq_head[q];
+        if (op == NULL)
+            return;
+        sq_remove(op);
+        op->has_slot = 1;
+        m->wire++;
+        step_push(op);
+    }
+}
+
+/* 1: op holds a slot (it may start a run); 0: it waits in its queue (its
+ * place kept across calls) and gets its next step when one is free.
+ * urgent: a release, an extend or an acquire's clean-up. */
+static int slot_take(distlock_op *op, int urgent)
+{
+    distlock_multi *m = op->m;
+    int q = urgent ? 0 : 1;
+    if (op->has_slot)
+        return 1;
+    if (op->in_sq && op->sq_which != q && urgent)
+        sq_remove(op);  /* an acquire cancelled while it waited: clean-up now */
+    if (!op->in_sq) {
+        if (m->wire < slot_limit(m) && m->sq_head[0] == NULL && (urgent || m->sq_head[1] == NULL)) {
+            op->has_slot = 1;
+            m->wire++;
+            return 1;
+        }
+        op->in_sq = 1;
+        op->sq_which = q;
+        op->sq_next = NULL;
+        op->sq_prev = m->sq_tail[q];
+        if (m->sq_tail[q])
+            m->sq_tail[q]->sq_next = op;
+        else
+            m->sq_head[q] = op;
+        m->sq_tail[q] = op;
+    }
+    return 0;
+}
+
+static void slot_put(distlock_op *op)
+{
+    sq_remove(op);
+    if (!op->has_slot)
+        return;
+    op->has_slot = 0;
+    op->m->wire--;
+    slot_fill(op->m);
 }
 
 /* ------------------------------------------------------------ descriptors */
@@ -648,6 +754,7 @@ static void finish(distlock_op *op)
 {
     distlock_multi *m = op->m;
     timer_clear(op);
+    slot_put(op);
     sleeper_off(op);
     if (op->waiter_on) {
         distlock__waiter_remove(m->c, &op->w);
@@ -773,6 +880,23 @@ static void acq_step(distlock_op *op)
                 finish(op);
                 return;
             }
+            if (!slot_take(op, 0)) {
+                /* waiting for a slot: nothing sent yet, as in S_QUEUED */
+                if (acq_cancelled(op)) {
+                    set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
+                    finish(op);
+                } else if (distlock__now_us() >= op->deadline) {
+                    distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' not tried within %ld ms: the "
+                                   "multi's %ld runs on the wire (DISTLOCK_OPT_MULTI_RUNS) were "
+                                   "busy all that time; nothing was sent", key, op->wait_ms,
+                                   slot_limit(m));
+                    set_err(op, DISTLOCK_NOTACQUIRED);
+                    finish(op);
+                } else {
+                    (void)timer_set(op, op->deadline);
+                }
+                return;
+            }
             distlock__sleeper_start_on(c, &op->w.sl, op->gen, op->cancel, m->evfd);
             op->sleeper_on = 1;
             op->sl_prev = NULL;
@@ -860,6 +984,15 @@ static void acq_step(distlock_op *op)
                 op->state = S_OUT;
                 continue;
             }
+            if (!slot_take(op, 0)) {
+                if (distlock__now_us() >= op->deadline) {
+                    set_err(op, distlock__wait_expired(key, op->wait_ms));
+                    op->state = S_OUT;
+                    continue;
+                }
+                (void)timer_set(op, op->deadline);
+                return;
+            }
             if (!op->fair && !op->given &&
                 (rc = distlock_token_generate(op->h->token, 33)) != DISTLOCK_OK) {
                 set_err(op, rc);
@@ -890,6 +1023,8 @@ static void acq_step(distlock_op *op)
             if (rc == DISTLOCK_OK && op->readers && op->rq.writer) {
                 /* a writer that won leaves the registry of waiting writers
                  * (handle.c, won_cleanup), then its grant is judged again */
+                if (!slot_take(op, 1))
+                    return;  /* S_TRY again when it has one (nothing sent yet) */
                 op->state = S_WONLEAVE;
                 if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
                     return;
@@ -910,6 +1045,8 @@ static void acq_step(distlock_op *op)
             }
             if ((rc = distlock__grant_outlived(&op->rq, &op->att)) != DISTLOCK_OK) {
                 set_err(op, rc);
+                if (!slot_take(op, 1))
+                    return;  /* S_WONLEAVE again when it has one */
                 op->state = S_LATEUNDO;
                 if (!run_begin(op, distlock__release_lease_start(c, 0, key, op->h->token,
                                                                  op->att.valid_until_us,
@@ -1006,6 +1143,8 @@ static void acq_step(distlock_op *op)
                 /* a writer that gives up leaves the registry of waiting
                  * writers (handle.c, acquire_wait; one that won left it in
                  * S_WONLEAVE) */
+                if (!slot_take(op, 1))
+                    return;
                 op->state = S_WLEAVE;
                 if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
                     return;
@@ -1018,6 +1157,8 @@ static void acq_step(distlock_op *op)
             if (op->run && !run_step(op))
                 return;
             if (op->fair && op->rc != DISTLOCK_OK) {
+                if (!slot_take(op, 1))
+                    return;
                 op->state = S_QLEAVE;
                 if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, &rc), rc))
                     return;
@@ -1053,6 +1194,8 @@ static void rel_step(distlock_op *op)
     distlock__held *h = op->lock->h;
     if (op->state == S_START) {
         int rc = DISTLOCK_OK;
+        if (!slot_take(op, 1))
+            return;
         op->state = S_REL;
         if (!run_begin(op, distlock__release_lease_start(op->m->c, h->quorum, h->key, h->token,
                                                          op->until, h->set_pref, h->maybe,
@@ -1087,6 +1230,8 @@ static void ext_step(distlock_op *op)
             finish(op);
             return;
         }
+        if (!slot_take(op, 1))
+            return;
         if (distlock__extend_begin(h, op->ttl_ms, 0) != 0) {
             (void)timer_set(op, distlock__now_us() + EXT_RETRY_US);
             return;
@@ -1107,14 +1252,21 @@ static void ext_step(distlock_op *op)
 
 static void op_step(distlock_op *op)
 {
+    distlock_multi *m = op->m;
     if (op->state == S_DONE)
         return;
+    m->stepping = op;
     if (op->type == OP_ACQUIRE)
         acq_step(op);
     else if (op->type == OP_RELEASE)
         rel_step(op);
     else
         ext_step(op);
+    /* a step that leaves no run on the wire (asleep, waiting for a renewal)
+     * gives its slot back; finish() did for an op that ended (maybe freed) */
+    if (m->stepping == op && op->has_slot && op->run == NULL)
+        slot_put(op);
+    m->stepping = NULL;
 }
 
 /* ------------------------------------------------------------ the API */
@@ -1183,6 +1335,8 @@ static distlock_op *op_new(distlock_multi *m, int type)
 static void op_release_memory(distlock_op *op)
 {
     distlock_multi *m = op->m;
+    if (m->stepping == op)
+        m->stepping = NULL;
     if (op->prev)
         op->prev->next = op->next;
     else if (m->ops == op)
