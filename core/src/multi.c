@@ -781,6 +781,13 @@ static void finish(distlock_op *op)
     }
     if (op->type == OP_ACQUIRE) {
         if (op->rc == DISTLOCK_OK) {
+            /* No preferred connection set for its release: a blocking release
+             * (distlock_release, distlock_lock_free, a front end's close) on
+             * this thread would wait for that set, which a run of a multi
+             * driven by this very thread may hold (seconds of stall). Any set
+             * will do: the requests' tags keep one key+token's order
+             * (round.c). */
+            op->att.set_id = 0;
             op->rc = distlock__held_register(m->c, op->h, op->l, &op->att, &op->won);
             if (op->rc != DISTLOCK_OK)
                 set_err(op, op->rc);  /* the handle was freed there */
