@@ -378,6 +378,39 @@ int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait)
     return 0;
 }
 
+int distlock__extend_begin_or_wake(distlock__held *h, long ttl_ms, int wake_fd)
+{
+    distlock_client *c = h->client;
+    pthread_mutex_lock(&c->mu);
+    if (h->renewing) {
+        /* set under the lock the renewal's end takes: that end sees it */
+        h->renew_waker = wake_fd + 1;
+        pthread_mutex_unlock(&c->mu);
+        return 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return distlock__extend_begin(h, ttl_ms, 0);
+}
+
+void distlock__renewal_ended(distlock__held *h)
+{
+    if (h->renew_waker == 0)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(h->renew_waker - 1, &one, sizeof one);
+    (void)w;  /* EAGAIN: already readable */
+    h->renew_waker = 0;
+}
+
+void distlock__renewal_unwake(distlock__held *h, int wake_fd)
+{
+    distlock_client *c = h->client;
+    pthread_mutex_lock(&c->mu);
+    if (h->renew_waker == wake_fd + 1)
+        h->renew_waker = 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
 int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
 {
     distlock_client *c = h->client;
@@ -388,6 +421,7 @@ int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
     pthread_mutex_lock(&c->mu);
     h->renewing = 0;
     h->renewing_multi = 0;
+    distlock__renewal_ended(h);
     if (rc == DISTLOCK_OK && atomic_load(&h->lost)) {
         /* Its validity ended while this extend was out, and the owner was
          * told it is lost (watchdog.c, the lease clock): a loss is final. */

@@ -175,6 +175,8 @@ struct distlock__held {
     int renewing_multi;       /* ... that renewal is a multi's extend (distlock_multi_extend),
                                  driven by the thread `renewer` only */
     pthread_t renewer;
+    int renew_waker;          /* 1 + an eventfd written when the renewal on the wire ends
+                                 (a multi's extend waits for it), 0: none */
     uint64_t inflight_until_us; /* while renewing: the validity that renewal gives if a
                                    quorum confirms it in time (from before its send) */
     unsigned gen;             /* bumped by every extend: a batch sent before is stale */
@@ -404,6 +406,13 @@ int distlock__extend_check(const distlock_lock *l, long ttl_ms);
 /* A wait that could never end (the multi's extend on the wire is driven by
  * this very thread): -1 with the detail set (DISTLOCK_EINVAL). */
 int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait);
+/* A multi's extend: begins as distlock__extend_begin(h, ttl_ms, 0), or, when
+ * a renewal is on the wire, returns 1 and has its end write wake_fd (an
+ * eventfd). distlock__renewal_ended: a renewal's end (c->mu held) writes it;
+ * distlock__renewal_unwake: that fd is no longer to be written (c->mu not held). */
+int distlock__extend_begin_or_wake(distlock__held *h, long ttl_ms, int wake_fd);
+void distlock__renewal_ended(distlock__held *h);
+void distlock__renewal_unwake(distlock__held *h, int wake_fd);
 int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until);
 
 /* ------------------------------------------------------------ watchdog.c */

@@ -83,10 +83,12 @@ enum {
 /* What a descriptor in the epoll set is (the table is indexed by fd). */
 enum { FD_NONE = 0, FD_RUN, FD_CANCEL };
 
-/* A renewal of the lock on the wire: an extend looks again this much later
- * (the watchdog's round wakes blocking extenders through a condition
- * variable, which an event loop cannot wait on). */
-#define EXT_RETRY_US 2000u
+/* A renewal of the lock on the wire: its end writes the multi's eventfd
+ * (distlock__extend_begin_or_wake), and the extends waiting for it
+ * (m->ext_waiters) go on. One lock has one such waker: another multi's
+ * extend of the same lock may take it over, so an extend also looks again
+ * this much later. */
+#define EXT_RETRY_US 50000u
 
 typedef struct mkey {
     struct mkey *next;        /* hash chain */
@@ -119,6 +121,7 @@ struct distlock_multi {
     int running;
     distlock_op *ops;         /* every op not freed (prev/next) */
     distlock_op *sleepers;    /* ops with a sleeper registered (sl_prev/sl_next) */
+    distlock_op *ext_waiters; /* extends waiting for a renewal's end (ew_prev/ew_next) */
     distlock_op *step_head, *step_tail;
     distlock_op *done_head, *done_tail;
     distlock_op **heap;
@@ -144,6 +147,8 @@ struct distlock_op {
     int user_freed, handed, cancel_req, kick;
     distlock_op *prev, *next;
     distlock_op *sl_prev, *sl_next;
+    distlock_op *ew_prev, *ew_next;
+    int ew_on;
     int sleeper_on;
     distlock_op *step_prev, *step_next;
     int in_step;
@@ -748,6 +753,33 @@ static void sleeper_off(distlock_op *op)
 
 static void op_release_memory(distlock_op *op);
 
+static void ext_wait_on(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (op->ew_on)
+        return;
+    op->ew_on = 1;
+    op->ew_prev = NULL;
+    op->ew_next = m->ext_waiters;
+    if (m->ext_waiters)
+        m->ext_waiters->ew_prev = op;
+    m->ext_waiters = op;
+}
+
+static void ext_wait_off(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (!op->ew_on)
+        return;
+    if (op->ew_prev)
+        op->ew_prev->ew_next = op->ew_next;
+    else
+        m->ext_waiters = op->ew_next;
+    if (op->ew_next)
+        op->ew_next->ew_prev = op->ew_prev;
+    op->ew_on = 0;
+}
+
 /* op ended with op->rc (and op->err): the next of its key goes, it is
  * counted, and handed out (or freed, if its owner let go of it). */
 static void finish(distlock_op *op)
@@ -756,6 +788,12 @@ static void finish(distlock_op *op)
     timer_clear(op);
     slot_put(op);
     sleeper_off(op);
+    if (op->ew_on) {
+        /* ended while waiting for a renewal: its end must not write an
+         * eventfd that may be closed by then */
+        ext_wait_off(op);
+        distlock__renewal_unwake(op->lock->h, m->evfd);
+    }
     if (op->waiter_on) {
         distlock__waiter_remove(m->c, &op->w);
         op->waiter_on = 0;
@@ -1239,10 +1277,12 @@ static void ext_step(distlock_op *op)
         }
         if (!slot_take(op, 1))
             return;
-        if (distlock__extend_begin(h, op->ttl_ms, 0) != 0) {
+        if (distlock__extend_begin_or_wake(h, op->ttl_ms, op->m->evfd) != 0) {
+            ext_wait_on(op);
             (void)timer_set(op, distlock__now_us() + EXT_RETRY_US);
             return;
         }
+        ext_wait_off(op);
         timer_clear(op);
         op->state = S_EXT;
         rc = DISTLOCK_OK;
@@ -1602,10 +1642,13 @@ int distlock_multi_perform(distlock_multi *m)
         m->seen_gen = gen;
         scan = 1;
     }
-    if (woke)
+    if (woke) {
         for (distlock_op *op = m->sleepers; op; op = op->sl_next)
             if (distlock__sleeper_take_woken(&op->w.sl))
                 step_push(op);
+        for (distlock_op *op = m->ext_waiters; op; op = op->ew_next)
+            step_push(op);  /* a renewal may have ended: each looks */
+    }
     if (scan)
         cancel_scan(m);
     uint64_t now = distlock__now_us();
