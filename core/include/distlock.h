@@ -222,6 +222,12 @@ typedef enum {
     DISTLOCK_OPT_OWNER_INFO = 11,        /* 1: every acquire through
                                           * this client also stores who holds the
                                           * lock in its side key {key}:owner */
+    DISTLOCK_OPT_MULTI_RUNS = 12,        /* per distlock_multi: operations with a
+                                          * round on the wire at once, each on its
+                                          * own connection set (one connection per
+                                          * node), so a multi opens at most this many
+                                          * connections per node; the others wait
+                                          * their turn (see "non-blocking" below) */
     /* -- string options (ids 100..199): distlock_client_set_str; NULL or ""
      *    unsets (the default) -- */
     DISTLOCK_OPT_USERNAME = 100,         /* ACL user for every node */
@@ -606,7 +612,21 @@ DISTLOCK_API int distlock_client_on_interrupt(distlock_client *c, distlock_inter
  * the multi of a key its acquires wait for lets the next try at once. An
  * acquire that tries once (wait_ms 0) while another acquire of the multi
  * waits for the key fails at once (DISTLOCK_NOTACQUIRED): the key was held
- * at that one's last try.
+ * at that one's last try. This local queue is for acquires without
+ * DISTLOCK_FAIR: a fair acquire joins the servers' queue at once, as a
+ * blocking fair waiter does, because that queue is the order across
+ * processes (a turn taken locally would let a later waiter of another
+ * process in ahead of it).
+ *
+ * Runs on the wire: each operation with a round on the wire uses a
+ * connection set of the client (one connection per node) until the round
+ * ends. A multi keeps at most DISTLOCK_OPT_MULTI_RUNS of them at once
+ * (read when each round starts), so its connections per node stay within
+ * it and the sets are reused; the other operations wait their turn, in
+ * the order they asked: releases, extends and the clean-up of an acquire
+ * that gave up before the attempts of acquires. An acquire waiting for its
+ * turn keeps its deadline (DISTLOCK_NOTACQUIRED, "not tried within N ms")
+ * and its cancels.
  *
  * Threads: a multi adds none (it uses the client's background threads). It
  * is used by one thread at a time (its operations too); the client may be

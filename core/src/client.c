@@ -130,6 +130,7 @@ static void apply_long(distlock_client *c, distlock_option opt, long v)
     case DISTLOCK_OPT_WAIT_TIMEOUT_MS: atomic_store(&c->wait_timeout_ms, v); return;
     case DISTLOCK_OPT_STATS: atomic_store(&c->stats.on, (int)v); return;
     case DISTLOCK_OPT_OWNER_INFO: atomic_store(&c->owner_info, (int)v); return;
+    case DISTLOCK_OPT_MULTI_RUNS: atomic_store(&c->multi_runs, v); return;
     case DISTLOCK_OPT_TLS_VERIFY:
         distlock__lock(c);  /* in a forked child, resets the transport first */
         pthread_mutex_unlock(&c->mu);
@@ -168,6 +169,7 @@ int distlock__client_option_value(distlock_client *c, distlock_option opt, long 
     case DISTLOCK_OPT_WAIT_TIMEOUT_MS: *v = atomic_load(&c->wait_timeout_ms); return DISTLOCK_OK;
     case DISTLOCK_OPT_STATS: *v = atomic_load(&c->stats.on); return DISTLOCK_OK;
     case DISTLOCK_OPT_OWNER_INFO: *v = atomic_load(&c->owner_info); return DISTLOCK_OK;
+    case DISTLOCK_OPT_MULTI_RUNS: *v = atomic_load(&c->multi_runs); return DISTLOCK_OK;
     case DISTLOCK_OPT_DRIFT_PPM:
     case DISTLOCK_OPT_DRIFT_MIN_MS:
     case DISTLOCK_OPT_RETRY_MIN_MS:

@@ -145,6 +145,43 @@ int distlock__first_cancelled(const char *key, int won)
                                                         : "");
 }
 
+/* A grant is handed out only while its lease runs. A waiting writer's win
+ * is followed by its leave of the registry of waiting writers; that leave
+ * can take up to a command timeout (a slow or stalled node), longer than a
+ * short ttl. So the grant is judged once more after that cleanup: one whose
+ * validity ended meanwhile is a late grant (acquire.c judges one at the
+ * attempt's end the same way): ETIMEDOUT with its detail, the caller
+ * releases it, and a wait tries once more (distlock__attempt_ends_wait). */
+int distlock__grant_outlived(const distlock__acq_req *rq, const distlock__attempt *att)
+{
+    if (distlock__now_us() < att->valid_until_us)
+        return DISTLOCK_OK;
+    return distlock__fail(DISTLOCK_ETIMEDOUT, "'%s' acquired but its %ld ms ttl was used up "
+                          "before the acquire's last request (leaving the registry of waiting "
+                          "writers) came back; it was released", rq->key, rq->ttl_ms);
+}
+
+/* A writer that won in its wait leaves the registry of waiting writers
+ * (the acquire script did if it won on the zset; not if the readers were
+ * gone and the key free): its entry would keep a later intent up after the
+ * writer that set it gave up. Then the grant is judged again. */
+static int won_cleanup(distlock_client *c, const distlock__acq_req *rq, int readers,
+                       const distlock__attempt *att)
+{
+    if (!readers || rq->writer == NULL)
+        return DISTLOCK_OK;
+    distlock__write_leave(c, rq->key, rq->writer);
+    int rc = distlock__grant_outlived(rq, att);
+    if (rc != DISTLOCK_OK) {
+        char *detail = distlock__error_copy();
+        (void)distlock__release_keytoken(c, rq->key, rq->token, att->valid_until_us,
+                                         att->set_id, att->maybe);
+        distlock__fail(rc, "%s", detail ? detail : "");
+        free(detail);
+    }
+    return rc;
+}
+
 int distlock__wait_expired(const char *key, long wait_ms)
 {
     return distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
@@ -244,6 +281,8 @@ int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wa
             rc = distlock__wait_cancelled(key, now0, "; the lock won meanwhile was released");
             break;
         }
+        if (rc == DISTLOCK_OK)
+            rc = won_cleanup(c, &rq, readers, att);
         /* an attempt that failed while a cancel came: the call was
          * cancelled, whatever the nodes said (nothing is held) */
         if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && distlock__cancelled(c, &w.sl, 0)) {
@@ -292,13 +331,7 @@ leave_queue:
         distlock__write_leave(c, key, rq.writer);
         distlock__fail(rc, "%s", detail ? detail : "");
         free(detail);
-    } else if (readers && rq.writer) {
-        /* a writer that won leaves the registry (the acquire script did if
-         * it won on the zset; not if the readers were gone and the key
-         * free): its entry would keep a later intent up after the writer
-         * that set it gave up */
-        distlock__write_leave(c, key, rq.writer);
-    }
+    }  /* a writer that won left the registry at its win (won_cleanup) */
     free(ch);
     if (fair && rc != DISTLOCK_OK) {
         char *detail = distlock__error_copy();
@@ -324,13 +357,58 @@ int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait)
             pthread_mutex_unlock(&c->mu);
             return 1;
         }
+        if (h->renewing_multi && pthread_equal(h->renewer, pthread_self())) {
+            /* a multi's extend is on the wire and only this thread's loop
+             * drives it: waiting here would never end */
+            pthread_mutex_unlock(&c->mu);
+            distlock__fail(DISTLOCK_EINVAL, "'%s': an extend of this lock through a multi "
+                           "(distlock_multi_extend) is on the wire, driven by this thread's "
+                           "loop: wait for that op instead of calling distlock_extend()", h->key);
+            return -1;
+        }
         pthread_cond_wait(&c->wd_cond, &c->mu);
     }
     h->renewing = 1;
+    h->renewing_multi = !wait;  /* the multi's (the only caller that does not wait) */
+    if (!wait)
+        h->renewer = pthread_self();
     h->inflight_until_us = distlock__valid_until(&c->q, distlock__now_us(), ttl_ms);
     h->gen++;
     pthread_mutex_unlock(&c->mu);
     return 0;
+}
+
+int distlock__extend_begin_or_wake(distlock__held *h, long ttl_ms, int wake_fd)
+{
+    distlock_client *c = h->client;
+    pthread_mutex_lock(&c->mu);
+    if (h->renewing) {
+        /* set under the lock the renewal's end takes: that end sees it */
+        h->renew_waker = wake_fd + 1;
+        pthread_mutex_unlock(&c->mu);
+        return 1;
+    }
+    pthread_mutex_unlock(&c->mu);
+    return distlock__extend_begin(h, ttl_ms, 0);
+}
+
+void distlock__renewal_ended(distlock__held *h)
+{
+    if (h->renew_waker == 0)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(h->renew_waker - 1, &one, sizeof one);
+    (void)w;  /* EAGAIN: already readable */
+    h->renew_waker = 0;
+}
+
+void distlock__renewal_unwake(distlock__held *h, int wake_fd)
+{
+    distlock_client *c = h->client;
+    pthread_mutex_lock(&c->mu);
+    if (h->renew_waker == wake_fd + 1)
+        h->renew_waker = 0;
+    pthread_mutex_unlock(&c->mu);
 }
 
 int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
@@ -342,6 +420,8 @@ int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
     uint64_t done = distlock__now_us();
     pthread_mutex_lock(&c->mu);
     h->renewing = 0;
+    h->renewing_multi = 0;
+    distlock__renewal_ended(h);
     if (rc == DISTLOCK_OK && atomic_load(&h->lost)) {
         /* Its validity ended while this extend was out, and the owner was
          * told it is lost (watchdog.c, the lease clock): a loss is final. */
@@ -374,7 +454,8 @@ int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until)
 static int held_extend(distlock__held *h, long ttl_ms)
 {
     uint64_t until = 0;
-    (void)distlock__extend_begin(h, ttl_ms, 1);
+    if (distlock__extend_begin(h, ttl_ms, 1) < 0)
+        return DISTLOCK_EINVAL;  /* would wait for itself (detail set) */
     int rc = distlock__held_extend(h->client, h, ttl_ms, &until);
     return distlock__extend_end(h, ttl_ms, rc, until);
 }

@@ -57,6 +57,9 @@ struct distlock_client {
     /* owner metadata (DISTLOCK_OPT_OWNER_INFO, read without mu; the label
      * under mu) */
     _Atomic int owner_info;
+    /* DISTLOCK_OPT_MULTI_RUNS: runs one multi keeps on the wire at once
+     * (multi.c reads it at each run it starts) */
+    _Atomic long multi_runs;
     char owner_label[DISTLOCK_OWNER_LABEL_MAX + 1];
 
     /* token pair (pair.c, mu): the nodes the latest acquires may hold,
@@ -169,6 +172,11 @@ struct distlock__held {
     uint64_t renew_at_us;
     long retry_ms;            /* backoff after a renewal that reached no quorum, 0 if none */
     int renewing;             /* in a renewal batch on the wire */
+    int renewing_multi;       /* ... that renewal is a multi's extend (distlock_multi_extend),
+                                 driven by the thread `renewer` only */
+    pthread_t renewer;
+    int renew_waker;          /* 1 + an eventfd written when the renewal on the wire ends
+                                 (a multi's extend waits for it), 0: none */
     uint64_t inflight_until_us; /* while renewing: the validity that renewal gives if a
                                    quorum confirms it in time (from before its send) */
     unsigned gen;             /* bumped by every extend: a batch sent before is stale */
@@ -384,6 +392,9 @@ int distlock__attempt_ends_wait(int rc, int *late);
 int distlock__wait_cancelled(const char *key, uint64_t t0_us, const char *what);
 int distlock__first_cancelled(const char *key, int won);
 int distlock__wait_expired(const char *key, long wait_ms);
+/* After a winning writer's leave of the registry of waiting writers: a
+ * grant whose validity ended meanwhile is late (ETIMEDOUT, detail set). */
+int distlock__grant_outlived(const distlock__acq_req *rq, const distlock__attempt *att);
 /* A release of l in two halves around the round: begin checks and gives up
  * the count (1: done, nothing to send; DISTLOCK_OK: send, with *retry and
  * *until; else the error), end takes the verdict (returns rc). */
@@ -392,7 +403,16 @@ int distlock__release_end(distlock_lock *l, int rc, int retry, uint64_t sent);
 /* An extend of h in the same way, in step with the watchdog: begin marks it
  * renewing (1 without waiting if a renewal is on the wire and !wait). */
 int distlock__extend_check(const distlock_lock *l, long ttl_ms);
+/* A wait that could never end (the multi's extend on the wire is driven by
+ * this very thread): -1 with the detail set (DISTLOCK_EINVAL). */
 int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait);
+/* A multi's extend: begins as distlock__extend_begin(h, ttl_ms, 0), or, when
+ * a renewal is on the wire, returns 1 and has its end write wake_fd (an
+ * eventfd). distlock__renewal_ended: a renewal's end (c->mu held) writes it;
+ * distlock__renewal_unwake: that fd is no longer to be written (c->mu not held). */
+int distlock__extend_begin_or_wake(distlock__held *h, long ttl_ms, int wake_fd);
+void distlock__renewal_ended(distlock__held *h);
+void distlock__renewal_unwake(distlock__held *h, int wake_fd);
 int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until);
 
 /* ------------------------------------------------------------ watchdog.c */

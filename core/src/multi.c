@@ -23,7 +23,25 @@
  *
  * The local queue: per key, one acquire is active (it has an attempt on the
  * wire or a waiter registered); the others wait in FIFO order without a
- * round, and the next becomes active when the active one ends.
+ * round, and the next becomes active when the active one ends. That bounds
+ * a multi's connections per key; it is for non-fair acquires only: a
+ * DISTLOCK_FAIR acquire joins the servers' queue at once (the servers' queue
+ * is the order across processes, which a local turn would give away).
+ *
+ * Slots: a run holds a connection set (one connection per node) from its
+ * start to its end, so the runs on the wire at once are the multi's
+ * connections per node. At most DISTLOCK_OPT_MULTI_RUNS ops hold a slot;
+ * an op takes one before the first run of a chain of runs it makes in one
+ * step (an attempt, then its undo or a queue leave) and gives it back when
+ * the step leaves it with no run (asleep, done), so the pool's sets are
+ * reused and never more than the bound. Ops without a slot wait in two
+ * FIFO queues: releases, extends and an acquire's clean-up runs first,
+ * then acquires' attempts. Releases and extends go first because they
+ * free keys others wait for and keep leases alive (an extend behind a
+ * thousand attempts to a slow node could see its lease expire); they
+ * cannot starve attempts, as each is one call of the caller's, and they
+ * never wait behind attempts queued before them. An acquire waiting for a
+ * slot keeps its deadline and its cancels.
  *
  * Layer: 7 API */
 #include <errno.h>
@@ -47,6 +65,9 @@ enum {
     S_SUB,       /* waiting for its subscription's confirmation */
     S_LOOP,      /* about to try again */
     S_TRY,       /* an attempt of its wait on the wire */
+    S_WONLEAVE,  /* a writer that won leaving the registry of waiting writers */
+    S_LATEUNDO,  /* releasing a grant whose lease ended before that leave came back */
+    S_JUDGE,     /* an attempt's outcome decides: the wait ends or goes on */
     S_SLEEP,     /* waiting for a release, its re-check time or a cancel */
     S_SPLIT,     /* fair: stepping out of every queue (then a pause: S_SLEEP) */
     S_UNDO,      /* releasing a lock won after a cancel */
@@ -62,16 +83,18 @@ enum {
 /* What a descriptor in the epoll set is (the table is indexed by fd). */
 enum { FD_NONE = 0, FD_RUN, FD_CANCEL };
 
-/* A renewal of the lock on the wire: an extend looks again this much later
- * (the watchdog's round wakes blocking extenders through a condition
- * variable, which an event loop cannot wait on). */
-#define EXT_RETRY_US 2000u
+/* A renewal of the lock on the wire: its end writes the multi's eventfd
+ * (distlock__extend_begin_or_wake), and the extends waiting for it
+ * (m->ext_waiters) go on. One lock has one such waker: another multi's
+ * extend of the same lock may take it over, so an extend also looks again
+ * this much later. */
+#define EXT_RETRY_US 50000u
 
 typedef struct mkey {
     struct mkey *next;        /* hash chain */
     char *key;
     distlock_op *active;
-    distlock_op *head, *tail; /* queued, FIFO (op->qnext) */
+    distlock_op *head, *tail; /* queued, FIFO (op->qprev/qnext) */
 } mkey;
 
 typedef struct cwatch {      /* an args->cancel in the epoll set */
@@ -98,6 +121,7 @@ struct distlock_multi {
     int running;
     distlock_op *ops;         /* every op not freed (prev/next) */
     distlock_op *sleepers;    /* ops with a sleeper registered (sl_prev/sl_next) */
+    distlock_op *ext_waiters; /* extends waiting for a renewal's end (ew_prev/ew_next) */
     distlock_op *step_head, *step_tail;
     distlock_op *done_head, *done_tail;
     distlock_op **heap;
@@ -106,6 +130,10 @@ struct distlock_multi {
     fdslot *fds;
     int nfds;
     cwatch *cwatches;
+    /* slots (see the top): ops holding one, and the two FIFO queues */
+    long wire;
+    distlock_op *sq_head[2], *sq_tail[2];  /* [0] releases, extends, clean-up; [1] attempts */
+    distlock_op *stepping;    /* the op op_step is in (NULL once it freed it) */
     mkey *keys[NBUCKETS];
 };
 
@@ -119,11 +147,16 @@ struct distlock_op {
     int user_freed, handed, cancel_req, kick;
     distlock_op *prev, *next;
     distlock_op *sl_prev, *sl_next;
+    distlock_op *ew_prev, *ew_next;
+    int ew_on;
     int sleeper_on;
-    distlock_op *step_next;
+    distlock_op *step_prev, *step_next;
     int in_step;
-    distlock_op *done_next;
+    distlock_op *done_prev, *done_next;
     int in_doneq;
+    int has_slot, in_sq;      /* holds a slot; waits for one in sq_head[sq_which] */
+    int sq_which;
+    distlock_op *sq_prev, *sq_next;
     uint64_t at;              /* its time in the heap, UINT64_MAX: none */
     size_t hidx;              /* its index in the heap while at != UINT64_MAX */
     /* the run on the wire, its poll set */
@@ -134,7 +167,7 @@ struct distlock_op {
     int nw, capw;
     /* an acquire */
     mkey *k;
-    distlock_op *qnext;
+    distlock_op *qprev, *qnext;
     distlock__held *h;
     distlock_lock *l;         /* allocated up front (handle.c) */
     distlock_lock *won;       /* the handle won, until taken */
@@ -269,6 +302,7 @@ static void step_push(distlock_op *op)
         return;
     op->in_step = 1;
     op->step_next = NULL;
+    op->step_prev = m->step_tail;
     if (m->step_tail)
         m->step_tail->step_next = op;
     else
@@ -283,6 +317,8 @@ static distlock_op *step_pop(distlock_multi *m)
         m->step_head = op->step_next;
         if (m->step_head == NULL)
             m->step_tail = NULL;
+        else
+            m->step_head->step_prev = NULL;
         op->in_step = 0;
     }
     return op;
@@ -293,17 +329,30 @@ static void step_remove(distlock_op *op)
     distlock_multi *m = op->m;
     if (!op->in_step)
         return;
-    distlock_op **pp = &m->step_head, *prev = NULL;
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->step_next;
-    }
-    if (*pp) {
-        *pp = op->step_next;
-        if (m->step_tail == op)
-            m->step_tail = prev;
-    }
+    /* doubly linked: tens of thousands of ops end in one perform */
+    if (op->step_prev)
+        op->step_prev->step_next = op->step_next;
+    else
+        m->step_head = op->step_next;
+    if (op->step_next)
+        op->step_next->step_prev = op->step_prev;
+    else
+        m->step_tail = op->step_prev;
+    op->step_prev = op->step_next = NULL;
     op->in_step = 0;
+}
+
+static void done_push(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    op->in_doneq = 1;
+    op->done_next = NULL;
+    op->done_prev = m->done_tail;
+    if (m->done_tail)
+        m->done_tail->done_next = op;
+    else
+        m->done_head = op;
+    m->done_tail = op;
 }
 
 static void doneq_remove(distlock_op *op)
@@ -311,16 +360,15 @@ static void doneq_remove(distlock_op *op)
     distlock_multi *m = op->m;
     if (!op->in_doneq)
         return;
-    distlock_op **pp = &m->done_head, *prev = NULL;
-    while (*pp && *pp != op) {
-        prev = *pp;
-        pp = &(*pp)->done_next;
-    }
-    if (*pp) {
-        *pp = op->done_next;
-        if (m->done_tail == op)
-            m->done_tail = prev;
-    }
+    if (op->done_prev)
+        op->done_prev->done_next = op->done_next;
+    else
+        m->done_head = op->done_next;
+    if (op->done_next)
+        op->done_next->done_prev = op->done_prev;
+    else
+        m->done_tail = op->done_prev;
+    op->done_prev = op->done_next = NULL;
     op->in_doneq = 0;
 }
 
@@ -329,6 +377,90 @@ static void wake_loop(distlock_multi *m)
     uint64_t one = 1;
     ssize_t w = write(m->evfd, &one, sizeof one);
     (void)w;  /* EAGAIN: already far from zero, readable anyway */
+}
+
+/* ------------------------------------------------------------ slots */
+
+static void sq_remove(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (!op->in_sq)
+        return;
+    int q = op->sq_which;
+    /* doubly linked: thousands of ops that wait for a slot may end at once */
+    if (op->sq_prev)
+        op->sq_prev->sq_next = op->sq_next;
+    else
+        m->sq_head[q] = op->sq_next;
+    if (op->sq_next)
+        op->sq_next->sq_prev = op->sq_prev;
+    else
+        m->sq_tail[q] = op->sq_prev;
+    op->sq_prev = op->sq_next = NULL;
+    op->in_sq = 0;
+}
+
+static long slot_limit(const distlock_multi *m)
+{
+    long lim = atomic_load_explicit(&m->c->multi_runs, memory_order_relaxed);
+    return lim < 1 ? 1 : lim;
+}
+
+/* Free slots to the queues' heads, releases and clean-ups first: they go
+ * to their next step holding it. */
+static void slot_fill(distlock_multi *m)
+{
+    long lim = slot_limit(m);
+    while (m->wire < lim) {
+        int q = m->sq_head[0] ? 0 : 1;
+        distlock_op *op = m->sq_head[q];
+        if (op == NULL)
+            return;
+        sq_remove(op);
+        op->has_slot = 1;
+        m->wire++;
+        step_push(op);
+    }
+}
+
+/* 1: op holds a slot (it may start a run); 0: it waits in its queue (its
+ * place kept across calls) and gets its next step when one is free.
+ * urgent: a release, an extend or an acquire's clean-up. */
+static int slot_take(distlock_op *op, int urgent)
+{
+    distlock_multi *m = op->m;
+    int q = urgent ? 0 : 1;
+    if (op->has_slot)
+        return 1;
+    if (op->in_sq && op->sq_which != q && urgent)
+        sq_remove(op);  /* an acquire cancelled while it waited: clean-up now */
+    if (!op->in_sq) {
+        if (m->wire < slot_limit(m) && m->sq_head[0] == NULL && (urgent || m->sq_head[1] == NULL)) {
+            op->has_slot = 1;
+            m->wire++;
+            return 1;
+        }
+        op->in_sq = 1;
+        op->sq_which = q;
+        op->sq_next = NULL;
+        op->sq_prev = m->sq_tail[q];
+        if (m->sq_tail[q])
+            m->sq_tail[q]->sq_next = op;
+        else
+            m->sq_head[q] = op;
+        m->sq_tail[q] = op;
+    }
+    return 0;
+}
+
+static void slot_put(distlock_op *op)
+{
+    sq_remove(op);
+    if (!op->has_slot)
+        return;
+    op->has_slot = 0;
+    op->m->wire--;
+    slot_fill(op->m);
 }
 
 /* ------------------------------------------------------------ descriptors */
@@ -358,9 +490,9 @@ static int ep_set(distlock_multi *m, int fd, uint32_t events)
     memset(&ev, 0, sizeof(ev));
     ev.events = events;
     ev.data.fd = fd;
-    if (epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
+    if (epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
         return 0;
-    if (errno == ENOENT && epoll_ctl(m->epfd, EPOLL_CTL_ADD, fd, &ev) == 0)
+    if (errno == EEXIST && epoll_ctl(m->epfd, EPOLL_CTL_MOD, fd, &ev) == 0)
         return 0;
     return -1;
 }
@@ -516,6 +648,12 @@ static int run_step(distlock_op *op)
             for (int k = 0; k < op->np; k++)
                 op->pfd[k].revents = 0;
     }
+    /* Out of the set before the run may close them: epoll keeps a
+     * registration for as long as the open file lives, and a forked child's
+     * copy keeps a socket we closed alive (its registration, readable for
+     * good, would make the descriptor spin). run_drive adds what the run
+     * still wants. */
+    run_unwatch(op, NULL, 0);
     distlock__run_advance(op->run);
     return run_drive(op);
 }
@@ -560,18 +698,31 @@ static void key_put(distlock_multi *m, mkey *k)
     free(k);
 }
 
+static void queue_push(mkey *k, distlock_op *op)
+{
+    op->qnext = NULL;
+    op->qprev = k->tail;
+    if (k->tail)
+        k->tail->qnext = op;
+    else
+        k->head = op;
+    k->tail = op;
+}
+
+/* op queued at its key (doubly linked: thousands of waiters of one key
+ * cancelled at once each leave in O(1)) */
 static void queue_remove(distlock_op *op)
 {
     mkey *k = op->k;
-    distlock_op *prev = NULL;
-    for (distlock_op **pp = &k->head; *pp; prev = *pp, pp = &(*pp)->qnext)
-        if (*pp == op) {
-            *pp = op->qnext;
-            if (k->tail == op)
-                k->tail = prev;
-            break;
-        }
-    op->qnext = NULL;
+    if (op->qprev)
+        op->qprev->qnext = op->qnext;
+    else
+        k->head = op->qnext;
+    if (op->qnext)
+        op->qnext->qprev = op->qprev;
+    else
+        k->tail = op->qprev;
+    op->qprev = op->qnext = NULL;
 }
 
 /* ------------------------------------------------------------ finishing */
@@ -602,28 +753,61 @@ static void sleeper_off(distlock_op *op)
 
 static void op_release_memory(distlock_op *op);
 
+static void ext_wait_on(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (op->ew_on)
+        return;
+    op->ew_on = 1;
+    op->ew_prev = NULL;
+    op->ew_next = m->ext_waiters;
+    if (m->ext_waiters)
+        m->ext_waiters->ew_prev = op;
+    m->ext_waiters = op;
+}
+
+static void ext_wait_off(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (!op->ew_on)
+        return;
+    if (op->ew_prev)
+        op->ew_prev->ew_next = op->ew_next;
+    else
+        m->ext_waiters = op->ew_next;
+    if (op->ew_next)
+        op->ew_next->ew_prev = op->ew_prev;
+    op->ew_on = 0;
+}
+
 /* op ended with op->rc (and op->err): the next of its key goes, it is
  * counted, and handed out (or freed, if its owner let go of it). */
 static void finish(distlock_op *op)
 {
     distlock_multi *m = op->m;
     timer_clear(op);
+    slot_put(op);
     sleeper_off(op);
+    if (op->ew_on) {
+        /* ended while waiting for a renewal: its end must not write an
+         * eventfd that may be closed by then */
+        ext_wait_off(op);
+        distlock__renewal_unwake(op->lock->h, m->evfd);
+    }
     if (op->waiter_on) {
         distlock__waiter_remove(m->c, &op->w);
         op->waiter_on = 0;
     }
     cancel_unwatch(m, op->cw);
     op->cw = NULL;
-    if (op->type == OP_ACQUIRE) {
+    if (op->type == OP_ACQUIRE && op->k == NULL) {
+        /* a fair acquire: never in the local queue (multi_acquire) */
+    } else if (op->type == OP_ACQUIRE) {
         mkey *k = op->k;
         if (k->active == op) {
             k->active = k->head;
             if (k->head) {
-                k->head = k->head->qnext;
-                if (k->head == NULL)
-                    k->tail = NULL;
-                k->active->qnext = NULL;
+                queue_remove(k->active);
                 k->active->state = S_START;
                 step_push(k->active);
             }
@@ -632,7 +816,16 @@ static void finish(distlock_op *op)
         }
         key_put(m, k);
         op->k = NULL;
+    }
+    if (op->type == OP_ACQUIRE) {
         if (op->rc == DISTLOCK_OK) {
+            /* No preferred connection set for its release: a blocking release
+             * (distlock_release, distlock_lock_free, a front end's close) on
+             * this thread would wait for that set, which a run of a multi
+             * driven by this very thread may hold (seconds of stall). Any set
+             * will do: the requests' tags keep one key+token's order
+             * (round.c). */
+            op->att.set_id = 0;
             op->rc = distlock__held_register(m->c, op->h, op->l, &op->att, &op->won);
             if (op->rc != DISTLOCK_OK)
                 set_err(op, op->rc);  /* the handle was freed there */
@@ -652,16 +845,15 @@ static void finish(distlock_op *op)
     m->running--;
     step_remove(op);
     if (op->user_freed) {
+        /* nobody can take what it won: it goes back (blocking, as
+         * distlock_op_free of a done op does), never stays held */
+        if (op->won)
+            distlock_lock_free(op->won);
+        op->won = NULL;
         op_release_memory(op);
         return;
     }
-    op->done_next = NULL;
-    op->in_doneq = 1;
-    if (m->done_tail)
-        m->done_tail->done_next = op;
-    else
-        m->done_head = op;
-    m->done_tail = op;
+    done_push(op);
 }
 
 /* ------------------------------------------------------------ an acquire */
@@ -733,6 +925,23 @@ static void acq_step(distlock_op *op)
                 finish(op);
                 return;
             }
+            if (!slot_take(op, 0)) {
+                /* waiting for a slot: nothing sent yet, as in S_QUEUED */
+                if (acq_cancelled(op)) {
+                    set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
+                    finish(op);
+                } else if (distlock__now_us() >= op->deadline) {
+                    distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' not tried within %ld ms: the "
+                                   "multi's %ld runs on the wire (DISTLOCK_OPT_MULTI_RUNS) were "
+                                   "busy all that time; nothing was sent", key, op->wait_ms,
+                                   slot_limit(m));
+                    set_err(op, DISTLOCK_NOTACQUIRED);
+                    finish(op);
+                } else {
+                    (void)timer_set(op, op->deadline);
+                }
+                return;
+            }
             distlock__sleeper_start_on(c, &op->w.sl, op->gen, op->cancel, m->evfd);
             op->sleeper_on = 1;
             op->sl_prev = NULL;
@@ -786,7 +995,8 @@ static void acq_step(distlock_op *op)
             op->w.head = op->att.head;
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
-            fail_try_once(m, op->k);
+            if (op->k)
+                fail_try_once(m, op->k);
             if (distlock__waiter_add_start(c, &op->w) == DISTLOCK_OK) {
                 op->waiter_on = 1;
                 op->sub_deadline = distlock__now_us() +
@@ -819,6 +1029,15 @@ static void acq_step(distlock_op *op)
                 op->state = S_OUT;
                 continue;
             }
+            if (!slot_take(op, 0)) {
+                if (distlock__now_us() >= op->deadline) {
+                    set_err(op, distlock__wait_expired(key, op->wait_ms));
+                    op->state = S_OUT;
+                    continue;
+                }
+                (void)timer_set(op, op->deadline);
+                return;
+            }
             if (!op->fair && !op->given &&
                 (rc = distlock_token_generate(op->h->token, 33)) != DISTLOCK_OK) {
                 set_err(op, rc);
@@ -833,7 +1052,7 @@ static void acq_step(distlock_op *op)
                 return;
             continue;
 
-        case S_TRY: {
+        case S_TRY:
             if (op->run && !run_step(op))
                 return;
             rc = op->run_rc;
@@ -846,6 +1065,53 @@ static void acq_step(distlock_op *op)
                     return;
                 continue;
             }
+            if (rc == DISTLOCK_OK && op->readers && op->rq.writer) {
+                /* a writer that won leaves the registry of waiting writers
+                 * (handle.c, won_cleanup), then its grant is judged again */
+                if (!slot_take(op, 1))
+                    return;  /* S_TRY again when it has one (nothing sent yet) */
+                op->state = S_WONLEAVE;
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
+                    return;
+                continue;
+            }
+            op->state = S_JUDGE;
+            continue;
+
+        case S_WONLEAVE:
+            if (op->run && !run_step(op))
+                return;
+            if (acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start,
+                                                     "; the lock won meanwhile was released"));
+                if (!undo_start(op))
+                    return;
+                continue;
+            }
+            if ((rc = distlock__grant_outlived(&op->rq, &op->att)) != DISTLOCK_OK) {
+                set_err(op, rc);
+                if (!slot_take(op, 1))
+                    return;  /* S_WONLEAVE again when it has one */
+                op->state = S_LATEUNDO;
+                if (!run_begin(op, distlock__release_lease_start(c, 0, key, op->h->token,
+                                                                 op->att.valid_until_us,
+                                                                 op->att.set_id, op->att.maybe,
+                                                                 0, NULL, &rc), rc))
+                    return;
+                continue;
+            }
+            op->state = S_JUDGE;
+            continue;
+
+        case S_LATEUNDO:
+            if (op->run && !run_step(op))
+                return;
+            /* the late grant's status and detail stand, whatever the release said */
+            op->state = S_JUDGE;
+            continue;
+
+        case S_JUDGE: {
+            rc = op->rc;
             if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && acq_cancelled(op)) {
                 set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
                 op->state = S_OUT;
@@ -918,9 +1184,12 @@ static void acq_step(distlock_op *op)
                 op->waiter_on = 0;
             }
             sleeper_off(op);
-            if (op->readers && (op->rc != DISTLOCK_OK || op->rq.writer)) {
-                /* a writer that gives up (or won) leaves the registry of
-                 * waiting writers (handle.c, acquire_wait) */
+            if (op->readers && op->rc != DISTLOCK_OK) {
+                /* a writer that gives up leaves the registry of waiting
+                 * writers (handle.c, acquire_wait; one that won left it in
+                 * S_WONLEAVE) */
+                if (!slot_take(op, 1))
+                    return;
                 op->state = S_WLEAVE;
                 if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
                     return;
@@ -933,6 +1202,8 @@ static void acq_step(distlock_op *op)
             if (op->run && !run_step(op))
                 return;
             if (op->fair && op->rc != DISTLOCK_OK) {
+                if (!slot_take(op, 1))
+                    return;
                 op->state = S_QLEAVE;
                 if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, &rc), rc))
                     return;
@@ -944,6 +1215,13 @@ static void acq_step(distlock_op *op)
         case S_QLEAVE:
             if (op->run && !run_step(op))
                 return;
+            if (op->rc == DISTLOCK_OK && acq_cancelled(op)) {
+                set_err(op, distlock__wait_cancelled(key, op->t_start,
+                                                     "; the lock won meanwhile was released"));
+                if (!undo_start(op))
+                    return;
+                continue;
+            }
             op->att.t0_us = op->first_t0;
             finish(op);
             return;
@@ -961,6 +1239,8 @@ static void rel_step(distlock_op *op)
     distlock__held *h = op->lock->h;
     if (op->state == S_START) {
         int rc = DISTLOCK_OK;
+        if (!slot_take(op, 1))
+            return;
         op->state = S_REL;
         if (!run_begin(op, distlock__release_lease_start(op->m->c, h->quorum, h->key, h->token,
                                                          op->until, h->set_pref, h->maybe,
@@ -990,10 +1270,19 @@ static void ext_step(distlock_op *op)
     int rc;
     distlock__held *h = op->lock->h;
     if (op->state == S_EXT_WAIT) {
-        if (distlock__extend_begin(h, op->ttl_ms, 0) != 0) {
+        if ((rc = distlock__extend_check(op->lock, op->ttl_ms)) != DISTLOCK_OK) {
+            set_err(op, rc);
+            finish(op);
+            return;
+        }
+        if (!slot_take(op, 1))
+            return;
+        if (distlock__extend_begin_or_wake(h, op->ttl_ms, op->m->evfd) != 0) {
+            ext_wait_on(op);
             (void)timer_set(op, distlock__now_us() + EXT_RETRY_US);
             return;
         }
+        ext_wait_off(op);
         timer_clear(op);
         op->state = S_EXT;
         rc = DISTLOCK_OK;
@@ -1010,14 +1299,21 @@ static void ext_step(distlock_op *op)
 
 static void op_step(distlock_op *op)
 {
+    distlock_multi *m = op->m;
     if (op->state == S_DONE)
         return;
+    m->stepping = op;
     if (op->type == OP_ACQUIRE)
         acq_step(op);
     else if (op->type == OP_RELEASE)
         rel_step(op);
     else
         ext_step(op);
+    /* a step that leaves no run on the wire (asleep, waiting for a renewal)
+     * gives its slot back; finish() did for an op that ended (maybe freed) */
+    if (m->stepping == op && op->has_slot && op->run == NULL)
+        slot_put(op);
+    m->stepping = NULL;
 }
 
 /* ------------------------------------------------------------ the API */
@@ -1086,6 +1382,8 @@ static distlock_op *op_new(distlock_multi *m, int type)
 static void op_release_memory(distlock_op *op)
 {
     distlock_multi *m = op->m;
+    if (m->stepping == op)
+        m->stepping = NULL;
     if (op->prev)
         op->prev->next = op->next;
     else if (m->ops == op)
@@ -1128,7 +1426,12 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
     if (op == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     op->h = distlock__held_new(m->c, key, token, permits, ttl_ms, flags, NULL, 0, &op->l, &rc);
-    if (op->h == NULL || (op->k = key_get(m, key)) == NULL) {
+    /* Fair acquires do not take turns here: each joins the servers' queue
+     * at once, as blocking fair waiters do, so that the servers' order is
+     * the order of the calls across processes (a local turn would let a
+     * later waiter of another process in ahead of ours). */
+    int fair = (flags & DISTLOCK_FAIR) != 0;
+    if (op->h == NULL || (!fair && (op->k = key_get(m, key)) == NULL)) {
         if (op->h) {
             distlock__held_free(op->h);
             free(op->l);
@@ -1144,14 +1447,15 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
     op->t_start = distlock__now_us();
     op->deadline = wait_ms == 0 ? UINT64_MAX : distlock__wait_deadline(wait_ms, op->t_start);
     op->cw = cancel_watch(m, op->cancel);
-    if (op->k->active == NULL) {
+    if (fair) {
+        op->state = S_START;
+    } else if (op->k->active == NULL) {
         op->k->active = op;
         op->state = S_START;
     } else if (wait_ms == 0 && op->k->active->entered_wait) {
         /* refused at once (see distlock.h): still an op, handed out done */
         op->state = S_QUEUED;
-        op->k->tail ? (void)(op->k->tail->qnext = op) : (void)(op->k->head = op);
-        op->k->tail = op;
+        queue_push(op->k, op);
         op_started(op);
         fail_try_once(m, op->k);
         *out = op;
@@ -1159,11 +1463,7 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
         return DISTLOCK_OK;
     } else {
         op->state = S_QUEUED;
-        if (op->k->tail)
-            op->k->tail->qnext = op;
-        else
-            op->k->head = op;
-        op->k->tail = op;
+        queue_push(op->k, op);
     }
     op_started(op);
     *out = op;
@@ -1235,13 +1535,7 @@ int distlock_multi_release(distlock_multi *m, distlock_lock *l, distlock_op **ou
         op->state = S_DONE;  /* no release_end: nothing was sent */
         op->m->running--;
         step_remove(op);
-        op->in_doneq = 1;
-        op->done_next = NULL;
-        if (m->done_tail)
-            m->done_tail->done_next = op;
-        else
-            m->done_head = op;
-        m->done_tail = op;
+        done_push(op);
         *out = op;
         distlock__clear_error();
         return DISTLOCK_OK;
@@ -1348,10 +1642,13 @@ int distlock_multi_perform(distlock_multi *m)
         m->seen_gen = gen;
         scan = 1;
     }
-    if (woke)
+    if (woke) {
         for (distlock_op *op = m->sleepers; op; op = op->sl_next)
             if (distlock__sleeper_take_woken(&op->w.sl))
                 step_push(op);
+        for (distlock_op *op = m->ext_waiters; op; op = op->ew_next)
+            step_push(op);  /* a renewal may have ended: each looks */
+    }
     if (scan)
         cancel_scan(m);
     uint64_t now = distlock__now_us();
@@ -1371,10 +1668,7 @@ distlock_op *distlock_multi_done(distlock_multi *m)
     if (m == NULL || forked(m) || m->done_head == NULL)
         return NULL;
     distlock_op *op = m->done_head;
-    m->done_head = op->done_next;
-    if (m->done_head == NULL)
-        m->done_tail = NULL;
-    op->in_doneq = 0;
+    doneq_remove(op);
     op->handed = 1;
     return op;
 }

@@ -42,6 +42,10 @@ static const distlock_option_info table[] = {
       "1: keep the client's counters; 0: stop counting" },
     { "owner_info", DISTLOCK_OPT_OWNER_INFO, DISTLOCK_OPTION_LONG, 0, 1, 0,
       "1: every acquire also stores who holds the lock in {key}:owner" },
+    /* Each run on the wire holds one connection set (a connection per
+     * node); the bound keeps a multi's sockets per node at this. */
+    { "multi_runs", DISTLOCK_OPT_MULTI_RUNS, DISTLOCK_OPTION_LONG, 1, 1024, 16,
+      "per multi: operations on the wire at once (connections per node); the rest wait in turn" },
     { "username", DISTLOCK_OPT_USERNAME, DISTLOCK_OPTION_STRING, 0, STRING_MAX, 0,
       "ACL user for every node" },
     { "password", DISTLOCK_OPT_PASSWORD, DISTLOCK_OPTION_STRING, 0, STRING_MAX, 0,

@@ -332,6 +332,7 @@ static void *watchdog_main(void *arg)
         for (k = 0; k < m; k += (int)held_keys(d[k].h)) {
             distlock__held *h = d[k].h;
             h->renewing = 0;
+            distlock__renewal_ended(h);  /* a multi's extend waiting for it goes */
             if (h->released || atomic_load(&h->lost))
                 continue;
             /* A set is one lease: renewed when every key is renewed on a
