@@ -418,8 +418,10 @@ static void test_kinds(void **state)
     assert_op(p2, DISTLOCK_OK);
     assert_op(p3, DISTLOCK_NOTACQUIRED);
 
-    /* AUTO_RENEW: renewed by the client's renewal thread (twice: observed) */
-    assert_rc(distlock_multi_acquire(m, "mo:renew", 3000, 0, DISTLOCK_AUTO_RENEW, NULL, &ar),
+    /* AUTO_RENEW: renewed by the client's renewal thread (twice: observed).
+     * 6 s: a sanitizer build on a loaded machine starved the renewal thread
+     * past a 3 s lease once, and the fair waiter below then took the key. */
+    assert_rc(distlock_multi_acquire(m, "mo:renew", 6000, 0, DISTLOCK_AUTO_RENEW, NULL, &ar),
               DISTLOCK_OK);
     drive_until(m, ar, 5000);
     assert_op(ar, DISTLOCK_OK);
