@@ -392,16 +392,6 @@ int distlock__extend_begin_or_wake(distlock__held *h, long ttl_ms, int wake_fd)
     return distlock__extend_begin(h, ttl_ms, 0);
 }
 
-void distlock__renewal_ended(distlock__held *h)
-{
-    if (h->renew_waker == 0)
-        return;
-    uint64_t one = 1;
-    ssize_t w = write(h->renew_waker - 1, &one, sizeof one);
-    (void)w;  /* EAGAIN: already readable */
-    h->renew_waker = 0;
-}
-
 void distlock__renewal_unwake(distlock__held *h, int wake_fd)
 {
     distlock_client *c = h->client;

@@ -64,3 +64,17 @@ int distlock_client_lost_fd(distlock_client *c)
         distlock__fail(-1, "eventfd: %s", strerror(errno));
     return fd;
 }
+
+/* c->mu held: a renewal of h ended (the watchdog's, or a blocking extend's):
+ * a multi's extend waiting for it is woken through the multi's eventfd
+ * (handle.c's distlock__extend_begin_or_wake sets the waker). Here, below both
+ * the watchdog and the API, so either end may call it. */
+void distlock__renewal_ended(distlock__held *h)
+{
+    if (h->renew_waker == 0)
+        return;
+    uint64_t one = 1;
+    ssize_t w = write(h->renew_waker - 1, &one, sizeof one);
+    (void)w;  /* EAGAIN: already readable */
+    h->renew_waker = 0;
+}

@@ -306,6 +306,9 @@ distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
 /* held.c: the records of held ownerships (c->mu held for all three) */
 /* Free a record that was never linked. */
 void distlock__held_free(distlock__held *h);
+/* A renewal of h ended: wake the multi's extend that waits for it, if any
+ * (h->renew_waker, set by distlock__extend_begin_or_wake). */
+void distlock__renewal_ended(distlock__held *h);
 /* Drop one reference; the last one unlinks and frees h. */
 void distlock__held_unref_locked(distlock_client *c, distlock__held *h);
 /* Why a lock is lost (distlock_lock_lost() says it): the servers said
@@ -408,10 +411,9 @@ int distlock__extend_check(const distlock_lock *l, long ttl_ms);
 int distlock__extend_begin(distlock__held *h, long ttl_ms, int wait);
 /* A multi's extend: begins as distlock__extend_begin(h, ttl_ms, 0), or, when
  * a renewal is on the wire, returns 1 and has its end write wake_fd (an
- * eventfd). distlock__renewal_ended: a renewal's end (c->mu held) writes it;
+ * eventfd): the renewal's end calls distlock__renewal_ended (held.c);
  * distlock__renewal_unwake: that fd is no longer to be written (c->mu not held). */
 int distlock__extend_begin_or_wake(distlock__held *h, long ttl_ms, int wake_fd);
-void distlock__renewal_ended(distlock__held *h);
 void distlock__renewal_unwake(distlock__held *h, int wake_fd);
 int distlock__extend_end(distlock__held *h, long ttl_ms, int rc, uint64_t until);
 
