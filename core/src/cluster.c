@@ -384,7 +384,7 @@ int distlock__cl_stale_master(distlock__transport *t, distlock__connset *cs, int
 /* "MOVED 3999 127.0.0.1:6381" / "ASK 3999 127.0.0.1:6381" (an IPv6 address
  * has colons of its own: the port follows the last one). "MOVED 3999 :6381"
  * (cluster-preferred-endpoint-type unknown-endpoint) gives an empty host. */
-static int parse_redirect(const char *err, int *slot, char *host, size_t hostlen, int *port)
+int distlock__redirect_parse(const char *err, int *slot, char *host, size_t hostlen, int *port)
 {
     const char *p = strchr(err, ' ');
     if (p == NULL)
@@ -413,7 +413,7 @@ int distlock__cl_redirect(distlock__transport *t, int i, int from, const char *e
         return 0;
     char host[DISTLOCK__HOST_LEN];
     int slot, port;
-    if (parse_redirect(err, &slot, host, sizeof(host), &port) != 0)
+    if (distlock__redirect_parse(err, &slot, host, sizeof(host), &port) != 0)
         return 0;
     distlock__clmap *map = t->cl[i];
     pthread_mutex_lock(&t->mu);

@@ -503,6 +503,13 @@ int distlock__tp_check_usable(distlock__transport *t);
 int distlock__tp_append_auth(distlock__transport *t, int i, redisContext *ctx);
 
 /* cluster.c (the transport's own files use conn.h's part) */
+/* The one reading of a redirect: "MOVED 3999 127.0.0.1:6381" or "ASK 3999
+ * 127.0.0.1:6381" (an IPv6 address has colons of its own: the port follows
+ * the last one; "MOVED 3999 :6381", an unknown endpoint, gives an empty
+ * host). 0 with the slot, host (hostlen bytes at most) and port; -1 if the
+ * text is not one (a slot out of range, no port, a host too long). The
+ * calls' redirects and the subscriber's SSUBSCRIBE answers both use it. */
+int distlock__redirect_parse(const char *err, int *slot, char *host, size_t hostlen, int *port);
 /* Node i's master for key now: its address in host/port and the key's
  * slot; 0, or -1 if not a cluster node or none is known. */
 int distlock__cl_where(distlock__transport *t, int i, const char *key, char *host,

@@ -366,15 +366,12 @@ static void shard_place(distlock_client *c, int i, uint64_t now)
  * the slot's channels go to the master it names. */
 static void shard_moved(distlock_client *c, int i, int k, const char *err, uint64_t now)
 {
-    int slot = -1, port = 0;
-    char host[DISTLOCK__ADDR_LEN] = "";
-    const char *sp = strchr(err + 6, ' '), *colon = sp ? strrchr(sp, ':') : NULL;
-    slot = atoi(err + 6);
-    if (sp && colon && colon > sp && (size_t)(colon - sp - 1) < sizeof(host)) {
-        memcpy(host, sp + 1, (size_t)(colon - sp - 1));
-        host[colon - sp - 1] = '\0';
-        port = atoi(colon + 1);
-    }
+    int slot, port;
+    char host[DISTLOCK__ADDR_LEN];
+    /* Not a redirect we can read: nothing is moved (the channel stays
+     * unconfirmed on this connection; its waiters re-check on their timers). */
+    if (distlock__redirect_parse(err, &slot, host, sizeof(host), &port) != 0)
+        return;
     /* No host (cluster-preferred-endpoint-type unknown-endpoint): the
      * endpoint this connection was opened to, with the port given. */
     if (host[0] == '\0')
@@ -385,7 +382,7 @@ static void shard_moved(distlock_client *c, int i, int k, const char *err, uint6
         ch->at[i] = -1;
         ch->confirmed &= ~(1ull << i);
         snprintf(ch->moved_host, sizeof(ch->moved_host), "%s", host);
-        ch->moved_port = port > 0 && port < 65536 ? port : 0;
+        ch->moved_port = port;
         if (++ch->moved > MOVED_PAUSE_AFTER)
             ch->place_at_us = now + (uint64_t)MOVED_PAUSE_MS * 1000u;
     }
