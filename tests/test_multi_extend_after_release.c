@@ -7,22 +7,11 @@
  * released it. So: DISTLOCK_ENOTOWNER, the handle not marked lost, the
  * client's lost descriptor quiet, lost_total unchanged. One node. */
 #include "test_common.h"
+#include "test_multi_drive.h"
 
 #include <poll.h>
 #include <stdio.h>
 #include <string.h>
-
-static void drive(distlock_multi *m, distlock_op *op)
-{
-    long long end = rh_now_ms() + 10000;
-    while (!distlock_op_done(op)) {
-        assert_true(rh_now_ms() < end);
-        struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
-        long t = distlock_multi_timeout(m);
-        (void)poll(&p, 1, t < 0 || t > 50 ? 50 : (int)t);
-        assert_true(distlock_multi_perform(m) >= 0);
-    }
-}
 
 static uint64_t lost_total(distlock_client *c)
 {
@@ -52,7 +41,7 @@ static void test_extend_of_a_handle_released_meanwhile_is_not_a_loss(void **stat
 
     assert_rc(distlock_multi_extend(m, l, 30000, &ext), DISTLOCK_OK);
     assert_rc(distlock_release(l), DISTLOCK_OK);  /* before the extend went out */
-    drive(m, ext);
+    multi_drive_until(m, ext, 10000);
 
     int st = distlock_op_status(ext);
     int lost = distlock_lock_lost(l);

@@ -6,6 +6,7 @@
  * the multi's extend still ends normally. One node behind the fault proxy,
  * which holds the multi's extend. An alarm ends a hang as a failure. */
 #include "test_common.h"
+#include "test_multi_drive.h"
 
 #include "harness/faultproxy.h"
 
@@ -37,14 +38,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static void turn(distlock_multi *m)
-{
-    struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
-    long t = distlock_multi_timeout(m);
-    (void)poll(&p, 1, t < 0 || t > 20 ? 20 : (int)t);
-    assert_true(distlock_multi_perform(m) >= 0);
-}
-
 static void test_blocking_extend_on_the_loop_thread_returns_at_once(void **state)
 {
     env *e = *state;
@@ -65,7 +58,7 @@ static void test_blocking_extend_on_the_loop_thread_returns_at_once(void **state
     long long end = rh_now_ms() + 10000;
     while (fp_cmd(e->fp, NULL, 0, "wait-held 0 up 1 20") != 0) {
         assert_true(rh_now_ms() < end);
-        turn(m);
+        multi_turn(m, 20);
     }
     assert_false(distlock_op_done(ext));
 
@@ -83,7 +76,7 @@ static void test_blocking_extend_on_the_loop_thread_returns_at_once(void **state
     assert_int_equal(fp_cmd(e->fp, NULL, 0, "heal"), 0);
     while (!distlock_op_done(ext)) {
         assert_true(rh_now_ms() < end);
-        turn(m);
+        multi_turn(m, 20);
     }
     printf("the multi's extend: %d (%s); lock validity %ld ms\n", distlock_op_status(ext),
            distlock_strerror(distlock_op_status(ext)), distlock_lock_validity_ms(l));

@@ -11,6 +11,7 @@
  *    parent's lock, won by an op and not taken, stays held); the parent's
  *    multi goes on. */
 #include "test_common.h"
+#include "test_multi_drive.h"
 
 #include <poll.h>
 #include <sys/wait.h>
@@ -39,40 +40,6 @@ static distlock_client *client(rh_cluster *rc, long command_timeout_ms)
     return c;
 }
 
-static int turn(distlock_multi *m, long cap_ms)
-{
-    struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
-    long t = distlock_multi_timeout(m);
-    if (t < 0 || t > cap_ms)
-        t = cap_ms;
-    (void)poll(&p, 1, (int)t);
-    int n = distlock_multi_perform(m);
-    assert_true(n >= 0);
-    return n;
-}
-
-static void drive_until(distlock_multi *m, distlock_op *op, long limit_ms)
-{
-    long long end = rh_now_ms() + limit_ms;
-    while (!distlock_op_done(op)) {
-        if (rh_now_ms() > end) {
-            print_error("op %llu not done after %ld ms\n", (unsigned long long)distlock_op_id(op),
-                        limit_ms);
-            fail();
-        }
-        turn(m, 50);
-    }
-}
-
-#define assert_op(op, want) do {                                              \
-        int st__ = distlock_op_status(op);                                    \
-        if (st__ != (want)) {                                                 \
-            print_error("op status %d (%s), expected %d; error: \"%s\"\n", st__, \
-                        distlock_strerror(st__), (int)(want), distlock_op_error(op)); \
-            fail();                                                           \
-        }                                                                     \
-    } while (0)
-
 /* Three nodes, node 2 stopped: every op finishes on nodes 0 and 1 long
  * before the 3 s command timeout would end a wait for node 2. */
 static void test_stopped_node_stalls_nothing(void **state)
@@ -84,7 +51,7 @@ static void test_stopped_node_stalls_nothing(void **state)
     /* connections to every node first: the stopped node's is then open */
     distlock_op *warm;
     assert_rc(distlock_multi_acquire(m, "mf:warm", 1000, 0, 0, NULL, &warm), DISTLOCK_OK);
-    drive_until(m, warm, 5000);
+    multi_drive_until(m, warm, 5000);
     distlock_op_free(warm);
     assert_int_equal(rh_pause(rc, 2), 0);
 
@@ -99,7 +66,7 @@ static void test_stopped_node_stalls_nothing(void **state)
     /* and one that waits for a key the first acquire gets */
     assert_rc(distlock_multi_acquire(m, "mf:stuck:0", 20000, 10000, 0, NULL, &w), DISTLOCK_OK);
     for (int i = 0; i < K; i++) {
-        drive_until(m, a[i], 5000);
+        multi_drive_until(m, a[i], 5000);
         assert_op(a[i], DISTLOCK_OK);
     }
     long long acquired = rh_now_ms() - t0;
@@ -110,19 +77,19 @@ static void test_stopped_node_stalls_nothing(void **state)
     distlock_lock *l0 = distlock_op_take_lock(a[0]);
     distlock_op *rel, *more[K];
     assert_rc(distlock_multi_release(m, l0, &rel), DISTLOCK_OK);
-    turn(m, 0);
+    multi_turn(m, 0);
     long long t1 = rh_now_ms();
     for (int i = 0; i < K; i++) {
         snprintf(key, sizeof(key), "mf:more:%d", i);
         assert_rc(distlock_multi_acquire(m, key, 20000, 5000, 0, NULL, &more[i]), DISTLOCK_OK);
     }
     for (int i = 0; i < K; i++) {
-        drive_until(m, more[i], 5000);
+        multi_drive_until(m, more[i], 5000);
         assert_op(more[i], DISTLOCK_OK);
     }
     long long more_ms = rh_now_ms() - t1;
     int rel_done_first = distlock_op_done(rel);
-    drive_until(m, w, 8000);
+    multi_drive_until(m, w, 8000);
     assert_op(w, DISTLOCK_OK);
     long long handed = rh_now_ms() - t1;
     printf("  node 2 stopped: 10 acquires in %lld ms; 10 more while a release waited on the "
@@ -133,7 +100,7 @@ static void test_stopped_node_stalls_nothing(void **state)
     assert_false(rel_done_first);
     for (int i = 0; i < K; i++)
         distlock_op_free(more[i]);
-    drive_until(m, rel, 5000);
+    multi_drive_until(m, rel, 5000);
     assert_op(rel, DISTLOCK_OK);
     distlock_lock_free(l0);
     assert_int_equal(rh_resume(rc, 2), 0);
@@ -157,7 +124,7 @@ static void test_stopped_node_perform_never_blocks(void **state)
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
     distlock_op *warm;
     assert_rc(distlock_multi_acquire(m, "mf:warm1", 1000, 0, 0, NULL, &warm), DISTLOCK_OK);
-    drive_until(m, warm, 5000);
+    multi_drive_until(m, warm, 5000);
     distlock_op_free(warm);
     assert_int_equal(rh_pause(rc, 0), 0);
     distlock_op *a;
@@ -194,11 +161,11 @@ static void test_fork(void **state)
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
     distlock_op *won, *waiting;
     assert_rc(distlock_multi_acquire(m, "mf:fork", 20000, 0, 0, NULL, &won), DISTLOCK_OK);
-    drive_until(m, won, 5000);
+    multi_drive_until(m, won, 5000);
     assert_op(won, DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mf:fork", 20000, 20000, 0, NULL, &waiting),
               DISTLOCK_OK);
-    turn(m, 100);
+    multi_turn(m, 100);
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
@@ -228,9 +195,9 @@ static void test_fork(void **state)
     /* and the parent's multi goes on: the release hands the key over */
     distlock_op *rel;
     assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
-    drive_until(m, waiting, 5000);
+    multi_drive_until(m, waiting, 5000);
     assert_op(waiting, DISTLOCK_OK);
-    drive_until(m, rel, 5000);
+    multi_drive_until(m, rel, 5000);
     distlock_lock_free(l);
     distlock_op_free(won);
     distlock_op_free(rel);

@@ -9,6 +9,7 @@
  * (queued, mid-wait, mid-attempt), client cancel, args->cancel from
  * another thread, the deadline, argument checks as the blocking calls'. */
 #include "test_common.h"
+#include "test_multi_drive.h"
 
 #include <poll.h>
 #include <pthread.h>
@@ -34,53 +35,6 @@ static distlock_client *client(rh_cluster *rc)
     return c;
 }
 
-/* One turn of the caller's loop: wait on the multi's descriptor up to its
- * timeout (capped at cap_ms), then perform. Returns perform's count. */
-static int turn(distlock_multi *m, long cap_ms)
-{
-    struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
-    long t = distlock_multi_timeout(m);
-    if (t < 0 || t > cap_ms)
-        t = cap_ms;
-    assert_true(p.fd >= 0);
-    (void)poll(&p, 1, (int)t);
-    int n = distlock_multi_perform(m);
-    assert_true(n >= 0);
-    return n;
-}
-
-/* Drive m until op is done (at most limit_ms); the ops that finish
- * meanwhile are left in the completion queue. */
-static void drive_until(distlock_multi *m, distlock_op *op, long limit_ms)
-{
-    long long end = rh_now_ms() + limit_ms;
-    while (!distlock_op_done(op)) {
-        if (rh_now_ms() > end) {
-            print_error("op %llu not done after %ld ms\n", (unsigned long long)distlock_op_id(op),
-                        limit_ms);
-            fail();
-        }
-        turn(m, 50);
-    }
-}
-
-/* Drive m for ms milliseconds whatever happens. */
-static void drive_for(distlock_multi *m, long ms)
-{
-    long long end = rh_now_ms() + ms;
-    while (rh_now_ms() < end)
-        turn(m, end - rh_now_ms() > 0 ? (long)(end - rh_now_ms()) : 0);
-}
-
-#define assert_op(op, want) do {                                              \
-        int st__ = distlock_op_status(op);                                    \
-        if (st__ != (want)) {                                                 \
-            print_error("op status %d (%s), expected %d; error: \"%s\"\n", st__, \
-                        distlock_strerror(st__), (int)(want), distlock_op_error(op)); \
-            fail();                                                           \
-        }                                                                     \
-    } while (0)
-
 static void test_acquire_release_extend(void **state)
 {
     rh_cluster *rc = *state;
@@ -92,7 +46,7 @@ static void test_acquire_release_extend(void **state)
     assert_rc(distlock_multi_acquire(m, "mo:plain", 10000, 0, DISTLOCK_FENCING, NULL, &op),
               DISTLOCK_OK);
     assert_false(distlock_op_done(op));
-    drive_until(m, op, 5000);
+    multi_drive_until(m, op, 5000);
     assert_op(op, DISTLOCK_OK);
     assert_string_equal(distlock_op_error(op), "");
     assert_ptr_equal(distlock_multi_done(m), op);
@@ -106,14 +60,14 @@ static void test_acquire_release_extend(void **state)
 
     /* a second try-once is refused, as the blocking call's */
     assert_rc(distlock_multi_acquire(m, "mo:plain", 10000, 0, 0, NULL, &op), DISTLOCK_OK);
-    drive_until(m, op, 5000);
+    multi_drive_until(m, op, 5000);
     assert_op(op, DISTLOCK_NOTACQUIRED);
     assert_true(distlock_op_error(op)[0] != '\0');
     distlock_op_free(op);
 
     /* extend through the multi: the servers' TTL follows */
     assert_rc(distlock_multi_extend(m, l, 60000, &op), DISTLOCK_OK);
-    drive_until(m, op, 5000);
+    multi_drive_until(m, op, 5000);
     assert_op(op, DISTLOCK_OK);
     distlock_op_free(op);
     assert_true(rh_pttl(rc, 0, 0, "mo:plain") > 30000);
@@ -121,13 +75,13 @@ static void test_acquire_release_extend(void **state)
 
     /* release through the multi */
     assert_rc(distlock_multi_release(m, l, &op), DISTLOCK_OK);
-    drive_until(m, op, 5000);
+    multi_drive_until(m, op, 5000);
     assert_op(op, DISTLOCK_OK);
     distlock_op_free(op);
     assert_holding(rc, "mo:plain", NULL, 0);
     /* released twice: ENOTOWNER as distlock_release() says */
     assert_rc(distlock_multi_release(m, l, &op), DISTLOCK_OK);
-    drive_until(m, op, 5000);
+    multi_drive_until(m, op, 5000);
     assert_op(op, DISTLOCK_ENOTOWNER);
     distlock_op_free(op);
     distlock_lock_free(l);
@@ -194,7 +148,7 @@ static void test_many_keys_served_in_turn(void **state)
     int total = 0, releases = 0;
     while (total < KEYS * PER || releases < KEYS * PER) {
         assert_true(rh_now_ms() < end);
-        turn(m, 50);
+        multi_turn(m, 50);
         distlock_op *op;
         while ((op = distlock_multi_done(m)) != NULL) {
             int found = 0;
@@ -208,7 +162,7 @@ static void test_many_keys_served_in_turn(void **state)
                     distlock_op *rel;
                     assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
                     /* the release is done with the handle before we free it */
-                    drive_until(m, rel, 5000);
+                    multi_drive_until(m, rel, 5000);
                     distlock_lock_free(l);
                     total++;
                 }
@@ -272,7 +226,7 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     for (int i = 0; i < N; i++)
         assert_rc(distlock_multi_acquire(m, "mo:queue", 10000, 30000, 0, NULL, &ops[i]),
                   DISTLOCK_OK);
-    drive_for(m, 600);
+    multi_drive_for(m, 600);
     long long sent = attempts_seen(rc) - before;
     printf("  attempts sent while 20 acquires of one key waited 600 ms: %lld (%lld before)\n", sent, before);
     /* the active one's tries (its first, the one after it subscribed: a
@@ -286,14 +240,14 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     assert_rc(distlock_release(held), DISTLOCK_OK);
     distlock_lock_free(held);
     for (int i = 0; i < N; i++) {
-        drive_until(m, ops[i], 4000);
+        multi_drive_until(m, ops[i], 4000);
         assert_op(ops[i], DISTLOCK_OK);
         for (int j = i + 1; j < N; j++)
             assert_false(distlock_op_done(ops[j]));
         distlock_lock *l = distlock_op_take_lock(ops[i]);
         distlock_op *rel;
         assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
-        drive_until(m, rel, 4000);
+        multi_drive_until(m, rel, 4000);
         distlock_op_free(rel);
         distlock_lock_free(l);
     }
@@ -336,21 +290,21 @@ static void test_release_hands_over_without_messages(void **state)
     distlock_op *a, *b;
     assert_rc(distlock_multi_acquire(m, "mo:handover", 20000, 20000, 0, NULL, &a), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:handover", 20000, 20000, 0, NULL, &b), DISTLOCK_OK);
-    drive_until(m, a, 5000);
+    multi_drive_until(m, a, 5000);
     assert_op(a, DISTLOCK_OK);
-    drive_for(m, 300);  /* b tried, found it held, waits for its re-check */
+    multi_drive_for(m, 300);  /* b tried, found it held, waits for its re-check */
     assert_false(distlock_op_done(b));
     distlock_lock *l = distlock_op_take_lock(a);
     distlock_op *rel;
     long long t0 = rh_now_ms();
     assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
-    drive_until(m, b, 8000);
+    multi_drive_until(m, b, 8000);
     long long took = rh_now_ms() - t0;
     printf("  without release messages, the next acquire won %lld ms after the release "
            "started (re-checks 5000 ms apart)\n", took);
     assert_op(b, DISTLOCK_OK);
     assert_true(took < 2000);
-    drive_until(m, rel, 5000);
+    multi_drive_until(m, rel, 5000);
     distlock_lock_free(l);
     distlock_op_free(a);
     distlock_op_free(b);  /* its lock, never taken, is released */
@@ -388,18 +342,18 @@ static void test_kinds(void **state)
               DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:rw", 10000, 0, DISTLOCK_SHARED, NULL, &r2),
               DISTLOCK_OK);
-    drive_until(m, r1, 5000);
-    drive_until(m, r2, 5000);
+    multi_drive_until(m, r1, 5000);
+    multi_drive_until(m, r2, 5000);
     assert_op(r1, DISTLOCK_OK);
     assert_op(r2, DISTLOCK_OK);
     /* a writer waits for both readers */
     assert_rc(distlock_multi_acquire(m, "mo:rw", 10000, 10000, 0, NULL, &w), DISTLOCK_OK);
-    drive_for(m, 300);
+    multi_drive_for(m, 300);
     assert_false(distlock_op_done(w));
     distlock_lock *lr1 = distlock_op_take_lock(r1), *lr2 = distlock_op_take_lock(r2);
     assert_rc(distlock_release(lr1), DISTLOCK_OK);
     assert_rc(distlock_release(lr2), DISTLOCK_OK);
-    drive_until(m, w, 8000);
+    multi_drive_until(m, w, 8000);
     assert_op(w, DISTLOCK_OK);
     distlock_lock *lw = distlock_op_take_lock(w);
     assert_rc(distlock_release(lw), DISTLOCK_OK);
@@ -411,9 +365,9 @@ static void test_kinds(void **state)
               DISTLOCK_OK);
     assert_rc(distlock_multi_semaphore_acquire(m, "mo:sem", 2, 10000, 0, 0, NULL, &p3),
               DISTLOCK_OK);
-    drive_until(m, p1, 5000);
-    drive_until(m, p2, 5000);
-    drive_until(m, p3, 5000);
+    multi_drive_until(m, p1, 5000);
+    multi_drive_until(m, p2, 5000);
+    multi_drive_until(m, p3, 5000);
     assert_op(p1, DISTLOCK_OK);
     assert_op(p2, DISTLOCK_OK);
     assert_op(p3, DISTLOCK_NOTACQUIRED);
@@ -423,7 +377,7 @@ static void test_kinds(void **state)
      * past a 3 s lease once, and the fair waiter below then took the key. */
     assert_rc(distlock_multi_acquire(m, "mo:renew", 6000, 0, DISTLOCK_AUTO_RENEW, NULL, &ar),
               DISTLOCK_OK);
-    drive_until(m, ar, 5000);
+    multi_drive_until(m, ar, 5000);
     assert_op(ar, DISTLOCK_OK);
     distlock_lock *lar = distlock_op_take_lock(ar);
     assert_true(RH_WAIT_UNTIL(stat_value(c, "renewal_total") >= 2, 15000));
@@ -433,10 +387,10 @@ static void test_kinds(void **state)
     /* FAIR waits as the blocking call does */
     assert_rc(distlock_multi_acquire(m, "mo:renew", 5000, 10000, DISTLOCK_FAIR, NULL, &f),
               DISTLOCK_OK);
-    drive_for(m, 300);
+    multi_drive_for(m, 300);
     assert_false(distlock_op_done(f));
     assert_rc(distlock_release(lar), DISTLOCK_OK);
-    drive_until(m, f, 8000);
+    multi_drive_until(m, f, 8000);
     assert_op(f, DISTLOCK_OK);
     distlock_lock *lf = distlock_op_take_lock(f);
     assert_rc(distlock_release(lf), DISTLOCK_OK);
@@ -468,14 +422,14 @@ static void test_try_once_behind_a_waiter_and_caller_token(void **state)
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
     distlock_op *w, *t, *other;
     assert_rc(distlock_multi_acquire(m, "mo:tryonce", 10000, 30000, 0, NULL, &w), DISTLOCK_OK);
-    drive_for(m, 300);  /* w tried and waits */
+    multi_drive_for(m, 300);  /* w tried and waits */
     assert_false(distlock_op_done(w));
     assert_rc(distlock_multi_acquire(m, "mo:tryonce", 10000, 0, 0, NULL, &t), DISTLOCK_OK);
     distlock_acquire_args args = { .size = sizeof(args), .token = "my-own-token-1" };
     assert_rc(distlock_multi_acquire(m, "mo:tryonce:other", 10000, 0, 0, &args, &other),
               DISTLOCK_OK);
-    drive_until(m, other, 5000);
-    turn(m, 0);
+    multi_drive_until(m, other, 5000);
+    multi_turn(m, 0);
     assert_true(distlock_op_done(t));
     assert_op(t, DISTLOCK_NOTACQUIRED);
     assert_non_null(strstr(distlock_op_error(t), "another acquire of this multi waits"));
@@ -507,9 +461,9 @@ static void test_deadline(void **state)
     long long t0 = rh_now_ms();
     assert_rc(distlock_multi_acquire(m, "mo:deadline", 10000, 400, 0, NULL, &a), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:deadline", 10000, 300, 0, NULL, &b), DISTLOCK_OK);
-    drive_until(m, b, 5000);
+    multi_drive_until(m, b, 5000);
     long long tb = rh_now_ms() - t0;
-    drive_until(m, a, 5000);
+    multi_drive_until(m, a, 5000);
     long long ta = rh_now_ms() - t0;
     printf("  queued (300 ms) gave up after %lld ms, active (400 ms) after %lld ms\n", tb, ta);
     assert_op(a, DISTLOCK_NOTACQUIRED);
@@ -542,17 +496,17 @@ static void test_op_cancel(void **state)
     assert_rc(distlock_multi_acquire(m, "mo:cancel", 10000, 30000, 0, NULL, &a), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:cancel", 10000, 30000, 0, NULL, &b), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:cancel", 10000, 30000, 0, NULL, &d), DISTLOCK_OK);
-    drive_for(m, 300);
+    multi_drive_for(m, 300);
     distlock_op_cancel(b);  /* queued */
-    assert_true(turn(m, 0) >= 0);
+    assert_true(multi_turn(m, 0) >= 0);
     assert_true(distlock_op_done(b));
     assert_op(b, DISTLOCK_ECANCELED);
     distlock_op_cancel(a);  /* the active one, waiting: d becomes active */
-    drive_until(m, a, 2000);
+    multi_drive_until(m, a, 2000);
     assert_op(a, DISTLOCK_ECANCELED);
     assert_false(distlock_op_done(d));
     assert_rc(distlock_release(held), DISTLOCK_OK);
-    drive_until(m, d, 5000);
+    multi_drive_until(m, d, 5000);
     assert_op(d, DISTLOCK_OK);
     distlock_lock *l = distlock_op_take_lock(d);
     assert_holding_quorum(rc, "mo:cancel", distlock_lock_token(l), rc->n);
@@ -578,15 +532,15 @@ static void test_cancel_mid_attempt_releases_win(void **state)
     distlock_op *warm;
     /* connections made first, so the attempt below is on the wire at once */
     assert_rc(distlock_multi_acquire(m, "mo:warm", 1000, 0, 0, NULL, &warm), DISTLOCK_OK);
-    drive_until(m, warm, 5000);
+    multi_drive_until(m, warm, 5000);
     distlock_op_free(warm);
     for (int i = 0; i < n; i++)
         assert_int_equal(rh_debug_sleep(rc, i, 400), 0);
     distlock_op *a;
     assert_rc(distlock_multi_acquire(m, "mo:midwire", 20000, 5000, 0, NULL, &a), DISTLOCK_OK);
-    turn(m, 0);  /* sent */
+    multi_turn(m, 0);  /* sent */
     distlock_op_cancel(a);
-    drive_until(m, a, 5000);
+    multi_drive_until(m, a, 5000);
     assert_op(a, DISTLOCK_ECANCELED);
     assert_non_null(strstr(distlock_op_error(a), "released"));
     assert_null(distlock_op_take_lock(a));
@@ -619,8 +573,8 @@ static void test_client_cancel(void **state)
     pthread_t t;
     long long t0 = rh_now_ms();
     assert_int_equal(pthread_create(&t, NULL, cancel_later, c), 0);
-    drive_until(m, a, 5000);
-    drive_until(m, b, 5000);
+    multi_drive_until(m, a, 5000);
+    multi_drive_until(m, b, 5000);
     long long took = rh_now_ms() - t0;
     pthread_join(t, NULL);
     printf("  client cancel ended both after %lld ms\n", took);
@@ -629,7 +583,7 @@ static void test_client_cancel(void **state)
     assert_true(took < 2000);  /* not the 30 s wait, nor a 5 s re-check */
     distlock_op *later;
     assert_rc(distlock_multi_acquire(m, "mo:ccancel", 10000, 300, 0, NULL, &later), DISTLOCK_OK);
-    drive_until(m, later, 5000);
+    multi_drive_until(m, later, 5000);
     assert_op(later, DISTLOCK_NOTACQUIRED);
     distlock_op_free(a);
     distlock_op_free(b);
@@ -667,13 +621,13 @@ static void test_args_cancel(void **state)
     assert_rc(distlock_multi_acquire(m, "mo:acancel", 10000, 30000, 0, &args, &b), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:acancel:2", 10000, 30000, 0, NULL, &other),
               DISTLOCK_OK);
-    drive_until(m, other, 5000);
+    multi_drive_until(m, other, 5000);
     assert_op(other, DISTLOCK_OK);
     pthread_t t;
     long long t0 = rh_now_ms();
     assert_int_equal(pthread_create(&t, NULL, fire_later, k), 0);
-    drive_until(m, a, 5000);
-    drive_until(m, b, 5000);
+    multi_drive_until(m, a, 5000);
+    multi_drive_until(m, b, 5000);
     long long took = rh_now_ms() - t0;
     pthread_join(t, NULL);
     assert_op(a, DISTLOCK_ECANCELED);
@@ -702,8 +656,8 @@ static void test_free_with_running_ops(void **state)
     assert_rc(distlock_multi_acquire(m, "mo:free", 20000, 0, 0, NULL, &a), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:free", 20000, 30000, 0, NULL, &b), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mo:free", 20000, 30000, 0, NULL, &d), DISTLOCK_OK);
-    drive_until(m, a, 5000);
-    drive_for(m, 200);
+    multi_drive_until(m, a, 5000);
+    multi_drive_for(m, 200);
     distlock_op_free(d);  /* running: cancelled, freed when done */
     long long t0 = rh_now_ms();
     distlock_multi_free(m);

@@ -7,6 +7,7 @@
  * bound, (connect + command timeout) x 4). One node behind the fault proxy,
  * which holds the other run's request. */
 #include "test_common.h"
+#include "test_multi_drive.h"
 
 #include "harness/faultproxy.h"
 
@@ -37,14 +38,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static void turn(distlock_multi *m)
-{
-    struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
-    long t = distlock_multi_timeout(m);
-    (void)poll(&p, 1, t < 0 || t > 20 ? 20 : (int)t);
-    assert_true(distlock_multi_perform(m) >= 0);
-}
-
 static void test_blocking_release_does_not_wait_for_the_loops_run(void **state)
 {
     env *e = *state;
@@ -61,7 +54,7 @@ static void test_blocking_release_does_not_wait_for_the_loops_run(void **state)
     assert_rc(distlock_multi_acquire(m, "mrb:a", 30000, 0, 0, NULL, &a), DISTLOCK_OK);
     while (!distlock_op_done(a)) {
         assert_true(rh_now_ms() < end);
-        turn(m);
+        multi_turn(m, 20);
     }
     assert_rc(distlock_op_status(a), DISTLOCK_OK);
     distlock_lock *l = distlock_op_take_lock(a);
@@ -74,7 +67,7 @@ static void test_blocking_release_does_not_wait_for_the_loops_run(void **state)
     assert_rc(distlock_multi_acquire(m, "mrb:b", 30000, 0, 0, NULL, &b), DISTLOCK_OK);
     while (fp_cmd(e->fp, NULL, 0, "wait-held 0 up 1 20") != 0) {
         assert_true(rh_now_ms() < end);
-        turn(m);
+        multi_turn(m, 20);
     }
 
     long long t0 = rh_now_ms();
@@ -85,7 +78,7 @@ static void test_blocking_release_does_not_wait_for_the_loops_run(void **state)
     assert_int_equal(fp_cmd(e->fp, NULL, 0, "heal"), 0);
     while (!distlock_op_done(b)) {
         assert_true(rh_now_ms() < end + 10000);
-        turn(m);
+        multi_turn(m, 20);
     }
     distlock_lock_free(l);
     distlock_op_free(a);

@@ -11,6 +11,7 @@
  *    stay within the bound's sockets;
  *  - the option's range is checked by the core. */
 #include "test_common.h"
+#include "test_multi_drive.h"
 
 #include <dirent.h>
 #include <poll.h>
@@ -38,41 +39,6 @@ static distlock_client *client_k(rh_cluster *rc, long k, long command_timeout_ms
               DISTLOCK_OK);
     return c;
 }
-
-static int turn(distlock_multi *m, long cap_ms)
-{
-    struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
-    long t = distlock_multi_timeout(m);
-    if (t < 0 || t > cap_ms)
-        t = cap_ms;
-    assert_true(p.fd >= 0);
-    (void)poll(&p, 1, (int)t);
-    int n = distlock_multi_perform(m);
-    assert_true(n >= 0);
-    return n;
-}
-
-static void drive_until(distlock_multi *m, distlock_op *op, long limit_ms)
-{
-    long long end = rh_now_ms() + limit_ms;
-    while (!distlock_op_done(op)) {
-        if (rh_now_ms() > end) {
-            print_error("op %llu not done after %ld ms\n", (unsigned long long)distlock_op_id(op),
-                        limit_ms);
-            fail();
-        }
-        turn(m, 50);
-    }
-}
-
-#define assert_op(op, want) do {                                              \
-        int st__ = distlock_op_status(op);                                    \
-        if (st__ != (want)) {                                                 \
-            print_error("op status %d (%s), expected %d; error: \"%s\"\n", st__, \
-                        distlock_strerror(st__), (int)(want), distlock_op_error(op)); \
-            fail();                                                           \
-        }                                                                     \
-    } while (0)
 
 /* The most library connections any node has now. */
 static int max_lib_conns(rh_cluster *rc, int nodes)
@@ -116,7 +82,7 @@ static int drive_all(rh_cluster *rc, int nodes, distlock_multi *m, distlock_op *
             print_error("%d ops not done after %ld ms\n", left, limit_ms);
             fail();
         }
-        turn(m, 50);
+        multi_turn(m, 50);
         if (++turns % every == 0) {
             int c = max_lib_conns(rc, nodes);
             if (c > most)
@@ -185,7 +151,7 @@ static void test_waiting_for_a_slot_keeps_deadline_and_cancel(void **state)
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
     distlock_op *warm, *stuck, *timed, *cancelled;
     assert_rc(distlock_multi_acquire(m, "mb:warm", 1000, 0, 0, NULL, &warm), DISTLOCK_OK);
-    drive_until(m, warm, 5000);
+    multi_drive_until(m, warm, 5000);
     assert_op(warm, DISTLOCK_OK);
     distlock_op_free(warm);
     assert_int_equal(rh_pause(rc, 0), 0);
@@ -195,20 +161,20 @@ static void test_waiting_for_a_slot_keeps_deadline_and_cancel(void **state)
     assert_rc(distlock_multi_acquire(m, "mb:timed", 10000, 300, 0, NULL, &timed), DISTLOCK_OK);
     assert_rc(distlock_multi_acquire(m, "mb:cancelled", 10000, DISTLOCK_WAIT_FOREVER, 0, NULL,
                                      &cancelled), DISTLOCK_OK);
-    drive_until(m, timed, 2500);
+    multi_drive_until(m, timed, 2500);
     long long timed_ms = rh_now_ms() - t0;
     assert_op(timed, DISTLOCK_NOTACQUIRED);
     assert_false(distlock_op_done(stuck));  /* it still holds the only slot */
     assert_false(distlock_op_done(cancelled));
     distlock_op_cancel(cancelled);
-    drive_until(m, cancelled, 1000);
+    multi_drive_until(m, cancelled, 1000);
     long long cancel_ms = rh_now_ms() - t0;
     assert_op(cancelled, DISTLOCK_ECANCELED);
     assert_false(distlock_op_done(stuck));
     printf("  k=1, the slot's run stuck on a stopped node: wait_ms 300 ended after %lld ms "
            "(\"%s\"), a cancel after %lld ms\n", timed_ms, distlock_op_error(timed), cancel_ms);
     assert_int_equal(rh_resume(rc, 0), 0);
-    drive_until(m, stuck, 10000);
+    multi_drive_until(m, stuck, 10000);
     distlock_op_free(stuck);
     distlock_op_free(timed);
     distlock_op_free(cancelled);
@@ -229,7 +195,7 @@ static void test_release_goes_before_queued_acquires(void **state)
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
     distlock_op *held, *rel, *ops[N];
     assert_rc(distlock_multi_acquire(m, "mb:order:held", 30000, 0, 0, NULL, &held), DISTLOCK_OK);
-    drive_until(m, held, 5000);
+    multi_drive_until(m, held, 5000);
     assert_op(held, DISTLOCK_OK);
     distlock_lock *l = distlock_op_take_lock(held);
     char key[32];
@@ -238,7 +204,7 @@ static void test_release_goes_before_queued_acquires(void **state)
         assert_rc(distlock_multi_acquire(m, key, 30000, 0, 0, NULL, &ops[i]), DISTLOCK_OK);
     }
     assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
-    drive_until(m, rel, 10000);
+    multi_drive_until(m, rel, 10000);
     assert_op(rel, DISTLOCK_OK);
     int before = 0;
     for (int i = 0; i < N; i++)
@@ -251,13 +217,13 @@ static void test_release_goes_before_queued_acquires(void **state)
     distlock_lock *won[N];
     distlock_op *rels[N];
     for (int i = 0; i < N; i++) {
-        drive_until(m, ops[i], 10000);
+        multi_drive_until(m, ops[i], 10000);
         assert_op(ops[i], DISTLOCK_OK);
         won[i] = distlock_op_take_lock(ops[i]);
         assert_rc(distlock_multi_release(m, won[i], &rels[i]), DISTLOCK_OK);
     }
     for (int i = 0; i < N; i++) {
-        drive_until(m, rels[i], 10000);
+        multi_drive_until(m, rels[i], 10000);
         assert_op(rels[i], DISTLOCK_OK);
         distlock_op_free(rels[i]);
         distlock_lock_free(won[i]);
@@ -300,7 +266,7 @@ static void test_descriptors_stay_bounded_with_3000_ops(void **state)
                 print_error("%d ops not done after 120 s\n", left);
                 fail();
             }
-            turn(m, 50);
+            multi_turn(m, 50);
             int f = open_fds();
             if (f > most)
                 most = f;

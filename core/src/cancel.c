@@ -188,14 +188,13 @@ unsigned distlock__cancel_gen(distlock_client *c)
     return atomic_load(&c->cancel_gen);
 }
 
-void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen,
-                            distlock_cancel *cancel)
+/* Register s, waking on fd (owned: closed by distlock__sleeper_end). */
+static void sleeper_register(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                             distlock_cancel *cancel, int fd, int own)
 {
     s->cancel = cancel;
-    /* Without an eventfd (EMFILE) the call still works: it sees a cancel
-     * or a release at its next re-check instead of at once. */
-    s->fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    s->own_fd = 1;
+    s->fd = fd;
+    s->own_fd = own;
     atomic_init(&s->woken, 0);
     s->gen = gen;
     distlock__lock(c);
@@ -204,18 +203,18 @@ void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned 
     pthread_mutex_unlock(&c->mu);
 }
 
+void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                            distlock_cancel *cancel)
+{
+    /* Without an eventfd (EMFILE) the call still works: it sees a cancel
+     * or a release at its next re-check instead of at once. */
+    sleeper_register(c, s, gen, cancel, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), 1);
+}
+
 void distlock__sleeper_start_on(distlock_client *c, distlock__sleeper *s, unsigned gen,
                                 distlock_cancel *cancel, int fd)
 {
-    s->cancel = cancel;
-    s->fd = fd;
-    s->own_fd = 0;
-    atomic_init(&s->woken, 0);
-    s->gen = gen;
-    distlock__lock(c);
-    s->next = c->sleepers;
-    c->sleepers = s;
-    pthread_mutex_unlock(&c->mu);
+    sleeper_register(c, s, gen, cancel, fd, 0);
 }
 
 int distlock__sleeper_take_woken(distlock__sleeper *s)
