@@ -147,7 +147,7 @@ class Client:
 
     # -- lifetime
     async def close(self) -> None:
-        """Release the locks still held through this client and free it
+        r"""Release the locks still held through this client and free it
         (in a thread: the releases are network calls); not a
         :meth:`restore`\ d Lock, whose key only its ``release()`` deletes.
         Idempotent."""
@@ -231,6 +231,7 @@ class Client:
         _check_key(token, "token")
         lk = Lock(self, key, ttl)
         lk._handles.append(self._sync._call(_core.distlock_lock_restore, key, token))
+        self._locks.add(lk)
         return lk
 
     def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
@@ -348,43 +349,6 @@ class Client:
         self._bind()
         assert self._multi is not None
         return self._multi
-
-    async def _acquire_op(self, shown: Any, start: Callable[[Any], Any],
-                          fix: Callable[[Error], Error]) -> Tuple[Any, str]:
-        """(the C handle, "") or, when still held by another owner after the
-        wait, (None, the library's detail of the refusal): ``start(multi)``
-        starts the acquire as an operation of the client's multi; ``fix``
-        rewords an error for the caller. Cancelling the awaiting task
-        cancels the operation and gives back anything it won before
-        re-raising."""
-        multi = self._driver()
-        try:
-            oid, fut = multi.start(start, acquire=True)
-        except Error as e:
-            raise fix(e) from None
-        try:
-            status, h, err = await asyncio.shield(fut)
-        except asyncio.CancelledError:
-            multi.cancel(oid)
-            await _settled(fut)
-            st, won, _ = fut.result()
-            if won is not None:  # won just before the cancel came: give it back
-                await _settled(multi.release_and_free(won))
-            raise
-        except BaseException:
-            # this coroutine closed under it (the loop closed, then the task
-            # collected): the operation ends, if it still runs, with nothing
-            # held
-            multi.cancel(oid, orphan=True)
-            raise
-        if status == _ECANCELED:  # ours, and the task was not cancelled: close()
-            if h is not None:
-                await _settled(multi.release_and_free(h))
-            raise ClosedError("client closed while waiting for %r" % (shown,),
-                              _core.DISTLOCK_ECLOSED)
-        if status < 0:
-            raise fix(err)
-        return (h, "") if status == _OK else (None, err)
 
     async def _acquire(self, shown: Any, wait_ms: int,
                        call: Callable[[int, Any], Tuple[int, Any]]) -> Tuple[Any, str]:
@@ -509,9 +473,19 @@ class _Multi:
         except BaseException:
             _core.distlock_multi_free(m)
             raise
-        # id -> (op, what to do with its outcome, the arguments it points at:
-        # kept alive until it is done)
-        self._ops: Dict[int, Tuple[Any, Callable[[_Outcome], None], Any]] = {}
+        # Per running operation, by id: the op; what to do with its outcome
+        # (a future to settle, or a function); the arguments it points at
+        # (kept alive until it is done; an acquire's are copied by the
+        # library). Dicts of the id rather than a tuple per op: thousands of
+        # waiting acquires are that many fewer objects for Python's cyclic
+        # garbage collector to walk (bench/aio.sh's arrival).
+        self._ops: Dict[int, Any] = {}
+        self._then: Dict[int, Any] = {}
+        self._keep: Dict[int, Any] = {}
+        # The outcomes of acquires that finished after the awaiting task was
+        # cancelled (its future with it) but before the task's cancel
+        # handling ran (recall() takes them): id -> outcome.
+        self._late: Dict[int, _Outcome] = {}
         self._timer: Optional[asyncio.TimerHandle] = None
         self._due: Optional[float] = None
         self._soon: Optional[asyncio.Handle] = None
@@ -527,35 +501,79 @@ class _Multi:
         raise here): its id and the future of its outcome. ``acquire``:
         Client.close() cancels it (a release or an extend runs to its end)."""
         fut: "asyncio.Future[_Outcome]" = self._loop.create_future()
+        return self.start_then(start, fut, start, acquire), fut
 
-        def settle(outcome: _Outcome) -> None:
-            if not fut.done():
-                fut.set_result(outcome)
-        return self.start_then(start, settle, start, acquire), fut
-
-    def start_then(self, start: Callable[[Any], Any], then: Callable[[_Outcome], None],
+    def start_then(self, start: Callable[[Any], Any],
+                   then: "Callable[[_Outcome], None] | asyncio.Future[_Outcome]",
                    keep: Any, acquire: bool = False) -> int:
+        """Start an operation; ``then`` (a future to settle or a function)
+        gets its outcome; ``keep`` is kept alive until it is done."""
         if self._m is None or self._idle is not None:
             raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
-        op = start(self._m)
+        return self._add(start(self._m), then, keep, acquire)
+
+    def start_acquire(self, lock: "Lock", wait_ms: int
+                      ) -> Tuple[int, "asyncio.Future[_Outcome]"]:
+        """Start ``lock``'s acquire (``lock._c_start``): its id and the
+        future of its outcome. One future per waiting task and nothing
+        else (no closure): see _ops."""
+        if self._m is None or self._idle is not None:
+            raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+        op = lock._c_start(wait_ms, self._m)
+        fut: "asyncio.Future[_Outcome]" = self._loop.create_future()
+        return self._add(op, fut, None, True), fut
+
+    def _add(self, op: Any, then: Any, keep: Any, acquire: bool) -> int:
         oid = int(_core.distlock_op_id(op))
-        self._ops[oid] = (op, then, keep)
+        self._ops[oid] = op
+        self._then[oid] = then
+        if keep is not None:
+            self._keep[oid] = keep
         if acquire:
             self._acquires.add(oid)
         self._kick()
         return oid
 
-    def cancel(self, oid: int, orphan: bool = False) -> None:
-        """Cancel the operation oid if it still runs (the multi's rule: a
-        lock it wins meanwhile is released). orphan: nobody awaits its
-        outcome any more; a lock it still hands over is released and freed
-        here."""
-        entry = self._ops.get(oid) if self._m is not None else None
-        if entry is None:  # done (and freed) already
+    async def given_back(self, oid: int, fut: "asyncio.Future[_Outcome]") -> None:
+        """The task awaiting the acquire oid (on fut) was cancelled: the
+        operation is cancelled (the multi's rule: a lock it wins meanwhile
+        is released) and awaited, and a lock it won before the cancel came
+        is released, whatever cancels this meanwhile."""
+        if fut.cancelled() or not fut.done():
+            fut = self._recall(oid)
+        await _settled(fut)
+        won = fut.result()[1]
+        if won is not None:  # won just before the cancel came: give it back
+            await _settled(self.release_and_free(won))
+
+    def _recall(self, oid: int) -> "asyncio.Future[_Outcome]":
+        """Cancel the acquire oid; a new future of its outcome."""
+        fut: "asyncio.Future[_Outcome]" = self._loop.create_future()
+        late = self._late.pop(oid, None)
+        op = self._ops.get(oid) if self._m is not None else None
+        if late is not None:  # it finished after the task's cancel
+            fut.set_result(late)
+        elif op is None:  # freed with the multi (closed from another loop): nothing won
+            fut.set_result((_ECANCELED, None, None))
+        else:
+            self._then[oid] = fut
+            _core.distlock_op_cancel(op)
+            self._kick()
+        return fut
+
+    def orphan(self, oid: int) -> None:
+        """Nobody awaits the acquire oid any more (its coroutine was
+        closed): cancel it if it still runs; a lock it still hands over is
+        released and freed here."""
+        late = self._late.pop(oid, None)
+        if late is not None:
+            self._orphaned(late)
             return
-        _core.distlock_op_cancel(entry[0])
-        if orphan:
-            self._ops[oid] = (entry[0], self._orphaned, entry[2])
+        op = self._ops.get(oid) if self._m is not None else None
+        if op is None:  # done (and freed) already
+            return
+        _core.distlock_op_cancel(op)
+        self._then[oid] = self._orphaned
         self._kick()
 
     def _orphaned(self, outcome: _Outcome) -> None:
@@ -600,16 +618,25 @@ class _Multi:
             try:
                 outcome = _core.distlock_py_op_outcome(op)
                 oid = int(_core.distlock_op_id(op))
-                entry = self._ops.pop(oid, None)
+                then = self._then.pop(oid, None)
+                self._ops.pop(oid, None)
+                self._keep.pop(oid, None)
+                acquire = oid in self._acquires
                 self._acquires.discard(oid)
             finally:
                 _core.distlock_op_free(op)
-            if entry is None:  # not ours (cannot happen): give a lock back
+            if then is None:  # not ours (cannot happen): give a lock back
                 if outcome[1] is not None:
                     self.release_and_free(outcome[1])
                 continue
+            if isinstance(then, asyncio.Future):
+                if not then.done():
+                    then.set_result(outcome)
+                elif acquire and then.cancelled():  # for the task's cancel handling
+                    self._late[oid] = outcome
+                continue
             try:
-                entry[1](outcome)
+                then(outcome)
             except Exception as e:
                 self._loop.call_exception_handler({
                     "message": "distlock: an operation's completion failed", "exception": e})
@@ -644,9 +671,15 @@ class _Multi:
         if self._m is None:
             return
         if loop is self._loop and loop is asyncio.get_running_loop():
+            # grants kept for cancelled tasks that have not come for them
+            # yet: given back now (those tasks then find nothing won)
+            for oid in list(self._late):
+                won = self._late.pop(oid)[1]
+                if won is not None:
+                    self.release_and_free(won)
             self._idle = loop.create_future()
             for oid in list(self._acquires):
-                _core.distlock_op_cancel(self._ops[oid][0])
+                _core.distlock_op_cancel(self._ops[oid])
             self._kick()
             if self._ops:
                 await _settled(self._idle)
@@ -655,10 +688,8 @@ class _Multi:
             _core.distlock_multi_free(m)
         else:
             m, self._m = self._m, None
-            self._ops.clear()
-            self._acquires.clear()
             await _settled(asyncio.get_running_loop().run_in_executor(
-                None, _core.distlock_multi_free, m))
+                None, _free_multi, m, self._clear()))
 
     def _remove(self) -> None:
         if self._timer is not None:
@@ -677,8 +708,22 @@ class _Multi:
             return
         self._remove()
         m, self._m = self._m, None
-        self._ops.clear()
-        _core.distlock_multi_free(m)
+        _free_multi(m, self._clear())
+
+    def _clear(self) -> List[Any]:
+        """Forget every operation: the locks won by acquires whose task was
+        cancelled and never came for them (to be freed, which releases them)."""
+        won = [o[1] for o in self._late.values() if o[1] is not None]
+        for d in (self._ops, self._then, self._keep, self._late):
+            d.clear()
+        self._acquires.clear()
+        return won
+
+
+def _free_multi(m: Any, won: List[Any]) -> None:
+    _core.distlock_multi_free(m)  # before the client: the handles stay valid
+    for h in won:
+        _core.distlock_lock_free(h)
 
 
 def _multi_ready(ref: "weakref.ReferenceType[_Multi]") -> None:
@@ -735,12 +780,13 @@ class Lock:
         self._owner_task: "Optional[asyncio.Task[Any]]" = None
         self._was_lost = False
         self._lost_seen = False
-        self._bodies: List["Tuple[Optional[asyncio.Task[Any]], List[bool]]"] = []
+        # the tasks running under ``async with`` (made by the first one)
+        self._bodies: "Optional[List[Tuple[Optional[asyncio.Task[Any]], List[bool]]]]" = None
         # extends of the multi on the wire, by handle (id): count; and the
         # handles released meanwhile, freed when the last of them ends
         self._extending: Dict[int, int] = {}
         self._free_later: Dict[int, Any] = {}
-        client._locks.add(self)
+        # (listed in client._locks, for close(), once it holds a handle)
 
     @property
     def key(self) -> KeyType:
@@ -809,48 +855,79 @@ class Lock:
             wait_ms = _wait_ms(timeout, "timeout")
         task = asyncio.current_task()
         owner = self._client._owner(task) if self._reentrant else None
-        if self._reentrant and self._handles and self._owner_task is task:
-            return await self._take(wait_ms, owner)  # counted, same task
-        if self._local is None:
-            self._local = asyncio.Lock()
-            if self._handles:  # restored (Client.restore): the local lock is that ownership's
-                await self._local.acquire()
-        local = self._local
-        if wait_ms == 0:
-            if local.locked():
-                return False
-            await local.acquire()
-        elif wait_ms == _FOREVER:
-            await local.acquire()
-        else:
-            t0 = _monotonic()
-            try:
-                await asyncio.wait_for(local.acquire(), wait_ms / 1000.0)
-            except asyncio.TimeoutError:
-                return False
-            wait_ms = max(0, wait_ms - int((_monotonic() - t0) * 1000))
+        # One coroutine from here to the operation's future (this one): no
+        # helper coroutine, closure or shield per waiting task, whose objects
+        # Python's cyclic garbage collector would walk while thousands wait.
+        local = None
+        if not (self._reentrant and self._handles and self._owner_task is task):
+            # (else: counted, same task)
+            if self._local is None:
+                self._local = asyncio.Lock()
+                if self._handles:  # restored (Client.restore): the local lock is that ownership's
+                    await self._local.acquire()
+            local = self._local
+            if wait_ms == 0:
+                if local.locked():
+                    return False
+                await local.acquire()
+            elif wait_ms == _FOREVER:
+                await local.acquire()
+            else:
+                t0 = _monotonic()
+                try:
+                    await asyncio.wait_for(local.acquire(), wait_ms / 1000.0)
+                except asyncio.TimeoutError:
+                    return False
+                wait_ms = max(0, wait_ms - int((_monotonic() - t0) * 1000))
         try:
-            got = await self._take(wait_ms, owner)
+            if self._on_lost is not None or self._cancel_on_lost:
+                self._client._bind()  # the lost fd is watched before any loss
+            if self._by_multi and not self._reentrant:
+                # The acquire as an operation of the client's multi.
+                # Cancelling the awaiting task cancels the operation and
+                # gives back anything it won before re-raising.
+                multi = self._client._driver()
+                try:
+                    oid, fut = multi.start_acquire(self, wait_ms)
+                except Error as e:
+                    raise self._fix_error(e) from None
+                try:
+                    status, h, err = await fut
+                except asyncio.CancelledError:
+                    await multi.given_back(oid, fut)
+                    raise
+                except BaseException:
+                    # this coroutine closed under it (the loop closed, then
+                    # the task collected): the operation ends, if it still
+                    # runs, with nothing held
+                    multi.orphan(oid)
+                    raise
+                if status == _ECANCELED:  # ours, and the task was not cancelled: close()
+                    if h is not None:
+                        await _settled(multi.release_and_free(h))
+                    raise ClosedError("client closed while waiting for %r" % (self._shown(),),
+                                      _core.DISTLOCK_ECLOSED)
+                if status < 0:
+                    raise self._fix_error(err)
+                h, self._refused_detail = (h, "") if status == _OK else (None, err)
+            else:
+                h, self._refused_detail = await self._client._acquire(
+                    self._shown(), wait_ms, functools.partial(self._c_acquire, owner=owner))
         except BaseException:
-            local.release()
+            if local is not None:
+                local.release()
             raise
-        if not got:
-            local.release()
+        if h is None:
+            if local is not None:
+                local.release()
             return False
-        self._owner_task = task
+        self._took(h)
+        if local is not None:
+            self._owner_task = task
         return True
 
-    async def _take(self, wait_ms: int, owner: Optional[str]) -> bool:
-        if self._on_lost is not None or self._cancel_on_lost:
-            self._client._bind()  # the lost fd is watched before any loss
-        if self._by_multi and not self._reentrant:
-            h, self._refused_detail = await self._client._acquire_op(
-                self._shown(), functools.partial(self._c_start, wait_ms), self._fix_error)
-        else:
-            h, self._refused_detail = await self._client._acquire(
-                self._shown(), wait_ms, functools.partial(self._c_acquire, owner=owner))
-        if h is None:
-            return False
+    def _took(self, h: Any) -> None:
+        """An acquire won h: this object holds it (on top of the stack)."""
         with self._hm:
             old = None
             if not self._handles:
@@ -858,12 +935,12 @@ class Lock:
                 self._lost_seen = False
                 old, self._unreleased = self._unreleased, None
             self._handles.append(h)
+        self._client._locks.add(self)  # close() frees its handles
         if old is not None:  # a failed release never retried: no network
             _core.distlock_lock_free(old)
         if self._on_lost is not None or self._cancel_on_lost:
             self._client._watched.add(self)
             self._lost_event()  # a loss before we watched
-        return True
 
     async def release(self) -> None:
         """Release (compare-and-delete). Raises LockLost if the lock had
@@ -1071,7 +1148,7 @@ class Lock:
             return
         self._lost_seen = True
         if self._cancel_on_lost:
-            for task, flag in self._bodies:
+            for task, flag in self._bodies or ():
                 if task is not None and not task.done():
                     flag[0] = True
                     task.cancel()
@@ -1093,6 +1170,8 @@ class Lock:
         if not await self.acquire():
             # the library's detail of the refusal (which key, after how long)
             raise LockNotAcquired(self._refused_text(), None, self._refused_detail)
+        if self._bodies is None:
+            self._bodies = []
         self._bodies.append((asyncio.current_task(), [False]))
         return self
 
@@ -1101,7 +1180,7 @@ class Lock:
         """Release the lock. Raises LockLost when the lease was found lost
         while the block ran (with ``cancel_on_lost``, the task was cancelled
         and the block ends with LockLost instead of CancelledError)."""
-        task, flag = self._bodies.pop()
+        task, flag = (self._bodies or []).pop()
         cancelled_by_loss = flag[0]
         lost: Optional[LockLost] = None
         if cancelled_by_loss or self.lost:

@@ -204,6 +204,48 @@ def test_cancel_is_prompt_and_leaves_no_key(server, r, key):
     assert _numsub_sync(r, key) == 0
 
 
+def test_cancel_delivered_after_the_acquire_won_gives_the_lock_back(server, r, key):
+    """The acquire wins in the same turn of the loop as its task is
+    cancelled, after the cancel (the future the task awaits is cancelled
+    with it, before the task's own cancel handling runs): the grant is kept
+    for that handling, which gives it back before the CancelledError goes
+    on. Made deterministic with the fault proxy holding the grant's reply
+    and the test driving the client's multi itself between the cancel and
+    the task's next step."""
+    async def main():
+        with FaultProxy([server.port]) as fp:
+            async with aio.Client(fp.uris()) as c:
+                warm = c.lock(key + ":warm", ttl=5)  # connections and scripts ready
+                assert await warm.acquire(blocking=False)
+                await warm.release()
+                multi = c._multi
+                fp.cmd("hold 0 down")
+                lk = c.lock(key, ttl=30)
+                t = asyncio.ensure_future(lk.acquire())
+                # the grant is on its way back (the loop runs meanwhile)
+                await asyncio.get_running_loop().run_in_executor(
+                    None, fp.cmd, "wait-held 0 down 1 10000")
+                assert r.get(key) is not None
+                (oid,) = multi._acquires
+                t.cancel()  # the task's step with CancelledError is scheduled ...
+                fp.cmd("unhold 0")
+                deadline = time.monotonic() + 10
+                while oid in multi._ops:  # ... and the grant is read before it runs
+                    assert time.monotonic() < deadline, "the grant never arrived"
+                    multi.perform()
+                kept = oid in multi._late  # won, for the task's cancel handling
+                with pytest.raises(asyncio.CancelledError):
+                    await t
+                assert r.exists(key) == 0, "the grant won after the cancel was left held"
+                assert kept and not multi._late and not lk.held
+                # the client goes on
+                assert await lk.acquire(blocking=False)
+                await lk.release()
+
+    run(main())
+    assert r.exists(key) == 0
+
+
 def test_cancelling_one_waiter_leaves_the_other_call_alone(server, r, key):
     """Two tasks wait on one aio client; cancelling one ends its C call
     only: the other's call is never interrupted (the client counts one
