@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # distlock.aio under load (not part of run.sh): 10,000 tasks waiting on one
-# key through one aio.Client, on 1 and 3 nodes, and 1,000 tasks each taking
-# its own key against redis-py's asyncio Lock on 1 node, in one run
+# key through one aio.Client, on 1 and 3 nodes (and their arrival through an
+# asyncio.Lock and redis-py's asyncio Lock, for the loop's lag while they
+# arrive), and 1,000 tasks each taking its own key against redis-py's asyncio
+# Lock on 1 node, in one run
 # (bench/python/aio_bench.py says what each figure is). Builds the package
 # into BUILD/venv with python/build.sh (Debian's python3, with redis-py),
 # starts three redis-servers (tests/harness/redis.sh); servers on CPU 0, the
@@ -32,6 +34,9 @@ echo "-- 1 node"
 (cd "$work" && "${pin_cli[@]}" "$py" "$here/python/aio_bench.py" queue "$one" "$tasks") || rc=1
 echo "-- 3 nodes"
 (cd "$work" && "${pin_cli[@]}" "$py" "$here/python/aio_bench.py" queue "$three" "$tasks") || rc=1
+echo "-- the same arrival through an asyncio.Lock and redis-py's asyncio Lock, 1 node"
+(cd "$work" && "${pin_cli[@]}" "$py" "$here/python/aio_bench.py" arrival asyncio "$one" "$tasks") || rc=1
+(cd "$work" && "${pin_cli[@]}" "$py" "$here/python/aio_bench.py" arrival redis-py "$one" "$tasks") || rc=1
 echo "-- own keys, 1 node"
 (cd "$work" && "${pin_cli[@]}" "$py" "$here/python/aio_bench.py" pairs "$one" "$pair_tasks" "$secs" "$rounds") || rc=1
 exit $rc

@@ -1,6 +1,9 @@
 """distlock.aio under load, from one event loop (bench/aio.sh runs it).
 
     python aio_bench.py queue URIS [TASKS]        TASKS (10,000) tasks wait on one key
+    python aio_bench.py arrival asyncio|redis-py URI [TASKS]
+                                                  the queue's arrival through an
+                                                  asyncio.Lock / redis-py's asyncio Lock
     python aio_bench.py pairs URI [TASKS] [SECS] [ROUNDS]
                                                   TASKS (1,000) tasks, each on its own key:
                                                   acquire + release pairs/s, distlock.aio
@@ -16,9 +19,14 @@ less its own connection), the errors, the loop's worst lag (a 1 ms timer,
 as test_aio's ticker; while they are served, and apart while they arrive;
 also less the time the kernel kept the loop's thread waiting for a CPU, and
 that counting only ticks without a pause of Python's cyclic garbage
-collector, whose worst pause is shown: 10,000 waiting tasks are some
-380,000 objects it walks) and the gap from one holder's release call to the next
-holder's acquire returning (p50/p99/max, CLOCK_MONOTONIC in this process).
+collector, whose worst pause is shown, with the objects it tracks per
+waiting task: it walks all of them) and the gap from one holder's release
+call to the next holder's acquire returning (p50/p99/max, CLOCK_MONOTONIC in
+this process).
+
+arrival: the same arrival through an asyncio.Lock (no network: what 10,000
+waiting tasks cost the loop whatever the lock) or redis-py's asyncio Lock,
+the same figures while they arrive (see arrival_peer).
 
 pairs: TASKS tasks, each acquire (try once) + release on its own key in a
 loop, for SECS seconds; distlock.aio and redis-py's asyncio Lock
@@ -75,6 +83,9 @@ class GcPauses:
         self._t = 0.0
         gc.callbacks.append(self._cb)
 
+    def close(self) -> None:
+        gc.callbacks.remove(self._cb)
+
     def _cb(self, phase: str, info: dict) -> None:
         if phase == "start":
             self._t = time.perf_counter()
@@ -93,6 +104,7 @@ class Ticker:
         self.worst_own = 0.0  # less the time the kernel kept the thread waiting for a CPU
         self.worst_no_gc = 0.0  # own, in ticks without a garbage collection
         self.threads = 0
+        self.ticks = 0
         self.stop = False
         self._gc = gcp
 
@@ -112,6 +124,13 @@ class Ticker:
             if self._gc.count == n:
                 self.worst_no_gc = max(self.worst_no_gc, own)
             self.threads = max(self.threads, threads_now())
+            self.ticks += 1
+
+    async def next_tick(self) -> None:
+        """Until a tick that started after this call has ended."""
+        n = self.ticks + 1
+        while self.ticks <= n:
+            await asyncio.sleep(0)
 
 
 def pct(xs, q):
@@ -153,16 +172,21 @@ async def queue(uris: str, tasks: int) -> int:
         # loop's own lag, not the library's); the first one takes the key at
         # once, the others wait.
         started = []
+        objects = len(gc.get_objects())
         for i in range(0, tasks, 100):
             started += [asyncio.ensure_future(one(k)) for k in range(i, min(tasks, i + 100))]
             await asyncio.sleep(0)
         start_lag = (ticker.worst, ticker.worst_own, ticker.worst_no_gc)
+        gc_arrival, gc_arrival_n = gcp.worst, gcp.count
+        per_task = (len(gc.get_objects()) - objects) / tasks
+        await ticker.next_tick()  # the count is in no figure of the ticker
         ticker.reset()
-        gc_arrival, gcp.worst = gcp.worst, 0.0
+        gcp.worst = 0.0
         await asyncio.gather(*started)
         served_s = time.monotonic() - t0
         ticker.stop = True
         await tick
+    gcp.close()
     sampler.stdin.close()
     conns = sampler.stdout.read().strip()
     sampler.wait()
@@ -182,10 +206,83 @@ async def queue(uris: str, tasks: int) -> int:
     print("queue the same in ticks without a garbage collection: %.2f ms while served "
           "(%.2f ms while the tasks arrived)" % (ticker.worst_no_gc * 1e3, start_lag[2] * 1e3))
     print("queue worst pause of Python's garbage collector: %.2f ms while served (%.2f ms "
-          "while the tasks arrived)" % (gcp.worst * 1e3, gc_arrival * 1e3))
+          "while the tasks arrived, %d collections)" % (gcp.worst * 1e3, gc_arrival * 1e3,
+                                                        gc_arrival_n))
+    print("queue objects Python's garbage collector tracks, per waiting task: %.1f (after "
+          "the arrival)" % per_task)
     print("queue release->next acquire: p50 %.3f ms, p99 %.3f ms, max %.3f ms"
           % (pct(gaps, 0.5), pct(gaps, 0.99), max(gaps) if gaps else float("nan")))
     return 1 if errors or overlap[0] or len(got) != tasks else 0
+
+
+async def arrival_peer(uri: str, tasks: int, kind: str) -> int:
+    """The queue's arrival (TASKS tasks on one key, 100 per turn of the
+    loop, the first takes it at once) through another lock, for the loop's
+    worst lag and the collector's pauses while they arrive: ``asyncio`` (an
+    asyncio.Lock: no network, the floor of any lock's waiting tasks) or
+    ``redis-py`` (``redis.asyncio.Redis.lock(key, timeout=30)``, its
+    defaults: a waiter retries every 0.1 s; a BlockingConnectionPool of 100
+    connections, as 10,000 concurrent commands would otherwise open 10,000
+    connections, the server's maxclients). Only the arrival is measured:
+    the waiters are then cancelled (redis-py's would poll for minutes)."""
+    gcp = GcPauses()
+    ticker = Ticker(gcp)
+    tick = asyncio.ensure_future(ticker.run())
+    errors: list = []
+    r = None
+    if kind == "redis-py":
+        import redis.asyncio as aredis
+        r = aredis.Redis(connection_pool=aredis.BlockingConnectionPool.from_url(
+            uri, max_connections=100))
+        key = "bench:aio:arrival-r:%d" % os.getpid()
+
+        def lock():
+            return r.lock(key, timeout=30)
+    else:
+        alock = asyncio.Lock()
+
+        def lock():
+            return alock
+
+    async def one(i: int) -> None:
+        try:
+            async with lock():
+                await asyncio.sleep(0)  # a turn of the loop under the lock
+        except asyncio.CancelledError:
+            raise
+        except Exception as e:  # counted, the first few shown
+            errors.append(repr(e))
+
+    await asyncio.sleep(0.01)  # the ticker runs
+    ticker.reset()
+    gcp.worst, gcp.count = 0.0, 0
+    started = []
+    objects = len(gc.get_objects())
+    for i in range(0, tasks, 100):
+        started += [asyncio.ensure_future(one(k)) for k in range(i, min(tasks, i + 100))]
+        await asyncio.sleep(0)
+    lag = (ticker.worst, ticker.worst_own, ticker.worst_no_gc)
+    worst_gc, n_gc = gcp.worst, gcp.count
+    per_task = (len(gc.get_objects()) - objects) / tasks
+    for t in started:
+        t.cancel()
+    await asyncio.gather(*started, return_exceptions=True)
+    ticker.stop = True
+    await tick
+    gcp.close()
+    if r is not None:
+        await r.delete(key)
+        await r.aclose() if hasattr(r, "aclose") else await r.close()
+        import redis
+        name = "redis-py %s asyncio Lock" % redis.__version__
+    else:
+        name = "asyncio.Lock"
+    print("arrival %s: worst loop lag %.2f ms (%.2f ms less the waits for a CPU, %.2f ms in "
+          "ticks without a garbage collection); worst pause of the garbage collector %.2f ms "
+          "(%d collections); %.1f objects it tracks per waiting task; errors %d%s"
+          % (name, lag[0] * 1e3, lag[1] * 1e3, lag[2] * 1e3, worst_gc * 1e3, n_gc, per_task,
+             len(errors), (" e.g. " + errors[0]) if errors else ""))
+    return 1 if errors else 0
 
 
 async def pairs_distlock(uri: str, tasks: int, secs: float, errors: list) -> float:
@@ -253,6 +350,9 @@ def main() -> int:
     what = sys.argv[1] if len(sys.argv) > 1 else ""
     if what == "queue" and len(sys.argv) >= 3:
         return asyncio.run(queue(sys.argv[2], int(sys.argv[3]) if len(sys.argv) > 3 else 10000))
+    if what == "arrival" and len(sys.argv) >= 4:
+        return asyncio.run(arrival_peer(sys.argv[3], int(sys.argv[4]) if len(sys.argv) > 4
+                                        else 10000, sys.argv[2]))
     if what == "pairs" and len(sys.argv) >= 3:
         a = sys.argv[3:]
         return pairs(sys.argv[2], int(a[0]) if a else 1000, float(a[1]) if len(a) > 1 else 3.0,
