@@ -39,8 +39,8 @@ import uuid
 import weakref
 from concurrent.futures import ThreadPoolExecutor
 from time import monotonic as _monotonic
-from typing import (Any, Awaitable, Callable, Dict, List, Optional, Sequence, Set, Tuple,
-                    Type, TypeVar, cast)
+from typing import (Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Sequence, Set,
+                    Tuple, Type, TypeVar, cast)
 from types import TracebackType
 
 from . import _core
@@ -770,7 +770,11 @@ class Lock:
         self._reentrant = reentrant
         self._on_lost = on_lost
         self._cancel_on_lost = bool(cancel_on_lost)
-        self._local: Optional[asyncio.Lock] = None  # made in the loop (Python < 3.10)
+        # The local lock (tasks sharing this object queue on it): a flag
+        # while one task at a time uses the object, an asyncio.Lock (made in
+        # the loop, Python < 3.10) once a second task comes while it is taken.
+        self._local: Optional[asyncio.Lock] = None
+        self._busy = False
         self._hm = threading.Lock()     # the handles vs. pool threads
         self._handles: List[Any] = []   # a stack: reentrant acquires of one task
         # The handle of a release that failed without the servers saying "not
@@ -845,6 +849,11 @@ class Lock:
         ``timeout``: seconds, overrides the lock's ``wait``; None or -1 keeps
         it). Raises on errors. Never blocks the event loop; cancelling the
         task cancels the wait at once, with nothing held."""
+        return bool(await self._acquired(blocking, timeout, False))
+
+    async def _acquired(self, blocking: bool, timeout: Optional[float], enter: bool) -> Any:
+        """acquire()'s work; with ``enter`` that of ``async with`` (see
+        __aenter__): the Lock itself, LockNotAcquired when refused."""
         if not blocking:
             if timeout is not None and timeout != -1:
                 raise ValueError("can't specify a timeout for a non-blocking call")
@@ -855,30 +864,36 @@ class Lock:
             wait_ms = _wait_ms(timeout, "timeout")
         task = asyncio.current_task()
         owner = self._client._owner(task) if self._reentrant else None
-        # One coroutine from here to the operation's future (this one): no
-        # helper coroutine, closure or shield per waiting task, whose objects
-        # Python's cyclic garbage collector would walk while thousands wait.
-        local = None
+        # One coroutine from ``async with`` to the operation's future (this
+        # one): no helper coroutine, closure, shield or asyncio.Lock per
+        # waiting task, whose objects Python's cyclic garbage collector
+        # would walk while thousands wait (test_aio_waiting_task_objects).
+        local = False  # taken here: given back on failure
         if not (self._reentrant and self._handles and self._owner_task is task):
             # (else: counted, same task)
-            if self._local is None:
-                self._local = asyncio.Lock()
-                if self._handles:  # restored (Client.restore): the local lock is that ownership's
-                    await self._local.acquire()
-            local = self._local
-            if wait_ms == 0:
-                if local.locked():
-                    return False
-                await local.acquire()
-            elif wait_ms == _FOREVER:
-                await local.acquire()
+            lk = self._local
+            if lk is None and not self._busy and not self._handles:
+                self._busy = True
             else:
-                t0 = _monotonic()
-                try:
-                    await asyncio.wait_for(local.acquire(), wait_ms / 1000.0)
-                except asyncio.TimeoutError:
-                    return False
-                wait_ms = max(0, wait_ms - int((_monotonic() - t0) * 1000))
+                if lk is None:
+                    lk = self._local = asyncio.Lock()
+                    # the task holding the flag's, or a restored ownership's
+                    # (Client.restore): taken for it at once
+                    await lk.acquire()
+                if wait_ms == 0:
+                    if lk.locked():
+                        return self._refused(enter)
+                    await lk.acquire()
+                elif wait_ms == _FOREVER:
+                    await lk.acquire()
+                else:
+                    t0 = _monotonic()
+                    try:
+                        await asyncio.wait_for(lk.acquire(), wait_ms / 1000.0)
+                    except asyncio.TimeoutError:
+                        return self._refused(enter)
+                    wait_ms = max(0, wait_ms - int((_monotonic() - t0) * 1000))
+            local = True
         try:
             if self._on_lost is not None or self._cancel_on_lost:
                 self._client._bind()  # the lost fd is watched before any loss
@@ -914,17 +929,33 @@ class Lock:
                 h, self._refused_detail = await self._client._acquire(
                     self._shown(), wait_ms, functools.partial(self._c_acquire, owner=owner))
         except BaseException:
-            if local is not None:
-                local.release()
+            if local:
+                self._local_release()
             raise
         if h is None:
-            if local is not None:
-                local.release()
-            return False
+            if local:
+                self._local_release()
+            return self._refused(enter)
         self._took(h)
-        if local is not None:
+        if local:
             self._owner_task = task
-        return True
+        if not enter:
+            return True
+        if self._bodies is None:
+            self._bodies = []
+        self._bodies.append((task, [False]))
+        return self
+
+    def _refused(self, enter: bool) -> bool:
+        if enter:
+            # the library's detail of the refusal (which key, after how long)
+            raise LockNotAcquired(self._refused_text(), None, self._refused_detail)
+        return False
+
+    def _local_release(self) -> None:
+        if self._local is not None and self._local.locked():
+            self._local.release()
+        self._busy = False
 
     def _took(self, h: Any) -> None:
         """An acquire won h: this object holds it (on top of the stack)."""
@@ -968,8 +999,7 @@ class Lock:
         if last:
             self._client._watched.discard(self)
             self._owner_task = None
-            if self._local is not None and self._local.locked():
-                self._local.release()
+            self._local_release()
         if self._by_multi and not self._reentrant:
             await self._release_op(h)
             return
@@ -1162,18 +1192,14 @@ class Lock:
                 report_callback_error("the on_lost callback of %r" % (self,), e, cb)
 
     # -- async with / decorator
-    async def __aenter__(self) -> "Lock":
+    def __aenter__(self) -> "Coroutine[Any, Any, Lock]":
         """Acquire (waiting as the Lock's ``wait`` says); the Lock itself.
 
         Raises LockNotAcquired when another owner still holds it after the
         wait, and the errors of :meth:`acquire`."""
-        if not await self.acquire():
-            # the library's detail of the refusal (which key, after how long)
-            raise LockNotAcquired(self._refused_text(), None, self._refused_detail)
-        if self._bodies is None:
-            self._bodies = []
-        self._bodies.append((asyncio.current_task(), [False]))
-        return self
+        # the acquire's own coroutine, not one awaiting it: one object fewer
+        # per waiting task
+        return cast("Coroutine[Any, Any, Lock]", self._acquired(True, None, True))
 
     async def __aexit__(self, exc_type: Optional[Type[BaseException]],
                         exc: Optional[BaseException], tb: Optional[TracebackType]) -> None:

@@ -395,6 +395,74 @@ def test_basic_api(server, r, key):
     run(main())
 
 
+def test_tasks_sharing_one_lock_object_queue_on_it(server, r, key):
+    """Tasks sharing one Lock object queue on it, as threads do on the
+    blocking Lock: while one task holds it, or waits for its key, another's
+    try is refused and its wait waits, sending nothing; the release lets the
+    waiting task in. A restored Lock is held by its ownership the same way.
+    (A fresh object for each case: the first contention gives an object its
+    asyncio.Lock.)"""
+    holder = distlock.Client(server.uri)
+
+    async def main():
+        async with aio.Client(server.uri) as c:
+            def in_task(lk, **kw):
+                return asyncio.ensure_future(lk.acquire(**kw))
+
+            def queued(lk):
+                async def pred():
+                    return lk._local is not None and bool(lk._local._waiters)
+                return pred
+
+            # held by a task
+            lk = c.lock(key, ttl=30)
+            assert await lk.acquire()
+            before = _lock_attempts(r)
+            assert not await in_task(lk, blocking=False)
+            assert not await in_task(lk, timeout=0.1)
+            waiting = in_task(lk)
+            assert await _until(queued(lk)), "the third task never queued on the object"
+            assert _lock_attempts(r) == before, "a task sent an acquire while another held it"
+            token = lk.token
+            await lk.release()
+            assert await asyncio.wait_for(waiting, 10)
+            assert r.get(key) == lk.token != token
+            await lk.release()
+            assert r.exists(key) == 0
+
+            # a task waits for the key (held by another owner)
+            held = holder.lock(key, ttl=30)
+            assert held.acquire(blocking=False)
+            lk = c.lock(key, ttl=30)
+            first = in_task(lk)
+            assert await _until(lambda: _numsub(r, key)), "the first task never waited"
+            assert not await in_task(lk, blocking=False)
+            second = in_task(lk)
+            assert await _until(queued(lk)), "the second task never queued on the object"
+            assert len(c._multi._acquires) == 1  # one acquire of the object on its way
+            held.release()
+            assert await asyncio.wait_for(first, 10)
+            assert not second.done()
+            await lk.release()
+            assert await asyncio.wait_for(second, 10)
+            await lk.release()
+            assert r.exists(key) == 0
+
+            # a restored ownership
+            held = holder.lock(key, ttl=30)
+            assert held.acquire(blocking=False)
+            restored = c.restore(key, held.token)
+            assert not await in_task(restored, blocking=False)
+            await restored.release()
+            assert r.exists(key) == 0
+            assert await in_task(restored, blocking=False)
+            await restored.release()
+
+    run(main())
+    holder.close()
+    assert r.exists(key) == 0
+
+
 def test_reentrant_per_task(server, r, key):
     async def main():
         async with aio.Client(server.uri) as c:
