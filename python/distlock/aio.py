@@ -230,8 +230,7 @@ class Client:
         _check_key(key)
         _check_key(token, "token")
         lk = Lock(self, key, ttl)
-        lk._handles.append(self._sync._call(_core.distlock_lock_restore, key, token))
-        self._locks.add(lk)
+        lk._took(self._sync._call(_core.distlock_lock_restore, key, token))
         return lk
 
     def semaphore(self, key: KeyType, permits: int, ttl: float = 30.0, *,
@@ -439,6 +438,12 @@ class Client:
             raise ClosedError("client closed while waiting for %r" % (shown,),
                               _core.DISTLOCK_ECLOSED)
         return (h, "") if status == _OK else (None, detail)
+
+
+# A Lock that never held a handle has no mutex nor list of its own (see
+# Lock.__init__): these, never written to, stand in for them.
+_LOOP_MUTEX = threading.Lock()
+_NO_HANDLES = cast(List[Any], ())
 
 
 def _lost_fd_ready(ref: "weakref.ReferenceType[Client]") -> None:
@@ -775,8 +780,13 @@ class Lock:
         # the loop, Python < 3.10) once a second task comes while it is taken.
         self._local: Optional[asyncio.Lock] = None
         self._busy = False
-        self._hm = threading.Lock()     # the handles vs. pool threads
-        self._handles: List[Any] = []   # a stack: reentrant acquires of one task
+        # The handles vs. pool threads: a mutex of its own from its first
+        # handle (pool threads touch only a held Lock's); until then the
+        # loop's shared one. And the handles, a stack (reentrant acquires
+        # of one task): a list from the first. Fewer objects per waiting
+        # task (test_aio_waiting_task_objects).
+        self._hm = _LOOP_MUTEX
+        self._handles: List[Any] = _NO_HANDLES
         # The handle of a release that failed without the servers saying "not
         # the owner" (see distlock.Lock._retry): release() tries again through
         # it; the next acquire frees it (which tries once more).
@@ -959,13 +969,17 @@ class Lock:
 
     def _took(self, h: Any) -> None:
         """An acquire won h: this object holds it (on top of the stack)."""
+        if self._hm is _LOOP_MUTEX:
+            self._hm = threading.Lock()
         with self._hm:
             old = None
             if not self._handles:
                 self._was_lost = False
                 self._lost_seen = False
                 old, self._unreleased = self._unreleased, None
-            self._handles.append(h)
+                self._handles = [h]
+            else:
+                self._handles.append(h)
         self._client._locks.add(self)  # close() frees its handles
         if old is not None:  # a failed release never retried: no network
             _core.distlock_lock_free(old)
@@ -1250,7 +1264,7 @@ class Lock:
     def _drop(self) -> None:
         """Client.close(): the C client released the locks; free the handles."""
         with self._hm:
-            handles, self._handles = self._handles, []
+            handles, self._handles = list(self._handles), _NO_HANDLES
             if self._unreleased is not None:
                 handles.append(self._unreleased)
                 self._unreleased = None
@@ -1272,7 +1286,7 @@ class Lock:
             self._unreleased = None
         if not handles:
             return
-        self._handles = []
+        self._handles = _NO_HANDLES
         _warn_unreleased("distlock.aio." + type(self).__name__, self._shown(), self._ttl_ms,
                          self)
         sync = self._client._sync
