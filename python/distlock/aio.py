@@ -40,7 +40,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from time import monotonic as _monotonic
 from typing import (Any, Awaitable, Callable, Coroutine, Dict, List, Optional, Sequence, Set,
-                    Tuple, Type, TypeVar, cast)
+                    Tuple, Type, TypeVar, Union, cast)
 from types import TracebackType
 
 from . import _core
@@ -509,7 +509,7 @@ class _Multi:
         return self.start_then(start, fut, start, acquire), fut
 
     def start_then(self, start: Callable[[Any], Any],
-                   then: "Callable[[_Outcome], None] | asyncio.Future[_Outcome]",
+                   then: "Union[Callable[[_Outcome], None], asyncio.Future[_Outcome]]",
                    keep: Any, acquire: bool = False) -> int:
         """Start an operation; ``then`` (a future to settle or a function)
         gets its outcome; ``keep`` is kept alive until it is done."""
