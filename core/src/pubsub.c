@@ -6,13 +6,14 @@
  * that cannot confirm any (down, or an ACL user without channel rights).
  * It knows no lock and no waiter.
  *
- * Where a node's connection goes depends on its kind, all decided here
- * (node_open, cluster_*): a plain node's address (its name resolved
- * off-thread, resolve.c) or Unix socket; a Sentinel node's master, asked of
- * the sentinels on every (re)connection (sentinel.c), which follows
- * failovers (a demoted master still gets the new one's PUBLISHes: they
- * replicate, so no ROLE check is needed); a Redis Cluster node's shard
- * channels on their slots' masters.
+ * Where a node's connection goes depends on its kind, decided in two
+ * places only (node_start, and distlock__pubsub_new flagging the Cluster
+ * nodes): a plain node's address (its name resolved off-thread,
+ * resolve.c) or Unix socket; a Sentinel node's master, asked of the
+ * sentinels on every (re)connection (sentinel.c), which follows failovers
+ * (a demoted master still gets the new one's PUBLISHes: they replicate, so
+ * no ROLE check is needed); a Redis Cluster node's shard channels on their
+ * slots' masters.
  *
  * On a Redis Cluster node a channel given a shard name (the owner's
  * SPUBLISH channel for it) is SSUBSCRIBEd on its slot's master, as the
@@ -70,6 +71,7 @@ typedef struct shard_conn {
 } shard_conn;
 
 typedef struct ps_node {
+    int sharded;             /* a Redis Cluster node: channels on their slots' masters */
     redisContext *ctx;       /* not used for a Redis Cluster node: sc */
     distlock__tls *tls;      /* rediss:// nodes */
     distlock__resolve *resolving;
@@ -98,7 +100,7 @@ struct distlock__pubsub {
     distlock__transport *t;
     pthread_mutex_t *mu;
     distlock__pubsub_cb cb;
-    int n;
+    int n, nsharded;
     ps_node *nodes;
     ps_chan *chans;
     /* what interest's entry k is: node idx[k], its connection sidx[k] (a
@@ -106,11 +108,6 @@ struct distlock__pubsub {
     int *idx, *sidx, *opening;
     int cap;
 };
-
-static int is_cluster_node(const distlock__pubsub *ps, int i)
-{
-    return ps->t->nodes[i].kind == DISTLOCK__NODE_CLUSTER;
-}
 
 static void send_cmd(redisContext *ctx, const char *verb, const char *arg)
 {
@@ -480,7 +477,7 @@ static void shard_open(distlock__pubsub *ps, int i, int k)
 static int cluster_step(distlock__pubsub *ps, uint64_t now)
 {
     for (int i = 0; i < ps->n; i++) {
-        if (!is_cluster_node(ps, i))
+        if (!ps->nodes[i].sharded)
             continue;
         shard_place(ps, i, now);
         for (int k = 0; k < ps->nodes[i].nsc; k++)
@@ -494,6 +491,26 @@ static int cluster_step(distlock__pubsub *ps, uint64_t now)
 
 /* ---------------------------------------- the nodes' own connections */
 
+/* Unlocked: where node i's own connection goes, by its kind (a Cluster
+ * node has none: its channels go to their masters, cluster_step). A
+ * Sentinel node: its master, asked of the sentinels on every
+ * (re)connection; a name: resolved; else its address or Unix socket,
+ * connected now. The lookup started, or NULL with *ctx (NULL: failed). */
+static distlock__resolve *node_start(distlock__pubsub *ps, int i, redisContext **ctx,
+                                     distlock__tls **tls)
+{
+    const distlock__node_cfg *cfg = &ps->t->nodes[i];
+    if (cfg->kind == DISTLOCK__NODE_SENTINEL)
+        return distlock__sentinel_start(ps->t, i, ps->t->connect_timeout_ms);
+    if (cfg->host && !distlock__host_is_numeric(cfg->host))
+        return distlock__resolve_start(cfg->host);
+    char addr[1][DISTLOCK__ADDR_LEN];
+    if (cfg->host)
+        snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
+    *ctx = connect_at(ps, i, cfg->host ? addr : NULL, 1, 0, tls);
+    return NULL;
+}
+
 /* mu held, released meanwhile: open the connections due (or start their
  * master's or name's lookup); 1 if any was. */
 static int nodes_open(distlock__pubsub *ps, uint64_t now)
@@ -501,7 +518,7 @@ static int nodes_open(distlock__pubsub *ps, uint64_t now)
     int nopen = 0;
     for (int i = 0; i < ps->n; i++) {
         ps_node *sn = &ps->nodes[i];
-        if (ps->chans && !is_cluster_node(ps, i) && sn->ctx == NULL && sn->resolving == NULL &&
+        if (ps->chans && !ps->nodes[i].sharded && sn->ctx == NULL && sn->resolving == NULL &&
             now >= sn->retry_at_us)
             ps->opening[nopen++] = i;
     }
@@ -510,21 +527,9 @@ static int nodes_open(distlock__pubsub *ps, uint64_t now)
     pthread_mutex_unlock(ps->mu);
     for (int k = 0; k < nopen; k++) {
         int i = ps->opening[k];
-        const distlock__node_cfg *cfg = &ps->t->nodes[i];
         redisContext *ctx = NULL;
         distlock__tls *tls = NULL;
-        distlock__resolve *res = NULL;
-        if (cfg->kind == DISTLOCK__NODE_SENTINEL) {
-            /* its master, asked of the sentinels on every (re)connection */
-            res = distlock__sentinel_start(ps->t, i, ps->t->connect_timeout_ms);
-        } else if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
-            res = distlock__resolve_start(cfg->host);
-        } else {
-            char addr[1][DISTLOCK__ADDR_LEN];
-            if (cfg->host)
-                snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
-            ctx = connect_at(ps, i, cfg->host ? addr : NULL, 1, 0, &tls);
-        }
+        distlock__resolve *res = node_start(ps, i, &ctx, &tls);
         pthread_mutex_lock(ps->mu);
         ps->nodes[i].resolving = res;
         ps->nodes[i].ctx = ctx;
@@ -596,7 +601,7 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
             pfd[np].revents = 0;
             ps->idx[np] = i, ps->sidx[np++] = k;
         }
-        for (ps_chan *ch = ps->chans; ch && is_cluster_node(ps, i); ch = ch->next)
+        for (ps_chan *ch = ps->chans; ch && ps->nodes[i].sharded; ch = ch->next)
             if (ch->at && ch->at[i] < 0 && ch->place_at_us < next)
                 next = ch->place_at_us;
         if (sn->resolving) {
@@ -607,7 +612,7 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
             continue;
         }
         if (sn->ctx == NULL) {
-            if (ps->chans && !is_cluster_node(ps, i) && sn->retry_at_us < next)
+            if (ps->chans && !ps->nodes[i].sharded && sn->retry_at_us < next)
                 next = sn->retry_at_us;
             continue;
         }
@@ -659,7 +664,7 @@ int distlock__pubsub_subscribe(distlock__pubsub *ps, const char *chan, const cha
     if (ch == NULL || (ch->name = strdup(chan)) == NULL)
         goto oom;
     /* a shard name matters only where a Cluster node is */
-    if (shard && ps->t->cl) {
+    if (shard && ps->nsharded > 0) {
         if ((ch->shard = strdup(shard)) == NULL || (ch->at = malloc((size_t)ps->n)) == NULL)
             goto oom;
         ch->slot = (int)distlock__key_slot(ch->shard, strlen(ch->shard));
@@ -722,16 +727,24 @@ distlock__pubsub *distlock__pubsub_new(distlock__transport *t, pthread_mutex_t *
     ps->mu = mu;
     ps->cb = *cb;
     ps->n = t->n;
-    /* a connection (or lookup) per node, and one per master of a Cluster node */
+    ps->nodes = calloc((size_t)t->n, sizeof(*ps->nodes));
+    if (ps->nodes == NULL) {
+        free(ps);
+        return NULL;
+    }
+    /* a connection (or lookup) per node, and one per master of a Cluster
+     * node (the kinds' other differences: node_start) */
     ps->cap = t->n;
     for (int i = 0; i < t->n; i++)
-        if (t->nodes[i].kind == DISTLOCK__NODE_CLUSTER)
+        if (t->nodes[i].kind == DISTLOCK__NODE_CLUSTER) {
+            ps->nodes[i].sharded = 1;
+            ps->nsharded++;
             ps->cap += DISTLOCK__CL_MASTERS;
-    ps->nodes = calloc((size_t)t->n, sizeof(*ps->nodes));
+        }
     ps->idx = calloc((size_t)ps->cap, sizeof(int));
     ps->sidx = calloc((size_t)ps->cap, sizeof(int));
     ps->opening = calloc((size_t)t->n, sizeof(int));
-    if (ps->nodes == NULL || ps->idx == NULL || ps->sidx == NULL || ps->opening == NULL) {
+    if (ps->idx == NULL || ps->sidx == NULL || ps->opening == NULL) {
         distlock__pubsub_free(ps, 0);
         return NULL;
     }
