@@ -183,7 +183,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     r->wait_n = call->wait_replicas > 0 ? call->wait_replicas : 0;
     r->wait_ms = r->wait_n ? call->wait_ms : 0;
     r->acked = -1;
-    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
+    if (distlock__stream_write(&conn->stream, &done) != REDIS_OK) {
         conn_broken(t, cs, r, i);
         return -1;
     }
@@ -314,9 +314,9 @@ static int tryagain(distlock__result *r)
 static int take_replies(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    while (conn->ctx && conn->qlen > 0) {
+    while (conn->stream.ctx && conn->qlen > 0) {
         void *p = NULL;
-        if (redisGetReplyFromReader(conn->ctx, &p) != REDIS_OK) {
+        if (redisGetReplyFromReader(conn->stream.ctx, &p) != REDIS_OK) {
             long long big = distlock__reader_refused();
             if (big)
                 distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO,
@@ -521,9 +521,9 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
 static int drain(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
+    struct pollfd pfd = { distlock__stream_fd(&conn->stream), POLLIN, 0 };
     if (poll(&pfd, 1, 0) > 0) {
-        if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
+        if (distlock__stream_read(&conn->stream) != REDIS_OK) {
             distlock__conn_close(t, i, conn);
             return -1;
         }
@@ -544,7 +544,7 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
 static __attribute__((noinline)) void send_unsent_handshake(distlock__conn *conn, uint64_t now)
 {
     int done = 0;
-    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK || !done)
+    if (distlock__stream_write(&conn->stream, &done) != REDIS_OK || !done)
         return;
     for (int k = 0; k < conn->qlen; k++)
         distlock__q_at(conn, k)->sent_us = now;
@@ -570,12 +570,12 @@ static __attribute__((noinline)) void open_at(distlock__transport *t, distlock__
     /* A Cluster master's TLS certificate names its own host, not the seed's. */
     char *host = is_cluster(t, i) ? distlock__cl_host(t, cs, i) : NULL;
     /* Loopback refusals are reported at once: try the next address then. */
-    for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
-        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at_port, host,
-                                           &conn->tls, &st, err, DISTLOCK__ERR_LEN);
+    for (int k = 0; conn->stream.ctx == NULL && k < (addr ? naddr : 1); k++)
+        (void)distlock__stream_open_node(&conn->stream, t, i, addr ? addr[k] : NULL, at_port,
+                                         host, &st, err, DISTLOCK__ERR_LEN);
     free(host);
     conn->ep_state = ep_state;
-    if (conn->ctx == NULL) {
+    if (conn->stream.ctx == NULL) {
         snprintf(r->err, sizeof(r->err), "%s", err);
         free(err);
         r->state = DISTLOCK__R_FAILED;
@@ -645,7 +645,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
         distlock__ep_forget(t, i, ep_state);  /* the next call asks again */
     if (r->state == DISTLOCK__R_PENDING && add_kills(t, conn, r, i) == 0) {
         int done = 0;
-        if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
+        if (distlock__stream_write(&conn->stream, &done) != REDIS_OK)
             conn_broken(t, cs, r, i);
     }
 }
@@ -677,7 +677,7 @@ static void undo_unwaited(distlock__transport *t, distlock__conn *conn, distlock
     pthread_mutex_lock(&t->mu);
     distlock__stale_add_locked(t, i, call->tag, conn, 1);
     pthread_mutex_unlock(&t->mu);
-    (void)distlock__write(conn->ctx, conn->tls, &done);
+    (void)distlock__stream_write(&conn->stream, &done);
 }
 
 /* The longest WAIT a connection still owes a reply to (it may take that
@@ -743,11 +743,11 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         cl_clear_first(t, cs, r, i, call) != 0)
         return;
 
-    if (conn->ctx && conn->ctx->err)
+    if (conn->stream.ctx && conn->stream.ctx->err)
         distlock__conn_close(t, i, conn);
     /* A Sentinel node whose master changed, or was found not to be one,
      * since this connection was made: it goes to the old server. */
-    if (conn->ctx && is_sentinel(t, i) && !distlock__ep_current(t, i, conn->ep_state)) {
+    if (conn->stream.ctx && is_sentinel(t, i) && !distlock__ep_current(t, i, conn->ep_state)) {
         /* An undo (a release) first goes out behind what it undoes on this
          * connection, unwaited: a master that was only paused (its timeout
          * made us forget it) then runs the late write and its undo in
@@ -760,23 +760,23 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         }
         distlock__conn_close(t, i, conn);
     }
-    if (conn->ctx && conn->qlen == 0 &&
+    if (conn->stream.ctx && conn->qlen == 0 &&
         (conn->cred_gen != atomic_load(&t->cred_gen) || now - conn->used_us > IDLE_CHECK_US)) {
         /* New credentials: reconnect with them. Idle: readable means the
          * server closed it (restart, idle timeout, CLIENT KILL); reconnect
          * now rather than fail this call on a dead socket. A connection in
          * steady use skips the check (one system call less per node). */
-        struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
+        struct pollfd pfd = { distlock__stream_fd(&conn->stream), POLLIN, 0 };
         if (conn->cred_gen != atomic_load(&t->cred_gen) || poll(&pfd, 1, 0) > 0)
             distlock__conn_close(t, i, conn);
     }
-    if (conn->ctx && conn->qlen > 0 && drain(t, cs, r, i) != 0) {
+    if (conn->stream.ctx && conn->qlen > 0 && drain(t, cs, r, i) != 0) {
         if (r->state != DISTLOCK__R_PENDING)
             return;  /* e.g. a failed authentication, reported now */
     }
-    if (conn->ctx && conn->hs_pending > 0 && sdslen(conn->ctx->obuf) > 0)
+    if (conn->stream.ctx && conn->hs_pending > 0 && sdslen(conn->stream.ctx->obuf) > 0)
         send_unsent_handshake(conn, now);
-    if (conn->ctx && conn->qlen > 0) {
+    if (conn->stream.ctx && conn->qlen > 0) {
         uint64_t owed_since = distlock__q_at(conn, 0)->sent_us;
         int overdue = conn->late || now - owed_since >
                       ((uint64_t)t->command_timeout_ms + owed_wait_ms(conn)) * 1000u;
@@ -824,14 +824,14 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
      * may one that an earlier round left on this connection (the server
      * answers nothing behind it until it is done). */
     uint64_t wait_us = call->wait_replicas > 0 ? (uint64_t)call->wait_ms * 1000u : 0;
-    if (conn->ctx && conn->qlen > 0)
+    if (conn->stream.ctx && conn->qlen > 0)
         wait_us += owed_wait_ms(conn) * 1000u;
     set_deadline(r, now, timeout_ms, wait_us);
     /* A node's first connection gets the connect timeout; one re-made
      * inside a call (broken, stuck, closed by the server) spends the
      * call's budget, the command timeout. */
     long connect_ms = conn->serial ? t->command_timeout_ms : t->connect_timeout_ms;
-    if (conn->ctx == NULL && conn->resolving == NULL) {
+    if (conn->stream.ctx == NULL && conn->resolving == NULL) {
         const distlock__node_cfg *cfg = &t->nodes[i];
         r->fresh = 1;
         set_deadline(r, now, connect_ms, wait_us);
@@ -880,7 +880,7 @@ static void start_node(distlock__transport *t, distlock__connset *cs, const dist
         open_at(t, cs, r, i, cfg->host ? addr : NULL, 1, 0, 0);
         if (r->state != DISTLOCK__R_PENDING)
             return;
-    } else if (conn->ctx == NULL) {
+    } else if (conn->stream.ctx == NULL) {
         r->fresh = 1;  /* a lookup started by an earlier round is still running */
         set_deadline(r, now, connect_ms, wait_us);
         r->deferred = 1;
@@ -895,7 +895,7 @@ opened:
     /* Write now: on an established connection the whole request usually
      * leaves in this one write, before we start waiting on any node. */
     int done = 0;
-    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
+    if (distlock__stream_write(&conn->stream, &done) != REDIS_OK)
         conn_broken(t, cs, r, i);
 }
 
@@ -985,7 +985,7 @@ static __attribute__((noinline)) void cl_share_over(distlock__transport *t, dist
                                                     distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    if (r->fresh && (conn->ctx == NULL || conn->hs_pending > 0) &&
+    if (r->fresh && (conn->stream.ctx == NULL || conn->hs_pending > 0) &&
         r->redirects < DISTLOCK__CL_REDIRECTS && cl_reroute(t, cs, r, i))
         return;
     r->share = 0;
@@ -1069,12 +1069,12 @@ static __attribute__((noinline)) int cl_redirect(distlock__transport *t, distloc
     r->ask = k == 2 ? m + 1 : 0;
     start_node(t, cs, call, r, i, distlock__now_us(), call_deadline(r));
     distlock__conn *conn = &cs->conns[i];
-    if (k == 1 && r->state == DISTLOCK__R_PENDING && !r->fresh && conn->ctx) {
+    if (k == 1 && r->state == DISTLOCK__R_PENDING && !r->fresh && conn->stream.ctx) {
         const char *argv[2] = { "CLUSTER", "SLOTS" };
         static const size_t len[2] = { 7, 5 };
         int done = 0;
         if (distlock__append_cmd(conn, NULL, DISTLOCK__K_SLOTS, 0, 0, 2, argv, len) == 0 &&
-            distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
+            distlock__stream_write(&conn->stream, &done) != REDIS_OK)
             conn_broken(t, cs, r, i);
     }
     return 1;
@@ -1092,7 +1092,8 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
     distlock__conn *conn = &cs->conns[i];
     char why[128];
     snprintf(why, sizeof(why), "%s",
-             conn->ctx && conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed");
+             conn->stream.ctx && conn->stream.ctx->errstr[0] ? conn->stream.ctx->errstr
+                                                             : "connection closed");
     if (is_sentinel(t, i) && r->call && r->state == DISTLOCK__R_PENDING) {
         /* Gone: perhaps a failover. The request that may have run on the
          * old master cannot be killed from the new one, and need not be:
@@ -1115,7 +1116,8 @@ static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock_
      * only run there. Not one whose certificate failed verification: it is
      * up, the cluster names it again, and its certificate is the answer
      * (rerouting would end in a MOVED back to it, without the reason). */
-    if (is_cluster(t, i) && r->fresh && !(conn->tls && distlock__tls_cert_refused(conn->tls))) {
+    if (is_cluster(t, i) && r->fresh &&
+        !(conn->stream.ctx && distlock__stream_cert_refused(&conn->stream))) {
         if (r->state == DISTLOCK__R_PENDING) {
             if (cl_reroute(t, cs, r, i))
                 return;
@@ -1218,7 +1220,7 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
                                       "an earlier request for this lock is left behind on "
                                       "another master of this cluster and was not closed "
                                       "within %ld ms: not sent", r->budget_ms);
-            else if (conn->tls && !distlock__tls_is_up(conn->tls))
+            else if (conn->stream.ctx && !distlock__stream_up(&conn->stream))
                 distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                                       "TLS handshake not done within %ld ms (does the "
                                       "server speak TLS on this port?)",
@@ -1231,15 +1233,15 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
             /* A Cluster master that never answered its handshake: like
              * a refused one, its slots go elsewhere (the next call
              * asks another master who owns them now). */
-            if (is_cluster(t, i) && r->fresh && (conn->ctx == NULL || conn->hs_pending > 0))
+            if (is_cluster(t, i) && r->fresh && (conn->stream.ctx == NULL || conn->hs_pending > 0))
                 distlock__cl_down(t, cs, i);
-            if (conn->ctx && conn->qlen > 0)
+            if (conn->stream.ctx && conn->qlen > 0)
                 conn->late = 1;  /* the next call does not wait on it again */
             distlock__abandon(t, i, conn, r);
             /* A Sentinel node's master may be gone without a reset
              * (partition, paused): the next call asks the sentinels;
              * the same answer keeps this connection's ordering. */
-            if (is_sentinel(t, i) && conn->ctx)
+            if (is_sentinel(t, i) && conn->stream.ctx)
                 distlock__ep_forget(t, i, conn->ep_state);
             continue;
         }
@@ -1256,12 +1258,12 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
             next = r->deadline_us;
         if (rr->decided && !r->call->undo && rr->grace_end < next)
             next = rr->grace_end;
-        if (conn->ctx == NULL) {
+        if (conn->stream.ctx == NULL) {
             pfd[np].fd = distlock__resolve_fd(conn->resolving);
             pfd[np].events = POLLIN;
         } else {
-            pfd[np].fd = conn->ctx->fd;
-            pfd[np].events = (short)distlock__events(conn->ctx, conn->tls);
+            pfd[np].fd = distlock__stream_fd(&conn->stream);
+            pfd[np].events = (short)distlock__stream_events(&conn->stream);
         }
         pfd[np].revents = 0;
         idx[np++] = i;
@@ -1283,19 +1285,19 @@ void distlock__round_advance(distlock__transport *t, distlock__connset *cs,
         distlock__result *r = &rr->res[i];
         if (pfd[k].revents == 0 || r->state != DISTLOCK__R_PENDING)
             continue;
-        if (conn->ctx == NULL) {
+        if (conn->stream.ctx == NULL) {
             resolved(t, cs, r, i);
             continue;
         }
         if (pfd[k].revents & POLLOUT) {
             int done = 0;
-            if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
+            if (distlock__stream_write(&conn->stream, &done) != REDIS_OK) {
                 conn_broken(t, cs, r, i);
                 continue;
             }
         }
         if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-            if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
+            if (distlock__stream_read(&conn->stream) != REDIS_OK) {
                 conn_broken(t, cs, r, i);
                 continue;
             }
