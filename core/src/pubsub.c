@@ -64,16 +64,15 @@ enum { NODE_IDLE = 0, NODE_UP, NODE_FAILED };
 typedef struct shard_conn {
     char host[DISTLOCK__ADDR_LEN];           /* numeric */
     int port;
-    redisContext *ctx;
-    distlock__tls *tls;
+    distlock__stream st;     /* closed (st.ctx NULL): not connected */
     uint64_t retry_at_us;
     int classic;             /* no SSUBSCRIBE on this server: SUBSCRIBE */
 } shard_conn;
 
 typedef struct ps_node {
     int sharded;             /* a Redis Cluster node: channels on their slots' masters */
-    redisContext *ctx;       /* not used for a Redis Cluster node: sc */
-    distlock__tls *tls;      /* rediss:// nodes */
+    distlock__stream st;     /* the node's own (plain or TLS); not used for a
+                              * Redis Cluster node: sc */
     distlock__resolve *resolving;
     uint64_t retry_at_us;
     int state;               /* NODE_*: FAILED = cannot confirm subscriptions now */
@@ -148,20 +147,16 @@ static void tell(distlock__pubsub *ps, const char *chan, int i, int up)
         ps->cb.subscription(ps->cb.arg, chan, i, up);
 }
 
-static void close_conn(redisContext **ctx, distlock__tls **tls)
+static void close_conn(distlock__stream *st)
 {
-    distlock__tls_free(*tls);  /* writes nothing, also in a forked child */
-    *tls = NULL;
-    if (*ctx)
-        redisFree(*ctx);  /* closes our fd; writes nothing */
-    *ctx = NULL;
+    distlock__stream_close(st);  /* writes nothing, also in a forked child */
 }
 
 /* mu held */
 static void node_drop(distlock__pubsub *ps, int i, long retry_ms)
 {
     ps_node *sn = &ps->nodes[i];
-    close_conn(&sn->ctx, &sn->tls);
+    close_conn(&sn->st);
     sn->retry_at_us = distlock__now_us() + (uint64_t)retry_ms * 1000u;
     sn->state = NODE_FAILED;
     for (ps_chan *ch = ps->chans; ch; ch = ch->next)
@@ -173,26 +168,26 @@ static void node_drop(distlock__pubsub *ps, int i, long retry_ms)
 static void node_greet(distlock__pubsub *ps, int i)
 {
     ps_node *sn = &ps->nodes[i];
-    (void)distlock__tp_append_auth(ps->t, i, sn->ctx);
+    (void)distlock__tp_append_auth(ps->t, i, sn->st.ctx);
     for (ps_chan *ch = ps->chans; ch; ch = ch->next)
-        send_cmd(sn->ctx, "SUBSCRIBE", ch->name);
+        send_cmd(sn->st.ctx, "SUBSCRIBE", ch->name);
     sn->state = NODE_UP;
 }
 
 /* Unlocked: connect node i at addr (NULL: its Unix socket), at port (0:
  * the node's own; a Sentinel node's master has the sentinels' port). */
-static redisContext *connect_at(distlock__pubsub *ps, int i, char (*addr)[DISTLOCK__ADDR_LEN], int naddr,
-                                int port, distlock__tls **tls)
+static distlock__stream connect_at(distlock__pubsub *ps, int i, char (*addr)[DISTLOCK__ADDR_LEN],
+                                   int naddr, int port)
 {
-    int st;
+    int status;
     char err[DISTLOCK__ERR_LEN];
-    redisContext *ctx = NULL;
+    distlock__stream st = { 0 };
     if (port <= 0)
         port = ps->t->nodes[i].port;
-    for (int k = 0; ctx == NULL && k < (addr ? naddr : 1); k++)
-        ctx = distlock__node_connect(ps->t, i, addr ? addr[k] : NULL, port, NULL, tls, &st, err,
-                                     sizeof(err));
-    return ctx;
+    for (int k = 0; st.ctx == NULL && k < (addr ? naddr : 1); k++)
+        (void)distlock__stream_open_node(&st, ps->t, i, addr ? addr[k] : NULL, port, NULL, &status,
+                                         err, sizeof(err));
+    return st;
 }
 
 /* mu held: a push on node i's own connection. */
@@ -218,12 +213,12 @@ static void node_reply(distlock__pubsub *ps, int i, const redisReply *r)
 static void node_read(distlock__pubsub *ps, int i)
 {
     ps_node *sn = &ps->nodes[i];
-    if (distlock__read(sn->ctx, sn->tls) != REDIS_OK) {
+    if (distlock__stream_read(&sn->st) != REDIS_OK) {
         node_drop(ps, i, RECONNECT_MS);
         return;
     }
     void *rep;
-    while (sn->ctx && redisGetReplyFromReader(sn->ctx, &rep) == REDIS_OK && rep) {
+    while (sn->st.ctx && redisGetReplyFromReader(sn->st.ctx, &rep) == REDIS_OK && rep) {
         redisReply *r = rep;
         if (r->type == REDIS_REPLY_ERROR) {
             /* NOPERM (no channel rights) or a failed AUTH: this node
@@ -246,7 +241,7 @@ static void shard_drop(distlock__pubsub *ps, int i, int k, long retry_ms)
 {
     ps_node *sn = &ps->nodes[i];
     shard_conn *sc = &sn->sc[k];
-    close_conn(&sc->ctx, &sc->tls);
+    close_conn(&sc->st);
     sc->retry_at_us = distlock__now_us() + (uint64_t)retry_ms * 1000u;
     for (ps_chan *ch = ps->chans; ch; ch = ch->next)
         if (ch->at && ch->at[i] == k) {
@@ -301,7 +296,7 @@ static int shard_find(distlock__pubsub *ps, int i, const char *host, int port)
         return -1;
     int k = sn->nsc < DISTLOCK__CL_MASTERS ? sn->nsc++ : -1;
     for (int j = 0; k < 0 && j < sn->nsc; j++)
-        if (sn->sc[j].ctx == NULL && !shard_needed(ps, i, j))
+        if (sn->sc[j].st.ctx == NULL && !shard_needed(ps, i, j))
             k = j;
     for (int j = 0; k < 0 && j < sn->nsc; j++)
         if (!shard_needed(ps, i, j))
@@ -309,7 +304,7 @@ static int shard_find(distlock__pubsub *ps, int i, const char *host, int port)
     if (k < 0)
         return -1;
     shard_conn *sc = &sn->sc[k];
-    close_conn(&sc->ctx, &sc->tls);
+    close_conn(&sc->st);
     memset(sc, 0, sizeof(*sc));
     snprintf(sc->host, sizeof(sc->host), "%s", host);
     sc->port = port;
@@ -344,8 +339,8 @@ static void shard_place(distlock__pubsub *ps, int i, uint64_t now)
             continue;
         }
         ch->at[i] = (signed char)k;
-        if (sn->sc[k].ctx)
-            send_cmd(sn->sc[k].ctx, shard_verb(&sn->sc[k], 1), ch->shard);
+        if (sn->sc[k].st.ctx)
+            send_cmd(sn->sc[k].st.ctx, shard_verb(&sn->sc[k], 1), ch->shard);
     }
 }
 
@@ -407,12 +402,12 @@ static void shard_reply(distlock__pubsub *ps, int i, int k, const redisReply *r)
 static void shard_read(distlock__pubsub *ps, int i, int k)
 {
     shard_conn *sc = &ps->nodes[i].sc[k];
-    if (distlock__read(sc->ctx, sc->tls) != REDIS_OK) {
+    if (distlock__stream_read(&sc->st) != REDIS_OK) {
         shard_drop(ps, i, k, RECONNECT_MS);
         return;
     }
     void *rep;
-    while (sc->ctx && redisGetReplyFromReader(sc->ctx, &rep) == REDIS_OK && rep) {
+    while (sc->st.ctx && redisGetReplyFromReader(sc->st.ctx, &rep) == REDIS_OK && rep) {
         redisReply *r = rep;
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
             shard_moved(ps, i, k, r->str, distlock__now_us());
@@ -423,7 +418,7 @@ static void shard_read(distlock__pubsub *ps, int i, int k)
                 sc->classic = 1;
                 for (ps_chan *ch = ps->chans; ch; ch = ch->next)
                     if (ch->at && ch->at[i] == k)
-                        send_cmd(sc->ctx, "SUBSCRIBE", ch->shard);
+                        send_cmd(sc->st.ctx, "SUBSCRIBE", ch->shard);
             }
         } else if (r->type == REDIS_REPLY_ERROR) {
             /* NOPERM (no channel rights), a failed AUTH, CLUSTERDOWN */
@@ -442,7 +437,7 @@ static void shard_read(distlock__pubsub *ps, int i, int k)
 static int shard_due(const distlock__pubsub *ps, int i, int k, uint64_t now)
 {
     const shard_conn *sc = &ps->nodes[i].sc[k];
-    return sc->ctx == NULL && now >= sc->retry_at_us && shard_needed(ps, i, k);
+    return sc->st.ctx == NULL && now >= sc->retry_at_us && shard_needed(ps, i, k);
 }
 
 /* mu held, released meanwhile: connect node i's connection k, then
@@ -452,23 +447,21 @@ static void shard_open(distlock__pubsub *ps, int i, int k)
     char addr[1][DISTLOCK__ADDR_LEN];
     shard_conn *sc = &ps->nodes[i].sc[k];
     int port = sc->port;
-    distlock__tls *tls = NULL;
     memcpy(addr[0], sc->host, sizeof(addr[0]));
     pthread_mutex_unlock(ps->mu);
-    redisContext *ctx = connect_at(ps, i, addr, 1, port, &tls);
+    distlock__stream st = connect_at(ps, i, addr, 1, port);
     pthread_mutex_lock(ps->mu);
     sc = &ps->nodes[i].sc[k];  /* only the stepping thread changes the list */
-    if (ctx == NULL) {
+    if (st.ctx == NULL) {
         shard_drop(ps, i, k, RECONNECT_MS);
         return;
     }
-    sc->ctx = ctx;
-    sc->tls = tls;
+    sc->st = st;
     sc->classic = 0;  /* asked again: the server may have been upgraded */
-    (void)distlock__tp_append_auth(ps->t, i, ctx);
+    (void)distlock__tp_append_auth(ps->t, i, st.ctx);
     for (ps_chan *ch = ps->chans; ch; ch = ch->next)
         if (ch->at && ch->at[i] == k)
-            send_cmd(ctx, "SSUBSCRIBE", ch->shard);
+            send_cmd(st.ctx, "SSUBSCRIBE", ch->shard);
 }
 
 /* mu held: the Cluster nodes' channels to place, then the first master
@@ -495,9 +488,8 @@ static int cluster_step(distlock__pubsub *ps, uint64_t now)
  * node has none: its channels go to their masters, cluster_step). A
  * Sentinel node: its master, asked of the sentinels on every
  * (re)connection; a name: resolved; else its address or Unix socket,
- * connected now. The lookup started, or NULL with *ctx (NULL: failed). */
-static distlock__resolve *node_start(distlock__pubsub *ps, int i, redisContext **ctx,
-                                     distlock__tls **tls)
+ * connected now. The lookup started, or NULL with *st (closed: failed). */
+static distlock__resolve *node_start(distlock__pubsub *ps, int i, distlock__stream *st)
 {
     const distlock__node_cfg *cfg = &ps->t->nodes[i];
     if (cfg->kind == DISTLOCK__NODE_SENTINEL)
@@ -507,7 +499,7 @@ static distlock__resolve *node_start(distlock__pubsub *ps, int i, redisContext *
     char addr[1][DISTLOCK__ADDR_LEN];
     if (cfg->host)
         snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
-    *ctx = connect_at(ps, i, cfg->host ? addr : NULL, 1, 0, tls);
+    *st = connect_at(ps, i, cfg->host ? addr : NULL, 1, 0);
     return NULL;
 }
 
@@ -518,7 +510,7 @@ static int nodes_open(distlock__pubsub *ps, uint64_t now)
     int nopen = 0;
     for (int i = 0; i < ps->n; i++) {
         ps_node *sn = &ps->nodes[i];
-        if (ps->chans && !ps->nodes[i].sharded && sn->ctx == NULL && sn->resolving == NULL &&
+        if (ps->chans && !ps->nodes[i].sharded && sn->st.ctx == NULL && sn->resolving == NULL &&
             now >= sn->retry_at_us)
             ps->opening[nopen++] = i;
     }
@@ -527,14 +519,12 @@ static int nodes_open(distlock__pubsub *ps, uint64_t now)
     pthread_mutex_unlock(ps->mu);
     for (int k = 0; k < nopen; k++) {
         int i = ps->opening[k];
-        redisContext *ctx = NULL;
-        distlock__tls *tls = NULL;
-        distlock__resolve *res = node_start(ps, i, &ctx, &tls);
+        distlock__stream st = { 0 };
+        distlock__resolve *res = node_start(ps, i, &st);
         pthread_mutex_lock(ps->mu);
         ps->nodes[i].resolving = res;
-        ps->nodes[i].ctx = ctx;
-        ps->nodes[i].tls = tls;
-        if (ctx)
+        ps->nodes[i].st = st;
+        if (st.ctx)
             node_greet(ps, i);
         else if (res == NULL)
             node_drop(ps, i, RECONNECT_MS);
@@ -556,17 +546,15 @@ static void node_resolved(distlock__pubsub *ps, int i)
     int port = distlock__resolve_port(sn->resolving);
     distlock__resolve_drop(sn->resolving);
     sn->resolving = NULL;
-    redisContext *ctx = NULL;
-    distlock__tls *tls = NULL;
+    distlock__stream st = { 0 };
     if (rc == 0) {
         pthread_mutex_unlock(ps->mu);
-        ctx = connect_at(ps, i, addr, naddr, port, &tls);
+        st = connect_at(ps, i, addr, naddr, port);
         pthread_mutex_lock(ps->mu);
     }
     sn = &ps->nodes[i];
-    sn->ctx = ctx;
-    sn->tls = tls;
-    if (ctx)
+    sn->st = st;
+    if (st.ctx)
         node_greet(ps, i);
     else
         node_drop(ps, i, RECONNECT_MS);
@@ -587,17 +575,17 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
         for (int k = 0; k < sn->nsc; k++) {
             shard_conn *sc = &sn->sc[k];
             int done = 0;
-            if (sc->ctx == NULL) {
+            if (sc->st.ctx == NULL) {
                 if (sc->retry_at_us < next && shard_needed(ps, i, k))
                     next = sc->retry_at_us;
                 continue;
             }
-            if (distlock__write(sc->ctx, sc->tls, &done) != REDIS_OK) {
+            if (distlock__stream_write(&sc->st, &done) != REDIS_OK) {
                 shard_drop(ps, i, k, RECONNECT_MS);
                 continue;
             }
-            pfd[np].fd = sc->ctx->fd;
-            pfd[np].events = (short)distlock__events(sc->ctx, sc->tls);
+            pfd[np].fd = distlock__stream_fd(&sc->st);
+            pfd[np].events = (short)distlock__stream_events(&sc->st);
             pfd[np].revents = 0;
             ps->idx[np] = i, ps->sidx[np++] = k;
         }
@@ -611,18 +599,18 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
             ps->idx[np] = i, ps->sidx[np++] = -1;
             continue;
         }
-        if (sn->ctx == NULL) {
+        if (sn->st.ctx == NULL) {
             if (ps->chans && !ps->nodes[i].sharded && sn->retry_at_us < next)
                 next = sn->retry_at_us;
             continue;
         }
         int done = 0;
-        if (distlock__write(sn->ctx, sn->tls, &done) != REDIS_OK) {
+        if (distlock__stream_write(&sn->st, &done) != REDIS_OK) {
             node_drop(ps, i, RECONNECT_MS);
             continue;
         }
-        pfd[np].fd = sn->ctx->fd;
-        pfd[np].events = (short)distlock__events(sn->ctx, sn->tls);
+        pfd[np].fd = distlock__stream_fd(&sn->st);
+        pfd[np].events = (short)distlock__stream_events(&sn->st);
         pfd[np].revents = 0;
         ps->idx[np] = i, ps->sidx[np++] = -1;
     }
@@ -640,7 +628,7 @@ void distlock__pubsub_advance(distlock__pubsub *ps, const struct pollfd *pfd, in
         if (ps->sidx[k] >= 0) {
             shard_conn *sc = &sn->sc[ps->sidx[k]];
             /* still the connection polled (one read above may have replaced it) */
-            if (sc->ctx && sc->ctx->fd == pfd[k].fd && (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
+            if (sc->st.ctx && distlock__stream_fd(&sc->st) == pfd[k].fd && (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
                 shard_read(ps, i, ps->sidx[k]);
             continue;
         }
@@ -648,7 +636,7 @@ void distlock__pubsub_advance(distlock__pubsub *ps, const struct pollfd *pfd, in
             node_resolved(ps, i);
             continue;
         }
-        if (sn->ctx == NULL || !(pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
+        if (sn->st.ctx == NULL || !(pfd[k].revents & (POLLIN | POLLERR | POLLHUP)))
             continue;
         node_read(ps, i);
     }
@@ -673,8 +661,8 @@ int distlock__pubsub_subscribe(distlock__pubsub *ps, const char *chan, const cha
     ch->next = ps->chans;
     ps->chans = ch;
     for (int i = 0; i < ps->n; i++)
-        if (ps->nodes[i].ctx && ps->nodes[i].state == NODE_UP)
-            send_cmd(ps->nodes[i].ctx, "SUBSCRIBE", ch->name);
+        if (ps->nodes[i].st.ctx && ps->nodes[i].state == NODE_UP)
+            send_cmd(ps->nodes[i].st.ctx, "SUBSCRIBE", ch->name);
     return 0;
 oom:
     if (ch)
@@ -690,10 +678,10 @@ void distlock__pubsub_unsubscribe(distlock__pubsub *ps, const char *chan)
             continue;
         for (int i = 0; i < ps->n; i++) {
             ps_node *sn = &ps->nodes[i];
-            if (sn->ctx && sn->state == NODE_UP)
-                send_cmd(sn->ctx, "UNSUBSCRIBE", ch->name);
-            if (ch->at && ch->at[i] >= 0 && sn->sc[ch->at[i]].ctx)
-                send_cmd(sn->sc[ch->at[i]].ctx, shard_verb(&sn->sc[ch->at[i]], 0), ch->shard);
+            if (sn->st.ctx && sn->state == NODE_UP)
+                send_cmd(sn->st.ctx, "UNSUBSCRIBE", ch->name);
+            if (ch->at && ch->at[i] >= 0 && sn->sc[ch->at[i]].st.ctx)
+                send_cmd(sn->sc[ch->at[i]].st.ctx, shard_verb(&sn->sc[ch->at[i]], 0), ch->shard);
         }
         *pp = ch->next;
         chan_free(ch);
@@ -762,9 +750,9 @@ void distlock__pubsub_free(distlock__pubsub *ps, int forked)
         return;
     for (int i = 0; ps->nodes && i < ps->n; i++) {
         ps_node *sn = &ps->nodes[i];
-        close_conn(&sn->ctx, &sn->tls);
+        close_conn(&sn->st);
         for (int k = 0; k < sn->nsc; k++)
-            close_conn(&sn->sc[k].ctx, &sn->sc[k].tls);
+            close_conn(&sn->sc[k].st);
         free(sn->sc);
         /* In a forked child the lookup thread is the parent's: let go of
          * the memory rather than wait for a thread that does not exist. */

@@ -201,19 +201,6 @@ void distlock__tls_ctx_free(struct ssl_ctx_st *ctx);
 /* t->mu held: forget every built context (the options changed). */
 void distlock__tls_ctx_drop_all(struct distlock__transport *t);
 
-/* ------------------------------------------------------------ wait.c only, until it moves */
-/* The (context, TLS session) pair wait.c still keeps: thin wrappers over
- * the stream functions above (tls NULL: plain). */
-typedef struct distlock__tls distlock__tls;
-redisContext *distlock__node_connect(struct distlock__transport *t, int i, const char *addr,
-                                     int port, const char *host, distlock__tls **tls,
-                                     int *status, char *err, size_t errlen);
-int distlock__write(redisContext *ctx, distlock__tls *tls, int *done);
-int distlock__read(redisContext *ctx, distlock__tls *tls);
-int distlock__events(const redisContext *ctx, const distlock__tls *tls);
-/* Free without writing anything (also in a forked child). NULL: no-op. */
-void distlock__tls_free(distlock__tls *tls);
-
 /* ------------------------------------------------------------ resp.c */
 /* The one RESP encoder: append a command to the context's output buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);

@@ -172,8 +172,7 @@ static void *subscriber_main(void *arg)
         pfd[0] = (struct pollfd){ c->sub_wake[0], POLLIN, 0 };
         int np = distlock__pubsub_interest(sub->ps, pfd + 1, &next);
         pthread_mutex_unlock(&c->mu);
-        uint64_t now = distlock__now_us();
-        int pr = poll(pfd, (nfds_t)np + 1, next > now ? (int)((next - now) / 1000 + 1) : 0);
+        int pr = distlock__poll_wait(pfd, np + 1, next);
         pthread_mutex_lock(&c->mu);
         if (pr <= 0)
             continue;
