@@ -71,10 +71,11 @@ static void job_free(void *arg)
 }
 
 /* Send the commands queued on s and read `want` replies before the
- * deadline, or until stop_fd (if >= 0) is readable; they go to rep[]. 0,
- * or -1 with err set and nothing in rep[]. */
+ * deadline; they go to rep[]. 0, or -1 with err set and nothing in rep[].
+ * The lookup thread's one exchange at a time: write what is queued, wait
+ * for what the stream needs (distlock__poll_wait), read. */
 static int exchange(distlock__stream *s, int want, redisReply **rep, uint64_t deadline_us,
-                    int stop_fd, char *err, size_t errlen)
+                    char *err, size_t errlen)
 {
     redisContext *ctx = s->ctx;
     int got = 0;
@@ -95,21 +96,14 @@ static int exchange(distlock__stream *s, int want, redisReply **rep, uint64_t de
             snprintf(err, errlen, "%s", ctx->errstr);
             goto fail;
         }
-        uint64_t now = distlock__now_us();
-        if (now >= deadline_us) {
+        if (distlock__now_us() >= deadline_us) {
             snprintf(err, errlen, "no reply in time");
             goto fail;
         }
         /* TLS: the handshake's direction while it runs */
-        struct pollfd pfd[2] = { { distlock__stream_fd(s), (short)distlock__stream_events(s), 0 },
-                                 { stop_fd, POLLIN, 0 } };
-        int pr = distlock__poll_wait(pfd, stop_fd >= 0 ? 2 : 1, deadline_us);
-        if (pr > 0 && stop_fd >= 0 && pfd[1].revents) {
-            snprintf(err, errlen, "stopped");
-            goto fail;
-        }
-        if (pr > 0 && (pfd[0].revents & (POLLIN | POLLERR | POLLHUP)) &&
-            distlock__stream_read(s) != REDIS_OK) {
+        struct pollfd pfd = { distlock__stream_fd(s), (short)distlock__stream_events(s), 0 };
+        if (distlock__poll_wait(&pfd, 1, deadline_us) > 0 &&
+            (pfd.revents & (POLLIN | POLLERR | POLLHUP)) && distlock__stream_read(s) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             goto fail;
         }
@@ -121,7 +115,6 @@ fail:
     }
     return -1;
 }
-
 
 /* Resolve host before deadline_us: numeric at once, a name on a detached
  * helper (resolve.c), abandoned at the deadline (the helper ends on its
@@ -251,7 +244,7 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
     want += 2;
     redisReply *rep[3] = { NULL, NULL, NULL };
     char xerr[160] = "";
-    if (exchange(&st, want, rep, deadline_us, -1, xerr, sizeof(xerr)) != 0) {
+    if (exchange(&st, want, rep, deadline_us, xerr, sizeof(xerr)) != 0) {
         snprintf(err, errlen, "%.60s: %.150s", what, xerr);
         goto out;
     }
@@ -479,8 +472,7 @@ typedef struct distlock__watch {
     int wake[2];            /* a byte on wake[1]: stop */
     int nsub;
     watch_node *subs;       /* one per sentinel of each Sentinel node */
-    struct pollfd *pfd;     /* the thread's, nsub + 1 (here: a forked child frees them) */
-    int *at;
+    struct pollfd *pfd;     /* the thread's, nsub + 1 (here: a forked child frees it) */
     int *promoter;          /* per node: the sentinel whose wait-promotion
                              * holds the client, or -1 */
 } distlock__watch;
@@ -808,48 +800,60 @@ static int watch_read(distlock__watch *w, watch_node *wn, uint64_t now)
     }
 }
 
+/* The thread's steps, as a round's: interest runs each subscription's
+ * timers and fills pfd[k] with what subscription k waits for (fd -1:
+ * nothing) and *next_us with the first timer; advance takes the revents. */
+static void watch_interest(distlock__watch *w, struct pollfd *pfd, uint64_t *next_us)
+{
+    uint64_t now = distlock__now_us(), next = now + WATCH_RETRY_MS * 1000u;
+    for (int k = 0; k < w->nsub; k++) {
+        watch_node *wn = &w->subs[k];
+        watch_step(w, wn, now);
+        if (wn->state == W_RESOLVING)
+            pfd[k] = (struct pollfd){ distlock__resolve_fd(wn->res), POLLIN, 0 };
+        else if (wn->state == W_OPENING || wn->state == W_SUBSCRIBED)
+            pfd[k] = (struct pollfd){ distlock__stream_fd(&wn->stream),
+                                      (short)distlock__stream_events(&wn->stream), 0 };
+        else
+            pfd[k] = (struct pollfd){ -1, 0, 0 };
+        uint64_t tm = watch_next_timer(wn);
+        if (tm < next)
+            next = tm;
+    }
+    *next_us = next;
+}
+
+static void watch_advance(distlock__watch *w, const struct pollfd *pfd)
+{
+    uint64_t now = distlock__now_us();
+    for (int k = 0; k < w->nsub; k++) {
+        watch_node *wn = &w->subs[k];
+        if (pfd[k].fd < 0 || pfd[k].revents == 0)
+            continue;
+        if (wn->state == W_RESOLVING) {
+            watch_resolved(w, wn, now);
+            continue;
+        }
+        if ((pfd[k].revents & POLLOUT) && distlock__stream_write(&wn->stream, NULL) != REDIS_OK) {
+            watch_fail(wn, now);
+            continue;
+        }
+        if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(w, wn, now) != 0)
+            watch_fail(wn, now);  /* the others still listen */
+    }
+}
+
 static void *watch_main(void *arg)
 {
     distlock__watch *w = arg;  /* not t->watch: a stop clears that at once */
-    struct pollfd *pfd = w->pfd;
-    int *at = w->at;
+    struct pollfd *pfd = w->pfd;  /* the stop pipe, then one per subscription */
     for (;;) {
-        uint64_t now = distlock__now_us(), next = now + WATCH_RETRY_MS * 1000u;
-        int np = 1;
+        uint64_t next;
         pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
-        for (int k = 0; k < w->nsub; k++) {
-            watch_node *wn = &w->subs[k];
-            watch_step(w, wn, now);
-            if (wn->state == W_RESOLVING)
-                pfd[np] = (struct pollfd){ distlock__resolve_fd(wn->res), POLLIN, 0 };
-            else if (wn->state == W_OPENING || wn->state == W_SUBSCRIBED)
-                pfd[np] = (struct pollfd){ distlock__stream_fd(&wn->stream),
-                                           (short)distlock__stream_events(&wn->stream), 0 };
-            else
-                pfd[np].fd = -1;
-            at[np++] = k;
-            uint64_t tm = watch_next_timer(wn);
-            if (tm < next)
-                next = tm;
-        }
-        if (distlock__poll_wait(pfd, np, next) > 0 && pfd[0].revents)
+        watch_interest(w, pfd + 1, &next);
+        if (distlock__poll_wait(pfd, w->nsub + 1, next) > 0 && pfd[0].revents)
             break;  /* stop */
-        now = distlock__now_us();
-        for (int k = 1; k < np; k++) {
-            watch_node *wn = &w->subs[at[k]];
-            if (pfd[k].fd < 0 || pfd[k].revents == 0)
-                continue;
-            if (wn->state == W_RESOLVING) {
-                watch_resolved(w, wn, now);
-                continue;
-            }
-            if ((pfd[k].revents & POLLOUT) && distlock__stream_write(&wn->stream, NULL) != REDIS_OK) {
-                watch_fail(wn, now);
-                continue;
-            }
-            if ((pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) && watch_read(w, wn, now) != 0)
-                watch_fail(wn, now);  /* the others still listen */
-        }
+        watch_advance(w, pfd + 1);
     }
     return NULL;
 }
@@ -864,7 +868,6 @@ static void watch_start(distlock__transport *t)
     distlock__watch *w = calloc(1, sizeof(*w));
     if (w && nsub > 0 && (w->subs = calloc((size_t)nsub, sizeof(*w->subs))) != NULL &&
         (w->pfd = calloc((size_t)nsub + 1, sizeof(*w->pfd))) != NULL &&
-        (w->at = calloc((size_t)nsub + 1, sizeof(*w->at))) != NULL &&
         (w->promoter = calloc((size_t)t->n, sizeof(*w->promoter))) != NULL &&
         pipe2(w->wake, O_CLOEXEC | O_NONBLOCK) == 0) {
         w->t = t;
@@ -887,7 +890,6 @@ static void watch_start(distlock__transport *t)
     if (w) {
         free(w->subs);
         free(w->pfd);
-        free(w->at);
         free(w->promoter);
     }
     free(w);  /* not watching: calls still find a failover themselves */
@@ -905,7 +907,6 @@ static void watch_free(distlock__transport *t, distlock__watch *w)
     close(w->wake[1]);
     free(w->subs);
     free(w->pfd);
-    free(w->at);
     free(w->promoter);
     free(w);
 }

@@ -51,6 +51,8 @@
 
 #include "transport.h"
 
+/* A TLS stream's impl: its session. */
+typedef struct distlock__tls distlock__tls;
 struct distlock__tls {
     SSL *ssl;
     int up;      /* handshake done */
@@ -358,7 +360,7 @@ void distlock__tls_ctx_free(struct ssl_ctx_st *ctx)
     SSL_CTX_free(ctx);
 }
 
-void distlock__tls_free(distlock__tls *tls)
+static void distlock__tls_free(distlock__tls *tls)
 {
     if (tls == NULL)
         return;

@@ -207,19 +207,6 @@ void distlock__tls_ctx_free(struct ssl_ctx_st *ctx);
 /* t->mu held: forget every built context (the options changed). */
 void distlock__tls_ctx_drop_all(struct distlock__transport *t);
 
-/* ------------------------------------------------------------ wait.c only, until it moves */
-/* The (context, TLS session) pair wait.c still keeps: thin wrappers over
- * the stream functions above (tls NULL: plain). */
-typedef struct distlock__tls distlock__tls;
-redisContext *distlock__node_connect(struct distlock__transport *t, int i, const char *addr,
-                                     int port, const char *host, distlock__tls **tls,
-                                     int *status, char *err, size_t errlen);
-int distlock__write(redisContext *ctx, distlock__tls *tls, int *done);
-int distlock__read(redisContext *ctx, distlock__tls *tls);
-int distlock__events(const redisContext *ctx, const distlock__tls *tls);
-/* Free without writing anything (also in a forked child). NULL: no-op. */
-void distlock__tls_free(distlock__tls *tls);
-
 /* ------------------------------------------------------------ resp.c */
 /* The one RESP encoder: append a command to the context's output buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);
@@ -645,5 +632,45 @@ void distlock__round_advance(distlock__transport *t, distlock__connset *cs,
                              distlock__round_run *rr);
 void distlock__round_end(distlock__transport *t, distlock__connset *cs, distlock__round_run *rr);
 void distlock__round_clear(distlock__result *res, int n);
+
+/* pubsub.c: subscription connections (the subscriber's: wait.c). Per node
+ * one connection carrying the channels' SUBSCRIBEs, at its address by the
+ * node's kind (a Sentinel node's master; on a Cluster node each channel's
+ * shard name SSUBSCRIBEd on its slot's master), AUTH through the transport,
+ * reconnected after a pause. The state is guarded by the owner's mutex mu:
+ * every call below is made with it held; the steps release it around
+ * connecting (no network or name-resolution work under it). Driven like a
+ * round in steps, by one thread: interest fills pfd[0..np) (room for
+ * distlock__pubsub_pollfd_max entries) and *next_us (when to call it
+ * again), returns np; the caller waits, sets revents and calls advance with
+ * the same entries. The callbacks run inside the steps, mu held. */
+struct pollfd;
+typedef struct distlock__pubsub distlock__pubsub;
+typedef struct distlock__pubsub_cb {
+    /* a message on chan (the channel's name as subscribed, also for one
+     * that came on its shard channel); payload "" when none */
+    void (*message)(void *arg, const char *chan, const char *payload);
+    /* chan's subscription confirmed on node (up = 1); or chan NULL: the
+     * node lost its subscriptions or cannot confirm them now (up = 0) */
+    void (*subscription)(void *arg, const char *chan, int node, int up);
+    void *arg;
+} distlock__pubsub_cb;
+/* NULL on ENOMEM. Nothing is connected before the first channel. */
+distlock__pubsub *distlock__pubsub_new(distlock__transport *t, pthread_mutex_t *mu,
+                                       const distlock__pubsub_cb *cb);
+/* Closes without writing a byte (forked: the lookups running are the
+ * parent's threads': their memory is let go, not waited for). NULL: no-op. */
+void distlock__pubsub_free(distlock__pubsub *ps, int forked);
+int distlock__pubsub_pollfd_max(const distlock__pubsub *ps);
+int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t *next_us);
+void distlock__pubsub_advance(distlock__pubsub *ps, const struct pollfd *pfd, int np);
+/* Subscribe chan (again: no-op) on every node; shard (or NULL): the name
+ * to SSUBSCRIBE on a Cluster node instead, in its own slot. -1 on ENOMEM. */
+int distlock__pubsub_subscribe(distlock__pubsub *ps, const char *chan, const char *shard);
+void distlock__pubsub_unsubscribe(distlock__pubsub *ps, const char *chan);
+/* The nodes that confirmed chan's subscription now (bit i). */
+uint64_t distlock__pubsub_confirmed(const distlock__pubsub *ps, const char *chan);
+/* Some node may still confirm subscriptions (not all down or refusing). */
+int distlock__pubsub_can_confirm(const distlock__pubsub *ps);
 
 #endif
