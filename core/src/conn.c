@@ -133,7 +133,7 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const d
                       long long *ids, int max, int *elsewhere)
 {
     int n = 0;
-    int cluster = t->cl != NULL && t->cl[node] != NULL;
+    int keys_move = t->kind[node]->keys_move;
     *elsewhere = 0;
     pthread_mutex_lock(&t->mu);
     for (int k = 0; k < t->nstale; k++) {
@@ -142,7 +142,7 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const d
             continue;
         int other_run = s->run && conn->srv_run && s->run != conn->srv_run;
         int same_run = s->run && conn->srv_run && s->run == conn->srv_run;
-        if (cluster) {
+        if (keys_move) {
             /* A Cluster node's key moves between its masters (MIGRATE,
              * rebalancing, a failover), so a request left behind on one
              * master can meet a later grant there once the key comes back:
