@@ -35,6 +35,34 @@ for f in glob.glob(f"{a.build}/core/CMakeFiles/distlock_objects.dir/src/*.ci"):
             size.setdefault(title, 0)
     for m in re.finditer(r'edge: \{ sourcename: "([^"]+)" targetname: "([^"]+)"', txt):
         edges.setdefault(m.group(1), set()).add(m.group(2))
+# The node kinds' hooks (core/src/nodekind.c, transport.h's
+# distlock__node_kind) are called through t->kind[i]->HOOK(...): GCC sees an
+# indirect call there. Each such call site gets an edge to every function
+# that fills that hook in a kind's table, so the round's deepest paths (a
+# re-route inside a release inside an acquire) are counted through them.
+src_dir = None
+hooks = {}
+for f in glob.glob(f"{a.build}/core/CMakeFiles/distlock_objects.dir/src/*.ci"):
+    m = re.search(r'label: "(/[^":]+)/nodekind\.c:', open(f).read())
+    if m:
+        src_dir = m.group(1)
+        break
+if src_dir:
+    kinds = open(f"{src_dir}/nodekind.c").read()
+    for table in re.findall(r"const distlock__node_kind distlock__kind_\w+ = \{(.*?)\n\};", kinds, re.S):
+        for hook, fn in re.findall(r"\.(\w+) = ([a-z_]\w*),", table):
+            hooks.setdefault(hook, set()).add(fn)
+    lines = {}
+    for f in glob.glob(f"{a.build}/core/CMakeFiles/distlock_objects.dir/src/*.ci"):
+        for m in re.finditer(r'edge: \{ sourcename: "([^"]+)" targetname: "__indirect_call" '
+                             r'label: "([^":]+):(\d+):\d+"', open(f).read()):
+            path, line = m.group(2), int(m.group(3))
+            if path not in lines:
+                lines[path] = open(path).read().split("\n")
+            text = " ".join(lines[path][max(0, line - 2):line + 1])
+            for hook in re.findall(r"->kind\[[^\]]*\]->(\w+)\(", text):
+                for fn in hooks.get(hook, ()):
+                    edges.setdefault(m.group(1), set()).add(fn)
 # resolve targets by function name (titles differ across units)
 by_name = {}
 for t, n in names.items():

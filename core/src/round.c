@@ -121,7 +121,6 @@
 
 /* ------------------------------------------------------------ sending */
 
-static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i);
 
 /* Write the call now (the connection is ready): one more reply is due. */
 static int send_call(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
@@ -155,7 +154,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     r->wait_ms = r->wait_n ? call->wait_ms : 0;
     r->acked = -1;
     if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
-        conn_broken(t, cs, r, i);
+        distlock__round_broken(t, cs, r, i);
         return -1;
     }
     return 0;
@@ -334,7 +333,7 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             conn->hs_pending--;
             /* fall through */
         case DISTLOCK__K_NODE:  /* one nothing waits for (CLUSTER SLOTS) */
-            if (t->kind[i]->reply(t, cs, r, i, &o, rep) != 0) {
+            if (t->kind[i]->reply(t, cs, r, i, rep) != 0) {
                 freeReplyObject(rep);
                 return -1;
             }
@@ -553,7 +552,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     if (r->state == DISTLOCK__R_PENDING && add_kills(t, conn, r, i) == 0) {
         int done = 0;
         if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
-            conn_broken(t, cs, r, i);
+            distlock__round_broken(t, cs, r, i);
     }
 }
 
@@ -741,15 +740,7 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
      * leaves in this one write, before we start waiting on any node. */
     int done = 0;
     if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
-        conn_broken(t, cs, r, i);
-}
-
-void distlock__round_flush(distlock__transport *t, distlock__connset *cs, distlock__result *r,
-                           int i)
-{
-    int done = 0;
-    if (distlock__write(cs->conns[i].ctx, cs->conns[i].tls, &done) != REDIS_OK)
-        conn_broken(t, cs, r, i);
+        distlock__round_broken(t, cs, r, i);
 }
 
 /* The connection broke (reset, or closed by the server: a restart). If it
@@ -759,7 +750,8 @@ void distlock__round_flush(distlock__transport *t, distlock__connset *cs, distlo
  * release is recognised by the protocol layer), and the request that may
  * or may not have run on the old connection is closed off first (its
  * server-side connection is killed before the resend, see above). */
-static void conn_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
+void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                            int i)
 {
     distlock__conn *conn = &cs->conns[i];
     char why[128];
@@ -921,13 +913,13 @@ void distlock__round_advance(distlock__transport *t, distlock__connset *cs,
         if (pfd[k].revents & POLLOUT) {
             int done = 0;
             if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
-                conn_broken(t, cs, r, i);
+                distlock__round_broken(t, cs, r, i);
                 continue;
             }
         }
         if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
             if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
-                conn_broken(t, cs, r, i);
+                distlock__round_broken(t, cs, r, i);
                 continue;
             }
             take_replies(t, cs, r, i);

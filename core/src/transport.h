@@ -476,8 +476,7 @@ typedef struct distlock__node_kind {
     /* The reply to one of those (the caller frees rep). -1: r changed
      * (restarted or failed). */
     int (*reply)(struct distlock__transport *t, struct distlock__connset *cs,
-                 struct distlock__result *r, int i, const distlock__owed *o,
-                 const redisReply *rep);
+                 struct distlock__result *r, int i, const redisReply *rep);
     /* Requests written right before the call when r->ask is set (Cluster:
      * ASKING after an ASK redirect). 0, or -1 (out of memory). */
     int (*before_call)(struct distlock__conn *conn);
