@@ -289,7 +289,7 @@ void distlock__cl_route(distlock__transport *t, distlock__connset *cs, int i,
     /* Made before the entry went to another address: it leads to the old
      * one (what it still owes is kept as left behind there). */
     distlock__conn *conn = &cs->conns[i];
-    if (conn->ctx && conn->ep_state >> 1 != gen)
+    if (conn->stream.ctx && conn->ep_state >> 1 != gen)
         distlock__conn_close(t, i, conn);
 }
 
@@ -361,7 +361,7 @@ int distlock__cl_stale_master(distlock__transport *t, distlock__connset *cs, int
     const distlock__clmap *map = t->cl[i];
     int cur = cs->cl[i]->cur, found = -1;
     /* the server conns[i] is on, if its handshake told */
-    uint64_t run = conn->ctx && conn->hs_pending == 0 ? conn->srv_run : 0;
+    uint64_t run = conn->stream.ctx && conn->hs_pending == 0 ? conn->srv_run : 0;
     pthread_mutex_lock(&t->mu);
     unsigned gen = cur >= 0 ? map->m[cur].gen : 0;
     for (int k = 0; k < t->nstale && found == -1; k++) {

@@ -205,11 +205,7 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const d
 
 static void conn_reset(distlock__conn *conn)
 {
-    distlock__tls_free(conn->tls);  /* writes nothing (no close_notify) */
-    conn->tls = NULL;
-    if (conn->ctx)
-        redisFree(conn->ctx);  /* closes our fd; writes nothing */
-    conn->ctx = NULL;
+    distlock__stream_close(&conn->stream);  /* writes nothing (no close_notify) */
     conn->srv_id = -1;
     conn->srv_run = 0;
     conn->srv_ver = 0;

@@ -130,7 +130,7 @@ static inline void distlock__round_flush(distlock__transport *t, distlock__conns
                                          distlock__result *r, int i)
 {
     int done = 0;
-    if (distlock__write(cs->conns[i].ctx, cs->conns[i].tls, &done) != REDIS_OK)
+    if (distlock__stream_write(&cs->conns[i].stream, &done) != REDIS_OK)
         distlock__round_broken(t, cs, r, i);
 }
 /* The deadline a restart of node i's call keeps. */

@@ -1,6 +1,9 @@
-/* net.c -- connecting to one node. Connections are non-blocking so that one
- * thread can talk to N nodes at once; the connect itself completes inside
- * the round's poll() loop and is bounded by the connect timeout there. Host
+/* net.c -- streams: opening a connection's stream (to a node, or to a
+ * server that is no node: a sentinel), the plain stream's functions, what
+ * the plain and TLS (tls.c) streams share, and the one blocking wait on the
+ * transport's descriptors. Connections are non-blocking so that one thread
+ * can talk to N nodes at once; the connect itself completes inside the
+ * round's poll() loop and is bounded by the connect timeout there. Host
  * names are resolved beforehand (resolve.c): here addresses are numeric.
  *
  * Layer: 1 transport */
@@ -9,8 +12,10 @@
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <sys/socket.h>
 #include <hiredis/sds.h>
+#include <limits.h>
 #include <string.h>
 #include <unistd.h>
 
@@ -64,107 +69,139 @@ long long distlock__reader_refused(void)
     return n;
 }
 
-redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
-                                    int *status, char *err, size_t errlen)
+/* The plain TCP (or Unix socket) part of every stream: the hiredis
+ * context, its reader capped, close-on-exec; the plain functions. */
+static int tcp_open(distlock__stream *s, const distlock__node_cfg *cfg, const char *addr, int port,
+                    int *status, char *err, size_t errlen)
 {
     redisContext *ctx = addr ? redisConnectNonBlock(addr, port > 0 ? port : cfg->port)
                              : redisConnectUnixNonBlock(cfg->path);
     if (ctx == NULL) {
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", cfg->uri);
-        return NULL;
+        return -1;
     }
     if (ctx->err) {
         *status = DISTLOCK_ECONN;
         snprintf(err, errlen, "%s: %s", cfg->uri, ctx->errstr);
         redisFree(ctx);
-        return NULL;
+        return -1;
     }
     if (distlock__reader_cap(ctx->reader) != 0) {
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", cfg->uri);
         redisFree(ctx);
-        return NULL;
+        return -1;
     }
     /* hiredis 0.14 does not set close-on-exec: our sockets must not leak
      * into programs the caller executes. */
     int fl = fcntl(ctx->fd, F_GETFD);
     if (fl >= 0)
         fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC);
-    return ctx;
+    s->ctx = ctx;
+    s->fn = &distlock__stream_plain;
+    s->impl = NULL;
+    return 0;
 }
 
-redisContext *distlock__node_connect(distlock__transport *t, int i, const char *addr, int port,
-                                     const char *host, distlock__tls **tls, int *status,
-                                     char *err, size_t errlen)
+int distlock__stream_open_node(distlock__stream *s, distlock__transport *t, int i,
+                               const char *addr, int port, const char *host, int *status,
+                               char *err, size_t errlen)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
-    *tls = NULL;
-    redisContext *ctx = distlock__tcp_connect(cfg, addr, port, status, err, errlen);
+    if (tcp_open(s, cfg, addr, port, status, err, errlen) != 0)
+        return -1;
     /* checked against host (a Cluster master's own), else as tls.c says:
      * the URI's host, or addr (a Sentinel node's master, a Cluster master) */
-    if (ctx && cfg->tls.enabled &&
-        (*tls = distlock__tls_start(t, i, ctx->fd, addr, host, status, err, errlen)) == NULL) {
-        redisFree(ctx);
-        return NULL;
+    if (cfg->tls.enabled && distlock__tls_start(s, t, i, addr, host, status, err, errlen) != 0) {
+        distlock__stream_close(s);
+        return -1;
     }
-    return ctx;
+    return 0;
 }
 
-int distlock__events(const redisContext *ctx, const distlock__tls *tls)
+int distlock__stream_cfg_init(distlock__stream_cfg *sc, distlock__transport *t, int i,
+                              int *status, char *err, size_t errlen)
 {
-    int out = ctx->obuf && ctx->obuf[0] != '\0';
-    return tls ? distlock__tls_events(tls, out) : POLLIN | (out ? POLLOUT : 0);
+    *sc = (distlock__stream_cfg){ NULL, NULL, 0 };
+    if (!t->nodes[i].tls.enabled)
+        return 0;
+    sc->tls = distlock__tls_ctx_new(t, i, &sc->server_name, &sc->insecure, status, err, errlen);
+    return sc->tls ? 0 : -1;
 }
 
-static int io_fail(redisContext *ctx, int type, const char *why)
+void distlock__stream_cfg_clear(distlock__stream_cfg *sc)
 {
-    ctx->err = type;
-    snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", why);
+    distlock__tls_ctx_free(sc->tls);  /* sessions hold references of their own */
+    free(sc->server_name);
+    *sc = (distlock__stream_cfg){ NULL, NULL, 0 };
+}
+
+int distlock__stream_open(distlock__stream *s, const distlock__node_cfg *cfg,
+                          const distlock__stream_cfg *sc, const char *addr, int port,
+                          const char *host, int *status, char *err, size_t errlen)
+{
+    if (tcp_open(s, cfg, addr, port, status, err, errlen) != 0)
+        return -1;
+    if (sc->tls && distlock__tls_session(s, sc->tls, sc->server_name ? sc->server_name : host,
+                                         sc->insecure, cfg->uri, status, err, errlen) != 0) {
+        distlock__stream_close(s);
+        return -1;
+    }
+    return 0;
+}
+
+void distlock__stream_close(distlock__stream *s)
+{
+    if (s->ctx == NULL)
+        return;
+    if (s->fn->free_impl)
+        s->fn->free_impl(s->impl);  /* writes nothing (no close_notify) */
+    redisFree(s->ctx);  /* closes our fd; writes nothing */
+    *s = (distlock__stream){ NULL, NULL, NULL };
+}
+
+int distlock__stream_fail(distlock__stream *s, int type, const char *why)
+{
+    s->ctx->err = type;
+    snprintf(s->ctx->errstr, sizeof(s->ctx->errstr), "%s", why);
     return REDIS_ERR;
+}
+
+void distlock__stream_sent(distlock__stream *s, size_t n)
+{
+    if (n == sdslen(s->ctx->obuf))
+        sdsclear(s->ctx->obuf);
+    else
+        sdsrange(s->ctx->obuf, (ssize_t)n, -1);
+}
+
+char *distlock__stream_rbuf(void)
+{
+    static _Thread_local char buf[DISTLOCK__STREAM_RBUF];
+    return buf;
 }
 
 /* hiredis 0.14 writes with write(2): a node that closed its end (restart,
  * kill) would raise SIGPIPE and kill a program that has not ignored it. So
  * we flush the context's output buffer ourselves with send(MSG_NOSIGNAL),
  * which also costs no extra system calls. Same contract as redisBufferWrite. */
-int distlock__write(redisContext *ctx, distlock__tls *tls, int *done)
+static int plain_write(distlock__stream *s, int *done)
 {
-    char why[128];
+    redisContext *ctx = s->ctx;
     if (ctx->err)
         return REDIS_ERR;
     size_t len = sdslen(ctx->obuf);
-    if (tls) {
-        int hs = distlock__tls_handshake(tls, why, sizeof(why));
-        if (hs < 0)
-            return io_fail(ctx, REDIS_ERR_IO, why);
-        if (hs == 0)
-            len = 0;  /* the output waits for the handshake */
-    }
     while (len > 0) {
-        ssize_t n;
-        if (tls) {
-            n = distlock__tls_send(tls, ctx->obuf, len, why, sizeof(why));
-            if (n < 0)
-                return io_fail(ctx, REDIS_ERR_IO, why);
-            if (n == 0)
-                break;
-        } else {
-            n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
-        }
+        ssize_t n = send(ctx->fd, ctx->obuf, len, MSG_NOSIGNAL);
         if (n < 0) {
             if (errno == EINTR)
                 continue;
             if (errno == EAGAIN || errno == EWOULDBLOCK)
                 break;
-            ctx->err = REDIS_ERR_IO;
-            snprintf(ctx->errstr, sizeof(ctx->errstr), "%s", strerror(errno));
-            return REDIS_ERR;
+            return distlock__stream_fail(s, REDIS_ERR_IO, strerror(errno));
         }
-        if ((size_t)n == len)
-            sdsclear(ctx->obuf);
-        else
-            sdsrange(ctx->obuf, n, -1);
+        distlock__stream_sent(s, (size_t)n);
         len = sdslen(ctx->obuf);
     }
     if (done)
@@ -176,47 +213,103 @@ int distlock__write(redisContext *ctx, distlock__tls *tls, int *done)
  * callers a small stack): the bytes go through a per-thread buffer. Same
  * contract: REDIS_OK (nothing to read now is fine), REDIS_ERR with
  * ctx->err set on a closed or broken connection. */
-int distlock__read(redisContext *ctx, distlock__tls *tls)
+static int plain_read(distlock__stream *s)
 {
-    static _Thread_local char buf[16 * 1024];
-    char why[128];
+    redisContext *ctx = s->ctx;
+    char *buf = distlock__stream_rbuf();
     if (ctx->err)
         return REDIS_ERR;
-    if (tls) {
-        int hs = distlock__tls_handshake(tls, why, sizeof(why));
-        if (hs < 0)
-            return io_fail(ctx, REDIS_ERR_IO, why);
-        if (hs == 0)
-            return REDIS_OK;
-        /* Up: what waited for the handshake goes out now. */
-        if (distlock__write(ctx, tls, NULL) != REDIS_OK)
-            return REDIS_ERR;
-        /* Everything OpenSSL has read from the socket is taken now: poll()
-         * sees only the socket, not OpenSSL's buffer. What is still in the
-         * socket wakes poll() again. */
-        do {
-            ssize_t n = distlock__tls_recv(tls, buf, sizeof(buf), why, sizeof(why));
-            if (n == 0)
-                return REDIS_OK;
-            if (n < 0)
-                return io_fail(ctx, n == -2 ? REDIS_ERR_EOF : REDIS_ERR_IO, why);
-            if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK)
-                return io_fail(ctx, ctx->reader->err, ctx->reader->errstr);
-        } while (distlock__tls_pending(tls));
-        return REDIS_OK;
-    }
     ssize_t n;
     do
-        n = recv(ctx->fd, buf, sizeof(buf), 0);
+        n = recv(ctx->fd, buf, DISTLOCK__STREAM_RBUF, 0);
     while (n < 0 && errno == EINTR);
     if (n < 0) {
         if (errno == EAGAIN || errno == EWOULDBLOCK)
             return REDIS_OK;
-        return io_fail(ctx, REDIS_ERR_IO, strerror(errno));
+        return distlock__stream_fail(s, REDIS_ERR_IO, strerror(errno));
     }
     if (n == 0)
-        return io_fail(ctx, REDIS_ERR_EOF, "Server closed the connection");
+        return distlock__stream_fail(s, REDIS_ERR_EOF, "Server closed the connection");
     if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK)
-        return io_fail(ctx, ctx->reader->err, ctx->reader->errstr);
+        return distlock__stream_fail(s, ctx->reader->err, ctx->reader->errstr);
     return REDIS_OK;
+}
+
+static int plain_events(const distlock__stream *s)
+{
+    return POLLIN | (s->ctx->obuf && s->ctx->obuf[0] != '\0' ? POLLOUT : 0);
+}
+
+static int plain_up(const distlock__stream *s)
+{
+    (void)s;
+    return 1;
+}
+
+static int plain_cert_refused(const distlock__stream *s)
+{
+    (void)s;
+    return 0;
+}
+
+const distlock__stream_funcs distlock__stream_plain = {
+    plain_write, plain_read, plain_events, plain_up, plain_cert_refused, NULL
+};
+
+int distlock__poll_wait(struct pollfd *pfd, int np, uint64_t until_us)
+{
+    uint64_t now = distlock__now_us();
+    int ms = -1;
+    if (until_us != UINT64_MAX) {
+        uint64_t left = until_us > now ? (until_us - now + 999) / 1000 : 0;
+        ms = left > INT_MAX ? INT_MAX : (int)left;
+    }
+    int pr = poll(pfd, (nfds_t)np, ms);
+    if (pr >= 0)
+        return pr;
+    if (errno != EINTR) {
+        /* poll() itself failed (ENOMEM): nothing is known about the
+         * descriptors; wait a little and let the caller ask again. */
+        (void)poll(NULL, 0, ms < 0 || ms > 10 ? 10 : ms);
+    }
+    for (int k = 0; k < np; k++)
+        pfd[k].revents = 0;
+    return 0;
+}
+
+/* ------------------------------------------------------------ wait.c only, until it moves */
+
+redisContext *distlock__node_connect(distlock__transport *t, int i, const char *addr, int port,
+                                     const char *host, distlock__tls **tls, int *status,
+                                     char *err, size_t errlen)
+{
+    distlock__stream s;
+    *tls = NULL;
+    if (distlock__stream_open_node(&s, t, i, addr, port, host, status, err, errlen) != 0)
+        return NULL;
+    *tls = s.impl;
+    return s.ctx;
+}
+
+static distlock__stream pair_stream(redisContext *ctx, distlock__tls *tls)
+{
+    return (distlock__stream){ ctx, tls ? &distlock__stream_tls : &distlock__stream_plain, tls };
+}
+
+int distlock__write(redisContext *ctx, distlock__tls *tls, int *done)
+{
+    distlock__stream s = pair_stream(ctx, tls);
+    return distlock__stream_write(&s, done);
+}
+
+int distlock__read(redisContext *ctx, distlock__tls *tls)
+{
+    distlock__stream s = pair_stream(ctx, tls);
+    return distlock__stream_read(&s);
+}
+
+int distlock__events(const redisContext *ctx, const distlock__tls *tls)
+{
+    distlock__stream s = pair_stream((redisContext *)ctx, (distlock__tls *)tls);
+    return distlock__stream_events(&s);
 }

@@ -208,7 +208,7 @@ static int sentinel_timed_out(distlock__transport *t, distlock__connset *cs, dis
                               int i)
 {
     (void)r;
-    if (cs->conns[i].ctx)
+    if (cs->conns[i].stream.ctx)
         distlock__ep_forget(t, i, cs->conns[i].ep_state);
     return 0;
 }
@@ -332,7 +332,7 @@ static __attribute__((noinline)) void cl_share_over(distlock__transport *t, dist
                                                     distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    if (r->fresh && (conn->ctx == NULL || conn->hs_pending > 0) &&
+    if (r->fresh && (conn->stream.ctx == NULL || conn->hs_pending > 0) &&
         r->redirects < DISTLOCK__CL_REDIRECTS && cl_reroute(t, cs, r, i))
         return;
     r->share = 0;
@@ -420,7 +420,7 @@ static inline __attribute__((always_inline)) int cl_redirect(distlock__transport
     r->ask = k == 2 ? m + 1 : 0;
     distlock__round_start(t, cs, call, r, i, distlock__now_us(), distlock__call_deadline(r));
     distlock__conn *conn = &cs->conns[i];
-    if (k == 1 && r->state == DISTLOCK__R_PENDING && !r->fresh && conn->ctx) {
+    if (k == 1 && r->state == DISTLOCK__R_PENDING && !r->fresh && conn->stream.ctx) {
         const char *argv[2] = { "CLUSTER", "SLOTS" };
         static const size_t len[2] = { 7, 5 };
         if (distlock__append_cmd(conn, NULL, DISTLOCK__K_NODE, 0, 0, 2, argv, len) == 0)
@@ -527,7 +527,7 @@ static int cluster_broken(distlock__transport *t, distlock__connset *cs, distloc
                           int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    if (!r->fresh || (conn->tls && distlock__tls_cert_refused(conn->tls)))
+    if (!r->fresh || (conn->stream.ctx && distlock__stream_cert_refused(&conn->stream)))
         return 0;
     if (r->state == DISTLOCK__R_PENDING)
         return cl_reroute(t, cs, r, i);
@@ -557,7 +557,7 @@ static int cluster_timed_out(distlock__transport *t, distlock__connset *cs, dist
     /* A master that never answered its handshake: like a refused one, its
      * slots go elsewhere (the next call asks another master who owns them
      * now). */
-    if (r->fresh && (conn->ctx == NULL || conn->hs_pending > 0))
+    if (r->fresh && (conn->stream.ctx == NULL || conn->hs_pending > 0))
         distlock__cl_down(t, cs, i);
     return own;
 }

@@ -103,7 +103,7 @@ void distlock__tp_free(distlock__transport *t)
  * behind on a closed connection (the child never reads its replies). */
 static void keep_owed(distlock__transport *t, int i, distlock__conn *conn)
 {
-    for (int k = 0; conn->ctx && k < conn->qlen; k++) {
+    for (int k = 0; conn->stream.ctx && k < conn->qlen; k++) {
         distlock__owed *o = distlock__q_at(conn, k);
         if (o->kind == DISTLOCK__K_CALL && o->tag != 0 && o->owner != NULL)
             distlock__stale_add_locked(t, i, o->tag, conn, 0);

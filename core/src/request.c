@@ -22,7 +22,7 @@
 int distlock__append_cmd(distlock__conn *conn, distlock__result *owner, int kind, int arg,
                       uint64_t tag, int argc, const char **argv, const size_t *len)
 {
-    if (distlock__resp_append(conn->ctx, argc, argv, len) != 0 || distlock__q_push(conn, tag, kind, arg, owner) != 0)
+    if (distlock__resp_append(conn->stream.ctx, argc, argv, len) != 0 || distlock__q_push(conn, tag, kind, arg, owner) != 0)
         return -1;
     return 0;
 }
@@ -260,7 +260,7 @@ int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
         struct sockaddr_storage ss;
         socklen_t sl = sizeof(ss);
         char ip[DISTLOCK__ADDR_LEN] = "";
-        if (getpeername(conn->ctx->fd, (struct sockaddr *)&ss, &sl) == 0) {
+        if (getpeername(distlock__stream_fd(&conn->stream), (struct sockaddr *)&ss, &sl) == 0) {
             if (ss.ss_family == AF_INET)
                 inet_ntop(AF_INET, &((struct sockaddr_in *)&ss)->sin_addr, ip, sizeof(ip));
             else if (ss.ss_family == AF_INET6)

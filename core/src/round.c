@@ -153,7 +153,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
     r->wait_n = call->wait_replicas > 0 ? call->wait_replicas : 0;
     r->wait_ms = r->wait_n ? call->wait_ms : 0;
     r->acked = -1;
-    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
+    if (distlock__stream_write(&conn->stream, &done) != REDIS_OK) {
         distlock__round_broken(t, cs, r, i);
         return -1;
     }
@@ -271,9 +271,9 @@ static inline __attribute__((always_inline)) int try_send(distlock__transport *t
 static int take_replies(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    while (conn->ctx && conn->qlen > 0) {
+    while (conn->stream.ctx && conn->qlen > 0) {
         void *p = NULL;
-        if (redisGetReplyFromReader(conn->ctx, &p) != REDIS_OK) {
+        if (redisGetReplyFromReader(conn->stream.ctx, &p) != REDIS_OK) {
             long long big = distlock__reader_refused();
             if (big)
                 distlock__node_fail(t, conn, r, i, DISTLOCK_EPROTO,
@@ -445,9 +445,9 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
 static int drain(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
-    struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
+    struct pollfd pfd = { distlock__stream_fd(&conn->stream), POLLIN, 0 };
     if (poll(&pfd, 1, 0) > 0) {
-        if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
+        if (distlock__stream_read(&conn->stream) != REDIS_OK) {
             distlock__conn_close(t, i, conn);
             return -1;
         }
@@ -468,7 +468,7 @@ static int drain(distlock__transport *t, distlock__connset *cs, distlock__result
 static __attribute__((noinline)) void send_unsent_handshake(distlock__conn *conn, uint64_t now)
 {
     int done = 0;
-    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK || !done)
+    if (distlock__stream_write(&conn->stream, &done) != REDIS_OK || !done)
         return;
     for (int k = 0; k < conn->qlen; k++)
         distlock__q_at(conn, k)->sent_us = now;
@@ -497,12 +497,12 @@ __attribute__((noinline)) void distlock__round_open_at(distlock__transport *t,
     /* A Cluster master's TLS certificate names its own host, not the seed's. */
     char *host = t->kind[i]->tls_host ? t->kind[i]->tls_host(t, cs, i) : NULL;
     /* Loopback refusals are reported at once: try the next address then. */
-    for (int k = 0; conn->ctx == NULL && k < (addr ? naddr : 1); k++)
-        conn->ctx = distlock__node_connect(t, i, addr ? addr[k] : NULL, at_port, host,
-                                           &conn->tls, &st, err, DISTLOCK__ERR_LEN);
+    for (int k = 0; conn->stream.ctx == NULL && k < (addr ? naddr : 1); k++)
+        (void)distlock__stream_open_node(&conn->stream, t, i, addr ? addr[k] : NULL, at_port,
+                                         host, &st, err, DISTLOCK__ERR_LEN);
     free(host);
     conn->ep_state = ep_state;
-    if (conn->ctx == NULL) {
+    if (conn->stream.ctx == NULL) {
         snprintf(r->err, sizeof(r->err), "%s", err);
         free(err);
         r->state = DISTLOCK__R_FAILED;
@@ -551,7 +551,7 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
     free(lk);
     if (r->state == DISTLOCK__R_PENDING && add_kills(t, conn, r, i) == 0) {
         int done = 0;
-        if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
+        if (distlock__stream_write(&conn->stream, &done) != REDIS_OK)
             distlock__round_broken(t, cs, r, i);
     }
 }
@@ -584,7 +584,7 @@ static void trailing_unwaited(distlock__transport *t, distlock__conn *conn, dist
     pthread_mutex_lock(&t->mu);
     distlock__stale_add_locked(t, i, call->tag, conn, 1);
     pthread_mutex_unlock(&t->mu);
-    (void)distlock__write(conn->ctx, conn->tls, &done);
+    (void)distlock__stream_write(&conn->stream, &done);
 }
 
 /* The longest WAIT a connection still owes a reply to (it may take that
@@ -629,11 +629,11 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
     if (t->kind[i]->route && t->kind[i]->route(t, cs, r, i) != 0)
         return;
 
-    if (conn->ctx && conn->ctx->err)
+    if (conn->stream.ctx && conn->stream.ctx->err)
         distlock__conn_close(t, i, conn);
     /* A Sentinel node whose master changed, or was found not to be one,
      * since this connection was made: it goes to the old server. */
-    if (conn->ctx && t->kind[i]->current && !t->kind[i]->current(t, i, conn)) {
+    if (conn->stream.ctx && t->kind[i]->current && !t->kind[i]->current(t, i, conn)) {
         /* A trailing request first goes out behind the requests it follows
          * on this connection, unwaited: a server that was only paused (its
          * timeout made us forget it) then runs them in order (a late write
@@ -646,23 +646,23 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
         }
         distlock__conn_close(t, i, conn);
     }
-    if (conn->ctx && conn->qlen == 0 &&
+    if (conn->stream.ctx && conn->qlen == 0 &&
         (conn->cred_gen != atomic_load(&t->cred_gen) || now - conn->used_us > IDLE_CHECK_US)) {
         /* New credentials: reconnect with them. Idle: readable means the
          * server closed it (restart, idle timeout, CLIENT KILL); reconnect
          * now rather than fail this call on a dead socket. A connection in
          * steady use skips the check (one system call less per node). */
-        struct pollfd pfd = { conn->ctx->fd, POLLIN, 0 };
+        struct pollfd pfd = { distlock__stream_fd(&conn->stream), POLLIN, 0 };
         if (conn->cred_gen != atomic_load(&t->cred_gen) || poll(&pfd, 1, 0) > 0)
             distlock__conn_close(t, i, conn);
     }
-    if (conn->ctx && conn->qlen > 0 && drain(t, cs, r, i) != 0) {
+    if (conn->stream.ctx && conn->qlen > 0 && drain(t, cs, r, i) != 0) {
         if (r->state != DISTLOCK__R_PENDING)
             return;  /* e.g. a failed authentication, reported now */
     }
-    if (conn->ctx && conn->hs_pending > 0 && sdslen(conn->ctx->obuf) > 0)
+    if (conn->stream.ctx && conn->hs_pending > 0 && sdslen(conn->stream.ctx->obuf) > 0)
         send_unsent_handshake(conn, now);
-    if (conn->ctx && conn->qlen > 0) {
+    if (conn->stream.ctx && conn->qlen > 0) {
         uint64_t owed_since = distlock__q_at(conn, 0)->sent_us;
         int overdue = conn->late || now - owed_since >
                       ((uint64_t)t->command_timeout_ms + owed_wait_ms(conn)) * 1000u;
@@ -711,21 +711,21 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
      * may one that an earlier round left on this connection (the server
      * answers nothing behind it until it is done). */
     uint64_t wait_us = call->wait_replicas > 0 ? (uint64_t)call->wait_ms * 1000u : 0;
-    if (conn->ctx && conn->qlen > 0)
+    if (conn->stream.ctx && conn->qlen > 0)
         wait_us += owed_wait_ms(conn) * 1000u;
     distlock__set_deadline(r, now, timeout_ms, wait_us);
     /* A node's first connection gets the connect timeout; one re-made
      * inside a call (broken, stuck, closed by the server) spends the
      * call's budget, the command timeout. */
     long connect_ms = conn->serial ? t->command_timeout_ms : t->connect_timeout_ms;
-    if (conn->ctx == NULL && conn->resolving == NULL) {
+    if (conn->stream.ctx == NULL && conn->resolving == NULL) {
         r->fresh = 1;
         distlock__set_deadline(r, now, connect_ms, wait_us);
         /* Where to connect: the node's address (or its name, looked up off
          * this thread), a Sentinel node's master, a Cluster slot's master. */
         if (t->kind[i]->open(t, cs, r, i, now, connect_ms, wait_us) != 0)
             return;
-    } else if (conn->ctx == NULL) {
+    } else if (conn->stream.ctx == NULL) {
         r->fresh = 1;  /* a lookup started by an earlier round is still running */
         distlock__set_deadline(r, now, connect_ms, wait_us);
         r->deferred = 1;
@@ -739,7 +739,7 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
     /* Write now: on an established connection the whole request usually
      * leaves in this one write, before we start waiting on any node. */
     int done = 0;
-    if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK)
+    if (distlock__stream_write(&conn->stream, &done) != REDIS_OK)
         distlock__round_broken(t, cs, r, i);
 }
 
@@ -756,7 +756,8 @@ void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distl
     distlock__conn *conn = &cs->conns[i];
     char why[128];
     snprintf(why, sizeof(why), "%s",
-             conn->ctx && conn->ctx->errstr[0] ? conn->ctx->errstr : "connection closed");
+             conn->stream.ctx && conn->stream.ctx->errstr[0] ? conn->stream.ctx->errstr
+                                                             : "connection closed");
     /* The kind first: a Sentinel node's master may be gone (a failover:
      * ask the sentinels again), a Cluster master that refuses a fresh
      * connection has its slots routed elsewhere (nodekind.c). */
@@ -851,7 +852,7 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
              * what it was waiting for. */
             if (t->kind[i]->timed_out && t->kind[i]->timed_out(t, cs, r, i))
                 ;
-            else if (conn->tls && !distlock__tls_is_up(conn->tls))
+            else if (conn->stream.ctx && !distlock__stream_up(&conn->stream))
                 distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                                       "TLS handshake not done within %ld ms (does the "
                                       "server speak TLS on this port?)",
@@ -861,7 +862,7 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
                                       r->budget_ms +
                                       (r->call->wait_replicas > 0 ? r->call->wait_ms : 0));
             distlock__stats_node_timeout(t->stats, i);
-            if (conn->ctx && conn->qlen > 0)
+            if (conn->stream.ctx && conn->qlen > 0)
                 conn->late = 1;  /* the next call does not wait on it again */
             distlock__abandon(t, i, conn, r);
             continue;
@@ -879,12 +880,12 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
             next = r->deadline_us;
         if (rr->decided && !r->call->trailing && rr->grace_end < next)
             next = rr->grace_end;
-        if (conn->ctx == NULL) {
+        if (conn->stream.ctx == NULL) {
             pfd[np].fd = distlock__resolve_fd(conn->resolving);
             pfd[np].events = POLLIN;
         } else {
-            pfd[np].fd = conn->ctx->fd;
-            pfd[np].events = (short)distlock__events(conn->ctx, conn->tls);
+            pfd[np].fd = distlock__stream_fd(&conn->stream);
+            pfd[np].events = (short)distlock__stream_events(&conn->stream);
         }
         pfd[np].revents = 0;
         idx[np++] = i;
@@ -906,19 +907,19 @@ void distlock__round_advance(distlock__transport *t, distlock__connset *cs,
         distlock__result *r = &rr->res[i];
         if (pfd[k].revents == 0 || r->state != DISTLOCK__R_PENDING)
             continue;
-        if (conn->ctx == NULL) {
+        if (conn->stream.ctx == NULL) {
             resolved(t, cs, r, i);
             continue;
         }
         if (pfd[k].revents & POLLOUT) {
             int done = 0;
-            if (distlock__write(conn->ctx, conn->tls, &done) != REDIS_OK) {
+            if (distlock__stream_write(&conn->stream, &done) != REDIS_OK) {
                 distlock__round_broken(t, cs, r, i);
                 continue;
             }
         }
         if (pfd[k].revents & (POLLIN | POLLERR | POLLHUP)) {
-            if (distlock__read(conn->ctx, conn->tls) != REDIS_OK) {
+            if (distlock__stream_read(&conn->stream) != REDIS_OK) {
                 distlock__round_broken(t, cs, r, i);
                 continue;
             }

@@ -43,12 +43,10 @@
 typedef struct job {
     distlock__node_cfg *cfg;    /* a private copy: the thread may outlive the client */
     long budget_ms;
-    /* rediss-sentinel://: a TLS context with the node's settings (our own),
-     * its server name option (or NULL: each sentinel's host), verification
-     * off; or why there is no context (err set, ctx NULL) */
-    struct ssl_ctx_st *ctx;
-    char *server_name;
-    int insecure;
+    /* how to reach the sentinels (rediss-sentinel://: a TLS context with
+     * the node's settings, our own); or why not (link_failed, err) */
+    distlock__stream_cfg link;
+    int link_failed;
     char err[DISTLOCK__ERR_LEN];
     /* a promotion under way (ep_announce): the lookup's answer without
      * asking, the replica (port > 0), or why not now (fail[0]) */
@@ -68,17 +66,17 @@ static void job_free(void *arg)
         distlock__node_cfg_clear(j->cfg);
         free(j->cfg);
     }
-    distlock__tls_ctx_free(j->ctx);
-    free(j->server_name);
+    distlock__stream_cfg_clear(&j->link);
     free(j);
 }
 
-/* Send the commands queued on ctx and read `want` replies before the
+/* Send the commands queued on s and read `want` replies before the
  * deadline, or until stop_fd (if >= 0) is readable; they go to rep[]. 0,
  * or -1 with err set and nothing in rep[]. */
-static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply **rep,
-                    uint64_t deadline_us, int stop_fd, char *err, size_t errlen)
+static int exchange(distlock__stream *s, int want, redisReply **rep, uint64_t deadline_us,
+                    int stop_fd, char *err, size_t errlen)
 {
+    redisContext *ctx = s->ctx;
     int got = 0;
     for (;;) {
         while (got < want) {
@@ -93,7 +91,7 @@ static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply 
         }
         if (got == want)
             return 0;
-        if (distlock__write(ctx, tls, NULL) != REDIS_OK) {
+        if (distlock__stream_write(s, NULL) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             goto fail;
         }
@@ -103,7 +101,7 @@ static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply 
             goto fail;
         }
         /* TLS: the handshake's direction while it runs */
-        struct pollfd pfd[2] = { { ctx->fd, (short)distlock__events(ctx, tls), 0 },
+        struct pollfd pfd[2] = { { distlock__stream_fd(s), (short)distlock__stream_events(s), 0 },
                                  { stop_fd, POLLIN, 0 } };
         int pr = poll(pfd, stop_fd >= 0 ? 2 : 1, (int)((deadline_us - now + 999) / 1000));
         if (pr < 0 && errno != EINTR) {
@@ -115,7 +113,7 @@ static int exchange(redisContext *ctx, distlock__tls *tls, int want, redisReply 
             goto fail;
         }
         if (pr > 0 && (pfd[0].revents & (POLLIN | POLLERR | POLLHUP)) &&
-            distlock__read(ctx, tls) != REDIS_OK) {
+            distlock__stream_read(s) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             goto fail;
         }
@@ -128,14 +126,6 @@ fail:
     return -1;
 }
 
-/* A sentinel's connection settings: its node's, and the TLS context (or
- * NULL: plain) with the name to check and whether verification is off. */
-typedef struct sentinel_link {
-    const distlock__node_cfg *node;
-    struct ssl_ctx_st *ctx;
-    const char *server_name;    /* NULL: the sentinel's host */
-    int insecure;
-} sentinel_link;
 
 /* Resolve host before deadline_us: numeric at once, a name on a detached
  * helper (resolve.c), abandoned at the deadline (the helper ends on its
@@ -171,18 +161,19 @@ static int resolve_within(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], in
     return rc;
 }
 
-/* Start connecting to sentinel s at one of its numeric addresses (over TLS
- * when l->ctx) and queue AUTH with the sentinels' credentials: the
- * context with *tls and *want (replies owed), or NULL with err. what:
- * "sentinel host:port". Nothing here blocks (the connect is non-blocking;
- * the caller polls). */
-static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostport *s,
-                                   char (*addr)[DISTLOCK__ADDR_LEN], int naddr, distlock__tls **tls, int *want,
-                                   char *what, size_t whatlen, char *err, size_t errlen)
+/* Start connecting to sentinel s of node at one of its numeric addresses
+ * (with link's settings: TLS for rediss-sentinel://, the certificate
+ * checked against s's host unless link names a server) and queue AUTH with
+ * the sentinels' credentials: 0 with the stream in *st and *want (replies
+ * owed), or -1 with err. what: "sentinel host:port". Nothing here blocks
+ * (the connect is non-blocking; the caller polls). */
+static int sentinel_open(const distlock__node_cfg *node, const distlock__stream_cfg *link,
+                         const distlock__hostport *s, char (*addr)[DISTLOCK__ADDR_LEN], int naddr,
+                         distlock__stream *st, int *want, char *what, size_t whatlen, char *err,
+                         size_t errlen)
 {
-    const distlock__node_cfg *node = l->node;
-    *tls = NULL;
     *want = 0;
+    *st = (distlock__stream){ NULL, NULL, NULL };
     snprintf(what, whatlen, "sentinel %s:%d", s->host, s->port);
     /* The sentinel as a node of its own: its address. */
     distlock__node_cfg sc = *node;
@@ -191,18 +182,11 @@ static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostp
     sc.port = s->port;
     sc.path = NULL;
     sc.kind = DISTLOCK__NODE_MASTER;
-    redisContext *ctx = NULL;
-    int st;
-    for (int k = 0; ctx == NULL && k < naddr; k++)
-        ctx = distlock__tcp_connect(&sc, addr[k], 0, &st, err, errlen);
-    if (ctx == NULL)
-        return NULL;
-    if (l->ctx && (*tls = distlock__tls_session(l->ctx, ctx->fd,
-                                                l->server_name ? l->server_name : s->host,
-                                                l->insecure, what, &st, err, errlen)) == NULL) {
-        redisFree(ctx);
-        return NULL;
-    }
+    int status;
+    for (int k = 0; st->ctx == NULL && k < naddr; k++)
+        (void)distlock__stream_open(st, &sc, link, addr[k], 0, s->host, &status, err, errlen);
+    if (st->ctx == NULL)
+        return -1;
     if (node->sentinel_pass) {
         const char *argv[3];
         size_t len[3];
@@ -211,16 +195,14 @@ static redisContext *sentinel_open(const sentinel_link *l, const distlock__hostp
         if (node->sentinel_user)
             argv[k] = node->sentinel_user, len[k] = strlen(node->sentinel_user), k++;
         argv[k] = node->sentinel_pass, len[k] = strlen(node->sentinel_pass), k++;
-        if (distlock__resp_append(ctx, k, argv, len) != 0) {
+        if (distlock__resp_append(st->ctx, k, argv, len) != 0) {
             snprintf(err, errlen, "%.60s: out of memory", what);
-            distlock__tls_free(*tls);
-            *tls = NULL;
-            redisFree(ctx);
-            return NULL;
+            distlock__stream_close(st);
+            return -1;
         }
         *want = 1;
     }
-    return ctx;
+    return 0;
 }
 
 /* The config-epoch field of a SENTINEL MASTER reply (a flat list of names
@@ -250,9 +232,8 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
                    size_t hostlen, int *port, long long *epoch, char *err, size_t errlen)
 {
     const distlock__node_cfg *node = j->cfg;
-    const sentinel_link link = { node, j->ctx, j->server_name, j->insecure };
     char what[160];
-    distlock__tls *tls;
+    distlock__stream st;
     int want, rc = -1, naddr = 0;
     char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN];
     /* a name that does not resolve in time costs this sentinel's share */
@@ -262,24 +243,23 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
         snprintf(err, errlen, "sentinel %.60s:%d: %.120s", s->host, s->port, e);
         return -1;
     }
-    redisContext *ctx = sentinel_open(&link, s, addr, naddr, &tls, &want, what, sizeof(what), err,
-                                      errlen);
-    if (ctx == NULL)
+    if (sentinel_open(node, &j->link, s, addr, naddr, &st, &want, what, sizeof(what), err,
+                      errlen) != 0)
         return -1;
     const char *argv[3];
     size_t len[3];
     argv[0] = "SENTINEL", len[0] = 8;
     argv[1] = "GET-MASTER-ADDR-BY-NAME", len[1] = 23;
     argv[2] = node->master, len[2] = strlen(node->master);
-    if (distlock__resp_append(ctx, 3, argv, len) != 0)
+    if (distlock__resp_append(st.ctx, 3, argv, len) != 0)
         goto out_oom;
     argv[1] = "MASTER", len[1] = 6;
-    if (distlock__resp_append(ctx, 3, argv, len) != 0)
+    if (distlock__resp_append(st.ctx, 3, argv, len) != 0)
         goto out_oom;
     want += 2;
     redisReply *rep[3] = { NULL, NULL, NULL };
     char xerr[160] = "";
-    if (exchange(ctx, tls, want, rep, deadline_us, -1, xerr, sizeof(xerr)) != 0) {
+    if (exchange(&st, want, rep, deadline_us, -1, xerr, sizeof(xerr)) != 0) {
         snprintf(err, errlen, "%.60s: %.150s", what, xerr);
         goto out;
     }
@@ -313,8 +293,7 @@ static int ask_one(const job *j, const distlock__hostport *s, uint64_t deadline_
 out_oom:
     snprintf(err, errlen, "%.60s: out of memory", what);
 out:
-    distlock__tls_free(tls);
-    redisFree(ctx);
+    distlock__stream_close(&st);
     return rc;
 }
 
@@ -325,8 +304,8 @@ static int lookup(void *arg, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, int *
     uint64_t start = distlock__now_us(), end = start + (uint64_t)j->budget_ms * 1000u;
     char first[256] = "";
     int asked = 0;
-    if (cfg->tls.enabled && j->ctx == NULL) {
-        snprintf(err, errlen, "%s", j->err);  /* the context could not be built */
+    if (j->link_failed) {
+        snprintf(err, errlen, "%s", j->err);  /* the TLS context could not be built */
         *naddr = 0;
         return -1;
     }
@@ -432,13 +411,10 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
         }
     }
     pthread_mutex_unlock(&t->mu);
-    if (cfg->tls.enabled) {
-        /* Built here (under tp.mu, like a node's context; lookups are
-         * rare): a CA file that does not load is the lookup's reason. */
-        int st;
-        j->ctx = distlock__tls_ctx_new(t, i, &j->server_name, &j->insecure, &st, j->err,
-                                       sizeof(j->err));
-    }
+    /* A TLS context is built here (under tp.mu, like a node's; lookups
+     * are rare): a CA file that does not load is the lookup's reason. */
+    int st;
+    j->link_failed = distlock__stream_cfg_init(&j->link, t, i, &st, j->err, sizeof(j->err)) != 0;
     return distlock__resolve_start_fn(lookup, j, job_free);
 }
 
@@ -492,8 +468,7 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
 enum { W_IDLE, W_RESOLVING, W_OPENING, W_SUBSCRIBED };
 
 typedef struct watch_node {
-    redisContext *ctx;      /* W_OPENING, W_SUBSCRIBED */
-    distlock__tls *tls;
+    distlock__stream stream;  /* W_OPENING, W_SUBSCRIBED */
     int node, sentinel;     /* t->nodes[node].sentinels[sentinel] */
     int state;
     distlock__resolve *res; /* the sentinel's name lookup; kept until it ends
@@ -526,11 +501,7 @@ static const char *const watch_channels[NCH] = {
 
 static void watch_close(watch_node *wn)
 {
-    distlock__tls_free(wn->tls);  /* writes nothing (also in a forked child) */
-    if (wn->ctx)
-        redisFree(wn->ctx);
-    wn->tls = NULL;
-    wn->ctx = NULL;
+    distlock__stream_close(&wn->stream);  /* writes nothing (also in a forked child) */
 }
 
 /* The attempt failed (or the subscription was lost): quiet, retried later.
@@ -560,24 +531,17 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTL
     distlock__transport *t = w->t;
     const distlock__node_cfg *cfg = &t->nodes[wn->node];
     const distlock__hostport *s = &cfg->sentinels[wn->sentinel];
-    sentinel_link link = { cfg, NULL, NULL, 0 };
-    char *server_name = NULL, what[160], err[DISTLOCK__ERR_LEN];
+    distlock__stream_cfg link;
+    char what[160], err[DISTLOCK__ERR_LEN];
     int st, want = 0;
-    if (cfg->tls.enabled) {
-        link.ctx = distlock__tls_ctx_new(t, wn->node, &server_name, &link.insecure, &st, err,
-                                         sizeof(err));
-        link.server_name = server_name;
-        if (link.ctx == NULL) {
-            free(server_name);
-            watch_fail(wn, now);
-            return;
-        }
+    if (distlock__stream_cfg_init(&link, t, wn->node, &st, err, sizeof(err)) != 0) {
+        watch_fail(wn, now);
+        return;
     }
-    wn->ctx = sentinel_open(&link, s, addr, naddr, &wn->tls, &want, what, sizeof(what), err,
-                            sizeof(err));
-    distlock__tls_ctx_free(link.ctx);  /* the session holds a reference */
-    free(server_name);
-    if (wn->ctx == NULL) {
+    int rc = sentinel_open(cfg, &link, s, addr, naddr, &wn->stream, &want, what, sizeof(what),
+                           err, sizeof(err));
+    distlock__stream_cfg_clear(&link);  /* the session holds a reference */
+    if (rc != 0) {
         watch_fail(wn, now);
         return;
     }
@@ -588,7 +552,7 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTL
         argv[k + 1] = watch_channels[k];
     for (int k = 0; k <= NCH; k++)
         len[k] = strlen(argv[k]);
-    if (distlock__resp_append(wn->ctx, NCH + 1, argv, len) != 0) {
+    if (distlock__resp_append(wn->stream.ctx, NCH + 1, argv, len) != 0) {
         watch_fail(wn, now);
         return;
     }
@@ -663,7 +627,7 @@ static void watch_step(distlock__watch *w, watch_node *wn, uint64_t now)
         } else if (now >= wn->ping_at_us) {
             const char *argv[1] = { "PING" };
             size_t len[1] = { 4 };
-            if (distlock__resp_append(wn->ctx, 1, argv, len) != 0)
+            if (distlock__resp_append(wn->stream.ctx, 1, argv, len) != 0)
                 return;
             wn->pong_by_us = now + (uint64_t)watch_timeout_ms(t, 1) * 1000u;
         }
@@ -820,11 +784,11 @@ static void watch_message(distlock__watch *w, watch_node *wn, const redisReply *
 /* Read what a connection has; 0, or -1: closed or refused. */
 static int watch_read(distlock__watch *w, watch_node *wn, uint64_t now)
 {
-    if (distlock__read(wn->ctx, wn->tls) != REDIS_OK)
+    if (distlock__stream_read(&wn->stream) != REDIS_OK)
         return -1;
     for (;;) {
         void *p = NULL;
-        if (redisGetReplyFromReader(wn->ctx, &p) != REDIS_OK)
+        if (redisGetReplyFromReader(wn->stream.ctx, &p) != REDIS_OK)
             return -1;
         if (p == NULL)
             return 0;
@@ -867,8 +831,8 @@ static void *watch_main(void *arg)
             if (wn->state == W_RESOLVING)
                 pfd[np] = (struct pollfd){ distlock__resolve_fd(wn->res), POLLIN, 0 };
             else if (wn->state == W_OPENING || wn->state == W_SUBSCRIBED)
-                pfd[np] = (struct pollfd){ wn->ctx->fd,
-                                           (short)distlock__events(wn->ctx, wn->tls), 0 };
+                pfd[np] = (struct pollfd){ distlock__stream_fd(&wn->stream),
+                                           (short)distlock__stream_events(&wn->stream), 0 };
             else
                 pfd[np].fd = -1;
             at[np++] = k;
@@ -890,7 +854,7 @@ static void *watch_main(void *arg)
                 watch_resolved(w, wn, now);
                 continue;
             }
-            if ((pfd[k].revents & POLLOUT) && distlock__write(wn->ctx, wn->tls, NULL) != REDIS_OK) {
+            if ((pfd[k].revents & POLLOUT) && distlock__stream_write(&wn->stream, NULL) != REDIS_OK) {
                 watch_fail(wn, now);
                 continue;
             }

@@ -2,10 +2,10 @@
  *
  * A rediss:// node's connection is the same non-blocking socket and the
  * same hiredis context (output buffer, reply reader) as a plain one; only
- * the bytes pass through an SSL session: net.c's distlock__write and
- * distlock__read call distlock__tls_send / _recv instead of send / recv.
- * The handshake is driven by those same calls from the round's poll() loop
- * (distlock__tls_events says which way to wait), so it is bounded by the
+ * the bytes pass through an SSL session: this file's stream functions
+ * (distlock__stream_tls) use tls_send / tls_recv where net.c's plain ones
+ * use send / recv. The handshake is driven by those same calls from the
+ * round's poll() loop (tls_events says which way to wait), so it is bounded by the
  * node's connect deadline like the TCP connect; the handshake commands
  * (AUTH, SELECT, CLIENT ID, SCRIPT LOAD) wait in the output buffer until
  * TLS is up.
@@ -19,7 +19,7 @@
  * rediss-sentinel:// node's sentinels are reached with the same settings
  * through a context of their own: each lookup and the +switch-master
  * subscriber (sentinel.c, their own threads) build one
- * (distlock__tls_ctx_new) and open sessions with distlock__tls_session. Not
+ * (distlock__stream_cfg_init) and open sessions with distlock__tls_session. Not
  * the node's shared one: OpenSSL 3.0 fills a certificate name's cached
  * encoding lazily during verification, unlocked, and ThreadSanitizer
  * reports two threads verifying through one context as a data race. The certificate of a
@@ -46,6 +46,8 @@
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
+
+#include <hiredis/sds.h>
 
 #include "transport.h"
 
@@ -187,7 +189,7 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, 
     SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
     /* One recv() per read, not one for a record's header and one for its
      * body; what it reads beyond a record waits in OpenSSL's buffer, which
-     * distlock__read empties (distlock__tls_pending) before it returns. */
+     * tls_read empties (tls_pending) before it returns. */
     SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_verify(ctx, insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
     if (ca_file || ca_dir) {
@@ -251,10 +253,10 @@ static SSL_CTX *node_ctx(distlock__transport *t, int i, int *status, char *err, 
     return t->tls_ctx[i];
 }
 
-distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char *name,
-                                     int insecure, const char *uri, int *status, char *err,
-                                     size_t errlen)
+int distlock__tls_session(distlock__stream *s, struct ssl_ctx_st *ctx, const char *name,
+                          int insecure, const char *uri, int *status, char *err, size_t errlen)
 {
+    int fd = s->ctx->fd;
     pthread_once(&bio_once, bio_init_once);
     distlock__tls *tls = calloc(1, sizeof(*tls));
     SSL *ssl = tls && bio_meth ? SSL_new(ctx) : NULL;  /* holds its own reference to ctx */
@@ -265,7 +267,7 @@ distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char 
         ERR_clear_error();
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", uri);
-        return NULL;
+        return -1;
     }
     BIO_set_fd(bio, fd, BIO_NOCLOSE);
     SSL_set_bio(ssl, bio, bio);
@@ -293,15 +295,17 @@ distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char 
         ERR_clear_error();
         *status = DISTLOCK_EINVAL;
         snprintf(err, errlen, "%s: TLS: unusable server name \"%.100s\"", uri, nm);
-        return NULL;
+        return -1;
     }
     tls->ssl = ssl;
     tls->want = POLLOUT;
-    return tls;
+    s->fn = &distlock__stream_tls;
+    s->impl = tls;
+    return 0;
 }
 
-distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const char *peer,
-                                   const char *host, int *status, char *err, size_t errlen)
+int distlock__tls_start(distlock__stream *s, distlock__transport *t, int i, const char *peer,
+                        const char *host, int *status, char *err, size_t errlen)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     pthread_mutex_lock(&t->mu);
@@ -323,11 +327,10 @@ distlock__tls *distlock__tls_start(distlock__transport *t, int i, int fd, const 
     snprintf(namebuf, sizeof(namebuf), "%s", name ? name : own ? own : "");
     pthread_mutex_unlock(&t->mu);
     if (ctx == NULL)
-        return NULL;
-    distlock__tls *tls = distlock__tls_session(ctx, fd, namebuf, insecure, cfg->uri, status, err,
-                                               errlen);
+        return -1;
+    int rc = distlock__tls_session(s, ctx, namebuf, insecure, cfg->uri, status, err, errlen);
     SSL_CTX_free(ctx);
-    return tls;
+    return rc;
 }
 
 struct ssl_ctx_st *distlock__tls_ctx_new(distlock__transport *t, int i, char **server_name,
@@ -365,29 +368,33 @@ void distlock__tls_free(distlock__tls *tls)
     free(tls);
 }
 
-int distlock__tls_pending(const distlock__tls *tls)
+static int tls_pending(const distlock__tls *tls)
 {
     return SSL_has_pending(tls->ssl);
 }
 
-int distlock__tls_is_up(const distlock__tls *tls)
+static int tls_cert_refused(const distlock__stream *s)
 {
-    return tls->up;
-}
-
-int distlock__tls_cert_refused(const distlock__tls *tls)
-{
+    const distlock__tls *tls = s->impl;
     return !tls->up && SSL_get_verify_result(tls->ssl) != X509_V_OK;
 }
 
-int distlock__tls_events(const distlock__tls *tls, int have_output)
+static int tls_up(const distlock__stream *s)
 {
+    const distlock__tls *tls = s->impl;
+    return tls->up;
+}
+
+static int tls_events(const distlock__stream *s)
+{
+    const distlock__tls *tls = s->impl;
+    int have_output = s->ctx->obuf && s->ctx->obuf[0] != '\0';
     if (!tls->up)
         return tls->want;
     return POLLIN | (have_output ? POLLOUT : 0);
 }
 
-int distlock__tls_handshake(distlock__tls *tls, char *err, size_t errlen)
+static int tls_handshake(distlock__tls *tls, char *err, size_t errlen)
 {
     if (tls->up)
         return 1;
@@ -435,8 +442,8 @@ static void queue_empty(void)
         ERR_clear_error();
 }
 
-ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
-                           size_t errlen)
+static ssize_t tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
+                        size_t errlen)
 {
     queue_empty();
     errno = 0;
@@ -450,7 +457,7 @@ ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char
     return -1;
 }
 
-ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, size_t errlen)
+static ssize_t tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, size_t errlen)
 {
     queue_empty();
     errno = 0;
@@ -472,3 +479,75 @@ ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err,
     io_reason(tls, rc, code, err, errlen);
     return -1;
 }
+
+/* ------------------------------------------------------------ the stream */
+
+/* net.c's plain_write through the session: the handshake first (the
+ * output waits for it), then SSL_write. */
+static int tls_write(distlock__stream *s, int *done)
+{
+    redisContext *ctx = s->ctx;
+    distlock__tls *tls = s->impl;
+    char why[128];
+    if (ctx->err)
+        return REDIS_ERR;
+    size_t len = sdslen(ctx->obuf);
+    int hs = tls_handshake(tls, why, sizeof(why));
+    if (hs < 0)
+        return distlock__stream_fail(s, REDIS_ERR_IO, why);
+    if (hs == 0)
+        len = 0;  /* the output waits for the handshake */
+    while (len > 0) {
+        ssize_t n = tls_send(tls, ctx->obuf, len, why, sizeof(why));
+        if (n < 0)
+            return distlock__stream_fail(s, REDIS_ERR_IO, why);
+        if (n == 0)
+            break;
+        distlock__stream_sent(s, (size_t)n);
+        len = sdslen(ctx->obuf);
+    }
+    if (done)
+        *done = sdslen(ctx->obuf) == 0;
+    return REDIS_OK;
+}
+
+/* net.c's plain_read through the session. */
+static int tls_read(distlock__stream *s)
+{
+    redisContext *ctx = s->ctx;
+    distlock__tls *tls = s->impl;
+    char *buf = distlock__stream_rbuf();
+    char why[128];
+    if (ctx->err)
+        return REDIS_ERR;
+    int hs = tls_handshake(tls, why, sizeof(why));
+    if (hs < 0)
+        return distlock__stream_fail(s, REDIS_ERR_IO, why);
+    if (hs == 0)
+        return REDIS_OK;
+    /* Up: what waited for the handshake goes out now. */
+    if (tls_write(s, NULL) != REDIS_OK)
+        return REDIS_ERR;
+    /* Everything OpenSSL has read from the socket is taken now: poll()
+     * sees only the socket, not OpenSSL's buffer. What is still in the
+     * socket wakes poll() again. */
+    do {
+        ssize_t n = tls_recv(tls, buf, DISTLOCK__STREAM_RBUF, why, sizeof(why));
+        if (n == 0)
+            return REDIS_OK;
+        if (n < 0)
+            return distlock__stream_fail(s, n == -2 ? REDIS_ERR_EOF : REDIS_ERR_IO, why);
+        if (redisReaderFeed(ctx->reader, buf, (size_t)n) != REDIS_OK)
+            return distlock__stream_fail(s, ctx->reader->err, ctx->reader->errstr);
+    } while (tls_pending(tls));
+    return REDIS_OK;
+}
+
+static void tls_free_impl(void *impl)
+{
+    distlock__tls_free(impl);
+}
+
+const distlock__stream_funcs distlock__stream_tls = {
+    tls_write, tls_read, tls_events, tls_up, tls_cert_refused, tls_free_impl
+};

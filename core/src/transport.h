@@ -43,32 +43,153 @@ distlock__resolve *distlock__resolve_start_fn(distlock__resolve_fn fn, void *arg
 /* Once taken: the port the lookup found, 0 if none (use the node's). */
 int distlock__resolve_port(distlock__resolve *r);
 
-/* ------------------------------------------------------------ tls.c */
-/* One connection's TLS session (rediss:// nodes); NULL for plain ones. */
-typedef struct distlock__tls distlock__tls;
+/* ------------------------------------------------------------ net.c, tls.c: streams */
+/* A connection's bytes, plain or TLS alike (the idea of hiredis'
+ * redisContextFuncs): the hiredis context holds the socket, the output
+ * buffer and the reply reader; the functions move the bytes: net.c's over
+ * the socket itself, tls.c's through an SSL session (impl). Everything
+ * above asks the stream and never whether it is TLS. A zeroed stream (ctx
+ * NULL) is closed. */
+typedef struct distlock__stream distlock__stream;
+typedef struct distlock__stream_funcs {
+    /* Flush the output buffer (MSG_NOSIGNAL: a closed peer raises no
+     * SIGPIPE); TLS: drive the handshake first, the output waits for it.
+     * REDIS_OK (*done, if given: nothing left), or REDIS_ERR with ctx->err. */
+    int (*write)(distlock__stream *s, int *done);
+    /* Feed the reader what has arrived, without a buffer on the caller's
+     * stack; REDIS_OK (nothing yet is fine), REDIS_ERR with ctx->err on a
+     * closed or broken connection. TLS: a completed handshake also flushes
+     * the output that waited for it. */
+    int (*read)(distlock__stream *s);
+    /* poll() events to wait for: POLLIN, and POLLOUT while there is output
+     * (during a TLS handshake: the direction it needs). */
+    int (*events)(const distlock__stream *s);
+    /* Its handshake is done (plain: always). */
+    int (*up)(const distlock__stream *s);
+    /* The handshake failed because the server's certificate did not verify
+     * (the server is up: refusing it is the answer, not trying elsewhere). */
+    int (*cert_refused)(const distlock__stream *s);
+    /* Free impl without a byte written (also in a forked child). */
+    void (*free_impl)(void *impl);
+} distlock__stream_funcs;
+struct distlock__stream {
+    redisContext *ctx;                  /* hiredis' reader and output buffer, and the fd */
+    const distlock__stream_funcs *fn;
+    void *impl;                         /* the TLS session, or NULL for plain */
+};
 struct distlock__transport;
 struct ssl_ctx_st;  /* OpenSSL's SSL_CTX */
+
+/* Open a non-blocking stream to node i of t at a numeric address and port
+ * (0: the node's own; a Sentinel node's master: the sentinels' answer), or
+ * its Unix socket when addr is NULL; TLS for a rediss:// node, its
+ * certificate checked against host (NULL: see distlock__tls_start). 0, or
+ * -1 with status and err (s stays closed). */
+int distlock__stream_open_node(distlock__stream *s, struct distlock__transport *t, int i,
+                               const char *addr, int port, const char *host, int *status,
+                               char *err, size_t errlen);
+/* How a thread of its own opens streams to servers that are no node of t
+ * but take node i's settings (its sentinels: sentinel.c): for a TLS node a
+ * context of the caller's own (see tls.c on why not the node's), the
+ * server name option and whether verification is off; nothing for a plain
+ * one. It may outlive the client. */
+typedef struct distlock__stream_cfg {
+    struct ssl_ctx_st *tls;     /* NULL: plain */
+    char *server_name;          /* NULL: the host connected to */
+    int insecure;
+} distlock__stream_cfg;
+/* 0, or -1 with status and err: node i's TLS context cannot be built. */
+int distlock__stream_cfg_init(distlock__stream_cfg *sc, struct distlock__transport *t, int i,
+                              int *status, char *err, size_t errlen);
+void distlock__stream_cfg_clear(distlock__stream_cfg *sc);
+/* Open a stream to cfg (a configuration that is no node: cfg->uri names it
+ * in errors) at the numeric addr (port 0: cfg's) with sc's settings, the
+ * certificate checked against host unless sc names a server. 0, or -1 with
+ * status and err (s stays closed). */
+int distlock__stream_open(distlock__stream *s, const distlock__node_cfg *cfg,
+                          const distlock__stream_cfg *sc, const char *addr, int port,
+                          const char *host, int *status, char *err, size_t errlen);
+/* Close without I/O (fork-safe: frees the TLS session without a
+ * close_notify, closes our fd); a closed stream: no-op. */
+void distlock__stream_close(distlock__stream *s);
+static inline int distlock__stream_write(distlock__stream *s, int *done)
+{
+    return s->fn->write(s, done);
+}
+static inline int distlock__stream_read(distlock__stream *s)
+{
+    return s->fn->read(s);
+}
+static inline int distlock__stream_events(const distlock__stream *s)
+{
+    return s->fn->events(s);
+}
+static inline int distlock__stream_fd(const distlock__stream *s)
+{
+    return s->ctx->fd;
+}
+static inline int distlock__stream_up(const distlock__stream *s)
+{
+    return s->fn->up(s);
+}
+static inline int distlock__stream_cert_refused(const distlock__stream *s)
+{
+    return s->fn->cert_refused(s);
+}
+
+/* The one blocking wait on the transport's own descriptors: poll pfd[0..np)
+ * until one is ready or until_us (monotonic; UINT64_MAX: no limit), the
+ * milliseconds rounded up here. Returns the count ready (revents set), or
+ * 0: none (timed out, a signal, or poll() itself failed, ENOMEM: then it
+ * waited a little, at most 10 ms, and nothing is known about the
+ * descriptors; the callers' own deadlines end their loops). */
+struct pollfd;
+int distlock__poll_wait(struct pollfd *pfd, int np, uint64_t until_us);
+
+/* The most elements a reply (or one of its arrays) may announce: more is a
+ * protocol error, not an allocation of that size (hiredis 0.14 makes the
+ * element table before the elements arrive). Every reader of ours is capped
+ * (the streams' open does it); distlock__reader_refused() returns the
+ * count a refused header announced on this thread since the last call
+ * (0: none), and clears it. */
+#define DISTLOCK__REPLY_ELEMENTS_MAX (1 << 20)
+int distlock__reader_cap(redisReader *r);
+long long distlock__reader_refused(void);
+
+/* net.c and tls.c only: the plain stream's functions, and the helpers both
+ * kinds of stream share. */
+extern const distlock__stream_funcs distlock__stream_plain, distlock__stream_tls;
+/* Fail the stream's context (REDIS_ERR_IO, REDIS_ERR_EOF...) with why;
+ * returns REDIS_ERR. */
+int distlock__stream_fail(distlock__stream *s, int type, const char *why);
+/* n bytes of the output buffer went out. */
+void distlock__stream_sent(distlock__stream *s, size_t n);
+/* The per-thread buffer reads go through (not the caller's stack). */
+#define DISTLOCK__STREAM_RBUF (16 * 1024)
+char *distlock__stream_rbuf(void);
+
+/* ------------------------------------------------------------ tls.c */
 /* Client-wide TLS settings (distlock__tp_set_tls); a node's URI wins. */
 enum { DISTLOCK__TLS_CA_FILE = 0, DISTLOCK__TLS_CA_DIR, DISTLOCK__TLS_CERT, DISTLOCK__TLS_KEY,
        DISTLOCK__TLS_SERVER_NAME, DISTLOCK__TLS_NOPT };
-/* A client-side session for node i on the connected (or connecting) socket
- * fd at the numeric address peer, its context built on first use; NULL with
- * status and err (naming the node) on failure: a CA / certificate / key
- * file that does not load. The certificate is checked against (and SNI
- * names) the server name option, else host (the host the connection was
- * opened to, when it is not the node's own: a Cluster master's, from
- * CLUSTER SLOTS or MOVED), else the node's host (never a Cluster node's:
- * that is its first seed), else peer (a Sentinel node's master: the
- * sentinels' address; a Cluster master's). */
-distlock__tls *distlock__tls_start(struct distlock__transport *t, int i, int fd,
-                                   const char *peer, const char *host, int *status, char *err,
-                                   size_t errlen);
-/* A session on fd with a context of one's own (a sentinel's connection, on
- * the lookup thread): certificate checked against name unless insecure;
+/* Make the connected (or connecting) plain stream s to node i, at the
+ * numeric address peer, a TLS one (its context built on first use); -1
+ * with status and err (naming the node) on failure, s unchanged: a CA /
+ * certificate / key file that does not load. The certificate is checked
+ * against (and SNI names) the server name option, else host (the host the
+ * connection was opened to, when it is not the node's own: a Cluster
+ * master's, from CLUSTER SLOTS or MOVED), else the node's host (never a
+ * Cluster node's: that is its first seed), else peer (a Sentinel node's
+ * master: the sentinels' address; a Cluster master's). */
+int distlock__tls_start(distlock__stream *s, struct distlock__transport *t, int i,
+                        const char *peer, const char *host, int *status, char *err,
+                        size_t errlen);
+/* The same with a context of one's own (a sentinel's connection, on the
+ * lookup thread): certificate checked against name unless insecure;
  * errors name uri. */
-distlock__tls *distlock__tls_session(struct ssl_ctx_st *ctx, int fd, const char *name,
-                                     int insecure, const char *uri, int *status, char *err,
-                                     size_t errlen);
+int distlock__tls_session(distlock__stream *s, struct ssl_ctx_st *ctx, const char *name,
+                          int insecure, const char *uri, int *status, char *err,
+                          size_t errlen);
 /* A new context with node i's settings, the caller's own (one thread's
  * at a time; it may outlive the client: distlock__tls_ctx_free), with the
  * server name option (a malloc'ed copy, or NULL) and whether verification
@@ -77,58 +198,23 @@ struct ssl_ctx_st *distlock__tls_ctx_new(struct distlock__transport *t, int i,
                                          char **server_name, int *insecure, int *status,
                                          char *err, size_t errlen);
 void distlock__tls_ctx_free(struct ssl_ctx_st *ctx);
-/* Free without writing anything (also in a forked child). NULL: no-op. */
-void distlock__tls_free(distlock__tls *tls);
-/* poll() events to wait for: the handshake's direction until it is done. */
-int distlock__tls_events(const distlock__tls *tls, int have_output);
-/* OpenSSL holds bytes read from the socket that were not returned yet
- * (poll() would not see them). */
-int distlock__tls_pending(const distlock__tls *tls);
-/* The handshake is done. */
-int distlock__tls_is_up(const distlock__tls *tls);
-/* The handshake failed because the server's certificate did not verify
- * (the server is up: refusing it is the answer, not trying elsewhere). */
-int distlock__tls_cert_refused(const distlock__tls *tls);
-/* One handshake step: 1 done, 0 in progress, -1 failed (err: the reason). */
-int distlock__tls_handshake(distlock__tls *tls, char *err, size_t errlen);
-/* >0 bytes moved, 0 would block, -1 failed (err), -2 (recv) closed. */
-ssize_t distlock__tls_send(distlock__tls *tls, const char *buf, size_t len, char *err,
-                           size_t errlen);
-ssize_t distlock__tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, size_t errlen);
 /* t->mu held: forget every built context (the options changed). */
 void distlock__tls_ctx_drop_all(struct distlock__transport *t);
 
-/* ------------------------------------------------------------ net.c, resp.c */
-/* Start a non-blocking connection to node i of t at a numeric address and
- * port (0: the node's own; a Sentinel node's master: the sentinels' answer),
- * or its Unix socket when addr is NULL, with its TLS session in *tls for a
- * rediss:// node (else NULL), checked against host (NULL: see
- * distlock__tls_start); NULL with err set on failure. */
-/* The plain TCP part of it, for a configuration that is no node of t (a
- * sentinel: sentinel.c). */
-redisContext *distlock__tcp_connect(const distlock__node_cfg *cfg, const char *addr, int port,
-                                    int *status, char *err, size_t errlen);
-/* The most elements a reply (or one of its arrays) may announce: more is a
- * protocol error, not an allocation of that size (hiredis 0.14 makes the
- * element table before the elements arrive). Every reader of ours is capped
- * (distlock__tcp_connect does it); distlock__reader_refused() returns the
- * count a refused header announced on this thread since the last call
- * (0: none), and clears it. */
-#define DISTLOCK__REPLY_ELEMENTS_MAX (1 << 20)
-int distlock__reader_cap(redisReader *r);
-long long distlock__reader_refused(void);
+/* ------------------------------------------------------------ wait.c only, until it moves */
+/* The (context, TLS session) pair wait.c still keeps: thin wrappers over
+ * the stream functions above (tls NULL: plain). */
+typedef struct distlock__tls distlock__tls;
 redisContext *distlock__node_connect(struct distlock__transport *t, int i, const char *addr,
                                      int port, const char *host, distlock__tls **tls,
                                      int *status, char *err, size_t errlen);
-/* redisBufferWrite without SIGPIPE (send with MSG_NOSIGNAL), through the
- * TLS session when tls is not NULL (driving its handshake first). */
 int distlock__write(redisContext *ctx, distlock__tls *tls, int *done);
-/* redisBufferRead without a 16 KB buffer on the caller's stack; through
- * TLS likewise (a completed handshake flushes the queued output). */
 int distlock__read(redisContext *ctx, distlock__tls *tls);
-/* The poll() events a connection waits for: POLLIN, and POLLOUT while it has
- * output to write (during a TLS handshake: the direction it needs). */
 int distlock__events(const redisContext *ctx, const distlock__tls *tls);
+/* Free without writing anything (also in a forked child). NULL: no-op. */
+void distlock__tls_free(distlock__tls *tls);
+
+/* ------------------------------------------------------------ resp.c */
 /* The one RESP encoder: append a command to the context's output buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);
 
@@ -312,7 +398,7 @@ typedef struct distlock__owed {
 
 /* One connection to one node, owned by one connection set. */
 typedef struct distlock__conn {
-    redisContext *ctx;
+    distlock__stream stream;  /* closed (stream.ctx NULL): no connection */
     uint64_t serial;        /* transport-unique number of this connection */
     long long srv_id;       /* the server's CLIENT ID for it, -1 unknown */
     /* The server incarnation it is on: a hash of INFO server's run_id (new
@@ -335,7 +421,6 @@ typedef struct distlock__conn {
     distlock__owed *q;      /* replies due, FIFO ring */
     int qhead, qlen, qcap;
     distlock__resolve *resolving;  /* name lookup in progress, or NULL */
-    distlock__tls *tls;     /* TLS session of a rediss:// node, or NULL */
     unsigned ep_state;      /* Sentinel node: the endpoint state it was made under */
 } distlock__conn;
 
