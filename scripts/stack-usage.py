@@ -49,7 +49,8 @@ for f in glob.glob(f"{a.build}/core/CMakeFiles/distlock_objects.dir/src/*.ci"):
         break
 if src_dir:
     kinds = open(f"{src_dir}/nodekind.c").read()
-    for table in re.findall(r"const distlock__node_kind distlock__kind_\w+ = \{(.*?)\n\};", kinds, re.S):
+    for table in re.findall(r"const distlock__node_kind distlock__kind_\w+ = \{(.*?)\n\};",
+                            kinds, re.S):
         for hook, fn in re.findall(r"\.(\w+) = ([a-z_]\w*),", table):
             hooks.setdefault(hook, set()).add(fn)
     lines = {}

@@ -145,7 +145,7 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const d
         if (keys_move) {
             /* A Cluster node's key moves between its masters (MIGRATE,
              * rebalancing, a failover), so a request left behind on one
-             * master can meet a later grant there once the key comes back:
+             * master can meet a later write there once the key comes back:
              * "it can only run there" does not make it harmless. On the
              * same server (same run_id, whatever the address: a seed and
              * the announced address of one master) it is closed from

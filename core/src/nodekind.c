@@ -339,10 +339,10 @@ static __attribute__((noinline)) void cl_share_over(distlock__transport *t, dist
     r->deadline_us = r->cap_us;
 }
 
-/* Start node i's call on a Cluster node (round.c's start_node; conns[i] is routed to
- * the master of its slot). A request of its tag left behind on another
- * master (say, the owner's release that timed out there) runs there whenever it arrives,
- * and the key may be there again by then: a slot migrates away and back,
+/* Start node i's call on a Cluster node (round.c's start_node; conns[i] is
+ * routed to the master of its slot). A request of its tag left behind on
+ * another master (one that timed out there) runs there whenever it
+ * arrives, and the key may be there again by then: a slot migrates away and back,
  * or one master is reached by two addresses (a seed and the address the
  * cluster announces) that conns[i] does not know to be one server. So,
  * unlike a Sentinel node's (see the top of round.c), it is closed before
@@ -398,7 +398,7 @@ static __attribute__((noinline)) int cl_cleared(distlock__transport *t, distlock
  * says (ASKING first for an ASK), and after a MOVED ask that master for the
  * whole map too. Returns 1 if restarted (r changed), 0 if err is neither.
  * (inlined into cluster_error, its one caller: one frame less on the
- * deepest stack path, a redirect inside a release inside an acquire) */
+ * deepest stack path, a redirect inside a round nested in another) */
 static inline __attribute__((always_inline)) int cl_redirect(distlock__transport *t,
                                                              distlock__connset *cs,
                                                              distlock__result *r, int i,

@@ -123,7 +123,7 @@ static __attribute__((noinline)) int append_wait(distlock__conn *conn, distlock_
 /* The script call itself: EVALSHA when we know the script's SHA1, else EVAL
  * (which also caches it). Not inlined: its argument
  * arrays then leave the stack before append_wait runs, which keeps the
- * deepest path (an undo sent from inside a reroute) under the stack budget. */
+ * deepest path (a trailing call sent from inside a reroute) under the stack budget. */
 static __attribute__((noinline)) int append_script(distlock__transport *t, int i,
                                                    distlock__conn *conn, distlock__result *owner,
                                                    const distlock__call *call, int force_eval)

@@ -12,12 +12,16 @@
  * requests were written: a reply is matched to its request there, whether
  * the round that sent it still waits for it or has left it behind.
  *
- * Ordering. Requests carry a tag (the protocol's hash of key and token). A
- * request left behind with a tag T (its reply unread) may still execute
- * later, even after its connection was closed (the bytes can sit in a
- * network buffer or a paused server's socket). A later request with tag T
- * must not execute before it: an undo or release of an earlier attempt
- * would delete a later grant with the same token. So:
+ * Ordering. Requests carry a tag, the owner's ordering domain (opaque
+ * here). The invariant: a request with tag T executes on its node after
+ * every earlier request with tag T that can still execute there, so no
+ * request left behind touches what a later one of its tag wrote. A
+ * request left behind with a tag T (its reply unread) may still
+ * execute later, even after its connection was closed (the bytes can sit
+ * in a network buffer or a paused server's socket); the owner writes its
+ * requests of one tag for that order (protocol.c: a late remove of an
+ * earlier attempt would delete a later write with the same tag), so a
+ * later request with tag T must not execute before it. So:
  *   - on the same connection, order is TCP's;
  *   - on any other connection, the server-side connection that carries the
  *     earlier requests is first closed with CLIENT KILL ID, and only once
@@ -43,15 +47,16 @@
  * INFO gives no run_id: then the Sentinel endpoint generation stands for
  * the server, as it did before run_ids (a restart or a host name that moves
  * cannot be told apart there). All of this paragraph is per server; a
- * Cluster node's keys move between its masters, so there a request left
- * behind on another master is closed there first (cl_clear_first).
+ * Cluster node's data moves between its masters (a node kind whose
+ * keys_move), so there a request left behind on another master is closed
+ * there first (nodekind.c cl_clear_first).
  * Requests left behind are listed per transport (distlock__stale, under
  * the transport's own lock t->mu, not the client's c->mu); the list is
  * empty in steady state (but for requests left on a server incarnation not
  * met since), and a counting filter over (node, tag) beside it lets the
  * common path read one atomic counter instead of taking the lock.
  *
- * Sentinel nodes (sentinel.c). The node's server can change: its cached
+ * Sentinel nodes (sentinel.c, nodekind.c). The node's server can change: its cached
  * master carries a generation that changes with the address, and so do the
  * connections and the requests left behind made under it. "Before" is then
  * per server: a request left behind on the old master can only ever run
@@ -61,15 +66,16 @@
  * passing error, the generation is the same and the rule above applies.
  * Why a Sentinel node does not go to the old master first, as a Cluster
  * node does (cl_clear_first): its data never moves there while another
- * server is its master. A later grant reaches the old server only as a
- * replica (replication), where a request left behind answers READONLY;
+ * server is its master. A later request's write reaches the old server
+ * only as a replica (replication), where a request left behind answers
+ * READONLY;
  * the old server turns replica because the sentinels reconfigure it, and
  * with REPLICAOF they send CLIENT KILL TYPE normal, which closes our
  * connections to it, so nothing left behind on them can run after the
  * demotion, even when that server is promoted again (a failback; and a
  * failback reached under the same run_id kills what is still listed, as
  * above). What it ran before the demotion is replaced by the resync. A
- * Cluster node's keys, by contrast, move between masters that all stay
+ * Cluster node's data, by contrast, moves between masters that all stay
  * masters (MIGRATE: nobody kills our connections), and one master can be
  * reached by two addresses: there "it can only run there" is no defence.
  * A broken connection, a READONLY reply or a ROLE that is not "master"
@@ -81,7 +87,8 @@
  * connection re-made inside a call spends the call's budget). A MOVED or
  * ASK followed, a re-route to another cluster master, a resend after a
  * broken connection all keep it (start_node's cap), so 5 redirects cost no
- * more than one; an undo is a round of its own, bounded the same way. Only
+ * more than one; a trailing request is a round of its own, bounded the
+ * same way. Only
  * a Sentinel node's second lookup (follow()) has a budget of its own. A new
  * connection to a Cluster master gets half of what is left while another
  * master could name the slot's owner instead (cl_open): one that black-holes
@@ -212,10 +219,10 @@ static __attribute__((noinline)) int add_kills(distlock__transport *t, distlock_
         return -1;
     }
     /* Another thread's connection still carries an earlier request of this
-     * tag: this request sent here could run before it (an acquire or extend
-     * of the owner's, undone or shortened by it), so this node is skipped
-     * for it. A trailing request goes out: its owner accepts the earlier
-     * one landing after it (at worst, a key left until its TTL). */
+     * tag: this request sent here could run before it (and what it
+     * writes be removed or changed by it), so this node is skipped for
+     * it. A trailing request goes out: its owner accepts the earlier one
+     * landing after it (distlock__call.trailing). */
     if ((elsewhere & DISTLOCK__STALE_OPEN) && !call->trailing) {
         distlock__result_fail(t, r, i, DISTLOCK_ECONN,
                     "an earlier request for %s is still on its way on another "
@@ -485,8 +492,8 @@ __attribute__((noinline)) void distlock__round_open_at(distlock__transport *t,
     distlock__conn *conn = &cs->conns[i];
     int st = DISTLOCK_ECONN;
     /* On the heap: a connect is rare, and this frame sits on the deepest
-     * path of every entry point (a reroute inside a release inside an
-     * acquire); the stack stage counts it. */
+     * path of every entry point (a reroute inside a round nested in
+     * another); the stack stage counts it. */
     char *err = calloc(1, DISTLOCK__ERR_LEN);
     if (err == NULL) {
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
@@ -562,8 +569,8 @@ static __attribute__((noinline)) void resolved(distlock__transport *t, distlock_
  * of those other connections: whichever order the node runs them in when
  * it comes back, the trailing one can only remove what they wrote (its
  * owner's word: distlock__call.trailing). If none was sent, nothing is. */
-static void trailing_unwaited(distlock__transport *t, distlock__conn *conn, distlock__result *r, int i,
-                          const distlock__call *call)
+static void trailing_unwaited(distlock__transport *t, distlock__conn *conn, distlock__result *r,
+                              int i, const distlock__call *call)
 {
     long long ids[STALE_IDS_MAX];
     int elsewhere = 0;
@@ -637,7 +644,7 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
         /* A trailing request first goes out behind the requests it follows
          * on this connection, unwaited: a server that was only paused (its
          * timeout made us forget it) then runs them in order (a late write
-         * and its undo), instead of keeping the write until its TTL. The
+         * and what settles it), instead of keeping the write. The
          * call itself goes where the node leads now. */
         if (call->trailing && call->tag && conn->qlen > 0 &&
             !distlock__owes_kind(conn, DISTLOCK__K_AUTH)) {
@@ -675,7 +682,7 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
              * carries can run after the call. A trailing request first
              * goes out behind the requests it follows here too, unwaited:
              * should the new connection never be ready, a late write is
-             * still undone. */
+             * still settled. */
             if (call->trailing && call->tag) {
                 trailing_unwaited(t, conn, r, i, call);
                 r->sent = sent;
@@ -746,8 +753,8 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
 /* The connection broke (reset, or closed by the server: a restart). If it
  * was an established one and this is the first time in this round, open a
  * fresh connection and send the call again: every call we make is safe to
- * repeat (acquire and extend are idempotent for the owner; a repeated
- * release is recognised by the protocol layer), and the request that may
+ * repeat (the owner's side of the contract: distlock__call, transport.h),
+ * and the request that may
  * or may not have run on the old connection is closed off first (its
  * server-side connection is killed before the resend, see above). */
 void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r,
@@ -821,8 +828,7 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
      * connection needs, not a hung one's timeout; then it is not sent
      * at all. A trailing call still goes out once its connection is
      * ready, within its deadline: it settles what the requests it follows
-     * did (the owner's release of a lost attempt: else a key would be
-     * left behind). */
+     * did, which would else stay written. */
     if (!rr->decided && rr->decide && rr->decide(res, n, rr->arg)) {
         rr->decided = 1;
         rr->grace_end = now + (now - rr->start) + 1000u;

@@ -266,7 +266,9 @@ typedef struct distlock__script {
 
 /* One request to one node: EVALSHA of script `script` with nkeys keys
  * followed by the other arguments (argv, argc in all), or a plain command
- * when script is -1. The arrays are the caller's. */
+ * when script is -1. The arrays are the caller's. A call may run twice (a
+ * resend on a fresh connection after the first broke, result.resent): the
+ * owner only gives calls that are safe to repeat. */
 typedef struct distlock__call {
     int script;              /* index in the transport's script table, or -1 */
     int nkeys;
@@ -588,7 +590,8 @@ typedef struct distlock__node_kind {
     /* Every other connection of the set to node i (Cluster: its other
      * masters'), for fn. */
     void (*each_conn)(struct distlock__transport *t, struct distlock__connset *cs, int i,
-                      void (*fn)(struct distlock__transport *t, int i, struct distlock__conn *conn));
+                      void (*fn)(struct distlock__transport *t, int i,
+                                 struct distlock__conn *conn));
 } distlock__node_kind;
 extern const distlock__node_kind distlock__kind_plain, distlock__kind_sentinel,
     distlock__kind_cluster;
