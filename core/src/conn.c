@@ -128,7 +128,7 @@ void distlock__stale_killed(distlock__transport *t, int node, long long srv_id, 
  * another open connection of ours (another thread's: we do not kill it
  * under that thread's feet); DISTLOCK__STALE_OTHER_MASTER if a Cluster
  * node has such requests on another of its masters, which only a
- * connection to that master can close (round.c cl_clear_first). */
+ * connection to that master can close (nodekind.c cl_clear_first). */
 int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const distlock__conn *conn,
                       long long *ids, int max, int *elsewhere)
 {

@@ -357,7 +357,7 @@ typedef struct distlock__result {
     int ask;             /* Cluster node: send ASKING first, to master ask - 1 (0: no) */
     int tries;           /* Cluster node: TRYAGAIN answers so far */
     int share;           /* Cluster node: deadline_us is a new master's share of
-                          * cap_us (round.c cl_open): past it, unanswered, it is
+                          * cap_us (nodekind.c cl_open): past it, unanswered, it is
                           * treated as refused */
     uint64_t retry_at_us;  /* Cluster node: resend then (after TRYAGAIN), 0: no */
     uint64_t deadline_us;
@@ -378,7 +378,7 @@ typedef struct distlock__result {
     int kills_due;
     /* Cluster node: conns[i] leads to another master than the call's, where
      * an earlier request of its tag is left behind: only its CLIENT KILLs
-     * go there; then the call is routed again (round.c cl_clear_first). */
+     * go there; then the call is routed again (nodekind.c cl_clear_first). */
     int clearing;
     const distlock__call *call;   /* valid only while the round runs */
     char err[DISTLOCK__ERR_LEN];       /* for FAILED: what went wrong on this node */
