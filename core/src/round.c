@@ -950,7 +950,7 @@ void distlock__round_end(distlock__transport *t, distlock__connset *cs, distlock
     }
 }
 
-/* The blocking round: the steps above, waiting in poll(). */
+/* The blocking round: the steps above, waiting in distlock__poll_wait. */
 void distlock__round(distlock__transport *t, distlock__connset *cs,
                      const distlock__call *const *calls, distlock__result *res,
                      distlock__decide_fn decide, void *arg)
@@ -960,21 +960,9 @@ void distlock__round(distlock__transport *t, distlock__connset *cs,
     int np;
 
     distlock__round_begin(t, cs, &rr, calls, res, decide, arg);
-    while ((np = distlock__round_interest(t, cs, &rr, &next)) > 0) {
-        uint64_t now = distlock__now_us();
-        int wait_ms = next == UINT64_MAX ? -1 : next > now ? (int)((next - now + 999) / 1000) : 0;
-        int pr = poll(cs->pfd, (nfds_t)np, wait_ms);
-        if (pr < 0 && errno != EINTR) {
-            for (int k = 0; k < np; k++) {
-                int i = cs->pfd_node[k];
-                distlock__node_fail(t, &cs->conns[i], &res[i], i, DISTLOCK_ECONN, "%s",
-                                    strerror(errno));
-            }
-            break;
-        }
-        if (pr > 0)
+    while ((np = distlock__round_interest(t, cs, &rr, &next)) > 0)
+        if (distlock__poll_wait(cs->pfd, np, next) > 0)
             distlock__round_advance(t, cs, &rr);
-    }
     distlock__round_end(t, cs, &rr);
 }
 

@@ -113,19 +113,10 @@ int distlock__run_wait(distlock__run *r)
     uint64_t next;
     int np;
 
-    while ((np = distlock__run_interest(r, &pfd, &next)) > 0) {
-        uint64_t now = distlock__now_us();
-        int wait_ms = next == UINT64_MAX ? -1 : next > now ? (int)((next - now + 999) / 1000) : 0;
-        int pr = poll(pfd, (nfds_t)np, wait_ms);
-        if (pr < 0 && errno != EINTR) {
-            /* poll() itself failed (ENOMEM): nothing is known about the
-             * descriptors; wait a little and ask again. The nodes' own
-             * deadlines still end the round (interest fails them). */
-            (void)poll(NULL, 0, wait_ms < 0 || wait_ms > 10 ? 10 : wait_ms);
-            continue;
-        }
-        if (pr > 0)
+    /* (a failed poll() waits a little there: the nodes' own deadlines
+     * still end the round, interest fails them) */
+    while ((np = distlock__run_interest(r, &pfd, &next)) > 0)
+        if (distlock__poll_wait(pfd, np, next) > 0)
             distlock__run_advance(r);
-    }
     return distlock__run_finish(r);
 }

@@ -103,11 +103,7 @@ static int exchange(distlock__stream *s, int want, redisReply **rep, uint64_t de
         /* TLS: the handshake's direction while it runs */
         struct pollfd pfd[2] = { { distlock__stream_fd(s), (short)distlock__stream_events(s), 0 },
                                  { stop_fd, POLLIN, 0 } };
-        int pr = poll(pfd, stop_fd >= 0 ? 2 : 1, (int)((deadline_us - now + 999) / 1000));
-        if (pr < 0 && errno != EINTR) {
-            snprintf(err, errlen, "%s", strerror(errno));
-            goto fail;
-        }
+        int pr = distlock__poll_wait(pfd, stop_fd >= 0 ? 2 : 1, deadline_us);
         if (pr > 0 && stop_fd >= 0 && pfd[1].revents) {
             snprintf(err, errlen, "stopped");
             goto fail;
@@ -151,11 +147,7 @@ static int resolve_within(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], in
             break;
         }
         struct pollfd p = { distlock__resolve_fd(r), POLLIN, 0 };
-        if (poll(&p, 1, (int)((deadline_us - now + 999) / 1000)) < 0 && errno != EINTR) {
-            snprintf(err, errlen, "cannot resolve '%.100s': %s", host, strerror(errno));
-            rc = -1;
-            break;
-        }
+        (void)distlock__poll_wait(&p, 1, deadline_us);
     }
     distlock__resolve_drop(r);
     return rc;
@@ -840,10 +832,7 @@ static void *watch_main(void *arg)
             if (tm < next)
                 next = tm;
         }
-        int ms = next > now ? (int)((next - now + 999) / 1000) : 0;
-        if (poll(pfd, (nfds_t)np, ms) < 0 && errno != EINTR)
-            break;
-        if (pfd[0].revents)
+        if (distlock__poll_wait(pfd, np, next) > 0 && pfd[0].revents)
             break;  /* stop */
         now = distlock__now_us();
         for (int k = 1; k < np; k++) {

@@ -482,13 +482,17 @@ static ssize_t tls_recv(distlock__tls *tls, char *buf, size_t len, char *err, si
 
 /* ------------------------------------------------------------ the stream */
 
+/* A failure's reason: ssl_reason's longest (a reason and the hint), of
+ * which the context's errstr keeps what fits. */
+#define WHY_LEN 192
+
 /* net.c's plain_write through the session: the handshake first (the
  * output waits for it), then SSL_write. */
 static int tls_write(distlock__stream *s, int *done)
 {
     redisContext *ctx = s->ctx;
     distlock__tls *tls = s->impl;
-    char why[128];
+    char why[WHY_LEN];
     if (ctx->err)
         return REDIS_ERR;
     size_t len = sdslen(ctx->obuf);
@@ -517,7 +521,7 @@ static int tls_read(distlock__stream *s)
     redisContext *ctx = s->ctx;
     distlock__tls *tls = s->impl;
     char *buf = distlock__stream_rbuf();
-    char why[128];
+    char why[WHY_LEN];
     if (ctx->err)
         return REDIS_ERR;
     int hs = tls_handshake(tls, why, sizeof(why));
