@@ -1,7 +1,6 @@
-/* net.c -- streams: opening a connection's stream (to a node, or to a
- * server that is no node: a sentinel), the plain stream's functions, what
- * the plain and TLS (tls.c) streams share, and the one blocking wait on the
- * transport's descriptors. Connections are non-blocking so that one thread
+/* net.c -- the plain stream: its connect, its functions, what it and the
+ * TLS stream (tls.c) share, closing a stream, and the one blocking wait on
+ * the transport's descriptors (stream.c opens streams). Connections are non-blocking so that one thread
  * can talk to N nodes at once; the connect itself completes inside the
  * round's poll() loop and is bounded by the connect timeout there. Host
  * names are resolved beforehand (resolve.c): here addresses are numeric.
@@ -69,10 +68,9 @@ long long distlock__reader_refused(void)
     return n;
 }
 
-/* The plain TCP (or Unix socket) part of every stream: the hiredis
- * context, its reader capped, close-on-exec; the plain functions. */
-static int tcp_open(distlock__stream *s, const distlock__node_cfg *cfg, const char *addr, int port,
-                    int *status, char *err, size_t errlen)
+int distlock__stream_open_plain(distlock__stream *s, const distlock__node_cfg *cfg,
+                                const char *addr, int port, int *status, char *err,
+                                size_t errlen)
 {
     redisContext *ctx = addr ? redisConnectNonBlock(addr, port > 0 ? port : cfg->port)
                              : redisConnectUnixNonBlock(cfg->path);
@@ -101,53 +99,6 @@ static int tcp_open(distlock__stream *s, const distlock__node_cfg *cfg, const ch
     s->ctx = ctx;
     s->fn = &distlock__stream_plain;
     s->impl = NULL;
-    return 0;
-}
-
-int distlock__stream_open_node(distlock__stream *s, distlock__transport *t, int i,
-                               const char *addr, int port, const char *host, int *status,
-                               char *err, size_t errlen)
-{
-    const distlock__node_cfg *cfg = &t->nodes[i];
-    if (tcp_open(s, cfg, addr, port, status, err, errlen) != 0)
-        return -1;
-    /* checked against host (a Cluster master's own), else as tls.c says:
-     * the URI's host, or addr (a Sentinel node's master, a Cluster master) */
-    if (cfg->tls.enabled && distlock__tls_start(s, t, i, addr, host, status, err, errlen) != 0) {
-        distlock__stream_close(s);
-        return -1;
-    }
-    return 0;
-}
-
-int distlock__stream_cfg_init(distlock__stream_cfg *sc, distlock__transport *t, int i,
-                              int *status, char *err, size_t errlen)
-{
-    *sc = (distlock__stream_cfg){ NULL, NULL, 0 };
-    if (!t->nodes[i].tls.enabled)
-        return 0;
-    sc->tls = distlock__tls_ctx_new(t, i, &sc->server_name, &sc->insecure, status, err, errlen);
-    return sc->tls ? 0 : -1;
-}
-
-void distlock__stream_cfg_clear(distlock__stream_cfg *sc)
-{
-    distlock__tls_ctx_free(sc->tls);  /* sessions hold references of their own */
-    free(sc->server_name);
-    *sc = (distlock__stream_cfg){ NULL, NULL, 0 };
-}
-
-int distlock__stream_open(distlock__stream *s, const distlock__node_cfg *cfg,
-                          const distlock__stream_cfg *sc, const char *addr, int port,
-                          const char *host, int *status, char *err, size_t errlen)
-{
-    if (tcp_open(s, cfg, addr, port, status, err, errlen) != 0)
-        return -1;
-    if (sc->tls && distlock__tls_session(s, sc->tls, sc->server_name ? sc->server_name : host,
-                                         sc->insecure, cfg->uri, status, err, errlen) != 0) {
-        distlock__stream_close(s);
-        return -1;
-    }
     return 0;
 }
 
@@ -275,41 +226,4 @@ int distlock__poll_wait(struct pollfd *pfd, int np, uint64_t until_us)
     for (int k = 0; k < np; k++)
         pfd[k].revents = 0;
     return 0;
-}
-
-/* ------------------------------------------------------------ wait.c only, until it moves */
-
-redisContext *distlock__node_connect(distlock__transport *t, int i, const char *addr, int port,
-                                     const char *host, distlock__tls **tls, int *status,
-                                     char *err, size_t errlen)
-{
-    distlock__stream s;
-    *tls = NULL;
-    if (distlock__stream_open_node(&s, t, i, addr, port, host, status, err, errlen) != 0)
-        return NULL;
-    *tls = s.impl;
-    return s.ctx;
-}
-
-static distlock__stream pair_stream(redisContext *ctx, distlock__tls *tls)
-{
-    return (distlock__stream){ ctx, tls ? &distlock__stream_tls : &distlock__stream_plain, tls };
-}
-
-int distlock__write(redisContext *ctx, distlock__tls *tls, int *done)
-{
-    distlock__stream s = pair_stream(ctx, tls);
-    return distlock__stream_write(&s, done);
-}
-
-int distlock__read(redisContext *ctx, distlock__tls *tls)
-{
-    distlock__stream s = pair_stream(ctx, tls);
-    return distlock__stream_read(&s);
-}
-
-int distlock__events(const redisContext *ctx, const distlock__tls *tls)
-{
-    distlock__stream s = pair_stream((redisContext *)ctx, (distlock__tls *)tls);
-    return distlock__stream_events(&s);
 }

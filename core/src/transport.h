@@ -43,12 +43,13 @@ distlock__resolve *distlock__resolve_start_fn(distlock__resolve_fn fn, void *arg
 /* Once taken: the port the lookup found, 0 if none (use the node's). */
 int distlock__resolve_port(distlock__resolve *r);
 
-/* ------------------------------------------------------------ net.c, tls.c: streams */
+/* ------------------------------------------------------------ streams: net.c, tls.c, stream.c */
 /* A connection's bytes, plain or TLS alike (the idea of hiredis'
  * redisContextFuncs): the hiredis context holds the socket, the output
  * buffer and the reply reader; the functions move the bytes: net.c's over
- * the socket itself, tls.c's through an SSL session (impl). Everything
- * above asks the stream and never whether it is TLS. A zeroed stream (ctx
+ * the socket itself, tls.c's through an SSL session (impl); stream.c
+ * opens them. Everything above asks the stream and never whether it is
+ * TLS. A zeroed stream (ctx
  * NULL) is closed. */
 typedef struct distlock__stream distlock__stream;
 typedef struct distlock__stream_funcs {
@@ -156,9 +157,14 @@ int distlock__poll_wait(struct pollfd *pfd, int np, uint64_t until_us);
 int distlock__reader_cap(redisReader *r);
 long long distlock__reader_refused(void);
 
-/* net.c and tls.c only: the plain stream's functions, and the helpers both
- * kinds of stream share. */
+/* net.c, tls.c and stream.c only: the two kinds of stream, the plain
+ * connect every stream starts with (its reader capped, close-on-exec; 0,
+ * or -1 with status and err naming cfg->uri), and the helpers both kinds
+ * share (tls.c uses net.c's, never the other way: the layers check). */
 extern const distlock__stream_funcs distlock__stream_plain, distlock__stream_tls;
+int distlock__stream_open_plain(distlock__stream *s, const distlock__node_cfg *cfg,
+                                const char *addr, int port, int *status, char *err,
+                                size_t errlen);
 /* Fail the stream's context (REDIS_ERR_IO, REDIS_ERR_EOF...) with why;
  * returns REDIS_ERR. */
 int distlock__stream_fail(distlock__stream *s, int type, const char *why);
