@@ -11,7 +11,8 @@ bound here and fails the check. Calls into other libraries (hiredis, libc)
 are listed, not counted. A call through a stream's functions table
 (transport.h's distlock__stream_* wrappers: an indirect call to GCC)
 counts as a call to the deepest of the functions the tables in core/src
-name. Exits 1 if an entry point exceeds --limit bytes
+name; so does a call through a node kind's table (t->kind[i]->HOOK, to the
+functions nodekind.c's tables put there). Exits 1 if an entry point exceeds --limit bytes
 (default 4096) or a frame of our code is dynamic."""
 import glob, os, re, sys, argparse
 
@@ -66,6 +67,27 @@ for f in glob.glob(f"{a.build}/core/CMakeFiles/distlock_objects.dir/src/*.ci"):
             sys.exit(f"stack-usage: transport.h:{m.group(2)}: the stream functions it calls "
                      f"({sorted(fns)}) are not all in the call graph")
         edges.setdefault(m.group(1), set()).update(titles)
+# A node kind's hook (core/src/nodekind.c, transport.h's distlock__node_kind)
+# called through t->kind[i]->HOOK(...): an edge to every function that fills
+# that hook in a kind's table, so the round's deepest paths (a re-route
+# inside a round nested in another) are counted through them.
+hooks = {}  # hook -> function names
+for table in re.findall(r"const distlock__node_kind distlock__kind_\w+ = \{(.*?)\n\};",
+                        open(os.path.join(src, "nodekind.c")).read(), re.S):
+    for hook, fn in re.findall(r"\.(\w+) = ([a-z_]\w*),", table):
+        hooks.setdefault(hook, set()).add(fn)
+lines = {}
+for f in glob.glob(f"{a.build}/core/CMakeFiles/distlock_objects.dir/src/*.ci"):
+    for m in re.finditer(r'edge: \{ sourcename: "([^"]+)" targetname: "__indirect_call" '
+                         r'label: "([^":]+):(\d+):\d+"', open(f).read()):
+        path, line = m.group(2), int(m.group(3))
+        if path not in lines:
+            lines[path] = open(path).read().split("\n")
+        text = " ".join(lines[path][max(0, line - 2):line + 1])
+        for hook in re.findall(r"->kind\[[^\]]*\]->(\w+)\(", text):
+            if not hooks.get(hook):
+                sys.exit(f"stack-usage: {path}:{line}: no kind fills the hook {hook}")
+            edges.setdefault(m.group(1), set()).update(hooks[hook])
 # resolve targets by function name (titles differ across units)
 by_name = {}
 for t, n in names.items():

@@ -90,8 +90,9 @@ void distlock__release_call_make(distlock_client *c, distlock__release_call *rel
     /* Queued even to a node known hung: if it comes back it must run our
      * release after whatever acquire of ours it still owes. */
     rel->call = (distlock__call){ .script = DISTLOCK__S_RELEASE, .nkeys = 1, .argc = 3,
-                                  .argv = rel->argv, .argvlen = rel->len, .undo = 1,
-                                  .tag = distlock__lock_tag(key, token), .must_mask = maybe };
+                                  .argv = rel->argv, .argvlen = rel->len, .trailing = 1,
+                                  .tag = distlock__lock_tag(key, token),
+                                  .subject = DISTLOCK__LOCK_SUBJECT, .must_mask = maybe };
     /* Owner metadata on: its key goes too (KEYS[2]), deleted with the lock. */
     rel->ok = atomic_load_explicit(&c->owner_info, memory_order_relaxed)
                   ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
@@ -176,7 +177,8 @@ static int refresh_own(distlock__run *r, acq_run *x)
     argv[0] = a->rq->key, argv[1] = a->rq->token, argv[2] = a->ttl;
     len[0] = strlen(a->rq->key), len[1] = strlen(a->rq->token), len[2] = strlen(a->ttl);
     x->call = (distlock__call){ .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3,
-                                .argv = argv, .argvlen = len, .tag = a->tag };
+                                .argv = argv, .argvlen = len, .tag = a->tag,
+                                .subject = DISTLOCK__LOCK_SUBJECT };
     if (a->owner) {  /* the owner metadata's TTL too */
         argv[3] = a->ttl, argv[2] = a->rq->token, argv[1] = a->sk->ok;
         len[3] = len[2], len[2] = len[1], len[1] = strlen(a->sk->ok);
@@ -265,7 +267,7 @@ static void first_round(distlock__run *r, acq_run *x)
         len[i] = strlen(argv[i]);
     x->script = (distlock__call){ .script = rq->fair ? DISTLOCK__S_FAIR : DISTLOCK__S_ACQUIRE,
                                   .nkeys = nkeys, .argc = k, .argv = argv, .argvlen = len,
-                                  .tag = a->tag };
+                                  .tag = a->tag, .subject = DISTLOCK__LOCK_SUBJECT };
     if (chan_arg >= 0 && c->tp.cl != NULL)
         distlock__call_sharded(&x->script, DISTLOCK__S_FAIR_SH, chan_arg, a->sk->sh,
                                rq->key);
@@ -281,7 +283,8 @@ static void first_round(distlock__run *r, acq_run *x)
                                  .fallback = &x->script,
                                  .fallback_on = DISTLOCK__SYNTAX_ERROR,
                                  .fallback_also = "WRONGTYPE",
-                                 .fallback_below = DISTLOCK__SET_GET_SINCE, .tag = a->tag };
+                                 .fallback_below = DISTLOCK__SET_GET_SINCE, .tag = a->tag,
+                                 .subject = DISTLOCK__LOCK_SUBJECT };
     distlock__set_wait(c, &x->script);
     distlock__set_wait(c, &x->plain);
     int use_plain = !rq->fair && !a->fencing && !a->owner && !atomic_load(&c->no_set_get);
@@ -316,7 +319,8 @@ static void first_round_zset(distlock__run *r, acq_run *x)
     for (int i = 0; i < 5; i++)
         len[i] = strlen(argv[i]);
     x->script = (distlock__call){ .script = DISTLOCK__S_ZACQUIRE, .nkeys = 1, .argc = 5,
-                                  .argv = argv, .argvlen = len, .tag = a->tag };
+                                  .argv = argv, .argvlen = len, .tag = a->tag,
+                                  .subject = DISTLOCK__LOCK_SUBJECT };
     distlock__set_wait(c, &x->script);
     for (int i = 0; i < c->n; i++)
         a->cs->calls_a[i] = &x->script;
@@ -444,7 +448,8 @@ static int raise_fence(distlock__run *r, acq_run *x)
     for (int i = 0; i < 4; i++)
         x->len[i] = strlen(x->argv[i]);
     x->call = (distlock__call){ .script = DISTLOCK__S_RAISE, .nkeys = 2, .argc = 4,
-                                .argv = x->argv, .argvlen = x->len, .tag = a->tag };
+                                .argv = x->argv, .argvlen = x->len, .tag = a->tag,
+                                .subject = DISTLOCK__LOCK_SUBJECT };
     distlock__set_wait(c, &x->call);
     for (int i = 0; i < c->n; i++)
         calls2[i] = distlock__reply_verdict(&res[i]) == 1 ? &x->call : NULL;
@@ -477,7 +482,8 @@ static void leave_where_lost(distlock__run *r, acq_run *x)
     for (int i = 0; i < 5; i++)
         x->len[i] = strlen(x->argv[i]);
     x->call = (distlock__call){ .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5,
-                                .argv = x->argv, .argvlen = x->len, .undo = 1, .tag = a->tag };
+                                .argv = x->argv, .argvlen = x->len, .trailing = 1, .tag = a->tag,
+                                .subject = DISTLOCK__LOCK_SUBJECT };
     if (c->tp.cl != NULL)
         distlock__call_sharded(&x->call, DISTLOCK__S_LEAVE_SH, 4, a->sk->sh, a->rq->key);
     for (int i = 0; i < c->n; i++)
@@ -583,7 +589,8 @@ static int undo(distlock__run *r, acq_run *x)
         for (int i = 0; i < nk + 3; i++)
             x->len[i] = strlen(argv[i]);
         x->call = (distlock__call){ .script = DISTLOCK__S_FAIR_UNDO, .nkeys = nk, .argc = nk + 3,
-                                    .argv = argv, .argvlen = x->len, .undo = 1, .tag = a->tag,
+                                    .argv = argv, .argvlen = x->len, .trailing = 1, .tag = a->tag,
+                                    .subject = DISTLOCK__LOCK_SUBJECT,
                                     .must_mask = ~0ull };
         if (c->tp.cl != NULL)  /* the channel: argv[4], or [5] after the owner key */
             distlock__call_sharded(&x->call, DISTLOCK__S_FAIR_UNDO_SH, nk + 1, a->sk->sh,

@@ -47,15 +47,15 @@
  * two addresses, a seed and the one the cluster announces), and so do the
  * requests they leave behind. A request left behind on one master runs
  * only there, but the key does not stay put: a slot migrates away and
- * back, so that request can still meet a later grant there. A later
- * request of its tag (not an undo) first goes to that master and closes
- * it (round.c cl_clear_first, with distlock__cl_stale_master below): on
+ * back, so that request can still meet a later write there. A later
+ * request of its tag (not a trailing one) first goes to that master and closes
+ * it (nodekind.c cl_clear_first, with distlock__cl_stale_master below): on
  * the same server incarnation, whatever the address, CLIENT KILL ID; under
  * the same address on another incarnation, that server restarted and the
  * request is gone. What cannot be closed in time fails the call unsent.
  *
  * TLS: each master's certificate is checked against its own host, not the
- * node's first seed (round.c passes distlock__cl_host to tls.c).
+ * node's first seed (nodekind.c's tls_host hook passes distlock__cl_host).
  *
  * Layer: 1 transport */
 #include <stdio.h>

@@ -128,12 +128,12 @@ void distlock__stale_killed(distlock__transport *t, int node, long long srv_id, 
  * another open connection of ours (another thread's: we do not kill it
  * under that thread's feet); DISTLOCK__STALE_OTHER_MASTER if a Cluster
  * node has such requests on another of its masters, which only a
- * connection to that master can close (round.c cl_clear_first). */
+ * connection to that master can close (nodekind.c cl_clear_first). */
 int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const distlock__conn *conn,
                       long long *ids, int max, int *elsewhere)
 {
     int n = 0;
-    int cluster = t->cl != NULL && t->cl[node] != NULL;
+    int keys_move = t->kind[node]->keys_move;
     *elsewhere = 0;
     pthread_mutex_lock(&t->mu);
     for (int k = 0; k < t->nstale; k++) {
@@ -142,10 +142,10 @@ int distlock__stale_find(distlock__transport *t, int node, uint64_t tag, const d
             continue;
         int other_run = s->run && conn->srv_run && s->run != conn->srv_run;
         int same_run = s->run && conn->srv_run && s->run == conn->srv_run;
-        if (cluster) {
+        if (keys_move) {
             /* A Cluster node's key moves between its masters (MIGRATE,
              * rebalancing, a failover), so a request left behind on one
-             * master can meet a later grant there once the key comes back:
+             * master can meet a later write there once the key comes back:
              * "it can only run there" does not make it harmless. On the
              * same server (same run_id, whatever the address: a seed and
              * the announced address of one master) it is closed from

@@ -14,10 +14,10 @@ enum {
     DISTLOCK__K_INFO,       /* INFO server: the server's run_id (its incarnation) */
     DISTLOCK__K_LOAD,
     DISTLOCK__K_KILL,       /* CLIENT KILL ID of a connection left behind */
-    DISTLOCK__K_ROLE,       /* handshake of a Sentinel node: is it the master? */
+    DISTLOCK__K_NODE_HS,    /* the node kind's handshake request (Sentinel: ROLE) */
     DISTLOCK__K_WAIT,       /* WAIT n t behind a call (arg: t in ms) */
-    DISTLOCK__K_ASKING,     /* ASKING before a call sent after an ASK redirect */
-    DISTLOCK__K_SLOTS       /* CLUSTER SLOTS (arg: the master it was asked of) */
+    DISTLOCK__K_ASKING,     /* the node kind's request before a call (Cluster: ASKING) */
+    DISTLOCK__K_NODE        /* a node kind's request nothing waits for (CLUSTER SLOTS) */
 };
 
 /* conn.c: the FIFO of owed replies */
@@ -106,6 +106,54 @@ uint64_t distlock__run_of(const redisReply *rep);
  * 0 if none (refused, or not a version). Valkey says 7.2.4 there. */
 int distlock__version_of(const redisReply *rep);
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn);
+
+/* round.c: what a node kind's hooks (nodekind.c) may do to node i's call */
+/* (Re)start node i's call `call` (the round's start_node): cap is the
+ * deadline it keeps (0: a budget of its own). */
+void distlock__round_start(distlock__transport *t, distlock__connset *cs,
+                           const distlock__call *call, distlock__result *r, int i, uint64_t now,
+                           uint64_t cap);
+/* Open the connection to node i at its numeric address(es) (NULL: its
+ * Unix socket) and port (0: the node's own), made under endpoint state
+ * ep_state, and queue the handshake; r fails if none can be made. */
+void distlock__round_open_at(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                             int i, char (*addr)[DISTLOCK__ADDR_LEN], int naddr, int port,
+                             unsigned ep_state);
+/* conns[i] broke: resend on a fresh connection once, or the kind's broken
+ * hook, or fail. */
+void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                            int i);
+/* Write what conns[i] has queued; a broken connection as above.
+ * (inline: a frame of its own on the deepest stack path, a redirect's
+ * CLUSTER SLOTS inside a release inside an acquire, costs 64 bytes) */
+static inline void distlock__round_flush(distlock__transport *t, distlock__connset *cs,
+                                         distlock__result *r, int i)
+{
+    int done = 0;
+    if (distlock__stream_write(&cs->conns[i].stream, &done) != REDIS_OK)
+        distlock__round_broken(t, cs, r, i);
+}
+/* The deadline a restart of node i's call keeps. */
+static inline uint64_t distlock__call_deadline(const distlock__result *r)
+{
+    return r->cap_us ? r->cap_us : r->deadline_us;
+}
+/* Node i's deadline: now + ms (+ extra_us), but never past the call's own
+ * (r->cap_us, once set): a redirect, re-route or resend spends what is left
+ * of it, however many there are. */
+static inline void distlock__set_deadline(distlock__result *r, uint64_t now, long ms,
+                                          uint64_t extra_us)
+{
+    uint64_t d = now + (uint64_t)ms * 1000u + extra_us;
+    if (r->cap_us == 0)
+        r->budget_ms = ms;
+    r->deadline_us = r->cap_us && d > r->cap_us ? r->cap_us : d;
+}
+/* "this lock" (the call's subject), or the neutral wording. */
+static inline const char *distlock__subject(const distlock__call *call)
+{
+    return call && call->subject ? call->subject : "this request's ordering tag";
+}
 
 /* cluster.c */
 #define DISTLOCK__CL_REDIRECTS 5   /* per call: MOVED, ASK, dead masters */

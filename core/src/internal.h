@@ -10,7 +10,7 @@
  *   layer 2  protocol      protocol.c                         (protocol.h)
  *   layer 1  transport     pool.c round.c request.c conn.c resp.c net.c
  *                          stream.c resolve.c sentinel.c tls.c cluster.c
- *                          pubsub.c  (transport.h)
+ *                          nodekind.c pubsub.c  (transport.h)
  *   layer 0  base          error.c clock.c token.c uri.c slot.c  (base.h)
  *                          stats.c (counters, histograms)     (stats.h)
  *

@@ -126,8 +126,9 @@ static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
     }
     av[m] = token, len[m] = strlen(token);
     distlock__call call = { .script = DISTLOCK__S_RELEASE_MANY, .nkeys = (int)m,
-                            .argc = (int)(2 * m + 1), .argv = av, .argvlen = len, .undo = 1,
-                            .tag = distlock__lock_tag(keys[0], token), .must_mask = maybe };
+                            .argc = (int)(2 * m + 1), .argv = av, .argvlen = len, .trailing = 1,
+                            .tag = distlock__lock_tag(keys[0], token),
+                            .subject = DISTLOCK__LOCK_SUBJECT, .must_mask = maybe };
     distlock__call shcall = call;
     const char **sav = NULL;
     size_t *slen = NULL;
@@ -254,7 +255,8 @@ static int raise_fences(distlock_client *c, distlock__connset *cs, plan *p,
     }
     av[2 * m] = rq->token, len[2 * m] = strlen(rq->token);
     distlock__call raise = { .script = DISTLOCK__S_RAISE_MANY, .nkeys = (int)(2 * m),
-                             .argc = (int)(3 * m + 1), .argv = av, .argvlen = len, .tag = tag };
+                             .argc = (int)(3 * m + 1), .argv = av, .argvlen = len, .tag = tag,
+                             .subject = DISTLOCK__LOCK_SUBJECT };
     distlock__set_wait(c, &raise);
     for (int i = 0; i < c->n; i++)
         cs->calls_b[i] = distlock__reply_verdict(&res[i]) == 1 ? &raise : NULL;
@@ -321,7 +323,8 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
         p.argv[a] = ttl, p.len[a++] = ttllen;
         p.argv[a] = fencing ? "1" : "0", p.len[a++] = 1;
         distlock__call call = { .script = DISTLOCK__S_ACQUIRE_MANY, .nkeys = nkeys,
-                                .argc = (int)a, .argv = p.argv, .argvlen = p.len, .tag = tag };
+                                .argc = (int)a, .argv = p.argv, .argvlen = p.len, .tag = tag,
+                                .subject = DISTLOCK__LOCK_SUBJECT };
         distlock__set_wait(c, &call);
         for (int i = 0; i < c->n; i++)
             cs->calls_a[i] = &call;
@@ -454,7 +457,8 @@ int distlock__extend_many(distlock_client *c, const char *const *keys, size_t nk
         p.argv[m + 1] = ttl, p.len[m + 1] = ttllen;
         distlock__call call = { .script = DISTLOCK__S_EXTEND_MANY, .nkeys = (int)m,
                                 .argc = (int)m + 2, .argv = p.argv, .argvlen = p.len,
-                                .tag = distlock__lock_tag(keys[0], token) };
+                                .tag = distlock__lock_tag(keys[0], token),
+                                .subject = DISTLOCK__LOCK_SUBJECT };
         distlock__set_wait(c, &call);
         for (int i = 0; i < c->n; i++)
             cs->calls_a[i] = &call;

@@ -223,7 +223,8 @@ distlock__run *distlock__extend_lease_start(distlock_client *c, int need, const 
     x->len[0] = strlen(key), x->len[1] = strlen(token), x->len[2] = distlock__ltoa(x->ttl, ttl_ms);
     x->call = (distlock__call){ .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3,
                                 .argv = x->argv, .argvlen = x->len,
-                                .tag = distlock__lock_tag(key, token) };
+                                .tag = distlock__lock_tag(key, token),
+                                .subject = DISTLOCK__LOCK_SUBJECT };
     /* Owner metadata on: its TTL follows the lock's (KEYS[2]). */
     x->ok = atomic_load_explicit(&c->owner_info, memory_order_relaxed)
                 ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
@@ -301,7 +302,8 @@ distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
         x->len[i] = strlen(x->argv[i]);
     x->call = (distlock__call){ .script = DISTLOCK__S_LEAVE, .nkeys = 3, .argc = 5,
                                 .argv = x->argv, .argvlen = x->len,
-                                .tag = distlock__lock_tag(key, token) };
+                                .tag = distlock__lock_tag(key, token),
+                                .subject = DISTLOCK__LOCK_SUBJECT };
     if (c->tp.cl != NULL)
         distlock__call_sharded(&x->call, DISTLOCK__S_LEAVE_SH, 4, x->sh, key);
     distlock__run_go(r, leave_send);

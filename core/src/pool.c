@@ -29,8 +29,10 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
     t->sha = calloc((size_t)nscripts + 1, sizeof(*t->sha));
     t->sha_ok = calloc((size_t)nscripts + 1, sizeof(*t->sha_ok));
     t->tls_ctx = calloc((size_t)n, sizeof(*t->tls_ctx));
+    t->kind = calloc((size_t)n, sizeof(*t->kind));
     if (t->peer == NULL || t->ep == NULL || t->sha == NULL || t->sha_ok == NULL ||
-        t->tls_ctx == NULL) {
+        t->tls_ctx == NULL || t->kind == NULL) {
+        free(t->kind);
         free(t->tls_ctx);
         free(t->peer);
         free(t->ep);
@@ -38,7 +40,10 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
         free((void *)t->sha_ok);
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
+    for (int i = 0; i < n; i++)
+        t->kind[i] = distlock__node_kind_of(&nodes[i]);
     if (distlock__cl_init(t) != DISTLOCK_OK) {
+        free(t->kind);
         free(t->tls_ctx);
         free(t->peer);
         free(t->ep);
@@ -87,6 +92,7 @@ void distlock__tp_free(distlock__transport *t)
     free(t->password);
     distlock__tls_ctx_drop_all(t);
     free(t->tls_ctx);
+    free((void *)t->kind);
     for (int k = 0; k < DISTLOCK__TLS_NOPT; k++)
         free(t->tls_opt[k]);
     pthread_mutex_destroy(&t->mu);
@@ -127,8 +133,8 @@ void distlock__tp_after_fork(distlock__transport *t)
     for (distlock__connset *cs = t->all_sets; cs; cs = cs->all_next)
         for (int i = 0; i < t->n; i++) {
             keep_owed(t, i, &cs->conns[i]);
-            for (int m = 0; cs->cl && cs->cl[i] && m < DISTLOCK__CL_MASTERS; m++)
-                keep_owed(t, i, &cs->cl[i]->c[m]);  /* a cluster node's other masters */
+            if (t->kind[i]->each_conn)  /* a Cluster node's other masters */
+                t->kind[i]->each_conn(t, cs, i, keep_owed);
         }
     for (int k = 0; k < t->nstale; k++)
         t->stale[k].open = 0;

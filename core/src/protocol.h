@@ -79,6 +79,10 @@ void distlock__call_sharded(distlock__call *call, int sh, int arg, char *buf, co
 /* The transport's ordering tag for requests about one ownership (key and
  * token): a request never overtakes an earlier one with the same tag. */
 uint64_t distlock__lock_tag(const char *key, const char *token);
+/* What requests of one lock_tag are about, in the transport's messages
+ * about their ordering (distlock__call.subject: "an earlier request for
+ * this lock ..."). */
+#define DISTLOCK__LOCK_SUBJECT "this lock"
 
 /* What a node's reply to an acquire, release or extend says: 1 granted, 0
  * refused (held by another, or not ours), -1 failed, -2 no answer (yet).

@@ -93,12 +93,8 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
         argv[1] = "server", len[1] = 6;
         rc = distlock__append_cmd(conn, r, DISTLOCK__K_INFO, 0, 0, 2, argv, len);
     }
-    if (rc == 0 && cfg->kind == DISTLOCK__NODE_SENTINEL) {
-        /* The sentinels' answer may be out of date (a failover under way):
-         * only the master itself says it is one. */
-        argv[0] = "ROLE", len[0] = 4;
-        rc = distlock__append_cmd(conn, r, DISTLOCK__K_ROLE, 0, 0, 1, argv, len);
-    }
+    if (rc == 0 && t->kind[i]->handshake)  /* Sentinel: ROLE */
+        rc = t->kind[i]->handshake(t, i, conn, r);
     for (int s = 0; rc == 0 && s < t->nscripts; s++) {
         argv[0] = "SCRIPT", len[0] = 6;
         argv[1] = "LOAD", len[1] = 4;
@@ -106,13 +102,8 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
         rc = distlock__append_cmd(conn, r, DISTLOCK__K_LOAD, s, 0, 3, argv, len);
     }
     conn->hs_pending += conn->qlen - n0;
-    if (rc == 0 && cfg->kind == DISTLOCK__NODE_CLUSTER) {
-        /* The slot map, fresh from this master (cluster.c); the call need
-         * not wait for it. */
-        argv[0] = "CLUSTER", len[0] = 7;
-        argv[1] = "SLOTS", len[1] = 5;
-        rc = distlock__append_cmd(conn, NULL, DISTLOCK__K_SLOTS, 0, 0, 2, argv, len);
-    }
+    if (rc == 0 && t->kind[i]->handshake_tail)  /* Cluster: CLUSTER SLOTS */
+        rc = t->kind[i]->handshake_tail(t, i, conn);
     return rc;
 }
 
@@ -132,13 +123,13 @@ static __attribute__((noinline)) int append_wait(distlock__conn *conn, distlock_
 /* The script call itself: EVALSHA when we know the script's SHA1, else EVAL
  * (which also caches it). Not inlined: its argument
  * arrays then leave the stack before append_wait runs, which keeps the
- * deepest path (an undo sent from inside a reroute) under the stack budget. */
+ * deepest path (a trailing call sent from inside a reroute) under the stack budget. */
 static __attribute__((noinline)) int append_script(distlock__transport *t, int i,
                                                    distlock__conn *conn, distlock__result *owner,
                                                    const distlock__call *call, int force_eval)
 {
     int script = call->script, sharded = 0;
-    if (call->cl_script > 0 && t->nodes[i].kind == DISTLOCK__NODE_CLUSTER)
+    if (call->cl_script > 0 && t->kind[i]->sharded)
         script = call->cl_script, sharded = 1;
     const char *sargv[16], **argv = sargv;
     size_t slen[16], *len = slen;

@@ -259,7 +259,9 @@ typedef struct distlock__script {
 
 /* One request to one node: EVALSHA of script `script` with nkeys keys
  * followed by the other arguments (argv, argc in all), or a plain command
- * when script is -1. The arrays are the caller's. */
+ * when script is -1. The arrays are the caller's. A call may run twice (a
+ * resend on a fresh connection after the first broke, result.resent): the
+ * owner only gives calls that are safe to repeat. */
 typedef struct distlock__call {
     int script;              /* index in the transport's script table, or -1 */
     int nkeys;
@@ -282,17 +284,26 @@ typedef struct distlock__call {
      * nodes still refusing without the fallback: so the fallback goes out
      * at once wherever the refusal is known in advance. */
     int fallback_below;
-    /* An undo (release of an attempt): on a node known hung it is queued
-     * behind the requests of the same tag it must follow, without being
-     * waited for; if none was sent there it is not sent at all. */
-    int undo;
+    /* A trailing request: it only follows the earlier requests of its tag
+     * (its owner's word that it may run after them in any order with them
+     * settled, e.g. a release of an attempt). On a node known hung it is
+     * queued behind the requests of its tag, without being waited for; if
+     * none of its tag was sent there it is not sent at all; it does not
+     * wait for the CLIENT KILLs of the connections that carry them, and
+     * is not held back by one still open on another connection (round.c). */
+    int trailing;
     /* Ordering domain chosen by the caller, 0 for none. The transport
      * guarantees that a request with tag T executes on its node after every
      * earlier request with tag T of this transport that can still execute
      * there (see round.c). */
     uint64_t tag;
-    /* For an undo: nodes that may hold what it undoes (they granted, or may
-     * have): there it is queued even on a hung connection, unwaited. */
+    /* What the requests of this tag are about, in the owner's words, for
+     * the failures the ordering causes ("an earlier request for <subject>
+     * ...", e.g. "this lock"); NULL: "this request's ordering tag". */
+    const char *subject;
+    /* For a trailing request: nodes where the requests it follows may have
+     * run (or may yet): there it is queued even on a hung connection,
+     * unwaited. */
     uint64_t must_mask;
     /* WAIT for replicas: when wait_replicas > 0, `WAIT wait_replicas
      * wait_ms` is written right behind the request on the same connection
@@ -339,7 +350,7 @@ typedef struct distlock__result {
     int ask;             /* Cluster node: send ASKING first, to master ask - 1 (0: no) */
     int tries;           /* Cluster node: TRYAGAIN answers so far */
     int share;           /* Cluster node: deadline_us is a new master's share of
-                          * cap_us (round.c cl_open): past it, unanswered, it is
+                          * cap_us (nodekind.c cl_open): past it, unanswered, it is
                           * treated as refused */
     uint64_t retry_at_us;  /* Cluster node: resend then (after TRYAGAIN), 0: no */
     uint64_t deadline_us;
@@ -360,7 +371,7 @@ typedef struct distlock__result {
     int kills_due;
     /* Cluster node: conns[i] leads to another master than the call's, where
      * an earlier request of its tag is left behind: only its CLIENT KILLs
-     * go there; then the call is routed again (round.c cl_clear_first). */
+     * go there; then the call is routed again (nodekind.c cl_clear_first). */
     int clearing;
     const distlock__call *call;   /* valid only while the round runs */
     char err[DISTLOCK__ERR_LEN];       /* for FAILED: what went wrong on this node */
@@ -494,6 +505,92 @@ typedef struct distlock__clconns {
     distlock__conn c[DISTLOCK__CL_MASTERS];
 } distlock__clconns;
 
+/* ------------------------------------------------------------ nodekind.c */
+/* What makes a plain node, a Sentinel node and a Cluster node differ, as
+ * one table of hooks per kind, chosen per node at distlock__tp_init
+ * (t->kind[i]): the round, the connections and the handshake call through
+ * it and test no kind themselves. A NULL hook: nothing to do (a plain
+ * node's hot path pays one pointer test where it did nothing before). The
+ * hooks run on the round's thread, inside its steps (conn.h has what they
+ * may do to a node's call: restart it, open a connection, flush). */
+struct distlock__transport;
+typedef struct distlock__node_kind {
+    const char *name;
+    /* A key moves between the node's servers (Cluster: slots migrate): a
+     * request left behind on one of them must be closed there before a
+     * later request of its tag goes to another (conn.c stale_find). */
+    int keys_move;
+    /* Runs call->cl_script (sharded pub/sub) instead of call->script. */
+    int sharded;
+    /* start_node, r just reset for r->call: put the connection the call
+     * needs into cs->conns[i] (Cluster: its slot's master, or first the
+     * master where a request of its tag is left behind). -1: r is final. */
+    int (*route)(struct distlock__transport *t, struct distlock__connset *cs,
+                 struct distlock__result *r, int i);
+    /* May conns[i] still be used (Sentinel: it leads to the master known
+     * now)? NULL: yes. */
+    int (*current)(struct distlock__transport *t, int i, const struct distlock__conn *conn);
+    /* No connection: where to connect. Opens one (0) or starts a lookup
+     * (r->deferred, -1), or fails r (-1). */
+    int (*open)(struct distlock__transport *t, struct distlock__connset *cs,
+                struct distlock__result *r, int i, uint64_t now, long connect_ms,
+                uint64_t wait_us);
+    /* The lookup open started answered addr[0..naddr) (port: 0, the
+     * node's own): open the connection there, or fail r. */
+    void (*resolved)(struct distlock__transport *t, struct distlock__connset *cs,
+                     struct distlock__result *r, int i, char (*addr)[DISTLOCK__ADDR_LEN],
+                     int naddr, int port);
+    /* The lookup failed (r already failed with its reason). */
+    void (*lookup_failed)(struct distlock__transport *t, struct distlock__connset *cs,
+                          struct distlock__result *r, int i);
+    /* The host a new connection's TLS certificate must name (malloc'ed),
+     * when it is not the node's own; NULL hook or NULL: tls.c's rule. */
+    char *(*tls_host)(struct distlock__transport *t, struct distlock__connset *cs, int i);
+    /* Requests of the handshake the call waits for (after INFO server:
+     * Sentinel's ROLE), owed as DISTLOCK__K_NODE_HS; and requests behind
+     * the handshake nothing waits for (Cluster's CLUSTER SLOTS), owed as
+     * DISTLOCK__K_NODE. 0, or -1 (out of memory). */
+    int (*handshake)(struct distlock__transport *t, int i, struct distlock__conn *conn,
+                     struct distlock__result *r);
+    int (*handshake_tail)(struct distlock__transport *t, int i, struct distlock__conn *conn);
+    /* The reply to one of those (the caller frees rep). -1: r changed
+     * (restarted or failed). */
+    int (*reply)(struct distlock__transport *t, struct distlock__connset *cs,
+                 struct distlock__result *r, int i, const redisReply *rep);
+    /* Requests written right before the call when r->ask is set (Cluster:
+     * ASKING after an ASK redirect). 0, or -1 (out of memory). */
+    int (*before_call)(struct distlock__conn *conn);
+    /* The call's reply is the error err: one that moves the call (MOVED,
+     * ASK, TRYAGAIN; READONLY on a Sentinel node). 0: not one of those;
+     * 1: the call is sent again later (r->retry_at_us); -1: r changed. */
+    int (*error)(struct distlock__transport *t, struct distlock__connset *cs,
+                 struct distlock__result *r, int i, const char *err);
+    /* The connection broke (before the round's resend on a fresh
+     * connection): forget the master / route elsewhere. 1: r changed. */
+    int (*broken)(struct distlock__transport *t, struct distlock__connset *cs,
+                  struct distlock__result *r, int i);
+    /* r's deadline passed: the kind may give the call more time or route
+     * it elsewhere (Cluster: a new master's share of it, cl_open). */
+    void (*deadline)(struct distlock__transport *t, struct distlock__connset *cs,
+                     struct distlock__result *r, int i);
+    /* r times out now: the kind's bookkeeping (forget the master, mark it
+     * down). 1: it failed r with a detail of its own. */
+    int (*timed_out)(struct distlock__transport *t, struct distlock__connset *cs,
+                     struct distlock__result *r, int i);
+    /* r->clearing: the connection's kills are confirmed; -1 (r changed). */
+    int (*cleared)(struct distlock__transport *t, struct distlock__connset *cs,
+                   struct distlock__result *r, int i);
+    /* Every other connection of the set to node i (Cluster: its other
+     * masters'), for fn. */
+    void (*each_conn)(struct distlock__transport *t, struct distlock__connset *cs, int i,
+                      void (*fn)(struct distlock__transport *t, int i,
+                                 struct distlock__conn *conn));
+} distlock__node_kind;
+extern const distlock__node_kind distlock__kind_plain, distlock__kind_sentinel,
+    distlock__kind_cluster;
+/* The table for a node's configuration. */
+const distlock__node_kind *distlock__node_kind_of(const distlock__node_cfg *cfg);
+
 /* ------------------------------------------------------------ the transport */
 typedef struct distlock__transport {
     int n;
@@ -547,6 +644,8 @@ typedef struct distlock__transport {
     distlock__stats *stats;
     /* cluster.c: n entries (NULL: not a cluster node), or NULL if none is */
     distlock__clmap **cl;
+    /* nodekind.c: node i's kind, n entries */
+    const distlock__node_kind **kind;
 } distlock__transport;
 
 /* pool.c */
