@@ -621,7 +621,7 @@ int distlock_admin_cluster_route(distlock_client *c, const char *key, int node, 
         return rc;
     if (node < 0 || node >= c->n)
         return distlock__fail(DISTLOCK_EINVAL, "node %d out of range 0..%d", node, c->n - 1);
-    if (c->nodes[node].kind != DISTLOCK__NODE_CLUSTER)
+    if (!c->tp.kind[node]->keys_move)  /* a key's server is the node's own */
         return 0;
     char host[DISTLOCK__HOST_LEN] = "";
     int port = 0, s = 0;

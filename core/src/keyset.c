@@ -102,7 +102,7 @@ static int plan_make(distlock_client *c, const char *const *keys, size_t n, int 
 /* The node runs a Redis Cluster's variant of a script (SPUBLISH). */
 static int cluster_node(const distlock_client *c, int i)
 {
-    return c->tp.cl != NULL && c->tp.cl[i] != NULL;
+    return c->tp.kind[i]->sharded;
 }
 
 /* Compare-and-delete group g's keys on the nodes `which` selects, each key

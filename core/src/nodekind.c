@@ -30,17 +30,28 @@
 
 /* ------------------------------------------------------------ plain */
 
-/* The node's own address at once; a name off this thread (a slow name
- * costs only this node), then plain_resolved. */
+/* The node's own address at once (0); a name off this thread (1): a slow
+ * name costs only this node. */
+static int plain_lookup(distlock__transport *t, int i, distlock__resolve **res)
+{
+    const distlock__node_cfg *cfg = &t->nodes[i];
+    if (cfg->host == NULL || distlock__host_is_numeric(cfg->host))
+        return 0;
+    *res = distlock__resolve_start(cfg->host);
+    return *res ? 1 : -1;
+}
+
+/* The node's own address at once; a name off this thread, then
+ * plain_resolved. */
 static int plain_open(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i,
                       uint64_t now, long connect_ms, uint64_t wait_us)
 {
     const distlock__node_cfg *cfg = &t->nodes[i];
     distlock__conn *conn = &cs->conns[i];
     (void)now, (void)connect_ms, (void)wait_us;
-    if (cfg->host && !distlock__host_is_numeric(cfg->host)) {
-        conn->resolving = distlock__resolve_start(cfg->host);
-        if (conn->resolving == NULL)
+    int lk = plain_lookup(t, i, &conn->resolving);
+    if (lk != 0) {
+        if (lk < 0)
             distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
         r->deferred = 1;
         return -1;
@@ -60,6 +71,8 @@ static void plain_resolved(distlock__transport *t, distlock__connset *cs, distlo
 
 const distlock__node_kind distlock__kind_plain = {
     .name = "plain",
+    .addressed = 1,
+    .lookup = plain_lookup,
     .open = plain_open,
     .resolved = plain_resolved,
 };
@@ -86,7 +99,14 @@ static __attribute__((noinline)) int follow(distlock__transport *t, distlock__co
     return 1;
 }
 
-/* The cached master, else the sentinels (on the resolver's thread, then
+/* Its master, asked of the sentinels (on the resolver's thread). */
+static int sentinel_lookup(distlock__transport *t, int i, distlock__resolve **res)
+{
+    *res = distlock__sentinel_start(t, i, t->connect_timeout_ms);
+    return *res ? 1 : -1;
+}
+
+/* The cached master, else the sentinels (sentinel_lookup, then
  * sentinel_resolved). */
 static int sentinel_open(distlock__transport *t, distlock__connset *cs, distlock__result *r,
                          int i, uint64_t now, long connect_ms, uint64_t wait_us)
@@ -110,8 +130,7 @@ static int sentinel_open(distlock__transport *t, distlock__connset *cs, distlock
     /* The sentinels' own budget; connecting gets another. A little over it
      * here, so that their answer (or why none came) is what the caller
      * sees. */
-    conn->resolving = distlock__sentinel_start(t, i, t->connect_timeout_ms);
-    if (conn->resolving == NULL)
+    if (sentinel_lookup(t, i, &conn->resolving) < 0)
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
     distlock__set_deadline(r, now, connect_ms, wait_us + 50000u);
     r->deferred = 1;
@@ -215,6 +234,7 @@ static int sentinel_timed_out(distlock__transport *t, distlock__connset *cs, dis
 
 const distlock__node_kind distlock__kind_sentinel = {
     .name = "sentinel",
+    .lookup = sentinel_lookup,
     .current = sentinel_current,
     .open = sentinel_open,
     .resolved = sentinel_resolved,

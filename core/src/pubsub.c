@@ -492,10 +492,9 @@ static int cluster_step(distlock__pubsub *ps, uint64_t now)
 static distlock__resolve *node_start(distlock__pubsub *ps, int i, distlock__stream *st)
 {
     const distlock__node_cfg *cfg = &ps->t->nodes[i];
-    if (cfg->kind == DISTLOCK__NODE_SENTINEL)
-        return distlock__sentinel_start(ps->t, i, ps->t->connect_timeout_ms);
-    if (cfg->host && !distlock__host_is_numeric(cfg->host))
-        return distlock__resolve_start(cfg->host);
+    distlock__resolve *res = NULL;
+    if (ps->t->kind[i]->lookup(ps->t, i, &res) != 0)
+        return res;  /* started, or NULL: out of memory */
     char addr[1][DISTLOCK__ADDR_LEN];
     if (cfg->host)
         snprintf(addr[0], sizeof(addr[0]), "%s", cfg->host);
@@ -724,7 +723,7 @@ distlock__pubsub *distlock__pubsub_new(distlock__transport *t, pthread_mutex_t *
      * node (the kinds' other differences: node_start) */
     ps->cap = t->n;
     for (int i = 0; i < t->n; i++)
-        if (t->nodes[i].kind == DISTLOCK__NODE_CLUSTER) {
+        if (t->kind[i]->sharded) {
             ps->nodes[i].sharded = 1;
             ps->nsharded++;
             ps->cap += DISTLOCK__CL_MASTERS;

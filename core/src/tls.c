@@ -323,8 +323,7 @@ int distlock__tls_start(distlock__stream *s, distlock__transport *t, int i, cons
      * certificate could stand in for every master. A Sentinel node has no
      * cfg->host: its master is checked against the sentinels' address. */
     const char *own = host ? host
-                      : cfg->kind == DISTLOCK__NODE_CLUSTER || cfg->host == NULL ? peer
-                                                                                 : cfg->host;
+                      : t->kind[i]->addressed && cfg->host ? cfg->host : peer;
     char namebuf[DISTLOCK__HOST_LEN];
     snprintf(namebuf, sizeof(namebuf), "%s", name ? name : own ? own : "");
     pthread_mutex_unlock(&t->mu);

@@ -520,8 +520,20 @@ typedef struct distlock__node_kind {
      * request left behind on one of them must be closed there before a
      * later request of its tag goes to another (conn.c stale_find). */
     int keys_move;
-    /* Runs call->cl_script (sharded pub/sub) instead of call->script. */
+    /* Runs call->cl_script (sharded pub/sub) instead of call->script; a
+     * subscription goes to each channel's slot master (pubsub.c). */
     int sharded;
+    /* The configuration's host names the node's own server (plain). A
+     * Cluster node's is only its first seed, a Sentinel node has none: a
+     * TLS certificate is then checked against the host or address the
+     * connection was opened to (tls.c). */
+    int addressed;
+    /* Where a connection to node i goes, outside a round (the subscriber's,
+     * pubsub.c): 0 at the configuration's address or Unix socket, now; 1
+     * a lookup was started (*res: a name resolved, a Sentinel node's
+     * master asked); -1 out of memory. NULL: the node has no connection of
+     * its own (Cluster: its masters'). */
+    int (*lookup)(struct distlock__transport *t, int i, distlock__resolve **res);
     /* start_node, r just reset for r->call: put the connection the call
      * needs into cs->conns[i] (Cluster: its slot's master, or first the
      * master where a request of its tag is left behind). -1: r is final. */

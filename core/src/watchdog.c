@@ -116,7 +116,7 @@ static int next_group(distlock_client *c, int i, share *sh, const due *d)
     sh->ng = 0;
     if (sh->ntodo == 0)
         return GROUP_NONE;
-    int cluster = c->tp.cl != NULL && c->tp.cl[i] != NULL, left = 0;
+    int cluster = c->tp.kind[i]->keys_move, left = 0;  /* keys by slot: a master each */
     unsigned slot0 = d[sh->todo[0]].slot;
     int m0 = cluster && !sh->by_slot ? distlock__cl_slot_master(&c->tp, i, slot0) : -1;
     for (int j = 0; j < sh->ntodo; j++) {
