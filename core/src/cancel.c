@@ -321,3 +321,35 @@ int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_
         pthread_sigmask(SIG_SETMASK, &old, NULL);
     return rc;
 }
+
+int distlock__sleep_fd(distlock_client *c, int fd, uint64_t deadline_us, int ask_hook)
+{
+    distlock_interrupt_fn fn = NULL;
+    void *arg = NULL;
+    if (ask_hook) {
+        pthread_mutex_lock(&c->mu);
+        fn = c->intr_fn;
+        arg = c->intr_arg;
+        pthread_mutex_unlock(&c->mu);
+    }
+    sigset_t block, old;
+    if (fn) {
+        distlock__blockable_signals(&block);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+    }
+    int rc = 0;
+    if (fn && fn(arg) != 0) {
+        rc = DISTLOCK_ECANCELED;
+    } else {
+        struct pollfd pfd = { fd, POLLIN, 0 };
+        uint64_t now = distlock__now_us();
+        uint64_t left = deadline_us > now ? deadline_us - now : 0;
+        struct timespec ts = { (time_t)(left / 1000000u), (long)(left % 1000000u) * 1000 };
+        int pr = ppoll(&pfd, 1, deadline_us == UINT64_MAX ? NULL : &ts, fn ? &old : NULL);
+        if (pr < 0 && errno == EINTR && fn && fn(arg) != 0)
+            rc = DISTLOCK_ECANCELED;
+    }
+    if (fn)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
