@@ -1712,9 +1712,10 @@ static int perform(distlock_multi *m)
 /* What the first attempt left behind, when its wait cannot go on for want
  * of a multi (ENOMEM, no descriptor): a grant (its call's cancel fired
  * while it was out) goes back, a writer leaves the registry of waiting
- * writers, a fair waiter the queue. The status is the multi's failure. */
+ * writers, a fair waiter the queue. The status is the cancel's if it
+ * fired, else the multi's failure. */
 static int wait_unstarted(distlock_client *c, const distlock__acq_req *rq, int rc,
-                          const distlock__attempt *att, int why)
+                          const distlock__attempt *att, distlock_cancel *cancel, int why)
 {
     char *detail = distlock__error_copy();
     if (rc == DISTLOCK_OK)
@@ -1724,7 +1725,10 @@ static int wait_unstarted(distlock_client *c, const distlock__acq_req *rq, int r
         distlock__write_leave(c, rq->key, rq->writer);
     if (rq->fair)
         (void)distlock__leave_queue(c, rq->key, rq->token);
-    distlock__fail(why, "%s", detail ? detail : "");
+    if (distlock__cancel_fired(cancel))
+        why = distlock__first_cancelled(rq->key, rc == DISTLOCK_OK);
+    else
+        distlock__fail(why, "cannot wait for '%s': %s", rq->key, detail ? detail : "");
     free(detail);
     return why;
 }
@@ -1771,7 +1775,7 @@ int distlock__acquire_wait(distlock_client *c, distlock__held *h, int given, lon
     }
     if (why != DISTLOCK_OK) {
         free(detail);
-        return wait_unstarted(c, rq, rc, att, why);
+        return wait_unstarted(c, rq, rc, att, cancel, why);
     }
     op->embedded = 1;
     op->h = h;
