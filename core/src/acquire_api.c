@@ -32,7 +32,7 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
                         long wait_ms, unsigned flags, const distlock_acquire_args *args,
                         distlock_lock **out, uint64_t *t_start, uint64_t *t_end)
 {
-    char tid[64];
+    char tid[48];  /* "thread:PID:TID": 40 bytes at most */
     const char *token;  /* args->token: the caller's, else NULL (a fresh one) */
     int rc;
 

@@ -112,6 +112,7 @@ typedef struct fdslot {
 } fdslot;
 
 #define NBUCKETS 256
+#define NEV 16                /* epoll events read at a time */
 
 struct distlock_multi {
     distlock_client *c;
@@ -137,6 +138,7 @@ struct distlock_multi {
     distlock_op *sq_head[2], *sq_tail[2];  /* [0] releases, extends, clean-up; [1] attempts */
     distlock_op *stepping;    /* the op op_step is in (NULL once it freed it) */
     mkey *keys[NBUCKETS];
+    struct epoll_event ev[NEV];  /* perform's */
 };
 
 struct distlock_op {
@@ -905,7 +907,7 @@ static int undo_start(distlock_op *op)
 
 /* Try-once acquires queued behind an acquire that now waits: the key was
  * held at its last try, so they fail as a refused try. */
-static void fail_try_once(distlock_multi *m, mkey *k)
+static inline __attribute__((always_inline)) void fail_try_once(distlock_multi *m, mkey *k)
 {
     for (distlock_op *q = k->head, *next; q; q = next) {
         next = q->qnext;
@@ -1348,6 +1350,7 @@ static void op_step(distlock_op *op)
 /* ------------------------------------------------------------ the API */
 
 static int multi_make(distlock_client *c, distlock_multi **out);
+static void multi_close(distlock_multi *m);
 
 int distlock_multi_new(distlock_client *c, distlock_multi **out)
 {
@@ -1647,15 +1650,16 @@ int distlock_multi_perform(distlock_multi *m)
 static int perform(distlock_multi *m)
 {
     distlock_client *c = m->c;
-    /* A few at a time: this frame is on the 4 KB stack budget's path. The
-     * set is level-triggered: a descriptor reported stays ready until its
-     * op reads it below, and epoll reports the others on the next calls
+    /* A few at a time, into the multi (off this frame: it is on the 4 KB
+     * stack budget's path, under a blocking acquire's frames too). The set
+     * is level-triggered: a descriptor reported stays ready until its op
+     * reads it below, and epoll reports the others on the next calls
      * (round robin), so the calls are bounded by the descriptors there are
      * (those left are reported by the next perform). */
-    struct epoll_event ev[16];
-    int woke = 0, scan = 0, n, rounds = m->nfds / 16 + 2;
+    struct epoll_event *ev = m->ev;
+    int woke = 0, scan = 0, n, rounds = m->nfds / NEV + 2;
     do {
-        n = epoll_wait(m->epfd, ev, 16, 0);
+        n = epoll_wait(m->epfd, ev, NEV, 0);
         for (int i = 0; i < n; i++) {
             int fd = ev[i].data.fd;
             if (fd == m->evfd) {
@@ -1680,7 +1684,7 @@ static int perform(distlock_multi *m)
                 ep_del(m, fd);  /* a stale registration: nobody's now */
             }
         }
-    } while (n == 16 && --rounds > 0);
+    } while (n == NEV && --rounds > 0);
     unsigned gen = distlock__cancel_gen(c);
     if (gen != m->seen_gen) {
         m->seen_gen = gen;
@@ -1770,7 +1774,7 @@ int distlock__acquire_wait(distlock_client *c, distlock__held *h, int given, lon
     char *detail = distlock__error_copy();  /* the first attempt's */
     int why = multi_make(c, &m);
     if (why == DISTLOCK_OK && (op = op_new(m, OP_ACQUIRE)) == NULL) {
-        distlock_multi_free(m);
+        multi_close(m);
         why = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
     if (why != DISTLOCK_OK) {
@@ -1811,7 +1815,7 @@ int distlock__acquire_wait(distlock_client *c, distlock__held *h, int given, lon
     detail = op->err;
     op->err = NULL;
     op_release_memory(op);
-    distlock_multi_free(m);
+    multi_close(m);
     if (rc != DISTLOCK_OK)
         distlock__fail(rc, "%s", detail ? detail : "");
     else
@@ -1953,6 +1957,12 @@ void distlock_multi_free(distlock_multi *m)
             op_release_memory(op);
         }
     }
+    multi_close(m);
+}
+
+/* A multi with no op left: its memory and descriptors go (no I/O). */
+static void multi_close(distlock_multi *m)
+{
     for (int b = 0; b < NBUCKETS; b++)
         while (m->keys[b]) {
             mkey *k = m->keys[b];
