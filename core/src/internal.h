@@ -451,6 +451,8 @@ typedef struct distlock__sleeper {
     unsigned gen;                     /* c->cancel_gen when the call started */
     distlock_cancel *cancel;          /* the call's own cancel (distlock_acquire_with), or NULL */
     int own_fd;                       /* fd is the sleeper's (closed at its end); 0: a multi's */
+    int child_fd;                     /* a blocking call's multi's epoll: with fd, closed in a
+                                       * forked child (its thread is not there); -1: none */
     _Atomic int woken;                /* set by every wake, before fd is written */
 } distlock__sleeper;
 
@@ -469,6 +471,11 @@ void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s);
  * multi.c): a wake sets `woken` and writes fd; the end leaves fd open. */
 void distlock__sleeper_start_on(distlock_client *c, distlock__sleeper *s, unsigned gen,
                                 distlock_cancel *cancel, int fd);
+/* The same for a blocking call's wait on a multi of its own (multi.c): fd
+ * its eventfd, epfd its epoll; a forked child closes both (the parent's
+ * thread that would close them is not in the child). */
+void distlock__sleeper_start_private(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                                     distlock_cancel *cancel, int fd, int epfd);
 /* Was s woken since the last call? (resets the flag) */
 int distlock__sleeper_take_woken(distlock__sleeper *s);
 /* The eventfd a fire of cancel writes, -1 if none (NULL, or another process's). */

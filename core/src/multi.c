@@ -746,7 +746,11 @@ static void set_err(distlock_op *op, int rc)
 static void sleeper_on(distlock_op *op)
 {
     distlock_multi *m = op->m;
-    distlock__sleeper_start_on(m->c, &op->w.sl, op->gen, op->cancel, m->evfd);
+    if (op->embedded)
+        distlock__sleeper_start_private(m->c, &op->w.sl, op->gen, op->cancel, m->evfd,
+                                        m->epfd);
+    else
+        distlock__sleeper_start_on(m->c, &op->w.sl, op->gen, op->cancel, m->evfd);
     op->sleeper_on = 1;
     op->sl_prev = NULL;
     op->sl_next = m->sleepers;
