@@ -187,6 +187,7 @@ struct distlock_op {
     distlock__attempt att;
     uint64_t first_t0;
     int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
+    int sub_looked;           /* a blocking acquire's wait looked at its subscription once */
     long backoff;
     unsigned named;
     char *ch;
@@ -1038,6 +1039,15 @@ static void acq_step(distlock_op *op)
                 set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
                 op->state = S_OUT;
                 continue;
+            }
+            if (op->embedded && !op->sub_looked++ && atomic_load(&op->w.sl.woken)) {
+                /* Confirmed since the add, which woke the sleeper: a
+                 * blocking wait sleeps once first, as when its add and its
+                 * first look were one step under the client's lock (the
+                 * hook is asked before each sleep); the wake is pending, so
+                 * the loop is back at once. */
+                (void)timer_set(op, op->sub_deadline);
+                return;
             }
             /* unconfirmed at the deadline: the re-checks cover it */
             if (!distlock__waiter_settled(c, &op->w, op->sub_deadline)) {
