@@ -85,9 +85,14 @@ void distlock__cancel_after_fork(distlock_client *c)
      * that the parent's cancels wake only the parent and ours only us. If
      * that fails, a cancel is still seen at the next re-check (the
      * generation), only later. */
-    for (distlock__sleeper *s = c->sleepers; s; s = s->next)
-        if (s->fd >= 0 && s->own_fd)
-            close(s->fd);  /* the parent's threads' (open while listed); a multi's is its own */
+    for (distlock__sleeper *s = c->sleepers; s; s = s->next) {
+        /* the parent's threads' (open while listed); a multi's is its own,
+         * but a blocking call's multi is its thread's, not in the child */
+        if (s->fd >= 0 && (s->own_fd || s->child_fd >= 0))
+            close(s->fd);
+        if (s->child_fd >= 0)
+            close(s->child_fd);
+    }
     c->sleepers = NULL;
     if (c->cancel_fd >= 0)
         (void)distlock__eventfd_renew(c->cancel_fd);
@@ -188,13 +193,15 @@ unsigned distlock__cancel_gen(distlock_client *c)
     return atomic_load(&c->cancel_gen);
 }
 
-/* Register s, waking on fd (owned: closed by distlock__sleeper_end). */
+/* Register s, waking on fd (own: closed by distlock__sleeper_end); a
+ * forked child closes fd if own, and fd and child_fd if child_fd >= 0. */
 static void sleeper_register(distlock_client *c, distlock__sleeper *s, unsigned gen,
-                             distlock_cancel *cancel, int fd, int own)
+                             distlock_cancel *cancel, int fd, int own, int child_fd)
 {
     s->cancel = cancel;
     s->fd = fd;
     s->own_fd = own;
+    s->child_fd = child_fd;
     atomic_init(&s->woken, 0);
     s->gen = gen;
     distlock__lock(c);
@@ -208,13 +215,19 @@ void distlock__sleeper_start(distlock_client *c, distlock__sleeper *s, unsigned 
 {
     /* Without an eventfd (EMFILE) the call still works: it sees a cancel
      * or a release at its next re-check instead of at once. */
-    sleeper_register(c, s, gen, cancel, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), 1);
+    sleeper_register(c, s, gen, cancel, eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC), 1, -1);
 }
 
 void distlock__sleeper_start_on(distlock_client *c, distlock__sleeper *s, unsigned gen,
                                 distlock_cancel *cancel, int fd)
 {
-    sleeper_register(c, s, gen, cancel, fd, 0);
+    sleeper_register(c, s, gen, cancel, fd, 0, -1);
+}
+
+void distlock__sleeper_start_private(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                                     distlock_cancel *cancel, int fd, int epfd)
+{
+    sleeper_register(c, s, gen, cancel, fd, 0, epfd);  /* its multi closes both at the end */
 }
 
 int distlock__sleeper_take_woken(distlock__sleeper *s)
@@ -315,6 +328,38 @@ int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_
         if (pr > 0 && (pfd[1].revents & POLLIN))
             distlock__cancel_pass_on(c);
         if (atomic_load(&c->cancel_gen) != s->gen || distlock__cancel_fired(s->cancel))
+            rc = DISTLOCK_ECANCELED;
+    }
+    if (fn)
+        pthread_sigmask(SIG_SETMASK, &old, NULL);
+    return rc;
+}
+
+int distlock__sleep_fd(distlock_client *c, int fd, uint64_t deadline_us, int ask_hook)
+{
+    distlock_interrupt_fn fn = NULL;
+    void *arg = NULL;
+    if (ask_hook) {
+        pthread_mutex_lock(&c->mu);
+        fn = c->intr_fn;
+        arg = c->intr_arg;
+        pthread_mutex_unlock(&c->mu);
+    }
+    sigset_t block, old;
+    if (fn) {
+        distlock__blockable_signals(&block);
+        pthread_sigmask(SIG_BLOCK, &block, &old);
+    }
+    int rc = 0;
+    if (fn && fn(arg) != 0) {
+        rc = DISTLOCK_ECANCELED;
+    } else {
+        struct pollfd pfd = { fd, POLLIN, 0 };
+        uint64_t now = distlock__now_us();
+        uint64_t left = deadline_us > now ? deadline_us - now : 0;
+        struct timespec ts = { (time_t)(left / 1000000u), (long)(left % 1000000u) * 1000 };
+        int pr = ppoll(&pfd, 1, deadline_us == UINT64_MAX ? NULL : &ts, fn ? &old : NULL);
+        if (pr < 0 && errno == EINTR && fn && fn(arg) != 0)
             rc = DISTLOCK_ECANCELED;
     }
     if (fn)

@@ -1,5 +1,8 @@
-/* handle.c -- distlock_lock handles: acquire (with waiting), release,
- * extend, reentrancy counted on the client side, and the accessors.
+/* handle.c -- distlock_lock handles: release, extend, reentrancy counted
+ * on the client side, the accessors; and the rules every acquire follows
+ * (checks, the record, the request, re-check times, deadlines, the details
+ * of a wait's ends), which the blocking acquires (acquire_api.c) and the
+ * multi (multi.c, the one driver of a wait) share.
  *
  * A handle points at a `held` record: one ownership (key, token) of this
  * client. Reentrant acquisitions by the same owner share one record and
@@ -16,11 +19,6 @@
 
 #define KNOWN_FLAGS (DISTLOCK_FENCING | DISTLOCK_AUTO_RENEW | DISTLOCK_REENTRANT | DISTLOCK_FAIR | \
                      DISTLOCK_SHARED)
-
-static void thread_owner(char *buf, size_t n)
-{
-    snprintf(buf, n, "thread:%d:%lu", (int)distlock__getpid(), (unsigned long)pthread_self());
-}
 
 static distlock_lock *new_handle(distlock__held *h)
 {
@@ -161,186 +159,10 @@ int distlock__grant_outlived(const distlock__acq_req *rq, const distlock__attemp
                           "writers) came back; it was released", rq->key, rq->ttl_ms);
 }
 
-/* A writer that won in its wait leaves the registry of waiting writers
- * (the acquire script did if it won on the zset; not if the readers were
- * gone and the key free): its entry would keep a later intent up after the
- * writer that set it gave up. Then the grant is judged again. */
-static int won_cleanup(distlock_client *c, const distlock__acq_req *rq, int readers,
-                       const distlock__attempt *att)
-{
-    if (!readers || rq->writer == NULL)
-        return DISTLOCK_OK;
-    distlock__write_leave(c, rq->key, rq->writer);
-    int rc = distlock__grant_outlived(rq, att);
-    if (rc != DISTLOCK_OK) {
-        char *detail = distlock__error_copy();
-        (void)distlock__release_keytoken(c, rq->key, rq->token, att->valid_until_us,
-                                         att->set_id, att->maybe);
-        distlock__fail(rc, "%s", detail ? detail : "");
-        free(detail);
-    }
-    return rc;
-}
-
 int distlock__wait_expired(const char *key, long wait_ms)
 {
     return distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' still held by another owner after %ld ms",
                           key, wait_ms);
-}
-
-/* token: h->token. Each new attempt of a plain waiter takes a new token
- * (it is a 33-byte buffer then), so nothing sent for an earlier attempt (an
- * undo still on its way to a slow node) can ever match the attempt that
- * wins. A fair waiter keeps its token: it is its place in the queue; and so
- * does a caller's token (`given`, args->token): it is the caller's name for
- * the lock. For both the transport orders the requests of one token
- * (round.c: an undo runs before the next attempt), and a caller's token is
- * acquired strictly: a key that holds it already is someone's lock.
- *
- * Cancellation (cancel.c): the call notes the client's cancel generation
- * when it starts, and its every sleep is interrupted by a client cancel or
- * by its own cancel (`cancel`, may be NULL); a cancel that comes while an
- * attempt is on the wire is seen before the next sleep, or right after the
- * attempt if it won: then the lock is given back, since the caller asked to
- * stop. Either way nothing is held and a fair waiter leaves the queue. The
- * call's own cancel also ends a first attempt that it saw out (try-once
- * included): it was fired for this call alone, so no later call can have
- * been meant instead. */
-static inline __attribute__((always_inline))
-int acquire_wait(distlock_client *c, const distlock__held *h, int given, long wait_ms,
-                        distlock_cancel *cancel, distlock__attempt *att)
-{
-    const char *key = h->key;
-    char *token = h->token;
-    unsigned gen = distlock__cancel_gen(c);  /* cancels from now on concern this call */
-    /* a waiting writer's name in the registry of waiting writers: its
-     * first token (copied below the first attempt when the token changes) */
-    distlock__acq_req rq;
-    distlock__acq_req_init(c, h, given, wait_ms, &rq);
-    int fair = rq.fair;
-    char *ch = NULL;  /* the channel, then the writer's name */
-    int rc = distlock__acquire_once(c, &rq, att);
-    int readers = att->readers;  /* a writer kept out by read locks: its intent may stand */
-    uint64_t first_t0 = att->t0_us;  /* the wait starts with the first attempt */
-    uint64_t now0 = distlock__now_us(), deadline;
-    if (distlock__cancel_fired(cancel)) {  /* won, lost, or failed: cancelled */
-        if (rc == DISTLOCK_OK)
-            (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
-                                             att->maybe);
-        rc = distlock__first_cancelled(key, rc == DISTLOCK_OK);
-        goto leave_queue;
-    }
-    /* A grant that came after the ttl was used up was undone: within a wait
-     * budget it is tried again, once (a passing slowness); twice in a row
-     * says the ttl is too short for this network, and is returned. */
-    int late = rc == DISTLOCK_ETIMEDOUT;
-    if ((rc != DISTLOCK_NOTACQUIRED && !late) || wait_ms == 0)
-        return rc;
-
-    deadline = distlock__wait_deadline(wait_ms, now0);
-    ch = malloc(DISTLOCK__SIDEKEY_MAX + 33);  /* waiting is not the hot path */
-    if (ch == NULL) {
-        rc = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
-        goto leave_queue;
-    }
-    distlock__channel_name(ch, key);
-    if (rq.writer && !given) {
-        memcpy(ch + DISTLOCK__SIDEKEY_MAX, token, 33);
-        rq.writer = ch + DISTLOCK__SIDEKEY_MAX;
-    }
-    distlock__waiter w;
-    memset(&w, 0, sizeof(w));
-    w.channel = ch;
-    w.token = fair ? token : NULL;
-    w.head = att->head;
-    distlock__sleeper_start(c, &w.sl, gen, cancel);
-    int sub = distlock__waiter_add(c, &w);
-    int subscribed = sub == DISTLOCK_OK;
-    long backoff = c->retry_min_ms;
-    if (sub == DISTLOCK_ECANCELED) {
-        rc = distlock__wait_cancelled(key, now0, "");
-        goto out;
-    }
-
-    /* Subscribed first, then tried again: a release between our first try
-     * and the subscription is not missed. */
-    for (;;) {
-        if (distlock__cancelled(c, &w.sl, 0)) {
-            rc = distlock__wait_cancelled(key, now0, "");
-            break;
-        }
-        if (!fair && !given && (rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
-            break;
-        rq.queue_ttl_ms = distlock__queue_ttl(c);
-        unsigned named = fair ? distlock__waiter_named(c, &w) : 0;
-        rc = distlock__acquire_once(c, &rq, att);
-        readers |= att->readers;
-        if (rc == DISTLOCK_OK && distlock__cancelled(c, &w.sl, 1)) {
-            (void)distlock__release_keytoken(c, key, token, att->valid_until_us, att->set_id,
-                                             att->maybe);
-            rc = distlock__wait_cancelled(key, now0, "; the lock won meanwhile was released");
-            break;
-        }
-        if (rc == DISTLOCK_OK)
-            rc = won_cleanup(c, &rq, readers, att);
-        /* an attempt that failed while a cancel came: the call was
-         * cancelled, whatever the nodes said (nothing is held) */
-        if (rc != DISTLOCK_OK && rc != DISTLOCK_NOTACQUIRED && distlock__cancelled(c, &w.sl, 0)) {
-            rc = distlock__wait_cancelled(key, now0, "");
-            break;
-        }
-        if (distlock__attempt_ends_wait(rc, &late))
-            break;
-        if (fair)
-            distlock__waiter_set_head(c, &w, att->head, named);
-        uint64_t now = distlock__now_us();
-        if (now >= deadline) {
-            if (rc == DISTLOCK_NOTACQUIRED)
-                distlock__wait_expired(key, wait_ms);
-            break;  /* ETIMEDOUT keeps its detail */
-        }
-        if (fair && att->split) {
-            /* The queues disagree on the order (acquire.c, real_split):
-             * nobody can win. Step out of every queue and rejoin after a
-             * random pause, so they agree. Anything else that lost keeps
-             * its place and waits below, woken by a release or a leave. */
-            (void)distlock__leave_queue(c, key, token);
-            if (distlock__waiter_wait(c, &w, distlock__split_pause_at(c), 0) ==
-                DISTLOCK_ECANCELED) {
-                rc = distlock__wait_cancelled(key, now0, "");
-                break;
-            }
-            continue;
-        }
-        if (distlock__wait_recheck(c, &w, att->holder_pttl, deadline, subscribed, &backoff) ==
-            DISTLOCK_ECANCELED) {
-            rc = distlock__wait_cancelled(key, now0, "");
-            break;
-        }
-    }
-out:
-    if (subscribed)
-        distlock__waiter_remove(c, &w);
-    distlock__sleeper_end(c, &w.sl);
-leave_queue:
-    if (readers && rc != DISTLOCK_OK) {
-        /* a writer that gives up leaves the registry of waiting writers and
-         * withdraws the intent if no other writer still waits: the readers
-         * it kept out need not wait for the intent's end */
-        char *detail = distlock__error_copy();
-        distlock__write_leave(c, key, rq.writer);
-        distlock__fail(rc, "%s", detail ? detail : "");
-        free(detail);
-    }  /* a writer that won left the registry at its win (won_cleanup) */
-    free(ch);
-    if (fair && rc != DISTLOCK_OK) {
-        char *detail = distlock__error_copy();
-        (void)distlock__leave_queue(c, key, token);
-        distlock__fail(rc, "%s", detail ? detail : "");
-        free(detail);
-    }
-    att->t0_us = first_t0;
-    return rc;
 }
 
 /* Extend the lease of h to ttl_ms on a quorum (compare-and-PEXPIRE), in
@@ -456,8 +278,8 @@ static int held_extend(distlock__held *h, long ttl_ms)
  * found no such ownership. The call's own cancel, fired while the extend
  * was out, ends it as it ends an attempt that won: no new handle, so the
  * ownership keeps the count it had. */
-static int reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned flags,
-                     const char *owner, distlock_cancel *cancel, distlock_lock **out)
+int distlock__reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned flags,
+                        const char *owner, distlock_cancel *cancel, distlock_lock **out)
 {
     distlock__held *h = NULL;
     distlock__lock(c);
@@ -667,89 +489,6 @@ int distlock__held_register(distlock_client *c, distlock__held *h, distlock_lock
     pthread_mutex_unlock(&c->mu);
     *out = l;
     return DISTLOCK_OK;
-}
-
-/* *t_start, *t_end: when the first attempt went out and when the grant was
- * checked (distlock__attempt), 0 if none (the metrics' wait; the hold time
- * starts at *t_end). */
-/* Inlined into each entry point: one frame less on the deepest path of the
- * 4 KB stack budget (scripts/stack-usage.py). */
-static inline __attribute__((always_inline))
-int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
-                        long wait_ms, unsigned flags, const distlock_acquire_args *args,
-                        distlock_lock **out, uint64_t *t_start, uint64_t *t_end)
-{
-    char tid[64];
-    const char *token;  /* args->token: the caller's, else NULL (a fresh one) */
-    int rc;
-
-    if ((rc = distlock__acquire_check(c, key, permits, ttl_ms, wait_ms, flags, args, out,
-                                      &token)) != DISTLOCK_OK)
-        return rc;
-    const char *owner = args ? args->owner : NULL;
-    distlock_cancel *cancel = args ? args->cancel : NULL;
-
-    if (flags & DISTLOCK_REENTRANT) {
-        if (owner == NULL) {
-            thread_owner(tid, sizeof(tid));
-            owner = tid;
-        }
-        if ((rc = reacquire(c, key, ttl_ms, flags, owner, cancel, out)) != 1)
-            return rc;
-    }
-
-    distlock_lock *l;
-    distlock__held *h = distlock__held_new(c, key, token, permits, ttl_ms, flags, owner,
-                                           (flags & DISTLOCK_REENTRANT) && owner == tid, &l,
-                                           &rc);
-    if (h == NULL)
-        return rc;
-
-    distlock__attempt att;
-    rc = acquire_wait(c, h, token != NULL, wait_ms, cancel, &att);
-    *t_start = att.t0_us;
-    *t_end = att.t1_us;
-    if (rc != DISTLOCK_OK) {
-        distlock__held_free(h);
-        free(l);
-        return rc;
-    }
-    return distlock__held_register(c, h, l, &att, out);
-}
-
-/* The outcome and the duration of every call are counted (stats.c). */
-int distlock_acquire_with(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                          unsigned flags, const distlock_acquire_args *args, distlock_lock **out)
-{
-    uint64_t t0 = 0, t1 = 0;
-    int rc = acquire_with(c, key, 0, ttl_ms, wait_ms, flags, args, out, &t0, &t1);
-    if (c && distlock__stats_on(&c->stats))
-        distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
-    return rc;
-}
-
-int distlock_semaphore_acquire(distlock_client *c, const char *key, long permits, long ttl_ms,
-                               long wait_ms, unsigned flags, const distlock_acquire_args *args,
-                               distlock_lock **out)
-{
-    uint64_t t0 = 0, t1 = 0;
-    if (permits < 1 || permits > DISTLOCK_PERMITS_MAX) {
-        distlock__clear_error();
-        if (out)
-            *out = NULL;
-        return distlock__fail(DISTLOCK_EINVAL, "permits %ld: use 1..%ld (DISTLOCK_PERMITS_MAX)",
-                              permits, (long)DISTLOCK_PERMITS_MAX);
-    }
-    int rc = acquire_with(c, key, permits, ttl_ms, wait_ms, flags, args, out, &t0, &t1);
-    if (c && distlock__stats_on(&c->stats))
-        distlock__stats_acquire(&c->stats, rc, distlock__stats_span(t0, t1));
-    return rc;
-}
-
-int distlock_acquire(distlock_client *c, const char *key, long ttl_ms, long wait_ms,
-                     unsigned flags, distlock_lock **out)
-{
-    return distlock_acquire_with(c, key, ttl_ms, wait_ms, flags, NULL, out);
 }
 
 /* The handle can act here: its client lives and this process owns it. */

@@ -1,7 +1,7 @@
 /* internal.h -- the core's layers, and who may call what.
  *
  *   layer 7  API           options.c client.c handle.c pair.c admin.c ttl.c keyset_api.c
- *                          multi.c
+ *                          multi.c acquire_api.c
  *                          (distlock.h)
  *   layer 6  background    wait.c watchdog.c cancel.c
  *   layer 5  operations    acquire.c ops.c run.c held.c keyset.c
@@ -387,6 +387,26 @@ uint64_t distlock__recheck_at(distlock_client *c, long holder_pttl, uint64_t dea
                               long *backoff);
 uint64_t distlock__split_pause_at(distlock_client *c);
 uint64_t distlock__wait_deadline(long wait_ms, uint64_t now);
+/* After the first attempt of an acquire: 1 if the call ends with rc (a
+ * grant, an error, a try-once), 0 if it waits (another owner holds the key,
+ * or a grant came too late: tried once more within the wait budget). */
+static inline int distlock__first_attempt_ends(int rc, long wait_ms)
+{
+    return (rc != DISTLOCK_NOTACQUIRED && rc != DISTLOCK_ETIMEDOUT) || wait_ms == 0;
+}
+/* DISTLOCK_REENTRANT: another counted handle of the ownership that owner
+ * holds of key, once an extend confirmed it; 1 when it holds none. */
+int distlock__reacquire(distlock_client *c, const char *key, long ttl_ms, unsigned flags,
+                        const char *owner, distlock_cancel *cancel, distlock_lock **out);
+/* multi.c: the rest of a blocking acquire (acquire_api.c) whose first
+ * attempt (rq, its status rc with the thread's detail, att) must wait or
+ * was cancelled: the wait as an operation of a multi of its own, driven on
+ * this thread until it ends. Returns its status (detail set), *att the
+ * grant; h stays the caller's (registered or freed by it); gen: the client's
+ * cancel generation at the call's start. */
+int distlock__acquire_wait(distlock_client *c, distlock__held *h, int given, long wait_ms,
+                           distlock_cancel *cancel, unsigned gen, const distlock__acq_req *rq,
+                           int rc, distlock__attempt *att);
 /* After an attempt of a wait: 1 if the wait ends with rc (a grant, an
  * error, a second late grant in a row), 0 if it goes on; *late counts. */
 int distlock__attempt_ends_wait(int rc, int *late);
@@ -432,6 +452,8 @@ typedef struct distlock__sleeper {
     unsigned gen;                     /* c->cancel_gen when the call started */
     distlock_cancel *cancel;          /* the call's own cancel (distlock_acquire_with), or NULL */
     int own_fd;                       /* fd is the sleeper's (closed at its end); 0: a multi's */
+    int child_fd;                     /* a blocking call's multi's epoll: with fd, closed in a
+                                       * forked child (its thread is not there); -1: none */
     _Atomic int woken;                /* set by every wake, before fd is written */
 } distlock__sleeper;
 
@@ -450,6 +472,11 @@ void distlock__sleeper_end(distlock_client *c, distlock__sleeper *s);
  * multi.c): a wake sets `woken` and writes fd; the end leaves fd open. */
 void distlock__sleeper_start_on(distlock_client *c, distlock__sleeper *s, unsigned gen,
                                 distlock_cancel *cancel, int fd);
+/* The same for a blocking call's wait on a multi of its own (multi.c): fd
+ * its eventfd, epfd its epoll; a forked child closes both (the parent's
+ * thread that would close them is not in the child). */
+void distlock__sleeper_start_private(distlock_client *c, distlock__sleeper *s, unsigned gen,
+                                     distlock_cancel *cancel, int fd, int epfd);
 /* Was s woken since the last call? (resets the flag) */
 int distlock__sleeper_take_woken(distlock__sleeper *s);
 /* The eventfd a fire of cancel writes, -1 if none (NULL, or another process's). */
@@ -462,6 +489,12 @@ void distlock__sleeper_wake(distlock__sleeper *s);
 /* Sleep until woken, deadline_us (UINT64_MAX: none) or a cancel: 0, or
  * DISTLOCK_ECANCELED (no detail set). Calls the interrupt hook (c->mu not held). */
 int distlock__sleep(distlock_client *c, distlock__sleeper *s, uint64_t deadline_us);
+/* A blocking call's sleep on a descriptor that is not a sleeper's (the
+ * multi of a blocking acquire's wait, multi.c) until it is readable or
+ * deadline_us (UINT64_MAX: none): 0; DISTLOCK_ECANCELED when ask_hook and
+ * the interrupt hook says stop (asked before the sleep and when a signal
+ * interrupts it, the race closed as in distlock__sleep). */
+int distlock__sleep_fd(distlock_client *c, int fd, uint64_t deadline_us, int ask_hook);
 /* Nonzero if the call of s is cancelled (the client's cancel since it
  * started, or its own cancel); ask_hook: ask the interrupt hook too. */
 int distlock__cancelled(distlock_client *c, const distlock__sleeper *s, int ask_hook);

@@ -2,10 +2,12 @@
  * the caller's event loop (distlock_multi, distlock.h).
  *
  * Each operation is a small state machine over layer-5 runs (run.c): an
- * acquire is the blocking acquire_wait (handle.c) cut at its waits, with
- * the same rules, which live in handle.c (checks, the held record, the
- * request, the re-check times, the deadline, the statuses and details);
- * a release or an extend is one run between handle.c's begin and end.
+ * acquire is a wait cut at its sleeps, with the rules that live in
+ * handle.c (checks, the held record, the request, the re-check times, the
+ * deadline, the statuses and details); a release or an extend is one run
+ * between handle.c's begin and end. This is the one driver of a wait: a
+ * blocking acquire that must wait goes on as an acquire op of a multi of
+ * its own, driven on the calling thread (distlock__acquire_wait, below).
  *
  * What a multi watches, all in ONE epoll descriptor (distlock_multi_fd):
  *  - its eventfd: the subscriber thread (wait.c) wakes a waiting acquire
@@ -110,6 +112,7 @@ typedef struct fdslot {
 } fdslot;
 
 #define NBUCKETS 256
+#define NEV 16                /* epoll events read at a time */
 
 struct distlock_multi {
     distlock_client *c;
@@ -135,6 +138,7 @@ struct distlock_multi {
     distlock_op *sq_head[2], *sq_tail[2];  /* [0] releases, extends, clean-up; [1] attempts */
     distlock_op *stepping;    /* the op op_step is in (NULL once it freed it) */
     mkey *keys[NBUCKETS];
+    struct epoll_event ev[NEV];  /* perform's */
 };
 
 struct distlock_op {
@@ -174,6 +178,7 @@ struct distlock_op {
     cwatch *cw;
     distlock_cancel *cancel;
     int given;
+    int embedded;             /* a blocking acquire's wait (distlock__acquire_wait) */
     long wait_ms;
     unsigned gen;
     uint64_t t_start;         /* the call's start (the deadline's origin) */
@@ -182,6 +187,7 @@ struct distlock_op {
     distlock__attempt att;
     uint64_t first_t0;
     int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
+    int sub_looked;           /* a blocking acquire's wait looked at its subscription once */
     long backoff;
     unsigned named;
     char *ch;
@@ -736,6 +742,24 @@ static void set_err(distlock_op *op, int rc)
         op->err = distlock__error_copy();
 }
 
+/* The acquire's sleeper, on the multi's eventfd: a release of its key (the
+ * subscriber) or a cancel passed on wakes it there. */
+static void sleeper_on(distlock_op *op)
+{
+    distlock_multi *m = op->m;
+    if (op->embedded)
+        distlock__sleeper_start_private(m->c, &op->w.sl, op->gen, op->cancel, m->evfd,
+                                        m->epfd);
+    else
+        distlock__sleeper_start_on(m->c, &op->w.sl, op->gen, op->cancel, m->evfd);
+    op->sleeper_on = 1;
+    op->sl_prev = NULL;
+    op->sl_next = m->sleepers;
+    if (m->sleepers)
+        m->sleepers->sl_prev = op;
+    m->sleepers = op;
+}
+
 static void sleeper_off(distlock_op *op)
 {
     distlock_multi *m = op->m;
@@ -801,7 +825,8 @@ static void finish(distlock_op *op)
     cancel_unwatch(m, op->cw);
     op->cw = NULL;
     if (op->type == OP_ACQUIRE && op->k == NULL) {
-        /* a fair acquire: never in the local queue (multi_acquire) */
+        /* a fair acquire or a blocking acquire's wait: never in the local
+         * queue (multi_acquire, distlock__acquire_wait) */
     } else if (op->type == OP_ACQUIRE) {
         mkey *k = op->k;
         if (k->active == op) {
@@ -817,7 +842,14 @@ static void finish(distlock_op *op)
         key_put(m, k);
         op->k = NULL;
     }
-    if (op->type == OP_ACQUIRE) {
+    if (op->type == OP_ACQUIRE && op->embedded) {
+        /* A blocking acquire's wait: its caller registers the grant, with
+         * the set it came on as the release's preferred one (no run of this
+         * multi holds it once the call returns), and counts the call. */
+        op->h = NULL;
+        free(op->ch);
+        op->ch = NULL;
+    } else if (op->type == OP_ACQUIRE) {
         if (op->rc == DISTLOCK_OK) {
             /* No preferred connection set for its release: a blocking release
              * (distlock_release, distlock_lock_free, a front end's close) on
@@ -880,7 +912,7 @@ static int undo_start(distlock_op *op)
 
 /* Try-once acquires queued behind an acquire that now waits: the key was
  * held at its last try, so they fail as a refused try. */
-static void fail_try_once(distlock_multi *m, mkey *k)
+static inline __attribute__((always_inline)) void fail_try_once(distlock_multi *m, mkey *k)
 {
     for (distlock_op *q = k->head, *next; q; q = next) {
         next = q->qnext;
@@ -942,13 +974,7 @@ static void acq_step(distlock_op *op)
                 }
                 return;
             }
-            distlock__sleeper_start_on(c, &op->w.sl, op->gen, op->cancel, m->evfd);
-            op->sleeper_on = 1;
-            op->sl_prev = NULL;
-            op->sl_next = m->sleepers;
-            if (m->sleepers)
-                m->sleepers->sl_prev = op;
-            m->sleepers = op;
+            sleeper_on(op);
             distlock__acq_req_init(c, op->h, op->given, op->wait_ms, &op->rq);
             op->fair = op->rq.fair;
             op->state = S_FIRST;
@@ -961,7 +987,8 @@ static void acq_step(distlock_op *op)
             if (op->run && !run_step(op))
                 return;
             rc = op->run_rc;
-            set_err(op, rc);
+            if (!op->embedded)
+                set_err(op, rc);  /* a blocking acquire's came with it */
             op->readers = op->att.readers;
             op->first_t0 = op->att.t0_us;
             if (op->cancel_req || distlock__cancel_fired(op->cancel)) {
@@ -976,7 +1003,7 @@ static void acq_step(distlock_op *op)
                 continue;
             }
             op->late = rc == DISTLOCK_ETIMEDOUT;
-            if ((rc != DISTLOCK_NOTACQUIRED && !op->late) || op->wait_ms == 0) {
+            if (distlock__first_attempt_ends(rc, op->wait_ms)) {
                 finish(op);
                 return;
             }
@@ -1012,6 +1039,15 @@ static void acq_step(distlock_op *op)
                 set_err(op, distlock__wait_cancelled(key, op->t_start, ""));
                 op->state = S_OUT;
                 continue;
+            }
+            if (op->embedded && !op->sub_looked++ && atomic_load(&op->w.sl.woken)) {
+                /* Confirmed since the add, which woke the sleeper: a
+                 * blocking wait sleeps once first, as when its add and its
+                 * first look were one step under the client's lock (the
+                 * hook is asked before each sleep); the wake is pending, so
+                 * the loop is back at once. */
+                (void)timer_set(op, op->sub_deadline);
+                return;
             }
             /* unconfirmed at the deadline: the re-checks cover it */
             if (!distlock__waiter_settled(c, &op->w, op->sub_deadline)) {
@@ -1058,7 +1094,10 @@ static void acq_step(distlock_op *op)
             rc = op->run_rc;
             set_err(op, rc);
             op->readers |= op->att.readers;
-            if (rc == DISTLOCK_OK && acq_cancelled(op)) {
+            /* a blocking acquire asks its client's interrupt hook too, as
+             * it does before each sleep (distlock__acquire_wait) */
+            if (rc == DISTLOCK_OK &&
+                (acq_cancelled(op) || (op->embedded && distlock__cancelled(c, &op->w.sl, 1)))) {
                 set_err(op, distlock__wait_cancelled(key, op->t_start,
                                                      "; the lock won meanwhile was released"));
                 if (!undo_start(op))
@@ -1067,7 +1106,10 @@ static void acq_step(distlock_op *op)
             }
             if (rc == DISTLOCK_OK && op->readers && op->rq.writer) {
                 /* a writer that won leaves the registry of waiting writers
-                 * (handle.c, won_cleanup), then its grant is judged again */
+                 * (the acquire script did if it won on the zset; not if the
+                 * readers were gone and the key free): its entry would keep
+                 * a later intent up after it gave up. Then its grant is
+                 * judged again (distlock__grant_outlived). */
                 if (!slot_take(op, 1))
                     return;  /* S_TRY again when it has one (nothing sent yet) */
                 op->state = S_WONLEAVE;
@@ -1131,8 +1173,10 @@ static void acq_step(distlock_op *op)
                 continue;
             }
             if (op->fair && op->att.split) {
-                /* The queues disagree on the order: out of every queue, and
-                 * back after a random pause (handle.c, acquire_wait). */
+                /* The queues disagree on the order (acquire.c, real_split):
+                 * nobody can win. Out of every queue, and back after a
+                 * random pause, so they agree. Anything else that lost keeps
+                 * its place and sleeps, woken by a release or a leave. */
                 op->state = S_SPLIT;
                 if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, &rc), rc))
                     return;
@@ -1186,8 +1230,9 @@ static void acq_step(distlock_op *op)
             sleeper_off(op);
             if (op->readers && op->rc != DISTLOCK_OK) {
                 /* a writer that gives up leaves the registry of waiting
-                 * writers (handle.c, acquire_wait; one that won left it in
-                 * S_WONLEAVE) */
+                 * writers and withdraws the intent if no other writer still
+                 * waits: the readers it kept out need not wait for the
+                 * intent's end (one that won left it in S_WONLEAVE) */
                 if (!slot_take(op, 1))
                     return;
                 op->state = S_WLEAVE;
@@ -1318,6 +1363,9 @@ static void op_step(distlock_op *op)
 
 /* ------------------------------------------------------------ the API */
 
+static int multi_make(distlock_client *c, distlock_multi **out);
+static void multi_close(distlock_multi *m);
+
 int distlock_multi_new(distlock_client *c, distlock_multi **out)
 {
     distlock__clear_error();
@@ -1330,6 +1378,12 @@ int distlock_multi_new(distlock_client *c, distlock_multi **out)
     int rc;
     if ((rc = distlock__check_usable(c)) != DISTLOCK_OK)
         return rc;
+    return multi_make(c, out);
+}
+
+/* A multi of c (usable), leaving the thread's detail alone on success. */
+static int multi_make(distlock_client *c, distlock_multi **out)
+{
     distlock_multi *m = calloc(1, sizeof(*m));
     if (m == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
@@ -1596,22 +1650,30 @@ static void cancel_scan(distlock_multi *m)
             step_push(op);
 }
 
+static int perform(distlock_multi *m);
+
 int distlock_multi_perform(distlock_multi *m)
 {
     int rc;
     distlock__clear_error();
     if ((rc = usable_multi(m)) != DISTLOCK_OK)
         return rc;
+    return perform(m);
+}
+
+static int perform(distlock_multi *m)
+{
     distlock_client *c = m->c;
-    /* A few at a time: this frame is on the 4 KB stack budget's path. The
-     * set is level-triggered: a descriptor reported stays ready until its
-     * op reads it below, and epoll reports the others on the next calls
+    /* A few at a time, into the multi (off this frame: it is on the 4 KB
+     * stack budget's path, under a blocking acquire's frames too). The set
+     * is level-triggered: a descriptor reported stays ready until its op
+     * reads it below, and epoll reports the others on the next calls
      * (round robin), so the calls are bounded by the descriptors there are
      * (those left are reported by the next perform). */
-    struct epoll_event ev[16];
-    int woke = 0, scan = 0, n, rounds = m->nfds / 16 + 2;
+    struct epoll_event *ev = m->ev;
+    int woke = 0, scan = 0, n, rounds = m->nfds / NEV + 2;
     do {
-        n = epoll_wait(m->epfd, ev, 16, 0);
+        n = epoll_wait(m->epfd, ev, NEV, 0);
         for (int i = 0; i < n; i++) {
             int fd = ev[i].data.fd;
             if (fd == m->evfd) {
@@ -1636,7 +1698,7 @@ int distlock_multi_perform(distlock_multi *m)
                 ep_del(m, fd);  /* a stale registration: nobody's now */
             }
         }
-    } while (n == 16 && --rounds > 0);
+    } while (n == NEV && --rounds > 0);
     unsigned gen = distlock__cancel_gen(c);
     if (gen != m->seen_gen) {
         m->seen_gen = gen;
@@ -1661,6 +1723,119 @@ int distlock_multi_perform(distlock_multi *m)
     while ((op = step_pop(m)) != NULL)
         op_step(op);
     return m->running;
+}
+
+/* ------------------------------------------------------------ a blocking acquire's wait */
+
+/* What the first attempt left behind, when its wait cannot go on for want
+ * of a multi (ENOMEM, no descriptor): a grant (its call's cancel fired
+ * while it was out) goes back, a writer leaves the registry of waiting
+ * writers, a fair waiter the queue. The status is the cancel's if it
+ * fired, else the multi's failure. */
+static int wait_unstarted(distlock_client *c, const distlock__acq_req *rq, int rc,
+                          const distlock__attempt *att, distlock_cancel *cancel, int why)
+{
+    char *detail = distlock__error_copy();
+    if (rc == DISTLOCK_OK)
+        (void)distlock__release_keytoken(c, rq->key, rq->token, att->valid_until_us,
+                                         att->set_id, att->maybe);
+    if (att->readers && rq->writer)
+        distlock__write_leave(c, rq->key, rq->writer);
+    if (rq->fair)
+        (void)distlock__leave_queue(c, rq->key, rq->token);
+    if (distlock__cancel_fired(cancel))
+        why = distlock__first_cancelled(rq->key, rc == DISTLOCK_OK);
+    else
+        distlock__fail(why, "cannot wait for '%s': %s", rq->key, detail ? detail : "");
+    free(detail);
+    return why;
+}
+
+/* The blocking acquire's wait: the op a multi's acquire is from its first
+ * attempt's end on (S_FIRST), with the first attempt made by the caller,
+ * on a multi of its own, driven here until it ends. A multi per waiting
+ * call, not one shared by the client's blocking waiters: a multi is driven
+ * by one thread, and a shared one would need a thread to drive it for the
+ * others (or a hand-over of the driving between waiting threads), while
+ * waiting is not the hot path: a private one costs an epoll and an eventfd
+ * descriptor for the wait's length.
+ *
+ * h->token: each new attempt of a plain waiter takes a new token (it is a
+ * 33-byte buffer then), so nothing sent for an earlier attempt (an undo
+ * still on its way to a slow node) can ever match the attempt that wins. A
+ * fair waiter keeps its token: it is its place in the queue; and so does a
+ * caller's token (`given`, args->token): it is the caller's name for the
+ * lock. For both the transport orders the requests of one token (round.c:
+ * an undo runs before the next attempt), and a caller's token is acquired
+ * strictly: a key that holds it already is someone's lock.
+ *
+ * Cancellation (cancel.c): a client cancel since `gen` (the call's start)
+ * or the call's own `cancel` ends the wait; one that comes while an attempt
+ * is on the wire is seen after it, and if it won, the lock is given back,
+ * since the caller asked to stop. Either way nothing is held and a fair
+ * waiter leaves the queue. The call's own cancel also ends a first attempt
+ * that it saw out (try-once included): it was fired for this call alone.
+ * The client's interrupt hook is asked where the call sleeps (nothing on
+ * the wire: a re-check's wait, the subscription's confirmation, a fair
+ * waiter's pause) and after a win, as a cancel. */
+int distlock__acquire_wait(distlock_client *c, distlock__held *h, int given, long wait_ms,
+                           distlock_cancel *cancel, unsigned gen, const distlock__acq_req *rq,
+                           int rc, distlock__attempt *att)
+{
+    uint64_t now0 = distlock__now_us();  /* the wait starts after the first attempt */
+    distlock_multi *m = NULL;
+    distlock_op *op = NULL;
+    char *detail = distlock__error_copy();  /* the first attempt's */
+    int why = multi_make(c, &m);
+    if (why == DISTLOCK_OK && (op = op_new(m, OP_ACQUIRE)) == NULL) {
+        multi_close(m);
+        why = distlock__fail(DISTLOCK_ENOMEM, "out of memory");
+    }
+    if (why != DISTLOCK_OK) {
+        free(detail);
+        return wait_unstarted(c, rq, rc, att, cancel, why);
+    }
+    op->embedded = 1;
+    op->h = h;
+    op->given = given;
+    op->wait_ms = wait_ms;
+    op->cancel = cancel;
+    op->gen = gen;
+    op->t_start = now0;
+    op->deadline = distlock__wait_deadline(wait_ms, now0);
+    op->cw = cancel_watch(m, cancel);
+    op->rq = *rq;
+    op->fair = rq->fair;
+    op->att = *att;
+    op->run_rc = rc;
+    op->rc = rc;
+    op->err = rc != DISTLOCK_OK ? detail : (free(detail), NULL);
+    sleeper_on(op);
+    op->state = S_FIRST;
+    op_started(op);
+    for (;;) {
+        (void)perform(m);
+        if (op->state == S_DONE)
+            break;
+        long t = distlock_multi_timeout(m);
+        uint64_t until = t < 0 ? UINT64_MAX : distlock__now_us() + (uint64_t)t * 1000u;
+        if (distlock__sleep_fd(c, m->epfd, until, op->run == NULL) == DISTLOCK_ECANCELED) {
+            op->cancel_req = 1;  /* the interrupt hook: as a cancel of the call */
+            step_push(op);
+        }
+    }
+    *att = op->att;
+    rc = op->rc;
+    detail = op->err;
+    op->err = NULL;
+    op_release_memory(op);
+    multi_close(m);
+    if (rc != DISTLOCK_OK)
+        distlock__fail(rc, "%s", detail ? detail : "");
+    else
+        distlock__clear_error();
+    free(detail);
+    return rc;
 }
 
 distlock_op *distlock_multi_done(distlock_multi *m)
@@ -1796,6 +1971,12 @@ void distlock_multi_free(distlock_multi *m)
             op_release_memory(op);
         }
     }
+    multi_close(m);
+}
+
+/* A multi with no op left: its memory and descriptors go (no I/O). */
+static void multi_close(distlock_multi *m)
+{
     for (int b = 0; b < NBUCKETS; b++)
         while (m->keys[b]) {
             mkey *k = m->keys[b];
