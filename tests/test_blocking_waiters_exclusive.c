@@ -44,7 +44,9 @@ struct shared {
     atomic_int bad_cancel;    /* ECANCELED with a handle, or an unexpected status */
     atomic_int grants, cancels, others;
     atomic_int stop;
-    atomic_int node_stopped;  /* a node was stopped during the storm */
+    atomic_int node_stopped;
+    int64_t last_fence;       /* the latest holder's (DISTLOCK_FENCING), under exclusivity */
+    atomic_int bad_fence;  /* a node was stopped during the storm */
     char detail[512];
 };
 
@@ -113,6 +115,15 @@ static void *worker_main(void *arg)
                     distlock_lock_free(l2);
                 }
             }
+            if (s->flags & DISTLOCK_FENCING) {
+                int64_t f = distlock_lock_fence(l);
+                if (f <= s->last_fence) {
+                    atomic_fetch_add(&s->bad_fence, 1);
+                    snprintf(s->detail, sizeof s->detail, "fence %lld after %lld", (long long)f,
+                             (long long)s->last_fence);
+                }
+                s->last_fence = f;
+            }
             rh_sleep_ms(2);  /* the section: others wait meanwhile */
             if (distlock_lock_lost(l)) {
                 atomic_fetch_add(&s->lost_held, 1);
@@ -178,6 +189,22 @@ static long long zcard(rh_cluster *rc, int i, const char *key)
     return n;
 }
 
+/* Keys of node i other than fence counters (which stay by design: a fence
+ * is greater than every earlier owner's). */
+static int keys_left(rh_cluster *rc, int i)
+{
+    redisReply *r = rh_command(rc, i, 0, "KEYS *");
+    int n = 0;
+    for (size_t j = 0; r && j < r->elements; j++) {
+        size_t len = strlen(r->element[j]->str);
+        if (len < 7 || strcmp(r->element[j]->str + len - 7, "}:fence") != 0)
+            n++;
+    }
+    if (r)
+        freeReplyObject(r);
+    return r ? n : -1;
+}
+
 static void run_storm_mix(rh_cluster *rc, const char *key, unsigned flags, int stop_node,
                           int mix, long permits)
 {
@@ -239,6 +266,7 @@ static void run_storm_mix(rh_cluster *rc, const char *key, unsigned flags, int s
     assert_int_equal(atomic_load(&s.bad_release), 0);
     assert_int_equal(atomic_load(&s.bad_reenter), 0);
     assert_int_equal(atomic_load(&s.bad_cancel), 0);
+    assert_int_equal(atomic_load(&s.bad_fence), 0);
     assert_true(atomic_load(&s.grants) > 0);
     /* nothing left behind: no lock, no queue entry (a waiter that ended
      * left the queue) */
@@ -263,7 +291,7 @@ static void run_storm_mix(rh_cluster *rc, const char *key, unsigned flags, int s
      * their waiters */
     for (int i = 0; i < 3; i++) {
         int n;
-        if (!RH_WAIT_UNTIL((n = rh_dbsize(rc, i)) == 0, stop_node == i ? 15000 : 3000)) {
+        if (!RH_WAIT_UNTIL((n = keys_left(rc, i)) == 0, stop_node == i ? 15000 : 3000)) {
             redisReply *r = rh_command(rc, i, 0, "KEYS *");
             print_error("node %d: %d keys left after every call ended:", i, n);
             for (size_t j = 0; r && j < r->elements; j++) {
@@ -293,6 +321,8 @@ static void run_storm_mix(rh_cluster *rc, const char *key, unsigned flags, int s
         }
     }
     distlock_client_free(s.c);
+    for (int i = 0; i < 3; i++)
+        assert_int_equal(rh_flushall(rc, i), 0);
 }
 
 static void run_storm(rh_cluster *rc, const char *key, unsigned flags, int stop_node)
@@ -315,6 +345,11 @@ static void test_fair_waiters_with_a_stopped_node_stay_exclusive(void **state)
     run_storm(*state, "storm-fair-stop", DISTLOCK_FAIR | DISTLOCK_REENTRANT, 2);
 }
 
+static void test_fenced_fair_waiters_cancelled_get_increasing_fences(void **state)
+{
+    run_storm(*state, "storm-fenced", DISTLOCK_FENCING | DISTLOCK_FAIR, -1);
+}
+
 static void test_readers_and_writers_cancelled_stay_apart(void **state)
 {
     run_storm_mix(*state, "storm-rw", 0, -1, 1, 1);
@@ -331,6 +366,7 @@ int main(void)
         cmocka_unit_test(test_fair_reentrant_waiters_cancelled_stay_exclusive),
         cmocka_unit_test(test_plain_waiters_cancelled_stay_exclusive),
         cmocka_unit_test(test_fair_waiters_with_a_stopped_node_stay_exclusive),
+        cmocka_unit_test(test_fenced_fair_waiters_cancelled_get_increasing_fences),
         cmocka_unit_test(test_readers_and_writers_cancelled_stay_apart),
         cmocka_unit_test(test_semaphore_waiters_cancelled_stay_within_permits),
     };
