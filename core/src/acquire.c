@@ -343,6 +343,9 @@ static void observe(const attempt_ctx *a, const distlock__result *res, distlock_
         if (v == 0 && !a->rq->fair && x && x->type == REDIS_REPLY_ARRAY && x->elements >= 4 &&
             x->element[3]->type == REDIS_REPLY_STRING)
             att->readers = 1;  /* the acquire script's {0, pttl, 0, 'r'} */
+        else if (v < 0 && a->rq->writer)
+            att->readers = 1;  /* not heard (a round ends at its quorum) or failed: the
+                                  script may have run there and noted the intent */
         if (v == 1 && a->rq->fair)
             att->head = 1;  /* we were first there */
         if (v != 0)
