@@ -223,7 +223,7 @@ typedef struct distlock__attempt {
     int granted;             /* nodes that granted */
     int readers;             /* a lock: a waiting writer's intent may be on some node
                                 (one held read locks at the key, or, for a writer,
-                                one did not answer: acquire.c, observe) */
+                                one did not answer the script: acquire.c, observe) */
     int behind;              /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;        /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;                /* fair: first in the queue on some node */
