@@ -46,6 +46,8 @@ typedef struct attempt_ctx {
     uint64_t tag;
     int fencing;
     int owner;          /* store owner metadata (sk->ok and the fields) */
+    int plain;          /* a lock's first round went out as the plain SET (the script
+                           only where a node refused it: its result's fell_back) */
     sidekeys *sk;       /* fair, fencing, owner or a waiting writer, else NULL */
     /* Nodes whose first-round reply showed our own token already there
      * (distlock__reply_held_own): `own`; of those, `prior` on the request's
@@ -288,6 +290,7 @@ static void first_round(distlock__run *r, acq_run *x)
     distlock__set_wait(c, &x->script);
     distlock__set_wait(c, &x->plain);
     int use_plain = !rq->fair && !a->fencing && !a->owner && !atomic_load(&c->no_set_get);
+    a->plain = use_plain;
     for (int i = 0; i < c->n; i++)
         a->cs->calls_a[i] = use_plain ? &x->plain : &x->script;
     /* A strict acquire (a token the caller chose) that loses hears every
@@ -343,6 +346,11 @@ static void observe(const attempt_ctx *a, const distlock__result *res, distlock_
         if (v == 0 && !a->rq->fair && x && x->type == REDIS_REPLY_ARRAY && x->elements >= 4 &&
             x->element[3]->type == REDIS_REPLY_STRING)
             att->readers = 1;  /* the acquire script's {0, pttl, 0, 'r'} */
+        else if (v < 0 && a->rq->writer && (!a->plain || res[i].fell_back))
+            att->readers = 1;  /* not heard (a round ends at its quorum) or failed after
+                                  the script went out: it may have run there and noted
+                                  the intent. A plain SET unheard noted nothing: a
+                                  stopped node costs a writer's win no leave. */
         if (v == 1 && a->rq->fair)
             att->head = 1;  /* we were first there */
         if (v != 0)

@@ -7,7 +7,9 @@
  * attempt (distlock__acquire_once: a run driven by a poll() loop on this
  * thread) and nothing else, no multi made. Only an acquire that must wait
  * (another owner holds the key, or a grant came too late within a wait
- * budget) or whose own cancel fired while that attempt was out hands the
+ * budget), a waiting writer that won but may have left its intent where it
+ * did not grant (distlock__won_writer_leaves: it leaves the registry there
+ * first), or whose own cancel fired while that attempt was out hands the
  * attempt's outcome to distlock__acquire_wait (multi.c), which finishes the
  * call there, on this thread, with the same rules as a multi's acquire.
  *
@@ -63,7 +65,8 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
     distlock__acq_req_init(c, h, token != NULL, wait_ms, &rq);
     distlock__attempt att;
     rc = distlock__acquire_once(c, &rq, &att);
-    if (distlock__cancel_fired(cancel) || !distlock__first_attempt_ends(rc, wait_ms))
+    if (distlock__cancel_fired(cancel) || !distlock__first_attempt_ends(rc, wait_ms) ||
+        distlock__won_writer_leaves(rc, &rq, &att))
         rc = distlock__acquire_wait(c, h, token != NULL, wait_ms, cancel, gen, &rq, rc, &att);
     *t_start = att.t0_us;
     *t_end = att.t1_us;

@@ -221,8 +221,9 @@ enum { DISTLOCK__LOCK = 0, DISTLOCK__READ, DISTLOCK__PERMIT };
 /* What it got, and saw (for the wait loop). */
 typedef struct distlock__attempt {
     int granted;             /* nodes that granted */
-    int readers;             /* a lock: some node held read locks at the key (its
-                                writer intent may be there) */
+    int readers;             /* a lock: a waiting writer's intent may be on some node
+                                (one held read locks at the key, or, for a writer,
+                                one did not answer the script: acquire.c, observe) */
     int behind;              /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;        /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;                /* fair: first in the queue on some node */
@@ -393,6 +394,18 @@ uint64_t distlock__wait_deadline(long wait_ms, uint64_t now);
 static inline int distlock__first_attempt_ends(int rc, long wait_ms)
 {
     return (rc != DISTLOCK_NOTACQUIRED && rc != DISTLOCK_ETIMEDOUT) || wait_ms == 0;
+}
+/* A waiting writer (rq->writer) that won at its first attempt may have
+ * left its intent (`__write__`) on a node that did not grant it
+ * (att->readers): it leaves the registry of waiting writers there before
+ * the lock is the caller's (multi.c, S_WONLEAVE), as a later attempt's win
+ * does, or that intent keeps the node's readers out for the queue TTL with
+ * nobody waiting. A win with no writer (wait_ms 0) or with every node
+ * heard and none holding read locks pays no round trip. */
+static inline int distlock__won_writer_leaves(int rc, const distlock__acq_req *rq,
+                                             const distlock__attempt *att)
+{
+    return rc == DISTLOCK_OK && rq->writer != NULL && att->readers;
 }
 /* DISTLOCK_REENTRANT: another counted handle of the ownership that owner
  * holds of key, once an extend confirmed it; 1 when it holds none. */

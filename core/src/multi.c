@@ -64,6 +64,7 @@ enum {
     S_QUEUED,    /* an acquire behind the key's active one: nothing sent */
     S_START,     /* an acquire just made active: its first attempt goes out */
     S_FIRST,     /* its first attempt on the wire */
+    S_ENTER,     /* its first attempt must wait: the wait's channel, subscription */
     S_SUB,       /* waiting for its subscription's confirmation */
     S_LOOP,      /* about to try again */
     S_TRY,       /* an attempt of its wait on the wire */
@@ -187,6 +188,7 @@ struct distlock_op {
     distlock__attempt att;
     uint64_t first_t0;
     int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
+    int first_won;  /* S_WONLEAVE after a first attempt's win (not a later one's) */
     int sub_looked;           /* a blocking acquire's wait looked at its subscription once */
     long backoff;
     unsigned named;
@@ -1003,10 +1005,26 @@ static void acq_step(distlock_op *op)
                 continue;
             }
             op->late = rc == DISTLOCK_ETIMEDOUT;
+            if (distlock__won_writer_leaves(rc, &op->rq, &op->att)) {
+                /* won at once, but its intent may stand where it did not
+                 * grant: it leaves as a later attempt's win does, before
+                 * the lock is the caller's */
+                if (!slot_take(op, 1))
+                    return;  /* S_FIRST again when it has one (nothing sent yet) */
+                op->first_won = 1;
+                op->state = S_WONLEAVE;
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
+                    return;
+                continue;
+            }
             if (distlock__first_attempt_ends(rc, op->wait_ms)) {
                 finish(op);
                 return;
             }
+            op->state = S_ENTER;
+            continue;
+
+        case S_ENTER:
             if ((op->ch = malloc(DISTLOCK__SIDEKEY_MAX + 33)) == NULL) {
                 set_err(op, distlock__fail(DISTLOCK_ENOMEM, "out of memory"));
                 op->state = S_OUT;
@@ -1148,8 +1166,12 @@ static void acq_step(distlock_op *op)
         case S_LATEUNDO:
             if (op->run && !run_step(op))
                 return;
-            /* the late grant's status and detail stand, whatever the release said */
-            op->state = S_JUDGE;
+            /* the late grant's status and detail stand, whatever the release said;
+             * a first attempt's late grant enters the wait, as one that
+             * came late at once (distlock__first_attempt_ends) */
+            op->state = op->first_won ? S_ENTER : S_JUDGE;
+            if (op->first_won)
+                op->late = 1, op->first_won = 0;
             continue;
 
         case S_JUDGE: {
@@ -1728,14 +1750,33 @@ static int perform(distlock_multi *m)
 /* ------------------------------------------------------------ a blocking acquire's wait */
 
 /* What the first attempt left behind, when its wait cannot go on for want
- * of a multi (ENOMEM, no descriptor): a grant (its call's cancel fired
- * while it was out) goes back, a writer leaves the registry of waiting
+ * of a multi (ENOMEM, no descriptor): a writer's grant that must leave
+ * stays, after its leave; a grant (its call's cancel fired while it was
+ * out) goes back, a writer leaves the registry of waiting
  * writers, a fair waiter the queue. The status is the cancel's if it
  * fired, else the multi's failure. */
 static int wait_unstarted(distlock_client *c, const distlock__acq_req *rq, int rc,
                           const distlock__attempt *att, distlock_cancel *cancel, int why)
 {
     char *detail = distlock__error_copy();
+    if (rc == DISTLOCK_OK && !distlock__cancel_fired(cancel)) {
+        /* a writer that won and must leave (distlock__won_writer_leaves)
+         * leaves on this thread; its lock stands unless its lease ended
+         * meanwhile (then it is released, and the late grant's status is
+         * the call's: there is no wait to try again in) */
+        free(detail);
+        distlock__write_leave(c, rq->key, rq->writer);
+        if ((why = distlock__grant_outlived(rq, att)) == DISTLOCK_OK) {
+            distlock__clear_error();
+            return DISTLOCK_OK;
+        }
+        detail = distlock__error_copy();
+        (void)distlock__release_keytoken(c, rq->key, rq->token, att->valid_until_us,
+                                         att->set_id, att->maybe);
+        distlock__fail(why, "%s", detail ? detail : "");
+        free(detail);
+        return why;
+    }
     if (rc == DISTLOCK_OK)
         (void)distlock__release_keytoken(c, rq->key, rq->token, att->valid_until_us,
                                          att->set_id, att->maybe);
