@@ -193,6 +193,20 @@ int distlock__verdict(const distlock__quorum *q, const distlock__result *res, di
         return distlock__fail_nodes(q, res, refusals > 0 ? DISTLOCK_EPROTO : DISTLOCK_ENOQUORUM,
                                     msg);
     }
+    /* "Not ours" is a loss only when the nodes that say so rule a quorum
+     * out by themselves. With n - quorum of them or fewer, the nodes that
+     * still had it, failed or were not heard make a quorum between them:
+     * the lock may still be held there (a node that granted is paused, one
+     * that said "not ours" carries another owner's stray grant), so this
+     * is no verdict (retry), never "lost" said of a lock still held. An
+     * acquire's "held" stays a verdict: a waiting acquire waits on it. */
+    if (refused == DISTLOCK_ENOTOWNER && t.no <= q->n - q->quorum) {
+        snprintf(msg, sizeof(msg),
+                 "%s of '%.200s': no verdict: %d of %d nodes said not ours, %d still had it, "
+                 "the others did not answer (it may still be held on a quorum)",
+                 op, key, t.no, q->n, t.ok);
+        return distlock__fail_nodes(q, res, DISTLOCK_ENOQUORUM, msg);
+    }
     int o;
     if (refused == DISTLOCK_NOTACQUIRED)
         o = snprintf(msg, sizeof(msg), "%s of '%.200s': held by another owner (%d of %d nodes said "
