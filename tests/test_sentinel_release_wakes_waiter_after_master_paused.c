@@ -69,9 +69,10 @@ static int role_is_master(int port)
     return ok;
 }
 
-static void test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one(void **state)
+/* The old master stops (kill_old 0: SIGSTOP, its sockets open; 1: SIGKILL,
+ * its sockets reset), a failover names another; the holder releases there. */
+static void release_after_failover_wakes_waiter(int kill_old)
 {
-    (void)state;
     setvbuf(stdout, NULL, _IOLBF, 0);
     rh_sentinels_opts o = { .data_pass = DATA_PASS, .down_after_ms = 1000, .failover_timeout_ms = 3000 };
     rh_sentinels *g = rh_sentinels_start(&o);
@@ -99,7 +100,10 @@ static void test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one
         if (g->data_port[k] > 0 && g->data_port[k] != old)
             assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, g->data_port[k], KEY, NULL) > 0, 10000));
 
-    assert_int_equal(rh_sentinels_signal(g, old, 1), 0);
+    if (kill_old)
+        assert_int_equal(rh_sentinels_kill(g, old), 0);
+    else
+        assert_int_equal(rh_sentinels_signal(g, old, 1), 0);
     int now_master = rh_sentinels_wait_master_not(g, old, 30000);
     assert_true(now_master > 0);
     assert_true(RH_WAIT_UNTIL(role_is_master(now_master), 10000));
@@ -112,12 +116,19 @@ static void test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one
     long long on_new = numsub(now_master, CHANNEL);
     assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, now_master, KEY, NULL) == 0, 5000));
 
+    /* when (if ever) the waiter's client listens on the new master */
+    long long sub_ms = -1;
+    if (RH_WAIT_UNTIL(numsub(now_master, CHANNEL) == 1 || atomic_load(&a.done), WAIT_MS + 5000) &&
+        !atomic_load(&a.done))
+        sub_ms = rh_now_ms() - released;
     int woke = RH_WAIT_UNTIL(atomic_load(&a.done), WAIT_MS + 5000);
     long long gap = woke ? a.done_ms - released : -1;
-    printf("old master %d paused, new master %d (subscribers of the channel there at the release: %lld); "
+    printf("old master %d %s, new master %d (subscribers of the channel there at the release: %lld); "
+           "subscribed there %lld ms after the release (-1: not before the wait ended); "
            "waiter's acquire ended %lld ms after the release (rc %d, bound %d ms; re-checks %d-%d ms apart)\n",
-           old, now_master, on_new, gap, a.rc, WAKE_BOUND_MS, RECHECK_MS / 2, RECHECK_MS);
-    (void)rh_sentinels_signal(g, old, 0);
+           old, kill_old ? "killed" : "paused", now_master, on_new, sub_ms, gap, a.rc, WAKE_BOUND_MS, RECHECK_MS / 2, RECHECK_MS);
+    if (!kill_old)
+        (void)rh_sentinels_signal(g, old, 0);
     if (woke) pthread_join(th, NULL);
     distlock_lock_free(held);
     distlock_client_free(holder);
@@ -128,9 +139,24 @@ static void test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one
     assert_true(gap >= 0 && gap < WAKE_BOUND_MS);
 }
 
+static void test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one(void **state)
+{
+    (void)state;
+    release_after_failover_wakes_waiter(0);
+}
+
+/* The same with the old master's sockets reset: the subscriber reconnects,
+ * asks the sentinels, and listens on the new master. */
+static void test_release_on_new_master_wakes_waiter_subscribed_on_killed_old_one(void **state)
+{
+    (void)state;
+    release_after_failover_wakes_waiter(1);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_release_on_new_master_wakes_waiter_subscribed_on_killed_old_one),
         cmocka_unit_test(test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
