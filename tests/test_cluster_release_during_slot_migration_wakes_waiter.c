@@ -6,7 +6,8 @@
  * slot is then put in MIGRATING / IMPORTING state and the key MIGRATEd to
  * the importing master; before the slot is handed over (SETSLOT NODE), the
  * holder releases: its script is redirected with ASK and runs on the
- * importing master. The waiter's re-checks are 5 s apart and the holder's
+ * importing master. The migration then stays open up to 2 s (until the
+ * waiter is done, if sooner). The waiter's re-checks are 5 s apart and the holder's
  * TTL 30 s, so only the release notification can end the wait within a
  * second. Real processes only: 3 masters (tests/harness/cluster_harness.c). */
 #include "test_common.h"
@@ -20,6 +21,9 @@ size_t distlock__shard_channel_name(char *buf, const char *key);
 
 #define RECHECK_MS 5000
 #define WAKE_BOUND_MS 1000
+/* how long the migration stays open after the release, unless the waiter
+ * is done first (a real resharding moves a slot's keys for much longer) */
+#define OPEN_AFTER_RELEASE_MS 2000
 
 typedef struct waiter_arg {
     distlock_client *c;
@@ -51,6 +55,7 @@ typedef struct release_arg {
     int rc;
     long long released_ms;
     int key_moved;
+    atomic_int *waiter_done;
 } release_arg;
 
 /* After the key's batch was MIGRATEd, before SETSLOT NODE: release. */
@@ -62,6 +67,7 @@ static void release_between_batches(void *p)
     r->key_moved = 1;  /* its batch (the slot's only key) was MIGRATEd */
     r->rc = distlock_release(r->held);
     r->released_ms = rh_now_ms();
+    (void)RH_WAIT_UNTIL(atomic_load(r->waiter_done), OPEN_AFTER_RELEASE_MS);
 }
 
 static void test_release_during_migration_wakes_waiter_subscribed_on_old_owner(void **state)
@@ -89,7 +95,7 @@ static void test_release_during_migration_wakes_waiter_subscribed_on_old_owner(v
     assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
     assert_true(RH_WAIT_UNTIL(rh_rcl_shardnumsub(cl, from, sch) == 1, 10000));
 
-    release_arg r = { .cl = cl, .held = held, .key = key, .to = to, .rc = -99 };
+    release_arg r = { .cl = cl, .held = held, .key = key, .to = to, .rc = -99, .waiter_done = &w.done };
     assert_int_equal(rh_rcl_migrate_slot(cl, slot, from, to, 10, release_between_batches, &r), 0);
     long long handed_over = rh_now_ms();
     assert_true(r.key_moved);
