@@ -1,7 +1,7 @@
-/* test_sentinel_release_wakes_waiter_after_master_paused.c -- "a release
+/* test_sentinel_release_wakes_waiter_after_failover.c -- "a release
  * wakes waiters at once (pub/sub)" (README) on a Sentinel node whose master
- * stops answering without closing its sockets (SIGSTOP: a hung host, a
- * dropped NAT entry) and is replaced by a failover.
+ * is replaced by a failover: stopped without closing its sockets (SIGSTOP:
+ * a hung host, a dropped NAT entry), or killed (its sockets reset).
  *
  * The waiter's client is subscribed to the release channel on the old
  * master; the holder's release runs on the new master (the key was
