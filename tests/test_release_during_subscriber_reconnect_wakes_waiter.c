@@ -84,16 +84,21 @@ static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribe
     assert_true(RH_WAIT_UNTIL(numsub(rc) == 0, 5000));
     assert_rc(distlock_release(held), DISTLOCK_OK);
     long long released = rh_now_ms();
-    int resubscribed = RH_WAIT_UNTIL(numsub(rc) == 1 || atomic_load(&w.done), 10000) && !atomic_load(&w.done);
+    /* Subscribed again: seen on the node, or the waiter already done (woken
+     * by the confirmation, it acquired, released and unsubscribed between
+     * two looks; that its re-check did not end it is checked below). */
+    int resubscribed = RH_WAIT_UNTIL(numsub(rc) == 1 || atomic_load(&w.done), 10000);
     long long resub_ms = rh_now_ms();
     int woke = RH_WAIT_UNTIL(atomic_load(&w.done), 30000);
     if (woke) pthread_join(th, NULL);
-    long long gap = woke ? w.got_ms - resub_ms : -1;
+    long long gap = woke ? (w.got_ms > resub_ms ? w.got_ms - resub_ms : 0) : -1;
+    long long since_release = woke ? w.got_ms - released : -1;
     printf("released with no subscriber on the node; the waiter's client subscribed again %lld ms "
            "later (%s), and its acquire ended %lld ms after that (rc %d; bound %d ms, re-checks "
            "%d-%d ms apart)\n",
            resub_ms - released, resubscribed ? "seen" : "not seen", gap, w.rc, WAKE_BOUND_MS,
            RECHECK_MS / 2, RECHECK_MS);
+    printf("acquire ended %lld ms after the release\n", since_release);
     distlock_lock_free(held);
     distlock_client_free(holder);
     distlock_client_free(wc);
@@ -103,6 +108,8 @@ static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribe
     assert_true(woke);
     assert_rc(w.rc, DISTLOCK_OK);
     assert_true(gap >= 0 && gap < WAKE_BOUND_MS);
+    /* sooner than the earliest re-check could have ended it */
+    assert_true(since_release >= 0 && since_release < RECHECK_MS / 2);
 }
 
 int main(void)
