@@ -65,7 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport.h"
+#include "conn.h"  /* distlock__cl_redirect: a MOVED teaches the slot map */
 
 #define RECONNECT_MS 200
 /* A node that refused SUBSCRIBE (no channel rights) is asked again only
@@ -528,6 +528,12 @@ static void shard_moved(distlock__pubsub *ps, int i, int k, const char *err, uin
      * endpoint this connection was opened to, with the port given. */
     if (host[0] == '\0')
         snprintf(host, sizeof(host), "%s", ps->nodes[i].sc[k].host);
+    /* The transport's map learns the owner too, as from a call's MOVED:
+     * after a failover the waiter's own map may still name the old master,
+     * and the re-check this subscription's confirmation will cause (wait.c)
+     * would go there. */
+    int ask = 0;
+    (void)distlock__cl_redirect(ps->t, i, -1, err, &ask);
     for (ps_chan *ch = ps->chans; ch; ch = ch->next) {
         if (ch->at == NULL || ch->at[i] != k || ch->slot != slot)
             continue;
