@@ -462,6 +462,14 @@ static int shard_other(distlock__pubsub *ps, int i, char *host, size_t hostlen, 
         int k = shard_known(ps, i, m->host, m->port);
         if (k >= 0 && sn->sc[k].suspect)
             continue;
+        /* a master of some slot only: a seed may be a replica, which
+         * accepts the SSUBSCRIBE of its master's slots, and its confirming
+         * would send the waiters' re-checks to the old master meanwhile */
+        int owns = 0;
+        for (int sl = 0; !owns && sl < DISTLOCK__SLOTS; sl++)
+            owns = map->owner[sl] == j + 1;
+        if (!owns)
+            continue;
         found = j;
     }
     if (found >= 0) {
