@@ -70,8 +70,10 @@ static int role_is_master(int port)
 }
 
 /* The old master stops (kill_old 0: SIGSTOP, its sockets open; 1: SIGKILL,
- * its sockets reset), a failover names another; the holder releases there. */
-static void release_after_failover_wakes_waiter(int kill_old)
+ * its sockets reset), a failover names another; the holder releases there.
+ * command_ms > 0: the waiter's command timeout (the reply deadline of its
+ * subscription's PING). */
+static void release_after_failover_wakes_waiter(int kill_old, long command_ms)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     rh_sentinels_opts o = { .data_pass = DATA_PASS, .down_after_ms = 1000, .failover_timeout_ms = 3000 };
@@ -85,6 +87,8 @@ static void release_after_failover_wakes_waiter(int kill_old)
     assert_rc(distlock_client_new(g->uri, &waiter), DISTLOCK_OK);
     assert_rc(distlock_client_set(waiter, DISTLOCK_OPT_RETRY_MAX_MS, RECHECK_MS), DISTLOCK_OK);
     assert_rc(distlock_client_set(waiter, DISTLOCK_OPT_RETRY_MIN_MS, RECHECK_MS), DISTLOCK_OK);
+    if (command_ms > 0)
+        assert_rc(distlock_client_set(waiter, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, command_ms), DISTLOCK_OK);
 
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, KEY, HOLD_TTL_MS, 0, 0, &held), DISTLOCK_OK);
@@ -142,7 +146,17 @@ static void release_after_failover_wakes_waiter(int kill_old)
 static void test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one(void **state)
 {
     (void)state;
-    release_after_failover_wakes_waiter(0);
+    release_after_failover_wakes_waiter(0, 0);
+}
+
+/* The same with a command timeout far longer than the failover: the paused
+ * master's silence to the subscription's PING is noticed too late, so the
+ * subscriber must leave it because the failover was announced (the
+ * Sentinel kind's endpoint state changed). */
+static void test_announced_failover_moves_subscriber_off_paused_old_master(void **state)
+{
+    (void)state;
+    release_after_failover_wakes_waiter(0, 60000);
 }
 
 /* The same with the old master's sockets reset: the subscriber reconnects,
@@ -150,7 +164,7 @@ static void test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one
 static void test_release_on_new_master_wakes_waiter_subscribed_on_killed_old_one(void **state)
 {
     (void)state;
-    release_after_failover_wakes_waiter(1);
+    release_after_failover_wakes_waiter(1, 0);
 }
 
 int main(void)
@@ -158,6 +172,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_on_new_master_wakes_waiter_subscribed_on_killed_old_one),
         cmocka_unit_test(test_release_on_new_master_wakes_waiter_subscribed_on_paused_old_one),
+        cmocka_unit_test(test_announced_failover_moves_subscriber_off_paused_old_master),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
