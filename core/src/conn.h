@@ -1,5 +1,6 @@
 /* conn.h -- shared by the transport's own files (conn.c, request.c,
- * round.c, pool.c) and by nothing else. */
+ * round.c, pool.c, and pubsub.c for a MOVED its SSUBSCRIBE gets) and by
+ * nothing else. */
 #ifndef DISTLOCK_CONN_H
 #define DISTLOCK_CONN_H
 

@@ -521,6 +521,10 @@ struct distlock__waiter {
     unsigned named;           /* fair waiters: fair acquires that named us the head so far */
     int notified;
     int subscribed;
+    /* Once subscribed: the nodes whose confirmation of the channel the
+     * waiter has counted on since (bit i), and those of them that lost it
+     * since (wait.c: their confirming again means a re-check). */
+    uint64_t covered, lost;
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
 /* Register / unregister a waiter for key (c->mu not held); w->sl must be

@@ -29,6 +29,27 @@
  * Connections are opened again after RECONNECT_MS; a node that refused
  * (NOPERM) only after REFUSED_RETRY_MS.
  *
+ * A connection that says nothing is not trusted for ever: a paused host, a
+ * black-holing middlebox or a dropped NAT entry never closes it, and a
+ * subscriber left there never hears a release again. Each connection owes
+ * its first reply within the connect timeout (connect, TLS, AUTH and the
+ * first (S)SUBSCRIBE's confirmation), and an idle one is PINGed every
+ * PING_MS and owes the reply within the command timeout (in RESP2
+ * subscribe mode PING answers ["pong", ""]); anything heard counts. A
+ * connection past its due time is dropped and made again.
+ *
+ * Nor is a connection kept once its node's kind says it leads to the wrong
+ * server, checked every CURRENT_MS: a Sentinel node's connection made under
+ * an endpoint state the kind's `current` hook no longer accepts (a failover
+ * was announced, or a round found the master gone) is dropped and its
+ * master asked for again; on a Cluster node a channel whose slot the
+ * transport's map now gives to another master (or another address) is
+ * placed again there. A Cluster master that did not answer (or is marked
+ * down in the map) is not asked again for its channels at once: they are
+ * SSUBSCRIBEd on another master of the map, whose MOVED names the slot's
+ * owner as the cluster sees it (after a failover: the promoted replica,
+ * which the waiter's own map may not know yet).
+ *
  * Threads: the state is guarded by the owner's mutex (distlock__pubsub_new's
  * mu). Its steps run with it held and release it around connecting (a TLS
  * context may load files): no network or name-resolution work is done
@@ -44,7 +65,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "transport.h"
+#include "conn.h"  /* distlock__cl_redirect: a MOVED teaches the slot map */
 
 #define RECONNECT_MS 200
 /* A node that refused SUBSCRIBE (no channel rights) is asked again only
@@ -52,6 +73,18 @@
 #define REFUSED_RETRY_MS 30000
 /* With nothing due, the owner's loop still comes back this often. */
 #define IDLE_MS 1000
+/* An idle subscription is PINGed this often (its reply owed within the
+ * command timeout): a dead server is then noticed within PING_MS plus that
+ * timeout, like the announcement subscriptions' (sentinel.c WATCH_PING_MS),
+ * and a release is not missed for longer than that (wait.c: the waiters
+ * re-check when the subscription is confirmed again). One PING a second per
+ * connection costs the server nothing measurable. */
+#define PING_MS 1000
+/* How often the kinds' view of where a connection should lead (a Sentinel
+ * node's endpoint state, a Cluster node's slot map) is compared with the
+ * connections: a few atomic loads and one lock per Cluster node, so a
+ * failover costs a waiter no more than this on top of the new connection. */
+#define CURRENT_MS 200
 
 /* A channel MOVED this many times in a row is placed again only after a
  * pause (a slot changing hands: both masters may name the other a while). */
@@ -60,6 +93,13 @@
 
 enum { NODE_IDLE = 0, NODE_UP, NODE_FAILED };
 
+/* A connection's liveness: a reply owed by due_us (0: none), and when it
+ * is PINGed if idle (0: not yet heard from). */
+typedef struct ps_live {
+    uint64_t due_us;
+    uint64_t ping_at_us;
+} ps_live;
+
 /* A Redis Cluster node: the connection to one of its masters. */
 typedef struct shard_conn {
     char host[DISTLOCK__ADDR_LEN];           /* numeric */
@@ -67,6 +107,10 @@ typedef struct shard_conn {
     distlock__stream st;     /* closed (st.ctx NULL): not connected */
     uint64_t retry_at_us;
     int classic;             /* no SSUBSCRIBE on this server: SUBSCRIBE */
+    ps_live lv;
+    /* it failed or did not answer, and has not answered since: its
+     * channels are placed on another master first (shard_place) */
+    int suspect;
 } shard_conn;
 
 typedef struct ps_node {
@@ -78,6 +122,9 @@ typedef struct ps_node {
     int state;               /* NODE_*: FAILED = cannot confirm subscriptions now */
     shard_conn *sc;          /* Redis Cluster node: DISTLOCK__CL_MASTERS of them */
     int nsc;
+    int probe;               /* Cluster node: the next master to ask instead of a suspect one */
+    ps_live lv;
+    unsigned ep_state;       /* the endpoint state st was made under (kind's `current`) */
 } ps_node;
 
 /* Channels the owner asked for. */
@@ -90,6 +137,7 @@ typedef struct ps_chan {
     char *shard;
     int slot;
     signed char *at;
+    unsigned *tok;           /* for node i: the map's owner of slot when placed (map_token) */
     char moved_host[DISTLOCK__ADDR_LEN];     /* a MOVED answer's master, tried first */
     int moved_port, moved;
     uint64_t place_at_us;    /* not placed again before */
@@ -106,6 +154,8 @@ struct distlock__pubsub {
      * Cluster master's; -1: the node's own or its lookup) */
     int *idx, *sidx, *opening;
     int cap;
+    uint64_t current_at_us;  /* next comparison with the kinds' view */
+    int watch_kinds;         /* a node whose kind may move its connections */
 };
 
 static void send_cmd(redisContext *ctx, const char *verb, const char *arg)
@@ -136,7 +186,61 @@ static void chan_free(ps_chan *ch)
     free(ch->name);
     free(ch->shard);
     free(ch->at);
+    free(ch->tok);
     free(ch);
+}
+
+/* ---------------------------------------- liveness */
+
+static long connect_ms(const distlock__pubsub *ps)
+{
+    return ps->t->connect_timeout_ms;
+}
+
+static long command_ms(const distlock__pubsub *ps)
+{
+    return ps->t->command_timeout_ms;
+}
+
+/* A connection just opened owes its first reply within the connect timeout. */
+static void live_opened(ps_live *lv, long ms)
+{
+    lv->due_us = distlock__now_us() + (uint64_t)ms * 1000u;
+    lv->ping_at_us = 0;
+}
+
+/* Something was heard: nothing is owed; PINGed once idle for PING_MS. */
+static void live_heard(ps_live *lv)
+{
+    lv->due_us = 0;
+    lv->ping_at_us = distlock__now_us() + (uint64_t)PING_MS * 1000u;
+}
+
+/* A request written on a connection that owed nothing: its reply is due. */
+static void live_sent(ps_live *lv, long ms)
+{
+    if (lv->due_us == 0)
+        lv->due_us = distlock__now_us() + (uint64_t)ms * 1000u;
+}
+
+/* mu held: -1 if the connection is past its due time (the caller drops
+ * it); else PING it if idle long enough, and lower *next to when to look
+ * again. */
+static int live_check(const distlock__pubsub *ps, ps_live *lv, redisContext *ctx, uint64_t now,
+                      uint64_t *next)
+{
+    if (lv->due_us && now >= lv->due_us)
+        return -1;
+    if (lv->due_us == 0 && lv->ping_at_us && now >= lv->ping_at_us) {
+        const char *argv[1] = { "PING" };
+        size_t len[1] = { 4 };
+        (void)distlock__resp_append(ctx, 1, argv, len);
+        lv->due_us = now + (uint64_t)command_ms(ps) * 1000u;
+    }
+    uint64_t at = lv->due_us ? lv->due_us : lv->ping_at_us;
+    if (at && at < *next)
+        *next = at;
+    return 0;
 }
 
 /* mu held: tell the owner a subscription changed (chan NULL: every
@@ -171,6 +275,7 @@ static void node_greet(distlock__pubsub *ps, int i)
     (void)distlock__tp_append_auth(ps->t, i, sn->st.ctx);
     for (ps_chan *ch = ps->chans; ch; ch = ch->next)
         send_cmd(sn->st.ctx, "SUBSCRIBE", ch->name);
+    live_opened(&sn->lv, connect_ms(ps));
     sn->state = NODE_UP;
 }
 
@@ -220,6 +325,7 @@ static void node_read(distlock__pubsub *ps, int i)
     void *rep;
     while (sn->st.ctx && redisGetReplyFromReader(sn->st.ctx, &rep) == REDIS_OK && rep) {
         redisReply *r = rep;
+        live_heard(&sn->lv);
         if (r->type == REDIS_REPLY_ERROR) {
             /* NOPERM (no channel rights) or a failed AUTH: this node
              * cannot notify; the owner relies on other means. */
@@ -311,6 +417,70 @@ static int shard_find(distlock__pubsub *ps, int i, const char *host, int port)
     return k;
 }
 
+/* The owner of slot in node i's map now, as a value that changes when the
+ * owner does, its address does, or it is marked down (0: none known). */
+static unsigned map_token(distlock__transport *t, int i, int slot)
+{
+    const distlock__clmap *map = t->cl ? t->cl[i] : NULL;
+    if (map == NULL || slot < 0 || slot >= DISTLOCK__SLOTS)
+        return 0;
+    pthread_mutex_lock(&t->mu);
+    int m = map->owner[slot] ? map->owner[slot] - 1 : -1;
+    unsigned tok = m < 0 ? 0 : (unsigned)(m + 1) | (map->m[m].down ? 0x80u : 0u) | map->m[m].gen << 8;
+    pthread_mutex_unlock(&t->mu);
+    return tok;
+}
+
+/* mu held: node i's connection to host:port if listed, else -1. */
+static int shard_known(const distlock__pubsub *ps, int i, const char *host, int port)
+{
+    const ps_node *sn = &ps->nodes[i];
+    for (int k = 0; k < sn->nsc; k++)
+        if (sn->sc[k].port == port && strcmp(sn->sc[k].host, host) == 0)
+            return k;
+    return -1;
+}
+
+/* mu held: the slot's master (host:port) is marked down or did not answer
+ * us: another master of node i's map (by turns) to SSUBSCRIBE on instead,
+ * whose MOVED names the owner as the cluster sees it. 0 with host/port
+ * replaced, -1 if there is none. */
+static int shard_other(distlock__pubsub *ps, int i, char *host, size_t hostlen, int *port)
+{
+    ps_node *sn = &ps->nodes[i];
+    const distlock__clmap *map = ps->t->cl ? ps->t->cl[i] : NULL;
+    int found = -1;
+    if (map == NULL)
+        return -1;
+    pthread_mutex_lock(&ps->t->mu);
+    for (int n = 0; found < 0 && n < map->nm; n++) {
+        int j = (sn->probe + n) % map->nm;
+        const distlock__clmaster *m = &map->m[j];
+        if (m->port <= 0 || m->down || (m->port == *port && strcmp(m->host, host) == 0) ||
+            !distlock__host_is_numeric(m->host))
+            continue;
+        int k = shard_known(ps, i, m->host, m->port);
+        if (k >= 0 && sn->sc[k].suspect)
+            continue;
+        /* a master of some slot only: a seed may be a replica, which
+         * accepts the SSUBSCRIBE of its master's slots, and its confirming
+         * would send the waiters' re-checks to the old master meanwhile */
+        int owns = 0;
+        for (int sl = 0; !owns && sl < DISTLOCK__SLOTS; sl++)
+            owns = map->owner[sl] == j + 1;
+        if (!owns)
+            continue;
+        found = j;
+    }
+    if (found >= 0) {
+        snprintf(host, hostlen, "%s", map->m[found].host);
+        *port = map->m[found].port;
+        sn->probe = found + 1;
+    }
+    pthread_mutex_unlock(&ps->t->mu);
+    return found >= 0 ? 0 : -1;
+}
+
 /* mu held: SSUBSCRIBE node i's channels not placed yet, each on its
  * slot's master (a MOVED's, else the transport's slot map's). One that has
  * no master known (or a name, not an address) is left unconfirmed and
@@ -323,12 +493,18 @@ static void shard_place(distlock__pubsub *ps, int i, uint64_t now)
             continue;
         char host[DISTLOCK__HOST_LEN];
         int port = 0, slot, k = -1;
+        ch->tok[i] = map_token(ps->t, i, ch->slot);
         if (ch->moved_port > 0) {
             snprintf(host, sizeof(host), "%s", ch->moved_host);
             port = ch->moved_port;
             ch->moved_port = 0;
         } else if (distlock__cl_where(ps->t, i, ch->shard, host, sizeof(host), &port, &slot) != 0) {
             host[0] = '\0';
+        } else if (distlock__host_is_numeric(host)) {
+            /* its master marked down, or silent to us: ask another */
+            int known = shard_known(ps, i, host, port);
+            if ((ch->tok[i] & 0x80u) || (known >= 0 && ps->nodes[i].sc[known].suspect))
+                (void)shard_other(ps, i, host, sizeof(host), &port);
         }
         if (host[0] && distlock__host_is_numeric(host))
             k = shard_find(ps, i, host, port);
@@ -339,8 +515,10 @@ static void shard_place(distlock__pubsub *ps, int i, uint64_t now)
             continue;
         }
         ch->at[i] = (signed char)k;
-        if (sn->sc[k].st.ctx)
+        if (sn->sc[k].st.ctx) {
             send_cmd(sn->sc[k].st.ctx, shard_verb(&sn->sc[k], 1), ch->shard);
+            live_sent(&sn->sc[k].lv, command_ms(ps));
+        }
     }
 }
 
@@ -358,11 +536,20 @@ static void shard_moved(distlock__pubsub *ps, int i, int k, const char *err, uin
      * endpoint this connection was opened to, with the port given. */
     if (host[0] == '\0')
         snprintf(host, sizeof(host), "%s", ps->nodes[i].sc[k].host);
+    /* The transport's map learns the owner too, as from a call's MOVED:
+     * after a failover the waiter's own map may still name the old master,
+     * and the re-check this subscription's confirmation will cause (wait.c)
+     * would go there. */
+    int ask = 0;
+    (void)distlock__cl_redirect(ps->t, i, -1, err, &ask);
     for (ps_chan *ch = ps->chans; ch; ch = ch->next) {
         if (ch->at == NULL || ch->at[i] != k || ch->slot != slot)
             continue;
         ch->at[i] = -1;
-        ch->confirmed &= ~(1ull << i);
+        if (ch->confirmed & (1ull << i)) {
+            ch->confirmed &= ~(1ull << i);
+            tell(ps, ch->name, i, 0);
+        }
         snprintf(ch->moved_host, sizeof(ch->moved_host), "%s", host);
         ch->moved_port = port;
         if (++ch->moved > MOVED_PAUSE_AFTER)
@@ -395,6 +582,7 @@ static void shard_reply(distlock__pubsub *ps, int i, int k, const redisReply *r)
          * is behind, names the new one) */
         ch->at[i] = -1;
         ch->confirmed &= ~(1ull << i);
+        tell(ps, ch->name, i, 0);
     }
 }
 
@@ -403,12 +591,15 @@ static void shard_read(distlock__pubsub *ps, int i, int k)
 {
     shard_conn *sc = &ps->nodes[i].sc[k];
     if (distlock__stream_read(&sc->st) != REDIS_OK) {
+        sc->suspect = 1;
         shard_drop(ps, i, k, RECONNECT_MS);
         return;
     }
     void *rep;
     while (sc->st.ctx && redisGetReplyFromReader(sc->st.ctx, &rep) == REDIS_OK && rep) {
         redisReply *r = rep;
+        live_heard(&sc->lv);
+        sc->suspect = 0;
         if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "MOVED ", 6) == 0) {
             shard_moved(ps, i, k, r->str, distlock__now_us());
         } else if (r->type == REDIS_REPLY_ERROR && strncmp(r->str, "ERR unknown command", 19) == 0) {
@@ -453,6 +644,7 @@ static void shard_open(distlock__pubsub *ps, int i, int k)
     pthread_mutex_lock(ps->mu);
     sc = &ps->nodes[i].sc[k];  /* only the stepping thread changes the list */
     if (st.ctx == NULL) {
+        sc->suspect = 1;
         shard_drop(ps, i, k, RECONNECT_MS);
         return;
     }
@@ -462,6 +654,7 @@ static void shard_open(distlock__pubsub *ps, int i, int k)
     for (ps_chan *ch = ps->chans; ch; ch = ch->next)
         if (ch->at && ch->at[i] == k)
             send_cmd(st.ctx, "SSUBSCRIBE", ch->shard);
+    live_opened(&sc->lv, connect_ms(ps));
 }
 
 /* mu held: the Cluster nodes' channels to place, then the first master
@@ -546,17 +739,69 @@ static void node_resolved(distlock__pubsub *ps, int i)
     distlock__resolve_drop(sn->resolving);
     sn->resolving = NULL;
     distlock__stream st = { 0 };
+    unsigned ep_state = 0;
     if (rc == 0) {
         pthread_mutex_unlock(ps->mu);
+        /* A kind that tells whether a connection is still current (a
+         * Sentinel node) records the master found as a round's lookup
+         * does, rewritten to the one a failover announced if the sentinel
+         * asked had not heard yet; the state is compared later. */
+        if (ps->t->kind[i]->current && naddr > 0)
+            ep_state = distlock__ep_learn(ps->t, i, addr[0], &port);
         st = connect_at(ps, i, addr, naddr, port);
         pthread_mutex_lock(ps->mu);
     }
     sn = &ps->nodes[i];
     sn->st = st;
+    sn->ep_state = ep_state;
     if (st.ctx)
         node_greet(ps, i);
     else
         node_drop(ps, i, RECONNECT_MS);
+}
+
+/* ---------------------------------------- the kinds' view */
+
+/* mu held: channel ch leaves node i's connection it was placed on, to be
+ * placed again (shard_place). */
+static void shard_unplace(distlock__pubsub *ps, int i, ps_chan *ch)
+{
+    shard_conn *sc = &ps->nodes[i].sc[ch->at[i]];
+    if (sc->st.ctx) {
+        send_cmd(sc->st.ctx, shard_verb(sc, 0), ch->shard);
+        live_sent(&sc->lv, command_ms(ps));
+    }
+    ch->at[i] = -1;
+    ch->moved = 0;
+    ch->place_at_us = 0;
+    if (ch->confirmed & (1ull << i)) {
+        ch->confirmed &= ~(1ull << i);
+        tell(ps, ch->name, i, 0);
+    }
+}
+
+/* mu held: drop the connections that no longer lead where their node's
+ * kind says (see the top of the file). */
+static void check_current(distlock__pubsub *ps)
+{
+    distlock__transport *t = ps->t;
+    for (int i = 0; i < ps->n; i++) {
+        ps_node *sn = &ps->nodes[i];
+        if (sn->sharded) {
+            for (ps_chan *ch = ps->chans; ch; ch = ch->next)
+                if (ch->at && ch->at[i] >= 0 && map_token(t, i, ch->slot) != ch->tok[i])
+                    shard_unplace(ps, i, ch);
+            continue;
+        }
+        if (sn->st.ctx == NULL || t->kind[i]->current == NULL)
+            continue;
+        /* the hook reads a round's connection: only its endpoint state */
+        distlock__conn probe;
+        memset(&probe, 0, sizeof(probe));
+        probe.ep_state = sn->ep_state;
+        if (!t->kind[i]->current(t, i, &probe))
+            node_drop(ps, i, 0);  /* asked for again at once */
+    }
 }
 
 /* ---------------------------------------- the steps */
@@ -564,6 +809,10 @@ static void node_resolved(distlock__pubsub *ps, int i)
 int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t *next_us)
 {
     uint64_t now = distlock__now_us();
+    if (now >= ps->current_at_us) {
+        check_current(ps);
+        ps->current_at_us = now + (uint64_t)CURRENT_MS * 1000u;
+    }
     /* connections to open first (each opening drops the mutex: look again) */
     while (cluster_step(ps, now) || nodes_open(ps, now))
         now = distlock__now_us();
@@ -577,6 +826,15 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
             if (sc->st.ctx == NULL) {
                 if (sc->retry_at_us < next && shard_needed(ps, i, k))
                     next = sc->retry_at_us;
+                continue;
+            }
+            if (live_check(ps, &sc->lv, sc->st.ctx, now, &next) != 0) {
+                if (!shard_needed(ps, i, k)) {
+                    close_conn(&sc->st);  /* carries nothing: closed quietly */
+                    continue;
+                }
+                sc->suspect = 1;
+                shard_drop(ps, i, k, RECONNECT_MS);
                 continue;
             }
             if (distlock__stream_write(&sc->st, &done) != REDIS_OK) {
@@ -604,7 +862,8 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
             continue;
         }
         int done = 0;
-        if (distlock__stream_write(&sn->st, &done) != REDIS_OK) {
+        if (live_check(ps, &sn->lv, sn->st.ctx, now, &next) != 0 ||
+            distlock__stream_write(&sn->st, &done) != REDIS_OK) {
             node_drop(ps, i, RECONNECT_MS);
             continue;
         }
@@ -613,6 +872,8 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
         pfd[np].revents = 0;
         ps->idx[np] = i, ps->sidx[np++] = -1;
     }
+    if (ps->current_at_us < next && ps->watch_kinds && ps->chans)
+        next = ps->current_at_us;
     *next_us = next;
     return np;
 }
@@ -652,7 +913,8 @@ int distlock__pubsub_subscribe(distlock__pubsub *ps, const char *chan, const cha
         goto oom;
     /* a shard name matters only where a Cluster node is */
     if (shard && ps->nsharded > 0) {
-        if ((ch->shard = strdup(shard)) == NULL || (ch->at = malloc((size_t)ps->n)) == NULL)
+        if ((ch->shard = strdup(shard)) == NULL || (ch->at = malloc((size_t)ps->n)) == NULL ||
+            (ch->tok = calloc((size_t)ps->n, sizeof(*ch->tok))) == NULL)
             goto oom;
         ch->slot = (int)distlock__key_slot(ch->shard, strlen(ch->shard));
         memset(ch->at, -1, (size_t)ps->n);
@@ -660,8 +922,10 @@ int distlock__pubsub_subscribe(distlock__pubsub *ps, const char *chan, const cha
     ch->next = ps->chans;
     ps->chans = ch;
     for (int i = 0; i < ps->n; i++)
-        if (ps->nodes[i].st.ctx && ps->nodes[i].state == NODE_UP)
+        if (ps->nodes[i].st.ctx && ps->nodes[i].state == NODE_UP) {
             send_cmd(ps->nodes[i].st.ctx, "SUBSCRIBE", ch->name);
+            live_sent(&ps->nodes[i].lv, command_ms(ps));
+        }
     return 0;
 oom:
     if (ch)
@@ -722,12 +986,15 @@ distlock__pubsub *distlock__pubsub_new(distlock__transport *t, pthread_mutex_t *
     /* a connection (or lookup) per node, and one per master of a Cluster
      * node (the kinds' other differences: node_start) */
     ps->cap = t->n;
-    for (int i = 0; i < t->n; i++)
+    for (int i = 0; i < t->n; i++) {
+        if (t->kind[i]->sharded || t->kind[i]->current)
+            ps->watch_kinds = 1;
         if (t->kind[i]->sharded) {
             ps->nodes[i].sharded = 1;
             ps->nsharded++;
             ps->cap += DISTLOCK__CL_MASTERS;
         }
+    }
     ps->idx = calloc((size_t)ps->cap, sizeof(int));
     ps->sidx = calloc((size_t)ps->cap, sizeof(int));
     ps->opening = calloc((size_t)t->n, sizeof(int));

@@ -15,6 +15,18 @@
  * node, unless no node can confirm it (down, or an ACL user without
  * channel rights): then it relies on its re-checks at once.
  *
+ * A subscription can lapse while a waiter sleeps (its connection broke, was
+ * found dead by its PING, or led to a master that was replaced: pubsub.c;
+ * a Cluster slot moved away) and be confirmed again later; a release
+ * published in between reached no one here. The confirmation that ends
+ * such a gap, or the first one for a waiter that went on unconfirmed,
+ * wakes that channel's sleeping waiters for one re-check each (an attempt,
+ * not a grant): a release missed in the gap is then seen at once instead
+ * of at the waiter's next timer. A node confirming that a waiter never
+ * counted on while others did (the other nodes' first confirmations after
+ * a waiter settled) wakes no one: nothing was missed there that the nodes
+ * already confirmed could not have told.
+ *
  * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
  * shard channel, protocol.c): each channel is handed to pubsub.c with its
  * shard name, which it SSUBSCRIBEs on the slot's master (or SUBSCRIBEs on a
@@ -75,11 +87,19 @@ static int settled(distlock_client *c, const char *name)
     return !distlock__pubsub_can_confirm(ps);  /* no node can confirm: rely on re-checks */
 }
 
+/* c->mu held: w goes on waiting; what it counts on from now. */
+static void mark_subscribed(distlock_client *c, distlock__waiter *w)
+{
+    w->subscribed = 1;
+    w->covered = distlock__pubsub_confirmed(c->sub->ps, w->channel);
+    w->lost = 0;
+}
+
 static void wake_settled(distlock_client *c)
 {
     for (distlock__waiter *w = c->waiters; w; w = w->next)
         if (!w->subscribed && settled(c, w->channel)) {
-            w->subscribed = 1;
+            mark_subscribed(c, w);
             distlock__sleeper_wake(&w->sl);
         }
 }
@@ -87,8 +107,31 @@ static void wake_settled(distlock_client *c)
 /* c->mu held (pubsub.c's callback): a subscription confirmed or lost. */
 static void on_subscription(void *arg, const char *chan, int node, int up)
 {
-    (void)chan, (void)node, (void)up;
-    wake_settled(arg);
+    distlock_client *c = arg;
+    uint64_t bit = 1ull << node;
+    for (distlock__waiter *w = c->waiters; w; w = w->next) {
+        if (!w->subscribed || (chan && strcmp(w->channel, chan) != 0))
+            continue;
+        if (!up) {
+            /* lost (chan NULL: the node's connection, or one of them;
+             * only the channels no longer confirmed there lapsed) */
+            if (distlock__pubsub_confirmed(c->sub->ps, w->channel) & bit)
+                continue;
+            w->lost |= w->covered & bit;
+            w->covered &= ~bit;
+        } else if (!(w->covered & bit)) {
+            /* confirmed again after a gap, or at last for a waiter that
+             * went on without: one re-check (see the top of the file) */
+            int gap = w->covered == 0 || (w->lost & bit) != 0;
+            w->covered |= bit;
+            w->lost &= ~bit;
+            if (gap) {
+                w->notified = 1;
+                distlock__sleeper_wake(&w->sl);
+            }
+        }
+    }
+    wake_settled(c);
 }
 
 /* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
@@ -252,6 +295,7 @@ static int waiter_add_locked(distlock_client *c, distlock__waiter *w)
     w->next = c->waiters;
     c->waiters = w;
     w->subscribed = 0;
+    w->covered = w->lost = 0;
     wake_subscriber(c);
     return DISTLOCK_OK;
 }
@@ -268,7 +312,8 @@ int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t d
 {
     pthread_mutex_lock(&c->mu);
     int done = w->subscribed || settled(c, w->channel) || distlock__now_us() >= deadline_us;
-    w->subscribed |= done;
+    if (done && !w->subscribed)
+        mark_subscribed(c, w);
     pthread_mutex_unlock(&c->mu);
     return done;
 }
@@ -297,7 +342,8 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
         }
         pthread_mutex_lock(&c->mu);
     }
-    w->subscribed = 1;
+    if (!w->subscribed)
+        mark_subscribed(c, w);
     pthread_mutex_unlock(&c->mu);
     return DISTLOCK_OK;  /* unconfirmed: the waiter's re-checks cover it */
 }

@@ -1,0 +1,121 @@
+/* test_release_during_subscriber_reconnect_wakes_waiter.c -- "a release
+ * wakes waiters at once (pub/sub)" (README) when the release comes while
+ * the waiter's subscription connection is down and being made again.
+ *
+ * One plain node; the waiter's client reaches it through the fault proxy,
+ * the holder directly. The waiter's subscription is confirmed, then the
+ * proxy resets the waiter's connections and delays new ones (slow accept);
+ * the holder releases while the node has no subscriber (PUBLISH reaches
+ * nobody); the subscriber's new connection then SUBSCRIBEs again. A release
+ * may have been missed during the gap, so the waiter must look again once
+ * it is subscribed again, not at its next re-check (set 5-10 s apart here,
+ * the holder's TTL 30 s). Real processes only. */
+#include "test_common.h"
+#include "harness/faultproxy.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define KEY "resubscribe-wake"
+#define CHANNEL "distlock:" KEY
+#define RECHECK_MS 10000
+#define SLOW_ACCEPT_MS 1500
+#define WAKE_BOUND_MS 1000
+
+typedef struct waiter_arg {
+    distlock_client *c;
+    int rc;
+    long long got_ms;
+    atomic_int done;
+} waiter_arg;
+
+static void *waiter_main(void *p)
+{
+    waiter_arg *w = p;
+    distlock_lock *l = NULL;
+    w->rc = distlock_acquire(w->c, KEY, 30000, 25000, 0, &l);
+    w->got_ms = rh_now_ms();
+    if (l) {
+        (void)distlock_release(l);
+        distlock_lock_free(l);
+    }
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static long long numsub(rh_cluster *rc)
+{
+    redisReply *r = rh_command(rc, 0, 0, "PUBSUB NUMSUB %s", CHANNEL);
+    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r) freeReplyObject(r);
+    return n;
+}
+
+static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribed(void **state)
+{
+    (void)state;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    rh_cluster *rc = rh_start(1);
+    assert_non_null(rc);
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *holder = new_client(rh_uris(rc)), *wc = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MIN_MS, RECHECK_MS), DISTLOCK_OK);
+    assert_rc(distlock_client_set(wc, DISTLOCK_OPT_RETRY_MAX_MS, RECHECK_MS), DISTLOCK_OK);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, KEY, 30000, 0, 0, &held), DISTLOCK_OK);
+
+    waiter_arg w = { .c = wc, .rc = -99 };
+    atomic_init(&w.done, 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
+    assert_true(RH_WAIT_UNTIL(numsub(rc) == 1, 10000));
+
+    /* the subscription's connection broken, the next one slow to come (the
+     * proxy delays the one it accepts next; later ones, the waiter's own
+     * attempt's, go through at once) */
+    char ans[64];
+    assert_int_equal(fp_cmd(fp, ans, sizeof ans, "accepted 0"), 0);
+    int before = atoi(ans + 3);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "slow-accept 0 %d", SLOW_ACCEPT_MS), 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "reset 0"), 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 0 %d 10000", before + 1), 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "slow-accept 0 0"), 0);
+    assert_true(RH_WAIT_UNTIL(numsub(rc) == 0, 5000));
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    long long released = rh_now_ms();
+    /* Subscribed again: seen on the node, or the waiter already done (woken
+     * by the confirmation, it acquired, released and unsubscribed between
+     * two looks; that its re-check did not end it is checked below). */
+    int resubscribed = RH_WAIT_UNTIL(numsub(rc) == 1 || atomic_load(&w.done), 10000);
+    long long resub_ms = rh_now_ms();
+    int woke = RH_WAIT_UNTIL(atomic_load(&w.done), 30000);
+    if (woke) pthread_join(th, NULL);
+    long long gap = woke ? (w.got_ms > resub_ms ? w.got_ms - resub_ms : 0) : -1;
+    long long since_release = woke ? w.got_ms - released : -1;
+    printf("released with no subscriber on the node; the waiter's client subscribed again %lld ms "
+           "later (%s), and its acquire ended %lld ms after that (rc %d; bound %d ms, re-checks "
+           "%d-%d ms apart)\n",
+           resub_ms - released, resubscribed ? "seen" : "not seen", gap, w.rc, WAKE_BOUND_MS,
+           RECHECK_MS / 2, RECHECK_MS);
+    printf("acquire ended %lld ms after the release\n", since_release);
+    distlock_lock_free(held);
+    distlock_client_free(holder);
+    distlock_client_free(wc);
+    fp_stop(fp);
+    rh_stop_all(rc);
+    assert_true(resubscribed);
+    assert_true(woke);
+    assert_rc(w.rc, DISTLOCK_OK);
+    assert_true(gap >= 0 && gap < WAKE_BOUND_MS);
+    /* sooner than the earliest re-check could have ended it */
+    assert_true(since_release >= 0 && since_release < RECHECK_MS / 2);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_release_while_subscriber_reconnects_wakes_waiter_once_subscribed),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
