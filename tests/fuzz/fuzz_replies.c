@@ -142,9 +142,14 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
         abort();
     if (refusal_decides && t.silent > 0 && stop)
         abort();
-    if (t.ok >= q.quorum || t.failed > n - q.quorum || refusal_decides
-            ? 0 : rc != (acquire ? DISTLOCK_NOTACQUIRED : DISTLOCK_ENOTOWNER))
-        abort();  /* neither granted nor ruled out: held / not ours */
+    /* neither granted nor ruled out: an acquire's "held"; a release's "not
+     * ours" only where the nodes saying so rule a quorum out by themselves,
+     * else no verdict (those that deleted, failed or are unheard may hold
+     * it on a quorum: never "lost" said of a lock still held) */
+    int want = acquire ? DISTLOCK_NOTACQUIRED
+               : t.no > n - q.quorum ? DISTLOCK_ENOTOWNER : DISTLOCK_ENOQUORUM;
+    if (t.ok >= q.quorum || t.failed > n - q.quorum || refusal_decides ? 0 : rc != want)
+        abort();
 
     /* quorum.c: the one TTL and validity rule */
     uint32_t raw = (uint32_t)data[10] | (uint32_t)data[11] << 8 | (uint32_t)data[12] << 16 |
