@@ -71,11 +71,17 @@ $l = $c3->tryLockMany([$ka, $kb], 30);
 $tok = $l->token();
 $l->abandon();
 unset($l);
-$kept = 0;
-foreach ($rs as $n) {
-    $kept += ($n->get($ka) === $tok) + ($n->get($kb) === $tok);
-}
-var_dump($kept);
+// tryLockMany returns once a quorum granted: the last node's grant may
+// still be on its way, so wait (bounded) for every node to carry both keys.
+$kept_now = function () use ($rs, $ka, $kb, $tok): int {
+    $kept = 0;
+    foreach ($rs as $n) {
+        $kept += ($n->get($ka) === $tok) + ($n->get($kb) === $tok);
+    }
+    return $kept;
+};
+dl_test_wait_for(fn() => $kept_now() === 2 * count($rs), 3.0);
+var_dump($kept_now());
 var_dump($c3->tryLock($ka, 5), $c3->holder($kb)['token'] === $tok);
 var_dump($c3->forceRelease($ka), $c3->forceRelease($kb));
 ?>
