@@ -4,9 +4,11 @@
  *
  * One plain node; the waiter's client reaches it through the fault proxy,
  * the holder directly. The waiter's subscription is confirmed, then the
- * proxy resets the waiter's connections and delays new ones (slow accept);
- * the holder releases while the node has no subscriber (PUBLISH reaches
- * nobody); the subscriber's new connection then SUBSCRIBEs again. A release
+ * node closes the subscription's connection (CLIENT KILL TYPE pubsub: the
+ * waiter's lock connection stays, so its attempts are not what is tested)
+ * and the proxy delays the subscriber's next one (slow accept); the holder
+ * releases while the node has no subscriber (PUBLISH reaches nobody); the
+ * subscriber's new connection then SUBSCRIBEs again. A release
  * may have been missed during the gap, so the waiter must look again once
  * it is subscribed again, not at its next re-check (set 5-10 s apart here,
  * the holder's TTL 30 s). Real processes only. */
@@ -26,6 +28,7 @@ typedef struct waiter_arg {
     distlock_client *c;
     int rc;
     long long got_ms;
+    char detail[512];
     atomic_int done;
 } waiter_arg;
 
@@ -35,6 +38,7 @@ static void *waiter_main(void *p)
     distlock_lock *l = NULL;
     w->rc = distlock_acquire(w->c, KEY, 30000, 25000, 0, &l);
     w->got_ms = rh_now_ms();
+    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
     if (l) {
         (void)distlock_release(l);
         distlock_lock_free(l);
@@ -71,14 +75,16 @@ static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribe
     assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
     assert_true(RH_WAIT_UNTIL(numsub(rc) == 1, 10000));
 
-    /* the subscription's connection broken, the next one slow to come (the
-     * proxy delays the one it accepts next; later ones, the waiter's own
-     * attempt's, go through at once) */
+    /* the subscription's connection closed by the node, the next one slow
+     * to come (the proxy delays the one it accepts next; later ones go
+     * through at once) */
     char ans[64];
     assert_int_equal(fp_cmd(fp, ans, sizeof ans, "accepted 0"), 0);
     int before = atoi(ans + 3);
     assert_int_equal(fp_cmd(fp, NULL, 0, "slow-accept 0 %d", SLOW_ACCEPT_MS), 0);
-    assert_int_equal(fp_cmd(fp, NULL, 0, "reset 0"), 0);
+    redisReply *kill = rh_command(rc, 0, 0, "CLIENT KILL TYPE pubsub");
+    assert_true(kill && kill->type == REDIS_REPLY_INTEGER && kill->integer == 1);
+    freeReplyObject(kill);
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 0 %d 10000", before + 1), 0);
     assert_int_equal(fp_cmd(fp, NULL, 0, "slow-accept 0 0"), 0);
     assert_true(RH_WAIT_UNTIL(numsub(rc) == 0, 5000));
@@ -94,9 +100,10 @@ static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribe
     long long gap = woke ? (w.got_ms > resub_ms ? w.got_ms - resub_ms : 0) : -1;
     long long since_release = woke ? w.got_ms - released : -1;
     printf("released with no subscriber on the node; the waiter's client subscribed again %lld ms "
-           "later (%s), and its acquire ended %lld ms after that (rc %d; bound %d ms, re-checks "
+           "later (%s), and its acquire ended %lld ms after that (rc %d%s%s; bound %d ms, re-checks "
            "%d-%d ms apart)\n",
-           resub_ms - released, resubscribed ? "seen" : "not seen", gap, w.rc, WAKE_BOUND_MS,
+           resub_ms - released, resubscribed ? "seen" : "not seen", gap, w.rc,
+           w.detail[0] ? ": " : "", w.detail, WAKE_BOUND_MS,
            RECHECK_MS / 2, RECHECK_MS);
     printf("acquire ended %lld ms after the release\n", since_release);
     distlock_lock_free(held);

@@ -91,7 +91,7 @@ static void test_strict_acquire_lost_reply_not_acquired_token_left_until_release
     }
     assert_int_equal(rh_get(e->rc, 2, 0, K, NULL, 0), 0);  /* its seen grant: undone */
     assert_rc(distlock_release_token(c, K, "tok"), DISTLOCK_OK);
-    assert_int_equal(rh_count_holding(e->rc, K, "tok"), 0);
+    assert_holding(e->rc, K, "tok", 0);
     distlock_client_free(c);
 }
 

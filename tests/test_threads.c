@@ -170,7 +170,7 @@ static void test_threads_own_clients(void **state)
             fail();
         }
     }
-    assert_int_equal(rh_count_holding(rc, "own", NULL), 0);
+    assert_holding(rc, "own", NULL, 0);
 }
 
 #define PW_A "pwA-0123456789abcdefghijklmnopqrstuvwxyz"
@@ -314,7 +314,7 @@ static void test_options_set_while_acquiring(void **state)
     atomic_store(&s.stop, 1);
     pthread_join(t, NULL);
     assert_int_equal(s.failed, 0);
-    assert_int_equal(rh_count_holding(rc, "t:opts", NULL), 0);
+    assert_holding(rc, "t:opts", NULL, 0);
     distlock_lock_free(l);
     distlock_lock_free(hl);
     distlock_client_free(holder);
