@@ -41,9 +41,10 @@
  * answered, while its requests to the other nodes may still be on the way. */
 #define assert_holding(rc, key, token, want) do {                             \
         int got__ = -1, want__ = (want);                                      \
-        if (!RH_WAIT_UNTIL((got__ = rh_count_holding(rc, key, token)) == want__, 3000)) { \
+        const char *tok__ = (token);                                          \
+        if (!RH_WAIT_UNTIL((got__ = rh_count_holding(rc, key, tok__)) == want__, 3000)) { \
             print_error("%s holds %s on %d node(s), expected %d\n", (key),     \
-                        (token) ? (const char *)(token) : "anything", got__, want__); \
+                        tok__ ? tok__ : "anything", got__, want__);           \
             fail();                                                           \
         }                                                                     \
     } while (0)

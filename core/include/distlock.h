@@ -320,7 +320,9 @@ DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
  * wait_ms = 0 tries once; > 0 waits up to that long; DISTLOCK_WAIT_FOREVER
  * waits without limit. Waiting never busy-polls: a release made by distlock
  * wakes waiters at once, and they re-check with jittered backoff (at most
- * DISTLOCK_OPT_RETRY_MAX_MS apart) for locks that simply expire.
+ * DISTLOCK_OPT_RETRY_MAX_MS apart) for locks that simply expire. Waiting
+ * calls of one client for one key (not DISTLOCK_FAIR) take turns: only the
+ * longest-waiting one re-checks; the turn passes on when it leaves.
  * Returns DISTLOCK_OK and *out (free with distlock_lock_free()), or
  * DISTLOCK_NOTACQUIRED when still held by another owner once the wait budget
  * is spent (*out = NULL), or an error. Within a wait budget, an attempt

@@ -27,6 +27,16 @@
  * a waiter settled) wakes no one: nothing was missed there that the nodes
  * already confirmed could not have told.
  *
+ * Local turns: a blocking call's plain waiter (w->turns, multi.c) re-checks
+ * only while no such waiter of the client has waited longer for its key;
+ * the others sleep (to their deadline) until the one with the turn leaves,
+ * which hands the turn to the next (turn_holder, distlock__waiter_remove).
+ * The notification wakes the longest waiter, so a release reaches the one
+ * with the turn. A turn passed by a waiter that won a lock says "later"
+ * (the key is held here: its release will wake the next), any other says
+ * "now" (a read lock or permit can be shared; a waiter that gave up leaves
+ * the key's state to be looked at).
+ *
  * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
  * shard channel, protocol.c): each channel is handed to pubsub.c with its
  * shard name, which it SSUBSCRIBEs on the slot's master (or SUBSCRIBEs on a
@@ -348,14 +358,52 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
     return DISTLOCK_OK;  /* unconfirmed: the waiter's re-checks cover it */
 }
 
+/* c->mu held: the longest-waiting waiter of `channel` that takes turns,
+ * from `from` on (the list is newest first), or NULL. */
+static distlock__waiter *turn_holder(distlock__waiter *from, const char *channel)
+{
+    distlock__waiter *oldest = NULL;
+    for (distlock__waiter *w = from; w; w = w->next)
+        if (w->turns && strcmp(w->channel, channel) == 0)
+            oldest = w;
+    return oldest;
+}
+
+int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
+{
+    if (!w->turns)
+        return 1;
+    pthread_mutex_lock(&c->mu);
+    int mine = turn_holder(w, w->channel) == w;
+    pthread_mutex_unlock(&c->mu);
+    return mine;
+}
+
+int distlock__waiter_take_turn(distlock_client *c, distlock__waiter *w)
+{
+    pthread_mutex_lock(&c->mu);
+    int turn = w->turn;
+    w->turn = DISTLOCK__TURN_NONE;
+    pthread_mutex_unlock(&c->mu);
+    return turn;
+}
+
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
 {
     distlock__lock(c);
+    int had_turn = w->turns && turn_holder(w, w->channel) == w;
     for (distlock__waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
             break;
         }
+    distlock__waiter *next = had_turn ? turn_holder(c->waiters, w->channel) : NULL;
+    if (next) {
+        /* the turn passes on: at once, unless the one leaving won (then the
+         * key is held here, and its release will wake the next) */
+        next->turn = w->won ? DISTLOCK__TURN_LATER : DISTLOCK__TURN_NOW;
+        distlock__sleeper_wake(&next->sl);
+    }
     if (c->sub_running)
         wake_subscriber(c);
     pthread_mutex_unlock(&c->mu);
