@@ -1,9 +1,9 @@
 /* test_blocking_waiters_take_turns.c -- blocking calls of one client
  * waiting for one key take turns: only the longest-waiting one re-checks
  * (the others send nothing), a release wakes it, and when it leaves (it
- * won, gave up, was cancelled) the turn passes to the next at once, so no
- * waiter is left to its deadline. Read locks waiting behind a writer all
- * enter at its release (a read lock won passes the turn on at once).
+ * won, gave up, was cancelled) the next has the turn at its next re-check,
+ * so no waiter is left to its deadline. Read locks waiting behind a writer
+ * all enter at its release (a read lock won wakes the next at once).
  * One real node; waiters on threads of one client, the holder another. */
 #include "test_common.h"
 
@@ -195,9 +195,9 @@ static void test_release_hands_over_to_the_next_waiting_thread(void **state)
 }
 
 /* The longest-waiting thread gives up (its wait ends) while the key is
- * still held: the turn passes to the next at once, which re-checks on its
- * own timer and takes the key when the holder's lease ends (1.5 s), long
- * before its own deadline (20 s), when a waiter without the turn looks. */
+ * still held: the next has the turn at its next re-check (50 ms) and takes
+ * the key when the holder's lease ends (1.5 s), long before its own
+ * deadline (20 s), when a waiter without the turn looks. */
 static void test_turn_passes_when_the_longest_waiter_gives_up(void **state)
 {
     rh_cluster *rc = *state;

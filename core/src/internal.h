@@ -526,20 +526,19 @@ struct distlock__waiter {
      * since (wait.c: their confirming again means a re-check). */
     uint64_t covered, lost;
     /* Local turns (wait.c): a blocking call's plain waiter takes turns with
-     * the client's other such waiters of its key; only the one with the turn
-     * re-checks. turn: given to us by a waiter that left (TURN_NOW: try at
-     * once; TURN_LATER: it won, try on the re-check timer); won: set by the
-     * owner before removing a waiter that won. */
-    int turns, turn, won;
+     * the client's other such waiters of its key (turns); only the one with
+     * the turn re-checks. pass_now: set by the owner before removing a waiter
+     * that won a lease others may share (a read lock, a permit), so the next
+     * looks at once; go_now: set on that next one, taken by it. */
+    int turns, pass_now, go_now;
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
-enum { DISTLOCK__TURN_NONE = 0, DISTLOCK__TURN_NOW, DISTLOCK__TURN_LATER };
 /* c->mu not held. 1 when w may re-check now: it takes no turns, or no
  * waiter that takes turns has waited longer for its key in this client. */
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w);
-/* c->mu not held: the turn given to w since the last look (DISTLOCK__TURN_*),
- * cleared. */
-int distlock__waiter_take_turn(distlock_client *c, distlock__waiter *w);
+/* c->mu not held: 1 if a waiter that left asked w to look at once (its
+ * pass_now), cleared. */
+int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w);
 /* Register / unregister a waiter for key (c->mu not held); w->sl must be
  * started. Registering waits (bounded) until the subscription is confirmed
  * so no release is missed; DISTLOCK_ECANCELED (w not registered) if the call

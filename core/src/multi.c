@@ -808,11 +808,11 @@ static void ext_wait_off(distlock_op *op)
 
 /* op ended with op->rc (and op->err): the next of its key goes, it is
  * counted, and handed out (or freed, if its owner let go of it). */
-/* An acquire that won a lock (not a read lock or a permit, which others may
- * share): the next local waiter of its key need not look at once. */
-static int won_exclusive(const distlock_op *op)
+/* An acquire that won a read lock or a permit, which others may share: the
+ * next local waiter of its key looks at once (wait.c). */
+static int won_shared(const distlock_op *op)
 {
-    return op->type == OP_ACQUIRE && op->rc == DISTLOCK_OK && op->rq.kind == DISTLOCK__LOCK;
+    return op->type == OP_ACQUIRE && op->rc == DISTLOCK_OK && op->rq.kind != DISTLOCK__LOCK;
 }
 
 static void finish(distlock_op *op)
@@ -828,7 +828,7 @@ static void finish(distlock_op *op)
         distlock__renewal_unwake(op->lock->h, m->evfd);
     }
     if (op->waiter_on) {
-        op->w.won = won_exclusive(op);
+        op->w.pass_now = won_shared(op);
         distlock__waiter_remove(m->c, &op->w);
         op->waiter_on = 0;
     }
@@ -1096,9 +1096,10 @@ static void acq_step(distlock_op *op)
                 !distlock__waiter_has_turn(c, &op->w)) {
                 /* Blocking calls of this client waiting for one key take
                  * turns (wait.c): only the longest-waiting one re-checks
-                 * (and a release wakes it); this one sleeps until the
-                 * turn comes to it or its deadline, when it looks once. */
-                op->wake_at = op->deadline;
+                 * (and a release wakes it); this one sends nothing and
+                 * looks again at its next re-check time, or its deadline,
+                 * when it tries once. */
+                op->wake_at = distlock__recheck_at(c, 0, op->deadline, &op->backoff);
                 op->notice = op->subscribed;
                 op->state = S_SLEEP;
                 continue;
@@ -1249,11 +1250,8 @@ static void acq_step(distlock_op *op)
             op->kick = 0;
             if (op->notice && distlock__waiter_take_notified(c, &op->w))
                 go = 1;
-            int turn = op->w.turns ? distlock__waiter_take_turn(c, &op->w) : DISTLOCK__TURN_NONE;
-            if (turn == DISTLOCK__TURN_NOW)
-                go = 1;
-            else if (turn == DISTLOCK__TURN_LATER)  /* the one before won: it holds the key */
-                op->wake_at = distlock__recheck_at(c, 0, op->deadline, &op->backoff);
+            if (op->w.turns && distlock__waiter_take_go(c, &op->w))
+                go = 1;  /* the one before won a lease we may share */
             if (!go && distlock__now_us() < op->wake_at) {
                 (void)timer_set(op, op->wake_at);
                 return;
@@ -1271,7 +1269,7 @@ static void acq_step(distlock_op *op)
 
         case S_OUT:
             if (op->waiter_on) {
-                op->w.won = won_exclusive(op);
+                op->w.pass_now = won_shared(op);
                 distlock__waiter_remove(c, &op->w);
                 op->waiter_on = 0;
             }

@@ -28,14 +28,14 @@
  * already confirmed could not have told.
  *
  * Local turns: a blocking call's plain waiter (w->turns, multi.c) re-checks
- * only while no such waiter of the client has waited longer for its key;
- * the others sleep (to their deadline) until the one with the turn leaves,
- * which hands the turn to the next (turn_holder, distlock__waiter_remove).
- * The notification wakes the longest waiter, so a release reaches the one
- * with the turn. A turn passed by a waiter that won a lock says "later"
- * (the key is held here: its release will wake the next), any other says
- * "now" (a read lock or permit can be shared; a waiter that gave up leaves
- * the key's state to be looked at).
+ * only while no such waiter of the client has waited longer for its key
+ * (turn_holder); the others keep their timers but send nothing when they
+ * fire, so when the one with the turn leaves, the next has it at its next
+ * timer, and no other call is woken by that leave (a cancel of one call
+ * wakes no other). The notification wakes the longest waiter, so a release
+ * reaches the one with the turn. Only a waiter that won a read lock or a
+ * permit wakes the next at once (it may share the key: readers behind a
+ * writer all enter at its release, one after the other).
  *
  * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
  * shard channel, protocol.c): each channel is handed to pubsub.c with its
@@ -379,13 +379,13 @@ int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
     return mine;
 }
 
-int distlock__waiter_take_turn(distlock_client *c, distlock__waiter *w)
+int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w)
 {
     pthread_mutex_lock(&c->mu);
-    int turn = w->turn;
-    w->turn = DISTLOCK__TURN_NONE;
+    int go = w->go_now;
+    w->go_now = 0;
     pthread_mutex_unlock(&c->mu);
-    return turn;
+    return go;
 }
 
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
@@ -397,11 +397,10 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
             *pp = w->next;
             break;
         }
-    distlock__waiter *next = had_turn ? turn_holder(c->waiters, w->channel) : NULL;
+    distlock__waiter *next = had_turn && w->pass_now ? turn_holder(c->waiters, w->channel) : NULL;
     if (next) {
-        /* the turn passes on: at once, unless the one leaving won (then the
-         * key is held here, and its release will wake the next) */
-        next->turn = w->won ? DISTLOCK__TURN_LATER : DISTLOCK__TURN_NOW;
+        /* a read lock or a permit won: the next may share the key, now */
+        next->go_now = 1;
         distlock__sleeper_wake(&next->sl);
     }
     if (c->sub_running)
