@@ -6,6 +6,7 @@
  * all enter at its release (a read lock won wakes the next at once).
  * One real node; waiters on threads of one client, the holder another. */
 #include "test_common.h"
+#include "test_wake_waiter.h"
 
 #include <pthread.h>
 #include <stdatomic.h>

@@ -11,11 +11,9 @@
  * only the release notification can end the wait within 1.5 s. Real
  * processes only: 3 masters + 3 replicas. */
 #include "test_common.h"
+#include "test_wake_waiter.h"
 
 #include "test_cluster_group.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
 
 DEFINE_CLUSTER_GROUP(rh_rcl_start_n(3, 1))
 
@@ -24,28 +22,6 @@ size_t distlock__shard_channel_name(char *buf, const char *key);
 
 #define RECHECK_MS 10000
 #define WAKE_BOUND_MS 1500
-
-typedef struct waiter_arg {
-    distlock_client *c;
-    const char *key;
-    int rc;
-    long long got_ms;
-    atomic_int done;
-} waiter_arg;
-
-static void *waiter_main(void *p)
-{
-    waiter_arg *w = p;
-    distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, w->key, 5000, 50000, 0, &l);
-    w->got_ms = rh_now_ms();
-    if (l) {
-        (void)distlock_release(l);
-        distlock_lock_free(l);
-    }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
 
 static void test_release_on_promoted_replica_wakes_waiter_subscribed_on_paused_master(void **state)
 {
@@ -68,10 +44,8 @@ static void test_release_on_promoted_replica_wakes_waiter_subscribed_on_paused_m
     assert_true(r && r->type == REDIS_REPLY_INTEGER && r->integer == 1);
     freeReplyObject(r);
 
-    waiter_arg w = { .c = wc, .key = K, .rc = -99 };
-    atomic_init(&w.done, 0);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
+    wake_waiter w;
+    wake_waiter_start(&w, wc, K, 5000, 50000);
     assert_true(RH_WAIT_UNTIL(rh_rcl_shardnumsub(CL, x, sch) == 1, 10000));
 
     assert_int_equal(rh_pause(CL->rc, x), 0);
@@ -92,8 +66,7 @@ static void test_release_on_promoted_replica_wakes_waiter_subscribed_on_paused_m
     long long released = 0;
     assert_true(RH_WAIT_UNTIL(release_ok_started_at(held, &released), 20000));
     long on_new = rh_rcl_shardnumsub(CL, rx, sch);
-    int woke = RH_WAIT_UNTIL(atomic_load(&w.done), 60000);
-    if (woke) pthread_join(th, NULL);
+    int woke = wake_waiter_join(&w, 60000);
     long long gap = woke ? w.got_ms - released : -1;
     printf("master %d paused, replica %d promoted (shard subscribers there at the release: %ld); "
            "waiter's acquire ended %lld ms after the release (rc %d; bound %d ms, re-checks %d-%d "

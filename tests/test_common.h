@@ -172,15 +172,6 @@ static inline void lock_and_release(distlock_client *c, const char *key)
     distlock_lock_free(l);
 }
 
-/* distlock_release(l) == DISTLOCK_OK, with the time the call started in
- * *started_ms: a waiter woken by the release (its script publishes) may
- * win before the call returns here, so a wake-up is timed from the start. */
-static inline int release_ok_started_at(distlock_lock *l, long long *started_ms)
-{
-    *started_ms = rh_now_ms();
-    return distlock_release(l) == DISTLOCK_OK;
-}
-
 /* Try to acquire key (ttl_ms, no wait) every 200 ms until granted or
  * within_ms have passed, as a caller does while a cluster settles after a
  * failover. Returns the last status (*l is the lock when DISTLOCK_OK);

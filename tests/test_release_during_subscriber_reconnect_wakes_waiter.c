@@ -13,47 +13,14 @@
  * it is subscribed again, not at its next re-check (set 5-10 s apart here,
  * the holder's TTL 30 s). Real processes only. */
 #include "test_common.h"
+#include "test_wake_waiter.h"
 #include "harness/faultproxy.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
 
 #define KEY "resubscribe-wake"
 #define CHANNEL "distlock:" KEY
 #define RECHECK_MS 10000
 #define SLOW_ACCEPT_MS 1500
 #define WAKE_BOUND_MS 1000
-
-typedef struct waiter_arg {
-    distlock_client *c;
-    int rc;
-    long long got_ms;
-    char detail[512];
-    atomic_int done;
-} waiter_arg;
-
-static void *waiter_main(void *p)
-{
-    waiter_arg *w = p;
-    distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, KEY, 30000, 25000, 0, &l);
-    w->got_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l) {
-        (void)distlock_release(l);
-        distlock_lock_free(l);
-    }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static long long numsub(rh_cluster *rc)
-{
-    redisReply *r = rh_command(rc, 0, 0, "PUBSUB NUMSUB %s", CHANNEL);
-    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r) freeReplyObject(r);
-    return n;
-}
 
 static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribed(void **state)
 {
@@ -69,11 +36,9 @@ static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribe
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, KEY, 30000, 0, 0, &held), DISTLOCK_OK);
 
-    waiter_arg w = { .c = wc, .rc = -99 };
-    atomic_init(&w.done, 0);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
-    assert_true(RH_WAIT_UNTIL(numsub(rc) == 1, 10000));
+    wake_waiter w;
+    wake_waiter_start(&w, wc, KEY, 30000, 25000);
+    assert_true(RH_WAIT_UNTIL(channel_subscribers(rh_connect(rc, 0, 0), CHANNEL) == 1, 10000));
 
     /* the subscription's connection closed by the node, the next one slow
      * to come (the proxy delays the one it accepts next; later ones go
@@ -87,16 +52,16 @@ static void test_release_while_subscriber_reconnects_wakes_waiter_once_subscribe
     freeReplyObject(kill);
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 0 %d 10000", before + 1), 0);
     assert_int_equal(fp_cmd(fp, NULL, 0, "slow-accept 0 0"), 0);
-    assert_true(RH_WAIT_UNTIL(numsub(rc) == 0, 5000));
+    assert_true(RH_WAIT_UNTIL(channel_subscribers(rh_connect(rc, 0, 0), CHANNEL) == 0, 5000));
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
     /* Subscribed again: seen on the node, or the waiter already done (woken
      * by the confirmation, it acquired, released and unsubscribed between
      * two looks; that its re-check did not end it is checked below). */
-    int resubscribed = RH_WAIT_UNTIL(numsub(rc) == 1 || atomic_load(&w.done), 10000);
+    int resubscribed = RH_WAIT_UNTIL(
+        channel_subscribers(rh_connect(rc, 0, 0), CHANNEL) == 1 || wake_waiter_done(&w), 10000);
     long long resub_ms = rh_now_ms();
-    int woke = RH_WAIT_UNTIL(atomic_load(&w.done), 30000);
-    if (woke) pthread_join(th, NULL);
+    int woke = wake_waiter_join(&w, 30000);
     long long gap = woke ? (w.got_ms > resub_ms ? w.got_ms - resub_ms : 0) : -1;
     long long since_release = woke ? w.got_ms - released : -1;
     printf("released with no subscriber on the node; the waiter's client subscribed again %lld ms "

@@ -11,10 +11,9 @@
  * second of the release. Real processes only: tests/harness/sentinels.py
  * (1 master, 2 replicas, 3 sentinels). */
 #include "test_common.h"
+#include "test_wake_waiter.h"
 #include "harness/sentinel_harness.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <unistd.h>
 
 #define DATA_PASS "data-pw-1"
@@ -24,39 +23,6 @@
 #define RECHECK_MS 20000
 #define WAIT_MS 50000
 #define WAKE_BOUND_MS 1500
-
-typedef struct waiter_arg {
-    distlock_client *c;
-    int rc;
-    long long done_ms;
-    atomic_int done;
-} waiter_arg;
-
-static void *waiter_main(void *p)
-{
-    waiter_arg *a = p;
-    distlock_lock *l = NULL;
-    a->rc = distlock_acquire(a->c, KEY, 5000, WAIT_MS, 0, &l);
-    a->done_ms = rh_now_ms();
-    if (l) {
-        (void)distlock_release(l);
-        distlock_lock_free(l);
-    }
-    atomic_store(&a->done, 1);
-    return NULL;
-}
-
-/* Subscribers of chan on the data node at port (-1: error). */
-static long long numsub(int port, const char *chan)
-{
-    redisContext *c = rh_auth_connect(port, NULL, DATA_PASS);
-    if (!c) return -1;
-    redisReply *r = redisCommand(c, "PUBSUB NUMSUB %s", chan);
-    redisFree(c);
-    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r) freeReplyObject(r);
-    return n;
-}
 
 static int role_is_master(int port)
 {
@@ -93,13 +59,12 @@ static void release_after_failover_wakes_waiter(int kill_old, long command_ms)
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, KEY, HOLD_TTL_MS, 0, 0, &held), DISTLOCK_OK);
 
-    waiter_arg a = { .c = waiter };
-    atomic_init(&a.done, 0);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, waiter_main, &a), 0);
+    wake_waiter a;
+    wake_waiter_start(&a, waiter, KEY, 5000, WAIT_MS);
 
     /* the waiter's subscription is on the master; the key on both replicas */
-    assert_true(RH_WAIT_UNTIL(numsub(old, CHANNEL) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(
+        channel_subscribers(rh_auth_connect(old, NULL, DATA_PASS), CHANNEL) == 1, 10000));
     for (int k = 0; k < 3; k++)
         if (g->data_port[k] > 0 && g->data_port[k] != old)
             assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, g->data_port[k], KEY, NULL) > 0, 10000));
@@ -116,23 +81,23 @@ static void release_after_failover_wakes_waiter(int kill_old, long command_ms)
     long long released = 0;
     assert_true(RH_WAIT_UNTIL(release_ok_started_at(held, &released), 15000));
     /* where the waiter's client listens now (the old master cannot say) */
-    long long on_new = numsub(now_master, CHANNEL);
+    long long on_new = channel_subscribers(rh_auth_connect(now_master, NULL, DATA_PASS), CHANNEL);
     assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, now_master, KEY, NULL) == 0, 5000));
 
     /* when (if ever) the waiter's client listens on the new master */
     long long sub_ms = -1;
-    if (RH_WAIT_UNTIL(numsub(now_master, CHANNEL) == 1 || atomic_load(&a.done), WAIT_MS + 5000) &&
-        !atomic_load(&a.done))
+    if (RH_WAIT_UNTIL(channel_subscribers(rh_auth_connect(now_master, NULL, DATA_PASS), CHANNEL) == 1 ||
+                      wake_waiter_done(&a), WAIT_MS + 5000) &&
+        !wake_waiter_done(&a))
         sub_ms = rh_now_ms() - released;
-    int woke = RH_WAIT_UNTIL(atomic_load(&a.done), WAIT_MS + 5000);
-    long long gap = woke ? a.done_ms - released : -1;
+    int woke = wake_waiter_join(&a, WAIT_MS + 5000);
+    long long gap = woke ? a.got_ms - released : -1;
     printf("old master %d %s, new master %d (subscribers of the channel there at the release: %lld); "
            "subscribed there %lld ms after the release (-1: not before the wait ended); "
            "waiter's acquire ended %lld ms after the release (rc %d, bound %d ms; re-checks %d-%d ms apart)\n",
            old, kill_old ? "killed" : "paused", now_master, on_new, sub_ms, gap, a.rc, WAKE_BOUND_MS, RECHECK_MS / 2, RECHECK_MS);
     if (!kill_old)
         (void)rh_sentinels_signal(g, old, 0);
-    if (woke) pthread_join(th, NULL);
     distlock_lock_free(held);
     distlock_client_free(holder);
     distlock_client_free(waiter);

@@ -16,10 +16,8 @@
  * holder's release must then wake the waiter (re-checks 5-10 s apart,
  * holder's TTL 30 s). Real processes only. */
 #include "test_common.h"
+#include "test_wake_waiter.h"
 #include "harness/faultproxy.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
 
 #define KEY "blackholed-subscriber"
 #define CHANNEL "distlock:" KEY
@@ -27,35 +25,6 @@
 #define RECHECK_MS 10000
 #define RESUBSCRIBE_BOUND_MS (4 * CONNECT_MS + 1000)
 #define WAKE_BOUND_MS 1000
-
-typedef struct waiter_arg {
-    distlock_client *c;
-    int rc;
-    long long got_ms;
-    atomic_int done;
-} waiter_arg;
-
-static void *waiter_main(void *p)
-{
-    waiter_arg *w = p;
-    distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, KEY, 30000, 25000, 0, &l);
-    w->got_ms = rh_now_ms();
-    if (l) {
-        (void)distlock_release(l);
-        distlock_lock_free(l);
-    }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static long long numsub(rh_cluster *rc)
-{
-    redisReply *r = rh_command(rc, 0, 0, "PUBSUB NUMSUB %s", CHANNEL);
-    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r) freeReplyObject(r);
-    return n;
-}
 
 static void test_blackholed_subscriber_connection_is_replaced_and_wakes_waiter(void **state)
 {
@@ -79,22 +48,20 @@ static void test_blackholed_subscriber_connection_is_replaced_and_wakes_waiter(v
     assert_int_equal(fp_cmd(fp, ans, sizeof ans, "accepted 0"), 0);
     int before = atoi(ans + 3);
     assert_int_equal(fp_cmd(fp, NULL, 0, "blackhole-accept 0 on"), 0);
-    waiter_arg w = { .c = wc, .rc = -99 };
-    atomic_init(&w.done, 0);
-    pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, waiter_main, &w), 0);
+    wake_waiter w;
+    wake_waiter_start(&w, wc, KEY, 30000, 25000);
     /* the subscriber's connection accepted, and black-holed */
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 0 %d 10000", before + 1), 0);
     assert_int_equal(fp_cmd(fp, NULL, 0, "blackhole-accept 0 off"), 0);
     long long t_off = rh_now_ms();
-    int resubscribed = RH_WAIT_UNTIL(numsub(rc) == 1, RESUBSCRIBE_BOUND_MS);
+    int resubscribed =
+        RH_WAIT_UNTIL(channel_subscribers(rh_connect(rc, 0, 0), CHANNEL) == 1, RESUBSCRIBE_BOUND_MS);
     long long sub_ms = rh_now_ms() - t_off;
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
-    int woke = RH_WAIT_UNTIL(atomic_load(&w.done), 30000);
-    if (woke) pthread_join(th, NULL);
+    int woke = wake_waiter_join(&w, 30000);
     long long gap = woke ? w.got_ms - released : -1;
-    long long late_subs = numsub(rc), late_ms = rh_now_ms() - t_off;
+    long long late_subs = channel_subscribers(rh_connect(rc, 0, 0), CHANNEL), late_ms = rh_now_ms() - t_off;
     printf("black hole ended; subscriber %s on the node (%lld ms, bound %d ms); waiter's acquire "
            "ended %lld ms after the release (rc %d; bound %d ms, re-checks %d-%d ms apart); subscribers "
            "on the node %lld ms after the black hole ended: %lld\n",
