@@ -322,7 +322,8 @@ DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
  * wakes waiters at once, and they re-check with jittered backoff (at most
  * DISTLOCK_OPT_RETRY_MAX_MS apart) for locks that simply expire. Waiting
  * calls of one client for one key (not DISTLOCK_FAIR) take turns: only the
- * longest-waiting one re-checks; the turn passes on when it leaves.
+ * longest-waiting one of each kind re-checks; the next has the turn when
+ * it leaves.
  * Returns DISTLOCK_OK and *out (free with distlock_lock_free()), or
  * DISTLOCK_NOTACQUIRED when still held by another owner once the wait budget
  * is spent (*out = NULL), or an error. Within a wait budget, an attempt

@@ -1047,6 +1047,7 @@ static void acq_step(distlock_op *op)
             op->w.token = op->fair ? op->h->token : NULL;
             op->w.head = op->att.head;
             op->w.turns = op->embedded && !op->fair;  /* see S_LOOP */
+            op->w.turn_group = op->rq.kind == DISTLOCK__PERMIT ? 2 + op->rq.permits : op->rq.kind;
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
             if (op->k)
@@ -1123,6 +1124,8 @@ static void acq_step(distlock_op *op)
             op->named = op->fair ? distlock__waiter_named(c, &op->w) : 0;
             op->state = S_TRY;
             rc = DISTLOCK_OK;
+            if (op->waiter_on)
+                distlock__waiter_trying(c, &op->w, 1);  /* a stuck one loses the turn */
             if (!run_begin(op, distlock__acquire_start(c, &op->rq, &op->att, &rc), rc))
                 return;
             continue;
@@ -1130,6 +1133,8 @@ static void acq_step(distlock_op *op)
         case S_TRY:
             if (op->run && !run_step(op))
                 return;
+            if (op->waiter_on)
+                distlock__waiter_trying(c, &op->w, 0);
             rc = op->run_rc;
             set_err(op, rc);
             op->readers |= op->att.readers;

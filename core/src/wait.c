@@ -28,14 +28,19 @@
  * already confirmed could not have told.
  *
  * Local turns: a blocking call's plain waiter (w->turns, multi.c) re-checks
- * only while no such waiter of the client has waited longer for its key
+ * only while no such waiter of the client asking the same (a lock, a read
+ * lock, a permit of P: w->turn_group) has waited longer for its key
  * (turn_holder); the others keep their timers but send nothing when they
  * fire, so when the one with the turn leaves, the next has it at its next
  * timer, and no other call is woken by that leave (a cancel of one call
- * wakes no other). The notification wakes the longest waiter, so a release
- * reaches the one with the turn. Only a waiter that won a read lock or a
- * permit wakes the next at once (it may share the key: readers behind a
- * writer all enter at its release, one after the other).
+ * wakes no other). Groups apart, since one kind can be refused where another
+ * gets in (a reader behind a waiting writer's intent, a permit of 1 where
+ * one of 2 fits). One whose attempt has been on the wire longer than the
+ * longest re-check interval (a hung connection) has the turn no more: the
+ * next may try on its own connections. A release wakes the longest waiter
+ * and each group's waiter with the turn. Only a waiter that won a read lock
+ * or a permit wakes the next at once (it may share the key: readers behind
+ * a writer all enter at its release, one after the other).
  *
  * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
  * shard channel, protocol.c): each channel is handed to pubsub.c with its
@@ -144,6 +149,37 @@ static void on_subscription(void *arg, const char *chan, int node, int up)
     wake_settled(c);
 }
 
+static uint64_t stuck_before(distlock_client *c);
+
+/* c->mu held: wake the waiter with the turn of each turn group on chan
+ * (but `woken`, already woken), found in one pass: the list is newest
+ * first, so the last one seen of a group is its longest waiting. Groups
+ * beyond the first few (permits of many sizes) are left to their timers. */
+static void wake_turn_holders(distlock_client *c, const char *chan, distlock__waiter *woken)
+{
+    enum { GROUPS = 8 };
+    distlock__waiter *holder[GROUPS];
+    int ng = 0;
+    uint64_t before = stuck_before(c);
+    for (distlock__waiter *w = c->waiters; w; w = w->next) {
+        if (!w->turns || (w->trying_us != 0 && w->trying_us < before) ||
+            strcmp(w->channel, chan) != 0)
+            continue;
+        int g = 0;
+        while (g < ng && holder[g]->turn_group != w->turn_group)
+            g++;
+        if (g < ng)
+            holder[g] = w;
+        else if (ng < GROUPS)
+            holder[ng++] = w;
+    }
+    for (int g = 0; g < ng; g++)
+        if (holder[g] != woken) {
+            holder[g]->notified = 1;
+            distlock__sleeper_wake(&holder[g]->sl);
+        }
+}
+
 /* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
  * the next) on chan. */
 static void on_message(void *arg, const char *chan, const char *payload)
@@ -172,6 +208,12 @@ static void on_message(void *arg, const char *chan, const char *payload)
         oldest->notified = 1;
         distlock__sleeper_wake(&oldest->sl);
     }
+    /* and the waiters with a turn (see the top), when the longest waiter is
+     * not one of them: it may be a key set's, or ask for something else (a
+     * read lock, a permit of another size), and the one with the turn would
+     * else wait for its timer while the others of its group send nothing */
+    if (payload[0] == '\0')
+        wake_turn_holders(c, chan, oldest);
 }
 
 /* c->mu held: subscribe to channels newly wanted, drop unused ones. */
@@ -358,25 +400,44 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
     return DISTLOCK_OK;  /* unconfirmed: the waiter's re-checks cover it */
 }
 
-/* c->mu held: the longest-waiting waiter of `channel` that takes turns,
- * from `from` on (the list is newest first), or NULL. */
-static distlock__waiter *turn_holder(distlock__waiter *from, const char *channel)
+/* c->mu held: the waiter with the turn among those of w's channel and turn
+ * group from `from` on (the list is newest first): the longest-waiting one,
+ * past any whose attempt is stuck (on the wire since before stuck_before). */
+static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w,
+                                     uint64_t stuck_before)
 {
     distlock__waiter *oldest = NULL;
-    for (distlock__waiter *w = from; w; w = w->next)
-        if (w->turns && strcmp(w->channel, channel) == 0)
-            oldest = w;
+    for (distlock__waiter *o = from; o; o = o->next)
+        if (o->turns && o->turn_group == w->turn_group && strcmp(o->channel, w->channel) == 0 &&
+            !(o->trying_us != 0 && o->trying_us < stuck_before))
+            oldest = o;
     return oldest;
+}
+
+static uint64_t stuck_before(distlock_client *c)
+{
+    uint64_t now = distlock__now_us(), span = (uint64_t)atomic_load(&c->retry_max_ms) * 1000u;
+    return now > span ? now - span : 0;
 }
 
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
 {
     if (!w->turns)
         return 1;
+    uint64_t before = stuck_before(c);
     pthread_mutex_lock(&c->mu);
-    int mine = turn_holder(w, w->channel) == w;
+    int mine = turn_holder(w, w, before) == w;
     pthread_mutex_unlock(&c->mu);
     return mine;
+}
+
+void distlock__waiter_trying(distlock_client *c, distlock__waiter *w, int on)
+{
+    if (!w->turns)
+        return;
+    pthread_mutex_lock(&c->mu);
+    w->trying_us = on ? distlock__now_us() : 0;
+    pthread_mutex_unlock(&c->mu);
 }
 
 int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w)
@@ -391,13 +452,14 @@ int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w)
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
 {
     distlock__lock(c);
-    int had_turn = w->turns && turn_holder(w, w->channel) == w;
+    uint64_t before = stuck_before(c);
+    int had_turn = w->turns && turn_holder(w, w, before) == w;
     for (distlock__waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
             break;
         }
-    distlock__waiter *next = had_turn && w->pass_now ? turn_holder(c->waiters, w->channel) : NULL;
+    distlock__waiter *next = had_turn && w->pass_now ? turn_holder(c->waiters, w, before) : NULL;
     if (next) {
         /* a read lock or a permit won: the next may share the key, now */
         next->go_now = 1;

@@ -1,0 +1,875 @@
+/* test_blocking_waiters_turn_promises.c -- the promises a blocking wait
+ * keeps while the waiting calls of one client for one key take turns (only
+ * the longest-waiting one re-checks, the others sleep until the turn comes
+ * to them or their deadline):
+ * - a waiting call is never left waiting when it could have the lock: a
+ *   key it could take is taken within about a re-check interval, never
+ *   only at some waiter's deadline, also when the waiter with the turn
+ *   cannot take it (fewer permits asked, a read lock kept out by a waiting
+ *   writer's intent);
+ * - the client's interrupt hook reaches every waiting call within a
+ *   re-check interval (distlock_client_on_interrupt's promise), not only
+ *   the one with the turn;
+ * - cancels (the client's, the call's own) end a waiting call at once, and
+ *   a call ends at its deadline, with or without the turn;
+ * - a release reaches the next waiter when a node is stopped (3 nodes);
+ * - 1,000 waiting threads: a release serves the next at once, and every
+ *   one of them gets the key in turn, never two at a time.
+ * Waiters are threads of one client, the holders other clients. */
+#include "test_common.h"
+#include "test_wake_waiter.h"
+#include "harness/faultproxy.h"
+
+#include <poll.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+static int group_setup(void **state)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    return (*state = rh_start(1)) ? 0 : -1;
+}
+static int group_setup_3(void **state)
+{
+    return (*state = rh_start(3)) ? 0 : -1;
+}
+static int group_teardown(void **state)
+{
+    rh_stop_all(*state);
+    return 0;
+}
+static int heal(void **state)
+{
+    return rh_heal(*state) == 0 ? 0 : -1;
+}
+
+static long long numsub(rh_cluster *rc, int node, const char *key)
+{
+    redisReply *r = rh_command(rc, node, 0, "PUBSUB NUMSUB distlock:%s", key);
+    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Keys on node i whose names contain `key` (the key, its side keys). */
+static long long keys_left(rh_cluster *rc, int node, const char *key)
+{
+    redisReply *r = rh_command(rc, node, 0, "KEYS *%s*", key);
+    long long n = r && r->type == REDIS_REPLY_ARRAY ? (long long)r->elements : -1;
+    if (n > 0)
+        printf("# left on node %d: %s%s\n", node, r->element[0]->str, n > 1 ? " ..." : "");
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Nothing of key is left on any running node (a release returns once a
+ * quorum deleted: the others are waited for, bounded). */
+#define assert_nothing_left(rc, key) do {                                     \
+        for (int n__ = 0; n__ < (rc)->n; n__++)                               \
+            if (!(rc)->node[n__].stopped)                                     \
+                assert_true(RH_WAIT_UNTIL(keys_left(rc, n__, key) == 0, 3000)); \
+    } while (0)
+
+/* Attempts node 0 ran (a plain lock's is a SET NX, the others scripts). */
+static long long attempts_seen(rh_cluster *rc)
+{
+    redisReply *r = rh_command(rc, 0, 0, "INFO commandstats");
+    long long n = 0;
+    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
+                            "cmdstat_set:calls=" };
+    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
+        const char *p = strstr(r->str, names[i]);
+        if (p)
+            n += atoll(p + strlen(names[i]));
+    }
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+static long long zcard(rh_cluster *rc, const char *key)
+{
+    redisReply *r = rh_command(rc, 0, 0, "ZCARD %s", key);
+    long long n = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+enum { HOW_ONE = 0, HOW_MANY, HOW_MULTI };
+
+/* Holders of one key now, as the waiters see them: writers exclusive,
+ * readers together; any other overlap is counted. */
+struct section {
+    pthread_mutex_t mu;
+    int writers, readers, overlaps, served;
+};
+
+static void section_enter(struct section *s, int shared)
+{
+    pthread_mutex_lock(&s->mu);
+    if (s->writers > 0 || (!shared && s->readers > 0))
+        s->overlaps++;
+    if (shared)
+        s->readers++;
+    else
+        s->writers++;
+    s->served++;
+    pthread_mutex_unlock(&s->mu);
+}
+
+static void section_leave(struct section *s, int shared)
+{
+    pthread_mutex_lock(&s->mu);
+    if (shared)
+        s->readers--;
+    else
+        s->writers--;
+    pthread_mutex_unlock(&s->mu);
+}
+
+struct waiter {
+    distlock_client *c;
+    const char *key;
+    long wait_ms;
+    long ttl_ms;
+    unsigned flags;
+    long permits;               /* > 0: a semaphore permit of that many */
+    distlock_cancel *cancel;
+    int interruptible;
+    int keep;                   /* keep the lock (the test releases it) */
+    int how;                    /* HOW_*: the call that waits */
+    const char *owner;          /* DISTLOCK_REENTRANT's owner */
+    const char *other_key;      /* HOW_MANY: the set's second key */
+    long hold_ms;               /* how long it keeps a lock won before releasing it */
+    struct section *section;    /* who holds the key now (exclusive or readers) */
+    atomic_int *inside, *overlaps;
+    pthread_t t;
+    int rc;
+    long long started_ms, done_ms;
+    char detail[256];
+    distlock_lock *lock;
+    atomic_int sleeps;          /* sleeps its wait began (the interrupt hook counts) */
+    atomic_int done;
+};
+
+/* The interrupt hook, installed on every waiting client: it counts the
+ * sleeps of the calling thread's wait (so a test sees that a thread waits),
+ * and cancels the waits of the threads marked interruptible once
+ * `interrupting` is set, as a runtime's hook does for the thread its
+ * signal's flag concerns. */
+static __thread struct waiter *self;
+static atomic_int interrupting;
+
+static int interrupt_hook(void *arg)
+{
+    (void)arg;
+    if (self == NULL)
+        return 0;
+    atomic_fetch_add(&self->sleeps, 1);
+    return self->interruptible && atomic_load(&interrupting) != 0;
+}
+
+/* w is in its wait: its first attempt was refused, it sleeps */
+static int waiting(struct waiter *w)
+{
+    return atomic_load(&w->sleeps) >= 1 && !atomic_load(&w->done);
+}
+
+/* A user's multi on the waiting client, driven by this thread. */
+static int multi_acquire(struct waiter *w, long ttl, distlock_lock **out)
+{
+    distlock_multi *m = NULL;
+    distlock_op *op = NULL;
+    int rc = distlock_multi_new(w->c, &m);
+    if (rc != DISTLOCK_OK)
+        return rc;
+    if ((rc = distlock_multi_acquire(m, w->key, ttl, w->wait_ms, w->flags, NULL, &op)) ==
+        DISTLOCK_OK) {
+        while (distlock_multi_perform(m) > 0) {
+            struct pollfd pfd = { distlock_multi_fd(m), POLLIN, 0 };
+            atomic_fetch_add(&w->sleeps, 1);  /* it waits (the hook does not see a multi) */
+            (void)poll(&pfd, 1, (int)distlock_multi_timeout(m));
+        }
+        rc = distlock_op_status(op);
+        if (rc == DISTLOCK_OK)
+            *out = distlock_op_take_lock(op);
+        else
+            snprintf(w->detail, sizeof w->detail, "%s", distlock_op_error(op));
+        distlock_op_free(op);
+    }
+    distlock_multi_free(m);
+    return rc;
+}
+
+static void *waiter_main(void *p)
+{
+    struct waiter *w = p;
+    distlock_lock *l = NULL;
+    self = w;
+    distlock_acquire_args args = { .size = sizeof args, .cancel = w->cancel,
+                                   .owner = w->owner };
+    long ttl = w->ttl_ms ? w->ttl_ms : 10000;
+    w->started_ms = rh_now_ms();
+    if (w->how == HOW_MANY) {
+        const char *keys[2] = { w->key, w->other_key };
+        w->rc = distlock_acquire_many(w->c, keys, 2, ttl, w->wait_ms, w->flags, &args, &l);
+    } else if (w->how == HOW_MULTI) {
+        w->rc = multi_acquire(w, ttl, &l);
+    } else if (w->permits > 0)
+        w->rc = distlock_semaphore_acquire(w->c, w->key, w->permits, ttl, w->wait_ms, w->flags,
+                                           &args, &l);
+    else
+        w->rc = distlock_acquire_with(w->c, w->key, ttl, w->wait_ms, w->flags, &args, &l);
+    w->done_ms = rh_now_ms();
+    if (w->how != HOW_MULTI)
+        snprintf(w->detail, sizeof w->detail, "%s",
+                 w->rc == DISTLOCK_OK ? "" : distlock_last_error());
+    if (l && w->inside) {
+        if (atomic_fetch_add(w->inside, 1) != 0)
+            atomic_fetch_add(w->overlaps, 1);
+        atomic_fetch_sub(w->inside, 1);
+    }
+    if (l && w->section) {
+        int shared = (w->flags & DISTLOCK_SHARED) != 0;
+        section_enter(w->section, shared);
+        sleep_until_ms(rh_now_ms() + w->hold_ms);  /* the holder's work */
+        section_leave(w->section, shared);
+    }
+    if (l && w->keep) {
+        w->lock = l;
+    } else if (l) {
+        if (distlock_release(l) != DISTLOCK_OK)
+            w->rc = -100;
+        distlock_lock_free(l);
+    }
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void start(struct waiter *w)
+{
+    atomic_init(&w->done, 0);
+    atomic_init(&w->sleeps, 0);
+    w->rc = -99;
+    w->lock = NULL;
+    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
+}
+
+static void join(struct waiter *w, const char *name)
+{
+    pthread_join(w->t, NULL);
+    if (w->rc != DISTLOCK_OK)
+        printf("# %s: %d (%s) after %lld ms\n", name, w->rc, w->detail,
+               w->done_ms - w->started_ms);
+}
+
+static distlock_client *waiting_client(rh_cluster *rc, long retry_ms)
+{
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, retry_ms / 2), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, retry_ms), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(c, interrupt_hook, NULL), DISTLOCK_OK);
+    return c;
+}
+
+/* distlock_client_on_interrupt: "a signal ... interrupts a waiting call at
+ * once if it lands on that call's thread, else the call sees it at its next
+ * re-check (at most DISTLOCK_OPT_RETRY_MAX_MS later)". Two threads wait for
+ * a held key (re-checks 50-100 ms apart); the hook then answers "cancel" for
+ * the second (a runtime's flag set by a signal that landed elsewhere). The
+ * second has no turn: it must still see the hook within a re-check, not at
+ * its deadline (10 s). */
+static void test_interrupt_hook_reaches_a_waiting_thread_without_the_turn(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:hook";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    atomic_store(&interrupting, 0);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+
+    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
+    start(&first);
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    struct waiter second = { .c = c, .key = key, .wait_ms = 10000, .interruptible = 1 };
+    start(&second);
+    assert_true(RH_WAIT_UNTIL(waiting(&second), 10000));
+    long long armed = rh_now_ms();
+    atomic_store(&interrupting, 1);
+    join(&second, "second");
+    printf("# the interrupted waiter without the turn returned %d %lld ms after the hook said "
+           "cancel (re-checks at most 100 ms apart; its deadline 10000 ms)\n",
+           second.rc, second.done_ms - armed);
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    join(&first, "first");
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_rc(second.rc, DISTLOCK_ECANCELED);
+    assert_true(second.done_ms - armed < 2000);
+    assert_rc(first.rc, DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+}
+
+/* distlock_client_cancel() and a call's own cancel end a waiting thread
+ * without the turn at once (its deadline: 20 s). */
+static void test_cancels_end_waiting_threads_without_the_turn_at_once(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:cancel";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_cancel *own = NULL;
+    assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
+
+    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
+    start(&first);
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    struct waiter second = { .c = c, .key = key, .wait_ms = 20000, .cancel = own };
+    start(&second);
+    struct waiter third = { .c = c, .key = key, .wait_ms = 20000 };
+    start(&third);
+    assert_true(RH_WAIT_UNTIL(waiting(&second) && waiting(&third), 10000));
+    long long t_own = rh_now_ms();
+    assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
+    join(&second, "second (own cancel)");
+    printf("# own cancel of a waiter without the turn: %d after %lld ms\n", second.rc,
+           second.done_ms - t_own);
+
+    long long t_all = rh_now_ms();
+    assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
+    join(&third, "third (client cancel)");
+    join(&first, "first (client cancel)");
+    printf("# client cancel: the turn holder %d after %lld ms, the waiter without the turn %d "
+           "after %lld ms\n", first.rc, first.done_ms - t_all, third.rc, third.done_ms - t_all);
+    assert_rc(second.rc, DISTLOCK_ECANCELED);
+    assert_true(second.done_ms - t_own < 1000);
+    assert_rc(first.rc, DISTLOCK_ECANCELED);
+    assert_rc(third.rc, DISTLOCK_ECANCELED);
+    assert_true(first.done_ms - t_all < 1000);
+    assert_true(third.done_ms - t_all < 1000);
+    distlock_cancel_free(own);
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+/* A waiter that waits forever has the turn; short waits behind it still end
+ * at their deadlines (500 ms) with DISTLOCK_NOTACQUIRED. */
+static void test_short_waits_behind_a_wait_forever_end_at_their_deadlines(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:forever";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_cancel *own = NULL;
+    assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
+    struct waiter forever = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER,
+                              .cancel = own };
+    start(&forever);
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    struct waiter shortw[4];
+    for (int i = 0; i < 4; i++) {
+        shortw[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 500 };
+        start(&shortw[i]);
+    }
+    long long worst = 0;
+    for (int i = 0; i < 4; i++) {
+        join(&shortw[i], "short");
+        assert_rc(shortw[i].rc, DISTLOCK_NOTACQUIRED);
+        long long took = shortw[i].done_ms - shortw[i].started_ms;
+        if (took > worst)
+            worst = took;
+        assert_true(took >= 500);
+    }
+    printf("# 4 waits of 500 ms behind a wait forever ended after at most %lld ms\n", worst);
+    assert_true(worst < 1500);
+    assert_false(atomic_load(&forever.done));
+    assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
+    join(&forever, "forever");
+    assert_rc(forever.rc, DISTLOCK_ECANCELED);
+    distlock_cancel_free(own);
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+/* A semaphore "turnpromise:permits": another client holds 2 permits of 2.
+ * This client's first waiter asks for a permit of 1 (it has the turn), the
+ * second for a permit of 2 (docs/semaphores.md: mixed P is allowed, each
+ * acquire admits up to its own P). One permit is released: the second can
+ * take a permit now (1 held < 2); the first cannot (1 held >= 1). The second
+ * must take it within about a re-check interval (100 ms), not at the first
+ * waiter's deadline (15 s) or its own (20 s). */
+static void test_permit_waiter_not_held_behind_one_that_cannot_take_a_permit(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:permits";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_lock *p1 = NULL, *p2 = NULL;
+    assert_rc(distlock_semaphore_acquire(holder, key, 2, 30000, 0, 0, NULL, &p1), DISTLOCK_OK);
+    assert_rc(distlock_semaphore_acquire(holder, key, 2, 30000, 0, 0, NULL, &p2), DISTLOCK_OK);
+
+    struct waiter one = { .c = c, .key = key, .wait_ms = 15000, .permits = 1 };
+    start(&one);
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    struct waiter two = { .c = c, .key = key, .wait_ms = 20000, .permits = 2, .keep = 1 };
+    start(&two);
+    assert_true(RH_WAIT_UNTIL(waiting(&two), 10000));
+    long long released = 0;
+    assert_true(release_ok_started_at(p1, &released));
+    distlock_lock_free(p1);
+    join(&two, "permit of 2");
+    printf("# the waiter for a permit of 2 got one %d, %lld ms after a permit was released "
+           "(re-checks at most 100 ms apart)\n", two.rc, two.done_ms - released);
+    if (two.lock) {
+        assert_rc(distlock_release(two.lock), DISTLOCK_OK);
+        distlock_lock_free(two.lock);
+    }
+    assert_rc(distlock_release(p2), DISTLOCK_OK);
+    distlock_lock_free(p2);
+    join(&one, "permit of 1");
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_rc(two.rc, DISTLOCK_OK);
+    assert_true(two.done_ms - released < 2000);
+    assert_rc(one.rc, DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+}
+
+/* Read locks and a waiting writer (docs/shared-locks.md): another client's
+ * reader holds "turnpromise:rw", a third client's writer waits (its intent
+ * refuses readers that arrive). This client's reader then waits (refused by
+ * the intent: it has the turn), and this client's writer waits behind it
+ * (refused by the reader; it notes itself among the waiting writers, which
+ * keeps the intent up). The other writer is cancelled (the intent stays:
+ * ours still waits), then the reader releases. Now the key holds only the
+ * intent: our reader is refused by it, our writer can take the key. It must
+ * within about a re-check interval (100 ms), not when its own entry lapses
+ * unrefreshed (the queue TTL: 3 x 100 + 2 x 5000 ms) or at a deadline. */
+static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:rw";
+    distlock_client *rholder = new_client(rh_uris(rc)), *other = waiting_client(rc, 100);
+    distlock_client *c = waiting_client(rc, 100);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(other, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
+    distlock_lock *reader = NULL;
+    assert_rc(distlock_acquire(rholder, key, 30000, 0, DISTLOCK_SHARED, &reader), DISTLOCK_OK);
+    char writers[128];
+    snprintf(writers, sizeof writers, "{%s}:writers", key);
+
+    distlock_cancel *ocancel = NULL;
+    assert_rc(distlock_cancel_new(&ocancel), DISTLOCK_OK);
+    struct waiter owriter = { .c = other, .key = key, .wait_ms = 30000, .cancel = ocancel };
+    start(&owriter);
+    assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 1, 10000));  /* its intent is up */
+
+    struct waiter ours_r = { .c = c, .key = key, .wait_ms = 25000, .flags = DISTLOCK_SHARED };
+    start(&ours_r);
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 2, 10000));  /* other + ours subscribed */
+    struct waiter ours_w = { .c = c, .key = key, .wait_ms = 25000, .keep = 1 };
+    start(&ours_w);
+    assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 2, 10000));  /* ours noted too */
+
+    assert_rc(distlock_cancel_fire(ocancel), DISTLOCK_OK);
+    join(&owriter, "other client's writer");
+    assert_rc(owriter.rc, DISTLOCK_ECANCELED);
+    assert_int_equal(zcard(rc, writers), 1);  /* ours keeps the intent up */
+    assert_false(atomic_load(&ours_r.done));
+    assert_false(atomic_load(&ours_w.done));
+
+    long long released = 0;
+    assert_true(release_ok_started_at(reader, &released));
+    distlock_lock_free(reader);
+    join(&ours_w, "our writer");
+    printf("# our waiting writer took the key %d, %lld ms after the last reader's release "
+           "(re-checks at most 100 ms apart; our reader, with the turn, done: %d)\n",
+           ours_w.rc, ours_w.done_ms - released, atomic_load(&ours_r.done));
+    if (ours_w.lock) {
+        assert_rc(distlock_release(ours_w.lock), DISTLOCK_OK);
+        distlock_lock_free(ours_w.lock);
+    }
+    join(&ours_r, "our reader");
+    distlock_cancel_free(ocancel);
+    distlock_client_free(c);
+    distlock_client_free(other);
+    distlock_client_free(rholder);
+    assert_rc(ours_w.rc, DISTLOCK_OK);
+    assert_true(ours_w.done_ms - released < 2000);
+    assert_rc(ours_r.rc, DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+}
+
+/* Start w and return once it waits: its first attempt reached node 0 and
+ * was refused (it sleeps). */
+static void start_waiting(rh_cluster *rc, struct waiter *w)
+{
+    long long before = attempts_seen(rc);
+    start(w);
+    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) > before && waiting(w), 10000));
+}
+
+/* guarantees.md "Waiting": "A release wakes the one with the turn (the
+ * notification wakes a client's longest waiter)". An older waiter of this
+ * client for a key set ({k, j}, j held for good) waits on k's channel too;
+ * then a plain call waits for k (it has the turn; re-checks 2.5-5 s apart).
+ * k's release must reach the plain call at once: the set cannot be taken. */
+static void test_release_wakes_the_plain_waiter_behind_an_older_key_set_waiter(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:set-k", *other = "turnpromise:set-j";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    distlock_lock *held = NULL, *held_j = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    assert_rc(distlock_acquire(holder, other, 30000, 0, 0, &held_j), DISTLOCK_OK);
+    struct waiter set = { .c = c, .key = key, .other_key = other, .how = HOW_MANY,
+                          .wait_ms = 8000 };
+    start_waiting(rc, &set);
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    struct waiter plain = { .c = c, .key = key, .wait_ms = 20000 };
+    start_waiting(rc, &plain);
+    long long released = 0;
+    assert_true(release_ok_started_at(held, &released));
+    distlock_lock_free(held);
+    join(&plain, "plain");
+    printf("# the plain waiter took the key %lld ms after its release (re-checks 2500-5000 ms "
+           "apart; an older waiter for {k, j} was woken instead)\n", plain.done_ms - released);
+    join(&set, "set");
+    assert_rc(distlock_release(held_j), DISTLOCK_OK);
+    distlock_lock_free(held_j);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_rc(plain.rc, DISTLOCK_OK);
+    assert_true(plain.done_ms - released < 1000);
+    assert_rc(set.rc, DISTLOCK_NOTACQUIRED);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+}
+
+/* The thread with the turn wins and keeps the lock without renewing it
+ * (ttl 600 ms; it is lost by expiry while its thread lives on): the next
+ * waiter takes the key within about a re-check interval (100 ms) after the
+ * expiry, not at its deadline (20 s). */
+static void test_next_waiter_takes_a_key_lost_by_expiry_while_its_holder_lives(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:expiry";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    struct waiter a = { .c = c, .key = key, .wait_ms = 20000, .ttl_ms = 600, .keep = 1 };
+    start_waiting(rc, &a);
+    struct waiter b = { .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
+    start_waiting(rc, &b);
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    join(&a, "a");
+    long long expires = a.done_ms + 600;
+    join(&b, "b");
+    printf("# the next waiter took the key %lld ms after the first's lease ended\n",
+           b.done_ms - expires);
+    assert_rc(a.rc, DISTLOCK_OK);
+    assert_rc(b.rc, DISTLOCK_OK);
+    assert_true(b.done_ms - expires < 2000);
+    assert_rc(distlock_release(b.lock), DISTLOCK_OK);
+    distlock_lock_free(b.lock);
+    distlock_lock_free(a.lock);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+/* Waiters of one key on one client, each waiting before the next comes,
+ * re-checks 2.5-5 s apart. The holder's release (another client) must serve
+ * all of them (each holds 20 ms) within about a second, never a writer with
+ * anyone else. */
+static void serve_mixed_waiters(rh_cluster *rc, const char *key, struct waiter *w,
+                                const char *const *names, int n)
+{
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    struct section sec = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    for (int i = 0; i < n; i++) {
+        w[i].c = c;
+        w[i].key = key;
+        w[i].wait_ms = 30000;
+        w[i].hold_ms = 20;
+        w[i].section = &sec;
+        start_waiting(rc, &w[i]);
+    }
+    long long released = 0;
+    assert_true(release_ok_started_at(held, &released));
+    distlock_lock_free(held);
+    long long last = 0;
+    for (int i = 0; i < n; i++) {
+        join(&w[i], names[i]);
+        printf("#   %-12s %d after %lld ms\n", names[i], w[i].rc, w[i].done_ms - released);
+        if (w[i].done_ms > last)
+            last = w[i].done_ms;
+    }
+    printf("# %d waiters served %d, the last %lld ms after the release, overlaps %d\n", n,
+           sec.served, last - released, sec.overlaps);
+    for (int i = 0; i < n; i++)
+        assert_rc(w[i].rc, DISTLOCK_OK);
+    assert_int_equal(sec.overlaps, 0);
+    assert_true(last - released < 1000 + 25 * n);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+/* plain, DISTLOCK_REENTRANT with an owner, a read lock, a key set including
+ * the key, a user's multi, plain, a read lock, DISTLOCK_REENTRANT with
+ * another owner (DISTLOCK_FAIR is not mixed with read locks: refused,
+ * docs/shared-locks.md) */
+static void test_mixed_waiters_with_read_locks_all_served_one_writer_at_a_time(void **state)
+{
+    struct waiter w[8] = {
+        { .how = HOW_ONE },
+        { .how = HOW_ONE, .flags = DISTLOCK_REENTRANT, .owner = "owner-a" },
+        { .how = HOW_ONE, .flags = DISTLOCK_SHARED },
+        { .how = HOW_MANY, .other_key = "turnpromise:mixed-other" },
+        { .how = HOW_MULTI },
+        { .how = HOW_ONE },
+        { .how = HOW_ONE, .flags = DISTLOCK_SHARED },
+        { .how = HOW_ONE, .flags = DISTLOCK_REENTRANT, .owner = "owner-b" },
+    };
+    const char *names[8] = { "plain", "reentrant a", "reader", "key set", "multi", "plain 2",
+                             "reader 2", "reentrant b" };
+    serve_mixed_waiters(*state, "turnpromise:mixed-rw", w, names, 8);
+}
+
+/* plain, DISTLOCK_FAIR, DISTLOCK_REENTRANT with an owner, a key set
+ * including the key, a user's multi, DISTLOCK_FAIR, plain */
+static void test_mixed_waiters_with_fair_ones_all_served_one_at_a_time(void **state)
+{
+    struct waiter w[7] = {
+        { .how = HOW_ONE },
+        { .how = HOW_ONE, .flags = DISTLOCK_FAIR },
+        { .how = HOW_ONE, .flags = DISTLOCK_REENTRANT, .owner = "owner-a" },
+        { .how = HOW_MANY, .other_key = "turnpromise:mixed-other" },
+        { .how = HOW_MULTI },
+        { .how = HOW_ONE, .flags = DISTLOCK_FAIR },
+        { .how = HOW_ONE },
+    };
+    const char *names[7] = { "plain", "fair", "reentrant a", "key set", "multi", "fair 2",
+                             "plain 2" };
+    serve_mixed_waiters(*state, "turnpromise:mixed-fair", w, names, 7);
+}
+
+/* One connection hangs (the proxy holds what the thread with the turn sends
+ * on it; the node and the client's other connections are fine): its
+ * re-check is stuck until the command timeout (3 s). The holder releases
+ * meanwhile. A waiter of this client must take the key within about a
+ * re-check interval (100 ms): the other thread, whose own connections are
+ * fine, not only once the stuck attempt has timed out. */
+static void test_key_taken_while_the_turn_holder_is_stuck_on_a_hung_connection(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:hung";
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_client(fp_uris(fp));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 50), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 100), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 3000), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(c, interrupt_hook, NULL), DISTLOCK_OK);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
+    start_waiting(rc, &first);
+    struct waiter second = { .c = c, .key = key, .wait_ms = 20000 };
+    start_waiting(rc, &second);
+    /* the next request naming the key (the re-check of the thread with the
+     * turn: the other one sends nothing) is held, with all after it */
+    char hex[128];
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match 0 up %s 1", fp_hex(key, hex, sizeof hex)),
+                     0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held 0 up 1 10000"), 0);
+    long long released = 0;
+    assert_true(release_ok_started_at(held, &released));
+    distlock_lock_free(held);
+    join(&first, "first");
+    join(&second, "second");
+    long long taken = first.rc == DISTLOCK_OK ? first.done_ms : 0;
+    if (second.rc == DISTLOCK_OK && (taken == 0 || second.done_ms < taken))
+        taken = second.done_ms;
+    printf("# one connection hung: first %d after %lld ms, second %d after %lld ms from the "
+           "release (re-checks at most 100 ms apart, command timeout 3000 ms)\n", first.rc,
+           first.done_ms - released, second.rc, second.done_ms - released);
+    (void)fp_cmd(fp, NULL, 0, "reset 0");  /* the held request never runs */
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    fp_stop(fp);
+    assert_true(taken != 0);
+    assert_true(taken - released < 1000);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+}
+
+/* 1,000 threads of one client wait for a key another client holds
+ * (re-checks 2.5-5 s apart: only releases serve them quickly; 250 threads
+ * and a command timeout of 5 s under the sanitizers, whose threads start
+ * slowly). The holder's
+ * release serves the first at once; each winner releases at once, and the
+ * turn goes on: all 1,000 get the key one at a time, never two together. */
+#define MANY 1000
+static void test_thousand_waiting_threads_served_one_at_a_time(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:thousand";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    const int many = (int)slow_bound(MANY, MANY / 4);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
+    atomic_int inside, overlaps;
+    atomic_init(&inside, 0);
+    atomic_init(&overlaps, 0);
+    struct waiter *w = calloc(MANY, sizeof *w);
+    assert_non_null(w);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    long long t_start = rh_now_ms(), before = attempts_seen(rc);
+    for (int i = 0; i < many; i++) {
+        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 120000, .inside = &inside,
+                                .overlaps = &overlaps };
+        atomic_init(&w[i].done, 0);
+        w[i].rc = -99;
+        assert_int_equal(pthread_create(&w[i].t, &attr, waiter_main, &w[i]), 0);
+    }
+    pthread_attr_destroy(&attr);
+    /* every thread made its first attempt, and the client is subscribed */
+    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) - before >= many, 60000));
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    long long registered = rh_now_ms();
+    long long released = 0;
+    assert_true(release_ok_started_at(held, &released));
+    distlock_lock_free(held);
+    long long first = 0, last = 0;
+    int bad = 0;
+    for (int i = 0; i < many; i++) {
+        pthread_join(w[i].t, NULL);
+        if (w[i].rc != DISTLOCK_OK) {
+            if (bad++ < 5)
+                print_error("waiter %d: %d (%s)\n", i, w[i].rc, w[i].detail);
+            continue;
+        }
+        if (first == 0 || w[i].done_ms < first)
+            first = w[i].done_ms;
+        if (w[i].done_ms > last)
+            last = w[i].done_ms;
+    }
+    printf("# %d waiting threads (started in %lld ms): the first served %lld ms after the "
+           "release, all %d within %lld ms (%.2f ms a hand-over)\n",
+           many, registered - t_start, first - released, many, last - released,
+           (double)(last - released) / many);
+    assert_int_equal(bad, 0);
+    assert_int_equal(atomic_load(&overlaps), 0);
+    assert_true(first - released < 1000);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+    free(w);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+/* 3 nodes, node 2 stopped (SIGSTOP) while two threads wait for a key held
+ * on all three. The holder's release (a quorum: nodes 0 and 1) wakes the
+ * thread with the turn, whose attempt wins on nodes 0 and 1; it releases,
+ * and the next wins too, each within a few command timeouts (500 ms), not
+ * at a deadline (20 s). Never both at a time; nothing left on 0 and 1. */
+static void test_release_reaches_the_next_waiter_with_a_node_stopped(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:stopped";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 3);
+    atomic_int inside, overlaps;
+    atomic_init(&inside, 0);
+    atomic_init(&overlaps, 0);
+    struct waiter a = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
+                        .overlaps = &overlaps };
+    start(&a);
+    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1 && numsub(rc, 1, key) == 1 &&
+                              numsub(rc, 2, key) == 1, 10000));
+    struct waiter b = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
+                        .overlaps = &overlaps };
+    start(&b);
+    assert_true(RH_WAIT_UNTIL(waiting(&b), 10000));
+    assert_int_equal(rh_pause(rc, 2), 0);
+    long long released = 0;
+    assert_true(release_ok_started_at(held, &released));
+    distlock_lock_free(held);
+    join(&a, "a");
+    join(&b, "b");
+    long long last = a.done_ms > b.done_ms ? a.done_ms : b.done_ms;
+    printf("# node 2 stopped: both waiters served %lld ms after the release (a %d, b %d)\n",
+           last - released, a.rc, b.rc);
+    assert_int_equal(rh_resume(rc, 2), 0);
+    assert_rc(a.rc, DISTLOCK_OK);
+    assert_rc(b.rc, DISTLOCK_OK);
+    assert_int_equal(atomic_load(&overlaps), 0);
+    assert_true(last - released < 5000);
+    /* nothing left where the releases ran (node 2 keeps the holder's key:
+     * it was stopped through its release) */
+    assert_true(RH_WAIT_UNTIL(keys_left(rc, 0, key) == 0 && keys_left(rc, 1, key) == 0, 3000));
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+int main(void)
+{
+    const struct CMUnitTest one_node[] = {
+        cmocka_unit_test_setup(test_interrupt_hook_reaches_a_waiting_thread_without_the_turn,
+                               heal),
+        cmocka_unit_test_setup(test_cancels_end_waiting_threads_without_the_turn_at_once, heal),
+        cmocka_unit_test_setup(test_short_waits_behind_a_wait_forever_end_at_their_deadlines,
+                               heal),
+        cmocka_unit_test_setup(test_permit_waiter_not_held_behind_one_that_cannot_take_a_permit,
+                               heal),
+        cmocka_unit_test_setup(test_waiting_writer_not_held_behind_a_reader_its_intent_refuses,
+                               heal),
+        cmocka_unit_test_setup(test_release_wakes_the_plain_waiter_behind_an_older_key_set_waiter,
+                               heal),
+        cmocka_unit_test_setup(test_next_waiter_takes_a_key_lost_by_expiry_while_its_holder_lives,
+                               heal),
+        cmocka_unit_test_setup(test_mixed_waiters_with_read_locks_all_served_one_writer_at_a_time,
+                               heal),
+        cmocka_unit_test_setup(test_mixed_waiters_with_fair_ones_all_served_one_at_a_time, heal),
+        cmocka_unit_test_setup(test_key_taken_while_the_turn_holder_is_stuck_on_a_hung_connection,
+                               heal),
+        cmocka_unit_test_setup(test_thousand_waiting_threads_served_one_at_a_time, heal),
+    };
+    const struct CMUnitTest three_nodes[] = {
+        cmocka_unit_test_setup(test_release_reaches_the_next_waiter_with_a_node_stopped, heal),
+    };
+    /* DISTLOCK_TEST_FILTER=test_thousand*: one test alone (timing it) */
+    if (getenv("DISTLOCK_TEST_FILTER"))
+        cmocka_set_test_filter(getenv("DISTLOCK_TEST_FILTER"));
+    int failed = cmocka_run_group_tests_name("one node", one_node, group_setup, group_teardown);
+    failed += cmocka_run_group_tests_name("three nodes", three_nodes, group_setup_3,
+                                          group_teardown);
+    return failed;
+}
