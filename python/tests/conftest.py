@@ -1,5 +1,6 @@
 """Fixtures: real redis-server processes on free loopback ports (never 6379),
 each also listening on a Unix socket; stopped at the end of the session."""
+import asyncio
 import os
 import shutil
 import socket
@@ -119,6 +120,18 @@ def wait_until(cond, timeout: float, interval: float = 0.01) -> bool:
         if time.monotonic() >= deadline:
             return False
         time.sleep(interval)
+
+
+async def await_until(cond, timeout: float, interval: float = 0.01) -> bool:
+    """wait_until for a coroutine: the event loop turns between the polls
+    (cond is a plain function, e.g. a redis-py read)."""
+    deadline = time.monotonic() + timeout
+    while True:
+        if cond():
+            return True
+        if time.monotonic() >= deadline:
+            return False
+        await asyncio.sleep(interval)
 
 
 def _on_every_node(nodes, key: str, token: str) -> bool:

@@ -45,7 +45,8 @@ def test_all_keys_or_none(nodes, key):
                                       for s in nodes), 3.0)
         assert c.lock(cc, ttl=5).acquire(blocking=False) is False
         many.release()
-        assert all(s.redis().exists(a, b, cc) == 0 for s in nodes)
+        # the release returns once a quorum deleted the set
+        assert wait_until(lambda: all(s.redis().exists(a, b, cc) == 0 for s in nodes), 3.0)
 
 
 def test_one_lease_extend_and_surface(client, r, key):

@@ -10,7 +10,7 @@ import pytest
 
 import distlock
 import distlock.aio as aio
-from conftest import aconnect_every_node, connect_every_node, node_uris
+from conftest import aconnect_every_node, await_until, connect_every_node, node_uris, wait_until
 
 
 @pytest.fixture
@@ -24,18 +24,29 @@ def on_nodes(nodes, key):
     return [s.redis().get(key) for s in nodes]
 
 
+# A grant returns once a quorum granted, a release or an extend once a
+# quorum did it: the last node's write may still be on its way. A check of
+# every node waits (bounded) for it.
+def settles(nodes, key, want):
+    return wait_until(lambda: on_nodes(nodes, key) == want, 3.0)
+
+
+async def asettles(nodes, key, want):
+    return await await_until(lambda: on_nodes(nodes, key) == want, 3.0)
+
+
 def test_lock_sets_the_callers_token(c, nodes, key):
     lk = c.lock(key, ttl=10, token="owner-1")
     assert lk.acquire(blocking=False)
     assert lk.token == "owner-1" and lk.validity > 5
-    assert on_nodes(nodes, key) == ["owner-1"] * len(nodes)
+    assert settles(nodes, key, ["owner-1"] * len(nodes)), on_nodes(nodes, key)
     # strict: the same token does not take a key it already holds
     assert not c.lock(key, ttl=10, token="owner-1").acquire(blocking=False)
     assert not c.lock(key, ttl=10, token="owner-2").acquire(blocking=False)
     lk.release()
-    assert on_nodes(nodes, key) == [None] * len(nodes)
+    assert settles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
     with c.lock(key, ttl=10, token=b"bytes-token") as lk2:  # bytes too; again after release
-        assert on_nodes(nodes, key) == ["bytes-token"] * len(nodes)
+        assert settles(nodes, key, ["bytes-token"] * len(nodes)), on_nodes(nodes, key)
         assert lk2.token == "bytes-token"
 
 
@@ -46,7 +57,11 @@ def test_lock_token_waits_for_the_key(c, nodes, key):
         # waits until the other owner's lease runs out, then sets our token
         lk = c.lock(key, ttl=10, wait=10, token="waiting-owner")
         assert lk.acquire()
-        assert on_nodes(nodes, key) == ["waiting-owner"] * len(nodes)
+        # on a quorum, what a grant promises: the other owner's key may
+        # outlive the quorum's on a node its grant reached late (its TTL runs
+        # from there), and that node then refuses ours
+        assert on_nodes(nodes, key).count("waiting-owner") >= len(nodes) // 2 + 1, \
+            on_nodes(nodes, key)
         lk.release()
 
 
@@ -70,9 +85,9 @@ def test_restore_releases_an_ownership_taken_elsewhere(c, nodes, key):
     lk = c.restore(key, tok)
     assert lk.token == tok and lk.key == key
     assert lk.validity == 0 and not lk.held          # nothing checked yet
-    assert on_nodes(nodes, key) == [tok] * len(nodes)
+    assert settles(nodes, key, [tok] * len(nodes)), on_nodes(nodes, key)
     lk.release()                                     # sent although validity is 0
-    assert on_nodes(nodes, key) == [None] * len(nodes)
+    assert settles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
     with pytest.raises(distlock.NotHeld):
         lk.release()
 
@@ -84,9 +99,10 @@ def test_restore_extend_then_release(c, nodes, key):
     lk = c.restore(key, "from-a-request", ttl=20)
     v = lk.extend()                                  # the restore's ttl
     assert 15 < v <= 20 and lk.held
-    assert all(15000 < s.redis().pttl(key) <= 20000 for s in nodes)
+    assert wait_until(lambda: all(15000 < s.redis().pttl(key) <= 20000 for s in nodes), 3.0), \
+        [s.redis().pttl(key) for s in nodes]
     lk.release()
-    assert on_nodes(nodes, key) == [None] * len(nodes)
+    assert settles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
 
 
 def test_restore_of_a_token_that_does_not_hold_the_key(c, nodes, key):
@@ -115,7 +131,7 @@ def test_aio_token_and_restore(nodes, key):
             lk = ac.lock(key, ttl=10, token="aio-owner")
             assert await lk.acquire(blocking=False)
             assert lk.token == "aio-owner"
-            assert on_nodes(nodes, key) == ["aio-owner"] * len(nodes)
+            assert await asettles(nodes, key, ["aio-owner"] * len(nodes)), on_nodes(nodes, key)
             assert not await ac.lock(key, ttl=10, token="aio-owner").acquire(blocking=False)
             r = ac.restore(key, "aio-owner", ttl=20)         # no I/O: not awaited
             assert r.validity == 0
@@ -128,9 +144,9 @@ def test_aio_token_and_restore(nodes, key):
             await r.release()                                # deletes "aio-owner"
             assert await waiter                              # then takes it afresh
             assert r.token is not None and r.token != "aio-owner"
-            assert on_nodes(nodes, key) == [r.token] * len(nodes)
+            assert await asettles(nodes, key, [r.token] * len(nodes)), on_nodes(nodes, key)
             await r.release()
-            assert on_nodes(nodes, key) == [None] * len(nodes)
+            assert await asettles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
             with pytest.raises(distlock.LockLost):           # lk's token is gone
                 await lk.release()
     asyncio.run(main())

@@ -9,7 +9,7 @@ import threading
 import pytest
 
 import distlock
-from conftest import connect_every_node, node_uris
+from conftest import connect_every_node, node_uris, wait_until
 
 
 @pytest.fixture
@@ -21,6 +21,13 @@ def c(nodes):
 
 def on_nodes(nodes, key):
     return [s.redis().get(key) for s in nodes]
+
+
+# An acquire returns once a quorum granted, a release once a quorum deleted:
+# the last node's write may still be on its way. A check of every node waits
+# (bounded) for it.
+def settles(nodes, key, want):
+    return wait_until(lambda: on_nodes(nodes, key) == want, 3.0)
 
 
 def in_thread(fn):
@@ -45,13 +52,14 @@ def test_owner_thread_acquires_again_counted(c, nodes, key):
     lk.extend(1)
     assert lk.acquire(blocking=False)          # again, same thread: counted
     assert lk.token == tok
-    assert all(p > 5000 for p in (s.redis().pttl(key) for s in nodes))  # refreshed to 10 s
+    assert wait_until(lambda: all(s.redis().pttl(key) > 5000 for s in nodes), 3.0), \
+        [s.redis().pttl(key) for s in nodes]  # refreshed to 10 s
     with distlock.Client(node_uris(nodes)) as other:
         assert not other.lock(key, ttl=10).acquire(blocking=False)
     lk.release()                               # the inner one: still held
     assert lk.held and on_nodes(nodes, key) == [tok] * len(nodes)
     lk.release()                               # the outer one: deleted
-    assert not lk.held and on_nodes(nodes, key) == [None] * len(nodes)
+    assert not lk.held and settles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
     with pytest.raises(distlock.NotHeld):
         lk.release()
 
@@ -62,8 +70,8 @@ def test_nested_with_blocks(c, nodes, key):
         tok = lk.token
         with lk:
             assert lk.token == tok
-        assert on_nodes(nodes, key) == [tok] * len(nodes)
-    assert on_nodes(nodes, key) == [None] * len(nodes)
+        assert settles(nodes, key, [tok] * len(nodes)), on_nodes(nodes, key)
+    assert settles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
 
 
 def test_one_thread_counts_across_lock_objects(c, nodes, key):
@@ -71,9 +79,9 @@ def test_one_thread_counts_across_lock_objects(c, nodes, key):
     assert a.acquire(blocking=False) and b.acquire(blocking=False)
     assert a.token == b.token
     a.release()
-    assert on_nodes(nodes, key) == [b.token] * len(nodes)
+    assert settles(nodes, key, [b.token] * len(nodes)), on_nodes(nodes, key)
     b.release()
-    assert on_nodes(nodes, key) == [None] * len(nodes)
+    assert settles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
 
 
 def test_another_thread_neither_acquires_nor_releases(c, nodes, key):
@@ -86,9 +94,9 @@ def test_another_thread_neither_acquires_nor_releases(c, nodes, key):
     assert in_thread(lambda: c.lock(key, ttl=10, reentrant=True).acquire(blocking=False)) is False
     e = in_thread(lk.release)
     assert isinstance(e, distlock.NotHeld) and "owner thread" in str(e)
-    assert lk.held and on_nodes(nodes, key) == [tok] * len(nodes)
+    assert lk.held and settles(nodes, key, [tok] * len(nodes)), on_nodes(nodes, key)
     lk.release()
-    assert on_nodes(nodes, key) == [None] * len(nodes)
+    assert settles(nodes, key, [None] * len(nodes)), on_nodes(nodes, key)
     # free again: another thread takes it
     assert in_thread(lambda: lk.acquire(blocking=False)) is True
     assert lk.token is not None and lk.token != tok

@@ -52,9 +52,12 @@ final class DistlockStoreLostLockTest extends StoreTestCase
             $this->fail('waitAndSave() did not wait for the other owner: ' . get_class($e) . ': ' . $e->getMessage());
         }
         $this->assertTrue($store->exists($key));
-        foreach ($this->redisNodes($nodes) as $r) {
-            $this->assertGreaterThan(self::OTHER_TTL * 1000, $r->pttl($resource));
-        }
+        // ours (the store's 300 s TTL) on a quorum, what a grant promises: the
+        // other owner's key may outlive the quorum's on a node its save
+        // reached last, and that node then refuses ours
+        $ours = count(array_filter($this->redisNodes($nodes),
+                                   fn (\Redis $r) => $r->pttl($resource) > self::OTHER_TTL * 1000));
+        $this->assertGreaterThanOrEqual(intdiv($nodes, 2) + 1, $ours);
         $store->delete($key);
         unset($other);
     }

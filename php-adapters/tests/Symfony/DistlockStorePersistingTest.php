@@ -35,14 +35,10 @@ final class DistlockStorePersistingTest extends StoreTestCase
         $store->save($key);
         $this->assertTrue($store->exists($key));
         // held in Redis on every node: our writer's string key
-        foreach ($this->redisNodes($nodes) as $r) {
-            $this->assertSame(\Redis::REDIS_STRING, $r->type($resource));
-        }
+        $this->assertTrue($this->onEveryNode($nodes, fn (\Redis $r) => $r->type($resource) === \Redis::REDIS_STRING));
         $store->delete($key);
         $this->assertFalse($store->exists($key));
-        foreach ($this->redisNodes($nodes) as $r) {
-            $this->assertSame(0, $r->exists($resource));
-        }
+        $this->assertTrue($this->onEveryNode($nodes, fn (\Redis $r) => $r->exists($resource) === 0));
     }
 
     /** @dataProvider nodeCounts */

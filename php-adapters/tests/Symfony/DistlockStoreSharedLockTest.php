@@ -30,9 +30,7 @@ final class DistlockStoreSharedLockTest extends StoreTestCase
         $this->assertTrue($store->exists($key1));
         $this->assertTrue($store->exists($key2));
         // both read locks are in Redis (the shared sorted set), on every node
-        foreach ($this->redisNodes($nodes) as $r) {
-            $this->assertSame(2, $r->zCard($resource));
-        }
+        $this->assertTrue($this->onEveryNode($nodes, fn (\Redis $r) => $r->zCard($resource) === 2));
         $this->assertConflict(fn () => $store->save($key3));
         $this->assertTrue($store->exists($key1));
         $this->assertTrue($store->exists($key2));

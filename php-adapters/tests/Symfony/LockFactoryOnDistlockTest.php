@@ -32,22 +32,16 @@ final class LockFactoryOnDistlockTest extends StoreTestCase
         $left = $lock->getRemainingLifetime();
         $this->assertGreaterThan(0.0, $left);
         $this->assertLessThanOrEqual(30.0, $left);
-        foreach ($this->redisNodes($nodes) as $r) {
-            $this->assertLessThanOrEqual(30000, $r->pttl($resource));
-            $this->assertGreaterThan(20000, $r->pttl($resource));
-        }
+        $this->assertTrue($this->onEveryNode($nodes, fn (\Redis $r) => $r->pttl($resource) <= 30000
+                                                                   && $r->pttl($resource) > 20000));
         $other = (new LockFactory($this->store($nodes)))->createLock($resource, 30.0);
         $this->assertFalse($other->acquire());
 
         $lock->refresh(120.0);
-        foreach ($this->redisNodes($nodes) as $r) {
-            $this->assertGreaterThan(60000, $r->pttl($resource));
-        }
+        $this->assertTrue($this->onEveryNode($nodes, fn (\Redis $r) => $r->pttl($resource) > 60000));
         $lock->release();
         $this->assertFalse($lock->isAcquired());
-        foreach ($this->redisNodes($nodes) as $r) {
-            $this->assertSame(0, $r->exists($resource));
-        }
+        $this->assertTrue($this->onEveryNode($nodes, fn (\Redis $r) => $r->exists($resource) === 0));
         $this->assertTrue($other->acquire());
         $other->release();
     }

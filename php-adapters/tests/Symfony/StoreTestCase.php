@@ -88,6 +88,18 @@ abstract class StoreTestCase extends TestCase
     }
 
     /**
+     * Whether $check(\Redis) holds on every node of the group of $nodes,
+     * waiting for it (3 s at most): a save, refresh or delete returns once a
+     * quorum answered, the last node's write may still be on its way.
+     */
+    protected function onEveryNode(int $nodes, callable $check): bool
+    {
+        $rs = $this->redisNodes($nodes);
+
+        return self::waitFor(fn (): bool => count(array_filter($rs, $check)) === count($rs), 3.0);
+    }
+
+    /**
      * Until a process subscribed to $resource's release channel on every
      * node of the group (the wait of a waiter is then under way), or 10 s.
      */
