@@ -528,23 +528,19 @@ struct distlock__waiter {
     /* Local turns (wait.c): a blocking call's plain waiter takes turns with
      * the client's other such waiters of its key asking the same thing
      * (turns; turn_group: a lock, a read lock, a permit of P); only the one
-     * with the turn re-checks. trying_us: when its attempt on the wire
-     * started, 0 if none (one stuck longer than a re-check interval loses
-     * the turn). pass_now: set by the owner before removing a waiter that
-     * won a lease others may share (a read lock, a permit), so the next
-     * looks at once; go_now: set on that next one, taken by it. */
+     * with the turn re-checks. pass_now: set by the owner before removing a
+     * waiter that won a lease others may share (a read lock, a permit), so
+     * the next looks at once; go_now: set on that next one, taken by it. */
     int turns, pass_now, go_now;
     long turn_group;
-    uint64_t trying_us;
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
 /* c->mu not held. 1 when w may re-check now: it takes no turns, or no
- * waiter of its turn group has waited longer for its key in this client
- * (but one whose attempt has been on the wire for more than the longest
- * re-check interval, stuck, which then has the turn no more). */
+ * waiter of its turn group has waited longer for its key in this client. */
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w);
-/* c->mu not held: w's attempt went on the wire (on) or is back (0). */
-void distlock__waiter_trying(distlock_client *c, distlock__waiter *w, int on);
+/* c->mu not held: w takes turns no more (a writer noted among the key's
+ * waiting writers must refresh its entry with its own attempts). */
+void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w);
 /* c->mu not held: 1 if a waiter that left asked w to look at once (its
  * pass_now), cleared. */
 int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w);

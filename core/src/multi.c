@@ -1046,7 +1046,7 @@ static void acq_step(distlock_op *op)
             op->w.channel = op->ch;
             op->w.token = op->fair ? op->h->token : NULL;
             op->w.head = op->att.head;
-            op->w.turns = op->embedded && !op->fair;  /* see S_LOOP */
+            op->w.turns = op->embedded && !op->fair && !op->readers && !op->att.readers;
             op->w.turn_group = op->rq.kind == DISTLOCK__PERMIT ? 2 + op->rq.permits : op->rq.kind;
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
@@ -1124,8 +1124,6 @@ static void acq_step(distlock_op *op)
             op->named = op->fair ? distlock__waiter_named(c, &op->w) : 0;
             op->state = S_TRY;
             rc = DISTLOCK_OK;
-            if (op->waiter_on)
-                distlock__waiter_trying(c, &op->w, 1);  /* a stuck one loses the turn */
             if (!run_begin(op, distlock__acquire_start(c, &op->rq, &op->att, &rc), rc))
                 return;
             continue;
@@ -1133,11 +1131,11 @@ static void acq_step(distlock_op *op)
         case S_TRY:
             if (op->run && !run_step(op))
                 return;
-            if (op->waiter_on)
-                distlock__waiter_trying(c, &op->w, 0);
             rc = op->run_rc;
             set_err(op, rc);
             op->readers |= op->att.readers;
+            if (op->readers && op->w.turns)  /* a writer noted in the registry (wait.c) */
+                distlock__waiter_stop_turns(c, &op->w);
             /* a blocking acquire asks its client's interrupt hook too, as
              * it does before each sleep (distlock__acquire_wait) */
             if (rc == DISTLOCK_OK &&

@@ -35,10 +35,10 @@
  * timer, and no other call is woken by that leave (a cancel of one call
  * wakes no other). Groups apart, since one kind can be refused where another
  * gets in (a reader behind a waiting writer's intent, a permit of 1 where
- * one of 2 fits). One whose attempt has been on the wire longer than the
- * longest re-check interval (a hung connection) has the turn no more: the
- * next may try on its own connections. A release wakes the longest waiter
- * and each group's waiter with the turn. Only a waiter that won a read lock
+ * one of 2 fits). A writer noted among the key's waiting writers takes
+ * turns no more (multi.c): its entry lives only as long as its own attempts
+ * refresh it, and the intent it keeps up must outlast the others' leaves.
+ * A release wakes the longest waiter and each group's waiter with the turn. Only a waiter that won a read lock
  * or a permit wakes the next at once (it may share the key: readers behind
  * a writer all enter at its release, one after the other).
  *
@@ -149,35 +149,46 @@ static void on_subscription(void *arg, const char *chan, int node, int up)
     wake_settled(c);
 }
 
-static uint64_t stuck_before(distlock_client *c);
+static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w);
 
 /* c->mu held: wake the waiter with the turn of each turn group on chan
  * (but `woken`, already woken), found in one pass: the list is newest
- * first, so the last one seen of a group is its longest waiting. Groups
- * beyond the first few (permits of many sizes) are left to their timers. */
+ * first, so the last one seen of a group is its longest waiting. The
+ * groups seen are kept in an array as long as the channel's waiters (few:
+ * one per kind and permit size); without memory, in a second walk per
+ * group instead. */
 static void wake_turn_holders(distlock_client *c, const char *chan, distlock__waiter *woken)
 {
-    enum { GROUPS = 8 };
-    distlock__waiter *holder[GROUPS];
-    int ng = 0;
-    uint64_t before = stuck_before(c);
+    size_t n = 0;
+    for (distlock__waiter *w = c->waiters; w; w = w->next)
+        n += w->turns && strcmp(w->channel, chan) == 0;
+    if (n == 0)
+        return;
+    distlock__waiter **holder = malloc(n * sizeof(*holder));
+    size_t ng = 0;
     for (distlock__waiter *w = c->waiters; w; w = w->next) {
-        if (!w->turns || (w->trying_us != 0 && w->trying_us < before) ||
-            strcmp(w->channel, chan) != 0)
+        if (!w->turns || strcmp(w->channel, chan) != 0)
             continue;
-        int g = 0;
+        if (holder == NULL) {
+            if (turn_holder(w, w) == w && w != woken) {  /* quadratic, only without memory */
+                w->notified = 1;
+                distlock__sleeper_wake(&w->sl);
+            }
+            continue;
+        }
+        size_t g = 0;
         while (g < ng && holder[g]->turn_group != w->turn_group)
             g++;
-        if (g < ng)
-            holder[g] = w;
-        else if (ng < GROUPS)
-            holder[ng++] = w;
+        holder[g] = w;
+        if (g == ng)
+            ng++;
     }
-    for (int g = 0; g < ng; g++)
+    for (size_t g = 0; g < ng; g++)
         if (holder[g] != woken) {
             holder[g]->notified = 1;
             distlock__sleeper_wake(&holder[g]->sl);
         }
+    free(holder);
 }
 
 /* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
@@ -401,42 +412,28 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
 }
 
 /* c->mu held: the waiter with the turn among those of w's channel and turn
- * group from `from` on (the list is newest first): the longest-waiting one,
- * past any whose attempt is stuck (on the wire since before stuck_before). */
-static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w,
-                                     uint64_t stuck_before)
+ * group from `from` on (the list is newest first): the longest-waiting. */
+static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w)
 {
     distlock__waiter *oldest = NULL;
     for (distlock__waiter *o = from; o; o = o->next)
-        if (o->turns && o->turn_group == w->turn_group && strcmp(o->channel, w->channel) == 0 &&
-            !(o->trying_us != 0 && o->trying_us < stuck_before))
+        if (o->turns && o->turn_group == w->turn_group && strcmp(o->channel, w->channel) == 0)
             oldest = o;
     return oldest;
 }
 
-static uint64_t stuck_before(distlock_client *c)
-{
-    uint64_t now = distlock__now_us(), span = (uint64_t)atomic_load(&c->retry_max_ms) * 1000u;
-    return now > span ? now - span : 0;
-}
-
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
 {
-    if (!w->turns)
-        return 1;
-    uint64_t before = stuck_before(c);
     pthread_mutex_lock(&c->mu);
-    int mine = turn_holder(w, w, before) == w;
+    int mine = !w->turns || turn_holder(w, w) == w;
     pthread_mutex_unlock(&c->mu);
     return mine;
 }
 
-void distlock__waiter_trying(distlock_client *c, distlock__waiter *w, int on)
+void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w)
 {
-    if (!w->turns)
-        return;
     pthread_mutex_lock(&c->mu);
-    w->trying_us = on ? distlock__now_us() : 0;
+    w->turns = 0;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -452,14 +449,13 @@ int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w)
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
 {
     distlock__lock(c);
-    uint64_t before = stuck_before(c);
-    int had_turn = w->turns && turn_holder(w, w, before) == w;
+    int had_turn = w->turns && turn_holder(w, w) == w;
     for (distlock__waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
             break;
         }
-    distlock__waiter *next = had_turn && w->pass_now ? turn_holder(c->waiters, w, before) : NULL;
+    distlock__waiter *next = had_turn && w->pass_now ? turn_holder(c->waiters, w) : NULL;
     if (next) {
         /* a read lock or a permit won: the next may share the key, now */
         next->go_now = 1;
