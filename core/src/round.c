@@ -150,7 +150,7 @@ static int send_call(distlock__transport *t, distlock__connset *cs, distlock__re
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
         return -1;
     }
-    if (distlock__append_call(t, i, conn, r, call, force_eval) != 0) {
+    if (distlock__append_call_enc(t, i, conn, r, call, force_eval, cs) != 0) {
         distlock__node_fail(t, conn, r, i, DISTLOCK_ENOMEM, "out of memory");
         return -1;
     }
@@ -796,6 +796,7 @@ void distlock__round_begin(distlock__transport *t, distlock__connset *cs,
     rr->grace_end = 0;
     rr->start = now;
     rr->np = 0;
+    cs->enc.call = NULL;  /* the set's calls may be rebuilt in place since the last round */
     for (int i = 0; i < n; i++) {
         if (calls[i] == NULL) {
             memset(&res[i], 0, sizeof(res[i]));
