@@ -2,7 +2,7 @@
 """Two builds of the Python package side by side: uncontended pairs against the floor.
 
     /usr/bin/python3 bench/python/pairs_ab.py --uris URI1,...,URI5 --floor FLOOR \
-        [--distlock-c DISTLOCK_BENCH] [--reps 12] [--cycles 10] NAME=VENV NAME=VENV ...
+        [--distlock-c [NAME=]DISTLOCK_BENCH ...] [--reps 12] [--cycles 10] NAME=VENV NAME=VENV ...
 
 Each NAME=VENV is a venv made by python/build.sh (e.g. one from main, one from
 a branch); --distlock-c may be given twice as NAME=BIN, two builds of the C
