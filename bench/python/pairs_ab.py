@@ -2,10 +2,11 @@
 """Two builds of the Python package side by side: uncontended pairs against the floor.
 
     /usr/bin/python3 bench/python/pairs_ab.py --uris URI1,...,URI5 --floor FLOOR \
-        [--distlock-c DISTLOCK_BENCH] [--reps 12] [--cycles 10] NAME=VENV NAME=VENV ...
+        [--distlock-c [NAME=]DISTLOCK_BENCH ...] [--reps 12] [--cycles 10] NAME=VENV NAME=VENV ...
 
 Each NAME=VENV is a venv made by python/build.sh (e.g. one from main, one from
-a branch). Per repetition, on the first node and then on the first 5 nodes,
+a branch); --distlock-c may be given twice as NAME=BIN, two builds of the C
+driver side by side too. Per repetition, on the first node and then on the first 5 nodes,
 the floor (bench/c/floor.c), distlock C if given and every venv's package run
 bench/python/driver.py's pair (a new Lock, acquire(blocking=False), release())
 in one round-robin group of bench.py (run_group: 100 ms windows, taking
@@ -34,7 +35,9 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--uris", required=True, help="comma list of at least 5 redis:// URIs")
     ap.add_argument("--floor", required=True, help="the floor binary (cc bench/c/floor.c -lhiredis)")
-    ap.add_argument("--distlock-c", help="bench/c/distlock_bench.c built (optional)")
+    ap.add_argument("--distlock-c", action="append", default=[], metavar="[NAME=]BIN",
+                    help="bench/c/distlock_bench.c built (optional; repeat with NAME= for two "
+                         "builds of the core, e.g. main=A branch=B)")
     ap.add_argument("--reps", type=int, default=12)
     ap.add_argument("--cycles", type=int, default=10, help="windows per member per repetition")
     ap.add_argument("venvs", nargs="+", metavar="NAME=VENV")
@@ -44,8 +47,11 @@ def main() -> None:
         ap.error("--uris needs 5 nodes")
     drv = os.path.join(HERE, "driver.py")
     impls = [Impl("floor", "floor", "floor", [a.floor])]
-    if a.distlock_c:
-        impls.append(Impl("distlock-c", "distlock C", "distlock", [a.distlock_c]))
+    for nb in a.distlock_c:
+        name, eq, binary = nb.partition("=")
+        if not eq:
+            name, binary = "distlock-c", nb
+        impls.append(Impl(name, name if eq else "distlock C", "distlock", [binary]))
     for nv in a.venvs:
         name, _, venv = nv.partition("=")
         if not venv:
@@ -62,7 +68,7 @@ def main() -> None:
                 rates = [c["rate"] for c in cyc if c["rate"] == c["rate"]]
                 res.setdefault((name, n), []).append((statistics.median(rates), cyc[0]["cpu_us"]))
         print("repetition %d of %d done" % (rep + 1, a.reps), file=sys.stderr, flush=True)
-    first = impls[2 if a.distlock_c else 1].name  # the first venv: the A of A/B
+    first = impls[1 + len(a.distlock_c)].name  # the first venv: the A of A/B
     for n in (1, 5):
         floor, base = res[("floor", n)], res[(first, n)]
         print("%d node%s, %d repetitions x %d windows of 100 ms" % (n, "s" if n > 1 else "", a.reps, a.cycles))

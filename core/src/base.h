@@ -42,6 +42,15 @@ static inline size_t distlock__ltoa(char *buf, long long v)
 {
     char tmp[21];
     size_t n = 0, len = 0;
+    /* A request's RESP headers are mostly one or two digits (argument
+     * counts and lengths): 8 of them per SET, on every node. */
+    if (v >= 0 && v < 100) {
+        if (v >= 10)
+            buf[len++] = (char)('0' + v / 10);
+        buf[len++] = (char)('0' + v % 10);
+        buf[len] = '\0';
+        return len;
+    }
     unsigned long long u = v < 0 ? 0ull - (unsigned long long)v : (unsigned long long)v;
     do {
         tmp[n++] = (char)('0' + u % 10);

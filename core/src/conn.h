@@ -96,6 +96,11 @@ int distlock__append_handshake(distlock__transport *t, int i, distlock__conn *co
 /* i: the node (a Redis Cluster node gets call->cl_script, if set) */
 int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
                           distlock__result *owner, const distlock__call *call, int force_eval);
+/* The same, through cs->enc: the bytes of a call already encoded in this
+ * round for another node in the same form are appended as they are. */
+int distlock__append_call_enc(distlock__transport *t, int i, distlock__conn *conn,
+                              distlock__result *owner, const distlock__call *call,
+                              int force_eval, distlock__connset *cs);
 /* CLIENT KILL ID srv_id; why: 0 an earlier request of the call's tag is on
  * it, 1 it is the stuck connection this one replaces (round.c) */
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id,

@@ -71,6 +71,7 @@ static void free_sets(distlock__transport *t)
         free(cs->calls_a);
         free(cs->pfd);
         free(cs->pfd_node);
+        free(cs->enc.buf);
         free(cs);
         cs = next;
     }

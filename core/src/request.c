@@ -13,6 +13,8 @@
 #include <netinet/in.h>
 #include <arpa/inet.h>
 
+#include <hiredis/sds.h>
+
 #include "conn.h"
 
 
@@ -124,13 +126,11 @@ static __attribute__((noinline)) int append_wait(distlock__conn *conn, distlock_
  * (which also caches it). Not inlined: its argument
  * arrays then leave the stack before append_wait runs, which keeps the
  * deepest path (a trailing call sent from inside a reroute) under the stack budget. */
-static __attribute__((noinline)) int append_script(distlock__transport *t, int i,
+static __attribute__((noinline)) int append_script(distlock__transport *t,
                                                    distlock__conn *conn, distlock__result *owner,
-                                                   const distlock__call *call, int force_eval)
+                                                   const distlock__call *call, int script,
+                                                   int sharded, int sha)
 {
-    int script = call->script, sharded = 0;
-    if (call->cl_script > 0 && t->kind[i]->sharded)
-        script = call->cl_script, sharded = 1;
     const char *sargv[16], **argv = sargv;
     size_t slen[16], *len = slen;
     char nk[DISTLOCK__NUM_LEN];
@@ -145,7 +145,7 @@ static __attribute__((noinline)) int append_script(distlock__transport *t, int i
             return -1;
         }
     }
-    if (!force_eval && atomic_load_explicit(&t->sha_ok[script], memory_order_acquire)) {
+    if (sha) {
         argv[k] = "EVALSHA", len[k] = 7, k++;
         argv[k] = t->sha[script], len[k] = DISTLOCK__SHA1_HEX, k++;
     } else {
@@ -168,16 +168,80 @@ static __attribute__((noinline)) int append_script(distlock__transport *t, int i
     return rc;
 }
 
+/* The form node i takes a call in: a Cluster node the sharded script,
+ * EVALSHA once the script's SHA1 is known (read once per append: another
+ * thread may learn it meanwhile, and the bytes must match the form they
+ * are kept under). */
+static void call_form(distlock__transport *t, int i, const distlock__call *call, int force_eval,
+                      int *script, int *sharded, int *sha)
+{
+    *script = call->script, *sharded = 0, *sha = 0;
+    if (*script >= 0) {
+        if (call->cl_script > 0 && t->kind[i]->sharded)
+            *script = call->cl_script, *sharded = 1;
+        *sha = !force_eval && atomic_load_explicit(&t->sha_ok[*script], memory_order_acquire);
+    }
+}
+
+static int append_call_in(distlock__transport *t, distlock__conn *conn, distlock__result *owner,
+                          const distlock__call *call, int script, int sharded, int sha)
+{
+    if (script < 0)
+        return distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, call->argc,
+                                    call->argv, call->argvlen) == 0 ? 0 : -1;
+    return append_script(t, conn, owner, call, script, sharded, sha);
+}
+
 int distlock__append_call(distlock__transport *t, int i, distlock__conn *conn,
                           distlock__result *owner, const distlock__call *call, int force_eval)
 {
-    int rc;
-    if (call->script < 0)
-        rc = distlock__append_cmd(conn, owner, DISTLOCK__K_CALL, 0, call->tag, call->argc,
-                                  call->argv, call->argvlen) == 0 ? 0 : -1;
-    else
-        rc = append_script(t, i, conn, owner, call, force_eval);
+    int script, sharded, sha;
+    call_form(t, i, call, force_eval, &script, &sharded, &sha);
+    int rc = append_call_in(t, conn, owner, call, script, sharded, sha);
     return rc == 0 ? append_wait(conn, owner, call) : rc;
+}
+
+/* Requests up to this size are kept for the round's other nodes (a batch
+ * of renewals can be far larger: encoded per node, not kept). */
+#define ENC_KEEP_MAX 4096
+
+int distlock__append_call_enc(distlock__transport *t, int i, distlock__conn *conn,
+                              distlock__result *owner, const distlock__call *call,
+                              int force_eval, distlock__connset *cs)
+{
+    int script, sharded, sha;
+    call_form(t, i, call, force_eval, &script, &sharded, &sha);
+    redisContext *ctx = conn->stream.ctx;
+    if (cs->enc.call == call && cs->enc.script == script && cs->enc.sharded == sharded &&
+        cs->enc.sha == sha) {
+        if (distlock__resp_append_raw(ctx, cs->enc.buf, cs->enc.len) != 0 ||
+            distlock__q_push(conn, call->tag, DISTLOCK__K_CALL, 0, owner) != 0)
+            return -1;
+        return append_wait(conn, owner, call);
+    }
+    size_t start = sdslen(ctx->obuf);
+    if (append_call_in(t, conn, owner, call, script, sharded, sha) != 0)
+        return -1;
+    if (t->n > 1) {
+        /* Keep the bytes for the other nodes; no room to keep them only
+         * means encoding them again. */
+        size_t n = sdslen(ctx->obuf) - start;
+        cs->enc.call = NULL;
+        if (n <= ENC_KEEP_MAX && n > cs->enc.cap) {
+            char *b = realloc(cs->enc.buf, n);
+            if (b != NULL)
+                cs->enc.buf = b, cs->enc.cap = n;
+        }
+        if (n <= cs->enc.cap) {
+            memcpy(cs->enc.buf, ctx->obuf + start, n);
+            cs->enc.len = n;
+            cs->enc.call = call;
+            cs->enc.script = script;
+            cs->enc.sharded = sharded;
+            cs->enc.sha = sha;
+        }
+    }
+    return append_wait(conn, owner, call);
 }
 
 int distlock__append_kill(distlock__conn *conn, distlock__result *owner, long long srv_id,

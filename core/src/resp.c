@@ -45,3 +45,12 @@ int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const 
     sdsIncrLen(ctx->obuf, (int)(p - p0));
     return 0;
 }
+
+int distlock__resp_append_raw(redisContext *ctx, const char *p, size_t n)
+{
+    sds grown = sdscatlen(ctx->obuf, p, n);
+    if (grown == NULL)
+        return -1;
+    ctx->obuf = grown;
+    return 0;
+}

@@ -210,6 +210,8 @@ void distlock__tls_ctx_drop_all(struct distlock__transport *t);
 /* ------------------------------------------------------------ resp.c */
 /* The one RESP encoder: append a command to the context's output buffer. */
 int distlock__resp_append(redisContext *ctx, int argc, const char **argv, const size_t *len);
+/* Append n bytes already encoded (a request encoded once for several nodes). */
+int distlock__resp_append_raw(redisContext *ctx, const char *p, size_t n);
 
 /* ------------------------------------------------------------ sentinel.c */
 /* A node of kind DISTLOCK__NODE_SENTINEL has no fixed address: its master
@@ -437,6 +439,18 @@ typedef struct distlock__connset {
     struct pollfd *pfd;
     int *pfd_node;
     struct distlock__clconns **cl;  /* n entries (NULL: not a cluster node), or NULL if none is */
+    /* The current round's call as encoded for the first node it went to
+     * (distlock__append_call_enc), in that node's form (script, sharded,
+     * EVALSHA or EVAL): the other nodes of the round that take the same
+     * form get these bytes as they are, not encoded again. Forgotten at
+     * each distlock__round_begin (a set's calls are rebuilt in place
+     * between rounds); the buffer stays for the next round. */
+    struct {
+        const struct distlock__call *call;
+        int script, sharded, sha;
+        char *buf;
+        size_t len, cap;
+    } enc;
     distlock__conn conns[];  /* n of them */
 } distlock__connset;
 
