@@ -24,33 +24,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-/* Commands node 0 ran that are attempts (a plain lock's is a SET NX, the
- * others scripts), from INFO commandstats. */
-static long long attempts_seen(rh_cluster *rc)
-{
-    redisReply *r = rh_command(rc, 0, 0, "INFO commandstats");
-    long long n = 0;
-    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
-                            "cmdstat_set:calls=" };
-    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
-        const char *p = strstr(r->str, names[i]);
-        if (p)
-            n += atoll(p + strlen(names[i]));
-    }
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
-static long long numsub(rh_cluster *rc, const char *key)
-{
-    redisReply *r = rh_command(rc, 0, 0, "PUBSUB NUMSUB distlock:%s", key);
-    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 struct waiter {
     distlock_client *c;
     const char *key;
@@ -114,20 +87,20 @@ static void test_waiting_threads_send_one_attempt_at_a_time(void **state)
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
     struct waiter w[NTHREADS];
-    long long before = attempts_seen(rc);
+    long long before = attempt_commands_run(rc, 0);
     for (int i = 0; i < NTHREADS; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
                                 .overlaps = &overlaps };
         start(&w[i]);
     }
     /* every thread made its first attempt, and the client is subscribed */
-    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) - before >= NTHREADS, 10000));
-    assert_true(RH_WAIT_UNTIL(numsub(rc, key) == 1, 10000));
-    long long t0 = rh_now_ms(), at0 = attempts_seen(rc);
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= NTHREADS, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
+    long long t0 = rh_now_ms(), at0 = attempt_commands_run(rc, 0);
     long long t1 = t0;
     while ((t1 = rh_now_ms()) - t0 < 1000)
         rh_sleep_ms(20);  /* the window measured (no event ends it) */
-    long long sent = attempts_seen(rc) - at0;
+    long long sent = attempt_commands_run(rc, 0) - at0;
     long long window = t1 - t0;
     printf("# %d threads waiting: %lld attempts in %lld ms (one waiter re-checking every "
            "25-50 ms sends at most %lld)\n",
@@ -167,14 +140,14 @@ static void test_release_hands_over_to_the_next_waiting_thread(void **state)
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
     struct waiter w[NTHREADS];
-    long long before = attempts_seen(rc);
+    long long before = attempt_commands_run(rc, 0);
     for (int i = 0; i < NTHREADS; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .inside = &inside,
                                 .overlaps = &overlaps };
         start(&w[i]);
     }
-    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) - before >= NTHREADS, 10000));
-    assert_true(RH_WAIT_UNTIL(numsub(rc, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= NTHREADS, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
     distlock_lock_free(held);
@@ -211,7 +184,7 @@ static void test_turn_passes_when_the_longest_waiter_gives_up(void **state)
     long long expires = rh_now_ms() + 1500;
     struct waiter first = { .c = c, .key = key, .wait_ms = 400 };
     start(&first);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, key) == 1 || atomic_load(&first.done), 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 || atomic_load(&first.done), 10000));
     struct waiter next = { .c = c, .key = key, .wait_ms = 20000 };
     start(&next);
     pthread_join(first.t, NULL);
@@ -242,13 +215,13 @@ static void test_waiting_readers_all_enter_at_a_release(void **state)
     distlock_lock *writer = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &writer), DISTLOCK_OK);
     struct waiter w[NTHREADS];
-    long long before = attempts_seen(rc);
+    long long before = attempt_commands_run(rc, 0);
     for (int i = 0; i < NTHREADS; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .flags = DISTLOCK_SHARED };
         start(&w[i]);
     }
-    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) - before >= NTHREADS, 10000));
-    assert_true(RH_WAIT_UNTIL(numsub(rc, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= NTHREADS, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long released = 0;
     assert_true(release_ok_started_at(writer, &released));
     distlock_lock_free(writer);

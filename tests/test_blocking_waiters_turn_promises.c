@@ -43,15 +43,6 @@ static int heal(void **state)
     return rh_heal(*state) == 0 ? 0 : -1;
 }
 
-static long long numsub(rh_cluster *rc, int node, const char *key)
-{
-    redisReply *r = rh_command(rc, node, 0, "PUBSUB NUMSUB distlock:%s", key);
-    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 /* Keys on node i whose names contain `key` (the key, its side keys). */
 static long long keys_left(rh_cluster *rc, int node, const char *key)
 {
@@ -71,23 +62,6 @@ static long long keys_left(rh_cluster *rc, int node, const char *key)
             if (!(rc)->node[n__].stopped)                                     \
                 assert_true(RH_WAIT_UNTIL(keys_left(rc, n__, key) == 0, 3000)); \
     } while (0)
-
-/* Attempts node 0 ran (a plain lock's is a SET NX, the others scripts). */
-static long long attempts_seen(rh_cluster *rc)
-{
-    redisReply *r = rh_command(rc, 0, 0, "INFO commandstats");
-    long long n = 0;
-    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
-                            "cmdstat_set:calls=" };
-    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
-        const char *p = strstr(r->str, names[i]);
-        if (p)
-            n += atoll(p + strlen(names[i]));
-    }
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
 
 static long long zcard(rh_cluster *rc, const char *key)
 {
@@ -293,7 +267,7 @@ static void test_interrupt_hook_reaches_a_waiting_thread_without_the_turn(void *
 
     struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
     start(&first);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     struct waiter second = { .c = c, .key = key, .wait_ms = 10000, .interruptible = 1 };
     start(&second);
     assert_true(RH_WAIT_UNTIL(waiting(&second), 10000));
@@ -329,7 +303,7 @@ static void test_cancels_end_waiting_threads_without_the_turn_at_once(void **sta
 
     struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
     start(&first);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     struct waiter second = { .c = c, .key = key, .wait_ms = 20000, .cancel = own };
     start(&second);
     struct waiter third = { .c = c, .key = key, .wait_ms = 20000 };
@@ -376,7 +350,7 @@ static void test_short_waits_behind_a_wait_forever_end_at_their_deadlines(void *
     struct waiter forever = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER,
                               .cancel = own };
     start(&forever);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     struct waiter shortw[4];
     for (int i = 0; i < 4; i++) {
         shortw[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 500 };
@@ -422,7 +396,7 @@ static void test_permit_waiter_not_held_behind_one_that_cannot_take_a_permit(voi
 
     struct waiter one = { .c = c, .key = key, .wait_ms = 15000, .permits = 1 };
     start(&one);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     struct waiter two = { .c = c, .key = key, .wait_ms = 20000, .permits = 2, .keep = 1 };
     start(&two);
     assert_true(RH_WAIT_UNTIL(waiting(&two), 10000));
@@ -479,7 +453,7 @@ static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void
 
     struct waiter ours_r = { .c = c, .key = key, .wait_ms = 25000, .flags = DISTLOCK_SHARED };
     start(&ours_r);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 2, 10000));  /* other + ours subscribed */
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 2, 10000));  /* other + ours subscribed */
     struct waiter ours_w = { .c = c, .key = key, .wait_ms = 25000, .keep = 1 };
     start(&ours_w);
     assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 2, 10000));  /* ours noted too */
@@ -518,9 +492,9 @@ static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void
  * was refused (it sleeps). */
 static void start_waiting(rh_cluster *rc, struct waiter *w)
 {
-    long long before = attempts_seen(rc);
+    long long before = attempt_commands_run(rc, 0);
     start(w);
-    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) > before && waiting(w), 10000));
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) > before && waiting(w), 10000));
 }
 
 /* guarantees.md "Waiting": "A release wakes the one with the turn (the
@@ -539,7 +513,7 @@ static void test_release_wakes_the_plain_waiter_behind_an_older_key_set_waiter(v
     struct waiter set = { .c = c, .key = key, .other_key = other, .how = HOW_MANY,
                           .wait_ms = 8000 };
     start_waiting(rc, &set);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     struct waiter plain = { .c = c, .key = key, .wait_ms = 20000 };
     start_waiting(rc, &plain);
     long long released = 0;
@@ -751,7 +725,7 @@ static void test_thousand_waiting_threads_served_one_at_a_time(void **state)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    long long t_start = rh_now_ms(), before = attempts_seen(rc);
+    long long t_start = rh_now_ms(), before = attempt_commands_run(rc, 0);
     for (int i = 0; i < many; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 120000, .inside = &inside,
                                 .overlaps = &overlaps };
@@ -761,8 +735,8 @@ static void test_thousand_waiting_threads_served_one_at_a_time(void **state)
     }
     pthread_attr_destroy(&attr);
     /* every thread made its first attempt, and the client is subscribed */
-    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) - before >= many, 60000));
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= many, 60000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long registered = rh_now_ms();
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
@@ -814,8 +788,8 @@ static void test_release_reaches_the_next_waiter_with_a_node_stopped(void **stat
     struct waiter a = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
                         .overlaps = &overlaps };
     start(&a);
-    assert_true(RH_WAIT_UNTIL(numsub(rc, 0, key) == 1 && numsub(rc, 1, key) == 1 &&
-                              numsub(rc, 2, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 && key_channel_subscribers(rc, 1, key) == 1 &&
+                              key_channel_subscribers(rc, 2, key) == 1, 10000));
     struct waiter b = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
                         .overlaps = &overlaps };
     start(&b);

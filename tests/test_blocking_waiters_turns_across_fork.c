@@ -27,15 +27,6 @@ static int group_teardown(void **state)
     return 0;
 }
 
-static long long numsub(rh_cluster *rc, const char *key)
-{
-    redisReply *r = rh_command(rc, 0, 0, "PUBSUB NUMSUB distlock:%s", key);
-    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 struct waiter {
     distlock_client *c;
     const char *key;
@@ -89,7 +80,7 @@ static void test_child_waits_for_a_key_without_the_parents_waiting_threads_ahead
         assert_int_equal(pthread_create(&w[i].t, NULL, waiter_main, &w[i]), 0);
         assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 1, 10000));
     }
-    assert_true(RH_WAIT_UNTIL(numsub(rc, key) == 1, 10000));
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
 
     int pfd[2];
     assert_int_equal(pipe(pfd), 0);
@@ -116,7 +107,7 @@ static void test_child_waits_for_a_key_without_the_parents_waiting_threads_ahead
     }
     close(pfd[1]);
     /* the child waits: its own subscription joins the parent's */
-    int child_waits = RH_WAIT_UNTIL(numsub(rc, key) == 2, 10000);
+    int child_waits = RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 2, 10000);
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
     distlock_lock_free(held);

@@ -37,23 +37,6 @@ static int heal(void **state)
     return rh_heal(*state) == 0 ? 0 : -1;
 }
 
-/* Attempts node 0 ran (a plain lock's is a SET NX, the others scripts). */
-static long long attempts_seen(rh_cluster *rc)
-{
-    redisReply *r = rh_command(rc, 0, 0, "INFO commandstats");
-    long long n = 0;
-    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
-                            "cmdstat_set:calls=" };
-    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
-        const char *p = strstr(r->str, names[i]);
-        if (p)
-            n += atoll(p + strlen(names[i]));
-    }
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 static long long zcard(rh_cluster *rc, const char *key)
 {
     redisReply *r = rh_command(rc, 0, 0, "ZCARD %s", key);
@@ -331,12 +314,12 @@ static int slow_node_window(rh_cluster *rc, const char *key, long connect_ms, lo
     /* the node's answers (the replies' direction) come 1 s late */
     assert_int_equal(fp_cmd(fp, NULL, 0, "delay 0 1000 down"), 0);
     /* a first slow attempt went out (the window starts with the streams) */
-    long long a0 = attempts_seen(rc);
-    assert_true(RH_WAIT_UNTIL(attempts_seen(rc) > a0, 5000));
-    long long t0 = rh_now_ms(), at0 = attempts_seen(rc), t1 = t0;
+    long long a0 = attempt_commands_run(rc, 0);
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) > a0, 5000));
+    long long t0 = rh_now_ms(), at0 = attempt_commands_run(rc, 0), t1 = t0;
     while ((t1 = rh_now_ms()) - t0 < 4000)
         rh_sleep_ms(20);  /* the window measured (no event ends it) */
-    *sent = attempts_seen(rc) - at0;
+    *sent = attempt_commands_run(rc, 0) - at0;
     *window = t1 - t0;
     printf("# %d threads waiting, answers 1 s late, connect timeout %ld ms: %lld attempts in "
            "%lld ms (one stream sends at most %lld)\n", SLOW_THREADS,

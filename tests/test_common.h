@@ -63,6 +63,36 @@
         }                                                                     \
     } while (0)
 
+/* Commands node `node` ran that are lock attempts (a plain lock's is a SET
+ * NX, the others scripts), from INFO commandstats: what a test counts to
+ * see how many attempts its waiters sent. */
+static inline long long attempt_commands_run(rh_cluster *rc, int node)
+{
+    redisReply *r = rh_command(rc, node, 0, "INFO commandstats");
+    long long n = 0;
+    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
+                            "cmdstat_set:calls=" };
+    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
+        const char *p = strstr(r->str, names[i]);
+        if (p)
+            n += atoll(p + strlen(names[i]));
+    }
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
+/* Subscribers node `node` has on `key`'s release channel (distlock:<key>):
+ * a client with a waiter for the key is subscribed there. */
+static inline long long key_channel_subscribers(rh_cluster *rc, int node, const char *key)
+{
+    redisReply *r = rh_command(rc, node, 0, "PUBSUB NUMSUB distlock:%s", key);
+    long long n = r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 ? r->element[1]->integer : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
 /* 1 under ASan or TSan (GCC and clang spellings). */
 #if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
 #  define TEST_SANITIZED 1

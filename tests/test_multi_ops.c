@@ -188,24 +188,6 @@ static void test_many_keys_served_in_turn(void **state)
     distlock_client_free(c);
 }
 
-/* Attempts seen by node 0 (INFO commandstats: a plain lock's attempt is a
- * SET NX, the rest scripts). */
-static long long attempts_seen(rh_cluster *rc)
-{
-    redisReply *r = rh_command(rc, 0, 0, "INFO commandstats");
-    long long n = 0;
-    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
-                            "cmdstat_set:calls=" };
-    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
-        const char *p = strstr(r->str, names[i]);
-        if (p)
-            n += atoll(p + strlen(names[i]));
-    }
-    if (r)
-        freeReplyObject(r);
-    return n;
-}
-
 /* The local queue: 20 acquires of one key held by another client send one
  * attempt at a time (the active one's), not one each; the holder's release
  * (blocking, another client) wakes the active one, which wins; the others
@@ -224,12 +206,12 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
     enum { N = 20 };
     distlock_op *ops[N];
-    long long before = attempts_seen(rc);
+    long long before = attempt_commands_run(rc, 0);
     for (int i = 0; i < N; i++)
         assert_rc(distlock_multi_acquire(m, "mo:queue", 10000, 30000, 0, NULL, &ops[i]),
                   DISTLOCK_OK);
     multi_drive_for(m, 600);
-    long long sent = attempts_seen(rc) - before;
+    long long sent = attempt_commands_run(rc, 0) - before;
     printf("  attempts sent while 20 acquires of one key waited 600 ms: %lld (%lld before)\n", sent, before);
     /* the active one's tries (its first, the one after it subscribed: a
      * command or two each on node 0), not one (or more) per acquire */
