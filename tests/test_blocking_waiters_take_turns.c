@@ -13,16 +13,7 @@
 
 #define NTHREADS 8
 
-static int group_setup(void **state)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    return (*state = rh_start(1)) ? 0 : -1;
-}
-static int group_teardown(void **state)
-{
-    rh_stop_all(*state);
-    return 0;
-}
+DEFINE_GROUP(1)
 
 struct waiter {
     distlock_client *c;
@@ -251,10 +242,10 @@ static void test_waiting_readers_all_enter_at_a_release(void **state)
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_waiting_threads_send_one_attempt_at_a_time),
-        cmocka_unit_test(test_release_hands_over_to_the_next_waiting_thread),
-        cmocka_unit_test(test_turn_passes_when_the_longest_waiter_gives_up),
-        cmocka_unit_test(test_waiting_readers_all_enter_at_a_release),
+        cmocka_unit_test_setup(test_waiting_threads_send_one_attempt_at_a_time, heal),
+        cmocka_unit_test_setup(test_release_hands_over_to_the_next_waiting_thread, heal),
+        cmocka_unit_test_setup(test_turn_passes_when_the_longest_waiter_gives_up, heal),
+        cmocka_unit_test_setup(test_waiting_readers_all_enter_at_a_release, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

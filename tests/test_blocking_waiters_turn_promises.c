@@ -24,24 +24,8 @@
 #include <pthread.h>
 #include <stdatomic.h>
 
-static int group_setup(void **state)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    return (*state = rh_start(1)) ? 0 : -1;
-}
-static int group_setup_3(void **state)
-{
-    return (*state = rh_start(3)) ? 0 : -1;
-}
-static int group_teardown(void **state)
-{
-    rh_stop_all(*state);
-    return 0;
-}
-static int heal(void **state)
-{
-    return rh_heal(*state) == 0 ? 0 : -1;
-}
+DEFINE_GROUP(1)
+DEFINE_GROUP_SETUP(3)
 
 /* Keys on node i whose names contain `key` (the key, its side keys). */
 static long long keys_left(rh_cluster *rc, int node, const char *key)

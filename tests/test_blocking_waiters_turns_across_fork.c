@@ -16,16 +16,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-static int group_setup(void **state)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    return (*state = rh_start(1)) ? 0 : -1;
-}
-static int group_teardown(void **state)
-{
-    rh_stop_all(*state);
-    return 0;
-}
+DEFINE_GROUP(1)
 
 struct waiter {
     distlock_client *c;
@@ -144,7 +135,8 @@ static void test_child_waits_for_a_key_without_the_parents_waiting_threads_ahead
 int main(void)
 {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_child_waits_for_a_key_without_the_parents_waiting_threads_ahead),
+        cmocka_unit_test_setup(
+            test_child_waits_for_a_key_without_the_parents_waiting_threads_ahead, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

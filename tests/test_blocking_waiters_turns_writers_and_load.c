@@ -22,20 +22,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-static int group_setup(void **state)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    return (*state = rh_start(1)) ? 0 : -1;
-}
-static int group_teardown(void **state)
-{
-    rh_stop_all(*state);
-    return 0;
-}
-static int heal(void **state)
-{
-    return rh_heal(*state) == 0 ? 0 : -1;
-}
+DEFINE_GROUP(1)
 
 static long long zcard(rh_cluster *rc, const char *key)
 {

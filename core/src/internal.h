@@ -536,7 +536,9 @@ struct distlock__waiter {
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
 /* c->mu not held. 1 when w may re-check now: it takes no turns, or no
- * waiter of its turn group has waited longer for its key in this client. */
+ * waiter of its turn group has waited longer for its key in this client.
+ * Only w's own thread changes w->turns, so it may look at it unlocked
+ * first and skip the call (a multi's waiters take no turns). */
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w);
 /* c->mu not held: w takes turns no more (a writer noted among the key's
  * waiting writers must refresh its entry with its own attempts). */

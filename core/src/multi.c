@@ -806,8 +806,6 @@ static void ext_wait_off(distlock_op *op)
     op->ew_on = 0;
 }
 
-/* op ended with op->rc (and op->err): the next of its key goes, it is
- * counted, and handed out (or freed, if its owner let go of it). */
 /* An acquire that won a read lock or a permit, which others may share: the
  * next local waiter of its key looks at once (wait.c). */
 static int won_shared(const distlock_op *op)
@@ -815,6 +813,8 @@ static int won_shared(const distlock_op *op)
     return op->type == OP_ACQUIRE && op->rc == DISTLOCK_OK && op->rq.kind != DISTLOCK__LOCK;
 }
 
+/* op ended with op->rc (and op->err): the next of its key goes, it is
+ * counted, and handed out (or freed, if its owner let go of it). */
 static void finish(distlock_op *op)
 {
     distlock_multi *m = op->m;
@@ -1093,7 +1093,7 @@ static void acq_step(distlock_op *op)
                 op->state = S_OUT;
                 continue;
             }
-            if (op->waiter_on && distlock__now_us() < op->deadline &&
+            if (op->waiter_on && op->w.turns && distlock__now_us() < op->deadline &&
                 !distlock__waiter_has_turn(c, &op->w)) {
                 /* Blocking calls of this client waiting for one key take
                  * turns (wait.c): only the longest-waiting one re-checks

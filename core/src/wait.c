@@ -38,9 +38,10 @@
  * one of 2 fits). A writer noted among the key's waiting writers takes
  * turns no more (multi.c): its entry lives only as long as its own attempts
  * refresh it, and the intent it keeps up must outlast the others' leaves.
- * A release wakes the longest waiter and each group's waiter with the turn. Only a waiter that won a read lock
- * or a permit wakes the next at once (it may share the key: readers behind
- * a writer all enter at its release, one after the other).
+ * A release wakes the longest waiter and each group's waiter with the
+ * turn. Only a waiter that won a read lock or a permit wakes the next at
+ * once (it may share the key: readers behind a writer all enter at its
+ * release, one after the other).
  *
  * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
  * shard channel, protocol.c): each channel is handed to pubsub.c with its
@@ -149,39 +150,37 @@ static void on_subscription(void *arg, const char *chan, int node, int up)
     wake_settled(c);
 }
 
-static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w);
+/* c->mu held: the waiter with the turn among those of w's channel and turn
+ * group from `from` on (the list is newest first): the longest-waiting. */
+static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w)
+{
+    distlock__waiter *oldest = NULL;
+    for (distlock__waiter *o = from; o; o = o->next)
+        if (o->turns && o->turn_group == w->turn_group && strcmp(o->channel, w->channel) == 0)
+            oldest = o;
+    return oldest;
+}
 
 /* c->mu held: wake the waiter with the turn of each turn group on chan
  * (but `woken`, already woken), found in one pass: the list is newest
- * first, so the last one seen of a group is its longest waiting. The
- * groups seen are kept in an array as long as the channel's waiters (few:
- * one per kind and permit size); without memory, in a second walk per
- * group instead. */
+ * first, so the last one seen of a group is its longest waiting. Without
+ * memory for the groups, they are left to their re-check timers. */
 static void wake_turn_holders(distlock_client *c, const char *chan, distlock__waiter *woken)
 {
-    size_t n = 0;
+    size_t n = 0, ng = 0;
     for (distlock__waiter *w = c->waiters; w; w = w->next)
         n += w->turns && strcmp(w->channel, chan) == 0;
-    if (n == 0)
+    distlock__waiter **holder = n ? malloc(n * sizeof(*holder)) : NULL;
+    if (holder == NULL)
         return;
-    distlock__waiter **holder = malloc(n * sizeof(*holder));
-    size_t ng = 0;
     for (distlock__waiter *w = c->waiters; w; w = w->next) {
         if (!w->turns || strcmp(w->channel, chan) != 0)
             continue;
-        if (holder == NULL) {
-            if (turn_holder(w, w) == w && w != woken) {  /* quadratic, only without memory */
-                w->notified = 1;
-                distlock__sleeper_wake(&w->sl);
-            }
-            continue;
-        }
         size_t g = 0;
         while (g < ng && holder[g]->turn_group != w->turn_group)
             g++;
         holder[g] = w;
-        if (g == ng)
-            ng++;
+        ng += g == ng;
     }
     for (size_t g = 0; g < ng; g++)
         if (holder[g] != woken) {
@@ -409,17 +408,6 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
         mark_subscribed(c, w);
     pthread_mutex_unlock(&c->mu);
     return DISTLOCK_OK;  /* unconfirmed: the waiter's re-checks cover it */
-}
-
-/* c->mu held: the waiter with the turn among those of w's channel and turn
- * group from `from` on (the list is newest first): the longest-waiting. */
-static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w)
-{
-    distlock__waiter *oldest = NULL;
-    for (distlock__waiter *o = from; o; o = o->next)
-        if (o->turns && o->turn_group == w->turn_group && strcmp(o->channel, w->channel) == 0)
-            oldest = o;
-    return oldest;
 }
 
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
