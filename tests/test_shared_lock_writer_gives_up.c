@@ -21,6 +21,7 @@
  *     TTL after that release although readers keep arriving. */
 #include "test_common.h"
 #include "test_proxy_cluster.h"
+#include "test_multi_drive.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -149,8 +150,7 @@ static void test_writer_keeps_intent_when_another_writer_gives_up(void **state)
  * would put a lost intent back before the reader below tries). Each wait
  * is its own registry entry: A's leave removes only A's, the intent stays,
  * and a reader of another client is refused until B gets the key. */
-static void test_two_waiting_writers_with_one_token_keep_readers_out_until_the_last_gives_up(
-    void **state)
+static void two_writers_one_token(void **state, int a_multi)
 {
     proxy_env *e = *state;
     rh_cluster *rc = e->rc;
@@ -168,24 +168,47 @@ static void test_two_waiting_writers_with_one_token_keep_readers_out_until_the_l
     assert_true(RH_WAIT_UNTIL(has_intent(rc) && numsub(rc) >= 1, 10000));
 
     /* writer A waits too (subscribed: its first attempt, which noted it in
-     * the registry, is done) */
+     * the registry, is done): a blocking acquire on a thread, or a multi's
+     * acquire driven here */
     writer wa = { .c = d, .token = "one-owner", .wait_ms = slow_bound(3000, 8000) };
-    assert_int_equal(pthread_create(&ta, NULL, write_wait, &wa), 0);
-    assert_true(RH_WAIT_UNTIL(numsub(rc) >= 2 || atomic_load(&wa.done), 10000));
+    distlock_multi *m = NULL;
+    distlock_op *op = NULL;
+    long long t0 = 0;
+    if (a_multi) {
+        distlock_acquire_args a = { .size = sizeof a, .token = wa.token };
+        assert_rc(distlock_multi_new(d, &m), DISTLOCK_OK);
+        t0 = rh_now_ms();
+        assert_rc(distlock_multi_acquire(m, "wg", 30000, wa.wait_ms, 0, &a, &op), DISTLOCK_OK);
+        long long end = rh_now_ms() + 10000;
+        while (numsub(rc) < 2 && !distlock_op_done(op) && rh_now_ms() < end)
+            multi_turn(m, 20);
+    } else {
+        assert_int_equal(pthread_create(&ta, NULL, write_wait, &wa), 0);
+        assert_true(RH_WAIT_UNTIL(numsub(rc) >= 2 || atomic_load(&wa.done), 10000));
+    }
     long both = registered_writers(rc);
 
     /* B's next attempt stays in the proxy; A gives up (its budget spent) */
     fp_ok(e->fp, "hold 0 up");
-    int a_waited_then = !atomic_load(&wa.done);
-    pthread_join(ta, NULL);
+    int a_waited_then = a_multi ? !distlock_op_done(op) : !atomic_load(&wa.done);
+    if (a_multi) {
+        multi_drive_until(m, op, 30000);
+        wa.rc = distlock_op_status(op);
+        wa.waited_ms = rh_now_ms() - t0;
+    } else {
+        pthread_join(ta, NULL);
+    }
     int intent = has_intent(rc);
     long still = registered_writers(rc);  /* B only: A left */
 
     /* B still waits: a reader of another client arriving now is refused */
     int r = distlock_acquire(o, "wg", 30000, 0, DISTLOCK_SHARED, &r1);
-    printf("two writers with one token waiting: %ld registered; writer A: %s after %lld ms; "
-           "intent left: %d; writers registered: %ld; a new reader: %s\n", both,
-           distlock_strerror(wa.rc), wa.waited_ms, intent, still, distlock_strerror(r));
+    printf("two writers with one token waiting (A %s): %ld registered; writer A: %s after %lld "
+           "ms; intent left: %d; writers registered: %ld; a new reader: %s\n",
+           a_multi ? "a multi's" : "blocking", both, distlock_strerror(wa.rc), wa.waited_ms,
+           intent, still, distlock_strerror(r));
+    if (m)
+        distlock_multi_free(m);
 
     fp_ok(e->fp, "unhold 0 up");
     if (r1) {
@@ -213,6 +236,20 @@ static void test_two_waiting_writers_with_one_token_keep_readers_out_until_the_l
     distlock_client_free(o);
     distlock_client_free(p);
     distlock_client_free(d);
+}
+
+static void test_two_waiting_writers_with_one_token_keep_readers_out_until_the_last_gives_up(
+    void **state)
+{
+    two_writers_one_token(state, 0);
+}
+
+/* The same with writer A a multi's acquire (distlock_multi_acquire): its
+ * wait starts in the multi, not on a blocking call's first attempt. */
+static void test_two_writers_with_one_token_one_a_multis_keep_readers_out_until_the_last_gives_up(
+    void **state)
+{
+    two_writers_one_token(state, 1);
 }
 
 #define READER_TTL 1000
@@ -310,6 +347,9 @@ int main(void)
         cmocka_unit_test_setup(test_writer_keeps_intent_when_another_writer_gives_up, heal),
         cmocka_unit_test_setup(
             test_two_waiting_writers_with_one_token_keep_readers_out_until_the_last_gives_up,
+            heal),
+        cmocka_unit_test_setup(
+            test_two_writers_with_one_token_one_a_multis_keep_readers_out_until_the_last_gives_up,
             heal),
         cmocka_unit_test_setup(
             test_writer_gets_key_within_reader_ttl_after_another_writer_releases, heal),
