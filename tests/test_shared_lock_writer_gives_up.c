@@ -11,12 +11,17 @@
  *     the intent (the registry of waiting writers, {key}:writers, still
  *     names it), so a reader arriving then is refused; each writer leaves
  *     the registry, the winner too;
+ *   - two writers wait with one caller's token (two threads, processes or
+ *     hosts of one owner): each is its own entry in the registry, so the
+ *     first to give up (its wait budget spent) leaves only its own and the
+ *     intent stays for the other: a reader arriving then is refused;
  *   - the other writer wins, then releases: its release wakes the readers
  *     and the writer alike and readers get in first, but the writer's next
  *     attempt puts the intent back, so it gets the key within one reader
  *     TTL after that release although readers keep arriving. */
 #include "test_common.h"
 #include "test_proxy_cluster.h"
+#include "test_multi_drive.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -26,21 +31,24 @@ DEFINE_PROXY_GROUP(1)
 typedef struct writer {
     distlock_client *c;
     distlock_cancel *cancel;
+    const char *token;   /* the caller's token, NULL: a fresh one */
     long wait_ms;
     int rc;
     long long waited_ms;
     long long done_ms;   /* rh_now_ms() when its acquire returned */
+    atomic_int done;     /* its acquire returned (read by the test's thread meanwhile) */
     distlock_lock *l;
 } writer;
 
 static void *write_wait(void *arg)
 {
     writer *w = arg;
-    distlock_acquire_args a = { .size = sizeof a, .cancel = w->cancel };
+    distlock_acquire_args a = { .size = sizeof a, .cancel = w->cancel, .token = w->token };
     long long t0 = rh_now_ms();
     w->rc = distlock_acquire_with(w->c, "wg", 30000, w->wait_ms, 0, &a, &w->l);
     w->done_ms = rh_now_ms();
     w->waited_ms = w->done_ms - t0;
+    atomic_store(&w->done, 1);
     return NULL;
 }
 
@@ -132,6 +140,116 @@ static void test_writer_keeps_intent_when_another_writer_gives_up(void **state)
     assert_int_equal(left, 0);
     distlock_client_free(p);
     distlock_client_free(d);
+}
+
+/* One owner string used by two waits (what a caller's token is for: two
+ * threads, processes or hosts acting as one owner). Writer B (long budget,
+ * through the proxy) and writer A (short budget) wait for a reader with
+ * the same token; A gives up when its budget is spent, while B's next
+ * attempt is held in the proxy (else B's attempt, woken by A's leave,
+ * would put a lost intent back before the reader below tries). Each wait
+ * is its own registry entry: A's leave removes only A's, the intent stays,
+ * and a reader of another client is refused until B gets the key. */
+static void two_writers_one_token(void **state, int a_multi)
+{
+    proxy_env *e = *state;
+    rh_cluster *rc = e->rc;
+    distlock_client *d = new_client(rh_uris(rc));       /* the reader, writer A */
+    distlock_client *p = new_client(fp_uris(e->fp));    /* writer B, through the proxy */
+    distlock_client *o = new_client(rh_uris(rc));       /* a reader of another client */
+    assert_rc(distlock_client_set(p, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
+
+    distlock_lock *r0 = NULL, *r1 = NULL;
+    assert_rc(distlock_acquire(d, "wg", 30000, 0, DISTLOCK_SHARED, &r0), DISTLOCK_OK);
+
+    writer wb = { .c = p, .token = "one-owner", .wait_ms = 25000 };
+    pthread_t tb, ta;
+    assert_int_equal(pthread_create(&tb, NULL, write_wait, &wb), 0);
+    assert_true(RH_WAIT_UNTIL(has_intent(rc) && numsub(rc) >= 1, 10000));
+
+    /* writer A waits too (subscribed: its first attempt, which noted it in
+     * the registry, is done): a blocking acquire on a thread, or a multi's
+     * acquire driven here */
+    writer wa = { .c = d, .token = "one-owner", .wait_ms = slow_bound(3000, 8000) };
+    distlock_multi *m = NULL;
+    distlock_op *op = NULL;
+    long long t0 = 0;
+    if (a_multi) {
+        distlock_acquire_args a = { .size = sizeof a, .token = wa.token };
+        assert_rc(distlock_multi_new(d, &m), DISTLOCK_OK);
+        t0 = rh_now_ms();
+        assert_rc(distlock_multi_acquire(m, "wg", 30000, wa.wait_ms, 0, &a, &op), DISTLOCK_OK);
+        long long end = rh_now_ms() + 10000;
+        while (numsub(rc) < 2 && !distlock_op_done(op) && rh_now_ms() < end)
+            multi_turn(m, 20);
+    } else {
+        assert_int_equal(pthread_create(&ta, NULL, write_wait, &wa), 0);
+        assert_true(RH_WAIT_UNTIL(numsub(rc) >= 2 || atomic_load(&wa.done), 10000));
+    }
+    long both = registered_writers(rc);
+
+    /* B's next attempt stays in the proxy; A gives up (its budget spent) */
+    fp_ok(e->fp, "hold 0 up");
+    int a_waited_then = a_multi ? !distlock_op_done(op) : !atomic_load(&wa.done);
+    if (a_multi) {
+        multi_drive_until(m, op, 30000);
+        wa.rc = distlock_op_status(op);
+        wa.waited_ms = rh_now_ms() - t0;
+    } else {
+        pthread_join(ta, NULL);
+    }
+    int intent = has_intent(rc);
+    long still = registered_writers(rc);  /* B only: A left */
+
+    /* B still waits: a reader of another client arriving now is refused */
+    int r = distlock_acquire(o, "wg", 30000, 0, DISTLOCK_SHARED, &r1);
+    printf("two writers with one token waiting (A %s): %ld registered; writer A: %s after %lld "
+           "ms; intent left: %d; writers registered: %ld; a new reader: %s\n",
+           a_multi ? "a multi's" : "blocking", both, distlock_strerror(wa.rc), wa.waited_ms,
+           intent, still, distlock_strerror(r));
+    if (m)
+        distlock_multi_free(m);
+
+    fp_ok(e->fp, "unhold 0 up");
+    if (r1) {
+        assert_rc(distlock_release(r1), DISTLOCK_OK);
+        distlock_lock_free(r1);
+    }
+    assert_rc(distlock_release(r0), DISTLOCK_OK);
+    pthread_join(tb, NULL);
+    long left = registered_writers(rc);
+    printf("writer B: %s after %lld ms; writers registered after it won: %ld\n",
+           distlock_strerror(wb.rc), wb.waited_ms, left);
+    assert_rc(wb.rc, DISTLOCK_OK);
+    assert_string_equal(distlock_lock_token(wb.l), "one-owner");
+    assert_rc(distlock_release(wb.l), DISTLOCK_OK);
+    distlock_lock_free(wb.l);
+    distlock_lock_free(r0);
+
+    assert_true(a_waited_then);   /* A was still waiting when B's attempts were held */
+    assert_rc(wa.rc, DISTLOCK_NOTACQUIRED);
+    assert_rc(r, DISTLOCK_NOTACQUIRED);
+    assert_true(intent);
+    assert_int_equal(still, 1);
+    assert_int_equal(both, 2);
+    assert_int_equal(left, 0);
+    distlock_client_free(o);
+    distlock_client_free(p);
+    distlock_client_free(d);
+}
+
+static void test_two_waiting_writers_with_one_token_keep_readers_out_until_the_last_gives_up(
+    void **state)
+{
+    two_writers_one_token(state, 0);
+}
+
+/* The same with writer A a multi's acquire (distlock_multi_acquire): its
+ * wait starts in the multi, not on a blocking call's first attempt. */
+static void test_two_writers_with_one_token_one_a_multis_keep_readers_out_until_the_last_gives_up(
+    void **state)
+{
+    two_writers_one_token(state, 1);
 }
 
 #define READER_TTL 1000
@@ -227,6 +345,12 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_writer_keeps_intent_when_another_writer_gives_up, heal),
+        cmocka_unit_test_setup(
+            test_two_waiting_writers_with_one_token_keep_readers_out_until_the_last_gives_up,
+            heal),
+        cmocka_unit_test_setup(
+            test_two_writers_with_one_token_one_a_multis_keep_readers_out_until_the_last_gives_up,
+            heal),
         cmocka_unit_test_setup(
             test_writer_gets_key_within_reader_ttl_after_another_writer_releases, heal),
     };

@@ -62,8 +62,12 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
 
     unsigned gen = distlock__cancel_gen(c);  /* client cancels from now on concern this call */
     distlock__acq_req rq;
-    distlock__acq_req_init(c, h, token != NULL, wait_ms, &rq);
     distlock__attempt att;
+    if ((rc = distlock__acq_req_init(c, h, token != NULL, wait_ms, &rq)) != DISTLOCK_OK) {
+        distlock__held_free(h);  /* nothing was sent */
+        free(l);
+        return rc;
+    }
     rc = distlock__acquire_once(c, &rq, &att);
     if (distlock__cancel_fired(cancel) || !distlock__first_attempt_ends(rc, wait_ms) ||
         distlock__won_writer_leaves(rc, &rq, &att))

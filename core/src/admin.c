@@ -537,8 +537,8 @@ int distlock_admin_fence(distlock_client *c, const char *key, int node, int64_t 
 }
 
 /* The keys of one SCAN reply ({cursor, {keys...}}) to fn, fence counters
- * and registries of waiting writers (a zset of tokens: it would read as
- * read locks) left out; the next cursor in *cursor. Returns the count or EPROTO. */
+ * and registries of waiting writers (a zset of writers' names: it would
+ * read as read locks) left out; the next cursor in *cursor. Returns the count or EPROTO. */
 static int scan_reply(const distlock_client *c, int node, const redisReply *x,
                       unsigned long long *cursor, distlock_key_fn fn, void *arg)
 {

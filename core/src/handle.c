@@ -92,8 +92,8 @@ int distlock__attempt_ends_wait(int rc, int *late)
     return 0;
 }
 
-void distlock__acq_req_init(distlock_client *c, const distlock__held *h, int given,
-                            long wait_ms, distlock__acq_req *rq)
+int distlock__acq_req_init(distlock_client *c, distlock__held *h, int given, long wait_ms,
+                           distlock__acq_req *rq)
 {
     unsigned flags = h->flags | (given ? DISTLOCK_STRICT : 0);
     int fair = (flags & DISTLOCK_FAIR) != 0;
@@ -107,7 +107,21 @@ void distlock__acq_req_init(distlock_client *c, const distlock__held *h, int giv
     rq->kind = h->kind;
     rq->permits = h->permits;
     rq->quorum = h->quorum;
-    rq->writer = wait_ms && !fair && h->kind == DISTLOCK__LOCK ? h->token : NULL;
+    if (!wait_ms || fair || h->kind != DISTLOCK__LOCK)
+        return DISTLOCK_OK;
+    /* A waiting writer's name in the registry: one per wait, kept for its
+     * enter, refreshes and leaves. A generated token is already one per
+     * wait, but each attempt of a multi's wait rewrites it in place: its
+     * first value is kept. A caller's token may be another wait's too (one
+     * owner on several threads, processes or hosts): such a wait gets a
+     * fresh random name, so that two of them are two entries and one's
+     * leave does not take the other's away (random, not the token plus a
+     * local counter: the other waits may be in other processes). */
+    int rc = given ? distlock_token_generate(h->writer, sizeof(h->writer))
+                   : (memcpy(h->writer, h->token, sizeof(h->writer)), DISTLOCK_OK);
+    if (rc == DISTLOCK_OK)
+        rq->writer = h->writer;
+    return rc;
 }
 
 int distlock__args_token(const distlock_acquire_args *args, const char **token)

@@ -142,6 +142,13 @@ struct distlock__held {
     distlock_client *client;
     char *key;
     char *token;
+    /* A waiting plain writer's name in the key's registry of waiting
+     * writers (distlock__acq_req_init), the same for its whole wait. Not
+     * its token: a caller's token may be used by several waits at once
+     * (threads, processes, hosts of one owner), and each wait must be its
+     * own entry, or the first to leave would withdraw the intent while
+     * another still waits. */
+    char writer[33];
     /* distlock_acquire_many(): its nkeys keys, in the caller's order
      * (keys[0] is `key` too), and with DISTLOCK_FENCING one fence per key;
      * NULL for a single-key lock (nkeys 1) */
@@ -207,8 +214,8 @@ typedef struct distlock__acq_req {
     long permits;            /* DISTLOCK__PERMIT: the semaphore's permits */
     int quorum;              /* grants it needs (distlock__lease_quorum) */
     const char *writer;      /* a waiting writer (a lock): its name in the key's registry
-                                of waiting writers for its whole wait (its first token;
-                                the token changes each attempt), else NULL */
+                                of waiting writers for its whole wait (held.writer: one
+                                per wait, not its token), else NULL */
     int held_known;          /* this client was granted key+token and the lease has not
                                 ended (pair.c's recent grants): only then does a node
                                 that already held our token prove the caller held it */
@@ -378,9 +385,11 @@ distlock__held *distlock__held_new(distlock_client *c, const char *key, const ch
  * DISTLOCK_AUTO_RENEW), *out = l. On an error l is freed (and released). */
 int distlock__held_register(distlock_client *c, distlock__held *h, distlock_lock *l,
                             const distlock__attempt *att, distlock_lock **out);
-/* The request of h's attempts (given: a caller's token, acquired strictly). */
-void distlock__acq_req_init(distlock_client *c, const distlock__held *h, int given,
-                            long wait_ms, distlock__acq_req *rq);
+/* The request of h's attempts (given: a caller's token, acquired strictly);
+ * a waiting plain writer gets its name in the registry of waiting writers
+ * here (h->writer). Returns DISTLOCK_OK, or the token generator's error. */
+int distlock__acq_req_init(distlock_client *c, distlock__held *h, int given, long wait_ms,
+                           distlock__acq_req *rq);
 long distlock__queue_ttl(const distlock_client *c);
 /* When a waiter re-checks next (jittered backoff, the holder's pttl, the
  * deadline); doubles *backoff up to retry_max. */

@@ -985,7 +985,12 @@ static void acq_step(distlock_op *op)
                 return;
             }
             sleeper_on(op);
-            distlock__acq_req_init(c, op->h, op->given, op->wait_ms, &op->rq);
+            if ((rc = distlock__acq_req_init(c, op->h, op->given, op->wait_ms, &op->rq)) !=
+                DISTLOCK_OK) {
+                set_err(op, rc);  /* nothing was sent */
+                finish(op);
+                return;
+            }
             op->fair = op->rq.fair;
             op->state = S_FIRST;
             rc = DISTLOCK_OK;
@@ -1033,16 +1038,12 @@ static void acq_step(distlock_op *op)
             continue;
 
         case S_ENTER:
-            if ((op->ch = malloc(DISTLOCK__SIDEKEY_MAX + 33)) == NULL) {
+            if ((op->ch = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL) {
                 set_err(op, distlock__fail(DISTLOCK_ENOMEM, "out of memory"));
                 op->state = S_OUT;
                 continue;
             }
             distlock__channel_name(op->ch, key);
-            if (op->rq.writer && !op->given) {
-                memcpy(op->ch + DISTLOCK__SIDEKEY_MAX, op->h->token, 33);
-                op->rq.writer = op->ch + DISTLOCK__SIDEKEY_MAX;
-            }
             op->w.channel = op->ch;
             op->w.token = op->fair ? op->h->token : NULL;
             op->w.head = op->att.head;
