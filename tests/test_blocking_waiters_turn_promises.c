@@ -14,7 +14,12 @@
  *   a call ends at its deadline, with or without the turn;
  * - a release reaches the next waiter when a node is stopped (3 nodes);
  * - 1,000 waiting threads: a release serves the next at once, and every
- *   one of them gets the key in turn, never two at a time.
+ *   one of them gets the key in turn, never two at a time;
+ * - a call that arrives while threads wait with turns queues behind them:
+ *   no attempt until its turn (or its deadline's try), no freed key taken
+ *   ahead of the oldest waiter; a try-once call, and one beside waiters
+ *   that take no turns (a key set's, a fair one, a noted writer), is not
+ *   held back; the hook and a cancel still reach a queued call.
  * Waiters are threads of one client, the holders other clients. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
