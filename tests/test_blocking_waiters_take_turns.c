@@ -26,13 +26,47 @@ struct waiter {
     int rc;
     long long done_ms;
     char detail[256];
+    atomic_int sleeps;        /* sleeps its wait began (the interrupt hook counts) */
     atomic_int done;
 };
+
+/* The interrupt hook of the waiting clients: it never interrupts, it counts
+ * the sleeps of the calling thread's wait, so that a test sees every thread
+ * wait (a thread that queues behind the one with the turn sends no attempt
+ * that could be counted instead). */
+static __thread struct waiter *self;
+
+static int count_sleeps(void *arg)
+{
+    (void)arg;
+    if (self)
+        atomic_fetch_add(&self->sleeps, 1);
+    return 0;
+}
+
+static distlock_client *waiting_client(rh_cluster *rc, long retry_ms)
+{
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, retry_ms), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, retry_ms), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
+    return c;
+}
+
+/* Every one of w[0..n) sleeps in its wait. */
+static int all_waiting(struct waiter *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (atomic_load(&w[i].sleeps) < 1 || atomic_load(&w[i].done))
+            return 0;
+    return 1;
+}
 
 static void *waiter_main(void *p)
 {
     struct waiter *w = p;
     distlock_lock *l = NULL;
+    self = w;
     w->rc = distlock_acquire(w->c, w->key, 10000, w->wait_ms, w->flags, &l);
     w->done_ms = rh_now_ms();
     snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
@@ -56,6 +90,7 @@ static void *waiter_main(void *p)
 static void start(struct waiter *w)
 {
     atomic_init(&w->done, 0);
+    atomic_init(&w->sleeps, 0);
     w->rc = -99;
     assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
 }
@@ -68,9 +103,7 @@ static void test_waiting_threads_send_one_attempt_at_a_time(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:one-on-the-wire";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 50), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 50), DISTLOCK_OK);
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 50);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
 
@@ -78,14 +111,14 @@ static void test_waiting_threads_send_one_attempt_at_a_time(void **state)
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
     struct waiter w[NTHREADS];
-    long long before = attempt_commands_run(rc, 0);
     for (int i = 0; i < NTHREADS; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
                                 .overlaps = &overlaps };
         start(&w[i]);
     }
-    /* every thread made its first attempt, and the client is subscribed */
-    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= NTHREADS, 10000));
+    /* every thread waits (its first attempt refused, or queued behind the
+     * one with the turn without one), and the client is subscribed */
+    assert_true(RH_WAIT_UNTIL(all_waiting(w, NTHREADS), 10000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long t0 = rh_now_ms(), at0 = attempt_commands_run(rc, 0);
     long long t1 = t0;
@@ -122,22 +155,19 @@ static void test_release_hands_over_to_the_next_waiting_thread(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:handover";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     atomic_int inside, overlaps;
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
     struct waiter w[NTHREADS];
-    long long before = attempt_commands_run(rc, 0);
     for (int i = 0; i < NTHREADS; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .inside = &inside,
                                 .overlaps = &overlaps };
         start(&w[i]);
     }
-    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= NTHREADS, 10000));
+    assert_true(RH_WAIT_UNTIL(all_waiting(w, NTHREADS), 10000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
@@ -167,9 +197,7 @@ static void test_turn_passes_when_the_longest_waiter_gives_up(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:gives-up";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 50), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 50), DISTLOCK_OK);
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 50);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 1500, 0, 0, &held), DISTLOCK_OK);
     long long expires = rh_now_ms() + 1500;
@@ -200,18 +228,15 @@ static void test_waiting_readers_all_enter_at_a_release(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:readers";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
     distlock_lock *writer = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &writer), DISTLOCK_OK);
     struct waiter w[NTHREADS];
-    long long before = attempt_commands_run(rc, 0);
     for (int i = 0; i < NTHREADS; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .flags = DISTLOCK_SHARED };
         start(&w[i]);
     }
-    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= NTHREADS, 10000));
+    assert_true(RH_WAIT_UNTIL(all_waiting(w, NTHREADS), 10000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long released = 0;
     assert_true(release_ok_started_at(writer, &released));

@@ -14,7 +14,12 @@
  *   a call ends at its deadline, with or without the turn;
  * - a release reaches the next waiter when a node is stopped (3 nodes);
  * - 1,000 waiting threads: a release serves the next at once, and every
- *   one of them gets the key in turn, never two at a time.
+ *   one of them gets the key in turn, never two at a time;
+ * - a call that arrives while threads wait with turns queues behind them:
+ *   no attempt until its turn (or its deadline's try), no freed key taken
+ *   ahead of the oldest waiter; a try-once call, and one beside waiters
+ *   that take no turns (a key set's, a fair one, a noted writer), is not
+ *   held back; the hook and a cancel still reach a queued call.
  * Waiters are threads of one client, the holders other clients. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
@@ -472,13 +477,23 @@ static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void
     assert_nothing_left(rc, key);
 }
 
-/* Start w and return once it waits: its first attempt reached node 0 and
- * was refused (it sleeps). */
+/* Start w and return once it waits (it sleeps: the interrupt hook saw it).
+ * Its first attempt was refused, or, when another thread of the client
+ * already waits for the key with the turn, it sent none: it queued. */
 static void start_waiting(rh_cluster *rc, struct waiter *w)
 {
-    long long before = attempt_commands_run(rc, 0);
+    (void)rc;
     start(w);
-    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) > before && waiting(w), 10000));
+    assert_true(RH_WAIT_UNTIL(waiting(w), 10000));
+}
+
+/* Every one of w[0..n) waits (it sleeps in its wait). */
+static int all_waiting(struct waiter *w, int n)
+{
+    for (int i = 0; i < n; i++)
+        if (!waiting(&w[i]))
+            return 0;
+    return 1;
 }
 
 /* guarantees.md "Waiting": "A release wakes the one with the turn (the
@@ -709,7 +724,7 @@ static void test_thousand_waiting_threads_served_one_at_a_time(void **state)
     pthread_attr_t attr;
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 * 1024);
-    long long t_start = rh_now_ms(), before = attempt_commands_run(rc, 0);
+    long long t_start = rh_now_ms();
     for (int i = 0; i < many; i++) {
         w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 120000, .inside = &inside,
                                 .overlaps = &overlaps };
@@ -718,8 +733,9 @@ static void test_thousand_waiting_threads_served_one_at_a_time(void **state)
         assert_int_equal(pthread_create(&w[i].t, &attr, waiter_main, &w[i]), 0);
     }
     pthread_attr_destroy(&attr);
-    /* every thread made its first attempt, and the client is subscribed */
-    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= many, 60000));
+    /* every thread waits (its first attempt refused, or queued behind the
+     * turn holder without one), and the client is subscribed */
+    assert_true(RH_WAIT_UNTIL(all_waiting(w, many), 60000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long registered = rh_now_ms();
     long long released = 0;
@@ -799,6 +815,359 @@ static void test_release_reaches_the_next_waiter_with_a_node_stopped(void **stat
     distlock_client_free(holder);
 }
 
+/* ------------------------------------------------ calls that arrive while others wait */
+
+/* Start w and return once it sleeps in its wait (the interrupt hook saw
+ * it): a call that joins the turns of the client's waiters sends nothing
+ * first, so there is no attempt to wait for. */
+static void start_sleeping(struct waiter *w)
+{
+    start(w);
+    assert_true(RH_WAIT_UNTIL(waiting(w), 10000));
+}
+
+/* The key frees without a message, as when its holder's lease ends (the
+ * holder died): only a look at the key can tell. */
+static void free_key_silently(rh_cluster *rc, const char *key)
+{
+    redisReply *r = rh_command(rc, 0, 0, "DEL %s", key);
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 1);
+    freeReplyObject(r);
+}
+
+/* A worker pool on one key: 4 threads of a client wait for a key another
+ * client holds (re-checks 100-400 ms apart: one of them has the turn), then
+ * 40 more threads arrive, one every 25 ms. The arrivals join the turns:
+ * node 0 sees only the turn holder's re-checks meanwhile, not one attempt
+ * per arrival. Then the release serves all 44, one at a time. */
+static void test_arriving_threads_send_no_attempt_until_they_have_the_turn(void **state)
+{
+    enum { OLD = 4, NEW = 40 };
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:arrivals";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 400);
+    atomic_store(&interrupting, 0);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    atomic_int inside, overlaps;
+    atomic_init(&inside, 0);
+    atomic_init(&overlaps, 0);
+    static struct waiter w[OLD + NEW];
+    for (int i = 0; i < OLD + NEW; i++)
+        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .inside = &inside,
+                                .overlaps = &overlaps };
+    for (int i = 0; i < OLD; i++)
+        start_sleeping(&w[i]);
+
+    long long at0 = attempt_commands_run(rc, 0), t0 = rh_now_ms();
+    for (int i = OLD; i < OLD + NEW; i++) {
+        sleep_until_ms(t0 + (long long)(i - OLD) * 25);  /* the arrivals' pace */
+        start(&w[i]);
+    }
+    int all = 1;
+    for (int i = OLD; i < OLD + NEW; i++)
+        all &= RH_WAIT_UNTIL(waiting(&w[i]), 10000);
+    long long sent = attempt_commands_run(rc, 0) - at0, window = rh_now_ms() - t0;
+    printf("# %d threads arrived over %lld ms while %d waited: %lld attempts (%.1f/s); the turn "
+           "holder re-checking 100-400 ms apart sends at most %lld\n",
+           NEW, window, OLD, sent, window ? sent * 1000.0 / (double)window : 0.0,
+           window / 100 + 2);
+    int none_done = 1;
+    for (int i = 0; i < OLD + NEW; i++)
+        none_done &= !atomic_load(&w[i].done);
+
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    int served = 0;
+    for (int i = 0; i < OLD + NEW; i++) {
+        join(&w[i], "waiter");
+        served += w[i].rc == DISTLOCK_OK;
+    }
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_true(all);
+    assert_true(none_done);
+    assert_true(sent <= window / 100 + 2);
+    assert_int_equal(served, OLD + NEW);
+    assert_int_equal(atomic_load(&overlaps), 0);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+}
+
+/* Three threads wait in turn (re-checks 100-400 ms apart); the key then
+ * frees without a message (the holder's lease ended) and a fourth thread
+ * arrives at once. The oldest waiter takes the key at its re-check; the
+ * arrival, queued behind the three, does not take it first. */
+static void test_oldest_waiting_thread_takes_a_freed_key_before_an_arrival(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:arrival-order";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 400);
+    atomic_store(&interrupting, 0);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    struct waiter w[3];
+    for (int i = 0; i < 3; i++) {
+        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
+        start_sleeping(&w[i]);
+    }
+    free_key_silently(rc, key);
+    struct waiter late = { .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
+    start(&late);
+    int someone = RH_WAIT_UNTIL(atomic_load(&w[0].done) || atomic_load(&w[1].done) ||
+                                atomic_load(&w[2].done) || atomic_load(&late.done), 10000);
+    int oldest_won = atomic_load(&w[0].done) && w[0].rc == DISTLOCK_OK;
+    int late_won = atomic_load(&late.done) && late.rc == DISTLOCK_OK;
+    printf("# the key freed silently: the oldest waiter won: %d, the arrival won: %d\n",
+           oldest_won, late_won);
+    assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
+    for (int i = 0; i < 3; i++)
+        join(&w[i], "old waiter");
+    join(&late, "arrival");
+    for (int i = 0; i < 3; i++)
+        if (w[i].lock) {
+            assert_rc(distlock_release(w[i].lock), DISTLOCK_OK);
+            distlock_lock_free(w[i].lock);
+        }
+    if (late.lock) {
+        assert_rc(distlock_release(late.lock), DISTLOCK_OK);
+        distlock_lock_free(late.lock);
+    }
+    distlock_lock_free(held);  /* its lease is gone: nothing to release */
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_true(someone);
+    assert_true(oldest_won);
+    assert_false(late_won);
+    assert_rc(late.rc, DISTLOCK_ECANCELED);
+    assert_holding(rc, key, NULL, 0);
+}
+
+/* An arrival behind a waiter with the turn that re-checks rarely (5-10 s
+ * apart) still tries once at its deadline (300 ms): refused with the usual
+ * detail while the key is held, and, once the key frees silently, it takes
+ * it at that deadline (not before: it had no turn). */
+static void test_arrival_without_the_turn_tries_once_at_its_deadline(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:arrival-deadline";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
+    atomic_store(&interrupting, 0);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_cancel *own = NULL;
+    assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
+    struct waiter first = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .cancel = own };
+    start_sleeping(&first);
+
+    struct waiter refused = { .c = c, .key = key, .wait_ms = 300 };
+    start(&refused);
+    join(&refused, "refused arrival");
+    long long refused_took = refused.done_ms - refused.started_ms;
+    free_key_silently(rc, key);
+    long long at0 = attempt_commands_run(rc, 0);
+    struct waiter taker = { .c = c, .key = key, .wait_ms = 300, .keep = 1 };
+    start(&taker);
+    join(&taker, "taking arrival");
+    long long taker_took = taker.done_ms - taker.started_ms;
+    long long sent = attempt_commands_run(rc, 0) - at0;
+    printf("# arrivals without the turn: refused after %lld ms (%d: %s); the key freed, taken "
+           "after %lld ms (%d) with %lld attempt(s)\n",
+           refused_took, refused.rc, refused.detail, taker_took, taker.rc, sent);
+    assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
+    join(&first, "first");
+    if (taker.lock) {
+        assert_rc(distlock_release(taker.lock), DISTLOCK_OK);
+        distlock_lock_free(taker.lock);
+    }
+    distlock_lock_free(held);
+    distlock_cancel_free(own);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_rc(refused.rc, DISTLOCK_NOTACQUIRED);
+    assert_non_null(strstr(refused.detail, "still held by another owner after 300 ms"));
+    assert_true(refused_took >= 300);
+    assert_true(refused_took < 3000);
+    assert_rc(taker.rc, DISTLOCK_OK);
+    assert_true(taker_took >= 300);
+    assert_true(taker_took < 3000);
+    assert_int_equal(sent, 1);
+    assert_rc(first.rc, DISTLOCK_ECANCELED);
+    assert_holding(rc, key, NULL, 0);
+}
+
+/* A try-once call (wait 0) while a thread of the client waits with the
+ * turn is never held back: it is refused at once with one attempt while
+ * the key is held, and takes the key at once when it is free. */
+static void test_try_once_is_not_held_behind_waiting_threads(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:try-once";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
+    atomic_store(&interrupting, 0);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_cancel *own = NULL;
+    assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
+    struct waiter first = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .cancel = own };
+    start_sleeping(&first);
+
+    long long at0 = attempt_commands_run(rc, 0);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, key, 10000, 0, 0, &l), DISTLOCK_NOTACQUIRED);
+    long long sent = attempt_commands_run(rc, 0) - at0;
+    free_key_silently(rc, key);
+    long long t0 = rh_now_ms();
+    assert_rc(distlock_acquire(c, key, 10000, 0, 0, &l), DISTLOCK_OK);
+    long long took = rh_now_ms() - t0;
+    printf("# try-once beside a waiting thread: refused with %lld attempt(s); the key free, "
+           "taken in %lld ms\n", sent, took);
+    assert_int_equal(sent, 1);
+    assert_true(took < 1000);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
+    join(&first, "first");
+    assert_rc(first.rc, DISTLOCK_ECANCELED);
+    distlock_lock_free(held);
+    distlock_cancel_free(own);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+/* Arrivals beside waiters that take no turns are not held back: there is
+ * no turn to join. The waiters re-check 5-10 s apart and cannot win; the
+ * key (held by another client) frees silently; the arrival takes it at its
+ * first attempt. Beside a key set's waiter ({k, j}, j held) and beside a
+ * fair waiter (both wait on k's channel). */
+static void test_arrival_beside_waiters_without_turns_tries_at_once(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *keys[2] = { "turnpromise:noturn-set", "turnpromise:noturn-fair" };
+    const char *other = "turnpromise:noturn-j";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
+    atomic_store(&interrupting, 0);
+    distlock_lock *held_j = NULL;
+    assert_rc(distlock_acquire(holder, other, 30000, 0, 0, &held_j), DISTLOCK_OK);
+    for (int k = 0; k < 2; k++) {
+        distlock_lock *held = NULL;
+        assert_rc(distlock_acquire(holder, keys[k], 30000, 0, 0, &held), DISTLOCK_OK);
+        distlock_cancel *own = NULL;
+        assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
+        struct waiter before = { .c = c, .key = keys[k], .wait_ms = 20000, .cancel = own };
+        if (k == 0) {
+            before.how = HOW_MANY;
+            before.other_key = other;
+        } else {
+            before.flags = DISTLOCK_FAIR;
+        }
+        start_sleeping(&before);
+        free_key_silently(rc, keys[k]);
+        struct waiter arrival = { .c = c, .key = keys[k], .wait_ms = 20000 };
+        start(&arrival);
+        join(&arrival, "arrival");
+        printf("# beside a %s waiter: the arrival %d after %lld ms (the waiter re-checks 5-10 s "
+               "apart)\n", k == 0 ? "key set's" : "fair", arrival.rc,
+               arrival.done_ms - arrival.started_ms);
+        assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
+        join(&before, "the waiter before");
+        distlock_lock_free(held);
+        distlock_cancel_free(own);
+        assert_rc(arrival.rc, DISTLOCK_OK);
+        assert_true(arrival.done_ms - arrival.started_ms < 2000);
+        assert_rc(before.rc, DISTLOCK_ECANCELED);
+    }
+    assert_rc(distlock_release(held_j), DISTLOCK_OK);
+    distlock_lock_free(held_j);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
+/* A writer of this client that found read locks notes itself among the
+ * key's waiting writers and takes no turns; a writer arriving next is not
+ * held back: its first attempt goes out (it notes itself there too). */
+static void test_writer_arriving_beside_a_noted_writer_tries_at_once(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:noturn-writer";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
+    atomic_store(&interrupting, 0);
+    distlock_lock *reader = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, DISTLOCK_SHARED, &reader), DISTLOCK_OK);
+    char writers[128];
+    snprintf(writers, sizeof writers, "{%s}:writers", key);
+    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
+    start_sleeping(&first);
+    assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 1, 10000));
+    struct waiter arrival = { .c = c, .key = key, .wait_ms = 20000 };
+    long long t0 = rh_now_ms();
+    start(&arrival);
+    int noted = RH_WAIT_UNTIL(zcard(rc, writers) == 2, 10000);
+    long long took = rh_now_ms() - t0;
+    printf("# a writer arriving beside a noted writer noted itself after %lld ms (re-checks "
+           "5-10 s apart)\n", took);
+    assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
+    join(&first, "first writer");
+    join(&arrival, "arriving writer");
+    assert_rc(distlock_release(reader), DISTLOCK_OK);
+    distlock_lock_free(reader);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_true(noted);
+    assert_true(took < 2000);
+    assert_rc(first.rc, DISTLOCK_ECANCELED);
+    assert_rc(arrival.rc, DISTLOCK_ECANCELED);
+    assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 0, 3000));
+    assert_nothing_left(rc, key);
+}
+
+/* An arrival queued behind a waiting thread (re-checks 50-100 ms apart)
+ * sees the interrupt hook within a re-check interval, and its own cancel at
+ * once; the thread with the turn waits on and wins at the release. */
+static void test_queued_arrival_sees_the_hook_and_its_cancel(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "turnpromise:arrival-cancel";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    atomic_store(&interrupting, 0);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
+    start_sleeping(&first);
+    distlock_cancel *own = NULL;
+    assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
+    struct waiter hooked = { .c = c, .key = key, .wait_ms = 20000, .interruptible = 1 };
+    struct waiter cancelled = { .c = c, .key = key, .wait_ms = 20000, .cancel = own };
+    start_sleeping(&hooked);
+    start_sleeping(&cancelled);
+    long long t0 = rh_now_ms();
+    atomic_store(&interrupting, 1);
+    join(&hooked, "hooked arrival");
+    long long t1 = rh_now_ms();
+    assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
+    join(&cancelled, "cancelled arrival");
+    printf("# queued arrivals: the hook's %d after %lld ms, the own cancel's %d after %lld ms\n",
+           hooked.rc, hooked.done_ms - t0, cancelled.rc, cancelled.done_ms - t1);
+    atomic_store(&interrupting, 0);
+    int first_waits = !atomic_load(&first.done);
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    join(&first, "first");
+    distlock_cancel_free(own);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_rc(hooked.rc, DISTLOCK_ECANCELED);
+    assert_true(hooked.done_ms - t0 < 2000);
+    assert_rc(cancelled.rc, DISTLOCK_ECANCELED);
+    assert_true(cancelled.done_ms - t1 < 1000);
+    assert_true(first_waits);
+    assert_rc(first.rc, DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 0);
+    assert_nothing_left(rc, key);
+}
+
 int main(void)
 {
     const struct CMUnitTest one_node[] = {
@@ -821,6 +1190,15 @@ int main(void)
         cmocka_unit_test_setup(test_key_taken_once_the_turn_holders_hung_attempt_times_out,
                                heal),
         cmocka_unit_test_setup(test_thousand_waiting_threads_served_one_at_a_time, heal),
+        cmocka_unit_test_setup(test_arriving_threads_send_no_attempt_until_they_have_the_turn,
+                               heal),
+        cmocka_unit_test_setup(test_oldest_waiting_thread_takes_a_freed_key_before_an_arrival,
+                               heal),
+        cmocka_unit_test_setup(test_arrival_without_the_turn_tries_once_at_its_deadline, heal),
+        cmocka_unit_test_setup(test_try_once_is_not_held_behind_waiting_threads, heal),
+        cmocka_unit_test_setup(test_arrival_beside_waiters_without_turns_tries_at_once, heal),
+        cmocka_unit_test_setup(test_writer_arriving_beside_a_noted_writer_tries_at_once, heal),
+        cmocka_unit_test_setup(test_queued_arrival_sees_the_hook_and_its_cancel, heal),
     };
     const struct CMUnitTest three_nodes[] = {
         cmocka_unit_test_setup(test_release_reaches_the_next_waiter_with_a_node_stopped, heal),

@@ -323,7 +323,9 @@ DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
  * DISTLOCK_OPT_RETRY_MAX_MS apart) for locks that simply expire. Waiting
  * calls of one client for one key (not DISTLOCK_FAIR) take turns: only the
  * longest-waiting one of each kind re-checks; the next has the turn when
- * it leaves.
+ * it leaves. A call arriving while such a waiter of its kind waits joins
+ * the queue: no first attempt, it looks at its turn or tries once at its
+ * deadline (wait_ms 0 is never held back).
  * Returns DISTLOCK_OK and *out (free with distlock_lock_free()), or
  * DISTLOCK_NOTACQUIRED when still held by another owner once the wait budget
  * is spent (*out = NULL), or an error. Within a wait budget, an attempt

@@ -12,10 +12,14 @@
  * first), or whose own cancel fired while that attempt was out hands the
  * attempt's outcome to distlock__acquire_wait (multi.c), which finishes the
  * call there, on this thread, with the same rules as a multi's acquire.
+ * A call that finds other calls of the client waiting for its key with
+ * local turns (wait.c) sends no first attempt: it goes to that wait at
+ * once, behind them.
  *
  * Layer: 7 API */
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "internal.h"
 
@@ -68,7 +72,19 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
         free(l);
         return rc;
     }
-    rc = distlock__acquire_once(c, &rq, &att);
+    if (wait_ms != 0 && !rq.fair && !distlock__cancel_fired(cancel) &&
+        distlock__waiter_turn_to_join(c, key, distlock__turn_group(&rq))) {
+        /* Other calls of this client wait for this key, one of them with
+         * the turn (wait.c): this one queues behind them, its first attempt
+         * being the re-check its turn brings, so arrivals add nothing on
+         * the wire and take no key that frees ahead of older waiters. */
+        memset(&att, 0, sizeof(att));
+        att.t0_us = distlock__now_us();  /* the call's wait starts here */
+        rc = distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' not tried yet: queued behind this "
+                            "client's waiters of the key", key);
+    } else {
+        rc = distlock__acquire_once(c, &rq, &att);
+    }
     if (distlock__cancel_fired(cancel) || !distlock__first_attempt_ends(rc, wait_ms) ||
         distlock__won_writer_leaves(rc, &rq, &att))
         rc = distlock__acquire_wait(c, h, token != NULL, wait_ms, cancel, gen, &rq, rc, &att);

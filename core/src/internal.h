@@ -91,6 +91,8 @@ struct distlock_client {
     int sub_stop;
     int sub_wake[2];            /* pipe to wake the subscriber thread */
     distlock__waiter *waiters;
+    _Atomic unsigned nwaiters;  /* length of waiters (c->mu), read without it by a new
+                                 * call before it looks for a turn to join */
     struct distlock__sub *sub;  /* the subscriber's connections and channels */
 
     /* cancel.c: cancelling blocking calls (distlock_client_cancel) */
@@ -549,6 +551,16 @@ struct distlock__waiter {
  * Only w's own thread changes w->turns, so it may look at it unlocked
  * first and skip the call (a multi's waiters take no turns). */
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w);
+/* A blocking acquire's turn group (w->turn_group): a lock, a read lock, a
+ * permit of P. */
+static inline long distlock__turn_group(const distlock__acq_req *rq)
+{
+    return rq->kind == DISTLOCK__PERMIT ? 2 + rq->permits : rq->kind;
+}
+/* c->mu not held. 1 when a new blocking call for key (not fair, a wait
+ * budget) joins this client's turns instead of sending its first attempt:
+ * a waiter of the same turn group takes turns there (wait.c). */
+int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn_group);
 /* c->mu not held: w takes turns no more (a writer noted among the key's
  * waiting writers must refresh its entry with its own attempts). */
 void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w);

@@ -1048,7 +1048,7 @@ static void acq_step(distlock_op *op)
             op->w.token = op->fair ? op->h->token : NULL;
             op->w.head = op->att.head;
             op->w.turns = op->embedded && !op->fair && !op->readers && !op->att.readers;
-            op->w.turn_group = op->rq.kind == DISTLOCK__PERMIT ? 2 + op->rq.permits : op->rq.kind;
+            op->w.turn_group = distlock__turn_group(&op->rq);
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
             if (op->k)

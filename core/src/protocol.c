@@ -688,6 +688,11 @@ size_t distlock__channel_name(char *buf, const char *key)
     return 9 + n;
 }
 
+int distlock__channel_is_of(const char *channel, const char *key)
+{
+    return strncmp(channel, "distlock:", 9) == 0 && strcmp(channel + 9, key) == 0;
+}
+
 size_t distlock__shard_channel_name(char *buf, const char *key)
 {
     const char *open = strchr(key, '{');

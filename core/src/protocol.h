@@ -66,6 +66,8 @@ int distlock__sidekeys_in_slot(const char *key);
 /* The channel a release of key is published on ("distlock:" key); buf must
  * hold DISTLOCK__SIDEKEY_MAX bytes. Returns its length. */
 size_t distlock__channel_name(char *buf, const char *key);
+/* 1 when channel is key's release channel (distlock__channel_name's). */
+int distlock__channel_is_of(const char *channel, const char *key);
 /* The sharded pub/sub channel of key on a Redis Cluster node, in key's
  * slot (SPUBLISH from a script must name a channel of its node; same slot:
  * it migrates with the key): "distlock:" key when key has a hash tag,

@@ -38,6 +38,14 @@
  * one of 2 fits). A writer noted among the key's waiting writers takes
  * turns no more (multi.c): its entry lives only as long as its own attempts
  * refresh it, and the intent it keeps up must outlast the others' leaves.
+ * A new blocking call that would take turns (not fair, a wait budget)
+ * joins them when the client already has such a waiter of its key and
+ * group (distlock__waiter_turn_to_join, acquire_api.c): it sends no first
+ * attempt, registers and subscribes as any waiter, and waits for its turn
+ * like the others, so calls that keep arriving add no attempts beside the
+ * turn holder's and do not take a key that frees ahead of the older
+ * waiters. Its first look at the key is the re-check its turn gives it
+ * (after its subscription, so no release is missed), or its deadline's.
  * A release wakes the longest waiter and each group's waiter with the
  * turn. Only a waiter that won a read lock or a permit wakes the next at
  * once (it may share the key: readers behind a writer all enter at its
@@ -356,6 +364,7 @@ static int waiter_add_locked(distlock_client *c, distlock__waiter *w)
     }
     w->next = c->waiters;
     c->waiters = w;
+    atomic_fetch_add_explicit(&c->nwaiters, 1, memory_order_relaxed);
     w->subscribed = 0;
     w->covered = w->lost = 0;
     wake_subscriber(c);
@@ -418,6 +427,20 @@ int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
     return mine;
 }
 
+int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn_group)
+{
+    /* no waiter at all (the uncontended acquire): no lock taken; one
+     * registered meanwhile is missed as if it came after this call */
+    if (atomic_load_explicit(&c->nwaiters, memory_order_relaxed) == 0)
+        return 0;
+    int join = 0;
+    distlock__lock(c);  /* in a forked child, forgets the parent's waiters first */
+    for (const distlock__waiter *w = c->waiters; w && !join; w = w->next)
+        join = w->turns && w->turn_group == turn_group && distlock__channel_is_of(w->channel, key);
+    pthread_mutex_unlock(&c->mu);
+    return join;
+}
+
 void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w)
 {
     pthread_mutex_lock(&c->mu);
@@ -441,6 +464,7 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
     for (distlock__waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
+            atomic_fetch_sub_explicit(&c->nwaiters, 1, memory_order_relaxed);
             break;
         }
     distlock__waiter *next = had_turn && w->pass_now ? turn_holder(c->waiters, w) : NULL;
@@ -497,6 +521,7 @@ void distlock__subscriber_after_fork(distlock_client *c)
     sub_free(c, 1);
     c->sub_running = 0;
     c->waiters = NULL;
+    atomic_store(&c->nwaiters, 0);
     if (c->sub_wake[0] >= 0) {
         close(c->sub_wake[0]);
         close(c->sub_wake[1]);
