@@ -43,11 +43,15 @@ static int closed_port(void)
 
 /* Six acquire/release pairs, then one acquire that must fail (a foreign
  * value on node 1): all six succeed, pairs 2..6 each take < bound, and no
- * detail names node 0 or node 1. */
+ * detail names node 0 or node 1. A call held up by the lookup takes what is
+ * left of its second: 500 ms and more (measured with a round that waits for
+ * the resolving node). Under the sanitizers, beside the other suites, one
+ * healthy call once took 605 ms, so the slow bound is 800 ms: the normal
+ * build's 300 ms keeps the finer check. */
 static void check_slow_third_node(rh_cluster *rc, const char *third, const char *rules)
 {
     char uris[512], healthy[2][64], why[1024] = "";
-    const long long bound = slow_env() ? 600 : 300;
+    const long long bound = slow_env() ? 800 : 300;
     snprintf(uris, sizeof uris, "redis://127.0.0.1:%d,redis://127.0.0.1:%d,%s",
              rc->node[0].port, rc->node[1].port, third);
     for (int i = 0; i < 2; i++)
