@@ -10,7 +10,9 @@ IMPL: redis-py (redis.lock.Lock, timeout 30 s, its default 0.1 s polling when
 waiting; run with Debian's /usr/bin/python3) | distlock (the distlock package,
 run with the interpreter of the venv python/build.sh made) | distlock-redis-py
 (the same redis-py calls with lock_class=distlock.redis_py.Lock, the adapter;
-run with the venv's interpreter, which sees Debian's redis-py too).
+run with the venv's interpreter, which sees Debian's redis-py too) |
+distlock-bare (pairs only: the extension's calls without the package's Lock,
+bench/python/distlock_bare_adapter.py).
 """
 import os
 import resource
@@ -51,6 +53,9 @@ def make_impl(impl, uris):
     if impl == "distlock":
         from distlock_adapter import make_distlock
         return make_distlock(uris)
+    if impl == "distlock-bare":
+        from distlock_bare_adapter import make_distlock_bare
+        return make_distlock_bare(uris)
     raise SystemExit("unknown impl " + impl)
 
 

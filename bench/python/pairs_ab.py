@@ -2,14 +2,15 @@
 """Two builds of the Python package side by side: uncontended pairs against the floor.
 
     /usr/bin/python3 bench/python/pairs_ab.py --uris URI1,...,URI5 --floor FLOOR \
-        [--distlock-c [NAME=]DISTLOCK_BENCH ...] [--reps 12] [--cycles 10] NAME=VENV NAME=VENV ...
+        [--distlock-c [NAME=]DISTLOCK_BENCH ...] [--bare] [--reps 12] [--cycles 10] NAME=VENV NAME=VENV ...
 
 Each NAME=VENV is a venv made by python/build.sh (e.g. one from main, one from
 a branch); --distlock-c may be given twice as NAME=BIN, two builds of the C
 driver side by side too. Per repetition, on the first node and then on the first 5 nodes,
 the floor (bench/c/floor.c), distlock C if given and every venv's package run
-bench/python/driver.py's pair (a new Lock, acquire(blocking=False), release())
-in one round-robin group of bench.py (run_group: 100 ms windows, taking
+bench/python/driver.py's pair (a new Lock, acquire(blocking=False), release();
+with --bare also the same pair as the extension's calls alone, NAME-bare, which
+bounds what any change to the package's Python code can reach) in one round-robin group of bench.py (run_group: 100 ms windows, taking
 turns, so a noisy second hits every member alike); the group's order is
 reversed every other repetition. Prints, per node count and member, the
 medians over the repetitions of pairs/s, of its ratio to the floor within a
@@ -38,6 +39,9 @@ def main() -> None:
     ap.add_argument("--distlock-c", action="append", default=[], metavar="[NAME=]BIN",
                     help="bench/c/distlock_bench.c built (optional; repeat with NAME= for two "
                          "builds of the core, e.g. main=A branch=B)")
+    ap.add_argument("--bare", action="store_true",
+                    help="also each venv's pair as bare extension calls (distlock_bare_adapter.py): "
+                         "the interpreter's and SWIG's share without the package's Python layer")
     ap.add_argument("--reps", type=int, default=12)
     ap.add_argument("--cycles", type=int, default=10, help="windows per member per repetition")
     ap.add_argument("venvs", nargs="+", metavar="NAME=VENV")
@@ -56,7 +60,10 @@ def main() -> None:
         name, _, venv = nv.partition("=")
         if not venv:
             ap.error("expected NAME=VENV, got %r" % nv)
-        impls.append(Impl(name, name, "distlock", [os.path.join(venv, "bin", "python"), drv, "distlock"]))
+        py = os.path.join(venv, "bin", "python")
+        impls.append(Impl(name, name, "distlock", [py, drv, "distlock"]))
+        if a.bare:
+            impls.append(Impl(name + "-bare", name + " bare", "distlock", [py, drv, "distlock-bare"]))
     res = {}  # (name, nodes) -> [(median pairs/s of the repetition, cpu us/pair)]
     for rep in range(a.reps):
         for n in (1, 5):
