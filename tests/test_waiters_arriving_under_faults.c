@@ -213,6 +213,37 @@ static void test_queued_arrival_ends_at_its_deadline_with_subscription_unconfirm
     assert_holding(rc, key, NULL, 0);
 }
 
+/* The same without a thread waiting before it: the call's first attempt is
+ * refused, then its subscription is never confirmed; it ends at its
+ * deadline (300 ms) all the same, not once the confirmation is given up. */
+static void test_waiting_call_ends_at_its_deadline_with_subscription_unconfirmed(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "arrivalfault:unconfirmed-alone";
+    fp_proxy *fp = fp_front(rc);
+    assert_non_null(fp);
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(fp_uris(fp), 100);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 3000), DISTLOCK_OK);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    char hex[64];
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match 0 up %s 100",
+                            fp_hex("SUBSCRIBE", hex, sizeof hex)), 0);
+    struct waiter alone = { .c = c, .key = key, .wait_ms = 300 };
+    start(&alone);
+    join(&alone, "alone");
+    (void)fp_cmd(fp, NULL, 0, "heal");
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    fp_stop(fp);
+    assert_rc(alone.rc, DISTLOCK_NOTACQUIRED);
+    assert_true(alone.done_ms - alone.started_ms >= 300);
+    assert_true(alone.done_ms - alone.started_ms < slow_bound(1000, 2000));
+    assert_holding(rc, key, NULL, 0);
+}
+
 /* The thread with the turn (a 1.5 s budget) gives up; only calls that
  * arrived behind it are left (waiting forever, re-checks 200-400 ms
  * apart), none of which ever looked at the key. The key then frees by
@@ -342,6 +373,8 @@ int main(void)
     const struct CMUnitTest one_node[] = {
         cmocka_unit_test_setup(
             test_queued_arrival_ends_at_its_deadline_with_subscription_unconfirmed, heal),
+        cmocka_unit_test_setup(
+            test_waiting_call_ends_at_its_deadline_with_subscription_unconfirmed, heal),
         cmocka_unit_test_setup(test_key_freed_silently_taken_when_only_queued_arrivals_are_left,
                                heal),
         cmocka_unit_test_setup(test_arriving_readers_enter_together_at_the_writers_release, heal),
