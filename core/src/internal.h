@@ -233,6 +233,9 @@ typedef struct distlock__attempt {
     int readers;             /* a lock: a waiting writer's intent may be on some node
                                 (one held read locks at the key, or, for a writer,
                                 one did not answer the script: acquire.c, observe) */
+    int saw_readers;         /* a lock: some node answered that read locks hold the key
+                                (a writer noted in the registry: it takes no local turns,
+                                wait.c; an unheard node is no such answer) */
     int behind;              /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;        /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;                /* fair: first in the queue on some node */
