@@ -284,6 +284,43 @@ static void test_key_freed_silently_taken_when_only_queued_arrivals_are_left(voi
     assert_holding(rc, key, NULL, 0);
 }
 
+/* guarantees.md "Waiting": a waiter re-checks "never past the holder's
+ * remaining TTL". A thread waits with the turn (a 1 s budget) for a key
+ * another client holds with a 2.5 s lease it never releases; a call
+ * arrives behind it (waiting forever; re-checks 10-20 s apart), queued, so
+ * it never saw the holder's TTL itself. The thread with the turn gives up
+ * before the lease ends; the arrival must take the key soon after the
+ * lease ends, not at a re-check 5-20 s later. */
+static void test_queued_arrival_takes_a_key_at_its_holders_lease_end(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "arrivalfault:lease-end";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rh_uris(rc), 20000);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 2500, 0, 0, &held), DISTLOCK_OK);
+    long long lease_end = rh_now_ms() + 2500;
+    struct waiter first = { .c = c, .key = key, .wait_ms = 1000 };
+    start_sleeping(&first);
+    struct waiter arrival = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1 };
+    start_sleeping(&arrival);
+    join(&first, "first (turn holder)");
+    int taken = RH_WAIT_UNTIL(atomic_load(&arrival.done), 30000);
+    printf("# the arrival took the key %lld ms after the holder's lease ended\n",
+           rh_now_ms() - lease_end);
+    long long late = rh_now_ms() - lease_end;
+    assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
+    join(&arrival, "arrival");
+    drop_lock(&arrival);
+    distlock_lock_free(held);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_rc(first.rc, DISTLOCK_NOTACQUIRED);
+    assert_true(taken);
+    assert_rc(arrival.rc, DISTLOCK_OK);
+    assert_true(late < slow_bound(1000, 2000));
+    assert_holding(rc, key, NULL, 0);
+}
+
 /* Read locks arriving behind a waiting reader, while another client's
  * writer holds the key (re-checks 10-20 s apart: only releases and
  * hand-overs serve them quickly): the writer's release lets all of them
@@ -377,6 +414,7 @@ int main(void)
             test_waiting_call_ends_at_its_deadline_with_subscription_unconfirmed, heal),
         cmocka_unit_test_setup(test_key_freed_silently_taken_when_only_queued_arrivals_are_left,
                                heal),
+        cmocka_unit_test_setup(test_queued_arrival_takes_a_key_at_its_holders_lease_end, heal),
         cmocka_unit_test_setup(test_arriving_readers_enter_together_at_the_writers_release, heal),
         cmocka_unit_test_setup(test_arriving_permits_served_by_each_release, heal),
     };
