@@ -286,8 +286,9 @@ static void test_key_freed_silently_taken_when_only_queued_arrivals_are_left(voi
 
 /* guarantees.md "Waiting": a waiter re-checks "never past the holder's
  * remaining TTL". A thread waits with the turn (a 1 s budget) for a key
- * another client holds with a 2.5 s lease it never releases; a call
- * arrives behind it (waiting forever; re-checks 10-20 s apart), queued, so
+ * another client holds with a 2.5 s lease it never releases (the acquire
+ * script's refusal tells the holder's remaining TTL: DISTLOCK_FENCING; a
+ * plain SET does not); a call arrives behind it (waiting forever; re-checks 10-20 s apart), queued, so
  * it never saw the holder's TTL itself. The thread with the turn gives up
  * before the lease ends; the arrival must take the key soon after the
  * lease ends, not at a re-check 5-20 s later. */
@@ -299,9 +300,10 @@ static void test_queued_arrival_takes_a_key_at_its_holders_lease_end(void **stat
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 2500, 0, 0, &held), DISTLOCK_OK);
     long long lease_end = rh_now_ms() + 2500;
-    struct waiter first = { .c = c, .key = key, .wait_ms = 1000 };
+    struct waiter first = { .c = c, .key = key, .wait_ms = 1000, .flags = DISTLOCK_FENCING };
     start_sleeping(&first);
-    struct waiter arrival = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1 };
+    struct waiter arrival = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1,
+                              .flags = DISTLOCK_FENCING };
     start_sleeping(&arrival);
     join(&first, "first (turn holder)");
     int taken = RH_WAIT_UNTIL(atomic_load(&arrival.done), 30000);
