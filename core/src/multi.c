@@ -1108,7 +1108,8 @@ static void acq_step(distlock_op *op)
                  * (and a release wakes it); this one sends nothing and
                  * looks again at its next re-check time, or its deadline,
                  * when it tries once. */
-                op->wake_at = distlock__recheck_at(c, 0, op->deadline, &op->backoff);
+                op->wake_at = distlock__recheck_at(c, distlock__waiter_turn_holder_pttl(c, &op->w),
+                                                   op->deadline, &op->backoff);
                 op->notice = op->subscribed;
                 op->state = S_SLEEP;
                 continue;
@@ -1219,6 +1220,8 @@ static void acq_step(distlock_op *op)
             }
             if (op->fair)
                 distlock__waiter_set_head(c, &op->w, op->att.head, op->named);
+            if (op->waiter_on && op->w.turns)
+                distlock__waiter_saw_holder(c, &op->w, op->att.holder_pttl);
             uint64_t now = distlock__now_us();
             if (now >= op->deadline) {
                 if (rc == DISTLOCK_NOTACQUIRED)
