@@ -407,6 +407,125 @@ static void test_arriving_permits_served_by_each_release(void **state)
     assert_true(two_at < slow_bound(1500, 3000));
 }
 
+/* 200 threads arrive at once while one thread of the client waits with the
+ * turn (re-checks 200-400 ms apart) for a key another client holds: they
+ * queue behind it, so node 0 sees about one re-check stream meanwhile, not
+ * an attempt per arrival; the release then serves all 201 one at a time,
+ * never two together. */
+static atomic_int inside, overlaps;
+
+static void *crowd_main(void *p)
+{
+    struct waiter *w = p;
+    distlock_lock *l = NULL;
+    self = w;
+    w->started_ms = rh_now_ms();
+    w->rc = distlock_acquire(w->c, w->key, 30000, w->wait_ms, 0, &l);
+    w->done_ms = rh_now_ms();
+    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
+    if (l) {
+        if (atomic_fetch_add(&inside, 1) != 0)
+            atomic_fetch_add(&overlaps, 1);
+        atomic_fetch_sub(&inside, 1);
+        if (distlock_release(l) != DISTLOCK_OK)
+            w->rc = -100;
+        distlock_lock_free(l);
+    }
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+static void test_crowd_arriving_at_once_queues_behind_the_turn(void **state)
+{
+    enum { CROWD = 200 };
+    rh_cluster *rc = *state;
+    const char *key = "arrivalfault:crowd";
+    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rh_uris(rc), 400);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
+    atomic_init(&inside, 0);
+    atomic_init(&overlaps, 0);
+    struct waiter *w = calloc(CROWD + 1, sizeof *w);
+    assert_non_null(w);
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 * 1024);
+    for (int i = 0; i <= CROWD; i++) {
+        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 60000 };
+        atomic_init(&w[i].done, 0);
+        atomic_init(&w[i].sleeps, 0);
+        w[i].rc = -99;
+    }
+    assert_int_equal(pthread_create(&w[0].t, &attr, crowd_main, &w[0]), 0);
+    assert_true(RH_WAIT_UNTIL(waiting(&w[0]), 10000));
+    long long at0 = attempt_commands_run(rc, 0), t0 = rh_now_ms();
+    for (int i = 1; i <= CROWD; i++)
+        assert_int_equal(pthread_create(&w[i].t, &attr, crowd_main, &w[i]), 0);
+    pthread_attr_destroy(&attr);
+    int all = 1;
+    for (int i = 1; i <= CROWD; i++)
+        all &= RH_WAIT_UNTIL(waiting(&w[i]), 30000);
+    long long sent = attempt_commands_run(rc, 0) - at0, window = rh_now_ms() - t0;
+    printf("# %d threads arrived at once beside one waiting: %lld attempts in %lld ms (one turn "
+           "re-checking 200-400 ms apart sends at most %lld)\n", CROWD, sent, window,
+           window / 200 + 2);
+    long long released = 0;
+    assert_true(release_ok_started_at(held, &released));
+    distlock_lock_free(held);
+    int served = 0;
+    long long last = 0;
+    for (int i = 0; i <= CROWD; i++) {
+        pthread_join(w[i].t, NULL);
+        served += w[i].rc == DISTLOCK_OK;
+        if (w[i].rc != DISTLOCK_OK && served + 5 > i)
+            printf("# waiter %d: %d (%s)\n", i, w[i].rc, w[i].detail);
+        if (w[i].done_ms > last)
+            last = w[i].done_ms;
+    }
+    printf("# all %d served within %lld ms of the release\n", served, last - released);
+    free(w);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    assert_true(all);
+    assert_true(sent <= window / 200 + 2);
+    assert_int_equal(served, CROWD + 1);
+    assert_int_equal(atomic_load(&overlaps), 0);
+    assert_holding(rc, key, NULL, 0);
+}
+
+/* A reentrant call whose owner already holds the key (a thread of the
+ * client) is not queued behind the client's waiters of that key: it
+ * re-enters at once, while another thread still waits with the turn. */
+static void test_reentrant_owner_not_queued_behind_waiters_of_its_key(void **state)
+{
+    rh_cluster *rc = *state;
+    const char *key = "arrivalfault:reentrant";
+    distlock_client *c = waiting_client(rh_uris(rc), 20000);
+    distlock_acquire_args args = { .size = sizeof args, .owner = "job-7" };
+    distlock_lock *outer = NULL, *inner = NULL;
+    assert_rc(distlock_acquire_with(c, key, 30000, 0, DISTLOCK_REENTRANT, &args, &outer),
+              DISTLOCK_OK);
+    struct waiter other = { .c = c, .key = key, .wait_ms = 30000 };
+    start_sleeping(&other);
+    long long t0 = rh_now_ms();
+    int rc_inner = distlock_acquire_with(c, key, 30000, 5000, DISTLOCK_REENTRANT, &args, &inner);
+    long long took = rh_now_ms() - t0;
+    printf("# the owner's re-entry beside a waiting thread: %d after %lld ms\n", rc_inner, took);
+    if (inner) {
+        assert_rc(distlock_release(inner), DISTLOCK_OK);
+        distlock_lock_free(inner);
+    }
+    assert_rc(distlock_release(outer), DISTLOCK_OK);
+    distlock_lock_free(outer);
+    join(&other, "other");
+    distlock_client_free(c);
+    assert_rc(rc_inner, DISTLOCK_OK);
+    assert_true(took < 1000);
+    assert_rc(other.rc, DISTLOCK_OK);
+    assert_holding(rc, key, NULL, 0);
+}
+
 int main(void)
 {
     const struct CMUnitTest one_node[] = {
@@ -419,6 +538,8 @@ int main(void)
         cmocka_unit_test_setup(test_queued_arrival_takes_a_key_at_its_holders_lease_end, heal),
         cmocka_unit_test_setup(test_arriving_readers_enter_together_at_the_writers_release, heal),
         cmocka_unit_test_setup(test_arriving_permits_served_by_each_release, heal),
+        cmocka_unit_test_setup(test_crowd_arriving_at_once_queues_behind_the_turn, heal),
+        cmocka_unit_test_setup(test_reentrant_owner_not_queued_behind_waiters_of_its_key, heal),
     };
     const struct CMUnitTest three_nodes[] = {
         cmocka_unit_test_setup(test_fencing_waiters_keep_one_turn_with_one_slow_node, heal),
