@@ -9,9 +9,13 @@
  *   subscription cannot be confirmed (a node that never answers SUBSCRIBE);
  * - a key that frees by expiry (no message) while only queued arrivals are
  *   left is taken within about a re-check interval;
+ * - a waiter without the turn re-checks no later than the holder's lease
+ *   end as the one with the turn saw it (that one may give up before);
  * - read locks arriving behind a waiting reader all enter at the writer's
- *   release; permits of different sizes arriving behind each other are
- *   served without waiting for a deadline.
+ *   release; permits arriving behind a permit waiter are served by each
+ *   release, not at a deadline;
+ * - 200 threads arriving at once add no attempts beside the turn's, and
+ *   are served one at a time; a reentrant owner's re-entry is not queued.
  * Waiters are threads of one client, the holders other clients. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
