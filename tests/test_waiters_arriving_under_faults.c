@@ -16,10 +16,13 @@
  *   release, not at a deadline;
  * - 200 threads arriving at once add no attempts beside the turn's, and
  *   are served one at a time; a reentrant owner's re-entry is not queued.
+ * - a Sentinel failover mid-wait: the release on the new master serves the
+ *   thread with the turn and the call queued behind it.
  * Waiters are threads of one client, the holders other clients. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
 #include "harness/faultproxy.h"
+#include "harness/sentinel_harness.h"
 
 #include <pthread.h>
 #include <stdatomic.h>
@@ -530,6 +533,52 @@ static void test_reentrant_owner_not_queued_behind_waiters_of_its_key(void **sta
     assert_holding(rc, key, NULL, 0);
 }
 
+/* A Sentinel group: a thread waits with the turn and a call queued behind
+ * it (re-checks 10-20 s apart) for a key another client holds; the master
+ * is killed and a replica promoted. The holder's release on the new master
+ * serves both, each within a few seconds of the release, not at a
+ * re-check: the subscription follows the failover and the turn goes on. */
+static void test_turn_and_queued_arrival_served_after_a_sentinel_failover(void **state)
+{
+    (void)state;
+    rh_sentinels_opts o = { .down_after_ms = 1000, .failover_timeout_ms = 3000 };
+    rh_sentinels *g = rh_sentinels_start(&o);
+    assert_non_null(g);
+    int old = rh_sentinels_master(g);
+    assert_true(old > 0);
+    const char *key = "arrivalfault:failover";
+    distlock_client *holder = new_client(g->uri), *c = waiting_client(g->uri, 20000);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
+    struct waiter a = { .c = c, .key = key, .wait_ms = 50000 };
+    struct waiter b = { .c = c, .key = key, .wait_ms = 50000 };
+    start_sleeping(&a);
+    start_sleeping(&b);
+    /* the key is on the replicas before the master goes */
+    for (int k = 0; k < 3; k++)
+        if (g->data_port[k] > 0 && g->data_port[k] != old)
+            assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, g->data_port[k], key, NULL) > 0, 10000));
+    assert_int_equal(rh_sentinels_kill(g, old), 0);
+    int now_master = rh_sentinels_wait_master_not(g, old, 30000);
+    assert_true(now_master > 0);
+    long long released = 0;
+    assert_true(RH_WAIT_UNTIL(release_ok_started_at(held, &released), 15000));
+    distlock_lock_free(held);
+    int both = RH_WAIT_UNTIL(atomic_load(&a.done) && atomic_load(&b.done), 30000);
+    join(&a, "a (turn)");
+    join(&b, "b (queued)");
+    long long last = a.done_ms > b.done_ms ? a.done_ms : b.done_ms;
+    printf("# failover %d -> %d: both served %lld ms after the release (a %d, b %d)\n", old,
+           now_master, last - released, a.rc, b.rc);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+    rh_sentinels_stop(g);
+    assert_true(both);
+    assert_rc(a.rc, DISTLOCK_OK);
+    assert_rc(b.rc, DISTLOCK_OK);
+    assert_true(last - released < 5000);
+}
+
 int main(void)
 {
     const struct CMUnitTest one_node[] = {
@@ -548,10 +597,14 @@ int main(void)
     const struct CMUnitTest three_nodes[] = {
         cmocka_unit_test_setup(test_fencing_waiters_keep_one_turn_with_one_slow_node, heal),
     };
+    const struct CMUnitTest sentinel[] = {
+        cmocka_unit_test(test_turn_and_queued_arrival_served_after_a_sentinel_failover),
+    };
     if (getenv("DISTLOCK_TEST_FILTER"))
         cmocka_set_test_filter(getenv("DISTLOCK_TEST_FILTER"));
     int failed = cmocka_run_group_tests_name("one node", one_node, group_setup, group_teardown);
     failed += cmocka_run_group_tests_name("three nodes", three_nodes, group_setup_3,
                                           group_teardown);
+    failed += cmocka_run_group_tests_name("sentinel group", sentinel, NULL, NULL);
     return failed;
 }
