@@ -340,12 +340,13 @@ static void observe(const attempt_ctx *a, const distlock__result *res, distlock_
     att->head = 0;
     att->split = 0;
     att->readers = 0;
+    att->saw_readers = 0;
     for (int i = 0; i < a->c->n; i++) {
         int v = distlock__reply_verdict(&res[i]);
         const redisReply *x = res[i].reply;
         if (v == 0 && !a->rq->fair && x && x->type == REDIS_REPLY_ARRAY && x->elements >= 4 &&
             x->element[3]->type == REDIS_REPLY_STRING)
-            att->readers = 1;  /* the acquire script's {0, pttl, 0, 'r'} */
+            att->readers = att->saw_readers = 1;  /* the acquire script's {0, pttl, 0, 'r'} */
         else if (v < 0 && a->rq->writer && (!a->plain || res[i].fell_back))
             att->readers = 1;  /* not heard (a round ends at its quorum) or failed after
                                   the script went out: it may have run there and noted

@@ -233,6 +233,9 @@ typedef struct distlock__attempt {
     int readers;             /* a lock: a waiting writer's intent may be on some node
                                 (one held read locks at the key, or, for a writer,
                                 one did not answer the script: acquire.c, observe) */
+    int saw_readers;         /* a lock: some node answered that read locks hold the key
+                                (a writer noted in the registry: it takes no local turns,
+                                wait.c; an unheard node is no such answer) */
     int behind;              /* fair: nodes where the lock is free but another waiter is first */
     long holder_pttl;        /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;                /* fair: first in the queue on some node */
@@ -544,6 +547,10 @@ struct distlock__waiter {
      * the next looks at once; go_now: set on that next one, taken by it. */
     int turns, pass_now, go_now;
     long turn_group;
+    /* when the key's holder's lease ends as w's last attempt saw it
+     * (monotonic us, 0: unknown): the waiters of its group without the
+     * turn, which never looked themselves, re-check no later (wait.c) */
+    uint64_t holder_end_us;
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
 /* c->mu not held. 1 when w may re-check now: it takes no turns, or no
@@ -551,6 +558,13 @@ struct distlock__waiter {
  * Only w's own thread changes w->turns, so it may look at it unlocked
  * first and skip the call (a multi's waiters take no turns). */
 int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w);
+/* c->mu not held: w's last attempt saw the holder's lease end in
+ * holder_pttl ms (0: unknown). */
+void distlock__waiter_saw_holder(distlock_client *c, distlock__waiter *w, long holder_pttl);
+/* c->mu not held: the holder's remaining lease in ms as the waiter with w's
+ * turn saw it (0: unknown or over), for a waiter without the turn: it
+ * re-checks no later than that lease's end, as if it had looked itself. */
+long distlock__waiter_turn_holder_pttl(distlock_client *c, distlock__waiter *w);
 /* A blocking acquire's turn group (w->turn_group): a lock, a read lock, a
  * permit of P. */
 static inline long distlock__turn_group(const distlock__acq_req *rq)

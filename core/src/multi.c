@@ -1047,7 +1047,9 @@ static void acq_step(distlock_op *op)
             op->w.channel = op->ch;
             op->w.token = op->fair ? op->h->token : NULL;
             op->w.head = op->att.head;
-            op->w.turns = op->embedded && !op->fair && !op->readers && !op->att.readers;
+            /* a writer that found read locks takes no turns (wait.c); one
+             * whose round merely ended before a slow node answered does */
+            op->w.turns = op->embedded && !op->fair && !op->att.saw_readers;
             op->w.turn_group = distlock__turn_group(&op->rq);
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
@@ -1057,6 +1059,11 @@ static void acq_step(distlock_op *op)
                 op->waiter_on = 1;
                 op->sub_deadline = distlock__now_us() +
                                    (uint64_t)c->tp.connect_timeout_ms * 1000u;
+                /* the confirmation is awaited within the wait's budget: a
+                 * node that never confirms must not push the call's end
+                 * (its try at the deadline) to the connect timeout */
+                if (op->sub_deadline > op->deadline)
+                    op->sub_deadline = op->deadline;
                 op->state = S_SUB;
             } else {
                 op->state = S_LOOP;  /* no subscriber: re-checks only */
@@ -1101,7 +1108,8 @@ static void acq_step(distlock_op *op)
                  * (and a release wakes it); this one sends nothing and
                  * looks again at its next re-check time, or its deadline,
                  * when it tries once. */
-                op->wake_at = distlock__recheck_at(c, 0, op->deadline, &op->backoff);
+                op->wake_at = distlock__recheck_at(c, distlock__waiter_turn_holder_pttl(c, &op->w),
+                                                   op->deadline, &op->backoff);
                 op->notice = op->subscribed;
                 op->state = S_SLEEP;
                 continue;
@@ -1135,7 +1143,7 @@ static void acq_step(distlock_op *op)
             rc = op->run_rc;
             set_err(op, rc);
             op->readers |= op->att.readers;
-            if (op->readers && op->w.turns)  /* a writer noted in the registry (wait.c) */
+            if (op->att.saw_readers && op->w.turns)  /* a writer noted in the registry (wait.c) */
                 distlock__waiter_stop_turns(c, &op->w);
             /* a blocking acquire asks its client's interrupt hook too, as
              * it does before each sleep (distlock__acquire_wait) */
@@ -1212,6 +1220,8 @@ static void acq_step(distlock_op *op)
             }
             if (op->fair)
                 distlock__waiter_set_head(c, &op->w, op->att.head, op->named);
+            if (op->waiter_on && op->w.turns)
+                distlock__waiter_saw_holder(c, &op->w, op->att.holder_pttl);
             uint64_t now = distlock__now_us();
             if (now >= op->deadline) {
                 if (rc == DISTLOCK_NOTACQUIRED)

@@ -31,7 +31,10 @@
  * only while no such waiter of the client asking the same (a lock, a read
  * lock, a permit of P: w->turn_group) has waited longer for its key
  * (turn_holder); the others keep their timers but send nothing when they
- * fire, so when the one with the turn leaves, the next has it at its next
+ * fire (never later than the end of the holder's lease as the one with the
+ * turn last saw it: a call that joined never looked at the key itself, and
+ * the one with the turn may leave before that end), so when the one with
+ * the turn leaves, the next has it at its next
  * timer, and no other call is woken by that leave (a cancel of one call
  * wakes no other). Groups apart, since one kind can be refused where another
  * gets in (a reader behind a waiting writer's intent, a permit of 1 where
@@ -425,6 +428,22 @@ int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
     int mine = !w->turns || turn_holder(w, w) == w;
     pthread_mutex_unlock(&c->mu);
     return mine;
+}
+
+void distlock__waiter_saw_holder(distlock_client *c, distlock__waiter *w, long holder_pttl)
+{
+    pthread_mutex_lock(&c->mu);
+    w->holder_end_us = holder_pttl > 0 ? distlock__now_us() + (uint64_t)holder_pttl * 1000u : 0;
+    pthread_mutex_unlock(&c->mu);
+}
+
+long distlock__waiter_turn_holder_pttl(distlock_client *c, distlock__waiter *w)
+{
+    pthread_mutex_lock(&c->mu);
+    const distlock__waiter *h = turn_holder(w, w);
+    uint64_t end = h ? h->holder_end_us : 0, now = distlock__now_us();
+    pthread_mutex_unlock(&c->mu);
+    return end > now ? (long)((end - now + 999u) / 1000u) : 0;
 }
 
 int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn_group)
