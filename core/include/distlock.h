@@ -330,7 +330,10 @@ DISTLOCK_API int distlock_ttl_from_seconds(double seconds, long *ttl_ms);
  * DISTLOCK_NOTACQUIRED when still held by another owner once the wait budget
  * is spent (*out = NULL), or an error. Within a wait budget, an attempt
  * granted only after its ttl was used up (undone) is tried once more before
- * DISTLOCK_ETIMEDOUT is returned. Blocks; thread-safe.
+ * DISTLOCK_ETIMEDOUT is returned; any other error of an attempt (no quorum
+ * could answer: DISTLOCK_ECONN, _ENOQUORUM, _EPROTO...) ends the wait with it,
+ * nothing held, as redis-py's and symfony/lock's waits raise. Blocks;
+ * thread-safe.
  * A wait can be interrupted: see distlock_client_cancel() (DISTLOCK_ECANCELED),
  * and distlock_acquire_with() for a cancel of one call.
  */
