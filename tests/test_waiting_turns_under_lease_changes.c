@@ -6,7 +6,9 @@
  * and taken by another owner with a shorter lease, the one with the turn
  * saw it and then gave up at its deadline, and the new owner's lease ends
  * without a release (its process died). Re-checks are 20 s apart, so a
- * waiter left to its own timer shows.
+ * waiter left to its own timer shows. The waiters ask for fencing tokens,
+ * whose acquire script tells the holder's TTL when it refuses (a plain
+ * SET NX tells none: no cap then, guarantees.md).
  * One real node; waiters on threads of one client, the holders others. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
@@ -45,7 +47,9 @@ static void *waiter_main(void *p)
     struct waiter *w = p;
     distlock_lock *l = NULL;
     self = w;
-    w->rc = distlock_acquire(w->c, w->key, 10000, w->wait_ms, 0, &l);
+    /* fencing: the refusal tells the holder's TTL (the script's PTTL; a
+     * plain SET NX does not), so the cap on the timers applies */
+    w->rc = distlock_acquire(w->c, w->key, 10000, w->wait_ms, DISTLOCK_FENCING, &l);
     w->done_ms = rh_now_ms();
     snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
     atomic_store(&w->done, 1);
@@ -91,7 +95,7 @@ static void hand_over(rh_cluster *rc, const char *key, long lease_ms)
     freeReplyObject(r);
 }
 
-/* The key is held for a minute; two threads wait, re-checks 20 s apart:
+/* The key is held for a minute; two threads wait (fencing), re-checks 20 s apart:
  * the first (with the turn) for 1.5 s, the second for 30 s. The key is
  * handed to another owner with a 2.5 s lease; the first sees it, gives up
  * at its deadline, and the new owner never releases. The second takes the
