@@ -33,7 +33,8 @@
  * (turn_holder); the others keep their timers but send nothing when they
  * fire (never later than the end of the holder's lease as the one with the
  * turn last saw it: a call that joined never looked at the key itself, and
- * the one with the turn may leave before that end), so when the one with
+ * the one with the turn may leave before that end; a shorter lease it sees
+ * later sets their timers again: saw_holder), so when the one with
  * the turn leaves, the next has it at its next
  * timer, and no other call is woken by that leave (a cancel of one call
  * wakes no other). Groups apart, since one kind can be refused where another
