@@ -544,8 +544,12 @@ struct distlock__waiter {
      * (turns; turn_group: a lock, a read lock, a permit of P); only the one
      * with the turn re-checks. pass_now: set by the owner before removing a
      * waiter that won a lease others may share (a read lock, a permit), so
-     * the next looks at once; go_now: set on that next one, taken by it. */
-    int turns, pass_now, go_now;
+     * the next looks at once; go_now: set on that next one, taken by it;
+     * recap: set on one without the turn when the one with the turn saw a
+     * lease that ends before that one's next re-check (check_at_us), taken
+     * by it with go_now: it sets its timer again, sending nothing. */
+    int turns, pass_now, go_now, recap;
+    uint64_t check_at_us;     /* without the turn: its next re-check (monotonic us) */
     long turn_group;
     /* when the key's holder's lease ends as w's last attempt saw it
      * (monotonic us, 0: unknown): the waiters of its group without the
@@ -578,8 +582,12 @@ int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn
 /* c->mu not held: w takes turns no more (a writer noted among the key's
  * waiting writers must refresh its entry with its own attempts). */
 void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w);
+/* c->mu not held: w, without the turn, re-checks at at_us (its timer):
+ * a shorter lease seen by the one with the turn sets it again (recap). */
+void distlock__waiter_check_at(distlock_client *c, distlock__waiter *w, uint64_t at_us);
 /* c->mu not held: 1 if a waiter that left asked w to look at once (its
- * pass_now), cleared. */
+ * pass_now), or the one with the turn saw a lease that ends before w's
+ * timer (recap), cleared. */
 int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w);
 /* Register / unregister a waiter for key (c->mu not held); w->sl must be
  * started. Registering waits (bounded) until the subscription is confirmed

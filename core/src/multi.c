@@ -1110,6 +1110,7 @@ static void acq_step(distlock_op *op)
                  * when it tries once. */
                 op->wake_at = distlock__recheck_at(c, distlock__waiter_turn_holder_pttl(c, &op->w),
                                                    op->deadline, &op->backoff);
+                distlock__waiter_check_at(c, &op->w, op->wake_at);
                 op->notice = op->subscribed;
                 op->state = S_SLEEP;
                 continue;
@@ -1265,7 +1266,8 @@ static void acq_step(distlock_op *op)
             if (op->notice && distlock__waiter_take_notified(c, &op->w))
                 go = 1;
             if (op->w.turns && distlock__waiter_take_go(c, &op->w))
-                go = 1;  /* the one before won a lease we may share */
+                go = 1;  /* the one before won a lease we may share, or the one with
+                            the turn saw a lease ending before our timer (wait.c) */
             if (!go && distlock__now_us() < op->wake_at) {
                 (void)timer_set(op, op->wake_at);
                 return;

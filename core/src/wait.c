@@ -33,7 +33,8 @@
  * (turn_holder); the others keep their timers but send nothing when they
  * fire (never later than the end of the holder's lease as the one with the
  * turn last saw it: a call that joined never looked at the key itself, and
- * the one with the turn may leave before that end), so when the one with
+ * the one with the turn may leave before that end; a shorter lease it sees
+ * later sets their timers again: saw_holder), so when the one with
  * the turn leaves, the next has it at its next
  * timer, and no other call is woken by that leave (a cancel of one call
  * wakes no other). Groups apart, since one kind can be refused where another
@@ -430,10 +431,35 @@ int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
     return mine;
 }
 
+/* Slack over a lease end before a waiter's timer is set again: the end
+ * seen moves by the ms rounding of PTTL from one look to the next. */
+#define RECAP_SLACK_US 2000u
+
 void distlock__waiter_saw_holder(distlock_client *c, distlock__waiter *w, long holder_pttl)
 {
     pthread_mutex_lock(&c->mu);
-    w->holder_end_us = holder_pttl > 0 ? distlock__now_us() + (uint64_t)holder_pttl * 1000u : 0;
+    uint64_t end = holder_pttl > 0 ? distlock__now_us() + (uint64_t)holder_pttl * 1000u : 0;
+    w->holder_end_us = end;
+    /* The others of the group set their timers by the lease the one with
+     * the turn saw then; a lease that ends sooner (the key went to another
+     * owner) would be missed if the one with the turn leaves before its
+     * end (its deadline, a cancel): those timers are set again (locally,
+     * nothing sent). Only the ones whose timer is later are woken. */
+    if (end != 0 && w->turns && turn_holder(w, w) == w)
+        for (distlock__waiter *o = c->waiters; o && o != w; o = o->next)
+            if (o->turns && o->turn_group == w->turn_group && o->check_at_us != 0 &&
+                o->check_at_us > end + 500u + RECAP_SLACK_US &&
+                strcmp(o->channel, w->channel) == 0) {
+                o->recap = 1;
+                distlock__sleeper_wake(&o->sl);
+            }
+    pthread_mutex_unlock(&c->mu);
+}
+
+void distlock__waiter_check_at(distlock_client *c, distlock__waiter *w, uint64_t at_us)
+{
+    pthread_mutex_lock(&c->mu);
+    w->check_at_us = at_us;
     pthread_mutex_unlock(&c->mu);
 }
 
@@ -470,8 +496,8 @@ void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w)
 int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w)
 {
     pthread_mutex_lock(&c->mu);
-    int go = w->go_now;
-    w->go_now = 0;
+    int go = w->go_now || w->recap;
+    w->go_now = w->recap = 0;
     pthread_mutex_unlock(&c->mu);
     return go;
 }
