@@ -1065,7 +1065,10 @@ static void test_arrival_beside_waiters_without_turns_tries_at_once(void **state
         }
         start_sleeping(&before);
         free_key_silently(rc, keys[k]);
-        struct waiter arrival = { .c = c, .key = keys[k], .wait_ms = 20000 };
+        /* The arrival keeps what it won until the waiter before is
+         * cancelled: its release would wake that waiter, which could win
+         * the key before the cancel (a fair one can). */
+        struct waiter arrival = { .c = c, .key = keys[k], .wait_ms = 20000, .keep = 1 };
         start(&arrival);
         join(&arrival, "arrival");
         printf("# beside a %s waiter: the arrival %d after %lld ms (the waiter re-checks 5-10 s "
@@ -1073,6 +1076,10 @@ static void test_arrival_beside_waiters_without_turns_tries_at_once(void **state
                arrival.done_ms - arrival.started_ms);
         assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
         join(&before, "the waiter before");
+        if (arrival.lock) {
+            assert_rc(distlock_release(arrival.lock), DISTLOCK_OK);
+            distlock_lock_free(arrival.lock);
+        }
         distlock_lock_free(held);
         distlock_cancel_free(own);
         assert_rc(arrival.rc, DISTLOCK_OK);
