@@ -139,96 +139,11 @@ static void test_waiter_without_turn_takes_key_at_a_shorter_lease_seen_later(voi
     distlock_client_free(holder);
 }
 
-static void publish_release(rh_cluster *rc, const char *key)
-{
-    redisReply *r = rh_command(rc, 0, 0, "PUBLISH distlock:%s %s", key, "");
-    assert_non_null(r);
-    freeReplyObject(r);
-}
-
-/* The timers set again (above) are those of the waiters whose timer is
- * later than the lease seen: while the one with the turn keeps seeing the
- * same lease, the others sleep on, however often it looks (no local herd).
- * Four threads wait behind the one with the turn, re-checks 20 s apart;
- * twenty releases that free nothing (a PUBLISH alone) make it look twenty
- * times; a shorter lease then wakes each of the four once. */
-static void test_waiters_without_turn_sleep_on_while_the_lease_seen_stays(void **state)
-{
-    rh_cluster *rc = *state;
-    const char *key = "turns:lease-stays";
-    distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
-    distlock_lock *held = NULL;
-    assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
-
-    struct waiter first = { .c = c, .key = key, .wait_ms = 30000 };
-    start(&first);
-    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 &&
-                              atomic_load(&first.sleeps) >= 2, 10000));
-    struct waiter w[4];
-    for (int i = 0; i < 4; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000 };
-        start(&w[i]);
-        assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 1, 10000));
-    }
-    int before[4];
-    for (int i = 0; i < 4; i++)
-        before[i] = atomic_load(&w[i].sleeps);
-    for (int k = 0; k < 20; k++) {
-        int seen = atomic_load(&first.sleeps);
-        publish_release(rc, key);
-        assert_true(RH_WAIT_UNTIL(atomic_load(&first.sleeps) > seen, 10000));
-    }
-    int woken = 0;
-    for (int i = 0; i < 4; i++)
-        woken += atomic_load(&w[i].sleeps) - before[i];
-    printf("# the one with the turn looked 20 times at the same lease; the 4 others woke %d "
-           "times\n", woken);
-    assert_int_equal(woken, 0);
-
-    hand_over(rc, key, 8000);
-    int seen = atomic_load(&first.sleeps);
-    assert_true(RH_WAIT_UNTIL(atomic_load(&first.sleeps) > seen, 10000));
-    for (int i = 0; i < 4; i++)
-        assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= before[i] + 1, 10000));
-    for (int k = 0; k < 5; k++) {
-        seen = atomic_load(&first.sleeps);
-        publish_release(rc, key);
-        assert_true(RH_WAIT_UNTIL(atomic_load(&first.sleeps) > seen, 10000));
-    }
-    woken = 0;
-    for (int i = 0; i < 4; i++)
-        woken += atomic_load(&w[i].sleeps) - before[i];
-    printf("# a shorter lease woke them %d times in all (once each), then 5 looks at it none\n",
-           woken);
-    /* once each; a reply read late can make one look see the lease end
-     * later than the next by more than the slack: one more wake, never one
-     * per look (a herd: 4 + 4 x 5) */
-    assert_true(woken >= 4 && woken <= 8);
-
-    /* the 8 s lease ends without a release: all five are served in turn */
-    pthread_join(first.t, NULL);
-    assert_rc(first.rc, DISTLOCK_OK);
-    for (int i = 0; i < 4; i++) {
-        pthread_join(w[i].t, NULL);
-        if (w[i].rc != DISTLOCK_OK)
-            print_error("waiter %d: %d (%s)\n", i, w[i].rc, w[i].detail);
-        assert_rc(w[i].rc, DISTLOCK_OK);
-    }
-    distlock_lock_free(held);
-    distlock_client_free(c);
-    distlock_client_free(holder);
-}
-
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_waiter_without_turn_takes_key_at_a_shorter_lease_seen_later,
                                heal),
-        cmocka_unit_test_setup(test_waiters_without_turn_sleep_on_while_the_lease_seen_stays, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
