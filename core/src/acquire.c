@@ -132,6 +132,7 @@ typedef struct acq_run {
     distlock__attempt *att;
     const distlock__quorum *q;   /* the grants this lease needs: &c->q, or &qk */
     distlock__quorum qk;
+    distlock__quorum_own qown;   /* the first round's stopper: our token counts as ours */
     distlock__tally t;
     int state;
     int rel_made;                /* rel holds an undo's release call */
@@ -299,11 +300,17 @@ static void first_round(distlock__run *r, acq_run *x)
      * holder's key with this very token, a second process of one Laravel
      * owner), so waiting for the replies leaves fewer of its grants to
      * their TTL. A win still ends at the quorum. */
+    /* Any other acquire refreshes a node that answered with its own token
+     * into a grant (refresh_own): the round counts it so from the start. */
     int strict = (rq->flags & DISTLOCK_STRICT) != 0;
-    distlock__run_round(r, a->cs->calls_a, a->cs->res_a,
-                        a->fencing ? (strict ? NULL : distlock__decide_cannot_win)
-                                   : strict ? distlock__decide_granted : distlock__decide_quorum,
-                        &c->q);
+    x->qown = (distlock__quorum_own){ &c->q, rq->token };
+    if (strict)
+        distlock__run_round(r, a->cs->calls_a, a->cs->res_a,
+                            a->fencing ? NULL : distlock__decide_granted, &c->q);
+    else
+        distlock__run_round(r, a->cs->calls_a, a->cs->res_a,
+                            a->fencing ? distlock__decide_cannot_win_own
+                                       : distlock__decide_quorum_own, &x->qown);
 }
 
 /* The first round of a read lock or a semaphore permit: the zset script

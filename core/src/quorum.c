@@ -60,6 +60,28 @@ int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg)
     return cannot_win(res, n, q, distlock__count(res, n));
 }
 
+static distlock__tally count_own(const distlock__result *res, int n, const char *token)
+{
+    distlock__tally t = distlock__count(res, n);
+    for (int i = 0; i < n; i++)
+        if (distlock__reply_verdict(&res[i]) == 0 && distlock__reply_holds_own(&res[i], token))
+            t.no--, t.ok++;
+    return t;
+}
+
+int distlock__decide_quorum_own(const distlock__result *res, int n, void *arg)
+{
+    const distlock__quorum_own *o = arg;
+    distlock__tally t = count_own(res, n, o->token);
+    return t.ok >= o->q->quorum || cannot_win(res, n, o->q, t);
+}
+
+int distlock__decide_cannot_win_own(const distlock__result *res, int n, void *arg)
+{
+    const distlock__quorum_own *o = arg;
+    return cannot_win(res, n, o->q, count_own(res, n, o->token));
+}
+
 int distlock__decide_granted(const distlock__result *res, int n, void *arg)
 {
     const distlock__quorum *q = arg;

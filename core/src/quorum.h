@@ -27,6 +27,13 @@ distlock__tally distlock__count(const distlock__result *res, int n);
  * live node). */
 int distlock__decide_quorum(const distlock__result *res, int n, void *arg);
 int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg);
+/* The same for an acquire whose nodes that answered "the key holds this
+ * token" are refreshed into grants afterwards (acquire.c refresh_own, not
+ * a strict acquire): they count as granted, so a round does not stop on
+ * them as if another owner held the key before a free node answered. */
+typedef struct distlock__quorum_own { const distlock__quorum *q; const char *token; } distlock__quorum_own;
+int distlock__decide_quorum_own(const distlock__result *res, int n, void *arg);
+int distlock__decide_cannot_win_own(const distlock__result *res, int n, void *arg);
 /* Only once a quorum granted: a retried release hears every other node,
  * since the "not ours" of a node its first try emptied count as its own. */
 int distlock__decide_granted(const distlock__result *res, int n, void *arg);
