@@ -7,93 +7,11 @@
  * One real node; waiters on threads of one client, the holder another. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
+#include "test_waiting_threads.h"
 
 #define NTHREADS 8
 
 DEFINE_GROUP(1)
-
-struct waiter {
-    distlock_client *c;
-    const char *key;
-    long wait_ms;
-    unsigned flags;
-    atomic_int *inside;       /* holders in the section now (exclusive waiters) */
-    atomic_int *overlaps;
-    pthread_t t;
-    int rc;
-    long long done_ms;
-    char detail[256];
-    atomic_int sleeps;        /* sleeps its wait began (the interrupt hook counts) */
-    atomic_int done;
-};
-
-/* The interrupt hook of the waiting clients: it never interrupts, it counts
- * the sleeps of the calling thread's wait, so that a test sees every thread
- * wait (a thread that queues behind the one with the turn sends no attempt
- * that could be counted instead). */
-static __thread struct waiter *self;
-
-static int count_sleeps(void *arg)
-{
-    (void)arg;
-    if (self)
-        atomic_fetch_add(&self->sleeps, 1);
-    return 0;
-}
-
-static distlock_client *waiting_client(rh_cluster *rc, long retry_ms)
-{
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, retry_ms), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, retry_ms), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
-    return c;
-}
-
-/* Every one of w[0..n) sleeps in its wait. */
-static int all_waiting(struct waiter *w, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (atomic_load(&w[i].sleeps) < 1 || atomic_load(&w[i].done))
-            return 0;
-    return 1;
-}
-
-static void *waiter_main(void *p)
-{
-    struct waiter *w = p;
-    distlock_lock *l = NULL;
-    self = w;
-    w->rc = distlock_acquire(w->c, w->key, 10000, w->wait_ms, w->flags, &l);
-    w->done_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l && w->inside) {
-        if (atomic_fetch_add(w->inside, 1) != 0)
-            atomic_fetch_add(w->overlaps, 1);
-        atomic_fetch_sub(w->inside, 1);
-    }
-    atomic_store(&w->done, 1);
-    if (l && !(w->flags & DISTLOCK_SHARED)) {
-        if (distlock_release(l) != DISTLOCK_OK)
-            w->rc = -100;
-    }
-    /* read locks are released by the test, once all are in */
-    if (w->flags & DISTLOCK_SHARED)
-        return l;
-    distlock_lock_free(l);
-    return NULL;
-}
-
-static void start(struct waiter *w)
-{
-    atomic_init(&w->done, 0);
-    atomic_init(&w->sleeps, 0);
-    w->rc = -99;
-    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
-}
 
 /* Eight threads of one client wait for a key another client holds; re-checks
  * 25-50 ms apart. Over a second, node 0 sees the attempts of one waiter (the
@@ -103,22 +21,23 @@ static void test_waiting_threads_send_one_attempt_at_a_time(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:one-on-the-wire";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 50);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 50);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
 
     atomic_int inside, overlaps;
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
-    struct waiter w[NTHREADS];
+    waiting_thread w[NTHREADS];
     for (int i = 0; i < NTHREADS; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
-                                .overlaps = &overlaps };
-        start(&w[i]);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
+                                 .overlaps = &overlaps };
+        waiting_thread_start(&w[i]);
     }
     /* every thread waits (its first attempt refused, or queued behind the
      * one with the turn without one), and the client is subscribed */
-    assert_true(RH_WAIT_UNTIL(all_waiting(w, NTHREADS), 10000));
+    assert_true(RH_WAIT_UNTIL(waiting_threads_all_sleeping(w, NTHREADS), 10000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long t0 = rh_now_ms(), at0 = attempt_commands_run(rc, 0);
     long long t1 = t0;
@@ -155,19 +74,20 @@ static void test_release_hands_over_to_the_next_waiting_thread(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:handover";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 5000, 5000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     atomic_int inside, overlaps;
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
-    struct waiter w[NTHREADS];
+    waiting_thread w[NTHREADS];
     for (int i = 0; i < NTHREADS; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .inside = &inside,
-                                .overlaps = &overlaps };
-        start(&w[i]);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 30000, .inside = &inside,
+                                 .overlaps = &overlaps };
+        waiting_thread_start(&w[i]);
     }
-    assert_true(RH_WAIT_UNTIL(all_waiting(w, NTHREADS), 10000));
+    assert_true(RH_WAIT_UNTIL(waiting_threads_all_sleeping(w, NTHREADS), 10000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
@@ -197,15 +117,16 @@ static void test_turn_passes_when_the_longest_waiter_gives_up(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:gives-up";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 50);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 50);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 1500, 0, 0, &held), DISTLOCK_OK);
     long long expires = rh_now_ms() + 1500;
-    struct waiter first = { .c = c, .key = key, .wait_ms = 400 };
-    start(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 400 };
+    waiting_thread_start(&first);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 || atomic_load(&first.done), 10000));
-    struct waiter next = { .c = c, .key = key, .wait_ms = 20000 };
-    start(&next);
+    waiting_thread next = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start(&next);
     pthread_join(first.t, NULL);
     pthread_join(next.t, NULL);
     printf("# the first waiter: %d (%s); the next took the key %lld ms after the holder's lease "
@@ -228,15 +149,18 @@ static void test_waiting_readers_all_enter_at_a_release(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turns:readers";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 5000, 5000);
     distlock_lock *writer = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &writer), DISTLOCK_OK);
-    struct waiter w[NTHREADS];
+    waiting_thread w[NTHREADS];
     for (int i = 0; i < NTHREADS; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .flags = DISTLOCK_SHARED };
-        start(&w[i]);
+        /* read locks are kept, released by the test once all are in */
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 30000, .flags = DISTLOCK_SHARED,
+                                 .keep = 1 };
+        waiting_thread_start(&w[i]);
     }
-    assert_true(RH_WAIT_UNTIL(all_waiting(w, NTHREADS), 10000));
+    assert_true(RH_WAIT_UNTIL(waiting_threads_all_sleeping(w, NTHREADS), 10000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long released = 0;
     assert_true(release_ok_started_at(writer, &released));
@@ -244,9 +168,8 @@ static void test_waiting_readers_all_enter_at_a_release(void **state)
     distlock_lock *reader[NTHREADS];
     long long last = 0;
     for (int i = 0; i < NTHREADS; i++) {
-        void *l = NULL;
-        pthread_join(w[i].t, &l);
-        reader[i] = l;
+        pthread_join(w[i].t, NULL);
+        reader[i] = w[i].lock;
         if (w[i].rc != DISTLOCK_OK)
             print_error("reader %d: %d (%s)\n", i, w[i].rc, w[i].detail);
         assert_rc(w[i].rc, DISTLOCK_OK);

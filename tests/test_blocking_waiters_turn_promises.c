@@ -23,11 +23,10 @@
  * Waiters are threads of one client, the holders other clients. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
+#include "test_waiting_threads.h"
 #include "harness/faultproxy.h"
 
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 
 DEFINE_GROUP(1)
 DEFINE_GROUP_SETUP(3)
@@ -61,12 +60,12 @@ static long long zcard(rh_cluster *rc, const char *key)
     return n;
 }
 
-enum { HOW_ONE = 0, HOW_MANY, HOW_MULTI };
-
 /* Holders of one key now, as the waiters see them: writers exclusive,
- * readers together; any other overlap is counted. */
+ * readers together; any other overlap is counted. Each keeps a lock won
+ * for hold_ms (the holder's work). */
 struct section {
     pthread_mutex_t mu;
+    long hold_ms;
     int writers, readers, overlaps, served;
 };
 
@@ -93,56 +92,8 @@ static void section_leave(struct section *s, int shared)
     pthread_mutex_unlock(&s->mu);
 }
 
-struct waiter {
-    distlock_client *c;
-    const char *key;
-    long wait_ms;
-    long ttl_ms;
-    unsigned flags;
-    long permits;               /* > 0: a semaphore permit of that many */
-    distlock_cancel *cancel;
-    int interruptible;
-    int keep;                   /* keep the lock (the test releases it) */
-    int how;                    /* HOW_*: the call that waits */
-    const char *owner;          /* DISTLOCK_REENTRANT's owner */
-    const char *other_key;      /* HOW_MANY: the set's second key */
-    long hold_ms;               /* how long it keeps a lock won before releasing it */
-    struct section *section;    /* who holds the key now (exclusive or readers) */
-    atomic_int *inside, *overlaps;
-    pthread_t t;
-    int rc;
-    long long started_ms, done_ms;
-    char detail[256];
-    distlock_lock *lock;
-    atomic_int sleeps;          /* sleeps its wait began (the interrupt hook counts) */
-    atomic_int done;
-};
-
-/* The interrupt hook, installed on every waiting client: it counts the
- * sleeps of the calling thread's wait (so a test sees that a thread waits),
- * and cancels the waits of the threads marked interruptible once
- * `interrupting` is set, as a runtime's hook does for the thread its
- * signal's flag concerns. */
-static __thread struct waiter *self;
-static atomic_int interrupting;
-
-static int interrupt_hook(void *arg)
-{
-    (void)arg;
-    if (self == NULL)
-        return 0;
-    atomic_fetch_add(&self->sleeps, 1);
-    return self->interruptible && atomic_load(&interrupting) != 0;
-}
-
-/* w is in its wait: its first attempt was refused, it sleeps */
-static int waiting(struct waiter *w)
-{
-    return atomic_load(&w->sleeps) >= 1 && !atomic_load(&w->done);
-}
-
 /* A user's multi on the waiting client, driven by this thread. */
-static int multi_acquire(struct waiter *w, long ttl, distlock_lock **out)
+static int multi_acquire(waiting_thread *w, long ttl, distlock_lock **out)
 {
     distlock_multi *m = NULL;
     distlock_op *op = NULL;
@@ -167,75 +118,15 @@ static int multi_acquire(struct waiter *w, long ttl, distlock_lock **out)
     return rc;
 }
 
-static void *waiter_main(void *p)
+/* A waiting thread's work while it holds the lock won: inside its section
+ * (w->arg) for the section's hold_ms. */
+static void hold_in_section(waiting_thread *w)
 {
-    struct waiter *w = p;
-    distlock_lock *l = NULL;
-    self = w;
-    distlock_acquire_args args = { .size = sizeof args, .cancel = w->cancel,
-                                   .owner = w->owner };
-    long ttl = w->ttl_ms ? w->ttl_ms : 10000;
-    w->started_ms = rh_now_ms();
-    if (w->how == HOW_MANY) {
-        const char *keys[2] = { w->key, w->other_key };
-        w->rc = distlock_acquire_many(w->c, keys, 2, ttl, w->wait_ms, w->flags, &args, &l);
-    } else if (w->how == HOW_MULTI) {
-        w->rc = multi_acquire(w, ttl, &l);
-    } else if (w->permits > 0)
-        w->rc = distlock_semaphore_acquire(w->c, w->key, w->permits, ttl, w->wait_ms, w->flags,
-                                           &args, &l);
-    else
-        w->rc = distlock_acquire_with(w->c, w->key, ttl, w->wait_ms, w->flags, &args, &l);
-    w->done_ms = rh_now_ms();
-    if (w->how != HOW_MULTI)
-        snprintf(w->detail, sizeof w->detail, "%s",
-                 w->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l && w->inside) {
-        if (atomic_fetch_add(w->inside, 1) != 0)
-            atomic_fetch_add(w->overlaps, 1);
-        atomic_fetch_sub(w->inside, 1);
-    }
-    if (l && w->section) {
-        int shared = (w->flags & DISTLOCK_SHARED) != 0;
-        section_enter(w->section, shared);
-        sleep_until_ms(rh_now_ms() + w->hold_ms);  /* the holder's work */
-        section_leave(w->section, shared);
-    }
-    if (l && w->keep) {
-        w->lock = l;
-    } else if (l) {
-        if (distlock_release(l) != DISTLOCK_OK)
-            w->rc = -100;
-        distlock_lock_free(l);
-    }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static void start(struct waiter *w)
-{
-    atomic_init(&w->done, 0);
-    atomic_init(&w->sleeps, 0);
-    w->rc = -99;
-    w->lock = NULL;
-    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
-}
-
-static void join(struct waiter *w, const char *name)
-{
-    pthread_join(w->t, NULL);
-    if (w->rc != DISTLOCK_OK)
-        printf("# %s: %d (%s) after %lld ms\n", name, w->rc, w->detail,
-               w->done_ms - w->started_ms);
-}
-
-static distlock_client *waiting_client(rh_cluster *rc, long retry_ms)
-{
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, retry_ms / 2), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, retry_ms), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, interrupt_hook, NULL), DISTLOCK_OK);
-    return c;
+    struct section *s = w->arg;
+    int shared = (w->flags & DISTLOCK_SHARED) != 0;
+    section_enter(s, shared);
+    sleep_until_ms(rh_now_ms() + s->hold_ms);  /* the holder's work */
+    section_leave(s, shared);
 }
 
 /* distlock_client_on_interrupt: "a signal ... interrupts a waiting call at
@@ -249,26 +140,27 @@ static void test_interrupt_hook_reaches_a_waiting_thread_without_the_turn(void *
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:hook";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
 
-    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
-    start(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start(&first);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
-    struct waiter second = { .c = c, .key = key, .wait_ms = 10000, .interruptible = 1 };
-    start(&second);
-    assert_true(RH_WAIT_UNTIL(waiting(&second), 10000));
+    waiting_thread second = { .c = c, .key = key, .wait_ms = 10000, .interruptible = 1 };
+    waiting_thread_start(&second);
+    assert_true(RH_WAIT_UNTIL(waiting_thread_sleeping(&second), 10000));
     long long armed = rh_now_ms();
-    atomic_store(&interrupting, 1);
-    join(&second, "second");
+    atomic_store(&waiting_threads_interrupt, 1);
+    waiting_thread_join(&second, "second");
     printf("# the interrupted waiter without the turn returned %d %lld ms after the hook said "
            "cancel (re-checks at most 100 ms apart; its deadline 10000 ms)\n",
            second.rc, second.done_ms - armed);
     assert_rc(distlock_release(held), DISTLOCK_OK);
     distlock_lock_free(held);
-    join(&first, "first");
+    waiting_thread_join(&first, "first");
     distlock_client_free(c);
     distlock_client_free(holder);
     assert_rc(second.rc, DISTLOCK_ECANCELED);
@@ -284,30 +176,32 @@ static void test_cancels_end_waiting_threads_without_the_turn_at_once(void **sta
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:cancel";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     distlock_cancel *own = NULL;
     assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
 
-    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
-    start(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start(&first);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
-    struct waiter second = { .c = c, .key = key, .wait_ms = 20000, .cancel = own };
-    start(&second);
-    struct waiter third = { .c = c, .key = key, .wait_ms = 20000 };
-    start(&third);
-    assert_true(RH_WAIT_UNTIL(waiting(&second) && waiting(&third), 10000));
+    waiting_thread second = { .c = c, .key = key, .wait_ms = 20000, .cancel = own };
+    waiting_thread_start(&second);
+    waiting_thread third = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start(&third);
+    assert_true(RH_WAIT_UNTIL(waiting_thread_sleeping(&second) && waiting_thread_sleeping(&third),
+                              10000));
     long long t_own = rh_now_ms();
     assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
-    join(&second, "second (own cancel)");
+    waiting_thread_join(&second, "second (own cancel)");
     printf("# own cancel of a waiter without the turn: %d after %lld ms\n", second.rc,
            second.done_ms - t_own);
 
     long long t_all = rh_now_ms();
     assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
-    join(&third, "third (client cancel)");
-    join(&first, "first (client cancel)");
+    waiting_thread_join(&third, "third (client cancel)");
+    waiting_thread_join(&first, "first (client cancel)");
     printf("# client cancel: the turn holder %d after %lld ms, the waiter without the turn %d "
            "after %lld ms\n", first.rc, first.done_ms - t_all, third.rc, third.done_ms - t_all);
     assert_rc(second.rc, DISTLOCK_ECANCELED);
@@ -331,23 +225,24 @@ static void test_short_waits_behind_a_wait_forever_end_at_their_deadlines(void *
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:forever";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     distlock_cancel *own = NULL;
     assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
-    struct waiter forever = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER,
-                              .cancel = own };
-    start(&forever);
+    waiting_thread forever = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER,
+                               .cancel = own };
+    waiting_thread_start(&forever);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
-    struct waiter shortw[4];
+    waiting_thread shortw[4];
     for (int i = 0; i < 4; i++) {
-        shortw[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 500 };
-        start(&shortw[i]);
+        shortw[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 500 };
+        waiting_thread_start(&shortw[i]);
     }
     long long worst = 0;
     for (int i = 0; i < 4; i++) {
-        join(&shortw[i], "short");
+        waiting_thread_join(&shortw[i], "short");
         assert_rc(shortw[i].rc, DISTLOCK_NOTACQUIRED);
         long long took = shortw[i].done_ms - shortw[i].started_ms;
         if (took > worst)
@@ -358,7 +253,7 @@ static void test_short_waits_behind_a_wait_forever_end_at_their_deadlines(void *
     assert_true(worst < 1500);
     assert_false(atomic_load(&forever.done));
     assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
-    join(&forever, "forever");
+    waiting_thread_join(&forever, "forever");
     assert_rc(forever.rc, DISTLOCK_ECANCELED);
     distlock_cancel_free(own);
     assert_rc(distlock_release(held), DISTLOCK_OK);
@@ -378,30 +273,28 @@ static void test_permit_waiter_not_held_behind_one_that_cannot_take_a_permit(voi
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:permits";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     distlock_lock *p1 = NULL, *p2 = NULL;
     assert_rc(distlock_semaphore_acquire(holder, key, 2, 30000, 0, 0, NULL, &p1), DISTLOCK_OK);
     assert_rc(distlock_semaphore_acquire(holder, key, 2, 30000, 0, 0, NULL, &p2), DISTLOCK_OK);
 
-    struct waiter one = { .c = c, .key = key, .wait_ms = 15000, .permits = 1 };
-    start(&one);
+    waiting_thread one = { .c = c, .key = key, .wait_ms = 15000, .permits = 1 };
+    waiting_thread_start(&one);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
-    struct waiter two = { .c = c, .key = key, .wait_ms = 20000, .permits = 2, .keep = 1 };
-    start(&two);
-    assert_true(RH_WAIT_UNTIL(waiting(&two), 10000));
+    waiting_thread two = { .c = c, .key = key, .wait_ms = 20000, .permits = 2, .keep = 1 };
+    waiting_thread_start(&two);
+    assert_true(RH_WAIT_UNTIL(waiting_thread_sleeping(&two), 10000));
     long long released = 0;
     assert_true(release_ok_started_at(p1, &released));
     distlock_lock_free(p1);
-    join(&two, "permit of 2");
+    waiting_thread_join(&two, "permit of 2");
     printf("# the waiter for a permit of 2 got one %d, %lld ms after a permit was released "
            "(re-checks at most 100 ms apart)\n", two.rc, two.done_ms - released);
-    if (two.lock) {
-        assert_rc(distlock_release(two.lock), DISTLOCK_OK);
-        distlock_lock_free(two.lock);
-    }
+    waiting_thread_drop_lock(&two);
     assert_rc(distlock_release(p2), DISTLOCK_OK);
     distlock_lock_free(p2);
-    join(&one, "permit of 1");
+    waiting_thread_join(&one, "permit of 1");
     distlock_client_free(c);
     distlock_client_free(holder);
     assert_rc(two.rc, DISTLOCK_OK);
@@ -425,8 +318,9 @@ static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:rw";
-    distlock_client *rholder = new_client(rh_uris(rc)), *other = waiting_client(rc, 100);
-    distlock_client *c = waiting_client(rc, 100);
+    distlock_client *rholder = new_client(rh_uris(rc));
+    distlock_client *other = new_waiting_client(rh_uris(rc), 50, 100);
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     assert_rc(distlock_client_set(other, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     distlock_lock *reader = NULL;
@@ -436,19 +330,19 @@ static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void
 
     distlock_cancel *ocancel = NULL;
     assert_rc(distlock_cancel_new(&ocancel), DISTLOCK_OK);
-    struct waiter owriter = { .c = other, .key = key, .wait_ms = 30000, .cancel = ocancel };
-    start(&owriter);
+    waiting_thread owriter = { .c = other, .key = key, .wait_ms = 30000, .cancel = ocancel };
+    waiting_thread_start(&owriter);
     assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 1, 10000));  /* its intent is up */
 
-    struct waiter ours_r = { .c = c, .key = key, .wait_ms = 25000, .flags = DISTLOCK_SHARED };
-    start(&ours_r);
+    waiting_thread ours_r = { .c = c, .key = key, .wait_ms = 25000, .flags = DISTLOCK_SHARED };
+    waiting_thread_start(&ours_r);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 2, 10000));  /* other + ours subscribed */
-    struct waiter ours_w = { .c = c, .key = key, .wait_ms = 25000, .keep = 1 };
-    start(&ours_w);
+    waiting_thread ours_w = { .c = c, .key = key, .wait_ms = 25000, .keep = 1 };
+    waiting_thread_start(&ours_w);
     assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 2, 10000));  /* ours noted too */
 
     assert_rc(distlock_cancel_fire(ocancel), DISTLOCK_OK);
-    join(&owriter, "other client's writer");
+    waiting_thread_join(&owriter, "other client's writer");
     assert_rc(owriter.rc, DISTLOCK_ECANCELED);
     assert_int_equal(zcard(rc, writers), 1);  /* ours keeps the intent up */
     assert_false(atomic_load(&ours_r.done));
@@ -457,15 +351,12 @@ static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void
     long long released = 0;
     assert_true(release_ok_started_at(reader, &released));
     distlock_lock_free(reader);
-    join(&ours_w, "our writer");
+    waiting_thread_join(&ours_w, "our writer");
     printf("# our waiting writer took the key %d, %lld ms after the last reader's release "
            "(re-checks at most 100 ms apart; our reader, with the turn, done: %d)\n",
            ours_w.rc, ours_w.done_ms - released, atomic_load(&ours_r.done));
-    if (ours_w.lock) {
-        assert_rc(distlock_release(ours_w.lock), DISTLOCK_OK);
-        distlock_lock_free(ours_w.lock);
-    }
-    join(&ours_r, "our reader");
+    waiting_thread_drop_lock(&ours_w);
+    waiting_thread_join(&ours_r, "our reader");
     distlock_cancel_free(ocancel);
     distlock_client_free(c);
     distlock_client_free(other);
@@ -477,25 +368,6 @@ static void test_waiting_writer_not_held_behind_a_reader_its_intent_refuses(void
     assert_nothing_left(rc, key);
 }
 
-/* Start w and return once it waits (it sleeps: the interrupt hook saw it).
- * Its first attempt was refused, or, when another thread of the client
- * already waits for the key with the turn, it sent none: it queued. */
-static void start_waiting(rh_cluster *rc, struct waiter *w)
-{
-    (void)rc;
-    start(w);
-    assert_true(RH_WAIT_UNTIL(waiting(w), 10000));
-}
-
-/* Every one of w[0..n) waits (it sleeps in its wait). */
-static int all_waiting(struct waiter *w, int n)
-{
-    for (int i = 0; i < n; i++)
-        if (!waiting(&w[i]))
-            return 0;
-    return 1;
-}
-
 /* guarantees.md "Waiting": "A release wakes the one with the turn (the
  * notification wakes a client's longest waiter)". An older waiter of this
  * client for a key set ({k, j}, j held for good) waits on k's channel too;
@@ -505,23 +377,23 @@ static void test_release_wakes_the_plain_waiter_behind_an_older_key_set_waiter(v
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:set-k", *other = "turnpromise:set-j";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 2500, 5000);
     distlock_lock *held = NULL, *held_j = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     assert_rc(distlock_acquire(holder, other, 30000, 0, 0, &held_j), DISTLOCK_OK);
-    struct waiter set = { .c = c, .key = key, .other_key = other, .how = HOW_MANY,
-                          .wait_ms = 8000 };
-    start_waiting(rc, &set);
+    waiting_thread set = { .c = c, .key = key, .other_key = other, .wait_ms = 8000 };
+    waiting_thread_start_sleeping(&set);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
-    struct waiter plain = { .c = c, .key = key, .wait_ms = 20000 };
-    start_waiting(rc, &plain);
+    waiting_thread plain = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start_sleeping(&plain);
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
     distlock_lock_free(held);
-    join(&plain, "plain");
+    waiting_thread_join(&plain, "plain");
     printf("# the plain waiter took the key %lld ms after its release (re-checks 2500-5000 ms "
            "apart; an older waiter for {k, j} was woken instead)\n", plain.done_ms - released);
-    join(&set, "set");
+    waiting_thread_join(&set, "set");
     assert_rc(distlock_release(held_j), DISTLOCK_OK);
     distlock_lock_free(held_j);
     distlock_client_free(c);
@@ -541,18 +413,19 @@ static void test_next_waiter_takes_a_key_lost_by_expiry_while_its_holder_lives(v
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:expiry";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    struct waiter a = { .c = c, .key = key, .wait_ms = 20000, .ttl_ms = 600, .keep = 1 };
-    start_waiting(rc, &a);
-    struct waiter b = { .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
-    start_waiting(rc, &b);
+    waiting_thread a = { .c = c, .key = key, .wait_ms = 20000, .ttl_ms = 600, .keep = 1 };
+    waiting_thread_start_sleeping(&a);
+    waiting_thread b = { .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
+    waiting_thread_start_sleeping(&b);
     assert_rc(distlock_release(held), DISTLOCK_OK);
     distlock_lock_free(held);
-    join(&a, "a");
+    waiting_thread_join(&a, "a");
     long long expires = a.done_ms + 600;
-    join(&b, "b");
+    waiting_thread_join(&b, "b");
     printf("# the next waiter took the key %lld ms after the first's lease ended\n",
            b.done_ms - expires);
     assert_rc(a.rc, DISTLOCK_OK);
@@ -571,27 +444,28 @@ static void test_next_waiter_takes_a_key_lost_by_expiry_while_its_holder_lives(v
  * re-checks 2.5-5 s apart. The holder's release (another client) must serve
  * all of them (each holds 20 ms) within about a second, never a writer with
  * anyone else. */
-static void serve_mixed_waiters(rh_cluster *rc, const char *key, struct waiter *w,
+static void serve_mixed_waiters(rh_cluster *rc, const char *key, waiting_thread *w,
                                 const char *const *names, int n)
 {
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 2500, 5000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    struct section sec = { .mu = PTHREAD_MUTEX_INITIALIZER };
+    struct section sec = { .mu = PTHREAD_MUTEX_INITIALIZER, .hold_ms = 20 };
     for (int i = 0; i < n; i++) {
         w[i].c = c;
         w[i].key = key;
         w[i].wait_ms = 30000;
-        w[i].hold_ms = 20;
-        w[i].section = &sec;
-        start_waiting(rc, &w[i]);
+        w[i].while_held = hold_in_section;
+        w[i].arg = &sec;
+        waiting_thread_start_sleeping(&w[i]);
     }
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
     distlock_lock_free(held);
     long long last = 0;
     for (int i = 0; i < n; i++) {
-        join(&w[i], names[i]);
+        waiting_thread_join(&w[i], names[i]);
         printf("#   %-12s %d after %lld ms\n", names[i], w[i].rc, w[i].done_ms - released);
         if (w[i].done_ms > last)
             last = w[i].done_ms;
@@ -614,15 +488,15 @@ static void serve_mixed_waiters(rh_cluster *rc, const char *key, struct waiter *
  * docs/shared-locks.md) */
 static void test_mixed_waiters_with_read_locks_all_served_one_writer_at_a_time(void **state)
 {
-    struct waiter w[8] = {
-        { .how = HOW_ONE },
-        { .how = HOW_ONE, .flags = DISTLOCK_REENTRANT, .owner = "owner-a" },
-        { .how = HOW_ONE, .flags = DISTLOCK_SHARED },
-        { .how = HOW_MANY, .other_key = "turnpromise:mixed-other" },
-        { .how = HOW_MULTI },
-        { .how = HOW_ONE },
-        { .how = HOW_ONE, .flags = DISTLOCK_SHARED },
-        { .how = HOW_ONE, .flags = DISTLOCK_REENTRANT, .owner = "owner-b" },
+    waiting_thread w[8] = {
+        { .flags = 0 },
+        { .flags = DISTLOCK_REENTRANT, .owner = "owner-a" },
+        { .flags = DISTLOCK_SHARED },
+        { .other_key = "turnpromise:mixed-other" },
+        { .call = multi_acquire },
+        { .flags = 0 },
+        { .flags = DISTLOCK_SHARED },
+        { .flags = DISTLOCK_REENTRANT, .owner = "owner-b" },
     };
     const char *names[8] = { "plain", "reentrant a", "reader", "key set", "multi", "plain 2",
                              "reader 2", "reentrant b" };
@@ -633,14 +507,14 @@ static void test_mixed_waiters_with_read_locks_all_served_one_writer_at_a_time(v
  * including the key, a user's multi, DISTLOCK_FAIR, plain */
 static void test_mixed_waiters_with_fair_ones_all_served_one_at_a_time(void **state)
 {
-    struct waiter w[7] = {
-        { .how = HOW_ONE },
-        { .how = HOW_ONE, .flags = DISTLOCK_FAIR },
-        { .how = HOW_ONE, .flags = DISTLOCK_REENTRANT, .owner = "owner-a" },
-        { .how = HOW_MANY, .other_key = "turnpromise:mixed-other" },
-        { .how = HOW_MULTI },
-        { .how = HOW_ONE, .flags = DISTLOCK_FAIR },
-        { .how = HOW_ONE },
+    waiting_thread w[7] = {
+        { .flags = 0 },
+        { .flags = DISTLOCK_FAIR },
+        { .flags = DISTLOCK_REENTRANT, .owner = "owner-a" },
+        { .other_key = "turnpromise:mixed-other" },
+        { .call = multi_acquire },
+        { .flags = DISTLOCK_FAIR },
+        { .flags = 0 },
     };
     const char *names[7] = { "plain", "fair", "reentrant a", "key set", "multi", "fair 2",
                              "plain 2" };
@@ -662,17 +536,14 @@ static void test_key_taken_once_the_turn_holders_hung_attempt_times_out(void **s
     fp_proxy *fp = fp_front(rc);
     assert_non_null(fp);
     distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(fp_uris(fp));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 50), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 100), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(fp_uris(fp), 50, 100);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 3000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, interrupt_hook, NULL), DISTLOCK_OK);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
-    start_waiting(rc, &first);
-    struct waiter second = { .c = c, .key = key, .wait_ms = 20000 };
-    start_waiting(rc, &second);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start_sleeping(&first);
+    waiting_thread second = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start_sleeping(&second);
     /* the next request naming the key (the re-check of the thread with the
      * turn: the other one sends nothing) is held, with all after it */
     char hex[128];
@@ -682,8 +553,8 @@ static void test_key_taken_once_the_turn_holders_hung_attempt_times_out(void **s
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
     distlock_lock_free(held);
-    join(&first, "first");
-    join(&second, "second");
+    waiting_thread_join(&first, "first");
+    waiting_thread_join(&second, "second");
     long long taken = first.rc == DISTLOCK_OK ? first.done_ms : 0;
     if (second.rc == DISTLOCK_OK && (taken == 0 || second.done_ms < taken))
         taken = second.done_ms;
@@ -711,7 +582,8 @@ static void test_thousand_waiting_threads_served_one_at_a_time(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:thousand";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 5000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 2500, 5000);
     const int many = (int)slow_bound(MANY, MANY / 4);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     distlock_lock *held = NULL;
@@ -719,23 +591,17 @@ static void test_thousand_waiting_threads_served_one_at_a_time(void **state)
     atomic_int inside, overlaps;
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
-    struct waiter *w = calloc(MANY, sizeof *w);
+    waiting_thread *w = calloc(MANY, sizeof *w);
     assert_non_null(w);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
     long long t_start = rh_now_ms();
     for (int i = 0; i < many; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 120000, .inside = &inside,
-                                .overlaps = &overlaps };
-        atomic_init(&w[i].done, 0);
-        w[i].rc = -99;
-        assert_int_equal(pthread_create(&w[i].t, &attr, waiter_main, &w[i]), 0);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 120000, .inside = &inside,
+                                 .overlaps = &overlaps };
+        waiting_thread_start_small_stack(&w[i]);
     }
-    pthread_attr_destroy(&attr);
     /* every thread waits (its first attempt refused, or queued behind the
      * turn holder without one), and the client is subscribed */
-    assert_true(RH_WAIT_UNTIL(all_waiting(w, many), 60000));
+    assert_true(RH_WAIT_UNTIL(waiting_threads_all_sleeping(w, many), 60000));
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));
     long long registered = rh_now_ms();
     long long released = 0;
@@ -778,28 +644,29 @@ static void test_release_reaches_the_next_waiter_with_a_node_stopped(void **stat
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:stopped";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     assert_holding(rc, key, NULL, 3);
     atomic_int inside, overlaps;
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
-    struct waiter a = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
-                        .overlaps = &overlaps };
-    start(&a);
+    waiting_thread a = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
+                         .overlaps = &overlaps };
+    waiting_thread_start(&a);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 && key_channel_subscribers(rc, 1, key) == 1 &&
                               key_channel_subscribers(rc, 2, key) == 1, 10000));
-    struct waiter b = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
-                        .overlaps = &overlaps };
-    start(&b);
-    assert_true(RH_WAIT_UNTIL(waiting(&b), 10000));
+    waiting_thread b = { .c = c, .key = key, .wait_ms = 20000, .inside = &inside,
+                         .overlaps = &overlaps };
+    waiting_thread_start(&b);
+    assert_true(RH_WAIT_UNTIL(waiting_thread_sleeping(&b), 10000));
     assert_int_equal(rh_pause(rc, 2), 0);
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
     distlock_lock_free(held);
-    join(&a, "a");
-    join(&b, "b");
+    waiting_thread_join(&a, "a");
+    waiting_thread_join(&b, "b");
     long long last = a.done_ms > b.done_ms ? a.done_ms : b.done_ms;
     printf("# node 2 stopped: both waiters served %lld ms after the release (a %d, b %d)\n",
            last - released, a.rc, b.rc);
@@ -816,15 +683,6 @@ static void test_release_reaches_the_next_waiter_with_a_node_stopped(void **stat
 }
 
 /* ------------------------------------------------ calls that arrive while others wait */
-
-/* Start w and return once it sleeps in its wait (the interrupt hook saw
- * it): a call that joins the turns of the client's waiters sends nothing
- * first, so there is no attempt to wait for. */
-static void start_sleeping(struct waiter *w)
-{
-    start(w);
-    assert_true(RH_WAIT_UNTIL(waiting(w), 10000));
-}
 
 /* The key frees without a message, as when its holder's lease ends (the
  * holder died): only a look at the key can tell. */
@@ -847,28 +705,29 @@ static void test_arriving_threads_send_no_attempt_until_they_have_the_turn(void 
     enum { OLD = 4, NEW = 40 };
     rh_cluster *rc = *state;
     const char *key = "turnpromise:arrivals";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 400);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 200, 400);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     atomic_int inside, overlaps;
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
-    static struct waiter w[OLD + NEW];
+    static waiting_thread w[OLD + NEW];
     for (int i = 0; i < OLD + NEW; i++)
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .inside = &inside,
-                                .overlaps = &overlaps };
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 30000, .inside = &inside,
+                                 .overlaps = &overlaps };
     for (int i = 0; i < OLD; i++)
-        start_sleeping(&w[i]);
+        waiting_thread_start_sleeping(&w[i]);
 
     long long at0 = attempt_commands_run(rc, 0), t0 = rh_now_ms();
     for (int i = OLD; i < OLD + NEW; i++) {
         sleep_until_ms(t0 + (long long)(i - OLD) * 25);  /* the arrivals' pace */
-        start(&w[i]);
+        waiting_thread_start(&w[i]);
     }
     int all = 1;
     for (int i = OLD; i < OLD + NEW; i++)
-        all &= RH_WAIT_UNTIL(waiting(&w[i]), 10000);
+        all &= RH_WAIT_UNTIL(waiting_thread_sleeping(&w[i]), 10000);
     long long sent = attempt_commands_run(rc, 0) - at0, window = rh_now_ms() - t0;
     printf("# %d threads arrived over %lld ms while %d waited: %lld attempts (%.1f/s); the turn "
            "holder re-checking 100-400 ms apart sends at most %lld\n",
@@ -882,7 +741,7 @@ static void test_arriving_threads_send_no_attempt_until_they_have_the_turn(void 
     distlock_lock_free(held);
     int served = 0;
     for (int i = 0; i < OLD + NEW; i++) {
-        join(&w[i], "waiter");
+        waiting_thread_join(&w[i], "waiter");
         served += w[i].rc == DISTLOCK_OK;
     }
     distlock_client_free(c);
@@ -904,18 +763,19 @@ static void test_oldest_waiting_thread_takes_a_freed_key_before_an_arrival(void 
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:arrival-order";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 400);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 200, 400);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    struct waiter w[3];
+    waiting_thread w[3];
     for (int i = 0; i < 3; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
-        start_sleeping(&w[i]);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
+        waiting_thread_start_sleeping(&w[i]);
     }
     free_key_silently(rc, key);
-    struct waiter late = { .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
-    start(&late);
+    waiting_thread late = { .c = c, .key = key, .wait_ms = 20000, .keep = 1 };
+    waiting_thread_start(&late);
     int someone = RH_WAIT_UNTIL(atomic_load(&w[0].done) || atomic_load(&w[1].done) ||
                                 atomic_load(&w[2].done) || atomic_load(&late.done), 10000);
     int oldest_won = atomic_load(&w[0].done) && w[0].rc == DISTLOCK_OK;
@@ -924,17 +784,11 @@ static void test_oldest_waiting_thread_takes_a_freed_key_before_an_arrival(void 
            oldest_won, late_won);
     assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
     for (int i = 0; i < 3; i++)
-        join(&w[i], "old waiter");
-    join(&late, "arrival");
+        waiting_thread_join(&w[i], "old waiter");
+    waiting_thread_join(&late, "arrival");
     for (int i = 0; i < 3; i++)
-        if (w[i].lock) {
-            assert_rc(distlock_release(w[i].lock), DISTLOCK_OK);
-            distlock_lock_free(w[i].lock);
-        }
-    if (late.lock) {
-        assert_rc(distlock_release(late.lock), DISTLOCK_OK);
-        distlock_lock_free(late.lock);
-    }
+        waiting_thread_drop_lock(&w[i]);
+    waiting_thread_drop_lock(&late);
     distlock_lock_free(held);  /* its lease is gone: nothing to release */
     distlock_client_free(c);
     distlock_client_free(holder);
@@ -953,35 +807,33 @@ static void test_arrival_without_the_turn_tries_once_at_its_deadline(void **stat
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:arrival-deadline";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     distlock_cancel *own = NULL;
     assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
-    struct waiter first = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .cancel = own };
-    start_sleeping(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .cancel = own };
+    waiting_thread_start_sleeping(&first);
 
-    struct waiter refused = { .c = c, .key = key, .wait_ms = 300 };
-    start(&refused);
-    join(&refused, "refused arrival");
+    waiting_thread refused = { .c = c, .key = key, .wait_ms = 300 };
+    waiting_thread_start(&refused);
+    waiting_thread_join(&refused, "refused arrival");
     long long refused_took = refused.done_ms - refused.started_ms;
     free_key_silently(rc, key);
     long long at0 = attempt_commands_run(rc, 0);
-    struct waiter taker = { .c = c, .key = key, .wait_ms = 300, .keep = 1 };
-    start(&taker);
-    join(&taker, "taking arrival");
+    waiting_thread taker = { .c = c, .key = key, .wait_ms = 300, .keep = 1 };
+    waiting_thread_start(&taker);
+    waiting_thread_join(&taker, "taking arrival");
     long long taker_took = taker.done_ms - taker.started_ms;
     long long sent = attempt_commands_run(rc, 0) - at0;
     printf("# arrivals without the turn: refused after %lld ms (%d: %s); the key freed, taken "
            "after %lld ms (%d) with %lld attempt(s)\n",
            refused_took, refused.rc, refused.detail, taker_took, taker.rc, sent);
     assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
-    join(&first, "first");
-    if (taker.lock) {
-        assert_rc(distlock_release(taker.lock), DISTLOCK_OK);
-        distlock_lock_free(taker.lock);
-    }
+    waiting_thread_join(&first, "first");
+    waiting_thread_drop_lock(&taker);
     distlock_lock_free(held);
     distlock_cancel_free(own);
     distlock_client_free(c);
@@ -1005,14 +857,15 @@ static void test_try_once_is_not_held_behind_waiting_threads(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:try-once";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     distlock_cancel *own = NULL;
     assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
-    struct waiter first = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .cancel = own };
-    start_sleeping(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .cancel = own };
+    waiting_thread_start_sleeping(&first);
 
     long long at0 = attempt_commands_run(rc, 0);
     distlock_lock *l = NULL;
@@ -1029,7 +882,7 @@ static void test_try_once_is_not_held_behind_waiting_threads(void **state)
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
-    join(&first, "first");
+    waiting_thread_join(&first, "first");
     assert_rc(first.rc, DISTLOCK_ECANCELED);
     distlock_lock_free(held);
     distlock_cancel_free(own);
@@ -1047,8 +900,9 @@ static void test_arrival_beside_waiters_without_turns_tries_at_once(void **state
     rh_cluster *rc = *state;
     const char *keys[2] = { "turnpromise:noturn-set", "turnpromise:noturn-fair" };
     const char *other = "turnpromise:noturn-j";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *held_j = NULL;
     assert_rc(distlock_acquire(holder, other, 30000, 0, 0, &held_j), DISTLOCK_OK);
     for (int k = 0; k < 2; k++) {
@@ -1056,30 +910,26 @@ static void test_arrival_beside_waiters_without_turns_tries_at_once(void **state
         assert_rc(distlock_acquire(holder, keys[k], 30000, 0, 0, &held), DISTLOCK_OK);
         distlock_cancel *own = NULL;
         assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
-        struct waiter before = { .c = c, .key = keys[k], .wait_ms = 20000, .cancel = own };
+        waiting_thread before = { .c = c, .key = keys[k], .wait_ms = 20000, .cancel = own };
         if (k == 0) {
-            before.how = HOW_MANY;
             before.other_key = other;
         } else {
             before.flags = DISTLOCK_FAIR;
         }
-        start_sleeping(&before);
+        waiting_thread_start_sleeping(&before);
         free_key_silently(rc, keys[k]);
         /* The arrival keeps what it won until the waiter before is
          * cancelled: its release would wake that waiter, which could win
          * the key before the cancel (a fair one can). */
-        struct waiter arrival = { .c = c, .key = keys[k], .wait_ms = 20000, .keep = 1 };
-        start(&arrival);
-        join(&arrival, "arrival");
+        waiting_thread arrival = { .c = c, .key = keys[k], .wait_ms = 20000, .keep = 1 };
+        waiting_thread_start(&arrival);
+        waiting_thread_join(&arrival, "arrival");
         printf("# beside a %s waiter: the arrival %d after %lld ms (the waiter re-checks 5-10 s "
                "apart)\n", k == 0 ? "key set's" : "fair", arrival.rc,
                arrival.done_ms - arrival.started_ms);
         assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
-        join(&before, "the waiter before");
-        if (arrival.lock) {
-            assert_rc(distlock_release(arrival.lock), DISTLOCK_OK);
-            distlock_lock_free(arrival.lock);
-        }
+        waiting_thread_join(&before, "the waiter before");
+        waiting_thread_drop_lock(&arrival);
         distlock_lock_free(held);
         distlock_cancel_free(own);
         assert_rc(arrival.rc, DISTLOCK_OK);
@@ -1099,25 +949,26 @@ static void test_writer_arriving_beside_a_noted_writer_tries_at_once(void **stat
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:noturn-writer";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 20000);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *reader = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, DISTLOCK_SHARED, &reader), DISTLOCK_OK);
     char writers[128];
     snprintf(writers, sizeof writers, "{%s}:writers", key);
-    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
-    start_sleeping(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start_sleeping(&first);
     assert_true(RH_WAIT_UNTIL(zcard(rc, writers) == 1, 10000));
-    struct waiter arrival = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread arrival = { .c = c, .key = key, .wait_ms = 20000 };
     long long t0 = rh_now_ms();
-    start(&arrival);
+    waiting_thread_start(&arrival);
     int noted = RH_WAIT_UNTIL(zcard(rc, writers) == 2, 10000);
     long long took = rh_now_ms() - t0;
     printf("# a writer arriving beside a noted writer noted itself after %lld ms (re-checks "
            "5-10 s apart)\n", took);
     assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
-    join(&first, "first writer");
-    join(&arrival, "arriving writer");
+    waiting_thread_join(&first, "first writer");
+    waiting_thread_join(&arrival, "arriving writer");
     assert_rc(distlock_release(reader), DISTLOCK_OK);
     distlock_lock_free(reader);
     distlock_client_free(c);
@@ -1137,31 +988,32 @@ static void test_queued_arrival_sees_the_hook_and_its_cancel(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turnpromise:arrival-cancel";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rc, 100);
-    atomic_store(&interrupting, 0);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
+    atomic_store(&waiting_threads_interrupt, 0);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    struct waiter first = { .c = c, .key = key, .wait_ms = 20000 };
-    start_sleeping(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 20000 };
+    waiting_thread_start_sleeping(&first);
     distlock_cancel *own = NULL;
     assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
-    struct waiter hooked = { .c = c, .key = key, .wait_ms = 20000, .interruptible = 1 };
-    struct waiter cancelled = { .c = c, .key = key, .wait_ms = 20000, .cancel = own };
-    start_sleeping(&hooked);
-    start_sleeping(&cancelled);
+    waiting_thread hooked = { .c = c, .key = key, .wait_ms = 20000, .interruptible = 1 };
+    waiting_thread cancelled = { .c = c, .key = key, .wait_ms = 20000, .cancel = own };
+    waiting_thread_start_sleeping(&hooked);
+    waiting_thread_start_sleeping(&cancelled);
     long long t0 = rh_now_ms();
-    atomic_store(&interrupting, 1);
-    join(&hooked, "hooked arrival");
+    atomic_store(&waiting_threads_interrupt, 1);
+    waiting_thread_join(&hooked, "hooked arrival");
     long long t1 = rh_now_ms();
     assert_rc(distlock_cancel_fire(own), DISTLOCK_OK);
-    join(&cancelled, "cancelled arrival");
+    waiting_thread_join(&cancelled, "cancelled arrival");
     printf("# queued arrivals: the hook's %d after %lld ms, the own cancel's %d after %lld ms\n",
            hooked.rc, hooked.done_ms - t0, cancelled.rc, cancelled.done_ms - t1);
-    atomic_store(&interrupting, 0);
+    atomic_store(&waiting_threads_interrupt, 0);
     int first_waits = !atomic_load(&first.done);
     assert_rc(distlock_release(held), DISTLOCK_OK);
     distlock_lock_free(held);
-    join(&first, "first");
+    waiting_thread_join(&first, "first");
     distlock_cancel_free(own);
     distlock_client_free(c);
     distlock_client_free(holder);

@@ -9,66 +9,27 @@
  * that starts threads. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
+#include "test_waiting_threads.h"
 
 #include <poll.h>
-#include <pthread.h>
-#include <stdatomic.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
 DEFINE_GROUP(1)
 
-struct waiter {
-    distlock_client *c;
-    const char *key;
-    pthread_t t;
-    int rc;
-    long long done_ms;
-    atomic_int sleeps;  /* sleeps its wait began (the interrupt hook counts) */
-};
-
-static __thread struct waiter *self;
-
-/* Counts the sleeps of a waiting thread of the parent; never cancels. */
-static int count_sleeps(void *arg)
-{
-    (void)arg;
-    if (self)
-        atomic_fetch_add(&self->sleeps, 1);
-    return 0;
-}
-
-static void *waiter_main(void *p)
-{
-    struct waiter *w = p;
-    self = w;
-    distlock_lock *l = NULL;
-    w->rc = distlock_acquire(w->c, w->key, 10000, 20000, 0, &l);
-    w->done_ms = rh_now_ms();
-    if (l) {
-        if (distlock_release(l) != DISTLOCK_OK)
-            w->rc = -100;
-        distlock_lock_free(l);
-    }
-    return NULL;
-}
-
 static void test_child_waits_for_a_key_without_the_parents_waiting_threads_ahead(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "turnsfork:key";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 50), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 100), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
 
-    struct waiter w[2];
+    waiting_thread w[2];
     for (int i = 0; i < 2; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .rc = -99 };
-        atomic_init(&w[i].sleeps, 0);
-        assert_int_equal(pthread_create(&w[i].t, NULL, waiter_main, &w[i]), 0);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 20000 };
+        waiting_thread_start(&w[i]);
         assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 1, 10000));
     }
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1, 10000));

@@ -15,10 +15,9 @@
  *   waiting threads).
  * Waiters are threads of one client, the holders other clients. */
 #include "test_common.h"
+#include "test_waiting_threads.h"
 #include "harness/faultproxy.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
 #include <sys/resource.h>
 #include <time.h>
 
@@ -45,76 +44,6 @@ static long long keys_left(rh_cluster *rc, const char *key)
     return n;
 }
 
-struct waiter {
-    distlock_client *c;
-    const char *key;
-    long wait_ms;
-    unsigned flags;
-    long permits;               /* > 0: a permit of a semaphore of that many */
-    const char *token;          /* args->token (a caller's), or NULL */
-    distlock_cancel *cancel;
-    pthread_t t;
-    int rc;
-    long long started_ms, done_ms;
-    char detail[256];
-    atomic_int sleeps;          /* sleeps its wait began (the interrupt hook counts) */
-    atomic_int done;
-};
-
-/* The interrupt hook counts the sleeps of the calling thread's wait, so a
- * test sees that a thread waits (its first attempt was refused). */
-static __thread struct waiter *self;
-
-static int count_sleeps(void *arg)
-{
-    (void)arg;
-    if (self != NULL)
-        atomic_fetch_add(&self->sleeps, 1);
-    return 0;
-}
-
-static void *waiter_main(void *p)
-{
-    struct waiter *w = p;
-    distlock_lock *l = NULL;
-    self = w;
-    distlock_acquire_args args = { .size = sizeof args, .cancel = w->cancel,
-                                   .token = w->token };
-    w->started_ms = rh_now_ms();
-    if (w->permits > 0)
-        w->rc = distlock_semaphore_acquire(w->c, w->key, w->permits, 10000, w->wait_ms,
-                                           w->flags, &args, &l);
-    else
-        w->rc = distlock_acquire_with(w->c, w->key, 10000, w->wait_ms, w->flags, &args, &l);
-    w->done_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l) {
-        if (distlock_release(l) != DISTLOCK_OK)
-            w->rc = -100;
-        distlock_lock_free(l);
-    }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static void start_waiting(struct waiter *w)
-{
-    atomic_init(&w->done, 0);
-    atomic_init(&w->sleeps, 0);
-    w->rc = -99;
-    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
-    assert_true(RH_WAIT_UNTIL(atomic_load(&w->sleeps) >= 1 || atomic_load(&w->done), 10000));
-    assert_false(atomic_load(&w->done));
-}
-
-static void join(struct waiter *w, const char *name)
-{
-    pthread_join(w->t, NULL);
-    if (w->rc != DISTLOCK_OK)
-        printf("# %s: %d (%s) after %lld ms\n", name, w->rc, w->detail,
-               w->done_ms - w->started_ms);
-}
-
 /* docs/shared-locks.md: "A writer that gives up ... removes its intent and
  * wakes the readers it kept out, unless another writer still waits";
  * test_writer_keeps_intent_when_another_writer_gives_up checks it with two
@@ -139,21 +68,18 @@ static int reader_after_one_of_two_writers_gives_up(rh_cluster *rc, const char *
     fp_proxy *fp = fp_front(rc);
     assert_non_null(fp);
     distlock_client *readers = new_client(rh_uris(rc));
-    distlock_client *c = new_client(fp_uris(fp));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 1000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 1000), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(fp_uris(fp), 1000, 1000);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 500), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
     distlock_lock *reader = NULL;
     assert_rc(distlock_acquire(readers, key, 30000, 0, DISTLOCK_SHARED, &reader), DISTLOCK_OK);
 
     distlock_cancel *cancel = NULL;
     assert_rc(distlock_cancel_new(&cancel), DISTLOCK_OK);
-    struct waiter first = { .c = c, .key = key, .wait_ms = 20000, .cancel = cancel,
-                            .token = token };
-    start_waiting(&first);
-    struct waiter second = { .c = c, .key = key, .wait_ms = 20000, .token = token };
-    start_waiting(&second);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 20000, .cancel = cancel,
+                             .token = token };
+    waiting_thread_start_sleeping(&first);
+    waiting_thread second = { .c = c, .key = key, .wait_ms = 20000, .token = token };
+    waiting_thread_start_sleeping(&second);
     printf("# waiting writers noted: %lld (two writers wait)\n", zcard(rc, writers));
     if (lapse) {
         /* Both wait while a reader is in; the queue TTL (3 x 1000 + 2 x 500
@@ -173,7 +99,7 @@ static int reader_after_one_of_two_writers_gives_up(rh_cluster *rc, const char *
     assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match 0 down %s", fp_hex(chan, hex, sizeof hex)),
                      0);
     assert_rc(distlock_cancel_fire(cancel), DISTLOCK_OK);
-    join(&first, "first writer");
+    waiting_thread_join(&first, "first writer");
     assert_rc(first.rc, DISTLOCK_ECANCELED);
     assert_false(atomic_load(&second.done));
     distlock_lock *late = NULL;
@@ -189,7 +115,7 @@ static int reader_after_one_of_two_writers_gives_up(rh_cluster *rc, const char *
     }
     assert_rc(distlock_release(reader), DISTLOCK_OK);
     distlock_lock_free(reader);
-    join(&second, "second writer");
+    waiting_thread_join(&second, "second writer");
     distlock_cancel_free(cancel);
     distlock_client_free(c);
     distlock_client_free(readers);
@@ -227,10 +153,7 @@ static void test_release_wakes_a_permit_waiter_behind_eight_other_permit_sizes(v
     rh_cluster *rc = *state;
     const char *key = "turnwriters:sizes";
     distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(rh_uris(rc), 20000, 20000);
     distlock_lock *held[9] = { NULL };
     for (int i = 0; i < 9; i++)
         assert_rc(distlock_semaphore_acquire(holder, key, 9, 60000, 0, 0, NULL, &held[i]),
@@ -238,11 +161,11 @@ static void test_release_wakes_a_permit_waiter_behind_eight_other_permit_sizes(v
     distlock_cancel *cancel = NULL;
     assert_rc(distlock_cancel_new(&cancel), DISTLOCK_OK);
     const long sizes[10] = { 1, 9, 1, 2, 3, 4, 5, 6, 7, 8 };
-    struct waiter w[10];
+    waiting_thread w[10];
     for (int i = 0; i < 10; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 60000, .permits = sizes[i],
-                                .cancel = cancel };
-        start_waiting(&w[i]);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 60000, .permits = sizes[i],
+                                 .cancel = cancel };
+        waiting_thread_start_sleeping(&w[i]);
     }
     long long released = rh_now_ms();
     assert_rc(distlock_release(held[0]), DISTLOCK_OK);
@@ -253,7 +176,7 @@ static void test_release_wakes_a_permit_waiter_behind_eight_other_permit_sizes(v
            "(re-checks 10-20 s apart)\n", served ? "ended" : "still waits", took);
     assert_rc(distlock_cancel_fire(cancel), DISTLOCK_OK);
     for (int i = 0; i < 10; i++)
-        join(&w[i], "permit waiter");
+        waiting_thread_join(&w[i], "permit waiter");
     for (int i = 1; i < 9; i++) {
         assert_rc(distlock_release(held[i]), DISTLOCK_OK);
         distlock_lock_free(held[i]);
@@ -283,20 +206,17 @@ static int slow_node_window(rh_cluster *rc, const char *key, long connect_ms, lo
     fp_proxy *fp = fp_front(rc);
     assert_non_null(fp);
     distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(fp_uris(fp));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 50), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 100), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(fp_uris(fp), 50, 100);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     if (connect_ms)
         assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, connect_ms),
                   DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    struct waiter w[SLOW_THREADS];
+    waiting_thread w[SLOW_THREADS];
     for (int i = 0; i < SLOW_THREADS; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000 };
-        start_waiting(&w[i]);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 30000 };
+        waiting_thread_start_sleeping(&w[i]);
     }
     /* the node's answers (the replies' direction) come 1 s late */
     assert_int_equal(fp_cmd(fp, NULL, 0, "delay 0 1000 down"), 0);
@@ -321,7 +241,7 @@ static int slow_node_window(rh_cluster *rc, const char *key, long connect_ms, lo
     assert_rc(distlock_release(held), DISTLOCK_OK);
     distlock_lock_free(held);
     for (int i = 0; i < SLOW_THREADS; i++)
-        join(&w[i], "waiter");
+        waiting_thread_join(&w[i], "waiter");
     distlock_client_free(c);
     distlock_client_free(holder);
     fp_stop(fp);
@@ -373,28 +293,18 @@ static uint64_t now_us_mono(void)
 static double cpu_ms_per_s_waiting(rh_cluster *rc, int n, const char *key)
 {
     distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 50), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 100), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(rh_uris(rc), 50, 100);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
     distlock_cancel *cancel = NULL;
     assert_rc(distlock_cancel_new(&cancel), DISTLOCK_OK);
-    struct waiter *w = calloc((size_t)n, sizeof(*w));
+    waiting_thread *w = calloc((size_t)n, sizeof(*w));
     assert_non_null(w);
     for (int i = 0; i < n; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 60000, .cancel = cancel };
-        atomic_init(&w[i].done, 0);
-        atomic_init(&w[i].sleeps, 0);
-        w[i].rc = -99;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        assert_int_equal(pthread_create(&w[i].t, &attr, waiter_main, &w[i]), 0);
-        pthread_attr_destroy(&attr);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 60000, .cancel = cancel };
+        waiting_thread_start_small_stack(&w[i]);
     }
     for (int i = 0; i < n; i++)
         assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 2, 60000));
@@ -469,15 +379,12 @@ static void test_cost_of_waiting_threads_grows_linearly(void **state)
 static long long own_keys_served_ms(rh_cluster *rc, int n, long long *settle_ms)
 {
     distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 20000), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(rh_uris(rc), 20000, 20000);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
     char (*keys)[48] = calloc((size_t)n, sizeof(*keys));
     distlock_lock **held = calloc((size_t)n, sizeof(*held));
-    struct waiter *w = calloc((size_t)n, sizeof(*w));
+    waiting_thread *w = calloc((size_t)n, sizeof(*w));
     assert_true(keys && held && w);
     for (int i = 0; i < n; i++) {
         snprintf(keys[i], sizeof keys[i], "turnwriters:own:%d:%d", n, i);
@@ -485,15 +392,8 @@ static long long own_keys_served_ms(rh_cluster *rc, int n, long long *settle_ms)
     }
     long long t0 = rh_now_ms();
     for (int i = 0; i < n; i++) {
-        w[i] = (struct waiter){ .c = c, .key = keys[i], .wait_ms = 120000 };
-        atomic_init(&w[i].done, 0);
-        atomic_init(&w[i].sleeps, 0);
-        w[i].rc = -99;
-        pthread_attr_t attr;
-        pthread_attr_init(&attr);
-        pthread_attr_setstacksize(&attr, 256 * 1024);
-        assert_int_equal(pthread_create(&w[i].t, &attr, waiter_main, &w[i]), 0);
-        pthread_attr_destroy(&attr);
+        w[i] = (waiting_thread){ .c = c, .key = keys[i], .wait_ms = 120000 };
+        waiting_thread_start_small_stack(&w[i]);
     }
     for (int i = 0; i < n; i++)
         assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 1, 120000));

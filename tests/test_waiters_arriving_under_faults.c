@@ -21,112 +21,15 @@
  * Waiters are threads of one client, the holders other clients. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
+/* Its waiting threads ask for 30 s leases: the locks they keep stay held
+ * across a cancel of the others and their joins. */
+#define WAITING_THREAD_TTL_MS 30000
+#include "test_waiting_threads.h"
 #include "harness/faultproxy.h"
 #include "harness/sentinel_harness.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
-
 DEFINE_GROUP(1)
 DEFINE_GROUP_SETUP(3)
-
-struct waiter {
-    distlock_client *c;
-    const char *key;
-    long wait_ms;
-    unsigned flags;
-    long permits;               /* > 0: a semaphore permit of that many */
-    int keep;                   /* keep the lock (the test releases it) */
-    pthread_t t;
-    int rc;
-    long long started_ms, done_ms;
-    char detail[256];
-    distlock_lock *lock;
-    atomic_int sleeps;          /* sleeps its wait began (the interrupt hook counts) */
-    atomic_int done;
-};
-
-static __thread struct waiter *self;
-
-/* The interrupt hook: counts the calling thread's sleeps, so a test sees
- * that a thread waits (a queued call sends nothing to watch for). */
-static int interrupt_hook(void *arg)
-{
-    (void)arg;
-    if (self != NULL)
-        atomic_fetch_add(&self->sleeps, 1);
-    return 0;
-}
-
-static int waiting(struct waiter *w)
-{
-    return atomic_load(&w->sleeps) >= 1 && !atomic_load(&w->done);
-}
-
-static void *waiter_main(void *p)
-{
-    struct waiter *w = p;
-    distlock_lock *l = NULL;
-    self = w;
-    distlock_acquire_args args = { .size = sizeof args };
-    w->started_ms = rh_now_ms();
-    if (w->permits > 0)
-        w->rc = distlock_semaphore_acquire(w->c, w->key, w->permits, 30000, w->wait_ms,
-                                           w->flags, &args, &l);
-    else
-        w->rc = distlock_acquire_with(w->c, w->key, 30000, w->wait_ms, w->flags, &args, &l);
-    w->done_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l && w->keep) {
-        w->lock = l;
-    } else if (l) {
-        if (distlock_release(l) != DISTLOCK_OK)
-            w->rc = -100;
-        distlock_lock_free(l);
-    }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
-static void start(struct waiter *w)
-{
-    atomic_init(&w->done, 0);
-    atomic_init(&w->sleeps, 0);
-    w->rc = -99;
-    w->lock = NULL;
-    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
-}
-
-static void start_sleeping(struct waiter *w)
-{
-    start(w);
-    assert_true(RH_WAIT_UNTIL(waiting(w), 10000));
-}
-
-static void join(struct waiter *w, const char *name)
-{
-    pthread_join(w->t, NULL);
-    printf("# %s: %d (%s) after %lld ms\n", name, w->rc, w->detail,
-           w->done_ms - w->started_ms);
-}
-
-static void drop_lock(struct waiter *w)
-{
-    if (w->lock) {
-        assert_rc(distlock_release(w->lock), DISTLOCK_OK);
-        distlock_lock_free(w->lock);
-        w->lock = NULL;
-    }
-}
-
-static distlock_client *waiting_client(const char *uris, long retry_ms)
-{
-    distlock_client *c = new_client(uris);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, retry_ms / 2), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, retry_ms), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, interrupt_hook, NULL), DISTLOCK_OK);
-    return c;
-}
 
 /* The key frees without a message, as when its holder's lease ends. */
 static void free_key_silently(rh_cluster *rc, int nodes, const char *key)
@@ -150,15 +53,16 @@ static void test_fencing_waiters_keep_one_turn_with_one_slow_node(void **state)
     const char *key = "arrivalfault:slow-node";
     fp_proxy *fp = fp_front(rc);
     assert_non_null(fp);
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(fp_uris(fp), 400);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(fp_uris(fp), 200, 400);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 3000), DISTLOCK_OK);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     assert_int_equal(fp_cmd(fp, NULL, 0, "delay 2 150 down"), 0);
-    static struct waiter w[N];
+    static waiting_thread w[N];
     for (int i = 0; i < N; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 30000, .flags = DISTLOCK_FENCING };
-        start_sleeping(&w[i]);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 30000, .flags = DISTLOCK_FENCING };
+        waiting_thread_start_sleeping(&w[i]);
     }
     long long at0 = attempt_commands_run(rc, 0), t0 = rh_now_ms();
     sleep_until_ms(t0 + 2000);  /* the window measured, not a synchronisation */
@@ -170,7 +74,7 @@ static void test_fencing_waiters_keep_one_turn_with_one_slow_node(void **state)
     distlock_lock_free(held);
     int served = 0;
     for (int i = 0; i < N; i++) {
-        join(&w[i], "fencing waiter");
+        waiting_thread_join(&w[i], "fencing waiter");
         served += w[i].rc == DISTLOCK_OK;
     }
     (void)fp_cmd(fp, NULL, 0, "heal");
@@ -193,21 +97,22 @@ static void test_queued_arrival_ends_at_its_deadline_with_subscription_unconfirm
     const char *key = "arrivalfault:unconfirmed";
     fp_proxy *fp = fp_front(rc);
     assert_non_null(fp);
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(fp_uris(fp), 100);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(fp_uris(fp), 50, 100);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 3000), DISTLOCK_OK);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     char hex[64];
     assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match 0 up %s 100",
                             fp_hex("SUBSCRIBE", hex, sizeof hex)), 0);
-    struct waiter first = { .c = c, .key = key, .wait_ms = 30000 };
-    start_sleeping(&first);
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 30000 };
+    waiting_thread_start_sleeping(&first);
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held 0 up 1 10000"), 0);
-    struct waiter arrival = { .c = c, .key = key, .wait_ms = 300 };
-    start(&arrival);
-    join(&arrival, "arrival");
+    waiting_thread arrival = { .c = c, .key = key, .wait_ms = 300 };
+    waiting_thread_start(&arrival);
+    waiting_thread_join(&arrival, "arrival");
     assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
-    join(&first, "first");
+    waiting_thread_join(&first, "first");
     (void)fp_cmd(fp, NULL, 0, "heal");
     assert_rc(distlock_release(held), DISTLOCK_OK);
     distlock_lock_free(held);
@@ -229,16 +134,17 @@ static void test_waiting_call_ends_at_its_deadline_with_subscription_unconfirmed
     const char *key = "arrivalfault:unconfirmed-alone";
     fp_proxy *fp = fp_front(rc);
     assert_non_null(fp);
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(fp_uris(fp), 100);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(fp_uris(fp), 50, 100);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 3000), DISTLOCK_OK);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
     char hex[64];
     assert_int_equal(fp_cmd(fp, NULL, 0, "hold-match 0 up %s 100",
                             fp_hex("SUBSCRIBE", hex, sizeof hex)), 0);
-    struct waiter alone = { .c = c, .key = key, .wait_ms = 300 };
-    start(&alone);
-    join(&alone, "alone");
+    waiting_thread alone = { .c = c, .key = key, .wait_ms = 300 };
+    waiting_thread_start(&alone);
+    waiting_thread_join(&alone, "alone");
     (void)fp_cmd(fp, NULL, 0, "heal");
     assert_rc(distlock_release(held), DISTLOCK_OK);
     distlock_lock_free(held);
@@ -260,16 +166,17 @@ static void test_key_freed_silently_taken_when_only_queued_arrivals_are_left(voi
 {
     rh_cluster *rc = *state;
     const char *key = "arrivalfault:only-arrivals";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rh_uris(rc), 400);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 200, 400);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    struct waiter first = { .c = c, .key = key, .wait_ms = 1500 };
-    start_sleeping(&first);
-    struct waiter a = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1 };
-    struct waiter b = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1 };
-    start_sleeping(&a);
-    start_sleeping(&b);
-    join(&first, "first (turn holder)");
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 1500 };
+    waiting_thread_start_sleeping(&first);
+    waiting_thread a = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1 };
+    waiting_thread b = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1 };
+    waiting_thread_start_sleeping(&a);
+    waiting_thread_start_sleeping(&b);
+    waiting_thread_join(&first, "first (turn holder)");
     free_key_silently(rc, 1, key);
     long long freed = rh_now_ms();
     int taken = RH_WAIT_UNTIL(atomic_load(&a.done) || atomic_load(&b.done), 10000);
@@ -277,10 +184,10 @@ static void test_key_freed_silently_taken_when_only_queued_arrivals_are_left(voi
     printf("# the key freed silently with only queued arrivals left: taken after %lld ms "
            "(a %d, b %d)\n", took, atomic_load(&a.done), atomic_load(&b.done));
     assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
-    join(&a, "a");
-    join(&b, "b");
-    drop_lock(&a);
-    drop_lock(&b);
+    waiting_thread_join(&a, "a");
+    waiting_thread_join(&b, "b");
+    waiting_thread_drop_lock(&a);
+    waiting_thread_drop_lock(&b);
     distlock_lock_free(held);
     distlock_client_free(c);
     distlock_client_free(holder);
@@ -303,23 +210,24 @@ static void test_queued_arrival_takes_a_key_at_its_holders_lease_end(void **stat
 {
     rh_cluster *rc = *state;
     const char *key = "arrivalfault:lease-end";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rh_uris(rc), 20000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 2500, 0, 0, &held), DISTLOCK_OK);
     long long lease_end = rh_now_ms() + 2500;
-    struct waiter first = { .c = c, .key = key, .wait_ms = 1000, .flags = DISTLOCK_FENCING };
-    start_sleeping(&first);
-    struct waiter arrival = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1,
-                              .flags = DISTLOCK_FENCING };
-    start_sleeping(&arrival);
-    join(&first, "first (turn holder)");
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 1000, .flags = DISTLOCK_FENCING };
+    waiting_thread_start_sleeping(&first);
+    waiting_thread arrival = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .keep = 1,
+                               .flags = DISTLOCK_FENCING };
+    waiting_thread_start_sleeping(&arrival);
+    waiting_thread_join(&first, "first (turn holder)");
     int taken = RH_WAIT_UNTIL(atomic_load(&arrival.done), 30000);
     printf("# the arrival took the key %lld ms after the holder's lease ended\n",
            rh_now_ms() - lease_end);
     long long late = rh_now_ms() - lease_end;
     assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
-    join(&arrival, "arrival");
-    drop_lock(&arrival);
+    waiting_thread_join(&arrival, "arrival");
+    waiting_thread_drop_lock(&arrival);
     distlock_lock_free(held);
     distlock_client_free(c);
     distlock_client_free(holder);
@@ -339,14 +247,15 @@ static void test_arriving_readers_enter_together_at_the_writers_release(void **s
     enum { N = 5 };
     rh_cluster *rc = *state;
     const char *key = "arrivalfault:readers";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rh_uris(rc), 20000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 30000, 0, 0, &held), DISTLOCK_OK);
-    static struct waiter r[N];
+    static waiting_thread r[N];
     for (int i = 0; i < N; i++) {
-        r[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 8000, .flags = DISTLOCK_SHARED,
-                                .keep = 1 };
-        start_sleeping(&r[i]);
+        r[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 8000, .flags = DISTLOCK_SHARED,
+                                 .keep = 1 };
+        waiting_thread_start_sleeping(&r[i]);
     }
     long long released = 0;
     assert_true(release_ok_started_at(held, &released));
@@ -354,7 +263,7 @@ static void test_arriving_readers_enter_together_at_the_writers_release(void **s
     long long last = 0;
     int served = 0;
     for (int i = 0; i < N; i++) {
-        join(&r[i], "reader");
+        waiting_thread_join(&r[i], "reader");
         served += r[i].rc == DISTLOCK_OK;
         if (r[i].done_ms > last)
             last = r[i].done_ms;
@@ -362,7 +271,7 @@ static void test_arriving_readers_enter_together_at_the_writers_release(void **s
     printf("# %d readers (4 queued arrivals): all in %lld ms after the release\n", served,
            last - released);
     for (int i = 0; i < N; i++)
-        drop_lock(&r[i]);
+        waiting_thread_drop_lock(&r[i]);
     distlock_client_free(c);
     distlock_client_free(holder);
     assert_int_equal(served, N);
@@ -378,14 +287,15 @@ static void test_arriving_permits_served_by_each_release(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "arrivalfault:permits";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rh_uris(rc), 20000);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
     distlock_lock *h1 = NULL, *h2 = NULL;
     assert_rc(distlock_semaphore_acquire(holder, key, 2, 30000, 0, 0, NULL, &h1), DISTLOCK_OK);
     assert_rc(distlock_semaphore_acquire(holder, key, 2, 30000, 0, 0, NULL, &h2), DISTLOCK_OK);
-    struct waiter p[3];
+    waiting_thread p[3];
     for (int i = 0; i < 3; i++) {
-        p[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 8000, .permits = 2, .keep = 1 };
-        start_sleeping(&p[i]);
+        p[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 8000, .permits = 2, .keep = 1 };
+        waiting_thread_start_sleeping(&p[i]);
     }
     long long r1 = 0, r2 = 0;
     assert_true(release_ok_started_at(h1, &r1));
@@ -398,8 +308,8 @@ static void test_arriving_permits_served_by_each_release(void **state)
            "next (%d)\n", one_at, one, two_at, two);
     assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
     for (int i = 0; i < 3; i++) {
-        join(&p[i], "permit waiter");
-        drop_lock(&p[i]);
+        waiting_thread_join(&p[i], "permit waiter");
+        waiting_thread_drop_lock(&p[i]);
     }
     distlock_lock_free(h1);
     distlock_lock_free(h2);
@@ -419,60 +329,32 @@ static void test_arriving_permits_served_by_each_release(void **state)
  * queue behind it, so node 0 sees about one re-check stream meanwhile, not
  * an attempt per arrival; the release then serves all 201 one at a time,
  * never two together. */
-static atomic_int inside, overlaps;
-
-static void *crowd_main(void *p)
-{
-    struct waiter *w = p;
-    distlock_lock *l = NULL;
-    self = w;
-    w->started_ms = rh_now_ms();
-    w->rc = distlock_acquire(w->c, w->key, 30000, w->wait_ms, 0, &l);
-    w->done_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l) {
-        if (atomic_fetch_add(&inside, 1) != 0)
-            atomic_fetch_add(&overlaps, 1);
-        atomic_fetch_sub(&inside, 1);
-        if (distlock_release(l) != DISTLOCK_OK)
-            w->rc = -100;
-        distlock_lock_free(l);
-    }
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
 static void test_crowd_arriving_at_once_queues_behind_the_turn(void **state)
 {
     enum { CROWD = 200 };
     rh_cluster *rc = *state;
     const char *key = "arrivalfault:crowd";
-    distlock_client *holder = new_client(rh_uris(rc)), *c = waiting_client(rh_uris(rc), 400);
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_waiting_client(rh_uris(rc), 200, 400);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 5000), DISTLOCK_OK);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
+    atomic_int inside, overlaps;
     atomic_init(&inside, 0);
     atomic_init(&overlaps, 0);
-    struct waiter *w = calloc(CROWD + 1, sizeof *w);
+    waiting_thread *w = calloc(CROWD + 1, sizeof *w);
     assert_non_null(w);
-    pthread_attr_t attr;
-    pthread_attr_init(&attr);
-    pthread_attr_setstacksize(&attr, 256 * 1024);
-    for (int i = 0; i <= CROWD; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 60000 };
-        atomic_init(&w[i].done, 0);
-        atomic_init(&w[i].sleeps, 0);
-        w[i].rc = -99;
-    }
-    assert_int_equal(pthread_create(&w[0].t, &attr, crowd_main, &w[0]), 0);
-    assert_true(RH_WAIT_UNTIL(waiting(&w[0]), 10000));
+    for (int i = 0; i <= CROWD; i++)
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 60000, .inside = &inside,
+                                 .overlaps = &overlaps };
+    waiting_thread_start_small_stack(&w[0]);
+    assert_true(RH_WAIT_UNTIL(waiting_thread_sleeping(&w[0]), 10000));
     long long at0 = attempt_commands_run(rc, 0), t0 = rh_now_ms();
     for (int i = 1; i <= CROWD; i++)
-        assert_int_equal(pthread_create(&w[i].t, &attr, crowd_main, &w[i]), 0);
-    pthread_attr_destroy(&attr);
+        waiting_thread_start_small_stack(&w[i]);
     int all = 1;
     for (int i = 1; i <= CROWD; i++)
-        all &= RH_WAIT_UNTIL(waiting(&w[i]), 30000);
+        all &= RH_WAIT_UNTIL(waiting_thread_sleeping(&w[i]), 30000);
     long long sent = attempt_commands_run(rc, 0) - at0, window = rh_now_ms() - t0;
     printf("# %d threads arrived at once beside one waiting: %lld attempts in %lld ms (one turn "
            "re-checking 200-400 ms apart sends at most %lld)\n", CROWD, sent, window,
@@ -508,13 +390,13 @@ static void test_reentrant_owner_not_queued_behind_waiters_of_its_key(void **sta
 {
     rh_cluster *rc = *state;
     const char *key = "arrivalfault:reentrant";
-    distlock_client *c = waiting_client(rh_uris(rc), 20000);
+    distlock_client *c = new_waiting_client(rh_uris(rc), 10000, 20000);
     distlock_acquire_args args = { .size = sizeof args, .owner = "job-7" };
     distlock_lock *outer = NULL, *inner = NULL;
     assert_rc(distlock_acquire_with(c, key, 30000, 0, DISTLOCK_REENTRANT, &args, &outer),
               DISTLOCK_OK);
-    struct waiter other = { .c = c, .key = key, .wait_ms = 30000 };
-    start_sleeping(&other);
+    waiting_thread other = { .c = c, .key = key, .wait_ms = 30000 };
+    waiting_thread_start_sleeping(&other);
     long long t0 = rh_now_ms();
     int rc_inner = distlock_acquire_with(c, key, 30000, 5000, DISTLOCK_REENTRANT, &args, &inner);
     long long took = rh_now_ms() - t0;
@@ -525,7 +407,7 @@ static void test_reentrant_owner_not_queued_behind_waiters_of_its_key(void **sta
     }
     assert_rc(distlock_release(outer), DISTLOCK_OK);
     distlock_lock_free(outer);
-    join(&other, "other");
+    waiting_thread_join(&other, "other");
     distlock_client_free(c);
     assert_rc(rc_inner, DISTLOCK_OK);
     assert_true(took < 1000);
@@ -547,13 +429,13 @@ static void test_turn_and_queued_arrival_served_after_a_sentinel_failover(void *
     int old = rh_sentinels_master(g);
     assert_true(old > 0);
     const char *key = "arrivalfault:failover";
-    distlock_client *holder = new_client(g->uri), *c = waiting_client(g->uri, 20000);
+    distlock_client *holder = new_client(g->uri), *c = new_waiting_client(g->uri, 10000, 20000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
-    struct waiter a = { .c = c, .key = key, .wait_ms = 50000 };
-    struct waiter b = { .c = c, .key = key, .wait_ms = 50000 };
-    start_sleeping(&a);
-    start_sleeping(&b);
+    waiting_thread a = { .c = c, .key = key, .wait_ms = 50000 };
+    waiting_thread b = { .c = c, .key = key, .wait_ms = 50000 };
+    waiting_thread_start_sleeping(&a);
+    waiting_thread_start_sleeping(&b);
     /* the key is on the replicas before the master goes */
     for (int k = 0; k < 3; k++)
         if (g->data_port[k] > 0 && g->data_port[k] != old)
@@ -565,8 +447,8 @@ static void test_turn_and_queued_arrival_served_after_a_sentinel_failover(void *
     assert_true(RH_WAIT_UNTIL(release_ok_started_at(held, &released), 15000));
     distlock_lock_free(held);
     int both = RH_WAIT_UNTIL(atomic_load(&a.done) && atomic_load(&b.done), 30000);
-    join(&a, "a (turn)");
-    join(&b, "b (queued)");
+    waiting_thread_join(&a, "a (turn)");
+    waiting_thread_join(&b, "b (queued)");
     long long last = a.done_ms > b.done_ms ? a.done_ms : b.done_ms;
     printf("# failover %d -> %d: both served %lld ms after the release (a %d, b %d)\n", old,
            now_master, last - released, a.rc, b.rc);
