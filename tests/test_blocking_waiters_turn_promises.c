@@ -865,7 +865,13 @@ static void test_try_once_is_not_held_behind_waiting_threads(void **state)
     distlock_cancel *own = NULL;
     assert_rc(distlock_cancel_new(&own), DISTLOCK_OK);
     waiting_thread first = { .c = c, .key = key, .wait_ms = DISTLOCK_WAIT_FOREVER, .cancel = own };
+    long long before_first = attempt_commands_run(rc, 0);
     waiting_thread_start_sleeping(&first);
+    /* Its first sleep can be the one before its subscription is confirmed;
+     * its look at the key right after (it has the turn) must be in before
+     * the count below starts: its first attempt and that look. The next
+     * is 10 s away. */
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) >= before_first + 2, 10000));
 
     long long at0 = attempt_commands_run(rc, 0);
     distlock_lock *l = NULL;
