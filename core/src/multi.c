@@ -1101,19 +1101,23 @@ static void acq_step(distlock_op *op)
                 op->state = S_OUT;
                 continue;
             }
-            if (op->waiter_on && op->w.turns && distlock__now_us() < op->deadline &&
-                !distlock__waiter_has_turn(c, &op->w)) {
+            if (op->waiter_on && op->w.turns && distlock__now_us() < op->deadline) {
                 /* Blocking calls of this client waiting for one key take
                  * turns (wait.c): only the longest-waiting one re-checks
-                 * (and a release wakes it); this one sends nothing and
+                 * (and a release wakes it); another sends nothing and
                  * looks again at its next re-check time, or its deadline,
-                 * when it tries once. */
-                op->wake_at = distlock__recheck_at(c, distlock__waiter_turn_holder_pttl(c, &op->w),
-                                                   op->deadline, &op->backoff);
-                distlock__waiter_check_at(c, &op->w, op->wake_at);
-                op->notice = op->subscribed;
-                op->state = S_SLEEP;
-                continue;
+                 * when it tries once. The time is drawn before asking
+                 * (the draw is a system call, kept out of the client's
+                 * lock), kept only without the turn. */
+                long backoff = op->backoff;
+                uint64_t at = distlock__recheck_at(c, 0, op->deadline, &backoff);
+                if (!distlock__waiter_turn_or_timer(c, &op->w, &at)) {
+                    op->backoff = backoff;
+                    op->wake_at = at;
+                    op->notice = op->subscribed;
+                    op->state = S_SLEEP;
+                    continue;
+                }
             }
             if (!slot_take(op, 0)) {
                 if (distlock__now_us() >= op->deadline) {
