@@ -551,15 +551,18 @@ struct distlock__waiter {
      * the next looks at once; go_now: set on that next one, taken by it;
      * recap: set on one without the turn when the one with the turn saw a
      * lease that ends before that one's next re-check (check_at_us), taken
-     * by it with go_now: it sets its timer again, sending nothing. */
-    int turns, pass_now, go_now, recap;
+     * by it with go_now: it sets its timer again, sending nothing. (Bytes,
+     * each its own: w's thread reads turns without c->mu while others set
+     * go_now, recap under it; small, as a set's wait keeps a waiter in the
+     * blocking call's stack frame.) */
+    unsigned char turns, pass_now, go_now, recap;
     uint64_t check_at_us;     /* without the turn: its next re-check (monotonic us, 0: none) */
     long turn_group;
     /* registered with turns: its queue (wait.c: the waiters of its key and
-     * turn group, the longest waiting first, who has the turn) and its
-     * neighbours there; tq NULL otherwise */
+     * turn group, the longest waiting first, who has the turn) and the one
+     * after it there; tq NULL otherwise */
     distlock__turn_queue *tq;
-    distlock__waiter *turn_prev, *turn_next;
+    distlock__waiter *turn_next;
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
 /* c->mu not held: w's last attempt saw the holder's lease end in

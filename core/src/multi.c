@@ -936,6 +936,24 @@ static inline __attribute__((always_inline)) void fail_try_once(distlock_multi *
     (void)m;
 }
 
+/* Blocking calls of this client waiting for one key take turns (wait.c):
+ * only the longest-waiting one re-checks (and a release wakes it). 1 when
+ * op has the turn; else 0 and op->wake_at is its next re-check time (or its
+ * deadline, when it tries once), at which it looks again, having sent
+ * nothing. The time is drawn before asking (the draw is a system call,
+ * kept out of the client's lock) and kept only without the turn. Out of
+ * acq_step, whose frame is on the blocking acquire's stack budget. */
+static __attribute__((noinline)) int has_turn_else_timer(distlock_op *op)
+{
+    long backoff = op->backoff;
+    uint64_t at = distlock__recheck_at(op->m->c, 0, op->deadline, &backoff);
+    if (distlock__waiter_turn_or_timer(op->m->c, &op->w, &at))
+        return 1;
+    op->backoff = backoff;
+    op->wake_at = at;
+    return 0;
+}
+
 static void acq_step(distlock_op *op)
 {
     distlock_multi *m = op->m;
@@ -1101,23 +1119,11 @@ static void acq_step(distlock_op *op)
                 op->state = S_OUT;
                 continue;
             }
-            if (op->waiter_on && op->w.turns && distlock__now_us() < op->deadline) {
-                /* Blocking calls of this client waiting for one key take
-                 * turns (wait.c): only the longest-waiting one re-checks
-                 * (and a release wakes it); another sends nothing and
-                 * looks again at its next re-check time, or its deadline,
-                 * when it tries once. The time is drawn before asking
-                 * (the draw is a system call, kept out of the client's
-                 * lock), kept only without the turn. */
-                long backoff = op->backoff;
-                uint64_t at = distlock__recheck_at(c, 0, op->deadline, &backoff);
-                if (!distlock__waiter_turn_or_timer(c, &op->w, &at)) {
-                    op->backoff = backoff;
-                    op->wake_at = at;
-                    op->notice = op->subscribed;
-                    op->state = S_SLEEP;
-                    continue;
-                }
+            if (op->waiter_on && op->w.turns && distlock__now_us() < op->deadline &&
+                !has_turn_else_timer(op)) {
+                op->notice = op->subscribed;
+                op->state = S_SLEEP;
+                continue;
             }
             if (!slot_take(op, 0)) {
                 if (distlock__now_us() >= op->deadline) {

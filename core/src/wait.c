@@ -202,26 +202,28 @@ static int turn_join(distlock_client *c, distlock__waiter *w)
     }
     w->tq = q;
     w->turn_next = NULL;
-    w->turn_prev = q->last;
-    if (q->last)
-        q->last->turn_next = w;
-    else
-        q->first = w;
+    *(q->last ? &q->last->turn_next : &q->first) = w;
     q->last = w;
     return 0;
 }
 
 /* c->mu held: w leaves its queue (if in one); the one with the turn after
- * that, or NULL (the queue is gone). */
+ * that, or NULL (the queue is gone). Walks the queue up to w, as the
+ * removal from the client's list walks that (once per waiter, not per
+ * timer). */
 static distlock__waiter *turn_leave(distlock_client *c, distlock__waiter *w)
 {
     distlock__turn_queue *q = w->tq;
     if (q == NULL)
         return NULL;
-    *(w->turn_prev ? &w->turn_prev->turn_next : &q->first) = w->turn_next;
-    *(w->turn_next ? &w->turn_next->turn_prev : &q->last) = w->turn_prev;
+    distlock__waiter *before = NULL;
+    for (distlock__waiter *o = q->first; o != w; o = o->turn_next)
+        before = o;
+    *(before ? &before->turn_next : &q->first) = w->turn_next;
+    if (q->last == w)
+        q->last = before;
     w->tq = NULL;
-    w->turn_prev = w->turn_next = NULL;
+    w->turn_next = NULL;
     if (q->first)
         return q->first;
     distlock__turn_queue **pp = &c->turn_queues;
