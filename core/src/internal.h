@@ -590,10 +590,12 @@ int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn
 /* c->mu not held: w takes turns no more (a writer noted among the key's
  * waiting writers must refresh its entry with its own attempts). */
 void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w);
-/* c->mu not held: 1 if a waiter that left asked w to look at once (its
- * pass_now), or the one with the turn saw a lease that ends before w's
- * timer (recap), cleared. */
-int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w);
+/* c->mu not held, one lock for a sleeping waiter's wake: 1 if a release
+ * notified w since the last call (looked at and reset only with notice),
+ * or, w taking turns, a waiter that left asked it to look at once (its
+ * pass_now) or the one with the turn saw a lease that ends before w's
+ * timer (recap), reset. */
+int distlock__waiter_take_wake(distlock_client *c, distlock__waiter *w, int notice);
 /* Register / unregister a waiter for key (c->mu not held); w->sl must be
  * started. Registering waits (bounded) until the subscription is confirmed
  * so no release is missed; DISTLOCK_ECANCELED (w not registered) if the call
@@ -606,8 +608,6 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
  * it is confirmed. */
 int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w);
 int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
-/* Was w notified by a release since the last call? (resets it) */
-int distlock__waiter_take_notified(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
 /* Fair waiters: w->named before an attempt; after it, record whether the
  * attempt found us at the head of the queue, unless a fair acquire named us

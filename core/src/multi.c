@@ -1273,11 +1273,11 @@ static void acq_step(distlock_op *op)
             }
             int go = op->kick;
             op->kick = 0;
-            if (op->notice && distlock__waiter_take_notified(c, &op->w))
+            /* a release, or (turns) the one before won a lease we may share,
+             * or the one with the turn saw a lease ending before our timer
+             * (wait.c) */
+            if ((op->notice || op->w.turns) && distlock__waiter_take_wake(c, &op->w, op->notice))
                 go = 1;
-            if (op->w.turns && distlock__waiter_take_go(c, &op->w))
-                go = 1;  /* the one before won a lease we may share, or the one with
-                            the turn saw a lease ending before our timer (wait.c) */
             if (!go && distlock__now_us() < op->wake_at) {
                 (void)timer_set(op, op->wake_at);
                 return;

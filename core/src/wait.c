@@ -443,13 +443,18 @@ int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t d
     return done;
 }
 
-int distlock__waiter_take_notified(distlock_client *c, distlock__waiter *w)
+int distlock__waiter_take_wake(distlock_client *c, distlock__waiter *w, int notice)
 {
     pthread_mutex_lock(&c->mu);
-    int notified = w->notified;
-    w->notified = 0;
+    int go = notice && w->notified;
+    if (notice)
+        w->notified = 0;
+    if (w->turns) {
+        go |= w->go_now || w->recap;
+        w->go_now = w->recap = 0;
+    }
     pthread_mutex_unlock(&c->mu);
-    return notified;
+    return go;
 }
 
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
@@ -550,15 +555,6 @@ void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w)
     w->turns = 0;
     (void)turn_leave(c, w);  /* the next has the turn at its next timer */
     pthread_mutex_unlock(&c->mu);
-}
-
-int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w)
-{
-    pthread_mutex_lock(&c->mu);
-    int go = w->go_now || w->recap;
-    w->go_now = w->recap = 0;
-    pthread_mutex_unlock(&c->mu);
-    return go;
 }
 
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
