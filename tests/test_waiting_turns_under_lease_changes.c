@@ -8,7 +8,9 @@
  * without a release (its process died). Re-checks are 20 s apart, so a
  * waiter left to its own timer shows. The waiters ask for fencing tokens,
  * whose acquire script tells the holder's TTL when it refuses (a plain
- * SET NX tells none: no cap then, guarantees.md).
+ * SET NX tells none: no cap then, guarantees.md). And the others are not
+ * woken while the one with the turn sees the same lease again and again,
+ * only once by a shorter one (counted, no clock involved).
  * One real node; waiters on threads of one client, the holders others. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
@@ -139,11 +141,108 @@ static void test_waiter_without_turn_takes_key_at_a_shorter_lease_seen_later(voi
     distlock_client_free(holder);
 }
 
+static void publish_release(rh_cluster *rc, const char *key)
+{
+    redisReply *r = rh_command(rc, 0, 0, "PUBLISH distlock:%s %s", key, "");
+    assert_non_null(r);
+    freeReplyObject(r);
+}
+
+/* The one with the turn looks once more: a release that frees nothing (a
+ * PUBLISH alone) wakes it, it tries, sees the key held, and sleeps again
+ * (its sleep counted by the interrupt hook, which it asks after its look
+ * was recorded for the others). */
+static void turn_holder_looks(rh_cluster *rc, const char *key, struct waiter *first)
+{
+    int seen = atomic_load(&first->sleeps);
+    publish_release(rc, key);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&first->sleeps) > seen, 60000));
+}
+
+/* The timers set again (above) are those of the waiters whose timer is
+ * later than the lease seen: while the one with the turn keeps seeing the
+ * same lease, the others sleep on, however often it looks (no local herd);
+ * a shorter lease sets each later timer again, once. Counted without a
+ * clock: each sleep of a waiter's thread is counted (the interrupt hook),
+ * and a waiter without the turn sleeps once when it arrives, then only
+ * when woken (its timer is minutes away; releases wake the one with the
+ * turn only). Re-checks 300-600 s apart, a lease of an hour: no timer
+ * reaches the lease's end, so the end seen moving by the few ms that a
+ * reply read late adds can wake nobody; the shorter lease (200 s) ends
+ * before every timer. */
+static void test_waiters_without_turn_sleep_on_while_the_lease_seen_stays(void **state)
+{
+    enum { OTHERS = 4, LOOKS = 10 };
+    rh_cluster *rc = *state;
+    const char *key = "turns:lease-stays";
+    distlock_client *holder = new_client(rh_uris(rc));
+    distlock_client *c = new_client(rh_uris(rc));
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 600000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 600000), DISTLOCK_OK);
+    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder, key, 3600000, 0, 0, &held), DISTLOCK_OK);
+
+    struct waiter first = { .c = c, .key = key, .wait_ms = 3600000 };
+    start(&first);
+    /* subscribed, then looked (and saw the hour's lease) and slept */
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 &&
+                              atomic_load(&first.sleeps) >= 2, 60000));
+    struct waiter w[OTHERS];
+    for (int i = 0; i < OTHERS; i++) {
+        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 3600000 };
+        start(&w[i]);
+        assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 1, 60000));
+    }
+    for (int k = 0; k < LOOKS; k++)
+        turn_holder_looks(rc, key, &first);
+    int woken = 0;
+    for (int i = 0; i < OTHERS; i++) {
+        assert_false(atomic_load(&w[i].done));
+        woken += atomic_load(&w[i].sleeps) - 1;
+    }
+    printf("# the one with the turn looked %d times at the same lease; the %d others woke %d "
+           "times\n", LOOKS, OTHERS, woken);
+    assert_int_equal(woken, 0);
+
+    /* another owner, a lease of 200 s: the one with the turn sees it (the
+     * hand-over publishes), each other is woken once and sets its timer
+     * at that lease's end (no later wake: the next look or timer is the
+     * test's or minutes away) */
+    int looks = atomic_load(&first.sleeps);
+    hand_over(rc, key, 200000);
+    assert_true(RH_WAIT_UNTIL(atomic_load(&first.sleeps) > looks, 60000));
+    for (int i = 0; i < OTHERS; i++)
+        assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 2, 60000));
+    woken = 0;
+    for (int i = 0; i < OTHERS; i++) {
+        assert_false(atomic_load(&w[i].done));
+        woken += atomic_load(&w[i].sleeps) - 1;
+    }
+    printf("# a shorter lease seen: the %d others woke %d times (once each)\n", OTHERS, woken);
+    assert_int_equal(atomic_load(&first.sleeps), looks + 1);
+    for (int i = 0; i < OTHERS; i++)
+        assert_int_equal(atomic_load(&w[i].sleeps), 2);
+
+    assert_rc(distlock_client_cancel(c), DISTLOCK_OK);
+    pthread_join(first.t, NULL);
+    assert_rc(first.rc, DISTLOCK_ECANCELED);
+    for (int i = 0; i < OTHERS; i++) {
+        pthread_join(w[i].t, NULL);
+        assert_rc(w[i].rc, DISTLOCK_ECANCELED);
+    }
+    node_command_ok(rc, 0, "DEL %s", key);
+    distlock_lock_free(held);
+    distlock_client_free(c);
+    distlock_client_free(holder);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_waiter_without_turn_takes_key_at_a_shorter_lease_seen_later,
                                heal),
+        cmocka_unit_test_setup(test_waiters_without_turn_sleep_on_while_the_lease_seen_stays, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

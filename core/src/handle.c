@@ -54,8 +54,8 @@ uint64_t distlock__recheck_at(distlock_client *c, long holder_pttl, uint64_t dea
 {
     uint64_t now = distlock__now_us();
     uint64_t next = now + jitter_us(*backoff);
-    if (holder_pttl > 0 && now + (uint64_t)holder_pttl * 1000u + 500u < next)
-        next = now + (uint64_t)holder_pttl * 1000u + 500u;
+    if (holder_pttl > 0 && now + (uint64_t)holder_pttl * 1000u + DISTLOCK__PAST_LEASE_US < next)
+        next = now + (uint64_t)holder_pttl * 1000u + DISTLOCK__PAST_LEASE_US;
     if (next > deadline)
         next = deadline;
     *backoff = *backoff * 2 > c->retry_max_ms ? c->retry_max_ms : *backoff * 2;

@@ -31,6 +31,7 @@
 #define DISTLOCK__TP_RECENT 32
 
 typedef struct distlock__waiter distlock__waiter;
+typedef struct distlock__turn_queue distlock__turn_queue;
 typedef struct distlock__held distlock__held;
 
 struct distlock_client {
@@ -94,6 +95,7 @@ struct distlock_client {
     _Atomic unsigned nwaiters;  /* length of waiters (c->mu), read without it by a new
                                  * call before it looks for a turn to join */
     struct distlock__sub *sub;  /* the subscriber's connections and channels */
+    distlock__turn_queue *turn_queues;  /* waiters taking turns, per key and turn group (c->mu) */
 
     /* cancel.c: cancelling blocking calls (distlock_client_cancel) */
     _Atomic unsigned cancel_gen;      /* bumped by every cancel */
@@ -397,7 +399,9 @@ int distlock__acq_req_init(distlock_client *c, distlock__held *h, int given, lon
                            distlock__acq_req *rq);
 long distlock__queue_ttl(const distlock_client *c);
 /* When a waiter re-checks next (jittered backoff, the holder's pttl, the
- * deadline); doubles *backoff up to retry_max. */
+ * deadline); doubles *backoff up to retry_max. A lease seen is re-checked
+ * DISTLOCK__PAST_LEASE_US after its end, once it surely ended. */
+#define DISTLOCK__PAST_LEASE_US 500u
 uint64_t distlock__recheck_at(distlock_client *c, long holder_pttl, uint64_t deadline,
                               long *backoff);
 uint64_t distlock__split_pause_at(distlock_client *c);
@@ -547,28 +551,32 @@ struct distlock__waiter {
      * the next looks at once; go_now: set on that next one, taken by it;
      * recap: set on one without the turn when the one with the turn saw a
      * lease that ends before that one's next re-check (check_at_us), taken
-     * by it with go_now: it sets its timer again, sending nothing. */
-    int turns, pass_now, go_now, recap;
-    uint64_t check_at_us;     /* without the turn: its next re-check (monotonic us) */
+     * by it with go_now: it sets its timer again, sending nothing. (Bytes,
+     * each its own: w's thread reads turns without c->mu while others set
+     * go_now, recap under it; small, as a set's wait keeps a waiter in the
+     * blocking call's stack frame.) */
+    unsigned char turns, pass_now, go_now, recap;
+    uint64_t check_at_us;     /* without the turn: its next re-check (monotonic us, 0: none) */
     long turn_group;
-    /* when the key's holder's lease ends as w's last attempt saw it
-     * (monotonic us, 0: unknown): the waiters of its group without the
-     * turn, which never looked themselves, re-check no later (wait.c) */
-    uint64_t holder_end_us;
+    /* registered with turns: its queue (wait.c: the waiters of its key and
+     * turn group, the longest waiting first, who has the turn) and the one
+     * after it there; tq NULL otherwise */
+    distlock__turn_queue *tq;
+    distlock__waiter *turn_next;
     distlock__sleeper sl;     /* the call's sleeper (cancel.c), started by the caller */
 };
-/* c->mu not held. 1 when w may re-check now: it takes no turns, or no
- * waiter of its turn group has waited longer for its key in this client.
- * Only w's own thread changes w->turns, so it may look at it unlocked
- * first and skip the call (a multi's waiters take no turns). */
-int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w);
 /* c->mu not held: w's last attempt saw the holder's lease end in
- * holder_pttl ms (0: unknown). */
+ * holder_pttl ms (0: unknown); kept when w has the turn, for the others. */
 void distlock__waiter_saw_holder(distlock_client *c, distlock__waiter *w, long holder_pttl);
-/* c->mu not held: the holder's remaining lease in ms as the waiter with w's
- * turn saw it (0: unknown or over), for a waiter without the turn: it
- * re-checks no later than that lease's end, as if it had looked itself. */
-long distlock__waiter_turn_holder_pttl(distlock_client *c, distlock__waiter *w);
+/* c->mu not held; w registered with w->turns set. 1 when w has the turn (it
+ * re-checks now). Else 0: *at, the caller's next re-check (its backoff's,
+ * capped by its deadline), is capped at the end of the holder's lease as
+ * the one with the turn last saw it (a waiter without the turn never
+ * looked itself) and recorded as w's timer, which a shorter lease seen
+ * later sets again (recap). Only w's own thread changes w->turns, so it
+ * may look at it unlocked first and skip the call (a multi's waiters take
+ * no turns). */
+int distlock__waiter_turn_or_timer(distlock_client *c, distlock__waiter *w, uint64_t *at);
 /* A blocking acquire's turn group (w->turn_group): a lock, a read lock, a
  * permit of P. */
 static inline long distlock__turn_group(const distlock__acq_req *rq)
@@ -582,13 +590,12 @@ int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn
 /* c->mu not held: w takes turns no more (a writer noted among the key's
  * waiting writers must refresh its entry with its own attempts). */
 void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w);
-/* c->mu not held: w, without the turn, re-checks at at_us (its timer):
- * a shorter lease seen by the one with the turn sets it again (recap). */
-void distlock__waiter_check_at(distlock_client *c, distlock__waiter *w, uint64_t at_us);
-/* c->mu not held: 1 if a waiter that left asked w to look at once (its
- * pass_now), or the one with the turn saw a lease that ends before w's
- * timer (recap), cleared. */
-int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w);
+/* c->mu not held, one lock for a sleeping waiter's wake: 1 if a release
+ * notified w since the last call (looked at and reset only with notice),
+ * or, w taking turns, a waiter that left asked it to look at once (its
+ * pass_now) or the one with the turn saw a lease that ends before w's
+ * timer (recap), reset. */
+int distlock__waiter_take_wake(distlock_client *c, distlock__waiter *w, int notice);
 /* Register / unregister a waiter for key (c->mu not held); w->sl must be
  * started. Registering waits (bounded) until the subscription is confirmed
  * so no release is missed; DISTLOCK_ECANCELED (w not registered) if the call
@@ -601,8 +608,6 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
  * it is confirmed. */
 int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w);
 int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
-/* Was w notified by a release since the last call? (resets it) */
-int distlock__waiter_take_notified(distlock_client *c, distlock__waiter *w);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
 /* Fair waiters: w->named before an attempt; after it, record whether the
  * attempt found us at the head of the queue, unless a fair acquire named us

@@ -936,6 +936,24 @@ static inline __attribute__((always_inline)) void fail_try_once(distlock_multi *
     (void)m;
 }
 
+/* Blocking calls of this client waiting for one key take turns (wait.c):
+ * only the longest-waiting one re-checks (and a release wakes it). 1 when
+ * op has the turn; else 0 and op->wake_at is its next re-check time (or its
+ * deadline, when it tries once), at which it looks again, having sent
+ * nothing. The time is drawn before asking (the draw is a system call,
+ * kept out of the client's lock) and kept only without the turn. Out of
+ * acq_step, whose frame is on the blocking acquire's stack budget. */
+static __attribute__((noinline)) int has_turn_else_timer(distlock_op *op)
+{
+    long backoff = op->backoff;
+    uint64_t at = distlock__recheck_at(op->m->c, 0, op->deadline, &backoff);
+    if (distlock__waiter_turn_or_timer(op->m->c, &op->w, &at))
+        return 1;
+    op->backoff = backoff;
+    op->wake_at = at;
+    return 0;
+}
+
 static void acq_step(distlock_op *op)
 {
     distlock_multi *m = op->m;
@@ -1102,15 +1120,7 @@ static void acq_step(distlock_op *op)
                 continue;
             }
             if (op->waiter_on && op->w.turns && distlock__now_us() < op->deadline &&
-                !distlock__waiter_has_turn(c, &op->w)) {
-                /* Blocking calls of this client waiting for one key take
-                 * turns (wait.c): only the longest-waiting one re-checks
-                 * (and a release wakes it); this one sends nothing and
-                 * looks again at its next re-check time, or its deadline,
-                 * when it tries once. */
-                op->wake_at = distlock__recheck_at(c, distlock__waiter_turn_holder_pttl(c, &op->w),
-                                                   op->deadline, &op->backoff);
-                distlock__waiter_check_at(c, &op->w, op->wake_at);
+                !has_turn_else_timer(op)) {
                 op->notice = op->subscribed;
                 op->state = S_SLEEP;
                 continue;
@@ -1263,11 +1273,11 @@ static void acq_step(distlock_op *op)
             }
             int go = op->kick;
             op->kick = 0;
-            if (op->notice && distlock__waiter_take_notified(c, &op->w))
+            /* a release, or (turns) the one before won a lease we may share,
+             * or the one with the turn saw a lease ending before our timer
+             * (wait.c) */
+            if ((op->notice || op->w.turns) && distlock__waiter_take_wake(c, &op->w, op->notice))
                 go = 1;
-            if (op->w.turns && distlock__waiter_take_go(c, &op->w))
-                go = 1;  /* the one before won a lease we may share, or the one with
-                            the turn saw a lease ending before our timer (wait.c) */
             if (!go && distlock__now_us() < op->wake_at) {
                 (void)timer_set(op, op->wake_at);
                 return;

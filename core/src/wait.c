@@ -30,7 +30,9 @@
  * Local turns: a blocking call's plain waiter (w->turns, multi.c) re-checks
  * only while no such waiter of the client asking the same (a lock, a read
  * lock, a permit of P: w->turn_group) has waited longer for its key
- * (turn_holder); the others keep their timers but send nothing when they
+ * (the first of its turn queue: one record per key and group, so that a
+ * waiter's timer asks one lock and no walk); the others keep their timers
+ * but send nothing when they
  * fire (never later than the end of the holder's lease as the one with the
  * turn last saw it: a call that joined never looked at the key itself, and
  * the one with the turn may leave before that end; a shorter lease it sees
@@ -162,44 +164,85 @@ static void on_subscription(void *arg, const char *chan, int node, int up)
     wake_settled(c);
 }
 
-/* c->mu held: the waiter with the turn among those of w's channel and turn
- * group from `from` on (the list is newest first): the longest-waiting. */
-static distlock__waiter *turn_holder(distlock__waiter *from, const distlock__waiter *w)
+/* The waiters of one key channel and turn group taking turns (registered
+ * with w->turns), in the order they registered: the first, the longest
+ * waiting, has the turn. One record per group, so that a waiter's "my
+ * turn?", the lease its timer is capped by, and a release's wake of the
+ * one with the turn are answered without walking the client's waiters.
+ * Waiters join at registration and leave at their removal or when they
+ * take turns no more (stop_turns); a forked child drops the records with
+ * the waiters; the last one to leave frees it. */
+struct distlock__turn_queue {
+    distlock__turn_queue *next;     /* the client's records (c->turn_queues) */
+    long group;                     /* the members' turn_group */
+    distlock__waiter *first, *last; /* never NULL: the channel is first->channel */
+    /* the end of the key's lease as the one with the turn last saw it
+     * (monotonic us, 0: unknown; kept when the turn passes on: the next
+     * one has not looked yet) */
+    uint64_t end_us;
+    /* no member's timer (check_at_us) is later: a lease seen ending after
+     * it wakes nobody, and saw_holder looks at no member (an upper bound,
+     * made exact at each walk) */
+    uint64_t timers_until_us;
+};
+
+/* c->mu held: w (with turns) joins its group's queue, last; 0, or -1 if no
+ * record can be made for a new group (ENOMEM). */
+static int turn_join(distlock_client *c, distlock__waiter *w)
 {
-    distlock__waiter *oldest = NULL;
-    for (distlock__waiter *o = from; o; o = o->next)
-        if (o->turns && o->turn_group == w->turn_group && strcmp(o->channel, w->channel) == 0)
-            oldest = o;
-    return oldest;
+    distlock__turn_queue *q = c->turn_queues;
+    while (q && (q->group != w->turn_group || strcmp(q->first->channel, w->channel) != 0))
+        q = q->next;
+    if (q == NULL) {
+        if ((q = calloc(1, sizeof(*q))) == NULL)
+            return -1;
+        q->group = w->turn_group;
+        q->next = c->turn_queues;
+        c->turn_queues = q;
+    }
+    w->tq = q;
+    w->turn_next = NULL;
+    *(q->last ? &q->last->turn_next : &q->first) = w;
+    q->last = w;
+    return 0;
+}
+
+/* c->mu held: w leaves its queue (if in one); the one with the turn after
+ * that, or NULL (the queue is gone). Walks the queue up to w, as the
+ * removal from the client's list walks that (once per waiter, not per
+ * timer). */
+static distlock__waiter *turn_leave(distlock_client *c, distlock__waiter *w)
+{
+    distlock__turn_queue *q = w->tq;
+    if (q == NULL)
+        return NULL;
+    distlock__waiter *before = NULL;
+    for (distlock__waiter *o = q->first; o != w; o = o->turn_next)
+        before = o;
+    *(before ? &before->turn_next : &q->first) = w->turn_next;
+    if (q->last == w)
+        q->last = before;
+    w->tq = NULL;
+    w->turn_next = NULL;
+    if (q->first)
+        return q->first;
+    distlock__turn_queue **pp = &c->turn_queues;
+    while (*pp != q)
+        pp = &(*pp)->next;
+    *pp = q->next;
+    free(q);
+    return NULL;
 }
 
 /* c->mu held: wake the waiter with the turn of each turn group on chan
- * (but `woken`, already woken), found in one pass: the list is newest
- * first, so the last one seen of a group is its longest waiting. Without
- * memory for the groups, they are left to their re-check timers. */
+ * (but `woken`, already woken). */
 static void wake_turn_holders(distlock_client *c, const char *chan, distlock__waiter *woken)
 {
-    size_t n = 0, ng = 0;
-    for (distlock__waiter *w = c->waiters; w; w = w->next)
-        n += w->turns && strcmp(w->channel, chan) == 0;
-    distlock__waiter **holder = n ? malloc(n * sizeof(*holder)) : NULL;
-    if (holder == NULL)
-        return;
-    for (distlock__waiter *w = c->waiters; w; w = w->next) {
-        if (!w->turns || strcmp(w->channel, chan) != 0)
-            continue;
-        size_t g = 0;
-        while (g < ng && holder[g]->turn_group != w->turn_group)
-            g++;
-        holder[g] = w;
-        ng += g == ng;
-    }
-    for (size_t g = 0; g < ng; g++)
-        if (holder[g] != woken) {
-            holder[g]->notified = 1;
-            distlock__sleeper_wake(&holder[g]->sl);
+    for (distlock__turn_queue *q = c->turn_queues; q; q = q->next)
+        if (q->first != woken && strcmp(q->first->channel, chan) == 0) {
+            q->first->notified = 1;
+            distlock__sleeper_wake(&q->first->sl);
         }
-    free(holder);
 }
 
 /* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
@@ -371,6 +414,13 @@ static int waiter_add_locked(distlock_client *c, distlock__waiter *w)
     atomic_fetch_add_explicit(&c->nwaiters, 1, memory_order_relaxed);
     w->subscribed = 0;
     w->covered = w->lost = 0;
+    w->check_at_us = 0;
+    w->tq = NULL;
+    /* no memory for a new group's record: w re-checks on its own timers,
+     * as a waiter that takes no turns (only its thread reads w->turns
+     * without c->mu, and this is its thread) */
+    if (w->turns && turn_join(c, w) != 0)
+        w->turns = 0;
     wake_subscriber(c);
     return DISTLOCK_OK;
 }
@@ -393,13 +443,18 @@ int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t d
     return done;
 }
 
-int distlock__waiter_take_notified(distlock_client *c, distlock__waiter *w)
+int distlock__waiter_take_wake(distlock_client *c, distlock__waiter *w, int notice)
 {
     pthread_mutex_lock(&c->mu);
-    int notified = w->notified;
-    w->notified = 0;
+    int go = notice && w->notified;
+    if (notice)
+        w->notified = 0;
+    if (w->turns) {
+        go |= w->go_now || w->recap;
+        w->go_now = w->recap = 0;
+    }
     pthread_mutex_unlock(&c->mu);
-    return notified;
+    return go;
 }
 
 int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
@@ -423,10 +478,19 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w)
     return DISTLOCK_OK;  /* unconfirmed: the waiter's re-checks cover it */
 }
 
-int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
+int distlock__waiter_turn_or_timer(distlock_client *c, distlock__waiter *w, uint64_t *at)
 {
     pthread_mutex_lock(&c->mu);
-    int mine = !w->turns || turn_holder(w, w) == w;
+    distlock__turn_queue *q = w->tq;
+    int mine = q == NULL || q->first == w;
+    if (!mine) {
+        /* no later than the lease's end, as if w had looked itself */
+        if (q->end_us > distlock__now_us() && q->end_us + DISTLOCK__PAST_LEASE_US < *at)
+            *at = q->end_us + DISTLOCK__PAST_LEASE_US;
+        w->check_at_us = *at;
+        if (*at > q->timers_until_us)
+            q->timers_until_us = *at;
+    }
     pthread_mutex_unlock(&c->mu);
     return mine;
 }
@@ -440,38 +504,35 @@ int distlock__waiter_has_turn(distlock_client *c, distlock__waiter *w)
 void distlock__waiter_saw_holder(distlock_client *c, distlock__waiter *w, long holder_pttl)
 {
     pthread_mutex_lock(&c->mu);
+    distlock__turn_queue *q = w->tq;
+    if (q == NULL || q->first != w) {
+        pthread_mutex_unlock(&c->mu);
+        return;  /* the others' timers follow the one with the turn only */
+    }
     uint64_t end = holder_pttl > 0 ? distlock__now_us() + (uint64_t)holder_pttl * 1000u : 0;
-    w->holder_end_us = end;
+    q->end_us = end;
     /* The others of the group set their timers by the lease the one with
      * the turn saw then; a lease that ends sooner (the key went to another
      * owner) would be missed if the one with the turn leaves before its
      * end (its deadline, a cancel): those timers are set again (locally,
-     * nothing sent). Only the ones whose timer is later are woken. */
-    if (end != 0 && w->turns && turn_holder(w, w) == w)
-        for (distlock__waiter *o = c->waiters; o && o != w; o = o->next)
-            if (o->turns && o->turn_group == w->turn_group && o->check_at_us != 0 &&
-                o->check_at_us > end + 500u + RECAP_SLACK_US &&
-                strcmp(o->channel, w->channel) == 0) {
+     * nothing sent). Only the ones whose timer is later are woken, and
+     * none is looked at while the lease seen ends after every timer (the
+     * same lease seen again and again). A woken one's timer is void until
+     * it sets it again (no second wake meanwhile). */
+    uint64_t over = end + DISTLOCK__PAST_LEASE_US + RECAP_SLACK_US;
+    if (end != 0 && q->timers_until_us > over) {
+        uint64_t until = 0;
+        for (distlock__waiter *o = w->turn_next; o; o = o->turn_next)
+            if (o->check_at_us > over) {
+                o->check_at_us = 0;
                 o->recap = 1;
                 distlock__sleeper_wake(&o->sl);
+            } else if (o->check_at_us > until) {
+                until = o->check_at_us;
             }
+        q->timers_until_us = until;
+    }
     pthread_mutex_unlock(&c->mu);
-}
-
-void distlock__waiter_check_at(distlock_client *c, distlock__waiter *w, uint64_t at_us)
-{
-    pthread_mutex_lock(&c->mu);
-    w->check_at_us = at_us;
-    pthread_mutex_unlock(&c->mu);
-}
-
-long distlock__waiter_turn_holder_pttl(distlock_client *c, distlock__waiter *w)
-{
-    pthread_mutex_lock(&c->mu);
-    const distlock__waiter *h = turn_holder(w, w);
-    uint64_t end = h ? h->holder_end_us : 0, now = distlock__now_us();
-    pthread_mutex_unlock(&c->mu);
-    return end > now ? (long)((end - now + 999u) / 1000u) : 0;
 }
 
 int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn_group)
@@ -482,8 +543,8 @@ int distlock__waiter_turn_to_join(distlock_client *c, const char *key, long turn
         return 0;
     int join = 0;
     distlock__lock(c);  /* in a forked child, forgets the parent's waiters first */
-    for (const distlock__waiter *w = c->waiters; w && !join; w = w->next)
-        join = w->turns && w->turn_group == turn_group && distlock__channel_is_of(w->channel, key);
+    for (const distlock__turn_queue *q = c->turn_queues; q && !join; q = q->next)
+        join = q->group == turn_group && distlock__channel_is_of(q->first->channel, key);
     pthread_mutex_unlock(&c->mu);
     return join;
 }
@@ -492,29 +553,25 @@ void distlock__waiter_stop_turns(distlock_client *c, distlock__waiter *w)
 {
     pthread_mutex_lock(&c->mu);
     w->turns = 0;
+    (void)turn_leave(c, w);  /* the next has the turn at its next timer */
     pthread_mutex_unlock(&c->mu);
-}
-
-int distlock__waiter_take_go(distlock_client *c, distlock__waiter *w)
-{
-    pthread_mutex_lock(&c->mu);
-    int go = w->go_now || w->recap;
-    w->go_now = w->recap = 0;
-    pthread_mutex_unlock(&c->mu);
-    return go;
 }
 
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
 {
     distlock__lock(c);
-    int had_turn = w->turns && turn_holder(w, w) == w;
+    distlock__waiter *next = NULL;
     for (distlock__waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == w) {
             *pp = w->next;
             atomic_fetch_sub_explicit(&c->nwaiters, 1, memory_order_relaxed);
+            /* (not found: a forked child dropped the list and the queues) */
+            int had_turn = w->tq && w->tq->first == w;
+            next = turn_leave(c, w);
+            if (!had_turn || !w->pass_now)
+                next = NULL;
             break;
         }
-    distlock__waiter *next = had_turn && w->pass_now ? turn_holder(c->waiters, w) : NULL;
     if (next) {
         /* a read lock or a permit won: the next may share the key, now */
         next->go_now = 1;
@@ -569,6 +626,11 @@ void distlock__subscriber_after_fork(distlock_client *c)
     c->sub_running = 0;
     c->waiters = NULL;
     atomic_store(&c->nwaiters, 0);
+    while (c->turn_queues) {
+        distlock__turn_queue *next = c->turn_queues->next;
+        free(c->turn_queues);
+        c->turn_queues = next;
+    }
     if (c->sub_wake[0] >= 0) {
         close(c->sub_wake[0]);
         close(c->sub_wake[1]);
