@@ -14,68 +14,21 @@
  * One real node; waiters on threads of one client, the holders others. */
 #include "test_common.h"
 #include "test_wake_waiter.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
+#include "test_waiting_threads.h"
 
 DEFINE_GROUP(1)
 
-struct waiter {
-    distlock_client *c;
-    const char *key;
-    long wait_ms;
-    pthread_t t;
-    int rc;
-    long long done_ms;
-    char detail[256];
-    atomic_int sleeps;  /* sleeps its wait began (the interrupt hook counts) */
-    atomic_int done;
-};
+/* Every waiter's flags: fencing, whose refusal tells the holder's TTL, so
+ * the cap on the timers applies (above). */
+static const unsigned waiter_flags = DISTLOCK_FENCING;
 
-static __thread struct waiter *self;
-
-/* The interrupt hook: never interrupts, counts the calling thread's sleeps
- * so that the test sees each thread wait (a queued call sends nothing). */
-static int count_sleeps(void *arg)
+/* Start the waiter that gets the turn (the first on the key) and return
+ * once it subscribed, looked (saw the holder's lease) and slept. */
+static void start_turn_holder(rh_cluster *rc, waiting_thread *first, long timeout_ms)
 {
-    (void)arg;
-    if (self)
-        atomic_fetch_add(&self->sleeps, 1);
-    return 0;
-}
-
-static void *waiter_main(void *p)
-{
-    struct waiter *w = p;
-    distlock_lock *l = NULL;
-    self = w;
-    /* fencing: the refusal tells the holder's TTL (the script's PTTL; a
-     * plain SET NX does not), so the cap on the timers applies */
-    w->rc = distlock_acquire(w->c, w->key, 10000, w->wait_ms, DISTLOCK_FENCING, &l);
-    w->done_ms = rh_now_ms();
-    snprintf(w->detail, sizeof w->detail, "%s", w->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    atomic_store(&w->done, 1);
-    if (l && distlock_release(l) != DISTLOCK_OK)
-        w->rc = -100;
-    distlock_lock_free(l);
-    return NULL;
-}
-
-static void start(struct waiter *w)
-{
-    atomic_init(&w->done, 0);
-    atomic_init(&w->sleeps, 0);
-    w->rc = -99;
-    assert_int_equal(pthread_create(&w->t, NULL, waiter_main, w), 0);
-}
-
-static long long pttl(rh_cluster *rc, const char *key)
-{
-    redisReply *r = rh_command(rc, 0, 0, "PTTL %s", key);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
-    if (r)
-        freeReplyObject(r);
-    return v;
+    waiting_thread_start(first);
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, first->key) == 1 &&
+                              atomic_load(&first->sleeps) >= 2, timeout_ms));
 }
 
 /* Another owner takes the key over in one step (the release of the first
@@ -107,33 +60,24 @@ static void test_waiter_without_turn_takes_key_at_a_shorter_lease_seen_later(voi
     rh_cluster *rc = *state;
     const char *key = "turns:lease-shortened";
     distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 20000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(rh_uris(rc), 20000, 20000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
 
-    struct waiter first = { .c = c, .key = key, .wait_ms = 1500 };
-    start(&first);
-    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 &&
-                              atomic_load(&first.sleeps) >= 2, 10000));
-    struct waiter next = { .c = c, .key = key, .wait_ms = 30000 };
-    start(&next);
-    assert_true(RH_WAIT_UNTIL(atomic_load(&next.sleeps) >= 1 || atomic_load(&next.done), 10000));
-    assert_false(atomic_load(&next.done));
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 1500, .flags = waiter_flags };
+    start_turn_holder(rc, &first, 10000);
+    waiting_thread next = { .c = c, .key = key, .wait_ms = 30000, .flags = waiter_flags };
+    waiting_thread_start_sleeping(&next);
 
     hand_over(rc, key, 2500);
     long long lease_end = rh_now_ms() + 2500;
     pthread_join(first.t, NULL);
     assert_rc(first.rc, DISTLOCK_NOTACQUIRED);
     /* the first gave up while the new lease still ran */
-    assert_true(pttl(rc, key) > 0);
-    pthread_join(next.t, NULL);
+    assert_true(rh_pttl(rc, 0, 0, key) > 0);
+    waiting_thread_join(&next, "next");
     printf("# the next waiter took the key %lld ms after the new owner's lease ended "
            "(re-checks 20000 ms apart)\n", next.done_ms - lease_end);
-    if (next.rc != DISTLOCK_OK)
-        print_error("next: %d (%s)\n", next.rc, next.detail);
     assert_rc(next.rc, DISTLOCK_OK);
     assert_true(next.done_ms - lease_end < 2000);
     distlock_lock_free(held);
@@ -152,7 +96,7 @@ static void publish_release(rh_cluster *rc, const char *key)
  * PUBLISH alone) wakes it, it tries, sees the key held, and sleeps again
  * (its sleep counted by the interrupt hook, which it asks after its look
  * was recorded for the others). */
-static void turn_holder_looks(rh_cluster *rc, const char *key, struct waiter *first)
+static void turn_holder_looks(rh_cluster *rc, const char *key, waiting_thread *first)
 {
     int seen = atomic_load(&first->sleeps);
     publish_release(rc, key);
@@ -176,22 +120,16 @@ static void test_waiters_without_turn_sleep_on_while_the_lease_seen_stays(void *
     rh_cluster *rc = *state;
     const char *key = "turns:lease-stays";
     distlock_client *holder = new_client(rh_uris(rc));
-    distlock_client *c = new_client(rh_uris(rc));
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 600000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 600000), DISTLOCK_OK);
-    assert_rc(distlock_client_on_interrupt(c, count_sleeps, NULL), DISTLOCK_OK);
+    distlock_client *c = new_waiting_client(rh_uris(rc), 600000, 600000);
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 3600000, 0, 0, &held), DISTLOCK_OK);
 
-    struct waiter first = { .c = c, .key = key, .wait_ms = 3600000 };
-    start(&first);
-    /* subscribed, then looked (and saw the hour's lease) and slept */
-    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 &&
-                              atomic_load(&first.sleeps) >= 2, 60000));
-    struct waiter w[OTHERS];
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 3600000, .flags = waiter_flags };
+    start_turn_holder(rc, &first, 60000);
+    waiting_thread w[OTHERS];
     for (int i = 0; i < OTHERS; i++) {
-        w[i] = (struct waiter){ .c = c, .key = key, .wait_ms = 3600000 };
-        start(&w[i]);
+        w[i] = (waiting_thread){ .c = c, .key = key, .wait_ms = 3600000, .flags = waiter_flags };
+        waiting_thread_start(&w[i]);
         assert_true(RH_WAIT_UNTIL(atomic_load(&w[i].sleeps) >= 1, 60000));
     }
     for (int k = 0; k < LOOKS; k++)
