@@ -15,13 +15,13 @@ DEFINE_GROUP(N)
 
 /* An idempotent re-acquire with the token the key already holds (the
  * token pair's "refreshes the TTL and succeeds", distlock.h) whose refresh
- * is refused (an ACL without PEXPIRE: SET NX GET still works, the extend
- * script does not) fails with EPROTO, "an error, not a loss": the lock the
- * caller held before the call must still be there afterwards, on every
- * node. */
+ * is refused (an ACL without TYPE: SET NX GET still works, the refresh --
+ * the acquire script, whose first call is TYPE -- does not) fails with
+ * EPROTO, "an error, not a loss": the lock the caller held before the call
+ * must still be there afterwards, on every node. */
 static void reacquire_refused(rh_cluster *rc, unsigned mask)
 {
-    acl_set_user(rc, mask, USER, PASS, "-pexpire");
+    acl_set_user(rc, mask, USER, PASS, "-type");
     distlock_client *c = acl_user_client(rc, mask, USER, PASS);
     /* counted on every node below: each connection up first */
     connect_nodes(rc, c, "rr:connect", __builtin_popcount(mask));
@@ -92,7 +92,7 @@ static void test_reacquire_set_refused_keeps_the_lock_three_nodes(void **state)
 static void test_reacquire_refused_silent_node_keeps_the_lock(void **state)
 {
     rh_cluster *rc = *state;
-    acl_set_user(rc, 0x7, USER, PASS, "-pexpire");
+    acl_set_user(rc, 0x7, USER, PASS, "-type");
     distlock_client *c = acl_user_client(rc, 0x7, USER, PASS);
     /* counted on every node below: each connection up first */
     connect_nodes(rc, c, "rr:connect", N);

@@ -53,6 +53,9 @@ typedef struct attempt_ctx {
      * (distlock__reply_held_own): `own`; of those, `prior` on the request's
      * first send (not resent), so the key held it before this attempt. */
     uint64_t own, prior;
+    /* Own nodes whose key had gone by their refresh, which set it again
+     * (refresh_took): this attempt's grants, undone like any other. */
+    uint64_t created;
     char ttl[DISTLOCK__NUM_LEN], qttl[DISTLOCK__NUM_LEN];
 } attempt_ctx;
 
@@ -160,13 +163,19 @@ typedef struct acq_run {
     };
 } acq_run;
 
-/* Nodes that answered with our own token get their TTL refreshed by
- * compare-and-PEXPIRE and then count as granted: a retry after a lost reply,
- * or a re-acquire. Not for strict acquires (plain SET NX semantics), not
- * even when the call was resent on a fresh connection: a strict token is
- * the caller's (an order number), another client may hold the same one, and
- * the resend cannot tell its own first send from that holder's key
- * (test_caller_token_two_clients). Rare, so it may cost a second round trip.
+/* Nodes that answered with our own token get their TTL refreshed and then
+ * count as granted: a retry after a lost reply, or a re-acquire. The
+ * refresh is the acquire script (own token: PEXPIRE; a free key: SET NX),
+ * not a compare-and-PEXPIRE: the first round may have stopped at a quorum
+ * counting these nodes (distlock__decide_quorum_own) before a slower node
+ * answered, and the key can be gone by now (its TTL ran out, another
+ * process of the owner released it). That node is free, not held by
+ * another owner: it grants (and refresh_took notes it as this attempt's
+ * creation, for the undo). Not for strict acquires (plain SET NX
+ * semantics), not even when the call was resent on a fresh connection: a
+ * strict token is the caller's (an order number), another client may hold
+ * the same one, and the resend cannot tell its own first send from that
+ * holder's key (test_caller_token_two_clients). Rare, so it may cost a second round trip.
  * Returns 1 if that round began (refresh_took reads it). */
 static int refresh_own(distlock__run *r, acq_run *x)
 {
@@ -179,10 +188,14 @@ static int refresh_own(distlock__run *r, acq_run *x)
     size_t *len = x->len;
     argv[0] = a->rq->key, argv[1] = a->rq->token, argv[2] = a->ttl;
     len[0] = strlen(a->rq->key), len[1] = strlen(a->rq->token), len[2] = strlen(a->ttl);
-    x->call = (distlock__call){ .script = DISTLOCK__S_EXTEND, .nkeys = 1, .argc = 3,
+    /* the acquire script, not strict; 3 ARGV: no waiting writer's intent */
+    argv[3] = "0", len[3] = 1;
+    x->call = (distlock__call){ .script = DISTLOCK__S_ACQUIRE, .nkeys = 1, .argc = 4,
                                 .argv = argv, .argvlen = len, .tag = a->tag,
                                 .subject = DISTLOCK__LOCK_SUBJECT };
-    if (a->owner) {  /* the owner metadata's TTL too */
+    if (a->owner) {  /* the owner metadata's TTL too (not reached: an owner
+                      * acquire's script refreshes its own token itself) */
+        x->call.script = DISTLOCK__S_EXTEND;
         argv[3] = a->ttl, argv[2] = a->rq->token, argv[1] = a->sk->ok;
         len[3] = len[2], len[2] = len[1], len[1] = strlen(a->sk->ok);
         x->call.nkeys = 2, x->call.argc = 4;
@@ -209,7 +222,14 @@ static void refresh_took(acq_run *x)
     for (int i = 0; i < x->a.c->n; i++) {
         if (cs->calls_b[i] == NULL)
             continue;
-        /* The EXTEND reply ({1} or {0}) replaces the SET reply. */
+        /* {1, -1, 0}: the key had gone and this send set it (a first send
+         * that set it would make a resend say {1, -1, 1}: only the reply
+         * of the send that created it says 0). A refresh not heard leaves
+         * the node alone, as before: it may have found the key there. */
+        if (res2[i].state == DISTLOCK__R_DONE && res2[i].script == DISTLOCK__S_ACQUIRE &&
+            distlock__reply_int(&res2[i], 0) == 1 && distlock__reply_int(&res2[i], 2) == 0)
+            x->a.created |= 1ull << i;
+        /* The refresh's reply replaces the SET reply. */
         freeReplyObject(res[i].reply);
         res[i] = res2[i];
         res2[i].reply = NULL;
@@ -514,7 +534,8 @@ static void leave_where_lost(distlock__run *r, acq_run *x)
  *  - the reply says the key held our token before (SET NX GET returned it,
  *    the script "refreshed" it, a strict refusal named us), on the
  *    request's first send: not this attempt's key, left alone, whatever
- *    the refresh then said;
+ *    the refresh then said -- unless the refresh found the key gone and
+ *    set it (`created`): then it is this attempt's grant, released;
  *  - held by another owner: nothing of ours there;
  *  - granted (created now; also a grant whose WAIT fell short): released;
  *  - refused (an error reply: ACL, WRONGTYPE, OOM) on the request's only
@@ -547,6 +568,8 @@ static int undo_node(const attempt_ctx *a, const distlock__result *r, int i)
 {
     uint64_t bit = 1ull << i;
     int held_before = a->prior != 0 && a->rq->held_known;
+    if (r->sent && (a->created & bit))
+        return 1;
     if (!r->sent || (a->prior & bit))
         return 0;
     if (a->rq->flags & DISTLOCK_STRICT)

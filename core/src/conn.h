@@ -112,6 +112,9 @@ uint64_t distlock__run_of(const redisReply *rep);
  * 0 if none (refused, or not a version). Valkey says 7.2.4 there. */
 int distlock__version_of(const redisReply *rep);
 int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn);
+/* The same by the server's run_id (its INFO, hashed: distlock__run_of),
+ * for names whose addresses differ; 0 (unknown) passes. */
+int distlock__check_peer_run(distlock__transport *t, int i, uint64_t run);
 
 /* round.c: what a node kind's hooks (nodekind.c) may do to node i's call */
 /* (Re)start node i's call `call` (the round's start_node): cap is the

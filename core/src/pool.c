@@ -25,16 +25,18 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
     /* the timeouts and tls_verify: the option table's defaults, which
      * distlock_client_new() applies */
     t->peer = calloc((size_t)n, sizeof(*t->peer));
+    t->peer_run = calloc((size_t)n, sizeof(*t->peer_run));
     t->ep = calloc((size_t)n, sizeof(*t->ep));
     t->sha = calloc((size_t)nscripts + 1, sizeof(*t->sha));
     t->sha_ok = calloc((size_t)nscripts + 1, sizeof(*t->sha_ok));
     t->tls_ctx = calloc((size_t)n, sizeof(*t->tls_ctx));
     t->kind = calloc((size_t)n, sizeof(*t->kind));
-    if (t->peer == NULL || t->ep == NULL || t->sha == NULL || t->sha_ok == NULL ||
+    if (t->peer == NULL || t->peer_run == NULL || t->ep == NULL || t->sha == NULL || t->sha_ok == NULL ||
         t->tls_ctx == NULL || t->kind == NULL) {
         free(t->kind);
         free(t->tls_ctx);
         free(t->peer);
+        free(t->peer_run);
         free(t->ep);
         free(t->sha);
         free((void *)t->sha_ok);
@@ -46,6 +48,7 @@ int distlock__tp_init(distlock__transport *t, const distlock__node_cfg *nodes, i
         free(t->kind);
         free(t->tls_ctx);
         free(t->peer);
+        free(t->peer_run);
         free(t->ep);
         free(t->sha);
         free((void *)t->sha_ok);
@@ -86,6 +89,7 @@ void distlock__tp_free(distlock__transport *t)
     distlock__cl_free(t);
     free(t->stale);
     free(t->peer);
+    free(t->peer_run);
     free(t->ep);
     free(t->sha);
     free((void *)t->sha_ok);

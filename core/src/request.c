@@ -357,3 +357,29 @@ int distlock__check_peer(distlock__transport *t, int i, distlock__conn *conn)
     return dup < 0 ? 0 : -1;
 }
 
+/* The addresses can differ and still lead to one server: its Unix socket
+ * and its TCP port, a proxy or a NAT in front of it. Its run_id cannot: an
+ * acquire's grant on one name would make the other name answer with the
+ * acquire's own token, which counts as granted (a retry after a lost
+ * reply), and one server would make two of the quorum. */
+int distlock__check_peer_run(distlock__transport *t, int i, uint64_t run)
+{
+    if (run == 0)
+        return 0;
+    int dup = -1;
+    pthread_mutex_lock(&t->mu);
+    for (int j = 0; j < t->n && dup < 0; j++)
+        if (j != i && t->peer_run[j] == run)
+            dup = j;
+    if (dup < 0) {
+        t->peer_run[i] = run;
+    } else if (!atomic_load(&t->config_error)) {
+        snprintf(t->config_detail, sizeof(t->config_detail),
+                 "%s and %s are the same server (one run_id): Redlock needs independent servers",
+                 t->nodes[dup].uri, t->nodes[i].uri);
+        atomic_store(&t->config_error, 1);
+    }
+    pthread_mutex_unlock(&t->mu);
+    return dup < 0 ? 0 : -1;
+}
+

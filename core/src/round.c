@@ -331,6 +331,12 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
             conn->hs_pending--;
             conn->srv_run = distlock__run_of(rep);  /* 0 if refused: see add_kills */
             conn->srv_ver = distlock__version_of(rep);  /* 0 if refused: see send_call */
+            if (distlock__check_peer_run(t, i, conn->srv_run) != 0) {
+                freeReplyObject(rep);
+                distlock__node_fail(t, conn, r, i, DISTLOCK_EINVAL,
+                                    "the same server as another node");
+                return -1;
+            }
             break;
         case DISTLOCK__K_LOAD:
             conn->hs_pending--;

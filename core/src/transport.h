@@ -654,6 +654,10 @@ typedef struct distlock__transport {
      * to refuse two nodes that are one server */
 #define DISTLOCK__PEER_LEN 64  /* "ip:port" or "unix:dev:ino" */
     char (*peer)[DISTLOCK__PEER_LEN];
+    /* node i's server's identity (a hash of INFO's run_id, 0 unknown): two
+     * addresses can lead to one server (its Unix socket and its TCP port, a
+     * proxy or a NAT in front of it) */
+    uint64_t *peer_run;
     _Atomic int config_error;   /* two nodes are one server: unusable */
     distlock__endpoint *ep;     /* n of them: Sentinel nodes' masters */
     struct distlock__watch *watch;  /* the announcements thread (sentinel.c), under mu */
