@@ -1,8 +1,9 @@
 """Client.acquire_token() without strict refreshes a key that already holds
 this very token (idempotent retry). When that refresh is refused (an ACL
-user without PEXPIRE: SET NX GET works, the extend script does not), the
-call fails, a refusal is "an error, not a loss", and the lock the caller
-held before the call must still be there."""
+user without TYPE: SET NX GET works, the refresh -- the acquire script,
+whose first call is TYPE -- does not), the call fails, a refusal is "an
+error, not a loss", and the lock the caller held before the call must still
+be there."""
 import pytest
 
 import distlock
@@ -12,20 +13,20 @@ TOKEN = "0123456789abcdef0123456789abcdef"
 
 
 @pytest.fixture
-def no_pexpire(server, r):
+def no_type(server, r):
     r.execute_command("ACL", "SETUSER", USER, "reset", "on", ">" + PASS, "~*", "&*", "+@all",
-                      "-pexpire")
+                      "-type")
     c = distlock.Client(server.uri.replace("redis://", "redis://%s:%s@" % (USER, PASS)))
     yield c
     c.close()
     r.execute_command("ACL", "DELUSER", USER)
 
 
-def test_refused_refresh_keeps_the_held_lock(no_pexpire, r, key):
-    assert no_pexpire.acquire_token(key, TOKEN, ttl=30) is not None
+def test_refused_refresh_keeps_the_held_lock(no_type, r, key):
+    assert no_type.acquire_token(key, TOKEN, ttl=30) is not None
     assert r.get(key) == TOKEN
     with pytest.raises(distlock.Error) as e:
-        no_pexpire.acquire_token(key, TOKEN, ttl=30)
+        no_type.acquire_token(key, TOKEN, ttl=30)
     print(type(e.value).__name__, str(e.value))
     assert r.get(key) == TOKEN, "the held lock was deleted by a refused refresh"
     r.delete(key)
