@@ -6,8 +6,10 @@
  * multi on the wire per key: counted by the servers' INFO commandstats),
  * a release through the multi handing the key over at once (also with no
  * release message: a user without channel rights), per-op cancel
- * (queued, mid-wait, mid-attempt), client cancel, args->cancel from
- * another thread, the deadline, argument checks as the blocking calls'. */
+ * (queued, mid-wait, mid-attempt), a try-once acquire queued before the
+ * active one waits (failing then, after others left), client cancel,
+ * args->cancel from another thread, the deadline, argument checks as the
+ * blocking calls'. */
 #include "test_common.h"
 #include "test_multi_drive.h"
 
@@ -432,6 +434,68 @@ static void test_try_once_behind_a_waiter_and_caller_token(void **state)
     distlock_client_free(holder_c);
 }
 
+/* A try-once acquire queued while the active one's first attempt is out
+ * fails as soon as that one starts its wait, even after a waiting acquire
+ * queued beside it left the queue (cancelled): the multi counts the
+ * try-once acquires queued per key and walks the queue only if there are
+ * some, so a count that went wrong would leave it queued for the turn of
+ * the key (30 s away here). Then again, after that first try-once left. */
+static void test_try_once_queued_fails_when_the_active_one_waits(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder_c = client(rc), *c = client(rc);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder_c, "mo:tryonce:queued", 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_multi *m = NULL;
+    assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
+    distlock_op *a, *b, *t, *d, *t2;
+    /* nothing is sent before perform: b and t are queued behind a, whose
+     * first attempt has not been answered when b's cancel is seen */
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 30000, 0, NULL, &a),
+              DISTLOCK_OK);
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 30000, 0, NULL, &b),
+              DISTLOCK_OK);
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 0, 0, NULL, &t),
+              DISTLOCK_OK);
+    distlock_op_cancel(b);
+    multi_drive_until(m, b, 2000);
+    assert_op(b, DISTLOCK_ECANCELED);
+    assert_false(distlock_op_done(t));  /* a's first attempt is still out */
+    multi_drive_until(m, t, 3000);
+    assert_op(t, DISTLOCK_NOTACQUIRED);
+    assert_non_null(strstr(distlock_op_error(t), "another acquire of this multi waits"));
+    assert_false(distlock_op_done(a));
+
+    /* a waits; d (waiting) queued, then a try-once: refused at once, d and
+     * a go on */
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 30000, 0, NULL, &d),
+              DISTLOCK_OK);
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 0, 0, NULL, &t2),
+              DISTLOCK_OK);
+    assert_true(distlock_op_done(t2));
+    assert_op(t2, DISTLOCK_NOTACQUIRED);
+    /* a cancelled: d is the active one, tries, and waits in turn */
+    distlock_op_cancel(a);
+    multi_drive_until(m, a, 2000);
+    assert_op(a, DISTLOCK_ECANCELED);
+    assert_false(distlock_op_done(d));
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    multi_drive_until(m, d, 5000);
+    assert_op(d, DISTLOCK_OK);
+    distlock_lock *l = distlock_op_take_lock(d);
+    assert_holding_quorum(rc, "mo:tryonce:queued", distlock_lock_token(l), rc->n);
+    distlock_lock_free(l);
+    distlock_op_free(a);
+    distlock_op_free(b);
+    distlock_op_free(t);
+    distlock_op_free(d);
+    distlock_op_free(t2);
+    distlock_multi_free(m);
+    distlock_lock_free(held);
+    distlock_client_free(c);
+    distlock_client_free(holder_c);
+}
+
 /* The deadline: a waiting acquire (active or queued) gives up after wait_ms. */
 static void test_deadline(void **state)
 {
@@ -661,6 +725,7 @@ int main(void)
         cmocka_unit_test_setup(test_kinds, heal),
         cmocka_unit_test_setup(test_deadline, heal),
         cmocka_unit_test_setup(test_try_once_behind_a_waiter_and_caller_token, heal),
+        cmocka_unit_test_setup(test_try_once_queued_fails_when_the_active_one_waits, heal),
         cmocka_unit_test_setup(test_op_cancel, heal),
         cmocka_unit_test_setup(test_cancel_mid_attempt_releases_win, heal),
         cmocka_unit_test_setup(test_client_cancel, heal),

@@ -98,6 +98,7 @@ typedef struct mkey {
     char *key;
     distlock_op *active;
     distlock_op *head, *tail; /* queued, FIFO (op->qprev/qnext) */
+    long try_once;            /* how many queued have wait_ms 0 (fail_try_once) */
 } mkey;
 
 typedef struct cwatch {      /* an args->cancel in the epoll set */
@@ -706,8 +707,13 @@ static void key_put(distlock_multi *m, mkey *k)
     free(k);
 }
 
+/* Every op enters and leaves its key's queue here, so that k->try_once is
+ * right whatever the path (a call, a cancel, a deadline, the turn passed
+ * on in finish). */
 static void queue_push(mkey *k, distlock_op *op)
 {
+    if (op->wait_ms == 0)
+        k->try_once++;
     op->qnext = NULL;
     op->qprev = k->tail;
     if (k->tail)
@@ -722,6 +728,8 @@ static void queue_push(mkey *k, distlock_op *op)
 static void queue_remove(distlock_op *op)
 {
     mkey *k = op->k;
+    if (op->wait_ms == 0)
+        k->try_once--;
     if (op->qprev)
         op->qprev->qnext = op->qnext;
     else
@@ -920,20 +928,27 @@ static int undo_start(distlock_op *op)
     return run_begin(op, r, rc);
 }
 
-/* Try-once acquires queued behind an acquire that now waits: the key was
- * held at its last try, so they fail as a refused try. */
-static inline __attribute__((always_inline)) void fail_try_once(distlock_multi *m, mkey *k)
+/* A try-once acquire queued behind one that waits fails as a refused try:
+ * the key was held at that one's last try. */
+static inline __attribute__((always_inline)) void fail_queued_try_once(distlock_op *q)
 {
-    for (distlock_op *q = k->head, *next; q; q = next) {
+    distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' is held: another acquire of this multi "
+                   "waits for it", q->k->key);
+    set_err(q, DISTLOCK_NOTACQUIRED);
+    finish(q);
+}
+
+/* The key's active acquire now waits: the try-once acquires queued behind
+ * it fail. The walk is skipped when there are none (k->try_once), as it is
+ * for nearly every wait: thousands of waiters queued at one key would
+ * otherwise be walked each time the next of them starts its wait. */
+static inline __attribute__((always_inline)) void fail_try_once(mkey *k)
+{
+    for (distlock_op *q = k->head, *next; q && k->try_once > 0; q = next) {
         next = q->qnext;
-        if (q->wait_ms == 0) {
-            distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' is held: another acquire of this multi "
-                           "waits for it", k->key);
-            set_err(q, DISTLOCK_NOTACQUIRED);
-            finish(q);
-        }
+        if (q->wait_ms == 0)
+            fail_queued_try_once(q);
     }
-    (void)m;
 }
 
 static void acq_step(distlock_op *op)
@@ -1054,7 +1069,7 @@ static void acq_step(distlock_op *op)
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
             if (op->k)
-                fail_try_once(m, op->k);
+                fail_try_once(op->k);
             if (distlock__waiter_add_start(c, &op->w) == DISTLOCK_OK) {
                 op->waiter_on = 1;
                 op->sub_deadline = distlock__now_us() +
@@ -1573,7 +1588,9 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
         op->state = S_QUEUED;
         queue_push(op->k, op);
         op_started(op);
-        fail_try_once(m, op->k);
+        /* the only try-once queued: those queued before it failed when
+         * the active one entered its wait */
+        fail_queued_try_once(op);
         *out = op;
         distlock__clear_error();
         return DISTLOCK_OK;
