@@ -5,7 +5,9 @@
  * acquires per key from one thread, the local queue (one attempt of the
  * multi on the wire per key: counted by the servers' INFO commandstats),
  * a release through the multi handing the key over at once (also with no
- * release message: a user without channel rights), per-op cancel
+ * release message: a user without channel rights), acquires served one
+ * after the other keeping one subscription to their key's channel
+ * (SUBSCRIBE counted by the servers' INFO commandstats), per-op cancel
  * (queued, mid-wait, mid-attempt), a try-once acquire queued before the
  * active one waits (failing then, after others left), client cancel,
  * args->cancel from another thread, the deadline, argument checks as the
@@ -242,6 +244,85 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     assert_true(took < 4000);  /* a re-check is 5 s away: the releases handed over */
     while (distlock_multi_done(m)) {
     }
+    for (int i = 0; i < N; i++)
+        distlock_op_free(ops[i]);
+    distlock_multi_free(m);
+    distlock_client_free(c);
+    distlock_client_free(holder_c);
+}
+
+/* SUBSCRIBE commands node `node` has run (INFO commandstats). */
+static long long subscribe_calls(rh_cluster *rc, int node)
+{
+    redisReply *r = rh_command(rc, node, 0, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    const char *p = strstr(r->str, "cmdstat_subscribe:calls=");
+    long long n = p ? atoll(p + strlen("cmdstat_subscribe:calls=")) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Drive m until every node has `want` subscribers on key's channel. */
+static void drive_until_subscribers(rh_cluster *rc, distlock_multi *m, const char *key,
+                                    long long want)
+{
+    long long end = rh_now_ms() + 5000;
+    for (int i = 0; i < rc->n; i++)
+        while (key_channel_subscribers(rc, i, key) != want) {
+            if (rh_now_ms() > end)
+                fail_msg("node %d: %lld subscribers on distlock:%s, expected %lld", i,
+                         key_channel_subscribers(rc, i, key), key, want);
+            multi_turn(m, 10);
+        }
+}
+
+/* Acquires of one key served one after the other through the multi, each
+ * finding the key held by the one before (its first attempt goes out when
+ * that one wins) and so waiting: the key's channel stays subscribed from
+ * the first waiter to the last, no SUBSCRIBE per waiter (the subscriber
+ * would else drop the channel between two waiters and subscribe again);
+ * it is dropped once no acquire of the key is left. */
+static void test_waiters_served_in_turn_keep_one_subscription(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder_c = client(rc), *c = client(rc);
+    const char *key = "mo:onesub";
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder_c, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_multi *m = NULL;
+    assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
+    enum { N = 20 };
+    distlock_op *ops[N];
+    for (int i = 0; i < N; i++)
+        assert_rc(distlock_multi_acquire(m, key, 10000, 30000, 0, NULL, &ops[i]), DISTLOCK_OK);
+    drive_until_subscribers(rc, m, key, 1);  /* the first waits, subscribed */
+    long long before[8];
+    for (int i = 0; i < rc->n; i++)
+        before[i] = subscribe_calls(rc, i);
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    for (int i = 0; i < N; i++) {
+        multi_drive_until(m, ops[i], 5000);
+        assert_op(ops[i], DISTLOCK_OK);
+        if (i + 1 < N)
+            assert_false(distlock_op_done(ops[i + 1]));
+        distlock_lock *l = distlock_op_take_lock(ops[i]);
+        distlock_op *rel;
+        assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
+        multi_drive_until(m, rel, 5000);
+        assert_op(rel, DISTLOCK_OK);
+        distlock_op_free(rel);
+        distlock_lock_free(l);
+    }
+    for (int i = 0; i < rc->n; i++) {
+        long long subs = subscribe_calls(rc, i) - before[i];
+        printf("  node %d: %lld SUBSCRIBE while %d acquires were served one after the other\n",
+               i, subs, N);
+        assert_int_equal(subs, 0);
+    }
+    /* no acquire of the key left: the channel goes */
+    drive_until_subscribers(rc, m, key, 0);
     for (int i = 0; i < N; i++)
         distlock_op_free(ops[i]);
     distlock_multi_free(m);
@@ -722,6 +803,7 @@ int main(void)
         cmocka_unit_test_setup(test_many_keys_served_in_turn, heal),
         cmocka_unit_test_setup(test_local_queue_one_attempt_on_the_wire, heal),
         cmocka_unit_test_setup(test_release_hands_over_without_messages, heal),
+        cmocka_unit_test_setup(test_waiters_served_in_turn_keep_one_subscription, heal),
         cmocka_unit_test_setup(test_kinds, heal),
         cmocka_unit_test_setup(test_deadline, heal),
         cmocka_unit_test_setup(test_try_once_behind_a_waiter_and_caller_token, heal),

@@ -99,6 +99,7 @@ typedef struct mkey {
     distlock_op *active;
     distlock_op *head, *tail; /* queued, FIFO (op->qprev/qnext) */
     long try_once;            /* how many queued have wait_ms 0 (fail_try_once) */
+    char *held_ch;            /* its channel, held from its first waiter (key_hold_channel) */
 } mkey;
 
 typedef struct cwatch {      /* an args->cancel in the epoll set */
@@ -698,6 +699,10 @@ static void key_put(distlock_multi *m, mkey *k)
 {
     if (k->active || k->head)
         return;
+    if (k->held_ch) {
+        distlock__channel_unhold(m->c, k->held_ch);
+        free(k->held_ch);
+    }
     for (mkey **pp = &m->keys[key_hash(k->key)]; *pp; pp = &(*pp)->next)
         if (*pp == k) {
             *pp = k->next;
@@ -710,6 +715,20 @@ static void key_put(distlock_multi *m, mkey *k)
 /* Every op enters and leaves its key's queue here, so that k->try_once is
  * right whatever the path (a call, a cancel, a deadline, the turn passed
  * on in finish). */
+/* The key's active acquire registered its waiter on channel `ch`: the
+ * channel stays subscribed until no acquire of the key is left here
+ * (key_put), so the next one to wait does not find it dropped by the
+ * subscriber in between (wait.c); without memory, it is not held. */
+static void key_hold_channel(distlock_multi *m, mkey *k, const char *ch)
+{
+    if (k->held_ch || (k->held_ch = strdup(ch)) == NULL)
+        return;
+    if (distlock__channel_hold(m->c, ch) != 0) {
+        free(k->held_ch);
+        k->held_ch = NULL;
+    }
+}
+
 static void queue_push(mkey *k, distlock_op *op)
 {
     if (op->wait_ms == 0)
@@ -1072,6 +1091,8 @@ static void acq_step(distlock_op *op)
                 fail_try_once(op->k);
             if (distlock__waiter_add_start(c, &op->w) == DISTLOCK_OK) {
                 op->waiter_on = 1;
+                if (op->k)
+                    key_hold_channel(m, op->k, op->ch);
                 op->sub_deadline = distlock__now_us() +
                                    (uint64_t)c->tp.connect_timeout_ms * 1000u;
                 /* the confirmation is awaited within the wait's budget: a
@@ -2079,6 +2100,7 @@ static void multi_close(distlock_multi *m)
         while (m->keys[b]) {
             mkey *k = m->keys[b];
             m->keys[b] = k->next;
+            free(k->held_ch);  /* a forked child's copy: the hold was the parent's */
             free(k->key);
             free(k);
         }
