@@ -712,9 +712,6 @@ static void key_put(distlock_multi *m, mkey *k)
     free(k);
 }
 
-/* Every op enters and leaves its key's queue here, so that k->try_once is
- * right whatever the path (a call, a cancel, a deadline, the turn passed
- * on in finish). */
 /* The key's active acquire registered its waiter on channel `ch`: the
  * channel stays subscribed until no acquire of the key is left here
  * (key_put), so the next one to wait does not find it dropped by the
@@ -729,6 +726,9 @@ static void key_hold_channel(distlock_multi *m, mkey *k, const char *ch)
     }
 }
 
+/* Every op enters and leaves its key's queue here, so that k->try_once is
+ * right whatever the path (a call, a cancel, a deadline, the turn passed
+ * on in finish). */
 static void queue_push(mkey *k, distlock_op *op)
 {
     if (op->wait_ms == 0)
