@@ -5,9 +5,13 @@
  * acquires per key from one thread, the local queue (one attempt of the
  * multi on the wire per key: counted by the servers' INFO commandstats),
  * a release through the multi handing the key over at once (also with no
- * release message: a user without channel rights), per-op cancel
- * (queued, mid-wait, mid-attempt), client cancel, args->cancel from
- * another thread, the deadline, argument checks as the blocking calls'. */
+ * release message: a user without channel rights), acquires served one
+ * after the other keeping one subscription to their key's channel
+ * (SUBSCRIBE counted by the servers' INFO commandstats), per-op cancel
+ * (queued, mid-wait, mid-attempt), a try-once acquire queued before the
+ * active one waits (failing then, after others left), client cancel,
+ * args->cancel from another thread, the deadline, argument checks as the
+ * blocking calls'. */
 #include "test_common.h"
 #include "test_multi_drive.h"
 
@@ -247,6 +251,85 @@ static void test_local_queue_one_attempt_on_the_wire(void **state)
     distlock_client_free(holder_c);
 }
 
+/* SUBSCRIBE commands node `node` has run (INFO commandstats). */
+static long long subscribe_calls(rh_cluster *rc, int node)
+{
+    redisReply *r = rh_command(rc, node, 0, "INFO commandstats");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    const char *p = strstr(r->str, "cmdstat_subscribe:calls=");
+    long long n = p ? atoll(p + strlen("cmdstat_subscribe:calls=")) : 0;
+    freeReplyObject(r);
+    return n;
+}
+
+/* Drive m until every node has `want` subscribers on key's channel. */
+static void drive_until_subscribers(rh_cluster *rc, distlock_multi *m, const char *key,
+                                    long long want)
+{
+    long long end = rh_now_ms() + 5000;
+    for (int i = 0; i < rc->n; i++)
+        while (key_channel_subscribers(rc, i, key) != want) {
+            if (rh_now_ms() > end)
+                fail_msg("node %d: %lld subscribers on distlock:%s, expected %lld", i,
+                         key_channel_subscribers(rc, i, key), key, want);
+            multi_turn(m, 10);
+        }
+}
+
+/* Acquires of one key served one after the other through the multi, each
+ * finding the key held by the one before (its first attempt goes out when
+ * that one wins) and so waiting: the key's channel stays subscribed from
+ * the first waiter to the last, no SUBSCRIBE per waiter (the subscriber
+ * would else drop the channel between two waiters and subscribe again);
+ * it is dropped once no acquire of the key is left. */
+static void test_waiters_served_in_turn_keep_one_subscription(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder_c = client(rc), *c = client(rc);
+    const char *key = "mo:onesub";
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder_c, key, 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_multi *m = NULL;
+    assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
+    enum { N = 20 };
+    distlock_op *ops[N];
+    for (int i = 0; i < N; i++)
+        assert_rc(distlock_multi_acquire(m, key, 10000, 30000, 0, NULL, &ops[i]), DISTLOCK_OK);
+    drive_until_subscribers(rc, m, key, 1);  /* the first waits, subscribed */
+    long long before[8];
+    for (int i = 0; i < rc->n; i++)
+        before[i] = subscribe_calls(rc, i);
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    for (int i = 0; i < N; i++) {
+        multi_drive_until(m, ops[i], 5000);
+        assert_op(ops[i], DISTLOCK_OK);
+        if (i + 1 < N)
+            assert_false(distlock_op_done(ops[i + 1]));
+        distlock_lock *l = distlock_op_take_lock(ops[i]);
+        distlock_op *rel;
+        assert_rc(distlock_multi_release(m, l, &rel), DISTLOCK_OK);
+        multi_drive_until(m, rel, 5000);
+        assert_op(rel, DISTLOCK_OK);
+        distlock_op_free(rel);
+        distlock_lock_free(l);
+    }
+    for (int i = 0; i < rc->n; i++) {
+        long long subs = subscribe_calls(rc, i) - before[i];
+        printf("  node %d: %lld SUBSCRIBE while %d acquires were served one after the other\n",
+               i, subs, N);
+        assert_int_equal(subs, 0);
+    }
+    /* no acquire of the key left: the channel goes */
+    drive_until_subscribers(rc, m, key, 0);
+    for (int i = 0; i < N; i++)
+        distlock_op_free(ops[i]);
+    distlock_multi_free(m);
+    distlock_client_free(c);
+    distlock_client_free(holder_c);
+}
+
 /* A release through the multi hands the key to the next acquire of the
  * multi at once, by itself: here the client's user may not SUBSCRIBE
  * (NOPERM: no release message ever wakes a waiter) and re-checks are 5 s
@@ -426,6 +509,68 @@ static void test_try_once_behind_a_waiter_and_caller_token(void **state)
     distlock_op_free(w);  /* running: cancelled, freed when done */
     distlock_op_free(t);
     distlock_op_free(other);
+    distlock_multi_free(m);
+    distlock_lock_free(held);
+    distlock_client_free(c);
+    distlock_client_free(holder_c);
+}
+
+/* A try-once acquire queued while the active one's first attempt is out
+ * fails as soon as that one starts its wait, even after a waiting acquire
+ * queued beside it left the queue (cancelled): the multi counts the
+ * try-once acquires queued per key and walks the queue only if there are
+ * some, so a count that went wrong would leave it queued for the turn of
+ * the key (30 s away here). Then again, after that first try-once left. */
+static void test_try_once_queued_fails_when_the_active_one_waits(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *holder_c = client(rc), *c = client(rc);
+    distlock_lock *held = NULL;
+    assert_rc(distlock_acquire(holder_c, "mo:tryonce:queued", 30000, 0, 0, &held), DISTLOCK_OK);
+    distlock_multi *m = NULL;
+    assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
+    distlock_op *a, *b, *t, *d, *t2;
+    /* nothing is sent before perform: b and t are queued behind a, whose
+     * first attempt has not been answered when b's cancel is seen */
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 30000, 0, NULL, &a),
+              DISTLOCK_OK);
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 30000, 0, NULL, &b),
+              DISTLOCK_OK);
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 0, 0, NULL, &t),
+              DISTLOCK_OK);
+    distlock_op_cancel(b);
+    multi_drive_until(m, b, 2000);
+    assert_op(b, DISTLOCK_ECANCELED);
+    assert_false(distlock_op_done(t));  /* a's first attempt is still out */
+    multi_drive_until(m, t, 3000);
+    assert_op(t, DISTLOCK_NOTACQUIRED);
+    assert_non_null(strstr(distlock_op_error(t), "another acquire of this multi waits"));
+    assert_false(distlock_op_done(a));
+
+    /* a waits; d (waiting) queued, then a try-once: refused at once, d and
+     * a go on */
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 30000, 0, NULL, &d),
+              DISTLOCK_OK);
+    assert_rc(distlock_multi_acquire(m, "mo:tryonce:queued", 10000, 0, 0, NULL, &t2),
+              DISTLOCK_OK);
+    assert_true(distlock_op_done(t2));
+    assert_op(t2, DISTLOCK_NOTACQUIRED);
+    /* a cancelled: d is the active one, tries, and waits in turn */
+    distlock_op_cancel(a);
+    multi_drive_until(m, a, 2000);
+    assert_op(a, DISTLOCK_ECANCELED);
+    assert_false(distlock_op_done(d));
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    multi_drive_until(m, d, 5000);
+    assert_op(d, DISTLOCK_OK);
+    distlock_lock *l = distlock_op_take_lock(d);
+    assert_holding_quorum(rc, "mo:tryonce:queued", distlock_lock_token(l), rc->n);
+    distlock_lock_free(l);
+    distlock_op_free(a);
+    distlock_op_free(b);
+    distlock_op_free(t);
+    distlock_op_free(d);
+    distlock_op_free(t2);
     distlock_multi_free(m);
     distlock_lock_free(held);
     distlock_client_free(c);
@@ -658,9 +803,11 @@ int main(void)
         cmocka_unit_test_setup(test_many_keys_served_in_turn, heal),
         cmocka_unit_test_setup(test_local_queue_one_attempt_on_the_wire, heal),
         cmocka_unit_test_setup(test_release_hands_over_without_messages, heal),
+        cmocka_unit_test_setup(test_waiters_served_in_turn_keep_one_subscription, heal),
         cmocka_unit_test_setup(test_kinds, heal),
         cmocka_unit_test_setup(test_deadline, heal),
         cmocka_unit_test_setup(test_try_once_behind_a_waiter_and_caller_token, heal),
+        cmocka_unit_test_setup(test_try_once_queued_fails_when_the_active_one_waits, heal),
         cmocka_unit_test_setup(test_op_cancel, heal),
         cmocka_unit_test_setup(test_cancel_mid_attempt_releases_win, heal),
         cmocka_unit_test_setup(test_client_cancel, heal),

@@ -22,9 +22,10 @@ that counting only ticks without a pause of Python's cyclic garbage
 collector, whose worst pause is shown, with the objects it tracks per
 waiting task: it walks all of them) and the gap from one holder's release
 call to the next holder's acquire returning (p50/p99/max, CLOCK_MONOTONIC in
-this process). The harness's own gather() over the 10,000 tasks (a callback
-on each) is made between the two windows and is in neither: its time is
-shown apart.
+this process), and the SUBSCRIBE and UNSUBSCRIBE commands each node ran
+while they were served (INFO commandstats, read between the windows). The
+harness's own gather() over the 10,000 tasks (a callback on each) is made
+between the two windows and is in neither: its time is shown apart.
 
 arrival: the same arrival through an asyncio.Lock (no network: what 10,000
 waiting tasks cost the loop whatever the lock) or redis-py's asyncio Lock,
@@ -135,6 +136,22 @@ class Ticker:
             await asyncio.sleep(0)
 
 
+def pubsub_calls(uris: str) -> list:
+    """(SUBSCRIBE, UNSUBSCRIBE) calls each node has run so far (INFO
+    commandstats; a blocking call: made between the lag windows)."""
+    import redis
+    out = []
+    for u in uris.split(","):
+        r = redis.Redis.from_url(u)
+        try:
+            st = r.info("commandstats")
+        finally:
+            r.close()
+        out.append(tuple(st.get("cmdstat_" + n, {}).get("calls", 0)
+                         for n in ("subscribe", "unsubscribe")))
+    return out
+
+
 def pct(xs, q):
     xs = sorted(xs)
     return xs[min(len(xs) - 1, int(q * len(xs)))] if xs else float("nan")
@@ -188,11 +205,13 @@ async def queue(uris: str, tasks: int) -> int:
         g0 = time.perf_counter()
         done = asyncio.gather(*started)
         gather_s = time.perf_counter() - g0
+        subs0 = pubsub_calls(uris)
         await ticker.next_tick()  # the count and the gather are in no figure of the ticker
         ticker.reset()
         gcp.worst = 0.0
         await done
         served_s = time.monotonic() - t0
+        subs1 = pubsub_calls(uris)
         ticker.stop = True
         await tick
     gcp.close()
@@ -221,6 +240,8 @@ async def queue(uris: str, tasks: int) -> int:
           "the arrival)" % per_task)
     print("queue the harness's gather() over the tasks: %.2f ms (in no lag figure)"
           % (gather_s * 1e3))
+    print("queue SUBSCRIBE / UNSUBSCRIBE per node while served: %s (INFO commandstats)"
+          % ", ".join("%d / %d" % (b[0] - a[0], b[1] - a[1]) for a, b in zip(subs0, subs1)))
     print("queue release->next acquire: p50 %.3f ms, p99 %.3f ms, max %.3f ms"
           % (pct(gaps, 0.5), pct(gaps, 0.99), max(gaps) if gaps else float("nan")))
     return 1 if errors or overlap[0] or len(got) != tasks else 0

@@ -609,6 +609,13 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
 int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w);
 int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
+/* Keep `channel` subscribed while no waiter of it is registered (a multi's
+ * key with acquires queued: the next one's waiter finds the subscription
+ * confirmed instead of an UNSUBSCRIBE and a SUBSCRIBE per waiter). Taken
+ * while a waiter of the channel is registered (the subscriber runs);
+ * counted; -1 (nothing held) without memory or subscriber. */
+int distlock__channel_hold(distlock_client *c, const char *channel);
+void distlock__channel_unhold(distlock_client *c, const char *channel);
 /* Fair waiters: w->named before an attempt; after it, record whether the
  * attempt found us at the head of the queue, unless a fair acquire named us
  * the head meanwhile (named moved): that news is newer than the attempt's. */

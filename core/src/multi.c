@@ -98,6 +98,8 @@ typedef struct mkey {
     char *key;
     distlock_op *active;
     distlock_op *head, *tail; /* queued, FIFO (op->qprev/qnext) */
+    long try_once;            /* how many queued have wait_ms 0 (fail_try_once) */
+    char *held_ch;            /* its channel, held from its first waiter (key_hold_channel) */
 } mkey;
 
 typedef struct cwatch {      /* an args->cancel in the epoll set */
@@ -697,6 +699,10 @@ static void key_put(distlock_multi *m, mkey *k)
 {
     if (k->active || k->head)
         return;
+    if (k->held_ch) {
+        distlock__channel_unhold(m->c, k->held_ch);
+        free(k->held_ch);
+    }
     for (mkey **pp = &m->keys[key_hash(k->key)]; *pp; pp = &(*pp)->next)
         if (*pp == k) {
             *pp = k->next;
@@ -706,8 +712,27 @@ static void key_put(distlock_multi *m, mkey *k)
     free(k);
 }
 
+/* The key's active acquire registered its waiter on channel `ch`: the
+ * channel stays subscribed until no acquire of the key is left here
+ * (key_put), so the next one to wait does not find it dropped by the
+ * subscriber in between (wait.c); without memory, it is not held. */
+static void key_hold_channel(distlock_multi *m, mkey *k, const char *ch)
+{
+    if (k->held_ch || (k->held_ch = strdup(ch)) == NULL)
+        return;
+    if (distlock__channel_hold(m->c, ch) != 0) {
+        free(k->held_ch);
+        k->held_ch = NULL;
+    }
+}
+
+/* Every op enters and leaves its key's queue here, so that k->try_once is
+ * right whatever the path (a call, a cancel, a deadline, the turn passed
+ * on in finish). */
 static void queue_push(mkey *k, distlock_op *op)
 {
+    if (op->wait_ms == 0)
+        k->try_once++;
     op->qnext = NULL;
     op->qprev = k->tail;
     if (k->tail)
@@ -722,6 +747,8 @@ static void queue_push(mkey *k, distlock_op *op)
 static void queue_remove(distlock_op *op)
 {
     mkey *k = op->k;
+    if (op->wait_ms == 0)
+        k->try_once--;
     if (op->qprev)
         op->qprev->qnext = op->qnext;
     else
@@ -920,20 +947,27 @@ static int undo_start(distlock_op *op)
     return run_begin(op, r, rc);
 }
 
-/* Try-once acquires queued behind an acquire that now waits: the key was
- * held at its last try, so they fail as a refused try. */
-static inline __attribute__((always_inline)) void fail_try_once(distlock_multi *m, mkey *k)
+/* A try-once acquire queued behind one that waits fails as a refused try:
+ * the key was held at that one's last try. */
+static inline __attribute__((always_inline)) void fail_queued_try_once(distlock_op *q)
 {
-    for (distlock_op *q = k->head, *next; q; q = next) {
+    distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' is held: another acquire of this multi "
+                   "waits for it", q->k->key);
+    set_err(q, DISTLOCK_NOTACQUIRED);
+    finish(q);
+}
+
+/* The key's active acquire now waits: the try-once acquires queued behind
+ * it fail. The walk is skipped when there are none (k->try_once), as it is
+ * for nearly every wait: thousands of waiters queued at one key would
+ * otherwise be walked each time the next of them starts its wait. */
+static inline __attribute__((always_inline)) void fail_try_once(mkey *k)
+{
+    for (distlock_op *q = k->head, *next; q && k->try_once > 0; q = next) {
         next = q->qnext;
-        if (q->wait_ms == 0) {
-            distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' is held: another acquire of this multi "
-                           "waits for it", k->key);
-            set_err(q, DISTLOCK_NOTACQUIRED);
-            finish(q);
-        }
+        if (q->wait_ms == 0)
+            fail_queued_try_once(q);
     }
-    (void)m;
 }
 
 /* Blocking calls of this client waiting for one key take turns (wait.c):
@@ -1072,9 +1106,11 @@ static void acq_step(distlock_op *op)
             op->backoff = c->retry_min_ms;
             op->entered_wait = 1;
             if (op->k)
-                fail_try_once(m, op->k);
+                fail_try_once(op->k);
             if (distlock__waiter_add_start(c, &op->w) == DISTLOCK_OK) {
                 op->waiter_on = 1;
+                if (op->k)
+                    key_hold_channel(m, op->k, op->ch);
                 op->sub_deadline = distlock__now_us() +
                                    (uint64_t)c->tp.connect_timeout_ms * 1000u;
                 /* the confirmation is awaited within the wait's budget: a
@@ -1583,7 +1619,9 @@ static int multi_acquire(distlock_multi *m, const char *key, long permits, long 
         op->state = S_QUEUED;
         queue_push(op->k, op);
         op_started(op);
-        fail_try_once(m, op->k);
+        /* the only try-once queued: those queued before it failed when
+         * the active one entered its wait */
+        fail_queued_try_once(op);
         *out = op;
         distlock__clear_error();
         return DISTLOCK_OK;
@@ -2072,6 +2110,7 @@ static void multi_close(distlock_multi *m)
         while (m->keys[b]) {
             mkey *k = m->keys[b];
             m->keys[b] = k->next;
+            free(k->held_ch);  /* a forked child's copy: the hold was the parent's */
             free(k->key);
             free(k);
         }

@@ -15,6 +15,18 @@
  * node, unless no node can confirm it (down, or an ACL user without
  * channel rights): then it relies on its re-checks at once.
  *
+ * A channel can also be held (distlock__channel_hold): a multi holds its
+ * key's channel from its first waiter until no acquire of the key is left
+ * there, so the acquires it serves one after the other keep one
+ * subscription instead of an UNSUBSCRIBE and a SUBSCRIBE each. The rule
+ * above still holds: a waiter registered on a held channel counts as
+ * subscribed only once a node confirmed the channel (at once if it was,
+ * else when it is), and then tries again; a release published before
+ * that try is seen by the try, one published after it reaches the waiter
+ * (registered before the try, on a confirmed channel). A held channel
+ * that lapses is confirmed again as any; the waiters registered then are
+ * woken for a re-check as above.
+ *
  * A subscription can lapse while a waiter sleeps (its connection broke, was
  * found dead by its PING, or led to a master that was replaced: pubsub.c;
  * a Cluster slot moved away) and be confirmed again later; a release
@@ -80,15 +92,17 @@
 
 #include "internal.h"
 
-/* A channel the waiters need (distlock:<key>). */
+/* A channel the waiters need (distlock:<key>), or one held (refs). */
 typedef struct sub_chan {
     struct sub_chan *next;
     char *name;
+    long refs;                /* held: distlock__channel_hold()s not undone */
 } sub_chan;
 
 struct distlock__sub {
     distlock__pubsub *ps;
     sub_chan *chans;
+    sub_chan *held;           /* channels kept subscribed between waiters */
     /* the thread's poll array: its wake-up pipe, then pubsub.c's entries
      * (kept here, made with the rest, so that a forked child frees it) */
     struct pollfd *pfd;
@@ -281,36 +295,53 @@ static void on_message(void *arg, const char *chan, const char *payload)
         wake_turn_holders(c, chan, oldest);
 }
 
-/* c->mu held: subscribe to channels newly wanted, drop unused ones. */
+/* c->mu held: subscribe to `name` if it is not yet (failures are tried
+ * again on the subscriber's next turn). */
+static void want_chan(struct distlock__sub *sub, const char *name)
+{
+    if (find_chan(sub, name))
+        return;
+    sub_chan *ch = calloc(1, sizeof(*ch));
+    if (!ch || !(ch->name = strdup(name))) {
+        free(ch);
+        return;
+    }
+    /* the release's shard channel, for the Redis Cluster nodes */
+    char shard[DISTLOCK__SIDEKEY_MAX];
+    int has_shard = strncmp(ch->name, "distlock:", 9) == 0;
+    if (has_shard)
+        distlock__shard_channel_name(shard, ch->name + 9);
+    if (distlock__pubsub_subscribe(sub->ps, ch->name, has_shard ? shard : NULL) != 0) {
+        chan_free(ch);
+        return;
+    }
+    ch->next = sub->chans;
+    sub->chans = ch;
+}
+
+static sub_chan *find_held(struct distlock__sub *sub, const char *name)
+{
+    sub_chan *h = sub->held;
+    while (h && strcmp(h->name, name) != 0)
+        h = h->next;
+    return h;
+}
+
+/* c->mu held: subscribe to channels newly wanted (a waiter's, a held one),
+ * drop those neither wants. */
 static void sync_channels(distlock_client *c)
 {
     struct distlock__sub *sub = c->sub;
-    for (distlock__waiter *w = c->waiters; w; w = w->next) {
-        if (find_chan(sub, w->channel))
-            continue;
-        sub_chan *ch = calloc(1, sizeof(*ch));
-        if (!ch || !(ch->name = strdup(w->channel))) {
-            free(ch);
-            continue;  /* tried again on the next turn */
-        }
-        /* the release's shard channel, for the Redis Cluster nodes */
-        char shard[DISTLOCK__SIDEKEY_MAX];
-        int has_shard = strncmp(ch->name, "distlock:", 9) == 0;
-        if (has_shard)
-            distlock__shard_channel_name(shard, ch->name + 9);
-        if (distlock__pubsub_subscribe(sub->ps, ch->name, has_shard ? shard : NULL) != 0) {
-            chan_free(ch);
-            continue;
-        }
-        ch->next = sub->chans;
-        sub->chans = ch;
-    }
+    for (distlock__waiter *w = c->waiters; w; w = w->next)
+        want_chan(sub, w->channel);
+    for (sub_chan *h = sub->held; h; h = h->next)
+        want_chan(sub, h->name);
     for (sub_chan **pp = &sub->chans; *pp;) {
         sub_chan *ch = *pp;
         distlock__waiter *w = c->waiters;
         while (w && strcmp(w->channel, ch->name) != 0)
             w = w->next;
-        if (w) {
+        if (w || find_held(sub, ch->name)) {
             pp = &ch->next;
             continue;
         }
@@ -364,6 +395,11 @@ static void sub_free(distlock_client *c, int forked)
         sub_chan *next = sub->chans->next;
         chan_free(sub->chans);
         sub->chans = next;
+    }
+    while (sub->held) {
+        sub_chan *next = sub->held->next;
+        chan_free(sub->held);
+        sub->held = next;
     }
     free(sub->pfd);
     free(sub);
@@ -579,6 +615,48 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
     }
     if (c->sub_running)
         wake_subscriber(c);
+    pthread_mutex_unlock(&c->mu);
+}
+
+int distlock__channel_hold(distlock_client *c, const char *channel)
+{
+    distlock__lock(c);
+    int rc = -1;
+    sub_chan *h = c->sub_running ? find_held(c->sub, channel) : NULL;
+    if (h) {
+        h->refs++;
+        rc = 0;
+    } else if (c->sub_running && (h = calloc(1, sizeof(*h))) != NULL) {
+        if ((h->name = strdup(channel)) == NULL) {
+            free(h);
+        } else {
+            h->refs = 1;
+            h->next = c->sub->held;
+            c->sub->held = h;
+            rc = 0;
+        }
+    }
+    /* no wake: the caller's waiter of the channel is registered, and its
+     * subscriber turn subscribes */
+    pthread_mutex_unlock(&c->mu);
+    return rc;
+}
+
+void distlock__channel_unhold(distlock_client *c, const char *channel)
+{
+    distlock__lock(c);  /* in a forked child: the parent's holds are gone */
+    struct distlock__sub *sub = c->sub_running ? c->sub : NULL;
+    for (sub_chan **pp = sub ? &sub->held : NULL; pp && *pp; pp = &(*pp)->next) {
+        sub_chan *h = *pp;
+        if (strcmp(h->name, channel) != 0)
+            continue;
+        if (--h->refs == 0) {
+            *pp = h->next;
+            chan_free(h);
+            wake_subscriber(c);  /* dropped if no waiter wants it */
+        }
+        break;
+    }
     pthread_mutex_unlock(&c->mu);
 }
 
