@@ -51,10 +51,43 @@ static void test_own_token_and_a_slow_free_node_make_the_quorum(void **state)
     assert_rc(released, DISTLOCK_OK);
 }
 
+/* Nodes 0 and 1 held by another owner, node 2 holding our token with 3 s
+ * left (an earlier ownership whose release did not reach it): the acquire
+ * cannot win, and must not refresh node 2 on its way to failing -- a
+ * refresh would keep that leftover 20 s instead of 3, and a failed
+ * acquire leaves alone what it found with its token (it may be the
+ * caller's own lease). */
+static void test_failed_acquire_does_not_lengthen_the_lease_it_found(void **state)
+{
+    proxy_env *e = *state;
+    const char *K = "own:cannot-win";
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
+    assert_int_equal(rh_set(e->rc, 1, 0, K, "foreign", 60000), 0);
+    assert_int_equal(rh_set(e->rc, 2, 0, K, "tok", 3000), 0);
+    /* node 2 answers first: the round hears that the key held our token
+     * before (an unheard node would be undone as this attempt's) */
+    fp_ok(e->fp, "delay 0 200 up");
+    fp_ok(e->fp, "delay 1 200 up");
+    int r = distlock_acquire_token(c, K, 20000, "tok", 0, NULL);
+    printf("# acquire: %d (%s)\n", r, r == DISTLOCK_OK ? "" : distlock_last_error());
+    distlock_client_free(c);
+    char v[64] = "";
+    int g = rh_get(e->rc, 2, 0, K, v, sizeof v);
+    long long pttl = rh_pttl(e->rc, 2, 0, K);
+    printf("# node 2: %s, pttl %lld ms\n", g == 1 ? v : "(none)", pttl);
+    assert_rc(r, DISTLOCK_NOTACQUIRED);
+    assert_int_equal(g, 1);
+    assert_string_equal(v, "tok");
+    assert_true(pttl <= 3000);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_own_token_and_a_slow_free_node_make_the_quorum, heal),
+        cmocka_unit_test_setup(test_failed_acquire_does_not_lengthen_the_lease_it_found, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

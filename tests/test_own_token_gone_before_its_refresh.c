@@ -117,29 +117,48 @@ static void test_own_key_gone_before_refresh_wins_with_a_free_quorum(void **stat
     assert_no_key_anywhere(e, K);
 }
 
-/* Another owner holds nodes 0 and 1; node 2 held our token, gone before
- * its refresh. The acquire fails (held), and leaves nothing of its own on
- * node 2: whatever its refresh did there, the key was not there before. */
+/* Another owner holds node 1; nodes 0 and 2 hold our token, so the round
+ * can win and both are refreshed. Node 2's key goes before its refresh,
+ * which then sets it (this attempt's grant); node 0's refresh gets no
+ * reply in time: the attempt loses, and its undo must take node 2's new
+ * key back -- the key was not there before -- while node 0's, which held
+ * our token before, is left alone. (A round that cannot win refreshes
+ * nothing: test_own_token_counts_toward_the_quorum.) */
 static void test_failed_acquire_leaves_no_key_where_own_key_went(void **state)
 {
     proxy_env *e = *state;
     const char *K = "own-gone:held";
+    char hex[64];
     distlock_client *c = proxied_client(e);
     warm_up(c);
-    assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 500), DISTLOCK_OK);
+    assert_int_equal(rh_set(e->rc, 0, 0, K, "tok", 30000), 0);
     assert_int_equal(rh_set(e->rc, 1, 0, K, "foreign", 60000), 0);
-    assert_int_equal(rh_set(e->rc, 2, 0, K, "tok", 5000), 0);
-    own_acq a;
-    acquire_while_own_key_goes(e, c, K, 2, &a);
-    sync_conns(c);
+    assert_int_equal(rh_set(e->rc, 2, 0, K, "tok", 30000), 0);
+    fp_ok(e->fp, "hold-match 0 up %s", fp_hex("EVALSHA", hex, sizeof hex));
+    fp_ok(e->fp, "hold-match 2 up %s", fp_hex("EVALSHA", hex, sizeof hex));
+    pthread_t th;
+    own_acq a = { c, K, -99, 0, "" };
+    assert_int_equal(pthread_create(&th, NULL, acquire_thread, &a), 0);
+    int held0 = fp_cmd(e->fp, NULL, 0, "wait-held 0 up 1 10000") == 0;
+    int held2 = fp_cmd(e->fp, NULL, 0, "wait-held 2 up 1 10000") == 0;
+    int deleted = rh_del(e->rc, 2, 0, K);
+    fp_ok(e->fp, "unhold 2");  /* node 0's refresh stays held past the timeout */
+    pthread_join(th, NULL);
+    printf("# refreshes held: node 0 %d, node 2 %d; node 2's key deleted meanwhile: %d; "
+           "acquire: %d (%s)\n", held0, held2, deleted, a.r, a.err);
     char v[64] = "";
     int left = rh_get(e->rc, 2, 0, K, v, sizeof v);
     printf("# node 2 after the failed acquire: %s (pttl %lld ms)\n", left == 1 ? v : "(none)",
            rh_pttl(e->rc, 2, 0, K));
-    int foreign = rh_count_holding(e->rc, K, "foreign");
+    char v0[64] = "";
+    int kept = rh_get(e->rc, 0, 0, K, v0, sizeof v0) == 1 && strcmp(v0, "tok") == 0;
+    fp_ok(e->fp, "heal");
     distlock_client_free(c);
-    assert_rc(a.r, DISTLOCK_NOTACQUIRED);
-    assert_int_equal(foreign, 2);
+    assert_true(held0 && held2);
+    assert_int_equal(deleted, 1);
+    assert_true(a.r != DISTLOCK_OK);
+    assert_true(kept);  /* what held our token before the attempt */
     if (left == 1) {
         print_error("the failed acquire left '%s' on node 2, where the key was gone before its "
                     "refresh\n", v);

@@ -700,7 +700,11 @@ static int acq_step(distlock__run *r)
                     a->prior |= 1ull << i;
             }
             x->state = S_VERDICT;
-            if (!rq->fair && rq->kind == DISTLOCK__LOCK && refresh_own(r, x)) {
+            /* only when they make a quorum with the grants: a refresh
+             * that cannot win would only lengthen what it found (an
+             * earlier ownership's key that its release did not reach) */
+            if (!rq->fair && rq->kind == DISTLOCK__LOCK &&
+                distlock__decide_granted_own(res, c->n, &x->qown) && refresh_own(r, x)) {
                 x->state = S_REFRESH;
                 return 1;
             }

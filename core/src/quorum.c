@@ -82,6 +82,12 @@ int distlock__decide_cannot_win_own(const distlock__result *res, int n, void *ar
     return cannot_win(res, n, o->q, count_own(res, n, o->token));
 }
 
+int distlock__decide_granted_own(const distlock__result *res, int n, void *arg)
+{
+    const distlock__quorum_own *o = arg;
+    return count_own(res, n, o->token).ok >= o->q->quorum;
+}
+
 int distlock__decide_granted(const distlock__result *res, int n, void *arg)
 {
     const distlock__quorum *q = arg;

@@ -34,6 +34,8 @@ int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg);
 typedef struct distlock__quorum_own { const distlock__quorum *q; const char *token; } distlock__quorum_own;
 int distlock__decide_quorum_own(const distlock__result *res, int n, void *arg);
 int distlock__decide_cannot_win_own(const distlock__result *res, int n, void *arg);
+/* A quorum granted, those nodes counted: whether refreshing them can win. */
+int distlock__decide_granted_own(const distlock__result *res, int n, void *arg);
 /* Only once a quorum granted: a retried release hears every other node,
  * since the "not ours" of a node its first try emptied count as its own. */
 int distlock__decide_granted(const distlock__result *res, int n, void *arg);
