@@ -6,7 +6,10 @@
 
 #include "quorum.h"
 
-distlock__tally distlock__count(const distlock__result *res, int n)
+/* The tally; with a token, a "held" whose key holds that very token counts
+ * as granted (the _own stoppers). One pass: it runs at every step of every round. */
+static inline __attribute__((always_inline)) distlock__tally
+tally(const distlock__result *res, int n, const char *token)
 {
     distlock__tally t = { 0, 0, 0, 0 };
     for (int i = 0; i < n; i++) {
@@ -14,12 +17,22 @@ distlock__tally distlock__count(const distlock__result *res, int n)
             continue;
         switch (distlock__reply_verdict(&res[i])) {
         case 1: t.ok++; break;
-        case 0: t.no++; break;
+        case 0:
+            if (token && distlock__reply_holds_own(&res[i], token))
+                t.ok++;
+            else
+                t.no++;
+            break;
         case -1: t.failed++; break;
         default: t.silent++; break;
         }
     }
     return t;
+}
+
+distlock__tally distlock__count(const distlock__result *res, int n)
+{
+    return tally(res, n, NULL);
 }
 
 /* Every node that refused, for the verdict below. */
@@ -60,32 +73,23 @@ int distlock__decide_cannot_win(const distlock__result *res, int n, void *arg)
     return cannot_win(res, n, q, distlock__count(res, n));
 }
 
-static distlock__tally count_own(const distlock__result *res, int n, const char *token)
-{
-    distlock__tally t = distlock__count(res, n);
-    for (int i = 0; i < n; i++)
-        if (distlock__reply_verdict(&res[i]) == 0 && distlock__reply_holds_own(&res[i], token))
-            t.no--, t.ok++;
-    return t;
-}
-
 int distlock__decide_quorum_own(const distlock__result *res, int n, void *arg)
 {
     const distlock__quorum_own *o = arg;
-    distlock__tally t = count_own(res, n, o->token);
+    distlock__tally t = tally(res, n, o->token);
     return t.ok >= o->q->quorum || cannot_win(res, n, o->q, t);
 }
 
 int distlock__decide_cannot_win_own(const distlock__result *res, int n, void *arg)
 {
     const distlock__quorum_own *o = arg;
-    return cannot_win(res, n, o->q, count_own(res, n, o->token));
+    return cannot_win(res, n, o->q, tally(res, n, o->token));
 }
 
 int distlock__decide_granted_own(const distlock__result *res, int n, void *arg)
 {
     const distlock__quorum_own *o = arg;
-    return count_own(res, n, o->token).ok >= o->q->quorum;
+    return tally(res, n, o->token).ok >= o->q->quorum;
 }
 
 int distlock__decide_granted(const distlock__result *res, int n, void *arg)
