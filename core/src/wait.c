@@ -259,30 +259,16 @@ static void wake_turn_holders(distlock_client *c, const char *chan, distlock__wa
         }
 }
 
-/* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
- * the next) on chan. */
-static void on_message(void *arg, const char *chan, const char *payload)
+/* c->mu held: a release on chan frees one lock: wake one of our waiters it
+ * concerns, the longest waiting plain one or our fair waiter at the
+ * queue's head; fair waiters further back are not woken (no herd), and the
+ * others keep their re-check timers. */
+static void wake_for_release(distlock_client *c, const char *chan)
 {
-    distlock_client *c = arg;
     distlock__waiter *oldest = NULL;
-    for (distlock__waiter *w = c->waiters; w; w = w->next) {
-        if (strcmp(w->channel, chan) != 0)
-            continue;
-        if (payload[0] != '\0') {
-            /* A fair acquire names the new head of the queue (counted: an
-             * attempt on the wire meanwhile must not undo it). */
-            if (w->token && strcmp(w->token, payload) == 0) {
-                w->head = 1;
-                w->named++;
-            }
-        } else if (w->token == NULL || w->head) {
+    for (distlock__waiter *w = c->waiters; w; w = w->next)
+        if (strcmp(w->channel, chan) == 0 && (w->token == NULL || w->head))
             oldest = w;  /* the list is newest first */
-        }
-    }
-    /* A release frees one lock: wake one of our waiters it concerns, the
-     * longest waiting plain one or our fair waiter at the queue's head;
-     * fair waiters further back are not woken (no herd), and the others
-     * keep their re-check timers. */
     if (oldest) {
         oldest->notified = 1;
         distlock__sleeper_wake(&oldest->sl);
@@ -291,8 +277,25 @@ static void on_message(void *arg, const char *chan, const char *payload)
      * not one of them: it may be a key set's, or ask for something else (a
      * read lock, a permit of another size), and the one with the turn would
      * else wait for its timer while the others of its group send nothing */
-    if (payload[0] == '\0')
-        wake_turn_holders(c, chan, oldest);
+    wake_turn_holders(c, chan, oldest);
+}
+
+/* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
+ * the next) on chan. */
+static void on_message(void *arg, const char *chan, const char *payload)
+{
+    distlock_client *c = arg;
+    if (payload[0] == '\0') {
+        wake_for_release(c, chan);
+        return;
+    }
+    /* A fair acquire names the new head of the queue (counted: an attempt
+     * on the wire meanwhile must not undo it). */
+    for (distlock__waiter *w = c->waiters; w; w = w->next)
+        if (strcmp(w->channel, chan) == 0 && w->token && strcmp(w->token, payload) == 0) {
+            w->head = 1;
+            w->named++;
+        }
 }
 
 /* c->mu held: subscribe to `name` if it is not yet (failures are tried
@@ -597,8 +600,10 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
 {
     distlock__lock(c);
     distlock__waiter *next = NULL;
+    int found = 0;
     for (distlock__waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == w) {
+            found = 1;
             *pp = w->next;
             atomic_fetch_sub_explicit(&c->nwaiters, 1, memory_order_relaxed);
             /* (not found: a forked child dropped the list and the queues) */
@@ -612,6 +617,15 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
         /* a read lock or a permit won: the next may share the key, now */
         next->go_now = 1;
         distlock__sleeper_wake(&next->sl);
+    }
+    if (found && w->notified && w->pass_wake) {
+        /* w leaves without the key, woken (a release, a lapse's re-check)
+         * but not having looked since: that wake may have been the only one
+         * for the key (a release wakes one waiter and the turn holders), so
+         * it goes on to the ones the message would wake now, else the key
+         * may stay free while they sleep to their re-checks */
+        w->notified = 0;
+        wake_for_release(c, w->channel);
     }
     if (c->sub_running)
         wake_subscriber(c);
