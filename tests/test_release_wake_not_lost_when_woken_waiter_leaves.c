@@ -48,9 +48,13 @@ static int conn_holding(fp_proxy *fp, int down)
     return -1;
 }
 
-static void test_release_wakes_next_waiter_when_the_woken_one_leaves(void **state)
+/* The scenario: `first` (its cancel set here) waits for KEY and is the
+ * waiter a release of KEY wakes; `next` waits for KEY behind it; both on the
+ * waiting client c (through the proxy). Returns once both ended, with the
+ * time from the release to next's win in *after_ms. */
+static void woken_waiter_leaves(waiting_thread *first, waiting_thread *next,
+                                long long *after_ms)
 {
-    (void)state;
     setvbuf(stdout, NULL, _IOLBF, 0);
     rh_cluster *rc = rh_start(1);
     assert_non_null(rc);
@@ -68,15 +72,22 @@ static void test_release_wakes_next_waiter_when_the_woken_one_leaves(void **stat
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, WITNESS_KEY) == 1 &&
                               atomic_load(&witness.sleeps) >= 2, 10000));
 
-    /* first: the turn holder, cancellable; next: joins its turns */
+    /* first: subscribed, looked again and asleep; next: behind it, its
+     * attempts (none when it joins the first's turns; a first one and one
+     * after its subscription otherwise) seen by the node, then asleep */
     distlock_cancel *cancel = NULL;
     assert_rc(distlock_cancel_new(&cancel), DISTLOCK_OK);
-    waiting_thread first = { .c = c, .key = KEY, .wait_ms = 40000, .cancel = cancel };
-    waiting_thread_start(&first);
+    first->c = next->c = c;
+    first->cancel = cancel;
+    long long a0 = attempt_commands_run(rc, 0);
+    waiting_thread_start(first);
     assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, KEY) == 1 &&
-                              atomic_load(&first.sleeps) >= 2, 10000));
-    waiting_thread next = { .c = c, .key = KEY, .wait_ms = 40000 };
-    waiting_thread_start_sleeping(&next);
+                              attempt_commands_run(rc, 0) >= a0 + 2 &&
+                              atomic_load(&first->sleeps) >= 1, 10000));
+    a0 = attempt_commands_run(rc, 0);
+    waiting_thread_start(next);
+    assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) >= a0 + (next->other_key ? 2 : 0) &&
+                              atomic_load(&next->sleeps) >= 1, 10000));
 
     /* the first's next attempt (woken by a message the holder publishes
      * while it keeps the key) runs on the node, its reply held */
@@ -102,12 +113,12 @@ static void test_release_wakes_next_waiter_when_the_woken_one_leaves(void **stat
      * (refused) reply: it leaves without another look */
     assert_rc(distlock_cancel_fire(cancel), DISTLOCK_OK);
     assert_int_equal(fp_cmd(fp, NULL, 0, "unhold 0:%d down", conn), 0);
-    pthread_join(first.t, NULL);
-    waiting_thread_join(&next, "next");
-    long long after = next.done_ms - released;
+    pthread_join(first->t, NULL);
+    waiting_thread_join(next, "next");
+    *after_ms = next->done_ms - released;
     printf("# the first waiter: rc %d (%s); the next took the free key %lld ms after the "
            "release (bound %d ms, re-checks %d ms apart)\n",
-           first.rc, first.detail, after, WAKE_BOUND_MS, RECHECK_MS);
+           first->rc, first->detail, *after_ms, WAKE_BOUND_MS, RECHECK_MS);
 
     assert_rc(distlock_release(witness_held), DISTLOCK_OK);
     waiting_thread_join(&witness, "witness");
@@ -118,6 +129,29 @@ static void test_release_wakes_next_waiter_when_the_woken_one_leaves(void **stat
     distlock_client_free(holder);
     fp_stop(fp);
     rh_stop_all(rc);
+}
+
+/* Blocking calls taking turns: the first has the turn, the next joined. */
+static void test_release_wakes_next_waiter_when_the_woken_one_leaves(void **state)
+{
+    (void)state;
+    waiting_thread first = { .key = KEY, .wait_ms = 40000 };
+    waiting_thread next = { .key = KEY, .wait_ms = 40000 };
+    long long after = -1;
+    woken_waiter_leaves(&first, &next, &after);
+    assert_rc(first.rc, DISTLOCK_ECANCELED);
+    assert_rc(next.rc, DISTLOCK_OK);
+    assert_true(after >= 0 && after < WAKE_BOUND_MS);
+}
+
+/* Key sets (no turns: a release wakes the longest waiting one only). */
+static void test_release_wakes_next_key_set_when_the_woken_one_leaves(void **state)
+{
+    (void)state;
+    waiting_thread first = { .key = KEY, .other_key = "set:first", .wait_ms = 40000 };
+    waiting_thread next = { .key = KEY, .other_key = "set:next", .wait_ms = 40000 };
+    long long after = -1;
+    woken_waiter_leaves(&first, &next, &after);
     assert_rc(first.rc, DISTLOCK_ECANCELED);
     assert_rc(next.rc, DISTLOCK_OK);
     assert_true(after >= 0 && after < WAKE_BOUND_MS);
@@ -127,6 +161,7 @@ int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_wakes_next_waiter_when_the_woken_one_leaves),
+        cmocka_unit_test(test_release_wakes_next_key_set_when_the_woken_one_leaves),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
