@@ -618,7 +618,7 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
         next->go_now = 1;
         distlock__sleeper_wake(&next->sl);
     }
-    if (found && w->notified && w->pass_wake) {
+    if (found && (w->pass_wake == 2 || (w->pass_wake && w->notified))) {
         /* w leaves without the key, woken (a release, a lapse's re-check)
          * but not having looked since: that wake may have been the only one
          * for the key (a release wakes one waiter and the turn holders), so
