@@ -555,8 +555,9 @@ struct distlock__waiter {
      * pass_wake: set by the owner before removing a waiter that leaves
      * without the key (a cancel, its deadline, an error): a wake it did not
      * take (notified) goes to the waiter the message would have woken next,
-     * which may have been the one a release meant (wait.c); 2: one it took
-     * but did not act on goes on too. (Bytes,
+     * which may have been the one a release meant, and a go_now not taken
+     * to the next with the turn (wait.c); 2: a notified it took but did not
+     * act on goes on too. (Bytes,
      * each its own: w's thread reads turns without c->mu while others set
      * go_now, recap under it; small, as a set's wait keeps a waiter in the
      * blocking call's stack frame.) */

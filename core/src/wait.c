@@ -609,7 +609,10 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
             /* (not found: a forked child dropped the list and the queues) */
             int had_turn = w->tq && w->tq->first == w;
             next = turn_leave(c, w);
-            if (!had_turn || !w->pass_now)
+            /* a read lock or a permit won, or a go_now from one won before
+             * that w leaves with, not taken (its call ends without the key):
+             * the next may share the key */
+            if (!had_turn || !(w->pass_now || (w->pass_wake && w->go_now)))
                 next = NULL;
             break;
         }
