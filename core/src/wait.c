@@ -67,7 +67,11 @@
  * A release wakes the longest waiter and each group's waiter with the
  * turn. Only a waiter that won a read lock or a permit wakes the next at
  * once (it may share the key: readers behind a writer all enter at its
- * release, one after the other).
+ * release, one after the other). A waiter that leaves without the key
+ * (pass_wake: a cancel, its deadline) with such a wake not acted on passes
+ * it on as the message would now (distlock__waiter_remove): the release's
+ * one wake of the key went to it, and the others would sleep to their
+ * timers while the key is free.
  *
  * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
  * shard channel, protocol.c): each channel is handed to pubsub.c with its
