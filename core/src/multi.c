@@ -1334,7 +1334,6 @@ static void acq_step(distlock_op *op)
             if (op->waiter_on) {
                 op->w.pass_now = won_shared(op);
                 op->w.pass_wake = op->rc != DISTLOCK_OK;  /* wait.c */
-        op->w.pass_wake = op->rc != DISTLOCK_OK;
                 distlock__waiter_remove(c, &op->w);
                 op->waiter_on = 0;
             }
