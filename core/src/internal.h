@@ -551,11 +551,17 @@ struct distlock__waiter {
      * the next looks at once; go_now: set on that next one, taken by it;
      * recap: set on one without the turn when the one with the turn saw a
      * lease that ends before that one's next re-check (check_at_us), taken
-     * by it with go_now: it sets its timer again, sending nothing. (Bytes,
+     * by it with go_now: it sets its timer again, sending nothing.
+     * pass_wake: set by the owner before removing a waiter that leaves
+     * without the key (a cancel, its deadline, an error): a wake it did not
+     * take (notified) goes to the waiter the message would have woken next,
+     * which may have been the one a release meant, and a go_now not taken
+     * to the next with the turn (wait.c); 2: a notified it took but did not
+     * act on goes on too. (Bytes,
      * each its own: w's thread reads turns without c->mu while others set
      * go_now, recap under it; small, as a set's wait keeps a waiter in the
      * blocking call's stack frame.) */
-    unsigned char turns, pass_now, go_now, recap;
+    unsigned char turns, pass_now, go_now, recap, pass_wake;
     uint64_t check_at_us;     /* without the turn: its next re-check (monotonic us, 0: none) */
     long turn_group;
     /* registered with turns: its queue (wait.c: the waiters of its key and

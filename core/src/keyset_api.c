@@ -138,6 +138,7 @@ static int many_wait(distlock_client *c, distlock__many_req *rq, char *token, lo
     int sub = distlock__waiter_add(c, &w);
     int subscribed = sub == DISTLOCK_OK;
     long backoff = c->retry_min_ms;
+    int woke = 0;  /* the last wait ended by a wake (a release), not looked at yet */
     if (sub == DISTLOCK_ECANCELED) {
         rc = cancelled(key0, now0, "");
         goto out;
@@ -149,6 +150,7 @@ static int many_wait(distlock_client *c, distlock__many_req *rq, char *token, lo
             rc = cancelled(key0, now0, "");
             break;
         }
+        woke = 0;
         if ((rc = distlock_token_generate(token, 33)) != DISTLOCK_OK)
             break;
         rc = distlock__acquire_many_once(c, rq, att);
@@ -176,8 +178,11 @@ static int many_wait(distlock_client *c, distlock__many_req *rq, char *token, lo
         if (rc == DISTLOCK_NOTACQUIRED && att->held_at != watching) {
             /* another key refused this time: wait for its release instead
              * (subscribed first, then tried again, as above) */
-            if (subscribed)
+            if (subscribed) {
+                w.pass_wake = 1;  /* a release of the old key woke it: the next hears it */
                 distlock__waiter_remove(c, &w);
+                w.pass_wake = 0;
+            }
             watching = att->held_at;
             distlock__channel_name(ch, rq->keys[watching]);
             w.notified = 0;
@@ -189,15 +194,20 @@ static int many_wait(distlock_client *c, distlock__many_req *rq, char *token, lo
             }
             continue;
         }
-        if (distlock__wait_recheck(c, &w, att->holder_pttl, deadline, subscribed, &backoff) ==
-            DISTLOCK_ECANCELED) {
+        int r = distlock__wait_recheck(c, &w, att->holder_pttl, deadline, subscribed, &backoff);
+        if (r == DISTLOCK_ECANCELED) {
             rc = cancelled(key0, now0, "");
             break;
         }
+        woke = r == 1;
     }
 out:
-    if (subscribed)
+    if (subscribed) {
+        /* a wake it did not act on goes on (wait.c): one pending, or the
+         * one that ended its last wait when a cancel came with it */
+        w.pass_wake = rc == DISTLOCK_OK ? 0 : woke ? 2 : 1;
         distlock__waiter_remove(c, &w);
+    }
     distlock__sleeper_end(c, &w.sl);
     free(ch);
     att->t0_us = first_t0;

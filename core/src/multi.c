@@ -856,6 +856,7 @@ static void finish(distlock_op *op)
     }
     if (op->waiter_on) {
         op->w.pass_now = won_shared(op);
+        op->w.pass_wake = op->rc != DISTLOCK_OK;
         distlock__waiter_remove(m->c, &op->w);
         op->waiter_on = 0;
     }
@@ -1332,6 +1333,7 @@ static void acq_step(distlock_op *op)
         case S_OUT:
             if (op->waiter_on) {
                 op->w.pass_now = won_shared(op);
+                op->w.pass_wake = op->rc != DISTLOCK_OK;  /* wait.c */
                 distlock__waiter_remove(c, &op->w);
                 op->waiter_on = 0;
             }

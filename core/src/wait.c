@@ -67,7 +67,11 @@
  * A release wakes the longest waiter and each group's waiter with the
  * turn. Only a waiter that won a read lock or a permit wakes the next at
  * once (it may share the key: readers behind a writer all enter at its
- * release, one after the other).
+ * release, one after the other). A waiter that leaves without the key
+ * (pass_wake: a cancel, its deadline) with such a wake not acted on passes
+ * it on as the message would now (distlock__waiter_remove): the release's
+ * one wake of the key went to it, and the others would sleep to their
+ * timers while the key is free.
  *
  * On a Redis Cluster node a release SPUBLISHes in its key's slot (the
  * shard channel, protocol.c): each channel is handed to pubsub.c with its
@@ -259,30 +263,16 @@ static void wake_turn_holders(distlock_client *c, const char *chan, distlock__wa
         }
 }
 
-/* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
- * the next) on chan. */
-static void on_message(void *arg, const char *chan, const char *payload)
+/* c->mu held: a release on chan frees one lock: wake one of our waiters it
+ * concerns, the longest waiting plain one or our fair waiter at the
+ * queue's head; fair waiters further back are not woken (no herd), and the
+ * others keep their re-check timers. */
+static void wake_for_release(distlock_client *c, const char *chan)
 {
-    distlock_client *c = arg;
     distlock__waiter *oldest = NULL;
-    for (distlock__waiter *w = c->waiters; w; w = w->next) {
-        if (strcmp(w->channel, chan) != 0)
-            continue;
-        if (payload[0] != '\0') {
-            /* A fair acquire names the new head of the queue (counted: an
-             * attempt on the wire meanwhile must not undo it). */
-            if (w->token && strcmp(w->token, payload) == 0) {
-                w->head = 1;
-                w->named++;
-            }
-        } else if (w->token == NULL || w->head) {
+    for (distlock__waiter *w = c->waiters; w; w = w->next)
+        if (strcmp(w->channel, chan) == 0 && (w->token == NULL || w->head))
             oldest = w;  /* the list is newest first */
-        }
-    }
-    /* A release frees one lock: wake one of our waiters it concerns, the
-     * longest waiting plain one or our fair waiter at the queue's head;
-     * fair waiters further back are not woken (no herd), and the others
-     * keep their re-check timers. */
     if (oldest) {
         oldest->notified = 1;
         distlock__sleeper_wake(&oldest->sl);
@@ -291,8 +281,25 @@ static void on_message(void *arg, const char *chan, const char *payload)
      * not one of them: it may be a key set's, or ask for something else (a
      * read lock, a permit of another size), and the one with the turn would
      * else wait for its timer while the others of its group send nothing */
-    if (payload[0] == '\0')
-        wake_turn_holders(c, chan, oldest);
+    wake_turn_holders(c, chan, oldest);
+}
+
+/* c->mu held (pubsub.c's callback): a release (or a fair acquire naming
+ * the next) on chan. */
+static void on_message(void *arg, const char *chan, const char *payload)
+{
+    distlock_client *c = arg;
+    if (payload[0] == '\0') {
+        wake_for_release(c, chan);
+        return;
+    }
+    /* A fair acquire names the new head of the queue (counted: an attempt
+     * on the wire meanwhile must not undo it). */
+    for (distlock__waiter *w = c->waiters; w; w = w->next)
+        if (strcmp(w->channel, chan) == 0 && w->token && strcmp(w->token, payload) == 0) {
+            w->head = 1;
+            w->named++;
+        }
 }
 
 /* c->mu held: subscribe to `name` if it is not yet (failures are tried
@@ -597,14 +604,19 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
 {
     distlock__lock(c);
     distlock__waiter *next = NULL;
+    int found = 0;
     for (distlock__waiter **pp = &c->waiters; *pp; pp = &(*pp)->next)
         if (*pp == w) {
+            found = 1;
             *pp = w->next;
             atomic_fetch_sub_explicit(&c->nwaiters, 1, memory_order_relaxed);
             /* (not found: a forked child dropped the list and the queues) */
             int had_turn = w->tq && w->tq->first == w;
             next = turn_leave(c, w);
-            if (!had_turn || !w->pass_now)
+            /* a read lock or a permit won, or a go_now from one won before
+             * that w leaves with, not taken (its call ends without the key):
+             * the next may share the key */
+            if (!had_turn || !(w->pass_now || (w->pass_wake && w->go_now)))
                 next = NULL;
             break;
         }
@@ -612,6 +624,15 @@ void distlock__waiter_remove(distlock_client *c, distlock__waiter *w)
         /* a read lock or a permit won: the next may share the key, now */
         next->go_now = 1;
         distlock__sleeper_wake(&next->sl);
+    }
+    if (found && (w->pass_wake == 2 || (w->pass_wake && w->notified))) {
+        /* w leaves without the key, woken (a release, a lapse's re-check)
+         * but not having looked since: that wake may have been the only one
+         * for the key (a release wakes one waiter and the turn holders), so
+         * it goes on to the ones the message would wake now, else the key
+         * may stay free while they sleep to their re-checks */
+        w->notified = 0;
+        wake_for_release(c, w->channel);
     }
     if (c->sub_running)
         wake_subscriber(c);
