@@ -55,13 +55,10 @@ static void next_acquire_after_release_in_the_window(int reset_subscriber)
     assert_non_null(fp);
     distlock_client *holder = new_client(rh_uris(rc));
     distlock_client *c = new_waiting_client(fp_uris(fp), RECHECK_MS, RECHECK_MS);
-    distlock_lock *held = NULL, *witness_held = NULL;
+    distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, KEY, 60000, 0, 0, &held), DISTLOCK_OK);
-    assert_rc(distlock_acquire(holder, WITNESS_KEY, 60000, 0, 0, &witness_held), DISTLOCK_OK);
-    waiting_thread witness = { .c = c, .key = WITNESS_KEY, .wait_ms = 40000 };
-    waiting_thread_start(&witness);
-    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, WITNESS_KEY) == 1 &&
-                              atomic_load(&witness.sleeps) >= 2, 10000));
+    release_witness witness;
+    release_witness_start(&witness, rc, holder, c, WITNESS_KEY);
 
     distlock_multi *m = NULL;
     assert_rc(distlock_multi_new(c, &m), DISTLOCK_OK);
@@ -104,11 +101,11 @@ static void next_acquire_after_release_in_the_window(int reset_subscriber)
                                   key_channel_subscribers(rc, 0, WITNESS_KEY) == 1, 10000));
     }
     assert_int_equal(key_channel_subscribers(rc, 0, KEY), 1);
-    int witness_sleeps = atomic_load(&witness.sleeps);
+    release_witness_mark(&witness);
     assert_rc(distlock_release_token(holder, KEY, distlock_lock_token(won)), DISTLOCK_OK);
     long long released = rh_now_ms();
     publish(rc, WITNESS_KEY);
-    assert_true(RH_WAIT_UNTIL(atomic_load(&witness.sleeps) > witness_sleeps, 10000));
+    release_witness_woken(&witness);
 
     /* the next one's refused reply: it subscribes, tries again, wins */
     assert_int_equal(fp_cmd(fp, NULL, 0, "unhold 0:%d down", conn), 0);
@@ -130,9 +127,7 @@ static void next_acquire_after_release_in_the_window(int reset_subscriber)
     int unsubscribed = RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, KEY) == 0, 10000);
     distlock_multi_free(m);
 
-    assert_rc(distlock_release(witness_held), DISTLOCK_OK);
-    waiting_thread_join(&witness, "witness");
-    distlock_lock_free(witness_held);
+    release_witness_stop(&witness);
     distlock_lock_free(won);
     distlock_lock_free(held);
     distlock_client_free(c);

@@ -62,15 +62,10 @@ static void woken_waiter_leaves(waiting_thread *first, waiting_thread *next,
     assert_non_null(fp);
     distlock_client *holder = new_client(rh_uris(rc));
     distlock_client *c = new_waiting_client(fp_uris(fp), RECHECK_MS, RECHECK_MS);
-    distlock_lock *held = NULL, *witness_held = NULL;
+    distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, KEY, 60000, 0, 0, &held), DISTLOCK_OK);
-    assert_rc(distlock_acquire(holder, WITNESS_KEY, 60000, 0, 0, &witness_held), DISTLOCK_OK);
-
-    /* the witness: a waiter of another key on the same subscription */
-    waiting_thread witness = { .c = c, .key = WITNESS_KEY, .wait_ms = 40000 };
-    waiting_thread_start(&witness);
-    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, WITNESS_KEY) == 1 &&
-                              atomic_load(&witness.sleeps) >= 2, 10000));
+    release_witness witness;
+    release_witness_start(&witness, rc, holder, c, WITNESS_KEY);
 
     /* first: subscribed, looked again and asleep; next: behind it, its
      * attempts (none when it joins the first's turns; a first one and one
@@ -103,11 +98,11 @@ static void woken_waiter_leaves(waiting_thread *first, waiting_thread *next,
 
     /* the release (the key is free from here on), then the witness's
      * message behind it on the same subscription connection */
-    int witness_sleeps = atomic_load(&witness.sleeps);
+    release_witness_mark(&witness);
     publish_release(rc, KEY, 1);
     long long released = rh_now_ms();
     publish_release(rc, WITNESS_KEY, 0);
-    assert_true(RH_WAIT_UNTIL(atomic_load(&witness.sleeps) > witness_sleeps, 10000));
+    release_witness_woken(&witness);
 
     /* the first, woken by the release, is cancelled before it sees its
      * (refused) reply: it leaves without another look */
@@ -120,9 +115,7 @@ static void woken_waiter_leaves(waiting_thread *first, waiting_thread *next,
            "release (bound %d ms, re-checks %d ms apart)\n",
            first->rc, first->detail, *after_ms, WAKE_BOUND_MS, RECHECK_MS);
 
-    assert_rc(distlock_release(witness_held), DISTLOCK_OK);
-    waiting_thread_join(&witness, "witness");
-    distlock_lock_free(witness_held);
+    release_witness_stop(&witness);
     distlock_lock_free(held);
     distlock_cancel_free(cancel);
     distlock_client_free(c);

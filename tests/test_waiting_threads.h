@@ -199,4 +199,50 @@ static inline void waiting_thread_drop_lock(waiting_thread *w)
     }
 }
 
+/* A witness of a client's release messages: a thread of that client
+ * waiting for another key (held by another client), on the same
+ * subscription connection. A message published on its channel after
+ * another reaches the client after that one: once the witness woke again,
+ * the message before it has been handled. Needs test_common.h. */
+typedef struct release_witness {
+    waiting_thread w;
+    distlock_lock *held;  /* its key, held by the other client */
+    int sleeps;           /* its sleeps when the last message was sent */
+} release_witness;
+
+/* Hold key with holder and start x waiting for it on c, subscribed on
+ * node 0 of rc and asleep after its look. */
+static inline void release_witness_start(release_witness *x, rh_cluster *rc,
+                                         distlock_client *holder, distlock_client *c,
+                                         const char *key)
+{
+    x->held = NULL;
+    assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &x->held), DISTLOCK_OK);
+    x->w = (waiting_thread){ .c = c, .key = key, .wait_ms = 40000 };
+    waiting_thread_start(&x->w);
+    assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, 0, key) == 1 &&
+                              atomic_load(&x->w.sleeps) >= 2, 10000));
+}
+
+/* Before the messages the witness is to follow are published. */
+static inline void release_witness_mark(release_witness *x)
+{
+    x->sleeps = atomic_load(&x->w.sleeps);
+}
+
+/* After its own message was published: returns once it woke. */
+static inline void release_witness_woken(release_witness *x)
+{
+    assert_true(RH_WAIT_UNTIL(atomic_load(&x->w.sleeps) > x->sleeps, 10000));
+}
+
+/* Its key released: the witness takes it and ends. */
+static inline void release_witness_stop(release_witness *x)
+{
+    assert_rc(distlock_release(x->held), DISTLOCK_OK);
+    waiting_thread_join(&x->w, "witness");
+    distlock_lock_free(x->held);
+    x->held = NULL;
+}
+
 #endif
