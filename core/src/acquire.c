@@ -193,13 +193,8 @@ static int refresh_own(distlock__run *r, acq_run *x)
     x->call = (distlock__call){ .script = DISTLOCK__S_ACQUIRE, .nkeys = 1, .argc = 4,
                                 .argv = argv, .argvlen = len, .tag = a->tag,
                                 .subject = DISTLOCK__LOCK_SUBJECT };
-    if (a->owner) {  /* the owner metadata's TTL too (not reached: an owner
-                      * acquire's script refreshes its own token itself) */
-        x->call.script = DISTLOCK__S_EXTEND;
-        argv[3] = a->ttl, argv[2] = a->rq->token, argv[1] = a->sk->ok;
-        len[3] = len[2], len[2] = len[1], len[1] = strlen(a->sk->ok);
-        x->call.nkeys = 2, x->call.argc = 4;
-    }
+    /* (an owner-recorded, fencing or fair acquire goes by its script, which
+     * refreshes our own token itself: only a plain SET NX GET comes here) */
     distlock__set_wait(c, &x->call);
 
     for (int i = 0; i < c->n; i++) {
