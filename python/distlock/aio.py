@@ -360,6 +360,10 @@ class Client:
         k = _CallCancel()
         cancel = k.ptr
         done: "asyncio.Future[Tuple[int, Any, str]]" = loop.create_future()
+        # ``call`` is bound to the lock: the pool thread lets go of it before
+        # the awaiting task resumes, so that a lock dropped right after its
+        # acquire is collected there and then (and warns if held).
+        calls = [call]
 
         def settle(result: Optional[Tuple[int, Any, str]], exc: Optional[BaseException]) -> None:
             if exc is not None:
@@ -369,6 +373,7 @@ class Client:
 
         def deliver(result: Optional[Tuple[int, Any, str]],
                     exc: Optional[BaseException]) -> None:
+            calls.clear()
             try:
                 loop.call_soon_threadsafe(settle, result, exc)
             except RuntimeError:  # the loop is closed: nobody will take it
@@ -380,7 +385,7 @@ class Client:
         def attempt(budget: int
                     ) -> Tuple[Optional[Tuple[int, Any, str]], Optional[BaseException]]:
             try:
-                status, h = call(budget, cancel)
+                status, h = calls[0](budget, cancel)
                 # the refusal's detail, read in this thread before any other call
                 return (status, h, _core.distlock_last_error() if status != _OK else ""), None
             except BaseException as e:  # delivered to the awaiting task
