@@ -122,6 +122,10 @@
 /* Connections idle longer than this are checked for a server-side close
  * before use. */
 #define IDLE_CHECK_US 200000u
+/* A call out on a connection whose node may lead elsewhere later (a
+ * Sentinel node: an announced failover) looks again this often whether it
+ * still does (the subscriber's interval, pubsub.c's CURRENT_MS). */
+#define CURRENT_CHECK_US 200000u
 /* A connection that has owed replies this long is given up too: the node
  * may be gone for good (no RST ever comes), and a new connection probes it. */
 #define STALE_CLOSE_US 30000000u
@@ -764,14 +768,10 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
  * and the request that may
  * or may not have run on the old connection is closed off first (its
  * server-side connection is killed before the resend, see above). */
-void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r,
-                            int i)
+static void broken_because(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                           int i, const char *why)
 {
     distlock__conn *conn = &cs->conns[i];
-    char why[128];
-    snprintf(why, sizeof(why), "%s",
-             conn->stream.ctx && conn->stream.ctx->errstr[0] ? conn->stream.ctx->errstr
-                                                             : "connection closed");
     /* The kind first: a Sentinel node's master may be gone (a failover:
      * ask the sentinels again), a Cluster master that refuses a fresh
      * connection has its slots routed elsewhere (nodekind.c). */
@@ -785,6 +785,13 @@ void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distl
         return;
     }
     distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "%s", why);
+}
+
+void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                            int i)
+{
+    const redisContext *ctx = cs->conns[i].stream.ctx;
+    broken_because(t, cs, r, i, ctx && ctx->errstr[0] ? ctx->errstr : "connection closed");
 }
 
 void distlock__round_begin(distlock__transport *t, distlock__connset *cs,
@@ -855,6 +862,17 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
             if (r->state != DISTLOCK__R_PENDING)
                 continue;
         }
+        if (conn->stream.ctx && t->kind[i]->current && !t->kind[i]->current(t, i, conn)) {
+            /* The node leads elsewhere now (the sentinels announced a
+             * failover) while the call is out on the old server, which
+             * may be hung: whatever it answers no longer counts for the
+             * node. The call goes where the node leads, as from a broken
+             * connection, not after the rest of its timeout. */
+            broken_because(t, cs, r, i, "the node's master was replaced (failover) while the "
+                                        "request was out on the old one");
+            if (r->state != DISTLOCK__R_PENDING)
+                continue;
+        }
         if (now >= r->deadline_us) {
             /* No reply in time. Keep the connection with what it owes:
              * if the node is only paused, a later trailing request queues
@@ -892,6 +910,8 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
         }
         if (r->deadline_us < next)
             next = r->deadline_us;
+        if (t->kind[i]->current && conn->stream.ctx && now + CURRENT_CHECK_US < next)
+            next = now + CURRENT_CHECK_US;
         if (rr->decided && !r->call->trailing && rr->grace_end < next)
             next = rr->grace_end;
         if (conn->stream.ctx == NULL) {
