@@ -227,6 +227,54 @@ static void test_release_token_lost_reply(void **state)
     }
 }
 
+/* The same after the key and token were acquired before, by an earlier
+ * ownership whose lease has ended: the client remembers its recent token
+ * pairs (32 of them) in a ring, and other pairs in between make the ring
+ * wrap, so the latest acquire's entry comes before the earlier one's. The
+ * release must judge the resend's "gone" by the latest lease, which is
+ * valid, not by the earlier one, which ended. */
+static void test_release_token_lost_reply_after_the_same_token_held_before(void **state)
+{
+    proxy_env *e = *state;
+    const char *K = "resend:9e", *T = "tok-9e";
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);
+    enum { REMEMBERED = 32 };  /* core/src/internal.h DISTLOCK__TP_RECENT */
+    char other[32];
+    for (int i = 0; i < REMEMBERED; i++) {
+        if (i == 1) {  /* the earlier ownership, in the ring's second entry */
+            assert_rc(distlock_acquire_token(c, K, 200, T, 0, NULL), DISTLOCK_OK);
+            assert_true(RH_WAIT_UNTIL(rh_count_holding(e->rc, K, NULL) == 0, 3000));
+            continue;
+        }
+        snprintf(other, sizeof other, "resend:9e:other:%d", i);
+        assert_rc(distlock_acquire_token(c, other, 10000, "o", 0, NULL), DISTLOCK_OK);
+        assert_rc(distlock_release_token(c, other, "o"), DISTLOCK_OK);
+    }
+    /* the latest ownership, in the ring's first entry again */
+    assert_rc(distlock_acquire_token(c, K, 10000, T, 0, NULL), DISTLOCK_OK);
+    assert_holding(e->rc, K, T, 3);
+    sync_conns(c);
+    fp_ok(e->fp, "reset-after 0:%d down 1", id0);
+    fp_ok(e->fp, "reset-after 1:%d down 1", id1);
+
+    int r = distlock_release_token(c, K, T);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
+    printf("# release_token with two replies lost, the same token held before: %d (%s)\n", r,
+           detail);
+    int left = -1;
+    (void)RH_WAIT_UNTIL((left = rh_count_holding(e->rc, K, NULL)) == 0, 3000);
+    distlock_client_free(c);
+    assert_int_equal(left, 0);
+    if (r != DISTLOCK_OK) {
+        print_error("distlock_release_token = %d (%s) although it deleted the key on all 3 "
+                    "nodes: \"%s\"\n", r, distlock_strerror(r), detail);
+        fail();
+    }
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -235,6 +283,7 @@ int main(void)
         cmocka_unit_test_setup(test_undo_after_script_error, heal),
         cmocka_unit_test_setup(test_release_lost_reply, heal),
         cmocka_unit_test_setup(test_release_token_lost_reply, heal),
+        cmocka_unit_test_setup(test_release_token_lost_reply_after_the_same_token_held_before, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

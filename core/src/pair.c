@@ -62,12 +62,22 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
         until = att.valid_until_us;
         if (validity_ms)
             *validity_ms = ms_left(until);
+        /* One entry per key and token: an acquire of one remembered
+         * replaces its entry, so a release reads the latest lease whatever
+         * the ring's order (an older entry after the wrap would be read
+         * instead, its lease long over). */
         uint64_t tag = distlock__lock_tag(key, token);
         pthread_mutex_lock(&c->mu);
-        c->tp_recent[c->tp_next].tag = tag;
-        c->tp_recent[c->tp_next].maybe = att.maybe;
-        c->tp_recent[c->tp_next].until = until;
-        c->tp_next = (c->tp_next + 1) % DISTLOCK__TP_RECENT;
+        int k = 0;
+        while (k < DISTLOCK__TP_RECENT && c->tp_recent[k].tag != tag)
+            k++;
+        if (k == DISTLOCK__TP_RECENT) {
+            k = c->tp_next;
+            c->tp_next = (c->tp_next + 1) % DISTLOCK__TP_RECENT;
+        }
+        c->tp_recent[k].tag = tag;
+        c->tp_recent[k].maybe = att.maybe;
+        c->tp_recent[k].until = until;
         pthread_mutex_unlock(&c->mu);
     }
     return rc;
@@ -95,9 +105,10 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
     uint64_t tag = distlock__lock_tag(key, token), maybe = ~0ull, until = 0;
     distlock__lock(c);
     for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
-        if (c->tp_recent[k].tag == tag) {
+        if (c->tp_recent[k].tag == tag) {  /* the only one (acquire_token) */
             maybe = c->tp_recent[k].maybe;
             until = c->tp_recent[k].until;
+            break;
         }
     pthread_mutex_unlock(&c->mu);
     rc = distlock__release_keytoken(c, key, token, until, 0, maybe);
