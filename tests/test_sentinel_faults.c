@@ -581,10 +581,21 @@ static int looper_granted_since(struct looper *lp, int from, long long after_ms)
     return 0;
 }
 
-static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
+/* The looper's calls (since from: its index) include a failed one. */
+static int looper_failed_since(struct looper *lp, int from)
 {
-    rh_sentinels *g = *state;
-    int old = first_master(g);
+    int n = atomic_load(&lp->n);
+    for (int k = from; k < n; k++)
+        if (lp->rc[k] != DISTLOCK_OK) return 1;
+    return 0;
+}
+
+/* The replicas refuse SLAVEOF (their default user, the leader's, may not
+ * run it: its MULTI ... EXEC is aborted): a failover's leader announces
+ * +failover-state-wait-promotion, no replica ever reports master, and the
+ * leader gives up at failover-timeout (-failover-abort-slave-timeout). */
+static void replicas_refuse_promotion(rh_sentinels *g)
+{
     for (int k = 1; k < 3; k++) {
         redisContext *d = rh_auth_connect(g->data_port[k], NULL, DATA_PASS);
         assert_non_null(d);
@@ -593,6 +604,44 @@ static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
         freeReplyObject(r);
         redisFree(d);
     }
+}
+
+/* The test's own subscription to sentinel 0 (the leader of the test's
+ * failovers), directly, to what only the leader announces. */
+static redisContext *leader_announcements(rh_sentinels *g)
+{
+    redisContext *sub = rh_auth_connect(g->sentinel_port[0], SENT_USER, SENT_PASS);
+    assert_non_null(sub);
+    struct timeval tv = { 20, 0 };
+    redisSetTimeout(sub, tv);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE +failover-state-wait-promotion -failover-abort-slave-timeout");
+    assert_non_null(r);
+    freeReplyObject(r);
+    void *p = NULL;
+    assert_int_equal(redisGetReply(sub, &p), REDIS_OK);  /* the second confirmation */
+    freeReplyObject(p);
+    return sub;
+}
+
+/* Reads sub until a message on channel: when it came, 0 if none did. */
+static long long next_announcement(redisContext *sub, const char *channel)
+{
+    for (;;) {
+        void *p = NULL;
+        if (redisGetReply(sub, &p) != REDIS_OK) return 0;
+        redisReply *m = p;
+        int hit = m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+                  strcmp(m->element[0]->str, "message") == 0 && strcmp(m->element[1]->str, channel) == 0;
+        freeReplyObject(m);
+        if (hit) return rh_now_ms();
+    }
+}
+
+static void test_aborted_failover_after_wait_promotion_comes_back(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = first_master(g);
+    replicas_refuse_promotion(g);
     struct looper *lp = calloc(1, sizeof *lp);
     lp->c = sentinel_client(g->uri);
     warm(lp->c);
@@ -794,6 +843,156 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     /* the rule: what the old master grants after the sentinels named the
      * new one (beyond the grace) is none; a fortiori none is lost */
     assert_int_equal(lost_late, 0);
+}
+
+/* The client's subscription to the failover's leader is being replaced
+ * (silent: its PING unanswered) when the leader announces
+ * +failover-state-wait-promotion: the announcement is published while the
+ * client has no subscription there and is never heard, and only the leader
+ * says it (the others learn of the failover on its hello after the
+ * promotion). The replicas refuse SLAVEOF here, so the failover stays
+ * under way until the leader gives up (failover-timeout); meanwhile only
+ * the old master grants. Once the client is subscribed to the leader
+ * again, the rule holds as if it had heard it: no grant (the old master's
+ * are the only ones) until the abort. */
+static void test_promotion_announced_while_resubscribing_keeps_the_client_off_the_old_master(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = first_master(g);
+    replicas_refuse_promotion(g);
+    /* the leader's patience: long enough for the client to subscribe again
+     * (within 2 s of the release below) well before the abort */
+    assert_true(command_ok(g->sentinel_port[0], SENT_USER, SENT_PASS,
+                           "SENTINEL SET mymaster failover-timeout 8000"));
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
+    struct looper *lp = calloc(1, sizeof *lp);
+    lp->c = sentinel_client(uri);
+    warm(lp->c);
+    wait_subscribed(g, ALL_SENTINELS);
+    long long before[3];
+    newest_subscriptions(g, before);
+    int sub0 = fp_last_conn(fp, 0);
+    assert_true(sub0 > 0);
+    redisContext *sub = leader_announcements(g);
+    /* Everything between the client and the leader stops: its
+     * subscription goes silent (and is replaced), and so do the new ones. */
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold 0"), 0);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, loop_main, lp), 0);
+    assert_true(command_ok(g->sentinel_port[0], SENT_USER, SENT_PASS, "SENTINEL FAILOVER mymaster"));
+    long long t_wp = next_announcement(sub, "+failover-state-wait-promotion"), t_resub = 0;
+    /* The client gave the silent subscription up (its next one, a new
+     * connection, comes only after it closed that one), so the announcement
+     * held on it is never delivered; then the leader is reachable again and
+     * the client subscribes anew, after the announcement. */
+    assert_true(RH_WAIT_UNTIL(fp_last_conn(fp, 0) > sub0, 5000));
+    assert_int_equal(fp_cmd(fp, NULL, 0, "unhold 0"), 0);
+    if (RH_WAIT_UNTIL(subscribed(g, 0x1u, before, 1), SUBSCRIBE_WAIT_MS))
+        t_resub = rh_now_ms();
+    long long t_abort = next_announcement(sub, "-failover-abort-slave-timeout");
+    redisFree(sub);
+    /* until the first grant after the abort (at most 3 s): the client comes back */
+    (void)RH_WAIT_UNTIL(t_abort && looper_granted_since(lp, 0, t_abort), 3000);
+    atomic_store(&lp->stop, 1);
+    pthread_join(th, NULL);
+    int late = 0, failed = 0, ok_after = 0;
+    long long first_late = -1;
+    for (int k = 0; k < lp->n; k++) {
+        if (lp->t[k] >= t_abort) {
+            ok_after += lp->rc[k] == DISTLOCK_OK;
+        } else if (t_resub && lp->t[k] >= t_resub + GRACE_BOUND_MS) {
+            if (lp->rc[k] == DISTLOCK_OK) {
+                if (first_late < 0) first_late = lp->t[k] - t_resub;
+                late++;
+            } else {
+                failed++;
+            }
+        }
+    }
+    printf("faults: wait-promotion heard by the test; the client subscribed to the leader again %lld ms "
+           "after it, the leader aborted %lld ms after it; between the resubscription + %d ms and the "
+           "abort: %d granted by the old master %d (first %lld ms after the resubscription), %d failed "
+           "(first failure %s); after the abort: %d granted\n",
+           t_resub ? t_resub - t_wp : -1, t_abort - t_wp, GRACE_BOUND_MS, late, old, first_late,
+           failed, lp->first_err[0] ? lp->first_err : "none", ok_after);
+    distlock_client_free(lp->c);
+    free(lp);
+    fp_stop(fp);
+    assert_true(t_wp > 0 && t_resub > 0 && t_abort > t_resub + GRACE_BOUND_MS + 1000);
+    assert_int_equal(late, 0);
+    assert_true(ok_after > 0);
+}
+
+/* The other way round: the client heard +failover-state-wait-promotion
+ * and keeps off the old master, and its subscription to the leader is
+ * being replaced when the leader gives the failover up
+ * (-failover-abort-slave-timeout, published only by the leader). Once
+ * subscribed to the leader again, the client must come back to the old
+ * master, which the sentinels still name, rather than fail every call
+ * until the 180 s bound of a promotion nobody announces. */
+static void test_abort_announced_while_resubscribing_brings_the_client_back(void **state)
+{
+    rh_sentinels *g = *state;
+    int old = first_master(g);
+    replicas_refuse_promotion(g);
+    assert_true(command_ok(g->sentinel_port[0], SENT_USER, SENT_PASS,
+                           "SENTINEL SET mymaster failover-timeout 4000"));
+    fp_proxy *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(fp);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, fp);
+    struct looper *lp = calloc(1, sizeof *lp);
+    lp->c = sentinel_client(uri);
+    warm(lp->c);
+    wait_subscribed(g, ALL_SENTINELS);
+    redisContext *sub = leader_announcements(g);
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, loop_main, lp), 0);
+    assert_true(command_ok(g->sentinel_port[0], SENT_USER, SENT_PASS, "SENTINEL FAILOVER mymaster"));
+    long long t_wp = next_announcement(sub, "+failover-state-wait-promotion");
+    /* the client heard it: its calls fail ("failover in progress") */
+    assert_true(RH_WAIT_UNTIL(looper_failed_since(lp, 0), 5000));
+    long long before[3];
+    newest_subscriptions(g, before);
+    int sub0 = fp_last_conn(fp, 0);
+    assert_true(sub0 > 0);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "hold 0"), 0);
+    long long t_abort = next_announcement(sub, "-failover-abort-slave-timeout");
+    redisFree(sub);
+    /* the abort is held on the silenced subscription, given up unheard */
+    assert_true(RH_WAIT_UNTIL(fp_last_conn(fp, 0) > sub0, 5000));
+    assert_int_equal(fp_cmd(fp, NULL, 0, "unhold 0"), 0);
+    long long t_resub = 0;
+    if (RH_WAIT_UNTIL(subscribed(g, 0x1u, before, 1), SUBSCRIBE_WAIT_MS))
+        t_resub = rh_now_ms();
+    int n0 = atomic_load(&lp->n);
+    (void)RH_WAIT_UNTIL(t_resub && looper_granted_since(lp, n0, t_resub), 3000);
+    atomic_store(&lp->stop, 1);
+    pthread_join(th, NULL);
+    long long first_ok = -1;
+    int failed = 0;
+    for (int k = n0; k < lp->n; k++) {
+        if (lp->rc[k] == DISTLOCK_OK) {
+            if (first_ok < 0) first_ok = lp->t[k] - t_resub;
+        } else if (first_ok < 0) {
+            failed++;
+        }
+    }
+    int names = sentinel_names(g, 0);
+    printf("faults: aborted %lld ms after wait-promotion (held from the client); the client subscribed "
+           "to the leader again %lld ms after the abort; then %d calls failed before its first grant, "
+           "%lld ms after the resubscription (-1: none in 3 s); the calls' last failure %s; the "
+           "sentinels name %d (old %d)\n", t_abort - t_wp, t_resub ? t_resub - t_abort : -1, failed,
+           first_ok, lp->last_err[0] ? lp->last_err : "none", names, old);
+    distlock_client_free(lp->c);
+    free(lp);
+    fp_stop(fp);
+    assert_true(t_wp > 0 && t_abort > 0 && t_resub > 0);
+    assert_int_equal(names, old);
+    assert_true(first_ok >= 0 && first_ok <= 1000);
 }
 
 /* fork() with the listening thread running: the child uses the client and
@@ -1148,6 +1347,10 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_aborted_failover_after_wait_promotion_comes_back,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_slow_promotion_keeps_the_client_off_the_old_master,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_promotion_announced_while_resubscribing_keeps_the_client_off_the_old_master,
+                                        setup_slow_resync, teardown),
+        cmocka_unit_test_setup_teardown(test_abort_announced_while_resubscribing_brings_the_client_back,
                                         setup_slow_resync, teardown),
         cmocka_unit_test_setup_teardown(test_forked_child_leaves_the_parents_subscriptions_alone,
                                         setup_slow_resync, teardown),

@@ -190,23 +190,32 @@ static int sentinel_open(const distlock__node_cfg *node, const distlock__stream_
     return 0;
 }
 
-/* The config-epoch field of a SENTINEL MASTER reply (a flat list of names
- * and values), or -1 if it has none (refused, e.g. by an ACL that allows
+/* The value of field name in a SENTINEL MASTER reply or one entry of
+ * SENTINEL REPLICAS (a flat list of names and values), or NULL if it has
+ * none (or is not such a list: refused, e.g. by an ACL that allows
  * GET-MASTER-ADDR-BY-NAME only). */
-static long long config_epoch(const redisReply *r)
+static const char *sentinel_field(const redisReply *r, const char *field)
 {
     if (r == NULL || r->type != REDIS_REPLY_ARRAY)
-        return -1;
+        return NULL;
     for (size_t k = 0; k + 1 < r->elements; k += 2) {
         const redisReply *name = r->element[k], *value = r->element[k + 1];
         if (name->type == REDIS_REPLY_STRING && value->type == REDIS_REPLY_STRING &&
-            strcmp(name->str, "config-epoch") == 0) {
-            char *end;
-            long long e = strtoll(value->str, &end, 10);
-            return end != value->str && *end == '\0' && e >= 0 ? e : -1;
-        }
+            strcmp(name->str, field) == 0)
+            return value->str;
     }
-    return -1;
+    return NULL;
+}
+
+/* The config-epoch field of a SENTINEL MASTER reply, or -1 if it has none. */
+static long long config_epoch(const redisReply *r)
+{
+    const char *v = sentinel_field(r, "config-epoch");
+    if (v == NULL)
+        return -1;
+    char *end;
+    long long e = strtoll(v, &end, 10);
+    return end != v && *end == '\0' && e >= 0 ? e : -1;
 }
 
 /* Ask one sentinel. 0 with the master's host and port and the config
@@ -423,7 +432,20 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
  * SLAVEOF NO ONE on, what the old master grants no completed failover
  * keeps, so waiting for the others would only prolong the window this
  * closes. A wrong word costs availability, not safety: every new
- * connection checks ROLE. */
+ * connection checks ROLE.
+ *
+ * An announcement published while a subscription is down (being
+ * replaced after a silent PING, retried after a refusal, not yet
+ * confirmed) is never delivered on it, and +failover-state-wait-promotion
+ * comes from the leader alone: one missed message on one connection left
+ * the client granting from the old master until +promoted-slave. So each
+ * (re)subscription first asks the sentinel where the failover is
+ * (SENTINEL MASTER: failover-state; SENTINEL REPLICAS: the replica flagged
+ * promoted), in the same write as its SUBSCRIBE: the sentinel runs the
+ * commands of one read in a row, and publishes its announcements only from
+ * its timer, so the state read is the state at the subscription -- what it
+ * announced before is in the answer, what it announces after is heard
+ * (watch_state). */
 
 /* Every sentinel is served at once by the one thread: each subscription is
  * a small state machine in its poll loop (name lookup on a detached helper,
@@ -464,6 +486,8 @@ typedef struct watch_node {
     uint64_t pong_by_us;    /* a PING's reply due by then (0: none owed) */
     int fails;              /* attempts failed in a row */
     int owed, auth;         /* W_OPENING: replies still owed; AUTH's first */
+    redisReply *master;     /* W_OPENING: SENTINEL MASTER's reply, until
+                             * SENTINEL REPLICAS' arrives (watch_state) */
 } watch_node;
 
 typedef struct distlock__watch {
@@ -477,7 +501,8 @@ typedef struct distlock__watch {
                              * holds the client, or -1 */
 } distlock__watch;
 
-enum { NCH = 5 };
+/* NQUERY: SENTINEL MASTER and SENTINEL REPLICAS before the SUBSCRIBE */
+enum { NCH = 5, NQUERY = 2 };
 static const char *const watch_channels[NCH] = {
     "+failover-state-wait-promotion", "+promoted-slave", "+switch-master",
     "-failover-abort-slave-timeout", "-failover-abort-no-good-slave"
@@ -486,6 +511,9 @@ static const char *const watch_channels[NCH] = {
 static void watch_close(watch_node *wn)
 {
     distlock__stream_close(&wn->stream);  /* writes nothing (also in a forked child) */
+    if (wn->master)
+        freeReplyObject(wn->master);
+    wn->master = NULL;
 }
 
 /* The attempt failed (or the subscription was lost): quiet, retried later.
@@ -529,8 +557,22 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTL
         watch_fail(wn, now);
         return;
     }
+    /* Where the failover is, then the subscription: one write (see
+     * watch_state). */
     const char *argv[NCH + 1];
     size_t len[NCH + 1];
+    argv[0] = "SENTINEL", len[0] = 8;
+    argv[2] = cfg->master, len[2] = strlen(cfg->master);
+    argv[1] = "MASTER", len[1] = 6;
+    if (distlock__resp_append(wn->stream.ctx, 3, argv, len) != 0) {
+        watch_fail(wn, now);
+        return;
+    }
+    argv[1] = "REPLICAS", len[1] = 8;
+    if (distlock__resp_append(wn->stream.ctx, 3, argv, len) != 0) {
+        watch_fail(wn, now);
+        return;
+    }
     argv[0] = "SUBSCRIBE";
     for (int k = 0; k < NCH; k++)
         argv[k + 1] = watch_channels[k];
@@ -541,7 +583,7 @@ static void watch_connect(distlock__watch *w, watch_node *wn, char (*addr)[DISTL
         return;
     }
     wn->auth = want;
-    wn->owed = want + NCH;
+    wn->owed = want + NQUERY + NCH;
     wn->state = W_OPENING;
 }
 
@@ -765,6 +807,65 @@ static void watch_message(distlock__watch *w, watch_node *wn, const redisReply *
     free(text);
 }
 
+/* Whether the comma-separated flags (SENTINEL REPLICAS' "flags") hold flag. */
+static int has_flag(const char *flags, const char *flag)
+{
+    size_t n = strlen(flag);
+    for (const char *p = flags; p != NULL; p = strchr(p, ',')) {
+        if (*p == ',')
+            p++;
+        if (strncmp(p, flag, n) == 0 && (p[n] == ',' || p[n] == '\0'))
+            return 1;
+    }
+    return 0;
+}
+
+/* What sentinel wn said of node i's failover as it was subscribed
+ * (SENTINEL MASTER's reply, then SENTINEL REPLICAS'), taken as the
+ * announcements it would have published before: the leader's
+ * failover-state wait_promotion is its +failover-state-wait-promotion
+ * naming the replica flagged promoted, reconf_slaves or update_config its
+ * +promoted-slave. A promotion this sentinel announced that it no longer
+ * reports under way ended unheard (aborted, or completed): as after an
+ * abort, the next call asks the sentinels, whose highest epoch names the
+ * master either way. A refusal (an ACL allowing GET-MASTER-ADDR-BY-NAME
+ * only) or an unknown name tells nothing: the subscription still stands. */
+static void watch_state(distlock__watch *w, watch_node *wn, const redisReply *master,
+                        const redisReply *replicas)
+{
+    distlock__transport *t = w->t;
+    int i = wn->node;
+    const char *oldip = sentinel_field(master, "ip"), *oldp = sentinel_field(master, "port");
+    const char *fs = sentinel_field(master, "failover-state");
+    if (oldip == NULL || oldp == NULL || replicas == NULL || replicas->type != REDIS_REPLY_ARRAY)
+        return;
+    int kind = 0;  /* 1 wait-promotion, 2 done */
+    if (fs && strcmp(fs, "wait_promotion") == 0)
+        kind = 1;
+    else if (fs && (strcmp(fs, "reconf_slaves") == 0 || strcmp(fs, "update_config") == 0))
+        kind = 2;
+    if (kind == 0) {
+        if (w->promoter[i] == wn->sentinel) {
+            w->promoter[i] = -1;
+            watch_abort(t, i);
+        }
+        return;
+    }
+    for (size_t k = 0; k < replicas->elements; k++) {
+        const redisReply *r = replicas->element[k];
+        const char *flags = sentinel_field(r, "flags"), *ip = sentinel_field(r, "ip"),
+                   *p = sentinel_field(r, "port");
+        if (flags == NULL || ip == NULL || p == NULL || !has_flag(flags, "promoted"))
+            continue;
+        int newport = parse_port(p), oldport = parse_port(oldp);
+        if (newport > 0 && oldport > 0) {
+            w->promoter[i] = kind == 1 ? wn->sentinel : -1;
+            ep_announce(t, i, ip, newport, oldip, oldport, kind == 2);
+        }
+        return;
+    }
+}
+
 /* Read what a connection has; 0, or -1: closed or refused. */
 static int watch_read(distlock__watch *w, watch_node *wn, uint64_t now)
 {
@@ -778,10 +879,23 @@ static int watch_read(distlock__watch *w, watch_node *wn, uint64_t now)
             return 0;
         redisReply *rep = p;
         if (wn->state == W_OPENING) {
-            /* AUTH's reply, then one confirmation per channel */
-            int is_auth = wn->auth > 0 && wn->owed == wn->auth + NCH;
-            int bad = is_auth ? rep->type == REDIS_REPLY_ERROR : rep->type != REDIS_REPLY_ARRAY;
-            freeReplyObject(rep);
+            /* AUTH's reply, the failover's state (SENTINEL MASTER, then
+             * REPLICAS), then one confirmation per channel */
+            int seq = wn->auth + NQUERY + NCH - wn->owed, bad = 0;
+            if (seq < wn->auth) {
+                bad = rep->type == REDIS_REPLY_ERROR;
+            } else if (seq == wn->auth) {
+                wn->master = rep;
+                rep = NULL;
+            } else if (seq == wn->auth + 1) {
+                watch_state(w, wn, wn->master, rep);
+                freeReplyObject(wn->master);
+                wn->master = NULL;
+            } else {
+                bad = rep->type != REDIS_REPLY_ARRAY;
+            }
+            if (rep)
+                freeReplyObject(rep);
             if (bad)
                 return -1;
             if (--wn->owed == 0) {
