@@ -1,0 +1,227 @@
+/* test_sentinel_answer_from_replaced_master_not_counted.c -- a call out on
+ * a Sentinel node's master when the sentinels announce a failover does not
+ * count what that old master answers afterwards (docs/sentinel.md,
+ * "Following the sentinels' word": "whatever the old one answers is not
+ * counted").
+ *
+ * The old master is paused (SIGSTOP) with an acquire on its way to it; the
+ * test makes the failover with SENTINEL FAILOVER to one sentinel (its
+ * leader, whose +failover-state-wait-promotion the client's thread and the
+ * test hear at the same moment) and resumes the old master a moment after
+ * that announcement, as a host that was only slow would: it then runs the
+ * acquire and answers. That grant is lost once the promotion completes (the
+ * old master is converted to a replica of the new one), so the acquire must
+ * not report it: whatever it returns must be true of the new master
+ * (granted there with its token), or be a failure. Several trials: the
+ * client's 200 ms look at its node is at some point of its interval, and
+ * only an answer read before it is the case under test. Real processes
+ * only: tests/harness/sentinels.py (1 master, 2 replicas, 3 sentinels). */
+#include "test_common.h"
+#include "harness/sentinel_harness.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define DATA_PASS "data-pw-1"
+#define COMMAND_TIMEOUT_MS 60000
+/* the old master comes back this long after the leader's announcement (a
+ * host that was slow, not dead): within the client's 200 ms interval */
+#define RESUME_AFTER_MS 20
+#define TRIALS 3
+#define CALL_BOUND_MS 15000
+
+typedef struct call_out {
+    distlock_client *c;
+    char key[64];
+    int rc;
+    char token[DISTLOCK_TOKEN_MAX + 1];
+    char detail[512];
+    atomic_int done;
+} call_out;
+
+static void *call_main(void *p)
+{
+    call_out *o = p;
+    distlock_lock *l = NULL;
+    o->rc = distlock_acquire(o->c, o->key, 30000, 0, 0, &l);
+    snprintf(o->detail, sizeof o->detail, "%s", o->rc == DISTLOCK_OK ? "" : distlock_last_error());
+    if (l) {
+        snprintf(o->token, sizeof o->token, "%s", distlock_lock_token(l));
+        distlock_lock_abandon(l);  /* freed, not released: the test looks at the key */
+    }
+    atomic_store(&o->done, 1);
+    return NULL;
+}
+
+/* A connection to sentinel k (no credentials in this group). */
+static redisContext *sentinel_connect(rh_sentinels *g, int k)
+{
+    struct timeval tv = { 5, 0 };
+    redisContext *c = redisConnectWithTimeout("127.0.0.1", g->sentinel_port[k], tv);
+    if (c && c->err) {
+        redisFree(c);
+        return NULL;
+    }
+    return c;
+}
+
+/* The sentinels' connection subscribed to the leader's announcement, its
+ * confirmation read. */
+static redisContext *subscribe_announcements(rh_sentinels *g, int k)
+{
+    redisContext *sub = sentinel_connect(g, k);
+    if (sub == NULL)
+        return NULL;
+    struct timeval tv = { 30, 0 };
+    redisSetTimeout(sub, tv);
+    redisReply *r = redisCommand(sub, "SUBSCRIBE +failover-state-wait-promotion");
+    if (r == NULL) {
+        redisFree(sub);
+        return NULL;
+    }
+    freeReplyObject(r);
+    return sub;
+}
+
+/* Blocks until the announcement comes on sub: 0, or -1. */
+static int wait_announcement(redisContext *sub, char *text, size_t size)
+{
+    for (;;) {
+        void *p = NULL;
+        if (redisGetReply(sub, &p) != REDIS_OK)
+            return -1;
+        redisReply *m = p;
+        int hit = m->type == REDIS_REPLY_ARRAY && m->elements == 3 &&
+                  strcmp(m->element[0]->str, "message") == 0;
+        if (hit)
+            snprintf(text, size, "%s", m->element[2]->str);
+        freeReplyObject(m);
+        if (hit)
+            return 0;
+    }
+}
+
+/* The client's thread subscribes each sentinel to five announcement
+ * channels: in the sentinel's CLIENT LIST such a connection shows sub=5
+ * (the test's own, with one channel, does not count). 1 if sentinel k has
+ * one. */
+static int client_listens_on(rh_sentinels *g, int k)
+{
+    redisContext *c = sentinel_connect(g, k);
+    if (c == NULL)
+        return 0;
+    redisReply *r = redisCommand(c, "CLIENT LIST");
+    redisFree(c);
+    int yes = r && (r->type == REDIS_REPLY_STRING || r->type == 14 /* VERB */) &&
+              strstr(r->str, " sub=5 ") != NULL;
+    if (r)
+        freeReplyObject(r);
+    return yes;
+}
+
+/* One trial; 1 if the acquire reported a grant the new master does not
+ * have (the old master's answer counted), 0 if not, -1 if the trial did
+ * not run as planned. */
+static int trial(rh_sentinels *g, distlock_client *c, int n)
+{
+    int old = rh_sentinels_master(g);
+    if (old <= 0)
+        return -1;
+    call_out o;
+    memset(&o, 0, sizeof o);
+    atomic_init(&o.done, 0);
+    o.c = c;
+    snprintf(o.key, sizeof o.key, "answer-after-announcement-%d", n);
+    redisContext *sub = subscribe_announcements(g, 0);
+    redisContext *sc = sentinel_connect(g, 0);
+    if (sub == NULL || sc == NULL)
+        return -1;
+
+    assert_int_equal(rh_sentinels_signal(g, old, 1), 0);
+    long long paused = rh_now_ms();
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, call_main, &o), 0);
+    int forced = 0;
+    for (int tries = 0; tries < 200 && !forced; tries++) {
+        redisReply *r = redisCommand(sc, "SENTINEL FAILOVER mymaster");
+        forced = r && r->type == REDIS_REPLY_STATUS;
+        if (r)
+            freeReplyObject(r);
+        if (!forced)
+            rh_sleep_ms(50);  /* retry pace while the sentinel refuses (a failover under way) */
+    }
+    redisFree(sc);
+    char text[256] = "";
+    long long announced = -1, resumed = -1;
+    if (forced && wait_announcement(sub, text, sizeof text) == 0) {
+        announced = rh_now_ms();
+        rh_sleep_ms(RESUME_AFTER_MS);  /* the fault's shape: the old host answers late */
+    }
+    assert_int_equal(rh_sentinels_signal(g, old, 0), 0);
+    resumed = rh_now_ms();
+    redisFree(sub);
+    int ended = RH_WAIT_UNTIL(atomic_load(&o.done), CALL_BOUND_MS);
+    long long end_ms = rh_now_ms();
+    int now_master = rh_sentinels_wait_master_not(g, old, 30000);
+    int on_old = o.rc == DISTLOCK_OK ? rh_sentinels_has(g, old, o.key, o.token) : -2;
+    int on_new = o.rc == DISTLOCK_OK && now_master > 0
+                     ? rh_sentinels_has(g, now_master, o.key, o.token) : -2;
+    printf("trial %d: old master %d paused; announced %lld ms later (%s); resumed %lld ms after "
+           "the announcement; the call ended within %lld ms of that: rc %d %s; new master %d "
+           "has the key with its token: %d; old master: %d\n",
+           n, old, announced - paused, text, resumed - announced, end_ms - resumed, o.rc,
+           o.detail, now_master, on_new, on_old);
+    if (ended)
+        assert_int_equal(pthread_join(th, NULL), 0);
+    assert_true(ended);
+    if (!forced || announced < 0 || now_master <= 0)
+        return -1;
+    return o.rc == DISTLOCK_OK && on_new != 1;
+}
+
+static void test_answer_of_replaced_master_is_not_counted(void **state)
+{
+    (void)state;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    /* No automatic failover while the old master is paused: the test's
+     * SENTINEL FAILOVER is the only one, and sentinel 0 leads it. */
+    rh_sentinels_opts opts = { .data_pass = DATA_PASS, .down_after_ms = 60000,
+                               .failover_timeout_ms = 3000 };
+    rh_sentinels *g = rh_sentinels_start(&opts);
+    assert_non_null(g);
+    distlock_client *c = NULL;
+    assert_rc(distlock_client_new(g->uri, &c), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS),
+              DISTLOCK_OK);
+    /* its connection to the master made, and the sentinels' subscriptions */
+    distlock_lock *warm = NULL;
+    assert_rc(distlock_acquire(c, "answer-after-announcement-warm", 30000, 0, 0, &warm),
+              DISTLOCK_OK);
+    assert_rc(distlock_release(warm), DISTLOCK_OK);
+    distlock_lock_free(warm);
+    assert_true(RH_WAIT_UNTIL(client_listens_on(g, 0), 10000));
+
+    int counted = 0, ran = 0;
+    for (int n = 0; n < TRIALS; n++) {
+        int rc = trial(g, c, n);
+        if (rc < 0)
+            break;
+        ran++;
+        counted += rc;
+        /* the next trial's master: the old one converted, the group settled */
+        (void)RH_WAIT_UNTIL(rh_sentinels_master(g) > 0, 10000);
+    }
+    printf("trials run: %d; grants of the replaced master counted: %d\n", ran, counted);
+    distlock_client_free(c);
+    rh_sentinels_stop(g);
+    assert_true(ran > 0);
+    assert_int_equal(counted, 0);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_answer_of_replaced_master_is_not_counted),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
