@@ -20,6 +20,7 @@
 #include "harness/sentinel_harness.h"
 
 #include <pthread.h>
+#include <poll.h>
 #include <stdatomic.h>
 
 #define DATA_PASS "data-pw-1"
@@ -29,6 +30,10 @@
 #define RESUME_AFTER_MS 20
 #define TRIALS 3
 #define CALL_BOUND_MS 15000
+/* from the announcement to the call's end when the old master stays
+ * paused: the 200 ms look, the lookup, connect, ROLE and the call (as
+ * test_sentinel_call_in_flight_follows_announced_failover's bound) */
+#define FOLLOW_BOUND_MS 10000
 
 typedef struct call_out {
     distlock_client *c;
@@ -36,15 +41,49 @@ typedef struct call_out {
     int rc;
     char token[DISTLOCK_TOKEN_MAX + 1];
     char detail[512];
+    int multi;  /* driven through a distlock_multi (its own timeout, no cap) */
+    long long ended_ms;
     atomic_int done;
 } call_out;
+
+/* The acquire through the non-blocking API, driven as an event loop would:
+ * poll() on the multi's descriptor up to distlock_multi_timeout(), then
+ * perform; nothing else wakes it. */
+static int acquire_multi(call_out *o, distlock_lock **l)
+{
+    distlock_multi *m = NULL;
+    distlock_op *op = NULL;
+    int rc = distlock_multi_new(o->c, &m);
+    if (rc == DISTLOCK_OK)
+        rc = distlock_multi_acquire(m, o->key, 30000, 0, 0, NULL, &op);
+    while (rc == DISTLOCK_OK && !distlock_op_done(op)) {
+        struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
+        long t = distlock_multi_timeout(m);
+        (void)poll(&p, 1, t < 0 || t > 120000 ? 120000 : (int)t);
+        if (distlock_multi_perform(m) < 0)
+            rc = DISTLOCK_EINVAL;
+    }
+    if (op && distlock_op_done(op)) {
+        rc = distlock_op_status(op);
+        snprintf(o->detail, sizeof o->detail, "%s", rc == DISTLOCK_OK ? "" : distlock_op_error(op));
+        *l = distlock_op_take_lock(op);
+    }
+    distlock_multi_free(m);
+    return rc;
+}
 
 static void *call_main(void *p)
 {
     call_out *o = p;
     distlock_lock *l = NULL;
-    o->rc = distlock_acquire(o->c, o->key, 30000, 0, 0, &l);
-    snprintf(o->detail, sizeof o->detail, "%s", o->rc == DISTLOCK_OK ? "" : distlock_last_error());
+    if (o->multi) {
+        o->rc = acquire_multi(o, &l);
+    } else {
+        o->rc = distlock_acquire(o->c, o->key, 30000, 0, 0, &l);
+        snprintf(o->detail, sizeof o->detail, "%s",
+                 o->rc == DISTLOCK_OK ? "" : distlock_last_error());
+    }
+    o->ended_ms = rh_now_ms();
     if (l) {
         snprintf(o->token, sizeof o->token, "%s", distlock_lock_token(l));
         distlock_lock_abandon(l);  /* freed, not released: the test looks at the key */
@@ -120,9 +159,11 @@ static int client_listens_on(rh_sentinels *g, int k)
 }
 
 /* One trial; 1 if the acquire reported a grant the new master does not
- * have (the old master's answer counted), 0 if not, -1 if the trial did
- * not run as planned. */
-static int trial(rh_sentinels *g, distlock_client *c, int n)
+ * have (the old master's answer counted), or (keep_paused: the old master
+ * resumed only once the call ended) the call did not end within
+ * FOLLOW_BOUND_MS of the announcement; 0 if not, -1 if the trial did not
+ * run as planned. */
+static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep_paused)
 {
     int old = rh_sentinels_master(g);
     if (old <= 0)
@@ -131,7 +172,8 @@ static int trial(rh_sentinels *g, distlock_client *c, int n)
     memset(&o, 0, sizeof o);
     atomic_init(&o.done, 0);
     o.c = c;
-    snprintf(o.key, sizeof o.key, "answer-after-announcement-%d", n);
+    o.multi = multi;
+    snprintf(o.key, sizeof o.key, "answer-after-announcement-%d-%d-%d", multi, keep_paused, n);
     redisContext *sub = subscribe_announcements(g, 0);
     redisContext *sc = sentinel_connect(g, 0);
     if (sub == NULL || sc == NULL)
@@ -155,33 +197,37 @@ static int trial(rh_sentinels *g, distlock_client *c, int n)
     long long announced = -1, resumed = -1;
     if (forced && wait_announcement(sub, text, sizeof text) == 0) {
         announced = rh_now_ms();
-        rh_sleep_ms(RESUME_AFTER_MS);  /* the fault's shape: the old host answers late */
+        if (keep_paused)
+            (void)RH_WAIT_UNTIL(atomic_load(&o.done), CALL_BOUND_MS);
+        else
+            rh_sleep_ms(RESUME_AFTER_MS);  /* the fault's shape: the old host answers late */
     }
     assert_int_equal(rh_sentinels_signal(g, old, 0), 0);
     resumed = rh_now_ms();
     redisFree(sub);
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done), CALL_BOUND_MS);
-    long long end_ms = rh_now_ms();
+    long long end_ms = o.ended_ms;
     int now_master = rh_sentinels_wait_master_not(g, old, 30000);
     int on_old = o.rc == DISTLOCK_OK ? rh_sentinels_has(g, old, o.key, o.token) : -2;
     int on_new = o.rc == DISTLOCK_OK && now_master > 0
                      ? rh_sentinels_has(g, now_master, o.key, o.token) : -2;
-    printf("trial %d: old master %d paused; announced %lld ms later (%s); resumed %lld ms after "
-           "the announcement; the call ended within %lld ms of that: rc %d %s; new master %d "
-           "has the key with its token: %d; old master: %d\n",
-           n, old, announced - paused, text, resumed - announced, end_ms - resumed, o.rc,
-           o.detail, now_master, on_new, on_old);
+    printf("trial %d (%s): old master %d paused; announced %lld ms later (%s); resumed %lld ms "
+           "after the announcement; the call ended %lld ms after the announcement: rc %d %s; new "
+           "master %d has the key with its token: %d; old master: %d\n",
+           n, multi ? "multi" : "blocking", old, announced - paused, text, resumed - announced,
+           end_ms - announced, o.rc, o.detail, now_master, on_new, on_old);
     if (ended)
         assert_int_equal(pthread_join(th, NULL), 0);
     assert_true(ended);
     if (!forced || announced < 0 || now_master <= 0)
         return -1;
+    if (keep_paused && end_ms - announced > FOLLOW_BOUND_MS)
+        return 1;
     return o.rc == DISTLOCK_OK && on_new != 1;
 }
 
-static void test_answer_of_replaced_master_is_not_counted(void **state)
+static void run(int multi, int keep_paused)
 {
-    (void)state;
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* No automatic failover while the old master is paused: the test's
      * SENTINEL FAILOVER is the only one, and sentinel 0 leads it. */
@@ -201,27 +247,51 @@ static void test_answer_of_replaced_master_is_not_counted(void **state)
     distlock_lock_free(warm);
     assert_true(RH_WAIT_UNTIL(client_listens_on(g, 0), 10000));
 
-    int counted = 0, ran = 0;
-    for (int n = 0; n < TRIALS; n++) {
-        int rc = trial(g, c, n);
+    int wrong = 0, ran = 0;
+    for (int n = 0; n < (keep_paused ? 1 : TRIALS); n++) {
+        int rc = trial(g, c, n, multi, keep_paused);
         if (rc < 0)
             break;
         ran++;
-        counted += rc;
+        wrong += rc;
         /* the next trial's master: the old one converted, the group settled */
         (void)RH_WAIT_UNTIL(rh_sentinels_master(g) > 0, 10000);
     }
-    printf("trials run: %d; grants of the replaced master counted: %d\n", ran, counted);
+    printf("trials run: %d; %s: %d\n", ran,
+           keep_paused ? "calls not ended within the bound" : "grants of the replaced master counted",
+           wrong);
     distlock_client_free(c);
     rh_sentinels_stop(g);
     assert_true(ran > 0);
-    assert_int_equal(counted, 0);
+    assert_int_equal(wrong, 0);
+}
+
+static void test_answer_of_replaced_master_is_not_counted(void **state)
+{
+    (void)state;
+    run(0, 0);
+}
+
+static void test_answer_of_replaced_master_is_not_counted_multi(void **state)
+{
+    (void)state;
+    run(1, 0);
+}
+
+/* The old master stays paused: the multi's own timeout brings the look at
+ * the node (distlock_multi_timeout), not the command timeout. */
+static void test_multi_call_in_flight_follows_announced_failover(void **state)
+{
+    (void)state;
+    run(1, 1);
 }
 
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_answer_of_replaced_master_is_not_counted),
+        cmocka_unit_test(test_answer_of_replaced_master_is_not_counted_multi),
+        cmocka_unit_test(test_multi_call_in_flight_follows_announced_failover),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
