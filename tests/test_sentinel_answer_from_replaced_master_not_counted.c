@@ -12,7 +12,10 @@
  * acquire and answers. That grant is lost once the promotion completes (the
  * old master is converted to a replica of the new one), so the acquire must
  * not report it: whatever it returns must be true of the new master
- * (granted there with its token), or be a failure. Several trials: the
+ * (granted there with its token), or be a failure. The same for a release
+ * (the lock held, on both replicas): released on the new master or a
+ * failure, never "not ours", never lost; and an extend: extended there or
+ * a failure, never lost. Several trials: the
  * client's 200 ms look at its node is at some point of its interval, and
  * only an answer read before it is the case under test. Real processes
  * only: tests/harness/sentinels.py (1 master, 2 replicas, 3 sentinels). */
@@ -35,6 +38,10 @@
  * test_sentinel_call_in_flight_follows_announced_failover's bound) */
 #define FOLLOW_BOUND_MS 10000
 
+enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND };
+#define TTL_MS 30000
+#define EXTEND_TTL_MS 90000
+
 typedef struct call_out {
     distlock_client *c;
     char key[64];
@@ -42,6 +49,8 @@ typedef struct call_out {
     char token[DISTLOCK_TOKEN_MAX + 1];
     char detail[512];
     int multi;  /* driven through a distlock_multi (its own timeout, no cap) */
+    int op;     /* OP_ACQUIRE, or a release or an extend of lock (held) */
+    distlock_lock *lock;
     long long ended_ms;
     atomic_int done;
 } call_out;
@@ -55,7 +64,7 @@ static int acquire_multi(call_out *o, distlock_lock **l)
     distlock_op *op = NULL;
     int rc = distlock_multi_new(o->c, &m);
     if (rc == DISTLOCK_OK)
-        rc = distlock_multi_acquire(m, o->key, 30000, 0, 0, NULL, &op);
+        rc = distlock_multi_acquire(m, o->key, TTL_MS, 0, 0, NULL, &op);
     while (rc == DISTLOCK_OK && !distlock_op_done(op)) {
         struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
         long t = distlock_multi_timeout(m);
@@ -76,10 +85,15 @@ static void *call_main(void *p)
 {
     call_out *o = p;
     distlock_lock *l = NULL;
-    if (o->multi) {
+    if (o->op != OP_ACQUIRE) {
+        o->rc = o->op == OP_RELEASE ? distlock_release(o->lock)
+                                    : distlock_extend(o->lock, EXTEND_TTL_MS);
+        snprintf(o->detail, sizeof o->detail, "%s",
+                 o->rc == DISTLOCK_OK ? "" : distlock_last_error());
+    } else if (o->multi) {
         o->rc = acquire_multi(o, &l);
     } else {
-        o->rc = distlock_acquire(o->c, o->key, 30000, 0, 0, &l);
+        o->rc = distlock_acquire(o->c, o->key, TTL_MS, 0, 0, &l);
         snprintf(o->detail, sizeof o->detail, "%s",
                  o->rc == DISTLOCK_OK ? "" : distlock_last_error());
     }
@@ -90,6 +104,20 @@ static void *call_main(void *p)
     }
     atomic_store(&o->done, 1);
     return NULL;
+}
+
+/* PTTL of key on the data node at port (-2 absent, -3 error). */
+static long long pttl_on(int port, const char *key)
+{
+    redisContext *d = rh_auth_connect(port, NULL, DATA_PASS);
+    if (d == NULL)
+        return -3;
+    redisReply *r = redisCommand(d, "PTTL %s", key);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+    if (r)
+        freeReplyObject(r);
+    redisFree(d);
+    return v;
 }
 
 /* A connection to sentinel k (no credentials in this group). */
@@ -163,7 +191,7 @@ static int client_listens_on(rh_sentinels *g, int k)
  * resumed only once the call ended) the call did not end within
  * FOLLOW_BOUND_MS of the announcement; 0 if not, -1 if the trial did not
  * run as planned. */
-static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep_paused)
+static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep_paused, int op)
 {
     int old = rh_sentinels_master(g);
     if (old <= 0)
@@ -173,7 +201,24 @@ static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep
     atomic_init(&o.done, 0);
     o.c = c;
     o.multi = multi;
-    snprintf(o.key, sizeof o.key, "answer-after-announcement-%d-%d-%d", multi, keep_paused, n);
+    o.op = op;
+    snprintf(o.key, sizeof o.key, "answer-after-announcement-%d-%d-%d-%d", op, multi, keep_paused,
+             n);
+    if (op != OP_ACQUIRE) {
+        /* held, and on both replicas (either may be promoted) */
+        assert_rc(distlock_acquire(c, o.key, TTL_MS, 0, 0, &o.lock), DISTLOCK_OK);
+        snprintf(o.token, sizeof o.token, "%s", distlock_lock_token(o.lock));
+        int everywhere = 1;
+        for (int k = 0; k < 3; k++)
+            if (g->data_port[k] != old)  /* a master converted since: its resync first */
+                everywhere &= RH_WAIT_UNTIL(
+                    rh_sentinels_has(g, g->data_port[k], o.key, o.token) == 1, 20000);
+        if (!everywhere) {
+            printf("trial %d: the key did not reach every replica\n", n);
+            distlock_lock_abandon(o.lock);
+            return -1;
+        }
+    }
     redisContext *sub = subscribe_announcements(g, 0);
     redisContext *sc = sentinel_connect(g, 0);
     if (sub == NULL || sc == NULL)
@@ -208,14 +253,20 @@ static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done), CALL_BOUND_MS);
     long long end_ms = o.ended_ms;
     int now_master = rh_sentinels_wait_master_not(g, old, 30000);
-    int on_old = o.rc == DISTLOCK_OK ? rh_sentinels_has(g, old, o.key, o.token) : -2;
-    int on_new = o.rc == DISTLOCK_OK && now_master > 0
+    int on_old = o.rc == DISTLOCK_OK || op != OP_ACQUIRE ? rh_sentinels_has(g, old, o.key, o.token)
+                                                         : -2;
+    int on_new = (o.rc == DISTLOCK_OK || op != OP_ACQUIRE) && now_master > 0
                      ? rh_sentinels_has(g, now_master, o.key, o.token) : -2;
-    printf("trial %d (%s): old master %d paused; announced %lld ms later (%s); resumed %lld ms "
+    long long pttl = now_master > 0 ? pttl_on(now_master, o.key) : -3;
+    int lost = o.lock ? distlock_lock_lost(o.lock) : 0;
+    printf("trial %d (%s %s): old master %d paused; announced %lld ms later (%s); resumed %lld ms "
            "after the announcement; the call ended %lld ms after the announcement: rc %d %s; new "
-           "master %d has the key with its token: %d; old master: %d\n",
-           n, multi ? "multi" : "blocking", old, announced - paused, text, resumed - announced,
-           end_ms - announced, o.rc, o.detail, now_master, on_new, on_old);
+           "master %d has the key with its token: %d (PTTL %lld ms); old master: %d; lock lost: %d\n",
+           n, op == OP_ACQUIRE ? "acquire" : op == OP_RELEASE ? "release" : "extend",
+           multi ? "multi" : "blocking", old, announced - paused, text, resumed - announced,
+           end_ms - announced, o.rc, o.detail, now_master, on_new, pttl, on_old, lost);
+    if (o.lock)
+        distlock_lock_abandon(o.lock);
     if (ended)
         assert_int_equal(pthread_join(th, NULL), 0);
     assert_true(ended);
@@ -223,10 +274,15 @@ static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep
         return -1;
     if (keep_paused && end_ms - announced > FOLLOW_BOUND_MS)
         return 1;
+    if (op == OP_RELEASE)  /* released where the lock is now; never "not ours" of a held lock */
+        return o.rc == DISTLOCK_ENOTOWNER || lost || (o.rc == DISTLOCK_OK && on_new != 0);
+    if (op == OP_EXTEND)  /* extended where the lock is now; never lost while held there */
+        return o.rc == DISTLOCK_ENOTOWNER || lost ||
+               (o.rc == DISTLOCK_OK && (on_new != 1 || pttl <= TTL_MS));
     return o.rc == DISTLOCK_OK && on_new != 1;
 }
 
-static void run(int multi, int keep_paused)
+static void run(int multi, int keep_paused, int op)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     /* No automatic failover while the old master is paused: the test's
@@ -249,7 +305,7 @@ static void run(int multi, int keep_paused)
 
     int wrong = 0, ran = 0;
     for (int n = 0; n < (keep_paused ? 1 : TRIALS); n++) {
-        int rc = trial(g, c, n, multi, keep_paused);
+        int rc = trial(g, c, n, multi, keep_paused, op);
         if (rc < 0)
             break;
         ran++;
@@ -258,7 +314,9 @@ static void run(int multi, int keep_paused)
         (void)RH_WAIT_UNTIL(rh_sentinels_master(g) > 0, 10000);
     }
     printf("trials run: %d; %s: %d\n", ran,
-           keep_paused ? "calls not ended within the bound" : "grants of the replaced master counted",
+           keep_paused ? "calls not ended within the bound"
+           : op == OP_ACQUIRE ? "grants of the replaced master counted"
+                              : "outcomes not true of the new master",
            wrong);
     distlock_client_free(c);
     rh_sentinels_stop(g);
@@ -269,13 +327,13 @@ static void run(int multi, int keep_paused)
 static void test_answer_of_replaced_master_is_not_counted(void **state)
 {
     (void)state;
-    run(0, 0);
+    run(0, 0, OP_ACQUIRE);
 }
 
 static void test_answer_of_replaced_master_is_not_counted_multi(void **state)
 {
     (void)state;
-    run(1, 0);
+    run(1, 0, OP_ACQUIRE);
 }
 
 /* The old master stays paused: the multi's own timeout brings the look at
@@ -283,7 +341,23 @@ static void test_answer_of_replaced_master_is_not_counted_multi(void **state)
 static void test_multi_call_in_flight_follows_announced_failover(void **state)
 {
     (void)state;
-    run(1, 1);
+    run(1, 1, OP_ACQUIRE);
+}
+
+/* A release out on the old master when the announcement comes: released
+ * on the new master (the old one's answer not counted), or a failure;
+ * never "not ours" of the held lock, never lost. */
+static void test_release_in_flight_at_announcement(void **state)
+{
+    (void)state;
+    run(0, 0, OP_RELEASE);
+}
+
+/* An extend: extended on the new master, or a failure; never lost. */
+static void test_extend_in_flight_at_announcement(void **state)
+{
+    (void)state;
+    run(0, 0, OP_EXTEND);
 }
 
 int main(void)
@@ -292,6 +366,8 @@ int main(void)
         cmocka_unit_test(test_answer_of_replaced_master_is_not_counted),
         cmocka_unit_test(test_answer_of_replaced_master_is_not_counted_multi),
         cmocka_unit_test(test_multi_call_in_flight_follows_announced_failover),
+        cmocka_unit_test(test_release_in_flight_at_announcement),
+        cmocka_unit_test(test_extend_in_flight_at_announcement),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
