@@ -11,7 +11,7 @@
  * extend OK (the key there with its token and the new TTL).
  *
  * The master is made slow with DEBUG SLEEP (the group allows DEBUG from
- * loopback); the other call is an acquire on a connection of its own, made
+ * loopback); the other call is a release on a connection of its own, made
  * while the master sleeps, so the connect timeout (shorter than the
  * command timeout the call under test has) ends it first. Real processes
  * only: tests/harness/sentinels.py (1 master, 2 replicas, 3 sentinels). */
@@ -115,7 +115,7 @@ static uint64_t reconnects(distlock_client *c)
  * clients that write to the master while it sleeps). */
 #define REQUEST_BYTES_MIN 90
 
-static void run(int op, const char *what)
+static void run(int op, const char *what, int kill_refused)
 {
     setvbuf(stdout, NULL, _IOLBF, 0);
     rh_sentinels_opts opts = { .data_pass = DATA_PASS, .down_after_ms = 60000,
@@ -124,6 +124,15 @@ static void run(int op, const char *what)
     assert_non_null(g);
     int master = rh_sentinels_master(g);
     assert_true(master > 0);
+    for (int k = 0; kill_refused && k < 3; k++) {
+        /* the data nodes' user may not CLIENT KILL (an ACL that leaves it out) */
+        redisContext *d = rh_auth_connect(g->data_port[k], NULL, DATA_PASS);
+        assert_non_null(d);
+        redisReply *r = redisCommand(d, "ACL SETUSER default -client|kill");
+        assert_true(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        redisFree(d);
+    }
     distlock_client *c = NULL;
     assert_rc(distlock_client_new(g->uri, &c), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CONNECT_TIMEOUT_MS),
@@ -131,7 +140,8 @@ static void run(int op, const char *what)
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS),
               DISTLOCK_OK);
     char key[64], token[64], other_token[64];
-    snprintf(key, sizeof key, "resent-when-forgotten-%s", what);
+    snprintf(key, sizeof key, "resent-when-forgotten-%s-%d", op == OP_RELEASE ? "release" : "extend",
+             kill_refused);
     assert_rc(distlock_token_generate(token, sizeof token), DISTLOCK_OK);
     assert_rc(distlock_token_generate(other_token, sizeof other_token), DISTLOCK_OK);
     long validity = 0;
@@ -158,11 +168,14 @@ static void run(int op, const char *what)
     long long out_ms = rh_now_ms();
 
     /* Another call of the client, on a connection of its own: its connect
-     * timeout ends while the master sleeps, and it forgets the master. */
+     * timeout ends while the master sleeps, and it forgets the master. A
+     * release of a lock nobody holds: nothing after it asks the sentinels
+     * again (a failed acquire's undo would, and the master known again at
+     * once would leave the call under test nothing to see). */
     call_out f;
     memset(&f, 0, sizeof f);
     atomic_init(&f.done, 0);
-    f.c = c, f.op = -1, f.key = "resent-when-forgotten-other", f.token = other_token;
+    f.c = c, f.op = OP_RELEASE, f.key = "resent-when-forgotten-other", f.token = other_token;
     assert_int_equal(pthread_create(&th2, NULL, call_main, &f), 0);
 
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done) && atomic_load(&f.done), 20000);
@@ -172,6 +185,24 @@ static void run(int op, const char *what)
         freeReplyObject(r);
     redisFree(blk);
     uint64_t followed = reconnects(c) - reconnects_before;
+    char kills[160] = "none";
+    redisContext *d = rh_auth_connect(master, NULL, DATA_PASS);
+    redisReply *cs = d ? redisCommand(d, "INFO commandstats") : NULL;
+    const char *at = cs && cs->type == REDIS_REPLY_STRING ? strstr(cs->str, "cmdstat_client|kill:")
+                                                           : NULL;
+    long kill_calls = 0, kill_rejected = 0;
+    if (at) {
+        snprintf(kills, sizeof kills, "%.*s", (int)strcspn(at, "\r\n"), at);
+        const char *p = strstr(kills, "calls=");
+        kill_calls = p ? atol(p + 6) : 0;
+        p = strstr(kills, "rejected_calls=");
+        kill_rejected = p ? atol(p + 15) : 0;
+    }
+    if (cs)
+        freeReplyObject(cs);
+    if (d)
+        redisFree(d);
+    printf("%s: the master's CLIENT KILL count: %s\n", what, kills);
     int has = rh_sentinels_has(g, master, key, token);
     long long pttl = pttl_on(master, key);
     printf("%s: master %d asleep %s s; the call in its socket %lld ms after: %d; it ended %lld "
@@ -188,7 +219,10 @@ static void run(int op, const char *what)
     assert_true(ended);
     assert_true(queued);
     assert_true(f.rc != DISTLOCK_OK);  /* it timed out: the master was forgotten */
-    assert_true(followed >= 1);  /* the call under test was resent on a new connection */
+    /* the call under test was resent on a new connection, after CLIENT KILL
+     * of its old one (the only call here with a request left behind) */
+    assert_true(followed >= 1);
+    assert_true(kill_calls + kill_rejected >= 1);
     assert_rc(o.rc, DISTLOCK_OK);
     if (op == OP_RELEASE) {
         assert_int_equal(has, 0);
@@ -201,13 +235,21 @@ static void run(int op, const char *what)
 static void test_release_resent_after_another_call_forgot_the_master(void **state)
 {
     (void)state;
-    run(OP_RELEASE, "release");
+    run(OP_RELEASE, "release", 0);
 }
 
 static void test_extend_resent_after_another_call_forgot_the_master(void **state)
 {
     (void)state;
-    run(OP_EXTEND, "extend");
+    run(OP_EXTEND, "extend", 0);
+}
+
+/* The same where the server refuses CLIENT KILL: the release out on the
+ * healthy master was answered there once it woke, and is still. */
+static void test_release_when_another_call_forgot_the_master_kill_refused(void **state)
+{
+    (void)state;
+    run(OP_RELEASE, "release, CLIENT KILL refused", 1);
 }
 
 int main(void)
@@ -215,6 +257,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_release_resent_after_another_call_forgot_the_master),
         cmocka_unit_test(test_extend_resent_after_another_call_forgot_the_master),
+        cmocka_unit_test(test_release_when_another_call_forgot_the_master_kill_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
