@@ -116,6 +116,16 @@ static int sentinel_open(distlock__transport *t, distlock__connset *cs, distlock
     int port = 0;
     unsigned st = 0;
     if (distlock__ep_get(t, i, addr[0], &port, &st)) {
+        /* A call that follows (follow(): a failover announced while it was
+         * out, a broken connection) to a master already known connects
+         * within a follow's budget, the connect timeout, as after a lookup
+         * (sentinel_resolved), not within a whole command timeout again:
+         * a call costs at most command timeout + 2 x (lookup + connect)
+         * (docs/sentinel.md). */
+        if (r->reresolved) {
+            distlock__set_deadline(r, now, t->connect_timeout_ms, wait_us);
+            r->cap_us = r->deadline_us;
+        }
         distlock__round_open_at(t, cs, r, i, addr, 1, port, st);
         if (r->state == DISTLOCK__R_PENDING)
             return 0;

@@ -787,6 +787,26 @@ static void broken_because(distlock__transport *t, distlock__connset *cs, distlo
     distlock__node_fail(t, conn, r, i, DISTLOCK_ECONN, "%s", why);
 }
 
+/* Whether node i leads elsewhere now than the server its connection was
+ * made to (a Sentinel node: the sentinels announced a failover, or a call
+ * forgot the master) while its call is out there. If so, whatever that
+ * server answers no longer counts for the node: the call goes where the
+ * node leads, as from a broken connection. 1 if so (r changed). Asked each
+ * time the round looks at the node and after each read from it, before its
+ * replies are taken: a reply read once the node moved is not counted,
+ * whenever it came. */
+static int led_elsewhere(distlock__transport *t, distlock__connset *cs, distlock__result *r,
+                         int i)
+{
+    const distlock__conn *conn = &cs->conns[i];
+    if (conn->stream.ctx == NULL || t->kind[i]->current == NULL ||
+        t->kind[i]->current(t, i, conn))
+        return 0;
+    broken_because(t, cs, r, i, "the node's master was replaced (failover) while the "
+                                "request was out on the old one");
+    return 1;
+}
+
 void distlock__round_broken(distlock__transport *t, distlock__connset *cs, distlock__result *r,
                             int i)
 {
@@ -862,17 +882,10 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
             if (r->state != DISTLOCK__R_PENDING)
                 continue;
         }
-        if (conn->stream.ctx && t->kind[i]->current && !t->kind[i]->current(t, i, conn)) {
-            /* The node leads elsewhere now (the sentinels announced a
-             * failover) while the call is out on the old server, which
-             * may be hung: whatever it answers no longer counts for the
-             * node. The call goes where the node leads, as from a broken
-             * connection, not after the rest of its timeout. */
-            broken_because(t, cs, r, i, "the node's master was replaced (failover) while the "
-                                        "request was out on the old one");
-            if (r->state != DISTLOCK__R_PENDING)
-                continue;
-        }
+        /* The old server may be hung: the call follows the node within
+         * CURRENT_CHECK_US, not after the rest of its timeout. */
+        if (led_elsewhere(t, cs, r, i) && r->state != DISTLOCK__R_PENDING)
+            continue;
         if (now >= r->deadline_us) {
             /* No reply in time. Keep the connection with what it owes:
              * if the node is only paused, a later trailing request queues
@@ -957,6 +970,10 @@ void distlock__round_advance(distlock__transport *t, distlock__connset *cs,
                 distlock__round_broken(t, cs, r, i);
                 continue;
             }
+            /* After the read: what it brought came before this look, so a
+             * reply counted here came before the node moved. */
+            if (led_elsewhere(t, cs, r, i))
+                continue;
             take_replies(t, cs, r, i);
         }
     }

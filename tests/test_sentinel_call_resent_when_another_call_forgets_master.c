@@ -1,0 +1,263 @@
+/* test_sentinel_call_resent_when_another_call_forgets_master.c -- a release
+ * or an extend out on a Sentinel node's master that is healthy but slow,
+ * when ANOTHER call of the same client times out there and forgets the
+ * master (sentinel_timed_out -> distlock__ep_forget): the call out is then
+ * handled as from a broken connection (round.c looks every 200 ms whether
+ * its node still leads to that server), asks the sentinels, is told the
+ * same master, and is resent on a new connection after CLIENT KILL of the
+ * old one, while its first send has already run (it was in the server's
+ * socket). A resent release or extend after its first send ran must still
+ * say what is true: the release OK (the key gone, not ENOTOWNER), the
+ * extend OK (the key there with its token and the new TTL).
+ *
+ * The master is made slow with DEBUG SLEEP (the group allows DEBUG from
+ * loopback); the other call is a release on a connection of its own, made
+ * while the master sleeps, so the connect timeout (shorter than the
+ * command timeout the call under test has) ends it first. Real processes
+ * only: tests/harness/sentinels.py (1 master, 2 replicas, 3 sentinels). */
+#include "test_common.h"
+#include "harness/sentinel_harness.h"
+
+#include <pthread.h>
+#include <stdatomic.h>
+
+#define DATA_PASS "data-pw-1"
+#define CONNECT_TIMEOUT_MS 600
+#define COMMAND_TIMEOUT_MS 1500
+#define SLEEP_S "1.0"
+/* The other call ends at the connect timeout (600 ms), the call under
+ * test follows within 200 ms and gets the connect timeout again for its
+ * new connection: the sleep (1 s) ends in between, so the resend goes out
+ * after the first send ran. */
+#define TTL_MS 30000
+#define EXTEND_TTL_MS 90000
+
+enum { OP_RELEASE, OP_EXTEND };
+
+typedef struct call_out {
+    distlock_client *c;
+    int op;
+    const char *key, *token;
+    int rc;
+    long validity;
+    char detail[512];
+    long long ended_ms;
+    atomic_int done;
+} call_out;
+
+static void *call_main(void *p)
+{
+    call_out *o = p;
+    if (o->op == OP_RELEASE)
+        o->rc = distlock_release_token(o->c, o->key, o->token);
+    else if (o->op == OP_EXTEND)
+        o->rc = distlock_extend_token(o->c, o->key, o->token, EXTEND_TTL_MS, &o->validity);
+    else
+        o->rc = distlock_acquire_token(o->c, o->key, TTL_MS, o->token, 0, &o->validity);
+    o->ended_ms = rh_now_ms();
+    snprintf(o->detail, sizeof o->detail, "%s", o->rc == DISTLOCK_OK ? "" : distlock_last_error());
+    atomic_store(&o->done, 1);
+    return NULL;
+}
+
+/* Bytes a server-side connection on port has received and not read (the
+ * most of any): while the server sleeps, a request written to it shows
+ * here (the kernel's, /proc/net/tcp). -1 on error. */
+static long unread_on(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (f == NULL)
+        return -1;
+    char line[512];
+    long most = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned lport = 0, st = 0;
+        unsigned long tx = 0, rx = 0;
+        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &st, &tx, &rx) == 4 &&
+            (int)lport == port && st == 1 /* ESTABLISHED */ && (long)rx > most)
+            most = (long)rx;
+    }
+    fclose(f);
+    return most;
+}
+
+/* PTTL of key on the data node at port (-2 absent). */
+static long long pttl_on(int port, const char *key)
+{
+    redisContext *d = rh_auth_connect(port, NULL, DATA_PASS);
+    if (d == NULL)
+        return -3;
+    redisReply *r = redisCommand(d, "PTTL %s", key);
+    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
+    if (r)
+        freeReplyObject(r);
+    redisFree(d);
+    return v;
+}
+
+/* The client's reconnections (every node: distlock_client_stats names
+ * them per node). The call under test re-made its connection iff it
+ * followed; the other call's connection was its first. */
+static uint64_t reconnects(distlock_client *c)
+{
+    distlock_stat st[256];
+    size_t n = 0;
+    uint64_t sum = 0;
+    assert_rc(distlock_client_stats(c, st, 256, &n), DISTLOCK_OK);
+    for (size_t k = 0; k < n && k < 256; k++)
+        if (strncmp(st[k].name, "node_reconnects_total", 21) == 0)
+            sum += st[k].value;
+    return sum;
+}
+
+/* EVALSHA with the key and the token, and the script's other arguments:
+ * more than a sentinel's PING or a replica's REPLCONF ACK (the other
+ * clients that write to the master while it sleeps). */
+#define REQUEST_BYTES_MIN 90
+
+static void run(int op, const char *what, int kill_refused)
+{
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    rh_sentinels_opts opts = { .data_pass = DATA_PASS, .down_after_ms = 60000,
+                               .failover_timeout_ms = 3000 };
+    rh_sentinels *g = rh_sentinels_start(&opts);
+    assert_non_null(g);
+    int master = rh_sentinels_master(g);
+    assert_true(master > 0);
+    for (int k = 0; kill_refused && k < 3; k++) {
+        /* the data nodes' user may not CLIENT KILL (an ACL that leaves it out) */
+        redisContext *d = rh_auth_connect(g->data_port[k], NULL, DATA_PASS);
+        assert_non_null(d);
+        redisReply *r = redisCommand(d, "ACL SETUSER default -client|kill");
+        assert_true(r && r->type == REDIS_REPLY_STATUS);
+        freeReplyObject(r);
+        redisFree(d);
+    }
+    distlock_client *c = NULL;
+    assert_rc(distlock_client_new(g->uri, &c), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CONNECT_TIMEOUT_MS),
+              DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS),
+              DISTLOCK_OK);
+    char key[64], token[64], other_token[64];
+    snprintf(key, sizeof key, "resent-when-forgotten-%s-%d", op == OP_RELEASE ? "release" : "extend",
+             kill_refused);
+    assert_rc(distlock_token_generate(token, sizeof token), DISTLOCK_OK);
+    assert_rc(distlock_token_generate(other_token, sizeof other_token), DISTLOCK_OK);
+    long validity = 0;
+    assert_rc(distlock_acquire_token(c, key, TTL_MS, token, 0, &validity), DISTLOCK_OK);
+
+    uint64_t reconnects_before = reconnects(c);
+
+    /* The master sleeps; the call under test goes out on the client's
+     * connection (made above) and waits in the master's socket. */
+    redisContext *blk = rh_auth_connect(master, NULL, DATA_PASS);
+    assert_non_null(blk);
+    assert_int_equal(redisAppendCommand(blk, "DEBUG SLEEP %s", SLEEP_S), REDIS_OK);
+    int done = 0;
+    while (!done)
+        assert_int_equal(redisBufferWrite(blk, &done), REDIS_OK);
+    long long slept = rh_now_ms();
+    call_out o;
+    memset(&o, 0, sizeof o);
+    atomic_init(&o.done, 0);
+    o.c = c, o.op = op, o.key = key, o.token = token;
+    pthread_t th, th2;
+    assert_int_equal(pthread_create(&th, NULL, call_main, &o), 0);
+    int queued = RH_WAIT_UNTIL(unread_on(master) >= REQUEST_BYTES_MIN, 500);
+    long long out_ms = rh_now_ms();
+
+    /* Another call of the client, on a connection of its own: its connect
+     * timeout ends while the master sleeps, and it forgets the master. A
+     * release of a lock nobody holds: nothing after it asks the sentinels
+     * again (a failed acquire's undo would, and the master known again at
+     * once would leave the call under test nothing to see). */
+    call_out f;
+    memset(&f, 0, sizeof f);
+    atomic_init(&f.done, 0);
+    f.c = c, f.op = OP_RELEASE, f.key = "resent-when-forgotten-other", f.token = other_token;
+    assert_int_equal(pthread_create(&th2, NULL, call_main, &f), 0);
+
+    int ended = RH_WAIT_UNTIL(atomic_load(&o.done) && atomic_load(&f.done), 20000);
+    redisReply *r = NULL;
+    (void)redisGetReply(blk, (void **)&r);  /* DEBUG SLEEP's OK: the master awake */
+    if (r)
+        freeReplyObject(r);
+    redisFree(blk);
+    uint64_t followed = reconnects(c) - reconnects_before;
+    char kills[160] = "none";
+    redisContext *d = rh_auth_connect(master, NULL, DATA_PASS);
+    redisReply *cs = d ? redisCommand(d, "INFO commandstats") : NULL;
+    const char *at = cs && cs->type == REDIS_REPLY_STRING ? strstr(cs->str, "cmdstat_client|kill:")
+                                                           : NULL;
+    long kill_calls = 0, kill_rejected = 0;
+    if (at) {
+        snprintf(kills, sizeof kills, "%.*s", (int)strcspn(at, "\r\n"), at);
+        const char *p = strstr(kills, "calls=");
+        kill_calls = p ? atol(p + 6) : 0;
+        p = strstr(kills, "rejected_calls=");
+        kill_rejected = p ? atol(p + 15) : 0;
+    }
+    if (cs)
+        freeReplyObject(cs);
+    if (d)
+        redisFree(d);
+    printf("%s: the master's CLIENT KILL count: %s\n", what, kills);
+    int has = rh_sentinels_has(g, master, key, token);
+    long long pttl = pttl_on(master, key);
+    printf("%s: master %d asleep %s s; the call in its socket %lld ms after: %d; it ended %lld "
+           "ms after the sleep began: rc %d %s (validity %ld ms); the other call ended %lld ms "
+           "after: rc %d %s; the master has the key with the token: %d, PTTL %lld ms; reconnections: %llu\n",
+           what, master, SLEEP_S, out_ms - slept, queued, o.ended_ms - slept, o.rc, o.detail,
+           o.validity, f.ended_ms - slept, f.rc, f.detail, has, pttl, (unsigned long long)followed);
+    if (ended) {
+        assert_int_equal(pthread_join(th, NULL), 0);
+        assert_int_equal(pthread_join(th2, NULL), 0);
+    }
+    distlock_client_free(c);
+    rh_sentinels_stop(g);
+    assert_true(ended);
+    assert_true(queued);
+    assert_true(f.rc != DISTLOCK_OK);  /* it timed out: the master was forgotten */
+    /* the call under test was resent on a new connection, after CLIENT KILL
+     * of its old one (the only call here with a request left behind) */
+    assert_true(followed >= 1);
+    assert_true(kill_calls + kill_rejected >= 1);
+    assert_rc(o.rc, DISTLOCK_OK);
+    if (op == OP_RELEASE) {
+        assert_int_equal(has, 0);
+    } else {
+        assert_int_equal(has, 1);
+        assert_true(pttl > TTL_MS);
+    }
+}
+
+static void test_release_resent_after_another_call_forgot_the_master(void **state)
+{
+    (void)state;
+    run(OP_RELEASE, "release", 0);
+}
+
+static void test_extend_resent_after_another_call_forgot_the_master(void **state)
+{
+    (void)state;
+    run(OP_EXTEND, "extend", 0);
+}
+
+/* The same where the server refuses CLIENT KILL: the release out on the
+ * healthy master was answered there once it woke, and is still. */
+static void test_release_when_another_call_forgot_the_master_kill_refused(void **state)
+{
+    (void)state;
+    run(OP_RELEASE, "release, CLIENT KILL refused", 1);
+}
+
+int main(void)
+{
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_release_resent_after_another_call_forgot_the_master),
+        cmocka_unit_test(test_extend_resent_after_another_call_forgot_the_master),
+        cmocka_unit_test(test_release_when_another_call_forgot_the_master_kill_refused),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
