@@ -802,8 +802,8 @@ static int led_elsewhere(distlock__transport *t, distlock__connset *cs, distlock
     if (conn->stream.ctx == NULL || t->kind[i]->current == NULL ||
         t->kind[i]->current(t, i, conn))
         return 0;
-    broken_because(t, cs, r, i, "the node's master was replaced (failover) while the "
-                                "request was out on the old one");
+    broken_because(t, cs, r, i, "the node's master changed or was found wanting (a failover, "
+                                "or another call's timeout) while the request was out");
     return 1;
 }
 
