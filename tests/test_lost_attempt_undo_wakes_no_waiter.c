@@ -187,12 +187,66 @@ static void test_blocking_fair_waiter_not_woken_by_undo(void **state)
     blocking_waiter_not_woken_by_undo(*state, "undo:fair", DISTLOCK_FAIR);
 }
 
+struct set_waiter {
+    distlock_client *c;
+    const char *const *keys;
+    int rc;
+    distlock_lock *lock;
+    atomic_int done;
+};
+
+static void *set_main(void *arg)
+{
+    struct set_waiter *w = arg;
+    w->rc = distlock_acquire_many(w->c, w->keys, 2, 10000, 30000, 0, NULL, &w->lock);
+    atomic_store(&w->done, 1);
+    return NULL;
+}
+
+/* A key set's waiter: its attempt takes both keys on node 2 (the one
+ * held there is missing), loses, and gives them back; that undo wakes
+ * neither it (waiting for the held key) nor anyone else. */
+static void test_key_set_waiter_not_woken_by_undo(void **state)
+{
+    rh_cluster *rc = *state;
+    static const char *const keys[] = { "undo:set:free", "undo:set:held" };
+    distlock_client *holder_c = NULL;
+    assert_rc(distlock_client_new(rh_uris(rc), &holder_c), DISTLOCK_OK);
+    distlock_client *c = slow_retry_client(rc);
+    distlock_lock *held = hold_on_quorum_only(rc, holder_c, keys[1], 0);
+    struct set_waiter w = { .c = c, .keys = keys };
+    pthread_t t;
+    assert_int_equal(pthread_create(&t, NULL, set_main, &w), 0);
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, i, keys[1]) == 1, 10000));
+    long long before = attempt_commands_run(rc, 0);
+    int spun = RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= FEW, WINDOW_MS);
+    long long sent = attempt_commands_run(rc, 0) - before;
+    printf("  attempts node 0 ran while a key set's waiter waited %d ms: %lld\n", WINDOW_MS,
+           sent);
+    int done_early = atomic_load(&w.done);
+
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    pthread_join(t, NULL);
+    assert_false(spun);
+    assert_int_equal(done_early, 0);
+    assert_rc(w.rc, DISTLOCK_OK);
+    for (int k = 0; k < 2; k++)
+        assert_holding_quorum(rc, keys[k], distlock_lock_token(w.lock), rc->n);
+    assert_rc(distlock_release(w.lock), DISTLOCK_OK);
+    distlock_lock_free(w.lock);
+    distlock_client_free(c);
+    distlock_client_free(holder_c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_multi_waiters_not_woken_by_undo, heal),
         cmocka_unit_test_setup(test_blocking_waiter_not_woken_by_undo, heal),
         cmocka_unit_test_setup(test_blocking_fair_waiter_not_woken_by_undo, heal),
+        cmocka_unit_test_setup(test_key_set_waiter_not_woken_by_undo, heal),
     };
     return cmocka_run_group_tests_name("three nodes", tests, group_setup, group_teardown);
 }
