@@ -252,7 +252,8 @@
         "end\n"
 #define BODY_RELEASE_MANY(PUB) \
         /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
-         * key of a set, each waking its own waiters. Answers per key, {r1.. \
+         * key of a set, each waking its own waiters (an empty channel: \
+         * none, keyset.c). Answers per key, {r1.. \
          * rm}: 1 deleted (it held our token), 0 not ours: the caller needs \
          * each key's quorum, and one node may have lost one key while it \
          * still holds another (keyset.c). */ \
@@ -261,7 +262,7 @@
         "for i = 1, #KEYS do\n" \
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n" \
         "    redis.call('DEL', KEYS[i])\n" \
-        "    " PUB "ARGV[i + 1], '')\n" \
+        "    if ARGV[i + 1] ~= '' then " PUB "ARGV[i + 1], '') end\n" \
         "    r[i] = 1\n" \
         "  else\n" \
         "    r[i] = 0\n" \
