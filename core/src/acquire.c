@@ -78,18 +78,23 @@ static void owner_fields(distlock_client *c, const char *key, sidekeys *sk)
 }
 
 void distlock__release_call_make(distlock_client *c, distlock__release_call *rel, const char *key,
-                                 const char *token, uint64_t maybe)
+                                 const char *token, uint64_t maybe, int wake)
 {
     /* The channel: in the call for the usual short keys, else the heap
-     * (keys go up to 1 KB). */
+     * (keys go up to 1 KB); none (empty) for a call that wakes no one. */
     rel->ch = rel->sch;
-    if (strlen(key) + 10 > sizeof(rel->sch) && (rel->ch = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL) {
+    size_t chlen = 0;
+    if (!wake) {
+        rel->sch[0] = '\0';
+    } else if (strlen(key) + 10 > sizeof(rel->sch) &&
+               (rel->ch = malloc(DISTLOCK__SIDEKEY_MAX)) == NULL) {
         distlock__fail(DISTLOCK_ENOMEM, "out of memory");
         rel->ch = rel->sch;
         snprintf(rel->sch, sizeof(rel->sch), "distlock:");  /* the release still runs; waiters re-check */
+        chlen = 9;
+    } else {
+        chlen = distlock__channel_name(rel->ch, key);
     }
-    size_t chlen = rel->ch == rel->sch && strlen(key) + 10 > sizeof(rel->sch)
-                       ? 9 : distlock__channel_name(rel->ch, key);
     rel->argv[0] = key, rel->argv[1] = token, rel->argv[2] = rel->ch, rel->argv[3] = NULL;
     rel->len[0] = strlen(key), rel->len[1] = strlen(token), rel->len[2] = chlen, rel->len[3] = 0;
     /* Queued even to a node known hung: if it comes back it must run our
@@ -110,7 +115,7 @@ void distlock__release_call_make(distlock_client *c, distlock__release_call *rel
     }
     /* A Redis Cluster node wakes its waiters with SPUBLISH, in the key's
      * slot (without it the release still runs, waiters re-check) */
-    rel->sh = c->tp.cl != NULL ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
+    rel->sh = wake && c->tp.cl != NULL ? malloc(DISTLOCK__SIDEKEY_MAX) : NULL;
     if (rel->sh)
         distlock__call_sharded(&rel->call, DISTLOCK__S_RELEASE_SH, rel->call.argc - 1, rel->sh,
                                key);
@@ -610,11 +615,21 @@ static int undo(distlock__run *r, acq_run *x)
             which |= 1ull << i;
     if (which == 0)
         return 0;
+    /* Grants that never made a lock are given back without a wake: nobody
+     * held the key by them, so no waiter has anything to look at again,
+     * and the wake would reach this attempt's own waiter too. A key held
+     * by a quorum but missing on some node (its holder's request never
+     * went there, or the node restarted empty) would else make every
+     * waiter of it spin: win there, lose, undo, be woken, try again at
+     * once. Grants that did make one (its lease was used up before they
+     * came back) were a lock others may have seen held: its end wakes
+     * them as a release's does. */
+    int wake = x->t.ok >= x->q->quorum;
     const distlock__call *call;
     if (a->rq->fair && a->rq->queue_ttl_ms > 0) {
         const char **argv = x->argv;
         argv[0] = a->rq->key, argv[1] = a->sk->q, argv[2] = a->sk->qt, argv[3] = a->rq->token;
-        argv[4] = a->sk->ch, argv[5] = a->qttl, argv[6] = NULL;
+        argv[4] = wake ? a->sk->ch : "", argv[5] = a->qttl, argv[6] = NULL;
         int nk = 3;
         if (a->owner) {  /* KEYS[4]: deleted with the lock */
             memmove(&argv[4], &argv[3], 3 * sizeof(*argv));
@@ -626,12 +641,12 @@ static int undo(distlock__run *r, acq_run *x)
                                     .argv = argv, .argvlen = x->len, .trailing = 1, .tag = a->tag,
                                     .subject = DISTLOCK__LOCK_SUBJECT,
                                     .must_mask = ~0ull };
-        if (c->tp.cl != NULL)  /* the channel: argv[4], or [5] after the owner key */
+        if (wake && c->tp.cl != NULL)  /* the channel: argv[4], or [5] after the owner key */
             distlock__call_sharded(&x->call, DISTLOCK__S_FAIR_UNDO_SH, nk + 1, a->sk->sh,
                                    a->rq->key);
         call = &x->call;
     } else {
-        distlock__release_call_make(c, &x->rel, a->rq->key, a->rq->token, ~0ull);
+        distlock__release_call_make(c, &x->rel, a->rq->key, a->rq->token, ~0ull, wake);
         x->rel_made = 1;
         call = &x->rel.call;
     }

@@ -106,11 +106,14 @@ static int cluster_node(const distlock_client *c, int i)
 }
 
 /* Compare-and-delete group g's keys on the nodes `which` selects, each key
- * waking its waiters (PUBLISH, or SPUBLISH in its slot on a cluster node).
- * Queued even to a node known hung where `maybe` says it may hold them. */
+ * waking its waiters (PUBLISH, or SPUBLISH in its slot on a cluster node)
+ * unless !wake (empty channels: a lost attempt's grants that never made a
+ * lock, acquire.c undo). Queued even to a node known hung where `maybe`
+ * says it may hold them. */
 static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
                           const char *const *keys, size_t g, const char *token,
-                          uint64_t which, uint64_t maybe, int hear_all, distlock__result *res)
+                          uint64_t which, uint64_t maybe, int hear_all, int wake,
+                          distlock__result *res)
 {
     const distlock__call **calls = res == cs->res_a ? cs->calls_a : cs->calls_b;
     size_t b = p->gstart[g], m = p->gstart[g + 1] - b;
@@ -121,8 +124,8 @@ static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
     for (size_t j = 0; j < m; j++) {
         const char *k = keys[p->ord[b + j]];
         av[j] = k, len[j] = strlen(k);
-        len[m + 1 + j] = distlock__channel_name(p->side[b + j], k);
-        av[m + 1 + j] = p->side[b + j];
+        len[m + 1 + j] = wake ? distlock__channel_name(p->side[b + j], k) : 0;
+        av[m + 1 + j] = wake ? p->side[b + j] : "";
     }
     av[m] = token, len[m] = strlen(token);
     distlock__call call = { .script = DISTLOCK__S_RELEASE_MANY, .nkeys = (int)m,
@@ -132,7 +135,7 @@ static void release_group(distlock_client *c, distlock__connset *cs, plan *p,
     distlock__call shcall = call;
     const char **sav = NULL;
     size_t *slen = NULL;
-    if (p->shard != NULL) {
+    if (p->shard != NULL && wake) {
         sav = malloc((2 * m + 1) * sizeof(*sav));
         slen = malloc((2 * m + 1) * sizeof(*slen));
         if (sav && slen) {
@@ -291,13 +294,18 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
     if ((rc = plan_make(c, rq->keys, rq->nkeys, 2, &p)) != DISTLOCK_OK)
         return rc;
     uint64_t *undo_mask = calloc(p.ng, sizeof(*undo_mask));
-    if (undo_mask == NULL) {
+    /* the groups whose grants made a quorum: their undo wakes waiters */
+    unsigned char *made = calloc(p.ng, 1);
+    if (undo_mask == NULL || made == NULL) {
+        free(undo_mask);
+        free(made);
         plan_free(&p);
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     }
     distlock__connset *cs = distlock__checkout(c);
     if (cs == NULL) {
         free(undo_mask);
+        free(made);
         plan_free(&p);
         return DISTLOCK_ENOMEM;
     }
@@ -331,6 +339,7 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
         distlock__round(&c->tp, cs, cs->calls_a, res,
                         fencing ? distlock__decide_cannot_win : distlock__decide_quorum, &c->q);
         distlock__tally t = distlock__count(res, c->n);
+        made[g] = t.ok >= c->q.quorum;
         const char *named = rq->keys[p.ord[b]];  /* the key the verdict names */
         int seen = 0;
         for (int i = 0; i < c->n; i++) {
@@ -369,11 +378,16 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
     } else {
         /* Nothing is held after a lost attempt: every group it may have
          * taken is given back (g: the groups sent, the failed one too). The
-         * detail of the failure stays. */
+         * detail of the failure stays. A group taken on a quorum was held
+         * (its keys' waiters may have seen it): its undo wakes them as a
+         * release does. One taken on fewer nodes never made a lock: its
+         * undo wakes no one, else this set's own waiter, woken by it,
+         * would try again at once, win those nodes again and spin while
+         * the key it waits for is held on a quorum (acquire.c undo). */
         char *detail = distlock__error_copy();
         for (size_t k = 0; k < g; k++)
             if (undo_mask[k]) {
-                release_group(c, cs, &p, rq->keys, k, rq->token, undo_mask[k], ~0ull, 0,
+                release_group(c, cs, &p, rq->keys, k, rq->token, undo_mask[k], ~0ull, 0, made[k],
                               cs->res_b);
                 distlock__round_clear(cs->res_b, c->n);
             }
@@ -382,6 +396,7 @@ int distlock__acquire_many_once(distlock_client *c, const distlock__many_req *rq
     }
     distlock__checkin(c, cs);
     free(undo_mask);
+    free(made);
     plan_free(&p);
     return rc;
 }
@@ -410,7 +425,7 @@ int distlock__release_many(distlock_client *c, const char *const *keys, size_t n
      * failure is the call's (the first "not ours" before any other: a key
      * proved not ours is the set's verdict) */
     for (size_t g = 0; g < p.ng; g++) {
-        release_group(c, cs, &p, keys, g, token, ~0ull, maybe, retried && t0 < valid_until_us,
+        release_group(c, cs, &p, keys, g, token, ~0ull, maybe, retried && t0 < valid_until_us, 1,
                       res);
         /* within the lease, a resent (or retried) release finding a key
          * gone: ours ran */

@@ -78,7 +78,7 @@ static int release_send(distlock__run *r)
     distlock_client *c = r->c;
     /* built by this step: a detail it sets (a long key's channel out of
      * memory) is the run's */
-    distlock__release_call_make(c, &x->rel, x->key, x->token, x->maybe);
+    distlock__release_call_make(c, &x->rel, x->key, x->token, x->maybe, 1);
     for (int i = 0; i < c->n; i++)
         r->cs->calls_a[i] = &x->rel.call;
     r->step = release_read;

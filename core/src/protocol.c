@@ -76,7 +76,9 @@
 
 #define BODY_RELEASE(PUB) \
         /* KEYS: key [owner]; ARGV: token channel. Compare-and-delete, then \
-         * wake waiters. pcall: a user without channel rights still releases. */ \
+         * wake waiters. pcall: a user without channel rights still releases. \
+         * An empty channel wakes no one: a lost attempt's undo of grants \
+         * that never made a lock (acquire.c undo). */ \
         "local v = redis.pcall('GET', KEYS[1])\n" \
         "if type(v) == 'table' and v.err then\n" \
         /* a zset lease (read lock, permit: ZSET_LEASE_NOTE): its member */ \
@@ -88,7 +90,7 @@
         "  local left = redis.call('ZCARD', KEYS[1])\n" \
         "  if left == 0 or (left == 1 and redis.call('ZSCORE', KEYS[1], '__distlock_semaphore__')) " \
         "then redis.call('DEL', KEYS[1]) end\n" \
-        "  " PUB "ARGV[2], '')\n" \
+        "  if ARGV[2] ~= '' then " PUB "ARGV[2], '') end\n" \
         "  local t = redis.call('TIME')\n" \
         /* expired (not swept yet): gone, as an expired lock key is */ \
         "  if tonumber(s) <= tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) " \
@@ -98,7 +100,7 @@
         "if v == ARGV[1] then\n" \
         "  redis.call('DEL', KEYS[1])\n" \
         "  if KEYS[2] then redis.call('DEL', KEYS[2]) end\n" \
-        "  " PUB "ARGV[2], '')\n" \
+        "  if ARGV[2] ~= '' then " PUB "ARGV[2], '') end\n" \
         "  return 1\n" \
         "end\n" \
         "return 0\n"
@@ -193,11 +195,12 @@
          * fair acquire that won this node but not a quorum gives the node \
          * back and keeps its place: it is put back at the front of the \
          * queue (winning had taken it out), so the nodes' queues do not \
-         * drift apart and arrival order holds. */ \
+         * drift apart and arrival order holds. An empty channel wakes no \
+         * one (a lost attempt's grants never made a lock: acquire.c undo). */ \
         "if redis.call('GET', KEYS[1]) == ARGV[1] then\n" \
         "  redis.call('DEL', KEYS[1])\n" \
         "  if KEYS[4] then redis.call('DEL', KEYS[4]) end\n" \
-        "  " PUB "ARGV[2], '')\n" \
+        "  if ARGV[2] ~= '' then " PUB "ARGV[2], '') end\n" \
         "end\n" \
         "if not redis.call('ZSCORE', KEYS[2], ARGV[1]) then\n" \
         "  local t = redis.call('TIME')\n" \
@@ -249,7 +252,8 @@
         "end\n"
 #define BODY_RELEASE_MANY(PUB) \
         /* KEYS: k1..km; ARGV: token ch1..chm. Compare-and-delete of every \
-         * key of a set, each waking its own waiters. Answers per key, {r1.. \
+         * key of a set, each waking its own waiters (an empty channel: \
+         * none, keyset.c). Answers per key, {r1.. \
          * rm}: 1 deleted (it held our token), 0 not ours: the caller needs \
          * each key's quorum, and one node may have lost one key while it \
          * still holds another (keyset.c). */ \
@@ -258,7 +262,7 @@
         "for i = 1, #KEYS do\n" \
         "  if redis.pcall('GET', KEYS[i]) == ARGV[1] then\n" \
         "    redis.call('DEL', KEYS[i])\n" \
-        "    " PUB "ARGV[i + 1], '')\n" \
+        "    if ARGV[i + 1] ~= '' then " PUB "ARGV[i + 1], '') end\n" \
         "    r[i] = 1\n" \
         "  else\n" \
         "    r[i] = 0\n" \

@@ -57,9 +57,10 @@ typedef struct distlock__release_call {
     size_t len[4];
     distlock__call call;
 } distlock__release_call;
-/* Queued even to a node known hung where `maybe` says it may hold it. */
+/* Queued even to a node known hung where `maybe` says it may hold it.
+ * wake 0: the call publishes nothing (an empty channel). */
 void distlock__release_call_make(distlock_client *c, distlock__release_call *rel, const char *key,
-                                 const char *token, uint64_t maybe);
+                                 const char *token, uint64_t maybe, int wake);
 void distlock__release_call_free(distlock__release_call *rel);
 
 #endif
