@@ -420,6 +420,28 @@ static void test_reentrant_owner_not_queued_behind_waiters_of_its_key(void **sta
  * is killed and a replica promoted. The holder's release on the new master
  * serves both, each within a few seconds of the release, not at a
  * re-check: the subscription follows the failover and the turn goes on. */
+/* Lock attempts (attempt_commands_run's count) the data node at port has
+ * run: a Sentinel group's node, not a harness node. */
+static long long port_attempt_commands(int port)
+{
+    struct timeval tv = { 2, 0 };
+    redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
+    redisReply *r = ctx && !ctx->err ? redisCommand(ctx, "INFO commandstats") : NULL;
+    long long n = 0;
+    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
+                            "cmdstat_set:calls=" };
+    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
+        const char *p = strstr(r->str, names[i]);
+        if (p)
+            n += atoll(p + strlen(names[i]));
+    }
+    if (r)
+        freeReplyObject(r);
+    if (ctx)
+        redisFree(ctx);
+    return n;
+}
+
 static void test_turn_and_queued_arrival_served_after_a_sentinel_failover(void **state)
 {
     (void)state;
@@ -434,7 +456,13 @@ static void test_turn_and_queued_arrival_served_after_a_sentinel_failover(void *
     assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
     waiting_thread a = { .c = c, .key = key, .wait_ms = 50000 };
     waiting_thread b = { .c = c, .key = key, .wait_ms = 50000 };
+    /* The turn's two attempts (its first, and its re-check once its
+     * subscription is confirmed) are over before the master goes: the
+     * failover must be met by a wait, not by an attempt on the wire
+     * (whose error would end the wait, as any attempt's error does). */
+    long long attempts0 = port_attempt_commands(old);
     waiting_thread_start_sleeping(&a);
+    assert_true(RH_WAIT_UNTIL(port_attempt_commands(old) >= attempts0 + 2, 10000));
     waiting_thread_start_sleeping(&b);
     /* the key is on the replicas before the master goes */
     for (int k = 0; k < 3; k++)
