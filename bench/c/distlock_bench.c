@@ -343,8 +343,12 @@ static int mode_statscost(int argc, char **argv)
     return ab_slices(off, on, key, slice_ms, rounds, "stats=0", "stats=1", "stats/no-stats");
 }
 
-#ifndef DISTLOCK_OPT_OWNER_INFO
-#define DISTLOCK_OPT_OWNER_INFO 50  /* built against a header without it: the call fails */
+/* DISTLOCK_OPT_OWNER_INFO is an enum member, which #ifdef cannot see: the
+ * owner metadata's macro tells a header that has it. */
+#ifdef DISTLOCK_OWNER_LABEL_MAX
+#define BENCH_OPT_OWNER_INFO DISTLOCK_OPT_OWNER_INFO
+#else
+#define BENCH_OPT_OWNER_INFO 50  /* built against a header without it: the call fails */
 #endif
 
 /* Not inlined: callgrind --toggle-collect=run_pairs counts this loop only. */
@@ -365,7 +369,7 @@ static int mode_count(int argc, char **argv)
         if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_STATS", rc);
     }
     if (argc > 6 && !strcmp(argv[6], "1")) {
-        int rc = distlock_client_set(c, DISTLOCK_OPT_OWNER_INFO, 1);
+        int rc = distlock_client_set(c, BENCH_OPT_OWNER_INFO, 1);
         if (rc != DISTLOCK_OK) fail("DISTLOCK_OPT_OWNER_INFO", rc);
     }
     run_pairs(c, argv[4], 200);  /* warm-up: connections, scripts */
