@@ -137,12 +137,16 @@ static int sentinel_open(distlock__transport *t, distlock__connset *cs, distlock
         r->err[0] = '\0';
         r->reresolved = 1;
     }
-    /* The sentinels' own budget; connecting gets another. A little over it
-     * here, so that their answer (or why none came) is what the caller
-     * sees. */
+    /* The sentinels' own budget; connecting gets another. The call's
+     * deadline is only a backstop behind it, set well over it (half of it
+     * more, at least 50 ms), so that their answer (or why none came) is
+     * what the caller sees even when the lookup's thread or this one gets
+     * the CPU late: a lookup that ended in time must not be lost to a
+     * "no reply" for its whole call. */
     if (sentinel_lookup(t, i, &conn->resolving) < 0)
         distlock__result_fail(t, r, i, DISTLOCK_ENOMEM, "out of memory");
-    distlock__set_deadline(r, now, connect_ms, wait_us + 50000u);
+    long slack_ms = connect_ms / 2 > 50 ? connect_ms / 2 : 50;
+    distlock__set_deadline(r, now, connect_ms, wait_us + (uint64_t)slack_ms * 1000u);
     r->deferred = 1;
     return -1;
 }

@@ -795,16 +795,6 @@ static void broken_because(distlock__transport *t, distlock__connset *cs, distlo
  * time the round looks at the node and after each read from it, before its
  * replies are taken: a reply read once the node moved is not counted,
  * whenever it came. */
-/* conns[i] has no connection yet and its lookup has answered (its
- * descriptor is readable). */
-static int lookup_answered(const distlock__conn *conn)
-{
-    if (conn->stream.ctx != NULL || conn->resolving == NULL)
-        return 0;
-    struct pollfd pfd = { distlock__resolve_fd(conn->resolving), POLLIN, 0 };
-    return poll(&pfd, 1, 0) > 0;
-}
-
 static int led_elsewhere(distlock__transport *t, distlock__connset *cs, distlock__result *r,
                          int i)
 {
@@ -896,12 +886,7 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
          * CURRENT_CHECK_US, not after the rest of its timeout. */
         if (led_elsewhere(t, cs, r, i) && r->state != DISTLOCK__R_PENDING)
             continue;
-        if (now >= r->deadline_us && lookup_answered(conn)) {
-            /* A lookup (a name, a Sentinel node's master) keeps a budget of
-             * its own, a little inside this deadline; its answer is in but
-             * not read yet (this thread came late): it is read first
-             * (advance), and says what happened, rather than "no reply". */
-        } else if (now >= r->deadline_us) {
+        if (now >= r->deadline_us) {
             /* No reply in time. Keep the connection with what it owes:
              * if the node is only paused, a later trailing request queues
              * behind the requests it follows instead of racing them. The
