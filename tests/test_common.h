@@ -63,20 +63,27 @@
         }                                                                     \
     } while (0)
 
-/* Commands node `node` ran that are lock attempts (a plain lock's is a SET
- * NX, the others scripts), from INFO commandstats: what a test counts to
- * see how many attempts its waiters sent. */
-static inline long long attempt_commands_run(rh_cluster *rc, int node)
+/* Commands a server ran that are lock attempts (a plain lock's is a SET
+ * NX, the others scripts), from its INFO commandstats reply: what a test
+ * counts to see how many attempts its waiters sent. */
+static inline long long attempt_commands_in(const redisReply *info)
 {
-    redisReply *r = rh_command(rc, node, 0, "INFO commandstats");
     long long n = 0;
     const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
                             "cmdstat_set:calls=" };
-    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
-        const char *p = strstr(r->str, names[i]);
+    for (int i = 0; i < 3 && info && info->type == REDIS_REPLY_STRING; i++) {
+        const char *p = strstr(info->str, names[i]);
         if (p)
             n += atoll(p + strlen(names[i]));
     }
+    return n;
+}
+
+/* The same of harness node `node`. */
+static inline long long attempt_commands_run(rh_cluster *rc, int node)
+{
+    redisReply *r = rh_command(rc, node, 0, "INFO commandstats");
+    long long n = attempt_commands_in(r);
     if (r)
         freeReplyObject(r);
     return n;

@@ -14,33 +14,20 @@
 #include "test_common.h"
 #include "test_multi_drive.h"
 
-#include <pthread.h>
-#include <stdatomic.h>
+#include "test_waiting_threads.h"
 
-static int group_setup(void **state)
-{
-    setvbuf(stdout, NULL, _IOLBF, 0);
-    return (*state = rh_start(3)) ? 0 : -1;
-}
-static int group_teardown(void **state)
-{
-    rh_stop_all(*state);
-    return 0;
-}
-static int heal(void **state) { return rh_heal(*state) == 0 ? 0 : -1; }
+DEFINE_GROUP(3)
 
 /* Bound on the attempts node 0 runs in a window: a waiter's first attempt
  * and the one after its subscription (a command or two each), not one per
  * wake of a spinning waiter (hundreds to thousands in that time). */
 enum { FEW = 10, WINDOW_MS = 600 };
 
+/* A client whose waiters re-check 5 s apart: within a test's window only
+ * a wake can make them try again. */
 static distlock_client *slow_retry_client(rh_cluster *rc)
 {
-    distlock_client *c = NULL;
-    assert_rc(distlock_client_new(rh_uris(rc), &c), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MIN_MS, 5000), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_RETRY_MAX_MS, 5000), DISTLOCK_OK);
-    return c;
+    return new_waiting_client(rh_uris(rc), 5000, 5000);
 }
 
 /* key held by holder_c on nodes 0 and 1 (a quorum), free on node 2. */
@@ -61,8 +48,7 @@ static void test_multi_waiters_not_woken_by_undo(void **state)
 {
     rh_cluster *rc = *state;
     const char *key = "undo:multi";
-    distlock_client *holder_c = NULL;
-    assert_rc(distlock_client_new(rh_uris(rc), &holder_c), DISTLOCK_OK);
+    distlock_client *holder_c = new_client(rh_uris(rc));
     distlock_client *c1 = slow_retry_client(rc), *c2 = slow_retry_client(rc);
     distlock_lock *held = hold_on_quorum_only(rc, holder_c, key, 0);
     distlock_multi *m1 = NULL, *m2 = NULL;
@@ -124,55 +110,47 @@ static void test_multi_waiters_not_woken_by_undo(void **state)
     distlock_client_free(holder_c);
 }
 
-struct blocking_waiter {
-    distlock_client *c;
-    const char *key;
-    unsigned flags;
-    int rc;
-    distlock_lock *lock;
-    atomic_int done;
-};
-
-static void *blocking_main(void *arg)
+/* The waiting call w (a plain or fair lock, or a key set, held_key the
+ * one of them held on a quorum only): its lost attempt's undo wakes
+ * neither it nor anyone else; the holder's release (of held) serves it. */
+static void waiter_not_woken_by_undo(rh_cluster *rc, waiting_thread *w, const char *held_key,
+                                     distlock_lock *held, const char *what)
 {
-    struct blocking_waiter *w = arg;
-    w->rc = distlock_acquire(w->c, w->key, 10000, 30000, w->flags, &w->lock);
-    atomic_store(&w->done, 1);
-    return NULL;
+    waiting_thread_start(w);
+    for (int i = 0; i < rc->n; i++)
+        assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, i, held_key) == 1, 10000));
+    long long before = attempt_commands_run(rc, 0);
+    /* a window in which nothing but a wake could make an attempt */
+    int spun = RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= FEW, WINDOW_MS);
+    long long sent = attempt_commands_run(rc, 0) - before;
+    printf("  attempts node 0 ran while %s waited %d ms: %lld\n", what, WINDOW_MS, sent);
+    int done_early = atomic_load(&w->done);
+
+    /* the holder's release serves it; the waiting thread is joined before
+     * anything is asserted */
+    assert_rc(distlock_release(held), DISTLOCK_OK);
+    distlock_lock_free(held);
+    waiting_thread_join(w, what);
+    assert_false(spun);
+    assert_int_equal(done_early, 0);
+    assert_rc(w->rc, DISTLOCK_OK);
+    assert_holding_quorum(rc, w->key, distlock_lock_token(w->lock), rc->n);
+    if (w->other_key)
+        assert_holding_quorum(rc, w->other_key, distlock_lock_token(w->lock), rc->n);
+    waiting_thread_drop_lock(w);
 }
 
 /* A blocking waiter (plain, or fair behind a fair holder): its undo does not
  * wake it again. */
 static void blocking_waiter_not_woken_by_undo(rh_cluster *rc, const char *key, unsigned flags)
 {
-    distlock_client *holder_c = NULL;
-    assert_rc(distlock_client_new(rh_uris(rc), &holder_c), DISTLOCK_OK);
+    distlock_client *holder_c = new_client(rh_uris(rc));
     distlock_client *c = slow_retry_client(rc);
     distlock_lock *held = hold_on_quorum_only(rc, holder_c, key, flags);
-    struct blocking_waiter w = { .c = c, .key = key, .flags = flags };
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, blocking_main, &w), 0);
-    for (int i = 0; i < rc->n; i++)
-        assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, i, key) == 1, 10000));
-    long long before = attempt_commands_run(rc, 0);
-    /* a window in which nothing but a wake could make an attempt */
-    int spun = RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= FEW, WINDOW_MS);
-    long long sent = attempt_commands_run(rc, 0) - before;
-    printf("  attempts node 0 ran while a blocking %s waiter waited %d ms: %lld\n",
-           (flags & DISTLOCK_FAIR) ? "fair" : "plain", WINDOW_MS, sent);
-    int done_early = atomic_load(&w.done);
-
-    /* the holder's release serves it; the waiting thread is joined before
-     * anything is asserted (it uses this frame) */
-    assert_rc(distlock_release(held), DISTLOCK_OK);
-    distlock_lock_free(held);
-    pthread_join(t, NULL);
-    assert_false(spun);
-    assert_int_equal(done_early, 0);
-    assert_rc(w.rc, DISTLOCK_OK);
-    assert_holding_quorum(rc, key, distlock_lock_token(w.lock), rc->n);
-    assert_rc(distlock_release(w.lock), DISTLOCK_OK);
-    distlock_lock_free(w.lock);
+    waiting_thread w = { .c = c, .key = key, .flags = flags, .wait_ms = 30000, .keep = 1 };
+    waiter_not_woken_by_undo(rc, &w, key, held,
+                             (flags & DISTLOCK_FAIR) ? "a blocking fair waiter"
+                                                     : "a blocking plain waiter");
     distlock_client_free(c);
     distlock_client_free(holder_c);
 }
@@ -187,55 +165,18 @@ static void test_blocking_fair_waiter_not_woken_by_undo(void **state)
     blocking_waiter_not_woken_by_undo(*state, "undo:fair", DISTLOCK_FAIR);
 }
 
-struct set_waiter {
-    distlock_client *c;
-    const char *const *keys;
-    int rc;
-    distlock_lock *lock;
-    atomic_int done;
-};
-
-static void *set_main(void *arg)
-{
-    struct set_waiter *w = arg;
-    w->rc = distlock_acquire_many(w->c, w->keys, 2, 10000, 30000, 0, NULL, &w->lock);
-    atomic_store(&w->done, 1);
-    return NULL;
-}
-
 /* A key set's waiter: its attempt takes both keys on node 2 (the one
  * held there is missing), loses, and gives them back; that undo wakes
  * neither it (waiting for the held key) nor anyone else. */
 static void test_key_set_waiter_not_woken_by_undo(void **state)
 {
     rh_cluster *rc = *state;
-    static const char *const keys[] = { "undo:set:free", "undo:set:held" };
-    distlock_client *holder_c = NULL;
-    assert_rc(distlock_client_new(rh_uris(rc), &holder_c), DISTLOCK_OK);
+    distlock_client *holder_c = new_client(rh_uris(rc));
     distlock_client *c = slow_retry_client(rc);
-    distlock_lock *held = hold_on_quorum_only(rc, holder_c, keys[1], 0);
-    struct set_waiter w = { .c = c, .keys = keys };
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, set_main, &w), 0);
-    for (int i = 0; i < rc->n; i++)
-        assert_true(RH_WAIT_UNTIL(key_channel_subscribers(rc, i, keys[1]) == 1, 10000));
-    long long before = attempt_commands_run(rc, 0);
-    int spun = RH_WAIT_UNTIL(attempt_commands_run(rc, 0) - before >= FEW, WINDOW_MS);
-    long long sent = attempt_commands_run(rc, 0) - before;
-    printf("  attempts node 0 ran while a key set's waiter waited %d ms: %lld\n", WINDOW_MS,
-           sent);
-    int done_early = atomic_load(&w.done);
-
-    assert_rc(distlock_release(held), DISTLOCK_OK);
-    distlock_lock_free(held);
-    pthread_join(t, NULL);
-    assert_false(spun);
-    assert_int_equal(done_early, 0);
-    assert_rc(w.rc, DISTLOCK_OK);
-    for (int k = 0; k < 2; k++)
-        assert_holding_quorum(rc, keys[k], distlock_lock_token(w.lock), rc->n);
-    assert_rc(distlock_release(w.lock), DISTLOCK_OK);
-    distlock_lock_free(w.lock);
+    distlock_lock *held = hold_on_quorum_only(rc, holder_c, "undo:set:held", 0);
+    waiting_thread w = { .c = c, .key = "undo:set:free", .other_key = "undo:set:held",
+                         .wait_ms = 30000, .keep = 1 };
+    waiter_not_woken_by_undo(rc, &w, "undo:set:held", held, "a key set's waiter");
     distlock_client_free(c);
     distlock_client_free(holder_c);
 }

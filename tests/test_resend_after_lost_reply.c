@@ -195,6 +195,33 @@ static void test_release_lost_reply(void **state)
     }
 }
 
+/* K, held with token T on all 3 nodes through c, released with the
+ * replies of nodes 0 and 1 (c's connections id0, id1) lost: the release
+ * deleted the key everywhere and must say so. Frees c. */
+static void release_token_with_two_replies_lost(proxy_env *e, distlock_client *c, int id0,
+                                                int id1, const char *K, const char *T,
+                                                const char *what)
+{
+    assert_holding(e->rc, K, T, 3);
+    sync_conns(c);
+    fp_ok(e->fp, "reset-after 0:%d down 1", id0);
+    fp_ok(e->fp, "reset-after 1:%d down 1", id1);
+
+    int r = distlock_release_token(c, K, T);
+    char detail[512];
+    snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
+    printf("# release_token with two replies lost%s: %d (%s)\n", what, r, detail);
+    int left = -1;
+    (void)RH_WAIT_UNTIL((left = rh_count_holding(e->rc, K, NULL)) == 0, 3000);
+    distlock_client_free(c);
+    assert_int_equal(left, 0);
+    if (r != DISTLOCK_OK) {
+        print_error("distlock_release_token = %d (%s) although it deleted the key on all 3 "
+                    "nodes: \"%s\"\n", r, distlock_strerror(r), detail);
+        fail();
+    }
+}
+
 /* The same through the token pair (as the PHP compat functions use it):
  * distlock_release_token whose first send ran and whose reply was lost on
  * two nodes says it released. */
@@ -207,24 +234,7 @@ static void test_release_token_lost_reply(void **state)
     int id0 = lib_conn(e, 0), id1 = lib_conn(e, 1);
     long v = 0;
     assert_rc(distlock_acquire_token(c, K, 10000, "tok-9d", 0, &v), DISTLOCK_OK);
-    assert_holding(e->rc, K, "tok-9d", 3);
-    sync_conns(c);
-    fp_ok(e->fp, "reset-after 0:%d down 1", id0);
-    fp_ok(e->fp, "reset-after 1:%d down 1", id1);
-
-    int r = distlock_release_token(c, K, "tok-9d");
-    char detail[512];
-    snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
-    printf("# release_token with two replies lost: %d (%s)\n", r, detail);
-    int left = -1;
-    (void)RH_WAIT_UNTIL((left = rh_count_holding(e->rc, K, NULL)) == 0, 3000);
-    distlock_client_free(c);
-    assert_int_equal(left, 0);
-    if (r != DISTLOCK_OK) {
-        print_error("distlock_release_token = %d (%s) although it deleted the key on all 3 "
-                    "nodes: \"%s\"\n", r, distlock_strerror(r), detail);
-        fail();
-    }
+    release_token_with_two_replies_lost(e, c, id0, id1, K, "tok-9d", "");
 }
 
 /* The same after the key and token were acquired before, by an earlier
@@ -254,25 +264,7 @@ static void test_release_token_lost_reply_after_the_same_token_held_before(void 
     }
     /* the latest ownership, in the ring's first entry again */
     assert_rc(distlock_acquire_token(c, K, 10000, T, 0, NULL), DISTLOCK_OK);
-    assert_holding(e->rc, K, T, 3);
-    sync_conns(c);
-    fp_ok(e->fp, "reset-after 0:%d down 1", id0);
-    fp_ok(e->fp, "reset-after 1:%d down 1", id1);
-
-    int r = distlock_release_token(c, K, T);
-    char detail[512];
-    snprintf(detail, sizeof detail, "%s", r == DISTLOCK_OK ? "" : distlock_last_error());
-    printf("# release_token with two replies lost, the same token held before: %d (%s)\n", r,
-           detail);
-    int left = -1;
-    (void)RH_WAIT_UNTIL((left = rh_count_holding(e->rc, K, NULL)) == 0, 3000);
-    distlock_client_free(c);
-    assert_int_equal(left, 0);
-    if (r != DISTLOCK_OK) {
-        print_error("distlock_release_token = %d (%s) although it deleted the key on all 3 "
-                    "nodes: \"%s\"\n", r, distlock_strerror(r), detail);
-        fail();
-    }
+    release_token_with_two_replies_lost(e, c, id0, id1, K, T, ", the same token held before");
 }
 
 int main(void)

@@ -21,10 +21,7 @@
  * only: tests/harness/sentinels.py (1 master, 2 replicas, 3 sentinels). */
 #include "test_common.h"
 #include "harness/sentinel_harness.h"
-
-#include <pthread.h>
-#include <poll.h>
-#include <stdatomic.h>
+#include "test_sentinel_calls.h"
 
 #define DATA_PASS "data-pw-1"
 #define COMMAND_TIMEOUT_MS 60000
@@ -38,99 +35,8 @@
  * test_sentinel_call_in_flight_follows_announced_failover's bound) */
 #define FOLLOW_BOUND_MS 10000
 
-enum { OP_ACQUIRE, OP_RELEASE, OP_EXTEND };
 #define TTL_MS 30000
 #define EXTEND_TTL_MS 90000
-
-typedef struct call_out {
-    distlock_client *c;
-    char key[64];
-    int rc;
-    char token[DISTLOCK_TOKEN_MAX + 1];
-    char detail[512];
-    int multi;  /* driven through a distlock_multi (its own timeout, no cap) */
-    int op;     /* OP_ACQUIRE, or a release or an extend of lock (held) */
-    distlock_lock *lock;
-    long long ended_ms;
-    atomic_int done;
-} call_out;
-
-/* The acquire through the non-blocking API, driven as an event loop would:
- * poll() on the multi's descriptor up to distlock_multi_timeout(), then
- * perform; nothing else wakes it. */
-static int acquire_multi(call_out *o, distlock_lock **l)
-{
-    distlock_multi *m = NULL;
-    distlock_op *op = NULL;
-    int rc = distlock_multi_new(o->c, &m);
-    if (rc == DISTLOCK_OK)
-        rc = distlock_multi_acquire(m, o->key, TTL_MS, 0, 0, NULL, &op);
-    while (rc == DISTLOCK_OK && !distlock_op_done(op)) {
-        struct pollfd p = { distlock_multi_fd(m), POLLIN, 0 };
-        long t = distlock_multi_timeout(m);
-        (void)poll(&p, 1, t < 0 || t > 120000 ? 120000 : (int)t);
-        if (distlock_multi_perform(m) < 0)
-            rc = DISTLOCK_EINVAL;
-    }
-    if (op && distlock_op_done(op)) {
-        rc = distlock_op_status(op);
-        snprintf(o->detail, sizeof o->detail, "%s", rc == DISTLOCK_OK ? "" : distlock_op_error(op));
-        *l = distlock_op_take_lock(op);
-    }
-    distlock_multi_free(m);
-    return rc;
-}
-
-static void *call_main(void *p)
-{
-    call_out *o = p;
-    distlock_lock *l = NULL;
-    if (o->op != OP_ACQUIRE) {
-        o->rc = o->op == OP_RELEASE ? distlock_release(o->lock)
-                                    : distlock_extend(o->lock, EXTEND_TTL_MS);
-        snprintf(o->detail, sizeof o->detail, "%s",
-                 o->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    } else if (o->multi) {
-        o->rc = acquire_multi(o, &l);
-    } else {
-        o->rc = distlock_acquire(o->c, o->key, TTL_MS, 0, 0, &l);
-        snprintf(o->detail, sizeof o->detail, "%s",
-                 o->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    }
-    o->ended_ms = rh_now_ms();
-    if (l) {
-        snprintf(o->token, sizeof o->token, "%s", distlock_lock_token(l));
-        distlock_lock_abandon(l);  /* freed, not released: the test looks at the key */
-    }
-    atomic_store(&o->done, 1);
-    return NULL;
-}
-
-/* PTTL of key on the data node at port (-2 absent, -3 error). */
-static long long pttl_on(int port, const char *key)
-{
-    redisContext *d = rh_auth_connect(port, NULL, DATA_PASS);
-    if (d == NULL)
-        return -3;
-    redisReply *r = redisCommand(d, "PTTL %s", key);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
-    if (r)
-        freeReplyObject(r);
-    redisFree(d);
-    return v;
-}
-
-/* A connection to sentinel k (no credentials in this group). */
-static redisContext *sentinel_connect(rh_sentinels *g, int k)
-{
-    struct timeval tv = { 5, 0 };
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", g->sentinel_port[k], tv);
-    if (c && c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
-}
 
 /* The sentinels' connection subscribed to the leader's announcement, its
  * confirmation read. */
@@ -168,24 +74,6 @@ static int wait_announcement(redisContext *sub, char *text, size_t size)
     }
 }
 
-/* The client's thread subscribes each sentinel to five announcement
- * channels: in the sentinel's CLIENT LIST such a connection shows sub=5
- * (the test's own, with one channel, does not count). 1 if sentinel k has
- * one. */
-static int client_listens_on(rh_sentinels *g, int k)
-{
-    redisContext *c = sentinel_connect(g, k);
-    if (c == NULL)
-        return 0;
-    redisReply *r = redisCommand(c, "CLIENT LIST");
-    redisFree(c);
-    int yes = r && (r->type == REDIS_REPLY_STRING || r->type == 14 /* VERB */) &&
-              strstr(r->str, " sub=5 ") != NULL;
-    if (r)
-        freeReplyObject(r);
-    return yes;
-}
-
 /* One trial; 1 if the acquire reported a grant the new master does not
  * have (the old master's answer counted), or (keep_paused: the old master
  * resumed only once the call ended) the call did not end within
@@ -196,23 +84,19 @@ static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep
     int old = rh_sentinels_master(g);
     if (old <= 0)
         return -1;
-    call_out o;
-    memset(&o, 0, sizeof o);
-    atomic_init(&o.done, 0);
-    o.c = c;
-    o.multi = multi;
-    o.op = op;
-    snprintf(o.key, sizeof o.key, "answer-after-announcement-%d-%d-%d-%d", op, multi, keep_paused,
-             n);
-    if (op != OP_ACQUIRE) {
+    char key[64];
+    snprintf(key, sizeof key, "answer-after-announcement-%d-%d-%d-%d", op, multi, keep_paused, n);
+    sentinel_call o = { .c = c, .op = op, .key = key, .multi = multi,
+                        .ttl_ms = op == SC_EXTEND ? EXTEND_TTL_MS : TTL_MS };
+    if (op != SC_ACQUIRE) {
         /* held, and on both replicas (either may be promoted) */
         assert_rc(distlock_acquire(c, o.key, TTL_MS, 0, 0, &o.lock), DISTLOCK_OK);
-        snprintf(o.token, sizeof o.token, "%s", distlock_lock_token(o.lock));
+        snprintf(o.won, sizeof o.won, "%s", distlock_lock_token(o.lock));
         int everywhere = 1;
         for (int k = 0; k < 3; k++)
             if (g->data_port[k] != old)  /* a master converted since: its resync first */
                 everywhere &= RH_WAIT_UNTIL(
-                    rh_sentinels_has(g, g->data_port[k], o.key, o.token) == 1, 20000);
+                    rh_sentinels_has(g, g->data_port[k], o.key, o.won) == 1, 20000);
         if (!everywhere) {
             printf("trial %d: the key did not reach every replica\n", n);
             distlock_lock_abandon(o.lock);
@@ -227,7 +111,7 @@ static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep
     assert_int_equal(rh_sentinels_signal(g, old, 1), 0);
     long long paused = rh_now_ms();
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, call_main, &o), 0);
+    sentinel_call_start(&o, &th);
     int forced = 0;
     for (int tries = 0; tries < 200 && !forced; tries++) {
         redisReply *r = redisCommand(sc, "SENTINEL FAILOVER mymaster");
@@ -253,16 +137,16 @@ static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done), CALL_BOUND_MS);
     long long end_ms = o.ended_ms;
     int now_master = rh_sentinels_wait_master_not(g, old, 30000);
-    int on_old = o.rc == DISTLOCK_OK || op != OP_ACQUIRE ? rh_sentinels_has(g, old, o.key, o.token)
+    int on_old = o.rc == DISTLOCK_OK || op != SC_ACQUIRE ? rh_sentinels_has(g, old, o.key, o.won)
                                                          : -2;
-    int on_new = (o.rc == DISTLOCK_OK || op != OP_ACQUIRE) && now_master > 0
-                     ? rh_sentinels_has(g, now_master, o.key, o.token) : -2;
-    long long pttl = now_master > 0 ? pttl_on(now_master, o.key) : -3;
+    int on_new = (o.rc == DISTLOCK_OK || op != SC_ACQUIRE) && now_master > 0
+                     ? rh_sentinels_has(g, now_master, o.key, o.won) : -2;
+    long long pttl = now_master > 0 ? pttl_on(now_master, DATA_PASS, o.key) : -3;
     int lost = o.lock ? distlock_lock_lost(o.lock) : 0;
     printf("trial %d (%s %s): old master %d paused; announced %lld ms later (%s); resumed %lld ms "
            "after the announcement; the call ended %lld ms after the announcement: rc %d %s; new "
            "master %d has the key with its token: %d (PTTL %lld ms); old master: %d; lock lost: %d\n",
-           n, op == OP_ACQUIRE ? "acquire" : op == OP_RELEASE ? "release" : "extend",
+           n, op == SC_ACQUIRE ? "acquire" : op == SC_RELEASE ? "release" : "extend",
            multi ? "multi" : "blocking", old, announced - paused, text, resumed - announced,
            end_ms - announced, o.rc, o.detail, now_master, on_new, pttl, on_old, lost);
     if (o.lock)
@@ -274,9 +158,9 @@ static int trial(rh_sentinels *g, distlock_client *c, int n, int multi, int keep
         return -1;
     if (keep_paused && end_ms - announced > FOLLOW_BOUND_MS)
         return 1;
-    if (op == OP_RELEASE)  /* released where the lock is now; never "not ours" of a held lock */
+    if (op == SC_RELEASE)  /* released where the lock is now; never "not ours" of a held lock */
         return o.rc == DISTLOCK_ENOTOWNER || lost || (o.rc == DISTLOCK_OK && on_new != 0);
-    if (op == OP_EXTEND)  /* extended where the lock is now; never lost while held there */
+    if (op == SC_EXTEND)  /* extended where the lock is now; never lost while held there */
         return o.rc == DISTLOCK_ENOTOWNER || lost ||
                (o.rc == DISTLOCK_OK && (on_new != 1 || pttl <= TTL_MS));
     return o.rc == DISTLOCK_OK && on_new != 1;
@@ -291,16 +175,8 @@ static void run(int multi, int keep_paused, int op)
                                .failover_timeout_ms = 3000 };
     rh_sentinels *g = rh_sentinels_start(&opts);
     assert_non_null(g);
-    distlock_client *c = NULL;
-    assert_rc(distlock_client_new(g->uri, &c), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS),
-              DISTLOCK_OK);
-    /* its connection to the master made, and the sentinels' subscriptions */
-    distlock_lock *warm = NULL;
-    assert_rc(distlock_acquire(c, "answer-after-announcement-warm", 30000, 0, 0, &warm),
-              DISTLOCK_OK);
-    assert_rc(distlock_release(warm), DISTLOCK_OK);
-    distlock_lock_free(warm);
+    distlock_client *c = sentinel_call_client(g, 0, COMMAND_TIMEOUT_MS,
+                                              "answer-after-announcement-warm");
     assert_true(RH_WAIT_UNTIL(client_listens_on(g, 0), 10000));
 
     int wrong = 0, ran = 0;
@@ -315,7 +191,7 @@ static void run(int multi, int keep_paused, int op)
     }
     printf("trials run: %d; %s: %d\n", ran,
            keep_paused ? "calls not ended within the bound"
-           : op == OP_ACQUIRE ? "grants of the replaced master counted"
+           : op == SC_ACQUIRE ? "grants of the replaced master counted"
                               : "outcomes not true of the new master",
            wrong);
     distlock_client_free(c);
@@ -327,13 +203,13 @@ static void run(int multi, int keep_paused, int op)
 static void test_answer_of_replaced_master_is_not_counted(void **state)
 {
     (void)state;
-    run(0, 0, OP_ACQUIRE);
+    run(0, 0, SC_ACQUIRE);
 }
 
 static void test_answer_of_replaced_master_is_not_counted_multi(void **state)
 {
     (void)state;
-    run(1, 0, OP_ACQUIRE);
+    run(1, 0, SC_ACQUIRE);
 }
 
 /* The old master stays paused: the multi's own timeout brings the look at
@@ -341,7 +217,7 @@ static void test_answer_of_replaced_master_is_not_counted_multi(void **state)
 static void test_multi_call_in_flight_follows_announced_failover(void **state)
 {
     (void)state;
-    run(1, 1, OP_ACQUIRE);
+    run(1, 1, SC_ACQUIRE);
 }
 
 /* A release out on the old master when the announcement comes: released
@@ -350,14 +226,14 @@ static void test_multi_call_in_flight_follows_announced_failover(void **state)
 static void test_release_in_flight_at_announcement(void **state)
 {
     (void)state;
-    run(0, 0, OP_RELEASE);
+    run(0, 0, SC_RELEASE);
 }
 
 /* An extend: extended on the new master, or a failure; never lost. */
 static void test_extend_in_flight_at_announcement(void **state)
 {
     (void)state;
-    run(0, 0, OP_EXTEND);
+    run(0, 0, SC_EXTEND);
 }
 
 int main(void)

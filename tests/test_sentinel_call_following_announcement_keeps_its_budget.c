@@ -13,67 +13,20 @@
  * Real processes only: tests/harness/sentinels.py. */
 #include "test_common.h"
 #include "harness/sentinel_harness.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
+#include "test_sentinel_calls.h"
 
 #define DATA_PASS "data-pw-1"
 #define KEY "follow-keeps-budget"
 #define CONNECT_TIMEOUT_MS 300
 #define COMMAND_TIMEOUT_MS 4000
-/* the sentinels' lookup: the connect timeout, and 50 ms over it for their
- * answer (nodekind.c sentinel_open) */
-#define LOOKUP_MS (CONNECT_TIMEOUT_MS + 50)
+/* the sentinels' lookup: the connect timeout, and the call's backstop half
+ * of it over that for their answer (nodekind.c sentinel_open) */
+#define LOOKUP_MS (CONNECT_TIMEOUT_MS + CONNECT_TIMEOUT_MS / 2)
 #define BUDGET_MS (COMMAND_TIMEOUT_MS + 2 * (LOOKUP_MS + CONNECT_TIMEOUT_MS))
 /* scheduling on a loaded machine under sanitizers */
 #define SLACK_MS 500
 /* the failover is asked for this long into the call's command timeout */
 #define FAILOVER_AT_MS 3000
-
-typedef struct call_out {
-    distlock_client *c;
-    char token[64];
-    int rc;
-    char detail[512];
-    long long started_ms, ended_ms;
-    atomic_int done;
-} call_out;
-
-static void *call_main(void *p)
-{
-    call_out *o = p;
-    o->rc = distlock_release_token(o->c, KEY, o->token);
-    o->ended_ms = rh_now_ms();
-    snprintf(o->detail, sizeof o->detail, "%s", o->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    atomic_store(&o->done, 1);
-    return NULL;
-}
-
-static redisContext *sentinel_connect(rh_sentinels *g, int k)
-{
-    struct timeval tv = { 30, 0 };
-    redisContext *c = redisConnectWithTimeout("127.0.0.1", g->sentinel_port[k], tv);
-    if (c && c->err) {
-        redisFree(c);
-        return NULL;
-    }
-    return c;
-}
-
-/* The client's thread listens on sentinel k (CLIENT LIST: sub=5). */
-static int client_listens_on(rh_sentinels *g, int k)
-{
-    redisContext *c = sentinel_connect(g, k);
-    if (c == NULL)
-        return 0;
-    redisReply *r = redisCommand(c, "CLIENT LIST");
-    redisFree(c);
-    int yes = r && (r->type == REDIS_REPLY_STRING || r->type == 14 /* VERB */) &&
-              strstr(r->str, " sub=5 ") != NULL;
-    if (r)
-        freeReplyObject(r);
-    return yes;
-}
 
 static void test_call_following_announcement_keeps_its_budget(void **state)
 {
@@ -85,22 +38,13 @@ static void test_call_following_announcement_keeps_its_budget(void **state)
     assert_non_null(g);
     int old = rh_sentinels_master(g);
     assert_true(old > 0);
-    call_out o;
-    memset(&o, 0, sizeof o);
-    atomic_init(&o.done, 0);
-    assert_rc(distlock_client_new(g->uri, &o.c), DISTLOCK_OK);
-    assert_rc(distlock_client_set(o.c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CONNECT_TIMEOUT_MS),
-              DISTLOCK_OK);
-    assert_rc(distlock_client_set(o.c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS),
-              DISTLOCK_OK);
-    distlock_lock *warm = NULL;
-    assert_rc(distlock_acquire(o.c, "follow-keeps-budget-warm", 30000, 0, 0, &warm), DISTLOCK_OK);
-    assert_rc(distlock_release(warm), DISTLOCK_OK);
-    distlock_lock_free(warm);
+    char token[64];
+    sentinel_call o = { .op = SC_RELEASE, .key = KEY, .token = token };
+    o.c = sentinel_call_client(g, CONNECT_TIMEOUT_MS, COMMAND_TIMEOUT_MS, KEY "-warm");
     assert_true(RH_WAIT_UNTIL(client_listens_on(g, 0), 10000));
     /* the call: a release (one round, no undo after it) */
-    assert_rc(distlock_token_generate(o.token, sizeof o.token), DISTLOCK_OK);
-    assert_rc(distlock_acquire_token(o.c, KEY, 60000, o.token, 0, NULL), DISTLOCK_OK);
+    assert_rc(distlock_token_generate(token, sizeof token), DISTLOCK_OK);
+    assert_rc(distlock_acquire_token(o.c, KEY, 60000, token, 0, NULL), DISTLOCK_OK);
 
     redisContext *sub = sentinel_connect(g, 0);
     assert_non_null(sub);
@@ -110,8 +54,8 @@ static void test_call_following_announcement_keeps_its_budget(void **state)
 
     assert_int_equal(rh_sentinels_signal(g, old, 1), 0);
     pthread_t th;
-    o.started_ms = rh_now_ms();  /* (the call's start, as the thread begins) */
-    assert_int_equal(pthread_create(&th, NULL, call_main, &o), 0);
+    long long started = rh_now_ms();  /* (the call's start, as the thread begins) */
+    sentinel_call_start(&o, &th);
     /* the scenario's timing: the failover late in the call's budget */
     rh_sleep_ms(FAILOVER_AT_MS);
     redisContext *sc = sentinel_connect(g, 0);
@@ -143,11 +87,11 @@ static void test_call_following_announcement_keeps_its_budget(void **state)
     }
     redisFree(sub);
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done), 3 * COMMAND_TIMEOUT_MS);
-    long long took = o.ended_ms - o.started_ms;
+    long long took = o.ended_ms - started;
     printf("old master %d paused; failover asked %d ms into the call, announced %lld ms into it "
            "(new master %d, paused at once); the call took %lld ms (budget %d ms: command %d + "
            "2 x (lookup %d + connect %d)): rc %d %s\n",
-           old, FAILOVER_AT_MS, announced - o.started_ms, promoted, ended ? took : -1, BUDGET_MS,
+           old, FAILOVER_AT_MS, announced - started, promoted, ended ? took : -1, BUDGET_MS,
            COMMAND_TIMEOUT_MS, LOOKUP_MS, CONNECT_TIMEOUT_MS, o.rc, o.detail);
     if (promoted > 0)
         (void)rh_sentinels_signal(g, promoted, 0);

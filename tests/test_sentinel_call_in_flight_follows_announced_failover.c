@@ -12,9 +12,7 @@
  * (1 master, 2 replicas, 3 sentinels). */
 #include "test_common.h"
 #include "harness/sentinel_harness.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
+#include "test_sentinel_calls.h"
 
 #define DATA_PASS "data-pw-1"
 #define KEY "sentinel-call-in-flight"
@@ -22,30 +20,6 @@
 /* from the new master named to the call's end: lookup, connect, ROLE and
  * the call, and a promotion not yet done (calls fail at once meanwhile) */
 #define FOLLOW_BOUND_MS 10000
-
-typedef struct call_out {
-    distlock_client *c;
-    int rc;
-    char token[DISTLOCK_TOKEN_MAX + 1];
-    char detail[512];
-    long long ended_ms;
-    atomic_int done;
-} call_out;
-
-static void *call_main(void *p)
-{
-    call_out *o = p;
-    distlock_lock *l = NULL;
-    o->rc = distlock_acquire(o->c, KEY, 30000, 0, 0, &l);
-    o->ended_ms = rh_now_ms();
-    snprintf(o->detail, sizeof o->detail, "%s", o->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    if (l) {
-        snprintf(o->token, sizeof o->token, "%s", distlock_lock_token(l));
-        distlock_lock_abandon(l);  /* freed, not released: the test looks at the key */
-    }
-    atomic_store(&o->done, 1);
-    return NULL;
-}
 
 static void test_call_in_flight_to_paused_master_follows_announced_failover(void **state)
 {
@@ -58,29 +32,20 @@ static void test_call_in_flight_to_paused_master_follows_announced_failover(void
     int old = rh_sentinels_master(g);
     assert_true(old > 0);
 
-    call_out o;
-    memset(&o, 0, sizeof o);
-    atomic_init(&o.done, 0);
-    assert_rc(distlock_client_new(g->uri, &o.c), DISTLOCK_OK);
-    assert_rc(distlock_client_set(o.c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS),
-              DISTLOCK_OK);
-    /* its connection to the master made, and the sentinels' subscriptions */
-    distlock_lock *warm = NULL;
-    assert_rc(distlock_acquire(o.c, KEY "-warm", 30000, 0, 0, &warm), DISTLOCK_OK);
-    assert_rc(distlock_release(warm), DISTLOCK_OK);
-    distlock_lock_free(warm);
+    sentinel_call o = { .op = SC_ACQUIRE, .key = KEY, .ttl_ms = 30000 };
+    o.c = sentinel_call_client(g, 0, COMMAND_TIMEOUT_MS, KEY "-warm");
 
     assert_int_equal(rh_sentinels_signal(g, old, 1), 0);
     long long paused = rh_now_ms();
     pthread_t th;
-    assert_int_equal(pthread_create(&th, NULL, call_main, &o), 0);
+    sentinel_call_start(&o, &th);
     int now_master = rh_sentinels_wait_master_not(g, old, 30000);
     long long named = rh_now_ms();
     assert_true(now_master > 0);
 
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done), COMMAND_TIMEOUT_MS + 10000);
     long long after = ended ? o.ended_ms - named : -1;
-    int has = o.rc == DISTLOCK_OK ? rh_sentinels_has(g, now_master, KEY, o.token) : -2;
+    int has = o.rc == DISTLOCK_OK ? rh_sentinels_has(g, now_master, KEY, o.won) : -2;
     printf("old master %d paused; new master %d named %lld ms later; the call ended %lld ms "
            "after that (bound %d ms; command timeout %d ms): rc %d %s; new master has the "
            "key with its token: %d\n",

@@ -17,9 +17,7 @@
  * only: tests/harness/sentinels.py (1 master, 2 replicas, 3 sentinels). */
 #include "test_common.h"
 #include "harness/sentinel_harness.h"
-
-#include <pthread.h>
-#include <stdatomic.h>
+#include "test_sentinel_calls.h"
 
 #define DATA_PASS "data-pw-1"
 #define CONNECT_TIMEOUT_MS 600
@@ -31,34 +29,6 @@
  * after the first send ran. */
 #define TTL_MS 30000
 #define EXTEND_TTL_MS 90000
-
-enum { OP_RELEASE, OP_EXTEND };
-
-typedef struct call_out {
-    distlock_client *c;
-    int op;
-    const char *key, *token;
-    int rc;
-    long validity;
-    char detail[512];
-    long long ended_ms;
-    atomic_int done;
-} call_out;
-
-static void *call_main(void *p)
-{
-    call_out *o = p;
-    if (o->op == OP_RELEASE)
-        o->rc = distlock_release_token(o->c, o->key, o->token);
-    else if (o->op == OP_EXTEND)
-        o->rc = distlock_extend_token(o->c, o->key, o->token, EXTEND_TTL_MS, &o->validity);
-    else
-        o->rc = distlock_acquire_token(o->c, o->key, TTL_MS, o->token, 0, &o->validity);
-    o->ended_ms = rh_now_ms();
-    snprintf(o->detail, sizeof o->detail, "%s", o->rc == DISTLOCK_OK ? "" : distlock_last_error());
-    atomic_store(&o->done, 1);
-    return NULL;
-}
 
 /* Bytes a server-side connection on port has received and not read (the
  * most of any): while the server sleeps, a request written to it shows
@@ -79,20 +49,6 @@ static long unread_on(int port)
     }
     fclose(f);
     return most;
-}
-
-/* PTTL of key on the data node at port (-2 absent). */
-static long long pttl_on(int port, const char *key)
-{
-    redisContext *d = rh_auth_connect(port, NULL, DATA_PASS);
-    if (d == NULL)
-        return -3;
-    redisReply *r = redisCommand(d, "PTTL %s", key);
-    long long v = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -3;
-    if (r)
-        freeReplyObject(r);
-    redisFree(d);
-    return v;
 }
 
 /* The client's reconnections (every node: distlock_client_stats names
@@ -133,14 +89,10 @@ static void run(int op, const char *what, int kill_refused)
         freeReplyObject(r);
         redisFree(d);
     }
-    distlock_client *c = NULL;
-    assert_rc(distlock_client_new(g->uri, &c), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CONNECT_TIMEOUT_MS),
-              DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_TIMEOUT_MS),
-              DISTLOCK_OK);
+    distlock_client *c = sentinel_call_client(g, CONNECT_TIMEOUT_MS, COMMAND_TIMEOUT_MS,
+                                              "resent-when-forgotten-warm");
     char key[64], token[64], other_token[64];
-    snprintf(key, sizeof key, "resent-when-forgotten-%s-%d", op == OP_RELEASE ? "release" : "extend",
+    snprintf(key, sizeof key, "resent-when-forgotten-%s-%d", op == SC_RELEASE ? "release" : "extend",
              kill_refused);
     assert_rc(distlock_token_generate(token, sizeof token), DISTLOCK_OK);
     assert_rc(distlock_token_generate(other_token, sizeof other_token), DISTLOCK_OK);
@@ -158,12 +110,9 @@ static void run(int op, const char *what, int kill_refused)
     while (!done)
         assert_int_equal(redisBufferWrite(blk, &done), REDIS_OK);
     long long slept = rh_now_ms();
-    call_out o;
-    memset(&o, 0, sizeof o);
-    atomic_init(&o.done, 0);
-    o.c = c, o.op = op, o.key = key, o.token = token;
+    sentinel_call o = { .c = c, .op = op, .key = key, .token = token, .ttl_ms = EXTEND_TTL_MS };
     pthread_t th, th2;
-    assert_int_equal(pthread_create(&th, NULL, call_main, &o), 0);
+    sentinel_call_start(&o, &th);
     int queued = RH_WAIT_UNTIL(unread_on(master) >= REQUEST_BYTES_MIN, 500);
     long long out_ms = rh_now_ms();
 
@@ -172,11 +121,9 @@ static void run(int op, const char *what, int kill_refused)
      * release of a lock nobody holds: nothing after it asks the sentinels
      * again (a failed acquire's undo would, and the master known again at
      * once would leave the call under test nothing to see). */
-    call_out f;
-    memset(&f, 0, sizeof f);
-    atomic_init(&f.done, 0);
-    f.c = c, f.op = OP_RELEASE, f.key = "resent-when-forgotten-other", f.token = other_token;
-    assert_int_equal(pthread_create(&th2, NULL, call_main, &f), 0);
+    sentinel_call f = { .c = c, .op = SC_RELEASE, .key = "resent-when-forgotten-other",
+                        .token = other_token };
+    sentinel_call_start(&f, &th2);
 
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done) && atomic_load(&f.done), 20000);
     redisReply *r = NULL;
@@ -204,7 +151,7 @@ static void run(int op, const char *what, int kill_refused)
         redisFree(d);
     printf("%s: the master's CLIENT KILL count: %s\n", what, kills);
     int has = rh_sentinels_has(g, master, key, token);
-    long long pttl = pttl_on(master, key);
+    long long pttl = pttl_on(master, DATA_PASS, key);
     printf("%s: master %d asleep %s s; the call in its socket %lld ms after: %d; it ended %lld "
            "ms after the sleep began: rc %d %s (validity %ld ms); the other call ended %lld ms "
            "after: rc %d %s; the master has the key with the token: %d, PTTL %lld ms; reconnections: %llu\n",
@@ -224,7 +171,7 @@ static void run(int op, const char *what, int kill_refused)
     assert_true(followed >= 1);
     assert_true(kill_calls + kill_rejected >= 1);
     assert_rc(o.rc, DISTLOCK_OK);
-    if (op == OP_RELEASE) {
+    if (op == SC_RELEASE) {
         assert_int_equal(has, 0);
     } else {
         assert_int_equal(has, 1);
@@ -235,13 +182,13 @@ static void run(int op, const char *what, int kill_refused)
 static void test_release_resent_after_another_call_forgot_the_master(void **state)
 {
     (void)state;
-    run(OP_RELEASE, "release", 0);
+    run(SC_RELEASE, "release", 0);
 }
 
 static void test_extend_resent_after_another_call_forgot_the_master(void **state)
 {
     (void)state;
-    run(OP_EXTEND, "extend", 0);
+    run(SC_EXTEND, "extend", 0);
 }
 
 /* The same where the server refuses CLIENT KILL: the release out on the
@@ -249,7 +196,7 @@ static void test_extend_resent_after_another_call_forgot_the_master(void **state
 static void test_release_when_another_call_forgot_the_master_kill_refused(void **state)
 {
     (void)state;
-    run(OP_RELEASE, "release, CLIENT KILL refused", 1);
+    run(SC_RELEASE, "release, CLIENT KILL refused", 1);
 }
 
 int main(void)

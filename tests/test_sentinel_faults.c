@@ -845,6 +845,29 @@ static void test_slow_promotion_keeps_the_client_off_the_old_master(void **state
     assert_int_equal(lost_late, 0);
 }
 
+/* The setup of the resubscription tests: the replicas refuse SLAVEOF, so
+ * a failover stays under way until the leader gives up (set_timeout, a
+ * SENTINEL SET of its failover-timeout); a looper client whose sentinel
+ * connections go through *fp, its connection made, subscribed to every
+ * sentinel. */
+static struct looper *looper_through_proxy_while_promotion_refused(rh_sentinels *g,
+                                                                   const char *set_timeout,
+                                                                   fp_proxy **fp)
+{
+    replicas_refuse_promotion(g);
+    assert_true(command_ok(g->sentinel_port[0], SENT_USER, SENT_PASS, set_timeout));
+    *fp = fp_start(g->sentinel_port, 3);
+    assert_non_null(*fp);
+    char uri[512];
+    proxied_group_uri(uri, sizeof uri, *fp);
+    struct looper *lp = calloc(1, sizeof *lp);
+    assert_non_null(lp);
+    lp->c = sentinel_client(uri);
+    warm(lp->c);
+    wait_subscribed(g, ALL_SENTINELS);
+    return lp;
+}
+
 /* The client's subscription to the failover's leader is being replaced
  * (silent: its PING unanswered) when the leader announces
  * +failover-state-wait-promotion: the announcement is published while the
@@ -859,19 +882,11 @@ static void test_promotion_announced_while_resubscribing_keeps_the_client_off_th
 {
     rh_sentinels *g = *state;
     int old = first_master(g);
-    replicas_refuse_promotion(g);
     /* the leader's patience: long enough for the client to subscribe again
      * (within 2 s of the release below) well before the abort */
-    assert_true(command_ok(g->sentinel_port[0], SENT_USER, SENT_PASS,
-                           "SENTINEL SET mymaster failover-timeout 8000"));
-    fp_proxy *fp = fp_start(g->sentinel_port, 3);
-    assert_non_null(fp);
-    char uri[512];
-    proxied_group_uri(uri, sizeof uri, fp);
-    struct looper *lp = calloc(1, sizeof *lp);
-    lp->c = sentinel_client(uri);
-    warm(lp->c);
-    wait_subscribed(g, ALL_SENTINELS);
+    fp_proxy *fp = NULL;
+    struct looper *lp = looper_through_proxy_while_promotion_refused(
+        g, "SENTINEL SET mymaster failover-timeout 8000", &fp);
     long long before[3];
     newest_subscriptions(g, before);
     int sub0 = fp_last_conn(fp, 0);
@@ -937,17 +952,9 @@ static void test_abort_announced_while_resubscribing_brings_the_client_back(void
 {
     rh_sentinels *g = *state;
     int old = first_master(g);
-    replicas_refuse_promotion(g);
-    assert_true(command_ok(g->sentinel_port[0], SENT_USER, SENT_PASS,
-                           "SENTINEL SET mymaster failover-timeout 4000"));
-    fp_proxy *fp = fp_start(g->sentinel_port, 3);
-    assert_non_null(fp);
-    char uri[512];
-    proxied_group_uri(uri, sizeof uri, fp);
-    struct looper *lp = calloc(1, sizeof *lp);
-    lp->c = sentinel_client(uri);
-    warm(lp->c);
-    wait_subscribed(g, ALL_SENTINELS);
+    fp_proxy *fp = NULL;
+    struct looper *lp = looper_through_proxy_while_promotion_refused(
+        g, "SENTINEL SET mymaster failover-timeout 4000", &fp);
     redisContext *sub = leader_announcements(g);
     pthread_t th;
     assert_int_equal(pthread_create(&th, NULL, loop_main, lp), 0);

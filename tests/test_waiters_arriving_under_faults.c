@@ -415,11 +415,6 @@ static void test_reentrant_owner_not_queued_behind_waiters_of_its_key(void **sta
     assert_holding(rc, key, NULL, 0);
 }
 
-/* A Sentinel group: a thread waits with the turn and a call queued behind
- * it (re-checks 10-20 s apart) for a key another client holds; the master
- * is killed and a replica promoted. The holder's release on the new master
- * serves both, each within a few seconds of the release, not at a
- * re-check: the subscription follows the failover and the turn goes on. */
 /* Lock attempts (attempt_commands_run's count) the data node at port has
  * run: a Sentinel group's node, not a harness node. */
 static long long port_attempt_commands(int port)
@@ -427,14 +422,7 @@ static long long port_attempt_commands(int port)
     struct timeval tv = { 2, 0 };
     redisContext *ctx = redisConnectWithTimeout("127.0.0.1", port, tv);
     redisReply *r = ctx && !ctx->err ? redisCommand(ctx, "INFO commandstats") : NULL;
-    long long n = 0;
-    const char *names[] = { "cmdstat_evalsha:calls=", "cmdstat_eval:calls=",
-                            "cmdstat_set:calls=" };
-    for (int i = 0; i < 3 && r && r->type == REDIS_REPLY_STRING; i++) {
-        const char *p = strstr(r->str, names[i]);
-        if (p)
-            n += atoll(p + strlen(names[i]));
-    }
+    long long n = attempt_commands_in(r);
     if (r)
         freeReplyObject(r);
     if (ctx)
@@ -442,6 +430,11 @@ static long long port_attempt_commands(int port)
     return n;
 }
 
+/* A Sentinel group: a thread waits with the turn and a call queued behind
+ * it (re-checks 10-20 s apart) for a key another client holds; the master
+ * is killed and a replica promoted. The holder's release on the new master
+ * serves both, each within a few seconds of the release, not at a
+ * re-check: the subscription follows the failover and the turn goes on. */
 static void test_turn_and_queued_arrival_served_after_a_sentinel_failover(void **state)
 {
     (void)state;
