@@ -39,10 +39,10 @@
  * connection past its due time is dropped and made again.
  *
  * Nor is a connection kept once its node's kind says it leads to the wrong
- * server, checked every CURRENT_MS: a Sentinel node's connection made under
- * an endpoint state the kind's `current` hook no longer accepts (a failover
- * was announced, or a round found the master gone) is dropped and its
- * master asked for again; on a Cluster node a channel whose slot the
+ * server, checked every DISTLOCK__CURRENT_CHECK_MS (transport.h): a
+ * Sentinel node's connection made under an endpoint state the kind's
+ * `current` hook no longer accepts (a failover was announced, or a round
+ * found the master gone) is dropped and its master asked for again; on a Cluster node a channel whose slot the
  * transport's map now gives to another master (or another address) is
  * placed again there. A Cluster master that did not answer (or is marked
  * down in the map) is not asked again for its channels at once: they are
@@ -80,11 +80,6 @@
  * re-check when the subscription is confirmed again). One PING a second per
  * connection costs the server nothing measurable. */
 #define PING_MS 1000
-/* How often the kinds' view of where a connection should lead (a Sentinel
- * node's endpoint state, a Cluster node's slot map) is compared with the
- * connections: a few atomic loads and one lock per Cluster node, so a
- * failover costs a waiter no more than this on top of the new connection. */
-#define CURRENT_MS 200
 
 /* A channel MOVED this many times in a row is placed again only after a
  * pause (a slot changing hands: both masters may name the other a while). */
@@ -811,7 +806,7 @@ int distlock__pubsub_interest(distlock__pubsub *ps, struct pollfd *pfd, uint64_t
     uint64_t now = distlock__now_us();
     if (now >= ps->current_at_us) {
         check_current(ps);
-        ps->current_at_us = now + (uint64_t)CURRENT_MS * 1000u;
+        ps->current_at_us = now + (uint64_t)DISTLOCK__CURRENT_CHECK_MS * 1000u;
     }
     /* connections to open first (each opening drops the mutex: look again) */
     while (cluster_step(ps, now) || nodes_open(ps, now))

@@ -122,10 +122,6 @@
 /* Connections idle longer than this are checked for a server-side close
  * before use. */
 #define IDLE_CHECK_US 200000u
-/* A call out on a connection whose node may lead elsewhere later (a
- * Sentinel node: an announced failover) looks again this often whether it
- * still does (the subscriber's interval, pubsub.c's CURRENT_MS). */
-#define CURRENT_CHECK_US 200000u
 /* A connection that has owed replies this long is given up too: the node
  * may be gone for good (no RST ever comes), and a new connection probes it. */
 #define STALE_CLOSE_US 30000000u
@@ -883,7 +879,7 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
                 continue;
         }
         /* The old server may be hung: the call follows the node within
-         * CURRENT_CHECK_US, not after the rest of its timeout. */
+         * DISTLOCK__CURRENT_CHECK_MS, not after the rest of its timeout. */
         if (led_elsewhere(t, cs, r, i) && r->state != DISTLOCK__R_PENDING)
             continue;
         if (now >= r->deadline_us) {
@@ -923,8 +919,9 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
         }
         if (r->deadline_us < next)
             next = r->deadline_us;
-        if (t->kind[i]->current && conn->stream.ctx && now + CURRENT_CHECK_US < next)
-            next = now + CURRENT_CHECK_US;
+        if (t->kind[i]->current && conn->stream.ctx &&
+            now + (uint64_t)DISTLOCK__CURRENT_CHECK_MS * 1000u < next)
+            next = now + (uint64_t)DISTLOCK__CURRENT_CHECK_MS * 1000u;
         if (rr->decided && !r->call->trailing && rr->grace_end < next)
             next = rr->grace_end;
         if (conn->stream.ctx == NULL) {

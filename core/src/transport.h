@@ -528,6 +528,13 @@ typedef struct distlock__clconns {
  * hooks run on the round's thread, inside its steps (conn.h has what they
  * may do to a node's call: restart it, open a connection, flush). */
 struct distlock__transport;
+/* How often a call out on a node (round.c) and the subscriber's
+ * connections (pubsub.c) compare where the node's kind says a connection
+ * should lead with where it does (a Sentinel node's endpoint state, a
+ * Cluster node's slot map): a few atomic loads, so a failover costs a call
+ * or a waiter no more than this on top of the new connection. */
+#define DISTLOCK__CURRENT_CHECK_MS 200
+
 typedef struct distlock__node_kind {
     const char *name;
     /* A key moves between the node's servers (Cluster: slots migrate): a
@@ -554,7 +561,8 @@ typedef struct distlock__node_kind {
     int (*route)(struct distlock__transport *t, struct distlock__connset *cs,
                  struct distlock__result *r, int i);
     /* May conns[i] still be used (Sentinel: it leads to the master known
-     * now)? NULL: yes. */
+     * now)? NULL: yes. Asked before each call, and every
+     * DISTLOCK__CURRENT_CHECK_MS of a call out or a subscription. */
     int (*current)(struct distlock__transport *t, int i, const struct distlock__conn *conn);
     /* No connection: where to connect. Opens one (0) or starts a lookup
      * (r->deferred, -1), or fails r (-1). */
