@@ -459,14 +459,18 @@ static void run_lost(rh_sentinels *g, int wait_replicas)
     int replicas[2], nr = 0;
     for (int k = 0; k < 3; k++)
         if (g->data_port[k] != master) replicas[nr++] = g->data_port[k];
-    /* a first owner of the fenced key, replicated everywhere */
+    /* a first owner of the fenced key, replicated everywhere (b: without
+     * WAIT's 100 ms, which a replica still resyncing after the test before
+     * can miss on a loaded machine; the WAIT below waits for both) */
     distlock_lock *l0 = NULL;
-    assert_rc(distlock_acquire(a, "s-fenced", 60000, 0, DISTLOCK_FENCING, &l0), DISTLOCK_OK);
+    assert_rc(distlock_acquire(b, "s-fenced", 60000, 0, DISTLOCK_FENCING, &l0), DISTLOCK_OK);
     int64_t resource_last = distlock_lock_fence(l0);   /* the resource accepted it */
     assert_rc(distlock_release(l0), DISTLOCK_OK);
     distlock_lock_free(l0);
-    redisReply *r = data_cmd(master, "WAIT 2 5000");
+    redisReply *r = data_cmd(master, "WAIT 2 20000");
     assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_INTEGER);
+    assert_int_equal(r->integer, 2);
     freeReplyObject(r);
 
     for (int k = 0; k < nr; k++) assert_int_equal(rh_sentinels_signal(g, replicas[k], 1), 0);
