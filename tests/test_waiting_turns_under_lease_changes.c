@@ -51,10 +51,12 @@ static void hand_over(rh_cluster *rc, const char *key, long lease_ms)
 }
 
 /* The key is held for a minute; two threads wait (fencing), re-checks 20 s apart:
- * the first (with the turn) for 1.5 s, the second for 30 s. The key is
- * handed to another owner with a 2.5 s lease; the first sees it, gives up
- * at its deadline, and the new owner never releases. The second takes the
- * key at that lease's end, not at its own 20 s timer. */
+ * the first (with the turn) for 5 s, the second for 30 s. The key is
+ * handed to another owner with a lease that ends 3 s after the first's
+ * deadline (5 s leave the first the time to subscribe and look on a loaded
+ * machine); the first sees it, gives up at its deadline, and the new owner
+ * never releases. The second takes the key at that lease's end, not at its
+ * own 20 s timer. */
 static void test_waiter_without_turn_takes_key_at_a_shorter_lease_seen_later(void **state)
 {
     rh_cluster *rc = *state;
@@ -64,13 +66,13 @@ static void test_waiter_without_turn_takes_key_at_a_shorter_lease_seen_later(voi
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, key, 60000, 0, 0, &held), DISTLOCK_OK);
 
-    waiting_thread first = { .c = c, .key = key, .wait_ms = 1500, .flags = waiter_flags };
+    waiting_thread first = { .c = c, .key = key, .wait_ms = 5000, .flags = waiter_flags };
     start_turn_holder(rc, &first, 10000);
     waiting_thread next = { .c = c, .key = key, .wait_ms = 30000, .flags = waiter_flags };
     waiting_thread_start_sleeping(&next);
 
-    hand_over(rc, key, 2500);
-    long long lease_end = rh_now_ms() + 2500;
+    long long lease_end = first.started_ms + first.wait_ms + 3000;
+    hand_over(rc, key, (long)(lease_end - rh_now_ms()));
     pthread_join(first.t, NULL);
     assert_rc(first.rc, DISTLOCK_NOTACQUIRED);
     /* the first gave up while the new lease still ran */
