@@ -8,12 +8,10 @@
  * key is replicated (WAIT), the master paused, its replica promoted; the
  * holder's release then runs on the new master, which SPUBLISHes there.
  * The waiter's re-checks are 15-30 s apart and the holder's TTL 60 s, so
- * only the release notification can end the wait within 1.5 s. The master
- * is paused only once it answered the waiter's two attempts (the first,
- * and the one after its subscription): an attempt left on the paused
- * master fails and ends the wait with that error, as documented, and no
- * timer's re-check falls in the pause and the promotion (4 s under TSan on
- * a loaded machine). Real
+ * only the release notification can end the wait within 1.5 s; none falls
+ * in the pause and the promotion (4 s under TSan on a loaded machine), and
+ * the master is paused only once it answered both of the waiter's
+ * attempts (attempt_commands_on). Real
  * processes only: 3 masters + 3 replicas. */
 #include "test_common.h"
 #include "test_wake_waiter.h"

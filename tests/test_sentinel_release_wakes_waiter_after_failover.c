@@ -59,12 +59,16 @@ static void release_after_failover_wakes_waiter(int kill_old, long command_ms)
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder, KEY, HOLD_TTL_MS, 0, 0, &held), DISTLOCK_OK);
 
+    long long attempts = attempt_commands_on(rh_auth_connect(old, NULL, DATA_PASS));
+    assert_true(attempts >= 0);
     wake_waiter a;
     wake_waiter_start(&a, waiter, KEY, 5000, WAIT_MS);
 
-    /* the waiter's subscription is on the master; the key on both replicas */
+    /* the waiter's subscription is on the master, both its attempts
+     * answered there; the key on both replicas */
     assert_true(RH_WAIT_UNTIL(
-        channel_subscribers(rh_auth_connect(old, NULL, DATA_PASS), CHANNEL) == 1, 10000));
+        channel_subscribers(rh_auth_connect(old, NULL, DATA_PASS), CHANNEL) == 1 &&
+        attempt_commands_on(rh_auth_connect(old, NULL, DATA_PASS)) >= attempts + 2, 10000));
     for (int k = 0; k < 3; k++)
         if (g->data_port[k] > 0 && g->data_port[k] != old)
             assert_true(RH_WAIT_UNTIL(rh_sentinels_has(g, g->data_port[k], KEY, NULL) > 0, 10000));

@@ -87,6 +87,23 @@ static inline long long channel_subscribers(redisContext *ctx, const char *chann
     return n;
 }
 
+/* Lock attempts the node ctx is connected to ran (attempt_commands_in),
+ * -1 on an error; takes ctx and frees it, as channel_subscribers. A test
+ * that stops the node under a waiter first sees both of its attempts (the
+ * first, and the one after its subscription) answered: one left on the
+ * stopped node would end the wait with its error. */
+static inline long long attempt_commands_on(redisContext *ctx)
+{
+    if (!ctx)
+        return -1;
+    redisReply *r = redisCommand(ctx, "INFO commandstats");
+    redisFree(ctx);
+    long long n = r && r->type == REDIS_REPLY_STRING ? attempt_commands_in(r) : -1;
+    if (r)
+        freeReplyObject(r);
+    return n;
+}
+
 /* distlock_release(l) == DISTLOCK_OK, with the time the call started in
  * *started_ms: a waiter woken by the release (its script publishes) may
  * win before the call returns here, so a wake-up is timed from the start. */
