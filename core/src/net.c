@@ -12,7 +12,11 @@
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <netdb.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/un.h>
 #include <hiredis/sds.h>
 #include <limits.h>
 #include <string.h>
@@ -68,34 +72,83 @@ long long distlock__reader_refused(void)
     return n;
 }
 
+/* A non-blocking socket connecting to addr:port (numeric: resolve.c) or to
+ * the Unix socket path, close-on-exec from its creation: hiredis 0.14
+ * makes its sockets without SOCK_CLOEXEC, so a fork and exec on another
+ * thread before a later fcntl would hand them to the program executed.
+ * The connect completes in the round's poll() loop, as hiredis's
+ * non-blocking connect does. The descriptor, or -1 with why set. */
+static int connecting_socket(const char *addr, int port, const char *path, char *why,
+                             size_t whylen)
+{
+    const int type = SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC;
+    int fd = -1, failed = EADDRNOTAVAIL;
+    if (addr == NULL) {
+        struct sockaddr_un sa = { .sun_family = AF_UNIX };
+        snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);  /* uri.c checked its length */
+        fd = socket(AF_UNIX, type, 0);
+        if (fd >= 0 && (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS))
+            return fd;
+        failed = errno;
+    } else {
+        char service[16];
+        snprintf(service, sizeof(service), "%d", port);
+        struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
+                                  .ai_flags = AI_NUMERICHOST | AI_NUMERICSERV }, *res = NULL;
+        int gai = getaddrinfo(addr, service, &hints, &res);
+        if (gai != 0) {
+            snprintf(why, whylen, "%s", gai_strerror(gai));
+            return -1;
+        }
+        for (struct addrinfo *a = res; a; a = a->ai_next) {
+            fd = socket(a->ai_family, type, a->ai_protocol);
+            if (fd >= 0 && (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS))
+                break;
+            failed = errno;
+            if (fd >= 0)
+                close(fd);
+            fd = -1;
+        }
+        freeaddrinfo(res);
+        if (fd >= 0) {
+            int one = 1;  /* small requests, each awaited: no Nagle delay (as hiredis) */
+            (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+            return fd;
+        }
+    }
+    if (fd >= 0)
+        close(fd);
+    snprintf(why, whylen, "%s", strerror(failed));
+    return -1;
+}
+
 int distlock__stream_open_plain(distlock__stream *s, const distlock__node_cfg *cfg,
                                 const char *addr, int port, int *status, char *err,
                                 size_t errlen)
 {
-    redisContext *ctx = addr ? redisConnectNonBlock(addr, port > 0 ? port : cfg->port)
-                             : redisConnectUnixNonBlock(cfg->path);
+    char why[128] = "";
+    int fd = connecting_socket(addr, port > 0 ? port : cfg->port, cfg->path, why, sizeof(why));
+    if (fd < 0) {
+        *status = DISTLOCK_ECONN;
+        snprintf(err, errlen, "%s: %s", cfg->uri, why);
+        return -1;
+    }
+    /* hiredis keeps the descriptor, its reader and its output buffer; the
+     * reads and writes are ours (below), never hiredis's blocking ones */
+    redisContext *ctx = redisConnectFd(fd);
     if (ctx == NULL) {
+        close(fd);
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", cfg->uri);
         return -1;
     }
-    if (ctx->err) {
-        *status = DISTLOCK_ECONN;
-        snprintf(err, errlen, "%s: %s", cfg->uri, ctx->errstr);
-        redisFree(ctx);
-        return -1;
-    }
+    ctx->flags &= ~REDIS_BLOCK;
     if (distlock__reader_cap(ctx->reader) != 0) {
         *status = DISTLOCK_ENOMEM;
         snprintf(err, errlen, "%s: out of memory", cfg->uri);
         redisFree(ctx);
         return -1;
     }
-    /* hiredis 0.14 does not set close-on-exec: our sockets must not leak
-     * into programs the caller executes. */
-    int fl = fcntl(ctx->fd, F_GETFD);
-    if (fl >= 0)
-        fcntl(ctx->fd, F_SETFD, fl | FD_CLOEXEC);
     s->ctx = ctx;
     s->fn = &distlock__stream_plain;
     s->impl = NULL;
