@@ -136,6 +136,11 @@ if test "$PHP_DISTLOCK" != "no"; then
       DISTLOCK_SHARED_LIBADD="-Wl,--exclude-libs,libdistlock.a $DISTLOCK_LIB $HIREDIS_LIBS $OPENSSL_LIBS -lpthread"
       ;;
   esac
+  dnl PHP unloads its extensions at shutdown (dlclose). The core's detached
+  dnl threads (a name being resolved, a Sentinel lookup) may still run then,
+  dnl in this module's code (bundled, dir) or libdistlock.so's (which is
+  dnl linked -z nodelete itself): the module stays mapped until the exit.
+  DISTLOCK_SHARED_LIBADD="-Wl,-z,nodelete $DISTLOCK_SHARED_LIBADD"
   AC_MSG_NOTICE([libdistlock: $distlock_mode])
   PHP_SUBST(DISTLOCK_SHARED_LIBADD)
 
