@@ -3,12 +3,17 @@
  * waits and renewals over TLS on 1 and 3 nodes; verification on by default;
  * CA from the client option or the URI; mutual TLS; each bad certificate and
  * a plain server behind rediss:// failing with the node and the reason; a
- * handshake that never completes costing its connect timeout; fork. */
+ * handshake that never completes costing its connect timeout; fork; the
+ * TLS files opened close-on-exec. */
 #include "test_common.h"
 #include "harness/faultproxy.h"
 
+#include <dlfcn.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -464,6 +469,111 @@ static void test_tls_stuck_connection_replaced(void **state)
     fp_stop(fp);
 }
 
+/* Every opening of a file under the test's certificate directory while
+ * files_counted is set: how many, and how many without close-on-exec
+ * (O_CLOEXEC, or fopen's "e"), each of which a fork and exec on another
+ * thread would hand to the program executed. The definitions here take the
+ * place of libc's for the library and OpenSSL (the executable's symbols
+ * come first); they open the file themselves or pass it on to the next
+ * definition (ASan's, then libc's). */
+static atomic_int files_counted, files_opened, files_inheritable;
+
+static void file_opened(const char *file, int cloexec)
+{
+    if (!atomic_load(&files_counted) || strncmp(file, certs, strlen(certs)) != 0)
+        return;
+    atomic_fetch_add(&files_opened, 1);
+    if (!cloexec) {
+        atomic_fetch_add(&files_inheritable, 1);
+        printf("# opened without close-on-exec: %s\n", file);
+    }
+}
+
+static FILE *fopen_as(const char *name, const char *file, const char *mode)
+{
+    FILE *(*next)(const char *, const char *) =
+        (FILE *(*)(const char *, const char *))dlsym(RTLD_NEXT, name);
+    FILE *f = next(file, mode);
+    if (f)
+        file_opened(file, strchr(mode, 'e') != NULL);
+    return f;
+}
+
+static int openat_counted(int dir, const char *file, int flags, va_list ap)
+{
+    mode_t mode = (flags & (O_CREAT | O_TMPFILE)) ? va_arg(ap, mode_t) : 0;
+    int fd = (int)syscall(SYS_openat, dir, file, flags, mode);
+    if (fd >= 0)
+        file_opened(file, (flags & O_CLOEXEC) != 0);
+    return fd;
+}
+
+/* Both spellings of each: OpenSSL calls fopen and fopen64, open; this
+ * file's <stdio.h> may map one to the other, hence the names in asm. */
+FILE *counted_fopen(const char *file, const char *mode) __asm__("fopen");
+FILE *counted_fopen64(const char *file, const char *mode) __asm__("fopen64");
+int counted_open(const char *file, int flags, ...) __asm__("open");
+int counted_open64(const char *file, int flags, ...) __asm__("open64");
+int counted_openat(int dir, const char *file, int flags, ...) __asm__("openat");
+int counted_openat64(int dir, const char *file, int flags, ...) __asm__("openat64");
+
+FILE *counted_fopen(const char *file, const char *mode)
+{
+    return fopen_as("fopen", file, mode);
+}
+
+FILE *counted_fopen64(const char *file, const char *mode)
+{
+    return fopen_as("fopen64", file, mode);
+}
+
+#define COUNTED_OPEN(dir)                                   \
+    va_list ap;                                             \
+    va_start(ap, flags);                                    \
+    int fd = openat_counted((dir), file, flags, ap);        \
+    va_end(ap);                                             \
+    return fd
+
+int counted_open(const char *file, int flags, ...) { COUNTED_OPEN(AT_FDCWD); }
+int counted_open64(const char *file, int flags, ...) { COUNTED_OPEN(AT_FDCWD); }
+int counted_openat(int dir, const char *file, int flags, ...) { COUNTED_OPEN(dir); }
+int counted_openat64(int dir, const char *file, int flags, ...) { COUNTED_OPEN(dir); }
+
+/* The files a TLS client reads (its CA file or CA directory, its
+ * certificate and its private key) are close-on-exec from their opening,
+ * as its sockets are: a program another thread forks and executes while a
+ * client builds its TLS context must not inherit a descriptor of the
+ * client's private key. */
+static void test_tls_files_opened_close_on_exec(void **state)
+{
+    (void)state;
+    rh_cluster *rc = rh_start_tls(1, certs, "server", 1);
+    assert_non_null(rc);
+    /* a CA directory as c_rehash makes it: the CA under its subject hash */
+    char cmd[512], q[600], uris[256];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/cadir && cp %s/ca.crt %s/cadir/ && "
+             "openssl rehash %s/cadir", certs, certs, certs, certs);
+    assert_int_equal(system(cmd), 0);
+    atomic_store(&files_opened, 0);
+    atomic_store(&files_inheritable, 0);
+    atomic_store(&files_counted, 1);
+    for (int dir = 0; dir < 2; dir++) {
+        snprintf(q, sizeof q, "%s=%s/%s&tls_cert=%s/client.crt&tls_key=%s/client.key",
+                 dir ? "tls_ca_dir" : "tls_ca_file", certs, dir ? "cadir" : "ca.crt", certs,
+                 certs);
+        distlock_client *c = tls_new(rh_tls_uris_mask(rc, 1, q, uris, sizeof uris));
+        lock_unlock(c, rc, 1);
+        distlock_client_free(c);
+    }
+    atomic_store(&files_counted, 0);
+    int opened = atomic_load(&files_opened), inheritable = atomic_load(&files_inheritable);
+    printf("# %d TLS file opening(s) by clients with a CA file, a CA directory, a certificate "
+           "and a key; %d of them without close-on-exec\n", opened, inheritable);
+    assert_true(opened >= 6);   /* CA, certificate and key, for each client */
+    assert_int_equal(inheritable, 0);
+    rh_stop_all(rc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -482,6 +592,7 @@ int main(void)
         cmocka_unit_test_setup(test_tls_handshake_hang, heal),
         cmocka_unit_test_setup(test_tls_fork, heal),
         cmocka_unit_test_setup(test_tls_stuck_connection_replaced, heal),
+        cmocka_unit_test_setup(test_tls_files_opened_close_on_exec, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

@@ -586,6 +586,52 @@ static void test_unix_path_too_long(void **state)
     assert_true(ok);
 }
 
+/* A node at an IPv6 address is reached at that address (the server also
+ * listens on ::1 here), its db as for IPv4; an IPv6 port where nothing
+ * listens fails at once with the node and the reason. */
+static void test_ipv6_node(void **state)
+{
+    rh_cluster *rc = *state;
+    redisReply *r = rh_command(rc, 0, 0, "CONFIG SET bind %s", "127.0.0.1 ::1");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STATUS);
+    freeReplyObject(r);
+    char uri[128];
+    snprintf(uri, sizeof uri, "redis://[::1]:%d/6", rc->node[0].port);
+    check_db(rc, uri, 6);
+    distlock_client *c = new_client(uri);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "v6", 30000, 0, 0, &l), DISTLOCK_OK);
+    /* the connection came over IPv6: the server sees it from ::1 */
+    r = rh_command(rc, 0, 0, "CLIENT LIST");
+    assert_non_null(r);
+    assert_int_equal(r->type, REDIS_REPLY_STRING);
+    const char *from = strstr(r->str, "addr=[::1]:");
+    if (from == NULL)
+        from = strstr(r->str, "addr=::1:");   /* older servers' spelling */
+    int v6 = from != NULL;
+    if (v6)
+        printf("# the library's connection: %.*s\n", (int)strcspn(from, " "), from);
+    freeReplyObject(r);
+    assert_true(v6);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+    r = rh_command(rc, 0, 0, "CONFIG SET bind %s", "127.0.0.1");
+    assert_non_null(r);
+    freeReplyObject(r);
+    /* nothing listens there any more */
+    c = new_client(uri);
+    long long t0 = rh_now_ms();
+    assert_fails(distlock_acquire(c, "v6", 30000, 0, 0, &l), DISTLOCK_ECONN);
+    long long ms = rh_now_ms() - t0;
+    printf("# refused IPv6 port: \"%s\" in %lld ms\n", distlock_last_error(), ms);
+    assert_non_null(strstr(distlock_last_error(), uri));
+    assert_non_null(strstr(distlock_last_error(), "Connection refused"));
+    assert_true(ms < 500);   /* a refusal: no wait for the connect timeout */
+    distlock_client_free(c);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -601,6 +647,7 @@ int main(void)
         cmocka_unit_test_setup(test_duplicate_spellings_of_one_server, heal),
         cmocka_unit_test_setup(test_names_resolving_to_one_endpoint, heal),
         cmocka_unit_test_setup(test_unix_path_too_long, heal),
+        cmocka_unit_test_setup(test_ipv6_node, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

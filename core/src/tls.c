@@ -36,14 +36,18 @@
  */
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <openssl/err.h>
+#include <openssl/pem.h>
 #include <openssl/ssl.h>
 #include <openssl/x509v3.h>
 
@@ -170,6 +174,210 @@ static int node_insecure(const distlock__transport *t, const distlock__node_cfg 
     return cfg->tls.insecure > 0 || (cfg->tls.insecure < 0 && !t->tls_verify);
 }
 
+/* ------------------------------------------------------------ files */
+
+/* OpenSSL's own loaders (SSL_CTX_load_verify_locations, the *_file
+ * functions, the system store and a CA directory looked up during each
+ * verification) open their files with fopen() without "e": a fork and
+ * exec on another thread meanwhile hands the program executed a
+ * descriptor of the file, the client's private key included. So the
+ * library reads every TLS file itself, through a close-on-exec
+ * descriptor, and gives OpenSSL the bytes; a CA directory is read whole
+ * when the context is built. */
+#define TLS_FILE_MAX (16 * 1024 * 1024)  /* no certificate file comes near */
+
+/* The bytes of file in a memory BIO (cleansed when freed: a key's), or
+ * NULL with errno set. */
+static BIO *file_bio(const char *file)
+{
+    int fd = open(file, O_RDONLY | O_CLOEXEC);
+    if (fd < 0)
+        return NULL;
+    BIO *b = BIO_new(BIO_s_secmem());
+    char buf[4096];
+    size_t total = 0;
+    int e = b ? 0 : ENOMEM;
+    while (e == 0) {
+        ssize_t n = read(fd, buf, sizeof(buf));
+        if (n == 0)
+            break;
+        if (n < 0) {
+            if (errno != EINTR)
+                e = errno;
+            continue;
+        }
+        total += (size_t)n;
+        if (total > TLS_FILE_MAX)
+            e = EFBIG;
+        else if (BIO_write(b, buf, (int)n) != (int)n)
+            e = ENOMEM;
+    }
+    OPENSSL_cleanse(buf, sizeof(buf));
+    close(fd);
+    if (e != 0) {
+        BIO_free(b);
+        errno = e;
+        return NULL;
+    }
+    return b;
+}
+
+/* The certificates and CRLs of a PEM file into store, as
+ * X509_load_cert_crl_file does: how many, or -1. */
+static int load_ca_file(X509_STORE *store, const char *file)
+{
+    BIO *b = file_bio(file);
+    if (b == NULL)
+        return -1;
+    STACK_OF(X509_INFO) *infos = PEM_X509_INFO_read_bio(b, NULL, NULL, NULL);
+    BIO_free(b);
+    if (infos == NULL)
+        return -1;
+    int n = 0;
+    for (int k = 0; k < sk_X509_INFO_num(infos) && n >= 0; k++) {
+        X509_INFO *xi = sk_X509_INFO_value(infos, k);
+        if ((xi->x509 && X509_STORE_add_cert(store, xi->x509) != 1) ||
+            (xi->crl && X509_STORE_add_crl(store, xi->crl) != 1))
+            n = -1;
+        else
+            n += (xi->x509 != NULL) + (xi->crl != NULL);
+    }
+    sk_X509_INFO_pop_free(infos, X509_INFO_free);
+    return n;
+}
+
+/* A CA directory as `openssl rehash` lays it out (a certificate under
+ * its subject's hash and a number, NNNNNNNN.D; ':' between directories,
+ * as OpenSSL takes them), looked up as OpenSSL's own directory lookup
+ * does: when a verification needs an issuer the store does not hold yet,
+ * its files are read into the store, then the store answers. Only their
+ * opening is ours (close-on-exec). CRLs are not looked up: CRL checks are
+ * not enabled. */
+static X509_LOOKUP_METHOD *dir_meth;
+static pthread_once_t dir_once = PTHREAD_ONCE_INIT;
+
+static int dir_by_subject(X509_LOOKUP *lu, X509_LOOKUP_TYPE type, const X509_NAME *name,
+                          X509_OBJECT *ret)
+{
+    const char *dirs = X509_LOOKUP_get_method_data(lu);
+    X509_STORE *store = X509_LOOKUP_get_store(lu);
+    if (type != X509_LU_X509 || dirs == NULL || store == NULL)
+        return 0;
+    unsigned long hash = X509_NAME_hash_ex(name, NULL, NULL, NULL);
+    while (*dirs) {
+        size_t len = strcspn(dirs, ":");
+        char file[PATH_MAX];
+        /* the numbers follow each other from 0: the first missing ends them */
+        for (int k = 0; len > 0; k++)
+            if (snprintf(file, sizeof(file), "%.*s/%08lx.%d", (int)len, dirs, hash, k) >=
+                    (int)sizeof(file) ||
+                load_ca_file(store, file) < 0)
+                break;
+        dirs += len + (dirs[len] == ':');
+    }
+    ERR_clear_error();  /* a file that does not load is passed over, as there */
+    X509_STORE_lock(store);
+    X509_OBJECT *o = X509_OBJECT_retrieve_by_subject(X509_STORE_get0_objects(store), type, name);
+    X509 *x = o ? X509_OBJECT_get0_X509(o) : NULL;
+    int ok = x != NULL && X509_OBJECT_set1_X509(ret, x) == 1;
+    /* ret borrows the store's reference, as from OpenSSL's own lookups:
+     * their caller (X509_STORE_CTX_get_by_subject) takes one of its own */
+    if (ok)
+        X509_free(x);
+    X509_STORE_unlock(store);
+    return ok;
+}
+
+static void dir_free(X509_LOOKUP *lu)
+{
+    free(X509_LOOKUP_get_method_data(lu));
+}
+
+static void dir_meth_init(void)
+{
+    X509_LOOKUP_METHOD *m = X509_LOOKUP_meth_new("distlock CA directory");
+    if (m && (X509_LOOKUP_meth_set_get_by_subject(m, dir_by_subject) != 1 ||
+              X509_LOOKUP_meth_set_free(m, dir_free) != 1)) {
+        X509_LOOKUP_meth_free(m);
+        m = NULL;
+    }
+    dir_meth = m;
+}
+
+/* Look issuers up in dirs; 0, or -1 (out of memory). */
+static int add_ca_dirs(X509_STORE *store, const char *dirs)
+{
+    pthread_once(&dir_once, dir_meth_init);
+    char *copy = dir_meth ? strdup(dirs) : NULL;
+    X509_LOOKUP *lu = copy ? X509_STORE_add_lookup(store, dir_meth) : NULL;
+    if (lu == NULL || X509_LOOKUP_set_method_data(lu, copy) != 1) {
+        free(copy);
+        return -1;
+    }
+    return 0;
+}
+
+/* The system store, as SSL_CTX_set_default_verify_paths names it: its file
+ * (read now, as there) and its directories (SSL_CERT_FILE, SSL_CERT_DIR
+ * override them). A missing file is not an error, as there. */
+static int add_default_store(X509_STORE *store)
+{
+    const char *file = secure_getenv(X509_get_default_cert_file_env());
+    const char *dirs = secure_getenv(X509_get_default_cert_dir_env());
+    (void)load_ca_file(store, file ? file : X509_get_default_cert_file());
+    ERR_clear_error();
+    return add_ca_dirs(store, dirs ? dirs : X509_get_default_cert_dir());
+}
+
+/* SSL_CTX_use_certificate_chain_file from file's bytes: the first
+ * certificate is the client's, the ones after it its chain. */
+static int use_cert_chain(SSL_CTX *ctx, const char *file)
+{
+    BIO *b = file_bio(file);
+    if (b == NULL)
+        return 0;
+    X509 *x = PEM_read_bio_X509_AUX(b, NULL, NULL, NULL);
+    int ok = x && SSL_CTX_use_certificate(ctx, x) == 1 && SSL_CTX_clear_chain_certs(ctx) == 1;
+    X509 *ca;
+    while (ok && (ca = PEM_read_bio_X509(b, NULL, NULL, NULL)) != NULL) {
+        if (SSL_CTX_add0_chain_cert(ctx, ca) != 1) {
+            X509_free(ca);
+            ok = 0;
+        }
+    }
+    /* the chain ends at the end of the file, not at a broken certificate */
+    unsigned long e = ERR_peek_last_error();
+    if (ok && e != 0) {
+        if (ERR_GET_LIB(e) == ERR_LIB_PEM && ERR_GET_REASON(e) == PEM_R_NO_START_LINE)
+            ERR_clear_error();
+        else
+            ok = 0;
+    }
+    X509_free(x);
+    BIO_free(b);
+    return ok;
+}
+
+/* SSL_CTX_use_PrivateKey_file (PEM) from file's bytes; *none says so
+ * when the file holds no key at all (OpenSSL 3's decoders call that
+ * "unsupported"). */
+static int use_key(SSL_CTX *ctx, const char *file, const char **none)
+{
+    BIO *b = file_bio(file);
+    if (b == NULL)
+        return 0;
+    EVP_PKEY *k = PEM_read_bio_PrivateKey(b, NULL, SSL_CTX_get_default_passwd_cb(ctx),
+                                          SSL_CTX_get_default_passwd_cb_userdata(ctx));
+    BIO_free(b);
+    unsigned long e = ERR_peek_last_error();
+    if (k == NULL && (ERR_GET_REASON(e) == ERR_GET_REASON(ERR_R_UNSUPPORTED) ||
+                      ERR_GET_REASON(e) == PEM_R_NO_START_LINE))
+        *none = "no PEM private key found";
+    int ok = k && SSL_CTX_use_PrivateKey(ctx, k) == 1;
+    EVP_PKEY_free(k);
+    return ok;
+}
+
 /* t->mu held */
 static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, char *err,
                           size_t errlen)
@@ -181,7 +389,7 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, 
     const char *key = opt_or(cfg->tls.key, t->tls_opt[DISTLOCK__TLS_KEY]);
     int insecure = node_insecure(t, cfg);
     const char *what = "create a TLS context";
-    const char *file = NULL;
+    const char *file = NULL, *none = NULL;
 
     ERR_clear_error();
     SSL_CTX *ctx = SSL_CTX_new(TLS_client_method());
@@ -194,12 +402,21 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, 
      * tls_read empties (tls_pending) before it returns. */
     SSL_CTX_set_read_ahead(ctx, 1);
     SSL_CTX_set_verify(ctx, insecure ? SSL_VERIFY_NONE : SSL_VERIFY_PEER, NULL);
-    if (ca_file || ca_dir) {
-        what = ca_file ? "load the CA file" : "load the CA directory";
-        file = ca_file ? ca_file : ca_dir;
-        if (SSL_CTX_load_verify_locations(ctx, ca_file, ca_dir) != 1)
+    X509_STORE *store = SSL_CTX_get_cert_store(ctx);
+    if (ca_file) {
+        what = "load the CA file", file = ca_file;
+        errno = 0;
+        int n = load_ca_file(store, ca_file);
+        if (n == 0)
+            none = "no certificate or crl found";
+        if (n <= 0)
             goto fail;
-    } else if (SSL_CTX_set_default_verify_paths(ctx) != 1) {
+    }
+    if (ca_dir && add_ca_dirs(store, ca_dir) != 0) {
+        what = "load the CA directory", file = ca_dir;
+        goto fail;
+    }
+    if (!ca_file && !ca_dir && add_default_store(store) != 0) {
         what = "load the system CA store";
         goto fail;
     }
@@ -212,10 +429,12 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, 
     }
     if (cert) {
         what = "load the client certificate", file = cert;
-        if (SSL_CTX_use_certificate_chain_file(ctx, cert) != 1)
+        errno = 0;
+        if (!use_cert_chain(ctx, cert))
             goto fail;
         what = "load the client key", file = key ? key : cert;
-        if (SSL_CTX_use_PrivateKey_file(ctx, file, SSL_FILETYPE_PEM) != 1)
+        errno = 0;
+        if (!use_key(ctx, file, &none))
             goto fail;
         what = "match the client key to its certificate";
         if (SSL_CTX_check_private_key(ctx) != 1)
@@ -227,7 +446,7 @@ static SSL_CTX *build_ctx(distlock__transport *t, int i, int warn, int *status, 
     return ctx;
 fail: {
         unsigned long e = ERR_peek_last_error();
-        const char *why = e ? ERR_reason_error_string(e) : NULL;
+        const char *why = none ? none : e ? ERR_reason_error_string(e) : NULL;
         snprintf(err, errlen, "%s: TLS: cannot %s%s%s: %s", cfg->uri, what, file ? " " : "",
                  file ? file : "", why ? why : (errno ? strerror(errno) : "unknown error"));
         *status = ctx ? DISTLOCK_EINVAL : DISTLOCK_ENOMEM;
