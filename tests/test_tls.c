@@ -574,6 +574,61 @@ static void test_tls_files_opened_close_on_exec(void **state)
     rh_stop_all(rc);
 }
 
+/* A CA directory (tls_ca_dir, laid out by `openssl rehash`; the library
+ * looks its files up itself, to open them close-on-exec) trusts exactly
+ * what the same CA file does: the CA's server verifies; a server of
+ * another CA, one whose certificate names another host, and an expired
+ * one are refused with OpenSSL's reasons, as with a CA file; an empty
+ * directory trusts nothing. */
+static void test_tls_ca_dir_trusts_what_its_ca_file_does(void **state)
+{
+    (void)state;
+    char cmd[640], q[600], uris[512];
+    snprintf(cmd, sizeof cmd, "rm -rf %s/trustdir %s/emptydir && mkdir -p %s/trustdir "
+             "%s/emptydir && cp %s/ca.crt %s/trustdir/ && openssl rehash %s/trustdir",
+             certs, certs, certs, certs, certs, certs, certs);
+    assert_int_equal(system(cmd), 0);
+    snprintf(q, sizeof q, "tls_ca_dir=%s/trustdir", certs);
+
+    rh_cluster *rc = rh_start_tls(1, certs, "server", 0);
+    assert_non_null(rc);
+    distlock_client *c = tls_new(rh_tls_uris_mask(rc, 1, q, uris, sizeof uris));
+    lock_unlock(c, rc, 1);
+    distlock_client_free(c);
+    rh_stop_all(rc);
+
+    static const struct { const char *name, *why; } bad[] = {
+        { "badca", "unable to get local issuer certificate" },
+        { "wrongname", "IP address mismatch" },
+        { "expired", "certificate has expired" },
+    };
+    for (size_t k = 0; k < sizeof bad / sizeof bad[0]; k++) {
+        rc = rh_start_tls(1, certs, bad[k].name, 0);
+        assert_non_null(rc);
+        c = tls_new(rh_tls_uris_mask(rc, 1, q, uris, sizeof uris));
+        distlock_lock *l = NULL;
+        assert_fails(distlock_acquire(c, "tls:bad", 10000, 0, 0, &l), DISTLOCK_ECONN);
+        printf("# CA directory, %s: %s\n", bad[k].name, distlock_last_error());
+        assert_error_has("certificate verify failed", bad[k].why);
+        assert_int_equal(rh_count_holding(rc, "tls:bad", NULL), 0);
+        distlock_client_free(c);
+        rh_stop_all(rc);
+    }
+
+    snprintf(q, sizeof q, "tls_ca_dir=%s/emptydir", certs);
+    rc = rh_start_tls(1, certs, "server", 0);
+    assert_non_null(rc);
+    c = tls_new(rh_tls_uris_mask(rc, 1, q, uris, sizeof uris));
+    distlock_lock *l = NULL;
+    assert_fails(distlock_acquire(c, "tls:bad", 10000, 0, 0, &l), DISTLOCK_ECONN);
+    printf("# empty CA directory: %s\n", distlock_last_error());
+    /* (the server sends its chain up to the CA: "self-signed certificate in
+     * certificate chain" then, whatever the library) */
+    assert_error_has("certificate verify failed", NULL);
+    distlock_client_free(c);
+    rh_stop_all(rc);
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
@@ -593,6 +648,7 @@ int main(void)
         cmocka_unit_test_setup(test_tls_fork, heal),
         cmocka_unit_test_setup(test_tls_stuck_connection_replaced, heal),
         cmocka_unit_test_setup(test_tls_files_opened_close_on_exec, heal),
+        cmocka_unit_test_setup(test_tls_ca_dir_trusts_what_its_ca_file_does, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
