@@ -924,7 +924,12 @@ static void test_arrival_beside_waiters_without_turns_tries_at_once(void **state
         } else {
             before.flags = DISTLOCK_FAIR;
         }
+        /* in its wait once it slept after its second attempt (the one
+         * that follows its subscription; its first sleep waits for that
+         * subscription): a key freed before that attempt is its to take */
+        long long at0 = attempt_commands_run(rc, 0);
         waiting_thread_start_sleeping(&before);
+        assert_true(RH_WAIT_UNTIL(attempt_commands_run(rc, 0) >= at0 + 2, 10000));
         free_key_silently(rc, keys[k]);
         /* The arrival keeps what it won until the waiter before is
          * cancelled: its release would wake that waiter, which could win
