@@ -114,10 +114,7 @@ static void test_unix_missing_socket(void **state)
 static void test_acl_auth(void **state)
 {
     rh_cluster *rc = *state;
-    redisReply *r = rh_command(rc, 0, 0, "ACL SETUSER dltest on >s3cret ~* &* +@all");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    node_command_ok(rc, 0, "ACL SETUSER dltest on >s3cret ~* &* +@all");
 
     char uri[256];
     snprintf(uri, sizeof uri, "redis://dltest:s3cret@127.0.0.1:%d/1", rc->node[0].port);
@@ -134,9 +131,7 @@ static void test_acl_auth(void **state)
     snprintf(uri, sizeof uri, "redis://127.0.0.1:%d", rc->node[0].port);
     distlock_lock *l = NULL;
     int st;
-    r = rh_command(rc, 0, 0, "ACL SETUSER onlyopt on >p4ss ~lockns:* &* +@all");
-    assert_non_null(r);
-    freeReplyObject(r);
+    node_command_ok(rc, 0, "ACL SETUSER onlyopt on >p4ss ~lockns:* &* +@all");
     c = new_client(uri);
     assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_USERNAME, "onlyopt"), DISTLOCK_OK);
     assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_PASSWORD, "p4ss"), DISTLOCK_OK);
@@ -150,9 +145,7 @@ static void test_acl_auth(void **state)
     assert_null(l);
     distlock_client_free(c);
 
-    r = rh_command(rc, 0, 0, "ACL DELUSER dltest onlyopt");
-    assert_non_null(r);
-    freeReplyObject(r);
+    node_command_ok(rc, 0, "ACL DELUSER dltest onlyopt");
 }
 
 /* A key of another type: a server error (WRONGTYPE), never a crash or success. */
@@ -592,10 +585,7 @@ static void test_unix_path_too_long(void **state)
 static void test_ipv6_node(void **state)
 {
     rh_cluster *rc = *state;
-    redisReply *r = rh_command(rc, 0, 0, "CONFIG SET bind %s", "127.0.0.1 ::1");
-    assert_non_null(r);
-    assert_int_equal(r->type, REDIS_REPLY_STATUS);
-    freeReplyObject(r);
+    node_command_ok(rc, 0, "CONFIG SET bind %s", "127.0.0.1 ::1");
     char uri[128];
     snprintf(uri, sizeof uri, "redis://[::1]:%d/6", rc->node[0].port);
     check_db(rc, uri, 6);
@@ -603,7 +593,7 @@ static void test_ipv6_node(void **state)
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "v6", 30000, 0, 0, &l), DISTLOCK_OK);
     /* the connection came over IPv6: the server sees it from ::1 */
-    r = rh_command(rc, 0, 0, "CLIENT LIST");
+    redisReply *r = rh_command(rc, 0, 0, "CLIENT LIST");
     assert_non_null(r);
     assert_int_equal(r->type, REDIS_REPLY_STRING);
     const char *from = strstr(r->str, "addr=[::1]:");
@@ -617,9 +607,7 @@ static void test_ipv6_node(void **state)
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     distlock_client_free(c);
-    r = rh_command(rc, 0, 0, "CONFIG SET bind %s", "127.0.0.1");
-    assert_non_null(r);
-    freeReplyObject(r);
+    node_command_ok(rc, 0, "CONFIG SET bind %s", "127.0.0.1");
     /* nothing listens there any more */
     c = new_client(uri);
     long long t0 = rh_now_ms();
