@@ -33,6 +33,14 @@ struct seen {
     int lost_flag, validity_ms, release_rc, inner_acquire_rc, inner_release_rc, fd_ready;
 };
 
+/* The auto-renewed leases: short, so losses are found soon, but not so
+ * short that a renewal late under valgrind on a loaded machine loses one
+ * for real before the test deletes it (300 ms did, once). */
+static long lease_ms(void)
+{
+    return 300 * slow_factor();
+}
+
 static int fd_readable(int fd)
 {
     struct pollfd p = { fd, POLLIN, 0 };
@@ -71,9 +79,11 @@ static void test_callback_thread_and_calls(void **state)
     a.lost_fd = b.lost_fd = distlock_client_lost_fd(c);
     assert_true(a.lost_fd >= 0);
     distlock_lock *la = NULL, *lb = NULL, *keep = NULL;
-    assert_rc(distlock_acquire(c, "lc:a", 300, 0, DISTLOCK_AUTO_RENEW, &la), DISTLOCK_OK);
-    assert_rc(distlock_acquire(c, "lc:b", 300, 0, DISTLOCK_AUTO_RENEW, &lb), DISTLOCK_OK);
-    assert_rc(distlock_acquire(c, "lc:keep", 300, 0, DISTLOCK_AUTO_RENEW, &keep), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "lc:a", lease_ms(), 0, DISTLOCK_AUTO_RENEW, &la), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "lc:b", lease_ms(), 0, DISTLOCK_AUTO_RENEW, &lb), DISTLOCK_OK);
+    long long keep_from = rh_now_ms();
+    assert_rc(distlock_acquire(c, "lc:keep", lease_ms(), 0, DISTLOCK_AUTO_RENEW, &keep),
+              DISTLOCK_OK);
     assert_rc(distlock_lock_on_lost(la, on_lost, &a), DISTLOCK_OK);
     assert_rc(distlock_lock_on_lost(lb, on_lost, &b), DISTLOCK_OK);
     assert_false(fd_readable(a.lost_fd));
@@ -103,7 +113,9 @@ static void test_callback_thread_and_calls(void **state)
     assert_true(pthread_equal(a.thread, b.thread));
     assert_int_equal(atomic_load(&a.calls), 1);
     assert_int_equal(atomic_load(&b.calls), 1);
-    /* Meanwhile the healthy lock was renewed (its 300 ms ttl is long past). */
+    /* Meanwhile the healthy lock was renewed: checked once twice its
+     * first lease has passed. */
+    assert_true(RH_WAIT_UNTIL(rh_now_ms() > keep_from + 2 * lease_ms(), 10 * lease_ms()));
     assert_int_equal(distlock_lock_lost(keep), 0);
     assert_holding(rc, "lc:keep", distlock_lock_token(keep), 1);
     assert_rc(distlock_release(keep), DISTLOCK_OK);
@@ -121,7 +133,7 @@ static void test_free_own_handle_inside_callback(void **state)
     struct seen s = { .c = c, .free_it = 1 };
     s.lost_fd = distlock_client_lost_fd(c);
     distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, "lc:free", 300, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
+    assert_rc(distlock_acquire(c, "lc:free", lease_ms(), 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
     assert_rc(distlock_lock_on_lost(l, on_lost, &s), DISTLOCK_OK);
     assert_int_equal(rh_del(rc, 0, 0, "lc:free"), 1);
     if (!RH_WAIT_UNTIL(atomic_load(&s.done) == 1, 5000)) {

@@ -193,12 +193,15 @@ static BIO *file_bio(const char *file)
     int fd = open(file, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return NULL;
+    /* the buffer on the heap: this runs on a call's deepest stack path
+     * (a connection opened inside a round), which has a budget */
+    enum { CHUNK = 16384 };
     BIO *b = BIO_new(BIO_s_secmem());
-    char buf[4096];
+    char *buf = malloc(CHUNK);
     size_t total = 0;
-    int e = b ? 0 : ENOMEM;
+    int e = b && buf ? 0 : ENOMEM;
     while (e == 0) {
-        ssize_t n = read(fd, buf, sizeof(buf));
+        ssize_t n = read(fd, buf, CHUNK);
         if (n == 0)
             break;
         if (n < 0) {
@@ -212,7 +215,9 @@ static BIO *file_bio(const char *file)
         else if (BIO_write(b, buf, (int)n) != (int)n)
             e = ENOMEM;
     }
-    OPENSSL_cleanse(buf, sizeof(buf));
+    if (buf)
+        OPENSSL_cleanse(buf, CHUNK);
+    free(buf);
     close(fd);
     if (e != 0) {
         BIO_free(b);
@@ -264,17 +269,18 @@ static int dir_by_subject(X509_LOOKUP *lu, X509_LOOKUP_TYPE type, const X509_NAM
     if (type != X509_LU_X509 || dirs == NULL || store == NULL)
         return 0;
     unsigned long hash = X509_NAME_hash_ex(name, NULL, NULL, NULL);
-    while (*dirs) {
+    /* on the heap: a handshake's verification runs on a call's stack */
+    char *file = malloc(PATH_MAX);
+    while (file && *dirs) {
         size_t len = strcspn(dirs, ":");
-        char file[PATH_MAX];
         /* the numbers follow each other from 0: the first missing ends them */
         for (int k = 0; len > 0; k++)
-            if (snprintf(file, sizeof(file), "%.*s/%08lx.%d", (int)len, dirs, hash, k) >=
-                    (int)sizeof(file) ||
+            if (snprintf(file, PATH_MAX, "%.*s/%08lx.%d", (int)len, dirs, hash, k) >= PATH_MAX ||
                 load_ca_file(store, file) < 0)
                 break;
         dirs += len + (dirs[len] == ':');
     }
+    free(file);
     ERR_clear_error();  /* a file that does not load is passed over, as there */
     X509_STORE_lock(store);
     X509_OBJECT *o = X509_OBJECT_retrieve_by_subject(X509_STORE_get0_objects(store), type, name);
