@@ -211,8 +211,8 @@ static void group_uri(char *buf, size_t size, const char *hosts)
              DATA_PASS, hosts, SENT_USER, SENT_PASS);
 }
 
-/* Pool a connection of c on the current master (acquire + release). */
-static void warm(distlock_client *c)
+/* Three acquires and releases of c on the current master. */
+static void use_master(distlock_client *c)
 {
     for (int k = 0; k < 3; k++) {
         distlock_lock *l = NULL;
@@ -220,6 +220,20 @@ static void warm(distlock_client *c)
         assert_rc(distlock_release(l), DISTLOCK_OK);
         distlock_lock_free(l);
     }
+}
+
+/* Pool a connection of c, a sentinel_client, on the current master. The
+ * tests' short timeouts are for the faults they make: the warm-up, on a
+ * healthy group, has seconds (under TSan on a loaded machine a first
+ * connect with its lookup and handshake took more than 300 ms), then c
+ * has sentinel_client's timeouts again. */
+static void warm(distlock_client *c)
+{
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 10000), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 10000), DISTLOCK_OK);
+    use_master(c);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, CONNECT_MS), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_MS), DISTLOCK_OK);
 }
 
 /* One acquire of key by c, GRACE_BOUND_MS + 50 ms after named: 1 if it was
@@ -432,7 +446,7 @@ static void test_sentinels_heard_again_soon_after_an_outage(void **state)
     assert_int_equal(fp_cmd(fp, NULL, 0, "reset *"), 0);
     long long cut = rh_now_ms();
     while (rh_now_ms() - cut < 12000) {
-        warm(c);  /* the client keeps working on the master meanwhile */
+        use_master(c);  /* the client keeps working on the master meanwhile */
         rh_sleep_ms(500);  /* its pace: the outage's length is what is tested */
     }
     assert_int_equal(fp_cmd(fp, NULL, 0, "heal"), 0);
@@ -1173,7 +1187,7 @@ static void test_hung_sentinel_does_not_mute_the_others(void **state)
     distlock_client *c = new_client(uri);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 2000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, COMMAND_MS), DISTLOCK_OK);
-    warm(c);
+    use_master(c);  /* its own timeouts, already seconds */
     wait_subscribed(g, ALL_SENTINELS);
     char reply[128] = "";
     assert_int_equal(fp_cmd(fp, reply, sizeof reply, "accepted 2"), 0);
@@ -1208,7 +1222,7 @@ static void test_free_while_waiting_on_a_hung_sentinel_and_many_clients(void **s
     assert_int_equal(fp_cmd(fp, NULL, 0, "partition 2 on"), 0);
     distlock_client *c = new_client(uri);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 5000), DISTLOCK_OK);
-    warm(c);
+    use_master(c);  /* its own timeouts, already seconds */
     /* the thread's connection to sentinel 2 is open: it waits on it */
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-conns 2 1 5000"), 0);
     long long f0 = rh_now_ms();
