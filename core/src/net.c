@@ -7,7 +7,6 @@
  *
  * Layer: 1 transport */
 #include <errno.h>
-#include <fcntl.h>
 #include <poll.h>
 #include <pthread.h>
 #include <stdio.h>
@@ -72,24 +71,34 @@ long long distlock__reader_refused(void)
     return n;
 }
 
-/* A non-blocking socket connecting to addr:port (numeric: resolve.c) or to
- * the Unix socket path, close-on-exec from its creation: hiredis 0.14
- * makes its sockets without SOCK_CLOEXEC, so a fork and exec on another
- * thread before a later fcntl would hand them to the program executed.
- * The connect completes in the round's poll() loop, as hiredis's
- * non-blocking connect does. The descriptor, or -1 with why set. */
+/* A socket of family, close-on-exec and non-blocking from its creation
+ * (hiredis 0.14 makes its sockets without SOCK_CLOEXEC, so a fork and exec
+ * on another thread before a later fcntl would hand them to the program
+ * executed), its connect to sa started: the connect completes in the
+ * round's poll() loop, as hiredis's non-blocking connect does. The
+ * descriptor, or -1 with errno set. */
+static int connect_started(int family, int protocol, const struct sockaddr *sa, socklen_t len)
+{
+    int fd = socket(family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, protocol);
+    if (fd < 0 || connect(fd, sa, len) == 0 || errno == EINPROGRESS)
+        return fd;
+    int e = errno;
+    close(fd);
+    errno = e;
+    return -1;
+}
+
+/* A socket connecting to addr:port (numeric: resolve.c; each address it
+ * gives tried in turn) or to the Unix socket path. The descriptor, or -1
+ * with why set. */
 static int connecting_socket(const char *addr, int port, const char *path, char *why,
                              size_t whylen)
 {
-    const int type = SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC;
-    int fd = -1, failed = EADDRNOTAVAIL;
+    int fd = -1;
     if (addr == NULL) {
         struct sockaddr_un sa = { .sun_family = AF_UNIX };
         snprintf(sa.sun_path, sizeof(sa.sun_path), "%s", path);  /* uri.c checked its length */
-        fd = socket(AF_UNIX, type, 0);
-        if (fd >= 0 && (connect(fd, (struct sockaddr *)&sa, sizeof(sa)) == 0 || errno == EINPROGRESS))
-            return fd;
-        failed = errno;
+        fd = connect_started(AF_UNIX, 0, (struct sockaddr *)&sa, sizeof(sa));
     } else {
         char service[16];
         snprintf(service, sizeof(service), "%d", port);
@@ -100,26 +109,20 @@ static int connecting_socket(const char *addr, int port, const char *path, char 
             snprintf(why, whylen, "%s", gai_strerror(gai));
             return -1;
         }
-        for (struct addrinfo *a = res; a; a = a->ai_next) {
-            fd = socket(a->ai_family, type, a->ai_protocol);
-            if (fd >= 0 && (connect(fd, a->ai_addr, a->ai_addrlen) == 0 || errno == EINPROGRESS))
-                break;
-            failed = errno;
-            if (fd >= 0)
-                close(fd);
-            fd = -1;
-        }
+        errno = EADDRNOTAVAIL;  /* (no address at all) */
+        for (struct addrinfo *a = res; a && fd < 0; a = a->ai_next)
+            fd = connect_started(a->ai_family, a->ai_protocol, a->ai_addr, a->ai_addrlen);
+        int e = errno;
         freeaddrinfo(res);
+        errno = e;
         if (fd >= 0) {
             int one = 1;  /* small requests, each awaited: no Nagle delay (as hiredis) */
             (void)setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
-            return fd;
         }
     }
-    if (fd >= 0)
-        close(fd);
-    snprintf(why, whylen, "%s", strerror(failed));
-    return -1;
+    if (fd < 0)
+        snprintf(why, whylen, "%s", strerror(errno));
+    return fd;
 }
 
 int distlock__stream_open_plain(distlock__stream *s, const distlock__node_cfg *cfg,

@@ -42,9 +42,9 @@
  * server, checked every DISTLOCK__CURRENT_CHECK_MS (transport.h): a
  * Sentinel node's connection made under an endpoint state the kind's
  * `current` hook no longer accepts (a failover was announced, or a round
- * found the master gone) is dropped and its master asked for again; on a Cluster node a channel whose slot the
- * transport's map now gives to another master (or another address) is
- * placed again there. A Cluster master that did not answer (or is marked
+ * found the master gone) is dropped and its master asked for again; on a
+ * Cluster node a channel whose slot the transport's map now gives to
+ * another master (or another address) is placed again there. A Cluster master that did not answer (or is marked
  * down in the map) is not asked again for its channels at once: they are
  * SSUBSCRIBEd on another master of the map, whose MOVED names the slot's
  * owner as the cluster sees it (after a failover: the promoted replica,
