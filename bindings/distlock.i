@@ -627,4 +627,1187 @@ static PyObject *distlock_py_op_outcome(distlock_op *op)
 }
 %}
 
+/* ---- distlock.Lock's state and its common path in C.
+ *
+ * distlock/_client.py's Lock derives from LockBase: the state every Lock
+ * has lives here, read and written from Python as the same attributes
+ * (self._h, self._local, ...; member descriptors), so every method written
+ * in Python sees one state. _init, acquire, release, __enter__, __exit__
+ * and the finalizer are here, for the common case: a Lock (not a
+ * subclass) that is not reentrant and has no on_lost callback, acquired
+ * without a timeout argument and not left to a release retry. Anything
+ * else goes to the Python methods (_acquire_py, _release_py,
+ * _finalize_held), which the C code calls before it has changed any
+ * state, so the two paths keep one set of rules: the ones written in
+ * _client.py, which this code follows step by step. The reason is cost: a
+ * lock made, taken and released per call, as `with client.lock(key):`
+ * does, ran ~20,000 interpreter instructions in Python per pair. */
+%{
+#include <limits.h>
+#include <structmember.h>
+#include <pythread.h>
+
+/* _core.Mutex: threading.Lock's behaviour (acquire(blocking=True,
+ * timeout=-1), release(), locked(), with), as a Lock's local mutex and
+ * handle mutex: the C code below takes and frees it without a method call.
+ * A blocking acquire waits with the GIL released and runs the signal
+ * handlers when a signal interrupts it, as threading.Lock does (Ctrl-C in
+ * the main thread raises there). */
+typedef struct {
+    PyObject_HEAD
+    PyThread_type_lock lock;
+    char locked;
+} dl_py_mutex;
+
+static PyTypeObject dl_mutex_type;
+
+static PyObject *dl_mutex_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    if ((args && PyTuple_GET_SIZE(args)) || (kwds && PyDict_GET_SIZE(kwds))) {
+        PyErr_SetString(PyExc_TypeError, "Mutex() takes no arguments");
+        return NULL;
+    }
+    dl_py_mutex *self = (dl_py_mutex *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    self->lock = PyThread_allocate_lock();
+    if (self->lock == NULL) {
+        Py_DECREF(self);
+        PyErr_SetString(PyExc_MemoryError, "can't allocate lock");
+        return NULL;
+    }
+    return (PyObject *)self;
+}
+
+static void dl_mutex_dealloc(dl_py_mutex *self)
+{
+    if (self->lock != NULL) {
+        if (self->locked)
+            PyThread_release_lock(self->lock);
+        PyThread_free_lock(self->lock);
+    }
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Without blocking: 1 taken, 0 not. */
+static int dl_mutex_try(dl_py_mutex *m)
+{
+    if (PyThread_acquire_lock_timed(m->lock, 0, 0) != PY_LOCK_ACQUIRED)
+        return 0;
+    m->locked = 1;
+    return 1;
+}
+
+/* Waiting up to timeout_us (-1: no limit): 1 taken, 0 not, -1 with the
+ * exception a signal handler raised. */
+static int dl_mutex_wait(dl_py_mutex *m, long long timeout_us)
+{
+    if (dl_mutex_try(m))
+        return 1;
+    if (timeout_us == 0)
+        return 0;
+    PyLockStatus r;
+    long long deadline = 0;
+    struct timespec ts;
+    if (timeout_us > 0) {
+        clock_gettime(CLOCK_MONOTONIC, &ts);
+        deadline = (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000 + timeout_us;
+    }
+    for (;;) {
+        Py_BEGIN_ALLOW_THREADS
+        r = PyThread_acquire_lock_timed(m->lock, timeout_us, 1);
+        Py_END_ALLOW_THREADS
+        if (r != PY_LOCK_INTR)
+            break;
+        if (Py_MakePendingCalls() < 0)
+            return -1;
+        if (timeout_us > 0) {
+            clock_gettime(CLOCK_MONOTONIC, &ts);
+            timeout_us = deadline - ((long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000);
+            if (timeout_us <= 0) {
+                r = PyThread_acquire_lock_timed(m->lock, 0, 0);
+                break;
+            }
+        }
+    }
+    if (r != PY_LOCK_ACQUIRED)
+        return 0;
+    m->locked = 1;
+    return 1;
+}
+
+static int dl_mutex_release_c(dl_py_mutex *m)
+{
+    if (!m->locked) {
+        PyErr_SetString(PyExc_RuntimeError, "release unlocked lock");
+        return -1;
+    }
+    m->locked = 0;
+    PyThread_release_lock(m->lock);
+    return 0;
+}
+
+static PyObject *dl_mutex_acquire(dl_py_mutex *self, PyObject *args, PyObject *kwds)
+{
+    static char *kw[] = { "blocking", "timeout", NULL };
+    int blocking = 1;
+    PyObject *timeout = NULL;
+    if (!PyArg_ParseTupleAndKeywords(args, kwds, "|pO:acquire", kw, &blocking, &timeout))
+        return NULL;
+    long long us = -1;
+    if (timeout != NULL) {
+        double t = PyFloat_AsDouble(timeout);
+        if (t == -1.0 && PyErr_Occurred())
+            return NULL;
+        if (!blocking && t != -1.0) {
+            PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+            return NULL;
+        }
+        if (t < 0 && t != -1.0) {
+            PyErr_SetString(PyExc_ValueError, "timeout value must be positive");
+            return NULL;
+        }
+        if (t >= 0) {
+            if (!(t * 1e6 <= (double)PY_TIMEOUT_MAX)) {
+                PyErr_SetString(PyExc_OverflowError, "timeout value is too large");
+                return NULL;
+            }
+            us = (long long)(t * 1e6 + 0.999999);  /* rounded up, as threading's */
+        }
+    }
+    if (!blocking)
+        us = 0;
+    int got = dl_mutex_wait(self, us);
+    if (got < 0)
+        return NULL;
+    return PyBool_FromLong(got);
+}
+
+static PyObject *dl_mutex_release(dl_py_mutex *self, PyObject *unused)
+{
+    (void)unused;
+    if (dl_mutex_release_c(self) < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *dl_mutex_exit(dl_py_mutex *self, PyObject *args)
+{
+    (void)args;
+    return dl_mutex_release(self, NULL);
+}
+
+static PyObject *dl_mutex_locked(dl_py_mutex *self, PyObject *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(self->locked);
+}
+
+static PyMethodDef dl_mutex_methods[] = {
+    { "acquire", (PyCFunction)(void (*)(void))dl_mutex_acquire, METH_VARARGS | METH_KEYWORDS,
+      "acquire(blocking=True, timeout=-1) -> bool, as threading.Lock's." },
+    { "__enter__", (PyCFunction)(void (*)(void))dl_mutex_acquire, METH_VARARGS | METH_KEYWORDS,
+      "acquire()" },
+    { "release", (PyCFunction)dl_mutex_release, METH_NOARGS, "release(), as threading.Lock's." },
+    { "__exit__", (PyCFunction)dl_mutex_exit, METH_VARARGS, "release()" },
+    { "locked", (PyCFunction)dl_mutex_locked, METH_NOARGS, "True while held." },
+    { NULL, NULL, 0, NULL }
+};
+
+static PyTypeObject dl_mutex_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "distlock._core.Mutex",
+    .tp_basicsize = sizeof(dl_py_mutex),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A mutex that behaves as threading.Lock (a distlock.Lock's local mutexes).",
+    .tp_new = dl_mutex_new,
+    .tp_dealloc = (destructor)dl_mutex_dealloc,
+    .tp_methods = dl_mutex_methods,
+};
+
+/* _core.CallCount: a Client's calls in progress (Client._inflight), with
+ * the two deque methods its Python code uses, append(x) and pop(), and
+ * len(); the C code below counts without a method call. */
+typedef struct {
+    PyObject_HEAD
+    Py_ssize_t n;
+} dl_py_count;
+
+static PyTypeObject dl_count_type;
+
+static PyObject *dl_count_append(dl_py_count *self, PyObject *x)
+{
+    (void)x;
+    self->n++;
+    Py_RETURN_NONE;
+}
+
+static PyObject *dl_count_pop(dl_py_count *self, PyObject *unused)
+{
+    (void)unused;
+    if (self->n == 0) {
+        PyErr_SetString(PyExc_IndexError, "pop from an empty CallCount");
+        return NULL;
+    }
+    self->n--;
+    Py_RETURN_NONE;
+}
+
+static Py_ssize_t dl_count_len(dl_py_count *self)
+{
+    return self->n;
+}
+
+static PyMethodDef dl_count_methods[] = {
+    { "append", (PyCFunction)dl_count_append, METH_O, "One more call in progress." },
+    { "pop", (PyCFunction)dl_count_pop, METH_NOARGS, "One call less in progress." },
+    { NULL, NULL, 0, NULL }
+};
+
+static PySequenceMethods dl_count_seq = { .sq_length = (lenfunc)dl_count_len };
+
+static PyTypeObject dl_count_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "distlock._core.CallCount",
+    .tp_basicsize = sizeof(dl_py_count),
+    .tp_flags = Py_TPFLAGS_DEFAULT,
+    .tp_doc = "A client's calls in progress: append(None) and pop(), len() of them.",
+    .tp_new = PyType_GenericNew,
+    .tp_methods = dl_count_methods,
+    .tp_as_sequence = &dl_count_seq,
+};
+
+typedef struct {
+    PyObject_HEAD
+    PyObject *client, *key, *token, *ttl_ms, *wait_ms, *flags, *local, *reentrant, *outer,
+             *hm, *on_lost, *ref, *h, *retry, *was_lost, *lost_seen, *owner_ident,
+             *refused_detail;
+} dl_py_lock;
+
+/* Given once by distlock/_client.py (lock_setup). */
+static struct {
+    PyObject *client_cls, *lock_cls, *ttl_memo, *ttl_ms_fn, *wait_ms_fn, *check_key_fn,
+             *lock_lost_cls, *forever, *minus_one;
+} dl_lk;
+
+static PyObject *s_acquire, *s_release, *s_append, *s_pop, *s_inflight, *s_closed, *s_h,
+                *s_locks, *s_finalize_held, *s_wake_closer,
+                *s_not_acquired, *s_name;
+
+#if PY_VERSION_HEX < 0x03090000
+#define dl_call0(o, name) PyObject_CallMethodObjArgs((o), (name), NULL)
+#define dl_call1(o, name, a) PyObject_CallMethodObjArgs((o), (name), (a), NULL)
+#define PyObject_Vectorcall _PyObject_Vectorcall
+#else
+#define dl_call0(o, name) PyObject_CallMethodNoArgs((o), (name))
+#define dl_call1(o, name, a) PyObject_CallMethodOneArg((o), (name), (a))
+#endif
+#define dl_is_type(o, t) (Py_TYPE(o) == (PyTypeObject *)(t))
+
+/* A method call whose result is not needed: 0, or -1 with an exception. */
+static int dl_do0(PyObject *o, PyObject *name)
+{
+    PyObject *r = dl_call0(o, name);
+    Py_XDECREF(r);
+    return r ? 0 : -1;
+}
+
+static void dl_set(PyObject **slot, PyObject *v)
+{
+    Py_INCREF(v);
+    Py_XSETREF(*slot, v);
+}
+
+/* A Mutex (or any object with its methods) taken waiting; released. */
+static int dl_lock_wait(PyObject *mu)
+{
+    if (Py_TYPE(mu) == &dl_mutex_type)
+        return dl_mutex_wait((dl_py_mutex *)mu, -1) > 0 ? 0 : -1;
+    return dl_do0(mu, s_acquire);
+}
+
+static int dl_unlock(PyObject *mu)
+{
+    if (Py_TYPE(mu) == &dl_mutex_type)
+        return dl_mutex_release_c((dl_py_mutex *)mu);
+    return dl_do0(mu, s_release);
+}
+
+/* dl_unlock, keeping an exception already set (the error paths). */
+static void dl_unlock_keep(PyObject *mu)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (dl_unlock(mu) < 0)
+        PyErr_WriteUnraisable(mu);
+    PyErr_Restore(t, v, tb);
+}
+
+static void dl_leave(PyObject *client, PyObject *inflight);
+
+/* Client._call's accounting (see Client._enter): append to the client's
+ * _inflight, then read _closed. Returns the deque (a new reference) and
+ * sets *closed, or NULL with an exception. */
+static PyObject *dl_enter(PyObject *client, int *closed)
+{
+    PyObject *inflight = PyObject_GetAttr(client, s_inflight);
+    if (inflight == NULL)
+        return NULL;
+    if (Py_TYPE(inflight) == &dl_count_type) {
+        ((dl_py_count *)inflight)->n++;
+    } else {
+        PyObject *r = dl_call1(inflight, s_append, Py_None);
+        if (r == NULL) {
+            Py_DECREF(inflight);
+            return NULL;
+        }
+        Py_DECREF(r);
+    }
+    PyObject *c = PyObject_GetAttr(client, s_closed);
+    *closed = c ? PyObject_IsTrue(c) : -1;
+    Py_XDECREF(c);
+    if (*closed < 0) {
+        dl_leave(client, inflight);
+        return NULL;
+    }
+    return inflight;
+}
+
+/* Client._leave: pop, and wake a close() that may be waiting. Keeps an
+ * exception already set; steals the reference to inflight. */
+static void dl_leave(PyObject *client, PyObject *inflight)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (Py_TYPE(inflight) == &dl_count_type && ((dl_py_count *)inflight)->n > 0)
+        ((dl_py_count *)inflight)->n--;
+    else if (dl_do0(inflight, s_pop) < 0)
+        PyErr_WriteUnraisable(client);
+    Py_DECREF(inflight);
+    PyObject *c = PyObject_GetAttr(client, s_closed);
+    int closed = c ? PyObject_IsTrue(c) : -1;
+    Py_XDECREF(c);
+    if (closed != 0 && (closed < 0 || dl_do0(client, s_wake_closer) < 0))
+        PyErr_WriteUnraisable(client);
+    PyErr_Restore(t, v, tb);
+}
+
+static int dl_handle(PyObject *o, distlock_lock **out)
+{
+    void *p = NULL;
+    if (!SWIG_IsOK(SWIG_ConvertPtr(o, &p, SWIGTYPE_p_distlock_lock, 0)) || p == NULL) {
+        PyErr_SetString(PyExc_TypeError, "distlock: a lock handle was expected");
+        return -1;
+    }
+    *out = p;
+    return 0;
+}
+
+static void dl_free_handle(distlock_lock *l)
+{
+    Py_BEGIN_ALLOW_THREADS
+    distlock_lock_free(l);
+    Py_END_ALLOW_THREADS
+}
+
+static PyObject *dl_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
+{
+    (void)args;
+    (void)kwds;  /* Lock(...) passes its arguments on to __init__ */
+    if (dl_lk.lock_cls == NULL || !PyType_IsSubtype(type, (PyTypeObject *)dl_lk.lock_cls)) {
+        PyErr_SetString(PyExc_TypeError, "LockBase is distlock.Lock's base: make a distlock.Lock");
+        return NULL;
+    }
+    dl_py_lock *self = (dl_py_lock *)type->tp_alloc(type, 0);
+    if (self == NULL)
+        return NULL;
+    /* what the Python class had as class attributes */
+    dl_set(&self->h, Py_None);
+    dl_set(&self->ref, Py_None);
+    dl_set(&self->retry, Py_False);
+    dl_set(&self->was_lost, Py_False);
+    dl_set(&self->lost_seen, Py_False);
+    dl_set(&self->owner_ident, Py_None);
+    dl_set(&self->refused_detail, Py_None);
+    PyObject *empty = PyUnicode_FromString("");
+    if (empty == NULL) {
+        Py_DECREF(self);
+        return NULL;
+    }
+    Py_XSETREF(self->refused_detail, empty);
+    return (PyObject *)self;
+}
+
+static int dl_lock_traverse(dl_py_lock *self, visitproc visit, void *arg)
+{
+    Py_VISIT(self->client); Py_VISIT(self->key); Py_VISIT(self->token);
+    Py_VISIT(self->ttl_ms); Py_VISIT(self->wait_ms); Py_VISIT(self->flags);
+    Py_VISIT(self->local); Py_VISIT(self->reentrant); Py_VISIT(self->outer);
+    Py_VISIT(self->hm); Py_VISIT(self->on_lost); Py_VISIT(self->ref); Py_VISIT(self->h);
+    Py_VISIT(self->retry); Py_VISIT(self->was_lost); Py_VISIT(self->lost_seen);
+    Py_VISIT(self->owner_ident); Py_VISIT(self->refused_detail);
+    return 0;
+}
+
+static int dl_lock_clear(dl_py_lock *self)
+{
+    Py_CLEAR(self->client); Py_CLEAR(self->key); Py_CLEAR(self->token);
+    Py_CLEAR(self->ttl_ms); Py_CLEAR(self->wait_ms); Py_CLEAR(self->flags);
+    Py_CLEAR(self->local); Py_CLEAR(self->reentrant); Py_CLEAR(self->outer);
+    Py_CLEAR(self->hm); Py_CLEAR(self->on_lost); Py_CLEAR(self->ref); Py_CLEAR(self->h);
+    Py_CLEAR(self->retry); Py_CLEAR(self->was_lost); Py_CLEAR(self->lost_seen);
+    Py_CLEAR(self->owner_ident); Py_CLEAR(self->refused_detail);
+    return 0;
+}
+
+static void dl_lock_dealloc(dl_py_lock *self)
+{
+    PyObject_GC_UnTrack(self);
+    dl_lock_clear(self);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+/* Lock.__del__: out of the client's set of locks; a Lock collected while
+ * held goes to _finalize_held (not released: see there). */
+static void dl_lock_finalize(PyObject *o)
+{
+    dl_py_lock *self = (dl_py_lock *)o;
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    if (self->ref != NULL && self->ref != Py_None && self->client != NULL) {
+        PyObject *locks = PyObject_GetAttr(self->client, s_locks);
+        if (locks == NULL || !PySet_Check(locks) || PySet_Discard(locks, self->ref) < 0) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "distlock: the client's _locks is not a set");
+            PyErr_WriteUnraisable(o);
+        }
+        Py_XDECREF(locks);
+    }
+    if (self->h != NULL && self->h != Py_None && dl_do0(o, s_finalize_held) < 0)
+        PyErr_WriteUnraisable(o);
+    PyErr_Restore(t, v, tb);
+}
+
+/* Lock._init(client, key, ttl, wait, auto_renew, fencing, reentrant,
+ * shared, on_lost, token): Lock.__init__ with its arguments positional. */
+static PyObject *dl_lock_init(PyObject *o, PyObject *const *a, Py_ssize_t n)
+{
+    dl_py_lock *self = (dl_py_lock *)o;
+    if (n != 10) {
+        PyErr_Format(PyExc_TypeError, "_init() takes 10 arguments (%zd given)", n);
+        return NULL;
+    }
+    PyObject *client = a[0], *key = a[1], *ttl = a[2], *wait = a[3], *on_lost = a[8],
+             *token = a[9];
+    if (!PyObject_TypeCheck(client, (PyTypeObject *)dl_lk.client_cls)) {
+        PyErr_SetString(PyExc_TypeError, "client must be a distlock.Client");
+        return NULL;
+    }
+    if (!PyUnicode_Check(key) && !PyBytes_Check(key)) {
+        PyObject *r = PyObject_CallFunctionObjArgs(dl_lk.check_key_fn, key, NULL);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    if (token != Py_None && !PyUnicode_Check(token) && !PyBytes_Check(token)) {
+        PyObject *what = PyUnicode_FromString("token");
+        PyObject *r = what ? PyObject_CallFunctionObjArgs(dl_lk.check_key_fn, token, what, NULL)
+                           : NULL;
+        Py_XDECREF(what);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    dl_set(&self->token, token);
+    dl_set(&self->client, client);
+    dl_set(&self->key, key);
+    /* _ttl_ms(ttl): its memo for a plain int or float, else the function */
+    PyObject *ms = NULL;
+    if (dl_is_type(ttl, &PyFloat_Type) || dl_is_type(ttl, &PyLong_Type)) {
+        ms = PyDict_GetItemWithError(dl_lk.ttl_memo, ttl);
+        Py_XINCREF(ms);
+        if (ms == NULL && PyErr_Occurred())
+            return NULL;
+    }
+    if (ms == NULL && (ms = PyObject_CallFunctionObjArgs(dl_lk.ttl_ms_fn, ttl, NULL)) == NULL)
+        return NULL;
+    Py_XSETREF(self->ttl_ms, ms);
+    if (wait == Py_None) {
+        dl_set(&self->wait_ms, dl_lk.forever);
+    } else {
+        PyObject *what = PyUnicode_FromString("wait");
+        PyObject *w = what ? PyObject_CallFunctionObjArgs(dl_lk.wait_ms_fn, wait, what, NULL)
+                           : NULL;
+        Py_XDECREF(what);
+        if (w == NULL)
+            return NULL;
+        Py_XSETREF(self->wait_ms, w);
+    }
+    static const long bits[4] = { DISTLOCK_AUTO_RENEW, DISTLOCK_FENCING, DISTLOCK_REENTRANT,
+                                  DISTLOCK_SHARED };
+    long flags = 0;
+    int reentrant = 0;
+    for (int i = 0; i < 4; i++) {
+        int on = PyObject_IsTrue(a[4 + i]);
+        if (on < 0)
+            return NULL;
+        if (on)
+            flags |= bits[i];
+        if (i == 2)
+            reentrant = on;
+    }
+    PyObject *f = PyLong_FromLong(flags);
+    if (f == NULL)
+        return NULL;
+    Py_XSETREF(self->flags, f);
+    PyObject *local = dl_mutex_new(&dl_mutex_type, NULL, NULL);
+    if (local == NULL)
+        return NULL;
+    Py_XSETREF(self->local, local);
+    dl_set(&self->reentrant, reentrant ? Py_True : Py_False);
+    PyObject *outer = PyList_New(0);
+    if (outer == NULL)
+        return NULL;
+    Py_XSETREF(self->outer, outer);
+    PyObject *hm = dl_mutex_new(&dl_mutex_type, NULL, NULL);
+    if (hm == NULL)
+        return NULL;
+    Py_XSETREF(self->hm, hm);
+    if (on_lost != Py_None && !PyCallable_Check(on_lost)) {
+        PyObject *tn = PyObject_GetAttr((PyObject *)Py_TYPE(on_lost), s_name);
+        if (tn != NULL)
+            PyErr_Format(PyExc_TypeError, "on_lost must be callable, not %U", tn);
+        Py_XDECREF(tn);
+        return NULL;
+    }
+    dl_set(&self->on_lost, on_lost);
+    PyObject *ref = PyWeakref_NewRef(o, NULL);
+    if (ref == NULL)
+        return NULL;
+    Py_XSETREF(self->ref, ref);
+    PyObject *locks = PyObject_GetAttr(client, s_locks);
+    if (locks == NULL)
+        return NULL;
+    int rc = PySet_Check(locks) ? PySet_Add(locks, ref) : -1;
+    if (rc < 0 && !PyErr_Occurred())
+        PyErr_SetString(PyExc_TypeError, "distlock: the client's _locks is not a set");
+    Py_DECREF(locks);
+    if (rc < 0)
+        return NULL;
+    Py_RETURN_NONE;
+}
+
+/* ClosedError("client is closed", DISTLOCK_ECLOSED), as Client raises it. */
+static void dl_raise_closed(void)
+{
+    PyObject *cls = dl_py_errors[-DISTLOCK_ECLOSED] ? dl_py_errors[-DISTLOCK_ECLOSED]
+                                                    : PyExc_RuntimeError;
+    PyObject *e = PyObject_CallFunction(cls, "si", "client is closed", DISTLOCK_ECLOSED);
+    if (e != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(e), e);
+        Py_DECREF(e);
+    }
+}
+
+static int dl_missing(dl_py_lock *self)
+{
+    if (self->local && self->hm && self->client && self->key && self->token && self->ttl_ms &&
+        self->wait_ms && self->flags && self->reentrant && self->outer && self->on_lost &&
+        Py_TYPE(self->local) == &dl_mutex_type && Py_TYPE(self->hm) == &dl_mutex_type)
+        return 0;
+    PyErr_SetString(PyExc_TypeError, "distlock: a Lock used before Lock.__init__ ran");
+    return -1;
+}
+
+/* Lock._c_acquire(wait_ms), the acquire call itself (distlock_acquire_with
+ * through the client's call accounting): DISTLOCK_OK with *out,
+ * DISTLOCK_NOTACQUIRED, or -1 with an exception. */
+static int dl_c_acquire(dl_py_lock *self, long wait_ms, distlock_lock **out)
+{
+    int closed = 0;
+    PyObject *client = self->client;
+    Py_INCREF(client);
+    PyObject *inflight = dl_enter(client, &closed);
+    if (inflight == NULL) {
+        Py_DECREF(client);
+        return -1;
+    }
+    int st = -1;
+    PyObject *key = self->key, *token = self->token, *ch = NULL;
+    Py_INCREF(key);
+    Py_INCREF(token);
+    const char *k = NULL, *tok = NULL;
+    void *cp = NULL;
+    long ttl = PyLong_AsLong(self->ttl_ms), flags = PyLong_AsLong(self->flags);
+    if (closed) {
+        dl_raise_closed();
+        goto out;
+    }
+    if (PyErr_Occurred())
+        goto out;
+    ch = PyObject_GetAttr(client, s_h);
+    if (ch == NULL)
+        goto out;
+    if (!SWIG_IsOK(SWIG_ConvertPtr(ch, &cp, SWIGTYPE_p_distlock_client, 0)) || cp == NULL) {
+        PyErr_SetString(PyExc_TypeError, "distlock: the client has no handle");
+        goto out;
+    }
+    if (distlock_py_cstr(key, "key", 0, &k) < 0 || distlock_py_cstr(token, "token", 1, &tok) < 0)
+        goto out;
+    Py_BEGIN_ALLOW_THREADS
+    st = distlock_py_acquire_with(cp, k, ttl, wait_ms, (unsigned)flags, NULL, NULL, tok, out);
+    Py_END_ALLOW_THREADS
+    if (st < 0) {
+        if (!(st == DISTLOCK_ECANCELED && PyErr_Occurred()))  /* else a signal handler's */
+            distlock_py_raise(st);
+        st = -1;
+    }
+out:
+    Py_XDECREF(ch);
+    Py_DECREF(key);
+    Py_DECREF(token);
+    dl_leave(client, inflight);
+    Py_DECREF(client);
+    return st;
+}
+
+/* Lock._c_acquire(wait_ms) -> (status, handle or None): what acquire()
+ * calls for the subclasses, which have their own (Semaphore, MultiLock). */
+static PyObject *dl_lock_c_acquire_py(PyObject *o, PyObject *arg)
+{
+    if (dl_missing((dl_py_lock *)o) < 0)
+        return NULL;
+    long wait_ms = PyLong_AsLong(arg);
+    if (wait_ms == -1 && PyErr_Occurred())
+        return NULL;
+    distlock_lock *l = NULL;
+    int st = dl_c_acquire((dl_py_lock *)o, wait_ms, &l);
+    if (st < 0)
+        return NULL;
+    PyObject *h = l ? SWIG_NewPointerObj(l, SWIGTYPE_p_distlock_lock, 0)
+                    : (Py_INCREF(Py_None), Py_None);
+    if (h == NULL) {
+        dl_free_handle(l);
+        return NULL;
+    }
+    return Py_BuildValue("(iN)", st, h);
+}
+
+/* This thread holds the lock through this object (a reentrant Lock's
+ * nested acquire): 1, 0, or -1 with an exception. */
+static int dl_owns(dl_py_lock *self)
+{
+    if (dl_lock_wait(self->hm) < 0)
+        return -1;
+    int owns = 0;
+    if (self->h != NULL && self->h != Py_None && self->retry != NULL &&
+        !PyObject_IsTrue(self->retry) && self->owner_ident != NULL &&
+        PyLong_Check(self->owner_ident)) {
+        unsigned long id = PyLong_AsUnsignedLong(self->owner_ident);
+        if (id == (unsigned long)-1 && PyErr_Occurred())
+            PyErr_Clear();
+        else
+            owns = id == PyThread_get_thread_ident();
+    }
+    if (dl_unlock(self->hm) < 0)
+        return -1;
+    return owns;
+}
+
+static long long dl_now_us(void)
+{
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
+}
+
+/* acquire()'s arguments: 0, or -1 with TypeError as a def's would be. */
+static int dl_acquire_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                           PyObject **blocking, PyObject **timeout)
+{
+    static const char *const names[2] = { "blocking", "timeout" };
+    PyObject **slot[2] = { blocking, timeout };
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "acquire() takes from 1 to 3 positional arguments but %zd were given",
+                     nargs + 1);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        *slot[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        int k = -1;
+        for (int j = 0; j < 2 && k < 0; j++)
+            if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, names[j]) == 0)
+                k = j;
+        if (k < 0) {
+            PyErr_Format(PyExc_TypeError, "acquire() got an unexpected keyword argument '%S'",
+                         name);
+            return -1;
+        }
+        if (k < nargs) {
+            PyErr_Format(PyExc_TypeError, "acquire() got multiple values for argument '%s'",
+                         names[k]);
+            return -1;
+        }
+        *slot[k] = args[nargs + i];
+    }
+    return 0;
+}
+
+/* Lock.acquire(blocking=True, timeout=None) */
+static PyObject *dl_lock_acquire(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    dl_py_lock *self = (dl_py_lock *)o;
+    PyObject *blocking = Py_True, *timeout = Py_None;
+    if (dl_acquire_args(args, nargs, kwnames, &blocking, &timeout) < 0 || dl_missing(self) < 0)
+        return NULL;
+    int b = PyObject_IsTrue(blocking);
+    if (b < 0)
+        return NULL;
+    int keep = timeout == Py_None;  /* timeout None or -1: the Lock's own wait */
+    if (!keep && (keep = PyObject_RichCompareBool(timeout, dl_lk.minus_one, Py_EQ)) < 0)
+        return NULL;
+    long wait_ms;
+    if (!b) {
+        if (!keep) {
+            PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
+            return NULL;
+        }
+        wait_ms = 0;
+    } else if (keep) {
+        wait_ms = PyLong_AsLong(self->wait_ms);
+        if (wait_ms == -1 && PyErr_Occurred())
+            return NULL;
+    } else {
+        PyObject *what = PyUnicode_FromString("timeout");
+        PyObject *w = what ? PyObject_CallFunctionObjArgs(dl_lk.wait_ms_fn, timeout, what, NULL)
+                           : NULL;
+        Py_XDECREF(what);
+        if (w == NULL)
+            return NULL;
+        wait_ms = PyLong_AsLong(w);
+        Py_DECREF(w);
+        if (wait_ms == -1 && PyErr_Occurred())
+            return NULL;
+    }
+    if (self->reentrant == Py_True) {
+        int owns = dl_owns(self);
+        if (owns < 0)
+            return NULL;
+        if (owns)  /* the owner's nested acquire */
+            return PyObject_CallMethod(o, "_acquire_again", "l", wait_ms);
+    }
+    dl_py_mutex *local = (dl_py_mutex *)self->local;
+    int got;
+    if (wait_ms == 0) {
+        got = dl_mutex_try(local);
+    } else if (wait_ms < 0) {
+        got = dl_mutex_wait(local, -1);
+    } else {
+        long long t0 = dl_now_us();
+        got = dl_mutex_wait(local, (long long)wait_ms * 1000);
+        long spent = (long)((dl_now_us() - t0) / 1000);
+        wait_ms = spent >= wait_ms ? 0 : wait_ms - spent;
+    }
+    if (got <= 0)
+        return got < 0 ? NULL : (Py_INCREF(Py_False), Py_False);
+    /* from here on, any error frees the local mutex again */
+    PyObject *on_lost = self->on_lost, *h = NULL;
+    int st = -1;
+    if (on_lost != Py_None) {  /* the fd must exist before a loss */
+        PyObject *w = PyObject_CallMethod(self->client, "_lost_watcher", NULL);
+        if (w == NULL)
+            goto fail;
+        Py_DECREF(w);
+    }
+    if (Py_TYPE(o) == (PyTypeObject *)dl_lk.lock_cls) {
+        distlock_lock *l = NULL;
+        st = dl_c_acquire(self, wait_ms, &l);
+        if (st == DISTLOCK_OK) {
+            h = SWIG_NewPointerObj(l, SWIGTYPE_p_distlock_lock, 0);
+            if (h == NULL) {  /* the caller sees an exception: it must not hold the lock */
+                Py_BEGIN_ALLOW_THREADS
+                (void)distlock_release(l);
+                distlock_lock_free(l);
+                Py_END_ALLOW_THREADS
+                goto fail;
+            }
+        } else if (l != NULL) {
+            dl_free_handle(l);
+        }
+    } else {  /* a subclass's own acquire (Semaphore, MultiLock) */
+        PyObject *r = PyObject_CallMethod(o, "_c_acquire", "l", wait_ms);
+        if (r == NULL)
+            goto fail;
+        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
+            Py_DECREF(r);
+            PyErr_SetString(PyExc_TypeError, "distlock: _c_acquire() must return (status, handle)");
+            goto fail;
+        }
+        st = (int)PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
+        h = PyTuple_GET_ITEM(r, 1);
+        Py_INCREF(h);
+        Py_DECREF(r);
+        if (st == -1 && PyErr_Occurred())
+            goto fail;
+    }
+    if (st < 0)
+        goto fail;
+    if (st != DISTLOCK_OK) {  /* read in this thread, before any other call */
+        Py_XDECREF(h);
+        const char *e = distlock_last_error();
+        PyObject *d = PyUnicode_DecodeUTF8(e, (Py_ssize_t)strlen(e), "surrogateescape");
+        if (d == NULL)
+            goto fail;
+        Py_XSETREF(self->refused_detail, d);
+        if (dl_mutex_release_c(local) < 0)
+            return NULL;
+        Py_RETURN_FALSE;
+    }
+    if (dl_lock_wait(self->hm) < 0) {
+        distlock_lock *l = NULL;
+        if (dl_handle(h, &l) == 0) {  /* not held by a caller who sees an exception */
+            Py_BEGIN_ALLOW_THREADS
+            (void)distlock_release(l);
+            distlock_lock_free(l);
+            Py_END_ALLOW_THREADS
+        }
+        Py_DECREF(h);
+        dl_unlock_keep(self->local);
+        return NULL;
+    }
+    PyObject *old = self->h;
+    self->h = h;  /* the reference taken above */
+    dl_set(&self->retry, Py_False);
+    if (old != NULL && old != Py_None) {  /* a failed release never retried: freeing it tries once more */
+        distlock_lock *ol = NULL;
+        if (dl_handle(old, &ol) == 0)
+            dl_free_handle(ol);
+        else
+            PyErr_WriteUnraisable(o);
+    }
+    Py_XDECREF(old);
+    dl_set(&self->was_lost, Py_False);
+    dl_set(&self->lost_seen, Py_False);
+    PyObject *ident = PyLong_FromUnsignedLong(PyThread_get_thread_ident());
+    if (ident != NULL)
+        Py_XSETREF(self->owner_ident, ident);
+    if (dl_unlock(self->hm) < 0 || ident == NULL)
+        return NULL;  /* not reached in practice: the lock is held, its state set */
+    if (on_lost != Py_None) {
+        PyObject *w = PyObject_CallMethod(self->client, "_lost_watcher", NULL);
+        PyObject *r = w ? PyObject_CallMethod(w, "watch", "O", o) : NULL;
+        Py_XDECREF(w);
+        if (r == NULL)
+            return NULL;
+        Py_DECREF(r);
+    }
+    Py_RETURN_TRUE;
+fail:
+    dl_unlock_keep(self->local);
+    return NULL;
+}
+
+/* Lock.release() */
+static PyObject *dl_lock_release(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
+                                 PyObject *kwnames)
+{
+    dl_py_lock *self = (dl_py_lock *)o;
+    (void)args;
+    if (kwnames != NULL) {
+        PyErr_Format(PyExc_TypeError, "release() got an unexpected keyword argument '%S'",
+                     PyTuple_GET_ITEM(kwnames, 0));
+        return NULL;
+    }
+    if (nargs != 0) {
+        PyErr_Format(PyExc_TypeError,
+                     "release() takes 1 positional argument but %zd were given", nargs + 1);
+        return NULL;
+    }
+    if (dl_missing(self) < 0 || dl_lock_wait(self->hm) < 0)
+        return NULL;
+    PyObject *h = self->h, *client = self->client;
+    if (h == NULL || h == Py_None ||
+        (self->reentrant == Py_True && !(self->owner_ident != NULL && PyLong_Check(self->owner_ident)
+                                         && PyLong_AsUnsignedLong(self->owner_ident)
+                                                == PyThread_get_thread_ident()))) {
+        PyErr_Clear();  /* (an owner ident out of range: not this thread) */
+        /* not held, or a reentrant lock's release from another thread */
+        PyObject *r = PyObject_CallMethod(o, "_release_refused", NULL);  /* raises */
+        Py_XDECREF(r);
+        dl_unlock_keep(self->hm);
+        return NULL;
+    }
+    Py_INCREF(h);
+    Py_INCREF(client);
+    int inner = PyList_Check(self->outer) && PyList_GET_SIZE(self->outer) > 0;
+    int retry = inner ? 0 : PyObject_IsTrue(self->retry);
+    int closed = 0, rc = INT_MIN;  /* INT_MIN: an exception is set */
+    distlock_lock *l = NULL;
+    PyObject *inflight = retry < 0 ? NULL : dl_enter(client, &closed);
+    if (inflight != NULL) {
+        if (closed) {
+            dl_raise_closed();
+        } else if (dl_handle(h, &l) == 0) {
+            /* a retry goes through the same handle: the core sends the
+             * release again when the last one got no verdict */
+            Py_BEGIN_ALLOW_THREADS
+            rc = distlock_release(l);
+            if (rc == DISTLOCK_OK && !inner)
+                rc = distlock_lock_lost(l);
+            Py_END_ALLOW_THREADS
+        }
+        dl_leave(client, inflight);
+    }
+    Py_DECREF(client);
+    PyObject *lost = NULL;
+    if (rc < 0) {
+        PyObject *exc = rc == INT_MIN ? NULL : distlock_py_error(rc, distlock_last_error());
+        int is_lost = exc && !inner ? PyObject_IsInstance(exc, dl_lk.lock_lost_cls) : 0;
+        if (is_lost <= 0) {
+            /* no verdict: the handle is kept for release() to try again,
+             * and the local mutex is free again */
+            if (exc != NULL && is_lost == 0)
+                PyErr_SetObject((PyObject *)Py_TYPE(exc), exc);
+            Py_XDECREF(exc);
+            Py_DECREF(h);
+            if (!inner && retry == 0) {
+                dl_set(&self->retry, Py_True);
+                dl_unlock_keep(self->local);
+            }
+            dl_unlock_keep(self->hm);
+            return NULL;
+        }
+        lost = exc;
+    }
+    if (inner) {  /* an inner acquisition: the core only counted it down */
+        PyObject *outer_h = PyObject_CallMethod(self->outer, "pop", NULL);
+        if (outer_h == NULL) {
+            Py_DECREF(h);
+            dl_unlock_keep(self->hm);
+            return NULL;
+        }
+        Py_XSETREF(self->h, outer_h);
+    } else {
+        dl_set(&self->h, Py_None);
+        dl_set(&self->retry, Py_False);
+        dl_set(&self->owner_ident, Py_None);
+        dl_set(&self->was_lost, (lost != NULL || rc > 0) ? Py_True : Py_False);
+    }
+    dl_free_handle(l);  /* already released: no network */
+    Py_DECREF(h);
+    int err = 0;
+    if (!inner && !retry && (err = dl_mutex_release_c((dl_py_mutex *)self->local)) < 0)
+        dl_unlock_keep(self->hm);
+    else
+        err = dl_unlock(self->hm);
+    if (err < 0) {
+        Py_XDECREF(lost);
+        return NULL;
+    }
+    if (lost != NULL) {
+        PyErr_SetObject((PyObject *)Py_TYPE(lost), lost);
+        Py_DECREF(lost);
+        return NULL;
+    }
+    Py_RETURN_NONE;
+}
+
+/* Lock.__enter__: acquire() as the Lock's wait says; LockNotAcquired if not. */
+static PyObject *dl_lock_enter(PyObject *o, PyObject *unused)
+{
+    (void)unused;
+    PyObject *r = dl_is_type(o, dl_lk.lock_cls)
+                      ? dl_lock_acquire(o, NULL, 0, NULL) : dl_call0(o, s_acquire);
+    if (r == NULL)
+        return NULL;
+    int got = PyObject_IsTrue(r);
+    Py_DECREF(r);
+    if (got < 0)
+        return NULL;
+    if (!got) {
+        r = dl_call0(o, s_not_acquired);  /* raises */
+        Py_XDECREF(r);
+        if (r != NULL)
+            PyErr_SetString(PyExc_RuntimeError, "distlock: _not_acquired() returned");
+        return NULL;
+    }
+    Py_INCREF(o);
+    return o;
+}
+
+/* Lock.__exit__: release(), whatever the block raised. */
+static PyObject *dl_lock_exit(PyObject *o, PyObject *const *args, Py_ssize_t n)
+{
+    (void)args;
+    (void)n;
+    return dl_is_type(o, dl_lk.lock_cls) ? dl_lock_release(o, NULL, 0, NULL)
+                                                           : dl_call0(o, s_release);
+}
+
+#define DL_MEMBER(name, field) { name, T_OBJECT, offsetof(dl_py_lock, field), 0, NULL }
+static PyMemberDef dl_lock_members[] = {
+    DL_MEMBER("_client", client), DL_MEMBER("_key", key), DL_MEMBER("_token", token),
+    DL_MEMBER("_ttl_ms", ttl_ms), DL_MEMBER("_wait_ms", wait_ms), DL_MEMBER("_flags", flags),
+    DL_MEMBER("_local", local), DL_MEMBER("_reentrant", reentrant), DL_MEMBER("_outer", outer),
+    DL_MEMBER("_hm", hm), DL_MEMBER("_on_lost", on_lost), DL_MEMBER("_ref", ref),
+    DL_MEMBER("_h", h), DL_MEMBER("_retry", retry), DL_MEMBER("_was_lost", was_lost),
+    DL_MEMBER("_lost_seen", lost_seen), DL_MEMBER("_owner_ident", owner_ident),
+    DL_MEMBER("_refused_detail", refused_detail),
+    { NULL, 0, 0, 0, NULL }
+};
+
+static PyMethodDef dl_lock_methods[] = {
+    { "_init", (PyCFunction)(void (*)(void))dl_lock_init, METH_FASTCALL,
+      "Lock.__init__ with its arguments positional (Client.lock() calls it)." },
+    { "_c_acquire", dl_lock_c_acquire_py, METH_O,
+      "_c_acquire(wait_ms) -> (status, handle or None): the acquire call itself." },
+    { "acquire", (PyCFunction)(void (*)(void))dl_lock_acquire, METH_FASTCALL | METH_KEYWORDS,
+      "acquire($self, /, blocking=True, timeout=None)\n--\n\n"
+      "Take the lock. Returns True when acquired, False when another\n"
+      "owner still holds it once the wait is over (``blocking=False``: try\n"
+      "once; ``timeout``: seconds, overrides the lock's ``wait``; -1 or None\n"
+      "keeps it). Raises on errors (ConnectionError, NoQuorum...).\n"
+      "Ctrl-C while waiting (in the main thread) raises KeyboardInterrupt\n"
+      "at once, with nothing held (as does any signal handler that raises)." },
+    { "release", (PyCFunction)(void (*)(void))dl_lock_release, METH_FASTCALL | METH_KEYWORDS,
+      "release($self, /)\n--\n\n"
+      "Release (compare-and-delete). Raises LockLost if the lock had\n"
+      "expired or was taken meanwhile (another owner's key is untouched),\n"
+      "NotHeld if this object does not hold it. Any other error (no\n"
+      "quorum, a node refusing, timeouts) leaves the lock to this object:\n"
+      "call release() again once the servers answer (the token stays\n"
+      "readable meanwhile); an acquire() in between gives it up to its TTL." },
+    { "__enter__", dl_lock_enter, METH_NOARGS,
+      "__enter__($self, /)\n--\n\n"
+      "Acquire (waiting as the Lock's ``wait`` says); the Lock itself.\n\n"
+      "Raises LockNotAcquired when another owner still holds it after the\n"
+      "wait, and the errors of :meth:`acquire`." },
+    { "__exit__", (PyCFunction)(void (*)(void))dl_lock_exit, METH_FASTCALL,
+      "__exit__($self, /, *exc)\n--\n\n"
+      "Release the lock (:meth:`release`), whatever the block raised." },
+    { NULL, NULL, 0, NULL }
+};
+
+static PyTypeObject dl_lock_type = {
+    PyVarObject_HEAD_INIT(NULL, 0)
+    .tp_name = "distlock._core.LockBase",
+    .tp_basicsize = sizeof(dl_py_lock),
+    .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_BASETYPE | Py_TPFLAGS_HAVE_GC,
+    .tp_doc = "distlock.Lock's state and its common path (see distlock/_client.py).",
+    .tp_new = dl_lock_new,
+    .tp_dealloc = (destructor)dl_lock_dealloc,
+    .tp_traverse = (traverseproc)dl_lock_traverse,
+    .tp_clear = (inquiry)dl_lock_clear,
+    .tp_finalize = dl_lock_finalize,
+    .tp_members = dl_lock_members,
+    .tp_methods = dl_lock_methods,
+};
+
+/* lock_setup(Client, Lock, ttl_memo, _ttl_ms, _wait_ms, _check_key,
+ * LockLost): once, by distlock/_client.py. */
+static PyObject *dl_lock_setup(PyObject *mod, PyObject *const *a, Py_ssize_t n)
+{
+    (void)mod;
+    if (n != 7 || !PyType_Check(a[0]) || !PyType_Check(a[1]) || !PyDict_Check(a[2]) ||
+        !PyType_IsSubtype((PyTypeObject *)a[1], &dl_lock_type)) {
+        PyErr_SetString(PyExc_TypeError, "lock_setup(Client, Lock, dict, _ttl_ms, _wait_ms, "
+                                         "_check_key, LockLost)");
+        return NULL;
+    }
+    PyObject **slots[7] = { &dl_lk.client_cls, &dl_lk.lock_cls, &dl_lk.ttl_memo,
+                            &dl_lk.ttl_ms_fn, &dl_lk.wait_ms_fn, &dl_lk.check_key_fn,
+                            &dl_lk.lock_lost_cls };
+    for (int i = 0; i < 7; i++)
+        dl_set(slots[i], a[i]);
+    Py_RETURN_NONE;
+}
+
+/* new_lock(cls, client, key, ttl, wait, auto_renew, fencing, reentrant,
+ * shared, on_lost, token): cls.__new__(cls) and its _init, one call. */
+static PyObject *dl_new_lock(PyObject *mod, PyObject *const *a, Py_ssize_t n)
+{
+    (void)mod;
+    if (n != 11 || !PyType_Check(a[0]) || dl_lk.lock_cls == NULL ||
+        !PyType_IsSubtype((PyTypeObject *)a[0], (PyTypeObject *)dl_lk.lock_cls)) {
+        PyErr_SetString(PyExc_TypeError, "new_lock(Lock class, 10 arguments of Lock._init)");
+        return NULL;
+    }
+    PyTypeObject *cls = (PyTypeObject *)a[0];
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return NULL;
+    PyObject *o = cls->tp_new(cls, empty, NULL);
+    Py_DECREF(empty);
+    if (o == NULL)
+        return NULL;
+    PyObject *r = dl_lock_init(o, a + 1, 10);
+    if (r == NULL) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return o;
+}
+
+static PyMethodDef dl_lock_module_methods[] = {
+    { "lock_setup", (PyCFunction)(void (*)(void))dl_lock_setup, METH_FASTCALL, NULL },
+    { "new_lock", (PyCFunction)(void (*)(void))dl_new_lock, METH_FASTCALL, NULL },
+    { NULL, NULL, 0, NULL }
+};
+
+static int dl_lock_module_init(PyObject *m)
+{
+    struct { PyObject **s; const char *text; } names[] = {
+        { &s_acquire, "acquire" }, { &s_release, "release" }, { &s_append, "append" },
+        { &s_pop, "pop" }, { &s_inflight, "_inflight" }, { &s_closed, "_closed" },
+        { &s_h, "_h" }, { &s_locks, "_locks" }, { &s_finalize_held, "_finalize_held" },
+        { &s_wake_closer, "_wake_closer" }, { &s_not_acquired, "_not_acquired" },
+        { &s_name, "__name__" },
+    };
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++)
+        if ((*names[i].s = PyUnicode_InternFromString(names[i].text)) == NULL)
+            return -1;
+    if ((dl_lk.minus_one = PyLong_FromLong(-1)) == NULL ||
+        (dl_lk.forever = PyLong_FromLong(DISTLOCK_WAIT_FOREVER)) == NULL)
+        return -1;
+    if (PyType_Ready(&dl_lock_type) < 0 || PyType_Ready(&dl_mutex_type) < 0 ||
+        PyType_Ready(&dl_count_type) < 0)
+        return -1;
+    Py_INCREF(&dl_mutex_type);
+    if (PyModule_AddObject(m, "Mutex", (PyObject *)&dl_mutex_type) < 0) {
+        Py_DECREF(&dl_mutex_type);
+        return -1;
+    }
+    Py_INCREF(&dl_count_type);
+    if (PyModule_AddObject(m, "CallCount", (PyObject *)&dl_count_type) < 0) {
+        Py_DECREF(&dl_count_type);
+        return -1;
+    }
+    Py_INCREF(&dl_lock_type);
+    if (PyModule_AddObject(m, "LockBase", (PyObject *)&dl_lock_type) < 0) {
+        Py_DECREF(&dl_lock_type);
+        return -1;
+    }
+    return PyModule_AddFunctions(m, dl_lock_module_methods);
+}
+%}
+
+%init %{
+    if (dl_lock_module_init(m) < 0)
+        return NULL;
+%}
+
+%pythoncode %{
+LockBase = __core.LockBase
+Mutex = __core.Mutex
+CallCount = __core.CallCount
+lock_setup = __core.lock_setup
+new_lock = __core.new_lock
+%}
+
 %include "distlock.h"

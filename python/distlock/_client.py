@@ -4,7 +4,6 @@ Times are seconds (float or int) here and milliseconds in C. Errors from C
 arrive already as distlock exceptions (see _errors.py); this layer only adds
 the Python-side checks (types, NaN...) and the threading.Lock-like behaviour.
 """
-import collections
 import contextlib
 import math
 import sys
@@ -205,11 +204,11 @@ class Client:
         self._h: Any = None
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
-        # One entry per call in progress (see _call). A deque's append() and
-        # pop() are each atomic (and, unlike a list's going from empty to one
-        # entry and back, allocate nothing), so a call's accounting is two C
-        # calls instead of two blocks under self._mutex.
-        self._inflight: "collections.deque[None]" = collections.deque()
+        # The calls in progress (see _call): append() and pop() are each
+        # atomic (a counter in C, with a deque's two methods), so a call's
+        # accounting is two C calls instead of two blocks under self._mutex;
+        # Lock's C methods count there directly.
+        self._inflight = _core.CallCount()
         self._closed = False
         self._freed = False  # the C client is gone: its handles are only memory
         # Every Lock made on this client, by a weak reference that the Lock's
@@ -313,6 +312,12 @@ class Client:
             if self._closed:
                 with self._mutex:
                     self._idle.notify_all()
+
+    def _wake_closer(self) -> None:
+        """A call that ended after close() began (see _leave): close() may be
+        waiting for it (Lock's C methods call this)."""
+        with self._mutex:
+            self._idle.notify_all()
 
     def close(self) -> None:
         """Release the locks still held through this client and free it
@@ -442,11 +447,10 @@ class Client:
         is held, as in redis-py. Not with ``shared`` or ``reentrant`` (the
         acquire raises InvalidArgument, the library's rule).
         """
-        # Lock.__new__ + _init: what Lock(...) does, without the keyword
-        # arguments that calling a class passes on as a dict (~0.2 us).
-        lk = Lock.__new__(Lock)
-        lk._init(self, key, ttl, wait, auto_renew, fencing, reentrant, shared, on_lost, token)
-        return lk
+        # Lock.__new__ + _init in one C call: what Lock(...) does, without
+        # the keyword arguments that calling a class passes on as a dict.
+        return _core.new_lock(Lock, self, key, ttl, wait, auto_renew, fencing, reentrant,
+                              shared, on_lost, token)
 
     def restore(self, key: KeyType, token: KeyType, ttl: float = 30.0) -> "Lock":
         """A held :class:`Lock` for an ownership taken elsewhere: ``token``
@@ -602,7 +606,7 @@ class Holder(NamedTuple):
     holders: int
 
 
-class Lock(contextlib.ContextDecorator):
+class Lock(_core.LockBase, contextlib.ContextDecorator):
     """A distributed lock on one key, made by :meth:`Client.lock`.
 
     Behaves like :class:`threading.Lock` across processes and hosts:
@@ -618,20 +622,21 @@ class Lock(contextlib.ContextDecorator):
     ResourceWarning naming the key, as redis-py's Lock leaves its key.
     """
 
-    # State that starts the same in every Lock: class attributes until an
-    # instance sets its own (a Lock made per acquisition, as `with
-    # client.lock(key):` makes one, stores less). Immutable values only.
-    _h: Any = None
-    _ref: "Optional[weakref.ref[Lock]]" = None  # in the client's _locks (see __del__)
-    # A release of self._h failed without the servers saying "not the
-    # owner": the handle is kept so that release() can try again (the
-    # core re-sends a release that got no verdict), and the local mutex
-    # is free again (a new acquire drops the old handle).
-    _retry = False
-    _was_lost = False
-    _lost_seen = False              # this ownership's loss was reported
-    _owner_ident: Optional[int] = None
-    _refused_detail = ""            # the library's detail of the last refusal
+    # The state every Lock has is LockBase's (bindings/distlock.i), read
+    # and written here as attributes. Besides what _init sets: _h, the C
+    # handle of the current ownership (None when not held); _ref, this
+    # Lock in the client's _locks (see _finalize_held); _retry: a release
+    # of _h failed without the servers saying "not the owner", so the
+    # handle is kept for release() to try again (the core re-sends a
+    # release that got no verdict) and the local mutex is free again (a
+    # new acquire drops the old handle); _was_lost; _lost_seen (this
+    # ownership's loss was reported); _owner_ident; _refused_detail (the
+    # library's detail of the last refusal). _local and _hm are
+    # _core.Mutex, which behaves as threading.Lock. LockBase has _init,
+    # acquire, release, __enter__, __exit__, _c_acquire and the finalizer;
+    # it calls back the methods below for what is Python's (messages, the
+    # lost watcher, a reentrant lock's nested acquire, a Lock collected
+    # while held).
     # Lock.run(): _run_mu guards the two below; made by the first run()
     _run_mu: Optional[threading.Lock] = None
     _run_ident: Optional[int] = None  # thread to interrupt on loss
@@ -642,39 +647,6 @@ class Lock(contextlib.ContextDecorator):
                  fencing: bool = False, reentrant: bool = False, shared: bool = False,
                  on_lost: Optional[OnLost] = None, token: Optional[KeyType] = None) -> None:
         self._init(client, key, ttl, wait, auto_renew, fencing, reentrant, shared, on_lost, token)
-
-    def _init(self, client: Client, key: KeyType, ttl: float, wait: Optional[float],
-              auto_renew: bool, fencing: bool, reentrant: bool, shared: bool,
-              on_lost: Optional[OnLost], token: Optional[KeyType]) -> None:
-        """__init__, positional (Client.lock() calls it directly)."""
-        if not isinstance(client, Client):
-            raise TypeError("client must be a distlock.Client")
-        if not isinstance(key, (str, bytes)):
-            _check_key(key)
-        if token is not None:
-            _check_key(token, "token")  # its bytes are the library's to check
-        self._token = token
-        self._client = client
-        self._key = key
-        self._ttl_ms = _ttl_ms(ttl)
-        self._wait_ms = _FOREVER if wait is None else _wait_ms(wait, "wait")
-        # Which flags go with which primitive is the library's rule: a
-        # combination it does not take fails the acquire with its detail.
-        self._flags = ((_AUTO_RENEW if auto_renew else 0) | (_FENCING if fencing else 0)
-                       | (_REENTRANT if reentrant else 0) | (_SHARED if shared else 0))
-        self._local = threading.Lock()   # held while this object holds the lock
-        # reentrant: the core counts the owner's acquisitions (the owner is
-        # the calling thread) and hands out one handle each; self._h is the
-        # innermost, _outer the ones below it. The owner's nested acquires
-        # skip the local mutex, which it already holds.
-        self._reentrant = bool(reentrant)
-        self._outer: List[Any] = []
-        self._hm = threading.Lock()      # guards the C handle: one thread at a time
-        if on_lost is not None and not callable(on_lost):
-            raise TypeError("on_lost must be callable, not %s" % type(on_lost).__name__)
-        self._on_lost = on_lost
-        self._ref = weakref.ref(self)
-        client._locks.add(self._ref)
 
     @property
     def key(self) -> KeyType:
@@ -693,24 +665,8 @@ class Lock(contextlib.ContextDecorator):
         return self._ttl_ms / 1000.0
 
     # -- what the subclasses (Semaphore, MultiLock) change: the C acquire
-    #    and how messages name the lease
-    def _c_acquire(self, wait_ms: int) -> Tuple[int, Any]:
-        """One acquire call in C: (status, handle); status is an int
-        already (an int typemap). Client._call written out (see there)."""
-        client = self._client
-        inflight = client._inflight
-        inflight.append(None)
-        try:
-            if client._closed:
-                raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
-            return _core.distlock_py_acquire_with(client._h, self._key, self._ttl_ms, wait_ms,
-                                                  self._flags, None, None, self._token)
-        finally:
-            inflight.pop()
-            if client._closed:  # close() may be waiting for this call
-                with client._mutex:
-                    client._idle.notify_all()
-
+    #    (_c_acquire: LockBase's, theirs in Python) and how messages name
+    #    the lease
     def _shown(self) -> Any:
         """The key(s) as messages quote them."""
         return self._key
@@ -724,56 +680,6 @@ class Lock(contextlib.ContextDecorator):
     def _refused_text(self) -> str:
         return "%s is held by another owner" % (self._what(),)
 
-    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool:
-        """Take the lock. Returns True when acquired, False when another
-        owner still holds it once the wait is over (``blocking=False``: try
-        once; ``timeout``: seconds, overrides the lock's ``wait``; -1 or None
-        keeps it). Raises on errors (ConnectionError, NoQuorum...).
-        Ctrl-C while waiting (in the main thread) raises KeyboardInterrupt
-        at once, with nothing held (as does any signal handler that raises)."""
-        if not blocking:
-            if timeout is not None and timeout != -1:
-                raise ValueError("can't specify a timeout for a non-blocking call")
-            wait_ms = 0
-        elif timeout is None or timeout == -1:
-            wait_ms = self._wait_ms
-        else:
-            wait_ms = _wait_ms(timeout, "timeout")
-        if self._reentrant and self._owns():
-            return self._acquire_again(wait_ms)
-        if wait_ms == 0:
-            got = self._local.acquire(False)
-        elif wait_ms < 0:
-            got = self._local.acquire()
-        else:
-            t0 = _monotonic()
-            got = self._local.acquire(True, wait_ms / 1000.0)
-            wait_ms = max(0, wait_ms - int((_monotonic() - t0) * 1000))
-        if not got:
-            return False
-        try:
-            if self._on_lost is not None:  # the fd must exist before a loss
-                self._client._lost_watcher()
-            status, h = self._c_acquire(wait_ms)
-            if status != _OK:  # read in this thread, before any other call
-                self._refused_detail = _core.distlock_last_error()
-        except BaseException:
-            self._local.release()
-            raise
-        if status != _OK:
-            self._local.release()
-            return False
-        with self._hm:
-            old, self._h, self._retry = self._h, h, False
-            if old is not None:  # a failed release never retried: freeing it tries once more
-                _core.distlock_lock_free(old)
-            self._was_lost = False
-            self._lost_seen = False
-            self._owner_ident = threading.get_ident()
-        if self._on_lost is not None:
-            self._client._lost_watcher().watch(self)
-        return True
-
     def _adopt(self, h: Any) -> None:
         """Client.restore(): this new object holds the restored handle."""
         got = self._local.acquire(False)
@@ -781,12 +687,6 @@ class Lock(contextlib.ContextDecorator):
         with self._hm:
             self._h = h
             self._owner_ident = threading.get_ident()
-
-    def _owns(self) -> bool:
-        """This thread holds the lock through this object (reentrant)."""
-        with self._hm:
-            return (self._h is not None and not self._retry
-                    and self._owner_ident == threading.get_ident())
 
     def _acquire_again(self, wait_ms: int) -> bool:
         """The owner's nested acquire: the core checks the lease is still
@@ -800,63 +700,17 @@ class Lock(contextlib.ContextDecorator):
             self._h = h
         return True
 
-    def release(self) -> None:
-        """Release (compare-and-delete). Raises LockLost if the lock had
-        expired or was taken meanwhile (another owner's key is untouched),
-        NotHeld if this object does not hold it. Any other error (no
-        quorum, a node refusing, timeouts) leaves the lock to this object:
-        call release() again once the servers answer (the token stays
-        readable meanwhile); an acquire() in between gives it up to its TTL."""
-        with self._hm:
-            h = self._h
-            if h is None:
-                if self._client.closed:
-                    raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
-                raise NotHeld("release of %r, which this %s object does not hold"
-                              % (self._shown(), type(self).__name__))
-            if self._reentrant and self._owner_ident != threading.get_ident():
-                # the core would answer "not the owner", which reads as a loss
-                raise NotHeld("release of %r from a thread that does not hold it (a "
-                              "reentrant lock is released by its owner thread)"
-                              % (self._shown(),))
-            if self._outer:  # an inner acquisition: the core only counts it down
-                self._client._call_handle(_core.distlock_release, h)
-                self._h = self._outer.pop()
-                _core.distlock_lock_free(h)
-                return
-            retry = self._retry
-            lost: Optional[LockLost] = None
-            try:
-                # A retry goes through the same handle: the core sends the
-                # release again when the last one got no verdict. Returns
-                # the handle's lost flag (distlock_release + _lock_lost).
-                # Client._call_handle written out (see there).
-                client = self._client
-                inflight = client._inflight
-                inflight.append(None)
-                try:
-                    if client._closed:
-                        raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
-                    was_lost = _core.distlock_py_release(h)
-                finally:
-                    inflight.pop()
-                    if client._closed:  # close() may be waiting for this call
-                        with client._mutex:
-                            client._idle.notify_all()
-            except LockLost as e:
-                lost, was_lost = e, True
-            except BaseException:
-                if not retry:
-                    self._retry = True
-                    self._local.release()
-                raise
-            self._h, self._retry, self._owner_ident = None, False, None
-            self._was_lost = was_lost
-            _core.distlock_lock_free(h)  # already released: no network
-            if not retry:
-                self._local.release()
-            if lost is not None:
-                raise lost
+    def _release_refused(self) -> NoReturn:
+        """release() (LockBase's) of a lock this object does not hold, or of
+        a reentrant one from a thread that does not hold it: the error."""
+        if self._h is None:
+            if self._client.closed:
+                raise ClosedError("client is closed", _core.DISTLOCK_ECLOSED)
+            raise NotHeld("release of %r, which this %s object does not hold"
+                          % (self._shown(), type(self).__name__))
+        # the core would answer "not the owner", which reads as a loss
+        raise NotHeld("release of %r from a thread that does not hold it (a "
+                      "reentrant lock is released by its owner thread)" % (self._shown(),))
 
     def extend(self, ttl: Optional[float] = None, *,
                additional: Optional[float] = None) -> float:
@@ -1006,19 +860,10 @@ class Lock(contextlib.ContextDecorator):
             except Exception as e:  # nowhere to raise it: report and carry on
                 report_callback_error("the on_lost callback of %r" % (self,), e, cb)
 
-    def __enter__(self) -> "Lock":
-        """Acquire (waiting as the Lock's ``wait`` says); the Lock itself.
-
-        Raises LockNotAcquired when another owner still holds it after the
-        wait, and the errors of :meth:`acquire`."""
-        if not self.acquire():
-            # the library's detail of the refusal (which key, after how long)
-            raise LockNotAcquired(self._refused_text(), None, self._refused_detail)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        """Release the lock (:meth:`release`), whatever the block raised."""
-        self.release()
+    def _not_acquired(self) -> NoReturn:
+        """__enter__ (LockBase's): acquire() said False."""
+        # the library's detail of the refusal (which key, after how long)
+        raise LockNotAcquired(self._refused_text(), None, self._refused_detail)
 
     def _drop(self) -> None:
         """Client.close(): release and free the handle without the client."""
@@ -1033,16 +878,14 @@ class Lock(contextlib.ContextDecorator):
                     self._local.release()
                 self._retry = False
 
-    def __del__(self) -> None:
-        # Garbage-collected while held: NOT released. The collector is not
+    def _finalize_held(self) -> None:
+        # LockBase's finalizer, once this Lock is out of the client's
+        # _locks, for a Lock garbage-collected while held: NOT released. The collector is not
         # the holder: `if client.lock("job", ttl=60).acquire(blocking=False):
         # do_work()` drops the Lock at once, and a release here would let
         # another owner in while do_work() runs. As with redis-py, the lease
         # runs to its TTL (its renewal stops: nobody can use it any more);
         # a ResourceWarning says so, as an unclosed file's does.
-        ref = self._ref
-        if ref is not None:  # out of the client's set (a Lock whose __init__ raised is not in it)
-            self._client._locks.discard(ref)
         h = self._h
         if h is None:
             return
@@ -1072,6 +915,10 @@ class Lock(contextlib.ContextDecorator):
         return "<distlock.%s %r%s ttl=%gs %s>" % (type(self).__name__, self._shown(),
                                                  self._repr_extra(), self.ttl, state)
 
+
+
+# LockBase's C code calls these (once, here): the Python rules it follows.
+_core.lock_setup(Client, Lock, _TTL_MS_MEMO, _ttl_ms, _wait_ms, _check_key, LockLost)
 
 
 def _permits(permits: Any) -> int:

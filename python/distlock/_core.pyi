@@ -3,7 +3,7 @@
 # raises the distlock exception registered for a negative status; the ones
 # below that return an int status can only return DISTLOCK_OK or
 # DISTLOCK_NOTACQUIRED (inspect: 1 held / 0 free).
-from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type
+from typing import Any, List, Mapping, Optional, Sequence, Tuple, Type, TypeVar, final
 
 class _ClientHandle: ...  # SwigPyObject wrapping distlock_client *
 class _LockHandle: ...    # SwigPyObject wrapping distlock_lock *
@@ -199,3 +199,54 @@ def distlock_op_free(op: Optional[_OpHandle]) -> None: ...
 # a finished op's (status, lock taken or None, the error it raises / an
 # acquire's refusal detail / None)
 def distlock_py_op_outcome(op: _OpHandle) -> Tuple[int, Optional[_LockHandle], Any]: ...
+
+# -- distlock.Lock's state and its common path (bindings/distlock.i):
+#    distlock._client.Lock derives from LockBase; lock_setup() gives it the
+#    Python rules it calls (once, by distlock._client)
+@final
+class Mutex:  # behaves as threading.Lock
+    def acquire(self, blocking: bool = ..., timeout: float = ...) -> bool: ...
+    def release(self) -> None: ...
+    def locked(self) -> bool: ...
+    def __enter__(self) -> bool: ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+@final
+class CallCount:  # a client's calls in progress
+    def append(self, x: None) -> None: ...
+    def pop(self) -> None: ...
+    def __len__(self) -> int: ...
+
+_L = TypeVar("_L", bound="LockBase")
+
+class LockBase:
+    _client: Any
+    _key: _Str
+    _token: Optional[_Str]
+    _ttl_ms: int
+    _wait_ms: int
+    _flags: int
+    _local: Mutex
+    _reentrant: bool
+    _outer: List[Any]
+    _hm: Mutex
+    _on_lost: Any
+    _ref: Any
+    _h: Any
+    _retry: bool
+    _was_lost: bool
+    _lost_seen: bool
+    _owner_ident: Optional[int]
+    _refused_detail: str
+    def _init(self, client: Any, key: Any, ttl: Any, wait: Any, auto_renew: Any, fencing: Any,
+              reentrant: Any, shared: Any, on_lost: Any, token: Any, /) -> None: ...
+    def _c_acquire(self, wait_ms: int, /) -> Tuple[int, Any]: ...
+    def acquire(self, blocking: bool = True, timeout: Optional[float] = None) -> bool: ...
+    def release(self) -> None: ...
+    def __enter__(self: _L) -> _L: ...
+    def __exit__(self, *exc: Any) -> None: ...
+
+def lock_setup(client_cls: type, lock_cls: type, ttl_memo: Mapping[Any, int], ttl_ms: Any,
+               wait_ms: Any, check_key: Any, lock_lost: type, /) -> None: ...
+def new_lock(cls: Type[_L], client: Any, key: Any, ttl: Any, wait: Any, auto_renew: Any,
+             fencing: Any, reentrant: Any, shared: Any, on_lost: Any, token: Any, /) -> _L: ...

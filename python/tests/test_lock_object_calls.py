@@ -1,0 +1,115 @@
+"""A Lock's calls as a Python class's would be (its common path runs in C,
+bindings/distlock.i): arguments checked as a def checks them, a subclass
+that adds nothing locks as a Lock does, the local mutexes behave as
+threading.Lock, and taking and releasing locks, refused or not, leaves no
+Python object behind."""
+import gc
+import sys
+import threading
+
+import pytest
+
+import distlock
+from distlock import _core
+
+
+def test_acquire_arguments_are_checked_as_a_def_checks_them(client, key):
+    lk = client.lock(key, ttl=10)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'wait'"):
+        lk.acquire(wait=1)
+    with pytest.raises(TypeError, match="takes from 1 to 3 positional arguments but 4 were given"):
+        lk.acquire(True, 1, 2)
+    with pytest.raises(TypeError, match="multiple values for argument 'blocking'"):
+        lk.acquire(True, blocking=False)
+    with pytest.raises(TypeError, match=r"release\(\) takes 1 positional argument but 2 were"):
+        lk.release(1)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'force'"):
+        lk.release(force=True)
+    with pytest.raises(ValueError, match="non-blocking call"):
+        lk.acquire(False, 1)
+    assert lk.acquire(timeout=-1) is True  # -1: the Lock's own wait, as None
+    assert lk.acquire(blocking=False) is False  # held through this object
+    lk.release()
+    assert lk.acquire(False) is True and lk.acquire(False, None) is False
+    lk.release()
+
+
+def test_subclass_that_adds_nothing_locks_as_a_lock(client, r, key):
+    class Job(distlock.Lock):
+        pass
+
+    lk = Job(client, key, ttl=10)
+    assert lk.acquire(blocking=False)
+    assert r.get(key) == lk.token
+    assert not client.lock(key).acquire(blocking=False)
+    with pytest.raises(distlock.LockNotAcquired):
+        with Job(client, key, wait=0):
+            pass
+    lk.release()
+    assert r.exists(key) == 0
+    with Job(client, key) as held:
+        assert isinstance(held, Job) and r.get(key) == held.token
+
+
+def test_local_mutex_behaves_as_threading_lock():
+    for make in (threading.Lock, _core.Mutex):
+        m = make()
+        assert m.acquire(False) is True and m.locked()
+        assert m.acquire(False) is False
+        assert m.acquire(True, 0.01) is False
+        assert m.acquire(timeout=0) is False
+        with pytest.raises(ValueError, match="can't specify a timeout for a non-blocking call"):
+            m.acquire(False, 1)
+        with pytest.raises(ValueError, match="timeout value must be positive"):
+            m.acquire(True, -2)
+        with pytest.raises(OverflowError):
+            m.acquire(True, 1e300)
+        m.release()
+        assert not m.locked()
+        with pytest.raises(RuntimeError, match="release unlocked lock"):
+            m.release()
+        with m:
+            assert m.locked()
+        assert not m.locked()
+        got = []
+        m.acquire()
+        t = threading.Thread(target=lambda: got.append(m.acquire(timeout=10)))
+        t.start()
+        m.release()
+        t.join(15)
+        assert got == [True] and m.locked(), make
+        m.release()
+
+
+def _blocks_after(run, rounds):
+    run(rounds)  # warm: caches, the memo of TTLs, the client's connection
+    gc.collect()
+    before = sys.getallocatedblocks()
+    run(rounds)
+    gc.collect()
+    return sys.getallocatedblocks() - before
+
+
+def test_locks_taken_refused_and_released_leave_no_objects_behind(server, client, key):
+    other = distlock.Client(server.uri)
+    holder = other.lock(key + ":held", ttl=30)
+    assert holder.acquire(blocking=False)
+
+    def run(n):
+        for _ in range(n):
+            with client.lock(key, ttl=30) as lk:  # taken, released
+                assert lk.held
+            refused = client.lock(key + ":held", ttl=30)
+            assert refused.acquire(blocking=False) is False  # refused
+            with pytest.raises(distlock.LockNotAcquired):
+                with client.lock(key + ":held", wait=0):
+                    pass
+            with pytest.raises(distlock.NotHeld):
+                refused.release()
+            with pytest.raises(TypeError):
+                refused.acquire(nope=1)
+    grown = _blocks_after(run, 300)
+    holder.release()
+    other.close()
+    # a leak of one object per call would be hundreds of blocks
+    assert grown < 100, "%d blocks more after 300 rounds" % grown
