@@ -377,6 +377,12 @@ static long woken_after_release_moving(distlock_client *holder, distlock_client 
     shard_channel(sch, sizeof sch, key);
     int slot = rh_rcl_keyslot(CL, key), owner = rh_rcl_owner(CL, 0, slot);
     assert_int_equal(rh_rcl_keyslot(CL, sch), slot);
+    /* A waiter of an earlier call on w unsubscribes after it ends, on the
+     * subscriber's thread: counted before that, it would hide the new one. */
+    if (!RH_WAIT_UNTIL(rh_rcl_shardnumsub(CL, owner, sch) == 0, 10000)) {
+        print_error("an earlier subscriber to %s on server %d never left\n", sch, owner);
+        fail();
+    }
     long before = rh_rcl_shardnumsub(CL, owner, sch);
     struct waiter_arg a = { w, key, flags, -99, 0, "" };
     pthread_t th;
