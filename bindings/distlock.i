@@ -680,6 +680,7 @@ static PyObject *distlock_py_op_outcome(distlock_op *op)
  * does, ran ~20,000 interpreter instructions in Python per pair. */
 %{
 #include <limits.h>
+#include <math.h>
 #include <structmember.h>
 #include <pythread.h>
 
@@ -795,6 +796,10 @@ static PyObject *dl_mutex_acquire(dl_py_mutex *self, PyObject *args, PyObject *k
         double t = PyFloat_AsDouble(timeout);
         if (t == -1.0 && PyErr_Occurred())
             return NULL;
+        if (isnan(t)) {  /* every comparison below is false for it: a wait without end */
+            PyErr_SetString(PyExc_ValueError, "Invalid value NaN (not a number)");
+            return NULL;
+        }
         if (!blocking && t != -1.0) {
             PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
             return NULL;
