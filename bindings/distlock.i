@@ -506,6 +506,42 @@ static int distlock_py_async_raise(unsigned long ident, PyObject *exc)
 {
     return PyThreadState_SetAsyncExc(ident, exc == Py_None ? NULL : exc);
 }
+
+/* An exception with nowhere to go (an on_lost callback's, in the lost
+ * watcher's thread or the event loop) to sys.unraisablehook, as the
+ * interpreter reports one raised by a finalizer: "Exception ignored in
+ * <where>", obj as the hook's object. Through the interpreter, because its
+ * own hook (the one programs run with) takes only its UnraisableHookArgs,
+ * which Python code cannot make. Never raises: the caller carries on. */
+static PyObject *distlock_py_report_unraisable(PyObject *exc, PyObject *where, PyObject *obj)
+{
+    if (!PyExceptionInstance_Check(exc) || !PyUnicode_Check(where)) {
+        PyErr_SetString(PyExc_TypeError, "distlock_py_report_unraisable(exception, str, object)");
+        PyErr_WriteUnraisable(obj);
+        Py_RETURN_NONE;
+    }
+    PyObject *tb = PyException_GetTraceback(exc);  /* new reference or NULL */
+#if PY_VERSION_HEX >= 0x030D0000
+    Py_INCREF(Py_TYPE(exc));
+    Py_INCREF(exc);
+    PyErr_Restore((PyObject *)Py_TYPE(exc), exc, tb);
+    PyErr_FormatUnraisable("Exception ignored in %U", where);
+    (void)obj;  /* the 3.13 API names no object */
+#else
+    /* made before the error is set: the hook's err_msg is "Exception
+     * ignored " and this; without it, "Exception ignored in: <obj>" */
+    PyObject *msg = PyUnicode_FromFormat("in %U", where);
+    const char *m = msg ? PyUnicode_AsUTF8(msg) : NULL;
+    if (m == NULL)
+        PyErr_Clear();
+    Py_INCREF(Py_TYPE(exc));
+    Py_INCREF(exc);
+    PyErr_Restore((PyObject *)Py_TYPE(exc), exc, tb);
+    _PyErr_WriteUnraisableMsg(m, obj);
+    Py_XDECREF(msg);
+#endif
+    Py_RETURN_NONE;
+}
 %}
 /* Cancellation: the Python layer installs its own interrupt hook
  * (distlock_py_catch_signals above). */
@@ -644,6 +680,7 @@ static PyObject *distlock_py_op_outcome(distlock_op *op)
  * does, ran ~20,000 interpreter instructions in Python per pair. */
 %{
 #include <limits.h>
+#include <math.h>
 #include <structmember.h>
 #include <pythread.h>
 
@@ -759,6 +796,10 @@ static PyObject *dl_mutex_acquire(dl_py_mutex *self, PyObject *args, PyObject *k
         double t = PyFloat_AsDouble(timeout);
         if (t == -1.0 && PyErr_Occurred())
             return NULL;
+        if (isnan(t)) {  /* every comparison below is false for it: a wait without end */
+            PyErr_SetString(PyExc_ValueError, "Invalid value NaN (not a number)");
+            return NULL;
+        }
         if (!blocking && t != -1.0) {
             PyErr_SetString(PyExc_ValueError, "can't specify a timeout for a non-blocking call");
             return NULL;

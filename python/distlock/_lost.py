@@ -90,15 +90,9 @@ class LostWatcher:
 def report_callback_error(what: str, exc: BaseException, obj: Any) -> None:
     """An on_lost callback raised: it has nowhere to go (it runs in the
     watcher thread or the event loop), so it goes where Python reports such
-    errors (sys.unraisablehook), and the watcher carries on."""
-    import sys
-    hook = getattr(sys, "unraisablehook", None)
-    if hook is None:  # pragma: no cover - Python < 3.8
-        return
-    class _Unraisable:  # the shape sys.unraisablehook expects
-        exc_type = type(exc)
-        exc_value = exc
-        exc_traceback = exc.__traceback__
-        err_msg = "Exception ignored in %s" % what
-        object = obj
-    hook(_Unraisable)
+    errors (sys.unraisablehook, "Exception ignored in <what>"), and the
+    watcher carries on. The interpreter makes the hook's argument: its own
+    hook, the one programs run with, takes no other (an object of the same
+    shape raised TypeError there, which ended the watcher thread)."""
+    from . import _core
+    _core.distlock_py_report_unraisable(exc, what, obj)

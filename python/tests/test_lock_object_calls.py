@@ -68,6 +68,9 @@ def test_local_mutex_behaves_as_threading_lock():
         assert not m.locked()
         with pytest.raises(RuntimeError, match="release unlocked lock"):
             m.release()
+        with pytest.raises(ValueError, match="NaN"):
+            m.acquire(True, float("nan"))  # free: not taken for a NaN wait either
+        assert not m.locked()
         with m:
             assert m.locked()
         assert not m.locked()

@@ -90,6 +90,41 @@ def test_on_lost_errors_are_reported_not_raised(client, r, key):
     assert fired2.wait(5)
 
 
+def test_on_lost_error_under_the_default_unraisable_hook_leaves_the_watcher_running(
+        client, r, key, capfd):
+    # Programs run with the interpreter's own sys.unraisablehook (pytest
+    # puts a Python one in its place, which takes any object): that hook
+    # takes only its UnraisableHookArgs. The callback's error must reach it
+    # and the watcher must carry on, or every later loss on this client goes
+    # unreported: no on_lost, and no run() interrupted.
+    import sys
+    fired = threading.Event()
+
+    def boom(lk):
+        fired.set()
+        raise RuntimeError("callback failed under the default hook")
+
+    hook = sys.unraisablehook
+    sys.unraisablehook = sys.__unraisablehook__
+    try:
+        lk = client.lock(key, ttl=0.6, auto_renew=True, on_lost=boom)
+        assert lk.acquire(blocking=False)
+        r.delete(key)
+        assert fired.wait(5)
+        fired2 = threading.Event()
+        lk2 = client.lock(key + ":2", ttl=0.6, auto_renew=True,
+                          on_lost=lambda _: fired2.set())
+        assert lk2.acquire(blocking=False)
+        r.delete(key + ":2")
+        reported = fired2.wait(5)
+    finally:
+        sys.unraisablehook = hook
+    err = capfd.readouterr().err
+    assert reported, "the watcher stopped after a callback raised:\n" + err
+    assert "RuntimeError: callback failed under the default hook" in err, err
+    assert "Exception ignored in the on_lost callback of <distlock.Lock" in err, err
+
+
 def test_run_interrupts_the_owner_thread(client, r, key):
     lk = client.lock(key, ttl=0.6, auto_renew=True)
     progress = []
