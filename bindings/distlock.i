@@ -1140,6 +1140,10 @@ static PyObject *dl_lock_init(PyObject *o, PyObject *const *a, Py_ssize_t n)
     }
     PyObject *client = a[0], *key = a[1], *ttl = a[2], *wait = a[3], *on_lost = a[8],
              *token = a[9];
+    if (self->local != NULL) {  /* its mutexes may have waiters: never replaced */
+        PyErr_SetString(PyExc_TypeError, "a distlock.Lock is initialised once: make a new one");
+        return NULL;
+    }
     if (!PyObject_TypeCheck(client, (PyTypeObject *)dl_lk.client_cls)) {
         PyErr_SetString(PyExc_TypeError, "client must be a distlock.Client");
         return NULL;
@@ -1312,6 +1316,28 @@ out:
     return st;
 }
 
+/* A lock granted to a caller who gets an exception instead (no memory for
+ * its wrapper, a signal handler raising while it waited for the handle
+ * mutex): released, as a call of the client, so that close() does not free
+ * the client under it; with an exception set, which it keeps. */
+static void dl_give_back(PyObject *client, distlock_lock *l)
+{
+    PyObject *t, *v, *tb;
+    PyErr_Fetch(&t, &v, &tb);
+    int closed = 0;
+    PyObject *inflight = dl_enter(client, &closed);
+    if (inflight == NULL)
+        PyErr_WriteUnraisable(client);
+    Py_BEGIN_ALLOW_THREADS
+    if (inflight != NULL && !closed)
+        (void)distlock_release(l);
+    distlock_lock_free(l);  /* the client closed: the memory only, as _finalize_held */
+    Py_END_ALLOW_THREADS
+    if (inflight != NULL)
+        dl_leave(client, inflight);
+    PyErr_Restore(t, v, tb);
+}
+
 /* Lock._c_acquire(wait_ms) -> (status, handle or None): what acquire()
  * calls for the subclasses, which have their own (Semaphore, MultiLock). */
 static PyObject *dl_lock_c_acquire_py(PyObject *o, PyObject *arg)
@@ -1471,10 +1497,7 @@ static PyObject *dl_lock_acquire(PyObject *o, PyObject *const *args, Py_ssize_t 
         if (st == DISTLOCK_OK) {
             h = SWIG_NewPointerObj(l, SWIGTYPE_p_distlock_lock, 0);
             if (h == NULL) {  /* the caller sees an exception: it must not hold the lock */
-                Py_BEGIN_ALLOW_THREADS
-                (void)distlock_release(l);
-                distlock_lock_free(l);
-                Py_END_ALLOW_THREADS
+                dl_give_back(self->client, l);
                 goto fail;
             }
         } else if (l != NULL) {
@@ -1511,12 +1534,8 @@ static PyObject *dl_lock_acquire(PyObject *o, PyObject *const *args, Py_ssize_t 
     }
     if (dl_lock_wait(self->hm) < 0) {
         distlock_lock *l = NULL;
-        if (dl_handle(h, &l) == 0) {  /* not held by a caller who sees an exception */
-            Py_BEGIN_ALLOW_THREADS
-            (void)distlock_release(l);
-            distlock_lock_free(l);
-            Py_END_ALLOW_THREADS
-        }
+        if (dl_handle(h, &l) == 0)  /* not held by a caller who sees an exception */
+            dl_give_back(self->client, l);
         Py_DECREF(h);
         dl_unlock_keep(self->local);
         return NULL;
@@ -1662,8 +1681,7 @@ static PyObject *dl_lock_release(PyObject *o, PyObject *const *args, Py_ssize_t 
 static PyObject *dl_lock_enter(PyObject *o, PyObject *unused)
 {
     (void)unused;
-    PyObject *r = dl_is_type(o, dl_lk.lock_cls)
-                      ? dl_lock_acquire(o, NULL, 0, NULL) : dl_call0(o, s_acquire);
+    PyObject *r = dl_call0(o, s_acquire);  /* self.acquire(): an instance's own too */
     if (r == NULL)
         return NULL;
     int got = PyObject_IsTrue(r);
@@ -1686,16 +1704,19 @@ static PyObject *dl_lock_exit(PyObject *o, PyObject *const *args, Py_ssize_t n)
 {
     (void)args;
     (void)n;
-    return dl_is_type(o, dl_lk.lock_cls) ? dl_lock_release(o, NULL, 0, NULL)
-                                                           : dl_call0(o, s_release);
+    return dl_call0(o, s_release);  /* self.release(): an instance's own too */
 }
 
+/* What _init sets is read-only after it: the C code waits on the mutexes
+ * and calls through the client without a reference of its own. */
 #define DL_MEMBER(name, field) { name, T_OBJECT, offsetof(dl_py_lock, field), 0, NULL }
+#define DL_SET_ONCE(name, field) { name, T_OBJECT, offsetof(dl_py_lock, field), READONLY, NULL }
 static PyMemberDef dl_lock_members[] = {
-    DL_MEMBER("_client", client), DL_MEMBER("_key", key), DL_MEMBER("_token", token),
-    DL_MEMBER("_ttl_ms", ttl_ms), DL_MEMBER("_wait_ms", wait_ms), DL_MEMBER("_flags", flags),
-    DL_MEMBER("_local", local), DL_MEMBER("_reentrant", reentrant), DL_MEMBER("_outer", outer),
-    DL_MEMBER("_hm", hm), DL_MEMBER("_on_lost", on_lost), DL_MEMBER("_ref", ref),
+    DL_SET_ONCE("_client", client), DL_SET_ONCE("_key", key), DL_SET_ONCE("_token", token),
+    DL_SET_ONCE("_ttl_ms", ttl_ms), DL_SET_ONCE("_wait_ms", wait_ms),
+    DL_SET_ONCE("_flags", flags), DL_SET_ONCE("_local", local),
+    DL_SET_ONCE("_reentrant", reentrant), DL_MEMBER("_outer", outer), DL_SET_ONCE("_hm", hm),
+    DL_SET_ONCE("_on_lost", on_lost), DL_SET_ONCE("_ref", ref),
     DL_MEMBER("_h", h), DL_MEMBER("_retry", retry), DL_MEMBER("_was_lost", was_lost),
     DL_MEMBER("_lost_seen", lost_seen), DL_MEMBER("_owner_ident", owner_ident),
     DL_MEMBER("_refused_detail", refused_detail),

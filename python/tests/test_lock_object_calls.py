@@ -116,3 +116,28 @@ def test_locks_taken_refused_and_released_leave_no_objects_behind(server, client
     other.close()
     # a leak of one object per call would be hundreds of blocks
     assert grown < 100, "%d blocks more after 300 rounds" % grown
+
+
+def test_with_calls_the_objects_own_acquire_and_release(client, r, key):
+    """`with lk:` goes through lk.acquire and lk.release, as the Python
+    __enter__/__exit__ did: a patched instance (mock.patch.object) sees them."""
+    lk = client.lock(key, ttl=10)
+    calls = []
+    acquire, release = lk.acquire, lk.release
+    lk.acquire = lambda *a, **k: calls.append("acquire") or acquire(*a, **k)
+    lk.release = lambda: calls.append("release") or release()
+    with lk:
+        assert r.get(key) == lk.token
+    assert calls == ["acquire", "release"]
+    assert r.exists(key) == 0
+
+
+def test_a_lock_is_initialised_once(client, key):
+    """Its mutexes may have waiters: __init__ again, or replacing them, is refused."""
+    lk = client.lock(key, ttl=10)
+    with pytest.raises(TypeError, match="initialised once"):
+        lk.__init__(client, key)
+    with pytest.raises(AttributeError):
+        lk._local = _core.Mutex()
+    assert lk.acquire(blocking=False)
+    lk.release()
