@@ -48,6 +48,7 @@ CHILD = textwrap.dedent("""
         lk.acquire()  # the local mutex: held by the other thread
         print("returned", flush=True)
     except KeyboardInterrupt:
+        signal.signal(signal.SIGINT, signal.SIG_IGN)  # the parent's next ones
         print("interrupted", lk.held, flush=True)
         done.set()
         t.join()
