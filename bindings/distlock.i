@@ -931,17 +931,14 @@ static struct {
              *lock_lost_cls, *forever, *minus_one;
 } dl_lk;
 
-static PyObject *s_acquire, *s_release, *s_append, *s_pop, *s_inflight, *s_closed, *s_h,
+static PyObject *s_acquire, *s_release, *s_inflight, *s_closed, *s_h,
                 *s_locks, *s_finalize_held, *s_wake_closer,
                 *s_not_acquired, *s_name;
 
 #if PY_VERSION_HEX < 0x03090000
 #define dl_call0(o, name) PyObject_CallMethodObjArgs((o), (name), NULL)
-#define dl_call1(o, name, a) PyObject_CallMethodObjArgs((o), (name), (a), NULL)
-#define PyObject_Vectorcall _PyObject_Vectorcall
 #else
 #define dl_call0(o, name) PyObject_CallMethodNoArgs((o), (name))
-#define dl_call1(o, name, a) PyObject_CallMethodOneArg((o), (name), (a))
 #endif
 #define dl_is_type(o, t) (Py_TYPE(o) == (PyTypeObject *)(t))
 
@@ -959,19 +956,16 @@ static void dl_set(PyObject **slot, PyObject *v)
     Py_XSETREF(*slot, v);
 }
 
-/* A Mutex (or any object with its methods) taken waiting; released. */
+/* A Lock's Mutex (_init makes them, dl_missing checks them) taken
+ * waiting: 0, or -1 with a signal handler's exception; released. */
 static int dl_lock_wait(PyObject *mu)
 {
-    if (Py_TYPE(mu) == &dl_mutex_type)
-        return dl_mutex_wait((dl_py_mutex *)mu, -1) > 0 ? 0 : -1;
-    return dl_do0(mu, s_acquire);
+    return dl_mutex_wait((dl_py_mutex *)mu, -1) > 0 ? 0 : -1;
 }
 
 static int dl_unlock(PyObject *mu)
 {
-    if (Py_TYPE(mu) == &dl_mutex_type)
-        return dl_mutex_release_c((dl_py_mutex *)mu);
-    return dl_do0(mu, s_release);
+    return dl_mutex_release_c((dl_py_mutex *)mu);
 }
 
 /* dl_unlock, keeping an exception already set (the error paths). */
@@ -986,24 +980,20 @@ static void dl_unlock_keep(PyObject *mu)
 
 static void dl_leave(PyObject *client, PyObject *inflight);
 
-/* Client._call's accounting (see Client._enter): append to the client's
- * _inflight, then read _closed. Returns the deque (a new reference) and
- * sets *closed, or NULL with an exception. */
+/* Client._call's accounting (see Client._enter): count one more call in
+ * the client's _inflight, then read _closed. Returns the counter (a new
+ * reference) and sets *closed, or NULL with an exception. */
 static PyObject *dl_enter(PyObject *client, int *closed)
 {
     PyObject *inflight = PyObject_GetAttr(client, s_inflight);
     if (inflight == NULL)
         return NULL;
-    if (Py_TYPE(inflight) == &dl_count_type) {
-        ((dl_py_count *)inflight)->n++;
-    } else {
-        PyObject *r = dl_call1(inflight, s_append, Py_None);
-        if (r == NULL) {
-            Py_DECREF(inflight);
-            return NULL;
-        }
-        Py_DECREF(r);
+    if (Py_TYPE(inflight) != &dl_count_type) {
+        Py_DECREF(inflight);
+        PyErr_SetString(PyExc_TypeError, "distlock: the client's _inflight is not a CallCount");
+        return NULL;
     }
+    ((dl_py_count *)inflight)->n++;
     PyObject *c = PyObject_GetAttr(client, s_closed);
     *closed = c ? PyObject_IsTrue(c) : -1;
     Py_XDECREF(c);
@@ -1020,10 +1010,7 @@ static void dl_leave(PyObject *client, PyObject *inflight)
 {
     PyObject *t, *v, *tb;
     PyErr_Fetch(&t, &v, &tb);
-    if (Py_TYPE(inflight) == &dl_count_type && ((dl_py_count *)inflight)->n > 0)
-        ((dl_py_count *)inflight)->n--;
-    else if (dl_do0(inflight, s_pop) < 0)
-        PyErr_WriteUnraisable(client);
+    ((dl_py_count *)inflight)->n--;  /* dl_enter counted it */
     Py_DECREF(inflight);
     PyObject *c = PyObject_GetAttr(client, s_closed);
     int closed = c ? PyObject_IsTrue(c) : -1;
@@ -1825,8 +1812,8 @@ static PyMethodDef dl_lock_module_methods[] = {
 static int dl_lock_module_init(PyObject *m)
 {
     struct { PyObject **s; const char *text; } names[] = {
-        { &s_acquire, "acquire" }, { &s_release, "release" }, { &s_append, "append" },
-        { &s_pop, "pop" }, { &s_inflight, "_inflight" }, { &s_closed, "_closed" },
+        { &s_acquire, "acquire" }, { &s_release, "release" },
+        { &s_inflight, "_inflight" }, { &s_closed, "_closed" },
         { &s_h, "_h" }, { &s_locks, "_locks" }, { &s_finalize_held, "_finalize_held" },
         { &s_wake_closer, "_wake_closer" }, { &s_not_acquired, "_not_acquired" },
         { &s_name, "__name__" },

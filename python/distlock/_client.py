@@ -10,7 +10,6 @@ import sys
 import threading
 import warnings
 import weakref
-from time import monotonic as _monotonic
 from typing import (Any, Callable, List, NamedTuple, NoReturn, Optional, Sequence,
                     SupportsIndex, Tuple, TypeVar, Union)
 
@@ -29,10 +28,6 @@ _R = TypeVar("_R")
 _OK = _core.DISTLOCK_OK
 _EINVAL = _core.DISTLOCK_EINVAL
 _FOREVER = _core.DISTLOCK_WAIT_FOREVER
-_AUTO_RENEW = _core.DISTLOCK_AUTO_RENEW
-_FENCING = _core.DISTLOCK_FENCING
-_REENTRANT = _core.DISTLOCK_REENTRANT
-_SHARED = _core.DISTLOCK_SHARED
 _WAIT_FOREVER_ABOVE_MS = 10 ** 12  # ~31 years: treat as "forever"
 
 
