@@ -698,6 +698,13 @@ typedef struct {
 
 static PyTypeObject dl_mutex_type;
 
+/* Free PyThread locks, unlocked, for the next Mutex: a Lock makes two
+ * and drops them with it, and making one is a malloc and a sem_init.
+ * Touched with the GIL held only (new and dealloc). */
+#define DL_SPARE_LOCKS 16
+static PyThread_type_lock dl_spare_locks[DL_SPARE_LOCKS];
+static int dl_nspare;
+
 static PyObject *dl_mutex_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
 {
     if ((args && PyTuple_GET_SIZE(args)) || (kwds && PyDict_GET_SIZE(kwds))) {
@@ -707,7 +714,7 @@ static PyObject *dl_mutex_new(PyTypeObject *type, PyObject *args, PyObject *kwds
     dl_py_mutex *self = (dl_py_mutex *)type->tp_alloc(type, 0);
     if (self == NULL)
         return NULL;
-    self->lock = PyThread_allocate_lock();
+    self->lock = dl_nspare > 0 ? dl_spare_locks[--dl_nspare] : PyThread_allocate_lock();
     if (self->lock == NULL) {
         Py_DECREF(self);
         PyErr_SetString(PyExc_MemoryError, "can't allocate lock");
@@ -721,7 +728,11 @@ static void dl_mutex_dealloc(dl_py_mutex *self)
     if (self->lock != NULL) {
         if (self->locked)
             PyThread_release_lock(self->lock);
-        PyThread_free_lock(self->lock);
+        /* nobody waits on it: a waiter holds a reference to self */
+        if (dl_nspare < DL_SPARE_LOCKS)
+            dl_spare_locks[dl_nspare++] = self->lock;
+        else
+            PyThread_free_lock(self->lock);
     }
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
@@ -928,7 +939,7 @@ typedef struct {
 /* Given once by distlock/_client.py (lock_setup). */
 static struct {
     PyObject *client_cls, *lock_cls, *ttl_memo, *ttl_ms_fn, *wait_ms_fn, *check_key_fn,
-             *lock_lost_cls, *forever, *minus_one;
+             *lock_lost_cls, *forever, *minus_one, *default_ttl;
 } dl_lk;
 
 static PyObject *s_acquire, *s_release, *s_inflight, *s_closed, *s_h,
@@ -1757,8 +1768,11 @@ static PyTypeObject dl_lock_type = {
     .tp_methods = dl_lock_methods,
 };
 
+static int dl_install_client_lock(PyObject *client_cls);
+
 /* lock_setup(Client, Lock, ttl_memo, _ttl_ms, _wait_ms, _check_key,
- * LockLost): once, by distlock/_client.py. */
+ * LockLost): once, by distlock/_client.py; Client.lock becomes the C
+ * method below (dl_client_lock). */
 static PyObject *dl_lock_setup(PyObject *mod, PyObject *const *a, Py_ssize_t n)
 {
     (void)mod;
@@ -1773,7 +1787,28 @@ static PyObject *dl_lock_setup(PyObject *mod, PyObject *const *a, Py_ssize_t n)
                             &dl_lk.lock_lost_cls };
     for (int i = 0; i < 7; i++)
         dl_set(slots[i], a[i]);
+    if (dl_install_client_lock(a[0]) < 0)
+        return NULL;
     Py_RETURN_NONE;
+}
+
+/* cls.__new__(cls) and its _init(a[0..9]): a new Lock. */
+static PyObject *dl_make_lock(PyTypeObject *cls, PyObject *const *a)
+{
+    PyObject *empty = PyTuple_New(0);
+    if (empty == NULL)
+        return NULL;
+    PyObject *o = cls->tp_new(cls, empty, NULL);
+    Py_DECREF(empty);
+    if (o == NULL)
+        return NULL;
+    PyObject *r = dl_lock_init(o, a, 10);
+    if (r == NULL) {
+        Py_DECREF(o);
+        return NULL;
+    }
+    Py_DECREF(r);
+    return o;
 }
 
 /* new_lock(cls, client, key, ttl, wait, auto_renew, fencing, reentrant,
@@ -1786,21 +1821,102 @@ static PyObject *dl_new_lock(PyObject *mod, PyObject *const *a, Py_ssize_t n)
         PyErr_SetString(PyExc_TypeError, "new_lock(Lock class, 10 arguments of Lock._init)");
         return NULL;
     }
-    PyTypeObject *cls = (PyTypeObject *)a[0];
-    PyObject *empty = PyTuple_New(0);
-    if (empty == NULL)
-        return NULL;
-    PyObject *o = cls->tp_new(cls, empty, NULL);
-    Py_DECREF(empty);
-    if (o == NULL)
-        return NULL;
-    PyObject *r = dl_lock_init(o, a + 1, 10);
-    if (r == NULL) {
-        Py_DECREF(o);
+    return dl_make_lock((PyTypeObject *)a[0], a + 1);
+}
+
+/* Client.lock(key, ttl=30.0, *, wait=None, auto_renew=False, fencing=False,
+ * reentrant=False, shared=False, on_lost=None, token=None): the Python
+ * method of that name in distlock/_client.py (its signature and docstring
+ * are the documentation), made a method descriptor of Client by
+ * lock_setup, so that a call builds the Lock without a Python frame and
+ * the keyword defaults it reads from a dict. The arguments as Python binds
+ * them; the checks are Lock._init's. */
+#define DL_LOCK_NARGS 9
+static const char *const dl_lock_argnames[DL_LOCK_NARGS] = {
+    "key", "ttl", "wait", "auto_renew", "fencing", "reentrant", "shared", "on_lost", "token"
+};
+
+static PyObject *dl_client_lock(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
+                                PyObject *kwnames)
+{
+    PyObject *v[DL_LOCK_NARGS] = { NULL };
+    if (nargs > 2) {
+        PyErr_Format(PyExc_TypeError,
+                     "lock() takes from 2 to 3 positional arguments but %zd were given", nargs + 1);
         return NULL;
     }
-    Py_DECREF(r);
-    return o;
+    for (Py_ssize_t i = 0; i < nargs; i++)
+        v[i] = args[i];
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        int k = -1;
+        for (int j = 0; j < DL_LOCK_NARGS && k < 0; j++)
+            if (PyUnicode_CompareWithASCIIString(name, dl_lock_argnames[j]) == 0)
+                k = j;
+        if (k < 0) {
+            PyErr_Format(PyExc_TypeError, "lock() got an unexpected keyword argument '%S'", name);
+            return NULL;
+        }
+        if (v[k] != NULL) {
+            PyErr_Format(PyExc_TypeError, "lock() got multiple values for argument '%s'",
+                         dl_lock_argnames[k]);
+            return NULL;
+        }
+        v[k] = args[nargs + i];
+    }
+    if (v[0] == NULL) {
+        PyErr_SetString(PyExc_TypeError, "lock() missing 1 required positional argument: 'key'");
+        return NULL;
+    }
+    PyObject *a[10] = {
+        self, v[0], v[1] ? v[1] : dl_lk.default_ttl, v[2] ? v[2] : Py_None,
+        v[3] ? v[3] : Py_False, v[4] ? v[4] : Py_False, v[5] ? v[5] : Py_False,
+        v[6] ? v[6] : Py_False, v[7] ? v[7] : Py_None, v[8] ? v[8] : Py_None,
+    };
+    return dl_make_lock((PyTypeObject *)dl_lk.lock_cls, a);
+}
+
+/* The descriptor's doc: the text signature, then the Python method's
+ * docstring (kept for the life of the process, as a type's are). */
+static PyMethodDef dl_client_lock_def = {
+    "lock", (PyCFunction)(void (*)(void))dl_client_lock, METH_FASTCALL | METH_KEYWORDS, NULL
+};
+
+static int dl_install_client_lock(PyObject *client_cls)
+{
+    static const char sig[] = "lock($self, key, ttl=30.0, *, wait=None, auto_renew=False, "
+                              "fencing=False, reentrant=False, shared=False, on_lost=None, "
+                              "token=None)\n--\n\n";
+    if (dl_client_lock_def.ml_doc == NULL) {
+        PyObject *f = PyObject_GetAttrString(client_cls, "lock");
+        PyObject *doc = f ? PyObject_GetAttrString(f, "__doc__") : NULL;
+        Py_XDECREF(f);
+        if (doc == NULL)
+            return -1;
+        Py_ssize_t n = 0;
+        const char *d = PyUnicode_Check(doc) ? PyUnicode_AsUTF8AndSize(doc, &n) : "";
+        if (d == NULL) {
+            Py_DECREF(doc);
+            return -1;
+        }
+        char *text = PyMem_RawMalloc(sizeof sig + (size_t)n);
+        if (text == NULL) {
+            Py_DECREF(doc);
+            PyErr_NoMemory();
+            return -1;
+        }
+        memcpy(text, sig, sizeof sig - 1);
+        memcpy(text + sizeof sig - 1, d, (size_t)n + 1);
+        Py_DECREF(doc);
+        dl_client_lock_def.ml_doc = text;
+    }
+    PyObject *descr = PyDescr_NewMethod((PyTypeObject *)client_cls, &dl_client_lock_def);
+    if (descr == NULL)
+        return -1;
+    int rc = PyObject_SetAttrString(client_cls, "lock", descr);
+    Py_DECREF(descr);
+    return rc;
 }
 
 static PyMethodDef dl_lock_module_methods[] = {
@@ -1822,7 +1938,8 @@ static int dl_lock_module_init(PyObject *m)
         if ((*names[i].s = PyUnicode_InternFromString(names[i].text)) == NULL)
             return -1;
     if ((dl_lk.minus_one = PyLong_FromLong(-1)) == NULL ||
-        (dl_lk.forever = PyLong_FromLong(DISTLOCK_WAIT_FOREVER)) == NULL)
+        (dl_lk.forever = PyLong_FromLong(DISTLOCK_WAIT_FOREVER)) == NULL ||
+        (dl_lk.default_ttl = PyFloat_FromDouble(30.0)) == NULL)
         return -1;
     if (PyType_Ready(&dl_lock_type) < 0 || PyType_Ready(&dl_mutex_type) < 0 ||
         PyType_Ready(&dl_count_type) < 0)

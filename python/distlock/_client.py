@@ -442,8 +442,9 @@ class Client:
         is held, as in redis-py. Not with ``shared`` or ``reentrant`` (the
         acquire raises InvalidArgument, the library's rule).
         """
-        # Lock.__new__ + _init in one C call: what Lock(...) does, without
-        # the keyword arguments that calling a class passes on as a dict.
+        # What this method does. _core.lock_setup (below the Lock class)
+        # replaces it with a C method of the same signature and docstring,
+        # which skips this Python frame: Lock.__new__ + _init in one call.
         return _core.new_lock(Lock, self, key, ttl, wait, auto_renew, fencing, reentrant,
                               shared, on_lost, token)
 

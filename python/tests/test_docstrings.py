@@ -30,7 +30,9 @@ def _members(cls: type) -> Iterator[Tuple[str, object]]:
             continue
         if isinstance(value, (staticmethod, classmethod)):
             value = value.__func__
-        if isinstance(value, property) or inspect.isfunction(value):
+        # a method written in C (Client.lock) is a method descriptor
+        if isinstance(value, property) or inspect.isfunction(value) or \
+                inspect.ismethoddescriptor(value):
             yield name, value
 
 

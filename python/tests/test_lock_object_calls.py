@@ -34,6 +34,30 @@ def test_acquire_arguments_are_checked_as_a_def_checks_them(client, key):
     lk.release()
 
 
+def test_client_lock_binds_its_arguments_as_its_def_says(client, r, key):
+    # Client.lock runs in C; its signature and docstring are the Python def's.
+    import inspect
+    assert str(inspect.signature(distlock.Client.lock)) == (
+        "(self, /, key, ttl=30.0, *, wait=None, auto_renew=False, fencing=False, "
+        "reentrant=False, shared=False, on_lost=None, token=None)")
+    assert "nothing is sent until it is acquired" in distlock.Client.lock.__doc__
+    with pytest.raises(TypeError, match="missing 1 required positional argument: 'key'"):
+        client.lock()
+    with pytest.raises(TypeError, match="takes from 2 to 3 positional arguments but 4 were"):
+        client.lock(key, 10, 1)  # wait is keyword-only
+    with pytest.raises(TypeError, match="multiple values for argument 'ttl'"):
+        client.lock(key, 10, ttl=5)
+    with pytest.raises(TypeError, match="unexpected keyword argument 'timeout'"):
+        client.lock(key, timeout=5)
+    assert client.lock(key).ttl == 30.0
+    lk = client.lock(ttl=2.5, key=key, token="tok-1", wait=0)
+    assert (lk.ttl, lk.key) == (2.5, key)
+    assert lk.acquire() is True
+    assert r.get(key) == "tok-1" and 0 < r.pttl(key) <= 2500
+    lk.release()
+    assert r.get(key) is None
+
+
 def test_subclass_that_adds_nothing_locks_as_a_lock(client, r, key):
     class Job(distlock.Lock):
         pass
