@@ -879,10 +879,18 @@ static PyTypeObject dl_mutex_type = {
 
 /* _core.CallCount: a Client's calls in progress (Client._inflight), with
  * the two deque methods its Python code uses, append(x) and pop(), and
- * len(); the C code below counts without a method call. */
+ * len(); the C code below counts without a method call. It also keeps
+ * the client's state that a call reads around its count: `closed`
+ * (Client._closed), `h` (Client._h, the C client's handle, with its
+ * pointer) and `locks` (Client._locks), so that a Lock, which keeps its
+ * client's CallCount, reads them without an attribute lookup. */
 typedef struct {
     PyObject_HEAD
     Py_ssize_t n;
+    char closed;
+    PyObject *h;            /* the SWIG handle or NULL (None) */
+    distlock_client *cp;    /* h's pointer */
+    PyObject *locks;
 } dl_py_count;
 
 static PyTypeObject dl_count_type;
@@ -910,6 +918,52 @@ static Py_ssize_t dl_count_len(dl_py_count *self)
     return self->n;
 }
 
+static void dl_count_dealloc(dl_py_count *self)
+{
+    Py_CLEAR(self->h);
+    Py_CLEAR(self->locks);
+    Py_TYPE(self)->tp_free((PyObject *)self);
+}
+
+static PyObject *dl_count_get_h(dl_py_count *self, void *unused)
+{
+    (void)unused;
+    PyObject *h = self->h ? self->h : Py_None;
+    Py_INCREF(h);
+    return h;
+}
+
+/* None, or a distlock_client handle (what distlock_client_new returned). */
+static int dl_count_set_h(dl_py_count *self, PyObject *v, void *unused)
+{
+    (void)unused;
+    void *p = NULL;
+    if (v == NULL) {
+        PyErr_SetString(PyExc_AttributeError, "a CallCount's h can't be deleted");
+        return -1;
+    }
+    if (v != Py_None &&
+        (!SWIG_IsOK(SWIG_ConvertPtr(v, &p, SWIGTYPE_p_distlock_client, 0)) || p == NULL)) {
+        PyErr_SetString(PyExc_TypeError, "h must be None or a distlock_client handle");
+        return -1;
+    }
+    Py_XSETREF(self->h, v == Py_None ? NULL : (Py_INCREF(v), v));
+    self->cp = p;
+    return 0;
+}
+
+static PyGetSetDef dl_count_getset[] = {
+    { "h", (getter)dl_count_get_h, (setter)dl_count_set_h,
+      "The client's C handle (Client._h), or None.", NULL },
+    { NULL, NULL, NULL, NULL, NULL }
+};
+
+static PyMemberDef dl_count_members[] = {
+    { "closed", T_BOOL, offsetof(dl_py_count, closed), 0, "Client._closed." },
+    { "locks", T_OBJECT, offsetof(dl_py_count, locks), 0, "Client._locks." },
+    { NULL, 0, 0, 0, NULL }
+};
+
 static PyMethodDef dl_count_methods[] = {
     { "append", (PyCFunction)dl_count_append, METH_O, "One more call in progress." },
     { "pop", (PyCFunction)dl_count_pop, METH_NOARGS, "One call less in progress." },
@@ -923,9 +977,13 @@ static PyTypeObject dl_count_type = {
     .tp_name = "distlock._core.CallCount",
     .tp_basicsize = sizeof(dl_py_count),
     .tp_flags = Py_TPFLAGS_DEFAULT,
-    .tp_doc = "A client's calls in progress: append(None) and pop(), len() of them.",
+    .tp_doc = "A client's calls in progress: append(None) and pop(), len() of them; "
+              "its closed flag, C handle and set of locks.",
     .tp_new = PyType_GenericNew,
+    .tp_dealloc = (destructor)dl_count_dealloc,
     .tp_methods = dl_count_methods,
+    .tp_members = dl_count_members,
+    .tp_getset = dl_count_getset,
     .tp_as_sequence = &dl_count_seq,
 };
 
@@ -934,6 +992,7 @@ typedef struct {
     PyObject *client, *key, *token, *ttl_ms, *wait_ms, *flags, *local, *reentrant, *outer,
              *hm, *on_lost, *ref, *h, *retry, *was_lost, *lost_seen, *owner_ident,
              *refused_detail;
+    dl_py_count *count;  /* client._inflight, set by _init */
 } dl_py_lock;
 
 /* Given once by distlock/_client.py (lock_setup). */
@@ -942,8 +1001,7 @@ static struct {
              *lock_lost_cls, *forever, *minus_one, *default_ttl;
 } dl_lk;
 
-static PyObject *s_acquire, *s_release, *s_inflight, *s_closed, *s_h,
-                *s_locks, *s_finalize_held, *s_wake_closer,
+static PyObject *s_acquire, *s_release, *s_inflight, *s_finalize_held, *s_wake_closer,
                 *s_not_acquired, *s_name;
 
 #if PY_VERSION_HEX < 0x03090000
@@ -989,46 +1047,57 @@ static void dl_unlock_keep(PyObject *mu)
     PyErr_Restore(t, v, tb);
 }
 
-static void dl_leave(PyObject *client, PyObject *inflight);
-
-/* Client._call's accounting (see Client._enter): count one more call in
- * the client's _inflight, then read _closed. Returns the counter (a new
- * reference) and sets *closed, or NULL with an exception. */
-static PyObject *dl_enter(PyObject *client, int *closed)
+/* client._inflight (a new reference), or NULL with an exception. */
+static dl_py_count *dl_count_of(PyObject *client)
 {
     PyObject *inflight = PyObject_GetAttr(client, s_inflight);
-    if (inflight == NULL)
-        return NULL;
-    if (Py_TYPE(inflight) != &dl_count_type) {
-        Py_DECREF(inflight);
+    if (inflight != NULL && Py_TYPE(inflight) != &dl_count_type) {
+        Py_CLEAR(inflight);
         PyErr_SetString(PyExc_TypeError, "distlock: the client's _inflight is not a CallCount");
-        return NULL;
     }
-    ((dl_py_count *)inflight)->n++;
-    PyObject *c = PyObject_GetAttr(client, s_closed);
-    *closed = c ? PyObject_IsTrue(c) : -1;
-    Py_XDECREF(c);
-    if (*closed < 0) {
-        dl_leave(client, inflight);
-        return NULL;
-    }
-    return inflight;
+    return (dl_py_count *)inflight;
 }
 
-/* Client._leave: pop, and wake a close() that may be waiting. Keeps an
- * exception already set; steals the reference to inflight. */
+/* Client._call's accounting (see Client._enter): count one more call in
+ * progress, then read the closed flag (1: closed, the caller backs out).
+ * The GIL orders both against close(), which sets the flag and then waits
+ * for the count to fall to 0. */
+static int dl_enter_count(dl_py_count *ic)
+{
+    ic->n++;
+    return ic->closed;
+}
+
+/* Client._leave: one call less, and wake a close() that may be waiting.
+ * Keeps an exception already set. */
+static void dl_leave_count(PyObject *client, dl_py_count *ic)
+{
+    ic->n--;  /* dl_enter_count counted it */
+    if (ic->closed) {
+        PyObject *t, *v, *tb;
+        PyErr_Fetch(&t, &v, &tb);
+        if (dl_do0(client, s_wake_closer) < 0)
+            PyErr_WriteUnraisable(client);
+        PyErr_Restore(t, v, tb);
+    }
+}
+
+/* The same for a caller without the client's CallCount at hand: returns it
+ * (a new reference, for dl_leave) and sets *closed, or NULL with an
+ * exception. */
+static PyObject *dl_enter(PyObject *client, int *closed)
+{
+    dl_py_count *ic = dl_count_of(client);
+    if (ic != NULL)
+        *closed = dl_enter_count(ic);
+    return (PyObject *)ic;
+}
+
+/* Steals the reference to inflight. */
 static void dl_leave(PyObject *client, PyObject *inflight)
 {
-    PyObject *t, *v, *tb;
-    PyErr_Fetch(&t, &v, &tb);
-    ((dl_py_count *)inflight)->n--;  /* dl_enter counted it */
+    dl_leave_count(client, (dl_py_count *)inflight);
     Py_DECREF(inflight);
-    PyObject *c = PyObject_GetAttr(client, s_closed);
-    int closed = c ? PyObject_IsTrue(c) : -1;
-    Py_XDECREF(c);
-    if (closed != 0 && (closed < 0 || dl_do0(client, s_wake_closer) < 0))
-        PyErr_WriteUnraisable(client);
-    PyErr_Restore(t, v, tb);
 }
 
 static int dl_handle(PyObject *o, distlock_lock **out)
@@ -1085,6 +1154,7 @@ static int dl_lock_traverse(dl_py_lock *self, visitproc visit, void *arg)
     Py_VISIT(self->hm); Py_VISIT(self->on_lost); Py_VISIT(self->ref); Py_VISIT(self->h);
     Py_VISIT(self->retry); Py_VISIT(self->was_lost); Py_VISIT(self->lost_seen);
     Py_VISIT(self->owner_ident); Py_VISIT(self->refused_detail);
+    Py_VISIT(self->count);
     return 0;
 }
 
@@ -1096,6 +1166,7 @@ static int dl_lock_clear(dl_py_lock *self)
     Py_CLEAR(self->hm); Py_CLEAR(self->on_lost); Py_CLEAR(self->ref); Py_CLEAR(self->h);
     Py_CLEAR(self->retry); Py_CLEAR(self->was_lost); Py_CLEAR(self->lost_seen);
     Py_CLEAR(self->owner_ident); Py_CLEAR(self->refused_detail);
+    Py_CLEAR(self->count);
     return 0;
 }
 
@@ -1113,14 +1184,13 @@ static void dl_lock_finalize(PyObject *o)
     dl_py_lock *self = (dl_py_lock *)o;
     PyObject *t, *v, *tb;
     PyErr_Fetch(&t, &v, &tb);
-    if (self->ref != NULL && self->ref != Py_None && self->client != NULL) {
-        PyObject *locks = PyObject_GetAttr(self->client, s_locks);
+    if (self->ref != NULL && self->ref != Py_None && self->count != NULL) {
+        PyObject *locks = self->count->locks;
         if (locks == NULL || !PySet_Check(locks) || PySet_Discard(locks, self->ref) < 0) {
             if (!PyErr_Occurred())
                 PyErr_SetString(PyExc_TypeError, "distlock: the client's _locks is not a set");
             PyErr_WriteUnraisable(o);
         }
-        Py_XDECREF(locks);
     }
     if (self->h != NULL && self->h != Py_None && dl_do0(o, s_finalize_held) < 0)
         PyErr_WriteUnraisable(o);
@@ -1146,6 +1216,10 @@ static PyObject *dl_lock_init(PyObject *o, PyObject *const *a, Py_ssize_t n)
         PyErr_SetString(PyExc_TypeError, "client must be a distlock.Client");
         return NULL;
     }
+    dl_py_count *count = dl_count_of(client);
+    if (count == NULL)
+        return NULL;
+    Py_XSETREF(self->count, count);
     if (!PyUnicode_Check(key) && !PyBytes_Check(key)) {
         PyObject *r = PyObject_CallFunctionObjArgs(dl_lk.check_key_fn, key, NULL);
         if (r == NULL)
@@ -1228,13 +1302,10 @@ static PyObject *dl_lock_init(PyObject *o, PyObject *const *a, Py_ssize_t n)
     if (ref == NULL)
         return NULL;
     Py_XSETREF(self->ref, ref);
-    PyObject *locks = PyObject_GetAttr(client, s_locks);
-    if (locks == NULL)
-        return NULL;
-    int rc = PySet_Check(locks) ? PySet_Add(locks, ref) : -1;
+    PyObject *locks = self->count->locks;
+    int rc = locks != NULL && PySet_Check(locks) ? PySet_Add(locks, ref) : -1;
     if (rc < 0 && !PyErr_Occurred())
         PyErr_SetString(PyExc_TypeError, "distlock: the client's _locks is not a set");
-    Py_DECREF(locks);
     if (rc < 0)
         return NULL;
     Py_RETURN_NONE;
@@ -1254,7 +1325,8 @@ static void dl_raise_closed(void)
 
 static int dl_missing(dl_py_lock *self)
 {
-    if (self->local && self->hm && self->client && self->key && self->token && self->ttl_ms &&
+    if (self->local && self->hm && self->client && self->count && self->key && self->token &&
+        self->ttl_ms &&
         self->wait_ms && self->flags && self->reentrant && self->outer && self->on_lost &&
         Py_TYPE(self->local) == &dl_mutex_type && Py_TYPE(self->hm) == &dl_mutex_type)
         return 0;
@@ -1267,20 +1339,17 @@ static int dl_missing(dl_py_lock *self)
  * DISTLOCK_NOTACQUIRED, or -1 with an exception. */
 static int dl_c_acquire(dl_py_lock *self, long wait_ms, distlock_lock **out)
 {
-    int closed = 0;
     PyObject *client = self->client;
+    dl_py_count *ic = self->count;
     Py_INCREF(client);
-    PyObject *inflight = dl_enter(client, &closed);
-    if (inflight == NULL) {
-        Py_DECREF(client);
-        return -1;
-    }
+    Py_INCREF(ic);
+    int closed = dl_enter_count(ic);
     int st = -1;
-    PyObject *key = self->key, *token = self->token, *ch = NULL;
+    PyObject *key = self->key, *token = self->token;
     Py_INCREF(key);
     Py_INCREF(token);
     const char *k = NULL, *tok = NULL;
-    void *cp = NULL;
+    distlock_client *cp = ic->cp;  /* close() frees it only once the count is 0 */
     long ttl = PyLong_AsLong(self->ttl_ms), flags = PyLong_AsLong(self->flags);
     if (closed) {
         dl_raise_closed();
@@ -1288,10 +1357,7 @@ static int dl_c_acquire(dl_py_lock *self, long wait_ms, distlock_lock **out)
     }
     if (PyErr_Occurred())
         goto out;
-    ch = PyObject_GetAttr(client, s_h);
-    if (ch == NULL)
-        goto out;
-    if (!SWIG_IsOK(SWIG_ConvertPtr(ch, &cp, SWIGTYPE_p_distlock_client, 0)) || cp == NULL) {
+    if (cp == NULL) {
         PyErr_SetString(PyExc_TypeError, "distlock: the client has no handle");
         goto out;
     }
@@ -1306,10 +1372,10 @@ static int dl_c_acquire(dl_py_lock *self, long wait_ms, distlock_lock **out)
         st = -1;
     }
 out:
-    Py_XDECREF(ch);
     Py_DECREF(key);
     Py_DECREF(token);
-    dl_leave(client, inflight);
+    dl_leave_count(client, ic);
+    Py_DECREF(ic);
     Py_DECREF(client);
     return st;
 }
@@ -1606,7 +1672,12 @@ static PyObject *dl_lock_release(PyObject *o, PyObject *const *args, Py_ssize_t 
     int retry = inner ? 0 : PyObject_IsTrue(self->retry);
     int closed = 0, rc = INT_MIN;  /* INT_MIN: an exception is set */
     distlock_lock *l = NULL;
-    PyObject *inflight = retry < 0 ? NULL : dl_enter(client, &closed);
+    PyObject *inflight = NULL;
+    if (retry >= 0) {
+        inflight = (PyObject *)self->count;
+        Py_INCREF(inflight);
+        closed = dl_enter_count(self->count);
+    }
     if (inflight != NULL) {
         if (closed) {
             dl_raise_closed();
@@ -1929,8 +2000,7 @@ static int dl_lock_module_init(PyObject *m)
 {
     struct { PyObject **s; const char *text; } names[] = {
         { &s_acquire, "acquire" }, { &s_release, "release" },
-        { &s_inflight, "_inflight" }, { &s_closed, "_closed" },
-        { &s_h, "_h" }, { &s_locks, "_locks" }, { &s_finalize_held, "_finalize_held" },
+        { &s_inflight, "_inflight" }, { &s_finalize_held, "_finalize_held" },
         { &s_wake_closer, "_wake_closer" }, { &s_not_acquired, "_not_acquired" },
         { &s_name, "__name__" },
     };

@@ -196,20 +196,19 @@ class Client:
     """
 
     def __init__(self, servers: Servers, **options: Any) -> None:
-        self._h: Any = None
-        self._mutex = threading.Lock()
-        self._idle = threading.Condition(self._mutex)
         # The calls in progress (see _call): append() and pop() are each
         # atomic (a counter in C, with a deque's two methods), so a call's
-        # accounting is two C calls instead of two blocks under self._mutex;
-        # Lock's C methods count there directly.
+        # accounting is two C calls instead of two blocks under self._mutex.
+        # It also holds _closed, _h and _locks (the properties below), which
+        # Lock's C methods read there, beside the count, directly.
         self._inflight = _core.CallCount()
-        self._closed = False
+        self._mutex = threading.Lock()
+        self._idle = threading.Condition(self._mutex)
         self._freed = False  # the C client is gone: its handles are only memory
         # Every Lock made on this client, by a weak reference that the Lock's
         # __del__ takes out again (a WeakSet did the same through two Python
         # calls per Lock: its add() and its removal callback).
-        self._locks: "set[weakref.ref[Lock]]" = set()
+        self._inflight.locks = set()
         self._watcher: Optional[LostWatcher] = None
         if isinstance(servers, (list, tuple)):
             for s in servers:
@@ -250,6 +249,28 @@ class Client:
             shown = "***" if what == "password" else repr(given)
             raise InvalidArgument(e.message, e.status,
                                   "%s=%s: %s" % (what, shown, e.detail)) from None
+
+    @property
+    def _h(self) -> Any:
+        """The C client's handle; None before it is made and once closed."""
+        return self._inflight.h
+
+    @_h.setter
+    def _h(self, h: Any) -> None:
+        self._inflight.h = h
+
+    @property
+    def _closed(self) -> bool:
+        return self._inflight.closed
+
+    @_closed.setter
+    def _closed(self, closed: bool) -> None:
+        self._inflight.closed = closed
+
+    @property
+    def _locks(self) -> "set[weakref.ref[Lock]]":
+        locks: "set[weakref.ref[Lock]]" = self._inflight.locks
+        return locks
 
     # -- in-flight accounting: close() must not free the C client under a
     #    call that another thread is making with the GIL released. A call

@@ -165,3 +165,20 @@ def test_a_lock_is_initialised_once(client, key):
         lk._local = _core.Mutex()
     assert lk.acquire(blocking=False)
     lk.release()
+
+
+def test_a_lock_made_before_close_sees_its_client_closed(server, r, key):
+    # A Lock reads its client's closed flag and handle where the client
+    # keeps them (its CallCount), not a copy taken when it was made.
+    c = distlock.Client(server.uri)
+    early = c.lock(key + ":early", ttl=10)
+    held = c.lock(key + ":held", ttl=10)
+    assert held.acquire(blocking=False)
+    c.close()  # releases what is held
+    assert c.closed and c._h is None and r.get(key + ":held") is None
+    with pytest.raises(distlock.ClosedError):
+        early.acquire(blocking=False)
+    assert r.get(key + ":early") is None
+    with pytest.raises(distlock.ClosedError):
+        held.release()
+    assert len(c._inflight) == 0  # every call that backed out left the count
