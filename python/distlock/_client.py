@@ -196,6 +196,12 @@ class Client:
     """
 
     def __init__(self, servers: Servers, **options: Any) -> None:
+        # Each Lock keeps the CallCount below, made once: a second __init__
+        # would give the client another one, whose close() the Locks made
+        # before it would never see (they would go on acquiring through the
+        # old C client, which nothing frees).
+        if "_inflight" in vars(self):
+            raise TypeError("a distlock.Client is initialised once: make a new one")
         # The calls in progress (see _call): append() and pop() are each
         # atomic (a counter in C, with a deque's two methods), so a call's
         # accounting is two C calls instead of two blocks under self._mutex.

@@ -182,3 +182,19 @@ def test_a_lock_made_before_close_sees_its_client_closed(server, r, key):
     with pytest.raises(distlock.ClosedError):
         held.release()
     assert len(c._inflight) == 0  # every call that backed out left the count
+
+
+def test_a_client_is_initialised_once_so_its_locks_see_its_close(server, r, key):
+    # A Lock keeps the CallCount its client had when the Lock was made; a
+    # second __init__ would give the client a new one, and close() would
+    # then mark and wait on that one while the older Locks kept acquiring
+    # through the old C client, after close().
+    c = distlock.Client(server.uri)
+    lk = c.lock(key, ttl=10)
+    with pytest.raises(TypeError, match="initialised once"):
+        c.__init__(server.uri)
+    c.close()
+    with pytest.raises(distlock.ClosedError):
+        lk.acquire(blocking=False)
+    assert r.get(key) is None
+    assert len(c._inflight) == 0
