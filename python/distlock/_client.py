@@ -6,6 +6,7 @@ the Python-side checks (types, NaN...) and the threading.Lock-like behaviour.
 """
 import contextlib
 import math
+import os
 import sys
 import threading
 import warnings
@@ -48,6 +49,23 @@ def _seconds_to_ms(value: Any, what: str) -> int:
 # The library's answers of _ttl_ms() for plain int and float values it took
 # (a program uses a few TTLs, a Lock made per acquisition asks each time):
 # a memo of the rule's results, the rule stays the library's.
+# Every live Client, for the fork handler below.
+_CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()
+
+
+def _forget_calls_of_vanished_threads() -> None:
+    """In a forked child: the threads that were inside a client's calls at
+    the fork do not exist here, so those calls never end and leave the
+    count; without this the child's close() would wait for them forever."""
+    for client in list(_CLIENTS):
+        inflight = vars(client).get("_inflight")
+        while inflight:
+            inflight.pop()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_forget_calls_of_vanished_threads)
+
 _TTL_MS_MEMO: "dict[float, int]" = {}
 _TTL_MS_MEMO_MAX = 64
 
@@ -208,6 +226,7 @@ class Client:
         # It also holds _closed, _h and _locks (the properties below), which
         # Lock's C methods read there, beside the count, directly.
         self._inflight = _core.CallCount()
+        _CLIENTS.add(self)
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
         self._freed = False  # the C client is gone: its handles are only memory

@@ -1,5 +1,6 @@
 """fork() safety and close() while other threads are inside calls."""
 import os
+import signal
 import threading
 import time
 
@@ -75,3 +76,41 @@ def test_binary_key(server, client):
         assert raw.get(k) == lk.token.encode()
         assert client.inspect(k)[0] == lk.token
     assert raw.get(k) is None
+
+
+def test_child_forked_while_another_thread_is_inside_acquire_can_close(server, r, key):
+    # The thread inside acquire() at the fork does not exist in the child,
+    # so the call it counted never ends there: the child's close() must not
+    # wait for it.
+    holder = distlock.Client(server.uri)
+    h = holder.lock(key + ":h", ttl=30)
+    assert h.acquire(blocking=False)
+    c = distlock.Client(server.uri)
+    result = {}
+    t = threading.Thread(
+        target=lambda: result.update(ok=c.lock(key + ":h", ttl=10, wait=1.0).acquire()))
+    t.start()
+    deadline = time.monotonic() + 5
+    while c._busy == 0 and time.monotonic() < deadline:
+        time.sleep(0.005)
+    assert c._busy == 1
+    pid = os.fork()
+    if pid == 0:  # child: never returns into pytest
+        code = 1
+        try:
+            signal.alarm(10)  # a close() that hangs ends the child with SIGALRM
+            with c.lock(key + ":child", ttl=30):
+                pass
+            c.close()
+            code = 0 if c._busy == 0 else 2
+        except BaseException:
+            code = 3
+        os._exit(code)
+    _, status = os.waitpid(pid, 0)
+    t.join(10)
+    assert os.WIFEXITED(status) and os.WEXITSTATUS(status) == 0, status
+    assert result == {"ok": False}
+    c.close()
+    assert c._busy == 0
+    h.release()
+    holder.close()
