@@ -1072,7 +1072,8 @@ static int dl_enter_count(dl_py_count *ic)
  * Keeps an exception already set. */
 static void dl_leave_count(PyObject *client, dl_py_count *ic)
 {
-    ic->n--;  /* dl_enter_count counted it */
+    if (ic->n > 0)  /* (0: a forked child forgot the calls of its parent's threads) */
+        ic->n--;    /* dl_enter_count counted it */
     if (ic->closed) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);

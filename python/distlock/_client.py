@@ -46,9 +46,6 @@ def _seconds_to_ms(value: Any, what: str) -> int:
     return int(math.ceil(value * 1000))
 
 
-# The library's answers of _ttl_ms() for plain int and float values it took
-# (a program uses a few TTLs, a Lock made per acquisition asks each time):
-# a memo of the rule's results, the rule stays the library's.
 # Every live Client, for the fork handler below.
 _CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()
 
@@ -66,6 +63,9 @@ def _forget_calls_of_vanished_threads() -> None:
 if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_forget_calls_of_vanished_threads)
 
+# The library's answers of _ttl_ms() for plain int and float values it took
+# (a program uses a few TTLs, a Lock made per acquisition asks each time):
+# a memo of the rule's results, the rule stays the library's.
 _TTL_MS_MEMO: "dict[float, int]" = {}
 _TTL_MS_MEMO_MAX = 64
 
