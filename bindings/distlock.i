@@ -902,14 +902,19 @@ static PyObject *dl_count_append(dl_py_count *self, PyObject *x)
     Py_RETURN_NONE;
 }
 
+/* One call less; never below 0: a forked child forgets the calls of its
+ * parent's other threads (distlock/_client.py), and the call its forking
+ * thread was in still ends there. */
+static void dl_count_down(dl_py_count *self)
+{
+    if (self->n > 0)
+        self->n--;
+}
+
 static PyObject *dl_count_pop(dl_py_count *self, PyObject *unused)
 {
     (void)unused;
-    if (self->n == 0) {
-        PyErr_SetString(PyExc_IndexError, "pop from an empty CallCount");
-        return NULL;
-    }
-    self->n--;
+    dl_count_down(self);
     Py_RETURN_NONE;
 }
 
@@ -998,7 +1003,7 @@ typedef struct {
 /* Given once by distlock/_client.py (lock_setup). */
 static struct {
     PyObject *client_cls, *lock_cls, *ttl_memo, *ttl_ms_fn, *wait_ms_fn, *check_key_fn,
-             *lock_lost_cls, *forever, *minus_one, *default_ttl;
+             *lock_lost_cls, *forever, *minus_one;
 } dl_lk;
 
 static PyObject *s_acquire, *s_release, *s_inflight, *s_finalize_held, *s_wake_closer,
@@ -1072,8 +1077,7 @@ static int dl_enter_count(dl_py_count *ic)
  * Keeps an exception already set. */
 static void dl_leave_count(PyObject *client, dl_py_count *ic)
 {
-    if (ic->n > 0)  /* (0: a forked child forgot the calls of its parent's threads) */
-        ic->n--;    /* dl_enter_count counted it */
+    dl_count_down(ic);  /* dl_enter_count counted it */
     if (ic->closed) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
@@ -1099,6 +1103,53 @@ static void dl_leave(PyObject *client, PyObject *inflight)
 {
     dl_leave_count(client, (dl_py_count *)inflight);
     Py_DECREF(inflight);
+}
+
+/* A METH_FASTCALL | METH_KEYWORDS method's arguments bound to names[0..n-1]
+ * as a def binds them: the first npos may come by position, the first nreq
+ * must come; out[k] gets the k-th one, or keeps what it holds (its
+ * default). 0, or -1 with the TypeError a def's call would raise. fn names
+ * the method ("acquire()"); the counts include self, as Python's do. */
+static int dl_bind_args(const char *fn, const char *const *names, int n, int npos, int nreq,
+                        PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
+                        PyObject **out)
+{
+    unsigned long given = 0;  /* n <= 32 */
+    if (nargs > npos) {
+        PyErr_Format(PyExc_TypeError, "%s takes from %d to %d positional arguments but %zd "
+                     "were given", fn, nreq + 1, npos + 1, nargs + 1);
+        return -1;
+    }
+    for (Py_ssize_t i = 0; i < nargs; i++) {
+        out[i] = args[i];
+        given |= 1UL << i;
+    }
+    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
+    for (Py_ssize_t i = 0; i < nkw; i++) {
+        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
+        int k = -1;
+        for (int j = 0; j < n && k < 0; j++)
+            if (PyUnicode_CompareWithASCIIString(name, names[j]) == 0)
+                k = j;
+        if (k < 0) {
+            PyErr_Format(PyExc_TypeError, "%s got an unexpected keyword argument '%S'", fn, name);
+            return -1;
+        }
+        if (given & (1UL << k)) {
+            PyErr_Format(PyExc_TypeError, "%s got multiple values for argument '%s'", fn,
+                         names[k]);
+            return -1;
+        }
+        out[k] = args[nargs + i];
+        given |= 1UL << k;
+    }
+    for (int k = 0; k < nreq; k++)
+        if (!(given & (1UL << k))) {
+            PyErr_Format(PyExc_TypeError, "%s missing 1 required positional argument: '%s'", fn,
+                         names[k]);
+            return -1;
+        }
+    return 0;
 }
 
 static int dl_handle(PyObject *o, distlock_lock **out)
@@ -1453,50 +1504,17 @@ static long long dl_now_us(void)
     return (long long)ts.tv_sec * 1000000 + ts.tv_nsec / 1000;
 }
 
-/* acquire()'s arguments: 0, or -1 with TypeError as a def's would be. */
-static int dl_acquire_args(PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                           PyObject **blocking, PyObject **timeout)
-{
-    static const char *const names[2] = { "blocking", "timeout" };
-    PyObject **slot[2] = { blocking, timeout };
-    if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError,
-                     "acquire() takes from 1 to 3 positional arguments but %zd were given",
-                     nargs + 1);
-        return -1;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        *slot[i] = args[i];
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t i = 0; i < nkw; i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        int k = -1;
-        for (int j = 0; j < 2 && k < 0; j++)
-            if (PyUnicode_Check(name) && PyUnicode_CompareWithASCIIString(name, names[j]) == 0)
-                k = j;
-        if (k < 0) {
-            PyErr_Format(PyExc_TypeError, "acquire() got an unexpected keyword argument '%S'",
-                         name);
-            return -1;
-        }
-        if (k < nargs) {
-            PyErr_Format(PyExc_TypeError, "acquire() got multiple values for argument '%s'",
-                         names[k]);
-            return -1;
-        }
-        *slot[k] = args[nargs + i];
-    }
-    return 0;
-}
-
 /* Lock.acquire(blocking=True, timeout=None) */
 static PyObject *dl_lock_acquire(PyObject *o, PyObject *const *args, Py_ssize_t nargs,
                                  PyObject *kwnames)
 {
+    static const char *const names[2] = { "blocking", "timeout" };
     dl_py_lock *self = (dl_py_lock *)o;
-    PyObject *blocking = Py_True, *timeout = Py_None;
-    if (dl_acquire_args(args, nargs, kwnames, &blocking, &timeout) < 0 || dl_missing(self) < 0)
+    PyObject *v[2] = { Py_True, Py_None };
+    if (dl_bind_args("acquire()", names, 2, 2, 0, args, nargs, kwnames, v) < 0 ||
+        dl_missing(self) < 0)
         return NULL;
+    PyObject *blocking = v[0], *timeout = v[1];
     int b = PyObject_IsTrue(blocking);
     if (b < 0)
         return NULL;
@@ -1896,97 +1914,129 @@ static PyObject *dl_new_lock(PyObject *mod, PyObject *const *a, Py_ssize_t n)
     return dl_make_lock((PyTypeObject *)a[0], a + 1);
 }
 
-/* Client.lock(key, ttl=30.0, *, wait=None, auto_renew=False, fencing=False,
- * reentrant=False, shared=False, on_lost=None, token=None): the Python
- * method of that name in distlock/_client.py (its signature and docstring
- * are the documentation), made a method descriptor of Client by
- * lock_setup, so that a call builds the Lock without a Python frame and
- * the keyword defaults it reads from a dict. The arguments as Python binds
- * them; the checks are Lock._init's. */
+/* Client.lock: the Python method of that name in distlock/_client.py,
+ * made a method descriptor of Client by lock_setup, so that a call builds
+ * the Lock without a Python frame and the keyword defaults it reads from a
+ * dict. The def stays the one statement of the method: its parameters
+ * (self, then Lock._init's nine, in _init's order), their defaults and
+ * its docstring are read from it here, and the arguments are bound as it
+ * binds them; the checks are Lock._init's. */
 #define DL_LOCK_NARGS 9
-static const char *const dl_lock_argnames[DL_LOCK_NARGS] = {
-    "key", "ttl", "wait", "auto_renew", "fencing", "reentrant", "shared", "on_lost", "token"
-};
+static struct {
+    PyObject *names[DL_LOCK_NARGS];     /* the def's parameter names (kept for text) */
+    const char *text[DL_LOCK_NARGS];
+    PyObject *defaults[DL_LOCK_NARGS];  /* NULL: required */
+    int npos, nreq;
+} dl_cl;
 
 static PyObject *dl_client_lock(PyObject *self, PyObject *const *args, Py_ssize_t nargs,
                                 PyObject *kwnames)
 {
-    PyObject *v[DL_LOCK_NARGS] = { NULL };
-    if (nargs > 2) {
-        PyErr_Format(PyExc_TypeError,
-                     "lock() takes from 2 to 3 positional arguments but %zd were given", nargs + 1);
+    PyObject *a[DL_LOCK_NARGS + 1];
+    a[0] = self;
+    memcpy(a + 1, dl_cl.defaults, sizeof dl_cl.defaults);
+    if (dl_bind_args("lock()", dl_cl.text, DL_LOCK_NARGS, dl_cl.npos, dl_cl.nreq, args, nargs,
+                     kwnames, a + 1) < 0)
         return NULL;
-    }
-    for (Py_ssize_t i = 0; i < nargs; i++)
-        v[i] = args[i];
-    Py_ssize_t nkw = kwnames ? PyTuple_GET_SIZE(kwnames) : 0;
-    for (Py_ssize_t i = 0; i < nkw; i++) {
-        PyObject *name = PyTuple_GET_ITEM(kwnames, i);
-        int k = -1;
-        for (int j = 0; j < DL_LOCK_NARGS && k < 0; j++)
-            if (PyUnicode_CompareWithASCIIString(name, dl_lock_argnames[j]) == 0)
-                k = j;
-        if (k < 0) {
-            PyErr_Format(PyExc_TypeError, "lock() got an unexpected keyword argument '%S'", name);
-            return NULL;
-        }
-        if (v[k] != NULL) {
-            PyErr_Format(PyExc_TypeError, "lock() got multiple values for argument '%s'",
-                         dl_lock_argnames[k]);
-            return NULL;
-        }
-        v[k] = args[nargs + i];
-    }
-    if (v[0] == NULL) {
-        PyErr_SetString(PyExc_TypeError, "lock() missing 1 required positional argument: 'key'");
-        return NULL;
-    }
-    PyObject *a[10] = {
-        self, v[0], v[1] ? v[1] : dl_lk.default_ttl, v[2] ? v[2] : Py_None,
-        v[3] ? v[3] : Py_False, v[4] ? v[4] : Py_False, v[5] ? v[5] : Py_False,
-        v[6] ? v[6] : Py_False, v[7] ? v[7] : Py_None, v[8] ? v[8] : Py_None,
-    };
     return dl_make_lock((PyTypeObject *)dl_lk.lock_cls, a);
 }
 
-/* The descriptor's doc: the text signature, then the Python method's
- * docstring (kept for the life of the process, as a type's are). */
 static PyMethodDef dl_client_lock_def = {
     "lock", (PyCFunction)(void (*)(void))dl_client_lock, METH_FASTCALL | METH_KEYWORDS, NULL
 };
 
-static int dl_install_client_lock(PyObject *client_cls)
+/* The def's parameters into dl_cl, and its text signature
+ * ("lock($self, key, ttl=30.0, *, wait=None, ...)") followed by its
+ * docstring into the descriptor's doc (kept for the life of the process,
+ * as a type's are). 0, or -1 with an exception. */
+static int dl_client_lock_from_def(PyObject *f)
 {
-    static const char sig[] = "lock($self, key, ttl=30.0, *, wait=None, auto_renew=False, "
-                              "fencing=False, reentrant=False, shared=False, on_lost=None, "
-                              "token=None)\n--\n\n";
+    PyObject *code = PyObject_GetAttrString(f, "__code__");
+    PyObject *defs = PyObject_GetAttrString(f, "__defaults__");
+    PyObject *kwdefs = PyObject_GetAttrString(f, "__kwdefaults__");
+    PyObject *doc = PyObject_GetAttrString(f, "__doc__");
+    PyObject *varnames = code ? PyObject_GetAttrString(code, "co_varnames") : NULL;
+    PyObject *nposo = code ? PyObject_GetAttrString(code, "co_argcount") : NULL;
+    PyObject *nkwo = code ? PyObject_GetAttrString(code, "co_kwonlyargcount") : NULL;
+    PyObject *parts = PyList_New(0), *sig = NULL;
+    int rc = -1;
+    if (!defs || !kwdefs || !doc || !varnames || !nposo || !nkwo || !parts)
+        goto out;
+    long npos = PyLong_AsLong(nposo) - 1, nkw = PyLong_AsLong(nkwo);  /* without self */
+    Py_ssize_t ndef = PyTuple_Check(defs) ? PyTuple_GET_SIZE(defs) : 0;
+    if (npos + nkw != DL_LOCK_NARGS || !PyTuple_Check(varnames) ||
+        PyTuple_GET_SIZE(varnames) < DL_LOCK_NARGS + 1 || ndef > npos ||
+        (kwdefs != Py_None && !PyDict_Check(kwdefs))) {
+        PyErr_SetString(PyExc_TypeError, "lock_setup: Client.lock must take self and "
+                                         "Lock._init's nine arguments");
+        goto out;
+    }
+    dl_cl.npos = (int)npos;
+    dl_cl.nreq = (int)(npos - ndef);
+    for (int k = 0; k < DL_LOCK_NARGS; k++) {
+        PyObject *name = PyTuple_GET_ITEM(varnames, k + 1), *d = NULL, *part;
+        if (k >= dl_cl.nreq && k < npos)
+            d = PyTuple_GET_ITEM(defs, k - dl_cl.nreq);
+        else if (k >= npos && kwdefs != Py_None)
+            d = PyDict_GetItemWithError(kwdefs, name);
+        if (k >= npos && d == NULL) {
+            if (!PyErr_Occurred())
+                PyErr_SetString(PyExc_TypeError, "lock_setup: Client.lock's keyword-only "
+                                                 "arguments need defaults");
+            goto out;
+        }
+        dl_set(&dl_cl.names[k], name);
+        if ((dl_cl.text[k] = PyUnicode_AsUTF8(name)) == NULL)
+            goto out;
+        Py_XINCREF(d);
+        Py_XSETREF(dl_cl.defaults[k], d);
+        part = d ? PyUnicode_FromFormat("%s%U=%R", k == npos ? "*, " : "", name, d)
+                 : PyUnicode_FromFormat("%U", name);
+        if (part == NULL || PyList_Append(parts, part) < 0) {
+            Py_XDECREF(part);
+            goto out;
+        }
+        Py_DECREF(part);
+    }
     if (dl_client_lock_def.ml_doc == NULL) {
-        PyObject *f = PyObject_GetAttrString(client_cls, "lock");
-        PyObject *doc = f ? PyObject_GetAttrString(f, "__doc__") : NULL;
-        Py_XDECREF(f);
-        if (doc == NULL)
-            return -1;
+        PyObject *sep = PyUnicode_FromString(", ");
+        PyObject *list = sep ? PyUnicode_Join(sep, parts) : NULL;
+        Py_XDECREF(sep);
+        if (!PyUnicode_Check(doc))  /* (python -OO: no docstrings) */
+            Py_XSETREF(doc, PyUnicode_FromString(""));
+        sig = list && doc ? PyUnicode_FromFormat("lock($self, %U)\n--\n\n%U", list, doc)
+                          : NULL;
+        Py_XDECREF(list);
         Py_ssize_t n = 0;
-        const char *d = PyUnicode_Check(doc) ? PyUnicode_AsUTF8AndSize(doc, &n) : "";
-        if (d == NULL) {
-            Py_DECREF(doc);
-            return -1;
-        }
-        char *text = PyMem_RawMalloc(sizeof sig + (size_t)n);
+        const char *t = sig ? PyUnicode_AsUTF8AndSize(sig, &n) : NULL;
+        char *text = t ? PyMem_RawMalloc((size_t)n + 1) : NULL;
         if (text == NULL) {
-            Py_DECREF(doc);
-            PyErr_NoMemory();
-            return -1;
+            if (t != NULL)
+                PyErr_NoMemory();
+            goto out;
         }
-        memcpy(text, sig, sizeof sig - 1);
-        memcpy(text + sizeof sig - 1, d, (size_t)n + 1);
-        Py_DECREF(doc);
+        memcpy(text, t, (size_t)n + 1);
         dl_client_lock_def.ml_doc = text;
     }
+    rc = 0;
+out:
+    Py_XDECREF(code); Py_XDECREF(defs); Py_XDECREF(kwdefs); Py_XDECREF(doc);
+    Py_XDECREF(varnames); Py_XDECREF(nposo); Py_XDECREF(nkwo); Py_XDECREF(parts);
+    Py_XDECREF(sig);
+    return rc;
+}
+
+static int dl_install_client_lock(PyObject *client_cls)
+{
+    PyObject *f = PyObject_GetAttrString(client_cls, "lock");
+    int rc = f ? dl_client_lock_from_def(f) : -1;
+    Py_XDECREF(f);
+    if (rc < 0)
+        return -1;
     PyObject *descr = PyDescr_NewMethod((PyTypeObject *)client_cls, &dl_client_lock_def);
     if (descr == NULL)
         return -1;
-    int rc = PyObject_SetAttrString(client_cls, "lock", descr);
+    rc = PyObject_SetAttrString(client_cls, "lock", descr);
     Py_DECREF(descr);
     return rc;
 }
@@ -2009,8 +2059,7 @@ static int dl_lock_module_init(PyObject *m)
         if ((*names[i].s = PyUnicode_InternFromString(names[i].text)) == NULL)
             return -1;
     if ((dl_lk.minus_one = PyLong_FromLong(-1)) == NULL ||
-        (dl_lk.forever = PyLong_FromLong(DISTLOCK_WAIT_FOREVER)) == NULL ||
-        (dl_lk.default_ttl = PyFloat_FromDouble(30.0)) == NULL)
+        (dl_lk.forever = PyLong_FromLong(DISTLOCK_WAIT_FOREVER)) == NULL)
         return -1;
     if (PyType_Ready(&dl_lock_type) < 0 || PyType_Ready(&dl_mutex_type) < 0 ||
         PyType_Ready(&dl_count_type) < 0)

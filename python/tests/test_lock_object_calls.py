@@ -198,3 +198,16 @@ def test_a_client_is_initialised_once_so_its_locks_see_its_close(server, r, key)
         lk.acquire(blocking=False)
     assert r.get(key) is None
     assert len(c._inflight) == 0
+
+
+def test_a_call_count_never_falls_below_zero():
+    # A forked child forgets the calls of its parent's other threads; the
+    # call its forking thread was in still ends there, and must not take
+    # the count below 0 (len() would then raise, close() would not wait).
+    count = _core.CallCount()
+    count.append(None)
+    count.pop()
+    count.pop()
+    assert len(count) == 0
+    count.append(None)
+    assert len(count) == 1
