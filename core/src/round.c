@@ -125,6 +125,13 @@
 /* A connection that has owed replies this long is given up too: the node
  * may be gone for good (no RST ever comes), and a new connection probes it. */
 #define STALE_CLOSE_US 30000000u
+/* Replies owed for less than this are not read before the next call is
+ * written: they are the stragglers of the round just ended (at quorum), and
+ * they come in with the new call's reply, often in the same read. Older
+ * ones are read first (drain): a connection that sat between calls has its
+ * answers waiting, not overdue. Not reading young ones is what a read
+ * finding nothing yet did before, so nothing else changes. */
+#define DRAIN_AFTER_US 1000u
 
 /* ------------------------------------------------------------ sending */
 
@@ -670,7 +677,9 @@ void distlock__round_start(distlock__transport *t, distlock__connset *cs,
         if (conn->cred_gen != atomic_load(&t->cred_gen) || poll(&pfd, 1, 0) > 0)
             distlock__conn_close(t, i, conn);
     }
-    if (conn->stream.ctx && conn->qlen > 0 && drain(t, cs, r, i) != 0) {
+    if (conn->stream.ctx && conn->qlen > 0 &&
+        (conn->late || now - distlock__q_at(conn, 0)->sent_us >= DRAIN_AFTER_US) &&
+        drain(t, cs, r, i) != 0) {
         if (r->state != DISTLOCK__R_PENDING)
             return;  /* e.g. a failed authentication, reported now */
     }
