@@ -463,10 +463,10 @@ static int take_replies(distlock__transport *t, distlock__connset *cs, distlock_
 
 /* Read what node i has sent without blocking; -1 if the connection is gone.
  * The read itself is the probe (the socket is non-blocking: nothing there
- * is REDIS_OK, a closed or reset connection an error), not a poll() first:
- * on N nodes a round ends at quorum and the next one finds the stragglers'
- * replies waiting, so a poll() before each read was one system call more
- * per straggler, about N - 1 of them per pair on 5 nodes. */
+ * is REDIS_OK, a closed or reset connection an error), not a poll() first,
+ * which would be one system call more per connection. Only for replies
+ * owed since DRAIN_AFTER_US or longer: younger ones (the stragglers of the
+ * round just ended) are read after the call is written, with its reply. */
 static int drain(distlock__transport *t, distlock__connset *cs, distlock__result *r, int i)
 {
     distlock__conn *conn = &cs->conns[i];
