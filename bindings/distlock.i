@@ -226,7 +226,8 @@ static PyObject *distlock_py_set_errors(PyObject *base, PyObject *by_status)
  * admin_holder, 0/1, return the status first. */
 %typemap(out) int distlock_client_new, int distlock_client_set, int distlock_client_set_str,
               int distlock_extend, int distlock_extend_token, int distlock_token_generate,
-              int distlock_admin_force_release, int distlock_release, int distlock_release_token {
+              int distlock_admin_force_release, int distlock_release, int distlock_release_token,
+              int distlock_client_cancel {
     $result = (Py_INCREF(Py_None), Py_None);
 }
 
@@ -262,6 +263,7 @@ DL_CHECKED(distlock_token_generate)
 DL_CHECKED(distlock_admin_force_release)
 DL_CHECKED(distlock_client_node_count)
 DL_CHECKED(distlock_client_quorum)
+DL_CHECKED(distlock_client_cancel)
 
 /* ---- distlock_admin_holder / distlock_ttl_from_seconds ----
  * admin_holder(c, key, node) -> (status 0/1, token, nodes, pttl_ms,
@@ -554,7 +556,6 @@ static PyObject *distlock_py_report_unraisable(PyObject *exc, PyObject *where, P
  * Python turns it on with Client(owner_info=..., owner_label=...) */
 %ignore distlock_admin_owner;
 %ignore distlock_owner_info;
-%ignore distlock_client_cancel;
 %ignore distlock_client_on_interrupt;
 %ignore distlock_interrupt_fn;
 /* Not wrapped yet: a Redis Cluster node's route of a key (`distlock status`
@@ -895,10 +896,56 @@ typedef struct {
 
 static PyTypeObject dl_count_type;
 
+/* The CallCounts this thread is inside, innermost last: a close() made
+ * from inside a call of its own client (a signal handler that runs in the
+ * library's wait, distlock_py_interrupt) must not wait for that call, which
+ * can only end after the handler returns (CallCount.inside tells it).
+ * Pushed by every count-up and taken out by every count-down of this
+ * thread: the latest entry of that count, so calls that end in another
+ * order than they began keep the right entries. Deeper nesting than
+ * DL_INSIDE_MAX is only counted (dl_inside_over): a close() from there may
+ * not see its own call and waits for it, as it did before. */
+#define DL_INSIDE_MAX 32
+static _Thread_local dl_py_count *dl_inside[DL_INSIDE_MAX];
+static _Thread_local int dl_inside_n, dl_inside_over;
+
+static void dl_inside_push(dl_py_count *ic)
+{
+    if (dl_inside_n < DL_INSIDE_MAX)
+        dl_inside[dl_inside_n++] = ic;
+    else
+        dl_inside_over++;
+}
+
+static void dl_inside_pop(dl_py_count *ic)
+{
+    for (int i = dl_inside_n - 1; i >= 0; i--)
+        if (dl_inside[i] == ic) {
+            for (; i < dl_inside_n - 1; i++)
+                dl_inside[i] = dl_inside[i + 1];
+            dl_inside_n--;
+            return;
+        }
+    if (dl_inside_over > 0)
+        dl_inside_over--;
+    /* else a count-down this thread did not count up: the fork handler's
+     * reset, or a call that ended in another thread than it began */
+}
+
+/* This thread's calls of ic in progress (as far as recorded). */
+static Py_ssize_t dl_inside_of(dl_py_count *ic)
+{
+    Py_ssize_t k = 0;
+    for (int i = 0; i < dl_inside_n; i++)
+        k += dl_inside[i] == ic;
+    return k;
+}
+
 static PyObject *dl_count_append(dl_py_count *self, PyObject *x)
 {
     (void)x;
     self->n++;
+    dl_inside_push(self);
     Py_RETURN_NONE;
 }
 
@@ -915,7 +962,25 @@ static PyObject *dl_count_pop(dl_py_count *self, PyObject *unused)
 {
     (void)unused;
     dl_count_down(self);
+    dl_inside_pop(self);
     Py_RETURN_NONE;
+}
+
+/* In a forked child, whose only thread is the one that forked: the calls
+ * of the parent's other threads never end here, so the count keeps only
+ * this thread's own (which do end, and which a close() made inside one of
+ * them must still see as its own). */
+static PyObject *dl_count_forget_other_threads(dl_py_count *self, PyObject *unused)
+{
+    (void)unused;
+    self->n = dl_inside_of(self);
+    Py_RETURN_NONE;
+}
+
+static PyObject *dl_count_get_inside(dl_py_count *self, void *unused)
+{
+    (void)unused;
+    return PyBool_FromLong(dl_inside_of(self) > 0);
 }
 
 static Py_ssize_t dl_count_len(dl_py_count *self)
@@ -960,6 +1025,8 @@ static int dl_count_set_h(dl_py_count *self, PyObject *v, void *unused)
 static PyGetSetDef dl_count_getset[] = {
     { "h", (getter)dl_count_get_h, (setter)dl_count_set_h,
       "The client's C handle (Client._h), or None.", NULL },
+    { "inside", (getter)dl_count_get_inside, NULL,
+      "True while this thread is inside a call of the client.", NULL },
     { NULL, NULL, NULL, NULL, NULL }
 };
 
@@ -972,6 +1039,8 @@ static PyMemberDef dl_count_members[] = {
 static PyMethodDef dl_count_methods[] = {
     { "append", (PyCFunction)dl_count_append, METH_O, "One more call in progress." },
     { "pop", (PyCFunction)dl_count_pop, METH_NOARGS, "One call less in progress." },
+    { "forget_other_threads", (PyCFunction)dl_count_forget_other_threads, METH_NOARGS,
+      "In a forked child: count only this thread's calls in progress." },
     { NULL, NULL, 0, NULL }
 };
 
@@ -1070,6 +1139,7 @@ static dl_py_count *dl_count_of(PyObject *client)
 static int dl_enter_count(dl_py_count *ic)
 {
     ic->n++;
+    dl_inside_push(ic);
     return ic->closed;
 }
 
@@ -1078,6 +1148,7 @@ static int dl_enter_count(dl_py_count *ic)
 static void dl_leave_count(PyObject *client, dl_py_count *ic)
 {
     dl_count_down(ic);  /* dl_enter_count counted it */
+    dl_inside_pop(ic);
     if (ic->closed) {
         PyObject *t, *v, *tb;
         PyErr_Fetch(&t, &v, &tb);
@@ -1386,6 +1457,22 @@ static int dl_missing(dl_py_lock *self)
     return -1;
 }
 
+/* An acquire that ended after its client was closed (see dl_c_acquire),
+ * by a caller still counted in the client's calls: the lock it got, if
+ * any, released and freed (*l set to NULL); ClosedError set. */
+static void dl_give_back_closed(distlock_lock **l)
+{
+    if (*l != NULL) {
+        distlock_lock *g = *l;
+        *l = NULL;
+        Py_BEGIN_ALLOW_THREADS
+        (void)distlock_release(g);
+        distlock_lock_free(g);
+        Py_END_ALLOW_THREADS
+    }
+    dl_raise_closed();
+}
+
 /* Lock._c_acquire(wait_ms), the acquire call itself (distlock_acquire_with
  * through the client's call accounting): DISTLOCK_OK with *out,
  * DISTLOCK_NOTACQUIRED, or -1 with an exception. */
@@ -1418,6 +1505,19 @@ static int dl_c_acquire(dl_py_lock *self, long wait_ms, distlock_lock **out)
     Py_BEGIN_ALLOW_THREADS
     st = distlock_py_acquire_with(cp, k, ttl, wait_ms, (unsigned)flags, NULL, NULL, tok, out);
     Py_END_ALLOW_THREADS
+    /* The client was closed while this call waited: by another thread, or
+     * by a signal handler that ran inside this wait (its close() did not
+     * wait for this call and cancelled it; the call that leaves last
+     * finishes that close, and it may be this one, just below). Nothing
+     * is handed out: a lock granted meanwhile is released here, while the
+     * count still keeps the client alive, and the caller gets ClosedError
+     * (or the handler's own exception), never a lock the close releases
+     * behind its back. */
+    if (ic->closed && !PyErr_Occurred() && (st == DISTLOCK_OK || st == DISTLOCK_ECANCELED)) {
+        dl_give_back_closed(out);
+        st = -1;
+        goto out;
+    }
     if (st < 0) {
         if (!(st == DISTLOCK_ECANCELED && PyErr_Occurred()))  /* else a signal handler's */
             distlock_py_raise(st);
@@ -1587,19 +1687,45 @@ static PyObject *dl_lock_acquire(PyObject *o, PyObject *const *args, Py_ssize_t 
             dl_free_handle(l);
         }
     } else {  /* a subclass's own acquire (Semaphore, MultiLock) */
-        PyObject *r = PyObject_CallMethod(o, "_c_acquire", "l", wait_ms);
-        if (r == NULL)
-            goto fail;
-        if (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2) {
-            Py_DECREF(r);
+        /* Counted as a call around _c_acquire's own (Client._call), so that
+         * a close made meanwhile is finished only after the check below,
+         * which hands out nothing then (as dl_c_acquire). */
+        dl_py_count *ic = self->count;
+        PyObject *client = self->client;
+        Py_INCREF(ic);
+        Py_INCREF(client);
+        PyObject *r = NULL;
+        if (dl_enter_count(ic))
+            dl_raise_closed();
+        else
+            r = PyObject_CallMethod(o, "_c_acquire", "l", wait_ms);
+        if (r != NULL && (!PyTuple_Check(r) || PyTuple_GET_SIZE(r) != 2)) {
+            Py_CLEAR(r);
             PyErr_SetString(PyExc_TypeError, "distlock: _c_acquire() must return (status, handle)");
-            goto fail;
         }
-        st = (int)PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
-        h = PyTuple_GET_ITEM(r, 1);
-        Py_INCREF(h);
-        Py_DECREF(r);
-        if (st == -1 && PyErr_Occurred())
+        if (r != NULL) {
+            st = (int)PyLong_AsLong(PyTuple_GET_ITEM(r, 0));
+            h = PyTuple_GET_ITEM(r, 1);
+            Py_INCREF(h);
+            Py_DECREF(r);
+            if (st == -1 && PyErr_Occurred())
+                Py_CLEAR(h);
+        }
+        PyObject *cancelled = dl_py_errors[-DISTLOCK_ECANCELED];
+        if (ic->closed && h != NULL && st == DISTLOCK_OK) {
+            distlock_lock *l = NULL;
+            if (dl_handle(h, &l) == 0)
+                dl_give_back_closed(&l);
+            Py_CLEAR(h);
+        } else if (ic->closed && h == NULL && cancelled != NULL &&
+                   PyErr_ExceptionMatches(cancelled)) {
+            PyErr_Clear();  /* the close's cancel, not the caller's */
+            dl_raise_closed();
+        }
+        dl_leave_count(client, ic);
+        Py_DECREF(ic);
+        Py_DECREF(client);
+        if (h == NULL)
             goto fail;
     }
     if (st < 0)

@@ -53,11 +53,12 @@ _CLIENTS: "weakref.WeakSet[Client]" = weakref.WeakSet()
 def _forget_calls_of_vanished_threads() -> None:
     """In a forked child: the threads that were inside a client's calls at
     the fork do not exist here, so those calls never end and leave the
-    count; without this the child's close() would wait for them forever."""
+    count; without this the child's close() would wait for them forever.
+    The forking thread's own calls stay counted: they do end here."""
     for client in list(_CLIENTS):
         inflight = vars(client).get("_inflight")
-        while inflight:
-            inflight.pop()
+        if inflight is not None:
+            inflight.forget_other_threads()
 
 
 if hasattr(os, "register_at_fork"):
@@ -207,7 +208,9 @@ class Client:
 
     A client may be shared by any number of threads. ``close()`` (or leaving
     ``with Client(...) as c:``) waits for calls in progress, releases every
-    lock still held through it and closes its sockets.
+    lock still held through it and closes its sockets. Called from inside a
+    call of the client (a signal handler that interrupts a waiting
+    ``acquire()``), it cancels that call instead of waiting for it.
 
     Passwords are never shown: ``repr()``, ``nodes`` and exception texts
     show ``***`` in their place, and a client can't be pickled.
@@ -230,6 +233,9 @@ class Client:
         self._mutex = threading.Lock()
         self._idle = threading.Condition(self._mutex)
         self._freed = False  # the C client is gone: its handles are only memory
+        # A close() made inside a call of this client (see _close): True
+        # until the last call in progress finishes it.
+        self._close_deferred = False
         # Every Lock made on this client, by a weak reference that the Lock's
         # __del__ takes out again (a WeakSet did the same through two Python
         # calls per Lock: its add() and its removal callback).
@@ -318,8 +324,7 @@ class Client:
     def _leave(self) -> None:
         self._inflight.pop()
         if self._closed:  # close() may be waiting for this call
-            with self._mutex:
-                self._idle.notify_all()
+            self._wake_closer()
 
     # _call and _call_handle are _enter(), the call, _leave(), written out:
     # a pair of acquire and release runs them twice, and each Python call
@@ -336,8 +341,7 @@ class Client:
         finally:
             inflight.pop()
             if self._closed:  # close() may be waiting for this call
-                with self._mutex:
-                    self._idle.notify_all()
+                self._wake_closer()
 
     def _call_handle(self, fn: Any, *args: Any) -> Any:
         """A call on a lock handle: no client argument, but the client must
@@ -351,20 +355,32 @@ class Client:
         finally:
             inflight.pop()
             if self._closed:
-                with self._mutex:
-                    self._idle.notify_all()
+                self._wake_closer()
 
     def _wake_closer(self) -> None:
         """A call that ended after close() began (see _leave): close() may be
-        waiting for it (Lock's C methods call this)."""
+        waiting for it, or, when it was made inside a call, have left its
+        end to the last call in progress (Lock's C methods call this)."""
         with self._mutex:
             self._idle.notify_all()
+            if not self._close_deferred or self._inflight:
+                return
+            self._close_deferred = False
+        self._finish_close(release=True)
 
     def close(self) -> None:
         """Release the locks still held through this client and free it
         (not a :meth:`restore`\ d Lock: its key may be another process's
         lock, deleted only by its own ``release()``). Waits for calls in
-        progress in other threads. Idempotent."""
+        progress in other threads. Idempotent.
+
+        Called inside a call of this client in this thread (a signal
+        handler that runs while ``acquire()`` waits), it can't wait for
+        that call, which ends only after the handler returns: it marks the
+        client closed, cancels its waiting calls and returns; the last call
+        in progress to end finishes the close. The interrupted
+        ``acquire()`` holds nothing: it raises the handler's exception, or
+        :class:`ClosedError` if the handler returns."""
         self._close(release=True)
 
     def _close(self, release: bool) -> None:
@@ -380,10 +396,29 @@ class Client:
                 self._closed = True
                 return
             self._closed = True
+            if release and self._inflight.inside:
+                # This thread is inside a call of this client (close() from
+                # a signal handler run in a waiting acquire): waiting for
+                # that call would wait for ourselves. Cancel the waiting
+                # calls instead (the ones under way see the closed flag when
+                # they end and hand nothing out); the last one to leave
+                # finishes the close (_wake_closer), with self._h valid
+                # until then.
+                self._close_deferred = True
+                _core.distlock_client_cancel(self._h)
+                return
             while self._inflight:
                 self._idle.wait()
+        self._finish_close(release)
+
+    def _finish_close(self, release: bool) -> None:
+        """The end of _close, once no call is in progress: the lost watcher
+        stopped, the locks dropped, the C client freed (or abandoned)."""
+        with self._mutex:
             h, self._h = self._h, None
             watcher, self._watcher = self._watcher, None
+        if h is None:
+            return
         if watcher is not None:  # before the C client closes its lost fd
             watcher.stop()
         if release:
