@@ -136,3 +136,67 @@ def test_call_count_tells_whether_this_thread_is_inside_a_call_of_its_client():
     assert len(a) == 1 and a.inside
     a.pop()
     assert len(a) == 0 and not a.inside
+
+
+CHILD_WITH_CLOSING_THREAD = textwrap.dedent("""
+    import signal, sys, threading, time
+    import distlock
+    uri, key = sys.argv[1:3]
+    c = distlock.Client(uri, retry_min=5, retry_max=5)
+    lk = c.lock(key, ttl=30)
+
+    def on_term(signum, frame):
+        c.close()
+        print("handler closed", c.closed, flush=True)
+
+    def report_closing():
+        # Another thread's close() has begun once the client shows closed;
+        # it waits for the main thread's acquire, which waits for the key.
+        while not c.closed:
+            time.sleep(0.01)
+        print("closing", flush=True)
+
+    signal.signal(signal.SIGTERM, on_term)
+    threading.Thread(target=report_closing, daemon=True).start()
+    closer = threading.Thread(target=c.close, daemon=True)
+    threading.Timer(0.05, closer.start).start()
+    print("waiting", flush=True)
+    try:
+        print("returned", lk.acquire(), flush=True)   # no limit
+    except distlock.ClosedError:
+        print("ClosedError", lk.held, flush=True)
+    closer.join(10)
+    print("closer done", not closer.is_alive(), "freed", c._freed, flush=True)
+""")
+
+
+def test_handler_close_while_another_thread_closes_still_cancels_the_waiting_acquire(
+        server, r, key):
+    """A close() already begun in another thread waits for the main thread's
+    acquire; the handler's close() in that acquire must still cancel it (it
+    can't wait for it either), else both wait for a key that never frees."""
+    r.set(key, "held-by-another", px=30000)
+    child = subprocess.Popen([sys.executable, "-c", CHILD_WITH_CLOSING_THREAD, server.uri, key],
+                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    try:
+        assert child.stdout.readline().strip() == "waiting"
+        assert child.stdout.readline().strip() == "closing"
+        assert wait_until(lambda: _numsub(r, key) >= 1, 10), "the child never subscribed"
+        os.kill(child.pid, signal.SIGTERM)
+        try:
+            out, err = child.communicate(timeout=15)
+        except subprocess.TimeoutExpired:
+            child.kill()
+            out, err = child.communicate()
+            raise AssertionError("still running 15 s after SIGTERM (the handler's close() "
+                                 "did not cancel the acquire): %r %r" % (out, err))
+    finally:
+        if child.poll() is None:
+            child.kill()
+            child.wait()
+    assert child.returncode == 0, (child.returncode, out, err)
+    assert out.splitlines() == ["handler closed True", "ClosedError False",
+                                "closer done True freed True"], (out, err)
+    assert r.get(key) == "held-by-another"
+    assert wait_until(lambda: _numsub(r, key) == 0, 5)
+    assert sorted(r.keys("*" + key + "*")) == [key]
