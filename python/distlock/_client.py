@@ -394,6 +394,11 @@ class Client:
         with self._mutex:
             if self._closed or self._h is None:
                 self._closed = True
+                if release and self._h is not None and self._inflight.inside:
+                    # A close already begun (another thread's, which waits
+                    # for this thread's call) and this one made inside that
+                    # call: it must still cancel the call, or both wait.
+                    _core.distlock_client_cancel(self._h)
                 return
             self._closed = True
             if release and self._inflight.inside:
