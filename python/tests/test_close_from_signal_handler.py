@@ -57,12 +57,15 @@ def _numsub(r, key):
     return dict(r.pubsub_numsub("distlock:" + key)).get("distlock:" + key, 0)
 
 
-def _terminate_waiting_child(server, r, key, mode):
-    """(returncode, stdout lines) of a child sent SIGTERM while it waits."""
-    child = subprocess.Popen([sys.executable, "-c", CHILD, server.uri, key, mode], text=True,
+def _terminate_waiting_child(script, args, ready, r, key):
+    """(returncode, stdout lines after the ready ones, stderr) of a child
+    running `script` with `args`, sent SIGTERM once it printed the `ready`
+    lines and its acquire waits (subscribed)."""
+    child = subprocess.Popen([sys.executable, "-c", script, *args], text=True,
                              stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     try:
-        assert child.stdout.readline().strip() == "waiting"
+        for line in ready:
+            assert child.stdout.readline().strip() == line
         assert wait_until(lambda: _numsub(r, key) >= 1, 10), "the child never subscribed"
         os.kill(child.pid, signal.SIGTERM)
         try:
@@ -71,7 +74,8 @@ def _terminate_waiting_child(server, r, key, mode):
             child.kill()
             out, err = child.communicate()
             raise AssertionError("still running 15 s after SIGTERM (close() in the handler "
-                                 "waits for the call it interrupted): %r %r" % (out, err))
+                                 "waits for or does not cancel the call it interrupted): "
+                                 "%r %r" % (out, err))
         return child.returncode, out.splitlines(), err
     finally:
         if child.poll() is None:
@@ -81,7 +85,8 @@ def _terminate_waiting_child(server, r, key, mode):
 
 def test_handler_that_closes_and_exits_ends_the_waiting_acquire(server, r, key):
     r.set(key, "held-by-another", px=30000)
-    code, lines, err = _terminate_waiting_child(server, r, key, "exit")
+    code, lines, err = _terminate_waiting_child(CHILD, [server.uri, key, "exit"], ["waiting"],
+                                                r, key)
     assert code == 42, (code, lines, err)
     assert lines == ["handler closed True"], (lines, err)
     # The holder's key is untouched, and the child left nothing of its own.
@@ -92,7 +97,8 @@ def test_handler_that_closes_and_exits_ends_the_waiting_acquire(server, r, key):
 
 def test_handler_that_closes_and_returns_makes_the_acquire_raise_closed_error(server, r, key):
     r.set(key, "held-by-another", px=30000)
-    code, lines, err = _terminate_waiting_child(server, r, key, "return")
+    code, lines, err = _terminate_waiting_child(CHILD, [server.uri, key, "return"], ["waiting"],
+                                                r, key)
     assert code == 0, (code, lines, err)
     assert lines[:2] == ["handler closed True", "ClosedError False"], (lines, err)
     words = lines[2].split()
@@ -176,27 +182,11 @@ def test_handler_close_while_another_thread_closes_still_cancels_the_waiting_acq
     acquire; the handler's close() in that acquire must still cancel it (it
     can't wait for it either), else both wait for a key that never frees."""
     r.set(key, "held-by-another", px=30000)
-    child = subprocess.Popen([sys.executable, "-c", CHILD_WITH_CLOSING_THREAD, server.uri, key],
-                             text=True, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
-    try:
-        assert child.stdout.readline().strip() == "waiting"
-        assert child.stdout.readline().strip() == "closing"
-        assert wait_until(lambda: _numsub(r, key) >= 1, 10), "the child never subscribed"
-        os.kill(child.pid, signal.SIGTERM)
-        try:
-            out, err = child.communicate(timeout=15)
-        except subprocess.TimeoutExpired:
-            child.kill()
-            out, err = child.communicate()
-            raise AssertionError("still running 15 s after SIGTERM (the handler's close() "
-                                 "did not cancel the acquire): %r %r" % (out, err))
-    finally:
-        if child.poll() is None:
-            child.kill()
-            child.wait()
-    assert child.returncode == 0, (child.returncode, out, err)
-    assert out.splitlines() == ["handler closed True", "ClosedError False",
-                                "closer done True freed True"], (out, err)
+    code, lines, err = _terminate_waiting_child(CHILD_WITH_CLOSING_THREAD, [server.uri, key],
+                                                ["waiting", "closing"], r, key)
+    assert code == 0, (code, lines, err)
+    assert lines == ["handler closed True", "ClosedError False",
+                     "closer done True freed True"], (lines, err)
     assert r.get(key) == "held-by-another"
     assert wait_until(lambda: _numsub(r, key) == 0, 5)
     assert sorted(r.keys("*" + key + "*")) == [key]
