@@ -391,7 +391,10 @@ typedef struct distlock_acquire_args {
  * args->owner, DISTLOCK_REENTRANT: when the owner already holds key, the
  * lease is extended to ttl_ms on a quorum (one round trip) and a counted
  * handle of the same ownership returned; DISTLOCK_ENOTOWNER (and the lock
- * marked lost) if the lease is no longer ours. The re-acquire may add
+ * marked lost) if the lease is no longer ours; without a verdict from the
+ * servers (DISTLOCK_ENOQUORUM, DISTLOCK_ECONN: a node that holds the lease
+ * is down and too few others confirm it) no handle, and the ownership is
+ * kept as it was (not marked lost): retry. The re-acquire may add
  * DISTLOCK_AUTO_RENEW, not DISTLOCK_FENCING (DISTLOCK_EINVAL).
  * args->cancel: with the guarantees of distlock_client_cancel(), for this
  * call alone: when it is fired, the call returns DISTLOCK_ECANCELED promptly
