@@ -1,0 +1,255 @@
+/* test_fork_during_subscriber_handshake.c -- fork() while the client's
+ * +switch-master subscriber thread is inside OpenSSL, in the middle of its
+ * TLS handshake to a sentinel, holding a lock there: the child must not
+ * inherit that lock held, or its first OpenSSL call (freeing the parent's
+ * sessions, its own handshake) waits forever for a thread it does not have.
+ *
+ * The lock is the one of OpenSSL's allocator, which this test supplies
+ * (CRYPTO_set_mem_functions): a lock held across each allocation, as
+ * ASan's allocator (GCC 12) holds its size-class locks and does not take
+ * them around fork(). The sentinels are behind the fault proxy: after the
+ * first lock, the main thread resets the subscriber's connections, and the
+ * first allocation of the handshake state machine of its next attempt is
+ * slow (HOLD_MS, holding the lock); the main thread forks while it is. No
+ * call of the main thread runs meanwhile, so no other library thread (a
+ * lookup's) makes that allocation.
+ *
+ * Not under valgrind: the child inherits the subscriber thread's OpenSSL
+ * per-thread state, as in test_sentinel_tls. */
+#include "test_common.h"
+#include "harness/faultproxy.h"
+#include "harness/sentinel_harness.h"
+
+#include <openssl/crypto.h>
+#include <pthread.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+/* How long the subscriber's one slow allocation lasts: past the fork of a
+ * main thread that forks as soon as it sees the allocation begun. */
+#define HOLD_MS 2000
+
+static char certs[64];
+static rh_sentinels *g;
+static fp_proxy *fp;  /* listener k: sentinel k */
+
+/* ------------------------------------------------------------ the allocator */
+
+static pthread_t main_thread;
+static pthread_mutex_t heap_mu = PTHREAD_MUTEX_INITIALIZER;  /* the allocator's lock */
+
+/* The slow allocation's state, under mu. */
+static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
+static int armed;     /* the next handshake allocation off the main thread is slow */
+static int inside;    /* the slow allocation is under way, heap_mu held */
+static int released;  /* the parent forked: the slow allocation may end */
+
+static long long ms_since(const struct timespec *t0)
+{
+    struct timespec now;
+    clock_gettime(CLOCK_REALTIME, &now);
+    return (now.tv_sec - t0->tv_sec) * 1000LL + (now.tv_nsec - t0->tv_nsec) / 1000000;
+}
+
+/* heap_mu held. The first allocation of a TLS handshake step off the main
+ * thread, once armed, lasts HOLD_MS (heap_mu held), or until the parent
+ * has forked. */
+static void maybe_slow(const char *file)
+{
+    if (pthread_equal(pthread_self(), main_thread) || file == NULL ||
+        strstr(file, "ssl/statem/") == NULL)
+        return;
+    pthread_mutex_lock(&mu);
+    if (armed) {
+        armed = 0;
+        __atomic_store_n(&inside, 1, __ATOMIC_SEQ_CST);
+        struct timespec t0, until;
+        clock_gettime(CLOCK_REALTIME, &t0);
+        until = t0;
+        until.tv_sec += HOLD_MS / 1000;
+        until.tv_nsec += (HOLD_MS % 1000) * 1000000L;
+        if (until.tv_nsec >= 1000000000L) {
+            until.tv_sec++;
+            until.tv_nsec -= 1000000000L;
+        }
+        while (!released && ms_since(&t0) < HOLD_MS)
+            pthread_cond_timedwait(&cv, &mu, &until);
+        __atomic_store_n(&inside, 0, __ATOMIC_SEQ_CST);
+    }
+    pthread_mutex_unlock(&mu);
+}
+
+static void *heap_malloc(size_t n, const char *file, int line)
+{
+    (void)line;
+    pthread_mutex_lock(&heap_mu);
+    maybe_slow(file);
+    void *p = malloc(n);
+    pthread_mutex_unlock(&heap_mu);
+    return p;
+}
+
+static void *heap_realloc(void *p, size_t n, const char *file, int line)
+{
+    (void)line;
+    pthread_mutex_lock(&heap_mu);
+    maybe_slow(file);
+    void *q = realloc(p, n);
+    pthread_mutex_unlock(&heap_mu);
+    return q;
+}
+
+static void heap_free(void *p, const char *file, int line)
+{
+    (void)file;
+    (void)line;
+    pthread_mutex_lock(&heap_mu);
+    free(p);
+    pthread_mutex_unlock(&heap_mu);
+}
+
+/* ------------------------------------------------------------ the group */
+
+static int group_setup(void **state)
+{
+    (void)state;
+    setvbuf(stdout, NULL, _IOLBF, 0);
+    if (rh_make_certs(certs, sizeof certs) != 0)
+        return -1;
+    rh_sentinels_opts o = { 0 };
+    o.tls_dir = certs;
+    g = rh_sentinels_start(&o);
+    if (g == NULL)
+        return -1;
+    fp = fp_start(g->sentinel_port, 3);
+    return fp ? 0 : -1;
+}
+
+static int group_teardown(void **state)
+{
+    (void)state;
+    fp_stop(fp);
+    rh_sentinels_stop(g);
+    rh_remove_certs(certs);
+    return 0;
+}
+
+/* Under valgrind or sanitizers (DISTLOCK_TEST_SLOW) handshakes are slow. */
+static long budget(long ms)
+{
+    return getenv("DISTLOCK_TEST_SLOW") ? ms * 10 : ms;
+}
+
+static distlock_client *tls_client(const char *uri)
+{
+    char f[128];
+    distlock_client *c = new_client(uri);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, budget(1000)), DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, budget(1000)), DISTLOCK_OK);
+    snprintf(f, sizeof f, "%s/ca.crt", certs);
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_CA_FILE, f), DISTLOCK_OK);
+    snprintf(f, sizeof f, "%s/client.crt", certs);
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_CERT, f), DISTLOCK_OK);
+    snprintf(f, sizeof f, "%s/client.key", certs);
+    assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_KEY, f), DISTLOCK_OK);
+    return c;
+}
+
+/* Exit code of pid, waiting at most timeout_ms (then killed): -1 - signal
+ * number if it died of a signal, -1000 if it did not end in time. */
+static int child_status(pid_t pid, long timeout_ms)
+{
+    long long end = rh_now_ms() + timeout_ms;
+    int st;
+    for (;;) {
+        pid_t w = waitpid(pid, &st, WNOHANG);
+        if (w == pid)
+            break;
+        if (rh_now_ms() > end) {
+            kill(pid, SIGKILL);
+            waitpid(pid, &st, 0);
+            return -1000;
+        }
+        rh_sleep_ms(5);
+    }
+    return WIFSIGNALED(st) ? -1 - WTERMSIG(st) : WEXITSTATUS(st);
+}
+
+/* The first lock starts the subscriber; its connections reset, its next
+ * attempt's handshake is inside OpenSSL when the main thread forks: the
+ * child (which frees the parent's sessions, then locks over TLS of its
+ * own) finishes, and so does the parent's next lock. */
+static void test_fork_while_subscriber_in_handshake(void **state)
+{
+    (void)state;
+    /* the sentinels through the proxy, the master (which they name) direct */
+    char uri[512];
+    const char *name = strrchr(g->uri, '/');
+    assert_non_null(name);
+    snprintf(uri, sizeof uri, "rediss-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s",
+             fp_port(fp, 0), fp_port(fp, 1), fp_port(fp, 2), name);
+    distlock_client *c = tls_client(uri);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "fsh-1", 10000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+
+    pthread_mutex_lock(&mu);
+    armed = 1;
+    pthread_mutex_unlock(&mu);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "reset *"), 0);
+    assert_true(RH_WAIT_UNTIL(__atomic_load_n(&inside, __ATOMIC_SEQ_CST), budget(3000)));
+
+    int report[2];
+    assert_int_equal(pipe(report), 0);
+    long long t0 = rh_now_ms();
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        /* what the fork caught: the subscriber inside its slow allocation */
+        char caught = (char)__atomic_load_n(&inside, __ATOMIC_SEQ_CST);
+        ssize_t w = write(report[1], &caught, 1);
+        distlock_lock *cl = NULL;
+        int ok = w == 1 && distlock_acquire(c, "fsh-child", 10000, 0, 0, &cl) == DISTLOCK_OK &&
+                 distlock_release(cl) == DISTLOCK_OK;
+        distlock_lock_free(cl);
+        distlock_client_free(c);
+        _exit(ok ? 0 : 1);
+    }
+    long long forked = rh_now_ms() - t0;
+    pthread_mutex_lock(&mu);
+    released = 1;
+    pthread_cond_broadcast(&cv);
+    pthread_mutex_unlock(&mu);
+    close(report[1]);
+    char caught = -1;
+    assert_int_equal(read(report[0], &caught, 1), 1);
+    close(report[0]);
+    int code = child_status(pid, budget(3000));
+    printf("fork returned after %lld ms; the subscriber was %s its handshake allocation at the "
+           "fork; the child %s\n", forked, caught ? "inside" : "out of",
+           code == 0 ? "locked and exited" : code == -1000 ? "hung (killed)" : "failed");
+    assert_int_equal(caught, 0);
+    assert_int_equal(code, 0);
+
+    assert_rc(distlock_acquire(c, "fsh-2", 10000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+    distlock_client_free(c);
+}
+
+int main(void)
+{
+    /* before OpenSSL allocates anything */
+    main_thread = pthread_self();
+    if (CRYPTO_set_mem_functions(heap_malloc, heap_realloc, heap_free) != 1) {
+        fprintf(stderr, "CRYPTO_set_mem_functions refused: OpenSSL allocated already\n");
+        return 1;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_fork_while_subscriber_in_handshake),
+    };
+    return cmocka_run_group_tests(tests, group_setup, group_teardown);
+}
