@@ -25,14 +25,56 @@ uint64_t distlock__now_us(void)
 static _Atomic pid_t cached_pid;
 static pthread_once_t pid_once = PTHREAD_ONCE_INIT;
 
+/* The fork gate (base.h). Writer-preferring: a fork() waiting for it goes
+ * before holders that would start working again, so a busy subscriber
+ * cannot hold it off. Its handlers are registered with the pid cache's,
+ * at the first distlock__getpid (a client's creation), before any library
+ * thread exists. */
+static pthread_rwlock_t fork_gate;
+
+static void gate_init(void)
+{
+    pthread_rwlockattr_t a;
+    pthread_rwlockattr_init(&a);
+    pthread_rwlockattr_setkind_np(&a, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+    pthread_rwlock_init(&fork_gate, &a);
+    pthread_rwlockattr_destroy(&a);
+}
+
+static void gate_close(void)
+{
+    pthread_rwlock_wrlock(&fork_gate);
+}
+
+static void gate_open(void)
+{
+    pthread_rwlock_unlock(&fork_gate);
+}
+
 static void pid_forget(void)
 {
     atomic_store(&cached_pid, 0);
+    /* The child's one thread holds the gate, under the parent's thread id
+     * (an unlock here would not be taken as the writer's): a fresh one.
+     * The parent's holders are not in this process. */
+    gate_init();
 }
 
 static void pid_init(void)
 {
-    pthread_atfork(NULL, NULL, pid_forget);
+    gate_init();
+    pthread_atfork(gate_close, gate_open, pid_forget);
+}
+
+void distlock__fork_gate_enter(void)
+{
+    pthread_once(&pid_once, pid_init);
+    pthread_rwlock_rdlock(&fork_gate);
+}
+
+void distlock__fork_gate_leave(void)
+{
+    pthread_rwlock_unlock(&fork_gate);
 }
 
 pid_t distlock__getpid(void)

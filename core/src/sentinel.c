@@ -957,18 +957,28 @@ static void watch_advance(distlock__watch *w, const struct pollfd *pfd)
     }
 }
 
+/* The thread holds the fork gate (base.h) except in poll(): its steps run
+ * OpenSSL (contexts, handshakes, reads) and allocate, and a fork() in the
+ * middle of one would leave the child a lock held forever (the allocator's,
+ * OpenSSL's), which its first call (freeing these sessions, its own
+ * handshake) would wait for. */
 static void *watch_main(void *arg)
 {
     distlock__watch *w = arg;  /* not t->watch: a stop clears that at once */
     struct pollfd *pfd = w->pfd;  /* the stop pipe, then one per subscription */
+    distlock__fork_gate_enter();
     for (;;) {
         uint64_t next;
         pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
         watch_interest(w, pfd + 1, &next);
-        if (distlock__poll_wait(pfd, w->nsub + 1, next) > 0 && pfd[0].revents)
+        distlock__fork_gate_leave();
+        int pr = distlock__poll_wait(pfd, w->nsub + 1, next);
+        distlock__fork_gate_enter();
+        if (pr > 0 && pfd[0].revents)
             break;  /* stop */
         watch_advance(w, pfd + 1);
     }
+    distlock__fork_gate_leave();
     return NULL;
 }
 

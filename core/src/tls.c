@@ -30,7 +30,10 @@
  * and turning it off writes one warning line to stderr per context built.
  *
  * Fork: a child frees its parent's sessions without a byte written
- * (SSL_free without SSL_shutdown; the BIO does not close the fd).
+ * (SSL_free without SSL_shutdown; the BIO does not close the fd). It
+ * must not find a lock of OpenSSL (or of its allocator) held by a parent
+ * thread: the library's own threads hold the fork gate (base.h) while
+ * they call OpenSSL.
  *
  * Layer: 1 transport
  */
