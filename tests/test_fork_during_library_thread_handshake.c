@@ -1,18 +1,19 @@
-/* test_fork_during_subscriber_handshake.c -- fork() while the client's
- * +switch-master subscriber thread is inside OpenSSL, in the middle of its
- * TLS handshake to a sentinel, holding a lock there: the child must not
+/* test_fork_during_library_thread_handshake.c -- fork() while a thread of
+ * the library is inside OpenSSL, in the middle of a TLS handshake to a
+ * sentinel, holding a lock there: the +switch-master subscriber, and a
+ * lookup of the master (another thread's call). The child must not
  * inherit that lock held, or its first OpenSSL call (freeing the parent's
  * sessions, its own handshake) waits forever for a thread it does not have.
  *
- * The lock is the one of OpenSSL's allocator, which this test supplies
+ * The lock is one of OpenSSL's allocator, which this test supplies
  * (CRYPTO_set_mem_functions): a lock held across each allocation, as
  * ASan's allocator (GCC 12) holds its size-class locks and does not take
- * them around fork(). The sentinels are behind the fault proxy: after the
- * first lock, the main thread resets the subscriber's connections, and the
- * first allocation of the handshake state machine of its next attempt is
- * slow (HOLD_MS, holding the lock); the main thread forks while it is. No
- * call of the main thread runs meanwhile, so no other library thread (a
- * lookup's) makes that allocation.
+ * them around fork(). One allocation of the handshake state machine on the
+ * thread of the kind a case targets is slow (HOLD_MS, holding the lock);
+ * the main thread forks while it is. The lock stands for one size class:
+ * the targeted thread and the main thread (the child) take it, other
+ * threads (the test's own, the subscriber while a lookup is targeted)
+ * allocate beside it.
  *
  * Not under valgrind: the child inherits the subscriber thread's OpenSSL
  * per-thread state, as in test_sentinel_tls. */
@@ -39,10 +40,16 @@ static fp_proxy *fp;  /* listener k: sentinel k */
 static pthread_t main_thread;
 static pthread_mutex_t heap_mu = PTHREAD_MUTEX_INITIALIZER;  /* the allocator's lock */
 
+/* The threads a case targets: the library's joinable ones (the
+ * +switch-master subscriber) or its detached ones (the resolver's helpers,
+ * which run the lookups of a Sentinel node's master). */
+enum { SUBSCRIBER = 1, LOOKUP = 2 };
+
 /* The slow allocation's state, under mu. */
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static pthread_cond_t cv = PTHREAD_COND_INITIALIZER;
-static int armed;     /* the next handshake allocation off the main thread is slow */
+static int target;    /* SUBSCRIBER or LOOKUP */
+static int armed;     /* the next handshake allocation of a targeted thread is slow */
 static int inside;    /* the slow allocation is under way, heap_mu held */
 static int released;  /* the parent forked: the slow allocation may end */
 
@@ -53,16 +60,43 @@ static long long ms_since(const struct timespec *t0)
     return (now.tv_sec - t0->tv_sec) * 1000LL + (now.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
-/* heap_mu held. The first allocation of a TLS handshake step off the main
- * thread, once armed, lasts HOLD_MS (heap_mu held), or until the parent
- * has forked. */
+/* This thread's kind: 0 for the main thread, else SUBSCRIBER (joinable)
+ * or LOOKUP (detached). */
+static int thread_kind(void)
+{
+    static __thread int kind = -1;
+    if (kind < 0) {
+        pthread_attr_t a;
+        int detached = 0;
+        if (pthread_equal(pthread_self(), main_thread))
+            kind = 0;
+        else if (pthread_getattr_np(pthread_self(), &a) == 0) {
+            pthread_attr_getdetachstate(&a, &detached);
+            pthread_attr_destroy(&a);
+            kind = detached == PTHREAD_CREATE_DETACHED ? LOOKUP : SUBSCRIBER;
+        } else
+            kind = SUBSCRIBER;
+    }
+    return kind;
+}
+
+/* Whether this thread allocates under heap_mu: the main thread and the
+ * targeted ones. */
+static int locks_heap(void)
+{
+    int k = thread_kind();
+    return k == 0 || k == __atomic_load_n(&target, __ATOMIC_SEQ_CST);
+}
+
+/* heap_mu held. The first allocation of a TLS handshake step of a
+ * targeted thread, once armed, lasts HOLD_MS (heap_mu held), or until the
+ * parent has forked. */
 static void maybe_slow(const char *file)
 {
-    if (pthread_equal(pthread_self(), main_thread) || file == NULL ||
-        strstr(file, "ssl/statem/") == NULL)
+    if (thread_kind() == 0 || file == NULL || strstr(file, "ssl/statem/") == NULL)
         return;
     pthread_mutex_lock(&mu);
-    if (armed) {
+    if (armed && thread_kind() == target) {
         armed = 0;
         __atomic_store_n(&inside, 1, __ATOMIC_SEQ_CST);
         struct timespec t0, until;
@@ -84,20 +118,26 @@ static void maybe_slow(const char *file)
 static void *heap_malloc(size_t n, const char *file, int line)
 {
     (void)line;
-    pthread_mutex_lock(&heap_mu);
+    int locked = locks_heap();
+    if (locked)
+        pthread_mutex_lock(&heap_mu);
     maybe_slow(file);
     void *p = malloc(n);
-    pthread_mutex_unlock(&heap_mu);
+    if (locked)
+        pthread_mutex_unlock(&heap_mu);
     return p;
 }
 
 static void *heap_realloc(void *p, size_t n, const char *file, int line)
 {
     (void)line;
-    pthread_mutex_lock(&heap_mu);
+    int locked = locks_heap();
+    if (locked)
+        pthread_mutex_lock(&heap_mu);
     maybe_slow(file);
     void *q = realloc(p, n);
-    pthread_mutex_unlock(&heap_mu);
+    if (locked)
+        pthread_mutex_unlock(&heap_mu);
     return q;
 }
 
@@ -105,9 +145,12 @@ static void heap_free(void *p, const char *file, int line)
 {
     (void)file;
     (void)line;
-    pthread_mutex_lock(&heap_mu);
+    int locked = locks_heap();
+    if (locked)
+        pthread_mutex_lock(&heap_mu);
     free(p);
-    pthread_mutex_unlock(&heap_mu);
+    if (locked)
+        pthread_mutex_unlock(&heap_mu);
 }
 
 /* ------------------------------------------------------------ the group */
@@ -177,44 +220,27 @@ static int child_status(pid_t pid, long timeout_ms)
     return WIFSIGNALED(st) ? -1 - WTERMSIG(st) : WEXITSTATUS(st);
 }
 
-/* The first lock starts the subscriber; its connections reset, its next
- * attempt's handshake is inside OpenSSL when the main thread forks: the
- * child (which frees the parent's sessions, then locks over TLS of its
- * own) finishes, and so does the parent's next lock. */
-static void test_fork_while_subscriber_in_handshake(void **state)
+/* The main thread forks while a targeted thread is inside its slow
+ * allocation (`who` names it). The child writes what the fork caught (the
+ * allocation under way), then acquires and releases through c: its first
+ * OpenSSL call (freeing the parent's sessions, or its own handshake) takes
+ * the allocator's lock. It must not have caught the allocation, and must
+ * lock and exit within its budget. */
+static void fork_while_inside(distlock_client *c, const char *who)
 {
-    (void)state;
-    /* the sentinels through the proxy, the master (which they name) direct */
-    char uri[512];
-    const char *name = strrchr(g->uri, '/');
-    assert_non_null(name);
-    snprintf(uri, sizeof uri, "rediss-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s",
-             fp_port(fp, 0), fp_port(fp, 1), fp_port(fp, 2), name);
-    distlock_client *c = tls_client(uri);
-    distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, "fsh-1", 10000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
-
-    pthread_mutex_lock(&mu);
-    armed = 1;
-    pthread_mutex_unlock(&mu);
-    assert_int_equal(fp_cmd(fp, NULL, 0, "reset *"), 0);
     assert_true(RH_WAIT_UNTIL(__atomic_load_n(&inside, __ATOMIC_SEQ_CST), budget(3000)));
-
     int report[2];
     assert_int_equal(pipe(report), 0);
     long long t0 = rh_now_ms();
     pid_t pid = fork();
     assert_true(pid >= 0);
     if (pid == 0) {
-        /* what the fork caught: the subscriber inside its slow allocation */
         char caught = (char)__atomic_load_n(&inside, __ATOMIC_SEQ_CST);
         ssize_t w = write(report[1], &caught, 1);
-        distlock_lock *cl = NULL;
-        int ok = w == 1 && distlock_acquire(c, "fsh-child", 10000, 0, 0, &cl) == DISTLOCK_OK &&
-                 distlock_release(cl) == DISTLOCK_OK;
-        distlock_lock_free(cl);
+        distlock_lock *l = NULL;
+        int ok = w == 1 && distlock_acquire(c, "fth-child", 10000, 0, 0, &l) == DISTLOCK_OK &&
+                 distlock_release(l) == DISTLOCK_OK;
+        distlock_lock_free(l);
         distlock_client_free(c);
         _exit(ok ? 0 : 1);
     }
@@ -228,16 +254,88 @@ static void test_fork_while_subscriber_in_handshake(void **state)
     assert_int_equal(read(report[0], &caught, 1), 1);
     close(report[0]);
     int code = child_status(pid, budget(3000));
-    printf("fork returned after %lld ms; the subscriber was %s its handshake allocation at the "
-           "fork; the child %s\n", forked, caught ? "inside" : "out of",
+    printf("fork returned after %lld ms; the %s was %s its handshake allocation at the fork; "
+           "the child %s\n", forked, who, caught ? "inside" : "out of",
            code == 0 ? "locked and exited" : code == -1000 ? "hung (killed)" : "failed");
     assert_int_equal(caught, 0);
     assert_int_equal(code, 0);
+}
 
-    assert_rc(distlock_acquire(c, "fsh-2", 10000, 0, 0, &l), DISTLOCK_OK);
+/* The slow allocation of the next case's targeted threads. */
+static void arm(int kind)
+{
+    pthread_mutex_lock(&mu);
+    __atomic_store_n(&target, kind, __ATOMIC_SEQ_CST);
+    armed = 1;
+    released = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+/* The first lock starts the subscriber; its connections reset, its next
+ * attempt's handshake is inside OpenSSL when the main thread forks (no
+ * call runs meanwhile, so no lookup): the child (which frees the parent's
+ * sessions, then locks over TLS of its own) finishes, and so does the
+ * parent's next lock. */
+static void test_fork_while_subscriber_in_handshake(void **state)
+{
+    (void)state;
+    /* the sentinels through the proxy, the master (which they name) direct */
+    char uri[512];
+    const char *name = strrchr(g->uri, '/');
+    assert_non_null(name);
+    snprintf(uri, sizeof uri, "rediss-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s",
+             fp_port(fp, 0), fp_port(fp, 1), fp_port(fp, 2), name);
+    distlock_client *c = tls_client(uri);
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, "fth-1", 10000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
+
+    arm(SUBSCRIBER);
+    assert_int_equal(fp_cmd(fp, NULL, 0, "reset *"), 0);
+    fork_while_inside(c, "subscriber");
+
+    assert_rc(distlock_acquire(c, "fth-2", 10000, 0, 0, &l), DISTLOCK_OK);
     assert_rc(distlock_release(l), DISTLOCK_OK);
     distlock_lock_free(l);
     distlock_client_free(c);
+}
+
+struct caller {
+    distlock_client *c;
+    int rc;
+};
+
+static void *caller_main(void *arg)
+{
+    struct caller *a = arg;
+    distlock_lock *l = NULL;
+    a->rc = distlock_acquire(a->c, "fth-3", 10000, 0, 0, &l);
+    if (l) {
+        if (distlock_release(l) != DISTLOCK_OK)
+            a->rc = -100;
+        distlock_lock_free(l);
+    }
+    return NULL;
+}
+
+/* Another thread's first call looks the master up; that lookup's
+ * handshake to a sentinel is inside OpenSSL when the main thread forks:
+ * the child locks through a client of its own (made before the fork,
+ * unused), and the other thread's call succeeds. */
+static void test_fork_while_lookup_in_handshake(void **state)
+{
+    (void)state;
+    distlock_client *mine = tls_client(g->uri), *childs = tls_client(g->uri);
+    arm(LOOKUP);
+    struct caller a = { mine, -100 };
+    pthread_t th;
+    assert_int_equal(pthread_create(&th, NULL, caller_main, &a), 0);
+    fork_while_inside(childs, "lookup");
+    pthread_join(th, NULL);
+    assert_rc(a.rc, DISTLOCK_OK);
+    distlock_client_free(childs);
+    distlock_client_free(mine);
 }
 
 int main(void)
@@ -250,6 +348,7 @@ int main(void)
     }
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fork_while_subscriber_in_handshake),
+        cmocka_unit_test(test_fork_while_lookup_in_handshake),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
