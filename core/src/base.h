@@ -67,12 +67,14 @@ static inline size_t distlock__ltoa(char *buf, long long v)
 /* ------------------------------------------------------------ clock.c */
 uint64_t distlock__now_us(void);  /* CLOCK_MONOTONIC */
 pid_t distlock__getpid(void);     /* cached; reset in a forked child */
-/* The fork gate. A library thread (the +switch-master subscriber) holds it
- * while it works and lets go of it only to wait (poll): fork() waits for
- * every holder to let go (an atfork handler takes it exclusively). So a
- * child never starts with a lock of OpenSSL or of the allocator held by
- * a thread it does not have, which its first call would wait for forever.
- * Not recursive; never held across a user's callback (which may fork). */
+/* The fork gate. A library thread that runs OpenSSL (the +switch-master
+ * subscriber, the resolver's helpers, which run the lookups of a Sentinel
+ * node's master) holds it while it works and lets go of it only to wait
+ * (poll, getaddrinfo): fork() waits for every holder to let go (an atfork
+ * handler takes it exclusively). So a child never starts with a lock of
+ * OpenSSL or of the allocator held by a thread it does not have, which
+ * its first call would wait for forever. Not recursive; never held across
+ * a user's callback (which may fork). */
 void distlock__fork_gate_enter(void);
 void distlock__fork_gate_leave(void);
 /* In a forked child: replace the eventfd `fd` shared with the parent by a

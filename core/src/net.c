@@ -283,3 +283,11 @@ int distlock__poll_wait(struct pollfd *pfd, int np, uint64_t until_us)
         pfd[k].revents = 0;
     return 0;
 }
+
+int distlock__poll_wait_gated(struct pollfd *pfd, int np, uint64_t until_us)
+{
+    distlock__fork_gate_leave();
+    int pr = distlock__poll_wait(pfd, np, until_us);
+    distlock__fork_gate_enter();
+    return pr;
+}

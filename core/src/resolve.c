@@ -97,15 +97,26 @@ int distlock__resolve_now(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], in
     return 0;
 }
 
+/* The helper holds the fork gate (base.h) while it works: a lookup runs
+ * OpenSSL (its context, a handshake to each sentinel, freeing them at the
+ * end, also after its caller has the answer), and a fork() in the middle
+ * would leave the child a lock of OpenSSL or of the allocator held
+ * forever. It lets go of the gate to wait: a lookup in its polls
+ * (distlock__poll_wait_gated), a name here in getaddrinfo, which takes as
+ * long as the resolver does. */
 static void *resolve_main(void *arg)
 {
     distlock__resolve *r = arg;
     char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN] = "";
     int naddr = 0, port = 0;
-    if (r->fn)
+    distlock__fork_gate_enter();
+    if (r->fn) {
         (void)r->fn(r->arg, addr, &naddr, &port, err, sizeof(err));
-    else
+    } else {
+        distlock__fork_gate_leave();
         (void)distlock__resolve_now(r->host, addr, &naddr, err, sizeof(err));
+        distlock__fork_gate_enter();
+    }
 
     pthread_mutex_lock(&r->mu);
     r->naddr = naddr;
@@ -118,6 +129,7 @@ static void *resolve_main(void *arg)
     ssize_t w = write(r->fds[1], &one, 1);
     (void)w;
     job_unref(r);
+    distlock__fork_gate_leave();
     return NULL;
 }
 

@@ -73,7 +73,8 @@ static void job_free(void *arg)
 /* Send the commands queued on s and read `want` replies before the
  * deadline; they go to rep[]. 0, or -1 with err set and nothing in rep[].
  * The lookup thread's one exchange at a time: write what is queued, wait
- * for what the stream needs (distlock__poll_wait), read. */
+ * for what the stream needs (distlock__poll_wait_gated: the lookup holds
+ * the fork gate, resolve.c), read. */
 static int exchange(distlock__stream *s, int want, redisReply **rep, uint64_t deadline_us,
                     char *err, size_t errlen)
 {
@@ -102,7 +103,7 @@ static int exchange(distlock__stream *s, int want, redisReply **rep, uint64_t de
         }
         /* TLS: the handshake's direction while it runs */
         struct pollfd pfd = { distlock__stream_fd(s), (short)distlock__stream_events(s), 0 };
-        if (distlock__poll_wait(&pfd, 1, deadline_us) > 0 &&
+        if (distlock__poll_wait_gated(&pfd, 1, deadline_us) > 0 &&
             (pfd.revents & (POLLIN | POLLERR | POLLHUP)) && distlock__stream_read(s) != REDIS_OK) {
             snprintf(err, errlen, "%s", ctx->errstr);
             goto fail;
@@ -118,7 +119,8 @@ fail:
 
 /* Resolve host before deadline_us: numeric at once, a name on a detached
  * helper (resolve.c), abandoned at the deadline (the helper ends on its
- * own; nothing waits for getaddrinfo). 0, or -1 with err. */
+ * own; nothing waits for getaddrinfo). 0, or -1 with err. Called by
+ * holders of the fork gate only (a lookup, the subscriber). */
 static int resolve_within(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, uint64_t deadline_us,
                           char *err, size_t errlen)
 {
@@ -140,7 +142,7 @@ static int resolve_within(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], in
             break;
         }
         struct pollfd p = { distlock__resolve_fd(r), POLLIN, 0 };
-        (void)distlock__poll_wait(&p, 1, deadline_us);
+        (void)distlock__poll_wait_gated(&p, 1, deadline_us);
     }
     distlock__resolve_drop(r);
     return rc;
@@ -957,11 +959,12 @@ static void watch_advance(distlock__watch *w, const struct pollfd *pfd)
     }
 }
 
-/* The thread holds the fork gate (base.h) except in poll(): its steps run
- * OpenSSL (contexts, handshakes, reads) and allocate, and a fork() in the
- * middle of one would leave the child a lock held forever (the allocator's,
- * OpenSSL's), which its first call (freeing these sessions, its own
- * handshake) would wait for. */
+/* The thread holds the fork gate (base.h) except in poll() (here, and
+ * resolve_within's in ep_announce): its steps run OpenSSL (contexts,
+ * handshakes, reads) and allocate, and a fork() in the middle of one would
+ * leave the child a lock held forever (the allocator's, OpenSSL's), which
+ * its first call (freeing these sessions, its own handshake) would wait
+ * for. */
 static void *watch_main(void *arg)
 {
     distlock__watch *w = arg;  /* not t->watch: a stop clears that at once */
@@ -971,9 +974,7 @@ static void *watch_main(void *arg)
         uint64_t next;
         pfd[0] = (struct pollfd){ w->wake[0], POLLIN, 0 };
         watch_interest(w, pfd + 1, &next);
-        distlock__fork_gate_leave();
-        int pr = distlock__poll_wait(pfd, w->nsub + 1, next);
-        distlock__fork_gate_enter();
+        int pr = distlock__poll_wait_gated(pfd, w->nsub + 1, next);
         if (pr > 0 && pfd[0].revents)
             break;  /* stop */
         watch_advance(w, pfd + 1);

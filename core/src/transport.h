@@ -146,6 +146,10 @@ static inline int distlock__stream_cert_refused(const distlock__stream *s)
  * descriptors; the callers' own deadlines end their loops). */
 struct pollfd;
 int distlock__poll_wait(struct pollfd *pfd, int np, uint64_t until_us);
+/* distlock__poll_wait for a thread that holds the fork gate (base.h): it
+ * lets go of the gate while it waits, so that a fork() waits for none of
+ * its waits (the subscriber's, a lookup's). */
+int distlock__poll_wait_gated(struct pollfd *pfd, int np, uint64_t until_us);
 
 /* The most elements a reply (or one of its arrays) may announce: more is a
  * protocol error, not an allocation of that size (hiredis 0.14 makes the
