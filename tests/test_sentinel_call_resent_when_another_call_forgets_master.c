@@ -30,27 +30,6 @@
 #define TTL_MS 30000
 #define EXTEND_TTL_MS 90000
 
-/* Bytes a server-side connection on port has received and not read (the
- * most of any): while the server sleeps, a request written to it shows
- * here (the kernel's, /proc/net/tcp). -1 on error. */
-static long unread_on(int port)
-{
-    FILE *f = fopen("/proc/net/tcp", "r");
-    if (f == NULL)
-        return -1;
-    char line[512];
-    long most = 0;
-    while (fgets(line, sizeof line, f)) {
-        unsigned lport = 0, st = 0;
-        unsigned long tx = 0, rx = 0;
-        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &st, &tx, &rx) == 4 &&
-            (int)lport == port && st == 1 /* ESTABLISHED */ && (long)rx > most)
-            most = (long)rx;
-    }
-    fclose(f);
-    return most;
-}
-
 /* The client's reconnections (every node: distlock_client_stats names
  * them per node). The call under test re-made its connection iff it
  * followed; the other call's connection was its first. */
@@ -113,7 +92,7 @@ static void run(int op, const char *what, int kill_refused)
     sentinel_call o = { .c = c, .op = op, .key = key, .token = token, .ttl_ms = EXTEND_TTL_MS };
     pthread_t th, th2;
     sentinel_call_start(&o, &th);
-    int queued = RH_WAIT_UNTIL(unread_on(master) >= REQUEST_BYTES_MIN, 500);
+    int queued = RH_WAIT_UNTIL(rh_tcp_unread(master) >= REQUEST_BYTES_MIN, 500);
     long long out_ms = rh_now_ms();
 
     /* Another call of the client, on a connection of its own: its connect

@@ -866,9 +866,12 @@ distlock__run *distlock__acquire_start(distlock_client *c, const distlock__acq_r
     return r;
 }
 
-int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att)
+int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att,
+                           const distlock_cancel *cancel)
 {
     int rc;
     distlock__run *r = distlock__acquire_start(c, rq, att, &rc);
-    return r ? distlock__run_wait(r) : rc;
+    if (r == NULL)
+        return rc;
+    return cancel ? distlock__run_wait_cancel(r, cancel) : distlock__run_wait(r);
 }

@@ -271,6 +271,17 @@ void distlock__run_advance(distlock__run *r);
 int distlock__run_finish(distlock__run *r);
 /* The blocking driver: interest / poll() / advance until 0, then finish. */
 int distlock__run_wait(distlock__run *r);
+/* The same, also watching `cancel` (NULL: as distlock__run_wait): once it
+ * is fired, the run is told to drop what it has not sent. */
+int distlock__run_wait_cancel(distlock__run *r, const distlock_cancel *cancel);
+/* Its caller no longer waits for requests not yet written: each request
+ * still waiting for its connection (a name or a Sentinel lookup, a connect,
+ * a handshake), in this round and the run's later ones, is not sent and
+ * fails ("not sent"); requests on the wire are still waited for (their
+ * replies decide), and trailing requests still go out. Nothing of such a
+ * request reached its node, so the run's outcome stays true. For a
+ * cancelled acquire: it ends without waiting for connections. */
+void distlock__run_drop_unsent(distlock__run *r);
 /* The starts take the arguments of the blocking function of the same name,
  * plus int *rc; the caller keeps every argument (strings, rq, att, outputs)
  * alive until finish. NULL with *rc (and the detail) when nothing was
@@ -279,10 +290,13 @@ int distlock__run_wait(distlock__run *r);
  * use is not waited for (any set: the requests' tags keep the order,
  * round.c). The blocking functions are their start + distlock__run_wait. */
 
-/* acquire.c: one attempt on every node; a lost one is undone. */
+/* acquire.c: one attempt on every node; a lost one is undone. The
+ * blocking one watches `cancel` (NULL: none): fired, the attempt sends
+ * nothing more (distlock__run_drop_unsent); its caller sees the cancel. */
 distlock__run *distlock__acquire_start(distlock_client *c, const distlock__acq_req *rq,
                                        distlock__attempt *att, int *rc);
-int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att);
+int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att,
+                           const distlock_cancel *cancel);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent
  * after its first send ran is then recognised as done. */

@@ -1052,6 +1052,12 @@ static void acq_step(distlock_op *op)
             continue;
 
         case S_FIRST:
+            /* Cancelled: the requests still waiting for their connection
+             * are never sent (the call does not wait for a lookup or a
+             * connect); those on the wire are waited for (their replies
+             * decide what the cancel must undo, below). */
+            if (op->run && (op->cancel_req || distlock__cancel_fired(op->cancel)))
+                distlock__run_drop_unsent(op->run);
             if (op->run && !run_step(op))
                 return;
             rc = op->run_rc;
@@ -1186,6 +1192,8 @@ static void acq_step(distlock_op *op)
             continue;
 
         case S_TRY:
+            if (op->run && acq_cancelled(op))  /* as in S_FIRST */
+                distlock__run_drop_unsent(op->run);
             if (op->run && !run_step(op))
                 return;
             rc = op->run_rc;

@@ -212,7 +212,8 @@ static distlock__connset *take_locked(distlock__transport *t)
         cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * n);
         distlock__result *res = calloc(2 * n, sizeof(*res));
         const distlock__call **calls = calloc(2 * n, sizeof(*calls));
-        struct pollfd *pfd = calloc(n, sizeof(*pfd));
+        /* one more: a blocking run's cancel (distlock__run_wait_cancel) */
+        struct pollfd *pfd = calloc(n + 1, sizeof(*pfd));
         int *pfd_node = calloc(n, sizeof(*pfd_node));
         if (cs == NULL || res == NULL || calls == NULL || pfd == NULL || pfd_node == NULL ||
             distlock__cl_set_init(t, cs) != 0) {

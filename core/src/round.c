@@ -831,6 +831,7 @@ void distlock__round_begin(distlock__transport *t, distlock__connset *cs,
     rr->decide = decide;
     rr->arg = arg;
     rr->decided = 0;
+    rr->drop_unsent = 0;
     rr->grace_end = 0;
     rr->start = now;
     rr->np = 0;
@@ -879,6 +880,10 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
         if (r->state != DISTLOCK__R_PENDING)
             continue;
         if (rr->decided && !(r->deferred && (r->call->trailing || now < rr->grace_end)))
+            continue;
+        /* Nothing of it was ever written (its connection is not ready), so
+         * nothing is waited for; a trailing call still goes out (above). */
+        if (rr->drop_unsent && r->deferred && !r->sent && !r->resent && !r->call->trailing)
             continue;
         if (now >= r->deadline_us && t->kind[i]->deadline) {
             /* Cluster: a new master's share is over: re-routed, or the
@@ -995,7 +1000,10 @@ void distlock__round_end(distlock__transport *t, distlock__connset *cs, distlock
         if (rr->calls[i] == NULL)
             continue;
         if (r->state == DISTLOCK__R_PENDING && r->deferred && !r->sent)
-            distlock__result_fail(t, r, i, DISTLOCK_ECONN, "not sent: its connection was not ready");
+            distlock__result_fail(t, r, i, DISTLOCK_ECONN,
+                                  rr->drop_unsent ? "not sent: given up while its connection "
+                                                    "was being made"
+                                                  : "not sent: its connection was not ready");
         if (cs->conns[i].qlen > 0)
             distlock__abandon(t, i, &cs->conns[i], r);  /* also a failed node's unconfirmed KILLs */
     }

@@ -65,7 +65,14 @@ void distlock__run_round(distlock__run *r, const distlock__call *const *calls,
                          distlock__result *res, distlock__decide_fn decide, void *arg)
 {
     distlock__round_begin(&r->c->tp, r->cs, &r->rr, calls, res, decide, arg);
+    r->rr.drop_unsent = r->drop_unsent;
     r->in_round = 1;
+}
+
+void distlock__run_drop_unsent(distlock__run *r)
+{
+    r->drop_unsent = 1;
+    r->rr.drop_unsent = 1;  /* the round under way (a later one copies it) */
 }
 
 int distlock__run_interest(distlock__run *r, struct pollfd **pfd, uint64_t *next_us)
@@ -105,6 +112,37 @@ int distlock__run_finish(distlock__run *r)
     free(r->detail);
     free(r);
     return rc;
+}
+
+int distlock__run_wait_cancel(distlock__run *r, const distlock_cancel *cancel)
+{
+    struct pollfd *pfd;
+    uint64_t next;
+    int np;
+    int cfd = distlock__cancel_fd(cancel);  /* -1: none, or another process's */
+
+    if (cfd >= 0 && distlock__cancel_fired(cancel)) {
+        distlock__run_drop_unsent(r);
+        cfd = -1;
+    }
+    /* The connection set's poll set has room for one more (pool.c). A
+     * fired cancel stays readable: watched until then, not after. */
+    while ((np = distlock__run_interest(r, &pfd, &next)) > 0) {
+        int w = np;
+        if (cfd >= 0) {
+            pfd[w].fd = cfd;
+            pfd[w].events = POLLIN;
+            pfd[w++].revents = 0;
+        }
+        if (distlock__poll_wait(pfd, w, next) > 0) {
+            if (cfd >= 0 && pfd[np].revents) {
+                distlock__run_drop_unsent(r);
+                cfd = -1;
+            }
+            distlock__run_advance(r);
+        }
+    }
+    return distlock__run_finish(r);
 }
 
 int distlock__run_wait(distlock__run *r)

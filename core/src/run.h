@@ -22,6 +22,7 @@ struct distlock__run {
     int (*step)(distlock__run *r);
     distlock__round_run rr;     /* the round in progress */
     int in_round;
+    int drop_unsent;            /* distlock__run_drop_unsent: for its later rounds too */
     int over;                   /* the step returned 0: finish may be called */
     int rc;
     /* The thread's detail as this run left it: the one it found at its

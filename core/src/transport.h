@@ -439,7 +439,8 @@ typedef struct distlock__connset {
     const distlock__call **calls_a, **calls_b;
     /* distlock__round's poll set: a descriptor per node and the node each
      * one is for (on the heap: N may be up to DISTLOCK__MAX_NODES, and the
-     * round is on the deepest path of the entry points' stack budget) */
+     * round is on the deepest path of the entry points' stack budget);
+     * pfd has one entry more, for a blocking run's cancel */
     struct pollfd *pfd;
     int *pfd_node;
     struct distlock__clconns **cl;  /* n entries (NULL: not a cluster node), or NULL if none is */
@@ -761,6 +762,9 @@ typedef struct distlock__round_run {
     distlock__decide_fn decide;
     void *arg;
     int decided;
+    int drop_unsent;       /* the caller waits no more for calls not yet
+                            * written (still waiting for their connection):
+                            * they are not sent, and fail at the round's end */
     int np;                /* entries interest filled */
     uint64_t start, grace_end;
 } distlock__round_run;

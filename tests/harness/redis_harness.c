@@ -28,6 +28,24 @@ long long rh_now_ms(void)
     return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
 }
 
+long rh_tcp_unread(int port)
+{
+    FILE *f = fopen("/proc/net/tcp", "r");
+    if (f == NULL)
+        return -1;
+    char line[512];
+    long most = 0;
+    while (fgets(line, sizeof line, f)) {
+        unsigned lport = 0, st = 0;
+        unsigned long tx = 0, rx = 0;
+        if (sscanf(line, " %*d: %*x:%x %*x:%*x %x %lx:%lx", &lport, &st, &tx, &rx) == 4 &&
+            (int)lport == port && st == 1 /* ESTABLISHED */ && (long)rx > most)
+            most = (long)rx;
+    }
+    fclose(f);
+    return most;
+}
+
 void rh_sleep_ms(long ms)
 {
     struct timespec ts = { ms / 1000, (ms % 1000) * 1000000L };

@@ -129,6 +129,11 @@ int rh_debug_sleep(const rh_cluster *rc, int i, long ms);
 
 /* Monotonic clock in milliseconds. */
 long long rh_now_ms(void);
+/* Bytes a server-side connection on the loopback port has received and its
+ * server not read (the most of any connection; the kernel's, /proc/net/tcp):
+ * while the server is stopped, a request written to it shows here. -1 on
+ * error. */
+long rh_tcp_unread(int port);
 /* The major version of the redis-server on PATH (Valkey's own: 8), 0 if unknown. */
 int rh_server_major(void);
 
