@@ -400,7 +400,8 @@ typedef struct distlock_acquire_args {
  * call alone: when it is fired, the call returns DISTLOCK_ECANCELED promptly
  * with nothing held (an attempt that won meanwhile is released, a
  * DISTLOCK_FAIR waiter leaves the queue). A round trip already on the wire
- * ends first. Fired before the call starts: DISTLOCK_ECANCELED at once,
+ * ends first; a request still waiting for its connection (a name or
+ * Sentinel lookup, a connect, a handshake) is not sent. Fired before the call starts: DISTLOCK_ECANCELED at once,
  * nothing sent, also for a try-once call (wait_ms 0); fired while a try-once
  * attempt is on the wire: DISTLOCK_ECANCELED once it is back (a lock it won
  * is released). Other calls of the client, with another cancel or none, are
@@ -566,7 +567,8 @@ DISTLOCK_API int distlock_client_lost_fd(distlock_client *c);
  * returns DISTLOCK_ECANCELED promptly, with nothing held: an attempt that won
  * the lock meanwhile is released, a DISTLOCK_FAIR waiter leaves the queue.
  * Calls started afterwards are not affected. A round trip already on the wire
- * ends first (bounded by the node timeouts); calls that do not wait (wait_ms
+ * ends first (bounded by the node timeouts); a request still waiting for its
+ * connection is not sent; calls that do not wait (wait_ms
  * 0, release, extend...) are not interrupted.
  * Async-signal-safe: may be called from a signal handler (an atomic add and a
  * write(); errno is preserved and this thread's detail message is left
