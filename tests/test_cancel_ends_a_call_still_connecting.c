@@ -12,8 +12,6 @@
 #include "test_common.h"
 #include "test_multi_drive.h"
 
-#include <pthread.h>
-
 #include "harness/slowdns.h"
 
 #define N 1
@@ -36,42 +34,19 @@ static distlock_client *slow_client(rh_cluster *rc, const char *host)
     return c;
 }
 
-struct call {
-    distlock_client *c;
-    const char *key;
-    long wait_ms;
-    distlock_cancel *cancel;
-    distlock_lock *l;
-    int rc;
-    long long ended_ms;
-    char detail[512];
-};
-
-static void *call_main(void *arg)
-{
-    struct call *a = arg;
-    distlock_acquire_args args = { .size = sizeof args, .cancel = a->cancel };
-    a->rc = distlock_acquire_with(a->c, a->key, 30000, a->wait_ms, 0, &args, &a->l);
-    a->ended_ms = rh_now_ms();
-    snprintf(a->detail, sizeof a->detail, "%s", distlock_last_error());
-    return NULL;
-}
-
 /* A blocking acquire, its own cancel fired by another thread while the
  * node's name resolves: DISTLOCK_ECANCELED, no handle, nothing on the
  * server. */
 static void cancel_blocking_call(rh_cluster *rc, const char *host, const char *key,
                                  long wait_ms)
 {
-    distlock_client *c = slow_client(rc, host);
-    struct call a = { .c = c, .key = key, .wait_ms = wait_ms };
-    assert_rc(distlock_cancel_new(&a.cancel), DISTLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, call_main, &a), 0);
+    cancelled_call a = { .c = slow_client(rc, host), .key = key, .ttl_ms = 30000,
+                         .wait_ms = wait_ms };
+    cancelled_call_start(&a);
     assert_true(RH_WAIT_UNTIL(slowdns_calls(host) >= 1, 10000));
     long long fired = rh_now_ms();
     assert_rc(distlock_cancel_fire(a.cancel), DISTLOCK_OK);
-    pthread_join(t, NULL);
+    cancelled_call_join(&a);
     long long took = a.ended_ms - fired;
     printf("# wait %ld ms: cancelled while the name resolved (%d ms): ended %lld ms after "
            "the cancel: rc %d: %s\n", wait_ms, LOOKUP_MS, took, a.rc, a.detail);
@@ -79,8 +54,7 @@ static void cancel_blocking_call(rh_cluster *rc, const char *host, const char *k
     assert_null(a.l);
     assert_true(took < ENDS_WITHIN_MS);
     assert_int_equal(rh_get(rc, 0, 0, key, NULL, 0), 0);
-    distlock_cancel_free(a.cancel);
-    distlock_client_free(c);
+    distlock_client_free(a.c);
 }
 
 static void test_cancelled_waiting_acquire_ends_while_its_name_resolves(void **state)

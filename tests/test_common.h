@@ -3,6 +3,7 @@
 #define DISTLOCK_TEST_COMMON_H
 
 #include <errno.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -198,6 +199,47 @@ static inline distlock_client *new_client(const char *uris)
     }
     assert_non_null(c);
     return c;
+}
+
+/* An acquire with a cancel of its own (args->cancel), made on a thread of
+ * its own so that the test can fire the cancel while it runs. Fill c, key,
+ * ttl_ms and wait_ms; cancelled_call_start(); distlock_cancel_fire(cancel)
+ * when the test wants; cancelled_call_join(): rc, l, when it ended and
+ * its detail. */
+typedef struct cancelled_call {
+    distlock_client *c;
+    const char *key;
+    long ttl_ms, wait_ms;
+    distlock_cancel *cancel;
+    pthread_t t;
+    distlock_lock *l;
+    int rc;
+    long long ended_ms;
+    char detail[512];
+} cancelled_call;
+
+static inline void *cancelled_call_main(void *arg)
+{
+    cancelled_call *a = arg;
+    distlock_acquire_args args = { .size = sizeof args, .cancel = a->cancel };
+    a->rc = distlock_acquire_with(a->c, a->key, a->ttl_ms, a->wait_ms, 0, &args, &a->l);
+    a->ended_ms = rh_now_ms();
+    snprintf(a->detail, sizeof a->detail, "%s", distlock_last_error());
+    return NULL;
+}
+
+static inline void cancelled_call_start(cancelled_call *a)
+{
+    assert_rc(distlock_cancel_new(&a->cancel), DISTLOCK_OK);
+    assert_int_equal(pthread_create(&a->t, NULL, cancelled_call_main, a), 0);
+}
+
+/* Its end; the cancel freed. */
+static inline void cancelled_call_join(cancelled_call *a)
+{
+    assert_int_equal(pthread_join(a->t, NULL), 0);
+    distlock_cancel_free(a->cancel);
+    a->cancel = NULL;
 }
 
 /* One acquire (ttl 30 s) and release of key, both asserted. */

@@ -250,40 +250,20 @@ static void test_hung_sentinel(void **state)
  * (all hung; the lookup's budget is the connect timeout, 30 s here), ends
  * the call at once: nothing was sent to the master, so nothing is waited
  * for. */
-struct cancelled_call {
-    distlock_client *c;
-    distlock_cancel *cancel;
-    distlock_lock *l;
-    int rc;
-    long long ended_ms;
-    char detail[512];
-};
-
-static void *cancelled_call_main(void *arg)
-{
-    struct cancelled_call *a = arg;
-    distlock_acquire_args args = { .size = sizeof args, .cancel = a->cancel };
-    a->rc = distlock_acquire_with(a->c, "s-cancel", 30000, 10000, 0, &args, &a->l);
-    a->ended_ms = rh_now_ms();
-    snprintf(a->detail, sizeof a->detail, "%s", distlock_last_error());
-    return NULL;
-}
-
 static void test_cancel_ends_a_call_waiting_for_hung_sentinels(void **state)
 {
     rh_sentinels *g = *state;
     for (int k = 0; k < 3; k++)
         assert_int_equal(rh_sentinels_signal(g, g->sentinel_port[k], 1), 0);
-    struct cancelled_call a = { .c = sentinel_client(g->uri) };
+    cancelled_call a = { .c = sentinel_client(g->uri), .key = "s-cancel", .ttl_ms = 30000,
+                         .wait_ms = 10000 };
     assert_rc(distlock_client_set(a.c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 30000), DISTLOCK_OK);
-    assert_rc(distlock_cancel_new(&a.cancel), DISTLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, cancelled_call_main, &a), 0);
+    cancelled_call_start(&a);
     /* the lookup's question, unread by the stopped sentinel */
     int asking = RH_WAIT_UNTIL(rh_tcp_unread(g->sentinel_port[0]) > 0, 10000);
     long long fired = rh_now_ms();
     assert_rc(distlock_cancel_fire(a.cancel), DISTLOCK_OK);
-    pthread_join(t, NULL);
+    cancelled_call_join(&a);
     for (int k = 0; k < 3; k++)
         assert_int_equal(rh_sentinels_signal(g, g->sentinel_port[k], 0), 0);
     printf("sentinel: cancelled while asking hung sentinels: ended %lld ms after the cancel: "
@@ -293,7 +273,6 @@ static void test_cancel_ends_a_call_waiting_for_hung_sentinels(void **state)
     assert_null(a.l);
     assert_true(a.ended_ms - fired < 3000);
     assert_int_equal(data_get(g->data_port[0], "s-cancel", NULL, 0), 0);
-    distlock_cancel_free(a.cancel);
     distlock_client_free(a.c);
 }
 
