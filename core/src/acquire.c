@@ -374,11 +374,13 @@ static void observe(const attempt_ctx *a, const distlock__result *res, distlock_
         if (v == 0 && !a->rq->fair && x && x->type == REDIS_REPLY_ARRAY && x->elements >= 4 &&
             x->element[3]->type == REDIS_REPLY_STRING)
             att->readers = att->saw_readers = 1;  /* the acquire script's {0, pttl, 0, 'r'} */
-        else if (v < 0 && a->rq->writer && (!a->plain || res[i].fell_back))
+        else if (v < 0 && a->rq->writer && res[i].sent && (!a->plain || res[i].fell_back))
             att->readers = 1;  /* not heard (a round ends at its quorum) or failed after
                                   the script went out: it may have run there and noted
                                   the intent. A plain SET unheard noted nothing: a
-                                  stopped node costs a writer's win no leave. */
+                                  stopped node costs a writer's win no leave; nor does
+                                  a request never sent (its connection was not ready,
+                                  or a cancel dropped it). */
         if (v == 1 && a->rq->fair)
             att->head = 1;  /* we were first there */
         if (v != 0)

@@ -278,9 +278,11 @@ int distlock__run_wait_cancel(distlock__run *r, const distlock_cancel *cancel);
  * still waiting for its connection (a name or a Sentinel lookup, a connect,
  * a handshake), in this round and the run's later ones, is not sent and
  * fails ("not sent"); requests on the wire are still waited for (their
- * replies decide), and trailing requests still go out. Nothing of such a
- * request reached its node, so the run's outcome stays true. For a
- * cancelled acquire: it ends without waiting for connections. */
+ * replies decide), and trailing requests still go out where they have
+ * something to settle (a request of their tag may have reached the node:
+ * round.c). Nothing of such a request reached its node, so the run's
+ * outcome stays true. For a cancelled acquire, and the give-back of what
+ * it won: it ends without waiting for connections. */
 void distlock__run_drop_unsent(distlock__run *r);
 /* The starts take the arguments of the blocking function of the same name,
  * plus int *rc; the caller keeps every argument (strings, rq, att, outputs)

@@ -937,13 +937,19 @@ static int acq_cancelled(const distlock_op *op)
     return op->wait_ms != 0 && distlock__cancel_gen(op->m->c) != op->gen;
 }
 
-/* A lock won after a cancel goes back (the status is the cancel's). */
+/* A lock won after a cancel goes back (the status is the cancel's). The
+ * release goes to every node the attempt may have reached (att.maybe); a
+ * node whose connection is still being made got nothing of it (the cancel
+ * dropped the request there), and the cancelled call does not wait for
+ * that connection to send it a release (distlock__run_drop_unsent). */
 static int undo_start(distlock_op *op)
 {
     int rc = DISTLOCK_OK;
     distlock__run *r = distlock__release_lease_start(op->m->c, 0, op->h->key, op->h->token,
                                                      op->att.valid_until_us, op->att.set_id,
                                                      op->att.maybe, 0, NULL, &rc);
+    if (r)
+        distlock__run_drop_unsent(r);
     op->state = S_UNDO;
     return run_begin(op, r, rc);
 }

@@ -851,6 +851,19 @@ void distlock__round_begin(distlock__transport *t, distlock__connset *cs,
     }
 }
 
+/* Whether a trailing call has something to settle on node i: a request it
+ * follows may have run there (its must_mask), or one of its tag is owed or
+ * listed there (as trailing_unwaited). Else nothing of its tag reached the
+ * node, and a round that drops what it has not sent need not wait for the
+ * node's connection to send it (a release after a cancel, to a node the
+ * cancelled attempt never reached). */
+static int trailing_settles(distlock__transport *t, distlock__conn *conn, int i,
+                            const distlock__call *call)
+{
+    return (call->must_mask & (1ull << i)) || distlock__owes_tag(conn, call->tag) ||
+           (call->tag && distlock__stale_maybe(t, i, call->tag));
+}
+
 int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
                              distlock__round_run *rr, uint64_t *next_us)
 {
@@ -882,8 +895,10 @@ int distlock__round_interest(distlock__transport *t, distlock__connset *cs,
         if (rr->decided && !(r->deferred && (r->call->trailing || now < rr->grace_end)))
             continue;
         /* Nothing of it was ever written (its connection is not ready), so
-         * nothing is waited for; a trailing call still goes out (above). */
-        if (rr->drop_unsent && r->deferred && !r->sent && !r->resent && !r->call->trailing)
+         * nothing is waited for; a trailing call still goes out (above)
+         * where it has something to settle. */
+        if (rr->drop_unsent && r->deferred && !r->sent && !r->resent &&
+            (!r->call->trailing || !trailing_settles(t, conn, i, r->call)))
             continue;
         if (now >= r->deadline_us && t->kind[i]->deadline) {
             /* Cluster: a new master's share is over: re-routed, or the
