@@ -705,6 +705,8 @@ static int acq_step(distlock__run *r)
                     if (res[i].fell_back == 1)
                         atomic_store(&c->no_set_get, 1);  /* Redis < 7: the script from now on */
             for (int i = 0; i < c->n; i++) {
+                if (res[i].sent)
+                    att->reached |= 1ull << i;
                 if (!distlock__reply_held_own(&res[i], rq->token))
                     continue;
                 a->own |= 1ull << i;

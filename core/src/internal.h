@@ -242,6 +242,8 @@ typedef struct distlock__attempt {
     long holder_pttl;        /* longest remaining TTL of the holder seen, ms (0: unknown) */
     int head;                /* fair: first in the queue on some node */
     int split;               /* fair: the queues disagree on the order (see acquire.c) */
+    uint64_t reached;        /* nodes its first request was sent to: a fair waiter's
+                                queue place can be only there */
     /* on success: */
     uint64_t valid_until_us; /* the lease's end (monotonic) */
     int64_t fence;           /* FENCING: the fence, else -1 */
@@ -332,9 +334,12 @@ distlock__run *distlock__extend_lease_start(distlock_client *c, int need, const 
 void distlock__write_leave(distlock_client *c, const char *key, const char *writer);
 distlock__run *distlock__write_leave_start(distlock_client *c, const char *key,
                                            const char *writer, int *rc);
+/* A fair waiter leaves the queues: of every node, or (the start's `nodes`,
+ * ~0 for all) of those its attempts were sent to (distlock__attempt's
+ * reached), the only ones where it can have a place. */
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token);
 distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
-                                           const char *token, int *rc);
+                                           const char *token, uint64_t nodes, int *rc);
 /* held.c: the records of held ownerships (c->mu held for all three) */
 /* Free a record that was never linked. */
 void distlock__held_free(distlock__held *h);

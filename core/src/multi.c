@@ -189,6 +189,7 @@ struct distlock_op {
     distlock__acq_req rq;
     distlock__attempt att;
     uint64_t first_t0;
+    uint64_t reached;         /* nodes its attempts were sent to (a fair queue place) */
     int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
     int first_won;  /* S_WONLEAVE after a first attempt's win (not a later one's) */
     int sub_looked;           /* a blocking acquire's wait looked at its subscription once */
@@ -1070,6 +1071,7 @@ static void acq_step(distlock_op *op)
             if (!op->embedded)
                 set_err(op, rc);  /* a blocking acquire's came with it */
             op->readers = op->att.readers;
+            op->reached |= op->att.reached;
             op->first_t0 = op->att.t0_us;
             if (op->cancel_req || distlock__cancel_fired(op->cancel)) {
                 distlock__first_cancelled(key, rc == DISTLOCK_OK);
@@ -1205,6 +1207,7 @@ static void acq_step(distlock_op *op)
             rc = op->run_rc;
             set_err(op, rc);
             op->readers |= op->att.readers;
+            op->reached |= op->att.reached;
             if (op->att.saw_readers && op->w.turns)  /* a writer noted in the registry (wait.c) */
                 distlock__waiter_stop_turns(c, &op->w);
             /* a blocking acquire asks its client's interrupt hook too, as
@@ -1297,7 +1300,8 @@ static void acq_step(distlock_op *op)
                  * random pause, so they agree. Anything else that lost keeps
                  * its place and sleeps, woken by a release or a leave. */
                 op->state = S_SPLIT;
-                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, &rc), rc))
+                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, ~0ull, &rc),
+                               rc))
                     return;
                 continue;
             }
@@ -1374,7 +1378,13 @@ static void acq_step(distlock_op *op)
                 if (!slot_take(op, 1))
                     return;
                 op->state = S_QLEAVE;
-                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, &rc), rc))
+                /* Cancelled: only where its attempts went, the only places
+                 * it can hold in the queues; a node none of them reached
+                 * (the cancel dropped the request while its connection was
+                 * being made) is not waited for. */
+                uint64_t nodes = acq_cancelled(op) ? op->reached : ~0ull;
+                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, nodes, &rc),
+                               rc))
                     return;
                 continue;
             }

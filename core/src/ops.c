@@ -267,20 +267,21 @@ typedef struct leave_run {
     const char *argv[5];
     size_t len[5];
     distlock__call call;
+    uint64_t nodes;              /* where it goes (bit i: node i) */
 } leave_run;
 
 static int leave_send(distlock__run *r)
 {
     leave_run *x = (leave_run *)(void *)r->op;
     for (int i = 0; i < r->c->n; i++)
-        r->cs->calls_a[i] = &x->call;
+        r->cs->calls_a[i] = (x->nodes >> i & 1) ? &x->call : NULL;
     r->step = unread_end;
     distlock__run_round(r, r->cs->calls_a, r->cs->res_a, NULL, NULL);
     return 1;
 }
 
 distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
-                                           const char *token, int *rc)
+                                           const char *token, uint64_t nodes, int *rc)
 {
     distlock__run *r = distlock__run_new(c, sizeof(leave_run));
     if (r == NULL) {
@@ -293,6 +294,7 @@ distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
         return NULL;
     }
     leave_run *x = (leave_run *)(void *)r->op;
+    x->nodes = nodes;
     distlock__sidekey(x->q, key, ":q");
     distlock__sidekey(x->qt, key, ":qt");
     distlock__channel_name(x->ch, key);
@@ -314,7 +316,7 @@ distlock__run *distlock__leave_queue_start(distlock_client *c, const char *key,
 int distlock__leave_queue(distlock_client *c, const char *key, const char *token)
 {
     int rc;
-    distlock__run *r = distlock__leave_queue_start(c, key, token, &rc);
+    distlock__run *r = distlock__leave_queue_start(c, key, token, ~0ull, &rc);
     return r ? distlock__run_wait(r) : rc;
 }
 
