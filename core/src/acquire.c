@@ -871,11 +871,11 @@ distlock__run *distlock__acquire_start(distlock_client *c, const distlock__acq_r
 }
 
 int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att,
-                           const distlock_cancel *cancel)
+                           int cancel_fd)
 {
     int rc;
     distlock__run *r = distlock__acquire_start(c, rq, att, &rc);
     if (r == NULL)
         return rc;
-    return cancel ? distlock__run_wait_cancel(r, cancel) : distlock__run_wait(r);
+    return cancel_fd >= 0 ? distlock__run_wait_fd(r, cancel_fd) : distlock__run_wait(r);
 }

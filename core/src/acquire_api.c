@@ -83,7 +83,7 @@ int acquire_with(distlock_client *c, const char *key, long permits, long ttl_ms,
         rc = distlock__fail(DISTLOCK_NOTACQUIRED, "'%s' not tried yet: queued behind this "
                             "client's waiters of the key", key);
     } else {
-        rc = distlock__acquire_once(c, &rq, &att, cancel);
+        rc = distlock__acquire_once(c, &rq, &att, distlock__cancel_fd(cancel));
     }
     if (distlock__cancel_fired(cancel) || !distlock__first_attempt_ends(rc, wait_ms) ||
         distlock__won_writer_leaves(rc, &rq, &att))

@@ -273,9 +273,11 @@ void distlock__run_advance(distlock__run *r);
 int distlock__run_finish(distlock__run *r);
 /* The blocking driver: interest / poll() / advance until 0, then finish. */
 int distlock__run_wait(distlock__run *r);
-/* The same, also watching `cancel` (NULL: as distlock__run_wait): once it
- * is fired, the run is told to drop what it has not sent. */
-int distlock__run_wait_cancel(distlock__run *r, const distlock_cancel *cancel);
+/* The same, also watching `cfd` (a call's cancel, distlock__cancel_fd;
+ * -1: as distlock__run_wait): once it is readable (fired), the run is told
+ * to drop what it has not sent. A descriptor, not the cancel: the cancel is
+ * a layer above (cancel.c), and its caller knows it. */
+int distlock__run_wait_fd(distlock__run *r, int cfd);
 /* Its caller no longer waits for requests not yet written: each request
  * still waiting for its connection (a name or a Sentinel lookup, a connect,
  * a handshake), in this round and the run's later ones, is not sent and
@@ -295,12 +297,13 @@ void distlock__run_drop_unsent(distlock__run *r);
  * round.c). The blocking functions are their start + distlock__run_wait. */
 
 /* acquire.c: one attempt on every node; a lost one is undone. The
- * blocking one watches `cancel` (NULL: none): fired, the attempt sends
- * nothing more (distlock__run_drop_unsent); its caller sees the cancel. */
+ * blocking one watches `cancel_fd` (the call's cancel, distlock__cancel_fd;
+ * -1: none): fired, the attempt sends nothing more
+ * (distlock__run_drop_unsent); its caller sees the cancel. */
 distlock__run *distlock__acquire_start(distlock_client *c, const distlock__acq_req *rq,
                                        distlock__attempt *att, int *rc);
 int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, distlock__attempt *att,
-                           const distlock_cancel *cancel);
+                           int cancel_fd);
 /* ops.c */
 /* valid_until_us: the lease's end if known (0 if not): a release resent
  * after its first send ran is then recognised as done. */

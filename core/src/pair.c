@@ -55,7 +55,7 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
                              .held_known = held_now(c, distlock__lock_tag(key, token)) };
     distlock__attempt att;
-    rc = distlock__acquire_once(c, &rq, &att, NULL);
+    rc = distlock__acquire_once(c, &rq, &att, -1);
     *t0 = att.t0_us;
     *t1 = att.t1_us;
     if (rc == DISTLOCK_OK) {

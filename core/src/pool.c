@@ -212,7 +212,7 @@ static distlock__connset *take_locked(distlock__transport *t)
         cs = calloc(1, sizeof(*cs) + sizeof(distlock__conn) * n);
         distlock__result *res = calloc(2 * n, sizeof(*res));
         const distlock__call **calls = calloc(2 * n, sizeof(*calls));
-        /* one more: a blocking run's cancel (distlock__run_wait_cancel) */
+        /* one more: a blocking run's cancel (distlock__run_wait_fd) */
         struct pollfd *pfd = calloc(n + 1, sizeof(*pfd));
         int *pfd_node = calloc(n, sizeof(*pfd_node));
         if (cs == NULL || res == NULL || calls == NULL || pfd == NULL || pfd_node == NULL ||

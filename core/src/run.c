@@ -114,19 +114,15 @@ int distlock__run_finish(distlock__run *r)
     return rc;
 }
 
-int distlock__run_wait_cancel(distlock__run *r, const distlock_cancel *cancel)
+int distlock__run_wait_fd(distlock__run *r, int cfd)
 {
     struct pollfd *pfd;
     uint64_t next;
     int np;
-    int cfd = distlock__cancel_fd(cancel);  /* -1: none, or another process's */
 
-    if (cfd >= 0 && distlock__cancel_fired(cancel)) {
-        distlock__run_drop_unsent(r);
-        cfd = -1;
-    }
     /* The connection set's poll set has room for one more (pool.c). A
-     * fired cancel stays readable: watched until then, not after. */
+     * fired cancel stays readable (one fired before the call too: the
+     * first poll sees it): watched until then, not after. */
     while ((np = distlock__run_interest(r, &pfd, &next)) > 0) {
         int w = np;
         if (cfd >= 0) {
