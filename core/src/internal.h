@@ -333,10 +333,12 @@ distlock__run *distlock__extend_lease_start(distlock_client *c, int need, const 
                                             uint64_t *valid_until_us, int *rc);
 /* A writer that waited for readers gives up: its intent goes (protocol.c).
  * Its start: NULL (*rc ENOMEM, no detail) when it cannot start; the intent
- * and the registry entry then expire with their scores. */
+ * and the registry entry then expire with their scores. `nodes` (~0 for
+ * all): where it goes, e.g. only where its attempts were sent
+ * (distlock__attempt's reached), the only nodes where it noted anything. */
 void distlock__write_leave(distlock_client *c, const char *key, const char *writer);
 distlock__run *distlock__write_leave_start(distlock_client *c, const char *key,
-                                           const char *writer, int *rc);
+                                           const char *writer, uint64_t nodes, int *rc);
 /* A fair waiter leaves the queues: of every node, or (the start's `nodes`,
  * ~0 for all) of those its attempts were sent to (distlock__attempt's
  * reached), the only ones where it can have a place. */

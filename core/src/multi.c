@@ -189,7 +189,8 @@ struct distlock_op {
     distlock__acq_req rq;
     distlock__attempt att;
     uint64_t first_t0;
-    uint64_t reached;         /* nodes its attempts were sent to (a fair queue place) */
+    uint64_t reached;         /* nodes its attempts were sent to (a fair queue place,
+                                 a writer's intent: only there) */
     int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
     int first_won;  /* S_WONLEAVE after a first attempt's win (not a later one's) */
     int sub_looked;           /* a blocking acquire's wait looked at its subscription once */
@@ -1093,7 +1094,8 @@ static void acq_step(distlock_op *op)
                     return;  /* S_FIRST again when it has one (nothing sent yet) */
                 op->first_won = 1;
                 op->state = S_WONLEAVE;
-                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, ~0ull, &rc),
+                               rc))
                     return;
                 continue;
             }
@@ -1229,7 +1231,8 @@ static void acq_step(distlock_op *op)
                 if (!slot_take(op, 1))
                     return;  /* S_TRY again when it has one (nothing sent yet) */
                 op->state = S_WONLEAVE;
-                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, ~0ull, &rc),
+                               rc))
                     return;
                 continue;
             }
@@ -1364,7 +1367,13 @@ static void acq_step(distlock_op *op)
                 if (!slot_take(op, 1))
                     return;
                 op->state = S_WLEAVE;
-                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, &rc), rc))
+                /* Cancelled: only where its attempts went, the only nodes
+                 * where it noted anything; a node none of them reached (the
+                 * cancel dropped the request while its connection was being
+                 * made) is not waited for. */
+                uint64_t nodes = acq_cancelled(op) ? op->reached : ~0ull;
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, nodes, &rc),
+                               rc))
                     return;
                 continue;
             }

@@ -327,13 +327,14 @@ typedef struct write_leave_run {
     const char *argv[4];
     size_t len[4];
     distlock__call call;
+    uint64_t nodes;              /* where it goes (bit i: node i) */
 } write_leave_run;
 
 static int write_leave_send(distlock__run *r)
 {
     write_leave_run *x = (write_leave_run *)(void *)r->op;
     for (int i = 0; i < r->c->n; i++)
-        r->cs->calls_a[i] = &x->call;
+        r->cs->calls_a[i] = (x->nodes >> i & 1) ? &x->call : NULL;
     r->step = unread_end;
     distlock__run_round(r, r->cs->calls_a, r->cs->res_a, NULL, NULL);
     return 1;
@@ -342,7 +343,7 @@ static int write_leave_send(distlock__run *r)
 /* NULL without a detail when it cannot start (out of memory): the intent
  * and the registry entry expire with their scores. */
 distlock__run *distlock__write_leave_start(distlock_client *c, const char *key,
-                                           const char *writer, int *rc)
+                                           const char *writer, uint64_t nodes, int *rc)
 {
     *rc = DISTLOCK_ENOMEM;
     distlock__run *r = distlock__run_new(c, sizeof(write_leave_run));
@@ -353,6 +354,7 @@ distlock__run *distlock__write_leave_start(distlock_client *c, const char *key,
         return NULL;
     }
     write_leave_run *x = (write_leave_run *)(void *)r->op;
+    x->nodes = nodes;
     /* without the registry (a cluster key whose side keys are not in its
      * slot: acquire.c did not note the writer) the intent goes as before */
     int reg = writer != NULL && (c->tp.cl == NULL || distlock__sidekeys_in_slot(key));
@@ -376,7 +378,7 @@ distlock__run *distlock__write_leave_start(distlock_client *c, const char *key,
 void distlock__write_leave(distlock_client *c, const char *key, const char *writer)
 {
     int rc;
-    distlock__run *r = distlock__write_leave_start(c, key, writer, &rc);
+    distlock__run *r = distlock__write_leave_start(c, key, writer, ~0ull, &rc);
     if (r)
         (void)distlock__run_wait(r);
 }
