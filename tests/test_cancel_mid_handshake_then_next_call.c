@@ -9,9 +9,6 @@
  * DISTLOCK_FENCING attempt hears every node, so it waits there with nodes
  * 0 and 1 granted; the cancel is fired then. */
 #include "test_common.h"
-#include "test_multi_drive.h"
-
-#include <pthread.h>
 
 #include "harness/faultproxy.h"
 
@@ -19,26 +16,6 @@
 DEFINE_GROUP(N)
 
 #define ENDS_WITHIN_MS 3000
-
-struct call {
-    distlock_client *c;
-    const char *key;
-    distlock_cancel *cancel;
-    distlock_lock *l;
-    int rc;
-    long long ended_ms;
-    char detail[512];
-};
-
-static void *call_main(void *arg)
-{
-    struct call *a = arg;
-    distlock_acquire_args args = { .size = sizeof args, .cancel = a->cancel };
-    a->rc = distlock_acquire_with(a->c, a->key, 30000, 0, DISTLOCK_FENCING, &args, &a->l);
-    a->ended_ms = rh_now_ms();
-    snprintf(a->detail, sizeof a->detail, "%s", distlock_last_error());
-    return NULL;
-}
 
 /* Cancelled with node 2's handshake held; returns the client, the proxy
  * still holding node 2's replies. */
@@ -48,16 +25,15 @@ static distlock_client *cancelled_mid_handshake(rh_cluster *rc, fp_proxy *fp, co
     distlock_client *c = new_client(fp_uris(fp));
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 30000), DISTLOCK_OK);
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 20000), DISTLOCK_OK);
-    struct call a = { .c = c, .key = key };
-    assert_rc(distlock_cancel_new(&a.cancel), DISTLOCK_OK);
-    pthread_t t;
-    assert_int_equal(pthread_create(&t, NULL, call_main, &a), 0);
+    cancelled_call a = { .c = c, .key = key, .ttl_ms = 30000, .wait_ms = 0,
+                         .flags = DISTLOCK_FENCING };
+    cancelled_call_start(&a);
     assert_int_equal(fp_cmd(fp, NULL, 0, "wait-held 2 down 1 10000"), 0);
     assert_true(RH_WAIT_UNTIL(rh_get(rc, 0, 0, key, NULL, 0) == 1 &&
                               rh_get(rc, 1, 0, key, NULL, 0) == 1, 5000));
     long long fired = rh_now_ms();
     assert_rc(distlock_cancel_fire(a.cancel), DISTLOCK_OK);
-    pthread_join(t, NULL);
+    cancelled_call_join(&a);
     long long took = a.ended_ms - fired;
     printf("# cancelled with node 2's handshake held: ended %lld ms after the cancel: rc %d: "
            "%s\n", took, a.rc, a.detail);
@@ -65,7 +41,6 @@ static distlock_client *cancelled_mid_handshake(rh_cluster *rc, fp_proxy *fp, co
     assert_null(a.l);
     assert_true(took < ENDS_WITHIN_MS);
     assert_holding(rc, key, NULL, 0);
-    distlock_cancel_free(a.cancel);
     return c;
 }
 

@@ -203,13 +203,14 @@ static inline distlock_client *new_client(const char *uris)
 
 /* An acquire with a cancel of its own (args->cancel), made on a thread of
  * its own so that the test can fire the cancel while it runs. Fill c, key,
- * ttl_ms and wait_ms; cancelled_call_start(); distlock_cancel_fire(cancel)
+ * ttl_ms, wait_ms and flags; cancelled_call_start(); distlock_cancel_fire(cancel)
  * when the test wants; cancelled_call_join(): rc, l, when it ended and
  * its detail. */
 typedef struct cancelled_call {
     distlock_client *c;
     const char *key;
     long ttl_ms, wait_ms;
+    unsigned flags;
     distlock_cancel *cancel;
     pthread_t t;
     distlock_lock *l;
@@ -222,7 +223,7 @@ static inline void *cancelled_call_main(void *arg)
 {
     cancelled_call *a = arg;
     distlock_acquire_args args = { .size = sizeof args, .cancel = a->cancel };
-    a->rc = distlock_acquire_with(a->c, a->key, a->ttl_ms, a->wait_ms, 0, &args, &a->l);
+    a->rc = distlock_acquire_with(a->c, a->key, a->ttl_ms, a->wait_ms, a->flags, &args, &a->l);
     a->ended_ms = rh_now_ms();
     snprintf(a->detail, sizeof a->detail, "%s", distlock_last_error());
     return NULL;
