@@ -875,7 +875,5 @@ int distlock__acquire_once(distlock_client *c, const distlock__acq_req *rq, dist
 {
     int rc;
     distlock__run *r = distlock__acquire_start(c, rq, att, &rc);
-    if (r == NULL)
-        return rc;
-    return cancel_fd >= 0 ? distlock__run_wait_fd(r, cancel_fd) : distlock__run_wait(r);
+    return r ? distlock__run_wait_fd(r, cancel_fd) : rc;
 }

@@ -930,13 +930,28 @@ static void finish(distlock_op *op)
 
 /* ------------------------------------------------------------ an acquire */
 
-/* Was the acquire cancelled? Its own cancel (distlock_op_cancel, args'),
- * and once it waits (wait_ms != 0) a client cancel since it started. */
+/* Its own cancel (distlock_op_cancel, args'): it ends even a first attempt. */
+static int own_cancel_fired(const distlock_op *op)
+{
+    return op->cancel_req || distlock__cancel_fired(op->cancel);
+}
+
+/* Was the acquire cancelled? Its own cancel, and once it waits (wait_ms !=
+ * 0) a client cancel since it started. */
 static int acq_cancelled(const distlock_op *op)
 {
-    if (op->cancel_req || distlock__cancel_fired(op->cancel))
-        return 1;
-    return op->wait_ms != 0 && distlock__cancel_gen(op->m->c) != op->gen;
+    return own_cancel_fired(op) ||
+           (op->wait_ms != 0 && distlock__cancel_gen(op->m->c) != op->gen);
+}
+
+/* Where a waiter's leave (of the fair queues, of the writers' registry)
+ * goes: every node, or, cancelled, only those its attempts were sent to,
+ * the only ones where it can have noted anything; a node none of them
+ * reached (the cancel dropped the request while its connection was being
+ * made) is not waited for. */
+static uint64_t leave_nodes(const distlock_op *op)
+{
+    return acq_cancelled(op) ? op->reached : ~0ull;
 }
 
 /* A lock won after a cancel goes back (the status is the cancel's). The
@@ -1021,7 +1036,7 @@ static void acq_step(distlock_op *op)
 
         case S_START:
             timer_clear(op);
-            if (op->cancel_req || distlock__cancel_fired(op->cancel)) {
+            if (own_cancel_fired(op)) {
                 distlock__fail(DISTLOCK_ECANCELED, "acquiring '%s' cancelled before it "
                                "started; nothing was sent", key);
                 set_err(op, DISTLOCK_ECANCELED);
@@ -1064,7 +1079,7 @@ static void acq_step(distlock_op *op)
              * are never sent (the call does not wait for a lookup or a
              * connect); those on the wire are waited for (their replies
              * decide what the cancel must undo, below). */
-            if (op->run && (op->cancel_req || distlock__cancel_fired(op->cancel)))
+            if (op->run && own_cancel_fired(op))
                 distlock__run_drop_unsent(op->run);
             if (op->run && !run_step(op))
                 return;
@@ -1074,7 +1089,7 @@ static void acq_step(distlock_op *op)
             op->readers = op->att.readers;
             op->reached |= op->att.reached;
             op->first_t0 = op->att.t0_us;
-            if (op->cancel_req || distlock__cancel_fired(op->cancel)) {
+            if (own_cancel_fired(op)) {
                 distlock__first_cancelled(key, rc == DISTLOCK_OK);
                 set_err(op, DISTLOCK_ECANCELED);
                 if (rc == DISTLOCK_OK) {
@@ -1367,13 +1382,8 @@ static void acq_step(distlock_op *op)
                 if (!slot_take(op, 1))
                     return;
                 op->state = S_WLEAVE;
-                /* Cancelled: only where its attempts went, the only nodes
-                 * where it noted anything; a node none of them reached (the
-                 * cancel dropped the request while its connection was being
-                 * made) is not waited for. */
-                uint64_t nodes = acq_cancelled(op) ? op->reached : ~0ull;
-                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer, nodes, &rc),
-                               rc))
+                if (!run_begin(op, distlock__write_leave_start(c, key, op->rq.writer,
+                                                               leave_nodes(op), &rc), rc))
                     return;
                 continue;
             }
@@ -1387,13 +1397,8 @@ static void acq_step(distlock_op *op)
                 if (!slot_take(op, 1))
                     return;
                 op->state = S_QLEAVE;
-                /* Cancelled: only where its attempts went, the only places
-                 * it can hold in the queues; a node none of them reached
-                 * (the cancel dropped the request while its connection was
-                 * being made) is not waited for. */
-                uint64_t nodes = acq_cancelled(op) ? op->reached : ~0ull;
-                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token, nodes, &rc),
-                               rc))
+                if (!run_begin(op, distlock__leave_queue_start(c, key, op->h->token,
+                                                               leave_nodes(op), &rc), rc))
                     return;
                 continue;
             }

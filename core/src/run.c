@@ -122,7 +122,9 @@ int distlock__run_wait_fd(distlock__run *r, int cfd)
 
     /* The connection set's poll set has room for one more (pool.c). A
      * fired cancel stays readable (one fired before the call too: the
-     * first poll sees it): watched until then, not after. */
+     * first poll sees it): watched until then, not after. (A failed poll()
+     * waits a little there: the nodes' own deadlines still end the round,
+     * interest fails them.) */
     while ((np = distlock__run_interest(r, &pfd, &next)) > 0) {
         int w = np;
         if (cfd >= 0) {
@@ -143,14 +145,5 @@ int distlock__run_wait_fd(distlock__run *r, int cfd)
 
 int distlock__run_wait(distlock__run *r)
 {
-    struct pollfd *pfd;
-    uint64_t next;
-    int np;
-
-    /* (a failed poll() waits a little there: the nodes' own deadlines
-     * still end the round, interest fails them) */
-    while ((np = distlock__run_interest(r, &pfd, &next)) > 0)
-        if (distlock__poll_wait(pfd, np, next) > 0)
-            distlock__run_advance(r);
-    return distlock__run_finish(r);
+    return distlock__run_wait_fd(r, -1);
 }
