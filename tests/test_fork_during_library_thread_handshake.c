@@ -189,8 +189,12 @@ static distlock_client *tls_client(const char *uri)
 {
     char f[128];
     distlock_client *c = new_client(uri);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, budget(1000)), DISTLOCK_OK);
-    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, budget(1000)), DISTLOCK_OK);
+    /* Longer than the slow allocation: the call whose lookup it holds up
+     * (HOLD_MS inside a handshake) must still connect. */
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, budget(HOLD_MS + 2000)),
+              DISTLOCK_OK);
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, budget(HOLD_MS + 2000)),
+              DISTLOCK_OK);
     snprintf(f, sizeof f, "%s/ca.crt", certs);
     assert_rc(distlock_client_set_str(c, DISTLOCK_OPT_TLS_CA_FILE, f), DISTLOCK_OK);
     snprintf(f, sizeof f, "%s/client.crt", certs);
