@@ -878,20 +878,29 @@ static PyTypeObject dl_mutex_type = {
     .tp_methods = dl_mutex_methods,
 };
 
+/* A list through the objects it links (a Client's Locks): no allocation
+ * to join or leave it. */
+typedef struct dl_link {
+    struct dl_link *prev, *next;  /* NULL: not in a list */
+} dl_link;
+
 /* _core.CallCount: a Client's calls in progress (Client._inflight), with
  * the two deque methods its Python code uses, append(x) and pop(), and
  * len(); the C code below counts without a method call. It also keeps
  * the client's state that a call reads around its count: `closed`
  * (Client._closed), `h` (Client._h, the C client's handle, with its
- * pointer) and `locks` (Client._locks), so that a Lock, which keeps its
- * client's CallCount, reads them without an attribute lookup. */
+ * pointer) and the client's Locks (`locks`, Client._locks: close() drops
+ * their handles), so that a Lock, which keeps its client's CallCount,
+ * reads them without an attribute lookup. Each Lock links itself in when
+ * made and out when finalized (it holds a reference to the CallCount, so
+ * the list's head outlives every Lock in it); the GIL guards the list. */
 typedef struct {
     PyObject_HEAD
     Py_ssize_t n;
     char closed;
     PyObject *h;            /* the SWIG handle or NULL (None) */
     distlock_client *cp;    /* h's pointer */
-    PyObject *locks;
+    dl_link locks;          /* head; prev and next NULL until the first */
 } dl_py_count;
 
 static PyTypeObject dl_count_type;
@@ -991,7 +1000,6 @@ static Py_ssize_t dl_count_len(dl_py_count *self)
 static void dl_count_dealloc(dl_py_count *self)
 {
     Py_CLEAR(self->h);
-    Py_CLEAR(self->locks);
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
@@ -1022,9 +1030,13 @@ static int dl_count_set_h(dl_py_count *self, PyObject *v, void *unused)
     return 0;
 }
 
+static PyObject *dl_count_get_locks(dl_py_count *self, void *unused);
+
 static PyGetSetDef dl_count_getset[] = {
     { "h", (getter)dl_count_get_h, (setter)dl_count_set_h,
       "The client's C handle (Client._h), or None.", NULL },
+    { "locks", (getter)dl_count_get_locks, NULL,
+      "The client's Locks not yet finalized, as a new list (Client._locks).", NULL },
     { "inside", (getter)dl_count_get_inside, NULL,
       "True while this thread is inside a call of the client.", NULL },
     { NULL, NULL, NULL, NULL, NULL }
@@ -1032,7 +1044,6 @@ static PyGetSetDef dl_count_getset[] = {
 
 static PyMemberDef dl_count_members[] = {
     { "closed", T_BOOL, offsetof(dl_py_count, closed), 0, "Client._closed." },
-    { "locks", T_OBJECT, offsetof(dl_py_count, locks), 0, "Client._locks." },
     { NULL, 0, 0, 0, NULL }
 };
 
@@ -1052,7 +1063,7 @@ static PyTypeObject dl_count_type = {
     .tp_basicsize = sizeof(dl_py_count),
     .tp_flags = Py_TPFLAGS_DEFAULT,
     .tp_doc = "A client's calls in progress: append(None) and pop(), len() of them; "
-              "its closed flag, C handle and set of locks.",
+              "its closed flag, C handle and Locks.",
     .tp_new = PyType_GenericNew,
     .tp_dealloc = (destructor)dl_count_dealloc,
     .tp_methods = dl_count_methods,
@@ -1064,10 +1075,35 @@ static PyTypeObject dl_count_type = {
 typedef struct {
     PyObject_HEAD
     PyObject *client, *key, *token, *ttl_ms, *wait_ms, *flags, *local, *reentrant, *outer,
-             *hm, *on_lost, *ref, *h, *retry, *was_lost, *lost_seen, *owner_ident,
+             *hm, *on_lost, *h, *retry, *was_lost, *lost_seen, *owner_ident,
              *refused_detail;
     dl_py_count *count;  /* client._inflight, set by _init */
+    dl_link link;        /* in count->locks, from _init until finalized */
 } dl_py_lock;
+
+/* The Lock out of its client's list (again: nothing). */
+static void dl_lock_unlink(dl_py_lock *self)
+{
+    dl_link *k = &self->link;
+    if (k->next != NULL) {
+        k->prev->next = k->next;
+        k->next->prev = k->prev;
+        k->prev = k->next = NULL;
+    }
+}
+
+static PyObject *dl_count_get_locks(dl_py_count *self, void *unused)
+{
+    (void)unused;
+    PyObject *out = PyList_New(0);
+    for (dl_link *k = self->locks.next; out != NULL && k != NULL && k != &self->locks;
+         k = k->next) {
+        PyObject *o = (PyObject *)((char *)k - offsetof(dl_py_lock, link));
+        if (PyList_Append(out, o) < 0)
+            Py_CLEAR(out);
+    }
+    return out;
+}
 
 /* Given once by distlock/_client.py (lock_setup). */
 static struct {
@@ -1180,10 +1216,13 @@ static void dl_leave(PyObject *client, PyObject *inflight)
  * as a def binds them: the first npos may come by position, the first nreq
  * must come; out[k] gets the k-th one, or keeps what it holds (its
  * default). 0, or -1 with the TypeError a def's call would raise. fn names
- * the method ("acquire()"); the counts include self, as Python's do. */
-static int dl_bind_args(const char *fn, const char *const *names, int n, int npos, int nreq,
-                        PyObject *const *args, Py_ssize_t nargs, PyObject *kwnames,
-                        PyObject **out)
+ * the method ("acquire()"); the counts include self, as Python's do.
+ * ids[k], when not NULL, is names[k] interned: a call site's keyword names
+ * are interned too, so most are found by identity, without a comparison
+ * of text. */
+static int dl_bind_args(const char *fn, const char *const *names, PyObject *const *ids, int n,
+                        int npos, int nreq, PyObject *const *args, Py_ssize_t nargs,
+                        PyObject *kwnames, PyObject **out)
 {
     unsigned long given = 0;  /* n <= 32 */
     if (nargs > npos) {
@@ -1199,6 +1238,9 @@ static int dl_bind_args(const char *fn, const char *const *names, int n, int npo
     for (Py_ssize_t i = 0; i < nkw; i++) {
         PyObject *name = PyTuple_GET_ITEM(kwnames, i);
         int k = -1;
+        for (int j = 0; ids != NULL && j < n && k < 0; j++)
+            if (ids[j] == name)
+                k = j;
         for (int j = 0; j < n && k < 0; j++)
             if (PyUnicode_CompareWithASCIIString(name, names[j]) == 0)
                 k = j;
@@ -1254,7 +1296,6 @@ static PyObject *dl_lock_new(PyTypeObject *type, PyObject *args, PyObject *kwds)
         return NULL;
     /* what the Python class had as class attributes */
     dl_set(&self->h, Py_None);
-    dl_set(&self->ref, Py_None);
     dl_set(&self->retry, Py_False);
     dl_set(&self->was_lost, Py_False);
     dl_set(&self->lost_seen, Py_False);
@@ -1274,7 +1315,7 @@ static int dl_lock_traverse(dl_py_lock *self, visitproc visit, void *arg)
     Py_VISIT(self->client); Py_VISIT(self->key); Py_VISIT(self->token);
     Py_VISIT(self->ttl_ms); Py_VISIT(self->wait_ms); Py_VISIT(self->flags);
     Py_VISIT(self->local); Py_VISIT(self->reentrant); Py_VISIT(self->outer);
-    Py_VISIT(self->hm); Py_VISIT(self->on_lost); Py_VISIT(self->ref); Py_VISIT(self->h);
+    Py_VISIT(self->hm); Py_VISIT(self->on_lost); Py_VISIT(self->h);
     Py_VISIT(self->retry); Py_VISIT(self->was_lost); Py_VISIT(self->lost_seen);
     Py_VISIT(self->owner_ident); Py_VISIT(self->refused_detail);
     Py_VISIT(self->count);
@@ -1283,10 +1324,11 @@ static int dl_lock_traverse(dl_py_lock *self, visitproc visit, void *arg)
 
 static int dl_lock_clear(dl_py_lock *self)
 {
+    dl_lock_unlink(self);  /* before count goes */
     Py_CLEAR(self->client); Py_CLEAR(self->key); Py_CLEAR(self->token);
     Py_CLEAR(self->ttl_ms); Py_CLEAR(self->wait_ms); Py_CLEAR(self->flags);
     Py_CLEAR(self->local); Py_CLEAR(self->reentrant); Py_CLEAR(self->outer);
-    Py_CLEAR(self->hm); Py_CLEAR(self->on_lost); Py_CLEAR(self->ref); Py_CLEAR(self->h);
+    Py_CLEAR(self->hm); Py_CLEAR(self->on_lost); Py_CLEAR(self->h);
     Py_CLEAR(self->retry); Py_CLEAR(self->was_lost); Py_CLEAR(self->lost_seen);
     Py_CLEAR(self->owner_ident); Py_CLEAR(self->refused_detail);
     Py_CLEAR(self->count);
@@ -1300,21 +1342,14 @@ static void dl_lock_dealloc(dl_py_lock *self)
     Py_TYPE(self)->tp_free((PyObject *)self);
 }
 
-/* Lock.__del__: out of the client's set of locks; a Lock collected while
- * held goes to _finalize_held (not released: see there). */
+/* Lock.__del__: out of the client's Locks; a Lock collected while held
+ * goes to _finalize_held (not released: see there). */
 static void dl_lock_finalize(PyObject *o)
 {
     dl_py_lock *self = (dl_py_lock *)o;
     PyObject *t, *v, *tb;
     PyErr_Fetch(&t, &v, &tb);
-    if (self->ref != NULL && self->ref != Py_None && self->count != NULL) {
-        PyObject *locks = self->count->locks;
-        if (locks == NULL || !PySet_Check(locks) || PySet_Discard(locks, self->ref) < 0) {
-            if (!PyErr_Occurred())
-                PyErr_SetString(PyExc_TypeError, "distlock: the client's _locks is not a set");
-            PyErr_WriteUnraisable(o);
-        }
-    }
+    dl_lock_unlink(self);
     if (self->h != NULL && self->h != Py_None && dl_do0(o, s_finalize_held) < 0)
         PyErr_WriteUnraisable(o);
     PyErr_Restore(t, v, tb);
@@ -1421,16 +1456,11 @@ static PyObject *dl_lock_init(PyObject *o, PyObject *const *a, Py_ssize_t n)
         return NULL;
     }
     dl_set(&self->on_lost, on_lost);
-    PyObject *ref = PyWeakref_NewRef(o, NULL);
-    if (ref == NULL)
-        return NULL;
-    Py_XSETREF(self->ref, ref);
-    PyObject *locks = self->count->locks;
-    int rc = locks != NULL && PySet_Check(locks) ? PySet_Add(locks, ref) : -1;
-    if (rc < 0 && !PyErr_Occurred())
-        PyErr_SetString(PyExc_TypeError, "distlock: the client's _locks is not a set");
-    if (rc < 0)
-        return NULL;
+    dl_link *head = &self->count->locks, *k = &self->link;
+    if (head->next == NULL)
+        head->prev = head->next = head;
+    k->prev = head->prev, k->next = head;
+    head->prev->next = k, head->prev = k;
     Py_RETURN_NONE;
 }
 
@@ -1609,9 +1639,13 @@ static PyObject *dl_lock_acquire(PyObject *o, PyObject *const *args, Py_ssize_t 
                                  PyObject *kwnames)
 {
     static const char *const names[2] = { "blocking", "timeout" };
+    static PyObject *ids[2];  /* names interned, made once (the GIL held) */
     dl_py_lock *self = (dl_py_lock *)o;
     PyObject *v[2] = { Py_True, Py_None };
-    if (dl_bind_args("acquire()", names, 2, 2, 0, args, nargs, kwnames, v) < 0 ||
+    for (int k = 0; k < 2; k++)
+        if (ids[k] == NULL && (ids[k] = PyUnicode_InternFromString(names[k])) == NULL)
+            return NULL;
+    if (dl_bind_args("acquire()", names, ids, 2, 2, 0, args, nargs, kwnames, v) < 0 ||
         dl_missing(self) < 0)
         return NULL;
     PyObject *blocking = v[0], *timeout = v[1];
@@ -1816,6 +1850,7 @@ static PyObject *dl_lock_release(PyObject *o, PyObject *const *args, Py_ssize_t 
     int inner = PyList_Check(self->outer) && PyList_GET_SIZE(self->outer) > 0;
     int retry = inner ? 0 : PyObject_IsTrue(self->retry);
     int closed = 0, rc = INT_MIN;  /* INT_MIN: an exception is set */
+    int freed = 0;
     distlock_lock *l = NULL;
     PyObject *inflight = NULL;
     if (retry >= 0) {
@@ -1828,11 +1863,17 @@ static PyObject *dl_lock_release(PyObject *o, PyObject *const *args, Py_ssize_t 
             dl_raise_closed();
         } else if (dl_handle(h, &l) == 0) {
             /* a retry goes through the same handle: the core sends the
-             * release again when the last one got no verdict */
+             * release again when the last one got no verdict. The last
+             * release's handle is freed in the same stretch without the
+             * GIL (self->hm is held: nothing reads self->h meanwhile). */
             Py_BEGIN_ALLOW_THREADS
             rc = distlock_release(l);
             if (rc == DISTLOCK_OK && !inner)
                 rc = distlock_lock_lost(l);
+            if (rc >= 0 && !inner) {
+                distlock_lock_free(l);
+                freed = 1;
+            }
             Py_END_ALLOW_THREADS
         }
         dl_leave(client, inflight);
@@ -1872,7 +1913,8 @@ static PyObject *dl_lock_release(PyObject *o, PyObject *const *args, Py_ssize_t 
         dl_set(&self->owner_ident, Py_None);
         dl_set(&self->was_lost, (lost != NULL || rc > 0) ? Py_True : Py_False);
     }
-    dl_free_handle(l);  /* already released: no network */
+    if (!freed)
+        dl_free_handle(l);  /* already released: no network */
     Py_DECREF(h);
     int err = 0;
     if (!inner && !retry && (err = dl_mutex_release_c((dl_py_mutex *)self->local)) < 0)
@@ -1930,7 +1972,7 @@ static PyMemberDef dl_lock_members[] = {
     DL_SET_ONCE("_ttl_ms", ttl_ms), DL_SET_ONCE("_wait_ms", wait_ms),
     DL_SET_ONCE("_flags", flags), DL_SET_ONCE("_local", local),
     DL_SET_ONCE("_reentrant", reentrant), DL_MEMBER("_outer", outer), DL_SET_ONCE("_hm", hm),
-    DL_SET_ONCE("_on_lost", on_lost), DL_SET_ONCE("_ref", ref),
+    DL_SET_ONCE("_on_lost", on_lost),
     DL_MEMBER("_h", h), DL_MEMBER("_retry", retry), DL_MEMBER("_was_lost", was_lost),
     DL_MEMBER("_lost_seen", lost_seen), DL_MEMBER("_owner_ident", owner_ident),
     DL_MEMBER("_refused_detail", refused_detail),
@@ -2061,8 +2103,8 @@ static PyObject *dl_client_lock(PyObject *self, PyObject *const *args, Py_ssize_
     PyObject *a[DL_LOCK_NARGS + 1];
     a[0] = self;
     memcpy(a + 1, dl_cl.defaults, sizeof dl_cl.defaults);
-    if (dl_bind_args("lock()", dl_cl.text, DL_LOCK_NARGS, dl_cl.npos, dl_cl.nreq, args, nargs,
-                     kwnames, a + 1) < 0)
+    if (dl_bind_args("lock()", dl_cl.text, dl_cl.names, DL_LOCK_NARGS, dl_cl.npos, dl_cl.nreq,
+                     args, nargs, kwnames, a + 1) < 0)
         return NULL;
     return dl_make_lock((PyTypeObject *)dl_lk.lock_cls, a);
 }

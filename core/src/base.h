@@ -36,6 +36,14 @@ const char *distlock__handshake_refusal(const char *s, char *out, size_t size);
 /* Cut msg (in place) before any "with args beginning with" it quotes. */
 void distlock__cut_args(char *msg);
 
+/* A zeroed block, for an object made and freed on every call (a handle, a
+ * run, a multi's operation): glibc's calloc bypasses its per-thread cache,
+ * so a calloc'd block costs an arena round trip each way, and compilers
+ * turn malloc + memset back into calloc. The memset goes through a
+ * volatile pointer (error.c), which they cannot see through. */
+extern void *(*volatile distlock__memset)(void *, int, size_t);
+void *distlock__zalloc(size_t n);
+
 /* Decimal text of v into buf (at least 21 bytes), NUL-terminated; returns
  * the length. snprintf costs more than the rest of a request's encoding. */
 static inline size_t distlock__ltoa(char *buf, long long v)

@@ -130,7 +130,7 @@ int distlock_cancel_new(distlock_cancel **out)
     if (out == NULL)
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
     *out = NULL;
-    distlock_cancel *k = calloc(1, sizeof(*k));
+    distlock_cancel *k = distlock__zalloc(sizeof(*k));
     if (k == NULL)
         return distlock__fail(DISTLOCK_ENOMEM, "out of memory");
     atomic_init(&k->fired, 0);

@@ -5,6 +5,7 @@
  * Layer: 0 base */
 #include <stdarg.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include <strings.h>
 
@@ -137,4 +138,14 @@ unsigned distlock_version_number(void)
 const char *distlock_version_string(void)
 {
     return DISTLOCK_VERSION_STRING;
+}
+
+void *(*volatile distlock__memset)(void *, int, size_t) = memset;
+
+void *distlock__zalloc(size_t n)
+{
+    void *p = malloc(n);
+    if (p != NULL)
+        distlock__memset(p, 0, n);
+    return p;
 }

@@ -22,7 +22,7 @@
 
 static distlock_lock *new_handle(distlock__held *h)
 {
-    distlock_lock *l = calloc(1, sizeof(*l));
+    distlock_lock *l = distlock__zalloc(sizeof(*l));
     if (l)
         l->h = h;
     return l;
@@ -438,8 +438,8 @@ distlock__held *distlock__held_new(distlock_client *c, const char *key, const ch
                                    long permits, long ttl_ms, unsigned flags, const char *owner,
                                    int owner_thread, distlock_lock **l, int *rc)
 {
-    distlock__held *h = calloc(1, sizeof(*h));
-    *l = calloc(1, sizeof(**l));
+    distlock__held *h = distlock__zalloc(sizeof(*h));
+    *l = distlock__zalloc(sizeof(**l));
     if (h == NULL || *l == NULL || (h->key = strdup(key)) == NULL ||
         (h->token = token ? strdup(token) : malloc(33)) == NULL ||
         ((flags & DISTLOCK_REENTRANT) && (h->owner = strdup(owner)) == NULL)) {
@@ -662,8 +662,8 @@ int distlock_lock_restore(distlock_client *c, const char *key, const char *token
         return distlock__fail(DISTLOCK_EINVAL, "out must not be NULL");
     if ((rc = distlock__check_key(key)) || (rc = distlock__check_token(token)))
         return rc;
-    distlock__held *h = calloc(1, sizeof(*h));
-    distlock_lock *l = calloc(1, sizeof(*l));
+    distlock__held *h = distlock__zalloc(sizeof(*h));
+    distlock_lock *l = distlock__zalloc(sizeof(*l));
     if (h == NULL || l == NULL || (h->key = strdup(key)) == NULL ||
         (h->token = strdup(token)) == NULL) {
         if (h)

@@ -218,7 +218,7 @@ out:
 static distlock__held *new_record(distlock_client *c, const char *const *keys, size_t nkeys,
                                   long ttl_ms, unsigned flags)
 {
-    distlock__held *h = calloc(1, sizeof(*h));
+    distlock__held *h = distlock__zalloc(sizeof(*h));
     if (h == NULL)
         return NULL;
     h->nkeys = nkeys;
@@ -282,7 +282,7 @@ static int acquire_many(distlock_client *c, const char *const *keys, size_t nkey
     if ((rc = distlock_token_generate(tok, sizeof(tok))) != DISTLOCK_OK)
         return rc;
     distlock__held *h = new_record(c, keys, nkeys, ttl_ms, flags);
-    distlock_lock *l = calloc(1, sizeof(*l));
+    distlock_lock *l = distlock__zalloc(sizeof(*l));
     if (h == NULL || l == NULL) {
         if (h)
             distlock__held_free(h);

@@ -1565,7 +1565,7 @@ static int multi_make(distlock_client *c, distlock_multi **out)
 
 static distlock_op *op_new(distlock_multi *m, int type)
 {
-    distlock_op *op = calloc(1, sizeof(*op));
+    distlock_op *op = distlock__zalloc(sizeof(*op));
     if (op == NULL)
         return NULL;
     op->m = m;

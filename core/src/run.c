@@ -22,14 +22,9 @@
 
 distlock__run *distlock__run_new(distlock_client *c, size_t op_size)
 {
-    /* Not calloc: glibc's calloc bypasses its per-thread cache, and a run
-     * is one allocation per operation. Two memsets: one over the whole
-     * block is turned back into calloc by the compiler. */
-    distlock__run *r = malloc(sizeof(*r) + op_size);
+    distlock__run *r = distlock__zalloc(sizeof(*r) + op_size);  /* one per operation */
     if (r == NULL)
         return NULL;
-    memset(r, 0, offsetof(distlock__run, op));
-    memset(r->op, 0, op_size);
     r->c = c;
     const char *e = distlock_last_error();
     if (e[0] != '\0' && (r->detail = strdup(e)) == NULL) {

@@ -236,10 +236,6 @@ class Client:
         # A close() made inside a call of this client (see _close): True
         # until the last call in progress finishes it.
         self._close_deferred = False
-        # Every Lock made on this client, by a weak reference that the Lock's
-        # __del__ takes out again (a WeakSet did the same through two Python
-        # calls per Lock: its add() and its removal callback).
-        self._inflight.locks = set()
         self._watcher: Optional[LostWatcher] = None
         if isinstance(servers, (list, tuple)):
             for s in servers:
@@ -299,8 +295,12 @@ class Client:
         self._inflight.closed = closed
 
     @property
-    def _locks(self) -> "set[weakref.ref[Lock]]":
-        locks: "set[weakref.ref[Lock]]" = self._inflight.locks
+    def _locks(self) -> "List[Lock]":
+        """Every Lock made on this client and not yet finalized (a new
+        list): each links itself into the CallCount when made and out in
+        its __del__, with no allocation (a set of weak references cost a
+        weakref, an add and a discard per Lock)."""
+        locks: "List[Lock]" = self._inflight.locks
         return locks
 
     # -- in-flight accounting: close() must not free the C client under a
@@ -369,7 +369,7 @@ class Client:
         self._finish_close(release=True)
 
     def close(self) -> None:
-        """Release the locks still held through this client and free it
+        r"""Release the locks still held through this client and free it
         (not a :meth:`restore`\ d Lock: its key may be another process's
         lock, deleted only by its own ``release()``). Waits for calls in
         progress in other threads. Idempotent.
@@ -427,10 +427,8 @@ class Client:
         if watcher is not None:  # before the C client closes its lost fd
             watcher.stop()
         if release:
-            for ref in list(self._locks):
-                lk = ref()
-                if lk is not None:
-                    lk._drop()
+            for lk in self._locks:
+                lk._drop()
             _core.distlock_client_free(h)
         else:
             _core.distlock_client_abandon(h)
@@ -706,8 +704,7 @@ class Lock(_core.LockBase, contextlib.ContextDecorator):
 
     # The state every Lock has is LockBase's (bindings/distlock.i), read
     # and written here as attributes. Besides what _init sets: _h, the C
-    # handle of the current ownership (None when not held); _ref, this
-    # Lock in the client's _locks (see _finalize_held); _retry: a release
+    # handle of the current ownership (None when not held); _retry: a release
     # of _h failed without the servers saying "not the owner", so the
     # handle is kept for release() to try again (the core re-sends a
     # release that got no verdict) and the local mutex is free again (a
@@ -962,7 +959,7 @@ class Lock(_core.LockBase, contextlib.ContextDecorator):
 
     def _finalize_held(self) -> None:
         # LockBase's finalizer, once this Lock is out of the client's
-        # _locks, for a Lock garbage-collected while held: NOT released. The collector is not
+        # Locks, for a Lock garbage-collected while held: NOT released. The collector is not
         # the holder: `if client.lock("job", ttl=60).acquire(blocking=False):
         # do_work()` drops the Lock at once, and a release here would let
         # another owner in while do_work() runs. As with redis-py, the lease

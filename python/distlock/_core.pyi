@@ -217,7 +217,8 @@ class Mutex:  # behaves as threading.Lock
 class CallCount:  # a client's calls in progress, and its state the C code reads
     closed: bool
     h: Any
-    locks: Any
+    @property
+    def locks(self) -> List[Any]: ...  # the client's Locks not yet finalized (a new list)
     @property
     def inside(self) -> bool: ...  # this thread is inside a call of the client
     def append(self, x: None) -> None: ...
@@ -239,7 +240,6 @@ class LockBase:
     _outer: List[Any]
     _hm: Mutex
     _on_lost: Any
-    _ref: Any
     _h: Any
     _retry: bool
     _was_lost: bool
