@@ -231,7 +231,9 @@ def write_report(args, impls, res, why, mem, renew, meta):
     o.append("- *Uncontended* runs go in round-robin groups (all implementations of a group run at once as "
              "separate processes and take turns in %d ms windows, one active at a time, %d windows each): a "
              "figure is the median of its windows, a ratio the median of the ratios between windows of the same "
-             "cycle (at most %.1f s apart)." % (meta["slice"] * 1000, meta["cycles"], 12 * (meta["slice"] + 0.02)))
+             "cycle (at most %.1f s apart). The group takes its turns in one order for the first half of the "
+             "cycles and in the reverse order for the second, so no implementation always follows the same one."
+             % (meta["slice"] * 1000, meta["cycles"], 12 * (meta["slice"] + 0.02)))
     o.append("- *Contended* runs: %d repetitions of %.1f s, interleaved across implementations; a figure is "
              "the median of the repetitions, a ratio the median of the ratios within a repetition."
              % (meta["reps"], meta["cwin"]))
