@@ -16,6 +16,7 @@
  * Three real redis-servers behind the fault-injecting proxy. */
 #include "test_common.h"
 #include "test_proxy_cluster.h"
+#include "internal.h"  /* distlock__lock_tag */
 
 DEFINE_PROXY_GROUP(3)
 
@@ -28,9 +29,10 @@ static void failed_retry(proxy_env *e, const char *K, unsigned flags)
     assert_int_equal(rh_set(e->rc, 1, 0, K, "foreign", 60000), 0);
 
     /* Attempt 1: node 2 grants, nodes 0 and 1 are held by another owner:
-     * lost. Its undo (the release script, the only request that carries the
-     * channel name) is held on its way to node 2: node 2 keeps our token. */
-    snprintf(chan, sizeof chan, "distlock:%s", K);
+     * lost. Its undo (a release that wakes no one: the only request whose
+     * token is followed by an empty channel) is held on its way to node 2:
+     * node 2 keeps our token. */
+    snprintf(chan, sizeof chan, "%s\r\n$0\r\n", "tok");
     fp_ok(e->fp, "hold-match 2 up %s", fp_hex(chan, hex, sizeof hex));
     int r1 = distlock_acquire_token(c, K, 20000, "tok", flags, NULL);
     printf("# attempt 1: %d (%s)\n", r1, r1 == DISTLOCK_OK ? "" : distlock_last_error());
@@ -107,11 +109,72 @@ static void test_failed_strict_retry_leaves_no_token_on_a_quorum(void **state)
     failed_retry(*state, "ar2:ghost-strict", DISTLOCK_STRICT);
 }
 
+/* A retry like the one above whose slow node does not answer at all (its
+ * SET runs after the attempt gave up), while this client holds ANOTHER key
+ * with the same token: holding that lock says nothing about K, so the
+ * retry must still undo the silent node. held is that other key. */
+static void failed_retry_silent_node(proxy_env *e, const char *K, const char *held)
+{
+    char hex[128], pat[64], v[64];
+    distlock_client *c = proxied_client(e);
+    warm_up(c);
+    assert_rc(distlock_acquire_token(c, held, 20000, "tok", 0, NULL), DISTLOCK_OK);
+    assert_int_equal(rh_set(e->rc, 0, 0, K, "foreign", 60000), 0);
+    assert_int_equal(rh_set(e->rc, 1, 0, K, "foreign", 60000), 0);
+    /* Attempt 1 leaves our token on node 2, as above. */
+    snprintf(pat, sizeof pat, "%s\r\n$0\r\n", "tok");
+    fp_ok(e->fp, "hold-match 2 up %s", fp_hex(pat, hex, sizeof hex));
+    assert_int_not_equal(distlock_acquire_token(c, K, 20000, "tok", 0, NULL), DISTLOCK_OK);
+    assert_int_equal(rh_get(e->rc, 2, 0, K, v, sizeof v), 1);
+    assert_string_equal(v, "tok");
+    fp_ok(e->fp, "detach 2");
+    assert_int_equal(rh_del(e->rc, 1, 0, K), 1);
+    /* Attempt 2: node 1 answers only after the command timeout. */
+    assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 300), DISTLOCK_OK);
+    fp_ok(e->fp, "delay 1 1000 up");
+    int r2 = distlock_acquire_token(c, K, 20000, "tok", 0, NULL);
+    printf("# attempt 2: %d (%s)\n", r2, r2 == DISTLOCK_OK ? "" : distlock_last_error());
+    assert_int_not_equal(r2, DISTLOCK_OK);
+    /* Its late SET lands on node 1; the undo, queued behind it, must follow. */
+    int landed = RH_WAIT_UNTIL(rh_get(e->rc, 1, 0, K, v, sizeof v) == 1, 5000);
+    printf("# node 1 got the late SET: %d\n", landed);
+    int undone = RH_WAIT_UNTIL(rh_get(e->rc, 1, 0, K, v, sizeof v) == 0, 3000);
+    printf("# node 1 undone: %d; 'tok' on %d of 3 nodes (pttl on node 1: %lld ms)\n", undone,
+           rh_count_holding(e->rc, K, "tok"), rh_pttl(e->rc, 1, 0, K));
+    distlock_client_free(c);
+    assert_true(landed);
+    if (!undone) {
+        print_error("a failed retry of %s left its token on the silent node because the client "
+                    "held %s, another key with the same token\n", K, held);
+        fail();
+    }
+}
+
+static void test_failed_retry_undoes_a_silent_node_while_another_key_is_held(void **state)
+{
+    failed_retry_silent_node(*state, "ar2:ghost-silent", "ar2:other");
+}
+
+/* The same with a held key whose request-ordering tag (protocol.c
+ * distlock__lock_tag) is K's: the two keys were made to collide, which
+ * takes a second with a hash anyone can invert; the client must not take
+ * the one for the other. */
+static void test_failed_retry_undoes_a_silent_node_while_a_colliding_key_is_held(void **state)
+{
+    assert_true(distlock__lock_tag("ar2:ghost-collid", "tok") ==
+                distlock__lock_tag("hmrflrbiB5932kwC", "tok"));
+    failed_retry_silent_node(*state, "ar2:ghost-collid", "hmrflrbiB5932kwC");
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test_setup(test_failed_retry_leaves_no_token_on_a_quorum, heal),
         cmocka_unit_test_setup(test_failed_strict_retry_leaves_no_token_on_a_quorum, heal),
+        cmocka_unit_test_setup(test_failed_retry_undoes_a_silent_node_while_another_key_is_held,
+                               heal),
+        cmocka_unit_test_setup(
+            test_failed_retry_undoes_a_silent_node_while_a_colliding_key_is_held, heal),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }

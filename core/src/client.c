@@ -99,6 +99,8 @@ static void client_free(distlock_client *c, int release)
     if (c->lost_fd >= 0)
         close(c->lost_fd);
     distlock__cancel_free(c);
+    for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
+        free(c->tp_recent[k].lock);
     distlock__tp_free(&c->tp);
     distlock__stats_free(&c->stats);
     pthread_mutex_destroy(&c->mu);

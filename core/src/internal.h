@@ -65,8 +65,10 @@ struct distlock_client {
     char owner_label[DISTLOCK_OWNER_LABEL_MAX + 1];
 
     /* token pair (pair.c, mu): the nodes the latest acquires may hold,
-     * so their releases skip a hung node they never reached */
-    struct { uint64_t tag, maybe, until; } tp_recent[DISTLOCK__TP_RECENT];
+     * so their releases skip a hung node they never reached. lock: its key
+     * and token, NUL-separated (malloc'd), which identify the entry; the
+     * tag only finds it fast (a hash: two locks may share one) */
+    struct { uint64_t tag, maybe, until; char *lock; } tp_recent[DISTLOCK__TP_RECENT];
     int tp_next;
 
     /* locks acquired through this client and not yet released; for renewal,

@@ -3,6 +3,7 @@
  *
  * Layer: 7 API */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "internal.h"
@@ -28,16 +29,29 @@ static int check_pair(const distlock_client *c, const char *key, const char *tok
     return DISTLOCK_OK;
 }
 
-/* Whether this client was granted the lock of TAG and its lease has not
- * ended yet: an acquire of it is then a re-acquire by its holder. */
-static int held_now(distlock_client *c, uint64_t tag)
+/* The recent entry of key and token (its tag given), -1 if none; c->mu
+ * held. The tag is a fast hash that anyone can make two locks share: the
+ * key and token decide, or one lock's release would take the other's
+ * nodes and lease, and its acquire the other's grant for its own. */
+static int recent_of(const distlock_client *c, uint64_t tag, const char *key, const char *token)
+{
+    for (int k = 0; k < DISTLOCK__TP_RECENT; k++) {
+        const char *l = c->tp_recent[k].lock;
+        if (c->tp_recent[k].tag == tag && l != NULL && strcmp(l, key) == 0 &&
+            strcmp(l + strlen(key) + 1, token) == 0)
+            return k;  /* the only one (acquire_token) */
+    }
+    return -1;
+}
+
+/* Whether this client was granted the lock of key and token and its lease
+ * has not ended yet: an acquire of it is then a re-acquire by its holder. */
+static int held_now(distlock_client *c, const char *key, const char *token)
 {
     uint64_t now = distlock__now_us();
-    int held = 0;
     pthread_mutex_lock(&c->mu);
-    for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
-        if (c->tp_recent[k].tag == tag && c->tp_recent[k].until > now)
-            held = 1;
+    int k = recent_of(c, distlock__lock_tag(key, token), key, token);
+    int held = k >= 0 && c->tp_recent[k].until > now;
     pthread_mutex_unlock(&c->mu);
     return held;
 }
@@ -53,7 +67,7 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
-                             .held_known = held_now(c, distlock__lock_tag(key, token)) };
+                             .held_known = held_now(c, key, token) };
     distlock__attempt att;
     rc = distlock__acquire_once(c, &rq, &att, -1);
     *t0 = att.t0_us;
@@ -68,12 +82,18 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
          * instead, its lease long over). */
         uint64_t tag = distlock__lock_tag(key, token);
         pthread_mutex_lock(&c->mu);
-        int k = 0;
-        while (k < DISTLOCK__TP_RECENT && c->tp_recent[k].tag != tag)
-            k++;
-        if (k == DISTLOCK__TP_RECENT) {
+        int k = recent_of(c, tag, key, token);
+        if (k < 0) {
             k = c->tp_next;
             c->tp_next = (c->tp_next + 1) % DISTLOCK__TP_RECENT;
+            size_t kn = strlen(key) + 1, tn = strlen(token) + 1;
+            char *l = malloc(kn + tn);  /* none: nothing remembered, the release goes to all */
+            if (l != NULL) {
+                memcpy(l, key, kn);
+                memcpy(l + kn, token, tn);
+            }
+            free(c->tp_recent[k].lock);
+            c->tp_recent[k].lock = l;
         }
         c->tp_recent[k].tag = tag;
         c->tp_recent[k].maybe = att.maybe;
@@ -104,19 +124,17 @@ int distlock_release_token(distlock_client *c, const char *key, const char *toke
      * its first send ran is then recognised). */
     uint64_t tag = distlock__lock_tag(key, token), maybe = ~0ull, until = 0;
     distlock__lock(c);
-    for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
-        if (c->tp_recent[k].tag == tag) {  /* the only one (acquire_token) */
-            maybe = c->tp_recent[k].maybe;
-            until = c->tp_recent[k].until;
-            break;
-        }
+    int k = recent_of(c, tag, key, token);
+    if (k >= 0) {
+        maybe = c->tp_recent[k].maybe;
+        until = c->tp_recent[k].until;
+    }
     pthread_mutex_unlock(&c->mu);
     rc = distlock__release_keytoken(c, key, token, until, 0, maybe);
     if (rc == DISTLOCK_OK) {  /* released: no longer held (held_now) */
         distlock__lock(c);
-        for (int k = 0; k < DISTLOCK__TP_RECENT; k++)
-            if (c->tp_recent[k].tag == tag)
-                c->tp_recent[k].until = 0;
+        if ((k = recent_of(c, tag, key, token)) >= 0)
+            c->tp_recent[k].until = 0;
         pthread_mutex_unlock(&c->mu);
     }
     distlock__stats_inc(&c->stats, rc == DISTLOCK_OK ? DISTLOCK__ST_RELEASED
