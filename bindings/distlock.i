@@ -1092,6 +1092,11 @@ static void dl_lock_unlink(dl_py_lock *self)
     }
 }
 
+/* Not a Lock being deallocated (no reference left): a subclass's __del__
+ * that does not call LockBase's finalizer leaves it linked until its
+ * memory goes, and its weak references' callbacks run before that (a
+ * weakref.finalize that closes the client); a reference handed out then
+ * would outlive the Lock. A set of weak references was cleared first. */
 static PyObject *dl_count_get_locks(dl_py_count *self, void *unused)
 {
     (void)unused;
@@ -1099,7 +1104,7 @@ static PyObject *dl_count_get_locks(dl_py_count *self, void *unused)
     for (dl_link *k = self->locks.next; out != NULL && k != NULL && k != &self->locks;
          k = k->next) {
         PyObject *o = (PyObject *)((char *)k - offsetof(dl_py_lock, link));
-        if (PyList_Append(out, o) < 0)
+        if (Py_REFCNT(o) > 0 && PyList_Append(out, o) < 0)
             Py_CLEAR(out);
     }
     return out;

@@ -230,3 +230,30 @@ def test_interpreter_exit_with_live_locks_and_clients_ends_cleanly(server):
     assert p.returncode == 0, p.stderr
     assert p.stdout.strip() == "ok 50"
 
+
+def test_a_lock_being_deallocated_is_not_listed_by_its_client(server, r, key):
+    # A subclass's __del__ that does not call LockBase's finalizer leaves
+    # the Lock linked until its memory goes; before that its weak
+    # references' callbacks run. One of them that reads client._locks, or
+    # closes the client (close() drops every listed Lock), must not be
+    # handed the dying Lock: a new reference to it outlives its memory.
+    code = (
+        "import gc, sys, weakref, distlock\n"
+        "c = distlock.Client(sys.argv[1])\n"
+        "class Logged(distlock.Lock):\n"
+        "    def __del__(self):\n"
+        "        pass\n"
+        "seen = []\n"
+        "for i in range(3):\n"
+        "    lk = Logged(c, sys.argv[2] + str(i), ttl=5)\n"
+        "    weakref.finalize(lk, lambda: seen.extend(c._locks))\n"
+        "    del lk\n"
+        "lk = Logged(c, sys.argv[2], ttl=5)\n"
+        "weakref.finalize(lk, c.close)\n"
+        "del lk\n"
+        "gc.collect()\n"
+        "print('listed while dying:', len(seen), 'closed:', c.closed, flush=True)\n"
+    )
+    p = subprocess.run([sys.executable, "-X", "faulthandler", "-c", code, server.uri, key],
+                       capture_output=True, text=True, timeout=60)
+    assert (p.returncode, p.stdout.strip()) == (0, "listed while dying: 0 closed: True"), p.stderr
