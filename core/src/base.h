@@ -41,7 +41,6 @@ void distlock__cut_args(char *msg);
  * so a calloc'd block costs an arena round trip each way, and compilers
  * turn malloc + memset back into calloc. The memset goes through a
  * volatile pointer (error.c), which they cannot see through. */
-extern void *(*volatile distlock__memset)(void *, int, size_t);
 void *distlock__zalloc(size_t n);
 
 /* Decimal text of v into buf (at least 21 bytes), NUL-terminated; returns

@@ -140,12 +140,12 @@ const char *distlock_version_string(void)
     return DISTLOCK_VERSION_STRING;
 }
 
-void *(*volatile distlock__memset)(void *, int, size_t) = memset;
+static void *(*volatile zero_fill)(void *, int, size_t) = memset;
 
 void *distlock__zalloc(size_t n)
 {
     void *p = malloc(n);
     if (p != NULL)
-        distlock__memset(p, 0, n);
+        zero_fill(p, 0, n);
     return p;
 }

@@ -46,11 +46,11 @@ static int recent_of(const distlock_client *c, uint64_t tag, const char *key, co
 
 /* Whether this client was granted the lock of key and token and its lease
  * has not ended yet: an acquire of it is then a re-acquire by its holder. */
-static int held_now(distlock_client *c, const char *key, const char *token)
+static int held_now(distlock_client *c, uint64_t tag, const char *key, const char *token)
 {
     uint64_t now = distlock__now_us();
     pthread_mutex_lock(&c->mu);
-    int k = recent_of(c, distlock__lock_tag(key, token), key, token);
+    int k = recent_of(c, tag, key, token);
     int held = k >= 0 && c->tp_recent[k].until > now;
     pthread_mutex_unlock(&c->mu);
     return held;
@@ -66,8 +66,9 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
         return rc;
     if (flags & ~DISTLOCK_STRICT)
         return distlock__fail(DISTLOCK_EINVAL, "unknown flags 0x%x (only DISTLOCK_STRICT)", flags);
+    uint64_t tag = distlock__lock_tag(key, token);
     distlock__acq_req rq = { .key = key, .token = token, .ttl_ms = ttl_ms, .flags = flags,
-                             .held_known = held_now(c, key, token) };
+                             .held_known = held_now(c, tag, key, token) };
     distlock__attempt att;
     rc = distlock__acquire_once(c, &rq, &att, -1);
     *t0 = att.t0_us;
@@ -80,7 +81,6 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
          * replaces its entry, so a release reads the latest lease whatever
          * the ring's order (an older entry after the wrap would be read
          * instead, its lease long over). */
-        uint64_t tag = distlock__lock_tag(key, token);
         pthread_mutex_lock(&c->mu);
         int k = recent_of(c, tag, key, token);
         if (k < 0) {
