@@ -84,6 +84,13 @@ pid_t distlock__getpid(void);     /* cached; reset in a forked child */
  * a user's callback (which may fork). */
 void distlock__fork_gate_enter(void);
 void distlock__fork_gate_leave(void);
+/* The gate's last leave by a joinable thread that nobody else joins (the
+ * resolver's helpers), returning from its start function next. Its exit
+ * still runs code that takes locks (thread-local destructors: OpenSSL's
+ * per-thread state; a sanitizer's allocator cache), so it is joined before
+ * fork() goes on, or by the next such thread to leave: the last one is
+ * never left for a fork to catch half-exited. */
+void distlock__fork_gate_exit(void);
 /* In a forked child: replace the eventfd `fd` shared with the parent by a
  * fresh one under the same number (a user may hold the number). 0 or -1. */
 int distlock__eventfd_renew(int fd);

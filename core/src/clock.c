@@ -41,9 +41,21 @@ static void gate_init(void)
     pthread_rwlockattr_destroy(&a);
 }
 
+/* The last library thread that left the gate for good (distlock__fork_gate_exit)
+ * and has not been joined: it may still be exiting. */
+static pthread_mutex_t exiting_mu = PTHREAD_MUTEX_INITIALIZER;
+static pthread_t exiting;
+static int exiting_known;
+
 static void gate_close(void)
 {
     pthread_rwlock_wrlock(&fork_gate);
+    /* No thread is inside; one may still be on its way out: wait for it. */
+    pthread_mutex_lock(&exiting_mu);
+    if (exiting_known)
+        pthread_join(exiting, NULL);
+    exiting_known = 0;
+    pthread_mutex_unlock(&exiting_mu);
 }
 
 static void gate_open(void)
@@ -74,6 +86,30 @@ void distlock__fork_gate_enter(void)
 
 void distlock__fork_gate_leave(void)
 {
+    pthread_rwlock_unlock(&fork_gate);
+}
+
+/* At the process's exit the last one is let go, not waited for (exit()
+ * never waits on a thread of the library): not left joinable for good. */
+__attribute__((destructor)) static void exiting_let_go(void)
+{
+    pthread_mutex_lock(&exiting_mu);
+    if (exiting_known)
+        pthread_detach(exiting);
+    exiting_known = 0;
+    pthread_mutex_unlock(&exiting_mu);
+}
+
+void distlock__fork_gate_exit(void)
+{
+    pthread_mutex_lock(&exiting_mu);
+    pthread_t before = exiting;
+    int known = exiting_known;
+    exiting = pthread_self();
+    exiting_known = 1;
+    pthread_mutex_unlock(&exiting_mu);
+    if (known)
+        pthread_join(before, NULL);  /* past the gate: its exit takes no lock of ours */
     pthread_rwlock_unlock(&fork_gate);
 }
 

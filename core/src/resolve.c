@@ -4,7 +4,7 @@
  * calls it inside its non-blocking connect. One slow name would then stall
  * the whole parallel round (every node's deadline runs meanwhile) or, in the
  * subscriber thread, every node's notifications. So a name is resolved by a
- * short-lived detached thread; the caller polls a pipe like any socket and
+ * short-lived thread of its own; the caller polls a pipe like any socket and
  * connects to the numeric address once it is known, within that node's own
  * deadline. Numeric hosts never start a thread.
  *
@@ -103,12 +103,16 @@ int distlock__resolve_now(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], in
  * would leave the child a lock of OpenSSL or of the allocator held
  * forever. It lets go of the gate to wait: a lookup in its polls
  * (distlock__poll_wait_gated), a name here in getaddrinfo, which takes as
- * long as the resolver does. */
+ * long as the resolver does. Its last leave is distlock__fork_gate_exit:
+ * nobody waits for a helper to end (a call cancelled or a client freed
+ * drops the job), so the gate joins it, and a fork() never catches it
+ * half-exited. */
 static void *resolve_main(void *arg)
 {
     distlock__resolve *r = arg;
     char addr[DISTLOCK__RESOLVE_MAX][DISTLOCK__ADDR_LEN], err[DISTLOCK__ERR_LEN] = "";
     int naddr = 0, port = 0;
+    pthread_setname_np(pthread_self(), "distlock-lookup");  /* as ps -T and gdb show it */
     distlock__fork_gate_enter();
     if (r->fn) {
         (void)r->fn(r->arg, addr, &naddr, &port, err, sizeof(err));
@@ -129,7 +133,7 @@ static void *resolve_main(void *arg)
     ssize_t w = write(r->fds[1], &one, 1);
     (void)w;
     job_unref(r);
-    distlock__fork_gate_leave();
+    distlock__fork_gate_exit();
     return NULL;
 }
 
@@ -154,12 +158,8 @@ static distlock__resolve *job_start(const char *host, distlock__resolve_fn fn, v
     }
     pthread_mutex_init(&r->mu, NULL);
     r->refs = 2;
-    pthread_t t;
-    pthread_attr_t at;
-    pthread_attr_init(&at);
-    pthread_attr_setdetachstate(&at, PTHREAD_CREATE_DETACHED);
-    int e = distlock__thread_create(&t, &at, resolve_main, r);
-    pthread_attr_destroy(&at);
+    pthread_t t;  /* joined through the gate (distlock__fork_gate_exit) */
+    int e = distlock__thread_create(&t, NULL, resolve_main, r);
     if (e != 0) {
         r->refs = 1;
         job_unref(r);

@@ -117,8 +117,8 @@ fail:
     return -1;
 }
 
-/* Resolve host before deadline_us: numeric at once, a name on a detached
- * helper (resolve.c), abandoned at the deadline (the helper ends on its
+/* Resolve host before deadline_us: numeric at once, a name on a helper
+ * thread (resolve.c), abandoned at the deadline (the helper ends on its
  * own; nothing waits for getaddrinfo). 0, or -1 with err. Called by
  * holders of the fork gate only (a lookup, the subscriber). */
 static int resolve_within(const char *host, char (*addr)[DISTLOCK__ADDR_LEN], int *naddr, uint64_t deadline_us,
@@ -450,7 +450,7 @@ distlock__resolve *distlock__sentinel_start(distlock__transport *t, int i, long 
  * (watch_state). */
 
 /* Every sentinel is served at once by the one thread: each subscription is
- * a small state machine in its poll loop (name lookup on a detached helper,
+ * a small state machine in its poll loop (name lookup on a helper thread,
  * non-blocking connect, AUTH + SUBSCRIBE, then PING), so a hung, slow or
  * unresolvable sentinel costs nothing to the others. A failed attempt is
  * retried after WATCH_RETRY_MS, then every WATCH_RETRY_MAX_MS while it
@@ -968,6 +968,7 @@ static void watch_advance(distlock__watch *w, const struct pollfd *pfd)
 static void *watch_main(void *arg)
 {
     distlock__watch *w = arg;  /* not t->watch: a stop clears that at once */
+    pthread_setname_np(pthread_self(), "distlock-switch");  /* as ps -T and gdb show it */
     struct pollfd *pfd = w->pfd;  /* the stop pipe, then one per subscription */
     distlock__fork_gate_enter();
     for (;;) {
@@ -1025,7 +1026,7 @@ static void watch_free(distlock__transport *t, distlock__watch *w)
     (void)t;
     for (int k = 0; k < w->nsub; k++) {
         watch_close(&w->subs[k]);
-        /* a lookup still running: its detached helper frees it when done */
+        /* a lookup still running: its helper thread frees it when done */
         distlock__resolve_drop(w->subs[k].res);
     }
     close(w->wake[0]);

@@ -361,6 +361,7 @@ static void sync_channels(distlock_client *c)
 static void *subscriber_main(void *arg)
 {
     distlock_client *c = arg;
+    pthread_setname_np(pthread_self(), "distlock-wakeup");  /* as ps -T and gdb show it */
     struct distlock__sub *sub = c->sub;
     struct pollfd *pfd = sub->pfd;
     pthread_mutex_lock(&c->mu);

@@ -266,6 +266,7 @@ typedef struct lost_call { distlock__held *h; distlock_lost_fn fn; distlock_lock
 static void *watchdog_main(void *arg)
 {
     distlock_client *c = arg;
+    pthread_setname_np(pthread_self(), "distlock-renew");  /* as ps -T and gdb show it */
     pthread_mutex_lock(&c->mu);
     while (!c->wd_stop) {
         uint64_t now = distlock__now_us(), next = UINT64_MAX;
@@ -409,6 +410,7 @@ static void *watchdog_main(void *arg)
 static void *lease_clock_main(void *arg)
 {
     distlock_client *c = arg;
+    pthread_setname_np(pthread_self(), "distlock-leases");  /* as ps -T and gdb show it */
     pthread_mutex_lock(&c->mu);
     while (!c->wd_stop) {
         uint64_t now = distlock__now_us(), next = UINT64_MAX;

@@ -1,9 +1,10 @@
-/* test_fork_during_library_thread_handshake.c -- fork() while a thread of
- * the library is inside OpenSSL, in the middle of a TLS handshake to a
- * sentinel, holding a lock there: the +switch-master subscriber, and a
- * lookup of the master (another thread's call). The child must not
- * inherit that lock held, or its first OpenSSL call (freeing the parent's
- * sessions, its own handshake) waits forever for a thread it does not have.
+/* test_fork_while_a_library_thread_holds_a_lock.c -- fork() while a thread
+ * of the library holds a lock: inside OpenSSL, in the middle of a TLS
+ * handshake to a sentinel (the +switch-master subscriber, and a lookup of
+ * the master: another thread's call), or exiting (a lookup's helper, after
+ * its work, in a thread-local destructor). The child must not inherit that
+ * lock held, or its first OpenSSL call (freeing the parent's sessions, its
+ * own handshake) waits forever for a thread it does not have.
  *
  * The lock is one of OpenSSL's allocator, which this test supplies
  * (CRYPTO_set_mem_functions): a lock held across each allocation, as
@@ -40,9 +41,9 @@ static fp_proxy *fp;  /* listener k: sentinel k */
 static pthread_t main_thread;
 static pthread_mutex_t heap_mu = PTHREAD_MUTEX_INITIALIZER;  /* the allocator's lock */
 
-/* The threads a case targets: the library's joinable ones (the
- * +switch-master subscriber) or its detached ones (the resolver's helpers,
- * which run the lookups of a Sentinel node's master). */
+/* The threads a case targets: the library's +switch-master subscriber,
+ * or the resolver's helpers (named "distlock-lookup"), which run the
+ * lookups of a Sentinel node's master. */
 enum { SUBSCRIBER = 1, LOOKUP = 2 };
 
 /* The slow allocation's state, under mu. */
@@ -60,32 +61,80 @@ static long long ms_since(const struct timespec *t0)
     return (now.tv_sec - t0->tv_sec) * 1000LL + (now.tv_nsec - t0->tv_nsec) / 1000000;
 }
 
-/* This thread's kind: 0 for the main thread, else SUBSCRIBER (joinable)
- * or LOOKUP (detached). */
+/* Until the parent has forked, at most HOLD_MS; mu held. */
+static void hold_until_released(void)
+{
+    struct timespec t0, until;
+    clock_gettime(CLOCK_REALTIME, &t0);
+    until = t0;
+    until.tv_sec += HOLD_MS / 1000;
+    until.tv_nsec += (HOLD_MS % 1000) * 1000000L;
+    if (until.tv_nsec >= 1000000000L) {
+        until.tv_sec++;
+        until.tv_nsec -= 1000000000L;
+    }
+    while (!released && ms_since(&t0) < HOLD_MS)
+        pthread_cond_timedwait(&cv, &mu, &until);
+}
+
+/* This thread's kind: 0 for the main thread, LOOKUP for the resolver's
+ * helpers, else SUBSCRIBER. */
 static int thread_kind(void)
 {
     static __thread int kind = -1;
     if (kind < 0) {
-        pthread_attr_t a;
-        int detached = 0;
+        char name[16] = "";
         if (pthread_equal(pthread_self(), main_thread))
             kind = 0;
-        else if (pthread_getattr_np(pthread_self(), &a) == 0) {
-            pthread_attr_getdetachstate(&a, &detached);
-            pthread_attr_destroy(&a);
-            kind = detached == PTHREAD_CREATE_DETACHED ? LOOKUP : SUBSCRIBER;
-        } else
+        else if (pthread_getname_np(pthread_self(), name, sizeof name) == 0 &&
+                 strcmp(name, "distlock-lookup") == 0)
+            kind = LOOKUP;
+        else
             kind = SUBSCRIBER;
     }
     return kind;
 }
 
-/* Whether this thread allocates under heap_mu: the main thread and the
- * targeted ones. */
+/* The exit of a helper: a thread-local destructor of the test's, run after
+ * the library's code has returned, holds the allocator's lock as a
+ * sanitizer's (draining the thread's cache) or OpenSSL's (its per-thread
+ * state) do there. Armed by exit_arm(); one helper's exit, the first to
+ * end, holds it. */
+static pthread_key_t exit_key;
+static int exit_armed;
+
+static void exit_slow(void *unused)
+{
+    (void)unused;
+    if (!__atomic_exchange_n(&exit_armed, 0, __ATOMIC_SEQ_CST))
+        return;
+    pthread_mutex_lock(&heap_mu);
+    pthread_mutex_lock(&mu);
+    __atomic_store_n(&inside, 1, __ATOMIC_SEQ_CST);
+    hold_until_released();
+    __atomic_store_n(&inside, 0, __ATOMIC_SEQ_CST);
+    pthread_mutex_unlock(&mu);
+    pthread_mutex_unlock(&heap_mu);
+}
+
+/* A helper that allocates through OpenSSL gets the destructor. */
+static void exit_watch(void)
+{
+    static __thread int watched;
+    if (!watched && thread_kind() == LOOKUP) {
+        watched = 1;
+        pthread_setspecific(exit_key, &watched);
+    }
+}
+
+/* Whether this thread allocates under heap_mu: the targeted threads, and
+ * the main thread of a child (the one that must not find it held). */
+static pid_t parent;
+
 static int locks_heap(void)
 {
     int k = thread_kind();
-    return k == 0 || k == __atomic_load_n(&target, __ATOMIC_SEQ_CST);
+    return k == 0 ? getpid() != parent : k == __atomic_load_n(&target, __ATOMIC_SEQ_CST);
 }
 
 /* heap_mu held. The first allocation of a TLS handshake step of a
@@ -99,17 +148,7 @@ static void maybe_slow(const char *file)
     if (armed && thread_kind() == target) {
         armed = 0;
         __atomic_store_n(&inside, 1, __ATOMIC_SEQ_CST);
-        struct timespec t0, until;
-        clock_gettime(CLOCK_REALTIME, &t0);
-        until = t0;
-        until.tv_sec += HOLD_MS / 1000;
-        until.tv_nsec += (HOLD_MS % 1000) * 1000000L;
-        if (until.tv_nsec >= 1000000000L) {
-            until.tv_sec++;
-            until.tv_nsec -= 1000000000L;
-        }
-        while (!released && ms_since(&t0) < HOLD_MS)
-            pthread_cond_timedwait(&cv, &mu, &until);
+        hold_until_released();
         __atomic_store_n(&inside, 0, __ATOMIC_SEQ_CST);
     }
     pthread_mutex_unlock(&mu);
@@ -118,6 +157,7 @@ static void maybe_slow(const char *file)
 static void *heap_malloc(size_t n, const char *file, int line)
 {
     (void)line;
+    exit_watch();
     int locked = locks_heap();
     if (locked)
         pthread_mutex_lock(&heap_mu);
@@ -258,11 +298,20 @@ static void fork_while_inside(distlock_client *c, const char *who)
     assert_int_equal(read(report[0], &caught, 1), 1);
     close(report[0]);
     int code = child_status(pid, budget(3000));
-    printf("fork returned after %lld ms; the %s was %s its handshake allocation at the fork; "
+    printf("fork returned after %lld ms; the %s was %s its slow step (the lock held) at the fork; "
            "the child %s\n", forked, who, caught ? "inside" : "out of",
            code == 0 ? "locked and exited" : code == -1000 ? "hung (killed)" : "failed");
     assert_int_equal(caught, 0);
     assert_int_equal(code, 0);
+}
+
+/* One acquire and release through c, asserted. */
+static void lock_once(distlock_client *c, const char *key)
+{
+    distlock_lock *l = NULL;
+    assert_rc(distlock_acquire(c, key, 10000, 0, 0, &l), DISTLOCK_OK);
+    assert_rc(distlock_release(l), DISTLOCK_OK);
+    distlock_lock_free(l);
 }
 
 /* The slow allocation of the next case's targeted threads. */
@@ -272,6 +321,17 @@ static void arm(int kind)
     __atomic_store_n(&target, kind, __ATOMIC_SEQ_CST);
     armed = 1;
     released = 0;
+    pthread_mutex_unlock(&mu);
+}
+
+/* The slow exit of the next helper to end (exit_slow), no slow allocation. */
+static void arm_exit(void)
+{
+    pthread_mutex_lock(&mu);
+    __atomic_store_n(&target, 0, __ATOMIC_SEQ_CST);
+    armed = 0;
+    released = 0;
+    __atomic_store_n(&exit_armed, 1, __ATOMIC_SEQ_CST);
     pthread_mutex_unlock(&mu);
 }
 
@@ -290,18 +350,13 @@ static void test_fork_while_subscriber_in_handshake(void **state)
     snprintf(uri, sizeof uri, "rediss-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s",
              fp_port(fp, 0), fp_port(fp, 1), fp_port(fp, 2), name);
     distlock_client *c = tls_client(uri);
-    distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, "fth-1", 10000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
+    lock_once(c, "fth-1");
 
     arm(SUBSCRIBER);
     assert_int_equal(fp_cmd(fp, NULL, 0, "reset *"), 0);
     fork_while_inside(c, "subscriber");
 
-    assert_rc(distlock_acquire(c, "fth-2", 10000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
+    lock_once(c, "fth-2");
     distlock_client_free(c);
 }
 
@@ -334,10 +389,7 @@ static void test_fork_while_lookup_in_handshake(void **state)
 {
     (void)state;
     distlock_client *mine = tls_client(g->uri), *childs = tls_client(g->uri);
-    distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(childs, "fth-4", 10000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
+    lock_once(childs, "fth-4");
     arm(LOOKUP);
     struct caller a = { mine, -100 };
     pthread_t th;
@@ -349,10 +401,31 @@ static void test_fork_while_lookup_in_handshake(void **state)
     distlock_client_free(mine);
 }
 
+/* A lookup's helper that ends: the call has its answer and goes on, and
+ * the helper's thread exits after the library's code returned, holding a
+ * lock there (exit_slow) when the main thread forks. fork() waits for that
+ * exit (the gate joins the helpers that left it), so the child does not
+ * start with the lock held: it locks through a client of its own, as
+ * above. */
+static void test_fork_while_lookup_thread_exits(void **state)
+{
+    (void)state;
+    distlock_client *mine = tls_client(g->uri), *childs = tls_client(g->uri);
+    lock_once(childs, "fth-5");
+    arm_exit();
+    lock_once(mine, "fth-6");
+    fork_while_inside(childs, "lookup helper's exit");
+    distlock_client_free(childs);
+    distlock_client_free(mine);
+}
+
 int main(void)
 {
     /* before OpenSSL allocates anything */
     main_thread = pthread_self();
+    parent = getpid();
+    if (pthread_key_create(&exit_key, exit_slow) != 0)
+        return 1;
     if (CRYPTO_set_mem_functions(heap_malloc, heap_realloc, heap_free) != 1) {
         fprintf(stderr, "CRYPTO_set_mem_functions refused: OpenSSL allocated already\n");
         return 1;
@@ -360,6 +433,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_fork_while_subscriber_in_handshake),
         cmocka_unit_test(test_fork_while_lookup_in_handshake),
+        cmocka_unit_test(test_fork_while_lookup_thread_exits),
     };
     return cmocka_run_group_tests(tests, group_setup, group_teardown);
 }
