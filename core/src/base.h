@@ -88,8 +88,9 @@ void distlock__fork_gate_leave(void);
  * resolver's helpers), returning from its start function next. Its exit
  * still runs code that takes locks (thread-local destructors: OpenSSL's
  * per-thread state; a sanitizer's allocator cache), so it is joined before
- * fork() goes on, or by the next such thread to leave: the last one is
- * never left for a fork to catch half-exited. */
+ * fork() goes on, or by a later such thread once it has ended (never
+ * waited for by one: a slow exit holds up no other): none is left for a
+ * fork to catch half-exited. */
 void distlock__fork_gate_exit(void);
 /* In a forked child: replace the eventfd `fd` shared with the parent by a
  * fresh one under the same number (a user may hold the number). 0 or -1. */

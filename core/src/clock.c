@@ -4,6 +4,7 @@
  *
  * Layer: 0 base */
 #include <fcntl.h>
+#include <string.h>
 #include <sys/eventfd.h>
 #include <time.h>
 #include <unistd.h>
@@ -41,20 +42,26 @@ static void gate_init(void)
     pthread_rwlockattr_destroy(&a);
 }
 
-/* The last library thread that left the gate for good (distlock__fork_gate_exit)
- * and has not been joined: it may still be exiting. */
+/* The library threads that left the gate for good (distlock__fork_gate_exit)
+ * and have not been joined: they may still be exiting. A list, not one
+ * slot: a thread that leaves joins only those that have ended, so that one
+ * slow to end (its thread-local destructors, a thread the scheduler does
+ * not run for a while) holds up no other: they end side by side instead of
+ * each waiting for the one before, and a fork() waits for the slowest of
+ * them, not for all of them one after another. */
+#define EXITING_MAX 64
 static pthread_mutex_t exiting_mu = PTHREAD_MUTEX_INITIALIZER;
-static pthread_t exiting;
-static int exiting_known;
+static pthread_t exiting[EXITING_MAX];
+static int nexiting;
 
 static void gate_close(void)
 {
     pthread_rwlock_wrlock(&fork_gate);
-    /* No thread is inside; one may still be on its way out: wait for it. */
+    /* No thread is inside; some may still be on their way out: wait for them. */
     pthread_mutex_lock(&exiting_mu);
-    if (exiting_known)
-        pthread_join(exiting, NULL);
-    exiting_known = 0;
+    for (int k = 0; k < nexiting; k++)
+        pthread_join(exiting[k], NULL);
+    nexiting = 0;
     pthread_mutex_unlock(&exiting_mu);
 }
 
@@ -89,27 +96,35 @@ void distlock__fork_gate_leave(void)
     pthread_rwlock_unlock(&fork_gate);
 }
 
-/* At the process's exit the last one is let go, not waited for (exit()
+/* At the process's exit the ones left are let go, not waited for (exit()
  * never waits on a thread of the library): not left joinable for good. */
 __attribute__((destructor)) static void exiting_let_go(void)
 {
     pthread_mutex_lock(&exiting_mu);
-    if (exiting_known)
-        pthread_detach(exiting);
-    exiting_known = 0;
+    for (int k = 0; k < nexiting; k++)
+        pthread_detach(exiting[k]);
+    nexiting = 0;
     pthread_mutex_unlock(&exiting_mu);
 }
 
 void distlock__fork_gate_exit(void)
 {
     pthread_mutex_lock(&exiting_mu);
-    pthread_t before = exiting;
-    int known = exiting_known;
-    exiting = pthread_self();
-    exiting_known = 1;
+    int n = 0;
+    for (int k = 0; k < nexiting; k++)
+        if (pthread_tryjoin_np(exiting[k], NULL) != 0)  /* still exiting: kept */
+            exiting[n++] = exiting[k];
+    nexiting = n;
+    /* As many still exiting as the list holds: the oldest is waited for,
+     * past the gate (its exit takes no lock of ours). */
+    int full = nexiting == EXITING_MAX;
+    pthread_t oldest = exiting[0];
+    if (full)
+        memmove(exiting, exiting + 1, (EXITING_MAX - 1) * sizeof(exiting[0]));
+    exiting[full ? EXITING_MAX - 1 : nexiting++] = pthread_self();
     pthread_mutex_unlock(&exiting_mu);
-    if (known)
-        pthread_join(before, NULL);  /* past the gate: its exit takes no lock of ours */
+    if (full)
+        pthread_join(oldest, NULL);
     pthread_rwlock_unlock(&fork_gate);
 }
 
