@@ -305,15 +305,6 @@ static void fork_while_inside(distlock_client *c, const char *who)
     assert_int_equal(code, 0);
 }
 
-/* One acquire and release through c, asserted. */
-static void lock_once(distlock_client *c, const char *key)
-{
-    distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, key, 10000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
-}
-
 /* The slow allocation of the next case's targeted threads. */
 static void arm(int kind)
 {
@@ -350,13 +341,13 @@ static void test_fork_while_subscriber_in_handshake(void **state)
     snprintf(uri, sizeof uri, "rediss-sentinel://127.0.0.1:%d,127.0.0.1:%d,127.0.0.1:%d%s",
              fp_port(fp, 0), fp_port(fp, 1), fp_port(fp, 2), name);
     distlock_client *c = tls_client(uri);
-    lock_once(c, "fth-1");
+    lock_and_release(c, "fth-1");
 
     arm(SUBSCRIBER);
     assert_int_equal(fp_cmd(fp, NULL, 0, "reset *"), 0);
     fork_while_inside(c, "subscriber");
 
-    lock_once(c, "fth-2");
+    lock_and_release(c, "fth-2");
     distlock_client_free(c);
 }
 
@@ -389,7 +380,7 @@ static void test_fork_while_lookup_in_handshake(void **state)
 {
     (void)state;
     distlock_client *mine = tls_client(g->uri), *childs = tls_client(g->uri);
-    lock_once(childs, "fth-4");
+    lock_and_release(childs, "fth-4");
     arm(LOOKUP);
     struct caller a = { mine, -100 };
     pthread_t th;
@@ -411,9 +402,9 @@ static void test_fork_while_lookup_thread_exits(void **state)
 {
     (void)state;
     distlock_client *mine = tls_client(g->uri), *childs = tls_client(g->uri);
-    lock_once(childs, "fth-5");
+    lock_and_release(childs, "fth-5");
     arm_exit();
-    lock_once(mine, "fth-6");
+    lock_and_release(mine, "fth-6");
     fork_while_inside(childs, "lookup helper's exit");
     distlock_client_free(childs);
     distlock_client_free(mine);

@@ -13,10 +13,9 @@
  * same name and lock; their helpers must be gone (/proc/self/task) while
  * the first one's exit still waits. */
 #include "test_common.h"
+#include "test_thread_control.h"
 
-#include <dirent.h>
 #include <dlfcn.h>
-#include <fcntl.h>
 #include <netdb.h>
 #include <unistd.h>
 
@@ -77,25 +76,15 @@ static int exit_is_held(void)
 /* The library's lookup threads now alive. */
 static int lookup_threads(void)
 {
-    DIR *d = opendir("/proc/self/task");
-    assert_non_null(d);
-    int n = 0;
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        char path[300], comm[32] = "";
-        if (e->d_name[0] == '.')
-            continue;
-        snprintf(path, sizeof path, "/proc/self/task/%s/comm", e->d_name);
-        int fd = open(path, O_RDONLY | O_CLOEXEC);
-        if (fd < 0)
-            continue;
-        ssize_t r = read(fd, comm, sizeof comm - 1);
-        close(fd);
-        if (r > 0 && strncmp(comm, "distlock-lookup", 15) == 0)
-            n++;
+    pid_t tids[512];
+    int n = list_tids(tids, 512), lookups = 0;
+    for (int k = 0; k < n; k++) {
+        char path[64], comm[32];
+        snprintf(path, sizeof path, "/proc/self/task/%d/comm", (int)tids[k]);
+        lookups += read_small(path, comm, sizeof comm) > 0 &&
+                   strncmp(comm, "distlock-lookup", 15) == 0;
     }
-    closedir(d);
-    return n;
+    return lookups;
 }
 
 /* A client of the server by its host name locks and is freed: one lookup,
@@ -105,10 +94,7 @@ static void lock_by_name(const char *key)
     char uri[64];
     snprintf(uri, sizeof uri, "redis://localhost:%d", rc->node[0].port);
     distlock_client *c = new_client(uri);
-    distlock_lock *l = NULL;
-    assert_rc(distlock_acquire(c, key, 10000, 0, 0, &l), DISTLOCK_OK);
-    assert_rc(distlock_release(l), DISTLOCK_OK);
-    distlock_lock_free(l);
+    lock_and_release(c, key);
     distlock_client_free(c);
 }
 

@@ -182,6 +182,36 @@ static void test_idempotent_reacquire(void **state)
     distlock_client_free(c);
 }
 
+/* The token pair remembers its latest leases in a ring of a few dozen
+ * entries, each with its key and token (a block reused when an entry is
+ * replaced): more keys than the ring holds, of lengths growing then
+ * shrinking (the reused blocks grow and shrink), each taken, retaken with
+ * its token (a retry) and released; every key holds its own token until
+ * its release, which deletes it. */
+static void test_token_pair_leases_past_its_ring(void **state)
+{
+    rh_cluster *rc = *state;
+    distlock_client *c = new_client(rh_uris(rc));
+    enum { KEYS = 80 };
+    char key[KEYS][128], tok[KEYS][64], v[64];
+    for (int i = 0; i < KEYS; i++) {
+        int len = i < KEYS / 2 ? 1 + 2 * i : 1 + 2 * (KEYS - 1 - i);
+        snprintf(key[i], sizeof key[i], "ring:%0*d", len, i);
+        snprintf(tok[i], sizeof tok[i], "t%0*d", 1 + (i * 7) % 60, i);
+        assert_rc(distlock_acquire_token(c, key[i], 30000, tok[i], 0, NULL), DISTLOCK_OK);
+    }
+    for (int i = KEYS - 1; i >= 0; i--) {
+        assert_rc(distlock_acquire_token(c, key[i], 30000, tok[i], 0, NULL), DISTLOCK_OK);
+        assert_int_equal(rh_get(rc, 0, 0, key[i], v, sizeof v), 1);
+        assert_string_equal(v, tok[i]);
+    }
+    for (int i = 0; i < KEYS; i++) {
+        assert_rc(distlock_release_token(c, key[i], tok[i]), DISTLOCK_OK);
+        assert_int_equal(rh_get(rc, 0, 0, key[i], NULL, 0), 0);
+    }
+    distlock_client_free(c);
+}
+
 /* Scripts are cached per node; after SCRIPT FLUSH every operation must still
  * work (NOSCRIPT -> EVAL fallback). */
 static void test_noscript(void **state)
@@ -441,6 +471,7 @@ int main(void)
         cmocka_unit_test_setup(test_extend, heal),
         cmocka_unit_test_setup(test_extend_token, heal),
         cmocka_unit_test_setup(test_idempotent_reacquire, heal),
+        cmocka_unit_test_setup(test_token_pair_leases_past_its_ring, heal),
         cmocka_unit_test_setup(test_noscript, heal),
         cmocka_unit_test_setup(test_validity_bounds, heal),
         cmocka_unit_test_setup(test_validity_elapsed, heal),

@@ -86,13 +86,15 @@ static int acquire_token(distlock_client *c, const char *key, long ttl_ms, const
         if (k < 0) {
             k = c->tp_next;
             c->tp_next = (c->tp_next + 1) % DISTLOCK__TP_RECENT;
+            /* the evicted entry's block, reused (in place when it fits) */
             size_t kn = strlen(key) + 1, tn = strlen(token) + 1;
-            char *l = malloc(kn + tn);  /* none: nothing remembered, the release goes to all */
+            char *l = realloc(c->tp_recent[k].lock, kn + tn);
             if (l != NULL) {
                 memcpy(l, key, kn);
                 memcpy(l + kn, token, tn);
+            } else {  /* none: nothing remembered, the release goes to all */
+                free(c->tp_recent[k].lock);
             }
-            free(c->tp_recent[k].lock);
             c->tp_recent[k].lock = l;
         }
         c->tp_recent[k].tag = tag;
