@@ -639,8 +639,9 @@ int distlock__waiter_add(distlock_client *c, distlock__waiter *w);
  * DISTLOCK_OK once registered; distlock__waiter_settled() tells when the
  * subscription is confirmed, cannot be, or deadline_us passed (then w counts
  * as subscribed, as distlock__waiter_add() leaves it); w->sl is woken when
- * it is confirmed. */
-int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w);
+ * it is confirmed. *settled_at_add: whether it was settled when w was
+ * registered (then nothing wakes w->sl for it). */
+int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w, int *settled_at_add);
 int distlock__waiter_settled(distlock_client *c, distlock__waiter *w, uint64_t deadline_us);
 void distlock__waiter_remove(distlock_client *c, distlock__waiter *w);
 /* Keep `channel` subscribed while no waiter of it is registered (a multi's

@@ -194,6 +194,7 @@ struct distlock_op {
     int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
     int first_won;  /* S_WONLEAVE after a first attempt's win (not a later one's) */
     int sub_looked;           /* a blocking acquire's wait looked at its subscription once */
+    int sub_at_add;           /* its channel was settled when its waiter was registered */
     long backoff;
     unsigned named;
     char *ch;
@@ -1139,7 +1140,7 @@ static void acq_step(distlock_op *op)
             op->entered_wait = 1;
             if (op->k)
                 fail_try_once(op->k);
-            if (distlock__waiter_add_start(c, &op->w) == DISTLOCK_OK) {
+            if (distlock__waiter_add_start(c, &op->w, &op->sub_at_add) == DISTLOCK_OK) {
                 op->waiter_on = 1;
                 if (op->k)
                     key_hold_channel(m, op->k, op->ch);
@@ -1162,12 +1163,17 @@ static void acq_step(distlock_op *op)
                 op->state = S_OUT;
                 continue;
             }
-            if (op->embedded && !op->sub_looked++ && atomic_load(&op->w.sl.woken)) {
-                /* Confirmed since the add, which woke the sleeper: a
-                 * blocking wait sleeps once first, as when its add and its
-                 * first look were one step under the client's lock (the
-                 * hook is asked before each sleep); the wake is pending, so
+            if (op->embedded && !op->sub_looked++ && !op->sub_at_add) {
+                /* Unsettled at the add: a blocking wait sleeps once first,
+                 * as when its add and its first look were one step under
+                 * the client's lock (the hook is asked before each sleep).
+                 * A confirmation since the add woke the sleeper; one that
+                 * comes after the look at that flag is seen by the settled
+                 * check and woken here: either way the wake is pending and
                  * the loop is back at once. */
+                if (!atomic_load(&op->w.sl.woken) &&
+                    distlock__waiter_settled(c, &op->w, op->sub_deadline))
+                    distlock__sleeper_wake(&op->w.sl);
                 (void)timer_set(op, op->sub_deadline);
                 return;
             }

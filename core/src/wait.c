@@ -469,11 +469,13 @@ static int waiter_add_locked(distlock_client *c, distlock__waiter *w)
     return DISTLOCK_OK;
 }
 
-int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w)
+int distlock__waiter_add_start(distlock_client *c, distlock__waiter *w, int *settled_at_add)
 {
     int rc = waiter_add_locked(c, w);
-    if (rc == DISTLOCK_OK)
+    if (rc == DISTLOCK_OK) {
+        *settled_at_add = settled(c, w->channel);
         pthread_mutex_unlock(&c->mu);
+    }
     return rc;
 }
 
