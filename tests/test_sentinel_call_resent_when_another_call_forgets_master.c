@@ -10,23 +10,30 @@
  * say what is true: the release OK (the key gone, not ENOTOWNER), the
  * extend OK (the key there with its token and the new TTL).
  *
- * The master is made slow with DEBUG SLEEP (the group allows DEBUG from
- * loopback); the other call is a release on a connection of its own, made
- * while the master sleeps, so the connect timeout (shorter than the
- * command timeout the call under test has) ends it first. Real processes
- * only: tests/harness/sentinels.py (1 master, 2 replicas, 3 sentinels). */
+ * The master is made slow by stopping it (SIGSTOP: the kernel still
+ * takes its connections and their bytes, it answers nothing); the other
+ * call is a release on a connection of its own, made while the master is
+ * stopped, so the connect timeout (shorter than the command timeout the
+ * call under test has) ends it first. The test wakes the master (SIGCONT)
+ * once it has seen both: the other call ended, and the call under test
+ * opened its new connection; the master then runs the first send, which
+ * was in its socket, before the new connection's CLIENT KILL and resend
+ * (they follow the handshake's replies). The order is observed, not timed:
+ * a fixed sleep would end too early where the call is slow to reach the
+ * socket (a loaded machine, TSan), and the call would then be answered
+ * where it was first sent. Real processes only: tests/harness/sentinels.py
+ * (1 master, 2 replicas, 3 sentinels). */
 #include "test_common.h"
 #include "harness/sentinel_harness.h"
 #include "test_sentinel_calls.h"
 
 #define DATA_PASS "data-pw-1"
-#define CONNECT_TIMEOUT_MS 600
-#define COMMAND_TIMEOUT_MS 1500
-#define SLEEP_S "1.0"
-/* The other call ends at the connect timeout (600 ms), the call under
- * test follows within 200 ms and gets the connect timeout again for its
- * new connection: the sleep (1 s) ends in between, so the resend goes out
- * after the first send ran. */
+/* The other call ends at the connect timeout, the call under test follows
+ * within 200 ms (long before its own command timeout) and has the connect
+ * timeout again for its new connection's handshake: the test wakes the
+ * master within it. */
+#define CONNECT_TIMEOUT_MS 1000
+#define COMMAND_TIMEOUT_MS 4000
 #define TTL_MS 30000
 #define EXTEND_TTL_MS 90000
 
@@ -80,14 +87,9 @@ static void run(int op, const char *what, int kill_refused)
 
     uint64_t reconnects_before = reconnects(c);
 
-    /* The master sleeps; the call under test goes out on the client's
+    /* The master is stopped; the call under test goes out on the client's
      * connection (made above) and waits in the master's socket. */
-    redisContext *blk = rh_auth_connect(master, NULL, DATA_PASS);
-    assert_non_null(blk);
-    assert_int_equal(redisAppendCommand(blk, "DEBUG SLEEP %s", SLEEP_S), REDIS_OK);
-    int done = 0;
-    while (!done)
-        assert_int_equal(redisBufferWrite(blk, &done), REDIS_OK);
+    assert_int_equal(rh_sentinels_signal(g, master, 1), 0);
     long long slept = rh_now_ms();
     sentinel_call o = { .c = c, .op = op, .key = key, .token = token, .ttl_ms = EXTEND_TTL_MS };
     pthread_t th, th2;
@@ -104,12 +106,13 @@ static void run(int op, const char *what, int kill_refused)
                         .token = other_token };
     sentinel_call_start(&f, &th2);
 
+    /* The other call timed out and forgot the master, and the call under
+     * test followed: a new connection (the client's reconnections count
+     * it once its socket is open, before its handshake is answered). */
+    int seen = RH_WAIT_UNTIL(atomic_load(&f.done) && reconnects(c) > reconnects_before, 20000);
+    long long woke = rh_now_ms();
+    assert_int_equal(rh_sentinels_signal(g, master, 0), 0);
     int ended = RH_WAIT_UNTIL(atomic_load(&o.done) && atomic_load(&f.done), 20000);
-    redisReply *r = NULL;
-    (void)redisGetReply(blk, (void **)&r);  /* DEBUG SLEEP's OK: the master awake */
-    if (r)
-        freeReplyObject(r);
-    redisFree(blk);
     uint64_t followed = reconnects(c) - reconnects_before;
     char kills[160] = "none";
     redisContext *d = rh_auth_connect(master, NULL, DATA_PASS);
@@ -131,11 +134,13 @@ static void run(int op, const char *what, int kill_refused)
     printf("%s: the master's CLIENT KILL count: %s\n", what, kills);
     int has = rh_sentinels_has(g, master, key, token);
     long long pttl = pttl_on(master, DATA_PASS, key);
-    printf("%s: master %d asleep %s s; the call in its socket %lld ms after: %d; it ended %lld "
-           "ms after the sleep began: rc %d %s (validity %ld ms); the other call ended %lld ms "
-           "after: rc %d %s; the master has the key with the token: %d, PTTL %lld ms; reconnections: %llu\n",
-           what, master, SLEEP_S, out_ms - slept, queued, o.ended_ms - slept, o.rc, o.detail,
-           o.validity, f.ended_ms - slept, f.rc, f.detail, has, pttl, (unsigned long long)followed);
+    printf("%s: master %d stopped; the call in its socket %lld ms after: %d; the other call "
+           "ended %lld ms after: rc %d %s; the new connection seen: %d, the master woken %lld ms "
+           "after the stop; the call ended %lld ms after: rc %d %s (validity %ld ms); the master "
+           "has the key with the token: %d, PTTL %lld ms; reconnections: %llu\n",
+           what, master, out_ms - slept, queued, f.ended_ms - slept, f.rc, f.detail, seen,
+           woke - slept, o.ended_ms - slept, o.rc, o.detail, o.validity, has, pttl,
+           (unsigned long long)followed);
     if (ended) {
         assert_int_equal(pthread_join(th, NULL), 0);
         assert_int_equal(pthread_join(th2, NULL), 0);
@@ -144,6 +149,7 @@ static void run(int op, const char *what, int kill_refused)
     rh_sentinels_stop(g);
     assert_true(ended);
     assert_true(queued);
+    assert_true(seen);
     assert_true(f.rc != DISTLOCK_OK);  /* it timed out: the master was forgotten */
     /* the call under test was resent on a new connection, after CLIENT KILL
      * of its old one (the only call here with a request left behind) */
