@@ -135,10 +135,16 @@ static void test_auto_renew_deleted(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
+    /* deleted from every node below: each connection up first (a first
+     * round may end at the quorum, its request to a node still connecting
+     * unsent), and each node seen holding it (the third node's reply may
+     * come after the grant) */
+    connect_every_node(rc, c, "ard:connect");
     distlock_lock *l = NULL;
     struct lost_rec rec = { 0 };
     assert_rc(distlock_acquire(c, "ard", 450, 0, DISTLOCK_AUTO_RENEW, &l), DISTLOCK_OK);
     assert_rc(distlock_lock_on_lost(l, on_lost, &rec), DISTLOCK_OK);
+    assert_holding(rc, "ard", distlock_lock_token(l), 3);
     for (int i = 0; i < 3; i++) assert_int_equal(rh_del(rc, i, 0, "ard"), 1);
     assert_true(RH_WAIT_UNTIL(distlock_lock_lost(l) == 1, 5000));
     assert_true(RH_WAIT_UNTIL(atomic_load(&rec.calls) == 1, 2000));
