@@ -122,8 +122,13 @@ static void test_extend_loses_quorum(void **state)
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_CONNECT_TIMEOUT_MS, 500), DISTLOCK_OK);
+    /* deleted from nodes 0 and 1 below: each connection up first (a first
+     * round may end at the quorum, its request to a node still connecting
+     * unsent), and each node seen holding it (a grant ends at 3 of 5) */
+    connect_every_node(rc, c, "xq:connect");
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "xq", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_holding(rc, "xq", distlock_lock_token(l), N);
     /* Two owners' keys vanish (e.g. restarts without persistence) and a third dies. */
     assert_int_equal(rh_del(rc, 0, 0, "xq"), 1);
     assert_int_equal(rh_del(rc, 1, 0, "xq"), 1);
@@ -179,8 +184,13 @@ static void test_release_minority(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *c = new_client(rh_uris(rc));
+    /* deleted from nodes 0..2 below: each connection up first (a first
+     * round may end at the quorum, its request to a node still connecting
+     * unsent), and each node seen holding it (a grant ends at 3 of 5) */
+    connect_every_node(rc, c, "rm:connect");
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(c, "rm", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_holding(rc, "rm", distlock_lock_token(l), N);
     for (int i = 0; i < 3; i++) assert_int_equal(rh_del(rc, i, 0, "rm"), 1);
     assert_fails(distlock_release(l), DISTLOCK_ENOTOWNER);
     assert_holding(rc, "rm", NULL, 0);
