@@ -34,6 +34,10 @@ static distlock_client *slow_retry_client(rh_cluster *rc)
 static distlock_lock *hold_on_quorum_only(rh_cluster *rc, distlock_client *holder_c,
                                           const char *key, long flags)
 {
+    /* holder_c is a fresh client, and its lock is counted on all 3 nodes
+     * before node 2's copy goes: each connection up first (a first round
+     * may end at the quorum, its request to a node still connecting unsent) */
+    connect_every_node(rc, holder_c, "undo:connect");
     distlock_lock *held = NULL;
     assert_rc(distlock_acquire(holder_c, key, 30000, 0, (unsigned)flags, &held), DISTLOCK_OK);
     assert_holding(rc, key, distlock_lock_token(held), 3);
