@@ -39,6 +39,10 @@ static distlock_client *client3(const rh_cluster *rc)
     char buf[1024];
     distlock_client *c = new_client(rh_uris_mask(rc, 7u, buf, sizeof buf));
     assert_rc(distlock_client_set(c, DISTLOCK_OPT_COMMAND_TIMEOUT_MS, 500), DISTLOCK_OK);
+    /* release_then_retry() waits for the lease on every node: each
+     * connection up first (a first round may end at the quorum, its request
+     * to a node still connecting unsent, and that node would never get it) */
+    connect_every_node(rc, c, "retry:connect");
     return c;
 }
 
