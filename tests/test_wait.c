@@ -77,8 +77,14 @@ static void test_wakeup_on_release(void **state)
 {
     rh_cluster *rc = *state;
     distlock_client *holder = new_client(rh_uris(rc));
+    /* node 0 is seen holding the key below: each connection up first (a
+     * first round may end at the quorum, its request to a node still
+     * connecting unsent), and each node seen holding it (on 5 nodes a grant
+     * ends at 3, node 0's reply may come after it) */
+    connect_every_node(rc, holder, "wk:connect");
     distlock_lock *l = NULL;
     assert_rc(distlock_acquire(holder, "wk", 30000, 0, 0, &l), DISTLOCK_OK);
+    assert_holding(rc, "wk", distlock_lock_token(l), rc->n);
 
     long long before[512];
     int nbefore = rh_lib_conn_ids(rc, 0, NULL, before, 512);
