@@ -90,7 +90,7 @@ static void run(int op, const char *what, int kill_refused)
     /* The master is stopped; the call under test goes out on the client's
      * connection (made above) and waits in the master's socket. */
     assert_int_equal(rh_sentinels_signal(g, master, 1), 0);
-    long long slept = rh_now_ms();
+    long long stopped = rh_now_ms();
     sentinel_call o = { .c = c, .op = op, .key = key, .token = token, .ttl_ms = EXTEND_TTL_MS };
     pthread_t th, th2;
     sentinel_call_start(&o, &th);
@@ -138,8 +138,8 @@ static void run(int op, const char *what, int kill_refused)
            "ended %lld ms after: rc %d %s; the new connection seen: %d, the master woken %lld ms "
            "after the stop; the call ended %lld ms after: rc %d %s (validity %ld ms); the master "
            "has the key with the token: %d, PTTL %lld ms; reconnections: %llu\n",
-           what, master, out_ms - slept, queued, f.ended_ms - slept, f.rc, f.detail, seen,
-           woke - slept, o.ended_ms - slept, o.rc, o.detail, o.validity, has, pttl,
+           what, master, out_ms - stopped, queued, f.ended_ms - stopped, f.rc, f.detail, seen,
+           woke - stopped, o.ended_ms - stopped, o.rc, o.detail, o.validity, has, pttl,
            (unsigned long long)followed);
     if (ended) {
         assert_int_equal(pthread_join(th, NULL), 0);

@@ -193,8 +193,8 @@ struct distlock_op {
                                  a writer's intent: only there) */
     int readers, late, fair, subscribed, waiter_on, notice, entered_wait;
     int first_won;  /* S_WONLEAVE after a first attempt's win (not a later one's) */
-    int sub_looked;           /* a blocking acquire's wait looked at its subscription once */
-    int sub_at_add;           /* its channel was settled when its waiter was registered */
+    int sub_pause;            /* a blocking acquire's wait sleeps once before its first look
+                               * at its subscription (unsettled when its waiter was added) */
     long backoff;
     unsigned named;
     char *ch;
@@ -1140,8 +1140,10 @@ static void acq_step(distlock_op *op)
             op->entered_wait = 1;
             if (op->k)
                 fail_try_once(op->k);
-            if (distlock__waiter_add_start(c, &op->w, &op->sub_at_add) == DISTLOCK_OK) {
+            int settled_at_add = 0;
+            if (distlock__waiter_add_start(c, &op->w, &settled_at_add) == DISTLOCK_OK) {
                 op->waiter_on = 1;
+                op->sub_pause = op->embedded && !settled_at_add;
                 if (op->k)
                     key_hold_channel(m, op->k, op->ch);
                 op->sub_deadline = distlock__now_us() +
@@ -1163,16 +1165,15 @@ static void acq_step(distlock_op *op)
                 op->state = S_OUT;
                 continue;
             }
-            if (op->embedded && !op->sub_looked++ && !op->sub_at_add) {
+            if (op->sub_pause) {
                 /* Unsettled at the add: a blocking wait sleeps once first,
                  * as when its add and its first look were one step under
                  * the client's lock (the hook is asked before each sleep).
-                 * A confirmation since the add woke the sleeper; one that
-                 * comes after the look at that flag is seen by the settled
-                 * check and woken here: either way the wake is pending and
-                 * the loop is back at once. */
-                if (!atomic_load(&op->w.sl.woken) &&
-                    distlock__waiter_settled(c, &op->w, op->sub_deadline))
+                 * Settled since: woken here (a second wake if the
+                 * confirmation's came first; one read drains both), so the
+                 * loop is back at once. */
+                op->sub_pause = 0;
+                if (distlock__waiter_settled(c, &op->w, op->sub_deadline))
                     distlock__sleeper_wake(&op->w.sl);
                 (void)timer_set(op, op->sub_deadline);
                 return;
